@@ -1,0 +1,461 @@
+//! Istio's config API as Rust types, and the parser that turns YAML documents into them.
+//!
+//! Documents are parsed to a generic JSON value first so that one document can be dispatched on its
+//! `apiVersion`/`kind`, then into the typed spec with `serde_path_to_error` so every error names the
+//! field path, as Istio's own messages do.
+
+pub mod common;
+pub mod networking;
+pub mod security;
+pub mod telemetry;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// Every Istio config kind Rudder understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    VirtualService,
+    DestinationRule,
+    Gateway,
+    ServiceEntry,
+    Sidecar,
+    WorkloadEntry,
+    WorkloadGroup,
+    EnvoyFilter,
+    PeerAuthentication,
+    AuthorizationPolicy,
+    RequestAuthentication,
+    Telemetry,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 12] = [
+        Kind::VirtualService,
+        Kind::DestinationRule,
+        Kind::Gateway,
+        Kind::ServiceEntry,
+        Kind::Sidecar,
+        Kind::WorkloadEntry,
+        Kind::WorkloadGroup,
+        Kind::EnvoyFilter,
+        Kind::PeerAuthentication,
+        Kind::AuthorizationPolicy,
+        Kind::RequestAuthentication,
+        Kind::Telemetry,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::VirtualService => "VirtualService",
+            Kind::DestinationRule => "DestinationRule",
+            Kind::Gateway => "Gateway",
+            Kind::ServiceEntry => "ServiceEntry",
+            Kind::Sidecar => "Sidecar",
+            Kind::WorkloadEntry => "WorkloadEntry",
+            Kind::WorkloadGroup => "WorkloadGroup",
+            Kind::EnvoyFilter => "EnvoyFilter",
+            Kind::PeerAuthentication => "PeerAuthentication",
+            Kind::AuthorizationPolicy => "AuthorizationPolicy",
+            Kind::RequestAuthentication => "RequestAuthentication",
+            Kind::Telemetry => "Telemetry",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    pub fn group(self) -> &'static str {
+        match self {
+            Kind::PeerAuthentication | Kind::AuthorizationPolicy | Kind::RequestAuthentication => {
+                "security.istio.io"
+            }
+            Kind::Telemetry => "telemetry.istio.io",
+            _ => "networking.istio.io",
+        }
+    }
+
+    /// The API versions Istio serves for this kind (CRD `versions` with `served: true`).
+    pub fn served_versions(self) -> &'static [&'static str] {
+        match self {
+            Kind::EnvoyFilter => &["v1alpha3"],
+            Kind::PeerAuthentication | Kind::AuthorizationPolicy | Kind::RequestAuthentication => {
+                &["v1", "v1beta1"]
+            }
+            Kind::Telemetry => &["v1", "v1alpha1"],
+            _ => &["v1", "v1beta1", "v1alpha3"],
+        }
+    }
+
+    /// Lower-case plural, as in the CRD name `virtualservices.networking.istio.io`.
+    pub fn plural(self) -> String {
+        let lower = self.name().to_ascii_lowercase();
+        if lower.ends_with("policy") {
+            format!("{}ies", lower.trim_end_matches('y'))
+        } else {
+            format!("{lower}s")
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The Kubernetes object metadata Rudder keeps. Other metadata fields (managedFields, ownerReferences...)
+/// are accepted and dropped: they do not change what the mesh does.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+}
+
+/// The typed spec of one config object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Spec {
+    VirtualService(networking::VirtualService),
+    DestinationRule(networking::DestinationRule),
+    Gateway(networking::Gateway),
+    ServiceEntry(networking::ServiceEntry),
+    Sidecar(networking::Sidecar),
+    WorkloadEntry(networking::WorkloadEntry),
+    WorkloadGroup(networking::WorkloadGroup),
+    EnvoyFilter(networking::EnvoyFilter),
+    PeerAuthentication(security::PeerAuthentication),
+    AuthorizationPolicy(security::AuthorizationPolicy),
+    RequestAuthentication(security::RequestAuthentication),
+    Telemetry(telemetry::Telemetry),
+}
+
+impl Spec {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Spec::VirtualService(_) => Kind::VirtualService,
+            Spec::DestinationRule(_) => Kind::DestinationRule,
+            Spec::Gateway(_) => Kind::Gateway,
+            Spec::ServiceEntry(_) => Kind::ServiceEntry,
+            Spec::Sidecar(_) => Kind::Sidecar,
+            Spec::WorkloadEntry(_) => Kind::WorkloadEntry,
+            Spec::WorkloadGroup(_) => Kind::WorkloadGroup,
+            Spec::EnvoyFilter(_) => Kind::EnvoyFilter,
+            Spec::PeerAuthentication(_) => Kind::PeerAuthentication,
+            Spec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
+            Spec::RequestAuthentication(_) => Kind::RequestAuthentication,
+            Spec::Telemetry(_) => Kind::Telemetry,
+        }
+    }
+
+    /// Deserializes `value` as the spec of `kind`, naming the failing field path on error.
+    fn from_value(kind: Kind, value: serde_json::Value) -> Result<Spec, (String, String)> {
+        fn typed<T: serde::de::DeserializeOwned>(
+            value: serde_json::Value,
+        ) -> Result<T, (String, String)> {
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                let path = e.path().to_string();
+                let field = if path == "." {
+                    "spec".to_string()
+                } else {
+                    format!("spec.{path}")
+                };
+                (field, e.into_inner().to_string())
+            })
+        }
+        Ok(match kind {
+            Kind::VirtualService => Spec::VirtualService(typed(value)?),
+            Kind::DestinationRule => Spec::DestinationRule(typed(value)?),
+            Kind::Gateway => Spec::Gateway(typed(value)?),
+            Kind::ServiceEntry => Spec::ServiceEntry(typed(value)?),
+            Kind::Sidecar => Spec::Sidecar(typed(value)?),
+            Kind::WorkloadEntry => Spec::WorkloadEntry(typed(value)?),
+            Kind::WorkloadGroup => Spec::WorkloadGroup(typed(value)?),
+            Kind::EnvoyFilter => Spec::EnvoyFilter(typed(value)?),
+            Kind::PeerAuthentication => Spec::PeerAuthentication(typed(value)?),
+            Kind::AuthorizationPolicy => Spec::AuthorizationPolicy(typed(value)?),
+            Kind::RequestAuthentication => Spec::RequestAuthentication(typed(value)?),
+            Kind::Telemetry => Spec::Telemetry(typed(value)?),
+        })
+    }
+}
+
+/// One Istio config object: what `kubectl get -o yaml` shows, typed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Config {
+    pub api_version: String,
+    pub kind: Kind,
+    pub metadata: ObjectMeta,
+    pub spec: Spec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+impl Config {
+    pub fn key(&self) -> ConfigKey {
+        ConfigKey {
+            kind: self.kind,
+            namespace: self.metadata.namespace.clone(),
+            name: self.metadata.name.clone(),
+        }
+    }
+
+    pub fn object_ref(&self) -> ObjectRef {
+        ObjectRef {
+            kind: self.kind.name().to_string(),
+            namespace: self.metadata.namespace.clone(),
+            name: self.metadata.name.clone(),
+        }
+    }
+}
+
+/// Identifies one object in the store.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ConfigKey {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Names an object in an error message, even one whose kind Rudder does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Why a document is not a valid Istio config object.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The text is not YAML at all; nothing in it can be trusted.
+    #[error("invalid YAML: {0}")]
+    Syntax(String),
+    /// The document cannot be identified as an object (no kind, no name, not a mapping...).
+    #[error("document {document}: {message}")]
+    Document { document: usize, message: String },
+    /// The object is identified, but a field is wrong.
+    #[error("{object}: {field}: {message}")]
+    Invalid {
+        object: ObjectRef,
+        field: String,
+        message: String,
+    },
+}
+
+/// A document that parsed but is not one of Istio's kinds (a Deployment, a Service...). Not an error:
+/// config directories and `rudder validate` inputs routinely mix them in, and istioctl skips them too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub document: usize,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+/// Everything one YAML text holds.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub configs: Vec<Config>,
+    pub skipped: Vec<Skipped>,
+    pub errors: Vec<ConfigError>,
+}
+
+/// Parses every document of a (multi-document) YAML text. Objects without a namespace get
+/// `default_namespace`. `kind: List` documents are flattened, as kubectl does.
+pub fn parse_yaml(text: &str, default_namespace: &str) -> Parsed {
+    let mut parsed = Parsed::default();
+    let documents: Vec<serde_json::Value> = match serde_saphyr::from_multiple(text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            parsed.errors.push(ConfigError::Syntax(e.to_string()));
+            return parsed;
+        }
+    };
+    for (index, doc) in documents.into_iter().enumerate() {
+        let document = index + 1;
+        if is_list(&doc) {
+            let items = match doc.get("items") {
+                Some(serde_json::Value::Array(items)) => items.clone(),
+                _ => Vec::new(),
+            };
+            for item in items {
+                parse_object(item, document, default_namespace, &mut parsed);
+            }
+        } else {
+            parse_object(doc, document, default_namespace, &mut parsed);
+        }
+    }
+    parsed
+}
+
+fn is_list(doc: &serde_json::Value) -> bool {
+    doc.get("kind").and_then(|k| k.as_str()) == Some("List")
+        && doc.get("apiVersion").and_then(|k| k.as_str()) == Some("v1")
+}
+
+fn parse_object(
+    doc: serde_json::Value,
+    document: usize,
+    default_namespace: &str,
+    parsed: &mut Parsed,
+) {
+    match Config::from_document(doc, document, default_namespace) {
+        Ok(Some(config)) => parsed.configs.push(config),
+        Ok(None) => {}
+        Err(DocumentOutcome::Skipped(s)) => parsed.skipped.push(s),
+        Err(DocumentOutcome::Error(e)) => parsed.errors.push(e),
+    }
+}
+
+enum DocumentOutcome {
+    Skipped(Skipped),
+    Error(ConfigError),
+}
+
+impl Config {
+    /// `Ok(None)` for an empty document.
+    fn from_document(
+        doc: serde_json::Value,
+        document: usize,
+        default_namespace: &str,
+    ) -> Result<Option<Config>, DocumentOutcome> {
+        let doc_error =
+            |message: String| DocumentOutcome::Error(ConfigError::Document { document, message });
+        let mut obj = match doc {
+            serde_json::Value::Null => return Ok(None),
+            serde_json::Value::Object(obj) => obj,
+            other => {
+                return Err(doc_error(format!(
+                    "expected a Kubernetes object (a mapping), found {}",
+                    json_type_name(&other)
+                )));
+            }
+        };
+        let api_version = match obj.get("apiVersion") {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => return Err(doc_error("apiVersion is required".into())),
+        };
+        let kind_name = match obj.get("kind") {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => return Err(doc_error("kind is required".into())),
+        };
+        let metadata: ObjectMeta = match obj.remove("metadata") {
+            None => ObjectMeta::default(),
+            Some(value) => {
+                serde_json::from_value(value).map_err(|e| doc_error(format!("metadata: {e}")))?
+            }
+        };
+        let (group, version) = api_version
+            .split_once('/')
+            .unwrap_or(("", api_version.as_str()));
+        let Some(kind) = Kind::from_name(&kind_name).filter(|k| k.group() == group) else {
+            if group.ends_with(".istio.io") {
+                return Err(doc_error(format!(
+                    "unknown Istio kind {kind_name:?} in {api_version}"
+                )));
+            }
+            return Err(DocumentOutcome::Skipped(Skipped {
+                document,
+                api_version,
+                kind: kind_name,
+                name: metadata.name,
+            }));
+        };
+        let mut meta = metadata;
+        if meta.namespace.is_empty() {
+            meta.namespace = default_namespace.to_string();
+        }
+        let object = ObjectRef {
+            kind: kind_name,
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+        };
+        let invalid = |field: &str, message: String| {
+            DocumentOutcome::Error(ConfigError::Invalid {
+                object: object.clone(),
+                field: field.to_string(),
+                message,
+            })
+        };
+        if !kind.served_versions().contains(&version) {
+            return Err(invalid(
+                "apiVersion",
+                format!(
+                    "{api_version} is not served for {kind}; use one of {}",
+                    kind.served_versions()
+                        .iter()
+                        .map(|v| format!("{group}/{v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        if meta.name.is_empty() {
+            return Err(invalid("metadata.name", "name is required".into()));
+        }
+        for key in obj.keys() {
+            if !matches!(key.as_str(), "apiVersion" | "kind" | "spec" | "status") {
+                return Err(invalid(key, format!("unknown field {key:?}")));
+            }
+        }
+        let spec_value = match obj.remove("spec") {
+            None | Some(serde_json::Value::Null) => serde_json::Value::Object(Default::default()),
+            Some(v) => v,
+        };
+        let spec = Spec::from_value(kind, spec_value)
+            .map_err(|(field, message)| invalid(&field, message))?;
+        Ok(Some(Config {
+            api_version,
+            kind,
+            metadata: meta,
+            spec,
+            status: obj.remove("status"),
+        }))
+    }
+}
+
+fn json_type_name(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a mapping",
+    }
+}
+
+/// Shared, immutable config object as the store hands it out.
+pub type SharedConfig = Arc<Config>;

@@ -1,0 +1,237 @@
+//! security.istio.io (v1, v1beta1): field for field with istio.io/api `security/v1beta1`.
+
+use super::common::{Duration, PolicyTargetReference, WorkloadSelector};
+use super::networking::istio_enum;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+istio_enum!(MtlsMode {
+    UNSET,
+    DISABLE,
+    PERMISSIVE,
+    STRICT
+});
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PeerAuthentication {
+    pub selector: Option<WorkloadSelector>,
+    pub mtls: Option<MutualTls>,
+    /// Keys are port numbers; YAML writes them as integers, JSON as strings.
+    pub port_level_mtls: Option<BTreeMap<String, MutualTls>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MutualTls {
+    #[serde(default)]
+    pub mode: MtlsMode,
+}
+
+istio_enum!(AuthorizationAction {
+    ALLOW,
+    DENY,
+    AUDIT,
+    CUSTOM
+});
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthorizationPolicy {
+    pub selector: Option<WorkloadSelector>,
+    pub target_ref: Option<PolicyTargetReference>,
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetReference>,
+    /// `None` (absent) and `Some([])` differ in Istio: an ALLOW policy with `rules: []` allows nothing.
+    pub rules: Option<Vec<Rule>>,
+    #[serde(default)]
+    pub action: AuthorizationAction,
+    pub provider: Option<ExtensionProvider>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtensionProvider {
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rule {
+    pub from: Option<Vec<RuleFrom>>,
+    pub to: Option<Vec<RuleTo>>,
+    #[serde(default)]
+    pub when: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleFrom {
+    pub source: Option<Source>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleTo {
+    pub operation: Option<Operation>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Source {
+    #[serde(default)]
+    pub principals: Vec<String>,
+    #[serde(default)]
+    pub not_principals: Vec<String>,
+    #[serde(default)]
+    pub request_principals: Vec<String>,
+    #[serde(default)]
+    pub not_request_principals: Vec<String>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub not_namespaces: Vec<String>,
+    #[serde(default)]
+    pub service_accounts: Vec<String>,
+    #[serde(default)]
+    pub not_service_accounts: Vec<String>,
+    #[serde(default)]
+    pub ip_blocks: Vec<String>,
+    #[serde(default)]
+    pub not_ip_blocks: Vec<String>,
+    #[serde(default)]
+    pub remote_ip_blocks: Vec<String>,
+    #[serde(default)]
+    pub not_remote_ip_blocks: Vec<String>,
+}
+
+impl Source {
+    pub fn is_empty(&self) -> bool {
+        self.fields().iter().all(|(_, v)| v.is_empty())
+    }
+
+    /// Every list with its Istio field name, for checks that apply to all of them alike.
+    pub fn fields(&self) -> [(&'static str, &Vec<String>); 12] {
+        [
+            ("principals", &self.principals),
+            ("notPrincipals", &self.not_principals),
+            ("requestPrincipals", &self.request_principals),
+            ("notRequestPrincipals", &self.not_request_principals),
+            ("namespaces", &self.namespaces),
+            ("notNamespaces", &self.not_namespaces),
+            ("serviceAccounts", &self.service_accounts),
+            ("notServiceAccounts", &self.not_service_accounts),
+            ("ipBlocks", &self.ip_blocks),
+            ("notIpBlocks", &self.not_ip_blocks),
+            ("remoteIpBlocks", &self.remote_ip_blocks),
+            ("notRemoteIpBlocks", &self.not_remote_ip_blocks),
+        ]
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Operation {
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub not_hosts: Vec<String>,
+    #[serde(default)]
+    pub ports: Vec<String>,
+    #[serde(default)]
+    pub not_ports: Vec<String>,
+    #[serde(default)]
+    pub methods: Vec<String>,
+    #[serde(default)]
+    pub not_methods: Vec<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub not_paths: Vec<String>,
+}
+
+impl Operation {
+    pub fn is_empty(&self) -> bool {
+        self.fields().iter().all(|(_, v)| v.is_empty())
+    }
+
+    pub fn fields(&self) -> [(&'static str, &Vec<String>); 8] {
+        [
+            ("hosts", &self.hosts),
+            ("notHosts", &self.not_hosts),
+            ("ports", &self.ports),
+            ("notPorts", &self.not_ports),
+            ("methods", &self.methods),
+            ("notMethods", &self.not_methods),
+            ("paths", &self.paths),
+            ("notPaths", &self.not_paths),
+        ]
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Condition {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+    #[serde(default)]
+    pub not_values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestAuthentication {
+    pub selector: Option<WorkloadSelector>,
+    pub target_ref: Option<PolicyTargetReference>,
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetReference>,
+    #[serde(default)]
+    pub jwt_rules: Vec<JwtRule>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JwtRule {
+    #[serde(default)]
+    pub issuer: String,
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    #[serde(default)]
+    pub jwks_uri: String,
+    #[serde(default)]
+    pub jwks: String,
+    #[serde(default)]
+    pub from_headers: Vec<JwtHeader>,
+    #[serde(default)]
+    pub from_params: Vec<String>,
+    #[serde(default)]
+    pub from_cookies: Vec<String>,
+    #[serde(default)]
+    pub output_payload_to_header: String,
+    #[serde(default)]
+    pub forward_original_token: bool,
+    #[serde(default)]
+    pub output_claim_to_headers: Vec<ClaimToHeader>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JwtHeader {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClaimToHeader {
+    #[serde(default)]
+    pub header: String,
+    #[serde(default)]
+    pub claim: String,
+}

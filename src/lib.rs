@@ -1,0 +1,3 @@
+//! Rudder: an Istio-compatible service-mesh control plane. See `docs/architecture.md`.
+
+pub mod config;
