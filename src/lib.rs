@@ -1,3 +1,4 @@
 //! Rudder: an Istio-compatible service-mesh control plane. See `docs/architecture.md`.
 
 pub mod config;
+pub mod validation;

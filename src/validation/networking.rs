@@ -1,0 +1,1574 @@
+//! Rules for networking.istio.io kinds.
+
+use super::Report;
+use super::helpers as h;
+use crate::config::host;
+use crate::config::networking::*;
+use std::collections::HashSet;
+
+const SUPPORTED_RETRY_ON: &[&str] = &[
+    "5xx",
+    "gateway-error",
+    "reset",
+    "reset-before-request",
+    "connect-failure",
+    "envoy-ratelimited",
+    "retriable-4xx",
+    "refused-stream",
+    "retriable-status-codes",
+    "retriable-headers",
+    "http3-post-connect-failure",
+    "cancelled",
+    "deadline-exceeded",
+    "internal",
+    "resource-exhausted",
+    "unavailable",
+];
+
+const HTTP_METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+];
+
+const MESH_GATEWAY: &str = "mesh";
+
+pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
+    let is_delegate = vs.hosts.is_empty();
+    if is_delegate {
+        if !vs.gateways.is_empty() {
+            r.error(
+                "spec.gateways",
+                "delegate virtual service must have no gateways specified",
+            );
+        }
+        if !vs.tls.is_empty() {
+            r.error(
+                "spec.tls",
+                "delegate virtual service must have no tls route specified",
+            );
+        }
+        if !vs.tcp.is_empty() {
+            r.error(
+                "spec.tcp",
+                "delegate virtual service must have no tcp route specified",
+            );
+        }
+    }
+    let applies_to_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == MESH_GATEWAY);
+    let applies_to_gateway = vs.gateways.iter().any(|g| g != MESH_GATEWAY);
+    gateway_names(r, "spec.gateways", &vs.gateways);
+
+    let mut all_hosts_valid = true;
+    for (i, vh) in vs.hosts.iter().enumerate() {
+        let path = format!("spec.hosts[{i}]");
+        if let Err(e) = h::wildcard_domain(vh) {
+            if h::ip(vh).is_err() {
+                r.error(path, e);
+                all_hosts_valid = false;
+            }
+        } else if applies_to_mesh && vh == "*" {
+            r.error(
+                path,
+                "wildcard host * is not allowed for virtual services bound to the mesh gateway",
+            );
+            all_hosts_valid = false;
+        }
+    }
+    if all_hosts_valid {
+        for i in 0..vs.hosts.len() {
+            for j in i + 1..vs.hosts.len() {
+                if host::matches(&vs.hosts[i], &vs.hosts[j]) {
+                    r.error(
+                        "spec.hosts",
+                        format!(
+                            "duplicate hosts in virtual service: {} & {}",
+                            vs.hosts[i], vs.hosts[j]
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    if vs.http.is_empty() && vs.tcp.is_empty() && vs.tls.is_empty() {
+        r.error(
+            "spec",
+            "http, tcp or tls must be provided in virtual service",
+        );
+    }
+    for (i, route) in vs.http.iter().enumerate() {
+        let path = format!("spec.http[{i}]");
+        if !applies_to_gateway && route.delegate.is_some() {
+            r.error(
+                format!("{path}.delegate"),
+                "http delegate only applies to gateway",
+            );
+        }
+        http_route(r, &path, route, is_delegate);
+    }
+    for (i, route) in vs.tls.iter().enumerate() {
+        tls_route(r, &format!("spec.tls[{i}]"), route, vs);
+    }
+    for (i, route) in vs.tcp.iter().enumerate() {
+        tcp_route(r, &format!("spec.tcp[{i}]"), route);
+    }
+    r.check(
+        "spec.exportTo",
+        h::export_to(namespace, &vs.export_to, false),
+    );
+}
+
+/// Gateway references: `mesh`, `name`, `namespace/name` or a legacy FQDN.
+fn gateway_names(r: &mut Report, path: &str, names: &[String]) {
+    for (i, name) in names.iter().enumerate() {
+        let ok = match name.split_once('/') {
+            Some((ns, gw)) => h::is_dns1123_label(ns) && h::fqdn(gw).is_ok(),
+            None => h::fqdn(name).is_ok(),
+        };
+        if !ok {
+            r.error(
+                format!("{path}[{i}]"),
+                format!("invalid value for gateway name: {name:?}"),
+            );
+        }
+    }
+}
+
+fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) {
+    if let Some(d) = &route.delegate {
+        if in_delegate {
+            r.error(
+                format!("{path}.delegate"),
+                "delegate virtual service cannot have delegate route",
+            );
+        }
+        if !route.route.is_empty() {
+            r.error(path, "HTTP route cannot contain both route and delegate");
+        }
+        if route.redirect.is_some() {
+            r.error(path, "HTTP route cannot contain both redirect and delegate");
+        }
+        if d.name.is_empty() {
+            r.error(format!("{path}.delegate.name"), "delegate name is required");
+        }
+    } else if let Some(redirect) = &route.redirect {
+        if !route.route.is_empty() {
+            r.error(path, "HTTP route cannot contain both route and redirect");
+        }
+        if route.fault.is_some() {
+            r.error(path, "HTTP route cannot contain both fault and redirect");
+        }
+        if route.rewrite.is_some() {
+            r.error(
+                path,
+                "HTTP route rule cannot contain both rewrite and redirect",
+            );
+        }
+        if route.direct_response.is_some() {
+            r.error(
+                path,
+                "HTTP route cannot contain both redirect and direct_response",
+            );
+        }
+        http_redirect(r, &format!("{path}.redirect"), redirect);
+    } else if let Some(dr) = &route.direct_response {
+        if !route.route.is_empty() {
+            r.error(
+                path,
+                "HTTP route cannot contain both route and direct_response",
+            );
+        }
+        if !(200..=599).contains(&dr.status) {
+            r.error(
+                format!("{path}.directResponse.status"),
+                format!("invalid status {}, must be in range 200..599", dr.status),
+            );
+        }
+    } else if route.route.is_empty() {
+        r.error(path, "HTTP route, redirect or direct_response is required");
+    }
+
+    headers(r, &format!("{path}.headers"), route.headers.as_ref());
+    if let Some(cors) = &route.cors_policy {
+        cors_policy(r, &format!("{path}.corsPolicy"), cors);
+    }
+    if let Some(fault) = &route.fault {
+        fault_injection(r, &format!("{path}.fault"), fault);
+    }
+    for (i, m) in route.matches.iter().enumerate() {
+        http_match(r, &format!("{path}.match[{i}]"), m);
+    }
+    if route.mirror.is_some() && !route.mirrors.is_empty() {
+        r.error(path, "cannot specify both mirror and mirrors");
+    }
+    if let Some(m) = &route.mirror {
+        destination(r, &format!("{path}.mirror"), m);
+    }
+    if let Some(p) = route.mirror_percent {
+        r.check(
+            format!("{path}.mirrorPercent"),
+            h::percent(p.min(i32::MAX as u32) as i32),
+        );
+    }
+    if let Some(p) = &route.mirror_percentage {
+        r.check(format!("{path}.mirrorPercentage"), h::percentage(p.value));
+    }
+    for (i, m) in route.mirrors.iter().enumerate() {
+        let mp = format!("{path}.mirrors[{i}]");
+        match &m.destination {
+            Some(d) => destination(r, &format!("{mp}.destination"), d),
+            None => r.error(
+                format!("{mp}.destination"),
+                "destination is required for mirrors",
+            ),
+        }
+        if let Some(p) = &m.percentage {
+            r.check(format!("{mp}.percentage"), h::percentage(p.value));
+        }
+    }
+    if let Some(rw) = &route.rewrite {
+        let rp = format!("{path}.rewrite");
+        if !rw.uri.is_empty() && rw.uri_regex_rewrite.is_some() {
+            r.error(
+                &rp,
+                "rewrite may only contain one of URI or URI regex rewrite",
+            );
+        }
+        if rw.uri.is_empty() && rw.authority.is_empty() && rw.uri_regex_rewrite.is_none() {
+            r.error(
+                &rp,
+                "rewrite must specify URI, authority, or URI regex rewrite",
+            );
+        }
+        if let Some(rr) = &rw.uri_regex_rewrite {
+            r.check(
+                format!("{rp}.uriRegexRewrite.match"),
+                h::regex(&rr.match_regex),
+            );
+        }
+    }
+    if let Some(retry) = &route.retries {
+        http_retry(r, &format!("{path}.retries"), retry);
+    }
+    if let Some(t) = &route.timeout {
+        r.check(format!("{path}.timeout"), h::duration(t));
+    }
+    http_route_destinations(r, &format!("{path}.route"), &route.route);
+}
+
+fn http_redirect(r: &mut Report, path: &str, redirect: &HttpRedirect) {
+    if redirect.uri.is_empty()
+        && redirect.authority.is_empty()
+        && redirect.scheme.is_empty()
+        && redirect.port.is_none()
+        && redirect.derive_port.is_none()
+    {
+        r.error(
+            path,
+            "redirect must specify URI, authority, scheme, or port",
+        );
+    }
+    if redirect.port.is_some() && redirect.derive_port.is_some() {
+        r.error(path, "only one of port or derivePort may be set");
+    }
+    if let Some(p) = redirect.port {
+        r.check(format!("{path}.port"), h::port(p));
+    }
+    if redirect.redirect_code != 0 && ![301, 302, 303, 307, 308].contains(&redirect.redirect_code) {
+        r.error(
+            format!("{path}.redirectCode"),
+            format!(
+                "{} is not a valid redirect code, must be 301, 302, 303, 307, or 308",
+                redirect.redirect_code
+            ),
+        );
+    }
+}
+
+fn headers(r: &mut Report, path: &str, headers: Option<&Headers>) {
+    let Some(headers) = headers else { return };
+    for (side, ops) in [
+        ("request", &headers.request),
+        ("response", &headers.response),
+    ] {
+        let Some(ops) = ops else { continue };
+        let names = ops
+            .set
+            .keys()
+            .chain(ops.add.keys())
+            .chain(ops.remove.iter());
+        for name in names {
+            if name.is_empty() {
+                r.error(format!("{path}.{side}"), "header name cannot be empty");
+            }
+        }
+    }
+}
+
+fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
+    for (i, o) in cors.allow_origins.iter().enumerate() {
+        r.check(format!("{path}.allowOrigins[{i}]"), h::string_match(o));
+    }
+    for (i, m) in cors.allow_methods.iter().enumerate() {
+        if !HTTP_METHODS.contains(&m.as_str()) {
+            r.error(
+                format!("{path}.allowMethods[{i}]"),
+                format!("{m:?} is not a supported HTTP method"),
+            );
+        }
+    }
+    for (field, list) in [
+        ("allowHeaders", &cors.allow_headers),
+        ("exposeHeaders", &cors.expose_headers),
+    ] {
+        if list.iter().any(String::is_empty) {
+            r.error(format!("{path}.{field}"), "header name cannot be empty");
+        }
+    }
+    if let Some(d) = &cors.max_age {
+        let ms = d.as_std().subsec_nanos() % 1_000_000_000;
+        if ms != 0 {
+            r.error(
+                format!("{path}.maxAge"),
+                "max_age duration is accurate only to seconds precision",
+            );
+        }
+    }
+}
+
+fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
+    if fault.abort.is_none() && fault.delay.is_none() {
+        r.error(
+            path,
+            "HTTP fault injection must have an abort and/or a delay",
+        );
+    }
+    if let Some(abort) = &fault.abort {
+        let ap = format!("{path}.abort");
+        if let Some(p) = &abort.percentage {
+            r.check(format!("{ap}.percentage"), h::percentage(p.value));
+        }
+        let set = [
+            abort.http_status.is_some(),
+            abort.grpc_status.is_some(),
+            abort.http2_error.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        if set != 1 {
+            r.error(
+                &ap,
+                "abort must specify exactly one of httpStatus, grpcStatus or http2Error",
+            );
+        }
+        if let Some(status) = abort.http_status
+            && !(200..=599).contains(&status)
+        {
+            r.error(
+                format!("{ap}.httpStatus"),
+                format!("invalid abort http status {status}"),
+            );
+        }
+    }
+    if let Some(delay) = &fault.delay {
+        let dp = format!("{path}.delay");
+        r.check(format!("{dp}.percent"), h::percent(delay.percent));
+        if let Some(p) = &delay.percentage {
+            r.check(format!("{dp}.percentage"), h::percentage(p.value));
+        }
+        match (&delay.fixed_delay, &delay.exponential_delay) {
+            (Some(d), None) => r.check(format!("{dp}.fixedDelay"), h::duration(d)),
+            (None, Some(d)) => r.check(format!("{dp}.exponentialDelay"), h::duration(d)),
+            (Some(_), Some(_)) => r.error(
+                &dp,
+                "delay may only set one of fixedDelay or exponentialDelay",
+            ),
+            (None, None) => r.error(&dp, "delay must specify fixedDelay"),
+        }
+    }
+}
+
+fn http_match(r: &mut Report, path: &str, m: &HttpMatchRequest) {
+    for (field, sm) in [
+        ("uri", &m.uri),
+        ("scheme", &m.scheme),
+        ("method", &m.method),
+        ("authority", &m.authority),
+    ] {
+        if let Some(sm) = sm {
+            r.check(format!("{path}.{field}"), h::string_match(sm));
+        }
+    }
+    for (field, map) in [
+        ("headers", &m.headers),
+        ("withoutHeaders", &m.without_headers),
+        ("queryParams", &m.query_params),
+    ] {
+        for (name, sm) in map {
+            if name.is_empty() {
+                r.error(format!("{path}.{field}"), "header name cannot be empty");
+            }
+            r.check(format!("{path}.{field}.{name}"), h::string_match(sm));
+        }
+    }
+    if m.port != 0 {
+        r.check(format!("{path}.port"), h::port(m.port));
+    }
+    r.check(format!("{path}.sourceLabels"), h::labels(&m.source_labels));
+    gateway_names(r, &format!("{path}.gateways"), &m.gateways);
+    if !m.source_namespace.is_empty() {
+        r.check(
+            format!("{path}.sourceNamespace"),
+            h::dns1123_label(&m.source_namespace),
+        );
+    }
+}
+
+fn http_retry(r: &mut Report, path: &str, retry: &HttpRetry) {
+    if retry.attempts < 0 {
+        r.error(format!("{path}.attempts"), "attempts cannot be negative");
+    }
+    if let Some(t) = &retry.per_try_timeout {
+        r.check(format!("{path}.perTryTimeout"), h::duration(t));
+    }
+    if let Some(b) = &retry.backoff {
+        r.check(format!("{path}.backoff"), h::duration(b));
+    }
+    if !retry.retry_on.is_empty() {
+        for policy in retry.retry_on.split(',').map(str::trim) {
+            let is_status = policy
+                .parse::<u32>()
+                .is_ok_and(|c| (100..=599).contains(&c));
+            if !is_status && !SUPPORTED_RETRY_ON.contains(&policy) {
+                r.error(
+                    format!("{path}.retryOn"),
+                    format!("{policy:?} is not a valid retryOn policy"),
+                );
+            }
+        }
+    }
+}
+
+fn destination(r: &mut Report, path: &str, d: &Destination) {
+    if d.host == "*" {
+        r.error(
+            format!("{path}.host"),
+            format!("invalid destination host {}", d.host),
+        );
+    } else {
+        r.check(format!("{path}.host"), h::wildcard_domain(&d.host));
+    }
+    if !d.subset.is_empty() && !h::is_dns1123_label(&d.subset) {
+        r.error(
+            format!("{path}.subset"),
+            format!("subset name is invalid: {}", d.subset),
+        );
+    }
+    if let Some(p) = &d.port {
+        r.check(format!("{path}.port.number"), h::port(p.number));
+    }
+}
+
+fn weights_total(r: &mut Report, path: &str, weights: &[i32]) {
+    let total: i64 = weights.iter().map(|w| i64::from(*w)).sum();
+    if weights.len() > 1 && total != 100 {
+        r.error(path, format!("total destination weight {total} != 100"));
+    }
+}
+
+fn http_route_destinations(r: &mut Report, path: &str, dests: &[HttpRouteDestination]) {
+    for (i, d) in dests.iter().enumerate() {
+        let dp = format!("{path}[{i}]");
+        match &d.destination {
+            Some(dest) => destination(r, &format!("{dp}.destination"), dest),
+            None => r.error(format!("{dp}.destination"), "destination is required"),
+        }
+        headers(r, &format!("{dp}.headers"), d.headers.as_ref());
+        r.check(format!("{dp}.weight"), h::percent(d.weight));
+    }
+    weights_total(r, path, &dests.iter().map(|d| d.weight).collect::<Vec<_>>());
+}
+
+fn route_destinations(r: &mut Report, path: &str, dests: &[RouteDestination]) {
+    for (i, d) in dests.iter().enumerate() {
+        let dp = format!("{path}[{i}]");
+        match &d.destination {
+            Some(dest) => destination(r, &format!("{dp}.destination"), dest),
+            None => r.error(format!("{dp}.destination"), "destination is required"),
+        }
+        r.check(format!("{dp}.weight"), h::percent(d.weight));
+    }
+    weights_total(r, path, &dests.iter().map(|d| d.weight).collect::<Vec<_>>());
+}
+
+fn tls_route(r: &mut Report, path: &str, route: &TlsRoute, vs: &VirtualService) {
+    if route.matches.is_empty() {
+        r.error(
+            format!("{path}.match"),
+            "TLS route must have at least one match condition",
+        );
+    }
+    for (i, m) in route.matches.iter().enumerate() {
+        let mp = format!("{path}.match[{i}]");
+        if m.sni_hosts.is_empty() {
+            r.error(
+                format!("{mp}.sniHosts"),
+                "TLS match must have at least one SNI host",
+            );
+        }
+        for (j, sni) in m.sni_hosts.iter().enumerate() {
+            let sp = format!("{mp}.sniHosts[{j}]");
+            if let Err(e) = h::wildcard_domain(sni)
+                && h::ip(sni).is_err()
+            {
+                r.error(sp, e);
+                continue;
+            }
+            if !vs.hosts.iter().any(|vh| host::subset_of(sni, vh)) {
+                r.error(
+                    sp,
+                    format!(
+                        "SNI host {sni:?} is not a compatible subset of any of the virtual service hosts: [{}]",
+                        vs.hosts.join(", ")
+                    ),
+                );
+            }
+        }
+        l4_common(
+            r,
+            &mp,
+            &m.destination_subnets,
+            m.port,
+            &m.source_labels,
+            &m.gateways,
+        );
+    }
+    if route.route.is_empty() {
+        r.error(format!("{path}.route"), "TLS route is required");
+    }
+    route_destinations(r, &format!("{path}.route"), &route.route);
+}
+
+fn tcp_route(r: &mut Report, path: &str, route: &TcpRoute) {
+    for (i, m) in route.matches.iter().enumerate() {
+        let mp = format!("{path}.match[{i}]");
+        l4_common(
+            r,
+            &mp,
+            &m.destination_subnets,
+            m.port,
+            &m.source_labels,
+            &m.gateways,
+        );
+        if !m.source_subnet.is_empty() {
+            r.check(format!("{mp}.sourceSubnet"), h::ip_subnet(&m.source_subnet));
+        }
+    }
+    if route.route.is_empty() {
+        r.error(format!("{path}.route"), "TCP route is required");
+    }
+    route_destinations(r, &format!("{path}.route"), &route.route);
+}
+
+fn l4_common(
+    r: &mut Report,
+    path: &str,
+    subnets: &[String],
+    port: u32,
+    source_labels: &std::collections::BTreeMap<String, String>,
+    gateways: &[String],
+) {
+    for (i, s) in subnets.iter().enumerate() {
+        r.check(format!("{path}.destinationSubnets[{i}]"), h::ip_subnet(s));
+    }
+    if port != 0 {
+        r.check(format!("{path}.port"), h::port(port));
+    }
+    r.check(format!("{path}.sourceLabels"), h::labels(source_labels));
+    gateway_names(r, &format!("{path}.gateways"), gateways);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub fn destination_rule(r: &mut Report, namespace: &str, dr: &DestinationRule) {
+    r.check("spec.host", h::wildcard_domain(&dr.host));
+    if let Some(tp) = &dr.traffic_policy {
+        traffic_policy(r, "spec.trafficPolicy", tp);
+    }
+    let mut names = HashSet::new();
+    for (i, subset) in dr.subsets.iter().enumerate() {
+        let sp = format!("spec.subsets[{i}]");
+        if subset.name.is_empty() {
+            r.error(format!("{sp}.name"), "subset name cannot be empty");
+        } else if !h::is_dns1123_label(&subset.name) {
+            r.error(
+                format!("{sp}.name"),
+                format!("subset name is invalid: {}", subset.name),
+            );
+        } else if !names.insert(subset.name.as_str()) {
+            r.error(
+                format!("{sp}.name"),
+                format!("duplicate subset names: {}", subset.name),
+            );
+        }
+        r.check(format!("{sp}.labels"), h::labels(&subset.labels));
+        if let Some(tp) = &subset.traffic_policy {
+            traffic_policy(r, &format!("{sp}.trafficPolicy"), tp);
+        }
+    }
+    r.check(
+        "spec.workloadSelector",
+        h::workload_selector(dr.workload_selector.as_ref()),
+    );
+    r.check(
+        "spec.exportTo",
+        h::export_to(namespace, &dr.export_to, false),
+    );
+}
+
+fn traffic_policy(r: &mut Report, path: &str, tp: &TrafficPolicy) {
+    if tp.outlier_detection.is_none()
+        && tp.connection_pool.is_none()
+        && tp.load_balancer.is_none()
+        && tp.tls.is_none()
+        && tp.port_level_settings.is_empty()
+        && tp.tunnel.is_none()
+        && tp.proxy_protocol.is_none()
+        && tp.retry_budget.is_none()
+    {
+        r.error(path, "traffic policy must have at least one field");
+        return;
+    }
+    policy_parts(
+        r,
+        path,
+        tp.outlier_detection.as_ref(),
+        tp.connection_pool.as_ref(),
+        tp.load_balancer.as_ref(),
+        tp.tls.as_ref(),
+    );
+    let mut ports = HashSet::new();
+    for (i, pl) in tp.port_level_settings.iter().enumerate() {
+        let pp = format!("{path}.portLevelSettings[{i}]");
+        match &pl.port {
+            None => r.error(format!("{pp}.port"), "portLevelSettings must specify port"),
+            Some(p) => {
+                r.check(format!("{pp}.port.number"), h::port(p.number));
+                if !ports.insert(p.number) {
+                    r.error(
+                        format!("{pp}.port"),
+                        format!("port {} is configured more than once", p.number),
+                    );
+                }
+            }
+        }
+        policy_parts(
+            r,
+            &pp,
+            pl.outlier_detection.as_ref(),
+            pl.connection_pool.as_ref(),
+            pl.load_balancer.as_ref(),
+            pl.tls.as_ref(),
+        );
+    }
+    if let Some(t) = &tp.tunnel {
+        if !matches!(t.protocol.as_str(), "" | "CONNECT" | "POST") {
+            r.error(
+                format!("{path}.tunnel.protocol"),
+                "tunnel protocol must be \"CONNECT\" or \"POST\"",
+            );
+        }
+        r.check(
+            format!("{path}.tunnel.targetHost"),
+            h::wildcard_domain(&t.target_host).or_else(|_| h::ip(&t.target_host)),
+        );
+        r.check(format!("{path}.tunnel.targetPort"), h::port(t.target_port));
+    }
+    if let Some(rb) = &tp.retry_budget
+        && let Some(p) = rb.percent
+    {
+        r.check(format!("{path}.retryBudget.percent"), h::percentage(p));
+    }
+}
+
+fn policy_parts(
+    r: &mut Report,
+    path: &str,
+    outlier: Option<&OutlierDetection>,
+    pool: Option<&ConnectionPoolSettings>,
+    lb: Option<&LoadBalancerSettings>,
+    tls: Option<&ClientTlsSettings>,
+) {
+    if let Some(o) = outlier {
+        let op = format!("{path}.outlierDetection");
+        if let Some(d) = &o.base_ejection_time {
+            r.check(format!("{op}.baseEjectionTime"), h::duration(d));
+        }
+        if let Some(d) = &o.interval {
+            r.check(format!("{op}.interval"), h::duration(d));
+        }
+        r.check(
+            format!("{op}.maxEjectionPercent"),
+            h::percent(o.max_ejection_percent),
+        );
+        r.check(
+            format!("{op}.minHealthPercent"),
+            h::percent(o.min_health_percent),
+        );
+    }
+    if let Some(p) = pool {
+        connection_pool(r, &format!("{path}.connectionPool"), p);
+    }
+    if let Some(lb) = lb {
+        load_balancer(r, &format!("{path}.loadBalancer"), lb);
+    }
+    if let Some(t) = tls {
+        client_tls(r, &format!("{path}.tls"), t);
+    }
+}
+
+fn connection_pool(r: &mut Report, path: &str, pool: &ConnectionPoolSettings) {
+    if pool.http.is_none() && pool.tcp.is_none() {
+        r.error(path, "connection pool must have at least one field");
+        return;
+    }
+    if let Some(http) = &pool.http {
+        let hp = format!("{path}.http");
+        for (field, v, msg) in [
+            (
+                "http1MaxPendingRequests",
+                http.http1_max_pending_requests,
+                "http1 max pending requests must be non-negative",
+            ),
+            (
+                "http2MaxRequests",
+                http.http2_max_requests,
+                "http2 max requests must be non-negative",
+            ),
+            (
+                "maxRequestsPerConnection",
+                http.max_requests_per_connection,
+                "max requests per connection must be non-negative",
+            ),
+            (
+                "maxRetries",
+                http.max_retries,
+                "max retries must be non-negative",
+            ),
+            (
+                "maxConcurrentStreams",
+                http.max_concurrent_streams,
+                "max concurrent streams must be non-negative",
+            ),
+        ] {
+            if v < 0 {
+                r.error(format!("{hp}.{field}"), msg);
+            }
+        }
+        if let Some(d) = &http.idle_timeout {
+            r.check(format!("{hp}.idleTimeout"), h::duration(d));
+        }
+    }
+    if let Some(tcp) = &pool.tcp {
+        let tp = format!("{path}.tcp");
+        if tcp.max_connections < 0 {
+            r.error(
+                format!("{tp}.maxConnections"),
+                "max connections must be non-negative",
+            );
+        }
+        for (field, d) in [
+            ("connectTimeout", &tcp.connect_timeout),
+            ("maxConnectionDuration", &tcp.max_connection_duration),
+            ("idleTimeout", &tcp.idle_timeout),
+        ] {
+            if let Some(d) = d {
+                r.check(format!("{tp}.{field}"), h::duration(d));
+            }
+        }
+        if let Some(ka) = &tcp.tcp_keepalive {
+            for (field, d) in [("time", &ka.time), ("interval", &ka.interval)] {
+                if let Some(d) = d {
+                    r.check(format!("{tp}.tcpKeepalive.{field}"), h::duration(d));
+                }
+            }
+        }
+    }
+}
+
+fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
+    if lb.simple.is_some() && lb.consistent_hash.is_some() {
+        r.error(path, "only one of simple or consistentHash may be set");
+    }
+    if let Some(ch) = &lb.consistent_hash {
+        let cp = format!("{path}.consistentHash");
+        let keys = [
+            ch.http_header_name.is_some(),
+            ch.http_cookie.is_some(),
+            ch.use_source_ip.is_some(),
+            ch.http_query_parameter_name.is_some(),
+        ];
+        if keys.iter().filter(|b| **b).count() > 1 {
+            r.error(&cp, "only one of httpHeaderName, httpCookie, useSourceIp or httpQueryParameterName may be set");
+        }
+        if let Some(name) = &ch.http_header_name
+            && name.is_empty()
+        {
+            r.error(
+                format!("{cp}.httpHeaderName"),
+                "header name required for consistent hash",
+            );
+        }
+        if let Some(cookie) = &ch.http_cookie {
+            if cookie.name.is_empty() {
+                r.error(
+                    format!("{cp}.httpCookie.name"),
+                    "name required for HttpCookie",
+                );
+            }
+            if let Some(ttl) = &cookie.ttl
+                && ttl.as_std().subsec_nanos() % 1_000_000 != 0
+            {
+                r.error(
+                    format!("{cp}.httpCookie.ttl"),
+                    "only durations to ms precision are supported",
+                );
+            }
+        }
+        if ch.ring_hash.is_some() && ch.maglev.is_some() {
+            r.error(&cp, "only one of ringHash or maglev may be set");
+        }
+    }
+    if let Some(l) = &lb.locality_lb_setting {
+        let lp = format!("{path}.localityLbSetting");
+        if !l.distribute.is_empty() && !l.failover.is_empty() {
+            r.error(
+                &lp,
+                "can not simultaneously set 'distribute' and 'failover'",
+            );
+        }
+        for (i, d) in l.distribute.iter().enumerate() {
+            let total: u64 = d.to.values().map(|w| u64::from(*w)).sum();
+            if total != 100 {
+                r.error(
+                    format!("{lp}.distribute[{i}].to"),
+                    format!("total locality weight {total} != 100"),
+                );
+            }
+        }
+        for (i, f) in l.failover.iter().enumerate() {
+            if f.from == f.to {
+                r.error(
+                    format!("{lp}.failover[{i}]"),
+                    "locality lb failover settings must specify different regions",
+                );
+            }
+            if f.from.contains('/') || f.to.contains('/') {
+                r.error(
+                    format!("{lp}.failover[{i}]"),
+                    "locality lb failover only specify region",
+                );
+            }
+        }
+    }
+    if let Some(w) = &lb.warmup_duration_secs {
+        r.check(format!("{path}.warmupDurationSecs"), h::duration(w));
+    }
+}
+
+fn client_tls(r: &mut Report, path: &str, tls: &ClientTlsSettings) {
+    match tls.mode {
+        ClientTlsMode::ISTIO_MUTUAL
+            if !tls.client_certificate.is_empty()
+                || !tls.private_key.is_empty()
+                || !tls.ca_certificates.is_empty()
+                || !tls.credential_name.is_empty() =>
+        {
+            r.error(
+                path,
+                "cannot specify client certificates or CA certificate or CredentialName If TLS mode is ISTIO_MUTUAL",
+            );
+        }
+        ClientTlsMode::MUTUAL if tls.credential_name.is_empty() => {
+            if tls.client_certificate.is_empty() {
+                r.error(
+                    format!("{path}.clientCertificate"),
+                    "client certificate required for mutual tls",
+                );
+            }
+            if tls.private_key.is_empty() {
+                r.error(
+                    format!("{path}.privateKey"),
+                    "private key required for mutual tls",
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub fn gateway(r: &mut Report, name: &str, gw: &Gateway) {
+    if !h::is_dns1123_label(name) {
+        r.error("metadata.name", format!("invalid gateway name: {name:?}"));
+    }
+    if gw.servers.is_empty() {
+        r.error("spec.servers", "gateway must have at least one server");
+    }
+    let mut port_names = HashSet::new();
+    for (i, server) in gw.servers.iter().enumerate() {
+        let sp = format!("spec.servers[{i}]");
+        gateway_server(r, &sp, server);
+        if let Some(p) = &server.port
+            && !port_names.insert(p.name.as_str())
+        {
+            r.error(
+                format!("{sp}.port.name"),
+                format!(
+                    "port names in servers must be unique: duplicate name {}",
+                    p.name
+                ),
+            );
+        }
+    }
+    r.check("spec.selector", h::labels(&gw.selector));
+}
+
+fn gateway_server(r: &mut Report, path: &str, server: &Server) {
+    if server.hosts.is_empty() {
+        r.error(
+            format!("{path}.hosts"),
+            "server config must contain at least one host",
+        );
+    }
+    for (i, hostname) in server.hosts.iter().enumerate() {
+        namespace_slash_host(r, &format!("{path}.hosts[{i}]"), hostname, true);
+    }
+    let Some(port) = &server.port else {
+        r.error(format!("{path}.port"), "port is required");
+        return;
+    };
+    let mut port_ok = true;
+    if h::protocol(&port.protocol).is_err() {
+        r.error(
+            format!("{path}.port.protocol"),
+            format!(
+                "invalid protocol {:?}, supported protocols are HTTP, HTTP2, GRPC, GRPC-WEB, MONGO, REDIS, MYSQL, TCP",
+                port.protocol
+            ),
+        );
+        port_ok = false;
+    }
+    if port.number > 0
+        && let Err(e) = h::port(port.number)
+    {
+        r.error(format!("{path}.port.number"), e);
+    }
+    if port.name.is_empty() {
+        r.error(format!("{path}.port.name"), "port name must be set");
+        port_ok = false;
+    }
+    if let Some(tls) = &server.tls {
+        server_tls(r, &format!("{path}.tls"), tls);
+    }
+    if port_ok {
+        let is_tls = h::protocol_is_tls(&port.protocol);
+        match &server.tls {
+            None if is_tls => r.error(
+                path,
+                "server must have TLS settings for HTTPS/TLS protocols",
+            ),
+            Some(tls) if !is_tls => {
+                if h::protocol_is_http(&port.protocol) {
+                    let redirect_only = tls.https_redirect
+                        && tls.ca_certificates.is_empty()
+                        && tls.private_key.is_empty()
+                        && tls.server_certificate.is_empty();
+                    if !redirect_only {
+                        r.error(
+                            path,
+                            "server cannot have TLS settings for plain text HTTP ports",
+                        );
+                    }
+                } else {
+                    r.error(
+                        path,
+                        "server cannot have TLS settings for non HTTPS/TLS ports",
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn server_tls(r: &mut Report, path: &str, tls: &ServerTlsSettings) {
+    match tls.mode {
+        ServerTlsMode::ISTIO_MUTUAL => {
+            if !tls.server_certificate.is_empty() {
+                r.error(
+                    path,
+                    "ISTIO_MUTUAL TLS cannot have associated server certificate",
+                );
+            }
+            if !tls.private_key.is_empty() {
+                r.error(path, "ISTIO_MUTUAL TLS cannot have associated private key");
+            }
+            if !tls.ca_certificates.is_empty() {
+                r.error(path, "ISTIO_MUTUAL TLS cannot have associated CA bundle");
+            }
+        }
+        ServerTlsMode::SIMPLE | ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL
+            if !tls.credential_name.is_empty()
+                || !tls.credential_names.is_empty()
+                || !tls.tls_certificates.is_empty() => {}
+        ServerTlsMode::SIMPLE => {
+            if tls.server_certificate.is_empty() {
+                r.error(path, "SIMPLE TLS requires a server certificate");
+            }
+            if tls.private_key.is_empty() {
+                r.error(path, "SIMPLE TLS requires a private key");
+            }
+        }
+        ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL => {
+            if tls.server_certificate.is_empty() {
+                r.error(path, "MUTUAL TLS requires a server certificate");
+            }
+            if tls.private_key.is_empty() {
+                r.error(path, "MUTUAL TLS requires a private key");
+            }
+            if tls.ca_certificates.is_empty() {
+                r.error(path, "MUTUAL TLS requires a client CA bundle");
+            }
+        }
+        ServerTlsMode::PASSTHROUGH | ServerTlsMode::AUTO_PASSTHROUGH => {}
+    }
+    if let (Some(min), Some(max)) = (tls.min_protocol_version, tls.max_protocol_version)
+        && min != TlsProtocol::TLS_AUTO
+        && max != TlsProtocol::TLS_AUTO
+        && (min as u8) > (max as u8)
+    {
+        r.error(
+            path,
+            "minProtocolVersion should be less than or equal to maxProtocolVersion",
+        );
+    }
+}
+
+/// `namespace/dnsName` hosts of Sidecars and Gateways (gateways also take a bare host or an IP).
+fn namespace_slash_host(r: &mut Report, path: &str, hostname: &str, is_gateway: bool) {
+    let Some((ns, name)) = hostname.split_once('/') else {
+        if is_gateway {
+            host_part(r, path, hostname, true);
+        } else {
+            r.error(path, "host must be of form namespace/dnsName");
+        }
+        return;
+    };
+    if ns.is_empty() || name.is_empty() {
+        r.error(
+            path,
+            "config namespace and dnsName in host entry cannot be empty",
+        );
+    }
+    let special: &[&str] = if is_gateway {
+        &["*", "."]
+    } else {
+        &["*", ".", "~"]
+    };
+    if !special.contains(&ns) && !h::is_dns1123_label(ns) {
+        let what = if is_gateway { "gateway" } else { "sidecar" };
+        r.error(path, format!("invalid namespace value {ns:?} in {what}"));
+    }
+    host_part(r, path, name, is_gateway);
+}
+
+fn host_part(r: &mut Report, path: &str, hostname: &str, is_gateway: bool) {
+    if hostname != "*" && !hostname.contains('.') {
+        r.error(path, "short names (non FQDN) are not allowed");
+    }
+    if let Err(e) = h::wildcard_domain(hostname)
+        && !(is_gateway && h::ip(hostname).is_ok())
+    {
+        r.error(path, e);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
+    if se.hosts.is_empty() {
+        r.error("spec.hosts", "service entry must have at least one host");
+    }
+    for (i, hostname) in se.hosts.iter().enumerate() {
+        let hp = format!("spec.hosts[{i}]");
+        if hostname == "*" {
+            r.error(hp, "invalid host *");
+        } else {
+            r.check(hp, h::wildcard_domain(hostname));
+        }
+    }
+    for (i, addr) in se.addresses.iter().enumerate() {
+        r.check(format!("spec.addresses[{i}]"), h::ip_subnet(addr));
+    }
+    if se.ports.is_empty() && se.workload_selector.is_none() {
+        r.error("spec.ports", "service entry must have at least one port");
+    }
+    let mut names = HashSet::new();
+    let mut numbers = HashSet::new();
+    for (i, p) in se.ports.iter().enumerate() {
+        let pp = format!("spec.ports[{i}]");
+        r.check(format!("{pp}.name"), h::port_name(&p.name));
+        r.check(format!("{pp}.protocol"), h::protocol(&p.protocol));
+        r.check(format!("{pp}.number"), h::port(p.number));
+        if p.target_port != 0 {
+            r.check(format!("{pp}.targetPort"), h::port(p.target_port));
+        }
+        if !names.insert(p.name.as_str()) {
+            r.error(
+                format!("{pp}.name"),
+                format!("service entry port name {:?} already defined", p.name),
+            );
+        }
+        if !numbers.insert(p.number) {
+            r.error(
+                format!("{pp}.number"),
+                format!("service entry port {} already defined", p.number),
+            );
+        }
+    }
+    if se.workload_selector.is_some() && !se.endpoints.is_empty() {
+        r.error(
+            "spec",
+            "only one of WorkloadSelector or Endpoints is allowed in Service Entry",
+        );
+    }
+    r.check(
+        "spec.workloadSelector",
+        h::label_selector(se.workload_selector.as_ref()),
+    );
+    match se.resolution {
+        Resolution::NONE => {
+            if !se.endpoints.is_empty() {
+                r.error(
+                    "spec.endpoints",
+                    "no endpoints should be provided for resolution type none",
+                );
+            }
+        }
+        Resolution::STATIC => {
+            for (i, ep) in se.endpoints.iter().enumerate() {
+                let ap = format!("spec.endpoints[{i}].address");
+                if let Some(path) = ep.address.strip_prefix("unix://") {
+                    r.check(ap, h::unix_address(path));
+                } else if h::ip(&ep.address).is_err() {
+                    r.error(
+                        ap,
+                        format!(
+                            "endpoint address {:?} is not a valid IP address",
+                            ep.address
+                        ),
+                    );
+                }
+            }
+        }
+        Resolution::DNS | Resolution::DNS_ROUND_ROBIN => {
+            if se.endpoints.is_empty() {
+                for hostname in &se.hosts {
+                    if hostname.starts_with('*') {
+                        r.error(
+                            "spec.hosts",
+                            format!("wildcard host {hostname} is not allowed for DNS resolution without endpoints"),
+                        );
+                    }
+                }
+            }
+            if se.resolution == Resolution::DNS_ROUND_ROBIN && se.endpoints.len() > 1 {
+                r.error(
+                    "spec.endpoints",
+                    "there must only be one endpoint for resolution mode DNS_ROUND_ROBIN",
+                );
+            }
+            for (i, ep) in se.endpoints.iter().enumerate() {
+                let ap = format!("spec.endpoints[{i}].address");
+                if h::ip(&ep.address).is_err() && !ep.address.starts_with("unix://") {
+                    r.check(ap, h::fqdn(&ep.address));
+                }
+            }
+        }
+    }
+    for (i, ep) in se.endpoints.iter().enumerate() {
+        let ep_path = format!("spec.endpoints[{i}]");
+        workload_entry(r, &ep_path, ep, true);
+        for name in ep.ports.keys() {
+            if !names.contains(name.as_str()) {
+                r.error(
+                    format!("{ep_path}.ports.{name}"),
+                    format!("endpoint port {name} is not defined by the service entry"),
+                );
+            }
+        }
+    }
+    r.check(
+        "spec.exportTo",
+        h::export_to(namespace, &se.export_to, true),
+    );
+}
+
+/// WorkloadEntry checks; `in_service_entry` skips the address rule, which the resolution governs there.
+pub fn workload_entry(r: &mut Report, path: &str, we: &WorkloadEntry, in_service_entry: bool) {
+    if !in_service_entry {
+        if we.address.is_empty() {
+            if we.network.is_empty() {
+                r.error(format!("{path}.address"), "address must be set");
+            }
+        } else if let Some(sock) = we.address.strip_prefix("unix://") {
+            r.check(format!("{path}.address"), h::unix_address(sock));
+        } else if h::ip(&we.address).is_err() {
+            r.check(format!("{path}.address"), h::fqdn(&we.address));
+        }
+    }
+    r.check(format!("{path}.labels"), h::labels(&we.labels));
+    for (name, p) in &we.ports {
+        r.check(format!("{path}.ports.{name}"), h::port(*p));
+    }
+    if !we.service_account.is_empty() {
+        r.check(
+            format!("{path}.serviceAccount"),
+            h::dns1123_subdomain(&we.service_account),
+        );
+    }
+}
+
+pub fn workload_group(r: &mut Report, wg: &WorkloadGroup) {
+    let Some(template) = &wg.template else {
+        r.error("spec.template", "template is required");
+        return;
+    };
+    if !template.address.is_empty() {
+        r.error(
+            "spec.template.address",
+            "address must not be set in a WorkloadGroup template",
+        );
+    }
+    let mut t = template.clone();
+    t.address = "placeholder.invalid".into();
+    workload_entry(r, "spec.template", &t, false);
+    if let Some(meta) = &wg.metadata {
+        r.check("spec.metadata.labels", h::labels(&meta.labels));
+    }
+    if let Some(p) = &wg.probe {
+        let set = [
+            p.http_get.is_some(),
+            p.tcp_socket.is_some(),
+            p.exec.is_some(),
+            p.grpc.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        if set != 1 {
+            r.error(
+                "spec.probe",
+                "probe must specify exactly one of httpGet, tcpSocket, exec or grpc",
+            );
+        }
+        if let Some(hg) = &p.http_get {
+            r.check("spec.probe.httpGet.port", h::port(hg.port));
+        }
+        if let Some(ts) = &p.tcp_socket {
+            r.check("spec.probe.tcpSocket.port", h::port(ts.port));
+        }
+        if let Some(ex) = &p.exec
+            && ex.command.is_empty()
+        {
+            r.error("spec.probe.exec.command", "exec probe must have a command");
+        }
+        for (field, v) in [
+            ("initialDelaySeconds", p.initial_delay_seconds),
+            ("timeoutSeconds", p.timeout_seconds),
+            ("periodSeconds", p.period_seconds),
+            ("successThreshold", p.success_threshold),
+            ("failureThreshold", p.failure_threshold),
+        ] {
+            if v < 0 {
+                r.error(
+                    format!("spec.probe.{field}"),
+                    format!("{field} must be non-negative"),
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub fn sidecar(r: &mut Report, sc: &Sidecar) {
+    r.check(
+        "spec.workloadSelector",
+        h::label_selector(sc.workload_selector.as_ref()),
+    );
+    if sc.egress.is_empty() && sc.ingress.is_empty() && sc.outbound_traffic_policy.is_none() {
+        r.error("spec", "sidecar: empty configuration provided");
+    }
+    let mut ports = HashSet::new();
+    for (i, ing) in sc.ingress.iter().enumerate() {
+        let ip = format!("spec.ingress[{i}]");
+        let Some(port) = &ing.port else {
+            r.error(
+                format!("{ip}.port"),
+                "sidecar: port is required for ingress listeners",
+            );
+            continue;
+        };
+        sidecar_port(r, &format!("{ip}.port"), port);
+        r.check(format!("{ip}.port.number"), h::port(port.number));
+        if !ing.bind.is_empty() {
+            r.check(format!("{ip}.bind"), h::ip(&ing.bind));
+        }
+        if !ports.insert(port.number) {
+            r.error(
+                format!("{ip}.port"),
+                "sidecar: ports on IP bound listeners must be unique",
+            );
+        }
+        if !ing.default_endpoint.is_empty() {
+            default_endpoint(r, &format!("{ip}.defaultEndpoint"), &ing.default_endpoint);
+        }
+        if let Some(tls) = &ing.tls {
+            server_tls(r, &format!("{ip}.tls"), tls);
+        }
+        if let Some(pool) = &ing.connection_pool {
+            connection_pool(r, &format!("{ip}.connectionPool"), pool);
+        }
+    }
+    let mut ports = HashSet::new();
+    let mut sockets = HashSet::new();
+    let mut catch_all = false;
+    for (i, eg) in sc.egress.iter().enumerate() {
+        let ep = format!("spec.egress[{i}]");
+        match &eg.port {
+            None => {
+                if catch_all {
+                    r.error(
+                        &ep,
+                        "sidecar: egress can have only one listener with empty port",
+                    );
+                    continue;
+                }
+                if i == sc.egress.len() - 1 {
+                    catch_all = true;
+                } else {
+                    r.error(&ep, "sidecar: the egress listener with empty port should be the last listener in the list");
+                }
+            }
+            Some(port) => {
+                sidecar_port(r, &format!("{ep}.port"), port);
+                if port.number == 0 {
+                    match eg.bind.strip_prefix("unix://") {
+                        Some(sock) => r.check(format!("{ep}.bind"), h::unix_address(sock)),
+                        None => r.error(
+                            format!("{ep}.bind"),
+                            "sidecar: ports with 0 value must have a unix domain socket bind address",
+                        ),
+                    }
+                    if !matches!(eg.capture_mode, CaptureMode::DEFAULT | CaptureMode::NONE) {
+                        r.error(
+                            format!("{ep}.captureMode"),
+                            "sidecar: captureMode must be DEFAULT/NONE for unix domain socket listeners",
+                        );
+                    }
+                    if !sockets.insert(eg.bind.as_str()) {
+                        r.error(
+                            &ep,
+                            "sidecar: unix domain socket values for listeners must be unique",
+                        );
+                    }
+                } else {
+                    r.check(format!("{ep}.port.number"), h::port(port.number));
+                    if !eg.bind.is_empty() {
+                        r.check(format!("{ep}.bind"), h::ip(&eg.bind));
+                    }
+                    if !ports.insert(port.number) {
+                        r.error(&ep, "sidecar: ports on IP bound listeners must be unique");
+                    }
+                }
+            }
+        }
+        if eg.hosts.is_empty() {
+            r.error(
+                format!("{ep}.hosts"),
+                "sidecar: egress listener must contain at least one host",
+            );
+        }
+        for (j, hostname) in eg.hosts.iter().enumerate() {
+            namespace_slash_host(r, &format!("{ep}.hosts[{j}]"), hostname, false);
+        }
+    }
+    if let Some(otp) = &sc.outbound_traffic_policy
+        && let Some(proxy) = &otp.egress_proxy
+    {
+        if otp.mode != OutboundTrafficPolicyMode::ALLOW_ANY {
+            r.error(
+                "spec.outboundTrafficPolicy",
+                "sidecar: egress_proxy must be set only with ALLOW_ANY outbound_traffic_policy mode",
+            );
+        } else {
+            r.check(
+                "spec.outboundTrafficPolicy.egressProxy.host",
+                h::fqdn(&proxy.host),
+            );
+            if proxy.port.is_none() {
+                r.error(
+                    "spec.outboundTrafficPolicy.egressProxy.port",
+                    "sidecar: egress_proxy port must be non-nil",
+                );
+            }
+            destination(r, "spec.outboundTrafficPolicy.egressProxy", proxy);
+        }
+    }
+    if let Some(pool) = &sc.inbound_connection_pool {
+        connection_pool(r, "spec.inboundConnectionPool", pool);
+    }
+}
+
+fn sidecar_port(r: &mut Report, path: &str, port: &Port) {
+    if !port.name.is_empty() {
+        r.check(format!("{path}.name"), h::port_name(&port.name));
+    }
+    r.check(format!("{path}.protocol"), h::protocol(&port.protocol));
+}
+
+fn default_endpoint(r: &mut Report, path: &str, endpoint: &str) {
+    if let Some(sock) = endpoint.strip_prefix("unix://") {
+        r.check(path, h::unix_address(sock));
+        return;
+    }
+    let Some((host, port)) = endpoint.rsplit_once(':') else {
+        r.error(path, "sidecar: defaultEndpoint must be of form 127.0.0.1:<port>, 0.0.0.0:<port>, :<port>, or unix://filepath");
+        return;
+    };
+    if !matches!(host, "" | "127.0.0.1" | "0.0.0.0" | "[::1]" | "[::]") {
+        r.error(path, "sidecar: defaultEndpoint must be of form 127.0.0.1:<port>, 0.0.0.0:<port>, :<port>, or unix://filepath");
+    }
+    match port.parse::<u32>() {
+        Ok(p) => r.check(path, h::port(p)),
+        Err(e) => r.error(
+            path,
+            format!("sidecar: defaultEndpoint port ({port}) is not a number: {e}"),
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
+    r.check(
+        "spec.workloadSelector",
+        h::label_selector(ef.workload_selector.as_ref()),
+    );
+    if ef.workload_selector.is_some() && !ef.target_refs.is_empty() {
+        r.error(
+            "spec",
+            "only one of targetRefs or workloadSelector can be set",
+        );
+    }
+    let applies_to_listener = [
+        ApplyTo::LISTENER,
+        ApplyTo::FILTER_CHAIN,
+        ApplyTo::NETWORK_FILTER,
+        ApplyTo::HTTP_FILTER,
+    ];
+    let applies_to_route = [
+        ApplyTo::ROUTE_CONFIGURATION,
+        ApplyTo::VIRTUAL_HOST,
+        ApplyTo::HTTP_ROUTE,
+    ];
+    for (i, cp) in ef.config_patches.iter().enumerate() {
+        let pp = format!("spec.configPatches[{i}]");
+        if cp.apply_to == ApplyTo::INVALID {
+            r.error(format!("{pp}.applyTo"), "Envoy filter: missing applyTo");
+            continue;
+        }
+        let Some(patch) = &cp.patch else {
+            r.error(format!("{pp}.patch"), "Envoy filter: missing patch");
+            continue;
+        };
+        if patch.operation == PatchOperation::INVALID {
+            r.error(
+                format!("{pp}.patch.operation"),
+                "Envoy filter: missing patch operation",
+            );
+            continue;
+        }
+        if patch.operation != PatchOperation::REMOVE && patch.value.is_none() {
+            r.error(
+                format!("{pp}.patch.value"),
+                "Envoy filter: missing patch value for non-remove operation",
+            );
+            continue;
+        }
+        let Some(m) = &cp.match_ else { continue };
+        if let Some(proxy) = &m.proxy
+            && !proxy.proxy_version.is_empty()
+            && let Err(e) = regex::Regex::new(&proxy.proxy_version)
+        {
+            r.error(
+                format!("{pp}.match.proxy.proxyVersion"),
+                format!("Envoy filter: invalid regex for proxy version, [{e}]"),
+            );
+            continue;
+        }
+        let object_types = [
+            m.listener.is_some(),
+            m.route_configuration.is_some(),
+            m.cluster.is_some(),
+        ];
+        if object_types.iter().filter(|b| **b).count() > 1 {
+            r.error(
+                format!("{pp}.match"),
+                "Envoy filter: only one of listener, routeConfiguration or cluster may be matched",
+            );
+            continue;
+        }
+        let any_object = object_types.iter().any(|b| *b);
+        if applies_to_listener.contains(&cp.apply_to) {
+            if any_object && m.listener.is_none() {
+                r.error(&pp, "Envoy filter: applyTo for listener class objects cannot have non listener match");
+                continue;
+            }
+            if let Some(filter) = m
+                .listener
+                .as_ref()
+                .and_then(|l| l.filter_chain.as_ref())
+                .and_then(|fc| fc.filter.as_ref())
+            {
+                if filter.name.is_empty() {
+                    r.error(&pp, "Envoy filter: filter match has no name to match on");
+                } else if let Some(sub) = &filter.sub_filter {
+                    if cp.apply_to != ApplyTo::HTTP_FILTER {
+                        r.error(&pp, "Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only");
+                    } else if filter.name != "envoy.filters.network.http_connection_manager"
+                        && filter.name != "envoy.http_connection_manager"
+                    {
+                        r.error(
+                            &pp,
+                            "Envoy filter: subfilter match requires filter match with envoy.filters.network.http_connection_manager",
+                        );
+                    } else if sub.name.is_empty() {
+                        r.error(&pp, "Envoy filter: subfilter match has no name to match on");
+                    }
+                }
+            }
+        } else if applies_to_route.contains(&cp.apply_to) {
+            if any_object && m.route_configuration.is_none() {
+                r.error(&pp, "Envoy filter: applyTo for http route class objects cannot have non route configuration match");
+            }
+        } else if cp.apply_to == ApplyTo::CLUSTER && any_object && m.cluster.is_none() {
+            r.error(
+                &pp,
+                "Envoy filter: applyTo for cluster class objects cannot have non cluster match",
+            );
+        }
+    }
+}

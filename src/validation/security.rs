@@ -1,0 +1,358 @@
+//! Rules for security.istio.io and telemetry.istio.io kinds.
+
+use super::Report;
+use super::helpers as h;
+use crate::config::security::*;
+use crate::config::telemetry::{CustomTag, TagOperation, Telemetry};
+
+pub fn peer_authentication(r: &mut Report, pa: &PeerAuthentication) {
+    let empty_selector = pa
+        .selector
+        .as_ref()
+        .is_none_or(|s| s.match_labels.is_empty());
+    if let Some(ports) = &pa.port_level_mtls {
+        if empty_selector && !ports.is_empty() {
+            r.error(
+                "spec.portLevelMtls",
+                "mesh/namespace peer authentication cannot have port level mTLS",
+            );
+        }
+        if ports.is_empty() {
+            r.error(
+                "spec.portLevelMtls",
+                "port level mTLS, if defined, must have at least one element",
+            );
+        }
+        for key in ports.keys() {
+            match key.parse::<u32>() {
+                Ok(0) => r.error(format!("spec.portLevelMtls.{key}"), "port cannot be 0"),
+                Ok(p) => r.check(format!("spec.portLevelMtls.{key}"), h::port(p)),
+                Err(_) => r.error(
+                    format!("spec.portLevelMtls.{key}"),
+                    format!("{key:?} is not a port number"),
+                ),
+            }
+        }
+    }
+    r.check("spec.selector", h::workload_selector(pa.selector.as_ref()));
+}
+
+/// Attributes an AuthorizationPolicy `when` condition may test (prefix match where it ends in `[`).
+const CONDITION_KEYS: &[&str] = &[
+    "request.headers[",
+    "source.ip",
+    "remote.ip",
+    "source.namespace",
+    "source.principal",
+    "source.serviceAccount",
+    "request.auth.principal",
+    "request.auth.audiences",
+    "request.auth.presenter",
+    "request.auth.claims[",
+    "request.experimental.auth.claims[",
+    "destination.ip",
+    "destination.port",
+    "connection.sni",
+    "experimental.envoy.filters.",
+];
+
+fn condition_key_known(key: &str) -> bool {
+    CONDITION_KEYS.iter().any(|k| {
+        if k.ends_with('[') {
+            key.starts_with(k) && key.ends_with(']') && key.len() > k.len() + 1
+        } else if k.ends_with('.') {
+            key.starts_with(k)
+        } else {
+            key == *k
+        }
+    })
+}
+
+fn condition_values(key: &str, values: &[String]) -> Result<(), String> {
+    for v in values {
+        match key {
+            "source.ip" | "remote.ip" | "destination.ip" => h::ip_subnet(v)?,
+            "destination.port" => {
+                let p: u32 = v.parse().map_err(|_| format!("invalid port: {v}"))?;
+                h::port(p)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
+    r.check("spec.selector", h::workload_selector(ap.selector.as_ref()));
+    r.check(
+        "spec",
+        h::policy_targets(
+            ap.selector.is_some(),
+            ap.target_ref.as_ref(),
+            &ap.target_refs,
+        ),
+    );
+    match (ap.action, &ap.provider) {
+        (AuthorizationAction::CUSTOM, None) => {
+            r.error("spec.provider", "CUSTOM action without `provider`");
+        }
+        (AuthorizationAction::CUSTOM, Some(p)) if p.name.is_empty() => {
+            r.error("spec.provider.name", "empty provider name");
+        }
+        (action, Some(_)) if action != AuthorizationAction::CUSTOM => {
+            r.error(
+                "spec.provider",
+                "`provider` must not be with non CUSTOM action",
+            );
+        }
+        _ => {}
+    }
+    let rules = ap.rules.as_deref().unwrap_or_default();
+    if ap.action == AuthorizationAction::DENY && rules.is_empty() {
+        r.error(
+            "spec.rules",
+            "a deny policy without `rules` is meaningless and has no effect",
+        );
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        let rp = format!("spec.rules[{i}]");
+        if let Some(from) = &rule.from {
+            if from.is_empty() {
+                r.error(format!("{rp}.from"), "`from` must not be empty");
+            }
+            for (j, f) in from.iter().enumerate() {
+                let fp = format!("{rp}.from[{j}].source");
+                let Some(src) = &f.source else {
+                    r.error(fp, "`from.source` must not be nil");
+                    continue;
+                };
+                if src.is_empty() {
+                    r.error(&fp, "`from.source` must not be empty");
+                }
+                for (name, list) in src.fields() {
+                    if list.iter().any(String::is_empty) {
+                        r.error(
+                            format!("{fp}.{name}"),
+                            format!("empty value is found for {name}"),
+                        );
+                    }
+                    if name.ends_with("pBlocks") || name.ends_with("IpBlocks") {
+                        for (k, b) in list.iter().enumerate() {
+                            if !b.is_empty() {
+                                r.check(format!("{fp}.{name}[{k}]"), h::ip_subnet(b));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(to) = &rule.to {
+            if to.is_empty() {
+                r.error(format!("{rp}.to"), "`to` must not be empty");
+            }
+            for (j, t) in to.iter().enumerate() {
+                let tp = format!("{rp}.to[{j}].operation");
+                let Some(op) = &t.operation else {
+                    r.error(tp, "`to.operation` must not be nil");
+                    continue;
+                };
+                if op.is_empty() {
+                    r.error(&tp, "`to.operation` must not be empty");
+                }
+                for (name, list) in op.fields() {
+                    if list.iter().any(String::is_empty) {
+                        r.error(
+                            format!("{tp}.{name}"),
+                            format!("empty value is found for {name}"),
+                        );
+                    }
+                }
+                for (name, list) in [("ports", &op.ports), ("notPorts", &op.not_ports)] {
+                    for (k, p) in list.iter().enumerate() {
+                        let checked = p
+                            .parse::<u32>()
+                            .map_err(|_| format!("invalid port: {p}"))
+                            .and_then(h::port);
+                        r.check(format!("{tp}.{name}[{k}]"), checked);
+                    }
+                }
+            }
+        }
+        for (j, c) in rule.when.iter().enumerate() {
+            let cp = format!("{rp}.when[{j}]");
+            if c.key.is_empty() {
+                r.error(format!("{cp}.key"), "`key` must not be empty");
+                continue;
+            }
+            if !condition_key_known(&c.key) {
+                r.error(
+                    format!("{cp}.key"),
+                    format!("unknown attribute ({})", c.key),
+                );
+                continue;
+            }
+            if c.values.is_empty() && c.not_values.is_empty() {
+                r.error(
+                    &cp,
+                    format!(
+                        "at least one of `values` or `notValues` must be set for key {}",
+                        c.key
+                    ),
+                );
+            }
+            r.check(format!("{cp}.values"), condition_values(&c.key, &c.values));
+            r.check(
+                format!("{cp}.notValues"),
+                condition_values(&c.key, &c.not_values),
+            );
+        }
+    }
+}
+
+pub fn request_authentication(r: &mut Report, ra: &RequestAuthentication) {
+    r.check("spec.selector", h::workload_selector(ra.selector.as_ref()));
+    r.check(
+        "spec",
+        h::policy_targets(
+            ra.selector.is_some(),
+            ra.target_ref.as_ref(),
+            &ra.target_refs,
+        ),
+    );
+    for (i, rule) in ra.jwt_rules.iter().enumerate() {
+        let jp = format!("spec.jwtRules[{i}]");
+        if rule.issuer.is_empty() {
+            r.error(format!("{jp}.issuer"), "issuer must be set");
+        }
+        if rule.audiences.iter().any(String::is_empty) {
+            r.error(
+                format!("{jp}.audiences"),
+                "audience must be non-empty string",
+            );
+        }
+        if !rule.jwks_uri.is_empty() {
+            match url::Url::parse(&rule.jwks_uri) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+                _ => r.error(
+                    format!("{jp}.jwksUri"),
+                    format!("jwks URI {:?} is not a valid http(s) URL", rule.jwks_uri),
+                ),
+            }
+        }
+        if !rule.jwks.is_empty() && serde_json::from_str::<serde_json::Value>(&rule.jwks).is_err() {
+            r.error(format!("{jp}.jwks"), "jwks is not valid JSON");
+        }
+        if rule.from_headers.iter().any(|hd| hd.name.is_empty()) {
+            r.error(
+                format!("{jp}.fromHeaders"),
+                "location header name must be non-empty string",
+            );
+        }
+        if rule.from_params.iter().any(String::is_empty) {
+            r.error(
+                format!("{jp}.fromParams"),
+                "location query must be non-empty string",
+            );
+        }
+        if rule.from_cookies.iter().any(String::is_empty) {
+            r.error(format!("{jp}.fromCookies"), "cookie name must be provided");
+        }
+        for (j, c) in rule.output_claim_to_headers.iter().enumerate() {
+            if c.header.is_empty() || c.claim.is_empty() {
+                r.error(
+                    format!("{jp}.outputClaimToHeaders[{j}]"),
+                    "outputClaimToHeaders header and claim value must be non-empty string",
+                );
+            }
+        }
+        if let Some(t) = &rule.timeout {
+            r.check(format!("{jp}.timeout"), h::duration(t));
+        }
+    }
+}
+
+pub fn telemetry(r: &mut Report, t: &Telemetry) {
+    r.check("spec.selector", h::workload_selector(t.selector.as_ref()));
+    r.check(
+        "spec",
+        h::policy_targets(t.selector.is_some(), t.target_ref.as_ref(), &t.target_refs),
+    );
+    let providers = t
+        .tracing
+        .iter()
+        .enumerate()
+        .flat_map(|(i, x)| {
+            x.providers
+                .iter()
+                .map(move |p| (format!("spec.tracing[{i}].providers"), p))
+        })
+        .chain(t.metrics.iter().enumerate().flat_map(|(i, x)| {
+            x.providers
+                .iter()
+                .map(move |p| (format!("spec.metrics[{i}].providers"), p))
+        }))
+        .chain(t.access_logging.iter().enumerate().flat_map(|(i, x)| {
+            x.providers
+                .iter()
+                .map(move |p| (format!("spec.accessLogging[{i}].providers"), p))
+        }));
+    for (path, p) in providers {
+        if p.name.is_empty() {
+            r.error(path, "must specify a provider name");
+        }
+    }
+    for (i, tr) in t.tracing.iter().enumerate() {
+        let tp = format!("spec.tracing[{i}]");
+        if let Some(p) = tr.random_sampling_percentage
+            && !(0.0..=100.0).contains(&p)
+        {
+            r.error(
+                format!("{tp}.randomSamplingPercentage"),
+                "randomSamplingPercentage must be in range [0.0, 100.0]",
+            );
+        }
+        for (name, tag) in &tr.custom_tags {
+            let empty = match tag {
+                CustomTag::Literal(l) => l.value.is_empty(),
+                CustomTag::Environment(e) => e.name.is_empty(),
+                CustomTag::Header(hd) => hd.name.is_empty(),
+            };
+            if name.is_empty() || empty {
+                r.error(
+                    format!("{tp}.customTags.{name}"),
+                    "custom tag must have a name and a value source",
+                );
+            }
+        }
+    }
+    for (i, m) in t.metrics.iter().enumerate() {
+        let mp = format!("spec.metrics[{i}]");
+        if let Some(d) = &m.reporting_interval {
+            r.check(format!("{mp}.reportingInterval"), h::duration(d));
+        }
+        for (j, o) in m.overrides.iter().enumerate() {
+            let op = format!("{mp}.overrides[{j}]");
+            if let Some(sel) = &o.match_
+                && sel.metric.is_some()
+                && sel.custom_metric.is_some()
+            {
+                r.error(
+                    format!("{op}.match"),
+                    "only one of metric or customMetric may be set",
+                );
+            }
+            for (tag, to) in &o.tag_overrides {
+                let tp = format!("{op}.tagOverrides.{tag}");
+                match (to.operation, &to.value) {
+                    (TagOperation::UPSERT, None) => {
+                        r.error(tp, "must specify a value when operation is UPSERT")
+                    }
+                    (TagOperation::REMOVE, Some(_)) => {
+                        r.error(tp, "value must not be set when operation is REMOVE")
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
