@@ -64,8 +64,9 @@ fn dns_preconditions(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn dns1123_labels(domain: &str) -> Result<(), String> {
-    let parts: Vec<&str> = domain.split('.').collect();
+/// Checks the labels of `labels_part`, naming the whole `domain` in any error.
+fn dns1123_labels(domain: &str, labels_part: &str) -> Result<(), String> {
+    let parts: Vec<&str> = labels_part.split('.').collect();
     let tld = parts.last().copied().unwrap_or_default();
     if !tld.is_empty() && tld.chars().all(|c| c.is_ascii_digit()) {
         return Err(format!(
@@ -87,7 +88,7 @@ fn dns1123_labels(domain: &str) -> Result<(), String> {
 
 pub fn fqdn(name: &str) -> Result<(), String> {
     dns_preconditions(name)?;
-    dns1123_labels(name)
+    dns1123_labels(name, name)
 }
 
 /// A domain name that may start with a wildcard label (`*`, `*.foo.com`, `*foo.com`).
@@ -103,7 +104,7 @@ pub fn wildcard_domain(domain: &str) -> Result<(), String> {
         ));
     }
     match rest {
-        Some(rest) => dns1123_labels(rest),
+        Some(rest) => dns1123_labels(domain, rest),
         None => Ok(()),
     }
 }

@@ -324,8 +324,7 @@ fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
         }
     }
     if let Some(d) = &cors.max_age {
-        let ms = d.as_std().subsec_nanos() % 1_000_000_000;
-        if ms != 0 {
+        if d.as_std().subsec_nanos() != 0 {
             r.error(
                 format!("{path}.maxAge"),
                 "max_age duration is accurate only to seconds precision",
