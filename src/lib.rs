@@ -1,4 +1,5 @@
 //! Rudder: an Istio-compatible service-mesh control plane. See `docs/architecture.md`.
 
 pub mod config;
+pub mod store;
 pub mod validation;

@@ -1,0 +1,216 @@
+//! The typed in-memory config store: kind → namespace/name → `Arc<Config>`, with resource versions.
+//!
+//! Readers take snapshots: an `Arc` to an immutable persistent map, O(1) to take and never blocked by a
+//! writer. Writers are serialized among themselves; each write (or batch) builds the next snapshot by
+//! structural sharing and publishes it atomically. Every change is announced on the event bus with the
+//! key and the old/new versions, never the object itself: subscribers read what they need from a
+//! snapshot at least as new as the event's revision.
+
+use crate::config::{Config, ConfigKey, Kind};
+use arc_swap::ArcSwap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// One stored object with the store revision at which it was last written.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub config: Arc<Config>,
+    pub version: u64,
+}
+
+type NameMap = imbl::OrdMap<(String, String), Entry>;
+
+/// An immutable view of the whole store at one revision.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    revision: u64,
+    kinds: imbl::OrdMap<Kind, NameMap>,
+}
+
+impl Snapshot {
+    /// The store revision this snapshot reflects: every event with `revision <= this` is included.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    pub fn get(&self, key: &ConfigKey) -> Option<&Entry> {
+        self.kinds
+            .get(&key.kind)?
+            .get(&(key.namespace.clone(), key.name.clone()))
+    }
+
+    /// All objects of `kind`, ordered by namespace then name.
+    pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Entry> {
+        self.kinds.get(&kind).into_iter().flat_map(|m| m.values())
+    }
+
+    /// Objects of `kind` in one namespace.
+    pub fn list_namespace<'a>(
+        &'a self,
+        kind: Kind,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Entry> {
+        self.list(kind)
+            .skip_while(move |e| e.config.metadata.namespace.as_str() < namespace)
+            .take_while(move |e| e.config.metadata.namespace == namespace)
+    }
+
+    pub fn len(&self) -> usize {
+        self.kinds.values().map(|m| m.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn count(&self, kind: Kind) -> usize {
+        self.kinds.get(&kind).map_or(0, |m| m.len())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum EventKind {
+    Added,
+    Updated,
+    Deleted,
+}
+
+/// A change announcement. Carries the key and versions only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub key: ConfigKey,
+    pub kind: EventKind,
+    pub old_version: Option<u64>,
+    pub new_version: Option<u64>,
+    /// The store revision after this change; equal to `new_version` for adds and updates.
+    pub revision: u64,
+}
+
+/// One write in a batch.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Upsert(Config),
+    Delete(ConfigKey),
+}
+
+/// The shared store. Cheap to clone a handle: wrap it in an `Arc`.
+pub struct Store {
+    current: ArcSwap<Snapshot>,
+    writer: Mutex<()>,
+    events: broadcast::Sender<Event>,
+}
+
+/// How many events a slow subscriber may fall behind before it is told it lagged and must resync.
+pub const DEFAULT_EVENT_CAPACITY: usize = 65_536;
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(DEFAULT_EVENT_CAPACITY)
+    }
+}
+
+impl Store {
+    pub fn new(event_capacity: usize) -> Store {
+        let (events, _) = broadcast::channel(event_capacity.max(1));
+        Store {
+            current: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(()),
+            events,
+        }
+    }
+
+    /// The current state. Never blocks, whatever writers are doing.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// Subscribes to every change made from now on. A subscriber that falls more than the bus capacity
+    /// behind gets `RecvError::Lagged` and should rebuild its view from `snapshot()`.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Adds or replaces one object. Returns the event, or `None` when the object is unchanged.
+    pub fn upsert(&self, config: Config) -> Option<Event> {
+        self.apply(vec![Change::Upsert(config)]).into_iter().next()
+    }
+
+    /// Deletes one object. Returns the event, or `None` when it was not there.
+    pub fn delete(&self, key: &ConfigKey) -> Option<Event> {
+        self.apply(vec![Change::Delete(key.clone())])
+            .into_iter()
+            .next()
+    }
+
+    /// Applies a batch atomically: readers see all of it or none of it. Unchanged upserts and deletes
+    /// of missing keys are dropped, so re-reading the same source causes no events.
+    pub fn apply(&self, changes: Vec<Change>) -> Vec<Event> {
+        // A poisoned lock only means another writer panicked mid-build; the published snapshot is
+        // still consistent because nothing is published until the build is done.
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = Snapshot::clone(&self.current.load());
+        let mut events = Vec::new();
+        for change in changes {
+            match change {
+                Change::Upsert(config) => {
+                    let key = config.key();
+                    let names = next.kinds.entry(key.kind).or_default();
+                    let name_key = (key.namespace.clone(), key.name.clone());
+                    let old = names.get(&name_key);
+                    if old.is_some_and(|e| *e.config == config) {
+                        continue;
+                    }
+                    let old_version = old.map(|e| e.version);
+                    next.revision += 1;
+                    let version = next.revision;
+                    names.insert(
+                        name_key,
+                        Entry {
+                            config: Arc::new(config),
+                            version,
+                        },
+                    );
+                    events.push(Event {
+                        key,
+                        kind: if old_version.is_some() {
+                            EventKind::Updated
+                        } else {
+                            EventKind::Added
+                        },
+                        old_version,
+                        new_version: Some(version),
+                        revision: version,
+                    });
+                }
+                Change::Delete(key) => {
+                    let Some(names) = next.kinds.get_mut(&key.kind) else {
+                        continue;
+                    };
+                    let Some(old) = names.remove(&(key.namespace.clone(), key.name.clone())) else {
+                        continue;
+                    };
+                    next.revision += 1;
+                    events.push(Event {
+                        key,
+                        kind: EventKind::Deleted,
+                        old_version: Some(old.version),
+                        new_version: None,
+                        revision: next.revision,
+                    });
+                }
+            }
+        }
+        if events.is_empty() {
+            return events;
+        }
+        self.current.store(Arc::new(next));
+        for event in &events {
+            // No subscribers is fine: nobody needs to hear about it.
+            let _ = self.events.send(event.clone());
+        }
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests;

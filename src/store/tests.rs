@@ -1,0 +1,183 @@
+use super::*;
+use crate::config::parse_yaml;
+use std::time::Duration;
+
+fn se(ns: &str, name: &str, host: &str) -> Config {
+    let yaml = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: \"{name}\", namespace: \"{ns}\"}}\n\
+         spec: {{hosts: [{host}], ports: [{{number: 80, name: http, protocol: HTTP}}], resolution: DNS}}\n"
+    );
+    parse_yaml(&yaml, "default").configs.remove(0)
+}
+
+#[test]
+fn upsert_update_delete_produce_versioned_events() {
+    let store = Store::default();
+    let mut rx = store.subscribe();
+    let a = se("ns", "a", "a.com");
+    let added = store.upsert(a.clone()).unwrap();
+    assert_eq!(
+        (added.kind, added.old_version, added.new_version),
+        (EventKind::Added, None, Some(1))
+    );
+    assert!(
+        store.upsert(a.clone()).is_none(),
+        "identical write is a no-op"
+    );
+    let updated = store.upsert(se("ns", "a", "b.com")).unwrap();
+    assert_eq!(
+        (updated.kind, updated.old_version, updated.new_version),
+        (EventKind::Updated, Some(1), Some(2))
+    );
+    let deleted = store.delete(&a.key()).unwrap();
+    assert_eq!(
+        (deleted.kind, deleted.old_version, deleted.new_version),
+        (EventKind::Deleted, Some(2), None)
+    );
+    assert!(store.delete(&a.key()).is_none());
+    let received: Vec<_> = (0..3).map(|_| rx.try_recv().unwrap()).collect();
+    assert_eq!(received, vec![added, updated, deleted]);
+    assert!(rx.try_recv().is_err(), "no events for no-ops");
+}
+
+#[test]
+fn snapshots_are_isolated_from_later_writes() {
+    let store = Store::default();
+    store.upsert(se("ns", "a", "a.com"));
+    let before = store.snapshot();
+    store.upsert(se("ns", "b", "b.com"));
+    store.delete(&se("ns", "a", "a.com").key());
+    assert_eq!(before.len(), 1);
+    assert!(before.get(&se("ns", "a", "a.com").key()).is_some());
+    let after = store.snapshot();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after.revision(), 3);
+}
+
+#[test]
+fn batches_are_atomic_and_listing_is_ordered() {
+    let store = Store::default();
+    let events = store.apply(vec![
+        Change::Upsert(se("b", "x", "x.com")),
+        Change::Upsert(se("a", "y", "y.com")),
+        Change::Upsert(se("a", "x", "z.com")),
+        Change::Delete(se("zz", "none", "n.com").key()),
+    ]);
+    assert_eq!(events.len(), 3);
+    let snap = store.snapshot();
+    let names: Vec<_> = snap
+        .list(Kind::ServiceEntry)
+        .map(|e| format!("{}/{}", e.config.metadata.namespace, e.config.metadata.name))
+        .collect();
+    assert_eq!(names, ["a/x", "a/y", "b/x"]);
+    let in_a: Vec<_> = snap
+        .list_namespace(Kind::ServiceEntry, "a")
+        .map(|e| e.config.metadata.name.clone())
+        .collect();
+    assert_eq!(in_a, ["x", "y"]);
+    assert_eq!(snap.count(Kind::VirtualService), 0);
+}
+
+#[test]
+fn lagging_subscriber_is_told_to_resync() {
+    let store = Store::new(2);
+    let mut rx = store.subscribe();
+    for i in 0..5 {
+        store.upsert(se("ns", &format!("s{i}"), "a.com"));
+    }
+    assert!(matches!(
+        rx.try_recv(),
+        Err(broadcast::error::TryRecvError::Lagged(3))
+    ));
+    assert_eq!(
+        store.snapshot().len(),
+        5,
+        "the snapshot is the source of truth after a lag"
+    );
+}
+
+/// Many readers and one writer at once: readers always see a consistent snapshot (revision matches
+/// content), and every subscriber sees each key's events in version order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_readers_one_writer_events_in_order_per_key() {
+    let store = Arc::new(Store::default());
+    const WRITES: u64 = 2_000;
+    let mut subscribers = Vec::new();
+    for _ in 0..4 {
+        let mut rx = store.subscribe();
+        subscribers.push(tokio::spawn(async move {
+            let mut last: std::collections::HashMap<ConfigKey, u64> = Default::default();
+            let mut last_revision = 0;
+            let mut seen = 0u64;
+            while seen < WRITES {
+                let ev = rx.recv().await.expect("no lag at this capacity");
+                assert!(ev.revision > last_revision, "revisions increase");
+                last_revision = ev.revision;
+                if let Some(prev) = last.get(&ev.key) {
+                    assert_eq!(ev.old_version, Some(*prev), "per-key events chain old→new");
+                }
+                if let Some(v) = ev.new_version {
+                    last.insert(ev.key.clone(), v);
+                } else {
+                    last.remove(&ev.key);
+                }
+                seen += 1;
+            }
+        }));
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        let stop = stop.clone();
+        readers.push(tokio::task::spawn_blocking(move || {
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let snap = store.snapshot();
+                let max_version = snap
+                    .list(Kind::ServiceEntry)
+                    .map(|e| e.version)
+                    .max()
+                    .unwrap_or(0);
+                assert!(
+                    max_version <= snap.revision(),
+                    "no entry newer than its snapshot"
+                );
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    let writer = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            for i in 0..WRITES {
+                let name = format!("s{}", i % 50);
+                if i % 7 == 6 {
+                    let key = ConfigKey {
+                        kind: Kind::ServiceEntry,
+                        namespace: "ns".into(),
+                        name,
+                    };
+                    if store.delete(&key).is_none() {
+                        store.upsert(se("ns", &key.name, "again.com"));
+                    }
+                } else {
+                    store.upsert(se("ns", &name, &format!("h{i}.com")));
+                }
+            }
+        })
+    };
+    writer.await.unwrap();
+    for s in subscribers {
+        tokio::time::timeout(Duration::from_secs(30), s)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.await.unwrap() > 0);
+    }
+    assert_eq!(store.snapshot().revision(), WRITES);
+}
