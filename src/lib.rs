@@ -1,5 +1,7 @@
 //! Rudder: an Istio-compatible service-mesh control plane. See `docs/architecture.md`.
 
 pub mod config;
+pub mod metrics;
+pub mod source;
 pub mod store;
 pub mod validation;

@@ -1,0 +1,381 @@
+//! The file source: every YAML/JSON file under a directory becomes store objects, kept in sync by a
+//! file watcher (and a periodic rescan, in case a watch event is lost).
+//!
+//! Each file is all-or-nothing: a file that does not parse, holds an invalid object, or redefines an
+//! object another file owns is rejected with a logged error and a metric, and the objects it last
+//! loaded successfully stay in the store. Deleting a file deletes the objects it owned.
+
+use crate::config::{Config, ConfigError, ConfigKey, Skipped, parse_yaml};
+use crate::metrics::Metrics;
+use crate::store::{Change, Store};
+use crate::validation::validate;
+use notify::{RecursiveMode, Watcher};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// What one file holds, after parsing and validation.
+#[derive(Debug, Default)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub configs: Vec<Config>,
+    pub skipped: Vec<Skipped>,
+    pub errors: Vec<ConfigError>,
+}
+
+impl FileReport {
+    /// The metric label for why the file was rejected.
+    pub fn error_reason(&self) -> &'static str {
+        if self
+            .errors
+            .iter()
+            .any(|e| matches!(e, ConfigError::Syntax(_)))
+        {
+            "syntax"
+        } else {
+            "invalid"
+        }
+    }
+}
+
+fn is_config_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+/// Config files under `path` (itself, if it is a file), sorted. Entries whose names start with a dot
+/// are skipped: that also skips the `..data` indirection of Kubernetes ConfigMap volumes, whose visible
+/// files are symlinks into it.
+pub fn collect_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    let mut dirs = vec![path.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let p = entry?.path();
+            if is_hidden(&p) {
+                continue;
+            }
+            // metadata() follows symlinks, as a ConfigMap mount needs.
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => dirs.push(p),
+                Ok(m) if m.is_file() && is_config_file(&p) => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Parses and validates one text; objects are only returned when the whole text is valid.
+pub fn check_text(path: &Path, text: &str, default_namespace: &str) -> FileReport {
+    let parsed = parse_yaml(text, default_namespace);
+    let mut report = FileReport {
+        path: path.to_path_buf(),
+        skipped: parsed.skipped,
+        errors: parsed.errors,
+        ..Default::default()
+    };
+    let mut seen = BTreeSet::new();
+    for config in parsed.configs {
+        if let Err(errs) = validate(&config) {
+            report.errors.extend(errs);
+        }
+        if !seen.insert(config.key()) {
+            report.errors.push(ConfigError::Invalid {
+                object: config.object_ref(),
+                field: "metadata.name".into(),
+                message: "defined more than once in this file".into(),
+            });
+        }
+        report.configs.push(config);
+    }
+    report
+}
+
+/// Per-file state the source remembers between scans.
+#[derive(Debug, Default)]
+struct FileState {
+    content_hash: Option<u64>,
+    /// Keys of the objects last loaded from this file successfully.
+    keys: BTreeSet<ConfigKey>,
+    error: Option<String>,
+}
+
+/// What the source shows on its status page.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileStatus {
+    pub path: PathBuf,
+    pub objects: usize,
+    pub error: Option<String>,
+}
+
+pub struct FileSource {
+    dir: PathBuf,
+    default_namespace: String,
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    files: BTreeMap<PathBuf, FileState>,
+    status: Arc<Mutex<Vec<FileStatus>>>,
+}
+
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+impl FileSource {
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        default_namespace: &str,
+        store: Arc<Store>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        FileSource {
+            dir: dir.into(),
+            default_namespace: default_namespace.to_string(),
+            store,
+            metrics,
+            files: BTreeMap::new(),
+            status: Arc::default(),
+        }
+    }
+
+    /// A handle to the per-file status, updated after every scan.
+    pub fn status_handle(&self) -> Arc<Mutex<Vec<FileStatus>>> {
+        self.status.clone()
+    }
+
+    /// Rescans the directory and applies what changed to the store in one batch.
+    /// Returns the number of store events the scan caused.
+    pub fn sync(&mut self) -> usize {
+        let paths = match collect_files(&self.dir) {
+            Ok(p) => p,
+            Err(e) => {
+                // An unreadable directory says nothing about the objects: keep serving them all.
+                warn!(dir = %self.dir.display(), error = %e, "config directory unreadable; keeping current config");
+                self.metrics.file_error("io");
+                return 0;
+            }
+        };
+        let present: BTreeSet<&PathBuf> = paths.iter().collect();
+        let mut deletes: BTreeSet<ConfigKey> = BTreeSet::new();
+        let mut upserts: Vec<Config> = Vec::new();
+
+        // Files that are gone: their objects go with them.
+        let removed: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !present.contains(p))
+            .cloned()
+            .collect();
+        for path in removed {
+            if let Some(state) = self.files.remove(&path) {
+                info!(file = %path.display(), objects = state.keys.len(), "config file removed");
+                deletes.extend(state.keys);
+            }
+        }
+
+        // Read every file; only changed contents are parsed again.
+        let mut changed: Vec<FileReport> = Vec::new();
+        for path in &paths {
+            let bytes = match std::fs::read(path) {
+                Ok(b) => b,
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "config file unreadable; keeping its last good objects");
+                    self.metrics.file_error("io");
+                    continue;
+                }
+            };
+            let hash = hash_bytes(&bytes);
+            let state = self.files.entry(path.clone()).or_default();
+            if state.content_hash == Some(hash) {
+                continue;
+            }
+            state.content_hash = Some(hash);
+            let report = match std::str::from_utf8(&bytes) {
+                Ok(text) => check_text(path, text, &self.default_namespace),
+                Err(_) => FileReport {
+                    path: path.clone(),
+                    errors: vec![ConfigError::Syntax("file is not UTF-8 text".into())],
+                    ..Default::default()
+                },
+            };
+            changed.push(report);
+        }
+
+        // Who owns which key: unchanged files and rejected files keep their claims first.
+        let changed_paths: BTreeSet<PathBuf> = changed
+            .iter()
+            .filter(|r| r.errors.is_empty())
+            .map(|r| r.path.clone())
+            .collect();
+        let mut owners: HashMap<ConfigKey, PathBuf> = HashMap::new();
+        for (path, state) in &self.files {
+            if !changed_paths.contains(path) {
+                for key in &state.keys {
+                    owners.insert(key.clone(), path.clone());
+                }
+            }
+        }
+
+        for report in changed {
+            let path = report.path.clone();
+            let mut error = (!report.errors.is_empty()).then(|| {
+                (
+                    report.error_reason(),
+                    report
+                        .errors
+                        .iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            });
+            if error.is_none() {
+                let conflicts: Vec<String> = report
+                    .configs
+                    .iter()
+                    .filter_map(|c| {
+                        let key = c.key();
+                        owners
+                            .get(&key)
+                            .filter(|owner| **owner != path)
+                            .map(|owner| format!("{key} is already defined in {}", owner.display()))
+                    })
+                    .collect();
+                if !conflicts.is_empty() {
+                    error = Some(("conflict", conflicts.join("; ")));
+                }
+            }
+            let state = self.files.entry(path.clone()).or_default();
+            match error {
+                Some((reason, message)) => {
+                    warn!(file = %path.display(), reason, error = %message, kept_objects = state.keys.len(),
+                        "config file rejected; keeping its last good objects");
+                    self.metrics.file_error(reason);
+                    state.error = Some(message);
+                    for key in &state.keys {
+                        owners.entry(key.clone()).or_insert_with(|| path.clone());
+                    }
+                }
+                None => {
+                    let new_keys: BTreeSet<ConfigKey> =
+                        report.configs.iter().map(Config::key).collect();
+                    deletes.extend(state.keys.difference(&new_keys).cloned());
+                    for key in &new_keys {
+                        owners.insert(key.clone(), path.clone());
+                    }
+                    debug!(file = %path.display(), objects = new_keys.len(), skipped = report.skipped.len(), "config file loaded");
+                    state.keys = new_keys;
+                    state.error = None;
+                    upserts.extend(report.configs);
+                }
+            }
+        }
+
+        // A key that moved to another file in this scan is claimed again: do not delete it.
+        let changes = deletes
+            .into_iter()
+            .filter(|k| !owners.contains_key(k))
+            .map(Change::Delete)
+            .chain(upserts.into_iter().map(Change::Upsert))
+            .collect();
+        let events = self.store.apply(changes);
+        for e in &events {
+            self.metrics
+                .config_events
+                .get_or_create(&crate::metrics::EventLabels {
+                    kind: e.key.kind.to_string(),
+                    event: format!("{:?}", e.kind).to_lowercase(),
+                })
+                .inc();
+        }
+        self.publish_status();
+        events.len()
+    }
+
+    fn publish_status(&self) {
+        let status: Vec<FileStatus> = self
+            .files
+            .iter()
+            .map(|(path, s)| FileStatus {
+                path: path.clone(),
+                objects: s.keys.len(),
+                error: s.error.clone(),
+            })
+            .collect();
+        let invalid = status.iter().filter(|s| s.error.is_some()).count();
+        self.metrics.config_files_invalid.set(invalid as i64);
+        let snapshot = self.store.snapshot();
+        for kind in crate::config::Kind::ALL {
+            self.metrics
+                .config_objects
+                .get_or_create(&crate::metrics::KindLabels {
+                    kind: kind.to_string(),
+                })
+                .set(snapshot.count(kind) as i64);
+        }
+        *self.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
+    }
+
+    /// Watches the directory until `cancel` fires. Edits are applied after `debounce` of quiet; a full
+    /// rescan also runs every `resync` in case the platform drops a watch event.
+    pub async fn run(mut self, cancel: CancellationToken, debounce: Duration, resync: Duration) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let _ = tx.send(res);
+        })
+        .and_then(|mut w| w.watch(&self.dir, RecursiveMode::Recursive).map(|_| w));
+        let _watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                warn!(dir = %self.dir.display(), error = %e, every = ?resync, "cannot watch config directory; polling instead");
+                None
+            }
+        };
+        let mut ticker = tokio::time::interval(resync);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                Some(event) = rx.recv() => {
+                    if let Err(e) = event {
+                        warn!(error = %e, "file watch error");
+                    }
+                    // Let a burst of writes (editors, ConfigMap symlink swaps) settle before rescanning.
+                    loop {
+                        tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            more = tokio::time::timeout(debounce, rx.recv()) => match more {
+                                Ok(Some(_)) => continue,
+                                _ => break,
+                            },
+                        }
+                    }
+                    self.sync();
+                }
+                _ = ticker.tick() => { self.sync(); }
+            }
+        }
+        info!(dir = %self.dir.display(), "file source stopped");
+    }
+}

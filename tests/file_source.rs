@@ -1,0 +1,288 @@
+//! The file source: loads, reloads, deletes, and survives bad files without losing good config.
+
+use rudder::config::{ConfigKey, Kind, Spec};
+use rudder::metrics::Metrics;
+use rudder::source::file::FileSource;
+use rudder::store::Store;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn se(name: &str, host: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: mesh}}\n\
+         spec: {{hosts: [{host}], ports: [{{number: 80, name: http, protocol: HTTP}}], resolution: DNS}}\n"
+    )
+}
+
+fn key(name: &str) -> ConfigKey {
+    ConfigKey {
+        kind: Kind::ServiceEntry,
+        namespace: "mesh".into(),
+        name: name.into(),
+    }
+}
+
+fn host_of(store: &Store, name: &str) -> Option<String> {
+    let snap = store.snapshot();
+    let entry = snap.get(&key(name))?;
+    match &entry.config.spec {
+        Spec::ServiceEntry(s) => s.hosts.first().cloned(),
+        _ => None,
+    }
+}
+
+fn write(dir: &Path, file: &str, text: &str) {
+    std::fs::write(dir.join(file), text).unwrap();
+}
+
+fn setup() -> (tempfile::TempDir, Arc<Store>, Arc<Metrics>, FileSource) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::default());
+    let metrics = Arc::new(Metrics::new());
+    let source = FileSource::new(dir.path(), "default", store.clone(), metrics.clone());
+    (dir, store, metrics, source)
+}
+
+#[test]
+fn loads_directory_recursively_and_ignores_other_files() {
+    let (dir, store, _, mut source) = setup();
+    write(
+        dir.path(),
+        "a.yaml",
+        &format!("{}---\n{}", se("a", "a.com"), se("b", "b.com")),
+    );
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    write(&dir.path().join("sub"), "c.yml", &se("c", "c.com"));
+    write(dir.path(), "notes.txt", "not: config");
+    write(dir.path(), ".hidden.yaml", &se("hidden", "h.com"));
+    assert_eq!(source.sync(), 3);
+    assert_eq!(store.snapshot().len(), 3);
+    assert!(host_of(&store, "hidden").is_none());
+    assert_eq!(source.sync(), 0, "an unchanged directory causes no events");
+}
+
+#[test]
+fn edits_adds_and_deletes_flow_into_the_store() {
+    let (dir, store, _, mut source) = setup();
+    write(
+        dir.path(),
+        "a.yaml",
+        &format!("{}---\n{}", se("a", "a.com"), se("b", "b.com")),
+    );
+    source.sync();
+    write(dir.path(), "a.yaml", &se("a", "a2.com"));
+    assert_eq!(source.sync(), 2, "one update and one delete");
+    assert_eq!(host_of(&store, "a").as_deref(), Some("a2.com"));
+    assert!(
+        host_of(&store, "b").is_none(),
+        "object dropped from the file is deleted"
+    );
+    write(dir.path(), "c.yaml", &se("c", "c.com"));
+    source.sync();
+    assert_eq!(host_of(&store, "c").as_deref(), Some("c.com"));
+    std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    source.sync();
+    assert!(
+        host_of(&store, "a").is_none(),
+        "deleting the file deletes its objects"
+    );
+    assert_eq!(store.snapshot().len(), 1);
+}
+
+#[test]
+fn malformed_yaml_keeps_last_good_objects_and_is_counted() {
+    let (dir, store, metrics, mut source) = setup();
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write(dir.path(), "other.yaml", &se("o", "o.com"));
+    source.sync();
+    write(dir.path(), "a.yaml", "apiVersion: [this is: not yaml\n");
+    assert_eq!(source.sync(), 0);
+    assert_eq!(
+        host_of(&store, "a").as_deref(),
+        Some("a.com"),
+        "last good object stays"
+    );
+    let status = source.status_handle().lock().unwrap().clone();
+    let a = status.iter().find(|s| s.path.ends_with("a.yaml")).unwrap();
+    assert!(
+        a.error.as_deref().unwrap().contains("invalid YAML"),
+        "{a:?}"
+    );
+    assert_eq!(a.objects, 1);
+    let rendered = metrics.render();
+    assert!(
+        rendered.contains("rudder_config_file_errors_total{reason=\"syntax\"} 1"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("rudder_config_files_invalid 1"),
+        "{rendered}"
+    );
+    // Nothing else is affected: other files still reload.
+    write(dir.path(), "other.yaml", &se("o", "o2.com"));
+    source.sync();
+    assert_eq!(host_of(&store, "o").as_deref(), Some("o2.com"));
+    // Fixing the file recovers it.
+    write(dir.path(), "a.yaml", &se("a", "fixed.com"));
+    source.sync();
+    assert_eq!(host_of(&store, "a").as_deref(), Some("fixed.com"));
+    assert!(metrics.render().contains("rudder_config_files_invalid 0"));
+}
+
+#[test]
+fn an_invalid_object_rejects_its_whole_file() {
+    let (dir, store, metrics, mut source) = setup();
+    write(
+        dir.path(),
+        "a.yaml",
+        &format!("{}---\n{}", se("a", "a.com"), se("b", "b.com")),
+    );
+    source.sync();
+    let bad_vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, namespace: mesh}\n\
+                  spec: {hosts: [a.com], http: [{route: [{destination: {host: a.com}, weight: 60}, {destination: {host: b.com}, weight: 60}]}]}\n";
+    write(
+        dir.path(),
+        "a.yaml",
+        &format!("{}---\n{}", se("a", "changed.com"), bad_vs),
+    );
+    source.sync();
+    assert_eq!(
+        host_of(&store, "a").as_deref(),
+        Some("a.com"),
+        "no partial application"
+    );
+    assert_eq!(host_of(&store, "b").as_deref(), Some("b.com"));
+    assert_eq!(store.snapshot().count(Kind::VirtualService), 0);
+    let status = source.status_handle().lock().unwrap().clone();
+    assert!(
+        status[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("total destination weight 120 != 100")
+    );
+    assert!(metrics.render().contains("reason=\"invalid\""));
+}
+
+#[test]
+fn a_second_definition_of_an_object_is_a_conflict() {
+    let (dir, store, metrics, mut source) = setup();
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    source.sync();
+    write(
+        dir.path(),
+        "b.yaml",
+        &format!("{}---\n{}", se("a", "evil.com"), se("z", "z.com")),
+    );
+    source.sync();
+    assert_eq!(
+        host_of(&store, "a").as_deref(),
+        Some("a.com"),
+        "first owner wins"
+    );
+    assert!(
+        host_of(&store, "z").is_none(),
+        "conflicting file is rejected whole"
+    );
+    let status = source.status_handle().lock().unwrap().clone();
+    let b = status.iter().find(|s| s.path.ends_with("b.yaml")).unwrap();
+    assert!(
+        b.error
+            .as_deref()
+            .unwrap()
+            .contains("is already defined in"),
+        "{b:?}"
+    );
+    assert!(metrics.render().contains("reason=\"conflict\""));
+}
+
+#[test]
+fn moving_an_object_between_files_keeps_it() {
+    let (dir, store, _, mut source) = setup();
+    write(dir.path(), "z.yaml", &se("a", "a.com"));
+    source.sync();
+    // In one scan: removed from z.yaml, added to a.yaml (sorted before z.yaml).
+    write(dir.path(), "z.yaml", &se("other", "o.com"));
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    source.sync();
+    assert_eq!(host_of(&store, "a").as_deref(), Some("a.com"));
+    std::fs::remove_file(dir.path().join("z.yaml")).unwrap();
+    source.sync();
+    assert_eq!(host_of(&store, "a").as_deref(), Some("a.com"));
+}
+
+#[test]
+fn unreadable_directory_keeps_config() {
+    let (dir, store, _, mut source) = setup();
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    source.sync();
+    let moved = dir.path().with_extension("moved");
+    std::fs::rename(dir.path(), &moved).unwrap();
+    source.sync();
+    assert_eq!(host_of(&store, "a").as_deref(), Some("a.com"));
+    std::fs::rename(&moved, dir.path()).unwrap();
+}
+
+#[test]
+fn non_utf8_and_duplicate_objects_are_rejected() {
+    let (dir, store, _, mut source) = setup();
+    std::fs::write(dir.path().join("bin.yaml"), [0xff, 0xfe, 0x00, 0x41]).unwrap();
+    write(
+        dir.path(),
+        "dup.yaml",
+        &format!("{}---\n{}", se("a", "a.com"), se("a", "b.com")),
+    );
+    source.sync();
+    assert!(store.snapshot().is_empty());
+    let status = source.status_handle().lock().unwrap().clone();
+    assert!(status.iter().all(|s| s.error.is_some()), "{status:?}");
+}
+
+/// The running watcher picks up edits, additions and deletions without a restart.
+#[tokio::test]
+async fn watcher_applies_changes_without_restart() {
+    let (dir, store, _, mut source) = setup();
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    source.sync();
+    let cancel = CancellationToken::new();
+    // A long resync interval proves the watcher, not the periodic rescan, delivered the change.
+    let task = tokio::spawn(source.run(
+        cancel.clone(),
+        Duration::from_millis(50),
+        Duration::from_secs(3600),
+    ));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+        for _ in 0..200 {
+            if cond() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("timed out waiting for: {what}");
+    }
+    write(dir.path(), "a.yaml", &se("a", "edited.com"));
+    eventually("edit applied", || {
+        host_of(&store, "a").as_deref() == Some("edited.com")
+    })
+    .await;
+    write(dir.path(), "b.yaml", &se("b", "b.com"));
+    eventually("new file loaded", || host_of(&store, "b").is_some()).await;
+    std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    eventually("deleted file unloaded", || host_of(&store, "a").is_none()).await;
+    write(dir.path(), "b.yaml", "{{{{ broken");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        host_of(&store, "b").as_deref(),
+        Some("b.com"),
+        "bad edit keeps last good"
+    );
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("source stops on cancel")
+        .unwrap();
+}
