@@ -127,6 +127,7 @@ pub enum StringMatch {
 }
 
 /// `istio.type.v1beta1.WorkloadSelector` (security and telemetry APIs).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadSelector {
@@ -135,6 +136,7 @@ pub struct WorkloadSelector {
 }
 
 /// `networking.v1alpha3.WorkloadSelector` (networking API: `labels`, not `matchLabels`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelSelector {
@@ -143,6 +145,7 @@ pub struct LabelSelector {
 }
 
 /// `istio.type.v1beta1.PolicyTargetReference`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyTargetReference {

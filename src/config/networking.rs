@@ -23,6 +23,7 @@ pub(crate) use istio_enum;
 // ---------------------------------------------------------------------------------------------
 // VirtualService
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VirtualService {
@@ -40,6 +41,7 @@ pub struct VirtualService {
     pub export_to: Vec<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRoute {
@@ -66,6 +68,7 @@ pub struct HttpRoute {
     pub headers: Option<Headers>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpMatchRequest {
@@ -95,6 +98,7 @@ pub struct HttpMatchRequest {
     pub stat_prefix: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRouteDestination {
@@ -104,6 +108,7 @@ pub struct HttpRouteDestination {
     pub headers: Option<Headers>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteDestination {
@@ -112,6 +117,7 @@ pub struct RouteDestination {
     pub weight: i32,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Destination {
@@ -122,6 +128,7 @@ pub struct Destination {
     pub port: Option<PortSelector>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PortSelector {
@@ -129,6 +136,7 @@ pub struct PortSelector {
     pub number: u32,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Headers {
@@ -136,6 +144,7 @@ pub struct Headers {
     pub response: Option<HeaderOperations>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderOperations {
@@ -152,6 +161,7 @@ istio_enum!(RedirectPortSelection {
     FROM_REQUEST_PORT
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRedirect {
@@ -167,6 +177,7 @@ pub struct HttpRedirect {
     pub redirect_code: u32,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpDirectResponse {
@@ -183,6 +194,7 @@ pub enum HttpBody {
     Bytes(String),
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Delegate {
@@ -192,6 +204,7 @@ pub struct Delegate {
     pub namespace: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRewrite {
@@ -202,6 +215,7 @@ pub struct HttpRewrite {
     pub uri_regex_rewrite: Option<RegexRewrite>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegexRewrite {
@@ -211,6 +225,7 @@ pub struct RegexRewrite {
     pub rewrite: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRetry {
@@ -224,6 +239,7 @@ pub struct HttpRetry {
     pub backoff: Option<Duration>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpFaultInjection {
@@ -231,6 +247,7 @@ pub struct HttpFaultInjection {
     pub abort: Option<FaultAbort>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FaultDelay {
@@ -242,6 +259,7 @@ pub struct FaultDelay {
     pub percent: i32,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FaultAbort {
@@ -251,6 +269,7 @@ pub struct FaultAbort {
     pub percentage: Option<Percent>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Percent {
@@ -258,6 +277,7 @@ pub struct Percent {
     pub value: f64,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpMirrorPolicy {
@@ -271,6 +291,7 @@ istio_enum!(UnmatchedPreflights {
     IGNORE
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CorsPolicy {
@@ -290,6 +311,7 @@ pub struct CorsPolicy {
     pub unmatched_preflights: Option<UnmatchedPreflights>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsRoute {
@@ -299,6 +321,7 @@ pub struct TlsRoute {
     pub route: Vec<RouteDestination>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsMatchAttributes {
@@ -316,6 +339,7 @@ pub struct TlsMatchAttributes {
     pub source_namespace: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpRoute {
@@ -325,6 +349,7 @@ pub struct TcpRoute {
     pub route: Vec<RouteDestination>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct L4MatchAttributes {
@@ -345,6 +370,7 @@ pub struct L4MatchAttributes {
 // ---------------------------------------------------------------------------------------------
 // DestinationRule
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DestinationRule {
@@ -358,6 +384,7 @@ pub struct DestinationRule {
     pub workload_selector: Option<super::common::WorkloadSelector>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrafficPolicy {
@@ -372,6 +399,7 @@ pub struct TrafficPolicy {
     pub retry_budget: Option<RetryBudget>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PortTrafficPolicy {
@@ -382,6 +410,7 @@ pub struct PortTrafficPolicy {
     pub tls: Option<ClientTlsSettings>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Subset {
@@ -401,6 +430,7 @@ istio_enum!(SimpleLb {
     LEAST_REQUEST
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadBalancerSettings {
@@ -411,6 +441,7 @@ pub struct LoadBalancerSettings {
     pub warmup: Option<WarmupConfiguration>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WarmupConfiguration {
@@ -419,6 +450,7 @@ pub struct WarmupConfiguration {
     pub aggression: Option<f64>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConsistentHashLb {
@@ -433,6 +465,7 @@ pub struct ConsistentHashLb {
     pub minimum_ring_size: u64,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpCookie {
@@ -445,6 +478,7 @@ pub struct HttpCookie {
     pub attributes: Vec<CookieAttribute>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CookieAttribute {
@@ -454,6 +488,7 @@ pub struct CookieAttribute {
     pub value: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RingHash {
@@ -461,6 +496,7 @@ pub struct RingHash {
     pub minimum_ring_size: u64,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MagLev {
@@ -468,6 +504,7 @@ pub struct MagLev {
     pub table_size: u64,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalityLoadBalancerSetting {
@@ -480,6 +517,7 @@ pub struct LocalityLoadBalancerSetting {
     pub enabled: Option<bool>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalityDistribute {
@@ -489,6 +527,7 @@ pub struct LocalityDistribute {
     pub to: BTreeMap<String, u32>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalityFailover {
@@ -498,6 +537,7 @@ pub struct LocalityFailover {
     pub to: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConnectionPoolSettings {
@@ -505,6 +545,7 @@ pub struct ConnectionPoolSettings {
     pub http: Option<HttpSettings>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpSettings {
@@ -516,6 +557,7 @@ pub struct TcpSettings {
     pub idle_timeout: Option<Duration>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpKeepalive {
@@ -531,6 +573,7 @@ istio_enum!(H2UpgradePolicy {
     UPGRADE
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpSettings {
@@ -550,6 +593,7 @@ pub struct HttpSettings {
     pub max_concurrent_streams: i32,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutlierDetection {
@@ -577,6 +621,7 @@ istio_enum!(ClientTlsMode {
     ISTIO_MUTUAL
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClientTlsSettings {
@@ -599,6 +644,7 @@ pub struct ClientTlsSettings {
     pub ca_crl: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TunnelSettings {
@@ -612,6 +658,7 @@ pub struct TunnelSettings {
 
 istio_enum!(ProxyProtocolVersion { V1, V2 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyProtocol {
@@ -619,6 +666,7 @@ pub struct ProxyProtocol {
     pub version: ProxyProtocolVersion,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RetryBudget {
@@ -631,6 +679,7 @@ pub struct RetryBudget {
 // ---------------------------------------------------------------------------------------------
 // Gateway
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Gateway {
@@ -640,6 +689,7 @@ pub struct Gateway {
     pub selector: Labels,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Server {
@@ -656,6 +706,7 @@ pub struct Server {
 }
 
 /// `Port` (Gateway servers) and `ServicePort` (ServiceEntry) share this shape.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Port {
@@ -686,6 +737,7 @@ istio_enum!(TlsProtocol {
     TLSV1_3
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServerTlsSettings {
@@ -719,6 +771,7 @@ pub struct ServerTlsSettings {
     pub cipher_suites: Vec<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsCertificate {
@@ -745,6 +798,7 @@ istio_enum!(Resolution {
     DNS_ROUND_ROBIN
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceEntry {
@@ -767,6 +821,7 @@ pub struct ServiceEntry {
     pub subject_alt_names: Vec<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadEntry {
@@ -786,6 +841,7 @@ pub struct WorkloadEntry {
     pub service_account: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadGroup {
@@ -794,6 +850,7 @@ pub struct WorkloadGroup {
     pub probe: Option<ReadinessProbe>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadGroupObjectMeta {
@@ -803,6 +860,7 @@ pub struct WorkloadGroupObjectMeta {
     pub annotations: Labels,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadinessProbe {
@@ -822,6 +880,7 @@ pub struct ReadinessProbe {
     pub grpc: Option<GrpcHealthCheckConfig>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpHealthCheckConfig {
@@ -837,6 +896,7 @@ pub struct HttpHealthCheckConfig {
     pub http_headers: Vec<HttpHeader>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpHeader {
@@ -846,6 +906,7 @@ pub struct HttpHeader {
     pub value: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpHealthCheckConfig {
@@ -855,6 +916,7 @@ pub struct TcpHealthCheckConfig {
     pub port: u32,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecHealthCheckConfig {
@@ -862,6 +924,7 @@ pub struct ExecHealthCheckConfig {
     pub command: Vec<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrpcHealthCheckConfig {
@@ -879,6 +942,7 @@ istio_enum!(CaptureMode {
     NONE
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Sidecar {
@@ -891,6 +955,7 @@ pub struct Sidecar {
     pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IstioIngressListener {
@@ -905,6 +970,7 @@ pub struct IstioIngressListener {
     pub connection_pool: Option<ConnectionPoolSettings>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IstioEgressListener {
@@ -922,6 +988,7 @@ istio_enum!(OutboundTrafficPolicyMode {
     ALLOW_ANY
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutboundTrafficPolicy {
@@ -933,6 +1000,7 @@ pub struct OutboundTrafficPolicy {
 // ---------------------------------------------------------------------------------------------
 // EnvoyFilter
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyFilter {
@@ -986,6 +1054,7 @@ istio_enum!(FilterClass {
     STATS
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyConfigObjectPatch {
@@ -996,6 +1065,7 @@ pub struct EnvoyConfigObjectPatch {
     pub patch: Option<EnvoyPatch>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyConfigObjectMatch {
@@ -1007,6 +1077,7 @@ pub struct EnvoyConfigObjectMatch {
     pub cluster: Option<ClusterMatch>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyMatch {
@@ -1016,6 +1087,7 @@ pub struct ProxyMatch {
     pub metadata: Labels,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListenerMatch {
@@ -1029,6 +1101,7 @@ pub struct ListenerMatch {
     pub name: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FilterChainMatch {
@@ -1044,6 +1117,7 @@ pub struct FilterChainMatch {
     pub destination_port: Option<u32>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FilterMatch {
@@ -1052,6 +1126,7 @@ pub struct FilterMatch {
     pub sub_filter: Option<SubFilterMatch>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubFilterMatch {
@@ -1059,6 +1134,7 @@ pub struct SubFilterMatch {
     pub name: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteConfigurationMatch {
@@ -1073,6 +1149,7 @@ pub struct RouteConfigurationMatch {
     pub name: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VirtualHostMatch {
@@ -1090,6 +1167,7 @@ istio_enum!(RouteAction {
     DIRECT_RESPONSE
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteMatch {
@@ -1099,6 +1177,7 @@ pub struct RouteMatch {
     pub action: RouteAction,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterMatch {
@@ -1112,6 +1191,7 @@ pub struct ClusterMatch {
     pub name: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyPatch {

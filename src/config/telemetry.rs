@@ -5,6 +5,7 @@ use super::networking::istio_enum;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Telemetry {
@@ -20,6 +21,7 @@ pub struct Telemetry {
     pub access_logging: Vec<AccessLogging>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderRef {
@@ -33,6 +35,7 @@ istio_enum!(WorkloadMode {
     SERVER
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadModeSelector {
@@ -40,6 +43,7 @@ pub struct WorkloadModeSelector {
     pub mode: WorkloadMode,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Tracing {
@@ -62,6 +66,7 @@ pub enum CustomTag {
     Header(HeaderTag),
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LiteralTag {
@@ -69,6 +74,7 @@ pub struct LiteralTag {
     pub value: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvironmentTag {
@@ -78,6 +84,7 @@ pub struct EnvironmentTag {
     pub default_value: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderTag {
@@ -87,6 +94,7 @@ pub struct HeaderTag {
     pub default_value: String,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Metrics {
@@ -111,6 +119,7 @@ istio_enum!(IstioMetric {
     GRPC_RESPONSE_MESSAGES
 });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricSelector {
@@ -120,6 +129,7 @@ pub struct MetricSelector {
     pub mode: WorkloadMode,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricsOverrides {
@@ -132,6 +142,7 @@ pub struct MetricsOverrides {
 
 istio_enum!(TagOperation { UPSERT, REMOVE });
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TagOverride {
@@ -140,6 +151,7 @@ pub struct TagOverride {
     pub value: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessLogging {
@@ -151,6 +163,7 @@ pub struct AccessLogging {
     pub filter: Option<AccessLogFilter>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessLogFilter {
