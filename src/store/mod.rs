@@ -86,7 +86,8 @@ pub struct Event {
     pub revision: u64,
 }
 
-/// One write in a batch.
+/// One write in a batch. Short-lived, so the unboxed `Config` costs nothing worth an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Change {
     Upsert(Config),

@@ -323,13 +323,13 @@ fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
             r.error(format!("{path}.{field}"), "header name cannot be empty");
         }
     }
-    if let Some(d) = &cors.max_age {
-        if d.as_std().subsec_nanos() != 0 {
-            r.error(
-                format!("{path}.maxAge"),
-                "max_age duration is accurate only to seconds precision",
-            );
-        }
+    if let Some(d) = &cors.max_age
+        && d.as_std().subsec_nanos() != 0
+    {
+        r.error(
+            format!("{path}.maxAge"),
+            "max_age duration is accurate only to seconds precision",
+        );
     }
 }
 
@@ -825,7 +825,7 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
                 );
             }
             if let Some(ttl) = &cookie.ttl
-                && ttl.as_std().subsec_nanos() % 1_000_000 != 0
+                && !ttl.as_std().subsec_nanos().is_multiple_of(1_000_000)
             {
                 r.error(
                     format!("{cp}.httpCookie.ttl"),

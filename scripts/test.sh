@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs Rudder's whole test suite: formatting, lints, unit and end-to-end tests.
+# Fails when any step fails or when no test ran at all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+
+echo "== cargo test"
+cargo test --all-targets --locked 2>&1 | tee "$log"
+
+passed=$(grep -E '^test result: ok\.' "$log" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -E '^test result:' "$log" | awk '{s += $6} END {print s + 0}')
+echo "$passed passed, $failed failed"
+if [ "$passed" -eq 0 ]; then
+  echo "error: no test ran" >&2
+  exit 1
+fi

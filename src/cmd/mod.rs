@@ -1,0 +1,4 @@
+//! Subcommands of the `rudder` binary.
+
+pub mod serve;
+pub mod validate;

@@ -1,0 +1,181 @@
+//! The `rudder` binary as a user runs it.
+
+mod common;
+
+use common::{Daemon, eventually, http_get, rudder};
+use std::io::Write;
+use std::process::Stdio;
+
+const GOOD: &str = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews}\nspec:\n  host: reviews\n  subsets: [{name: v1, labels: {version: v1}}]\n";
+const BAD_WEIGHTS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: shop}\nspec:\n  hosts: [reviews]\n  http:\n  - route:\n    - destination: {host: reviews, subset: v1}\n      weight: 60\n    - destination: {host: reviews, subset: v2}\n      weight: 60\n";
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = rudder().args(args).output().expect("run rudder");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn validate_accepts_the_examples() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let (code, out, err) = run(&["validate", "-f", examples]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("valid"), "{out}");
+}
+
+#[test]
+fn validate_reports_object_field_and_reason_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, BAD_WEIGHTS).unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, GOOD).unwrap();
+    let (code, out, err) = run(&[
+        "validate",
+        "-f",
+        bad.to_str().unwrap(),
+        "-f",
+        good.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("bad.yaml: VirtualService shop/reviews: spec.http[0].route: total destination weight 120 != 100"),
+        "{err}"
+    );
+    assert!(
+        out.contains("ok: ") && out.contains("good.yaml"),
+        "valid files are still reported: {out}"
+    );
+    assert!(err.contains("1 of 2 file(s) invalid"), "{err}");
+}
+
+#[test]
+fn validate_unknown_fields_and_bad_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        GOOD.replace("host: reviews", "host: reviews\n  hots: [x]"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("b.yaml"), "kind: [unclosed").unwrap();
+    let (code, _, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("spec.hots: unknown field `hots`"), "{err}");
+    assert!(err.contains("b.yaml: invalid YAML"), "{err}");
+}
+
+#[test]
+fn validate_unreadable_inputs_exit_2() {
+    let (code, _, err) = run(&["validate", "-f", "/definitely/not/here.yaml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/definitely/not/here.yaml"), "{err}");
+    let empty = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(&["validate", "-f", empty.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no .yaml, .yml or .json files found"), "{err}");
+    let (code, _, _) = run(&["validate"]);
+    assert_eq!(code, 2, "usage error");
+}
+
+#[test]
+fn validate_reads_stdin_and_finds_cross_file_duplicates() {
+    let mut child = rudder()
+        .args(["validate", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(GOOD.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.yaml"), GOOD).unwrap();
+    std::fs::write(dir.path().join("b.yaml"), GOOD).unwrap();
+    let (code, _, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("DestinationRule default/reviews: metadata.name: already defined in"),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_loads_watches_and_shuts_down_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("dr.yaml"), GOOD).unwrap();
+    let daemon = Daemon::start(dir.path(), &["--file-debounce", "20ms"]);
+    let mon = daemon.addr("monitoring");
+    let http = daemon.addr("http");
+
+    eventually(20, "ready after the initial sync", || {
+        http_get(http, "/ready").0 == 200
+    });
+    let (status, body) = http_get(mon, "/debug/configz");
+    assert_eq!(status, 200);
+    let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(configz["items"][0]["kind"], "DestinationRule");
+    assert_eq!(configz["items"][0]["spec"]["subsets"][0]["name"], "v1");
+    let (_, version) = http_get(mon, "/version");
+    assert!(version.contains(env!("CARGO_PKG_VERSION")));
+
+    // A live edit arrives without a restart; a broken edit is reported and changes nothing.
+    std::fs::write(dir.path().join("vs.yaml"), BAD_WEIGHTS).unwrap();
+    eventually(20, "bad file reported", || {
+        http_get(mon, "/debug/sources")
+            .1
+            .contains("total destination weight 120")
+    });
+    let (_, metrics) = http_get(mon, "/metrics");
+    assert!(
+        metrics.contains("rudder_config_file_errors_total{reason=\"invalid\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("rudder_config_objects{kind=\"DestinationRule\"} 1"),
+        "{metrics}"
+    );
+    std::fs::write(
+        dir.path().join("vs.yaml"),
+        BAD_WEIGHTS.replace("weight: 60", "weight: 50"),
+    )
+    .unwrap();
+    eventually(20, "fixed file loaded", || {
+        http_get(mon, "/debug/configz").1.contains("VirtualService")
+    });
+
+    let status = daemon.terminate();
+    assert!(status.success(), "SIGTERM is a clean shutdown: {status:?}");
+}
+
+#[test]
+fn serve_fails_clearly_when_the_port_is_taken() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, _, err) = run(&[
+        "serve",
+        "--monitoring-addr",
+        &addr,
+        "--http-addr",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("cannot listen on {addr} for monitoring")),
+        "{err}"
+    );
+}

@@ -1,0 +1,164 @@
+//! Helpers shared by the end-to-end tests: run the real `rudder` binary and talk to it over HTTP.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub fn rudder() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rudder"))
+}
+
+/// A running `rudder serve`, killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    /// Listening addresses by server name ("monitoring", "http", ...), read from the log.
+    pub addrs: HashMap<String, SocketAddr>,
+    pub log: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// Starts `rudder serve` on loopback ephemeral ports and waits until every server is listening.
+    pub fn start(config_dir: &Path, extra: &[&str]) -> Daemon {
+        let mut child = rudder()
+            .args([
+                "serve",
+                "--monitoring-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--config-dir")
+            .arg(config_dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rudder");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[rudder] {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut addrs = HashMap::new();
+        while addrs.len() < 2 {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("rudder did not start listening");
+            if let Some((server, addr)) = parse_listening(&line) {
+                addrs.insert(server, addr);
+            }
+        }
+        Daemon {
+            child,
+            addrs,
+            log: rx,
+        }
+    }
+
+    pub fn addr(&self, server: &str) -> SocketAddr {
+        self.addrs[server]
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..200 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("rudder did not exit after SIGTERM");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn parse_listening(line: &str) -> Option<(String, SocketAddr)> {
+    if !line.contains("listening") {
+        return None;
+    }
+    let server = line
+        .split("server=")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .trim_matches('"');
+    let addr = line.split("addr=").nth(1)?.split_whitespace().next()?;
+    Some((server.to_string(), addr.parse().ok()?))
+}
+
+/// A minimal HTTP/1.1 GET: returns the status code and body.
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Polls `cond` until it holds; panics with `what` after `secs` seconds.
+pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for: {what}");
+}
