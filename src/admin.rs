@@ -19,6 +19,7 @@ pub struct AdminState {
     pub sources: Arc<Mutex<Vec<FileStatus>>>,
     /// Set once every source finished its initial sync.
     pub ready: Arc<AtomicBool>,
+    pub xds: Option<Arc<crate::xds::server::XdsShared>>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -28,6 +29,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/version", get(version))
         .route("/debug/configz", get(configz))
         .route("/debug/sources", get(sources))
+        .route("/debug/adsz", get(adsz))
+        .route("/debug/syncz", get(syncz))
         .with_state(state)
 }
 
@@ -78,4 +81,39 @@ async fn configz(State(s): State<AdminState>) -> Json<serde_json::Value> {
 
 async fn sources(State(s): State<AdminState>) -> Json<Vec<FileStatus>> {
     Json(s.sources.lock().unwrap_or_else(|p| p.into_inner()).clone())
+}
+
+/// Connected proxies with their per-type subscription and sync state.
+async fn adsz(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    let conns = s.xds.as_ref().map(|x| x.connections()).unwrap_or_default();
+    Json(serde_json::json!({ "totalClients": conns.len(), "clients": conns }))
+}
+
+/// Per proxy and type: sent, acked or rejected (what `istioctl proxy-status` shows).
+async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
+    let conns = s.xds.as_ref().map(|x| x.connections()).unwrap_or_default();
+    Json(
+        conns
+            .into_iter()
+            .map(|c| {
+                let types: serde_json::Map<String, serde_json::Value> = c
+                    .types
+                    .iter()
+                    .map(|(t, st)| {
+                        let state = if st.last_nack.is_some() {
+                            "NACKED"
+                        } else if st.nonce_sent.is_empty() {
+                            "NOT SENT"
+                        } else if st.version_acked == st.version_sent {
+                            "SYNCED"
+                        } else {
+                            "STALE"
+                        };
+                        (crate::xds::generate::short_type(t).to_string(), serde_json::json!({ "state": state, "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }))
+                    })
+                    .collect();
+                serde_json::json!({ "proxy": c.proxy.id, "connection": c.id, "delta": c.delta, "types": types })
+            })
+            .collect(),
+    )
 }

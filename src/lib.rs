@@ -4,6 +4,8 @@ pub mod admin;
 pub mod cmd;
 pub mod config;
 pub mod metrics;
+pub mod model;
 pub mod source;
 pub mod store;
 pub mod validation;
+pub mod xds;

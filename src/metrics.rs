@@ -5,6 +5,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -15,6 +16,11 @@ pub struct ReasonLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabels {
+    pub r#type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -33,6 +39,28 @@ pub struct Metrics {
     pub config_objects: Family<KindLabels, Gauge>,
     /// Store changes per kind and event type.
     pub config_events: Family<EventLabels, Counter>,
+    /// Connected xDS clients (Istio: `pilot_xds`).
+    pub xds_connections: Gauge,
+    /// Responses pushed, by xDS type (`pilot_xds_pushes{type}`).
+    pub xds_pushes: Family<TypeLabels, Counter>,
+    /// NACKs received, by type (`pilot_total_xds_rejects{type}`).
+    pub xds_rejects: Family<TypeLabels, Counter>,
+    /// Requests that could not be served (bad node, unknown type...), by reason.
+    pub xds_errors: Family<ReasonLabels, Counter>,
+    /// Time to generate and send one response, by type (`pilot_xds_push_time{type}`).
+    pub xds_push_time: Family<TypeLabels, Histogram>,
+    /// From the first config change to a proxy receiving the push (`pilot_proxy_convergence_time`).
+    pub proxy_convergence_time: Histogram,
+    /// From the first change of a debounce window to the push starting (`pilot_debounce_time`).
+    pub debounce_time: Histogram,
+    /// Pushes started, by trigger (`pilot_push_triggers{type}`).
+    pub push_triggers: Family<TypeLabels, Counter>,
+    /// Services known (`pilot_services`).
+    pub services: Gauge,
+}
+
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
 impl Default for Metrics {
@@ -68,12 +96,69 @@ impl Metrics {
             "Changes applied to the config store, by kind and event",
             config_events.clone(),
         );
+        let xds_connections = Gauge::default();
+        registry.register(
+            "pilot_xds",
+            "Number of endpoints connected to this pilot using XDS",
+            xds_connections.clone(),
+        );
+        let xds_pushes = Family::<TypeLabels, Counter>::default();
+        registry.register(
+            "pilot_xds_pushes",
+            "Pilot build and send errors for lds, rds, cds and eds",
+            xds_pushes.clone(),
+        );
+        let xds_rejects = Family::<TypeLabels, Counter>::default();
+        registry.register(
+            "pilot_total_xds_rejects",
+            "Total number of XDS responses from pilot rejected by proxy",
+            xds_rejects.clone(),
+        );
+        let xds_errors = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rudder_xds_errors",
+            "xDS requests refused, by reason",
+            xds_errors.clone(),
+        );
+        let xds_push_time = Family::<TypeLabels, Histogram>::new_with_constructor(
+            seconds_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "pilot_xds_push_time",
+            "Total time in seconds Pilot takes to push lds, rds, cds and eds",
+            xds_push_time.clone(),
+        );
+        let proxy_convergence_time = seconds_histogram();
+        registry.register("pilot_proxy_convergence_time", "Delay in seconds between config change and a proxy receiving all required configuration", proxy_convergence_time.clone());
+        let debounce_time = seconds_histogram();
+        registry.register("pilot_debounce_time", "Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue", debounce_time.clone());
+        let push_triggers = Family::<TypeLabels, Counter>::default();
+        registry.register(
+            "pilot_push_triggers",
+            "Total number of times a push was triggered, labeled by reason for the push",
+            push_triggers.clone(),
+        );
+        let services = Gauge::default();
+        registry.register(
+            "pilot_services",
+            "Total services known to pilot",
+            services.clone(),
+        );
         Metrics {
             registry,
             config_file_errors,
             config_files_invalid,
             config_objects,
             config_events,
+            xds_connections,
+            xds_pushes,
+            xds_rejects,
+            xds_errors,
+            xds_push_time,
+            proxy_convergence_time,
+            debounce_time,
+            push_triggers,
+            services,
         }
     }
 
@@ -83,6 +168,14 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    pub fn by_type(family: &Family<TypeLabels, Counter>, t: &str) -> Counter {
+        family
+            .get_or_create(&TypeLabels {
+                r#type: t.to_string(),
+            })
+            .clone()
     }
 
     /// Prometheus text exposition format.

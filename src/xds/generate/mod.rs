@@ -1,0 +1,107 @@
+//! Resource generation: for a proxy, a push context and a type, the resources to send.
+
+pub mod cluster;
+pub mod endpoint;
+pub mod listener;
+pub mod route;
+pub mod util;
+
+use super::context::{PushContext, Resource, Resources, Scope};
+use super::proxy::{Generator, Proxy};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+
+/// Types a client may leave unnamed to mean "everything" (the other types are always named).
+pub fn is_wildcard_type(type_url: &str) -> bool {
+    type_url == CLUSTER || type_url == LISTENER
+}
+
+/// Push order that keeps Envoy's make-before-break: clusters, endpoints, listeners, routes.
+pub const PUSH_ORDER: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+
+pub fn short_type(type_url: &str) -> &'static str {
+    match type_url {
+        CLUSTER => "cds",
+        ENDPOINT => "eds",
+        LISTENER => "lds",
+        ROUTE => "rds",
+        SECRET => "sds",
+        _ => "unknown",
+    }
+}
+
+pub fn known_type(type_url: &str) -> bool {
+    short_type(type_url) != "unknown"
+}
+
+/// Resources of `type_url` for `proxy`: all of them when `names` is `None` (wildcard), else the named
+/// ones that exist. Results are cached per push version and scope.
+pub fn generate(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    type_url: &str,
+    names: Option<&BTreeSet<String>>,
+) -> Vec<Arc<Resource>> {
+    let grpc = proxy.generator == Generator::Grpc;
+    let per_name = |type_url: &'static str,
+                    scope_key: u64,
+                    build: &dyn Fn(&str) -> Option<Arc<Resource>>|
+     -> Vec<Arc<Resource>> {
+        names
+            .into_iter()
+            .flatten()
+            .flat_map(|n| {
+                ctx.cached(type_url, scope_key, n, || build(n).into_iter().collect())
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let filter = |all: Resources| -> Vec<Arc<Resource>> {
+        match names {
+            None => all.iter().cloned().collect(),
+            Some(n) => all
+                .iter()
+                .filter(|r| n.contains(&r.name))
+                .cloned()
+                .collect(),
+        }
+    };
+    match type_url {
+        CLUSTER if grpc => per_name(CLUSTER, scope.key, &|n| {
+            cluster::cluster_by_name(ctx, scope, n)
+        }),
+        CLUSTER => {
+            let all = ctx.cached(CLUSTER, scope.key, "*", || {
+                let mut v = cluster::clusters(ctx, scope, true);
+                v.extend(listener::inbound_clusters(ctx, proxy));
+                v
+            });
+            filter(all)
+        }
+        ENDPOINT => per_name(ENDPOINT, scope.key, &|n| {
+            Some(endpoint::load_assignment(ctx, scope, n))
+        }),
+        LISTENER if grpc => per_name(LISTENER, scope.key, &|n| {
+            listener::grpc_listener(ctx, scope, n)
+        }),
+        LISTENER => filter(ctx.cached(LISTENER, scope.key, "*", || {
+            listener::listeners(ctx, proxy, scope)
+        })),
+        ROUTE if grpc => per_name(ROUTE, scope.key, &|n| {
+            listener::grpc_route_config(ctx, proxy, scope, n)
+        }),
+        ROUTE => per_name(ROUTE, scope.key, &|n| {
+            listener::route_config(ctx, proxy, scope, n)
+        }),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,600 @@
+//! RDS: VirtualService HTTP routes translated into Envoy routes, per service and port.
+
+use super::util::{any, duration, fraction, outbound_cluster, string_matcher};
+use crate::config::networking::{
+    Destination, HeaderOperations, HttpMatchRequest, HttpRoute, RedirectPortSelection,
+};
+use crate::model::{Service, resolve_host};
+use crate::xds::context::{PushContext, Scope};
+use crate::xds::proxy::Proxy;
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, HeaderValue, HeaderValueOption, RuntimeFractionalPercent, data_source,
+    header_value_option::HeaderAppendAction,
+};
+use envoy_types::pb::envoy::config::route::v3::route_action::{
+    ClusterSpecifier, HashPolicy, RequestMirrorPolicy, hash_policy,
+};
+use envoy_types::pb::envoy::config::route::v3::weighted_cluster::ClusterWeight;
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
+    RouteAction, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
+    redirect_action, retry_policy::RetryHostPredicate, route, route_match,
+};
+use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay, fault_delay};
+use envoy_types::pb::envoy::extensions::filters::http::fault::v3::{
+    FaultAbort, HttpFault, fault_abort,
+};
+use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
+use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatchAndSubstitute, RegexMatcher};
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+
+pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
+
+/// Virtual host for one service port, with domains a client may use to reach it.
+pub fn virtual_host(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    svc: &Service,
+    port: u32,
+    grpc: bool,
+    seen: &mut std::collections::HashSet<String>,
+) -> Option<VirtualHost> {
+    let mut domains = Vec::new();
+    let mut add = |d: String| {
+        if seen.insert(d.clone()) {
+            domains.push(d);
+        }
+    };
+    add(svc.hostname.clone());
+    add(format!("{}:{port}", svc.hostname));
+    let svc_suffix = format!(".{}.svc.{}", svc.namespace, ctx.mesh.domain_suffix);
+    if !grpc && let Some(short) = svc.hostname.strip_suffix(&svc_suffix) {
+        for d in [
+            format!("{short}.{}", svc.namespace),
+            format!("{short}.{}.svc", svc.namespace),
+        ] {
+            add(format!("{d}:{port}"));
+            add(d);
+        }
+        if svc.namespace == proxy.namespace {
+            add(format!("{short}:{port}"));
+            add(short.to_string());
+        }
+    }
+    if domains.is_empty() {
+        return None;
+    }
+    Some(VirtualHost {
+        name: format!("{}:{port}", svc.hostname),
+        domains,
+        routes: routes(ctx, proxy, scope, svc, port, grpc),
+        ..Default::default()
+    })
+}
+
+/// Routes for one service port: its VirtualService's HTTP routes, or a default route to the service.
+pub fn routes(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    svc: &Service,
+    port: u32,
+    grpc: bool,
+) -> Vec<Route> {
+    let Some(vs) = ctx.virtual_service_for(&proxy.namespace, &svc.hostname) else {
+        return vec![default_route(ctx, scope, svc, port, grpc)];
+    };
+    let vs_ns = vs.config.metadata.namespace.as_str();
+    let mut out = Vec::new();
+    for (i, http) in vs.spec.http.iter().enumerate() {
+        let name = if http.name.is_empty() {
+            format!("{}.{vs_ns}.{i}", vs.config.metadata.name)
+        } else {
+            http.name.clone()
+        };
+        let matches: Vec<Option<&HttpMatchRequest>> = if http.matches.is_empty() {
+            vec![None]
+        } else {
+            http.matches.iter().map(Some).collect()
+        };
+        for m in matches {
+            if let Some(m) = m
+                && !match_applies(m, proxy, port)
+            {
+                continue;
+            }
+            out.push(route(ctx, scope, svc, port, vs_ns, http, m, &name, grpc));
+        }
+        // A route without conditions matches everything: later routes are unreachable.
+        if http.matches.is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+/// Conditions decided when generating (not by Envoy per request): port, source labels, namespace, gateway.
+fn match_applies(m: &HttpMatchRequest, proxy: &Proxy, port: u32) -> bool {
+    (m.port == 0 || m.port == port)
+        && m.source_labels
+            .iter()
+            .all(|(k, v)| proxy.labels.get(k) == Some(v))
+        && (m.source_namespace.is_empty() || m.source_namespace == proxy.namespace)
+        && (m.gateways.is_empty() || m.gateways.iter().any(|g| g == "mesh"))
+}
+
+fn default_route(ctx: &PushContext, scope: &Scope, svc: &Service, port: u32, grpc: bool) -> Route {
+    let cluster = outbound_cluster(port, "", &svc.hostname);
+    let mut action = RouteAction {
+        cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),
+        ..Default::default()
+    };
+    finish_action(&mut action, ctx, scope, &svc.hostname, None, grpc);
+    Route {
+        name: "default".into(),
+        r#match: Some(RouteMatch {
+            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+            ..Default::default()
+        }),
+        action: Some(route::Action::Route(action)),
+        ..Default::default()
+    }
+}
+
+/// Istio's route timeout default is "disabled"; retries default to 2 attempts on connection failures.
+fn finish_action(
+    action: &mut RouteAction,
+    ctx: &PushContext,
+    scope: &Scope,
+    host: &str,
+    http: Option<&HttpRoute>,
+    grpc: bool,
+) {
+    let timeout = http
+        .and_then(|h| h.timeout)
+        .map_or(std::time::Duration::ZERO, |d| d.as_std());
+    if grpc {
+        action.max_stream_duration = Some(
+            envoy_types::pb::envoy::config::route::v3::route_action::MaxStreamDuration {
+                max_stream_duration: (!timeout.is_zero()).then(|| duration(timeout)),
+                grpc_timeout_header_max: (!timeout.is_zero()).then(|| duration(timeout)),
+                ..Default::default()
+            },
+        );
+    } else {
+        action.timeout = Some(duration(timeout));
+    }
+    action.retry_policy = retry_policy(http, grpc);
+    if let Some(svc) = ctx.registry.services.get(host)
+        && let Some(ch) = ctx
+            .destination_rule_for(&scope.namespace, svc)
+            .and_then(|dr| dr.spec.traffic_policy.as_ref())
+            .and_then(|tp| tp.load_balancer.as_ref())
+            .and_then(|lb| lb.consistent_hash.as_ref())
+    {
+        let policy = if let Some(h) = &ch.http_header_name {
+            Some(hash_policy::PolicySpecifier::Header(hash_policy::Header {
+                header_name: h.clone(),
+                ..Default::default()
+            }))
+        } else if let Some(c) = &ch.http_cookie {
+            Some(hash_policy::PolicySpecifier::Cookie(hash_policy::Cookie {
+                name: c.name.clone(),
+                path: c.path.clone(),
+                ttl: c.ttl.map(|d| duration(d.as_std())),
+                ..Default::default()
+            }))
+        } else if ch.use_source_ip == Some(true) {
+            Some(hash_policy::PolicySpecifier::ConnectionProperties(
+                hash_policy::ConnectionProperties { source_ip: true },
+            ))
+        } else {
+            ch.http_query_parameter_name.as_ref().map(|q| {
+                hash_policy::PolicySpecifier::QueryParameter(hash_policy::QueryParameter {
+                    name: q.clone(),
+                })
+            })
+        };
+        action.hash_policy = policy
+            .map(|p| HashPolicy {
+                policy_specifier: Some(p),
+                ..Default::default()
+            })
+            .into_iter()
+            .collect();
+    }
+}
+
+fn retry_policy(http: Option<&HttpRoute>, grpc: bool) -> Option<RetryPolicy> {
+    let retries = http.and_then(|h| h.retries.as_ref());
+    if retries.is_some_and(|r| r.attempts == 0) {
+        return None;
+    }
+    let attempts = retries.map_or(2, |r| r.attempts.max(0) as u32);
+    let default_on = if grpc {
+        "unavailable,cancelled"
+    } else {
+        "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+    };
+    let on = retries
+        .map(|r| r.retry_on.as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(default_on);
+    let (codes, policies): (Vec<&str>, Vec<&str>) = on
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .partition(|p| p.parse::<u32>().is_ok());
+    let mut retry_on = policies.join(",");
+    let mut status_codes: Vec<u32> = codes.iter().filter_map(|c| c.parse().ok()).collect();
+    if retries.is_none() {
+        status_codes.push(503);
+    }
+    if !status_codes.is_empty() && !retry_on.contains("retriable-status-codes") {
+        retry_on = if retry_on.is_empty() {
+            "retriable-status-codes".into()
+        } else {
+            format!("{retry_on},retriable-status-codes")
+        };
+    }
+    let mut policy = RetryPolicy {
+        retry_on,
+        num_retries: Some(UInt32Value { value: attempts }),
+        per_try_timeout: retries
+            .and_then(|r| r.per_try_timeout)
+            .map(|d| duration(d.as_std())),
+        retriable_status_codes: if grpc { vec![] } else { status_codes },
+        ..Default::default()
+    };
+    if !grpc {
+        policy.retry_host_predicate = vec![RetryHostPredicate {
+            name: "envoy.retry_host_predicates.previous_hosts".into(),
+            config_type: Some(envoy_types::pb::envoy::config::route::v3::retry_policy::retry_host_predicate::ConfigType::TypedConfig(
+                any(&PreviousHostsPredicate {}),
+            )),
+        }];
+        policy.host_selection_retry_max_attempts = 5;
+    }
+    Some(policy)
+}
+
+fn cluster_for(
+    dest: &Destination,
+    vs_ns: &str,
+    suffix: &str,
+    port: u32,
+    ctx: &PushContext,
+) -> String {
+    let host = resolve_host(&dest.host, vs_ns, suffix);
+    let dest_port = dest
+        .port
+        .as_ref()
+        .map(|p| p.number)
+        .filter(|p| *p != 0)
+        .unwrap_or_else(|| match ctx.registry.services.get(&host) {
+            Some(svc) if svc.ports.len() == 1 => svc.ports[0].number,
+            _ => port,
+        });
+    outbound_cluster(dest_port, &dest.subset, &host)
+}
+
+fn header_options(ops: &HeaderOperations) -> (Vec<HeaderValueOption>, Vec<String>) {
+    let mut add = Vec::new();
+    for (k, v) in &ops.set {
+        add.push(HeaderValueOption {
+            header: Some(HeaderValue {
+                key: k.clone(),
+                value: v.clone(),
+                ..Default::default()
+            }),
+            append_action: HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+            ..Default::default()
+        });
+    }
+    for (k, v) in &ops.add {
+        add.push(HeaderValueOption {
+            header: Some(HeaderValue {
+                key: k.clone(),
+                value: v.clone(),
+                ..Default::default()
+            }),
+            append_action: HeaderAppendAction::AppendIfExistsOrAdd as i32,
+            ..Default::default()
+        });
+    }
+    (add, ops.remove.clone())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn route(
+    ctx: &PushContext,
+    scope: &Scope,
+    svc: &Service,
+    port: u32,
+    vs_ns: &str,
+    http: &HttpRoute,
+    m: Option<&HttpMatchRequest>,
+    name: &str,
+    grpc: bool,
+) -> Route {
+    let suffix = ctx.mesh.domain_suffix.as_str();
+    let mut r = Route {
+        name: name.to_string(),
+        r#match: Some(route_match(m)),
+        ..Default::default()
+    };
+    r.action = Some(if let Some(redirect) = &http.redirect {
+        let mut ra = RedirectAction {
+            host_redirect: redirect.authority.clone(),
+            scheme_rewrite_specifier: (!redirect.scheme.is_empty()).then(|| {
+                redirect_action::SchemeRewriteSpecifier::SchemeRedirect(redirect.scheme.clone())
+            }),
+            response_code: match redirect.redirect_code {
+                302 => redirect_action::RedirectResponseCode::Found,
+                303 => redirect_action::RedirectResponseCode::SeeOther,
+                307 => redirect_action::RedirectResponseCode::TemporaryRedirect,
+                308 => redirect_action::RedirectResponseCode::PermanentRedirect,
+                _ => redirect_action::RedirectResponseCode::MovedPermanently,
+            } as i32,
+            ..Default::default()
+        };
+        if !redirect.uri.is_empty() {
+            ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PathRedirect(
+                redirect.uri.clone(),
+            ));
+        }
+        if let Some(p) = redirect.port {
+            ra.port_redirect = p;
+        } else if redirect.derive_port == Some(RedirectPortSelection::FROM_REQUEST_PORT) {
+            ra.port_redirect = port;
+        }
+        route::Action::Redirect(ra)
+    } else if let Some(dr) = &http.direct_response {
+        route::Action::DirectResponse(DirectResponseAction {
+            status: dr.status,
+            body: dr.body.as_ref().map(|b| DataSource {
+                specifier: Some(match b {
+                    crate::config::networking::HttpBody::String(s) => {
+                        data_source::Specifier::InlineString(s.clone())
+                    }
+                    crate::config::networking::HttpBody::Bytes(s) => {
+                        data_source::Specifier::InlineString(s.clone())
+                    }
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    } else {
+        let dests: Vec<_> = http
+            .route
+            .iter()
+            .filter(|d| d.destination.is_some())
+            .collect();
+        let mut action = RouteAction::default();
+        let single = dests.len() == 1
+            || dests.iter().filter(|d| d.weight > 0).count() <= 1
+                && dests.iter().all(|d| d.weight == 0);
+        if single && let Some(d) = dests.first().and_then(|d| d.destination.as_ref()) {
+            action.cluster_specifier = Some(ClusterSpecifier::Cluster(cluster_for(
+                d, vs_ns, suffix, port, ctx,
+            )));
+        } else {
+            let clusters = dests
+                .iter()
+                .filter(|d| d.weight > 0)
+                .filter_map(|d| {
+                    let dest = d.destination.as_ref()?;
+                    let (add, remove) = d
+                        .headers
+                        .as_ref()
+                        .and_then(|h| h.request.as_ref())
+                        .map(header_options)
+                        .unwrap_or_default();
+                    Some(ClusterWeight {
+                        name: cluster_for(dest, vs_ns, suffix, port, ctx),
+                        weight: Some(UInt32Value {
+                            value: d.weight as u32,
+                        }),
+                        request_headers_to_add: add,
+                        request_headers_to_remove: remove,
+                        ..Default::default()
+                    })
+                })
+                .collect();
+            action.cluster_specifier = Some(ClusterSpecifier::WeightedClusters(WeightedCluster {
+                clusters,
+                ..Default::default()
+            }));
+        }
+        if let Some(rw) = &http.rewrite {
+            if !rw.uri.is_empty() {
+                action.prefix_rewrite = rw.uri.clone();
+            }
+            if let Some(rr) = &rw.uri_regex_rewrite {
+                action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                    pattern: Some(RegexMatcher {
+                        regex: rr.match_regex.clone(),
+                        ..Default::default()
+                    }),
+                    substitution: rr.rewrite.clone(),
+                });
+            }
+            if !rw.authority.is_empty() {
+                action.host_rewrite_specifier =
+                    Some(envoy_types::pb::envoy::config::route::v3::route_action::HostRewriteSpecifier::HostRewriteLiteral(rw.authority.clone()));
+            }
+        }
+        let mirrors =
+            http.mirror
+                .iter()
+                .map(|d| {
+                    (
+                        d,
+                        http.mirror_percentage
+                            .map(|p| p.value)
+                            .or(http.mirror_percent.map(f64::from)),
+                    )
+                })
+                .chain(http.mirrors.iter().filter_map(|m| {
+                    Some((m.destination.as_ref()?, m.percentage.map(|p| p.value)))
+                }));
+        action.request_mirror_policies = mirrors
+            .map(|(d, pct)| RequestMirrorPolicy {
+                cluster: cluster_for(d, vs_ns, suffix, port, ctx),
+                runtime_fraction: Some(RuntimeFractionalPercent {
+                    default_value: Some(fraction(pct.unwrap_or(100.0))),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let first_host = dests
+            .first()
+            .and_then(|d| d.destination.as_ref())
+            .map_or(svc.hostname.clone(), |d| {
+                resolve_host(&d.host, vs_ns, suffix)
+            });
+        finish_action(&mut action, ctx, scope, &first_host, Some(http), grpc);
+        route::Action::Route(action)
+    });
+    if let Some(fault) = &http.fault {
+        r.typed_per_filter_config
+            .insert(FAULT_FILTER.into(), any(&http_fault(fault)));
+    }
+    if let Some(h) = &http.headers {
+        if let Some(req) = &h.request {
+            (r.request_headers_to_add, r.request_headers_to_remove) = header_options(req);
+        }
+        if let Some(resp) = &h.response {
+            (r.response_headers_to_add, r.response_headers_to_remove) = header_options(resp);
+        }
+    }
+    r
+}
+
+fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
+    let mut rm = RouteMatch {
+        path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+        ..Default::default()
+    };
+    let Some(m) = m else { return rm };
+    if let Some(uri) = &m.uri {
+        rm.path_specifier = Some(match uri {
+            crate::config::common::StringMatch::Exact(p) => {
+                route_match::PathSpecifier::Path(p.clone())
+            }
+            crate::config::common::StringMatch::Prefix(p) => {
+                route_match::PathSpecifier::Prefix(p.clone())
+            }
+            crate::config::common::StringMatch::Regex(r) => {
+                route_match::PathSpecifier::SafeRegex(RegexMatcher {
+                    regex: r.clone(),
+                    ..Default::default()
+                })
+            }
+        });
+    }
+    if m.ignore_uri_case {
+        rm.case_sensitive = Some(BoolValue { value: false });
+    }
+    let header =
+        |name: &str, sm: &crate::config::common::StringMatch, invert: bool| HeaderMatcher {
+            name: name.to_string(),
+            header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(
+                string_matcher(sm, false),
+            )),
+            invert_match: invert,
+            ..Default::default()
+        };
+    for (pseudo, sm) in [
+        (":authority", &m.authority),
+        (":method", &m.method),
+        (":scheme", &m.scheme),
+    ] {
+        if let Some(sm) = sm {
+            rm.headers.push(header(pseudo, sm, false));
+        }
+    }
+    for (name, sm) in &m.headers {
+        rm.headers.push(header(name, sm, false));
+    }
+    for (name, sm) in &m.without_headers {
+        rm.headers.push(header(name, sm, true));
+    }
+    for (name, sm) in &m.query_params {
+        rm.query_parameters.push(QueryParameterMatcher {
+            name: name.clone(),
+            query_parameter_match_specifier: Some(
+                query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(string_matcher(
+                    sm, false,
+                )),
+            ),
+        });
+    }
+    rm
+}
+
+fn http_fault(f: &crate::config::networking::HttpFaultInjection) -> HttpFault {
+    let mut out = HttpFault::default();
+    if let Some(d) = &f.delay {
+        let pct = d.percentage.map(|p| p.value).unwrap_or(if d.percent > 0 {
+            f64::from(d.percent)
+        } else {
+            100.0
+        });
+        out.delay = Some(FaultDelay {
+            fault_delay_secifier: d
+                .fixed_delay
+                .map(|fd| fault_delay::FaultDelaySecifier::FixedDelay(duration(fd.as_std()))),
+            percentage: Some(fraction(pct)),
+            ..Default::default()
+        });
+    }
+    if let Some(a) = &f.abort {
+        let pct = a.percentage.map_or(100.0, |p| p.value);
+        let error_type = if let Some(status) = a.http_status {
+            Some(fault_abort::ErrorType::HttpStatus(status as u32))
+        } else {
+            a.grpc_status
+                .as_ref()
+                .and_then(|g| grpc_code(g))
+                .map(fault_abort::ErrorType::GrpcStatus)
+        };
+        out.abort = Some(FaultAbort {
+            error_type,
+            percentage: Some(fraction(pct)),
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// gRPC status names (as Istio accepts them) to codes.
+fn grpc_code(name: &str) -> Option<u32> {
+    const CODES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    CODES
+        .iter()
+        .position(|c| *c == name)
+        .map(|p| p as u32)
+        .or_else(|| name.parse().ok())
+}

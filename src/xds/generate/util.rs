@@ -1,0 +1,99 @@
+//! Small builders shared by the generators.
+
+use crate::config::common::StringMatch;
+use envoy_types::pb::envoy::config::core::v3::{
+    AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{
+    RegexMatcher, StringMatcher, string_matcher::MatchPattern,
+};
+use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
+use envoy_types::pb::google::protobuf::{Any, Duration};
+use prost::{Message, Name};
+
+pub fn any<T: Message + Name>(msg: &T) -> Any {
+    Any {
+        type_url: T::type_url(),
+        value: msg.encode_to_vec(),
+    }
+}
+
+pub fn duration(d: std::time::Duration) -> Duration {
+    Duration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+/// Config delivered over the same ADS stream.
+pub fn ads() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
+        ..Default::default()
+    }
+}
+
+/// Istio `Percent` (0..100, fractional) as Envoy's per-million fraction.
+pub fn fraction(percent: f64) -> FractionalPercent {
+    FractionalPercent {
+        numerator: (percent.clamp(0.0, 100.0) * 10_000.0).round() as u32,
+        denominator: DenominatorType::Million as i32,
+    }
+}
+
+pub fn string_matcher(m: &StringMatch, ignore_case: bool) -> StringMatcher {
+    let pattern = match m {
+        StringMatch::Exact(s) => MatchPattern::Exact(s.clone()),
+        StringMatch::Prefix(s) => MatchPattern::Prefix(s.clone()),
+        StringMatch::Regex(r) => MatchPattern::SafeRegex(RegexMatcher {
+            regex: r.clone(),
+            ..Default::default()
+        }),
+    };
+    StringMatcher {
+        match_pattern: Some(pattern),
+        ignore_case,
+        ..Default::default()
+    }
+}
+
+/// `outbound|port|subset|host`, Istio's cluster naming.
+pub fn outbound_cluster(port: u32, subset: &str, host: &str) -> String {
+    format!("outbound|{port}|{subset}|{host}")
+}
+
+/// Splits an outbound cluster name into (port, subset, host).
+pub fn parse_outbound_cluster(name: &str) -> Option<(u32, &str, &str)> {
+    let mut parts = name.splitn(4, '|');
+    if parts.next()? != "outbound" {
+        return None;
+    }
+    let port = parts.next()?.parse().ok()?;
+    let subset = parts.next()?;
+    let host = parts.next()?;
+    Some((port, subset, host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_round_trip() {
+        let name = outbound_cluster(9080, "v1", "reviews.ns.svc.cluster.local");
+        assert_eq!(name, "outbound|9080|v1|reviews.ns.svc.cluster.local");
+        assert_eq!(
+            parse_outbound_cluster(&name),
+            Some((9080, "v1", "reviews.ns.svc.cluster.local"))
+        );
+        assert_eq!(parse_outbound_cluster("inbound|80||"), None);
+        assert_eq!(parse_outbound_cluster("outbound|x||h"), None);
+    }
+
+    #[test]
+    fn percent_is_per_million() {
+        assert_eq!(fraction(12.5).numerator, 125_000);
+        assert_eq!(fraction(100.0).numerator, 1_000_000);
+    }
+}

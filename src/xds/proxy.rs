@@ -1,0 +1,208 @@
+//! Who is connected: the proxy identity parsed from the xDS node.
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ProxyType {
+    Sidecar,
+    Router,
+    Ztunnel,
+    Waypoint,
+}
+
+/// Which generator family serves the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Generator {
+    /// Envoy: full listeners with filter chains.
+    Envoy,
+    /// Proxyless gRPC: API listeners named `host:port`.
+    Grpc,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Proxy {
+    pub id: String,
+    pub proxy_type: ProxyType,
+    pub ip: String,
+    pub pod_name: String,
+    pub namespace: String,
+    pub dns_domain: String,
+    pub labels: BTreeMap<String, String>,
+    pub metadata: BTreeMap<String, String>,
+    pub generator: Generator,
+    /// `INTERCEPTION_MODE: NONE`: no iptables, so outbound listeners must bind real ports on loopback.
+    pub interception_none: bool,
+    pub user_agent: String,
+    pub istio_version: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProxyError {
+    #[error("node is required on the first request")]
+    MissingNode,
+    #[error("invalid node id {0:?}: expected type~ip~pod.namespace~namespace.svc.cluster.local")]
+    BadId(String),
+    #[error("unknown proxy type {0:?} in node id")]
+    BadType(String),
+}
+
+fn value_string(v: &Value) -> Option<String> {
+    match v.kind.as_ref()? {
+        ValueKind::StringValue(s) => Some(s.clone()),
+        ValueKind::NumberValue(n) => Some(n.to_string()),
+        ValueKind::BoolValue(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn struct_strings(s: &Struct) -> BTreeMap<String, String> {
+    s.fields
+        .iter()
+        .filter_map(|(k, v)| value_string(v).map(|s| (k.clone(), s)))
+        .collect()
+}
+
+impl Proxy {
+    pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
+        let node = node.ok_or(ProxyError::MissingNode)?;
+        let parts: Vec<&str> = node.id.split('~').collect();
+        if parts.len() != 4 || parts.iter().any(|p| p.is_empty()) {
+            return Err(ProxyError::BadId(node.id.clone()));
+        }
+        let proxy_type = match parts[0] {
+            "sidecar" => ProxyType::Sidecar,
+            "router" => ProxyType::Router,
+            "ztunnel" => ProxyType::Ztunnel,
+            "waypoint" => ProxyType::Waypoint,
+            other => return Err(ProxyError::BadType(other.to_string())),
+        };
+        let empty = Struct::default();
+        let meta_struct = node.metadata.as_ref().unwrap_or(&empty);
+        let metadata = struct_strings(meta_struct);
+        let labels = match meta_struct
+            .fields
+            .get("LABELS")
+            .and_then(|v| v.kind.as_ref())
+        {
+            Some(ValueKind::StructValue(s)) => struct_strings(s),
+            _ => BTreeMap::new(),
+        };
+        let (pod_name, pod_ns) = parts[2].split_once('.').unwrap_or((parts[2], ""));
+        let namespace = metadata
+            .get("NAMESPACE")
+            .cloned()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| pod_ns.to_string());
+        let dns_domain = parts[3].to_string();
+        let user_agent = node.user_agent_name.clone();
+        let is_grpc_agent = user_agent.to_ascii_lowercase().starts_with("grpc");
+        let generator = if metadata.get("GENERATOR").is_some_and(|g| g == "grpc") || is_grpc_agent {
+            Generator::Grpc
+        } else {
+            Generator::Envoy
+        };
+        Ok(Proxy {
+            id: node.id.clone(),
+            proxy_type,
+            ip: parts[1].to_string(),
+            pod_name: pod_name.to_string(),
+            namespace: if namespace.is_empty() {
+                "default".into()
+            } else {
+                namespace
+            },
+            dns_domain,
+            labels,
+            interception_none: metadata
+                .get("INTERCEPTION_MODE")
+                .is_some_and(|m| m == "NONE"),
+            istio_version: metadata.get("ISTIO_VERSION").cloned().unwrap_or_default(),
+            metadata,
+            generator,
+            user_agent,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, meta: &[(&str, &str)], agent: &str) -> Node {
+        Node {
+            id: id.into(),
+            user_agent_name: agent.into(),
+            metadata: Some(Struct {
+                fields: meta
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.to_string(),
+                            Value {
+                                kind: Some(ValueKind::StringValue(v.to_string())),
+                            },
+                        )
+                    })
+                    .collect(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parses_istio_node_ids() {
+        let p = Proxy::from_node(Some(&node(
+            "sidecar~10.1.2.3~web-1.shop~shop.svc.cluster.local",
+            &[],
+            "envoy",
+        )))
+        .unwrap();
+        assert_eq!(
+            (
+                p.proxy_type,
+                p.ip.as_str(),
+                p.pod_name.as_str(),
+                p.namespace.as_str()
+            ),
+            (ProxyType::Sidecar, "10.1.2.3", "web-1", "shop")
+        );
+        assert_eq!(p.generator, Generator::Envoy);
+        let g = Proxy::from_node(Some(&node(
+            "sidecar~10.0.0.1~c.ns~ns.svc.cluster.local",
+            &[("GENERATOR", "grpc")],
+            "",
+        )))
+        .unwrap();
+        assert_eq!(g.generator, Generator::Grpc);
+        let ua = Proxy::from_node(Some(&node(
+            "sidecar~10.0.0.1~c.ns~ns.svc.cluster.local",
+            &[],
+            "gRPC Python",
+        )))
+        .unwrap();
+        assert_eq!(ua.generator, Generator::Grpc);
+        let none = Proxy::from_node(Some(&node(
+            "router~1.1.1.1~gw.istio-system~istio-system.svc.cluster.local",
+            &[("INTERCEPTION_MODE", "NONE"), ("NAMESPACE", "gw-ns")],
+            "envoy",
+        )))
+        .unwrap();
+        assert!(none.interception_none);
+        assert_eq!(none.namespace, "gw-ns", "metadata NAMESPACE wins");
+    }
+
+    #[test]
+    fn rejects_bad_nodes() {
+        assert_eq!(Proxy::from_node(None).unwrap_err(), ProxyError::MissingNode);
+        assert!(matches!(
+            Proxy::from_node(Some(&node("just-a-name", &[], ""))),
+            Err(ProxyError::BadId(_))
+        ));
+        assert!(matches!(
+            Proxy::from_node(Some(&node("alien~1~a.b~c", &[], ""))),
+            Err(ProxyError::BadType(_))
+        ));
+    }
+}

@@ -1,0 +1,143 @@
+//! The push pipeline: store events are debounced (quiet period, max delay), then a new push context is
+//! built and queued for every proxy. Changes that only move endpoints become EDS-only pushes.
+
+use super::context::{MeshSettings, PushContext};
+use super::server::{PushRequest, XdsShared};
+use crate::config::Kind;
+use crate::config::networking::Resolution;
+use crate::metrics::{Metrics, TypeLabels};
+use crate::model::Registry;
+use crate::store::Store;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Debounce {
+    /// A push waits until no change arrived for this long...
+    pub quiet: Duration,
+    /// ...but never longer than this after the first change.
+    pub max: Duration,
+}
+
+impl Default for Debounce {
+    fn default() -> Self {
+        Debounce {
+            quiet: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Kinds whose changes can only move endpoints.
+fn endpoint_kind(kind: Kind) -> bool {
+    matches!(kind, Kind::ServiceEntry | Kind::WorkloadEntry)
+}
+
+/// Builds the first push context from the store as it is now.
+pub fn initial_context(store: &Store, mesh: &MeshSettings) -> PushContext {
+    let snapshot = store.snapshot();
+    let registry = Arc::new(Registry::build(&snapshot, &mesh.domain_suffix));
+    PushContext::new(1, snapshot, registry, mesh.clone())
+}
+
+pub async fn run(
+    store: Arc<Store>,
+    shared: Arc<XdsShared>,
+    mesh: MeshSettings,
+    debounce: Debounce,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+) {
+    let mut events = store.subscribe();
+    let mut version = shared.context().version;
+    let mut registry = shared.context().registry.clone();
+    metrics.services.set(registry.services.len() as i64);
+    loop {
+        let mut kinds = BTreeSet::new();
+        let mut lagged = false;
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            ev = events.recv() => match ev {
+                Ok(ev) => { kinds.insert(ev.key.kind); }
+                Err(RecvError::Lagged(_)) => lagged = true,
+                Err(RecvError::Closed) => break,
+            },
+        }
+        let started = Instant::now();
+        let mut quiet_until = started + debounce.quiet;
+        let max_until = started + debounce.max;
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
+                ev = events.recv() => {
+                    match ev {
+                        Ok(ev) => { kinds.insert(ev.key.kind); }
+                        Err(RecvError::Lagged(_)) => lagged = true,
+                        Err(RecvError::Closed) => return,
+                    }
+                    quiet_until = Instant::now() + debounce.quiet;
+                }
+            }
+        }
+        metrics
+            .debounce_time
+            .observe(started.elapsed().as_secs_f64());
+        let span = info_span!("push", version = version + 1);
+        async {
+            let snapshot = store.snapshot();
+            let next = Arc::new(Registry::build(&snapshot, &mesh.domain_suffix));
+            let eds_hosts = registry.changed_endpoints(&next);
+            let all_eds = eds_hosts.iter().all(|h| {
+                next.services
+                    .get(h)
+                    .is_some_and(|s| s.resolution == Resolution::STATIC)
+            });
+            let eds_only = !lagged
+                && kinds.iter().all(|k| endpoint_kind(*k))
+                && registry.same_services(&next)
+                && all_eds;
+            if eds_only && eds_hosts.is_empty() {
+                debug!(
+                    ?kinds,
+                    "change affects no service or endpoint; nothing to push"
+                );
+                registry = next;
+                return;
+            }
+            version += 1;
+            let reason = if eds_only { "endpoint" } else { "config" };
+            metrics
+                .push_triggers
+                .get_or_create(&TypeLabels {
+                    r#type: reason.into(),
+                })
+                .inc();
+            metrics.services.set(next.services.len() as i64);
+            info!(
+                full = !eds_only,
+                eds_services = eds_hosts.len(),
+                ?kinds,
+                "pushing"
+            );
+            let context = PushContext::new(version, snapshot, next.clone(), mesh.clone());
+            shared.push(
+                context,
+                PushRequest {
+                    full: !eds_only,
+                    eds_hosts,
+                    started: started.into_std(),
+                    reason: reason.into(),
+                },
+            );
+            registry = next;
+        }
+        .instrument(span)
+        .await;
+    }
+}

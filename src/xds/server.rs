@@ -1,0 +1,759 @@
+//! ADS over gRPC: `StreamAggregatedResources` (State of the World) and `DeltaAggregatedResources`.
+//!
+//! Each stream is served by one task that owns the stream's state: per type, what the client
+//! subscribed to, the last nonce sent, and what it ACKed or NACKed. Pushes reach a stream through a
+//! one-slot mailbox: a new push merges into a pending one, so a proxy never has more than one push
+//! queued, and a slow proxy only ever delays itself.
+
+use super::context::{PushContext, Resource, Scope};
+use super::generate::{self, PUSH_ORDER, is_wildcard_type, known_type, short_type};
+use super::proxy::Proxy;
+use crate::metrics::{Metrics, ReasonLabels, TypeLabels};
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    Resource as DeltaResource,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// What must be pushed to a proxy. Merging two requests keeps the union of what both needed.
+#[derive(Debug, Clone)]
+pub struct PushRequest {
+    /// Everything may have changed: regenerate every watched type.
+    pub full: bool,
+    /// Services whose endpoints changed (for EDS-only pushes).
+    pub eds_hosts: BTreeSet<String>,
+    /// When the first change behind this push happened (for convergence time).
+    pub started: Instant,
+    pub reason: String,
+}
+
+impl PushRequest {
+    pub fn merge(&mut self, other: PushRequest) {
+        self.full |= other.full;
+        self.eds_hosts.extend(other.eds_hosts);
+        self.started = self.started.min(other.started);
+        if !self.reason.contains(&other.reason) {
+            self.reason = format!("{},{}", self.reason, other.reason);
+        }
+    }
+}
+
+/// Per-type sync state of one stream, also shown in debug output.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TypeStatus {
+    pub wildcard: bool,
+    pub names: BTreeSet<String>,
+    pub nonce_sent: String,
+    pub version_sent: String,
+    pub version_acked: String,
+    pub last_nack: Option<String>,
+    pub resources_sent: usize,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConnectionStatus {
+    pub id: String,
+    pub proxy: Arc<Proxy>,
+    pub delta: bool,
+    pub connected_at_unix: u64,
+    pub types: BTreeMap<String, TypeStatus>,
+}
+
+struct Mailbox {
+    pending: Mutex<Option<PushRequest>>,
+    notify: Notify,
+}
+
+struct ConnectionEntry {
+    mailbox: Arc<Mailbox>,
+    status: Arc<Mutex<ConnectionStatus>>,
+}
+
+/// State shared by every stream: the current push context and the registry of connections.
+pub struct XdsShared {
+    context: ArcSwap<PushContext>,
+    connections: Mutex<HashMap<u64, ConnectionEntry>>,
+    metrics: Arc<Metrics>,
+    /// Bounds how many proxies generate and send at once, so a push storm cannot starve the runtime.
+    push_permits: Semaphore,
+    next_id: AtomicU64,
+    next_nonce: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl XdsShared {
+    pub fn new(
+        initial: PushContext,
+        metrics: Arc<Metrics>,
+        push_concurrency: usize,
+        shutdown: CancellationToken,
+    ) -> Arc<XdsShared> {
+        Arc::new(XdsShared {
+            context: ArcSwap::from_pointee(initial),
+            connections: Mutex::default(),
+            metrics,
+            push_permits: Semaphore::new(push_concurrency.max(1)),
+            next_id: AtomicU64::new(1),
+            next_nonce: AtomicU64::new(1),
+            shutdown,
+        })
+    }
+
+    pub fn context(&self) -> Arc<PushContext> {
+        self.context.load_full()
+    }
+
+    /// Installs a new push context and queues `request` for every connected proxy.
+    pub fn push(&self, context: PushContext, request: PushRequest) {
+        self.context.store(Arc::new(context));
+        let conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        for entry in conns.values() {
+            let mut pending = entry
+                .mailbox
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match pending.as_mut() {
+                Some(p) => p.merge(request.clone()),
+                None => *pending = Some(request.clone()),
+            }
+            drop(pending);
+            entry.mailbox.notify.notify_one();
+        }
+    }
+
+    pub fn connections(&self) -> Vec<ConnectionStatus> {
+        let conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<_> = conns
+            .values()
+            .map(|e| e.status.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    fn nonce(&self) -> String {
+        format!("{:x}", self.next_nonce.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn register(
+        &self,
+        proxy: Arc<Proxy>,
+        delta: bool,
+    ) -> (u64, Arc<Mailbox>, Arc<Mutex<ConnectionStatus>>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mailbox = Arc::new(Mailbox {
+            pending: Mutex::new(None),
+            notify: Notify::new(),
+        });
+        let status = Arc::new(Mutex::new(ConnectionStatus {
+            id: format!("{}-{id}", proxy.id),
+            proxy,
+            delta,
+            connected_at_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            types: BTreeMap::new(),
+        }));
+        self.connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id,
+                ConnectionEntry {
+                    mailbox: mailbox.clone(),
+                    status: status.clone(),
+                },
+            );
+        self.metrics.xds_connections.inc();
+        (id, mailbox, status)
+    }
+
+    fn unregister(&self, id: u64) {
+        if self
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+            .is_some()
+        {
+            self.metrics.xds_connections.dec();
+        }
+    }
+
+    fn refuse(&self, reason: &str) {
+        self.metrics
+            .xds_errors
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+}
+
+#[derive(Clone)]
+pub struct AdsService {
+    shared: Arc<XdsShared>,
+}
+
+impl AdsService {
+    pub fn new(shared: Arc<XdsShared>) -> Self {
+        AdsService { shared }
+    }
+
+    pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
+        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
+    }
+}
+
+/// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
+const STREAM_BUFFER: usize = 8;
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for AdsService {
+    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
+    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let peer = request
+            .remote_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let mut inbound = request.into_inner();
+        let first = match inbound.message().await {
+            Ok(Some(first)) => first,
+            Ok(None) => return Err(Status::cancelled("stream closed before the first request")),
+            Err(e) => return Err(e),
+        };
+        let proxy = Arc::new(Proxy::from_node(first.node.as_ref()).map_err(|e| {
+            self.shared.refuse("bad_node");
+            warn!(peer, error = %e, "refusing xDS stream");
+            Status::invalid_argument(e.to_string())
+        })?);
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let span = info_span!("ads", proxy = %proxy.id, peer, mode = "sotw");
+        let shared = self.shared.clone();
+        tokio::spawn(
+            async move { Sotw::run(shared, proxy, first, inbound, tx).await }.instrument(span),
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        let peer = request
+            .remote_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let mut inbound = request.into_inner();
+        let first = match inbound.message().await {
+            Ok(Some(first)) => first,
+            Ok(None) => return Err(Status::cancelled("stream closed before the first request")),
+            Err(e) => return Err(e),
+        };
+        let proxy = Arc::new(Proxy::from_node(first.node.as_ref()).map_err(|e| {
+            self.shared.refuse("bad_node");
+            warn!(peer, error = %e, "refusing delta xDS stream");
+            Status::invalid_argument(e.to_string())
+        })?);
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let span = info_span!("ads", proxy = %proxy.id, peer, mode = "delta");
+        let shared = self.shared.clone();
+        tokio::spawn(
+            async move { Delta::run(shared, proxy, first, inbound, tx).await }.instrument(span),
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Records a NACK: logged with the proxy's error, counted, kept in the status. The last good config
+/// stays in force on the proxy; nothing is resent until config changes.
+fn record_nack(
+    shared: &XdsShared,
+    status: &mut TypeStatus,
+    type_url: &str,
+    nonce: &str,
+    message: &str,
+) {
+    warn!(
+        r#type = short_type(type_url),
+        nonce,
+        error = message,
+        "proxy rejected config (NACK)"
+    );
+    shared
+        .metrics
+        .xds_rejects
+        .get_or_create(&TypeLabels {
+            r#type: short_type(type_url).into(),
+        })
+        .inc();
+    status.last_nack = Some(message.to_string());
+}
+
+struct Sotw {
+    shared: Arc<XdsShared>,
+    proxy: Arc<Proxy>,
+    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    status: Arc<Mutex<ConnectionStatus>>,
+    watches: BTreeMap<String, TypeStatus>,
+    /// Digest of the last response per type, to skip pushes that would change nothing.
+    last_sent: HashMap<String, Vec<String>>,
+}
+
+impl Sotw {
+    async fn run(
+        shared: Arc<XdsShared>,
+        proxy: Arc<Proxy>,
+        first: DiscoveryRequest,
+        mut inbound: Streaming<DiscoveryRequest>,
+        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) {
+        let (id, mailbox, status) = shared.register(proxy.clone(), false);
+        info!(generator = ?proxy.generator, "proxy connected");
+        let mut conn = Sotw {
+            shared: shared.clone(),
+            proxy,
+            tx,
+            status,
+            watches: BTreeMap::new(),
+            last_sent: HashMap::new(),
+        };
+        let mut next = Some(first);
+        loop {
+            if let Some(req) = next.take()
+                && !conn.on_request(req).await
+            {
+                break;
+            }
+            tokio::select! {
+                msg = inbound.message() => match msg {
+                    Ok(Some(req)) => next = Some(req),
+                    Ok(None) => { debug!("client closed the stream"); break; }
+                    Err(e) => { debug!(error = %e, "stream error"); break; }
+                },
+                _ = mailbox.notify.notified() => {
+                    let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    if let Some(push) = pending && !conn.on_push(push).await {
+                        break;
+                    }
+                }
+                _ = shared.shutdown.cancelled() => break,
+            }
+        }
+        shared.unregister(id);
+        info!("proxy disconnected");
+    }
+
+    fn sync_status(&self) {
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).types = self.watches.clone();
+    }
+
+    /// Returns false when the stream is gone.
+    async fn on_request(&mut self, req: DiscoveryRequest) -> bool {
+        let type_url = req.type_url.clone();
+        if !known_type(&type_url) {
+            self.shared.refuse("unknown_type");
+            debug!(
+                r#type = type_url,
+                "ignoring request for an unsupported type"
+            );
+            return true;
+        }
+        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+        let watch = self.watches.entry(type_url.clone()).or_default();
+        let nack = req.error_detail.as_ref().map(|e| e.message.clone());
+        let subscription_changed = names != watch.names;
+        let respond = if req.response_nonce.is_empty() {
+            // A new subscription, or a reconnecting client telling us what it has.
+            watch.wildcard =
+                is_wildcard_type(&type_url) && (names.is_empty() || names.contains("*"));
+            watch.names = names;
+            true
+        } else if req.response_nonce != watch.nonce_sent {
+            // Stale: the client had not seen our latest response. Only a new subscription list counts.
+            if subscription_changed && !watch.wildcard {
+                watch.names = names;
+                true
+            } else {
+                false
+            }
+        } else {
+            if let Some(message) = &nack {
+                record_nack(&self.shared, watch, &type_url, &req.response_nonce, message);
+            } else {
+                watch.version_acked = req.version_info.clone();
+                watch.last_nack = None;
+            }
+            if subscription_changed && !watch.wildcard {
+                watch.names = names;
+                true
+            } else {
+                false
+            }
+        };
+        self.sync_status();
+        if respond {
+            let ctx = self.shared.context();
+            return self.send(&ctx, &type_url, None, true).await;
+        }
+        true
+    }
+
+    async fn on_push(&mut self, push: PushRequest) -> bool {
+        let shared = self.shared.clone();
+        let Ok(_permit) = shared.push_permits.acquire().await else {
+            return false;
+        };
+        let ctx = self.shared.context();
+        let types: Vec<String> = PUSH_ORDER
+            .iter()
+            .map(|t| t.to_string())
+            .filter(|t| self.watches.contains_key(t))
+            .filter(|t| push.full || t == generate::ENDPOINT)
+            .collect();
+        for t in types {
+            let only = (!push.full).then_some(&push.eds_hosts);
+            if !self.send(&ctx, &t, only, false).await {
+                return false;
+            }
+        }
+        self.shared
+            .metrics
+            .proxy_convergence_time
+            .observe(push.started.elapsed().as_secs_f64());
+        true
+    }
+
+    /// Generates and sends one type. `only_hosts` limits EDS to clusters of those services.
+    async fn send(
+        &mut self,
+        ctx: &PushContext,
+        type_url: &str,
+        only_hosts: Option<&BTreeSet<String>>,
+        requested: bool,
+    ) -> bool {
+        let started = Instant::now();
+        let Some(watch) = self.watches.get(type_url) else {
+            return true;
+        };
+        let scope: Arc<Scope> = ctx.scope(&self.proxy);
+        let names = (!watch.wildcard).then_some(&watch.names);
+        let mut resources: Vec<Arc<Resource>> =
+            generate::generate(ctx, &self.proxy, &scope, type_url, names);
+        if let Some(hosts) = only_hosts {
+            resources.retain(|r| {
+                generate::util::parse_outbound_cluster(&r.name)
+                    .is_some_and(|(_, _, h)| hosts.contains(h))
+            });
+            if resources.is_empty() {
+                return true;
+            }
+        }
+        let digest: Vec<String> = resources
+            .iter()
+            .map(|r| format!("{}@{}", r.name, r.version))
+            .collect();
+        if !requested && only_hosts.is_none() && self.last_sent.get(type_url) == Some(&digest) {
+            return true;
+        }
+        let nonce = self.shared.nonce();
+        let version = ctx.version.to_string();
+        let response = DiscoveryResponse {
+            version_info: version.clone(),
+            resources: resources.iter().map(|r| r.any.clone()).collect(),
+            type_url: type_url.to_string(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        };
+        if self.tx.send(Ok(response)).await.is_err() {
+            return false;
+        }
+        if only_hosts.is_none() {
+            self.last_sent.insert(type_url.to_string(), digest);
+        }
+        if let Some(watch) = self.watches.get_mut(type_url) {
+            watch.nonce_sent = nonce;
+            watch.version_sent = version;
+            watch.resources_sent = resources.len();
+        }
+        self.sync_status();
+        let short = short_type(type_url);
+        self.shared
+            .metrics
+            .xds_pushes
+            .get_or_create(&TypeLabels {
+                r#type: short.into(),
+            })
+            .inc();
+        self.shared
+            .metrics
+            .xds_push_time
+            .get_or_create(&TypeLabels {
+                r#type: short.into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        debug!(r#type = short, resources = resources.len(), "pushed");
+        true
+    }
+}
+
+struct Delta {
+    shared: Arc<XdsShared>,
+    proxy: Arc<Proxy>,
+    tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    status: Arc<Mutex<ConnectionStatus>>,
+    watches: BTreeMap<String, TypeStatus>,
+    /// What the client holds, per type: name → version.
+    sent: HashMap<String, BTreeMap<String, String>>,
+}
+
+impl Delta {
+    async fn run(
+        shared: Arc<XdsShared>,
+        proxy: Arc<Proxy>,
+        first: DeltaDiscoveryRequest,
+        mut inbound: Streaming<DeltaDiscoveryRequest>,
+        tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) {
+        let (id, mailbox, status) = shared.register(proxy.clone(), true);
+        info!(generator = ?proxy.generator, "proxy connected");
+        let mut conn = Delta {
+            shared: shared.clone(),
+            proxy,
+            tx,
+            status,
+            watches: BTreeMap::new(),
+            sent: HashMap::new(),
+        };
+        let mut next = Some(first);
+        loop {
+            if let Some(req) = next.take()
+                && !conn.on_request(req).await
+            {
+                break;
+            }
+            tokio::select! {
+                msg = inbound.message() => match msg {
+                    Ok(Some(req)) => next = Some(req),
+                    Ok(None) => { debug!("client closed the stream"); break; }
+                    Err(e) => { debug!(error = %e, "stream error"); break; }
+                },
+                _ = mailbox.notify.notified() => {
+                    let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    if let Some(push) = pending && !conn.on_push(push).await {
+                        break;
+                    }
+                }
+                _ = shared.shutdown.cancelled() => break,
+            }
+        }
+        shared.unregister(id);
+        info!("proxy disconnected");
+    }
+
+    fn sync_status(&self) {
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).types = self.watches.clone();
+    }
+
+    async fn on_request(&mut self, req: DeltaDiscoveryRequest) -> bool {
+        let type_url = req.type_url.clone();
+        if !known_type(&type_url) {
+            self.shared.refuse("unknown_type");
+            debug!(
+                r#type = type_url,
+                "ignoring delta request for an unsupported type"
+            );
+            return true;
+        }
+        let first_for_type = !self.watches.contains_key(&type_url);
+        let watch = self.watches.entry(type_url.clone()).or_default();
+        let sent = self.sent.entry(type_url.clone()).or_default();
+        if first_for_type {
+            watch.wildcard = is_wildcard_type(&type_url) && req.resource_names_subscribe.is_empty();
+            // A reconnecting client tells us what it has; we resend only what differs.
+            sent.extend(req.initial_resource_versions.clone());
+        }
+        if !req.response_nonce.is_empty() && req.response_nonce == watch.nonce_sent {
+            match &req.error_detail {
+                Some(e) => record_nack(
+                    &self.shared,
+                    watch,
+                    &type_url,
+                    &req.response_nonce,
+                    &e.message,
+                ),
+                None => {
+                    watch.version_acked = watch.version_sent.clone();
+                    watch.last_nack = None;
+                }
+            }
+        }
+        let mut newly: BTreeSet<String> = BTreeSet::new();
+        for name in &req.resource_names_subscribe {
+            if name == "*" {
+                watch.wildcard = true;
+            } else if watch.names.insert(name.clone()) {
+                newly.insert(name.clone());
+            }
+        }
+        for name in &req.resource_names_unsubscribe {
+            if name == "*" {
+                watch.wildcard = false;
+            }
+            watch.names.remove(name);
+            sent.remove(name);
+        }
+        self.sync_status();
+        if first_for_type || !newly.is_empty() {
+            let ctx = self.shared.context();
+            return self.send(&ctx, &type_url, None, newly).await;
+        }
+        true
+    }
+
+    async fn on_push(&mut self, push: PushRequest) -> bool {
+        let shared = self.shared.clone();
+        let Ok(_permit) = shared.push_permits.acquire().await else {
+            return false;
+        };
+        let ctx = self.shared.context();
+        let types: Vec<String> = PUSH_ORDER
+            .iter()
+            .map(|t| t.to_string())
+            .filter(|t| self.watches.contains_key(t))
+            .filter(|t| push.full || t == generate::ENDPOINT)
+            .collect();
+        for t in types {
+            let only = (!push.full).then_some(&push.eds_hosts);
+            if !self.send(&ctx, &t, only, BTreeSet::new()).await {
+                return false;
+            }
+        }
+        self.shared
+            .metrics
+            .proxy_convergence_time
+            .observe(push.started.elapsed().as_secs_f64());
+        true
+    }
+
+    /// Sends what changed for one type; `explicit` names were just subscribed and are reported as
+    /// removed when they do not exist, so the client stops waiting for them.
+    async fn send(
+        &mut self,
+        ctx: &PushContext,
+        type_url: &str,
+        only_hosts: Option<&BTreeSet<String>>,
+        explicit: BTreeSet<String>,
+    ) -> bool {
+        let started = Instant::now();
+        let Some(watch) = self.watches.get(type_url) else {
+            return true;
+        };
+        let scope = ctx.scope(&self.proxy);
+        let names = (!watch.wildcard).then_some(&watch.names);
+        let mut resources = generate::generate(ctx, &self.proxy, &scope, type_url, names);
+        if let Some(hosts) = only_hosts {
+            resources.retain(|r| {
+                generate::util::parse_outbound_cluster(&r.name)
+                    .is_some_and(|(_, _, h)| hosts.contains(h))
+            });
+        }
+        let sent = self.sent.entry(type_url.to_string()).or_default();
+        let current: BTreeSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
+        let changed: Vec<&Arc<Resource>> = resources
+            .iter()
+            .filter(|r| sent.get(&r.name) != Some(&r.version))
+            .collect();
+        let mut removed: Vec<String> = if only_hosts.is_some() {
+            Vec::new()
+        } else {
+            sent.keys()
+                .filter(|n| !current.contains(n.as_str()))
+                .cloned()
+                .collect()
+        };
+        removed.extend(
+            explicit
+                .into_iter()
+                .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
+        );
+        if changed.is_empty() && removed.is_empty() {
+            return true;
+        }
+        let nonce = self.shared.nonce();
+        let version = ctx.version.to_string();
+        let response = DeltaDiscoveryResponse {
+            system_version_info: version.clone(),
+            type_url: type_url.to_string(),
+            nonce: nonce.clone(),
+            resources: changed
+                .iter()
+                .map(|r| DeltaResource {
+                    name: r.name.clone(),
+                    version: r.version.clone(),
+                    resource: Some(r.any.clone()),
+                    ..Default::default()
+                })
+                .collect(),
+            removed_resources: removed.clone(),
+            ..Default::default()
+        };
+        let count = changed.len();
+        for r in &changed {
+            sent.insert(r.name.clone(), r.version.clone());
+        }
+        for name in &removed {
+            sent.remove(name);
+        }
+        if self.tx.send(Ok(response)).await.is_err() {
+            return false;
+        }
+        if let Some(watch) = self.watches.get_mut(type_url) {
+            watch.nonce_sent = nonce;
+            watch.version_sent = version;
+            watch.resources_sent = count;
+        }
+        self.sync_status();
+        let short = short_type(type_url);
+        self.shared
+            .metrics
+            .xds_pushes
+            .get_or_create(&TypeLabels {
+                r#type: short.into(),
+            })
+            .inc();
+        self.shared
+            .metrics
+            .xds_push_time
+            .get_or_create(&TypeLabels {
+                r#type: short.into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        debug!(
+            r#type = short,
+            changed = count,
+            removed = removed.len(),
+            "pushed"
+        );
+        true
+    }
+}
