@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+pub mod peers;
+
 pub fn rudder() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rudder"))
 }
@@ -24,6 +26,11 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `rudder serve` on loopback ephemeral ports and waits until every server is listening.
     pub fn start(config_dir: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_on(config_dir, "127.0.0.1:0", extra)
+    }
+
+    /// Like `start`, with the xDS gRPC server on `grpc_addr` (a fixed port lets a test restart it).
+    pub fn start_on(config_dir: &Path, grpc_addr: &str, extra: &[&str]) -> Daemon {
         let mut child = rudder()
             .args([
                 "serve",
@@ -32,7 +39,7 @@ impl Daemon {
                 "--http-addr",
                 "127.0.0.1:0",
                 "--grpc-addr",
-                "127.0.0.1:0",
+                grpc_addr,
             ])
             .arg("--config-dir")
             .arg(config_dir)

@@ -1,0 +1,254 @@
+//! Real data-plane peers for end-to-end tests: Envoy, Python grpcio, Node grpc-js-xds, installed by
+//! `scripts/setup-peers.sh` under `target/peers`. Tests skip when they are missing, unless
+//! `RUDDER_REQUIRE_PEERS=1` (set by `scripts/test.sh`, so CI never skips silently).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers")
+}
+
+/// The path of a peer binary, or `None` (test should return) when peers are not installed.
+pub fn peer(rel: &str) -> Option<PathBuf> {
+    let p = peers_dir().join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var("RUDDER_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!("{} is missing: run scripts/setup-peers.sh", p.display());
+    }
+    eprintln!(
+        "skipping: {} not installed (run scripts/setup-peers.sh)",
+        p.display()
+    );
+    None
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running Envoy, killed on drop.
+pub struct Envoy {
+    child: Child,
+    pub admin: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Envoy {
+    /// Starts Envoy as a sidecar with `INTERCEPTION_MODE: NONE`, so its outbound listeners bind
+    /// 127.0.0.1:<service port> and tests can send traffic through it without iptables.
+    pub fn start(bin: &Path, xds: SocketAddr, namespace: &str, delta: bool) -> Envoy {
+        let dir = tempfile::tempdir().unwrap();
+        let api_type = if delta { "DELTA_GRPC" } else { "GRPC" };
+        let bootstrap = format!(
+            r#"node:
+  id: sidecar~127.0.0.1~client-0.{namespace}~{namespace}.svc.cluster.local
+  cluster: client.{namespace}
+  metadata: {{INTERCEPTION_MODE: NONE, NAMESPACE: {namespace}, LABELS: {{app: client}}}}
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
+dynamic_resources:
+  ads_config:
+    api_type: {api_type}
+    transport_api_version: V3
+    grpc_services: [{{envoy_grpc: {{cluster_name: xds}}}}]
+  cds_config: {{ads: {{}}, resource_api_version: V3}}
+  lds_config: {{ads: {{}}, resource_api_version: V3}}
+static_resources:
+  clusters:
+  - name: xds
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {}, port_value: {}}}}}}}}}]}}]
+"#,
+            xds.ip(),
+            xds.port()
+        );
+        let path = dir.path().join("envoy.yaml");
+        std::fs::write(&path, bootstrap).unwrap();
+        let admin_file = dir.path().join("admin");
+        let mut child = Command::new(bin)
+            .arg("-c")
+            .arg(&path)
+            .args([
+                "--use-dynamic-base-id",
+                "-l",
+                "warning",
+                "--concurrency",
+                "1",
+            ])
+            .arg("--admin-address-path")
+            .arg(&admin_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start envoy");
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[envoy] {line}");
+            }
+        });
+        let mut admin = None;
+        for _ in 0..300 {
+            if let Ok(text) = std::fs::read_to_string(&admin_file)
+                && let Ok(a) = text.trim().parse()
+            {
+                admin = Some(a);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Envoy {
+            child,
+            admin: admin.expect("envoy admin address"),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP/1.1 backend answering every request with `name path`, on its own thread.
+pub struct Backend {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl Backend {
+    pub fn start(name: &str) -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (name, flag) = (name.to_string(), stop.clone());
+        std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let name = name.clone();
+                        std::thread::spawn(move || serve_http(stream, &name));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Backend { port, stop }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve_http(stream: TcpStream, name: &str) {
+    stream.set_nonblocking(false).ok();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut content_length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                content_length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; content_length];
+        let _ = reader.read_exact(&mut body);
+        let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+        let reply = format!("{name} {path}");
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{reply}",
+            reply.len()
+        );
+        if writer.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// One HTTP/1.1 request through a proxy listener: (status, body).
+pub fn request(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    if write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return (0, String::new());
+    }
+    let mut raw = String::new();
+    let _ = stream.read_to_string(&mut raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+/// Sends `n` requests and counts responses by backend name (the first word of the body).
+pub fn tally(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    n: usize,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let (status, body) = request(port, host, path, headers);
+        let key = if status == 200 {
+            body.split_whitespace().next().unwrap_or("").to_string()
+        } else {
+            format!("status-{status}")
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+}

@@ -1,0 +1,250 @@
+//! Real Envoy 1.40 sidecars (SotW and Delta ADS) routing real HTTP traffic with config from Rudder.
+
+mod common;
+
+use common::peers::{Backend, Envoy, free_port, peer, request, tally};
+use common::{Daemon, eventually, http_get};
+use std::path::Path;
+
+const NS: &str = "shop";
+const HOST: &str = "web.shop.svc.cluster.local";
+
+fn services(port: u16, entries: &[(&str, &str, u16)]) -> String {
+    let mut y = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: web, namespace: {NS}}}\nspec:\n  hosts: [{HOST}]\n  location: MESH_INTERNAL\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  workloadSelector: {{labels: {{app: web}}}}\n"
+    );
+    for (name, version, backend) in entries {
+        y.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: \"{name}\", namespace: {NS}}}\nspec: {{address: 127.0.0.1, ports: {{http: {backend}}}, labels: {{app: web, version: \"{version}\"}}}}\n"
+        ));
+    }
+    y.push_str(&format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: {NS}}}\nspec:\n  host: web\n  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]\n"
+    ));
+    y
+}
+
+fn routing(w1: i32, w2: i32) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [web]
+  http:
+  - name: header-to-v2
+    match: [{{headers: {{x-version: {{exact: v2}}}}}}]
+    route: [{{destination: {{host: web, subset: v2}}}}]
+  - name: api-to-v2
+    match: [{{uri: {{prefix: /api}}}}]
+    route: [{{destination: {{host: web, subset: v2}}}}]
+  - name: fault
+    match: [{{uri: {{exact: /teapot}}}}]
+    fault: {{abort: {{httpStatus: 418, percentage: {{value: 100}}}}}}
+    route: [{{destination: {{host: web, subset: v1}}}}]
+  - name: split
+    route:
+    - {{destination: {{host: web, subset: v1}}, weight: {w1}}}
+    - {{destination: {{host: web, subset: v2}}, weight: {w2}}}
+"#
+    )
+}
+
+fn write(dir: &Path, file: &str, text: &str) {
+    std::fs::write(dir.join(file), text).unwrap();
+}
+
+fn connection_ids(daemon: &Daemon) -> Vec<String> {
+    let (_, body) = http_get(daemon.addr("monitoring"), "/debug/adsz");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn metric(daemon: &Daemon, line_prefix: &str) -> f64 {
+    let (_, body) = http_get(daemon.addr("monitoring"), "/metrics");
+    body.lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn only(counts: &std::collections::BTreeMap<String, usize>, name: &str) -> bool {
+    counts.len() == 1 && counts.contains_key(name)
+}
+
+fn scenario(delta: bool) {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (v1, v2, v2b) = (
+        Backend::start("v1"),
+        Backend::start("v2"),
+        Backend::start("v2b"),
+    );
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(
+            port,
+            &[("web-v1", "v1", v1.port), ("web-v2", "v2", v2.port)],
+        ),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, delta);
+
+    eventually(30, "envoy routes to v1", || {
+        request(port, HOST, "/", &[]).1.starts_with("v1 ")
+    });
+    assert!(
+        only(&tally(port, HOST, "/", &[], 20), "v1"),
+        "weight 100/0 sends everything to v1"
+    );
+    assert!(
+        only(
+            &tally(
+                port,
+                &format!("web.shop:{port}"),
+                "/",
+                &[("x-version", "v2")],
+                10
+            ),
+            "v2"
+        ),
+        "header match to subset v2 (short host domain)"
+    );
+    assert!(
+        only(&tally(port, HOST, "/api/items", &[], 10), "v2"),
+        "prefix match"
+    );
+    assert_eq!(
+        request(port, HOST, "/teapot", &[]).0,
+        418,
+        "fault injection abort"
+    );
+    let conns = connection_ids(&daemon);
+    assert_eq!(conns.len(), 1);
+
+    // Shift the split: converges without the proxy reconnecting.
+    write(dir.path(), "routing.yaml", &routing(0, 100));
+    eventually(30, "split moved to v2", || {
+        only(&tally(port, HOST, "/", &[], 10), "v2")
+    });
+    write(dir.path(), "routing.yaml", &routing(50, 50));
+    eventually(30, "50/50 reaches both", || {
+        tally(port, HOST, "/", &[], 40).len() == 2
+    });
+    assert_eq!(connection_ids(&daemon), conns, "same ADS stream throughout");
+
+    // Endpoint add and remove reach the proxy through EDS-only pushes.
+    let eds_pushes = metric(&daemon, "pilot_push_triggers_total{type=\"endpoint\"}");
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(
+            port,
+            &[
+                ("web-v1", "v1", v1.port),
+                ("web-v2", "v2", v2.port),
+                ("web-v2b", "v2", v2b.port),
+            ],
+        ),
+    );
+    eventually(30, "new endpoint serves", || {
+        tally(port, HOST, "/", &[("x-version", "v2")], 30).contains_key("v2b")
+    });
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(
+            port,
+            &[("web-v1", "v1", v1.port), ("web-v2", "v2", v2.port)],
+        ),
+    );
+    eventually(30, "removed endpoint gone", || {
+        only(&tally(port, HOST, "/", &[("x-version", "v2")], 20), "v2")
+    });
+    assert!(
+        metric(&daemon, "pilot_push_triggers_total{type=\"endpoint\"}") >= eds_pushes + 2.0,
+        "endpoint changes were EDS-only pushes"
+    );
+
+    // An invalid object never reaches the proxy: the file is rejected and routing stays as it was.
+    write(dir.path(), "routing.yaml", &routing(60, 60));
+    eventually(30, "bad file reported", || {
+        http_get(daemon.addr("monitoring"), "/debug/sources")
+            .1
+            .contains("total destination weight 120 != 100")
+    });
+    assert_eq!(
+        tally(port, HOST, "/", &[], 40).len(),
+        2,
+        "still the last good 50/50 split"
+    );
+    assert_eq!(
+        metric(&daemon, "pilot_total_xds_rejects_total"),
+        0.0,
+        "Envoy never had to reject anything"
+    );
+    let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+    assert!(!syncz.contains("NACKED"), "{syncz}");
+}
+
+#[test]
+fn envoy_sotw_routes_shifts_injects_faults_and_follows_endpoints() {
+    scenario(false);
+}
+
+#[test]
+fn envoy_delta_routes_shifts_injects_faults_and_follows_endpoints() {
+    scenario(true);
+}
+
+/// Envoy keeps its last config while the control plane is down, reconnects, and takes new config.
+#[test]
+fn envoy_reconnects_after_control_plane_restart() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (v1, v2) = (Backend::start("v1"), Backend::start("v2"));
+    let port = free_port();
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(
+            port,
+            &[("web-v1", "v1", v1.port), ("web-v2", "v2", v2.port)],
+        ),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    let daemon = Daemon::start_on(dir.path(), &grpc, &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "envoy routes to v1", || {
+        request(port, HOST, "/", &[]).1.starts_with("v1 ")
+    });
+
+    assert!(daemon.terminate().success());
+    assert!(
+        only(&tally(port, HOST, "/", &[], 10), "v1"),
+        "traffic keeps flowing on the last config"
+    );
+    write(dir.path(), "routing.yaml", &routing(0, 100));
+    let daemon = Daemon::start_on(dir.path(), &grpc, &["--debounce-after", "20ms"]);
+    eventually(60, "reconnected envoy takes the new config", || {
+        only(&tally(port, HOST, "/", &[], 10), "v2")
+    });
+    assert_eq!(connection_ids(&daemon).len(), 1);
+}
