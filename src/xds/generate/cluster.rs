@@ -165,7 +165,22 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &Scope, name: &str) -> Option<A
     } else {
         Some(dr?.subsets.iter().find(|s| s.name == subset)?)
     };
-    Some(build(ctx, svc, sp, dr, subset))
+    let built = build(ctx, svc, sp, dr, subset);
+    Some(for_grpc(&built).unwrap_or(built))
+}
+
+/// gRPC's xDS client implements a subset of Envoy's cluster: round robin or ring hash, no Envoy
+/// upstream protocol options. Anything else would be NACKed or silently differ.
+fn for_grpc(resource: &Resource) -> Option<Arc<Resource>> {
+    use prost::Message;
+    let mut c = Cluster::decode(resource.any.value.as_slice()).ok()?;
+    if c.lb_policy != LbPolicy::RingHash as i32 {
+        c.lb_policy = LbPolicy::RoundRobin as i32;
+        c.lb_config = None;
+    }
+    c.typed_extension_protocol_options.clear();
+    c.upstream_connection_options = None;
+    Some(Resource::new(resource.name.clone(), any(&c)))
 }
 
 fn build(

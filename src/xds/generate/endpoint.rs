@@ -49,7 +49,11 @@ pub fn load_assignment(ctx: &PushContext, scope: &Scope, cluster: &str) -> Arc<R
             .into_iter()
             .map(|(locality, eps)| {
                 let mut parts = locality.splitn(3, '/');
+                // gRPC ignores localities without a weight; Envoy ignores the weight unless
+                // locality-weighted balancing is on. The sum of endpoint weights suits both.
+                let weight: u32 = eps.iter().map(|e| e.weight.max(1)).sum();
                 LocalityLbEndpoints {
+                    load_balancing_weight: Some(UInt32Value { value: weight }),
                     locality: Some(Locality {
                         region: parts.next().unwrap_or_default().into(),
                         zone: parts.next().unwrap_or_default().into(),

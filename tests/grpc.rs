@@ -1,0 +1,283 @@
+//! Proxyless gRPC clients (Python grpcio and Node grpc-js-xds, `xds:///` targets) and gRPC through
+//! Envoy, with config from Rudder.
+
+mod common;
+
+use common::peers::{Envoy, free_port, peer, peers_dir};
+use common::{Daemon, eventually};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const NS: &str = "shop";
+const HOST: &str = "echo.shop.svc.cluster.local";
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(name)
+}
+
+/// A Python gRPC server answering with its name; killed on drop.
+struct EchoServer {
+    child: Child,
+    port: u16,
+}
+
+impl EchoServer {
+    fn start(python: &Path, name: &str) -> EchoServer {
+        let port = free_port();
+        let mut child = Command::new(python)
+            .arg(script("grpc_peer.py"))
+            .args(["server", name, &port.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start grpc server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        EchoServer { child, port }
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A long-lived client process: one channel, many rounds of calls.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    out: mpsc::Receiver<String>,
+}
+
+impl Client {
+    fn start(mut cmd: Command) -> Client {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start grpc client");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, out) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Client { child, stdin, out }
+    }
+
+    /// Makes `n` calls with the given metadata; returns answers (backend names or `error:CODE`).
+    fn calls(&mut self, n: usize, metadata: &[&str]) -> BTreeMap<String, usize> {
+        writeln!(self.stdin, "{n} {}", metadata.join(" ")).unwrap();
+        let line = self
+            .out
+            .recv_timeout(Duration::from_secs(120))
+            .expect("client answered");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bootstrap(dir: &Path, xds: std::net::SocketAddr) -> PathBuf {
+    let path = dir.join("bootstrap.json");
+    let doc = serde_json::json!({
+        "xds_servers": [{"server_uri": xds.to_string(), "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+        "node": {
+            "id": format!("sidecar~127.0.0.1~grpc-client.{NS}~{NS}.svc.cluster.local"),
+            "metadata": {"GENERATOR": "grpc", "NAMESPACE": NS},
+            "locality": {}
+        }
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+fn config(port: u16, endpoints: &[(&str, &str, u16)], w1: i32, w2: i32) -> String {
+    let mut y = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\nspec:\n  hosts: [{HOST}]\n  location: MESH_INTERNAL\n  ports: [{{number: {port}, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  workloadSelector: {{labels: {{app: echo}}}}\n"
+    );
+    for (name, version, p) in endpoints {
+        y.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: \"{name}\", namespace: {NS}}}\nspec: {{address: 127.0.0.1, ports: {{grpc: {p}}}, labels: {{app: echo, version: \"{version}\"}}}}\n"
+        ));
+    }
+    y.push_str(&format!(
+        r#"---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: echo, namespace: {NS}}}
+spec:
+  host: echo
+  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo, namespace: {NS}}}
+spec:
+  hosts: [echo]
+  http:
+  - match: [{{headers: {{x-version: {{exact: v2}}}}}}]
+    route: [{{destination: {{host: echo, subset: v2}}}}]
+  - match: [{{headers: {{x-fault: {{exact: deny}}}}}}]
+    fault: {{abort: {{grpcStatus: PERMISSION_DENIED, percentage: {{value: 100}}}}}}
+    route: [{{destination: {{host: echo, subset: v1}}}}]
+  - route:
+    - {{destination: {{host: echo, subset: v1}}, weight: {w1}}}
+    - {{destination: {{host: echo, subset: v2}}, weight: {w2}}}
+"#
+    ));
+    y
+}
+
+fn only(counts: &BTreeMap<String, usize>, name: &str) -> bool {
+    counts.len() == 1 && counts.contains_key(name)
+}
+
+/// The same behaviour asked of every proxyless client.
+fn proxyless_scenario(python: &Path, make_client: impl Fn(&Path, &str) -> Command) {
+    let (v1, v2, v1b) = (
+        EchoServer::start(python, "v1"),
+        EchoServer::start(python, "v2"),
+        EchoServer::start(python, "v1b"),
+    );
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    let two = [("echo-v1", "v1", v1.port), ("echo-v2", "v2", v2.port)];
+    std::fs::write(cfg.join("echo.yaml"), config(port, &two, 100, 0)).unwrap();
+    let daemon = Daemon::start(
+        &cfg,
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let boot = bootstrap(dir.path(), daemon.addr("grpc-xds"));
+    let mut client = Client::start(make_client(&boot, &format!("xds:///{HOST}:{port}")));
+
+    assert!(only(&client.calls(10, &[]), "v1"), "weight 100/0");
+    assert!(
+        only(&client.calls(10, &["x-version=v2"]), "v2"),
+        "header match to subset v2"
+    );
+    assert!(
+        only(
+            &client.calls(3, &["x-fault=deny"]),
+            "error:PERMISSION_DENIED"
+        ),
+        "fault injection abort"
+    );
+
+    std::fs::write(cfg.join("echo.yaml"), config(port, &two, 0, 100)).unwrap();
+    eventually(60, "split moved to v2 on the same channel", || {
+        only(&client.calls(10, &[]), "v2")
+    });
+
+    let three = [
+        ("echo-v1", "v1", v1.port),
+        ("echo-v2", "v2", v2.port),
+        ("echo-v1b", "v1", v1b.port),
+    ];
+    std::fs::write(cfg.join("echo.yaml"), config(port, &three, 100, 0)).unwrap();
+    eventually(60, "added endpoint serves", || {
+        client.calls(20, &[]).contains_key("v1b")
+    });
+    std::fs::write(cfg.join("echo.yaml"), config(port, &two, 100, 0)).unwrap();
+    eventually(60, "removed endpoint gone", || {
+        only(&client.calls(20, &[]), "v1")
+    });
+}
+
+#[test]
+fn python_grpcio_proxyless_client() {
+    let Some(python) = peer("venv/bin/python") else {
+        return;
+    };
+    let py = python.clone();
+    proxyless_scenario(&python, move |boot, target| {
+        let mut cmd = Command::new(&py);
+        cmd.arg(script("grpc_peer.py"))
+            .args(["client", target])
+            .env("GRPC_XDS_BOOTSTRAP", boot);
+        cmd
+    });
+}
+
+#[test]
+fn node_grpc_js_xds_proxyless_client() {
+    let Some(python) = peer("venv/bin/python") else {
+        return;
+    };
+    if peer("node/node_modules/@grpc/grpc-js-xds").is_none() {
+        return;
+    }
+    proxyless_scenario(&python, |boot, target| {
+        let mut cmd = Command::new("node");
+        cmd.arg(script("grpc_peer.js"))
+            .arg(target)
+            .env("GRPC_XDS_BOOTSTRAP", boot);
+        cmd
+    });
+}
+
+/// Plain gRPC clients through an Envoy sidecar: HTTP/2 upstreams and subset routing by header.
+#[test]
+fn grpc_through_envoy() {
+    let Some(python) = peer("venv/bin/python") else {
+        return;
+    };
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (v1, v2) = (
+        EchoServer::start(&python, "v1"),
+        EchoServer::start(&python, "v2"),
+    );
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("echo.yaml"),
+        config(
+            port,
+            &[("echo-v1", "v1", v1.port), ("echo-v2", "v2", v2.port)],
+            100,
+            0,
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let mut cmd = Command::new(&python);
+    cmd.arg(script("grpc_peer.py")).args([
+        "client",
+        &format!("127.0.0.1:{port}"),
+        &format!("{HOST}:{port}"),
+    ]);
+    let mut client = Client::start(cmd);
+    eventually(30, "envoy serves gRPC", || {
+        only(&client.calls(5, &[]), "v1")
+    });
+    assert!(only(&client.calls(10, &["x-version=v2"]), "v2"));
+    assert!(only(
+        &client.calls(3, &["x-fault=deny"]),
+        "error:PERMISSION_DENIED"
+    ));
+    let _ = peers_dir();
+}
