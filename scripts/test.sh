@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
+echo "== peers (Envoy, grpcio, grpc-js-xds)"
+bash scripts/setup-peers.sh
+# End-to-end tests must not skip for want of peers here.
+export RUDDER_REQUIRE_PEERS=1
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

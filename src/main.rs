@@ -34,7 +34,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (the default when no command is given).
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Check Istio config files with the daemon's validation rules.
     Validate {
         /// A file, a directory (searched recursively) or `-` for standard input. Repeatable.
@@ -76,7 +76,7 @@ fn main() -> std::process::ExitCode {
         command => {
             init_logging(&cli.log_level, cli.log_format);
             let args = match command {
-                Some(Command::Serve(args)) => args,
+                Some(Command::Serve(args)) => *args,
                 _ => cli.serve,
             };
             let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -36,7 +36,7 @@ const VIRTUAL_INBOUND_PORT: u32 = 15006;
 
 enum RouteSource {
     Rds(String),
-    Inline(RouteConfiguration),
+    Inline(Box<RouteConfiguration>),
 }
 
 fn http_filters() -> Vec<HttpFilter> {
@@ -66,7 +66,7 @@ fn hcm(stat_prefix: &str, routes: RouteSource) -> HttpConnectionManager {
                 config_source: Some(ads()),
                 route_config_name: name,
             }),
-            RouteSource::Inline(rc) => http_connection_manager::RouteSpecifier::RouteConfig(rc),
+            RouteSource::Inline(rc) => http_connection_manager::RouteSpecifier::RouteConfig(*rc),
         }),
         http_filters: http_filters(),
         ..Default::default()
@@ -291,7 +291,7 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
                     }],
                     ..Default::default()
                 };
-                hcm_filter(&cluster, RouteSource::Inline(rc))
+                hcm_filter(&cluster, RouteSource::Inline(Box::new(rc)))
             } else {
                 tcp_filter(&cluster)
             };

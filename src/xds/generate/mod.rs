@@ -105,3 +105,6 @@ pub fn generate(
         _ => Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests;

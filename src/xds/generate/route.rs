@@ -549,7 +549,6 @@ fn http_fault(f: &crate::config::networking::HttpFaultInjection) -> HttpFault {
                 .fixed_delay
                 .map(|fd| fault_delay::FaultDelaySecifier::FixedDelay(duration(fd.as_std()))),
             percentage: Some(fraction(pct)),
-            ..Default::default()
         });
     }
     if let Some(a) = &f.abort {

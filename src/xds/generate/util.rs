@@ -54,7 +54,6 @@ pub fn string_matcher(m: &StringMatch, ignore_case: bool) -> StringMatcher {
     StringMatcher {
         match_pattern: Some(pattern),
         ignore_case,
-        ..Default::default()
     }
 }
 

@@ -1,0 +1,323 @@
+use super::*;
+use crate::config::parse_yaml;
+use crate::model::Registry;
+use crate::store::{Change, Store};
+use crate::xds::context::{MeshSettings, PushContext};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
+use prost::Message;
+
+fn ctx(yaml: &str) -> PushContext {
+    let store = Store::default();
+    let parsed = parse_yaml(yaml, "default");
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
+    let snap = store.snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    PushContext::new(1, snap, reg, MeshSettings::default())
+}
+
+fn proxy(ns: &str, meta: &[(&str, &str)]) -> Proxy {
+    let node = Node {
+        id: format!("sidecar~10.0.0.9~p.{ns}~{ns}.svc.cluster.local"),
+        user_agent_name: "envoy".into(),
+        metadata: Some(Struct {
+            fields: meta
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        Value {
+                            kind: Some(VKind::StringValue(v.to_string())),
+                        },
+                    )
+                })
+                .collect(),
+        }),
+        ..Default::default()
+    };
+    Proxy::from_node(Some(&node)).unwrap()
+}
+
+fn se(ns: &str, name: &str, proto: &str) -> String {
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+spec: {{hosts: [{name}.{ns}.svc.cluster.local], ports: [{{number: 80, name: p, protocol: {proto}}}], resolution: STATIC, endpoints: [{{address: 10.1.1.1, labels: {{version: v1}}}}]}}\n"
+    )
+}
+
+fn clusters_of(ctx: &PushContext, p: &Proxy) -> Vec<Cluster> {
+    let scope = ctx.scope(p);
+    generate(ctx, p, &scope, CLUSTER, None)
+        .iter()
+        .map(|r| Cluster::decode(r.any.value.as_slice()).unwrap())
+        .collect()
+}
+
+fn cluster(ctx: &PushContext, p: &Proxy, name: &str) -> Cluster {
+    clusters_of(ctx, p)
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no cluster {name}"))
+}
+
+fn route_config(ctx: &PushContext, p: &Proxy, name: &str) -> RouteConfiguration {
+    let scope = ctx.scope(p);
+    let names = [name.to_string()].into_iter().collect();
+    let r = generate(ctx, p, &scope, ROUTE, Some(&names));
+    RouteConfiguration::decode(r[0].any.value.as_slice()).unwrap()
+}
+
+#[test]
+fn proxies_sharing_a_scope_share_built_resources() {
+    let c = ctx(&format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        se("a", "db", "TCP")
+    ));
+    let (p1, p2, other) = (proxy("a", &[]), proxy("a", &[]), proxy("b", &[]));
+    let (s1, s2, s3) = (c.scope(&p1), c.scope(&p2), c.scope(&other));
+    let r1 = generate(&c, &p1, &s1, CLUSTER, None);
+    let r2 = generate(&c, &p2, &s2, CLUSTER, None);
+    assert!(
+        r1.iter().zip(&r2).all(|(a, b)| Arc::ptr_eq(a, b)),
+        "built once, shared"
+    );
+    let r3 = generate(&c, &other, &s3, CLUSTER, None);
+    assert!(
+        !Arc::ptr_eq(&r1[0], &r3[0]),
+        "another namespace is another scope"
+    );
+}
+
+#[test]
+fn sidecar_egress_and_export_to_scope_what_a_proxy_sees() {
+    let yaml = format!(
+        "{}{}{}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec: {{egress: [{{hosts: [\"./*\"]}}]}}\n",
+        se("a", "web", "HTTP"),
+        se("b", "api", "HTTP"),
+        se("b", "private", "HTTP").replace(
+            "resolution: STATIC",
+            "resolution: STATIC, exportTo: [\".\"]"
+        )
+    );
+    let c = ctx(&yaml);
+    let names = |ns: &str| -> Vec<String> {
+        c.scope(&proxy(ns, &[]))
+            .services
+            .iter()
+            .map(|s| s.hostname.clone())
+            .collect()
+    };
+    assert_eq!(
+        names("a"),
+        ["web.a.svc.cluster.local"],
+        "Sidecar egress ./* keeps a proxy to its namespace"
+    );
+    assert_eq!(
+        names("c"),
+        ["api.b.svc.cluster.local", "web.a.svc.cluster.local"],
+        "exportTo . hides private from others"
+    );
+    assert!(names("b").contains(&"private.b.svc.cluster.local".to_string()));
+}
+
+#[test]
+fn destination_rule_policies_become_cluster_settings() {
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: a}}\nspec:\n  host: web\n  trafficPolicy:\n    loadBalancer: {{consistentHash: {{httpHeaderName: x-user}}}}\n    connectionPool: {{tcp: {{maxConnections: 7, connectTimeout: 250ms}}, http: {{http2MaxRequests: 9}}}}\n    outlierDetection: {{consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s}}\n    tls: {{mode: SIMPLE, caCertificates: /etc/ca.pem, sni: web.example}}\n  subsets:\n  - name: v1\n    labels: {{version: v1}}\n    trafficPolicy: {{loadBalancer: {{simple: ROUND_ROBIN}}}}\n",
+        se("a", "web", "GRPC")
+    );
+    let c = ctx(&yaml);
+    let p = proxy("a", &[]);
+    let base = cluster(&c, &p, "outbound|80||web.a.svc.cluster.local");
+    assert_eq!(base.lb_policy, LbPolicy::RingHash as i32);
+    let t = &base.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(
+        (
+            t.max_connections.unwrap().value,
+            t.max_requests.unwrap().value
+        ),
+        (7, 9)
+    );
+    assert_eq!(base.connect_timeout.unwrap().nanos, 250_000_000);
+    let od = base.outlier_detection.as_ref().unwrap();
+    assert_eq!(
+        (
+            od.consecutive_5xx.unwrap().value,
+            od.enforcing_consecutive_5xx.unwrap().value
+        ),
+        (3, 100)
+    );
+    assert!(base.transport_socket.is_some(), "SIMPLE TLS");
+    assert!(
+        base.typed_extension_protocol_options
+            .contains_key("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"),
+        "gRPC port speaks HTTP/2 upstream"
+    );
+    let v1 = cluster(&c, &p, "outbound|80|v1|web.a.svc.cluster.local");
+    assert_eq!(
+        v1.lb_policy,
+        LbPolicy::RoundRobin as i32,
+        "subset policy overrides"
+    );
+    let rc = route_config(&c, &p, "80");
+    let Some(route::Action::Route(action)) = &rc.virtual_hosts[0].routes[0].action else {
+        panic!()
+    };
+    assert!(
+        format!("{:?}", action.hash_policy).contains("x-user"),
+        "hash policy on the route"
+    );
+}
+
+#[test]
+fn virtual_service_features_translate() {
+    let yaml = format!(
+        r#"{}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: a}}
+spec:
+  hosts: [web]
+  http:
+  - match: [{{uri: {{regex: "^/v[0-9]+/.*"}}, ignoreUriCase: true, queryParams: {{debug: {{exact: "1"}}}}}}]
+    rewrite: {{uri: /new, authority: other.example}}
+    timeout: 3s
+    retries: {{attempts: 4, perTryTimeout: 1s, retryOn: "5xx,503"}}
+    mirror: {{host: web}}
+    mirrorPercentage: {{value: 25}}
+    route: [{{destination: {{host: web}}}}]
+  - match: [{{uri: {{prefix: /old}}}}]
+    redirect: {{uri: /moved, redirectCode: 302}}
+  - match: [{{port: 8080}}]
+    directResponse: {{status: 204}}
+  - route: [{{destination: {{host: web}}}}]
+    retries: {{attempts: 0}}
+"#,
+        se("a", "web", "HTTP")
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let vh = &rc.virtual_hosts[0];
+    assert!(
+        vh.domains.contains(&"web".to_string()) && vh.domains.contains(&"web.a:80".to_string()),
+        "{:?}",
+        vh.domains
+    );
+    assert_eq!(
+        vh.routes.len(),
+        3,
+        "the port-8080 match does not apply on port 80"
+    );
+    let r0 = &vh.routes[0];
+    let m = r0.r#match.as_ref().unwrap();
+    assert!(!m.case_sensitive.unwrap().value);
+    assert_eq!(m.query_parameters[0].name, "debug");
+    let Some(route::Action::Route(a)) = &r0.action else {
+        panic!()
+    };
+    assert_eq!(a.prefix_rewrite, "/new");
+    assert!(
+        matches!(&a.host_rewrite_specifier, Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(h)) if h == "other.example")
+    );
+    assert_eq!(a.timeout.unwrap().seconds, 3);
+    let retry = a.retry_policy.as_ref().unwrap();
+    assert_eq!(retry.num_retries.unwrap().value, 4);
+    assert_eq!(retry.retriable_status_codes, [503]);
+    assert!(retry.retry_on.contains("5xx") && retry.retry_on.contains("retriable-status-codes"));
+    assert_eq!(
+        a.request_mirror_policies[0]
+            .runtime_fraction
+            .as_ref()
+            .unwrap()
+            .default_value
+            .unwrap()
+            .numerator,
+        250_000
+    );
+    let Some(route::Action::Redirect(rd)) = &vh.routes[1].action else {
+        panic!()
+    };
+    assert_eq!(rd.response_code, 1, "FOUND");
+    let Some(route::Action::Route(last)) = &vh.routes[2].action else {
+        panic!()
+    };
+    assert!(last.retry_policy.is_none(), "attempts: 0 disables retries");
+    let default_vs = route_config(&ctx(&se("a", "web", "HTTP")), &proxy("a", &[]), "80");
+    let Some(route::Action::Route(d)) = &default_vs.virtual_hosts[0].routes[0].action else {
+        panic!()
+    };
+    assert_eq!(
+        d.retry_policy.as_ref().unwrap().num_retries.unwrap().value,
+        2,
+        "Istio's default retry policy"
+    );
+    assert_eq!(
+        default_vs.virtual_hosts.last().unwrap().name,
+        "allow_any",
+        "ALLOW_ANY passthrough host"
+    );
+}
+
+#[test]
+fn listeners_follow_interception_mode() {
+    let c = ctx(&format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        se("a", "db", "TCP").replace("number: 80", "number: 5432")
+    ));
+    let names = |p: &Proxy| -> Vec<String> {
+        generate(&c, p, &c.scope(p), LISTENER, None)
+            .iter()
+            .map(|r| r.name.clone())
+            .collect()
+    };
+    assert_eq!(
+        names(&proxy("a", &[("INTERCEPTION_MODE", "NONE")])),
+        ["127.0.0.1_80", "127.0.0.1_5432"]
+    );
+    assert_eq!(
+        names(&proxy("a", &[])),
+        [
+            "0.0.0.0_80",
+            "0.0.0.0_5432",
+            "virtualOutbound",
+            "virtualInbound"
+        ]
+    );
+}
+
+#[test]
+fn grpc_clients_get_api_listeners_by_name() {
+    let c = ctx(&se("a", "echo", "GRPC"));
+    let p = proxy("a", &[("GENERATOR", "grpc")]);
+    let scope = c.scope(&p);
+    let want: std::collections::BTreeSet<String> = [
+        "echo.a.svc.cluster.local:80".to_string(),
+        "unknown.a.svc.cluster.local:80".to_string(),
+    ]
+    .into();
+    let lds = generate(&c, &p, &scope, LISTENER, Some(&want));
+    assert_eq!(lds.len(), 1, "only existing targets");
+    let l =
+        envoy_types::pb::envoy::config::listener::v3::Listener::decode(lds[0].any.value.as_slice())
+            .unwrap();
+    assert!(l.api_listener.is_some() && l.address.is_none());
+    let cds = generate(
+        &c,
+        &p,
+        &scope,
+        CLUSTER,
+        Some(&["outbound|80||echo.a.svc.cluster.local".to_string()].into()),
+    );
+    let cl = Cluster::decode(cds[0].any.value.as_slice()).unwrap();
+    assert_eq!(
+        cl.lb_policy,
+        LbPolicy::RoundRobin as i32,
+        "gRPC-supported policy"
+    );
+}

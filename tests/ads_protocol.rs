@@ -1,0 +1,454 @@
+//! ADS protocol behaviour, driven by a plain Rust xDS client against the `rudder` binary: subscription
+//! semantics, ACK/NACK handling, stale nonces, bad clients, and Delta's resume-from-versions.
+
+mod common;
+
+use common::{Daemon, eventually, http_get};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use prost::Message;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+
+fn mesh(extra_host: bool) -> String {
+    let mut y = String::from(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: ns}\nspec:\n  hosts: [a.ns.svc.cluster.local]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.1}]\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: b, namespace: ns}\nspec:\n  hosts: [b.ns.svc.cluster.local]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n",
+    );
+    if extra_host {
+        y.push_str("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: c, namespace: ns}\nspec:\n  hosts: [c.ns.svc.cluster.local]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.3}]\n");
+    }
+    y
+}
+
+const A: &str = "outbound|80||a.ns.svc.cluster.local";
+const B: &str = "outbound|80||b.ns.svc.cluster.local";
+const C: &str = "outbound|80||c.ns.svc.cluster.local";
+
+fn node(id: &str) -> Option<Node> {
+    Some(Node {
+        id: id.into(),
+        user_agent_name: "envoy".into(),
+        ..Default::default()
+    })
+}
+
+fn start() -> (tempfile::TempDir, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mesh.yaml"), mesh(false)).unwrap();
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    (dir, daemon)
+}
+
+struct Sotw {
+    tx: mpsc::Sender<DiscoveryRequest>,
+    rx: tonic::Streaming<DiscoveryResponse>,
+}
+
+impl Sotw {
+    async fn open(daemon: &Daemon, node_id: &str) -> Result<Sotw, tonic::Status> {
+        let mut client = AggregatedDiscoveryServiceClient::connect(format!(
+            "http://{}",
+            daemon.addr("grpc-xds")
+        ))
+        .await
+        .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(DiscoveryRequest {
+            node: node(node_id),
+            type_url: CDS.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let rx = client
+            .stream_aggregated_resources(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        Ok(Sotw { tx, rx })
+    }
+
+    async fn send(
+        &self,
+        type_url: &str,
+        names: &[&str],
+        nonce: &str,
+        version: &str,
+        nack: Option<&str>,
+    ) {
+        self.tx
+            .send(DiscoveryRequest {
+                type_url: type_url.into(),
+                resource_names: names.iter().map(|s| s.to_string()).collect(),
+                response_nonce: nonce.into(),
+                version_info: version.into(),
+                error_detail: nack.map(|m| RpcStatus {
+                    code: 3,
+                    message: m.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn recv(&mut self) -> DiscoveryResponse {
+        tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+            .await
+            .expect("response in time")
+            .unwrap()
+            .unwrap()
+    }
+
+    async fn quiet(&mut self, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
+            .await
+            .is_err()
+    }
+}
+
+fn cluster_names(resp: &DiscoveryResponse) -> Vec<String> {
+    let mut v: Vec<String> = resp
+        .resources
+        .iter()
+        .map(|a| Cluster::decode(a.value.as_slice()).unwrap().name)
+        .collect();
+    v.sort();
+    v
+}
+
+fn cla_names(resp: &DiscoveryResponse) -> Vec<String> {
+    let mut v: Vec<String> = resp
+        .resources
+        .iter()
+        .map(|a| {
+            ClusterLoadAssignment::decode(a.value.as_slice())
+                .unwrap()
+                .cluster_name
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn metrics(daemon: &Daemon) -> String {
+    http_get(daemon.addr("monitoring"), "/metrics").1
+}
+
+const ID: &str = "sidecar~10.9.9.9~app-1.ns~ns.svc.cluster.local";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wildcard_gets_everything_and_named_gets_exactly_what_was_asked() {
+    let (_dir, daemon) = start();
+    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let cds = s.recv().await;
+    assert_eq!(cds.type_url, CDS);
+    let names = cluster_names(&cds);
+    assert!(
+        names.contains(&A.to_string()) && names.contains(&B.to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"PassthroughCluster".to_string()));
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(EDS, &[A], "", "", None).await;
+    let eds = s.recv().await;
+    assert_eq!(cla_names(&eds), [A], "only the named resource");
+    s.send(EDS, &[A], &eds.nonce, &eds.version_info, None).await;
+    assert!(s.quiet(300).await, "an ACK gets no response");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nack_keeps_last_good_config_is_logged_and_counted() {
+    let (dir, daemon) = start();
+    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send(
+        CDS,
+        &[],
+        &cds.nonce,
+        "",
+        Some("cluster rejected: test says no"),
+    )
+    .await;
+    assert!(
+        s.quiet(300).await,
+        "a NACK is not answered with the same config again"
+    );
+    eventually(10, "reject counted", || {
+        metrics(&daemon).contains("pilot_total_xds_rejects_total{type=\"cds\"} 1")
+    });
+    let syncz = http_get(daemon.addr("monitoring"), "/debug/syncz").1;
+    assert!(
+        syncz.contains("NACKED") && syncz.contains("test says no"),
+        "{syncz}"
+    );
+    // The next config change is pushed as usual.
+    std::fs::write(dir.path().join("mesh.yaml"), mesh(true)).unwrap();
+    let next = s.recv().await;
+    assert!(cluster_names(&next).contains(&C.to_string()));
+    s.send(CDS, &[], &next.nonce, &next.version_info, None)
+        .await;
+    eventually(10, "ACK clears the NACK", || {
+        !http_get(daemon.addr("monitoring"), "/debug/syncz")
+            .1
+            .contains("NACKED")
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_nonce_only_counts_when_the_subscription_changed() {
+    let (_dir, daemon) = start();
+    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(EDS, &[A], "", "", None).await;
+    let eds = s.recv().await;
+    s.send(EDS, &[A], "some-old-nonce", "", None).await;
+    assert!(s.quiet(300).await, "stale nonce, same names: ignored");
+    s.send(EDS, &[A, B], "some-old-nonce", "", None).await;
+    let more = s.recv().await;
+    assert_eq!(
+        cla_names(&more),
+        [A, B],
+        "stale nonce with a new subscription list is honoured"
+    );
+    assert_ne!(more.nonce, eds.nonce);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_clients_get_clear_errors_and_others_keep_serving() {
+    let (_dir, daemon) = start();
+    let err = Sotw::open(&daemon, "not-an-istio-node-id")
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message()
+            .contains("expected type~ip~pod.namespace~namespace.svc.cluster.local"),
+        "{}",
+        err.message()
+    );
+    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send("type.googleapis.com/made.up.Type", &["x"], "", "", None)
+        .await;
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    assert!(s.quiet(300).await, "unknown types are ignored, not fatal");
+    let m = metrics(&daemon);
+    assert!(
+        m.contains("rudder_xds_errors_total{reason=\"bad_node\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("rudder_xds_errors_total{reason=\"unknown_type\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("pilot_xds 1"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn endpoint_only_changes_push_only_eds() {
+    let (dir, daemon) = start();
+    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(EDS, &[A, B], "", "", None).await;
+    let eds = s.recv().await;
+    s.send(EDS, &[A, B], &eds.nonce, &eds.version_info, None)
+        .await;
+    std::fs::write(
+        dir.path().join("mesh.yaml"),
+        mesh(false).replace("10.0.0.2", "10.0.0.22"),
+    )
+    .unwrap();
+    let push = s.recv().await;
+    assert_eq!(push.type_url, EDS, "no CDS push for an endpoint move");
+    assert_eq!(
+        cla_names(&push),
+        [B],
+        "only the service whose endpoints changed"
+    );
+    let cla = ClusterLoadAssignment::decode(push.resources[0].value.as_slice()).unwrap();
+    assert!(format!("{cla:?}").contains("10.0.0.22"));
+    s.send(EDS, &[A, B], &push.nonce, &push.version_info, None)
+        .await;
+    assert!(s.quiet(300).await);
+}
+
+struct Delta {
+    tx: mpsc::Sender<DeltaDiscoveryRequest>,
+    rx: tonic::Streaming<DeltaDiscoveryResponse>,
+}
+
+impl Delta {
+    async fn open(daemon: &Daemon, first: DeltaDiscoveryRequest) -> Delta {
+        let mut client = AggregatedDiscoveryServiceClient::connect(format!(
+            "http://{}",
+            daemon.addr("grpc-xds")
+        ))
+        .await
+        .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(first).await.unwrap();
+        let rx = client
+            .delta_aggregated_resources(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        Delta { tx, rx }
+    }
+
+    async fn recv(&mut self) -> DeltaDiscoveryResponse {
+        tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+            .await
+            .expect("response in time")
+            .unwrap()
+            .unwrap()
+    }
+
+    async fn quiet(&mut self, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
+            .await
+            .is_err()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delta_resumes_from_known_versions_and_reports_removals() {
+    let (dir, daemon) = start();
+    let first = DeltaDiscoveryRequest {
+        node: node(ID),
+        type_url: CDS.into(),
+        ..Default::default()
+    };
+    let mut d = Delta::open(&daemon, first.clone()).await;
+    let all = d.recv().await;
+    let versions: HashMap<String, String> = all
+        .resources
+        .iter()
+        .map(|r| (r.name.clone(), r.version.clone()))
+        .collect();
+    assert!(versions.contains_key(A) && versions.contains_key(B));
+    drop(d);
+
+    // Reconnect knowing everything, plus a cluster that no longer exists.
+    let mut known = versions.clone();
+    known.insert(
+        "outbound|80||gone.ns.svc.cluster.local".into(),
+        "old".into(),
+    );
+    let mut d = Delta::open(
+        &daemon,
+        DeltaDiscoveryRequest {
+            initial_resource_versions: known,
+            ..first
+        },
+    )
+    .await;
+    let resumed = d.recv().await;
+    assert!(
+        resumed.resources.is_empty(),
+        "nothing unchanged is resent: {:?}",
+        resumed
+            .resources
+            .iter()
+            .map(|r| &r.name)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        resumed.removed_resources,
+        ["outbound|80||gone.ns.svc.cluster.local"]
+    );
+    d.tx.send(DeltaDiscoveryRequest {
+        type_url: CDS.into(),
+        response_nonce: resumed.nonce.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    // A new service arrives as exactly one added resource.
+    std::fs::write(dir.path().join("mesh.yaml"), mesh(true)).unwrap();
+    let added = d.recv().await;
+    assert_eq!(
+        added
+            .resources
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        [C]
+    );
+    d.tx.send(DeltaDiscoveryRequest {
+        type_url: CDS.into(),
+        response_nonce: added.nonce.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    // Named subscriptions get exactly what was named; EDS answers unknown clusters with no endpoints.
+    d.tx.send(DeltaDiscoveryRequest {
+        type_url: EDS.into(),
+        resource_names_subscribe: vec![A.into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let eds = d.recv().await;
+    assert_eq!(
+        eds.resources
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        [A]
+    );
+    d.tx.send(DeltaDiscoveryRequest {
+        type_url: EDS.into(),
+        response_nonce: eds.nonce.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // A route name that cannot exist is reported removed, so the client stops waiting for it.
+    let rds = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+    d.tx.send(DeltaDiscoveryRequest {
+        type_url: rds.into(),
+        resource_names_subscribe: vec!["80".into(), "no-such-route".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let routes = d.recv().await;
+    assert_eq!(
+        routes
+            .resources
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        ["80"]
+    );
+    assert_eq!(routes.removed_resources, ["no-such-route"]);
+    d.tx.send(DeltaDiscoveryRequest {
+        type_url: EDS.into(),
+        resource_names_unsubscribe: vec![A.into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(d.quiet(300).await, "unsubscribing needs no response");
+}
