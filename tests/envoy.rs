@@ -42,6 +42,10 @@ spec:
     match: [{{uri: {{exact: /teapot}}}}]
     fault: {{abort: {{httpStatus: 418, percentage: {{value: 100}}}}}}
     route: [{{destination: {{host: web, subset: v1}}}}]
+  - name: slow
+    match: [{{uri: {{exact: /slow}}}}]
+    fault: {{delay: {{fixedDelay: 400ms, percentage: {{value: 100}}}}}}
+    route: [{{destination: {{host: web, subset: v1}}}}]
   - name: split
     route:
     - {{destination: {{host: web, subset: v1}}, weight: {w1}}}
