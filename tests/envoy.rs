@@ -252,3 +252,46 @@ fn envoy_reconnects_after_control_plane_restart() {
     });
     assert_eq!(connection_ids(&daemon).len(), 1);
 }
+
+/// With iptables interception (Istio's default), listeners are the virtual outbound/inbound pair plus
+/// per-port listeners that do not bind; Envoy must accept every type, including the inbound chains for
+/// its own service ports.
+#[test]
+fn envoy_accepts_redirect_mode_listeners() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    // The sidecar's own address (127.0.0.1) is an endpoint of `web`: it gets an inbound chain for it.
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", 18080), ("web-v2", "v2", 18081)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(50, 50));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start_with(&envoy_bin, daemon.addr("grpc-xds"), NS, false, "");
+    eventually(30, "every type ACKed", || {
+        let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+        ["cds", "eds", "lds", "rds"]
+            .iter()
+            .all(|t| syncz.contains(&format!("\"{t}\":{{\"acked\"")))
+            && syncz.matches("SYNCED").count() == 4
+    });
+    let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+    assert!(!syncz.contains("NACKED"), "{syncz}");
+    let (_, listeners) = http_get(envoy.admin, "/listeners");
+    for name in [
+        "virtualOutbound",
+        "virtualInbound",
+        &format!("0.0.0.0_{port}"),
+    ] {
+        assert!(listeners.contains(name), "{name} missing from {listeners}");
+    }
+    let (_, clusters) = http_get(envoy.admin, "/clusters");
+    assert!(
+        clusters.contains("inbound|18080||"),
+        "inbound cluster for the sidecar's own port"
+    );
+}

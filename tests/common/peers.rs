@@ -50,13 +50,24 @@ impl Envoy {
     /// Starts Envoy as a sidecar with `INTERCEPTION_MODE: NONE`, so its outbound listeners bind
     /// 127.0.0.1:<service port> and tests can send traffic through it without iptables.
     pub fn start(bin: &Path, xds: SocketAddr, namespace: &str, delta: bool) -> Envoy {
+        Envoy::start_with(bin, xds, namespace, delta, "INTERCEPTION_MODE: NONE, ")
+    }
+
+    /// Starts Envoy with extra node metadata (`KEY: value, ` pairs, flow style).
+    pub fn start_with(
+        bin: &Path,
+        xds: SocketAddr,
+        namespace: &str,
+        delta: bool,
+        metadata: &str,
+    ) -> Envoy {
         let dir = tempfile::tempdir().unwrap();
         let api_type = if delta { "DELTA_GRPC" } else { "GRPC" };
         let bootstrap = format!(
             r#"node:
   id: sidecar~127.0.0.1~client-0.{namespace}~{namespace}.svc.cluster.local
   cluster: client.{namespace}
-  metadata: {{INTERCEPTION_MODE: NONE, NAMESPACE: {namespace}, LABELS: {{app: client}}}}
+  metadata: {{{metadata}NAMESPACE: {namespace}, LABELS: {{app: client}}}}
 admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
 dynamic_resources:
