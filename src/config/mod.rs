@@ -30,10 +30,18 @@ pub enum Kind {
     AuthorizationPolicy,
     RequestAuthentication,
     Telemetry,
+    // Kubernetes kinds, written by the Kubernetes source; never read from config files.
+    Service,
+    EndpointSlice,
+    Pod,
+    Namespace,
+    Node,
+    ConfigMap,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    /// Istio's config kinds, in the order they are listed and validated.
+    pub const ISTIO: [Kind; 12] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
@@ -47,6 +55,20 @@ impl Kind {
         Kind::RequestAuthentication,
         Kind::Telemetry,
     ];
+
+    /// The Kubernetes kinds the service registry is built from.
+    pub const KUBERNETES: [Kind; 6] = [
+        Kind::Service,
+        Kind::EndpointSlice,
+        Kind::Pod,
+        Kind::Namespace,
+        Kind::Node,
+        Kind::ConfigMap,
+    ];
+
+    pub fn is_istio(self) -> bool {
+        !Kind::KUBERNETES.contains(&self)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -62,11 +84,18 @@ impl Kind {
             Kind::AuthorizationPolicy => "AuthorizationPolicy",
             Kind::RequestAuthentication => "RequestAuthentication",
             Kind::Telemetry => "Telemetry",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
+            Kind::Pod => "Pod",
+            Kind::Namespace => "Namespace",
+            Kind::Node => "Node",
+            Kind::ConfigMap => "ConfigMap",
         }
     }
 
+    /// An Istio kind by name (Kubernetes kinds never come from config documents).
     pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name)
+        Kind::ISTIO.into_iter().find(|k| k.name() == name)
     }
 
     pub fn group(self) -> &'static str {
@@ -75,6 +104,8 @@ impl Kind {
                 "security.istio.io"
             }
             Kind::Telemetry => "telemetry.istio.io",
+            Kind::EndpointSlice => "discovery.k8s.io",
+            Kind::Service | Kind::Pod | Kind::Namespace | Kind::Node | Kind::ConfigMap => "",
             _ => "networking.istio.io",
         }
     }
@@ -87,6 +118,7 @@ impl Kind {
                 &["v1", "v1beta1"]
             }
             Kind::Telemetry => &["v1", "v1alpha1"],
+            k if !k.is_istio() => &["v1"],
             _ => &["v1", "v1beta1", "v1alpha3"],
         }
     }
@@ -149,6 +181,12 @@ pub enum Spec {
     AuthorizationPolicy(security::AuthorizationPolicy),
     RequestAuthentication(security::RequestAuthentication),
     Telemetry(telemetry::Telemetry),
+    Service(Box<k8s_openapi::api::core::v1::Service>),
+    EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
+    Pod(Box<k8s_openapi::api::core::v1::Pod>),
+    Namespace(Box<k8s_openapi::api::core::v1::Namespace>),
+    Node(Box<k8s_openapi::api::core::v1::Node>),
+    ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
 }
 
 impl Spec {
@@ -166,6 +204,12 @@ impl Spec {
             Spec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
             Spec::RequestAuthentication(_) => Kind::RequestAuthentication,
             Spec::Telemetry(_) => Kind::Telemetry,
+            Spec::Service(_) => Kind::Service,
+            Spec::EndpointSlice(_) => Kind::EndpointSlice,
+            Spec::Pod(_) => Kind::Pod,
+            Spec::Namespace(_) => Kind::Namespace,
+            Spec::Node(_) => Kind::Node,
+            Spec::ConfigMap(_) => Kind::ConfigMap,
         }
     }
 
@@ -197,6 +241,12 @@ impl Spec {
             Kind::AuthorizationPolicy => Spec::AuthorizationPolicy(typed(value)?),
             Kind::RequestAuthentication => Spec::RequestAuthentication(typed(value)?),
             Kind::Telemetry => Spec::Telemetry(typed(value)?),
+            k => {
+                return Err((
+                    "kind".into(),
+                    format!("{k} objects are not read from config documents"),
+                ));
+            }
         })
     }
 }
@@ -446,6 +496,23 @@ impl Config {
             spec,
             status: obj.remove("status"),
         }))
+    }
+}
+
+impl Config {
+    /// Parses one Istio object as the API server returns it (JSON), with the same rules as YAML.
+    pub fn from_json(
+        value: serde_json::Value,
+        default_namespace: &str,
+    ) -> Result<Option<Config>, ConfigError> {
+        match Config::from_document(value, 1, default_namespace) {
+            Ok(c) => Ok(c),
+            Err(DocumentOutcome::Error(e)) => Err(e),
+            Err(DocumentOutcome::Skipped(s)) => Err(ConfigError::Document {
+                document: 1,
+                message: format!("{} {} is not an Istio kind", s.api_version, s.kind),
+            }),
+        }
     }
 }
 

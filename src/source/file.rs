@@ -326,7 +326,7 @@ impl FileSource {
         let invalid = status.iter().filter(|s| s.error.is_some()).count();
         self.metrics.config_files_invalid.set(invalid as i64);
         let snapshot = self.store.snapshot();
-        for kind in crate::config::Kind::ALL {
+        for kind in crate::config::Kind::ISTIO {
             self.metrics
                 .config_objects
                 .get_or_create(&crate::metrics::KindLabels {

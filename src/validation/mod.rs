@@ -45,6 +45,9 @@ impl<'a> Report<'a> {
 pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
     let object = config.object_ref();
     let mut r = Report::new(&object);
+    if !config.kind.is_istio() {
+        return Ok(());
+    }
     let meta = &config.metadata;
     r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
     r.check(
@@ -65,6 +68,8 @@ pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
         Spec::AuthorizationPolicy(s) => security::authorization_policy(&mut r, s),
         Spec::RequestAuthentication(s) => security::request_authentication(&mut r, s),
         Spec::Telemetry(s) => security::telemetry(&mut r, s),
+        // The API server has validated Kubernetes objects already.
+        _ => return Ok(()),
     }
     if r.errors.is_empty() {
         Ok(())
