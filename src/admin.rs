@@ -19,7 +19,8 @@ pub struct AdminState {
     pub sources: Arc<Mutex<Vec<FileStatus>>>,
     /// Set once every source finished its initial sync.
     pub ready: Arc<AtomicBool>,
-    pub xds: Option<Arc<crate::xds::server::XdsShared>>,
+    /// Set once the xDS server runs (after the initial sync).
+    pub xds: Arc<Mutex<Option<Arc<crate::xds::server::XdsShared>>>>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -85,13 +86,13 @@ async fn sources(State(s): State<AdminState>) -> Json<Vec<FileStatus>> {
 
 /// Connected proxies with their per-type subscription and sync state.
 async fn adsz(State(s): State<AdminState>) -> Json<serde_json::Value> {
-    let conns = s.xds.as_ref().map(|x| x.connections()).unwrap_or_default();
+    let conns = xds_connections(&s);
     Json(serde_json::json!({ "totalClients": conns.len(), "clients": conns }))
 }
 
 /// Per proxy and type: sent, acked or rejected (what `istioctl proxy-status` shows).
 async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
-    let conns = s.xds.as_ref().map(|x| x.connections()).unwrap_or_default();
+    let conns = xds_connections(&s);
     Json(
         conns
             .into_iter()
@@ -116,4 +117,9 @@ async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
             })
             .collect(),
     )
+}
+
+fn xds_connections(s: &AdminState) -> Vec<crate::xds::server::ConnectionStatus> {
+    let xds = s.xds.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    xds.map(|x| x.connections()).unwrap_or_default()
 }

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod cmd;
 pub mod config;
+pub mod k8s;
 pub mod metrics;
 pub mod model;
 pub mod source;

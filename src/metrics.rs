@@ -57,6 +57,20 @@ pub struct Metrics {
     pub push_triggers: Family<TypeLabels, Counter>,
     /// Services known (`pilot_services`).
     pub services: Gauge,
+    /// Kubernetes watch events applied, by resource type and event (`pilot_k8s_reg_events`).
+    pub k8s_events: Family<K8sEventLabels, Counter>,
+    /// Kubernetes watch failures (retried with backoff), by resource type.
+    pub k8s_watch_errors: Family<TypeLabels, Counter>,
+    /// Istio objects from the API server that failed validation and were not applied, by kind.
+    pub k8s_invalid_objects: Family<KindLabels, Counter>,
+    /// 1 while this replica holds the leader lease.
+    pub leader: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct K8sEventLabels {
+    pub r#type: String,
+    pub event: String,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -99,19 +113,19 @@ impl Metrics {
         let xds_connections = Gauge::default();
         registry.register(
             "pilot_xds",
-            "Number of endpoints connected to this pilot using XDS",
+            "xDS streams currently connected",
             xds_connections.clone(),
         );
         let xds_pushes = Family::<TypeLabels, Counter>::default();
         registry.register(
             "pilot_xds_pushes",
-            "Pilot build and send errors for lds, rds, cds and eds",
+            "xDS responses sent, by type",
             xds_pushes.clone(),
         );
         let xds_rejects = Family::<TypeLabels, Counter>::default();
         registry.register(
             "pilot_total_xds_rejects",
-            "Total number of XDS responses from pilot rejected by proxy",
+            "xDS responses a proxy rejected (NACK), by type",
             xds_rejects.clone(),
         );
         let xds_errors = Family::<ReasonLabels, Counter>::default();
@@ -125,27 +139,63 @@ impl Metrics {
         );
         registry.register(
             "pilot_xds_push_time",
-            "Total time in seconds Pilot takes to push lds, rds, cds and eds",
+            "Seconds to generate and send one xDS response, by type",
             xds_push_time.clone(),
         );
         let proxy_convergence_time = seconds_histogram();
-        registry.register("pilot_proxy_convergence_time", "Delay in seconds between config change and a proxy receiving all required configuration", proxy_convergence_time.clone());
+        registry.register(
+            "pilot_proxy_convergence_time",
+            "Seconds from the first config change to a proxy having received the push",
+            proxy_convergence_time.clone(),
+        );
         let debounce_time = seconds_histogram();
-        registry.register("pilot_debounce_time", "Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue", debounce_time.clone());
+        registry.register(
+            "pilot_debounce_time",
+            "Seconds a change spent in the debouncer before its push started",
+            debounce_time.clone(),
+        );
         let push_triggers = Family::<TypeLabels, Counter>::default();
         registry.register(
             "pilot_push_triggers",
-            "Total number of times a push was triggered, labeled by reason for the push",
+            "Pushes started, by what triggered them",
             push_triggers.clone(),
         );
         let services = Gauge::default();
         registry.register(
             "pilot_services",
-            "Total services known to pilot",
+            "Services in the registry",
             services.clone(),
+        );
+        let k8s_events = Family::<K8sEventLabels, Counter>::default();
+        registry.register(
+            "pilot_k8s_reg_events",
+            "Kubernetes watch events applied to the registry, by type and event",
+            k8s_events.clone(),
+        );
+        let k8s_watch_errors = Family::<TypeLabels, Counter>::default();
+        registry.register(
+            "rudder_k8s_watch_errors",
+            "Kubernetes watch failures, retried with backoff",
+            k8s_watch_errors.clone(),
+        );
+        let k8s_invalid_objects = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "rudder_k8s_invalid_objects",
+            "Istio objects from the API server rejected by validation",
+            k8s_invalid_objects.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "rudder_leader",
+            "1 while this replica holds the leader lease",
+            leader.clone(),
         );
         Metrics {
             registry,
+            k8s_events,
+            k8s_watch_errors,
+            k8s_invalid_objects,
+            leader,
             config_file_errors,
             config_files_invalid,
             config_objects,

@@ -1,6 +1,8 @@
 //! `rudder serve`: the daemon.
 
 use crate::admin::{AdminState, router};
+use crate::k8s::controller::{KubeSource, KubeSourceConfig, Readiness};
+use crate::k8s::leader::LeaderElection;
 use crate::metrics::Metrics;
 use crate::source::file::FileSource;
 use crate::store::Store;
@@ -9,28 +11,54 @@ use crate::xds::push::{self, Debounce};
 use crate::xds::server::{AdsService, XdsShared};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConfigSource {
+    /// Kubernetes when a kubeconfig or in-cluster config is present, files otherwise.
+    Auto,
+    Files,
+    Kubernetes,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Directory of Istio YAML to serve (watched for changes).
+    /// Where config comes from.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub config_source: ConfigSource,
+    /// Directory of Istio YAML to serve (watched for changes), in files mode.
     #[arg(long, env = "RUDDER_CONFIG_DIR", default_value = "examples")]
     pub config_dir: PathBuf,
-    /// Namespace for objects that do not name one.
+    /// Kubeconfig to use in Kubernetes mode (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace for objects that do not name one (files mode).
     #[arg(long, default_value = "default")]
     pub default_namespace: String,
-    /// Metrics and debug HTTP address (istiod: 15014).
-    #[arg(long, default_value = "0.0.0.0:15014")]
-    pub monitoring_addr: SocketAddr,
+    /// Istio's root namespace: mesh ConfigMap `istio`, mesh-wide Sidecar, the leader lease.
+    #[arg(long, default_value = "istio-system")]
+    pub system_namespace: String,
+    /// Leader-election lease name (in the system namespace).
+    #[arg(long, default_value = "rudder-leader")]
+    pub lease_name: String,
+    /// How long a leader may go without renewing before another replica takes over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How often the lease is renewed (or its acquisition tried).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub lease_renew: Duration,
     /// Plaintext xDS (ADS) gRPC address (istiod: 15010).
     #[arg(long, default_value = "0.0.0.0:15010")]
     pub grpc_addr: SocketAddr,
+    /// Metrics and debug HTTP address (istiod: 15014).
+    #[arg(long, default_value = "0.0.0.0:15014")]
+    pub monitoring_addr: SocketAddr,
     /// Readiness and debug HTTP address (istiod: 8080).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
@@ -70,39 +98,44 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     Ok(listener)
 }
 
+fn identity() -> String {
+    std::env::var("POD_NAME").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "rudder".into());
+        format!("{host}-{}", std::process::id())
+    })
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = Arc::new(Store::default());
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
-
-    let mut file_source = FileSource::new(
-        &args.config_dir,
-        &args.default_namespace,
-        store.clone(),
-        metrics.clone(),
-    );
-    let grpc_listener = bind(args.grpc_addr, "grpc-xds").await?;
-    let events = file_source.sync();
-    info!(dir = %args.config_dir.display(), objects = store.snapshot().len(), events, "initial config loaded");
-
-    let mesh = MeshSettings {
-        domain_suffix: args.domain_suffix.clone(),
-        ..Default::default()
+    let use_kubernetes = match args.config_source {
+        ConfigSource::Kubernetes => true,
+        ConfigSource::Files => false,
+        ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
     };
-    let xds = XdsShared::new(
-        push::initial_context(&store, &mesh),
-        metrics.clone(),
-        args.push_concurrency,
-        cancel.clone(),
-    );
+    let xds_slot: Arc<Mutex<Option<Arc<XdsShared>>>> = Arc::default();
+    let mut file_source = (!use_kubernetes).then(|| {
+        FileSource::new(
+            &args.config_dir,
+            &args.default_namespace,
+            store.clone(),
+            metrics.clone(),
+        )
+    });
     let state = AdminState {
         store: store.clone(),
         metrics: metrics.clone(),
-        sources: file_source.status_handle(),
+        sources: file_source
+            .as_ref()
+            .map(|f| f.status_handle())
+            .unwrap_or_default(),
         ready: ready.clone(),
-        xds: Some(xds.clone()),
+        xds: xds_slot.clone(),
     };
     for (addr, what) in [
         (args.monitoring_addr, "monitoring"),
@@ -120,38 +153,99 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
+    let grpc_listener = bind(args.grpc_addr, "grpc-xds").await?;
 
-    {
-        let debounce = Debounce {
-            quiet: args.debounce_after,
-            max: args.debounce_max,
-        };
-        tasks.spawn(push::run(
+    if let Some(fs) = file_source.as_mut() {
+        let events = fs.sync();
+        info!(dir = %args.config_dir.display(), objects = store.snapshot().len(), events, "initial config loaded");
+    } else {
+        let client = crate::k8s::client(args.kubeconfig.as_deref())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach Kubernetes: {e}"))?;
+        let readiness = Arc::new(Readiness::default());
+        KubeSource::new(
+            client.clone(),
             store.clone(),
-            xds.clone(),
-            mesh,
-            debounce,
             metrics.clone(),
-            cancel.clone(),
-        ));
-        let ads = AdsService::new(xds.clone()).into_server();
-        let stop = cancel.clone();
+            readiness.clone(),
+            KubeSourceConfig {
+                root_namespace: args.system_namespace.clone(),
+            },
+        )
+        .spawn(&tasks, &cancel);
+        let election = LeaderElection {
+            namespace: args.system_namespace.clone(),
+            name: args.lease_name.clone(),
+            identity: identity(),
+            lease_duration: args.lease_duration,
+            renew_every: args.lease_renew,
+        };
+        let (_leading, handle) = election.spawn(client, metrics.clone(), cancel.clone());
         tasks.spawn(async move {
-            let served = tonic::transport::Server::builder()
-                .http2_keepalive_interval(Some(Duration::from_secs(30)))
-                .add_service(ads)
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
-                    stop.cancelled_owned(),
-                )
-                .await;
-            if let Err(e) = served {
-                warn!(error = %e, "xDS gRPC server failed");
-            }
+            let _ = handle.await;
         });
+        info!("waiting for the initial sync of every Kubernetes watcher");
+        tokio::select! {
+            _ = readiness.wait() => {}
+            _ = shutdown_signal() => {
+                cancel.cancel();
+                tasks.close();
+                let _ = tokio::time::timeout(args.drain_duration, tasks.wait()).await;
+                return Ok(());
+            }
+        }
+        info!(
+            objects = store.snapshot().len(),
+            "Kubernetes initial sync done"
+        );
+    }
+
+    // Subscribe before building the first context: a change in between is pushed, never lost.
+    let events = store.subscribe();
+    let mesh = MeshSettings {
+        domain_suffix: args.domain_suffix.clone(),
+        root_namespace: args.system_namespace.clone(),
+        ..Default::default()
+    };
+    let xds = XdsShared::new(
+        push::initial_context(&store, &mesh),
+        metrics.clone(),
+        args.push_concurrency,
+        cancel.clone(),
+    );
+    *xds_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(xds.clone());
+    let debounce = Debounce {
+        quiet: args.debounce_after,
+        max: args.debounce_max,
+    };
+    tasks.spawn(push::run(
+        store.clone(),
+        events,
+        xds.clone(),
+        mesh,
+        debounce,
+        metrics.clone(),
+        cancel.clone(),
+    ));
+    let ads = AdsService::new(xds.clone()).into_server();
+    let stop = cancel.clone();
+    tasks.spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .add_service(ads)
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                stop.cancelled_owned(),
+            )
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "xDS gRPC server failed");
+        }
+    });
+    if let Some(fs) = file_source {
+        tasks.spawn(fs.run(cancel.clone(), args.file_debounce, args.file_resync));
     }
     ready.store(true, Ordering::Release);
-    tasks.spawn(file_source.run(cancel.clone(), args.file_debounce, args.file_resync));
     tasks.close();
 
     shutdown_signal().await;

@@ -9,6 +9,8 @@ use crate::store::Snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub mod kube;
+
 /// Port protocols as Istio classifies them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Protocol {
@@ -124,8 +126,19 @@ pub fn resolve_host(host: &str, namespace: &str, domain_suffix: &str) -> String 
 }
 
 impl Registry {
+    /// Kubernetes services first, then ServiceEntries (a ServiceEntry cannot take over a Kubernetes
+    /// service's hostname). `selectors` are MeshConfig discoverySelectors.
     pub fn build(snapshot: &Snapshot, domain_suffix: &str) -> Registry {
+        Registry::build_with(snapshot, domain_suffix, &[])
+    }
+
+    pub fn build_with(
+        snapshot: &Snapshot,
+        domain_suffix: &str,
+        selectors: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector],
+    ) -> Registry {
         let mut reg = Registry::default();
+        kube::add_kubernetes(&mut reg, snapshot, domain_suffix, selectors);
         let workload_entries: Vec<(String, &WorkloadEntry)> = snapshot
             .list(Kind::WorkloadEntry)
             .filter_map(|e| match &e.config.spec {

@@ -19,6 +19,31 @@ pub struct MeshSettings {
     pub root_namespace: String,
     /// `outboundTrafficPolicy: ALLOW_ANY` (Istio's default): unknown destinations pass through.
     pub outbound_allow_any: bool,
+    pub trust_domain: String,
+    /// Namespaces whose services are part of the mesh (none: all).
+    pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+}
+
+impl MeshSettings {
+    /// These settings with the mesh ConfigMap (`istio` in the root namespace) applied. A malformed
+    /// mesh config leaves the settings as they are and returns the error to report.
+    pub fn with_mesh_config(&self, snapshot: &Snapshot) -> (MeshSettings, Option<String>) {
+        let mut out = self.clone();
+        match crate::k8s::mesh::from_snapshot(snapshot, &self.root_namespace) {
+            Ok(Some(mc)) => {
+                if let Some(td) = mc.trust_domain.filter(|t| !t.is_empty()) {
+                    out.trust_domain = td;
+                }
+                out.discovery_selectors = mc.discovery_selectors;
+                if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
+                    out.outbound_allow_any = mode != "REGISTRY_ONLY";
+                }
+                (out, None)
+            }
+            Ok(None) => (out, None),
+            Err(e) => (out, Some(e)),
+        }
+    }
 }
 
 impl Default for MeshSettings {
@@ -27,6 +52,8 @@ impl Default for MeshSettings {
             domain_suffix: "cluster.local".into(),
             root_namespace: "istio-system".into(),
             outbound_allow_any: true,
+            trust_domain: "cluster.local".into(),
+            discovery_selectors: Vec::new(),
         }
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Debounce {
@@ -35,25 +35,39 @@ impl Default for Debounce {
 
 /// Kinds whose changes can only move endpoints.
 fn endpoint_kind(kind: Kind) -> bool {
-    matches!(kind, Kind::ServiceEntry | Kind::WorkloadEntry)
+    matches!(
+        kind,
+        Kind::ServiceEntry | Kind::WorkloadEntry | Kind::EndpointSlice | Kind::Pod | Kind::Service
+    )
+}
+
+/// The mesh settings and registry for a snapshot: MeshConfig applied, discoverySelectors honoured.
+fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSettings, Registry) {
+    let (mesh, error) = base.with_mesh_config(snapshot);
+    if let Some(e) = error {
+        warn!(error = %e, "invalid mesh config; keeping the previous settings");
+    }
+    let registry = Registry::build_with(snapshot, &mesh.domain_suffix, &mesh.discovery_selectors);
+    (mesh, registry)
 }
 
 /// Builds the first push context from the store as it is now.
-pub fn initial_context(store: &Store, mesh: &MeshSettings) -> PushContext {
+pub fn initial_context(store: &Store, base: &MeshSettings) -> PushContext {
     let snapshot = store.snapshot();
-    let registry = Arc::new(Registry::build(&snapshot, &mesh.domain_suffix));
-    PushContext::new(1, snapshot, registry, mesh.clone())
+    let (mesh, registry) = build(&snapshot, base);
+    PushContext::new(1, snapshot, Arc::new(registry), mesh)
 }
 
+/// `events` must be subscribed before the initial push context was built, so nothing falls between.
 pub async fn run(
     store: Arc<Store>,
+    mut events: tokio::sync::broadcast::Receiver<crate::store::Event>,
     shared: Arc<XdsShared>,
     mesh: MeshSettings,
     debounce: Debounce,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
-    let mut events = store.subscribe();
     let mut version = shared.context().version;
     let mut registry = shared.context().registry.clone();
     metrics.services.set(registry.services.len() as i64);
@@ -91,7 +105,8 @@ pub async fn run(
         let span = info_span!("push", version = version + 1);
         async {
             let snapshot = store.snapshot();
-            let next = Arc::new(Registry::build(&snapshot, &mesh.domain_suffix));
+            let (next_mesh, next) = build(&snapshot, &mesh);
+            let next = Arc::new(next);
             let eds_hosts = registry.changed_endpoints(&next);
             let all_eds = eds_hosts.iter().all(|h| {
                 next.services
@@ -125,7 +140,7 @@ pub async fn run(
                 ?kinds,
                 "pushing"
             );
-            let context = PushContext::new(version, snapshot, next.clone(), mesh.clone());
+            let context = PushContext::new(version, snapshot, next.clone(), next_mesh);
             shared.push(
                 context,
                 PushRequest {

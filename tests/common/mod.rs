@@ -31,6 +31,15 @@ impl Daemon {
 
     /// Like `start`, with the xDS gRPC server on `grpc_addr` (a fixed port lets a test restart it).
     pub fn start_on(config_dir: &Path, grpc_addr: &str, extra: &[&str]) -> Daemon {
+        let mut args: Vec<&str> = vec!["--config-source", "files", "--config-dir"];
+        let dir = config_dir.to_string_lossy().to_string();
+        args.push(&dir);
+        args.extend_from_slice(extra);
+        Daemon::spawn(grpc_addr, &args)
+    }
+
+    /// `rudder serve` with arbitrary flags (after the listen addresses).
+    pub fn spawn(grpc_addr: &str, extra: &[&str]) -> Daemon {
         let mut child = rudder()
             .args([
                 "serve",
@@ -41,8 +50,6 @@ impl Daemon {
                 "--grpc-addr",
                 grpc_addr,
             ])
-            .arg("--config-dir")
-            .arg(config_dir)
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

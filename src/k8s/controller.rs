@@ -1,0 +1,510 @@
+//! Kubernetes watchers feeding the store, like client-go informers: list, then watch; relist on 410
+//! Gone; back off on errors. Every (re)list replaces the kind's contents in one store batch, so a
+//! restarted watch never drops or duplicates objects.
+
+use super::convert::IntoConfig;
+use crate::config::{Config, ConfigKey, Kind};
+use crate::metrics::{K8sEventLabels, KindLabels, Metrics, TypeLabels};
+use crate::store::{Change, Store};
+use crate::validation::validate;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// Readiness across watchers: ready once every registered part finished its initial sync.
+#[derive(Default)]
+pub struct Readiness {
+    parts: Mutex<BTreeMap<String, bool>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Readiness {
+    pub fn register(&self, part: &str) {
+        self.parts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(part.to_string())
+            .or_insert(false);
+    }
+
+    pub fn set(&self, part: &str) {
+        self.parts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(part.to_string(), true);
+        self.changed.notify_waiters();
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.parts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .all(|v| *v)
+    }
+
+    pub fn pending(&self) -> Vec<String> {
+        self.parts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, v)| !**v)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.changed.notified();
+            if self.is_ready() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Shared by every watcher task.
+#[derive(Clone)]
+struct Ctx {
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+}
+
+/// Turns a watched object into a store object, or says why it cannot be one.
+type Convert<K> = Arc<dyn Fn(K) -> Result<Config, (ConfigKey, String)> + Send + Sync>;
+
+fn typed<K: IntoConfig>() -> Convert<K> {
+    Arc::new(|k: K| Ok(k.into_config()))
+}
+
+/// Runs one watcher until cancelled. `owns` says which store keys this watcher is authoritative for
+/// (what a relist may delete).
+async fn run_watch<K>(
+    ctx: Ctx,
+    api: Api<K>,
+    config: watcher::Config,
+    kind: Kind,
+    part: String,
+    convert: Convert<K>,
+    owns: Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
+    cancel: CancellationToken,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
+{
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
+    let type_label = kind.name().to_string();
+    let count = |event: &str| {
+        ctx.metrics
+            .k8s_events
+            .get_or_create(&K8sEventLabels {
+                r#type: type_label.clone(),
+                event: event.into(),
+            })
+            .inc();
+    };
+    loop {
+        let next = tokio::select! {
+            _ = cancel.cancelled() => return,
+            next = stream.next() => next,
+        };
+        let event = match next {
+            None => return,
+            Some(Err(e)) => {
+                warn!(kind = %kind, error = %e, "watch failed; retrying with backoff");
+                ctx.metrics
+                    .k8s_watch_errors
+                    .get_or_create(&TypeLabels {
+                        r#type: kind.name().into(),
+                    })
+                    .inc();
+                continue;
+            }
+            Some(Ok(event)) => event,
+        };
+        match event {
+            Event::Init => relist = Some((Vec::new(), BTreeSet::new())),
+            Event::InitApply(obj) => {
+                let (configs, keep) = relist.get_or_insert_with(Default::default);
+                match convert(obj) {
+                    Ok(c) => configs.push(c),
+                    Err((key, why)) => {
+                        reject(&ctx, kind, &key, &why);
+                        keep.insert(key);
+                    }
+                }
+            }
+            Event::InitDone => {
+                let (configs, keep) = relist.take().unwrap_or_default();
+                let listed: BTreeSet<ConfigKey> =
+                    configs.iter().map(Config::key).chain(keep).collect();
+                let snapshot = ctx.store.snapshot();
+                let gone: Vec<Change> = snapshot
+                    .list(kind)
+                    .map(|e| e.config.key())
+                    .filter(|k| owns(k) && !listed.contains(k))
+                    .map(Change::Delete)
+                    .collect();
+                let n = configs.len();
+                let events = ctx.store.apply(
+                    gone.into_iter()
+                        .chain(configs.into_iter().map(Change::Upsert))
+                        .collect(),
+                );
+                for e in &events {
+                    count(&format!("{:?}", e.kind).to_lowercase());
+                }
+                info!(kind = %kind, objects = n, changes = events.len(), "synced");
+                ctx.readiness.set(&part);
+            }
+            Event::Apply(obj) => match convert(obj) {
+                Ok(c) => {
+                    if let Some(e) = ctx.store.upsert(c) {
+                        count(&format!("{:?}", e.kind).to_lowercase());
+                    }
+                }
+                // The last good version, if any, stays in the store.
+                Err((key, why)) => reject(&ctx, kind, &key, &why),
+            },
+            Event::Delete(obj) => {
+                let key = match convert(obj) {
+                    Ok(c) => c.key(),
+                    Err((key, _)) => key,
+                };
+                if ctx.store.delete(&key).is_some() {
+                    count("delete");
+                }
+            }
+        }
+    }
+}
+
+fn reject(ctx: &Ctx, kind: Kind, key: &ConfigKey, why: &str) {
+    warn!(object = %key, error = why, "invalid object from the API server; keeping its last good version");
+    ctx.metrics
+        .k8s_invalid_objects
+        .get_or_create(&KindLabels {
+            kind: kind.name().into(),
+        })
+        .inc();
+}
+
+/// Which objects the Kubernetes source watches, and where.
+#[derive(Debug, Clone)]
+pub struct KubeSourceConfig {
+    /// Namespace of the mesh ConfigMap `istio` (Istio's root namespace).
+    pub root_namespace: String,
+}
+
+pub struct KubeSource {
+    client: kube::Client,
+    ctx: Ctx,
+    config: KubeSourceConfig,
+}
+
+fn any_key(_: &ConfigKey) -> bool {
+    true
+}
+
+impl KubeSource {
+    pub fn new(
+        client: kube::Client,
+        store: Arc<Store>,
+        metrics: Arc<Metrics>,
+        readiness: Arc<Readiness>,
+        config: KubeSourceConfig,
+    ) -> Self {
+        KubeSource {
+            client,
+            ctx: Ctx {
+                store,
+                metrics,
+                readiness,
+            },
+            config,
+        }
+    }
+
+    /// Starts every watcher on `tasks`; they stop when `cancel` fires.
+    pub fn spawn(self, tasks: &TaskTracker, cancel: &CancellationToken) {
+        let c = &self.client;
+        macro_rules! core {
+            ($ty:ty, $kind:expr, $api:expr, $cfg:expr, $owns:expr) => {{
+                let part = format!("watch/{}", $kind.name());
+                self.ctx.readiness.register(&part);
+                let fut = run_watch::<$ty>(
+                    self.ctx.clone(),
+                    $api,
+                    $cfg,
+                    $kind,
+                    part,
+                    typed::<$ty>(),
+                    $owns,
+                    cancel.clone(),
+                );
+                tasks.spawn(fut.instrument(info_span!("k8s-watch", kind = $kind.name())));
+            }};
+        }
+        let all = watcher::Config::default();
+        core!(
+            Service,
+            Kind::Service,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
+        core!(
+            EndpointSlice,
+            Kind::EndpointSlice,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
+        core!(
+            Pod,
+            Kind::Pod,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
+        core!(
+            Namespace,
+            Kind::Namespace,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
+        core!(
+            Node,
+            Kind::Node,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
+        let root = self.config.root_namespace.clone();
+        let mesh_only = move |k: &ConfigKey| k.namespace == root && k.name == "istio";
+        core!(
+            ConfigMap,
+            Kind::ConfigMap,
+            Api::namespaced(c.clone(), &self.config.root_namespace),
+            watcher::Config::default().fields("metadata.name=istio"),
+            Arc::new(mesh_only)
+        );
+
+        // Istio CRDs: watched once installed, at the best version both sides serve.
+        let (crd_tx, crd_rx) = watch::channel(None::<BTreeMap<String, Vec<String>>>);
+        self.ctx
+            .readiness
+            .register("watch/CustomResourceDefinition");
+        tasks.spawn(
+            watch_crds(
+                self.client.clone(),
+                self.ctx.clone(),
+                crd_tx,
+                cancel.clone(),
+            )
+            .instrument(info_span!("k8s-watch", kind = "CustomResourceDefinition")),
+        );
+        for kind in Kind::ISTIO {
+            let part = format!("watch/{}", kind.name());
+            self.ctx.readiness.register(&part);
+            tasks.spawn(
+                supervise_istio_kind(
+                    self.client.clone(),
+                    self.ctx.clone(),
+                    kind,
+                    part,
+                    crd_rx.clone(),
+                    cancel.clone(),
+                )
+                .instrument(info_span!("k8s-watch", kind = kind.name())),
+            );
+        }
+    }
+}
+
+fn crd_name(kind: Kind) -> String {
+    format!("{}.{}", kind.plural(), kind.group())
+}
+
+/// Keeps `tx` up to date with installed CRDs and their served versions (`None` until the first list).
+async fn watch_crds(
+    client: kube::Client,
+    ctx: Ctx,
+    tx: watch::Sender<Option<BTreeMap<String, Vec<String>>>>,
+    cancel: CancellationToken,
+) {
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut installed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut relist: Option<BTreeMap<String, Vec<String>>> = None;
+    let served = |crd: &CustomResourceDefinition| -> Vec<String> {
+        crd.spec
+            .versions
+            .iter()
+            .filter(|v| v.served)
+            .map(|v| v.name.clone())
+            .collect()
+    };
+    let name = |crd: &CustomResourceDefinition| crd.metadata.name.clone().unwrap_or_default();
+    loop {
+        let next = tokio::select! {
+            _ = cancel.cancelled() => return,
+            next = stream.next() => next,
+        };
+        match next {
+            None => return,
+            Some(Err(e)) => {
+                warn!(error = %e, "CRD watch failed; retrying with backoff");
+                ctx.metrics
+                    .k8s_watch_errors
+                    .get_or_create(&TypeLabels {
+                        r#type: "CustomResourceDefinition".into(),
+                    })
+                    .inc();
+                continue;
+            }
+            Some(Ok(Event::Init)) => relist = Some(BTreeMap::new()),
+            Some(Ok(Event::InitApply(crd))) => {
+                relist
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(name(&crd), served(&crd));
+            }
+            Some(Ok(Event::InitDone)) => {
+                installed = relist.take().unwrap_or_default();
+                ctx.readiness.set("watch/CustomResourceDefinition");
+            }
+            Some(Ok(Event::Apply(crd))) => {
+                installed.insert(name(&crd), served(&crd));
+            }
+            Some(Ok(Event::Delete(crd))) => {
+                installed.remove(&name(&crd));
+            }
+        }
+        if ctx
+            .readiness
+            .pending()
+            .iter()
+            .all(|p| p != "watch/CustomResourceDefinition")
+        {
+            tx.send_replace(Some(installed.clone()));
+        }
+    }
+}
+
+/// Watches one Istio kind while its CRD is installed; when the CRD goes, so do its objects.
+async fn supervise_istio_kind(
+    client: kube::Client,
+    ctx: Ctx,
+    kind: Kind,
+    part: String,
+    mut crds: watch::Receiver<Option<BTreeMap<String, Vec<String>>>>,
+    cancel: CancellationToken,
+) {
+    let name = crd_name(kind);
+    let mut current: Option<(String, CancellationToken)> = None;
+    loop {
+        let version = crds.borrow_and_update().as_ref().map(|installed| {
+            installed.get(&name).and_then(|served| {
+                kind.served_versions()
+                    .iter()
+                    .find(|v| served.iter().any(|s| s == *v))
+                    .map(|v| v.to_string())
+            })
+        });
+        match version {
+            None => {} // CRDs not listed yet
+            Some(None) => {
+                if let Some((_, stop)) = current.take() {
+                    stop.cancel();
+                    let gone: Vec<Change> = ctx
+                        .store
+                        .snapshot()
+                        .list(kind)
+                        .map(|e| Change::Delete(e.config.key()))
+                        .collect();
+                    info!(kind = %kind, objects = gone.len(), "CRD removed; dropping its objects");
+                    ctx.store.apply(gone);
+                } else {
+                    debug!(kind = %kind, "CRD not installed; waiting for it");
+                }
+                // Nothing to sync for a kind that does not exist.
+                ctx.readiness.set(&part);
+            }
+            Some(Some(v)) if current.as_ref().is_none_or(|(cur, _)| *cur != v) => {
+                if let Some((_, stop)) = current.take() {
+                    stop.cancel();
+                }
+                info!(kind = %kind, version = v, "watching");
+                let stop = cancel.child_token();
+                let ar = ApiResource {
+                    group: kind.group().into(),
+                    version: v.clone(),
+                    api_version: format!("{}/{v}", kind.group()),
+                    kind: kind.name().into(),
+                    plural: kind.plural(),
+                };
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+                let convert: Convert<DynamicObject> = Arc::new(move |obj: DynamicObject| {
+                    let key = ConfigKey {
+                        kind,
+                        namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                        name: obj.metadata.name.clone().unwrap_or_default(),
+                    };
+                    let mut value =
+                        serde_json::to_value(&obj).map_err(|e| (key.clone(), e.to_string()))?;
+                    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                        meta.remove("managedFields");
+                    }
+                    let config = Config::from_json(value, "default")
+                        .map_err(|e| (key.clone(), e.to_string()))?
+                        .ok_or_else(|| (key.clone(), "empty object".to_string()))?;
+                    validate(&config).map_err(|errs| {
+                        (
+                            key.clone(),
+                            errs.iter()
+                                .map(|e| e.to_string())
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        )
+                    })?;
+                    Ok(config)
+                });
+                tokio::spawn(
+                    run_watch(
+                        ctx.clone(),
+                        api,
+                        watcher::Config::default(),
+                        kind,
+                        part.clone(),
+                        convert,
+                        Arc::new(any_key),
+                        stop.clone(),
+                    )
+                    .instrument(info_span!("k8s-watch", kind = kind.name(), version = %v)),
+                );
+                current = Some((v, stop));
+            }
+            Some(Some(_)) => {}
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = crds.changed() => if changed.is_err() { return },
+        }
+    }
+}

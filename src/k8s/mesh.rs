@@ -1,0 +1,124 @@
+//! MeshConfig: the `mesh` key of ConfigMap `istio` in the root namespace, the fields that matter here.
+
+use crate::config::{ConfigKey, Kind, Spec};
+use crate::store::Snapshot;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshConfig {
+    #[serde(default)]
+    pub trust_domain: Option<String>,
+    #[serde(default)]
+    pub root_namespace: Option<String>,
+    #[serde(default)]
+    pub discovery_selectors: Vec<LabelSelector>,
+    #[serde(default)]
+    pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,
+    /// ProxyConfig defaults, kept as given (used by injection).
+    #[serde(default)]
+    pub default_config: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct OutboundTrafficPolicy {
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+/// Reads the mesh config from the store, if the ConfigMap exists and parses. A malformed one is
+/// reported by the caller and the defaults stay in force.
+pub fn from_snapshot(
+    snapshot: &Snapshot,
+    root_namespace: &str,
+) -> Result<Option<MeshConfig>, String> {
+    let key = ConfigKey {
+        kind: Kind::ConfigMap,
+        namespace: root_namespace.into(),
+        name: "istio".into(),
+    };
+    let Some(entry) = snapshot.get(&key) else {
+        return Ok(None);
+    };
+    let Spec::ConfigMap(cm) = &entry.config.spec else {
+        return Ok(None);
+    };
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get("mesh")) else {
+        return Ok(None);
+    };
+    if text.trim().is_empty() {
+        return Ok(Some(MeshConfig::default()));
+    }
+    serde_saphyr::from_str::<serde_json::Value>(text)
+        .map_err(|e| format!("mesh config: {e}"))
+        .and_then(|v| serde_json::from_value(v).map_err(|e| format!("mesh config: {e}")))
+        .map(Some)
+}
+
+/// Kubernetes label selector semantics (matchLabels AND every matchExpression).
+pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = sel
+        .match_labels
+        .as_ref()
+        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let exprs_ok = sel.match_expressions.as_ref().is_none_or(|exprs| {
+        exprs.iter().all(|e| {
+            let values = e.values.clone().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+                "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+                "Exists" => labels.contains_key(&e.key),
+                "DoesNotExist" => !labels.contains_key(&e.key),
+                _ => false,
+            }
+        })
+    });
+    labels_ok && exprs_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    #[test]
+    fn label_selectors() {
+        let labels: BTreeMap<String, String> = [("env".to_string(), "prod".to_string())].into();
+        let by_label = LabelSelector {
+            match_labels: Some(labels.clone()),
+            ..Default::default()
+        };
+        assert!(selector_matches(&by_label, &labels));
+        assert!(!selector_matches(&by_label, &BTreeMap::new()));
+        let expr = |op: &str, vals: &[&str]| LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "env".into(),
+                operator: op.into(),
+                values: Some(vals.iter().map(|s| s.to_string()).collect()),
+            }]),
+            ..Default::default()
+        };
+        assert!(selector_matches(&expr("In", &["prod", "qa"]), &labels));
+        assert!(!selector_matches(&expr("NotIn", &["prod"]), &labels));
+        assert!(selector_matches(&expr("Exists", &[]), &labels));
+        assert!(selector_matches(
+            &expr("DoesNotExist", &[]),
+            &BTreeMap::new()
+        ));
+    }
+
+    #[test]
+    fn mesh_config_parses_istio_yaml() {
+        let text = "trustDomain: example.org\ndiscoverySelectors:\n- matchLabels: {istio-discovery: enabled}\noutboundTrafficPolicy:\n  mode: REGISTRY_ONLY\ndefaultConfig:\n  discoveryAddress: istiod.istio-system.svc:15012\nenableTracing: true\n";
+        let v: serde_json::Value = serde_saphyr::from_str(text).unwrap();
+        let mc: MeshConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(mc.trust_domain.as_deref(), Some("example.org"));
+        assert_eq!(mc.discovery_selectors.len(), 1);
+        assert_eq!(
+            mc.outbound_traffic_policy.unwrap().mode.as_deref(),
+            Some("REGISTRY_ONLY")
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! Kubernetes Services, EndpointSlices, Pods and Nodes into the service model.
+
+use super::{Endpoint, Protocol, Registry, Service, ServicePort};
+use crate::config::networking::{Location, Resolution};
+use crate::config::{Kind, Spec};
+use crate::k8s::mesh::selector_matches;
+use crate::store::Snapshot;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Istio's protocol selection: `appProtocol` first, then the port name's prefix (`http-web`).
+pub fn port_protocol(name: &str, app_protocol: Option<&str>) -> Protocol {
+    let from = |s: &str| match s.to_ascii_lowercase().as_str() {
+        "http" | "kubernetes.io/ws" | "kubernetes.io/wss" => Some(Protocol::Http),
+        "http2" | "kubernetes.io/h2c" => Some(Protocol::Http2),
+        "grpc" | "grpc-web" => Some(Protocol::Grpc),
+        "https" => Some(Protocol::Https),
+        "tls" => Some(Protocol::Tls),
+        "tcp" | "mongo" | "redis" | "mysql" => Some(Protocol::Tcp),
+        _ => None,
+    };
+    app_protocol
+        .and_then(from)
+        .or_else(|| from(name.split('-').next().unwrap_or(name)))
+        // Istio would sniff; without sniffing, TCP is the choice that never breaks traffic.
+        .unwrap_or(Protocol::Tcp)
+}
+
+/// Namespaces admitted by `discoverySelectors` (all when there are none).
+pub fn namespace_filter(
+    snapshot: &Snapshot,
+    selectors: &[LabelSelector],
+) -> Option<BTreeSet<String>> {
+    if selectors.is_empty() {
+        return None;
+    }
+    Some(
+        snapshot
+            .list(Kind::Namespace)
+            .filter(|e| {
+                selectors
+                    .iter()
+                    .any(|s| selector_matches(s, &e.config.metadata.labels))
+            })
+            .map(|e| e.config.metadata.name.clone())
+            .collect(),
+    )
+}
+
+fn locality(node: Option<&Node>, zone: Option<&str>) -> String {
+    let labels = node.and_then(|n| n.metadata.labels.as_ref());
+    let get = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    let region = get("topology.kubernetes.io/region");
+    let zone = zone
+        .map(str::to_string)
+        .filter(|z| !z.is_empty())
+        .unwrap_or_else(|| get("topology.kubernetes.io/zone"));
+    let subzone = get("topology.istio.io/subzone");
+    let parts = [region, zone, subzone];
+    let last = parts
+        .iter()
+        .rposition(|p| !p.is_empty())
+        .map_or(0, |i| i + 1);
+    parts[..last].join("/")
+}
+
+pub fn add_kubernetes(
+    reg: &mut Registry,
+    snapshot: &Snapshot,
+    domain_suffix: &str,
+    selectors: &[LabelSelector],
+) {
+    let admitted = namespace_filter(snapshot, selectors);
+    let allowed = |ns: &str| admitted.as_ref().is_none_or(|set| set.contains(ns));
+    let pods: HashMap<(String, String), &Pod> = snapshot
+        .list(Kind::Pod)
+        .filter_map(|e| match &e.config.spec {
+            Spec::Pod(p) => Some((
+                (
+                    e.config.metadata.namespace.clone(),
+                    e.config.metadata.name.clone(),
+                ),
+                p.as_ref(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let nodes: HashMap<&str, &Node> = snapshot
+        .list(Kind::Node)
+        .filter_map(|e| match &e.config.spec {
+            Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
+            _ => None,
+        })
+        .collect();
+    let mut slices: HashMap<(String, String), Vec<&EndpointSlice>> = HashMap::new();
+    for e in snapshot.list(Kind::EndpointSlice) {
+        let Spec::EndpointSlice(s) = &e.config.spec else {
+            continue;
+        };
+        if let Some(svc) = e.config.metadata.labels.get("kubernetes.io/service-name") {
+            slices
+                .entry((e.config.metadata.namespace.clone(), svc.clone()))
+                .or_default()
+                .push(s);
+        }
+    }
+    for entry in snapshot.list(Kind::Service) {
+        let Spec::Service(svc) = &entry.config.spec else {
+            continue;
+        };
+        let (ns, name) = (
+            &entry.config.metadata.namespace,
+            &entry.config.metadata.name,
+        );
+        if !allowed(ns) {
+            continue;
+        }
+        let Some(spec) = svc.spec.as_ref() else {
+            continue;
+        };
+        let hostname = format!("{name}.{ns}.svc.{domain_suffix}");
+        let headless = spec.cluster_ip.as_deref() == Some("None");
+        let external = spec.type_.as_deref() == Some("ExternalName");
+        let ports: Vec<ServicePort> = spec
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.protocol.as_deref().unwrap_or("TCP") != "UDP")
+            .map(|p| {
+                let pname = p.name.clone().unwrap_or_default();
+                ServicePort {
+                    protocol: port_protocol(&pname, p.app_protocol.as_deref()),
+                    name: pname,
+                    number: p.port as u32,
+                    target_port: match &p.target_port {
+                        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => {
+                            *n as u32
+                        }
+                        _ => 0,
+                    },
+                }
+            })
+            .collect();
+        let export_to = entry
+            .config
+            .metadata
+            .annotations
+            .get("networking.istio.io/exportTo")
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let service = Service {
+            hostname: hostname.clone(),
+            namespace: ns.clone(),
+            ports: ports.clone(),
+            addresses: spec
+                .cluster_ips
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|ip| ip != "None")
+                .collect(),
+            resolution: if external {
+                Resolution::DNS
+            } else if headless {
+                Resolution::NONE
+            } else {
+                Resolution::STATIC
+            },
+            location: Location::MESH_INTERNAL,
+            export_to,
+            source: format!("Service/{ns}/{name}"),
+        };
+        for port in &ports {
+            let mut eps: BTreeSet<Endpoint> = BTreeSet::new();
+            if external {
+                if let Some(target) = &spec.external_name {
+                    eps.insert(Endpoint {
+                        address: target.clone(),
+                        port: port.number,
+                        weight: 1,
+                        healthy: true,
+                        ..Default::default()
+                    });
+                }
+            }
+            for slice in slices
+                .get(&(ns.clone(), name.clone()))
+                .into_iter()
+                .flatten()
+            {
+                let Some(slice_port) = slice
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|sp| sp.name.as_deref().unwrap_or("") == port.name)
+                else {
+                    continue;
+                };
+                let Some(number) = slice_port.port else {
+                    continue;
+                };
+                for ep in &slice.endpoints {
+                    let pod = ep
+                        .target_ref
+                        .as_ref()
+                        .filter(|r| r.kind.as_deref() == Some("Pod"))
+                        .and_then(|r| {
+                            pods.get(&(
+                                r.namespace.clone().unwrap_or_else(|| ns.clone()),
+                                r.name.clone().unwrap_or_default(),
+                            ))
+                        });
+                    let node = ep
+                        .node_name
+                        .as_deref()
+                        .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()))
+                        .and_then(|n| nodes.get(n).copied());
+                    let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                    for address in ep.addresses.iter().take(1) {
+                        eps.insert(Endpoint {
+                            address: address.clone(),
+                            port: number as u32,
+                            labels: pod
+                                .and_then(|p| p.metadata.labels.clone())
+                                .unwrap_or_default(),
+                            locality: locality(node, ep.zone.as_deref()),
+                            weight: 1,
+                            service_account: pod
+                                .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
+                                .unwrap_or_default(),
+                            network: String::new(),
+                            healthy: ready,
+                        });
+                    }
+                }
+            }
+            reg.endpoints.insert(
+                (hostname.clone(), port.number),
+                Arc::new(eps.into_iter().collect()),
+            );
+        }
+        reg.services.insert(hostname, Arc::new(service));
+    }
+}
+
+impl Default for Endpoint {
+    fn default() -> Self {
+        Endpoint {
+            address: String::new(),
+            port: 0,
+            labels: BTreeMap::new(),
+            locality: String::new(),
+            weight: 1,
+            service_account: String::new(),
+            network: String::new(),
+            healthy: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocols_from_app_protocol_and_port_names() {
+        assert_eq!(port_protocol("http-web", None), Protocol::Http);
+        assert_eq!(port_protocol("grpc", None), Protocol::Grpc);
+        assert_eq!(port_protocol("web", Some("http2")), Protocol::Http2);
+        assert_eq!(port_protocol("tcp-db", None), Protocol::Tcp);
+        assert_eq!(port_protocol("", None), Protocol::Tcp);
+        assert_eq!(
+            port_protocol("x", Some("kubernetes.io/h2c")),
+            Protocol::Http2
+        );
+    }
+}
