@@ -187,7 +187,7 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "rudder_leader",
-            "1 while this replica holds the leader lease",
+            "Whether this replica holds the leader lease (1) or not (0)",
             leader.clone(),
         );
         Metrics {

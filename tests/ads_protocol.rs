@@ -3,15 +3,13 @@
 
 mod common;
 
+use common::ads::{Sotw as Client, cla_names, cluster_names, node};
 use common::{Daemon, eventually, http_get};
-use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
 };
-use envoy_types::pb::google::rpc::Status as RpcStatus;
 use prost::Message;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,14 +33,6 @@ const A: &str = "outbound|80||a.ns.svc.cluster.local";
 const B: &str = "outbound|80||b.ns.svc.cluster.local";
 const C: &str = "outbound|80||c.ns.svc.cluster.local";
 
-fn node(id: &str) -> Option<Node> {
-    Some(Node {
-        id: id.into(),
-        user_agent_name: "envoy".into(),
-        ..Default::default()
-    })
-}
-
 fn start() -> (tempfile::TempDir, Daemon) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("mesh.yaml"), mesh(false)).unwrap();
@@ -51,98 +41,6 @@ fn start() -> (tempfile::TempDir, Daemon) {
         &["--debounce-after", "20ms", "--file-debounce", "20ms"],
     );
     (dir, daemon)
-}
-
-struct Sotw {
-    tx: mpsc::Sender<DiscoveryRequest>,
-    rx: tonic::Streaming<DiscoveryResponse>,
-}
-
-impl Sotw {
-    async fn open(daemon: &Daemon, node_id: &str) -> Result<Sotw, tonic::Status> {
-        let mut client = AggregatedDiscoveryServiceClient::connect(format!(
-            "http://{}",
-            daemon.addr("grpc-xds")
-        ))
-        .await
-        .unwrap();
-        let (tx, rx) = mpsc::channel(16);
-        tx.send(DiscoveryRequest {
-            node: node(node_id),
-            type_url: CDS.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let rx = client
-            .stream_aggregated_resources(ReceiverStream::new(rx))
-            .await?
-            .into_inner();
-        Ok(Sotw { tx, rx })
-    }
-
-    async fn send(
-        &self,
-        type_url: &str,
-        names: &[&str],
-        nonce: &str,
-        version: &str,
-        nack: Option<&str>,
-    ) {
-        self.tx
-            .send(DiscoveryRequest {
-                type_url: type_url.into(),
-                resource_names: names.iter().map(|s| s.to_string()).collect(),
-                response_nonce: nonce.into(),
-                version_info: version.into(),
-                error_detail: nack.map(|m| RpcStatus {
-                    code: 3,
-                    message: m.into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
-
-    async fn recv(&mut self) -> DiscoveryResponse {
-        tokio::time::timeout(Duration::from_secs(10), self.rx.message())
-            .await
-            .expect("response in time")
-            .unwrap()
-            .unwrap()
-    }
-
-    async fn quiet(&mut self, ms: u64) -> bool {
-        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
-            .await
-            .is_err()
-    }
-}
-
-fn cluster_names(resp: &DiscoveryResponse) -> Vec<String> {
-    let mut v: Vec<String> = resp
-        .resources
-        .iter()
-        .map(|a| Cluster::decode(a.value.as_slice()).unwrap().name)
-        .collect();
-    v.sort();
-    v
-}
-
-fn cla_names(resp: &DiscoveryResponse) -> Vec<String> {
-    let mut v: Vec<String> = resp
-        .resources
-        .iter()
-        .map(|a| {
-            ClusterLoadAssignment::decode(a.value.as_slice())
-                .unwrap()
-                .cluster_name
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 fn metrics(daemon: &Daemon) -> String {
@@ -154,7 +52,7 @@ const ID: &str = "sidecar~10.9.9.9~app-1.ns~ns.svc.cluster.local";
 #[tokio::test(flavor = "multi_thread")]
 async fn wildcard_gets_everything_and_named_gets_exactly_what_was_asked() {
     let (_dir, daemon) = start();
-    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
     let cds = s.recv().await;
     assert_eq!(cds.type_url, CDS);
     let names = cluster_names(&cds);
@@ -174,7 +72,7 @@ async fn wildcard_gets_everything_and_named_gets_exactly_what_was_asked() {
 #[tokio::test(flavor = "multi_thread")]
 async fn nack_keeps_last_good_config_is_logged_and_counted() {
     let (dir, daemon) = start();
-    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
     let cds = s.recv().await;
     s.send(
         CDS,
@@ -212,7 +110,7 @@ async fn nack_keeps_last_good_config_is_logged_and_counted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stale_nonce_only_counts_when_the_subscription_changed() {
     let (_dir, daemon) = start();
-    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
     let cds = s.recv().await;
     s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
     s.send(EDS, &[A], "", "", None).await;
@@ -232,7 +130,7 @@ async fn stale_nonce_only_counts_when_the_subscription_changed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_clients_get_clear_errors_and_others_keep_serving() {
     let (_dir, daemon) = start();
-    let err = Sotw::open(&daemon, "not-an-istio-node-id")
+    let err = Client::open(daemon.addr("grpc-xds"), "not-an-istio-node-id")
         .await
         .err()
         .expect("refused");
@@ -243,7 +141,7 @@ async fn bad_clients_get_clear_errors_and_others_keep_serving() {
         "{}",
         err.message()
     );
-    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
     let cds = s.recv().await;
     s.send("type.googleapis.com/made.up.Type", &["x"], "", "", None)
         .await;
@@ -264,7 +162,7 @@ async fn bad_clients_get_clear_errors_and_others_keep_serving() {
 #[tokio::test(flavor = "multi_thread")]
 async fn endpoint_only_changes_push_only_eds() {
     let (dir, daemon) = start();
-    let mut s = Sotw::open(&daemon, ID).await.unwrap();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
     let cds = s.recv().await;
     s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
     s.send(EDS, &[A, B], "", "", None).await;

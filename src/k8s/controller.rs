@@ -90,20 +90,31 @@ fn typed<K: IntoConfig>() -> Convert<K> {
     Arc::new(|k: K| Ok(k.into_config()))
 }
 
-/// Runs one watcher until cancelled. `owns` says which store keys this watcher is authoritative for
-/// (what a relist may delete).
-async fn run_watch<K>(
-    ctx: Ctx,
-    api: Api<K>,
-    config: watcher::Config,
+/// What one watcher feeds: its kind, its readiness part, how objects convert, and which store keys
+/// it is authoritative for (what a relist may delete).
+struct WatchSpec<K> {
     kind: Kind,
     part: String,
     convert: Convert<K>,
     owns: Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
+}
+
+/// Runs one watcher until cancelled.
+async fn run_watch<K>(
+    ctx: Ctx,
+    api: Api<K>,
+    config: watcher::Config,
+    spec: WatchSpec<K>,
     cancel: CancellationToken,
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
 {
+    let WatchSpec {
+        kind,
+        part,
+        convert,
+        owns,
+    } = spec;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
     let type_label = kind.name().to_string();
@@ -245,16 +256,13 @@ impl KubeSource {
             ($ty:ty, $kind:expr, $api:expr, $cfg:expr, $owns:expr) => {{
                 let part = format!("watch/{}", $kind.name());
                 self.ctx.readiness.register(&part);
-                let fut = run_watch::<$ty>(
-                    self.ctx.clone(),
-                    $api,
-                    $cfg,
-                    $kind,
+                let spec = WatchSpec {
+                    kind: $kind,
                     part,
-                    typed::<$ty>(),
-                    $owns,
-                    cancel.clone(),
-                );
+                    convert: typed::<$ty>(),
+                    owns: $owns,
+                };
+                let fut = run_watch::<$ty>(self.ctx.clone(), $api, $cfg, spec, cancel.clone());
                 tasks.spawn(fut.instrument(info_span!("k8s-watch", kind = $kind.name())));
             }};
         }
@@ -490,10 +498,12 @@ async fn supervise_istio_kind(
                         ctx.clone(),
                         api,
                         watcher::Config::default(),
-                        kind,
-                        part.clone(),
-                        convert,
-                        Arc::new(any_key),
+                        WatchSpec {
+                            kind,
+                            part: part.clone(),
+                            convert,
+                            owns: Arc::new(any_key),
+                        },
                         stop.clone(),
                     )
                     .instrument(info_span!("k8s-watch", kind = kind.name(), version = %v)),

@@ -180,16 +180,14 @@ pub fn add_kubernetes(
         };
         for port in &ports {
             let mut eps: BTreeSet<Endpoint> = BTreeSet::new();
-            if external {
-                if let Some(target) = &spec.external_name {
-                    eps.insert(Endpoint {
-                        address: target.clone(),
-                        port: port.number,
-                        weight: 1,
-                        healthy: true,
-                        ..Default::default()
-                    });
-                }
+            if external && let Some(target) = &spec.external_name {
+                eps.insert(Endpoint {
+                    address: target.clone(),
+                    port: port.number,
+                    weight: 1,
+                    healthy: true,
+                    ..Default::default()
+                });
             }
             for slice in slices
                 .get(&(ns.clone(), name.clone()))

@@ -1,0 +1,136 @@
+//! A plain Rust ADS (SotW) client for tests.
+#![allow(dead_code)]
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use prost::Message;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+pub const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+pub const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+pub const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+pub const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+
+pub fn node(id: &str) -> Option<Node> {
+    Some(Node {
+        id: id.into(),
+        user_agent_name: "envoy".into(),
+        ..Default::default()
+    })
+}
+
+pub struct Sotw {
+    pub tx: mpsc::Sender<DiscoveryRequest>,
+    pub rx: tonic::Streaming<DiscoveryResponse>,
+}
+
+impl Sotw {
+    /// Opens a stream whose first request subscribes to all clusters.
+    pub async fn open(addr: SocketAddr, node_id: &str) -> Result<Sotw, tonic::Status> {
+        let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+            .await
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(DiscoveryRequest {
+            node: node(node_id),
+            type_url: CDS.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let rx = client
+            .stream_aggregated_resources(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        Ok(Sotw { tx, rx })
+    }
+
+    pub async fn send(
+        &self,
+        type_url: &str,
+        names: &[&str],
+        nonce: &str,
+        version: &str,
+        nack: Option<&str>,
+    ) {
+        self.tx
+            .send(DiscoveryRequest {
+                type_url: type_url.into(),
+                resource_names: names.iter().map(|s| s.to_string()).collect(),
+                response_nonce: nonce.into(),
+                version_info: version.into(),
+                error_detail: nack.map(|m| RpcStatus {
+                    code: 3,
+                    message: m.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    /// ACKs a response, keeping the same subscription.
+    pub async fn ack(&self, resp: &DiscoveryResponse, names: &[&str]) {
+        self.send(&resp.type_url, names, &resp.nonce, &resp.version_info, None)
+            .await;
+    }
+
+    pub async fn recv(&mut self) -> DiscoveryResponse {
+        self.recv_within(Duration::from_secs(10))
+            .await
+            .expect("response in time")
+    }
+
+    pub async fn recv_within(&mut self, d: Duration) -> Option<DiscoveryResponse> {
+        tokio::time::timeout(d, self.rx.message())
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .flatten()
+    }
+
+    pub async fn quiet(&mut self, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
+            .await
+            .is_err()
+    }
+}
+
+pub fn cluster_names(resp: &DiscoveryResponse) -> Vec<String> {
+    let mut v: Vec<String> = resp
+        .resources
+        .iter()
+        .map(|a| Cluster::decode(a.value.as_slice()).unwrap().name)
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn cla_names(resp: &DiscoveryResponse) -> Vec<String> {
+    let mut v: Vec<String> = resp
+        .resources
+        .iter()
+        .map(|a| {
+            ClusterLoadAssignment::decode(a.value.as_slice())
+                .unwrap()
+                .cluster_name
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn claims(resp: &DiscoveryResponse) -> Vec<ClusterLoadAssignment> {
+    resp.resources
+        .iter()
+        .map(|a| ClusterLoadAssignment::decode(a.value.as_slice()).unwrap())
+        .collect()
+}

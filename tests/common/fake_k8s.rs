@@ -1,0 +1,657 @@
+//! An in-process fake Kubernetes API server that speaks the real list/watch HTTP protocol, so kube-rs is
+//! exercised for real: resourceVersions, watch replay from a resourceVersion, bookmarks, `410 Gone`
+//! (as an ERROR watch event, like the real server) after compaction, create/replace/delete with 409s,
+//! and Istio resources that exist only while their CRD does. Test hooks inject 429s, block lists, pause
+//! watches and compact history.
+#![allow(dead_code)]
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+#[derive(Clone, Debug)]
+struct Event {
+    rv: u64,
+    coll: String,
+    ns: String,
+    kind: &'static str,
+    obj: Value,
+}
+
+#[derive(Default)]
+struct Inner {
+    rv: u64,
+    compacted: u64,
+    /// collection ("group/plural") → (namespace, name) → object
+    objects: BTreeMap<String, BTreeMap<(String, String), Value>>,
+    log: Vec<Event>,
+    /// path prefix → (status, remaining)
+    failures: Vec<(String, u16, usize)>,
+    blocked: Vec<String>,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Event>,
+    /// Bumped to close every open watch; watch requests wait while it is odd (paused).
+    watch_epoch: watch::Sender<u64>,
+    unblocked: tokio::sync::Notify,
+}
+
+/// Built-in resource types: (group, version, plural, kind, namespaced).
+const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
+    ("", "v1", "services", "Service", true),
+    ("", "v1", "pods", "Pod", true),
+    ("", "v1", "namespaces", "Namespace", false),
+    ("", "v1", "nodes", "Node", false),
+    ("", "v1", "configmaps", "ConfigMap", true),
+    ("", "v1", "secrets", "Secret", true),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+        true,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+    ),
+    ("coordination.k8s.io", "v1", "leases", "Lease", true),
+];
+
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    pub kubeconfig: PathBuf,
+    shared: Arc<Shared>,
+    _dir: tempfile::TempDir,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+struct Target {
+    coll: String,
+    group: String,
+    version: String,
+    kind: String,
+    namespaced: bool,
+    ns: Option<String>,
+    name: Option<String>,
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code});
+    let mut r = (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        axum::Json(body),
+    )
+        .into_response();
+    if code == 429 {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, "1".parse().unwrap());
+    }
+    r
+}
+
+fn query(uri: &Uri) -> HashMap<String, String> {
+    uri.query()
+        .map(|q| {
+            q.split('&')
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                    (k.to_string(), urlencoding_decode(v))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn urlencoding_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(v) = u8::from_str_radix(
+                std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                16,
+            )
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn matches_selectors(obj: &Value, q: &HashMap<String, String>) -> bool {
+    let meta = &obj["metadata"];
+    if let Some(fs) = q.get("fieldSelector").filter(|s| !s.is_empty()) {
+        for term in fs.split(',') {
+            let Some((k, v)) = term.split_once('=') else {
+                continue;
+            };
+            let actual = match k {
+                "metadata.name" => meta["name"].as_str().unwrap_or_default(),
+                "metadata.namespace" => meta["namespace"].as_str().unwrap_or_default(),
+                _ => continue,
+            };
+            if actual != v {
+                return false;
+            }
+        }
+    }
+    if let Some(ls) = q.get("labelSelector").filter(|s| !s.is_empty()) {
+        for term in ls.split(',') {
+            let Some((k, v)) = term.split_once('=') else {
+                continue;
+            };
+            if meta["labels"][k].as_str() != Some(v) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+impl Shared {
+    fn resolve(&self, path: &str) -> Option<Target> {
+        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (group, version, rest) = match *segs.first()? {
+            "api" => (
+                "".to_string(),
+                segs.get(1)?.to_string(),
+                &segs[2.min(segs.len())..],
+            ),
+            "apis" => (
+                segs.get(1)?.to_string(),
+                segs.get(2)?.to_string(),
+                &segs[3.min(segs.len())..],
+            ),
+            _ => return None,
+        };
+        let (ns, plural, name) = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
+            (
+                Some(rest[1].to_string()),
+                rest[2].to_string(),
+                rest.get(3).map(|s| s.to_string()),
+            )
+        } else {
+            (
+                None,
+                rest.first()?.to_string(),
+                rest.get(1).map(|s| s.to_string()),
+            )
+        };
+        let (kind, namespaced) = if let Some(b) = BUILTIN
+            .iter()
+            .find(|b| b.0 == group && b.1 == version && b.2 == plural)
+        {
+            (b.3.to_string(), b.4)
+        } else {
+            // A custom resource: served only while its CRD exists and serves this version.
+            let inner = self.inner.lock().unwrap();
+            let crd = inner
+                .objects
+                .get("apiextensions.k8s.io/customresourcedefinitions")?
+                .get(&(String::new(), format!("{plural}.{group}")))?;
+            let served = crd["spec"]["versions"]
+                .as_array()?
+                .iter()
+                .any(|v| v["name"] == version.as_str() && v["served"] == true);
+            if !served {
+                return None;
+            }
+            (
+                crd["spec"]["names"]["kind"].as_str()?.to_string(),
+                crd["spec"]["scope"] == "Namespaced",
+            )
+        };
+        Some(Target {
+            coll: format!("{group}/{plural}"),
+            group,
+            version,
+            kind,
+            namespaced,
+            ns,
+            name,
+        })
+    }
+
+    fn api_version(t: &Target) -> String {
+        if t.group.is_empty() {
+            t.version.clone()
+        } else {
+            format!("{}/{}", t.group, t.version)
+        }
+    }
+
+    fn present(t: &Target, mut obj: Value) -> Value {
+        obj["apiVersion"] = Shared::api_version(t).into();
+        obj["kind"] = t.kind.clone().into();
+        obj
+    }
+
+    fn record(
+        inner: &mut Inner,
+        events: &broadcast::Sender<Event>,
+        coll: &str,
+        ns: &str,
+        kind: &'static str,
+        obj: Value,
+    ) {
+        let ev = Event {
+            rv: inner.rv,
+            coll: coll.to_string(),
+            ns: ns.to_string(),
+            kind,
+            obj,
+        };
+        inner.log.push(ev.clone());
+        let _ = events.send(ev);
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    {
+        let mut inner = shared.inner.lock().unwrap();
+        if let Some(f) = inner
+            .failures
+            .iter_mut()
+            .find(|f| path.starts_with(&f.0) && f.2 > 0)
+        {
+            f.2 -= 1;
+            let code = f.1;
+            return status(code, "TooManyRequests", "injected failure");
+        }
+    }
+    let q = query(&uri);
+    let is_watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
+    if method == Method::GET && !is_watch {
+        loop {
+            let notified = shared.unblocked.notified();
+            if !shared
+                .inner
+                .lock()
+                .unwrap()
+                .blocked
+                .iter()
+                .any(|b| path.starts_with(b))
+            {
+                break;
+            }
+            notified.await;
+        }
+    }
+    let Some(t) = shared.resolve(&path) else {
+        return status(
+            404,
+            "NotFound",
+            &format!("the server could not find the requested resource ({path})"),
+        );
+    };
+    match (method, t.name.clone()) {
+        (Method::GET, None) if is_watch => watch_response(shared, t, q).await,
+        (Method::GET, None) => {
+            let inner = shared.inner.lock().unwrap();
+            let items: Vec<Value> = inner
+                .objects
+                .get(&t.coll)
+                .into_iter()
+                .flatten()
+                .filter(|((ns, _), _)| t.ns.as_ref().is_none_or(|want| want == ns))
+                .map(|(_, o)| Shared::present(&t, o.clone()))
+                .filter(|o| matches_selectors(o, &q))
+                .collect();
+            axum::Json(json!({
+                "apiVersion": Shared::api_version(&t),
+                "kind": format!("{}List", t.kind),
+                "metadata": {"resourceVersion": inner.rv.to_string()},
+                "items": items,
+            }))
+            .into_response()
+        }
+        (Method::GET, Some(name)) => {
+            let inner = shared.inner.lock().unwrap();
+            match inner
+                .objects
+                .get(&t.coll)
+                .and_then(|m| m.get(&(t.ns.clone().unwrap_or_default(), name.clone())))
+            {
+                Some(o) => axum::Json(Shared::present(&t, o.clone())).into_response(),
+                None => status(404, "NotFound", &format!("{} \"{name}\" not found", t.kind)),
+            }
+        }
+        (Method::POST, None) => {
+            let Ok(mut obj) = serde_json::from_slice::<Value>(&body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let name = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if name.is_empty() {
+                return status(422, "Invalid", "metadata.name is required");
+            }
+            let ns = t.ns.clone().unwrap_or_default();
+            let mut inner = shared.inner.lock().unwrap();
+            if inner
+                .objects
+                .get(&t.coll)
+                .is_some_and(|m| m.contains_key(&(ns.clone(), name.clone())))
+            {
+                return status(
+                    409,
+                    "AlreadyExists",
+                    &format!("{} \"{name}\" already exists", t.kind),
+                );
+            }
+            inner.rv += 1;
+            let rv = inner.rv;
+            if t.namespaced {
+                obj["metadata"]["namespace"] = ns.clone().into();
+            }
+            obj["metadata"]["resourceVersion"] = rv.to_string().into();
+            obj["metadata"]["uid"] = format!("uid-{rv}").into();
+            obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
+            let obj = Shared::present(&t, obj);
+            inner
+                .objects
+                .entry(t.coll.clone())
+                .or_default()
+                .insert((ns.clone(), name), obj.clone());
+            Shared::record(
+                &mut inner,
+                &shared.events,
+                &t.coll,
+                &ns,
+                "ADDED",
+                obj.clone(),
+            );
+            (StatusCode::CREATED, axum::Json(obj)).into_response()
+        }
+        (Method::PUT, Some(name)) => {
+            let Ok(mut obj) = serde_json::from_slice::<Value>(&body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let ns = t.ns.clone().unwrap_or_default();
+            let mut inner = shared.inner.lock().unwrap();
+            let Some(current) = inner
+                .objects
+                .get(&t.coll)
+                .and_then(|m| m.get(&(ns.clone(), name.clone())))
+                .cloned()
+            else {
+                return status(404, "NotFound", &format!("{} \"{name}\" not found", t.kind));
+            };
+            if let Some(rv) = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                && current["metadata"]["resourceVersion"].as_str() != Some(rv)
+            {
+                return status(
+                    409,
+                    "Conflict",
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                );
+            }
+            inner.rv += 1;
+            let rv = inner.rv;
+            obj["metadata"]["resourceVersion"] = rv.to_string().into();
+            obj["metadata"]["uid"] = current["metadata"]["uid"].clone();
+            if t.namespaced {
+                obj["metadata"]["namespace"] = ns.clone().into();
+            }
+            let obj = Shared::present(&t, obj);
+            inner
+                .objects
+                .entry(t.coll.clone())
+                .or_default()
+                .insert((ns.clone(), name), obj.clone());
+            Shared::record(
+                &mut inner,
+                &shared.events,
+                &t.coll,
+                &ns,
+                "MODIFIED",
+                obj.clone(),
+            );
+            axum::Json(obj).into_response()
+        }
+        (Method::DELETE, Some(name)) => {
+            let ns = t.ns.clone().unwrap_or_default();
+            let mut inner = shared.inner.lock().unwrap();
+            let Some(mut obj) = inner
+                .objects
+                .get_mut(&t.coll)
+                .and_then(|m| m.remove(&(ns.clone(), name.clone())))
+            else {
+                return status(404, "NotFound", &format!("{} \"{name}\" not found", t.kind));
+            };
+            inner.rv += 1;
+            obj["metadata"]["resourceVersion"] = inner.rv.to_string().into();
+            Shared::record(
+                &mut inner,
+                &shared.events,
+                &t.coll,
+                &ns,
+                "DELETED",
+                obj.clone(),
+            );
+            axum::Json(obj).into_response()
+        }
+        _ => status(405, "MethodNotAllowed", "not supported by the fake"),
+    }
+}
+
+async fn watch_response(shared: Arc<Shared>, t: Target, q: HashMap<String, String>) -> Response {
+    // Paused watches wait here (the epoch is odd while paused).
+    let mut epoch_rx = shared.watch_epoch.subscribe();
+    while *epoch_rx.borrow_and_update() % 2 == 1 {
+        if epoch_rx.changed().await.is_err() {
+            break;
+        }
+    }
+    let epoch = *epoch_rx.borrow();
+    let from: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(290u64);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let line = |v: Value| Ok::<_, std::io::Error>(Bytes::from(format!("{v}\n")));
+    let (replay, mut live, expired, mut current_rv) = {
+        let inner = shared.inner.lock().unwrap();
+        let expired = from != 0 && from < inner.compacted;
+        let replay: Vec<Event> = inner
+            .log
+            .iter()
+            .filter(|e| e.rv > from && e.coll == t.coll)
+            .cloned()
+            .collect();
+        (replay, shared.events.subscribe(), expired, inner.rv)
+    };
+    let matches = {
+        let t_ns = t.ns.clone();
+        let q = q.clone();
+        move |e: &Event, coll: &str| {
+            e.coll == coll
+                && t_ns.as_ref().is_none_or(|n| *n == e.ns)
+                && matches_selectors(&e.obj, &q)
+        }
+    };
+    let coll = t.coll.clone();
+    let api_version = Shared::api_version(&t);
+    let kind = t.kind.clone();
+    tokio::spawn(async move {
+        if expired {
+            let _ = tx
+                .send(line(json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "too old resource version", "reason": "Expired", "code": 410}})))
+                .await;
+            return;
+        }
+        let present = |mut o: Value| {
+            o["apiVersion"] = api_version.clone().into();
+            o["kind"] = kind.clone().into();
+            o
+        };
+        for e in replay.into_iter().filter(|e| matches(e, &coll)) {
+            if tx
+                .send(line(json!({"type": e.kind, "object": present(e.obj)})))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut bookmark = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = epoch_rx.changed() => if *epoch_rx.borrow() != epoch { return },
+                _ = bookmark.tick(), if bookmarks => {
+                    let obj = json!({"apiVersion": api_version, "kind": kind, "metadata": {"resourceVersion": current_rv.to_string()}});
+                    if tx.send(line(json!({"type": "BOOKMARK", "object": obj}))).await.is_err() { return }
+                }
+                ev = live.recv() => match ev {
+                    Ok(e) => {
+                        current_rv = current_rv.max(e.rv);
+                        if e.rv > from && matches(&e, &coll) && tx.send(line(json!({"type": e.kind, "object": present(e.obj)}))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                },
+            }
+        }
+    });
+    Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+        .unwrap()
+}
+
+impl FakeApi {
+    pub fn start() -> FakeApi {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (events, _) = broadcast::channel(100_000);
+        let shared = Arc::new(Shared {
+            inner: Mutex::default(),
+            events,
+            watch_epoch: watch::channel(0).0,
+            unblocked: tokio::sync::Notify::new(),
+        });
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: \"http://{addr}\"}}}}]\nusers: [{{name: fake, user: {{}}}}]\ncontexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: default}}}}]\ncurrent-context: fake\n"
+            ),
+        )
+        .unwrap();
+        FakeApi {
+            addr,
+            kubeconfig,
+            shared,
+            _dir: dir,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// The next `n` requests whose path starts with `prefix` fail with `code` (e.g. 429).
+    pub fn fail_next(&self, prefix: &str, code: u16, n: usize) {
+        self.shared
+            .inner
+            .lock()
+            .unwrap()
+            .failures
+            .push((prefix.to_string(), code, n));
+    }
+
+    /// Lists under `prefix` hang until `unblock`.
+    pub fn block_lists(&self, prefix: &str) {
+        self.shared
+            .inner
+            .lock()
+            .unwrap()
+            .blocked
+            .push(prefix.to_string());
+    }
+
+    pub fn unblock_lists(&self) {
+        self.shared.inner.lock().unwrap().blocked.clear();
+        self.shared.unblocked.notify_waiters();
+    }
+
+    /// Closes every open watch; new watches wait until `resume_watches`.
+    pub fn pause_watches(&self) {
+        self.shared
+            .watch_epoch
+            .send_modify(|e| *e = if *e % 2 == 0 { *e + 1 } else { *e });
+    }
+
+    pub fn resume_watches(&self) {
+        self.shared
+            .watch_epoch
+            .send_modify(|e| *e = if *e % 2 == 1 { *e + 1 } else { *e });
+    }
+
+    /// Drops watch history: a watch from an older resourceVersion gets `410 Expired`.
+    pub fn compact(&self) {
+        let mut inner = self.shared.inner.lock().unwrap();
+        inner.compacted = inner.rv;
+        inner.log.clear();
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}

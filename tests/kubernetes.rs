@@ -1,0 +1,454 @@
+//! The Kubernetes source against an API server: the in-process fake (always), and a real one too when
+//! `KUBECONFIG` is set (each run in its own namespace). Scenarios that need the fake's fault hooks
+//! (compaction, injected 429s, blocked lists, CRD churn) say so and are skipped on a real cluster.
+
+mod common;
+
+use common::ads::{CDS, EDS, RDS, Sotw, cla_names, claims, cluster_names};
+use common::fake_k8s::FakeApi;
+use common::{Daemon, eventually, http_get};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where a scenario runs: the fake, or a real cluster from KUBECONFIG.
+struct Cluster {
+    fake: Option<FakeApi>,
+    kubeconfig: PathBuf,
+    ns: String,
+    rt: tokio::runtime::Runtime,
+    client: kube::Client,
+}
+
+impl Cluster {
+    /// The fake always; the real cluster as well when KUBECONFIG is set.
+    fn all(name: &str) -> Vec<Cluster> {
+        let mut out = vec![Cluster::fake(name)];
+        if let Some(path) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+            out.push(Cluster::real(PathBuf::from(path), name));
+        }
+        out
+    }
+
+    fn fake(name: &str) -> Cluster {
+        let fake = FakeApi::start();
+        let kubeconfig = fake.kubeconfig.clone();
+        let mut c = Cluster::connect(kubeconfig, format!("{name}-ns"));
+        c.fake = Some(fake);
+        c
+    }
+
+    fn real(kubeconfig: PathBuf, name: &str) -> Cluster {
+        let c = Cluster::connect(kubeconfig, format!("rudder-{name}-{}", std::process::id()));
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.ns}}));
+        c
+    }
+
+    fn connect(kubeconfig: PathBuf, ns: String) -> Cluster {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = rt
+            .block_on(rudder::k8s::client(Some(&kubeconfig)))
+            .expect("client");
+        Cluster {
+            fake: None,
+            kubeconfig,
+            ns,
+            rt,
+            client,
+        }
+    }
+
+    fn is_fake(&self) -> bool {
+        self.fake.is_some()
+    }
+
+    fn resource(obj: &Value) -> (ApiResource, bool) {
+        let api_version = obj["apiVersion"].as_str().unwrap();
+        let kind = obj["kind"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let (plural, namespaced) = match kind {
+            "Namespace" => ("namespaces".to_string(), false),
+            "Node" => ("nodes".to_string(), false),
+            "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
+            "EndpointSlice" => ("endpointslices".to_string(), true),
+            "DestinationRule" => ("destinationrules".to_string(), true),
+            "VirtualService" => ("virtualservices".to_string(), true),
+            other => (format!("{}s", other.to_lowercase()), true),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        (ApiResource::from_gvk_with_plural(&gvk, &plural), namespaced)
+    }
+
+    fn api(&self, obj: &Value) -> Api<DynamicObject> {
+        let (ar, namespaced) = Cluster::resource(obj);
+        if namespaced {
+            let ns = obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(&self.ns)
+                .to_string();
+            Api::namespaced_with(self.client.clone(), &ns, &ar)
+        } else {
+            Api::all_with(self.client.clone(), &ar)
+        }
+    }
+
+    /// Create or replace.
+    async fn put(&self, obj: Value) {
+        let api = self.api(&obj);
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        let mut dynobj: DynamicObject = serde_json::from_value(obj.clone()).unwrap();
+        match api.get_opt(&name).await.unwrap() {
+            Some(existing) => {
+                dynobj.metadata.resource_version = existing.metadata.resource_version;
+                api.replace(&name, &PostParams::default(), &dynobj)
+                    .await
+                    .unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &dynobj).await.unwrap();
+            }
+        }
+    }
+
+    async fn remove(&self, obj: Value) {
+        let api = self.api(&obj);
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        api.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+
+    fn apply(&self, obj: Value) {
+        self.rt.block_on(self.put(obj));
+    }
+
+    fn delete(&self, obj: Value) {
+        self.rt.block_on(self.remove(obj));
+    }
+
+    /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in
+    /// this cluster's test namespace.
+    fn rudder(&self, extra: &[&str]) -> Daemon {
+        let kc = self.kubeconfig.to_string_lossy().to_string();
+        let mut args = vec![
+            "--config-source",
+            "kubernetes",
+            "--kubeconfig",
+            &kc,
+            "--system-namespace",
+            &self.ns,
+            "--lease-duration",
+            "2s",
+            "--lease-renew",
+            "200ms",
+            "--debounce-after",
+            "20ms",
+        ];
+        args.extend_from_slice(extra);
+        Daemon::spawn("127.0.0.1:0", &args)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.is_fake() {
+            let ns =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}});
+            let api = self.api(&ns);
+            let name = self.ns.clone();
+            let _ = self
+                .rt
+                .block_on(async { api.delete(&name, &DeleteParams::default()).await });
+        }
+    }
+}
+
+fn service(ns: &str, name: &str, port: i32) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+           "spec": {"ports": [{"name": "http-web", "port": port, "targetPort": 8080}], "clusterIP": "10.96.0.10"}})
+}
+
+fn slice(ns: &str, svc: &str, ips: &[&str], pod: bool) -> Value {
+    let endpoints: Vec<Value> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| {
+            let mut e = json!({"addresses": [ip], "conditions": {"ready": true}});
+            if pod {
+                e["targetRef"] =
+                    json!({"kind": "Pod", "name": format!("{svc}-{i}"), "namespace": ns});
+                e["nodeName"] = json!("node-a");
+            }
+            e
+        })
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": format!("{svc}-slice"), "namespace": ns,
+                        "labels": {"kubernetes.io/service-name": svc, "endpointslice.kubernetes.io/managed-by": "rudder-tests"}},
+           "addressType": "IPv4", "ports": [{"name": "http-web", "port": 8080, "protocol": "TCP"}], "endpoints": endpoints})
+}
+
+fn wait_ready(d: &Daemon) {
+    eventually(60, "rudder ready", || {
+        http_get(d.addr("http"), "/ready").0 == 200
+    });
+}
+
+fn host(ns: &str, svc: &str) -> String {
+    format!("{svc}.{ns}.svc.cluster.local")
+}
+
+fn proxy_id(ns: &str) -> String {
+    format!("sidecar~10.9.9.9~client.{ns}~{ns}.svc.cluster.local")
+}
+
+/// Waits for the next CDS response containing (or not) a cluster, ACKing along the way.
+async fn cds_until(s: &mut Sotw, want: &str, present: bool) -> Vec<String> {
+    for _ in 0..50 {
+        let resp = s.recv().await;
+        let names = if resp.type_url == CDS {
+            cluster_names(&resp)
+        } else {
+            Vec::new()
+        };
+        s.ack(&resp, &[]).await;
+        if resp.type_url == CDS && names.iter().any(|n| n == want) == present {
+            return names;
+        }
+    }
+    panic!(
+        "CDS never {} {want}",
+        if present { "contained" } else { "dropped" }
+    );
+}
+
+#[test]
+fn services_and_endpoint_slices_become_clusters_with_eds_only_updates() {
+    for c in Cluster::all("svc") {
+        let ns = c.ns.clone();
+        if c.is_fake() {
+            c.apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a",
+                "labels": {"topology.kubernetes.io/region": "eu", "topology.kubernetes.io/zone": "eu-1a"}}}));
+            c.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": ns, "labels": {"app": "web", "version": "v1"}},
+                "spec": {"serviceAccountName": "web-sa", "nodeName": "node-a", "containers": [{"name": "app", "image": "web"}]}}));
+        }
+        c.apply(service(&ns, "web", 80));
+        c.apply(slice(&ns, "web", &["10.1.0.5"], c.is_fake()));
+        let daemon = c.rudder(&[]);
+        wait_ready(&daemon);
+        let cluster = format!("outbound|80||{}", host(&ns, "web"));
+        c.rt.block_on(async {
+            let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns))
+                .await
+                .unwrap();
+            cds_until(&mut s, &cluster, true).await;
+            s.send(EDS, &[&cluster], "", "", None).await;
+            let eds = s.recv().await;
+            let cla = &claims(&eds)[0];
+            let text = format!("{cla:?}");
+            assert!(text.contains("10.1.0.5") && text.contains("8080"), "{text}");
+            if c.is_fake() {
+                let loc = cla.endpoints[0].locality.as_ref().unwrap();
+                assert_eq!(
+                    (loc.region.as_str(), loc.zone.as_str()),
+                    ("eu", "eu-1a"),
+                    "locality from the node"
+                );
+            }
+            s.ack(&eds, &[&cluster]).await;
+
+            // An endpoint change is an EDS-only push.
+            c.put(slice(&ns, "web", &["10.1.0.5", "10.1.0.6"], c.is_fake()))
+                .await;
+            let push = s.recv().await;
+            assert_eq!(push.type_url, EDS, "endpoint changes push only EDS");
+            assert_eq!(cla_names(&push), std::slice::from_ref(&cluster));
+            assert!(format!("{:?}", claims(&push)[0]).contains("10.1.0.6"));
+            s.ack(&push, &[&cluster]).await;
+
+            c.remove(service(&ns, "web", 80)).await;
+            cds_until(&mut s, &cluster, false).await;
+        });
+        let (_, metrics) = http_get(daemon.addr("monitoring"), "/metrics");
+        assert!(
+            metrics.contains("pilot_k8s_reg_events_total{type=\"EndpointSlice\""),
+            "{metrics}"
+        );
+    }
+}
+
+fn crd(plural: &str, kind: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": format!("{plural}.networking.istio.io")},
+           "spec": {"group": "networking.istio.io", "scope": "Namespaced",
+                    "names": {"plural": plural, "kind": kind, "singular": kind.to_lowercase()},
+                    "versions": [{"name": "v1", "served": true, "storage": true}, {"name": "v1beta1", "served": true, "storage": false}]}})
+}
+
+fn destination_rule(ns: &str, subset: &str) -> Value {
+    json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule", "metadata": {"name": "web", "namespace": ns},
+           "spec": {"host": "web", "subsets": [{"name": subset, "labels": {"version": "v1"}}]}})
+}
+
+#[test]
+fn istio_crd_installed_late_is_watched_and_invalid_objects_are_refused() {
+    // Installing and deleting CRDs is cluster-wide: only on the fake.
+    let c = Cluster::fake("crd");
+    let ns = c.ns.clone();
+    c.apply(service(&ns, "web", 80));
+    let daemon = c.rudder(&[]);
+    wait_ready(&daemon);
+    let subset_cluster = format!("outbound|80|v1|{}", host(&ns, "web"));
+    c.rt.block_on(async {
+        let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns))
+            .await
+            .unwrap();
+        cds_until(&mut s, &format!("outbound|80||{}", host(&ns, "web")), true).await;
+        c.put(crd("destinationrules", "DestinationRule")).await;
+        c.put(destination_rule(&ns, "v1")).await;
+        cds_until(&mut s, &subset_cluster, true).await;
+        // An invalid update is refused; the last good version stays.
+        c.put(destination_rule(&ns, "Bad_Subset")).await;
+        eventually(10, "invalid object counted", || {
+            http_get(daemon.addr("monitoring"), "/metrics")
+                .1
+                .contains("rudder_k8s_invalid_objects_total{kind=\"DestinationRule\"} 1")
+        });
+        let (_, configz) = http_get(daemon.addr("monitoring"), "/debug/configz");
+        assert!(
+            configz.contains("\"name\":\"v1\"") && !configz.contains("Bad_Subset"),
+            "{configz}"
+        );
+        // The CRD goes away: so do its objects.
+        c.remove(crd("destinationrules", "DestinationRule")).await;
+        cds_until(&mut s, &subset_cluster, false).await;
+    });
+}
+
+#[test]
+fn watch_expiry_and_throttling_relist_without_losing_or_duplicating_state() {
+    let c = Cluster::fake("relist");
+    let fake = c.fake.as_ref().unwrap();
+    let ns = c.ns.clone();
+    for svc in ["a", "b"] {
+        c.apply(service(&ns, svc, 80));
+    }
+    let daemon = c.rudder(&[]);
+    wait_ready(&daemon);
+    let name = |s: &str| format!("outbound|80||{}", host(&ns, s));
+    c.rt.block_on(async {
+        let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns))
+            .await
+            .unwrap();
+        cds_until(&mut s, &name("b"), true).await;
+        // While watches are down, history moves on and is compacted: the watchers must relist.
+        fake.pause_watches();
+        c.remove(service(&ns, "a", 80)).await;
+        c.put(service(&ns, "c", 80)).await;
+        c.put(service(&ns, "b", 81)).await;
+        fake.compact();
+        fake.fail_next("/api/v1/services", 429, 3);
+        fake.resume_watches();
+        let names = cds_until(&mut s, &name("c"), true).await;
+        assert!(
+            !names.contains(&name("a")),
+            "deleted during the gap: gone after the relist"
+        );
+        assert!(
+            names.contains(&format!("outbound|81||{}", host(&ns, "b"))),
+            "modified during the gap: {names:?}"
+        );
+        assert!(!names.contains(&name("b")), "no stale port");
+        let unique: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "no duplicates");
+    });
+    let (_, metrics) = http_get(daemon.addr("monitoring"), "/metrics");
+    assert!(
+        metrics.contains("rudder_k8s_watch_errors_total{type=\"Service\"}"),
+        "410 and 429 were seen and retried: {metrics}"
+    );
+}
+
+#[test]
+fn ready_only_after_every_initial_sync() {
+    let c = Cluster::fake("ready");
+    let fake = c.fake.as_ref().unwrap();
+    c.apply(service(&c.ns, "web", 80));
+    fake.block_lists("/api/v1/pods");
+    let daemon = c.rudder(&[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, _) = http_get(daemon.addr("http"), "/ready");
+    assert_eq!(code, 503, "not ready while pods are not listed");
+    fake.unblock_lists();
+    wait_ready(&daemon);
+}
+
+fn leads(d: &Daemon) -> bool {
+    http_get(d.addr("monitoring"), "/metrics")
+        .1
+        .lines()
+        .any(|l| l == "rudder_leader 1")
+}
+
+fn leader_count(daemons: &[&Daemon]) -> usize {
+    daemons.iter().filter(|d| leads(d)).count()
+}
+
+#[test]
+fn one_leader_and_takeover_when_it_dies() {
+    for c in Cluster::all("leader") {
+        let a = c.rudder(&[]);
+        let b = c.rudder(&[]);
+        eventually(30, "exactly one leader", || leader_count(&[&a, &b]) == 1);
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(leader_count(&[&a, &b]), 1, "never two");
+        let a_leads = leads(&a);
+        let (mut dead, survivor) = if a_leads { (a, b) } else { (b, a) };
+        // Killed without a chance to release: the survivor takes over once the lease expires.
+        let _ = dead.child.kill();
+        let _ = dead.child.wait();
+        eventually(15, "survivor takes over within the lease TTL", || {
+            leader_count(&[&survivor]) == 1
+        });
+    }
+}
+
+#[test]
+fn mesh_config_discovery_selectors_and_outbound_policy() {
+    for c in Cluster::all("mesh") {
+        let ns = c.ns.clone();
+        let other = format!("{ns}-other");
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"mesh": "on"}}}));
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));
+        c.apply(service(&ns, "inside", 80));
+        c.apply(service(&other, "outside", 80));
+        let daemon = c.rudder(&[]);
+        wait_ready(&daemon);
+        let inside = format!("outbound|80||{}", host(&ns, "inside"));
+        let outside = format!("outbound|80||{}", host(&other, "outside"));
+        c.rt.block_on(async {
+            let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns)).await.unwrap();
+            let names = cds_until(&mut s, &inside, true).await;
+            assert!(names.contains(&outside), "no selectors: every namespace");
+            c.put(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "istio", "namespace": ns},
+                "data": {"mesh": "discoverySelectors:\n- matchLabels: {mesh: \"on\"}\noutboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n"}})).await;
+            let names = cds_until(&mut s, &outside, false).await;
+            assert!(names.contains(&inside), "selected namespace stays");
+            s.send(RDS, &["80"], "", "", None).await;
+            loop {
+                let r = s.recv().await;
+                s.ack(&r, if r.type_url == RDS { &["80"] } else { &[] }).await;
+                if r.type_url == RDS {
+                    assert!(!format!("{:?}", r.resources).contains("allow_any"), "REGISTRY_ONLY: no passthrough host");
+                    break;
+                }
+            }
+        });
+        if !c.is_fake() {
+            c.delete(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));
+        }
+    }
+}
