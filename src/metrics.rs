@@ -65,6 +65,14 @@ pub struct Metrics {
     pub k8s_invalid_objects: Family<KindLabels, Counter>,
     /// 1 while this replica holds the leader lease.
     pub leader: Gauge,
+    /// CSRs received (`citadel_server_csr_count`).
+    pub csr_count: Counter,
+    /// Certificates issued (`citadel_server_success_cert_issuance_count`).
+    pub cert_issued: Counter,
+    /// CSR requests refused, by reason (authentication, identity, csr, signing).
+    pub csr_errors: Family<ReasonLabels, Counter>,
+    /// Root ConfigMap writes by the leader, by outcome.
+    pub root_cert_writes: Family<ReasonLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -190,8 +198,36 @@ impl Metrics {
             "Whether this replica holds the leader lease (1) or not (0)",
             leader.clone(),
         );
+        let csr_count = Counter::default();
+        registry.register(
+            "citadel_server_csr_count",
+            "Certificate signing requests received",
+            csr_count.clone(),
+        );
+        let cert_issued = Counter::default();
+        registry.register(
+            "citadel_server_success_cert_issuance_count",
+            "Certificates issued",
+            cert_issued.clone(),
+        );
+        let csr_errors = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "citadel_server_csr_errors",
+            "Certificate signing requests refused, by reason",
+            csr_errors.clone(),
+        );
+        let root_cert_writes = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rudder_root_cert_configmap_writes",
+            "istio-ca-root-cert ConfigMap writes, by outcome",
+            root_cert_writes.clone(),
+        );
         Metrics {
             registry,
+            csr_count,
+            cert_issued,
+            csr_errors,
+            root_cert_writes,
             k8s_events,
             k8s_watch_errors,
             k8s_invalid_objects,

@@ -1,6 +1,9 @@
 //! `rudder serve`: the daemon.
 
 use crate::admin::{AdminState, router};
+use crate::ca::auth::TokenAuthority;
+use crate::ca::material::{self, Ttls};
+use crate::ca::server::CaService;
 use crate::k8s::controller::{KubeSource, KubeSourceConfig, Readiness};
 use crate::k8s::leader::LeaderElection;
 use crate::metrics::Metrics;
@@ -56,6 +59,32 @@ pub struct ServeArgs {
     /// Plaintext xDS (ADS) gRPC address (istiod: 15010).
     #[arg(long, default_value = "0.0.0.0:15010")]
     pub grpc_addr: SocketAddr,
+    /// TLS gRPC address for xDS and the CA (istiod: 15012).
+    #[arg(long, default_value = "0.0.0.0:15012")]
+    pub secure_grpc_addr: SocketAddr,
+    /// SPIFFE trust domain (MeshConfig `trustDomain` overrides it in Kubernetes mode).
+    #[arg(long, default_value = "cluster.local")]
+    pub trust_domain: String,
+    /// Files mode: the CA's directory (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); a
+    /// self-signed root is generated there when it is empty.
+    #[arg(long, default_value = ".rudder/ca")]
+    pub ca_dir: PathBuf,
+    /// Files mode: YAML mapping of bearer tokens to `namespace/serviceaccount`, for CA callers.
+    #[arg(long)]
+    pub ca_token_file: Option<PathBuf>,
+    /// Workload certificate lifetime when the request names none.
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub workload_cert_ttl: Duration,
+    /// Longest workload certificate lifetime granted.
+    #[arg(long, default_value = "2160h", value_parser = parse_duration)]
+    pub max_workload_cert_ttl: Duration,
+    /// DNS names in the serving certificate of the TLS port (127.0.0.1 is always included).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "istiod.istio-system.svc,istiod.istio-system.svc.cluster.local,rudder.istio-system.svc"
+    )]
+    pub serving_dns_names: Vec<String>,
     /// Metrics and debug HTTP address (istiod: 15014).
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
@@ -154,6 +183,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     let grpc_listener = bind(args.grpc_addr, "grpc-xds").await?;
+    let secure_listener = bind(args.secure_grpc_addr, "grpc-xds-tls").await?;
+    let ttls = Ttls {
+        default: args.workload_cert_ttl,
+        max: args.max_workload_cert_ttl,
+    };
+    let mut kube_client = None;
+    let mut leading = None;
 
     if let Some(fs) = file_source.as_mut() {
         let events = fs.sync();
@@ -180,7 +216,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             lease_duration: args.lease_duration,
             renew_every: args.lease_renew,
         };
-        let (_leading, handle) = election.spawn(client, metrics.clone(), cancel.clone());
+        let (leading_rx, handle) = election.spawn(client.clone(), metrics.clone(), cancel.clone());
+        leading = Some(leading_rx);
+        kube_client = Some(client);
         tasks.spawn(async move {
             let _ = handle.await;
         });
@@ -198,6 +236,51 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             objects = store.snapshot().len(),
             "Kubernetes initial sync done"
         );
+    }
+
+    // The CA: its root, how callers authenticate, and our own serving certificate.
+    let trust_domain = MeshSettings {
+        trust_domain: args.trust_domain.clone(),
+        root_namespace: args.system_namespace.clone(),
+        ..Default::default()
+    }
+    .with_mesh_config(&store.snapshot())
+    .0
+    .trust_domain;
+    let (authority, tokens) = match &kube_client {
+        Some(client) => (
+            material::from_kubernetes(client.clone(), &args.system_namespace, &trust_domain, ttls)
+                .await?,
+            TokenAuthority::Kubernetes(client.clone()),
+        ),
+        None => (
+            material::from_dir(&args.ca_dir, &trust_domain, ttls)?,
+            match &args.ca_token_file {
+                Some(path) => TokenAuthority::from_file(path)
+                    .map_err(|e| anyhow::anyhow!("--ca-token-file: {e}"))?,
+                None => TokenAuthority::None,
+            },
+        ),
+    };
+    let authority = Arc::new(authority);
+    let ips = [
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+    ];
+    let (serving_chain, serving_key) = authority.serving_cert(
+        &args.serving_dns_names,
+        &ips,
+        Duration::from_secs(365 * 86400),
+    )?;
+    if let (Some(client), Some(leading)) = (&kube_client, leading) {
+        tasks.spawn(crate::ca::rootcert::run(
+            client.clone(),
+            store.clone(),
+            authority.root_pem().to_string(),
+            leading,
+            metrics.clone(),
+            cancel.clone(),
+        ));
     }
 
     // Subscribe before building the first context: a change in between is pushed, never lost.
@@ -242,6 +325,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             warn!(error = %e, "xDS gRPC server failed");
         }
     });
+    let ca = CaService {
+        authority: authority.clone(),
+        tokens: Arc::new(tokens),
+        trust_domain: trust_domain.clone(),
+        metrics: metrics.clone(),
+    };
+    let secure_ads = AdsService::new(xds.clone()).into_server();
+    let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());
+    let stop = cancel.clone();
+    let secure = tonic::transport::Server::builder()
+        .tls_config(tls)
+        .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(secure_ads)
+        .add_service(ca.into_server());
+    tasks.spawn(async move {
+        let served = secure
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(secure_listener),
+                stop.cancelled_owned(),
+            )
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "secure gRPC server failed");
+        }
+    });
+    info!(trust_domain, "CA ready");
     if let Some(fs) = file_source {
         tasks.spawn(fs.run(cancel.clone(), args.file_debounce, args.file_resync));
     }

@@ -312,6 +312,27 @@ impl KubeSource {
             Arc::new(mesh_only)
         );
 
+        // The CA's root-cert ConfigMaps in every namespace (written by the leader, repaired on edits).
+        let root_cert = |k: &ConfigKey| k.name == "istio-ca-root-cert";
+        let part = "watch/ConfigMap/istio-ca-root-cert".to_string();
+        self.ctx.readiness.register(&part);
+        let spec = WatchSpec {
+            kind: Kind::ConfigMap,
+            part,
+            convert: typed::<ConfigMap>(),
+            owns: Arc::new(root_cert),
+        };
+        tasks.spawn(
+            run_watch::<ConfigMap>(
+                self.ctx.clone(),
+                Api::all(c.clone()),
+                watcher::Config::default().fields("metadata.name=istio-ca-root-cert"),
+                spec,
+                cancel.clone(),
+            )
+            .instrument(info_span!("k8s-watch", kind = "ConfigMap")),
+        );
+
         // Istio CRDs: watched once installed, at the best version both sides serve.
         let (crd_tx, crd_rx) = watch::channel(None::<BTreeMap<String, Vec<String>>>);
         self.ctx

@@ -18,6 +18,8 @@ pub fn rudder() -> Command {
 /// A running `rudder serve`, killed on drop.
 pub struct Daemon {
     pub child: Child,
+    /// The CA directory (files mode), kept for the daemon's lifetime.
+    pub ca_dir: tempfile::TempDir,
     /// Listening addresses by server name ("monitoring", "http", ...), read from the log.
     pub addrs: HashMap<String, SocketAddr>,
     pub log: mpsc::Receiver<String>,
@@ -40,6 +42,8 @@ impl Daemon {
 
     /// `rudder serve` with arbitrary flags (after the listen addresses).
     pub fn spawn(grpc_addr: &str, extra: &[&str]) -> Daemon {
+        let ca_dir = tempfile::tempdir().unwrap();
+        let ca_path = ca_dir.path().to_string_lossy().to_string();
         let mut child = rudder()
             .args([
                 "serve",
@@ -49,6 +53,10 @@ impl Daemon {
                 "127.0.0.1:0",
                 "--grpc-addr",
                 grpc_addr,
+                "--secure-grpc-addr",
+                "127.0.0.1:0",
+                "--ca-dir",
+                &ca_path,
             ])
             .args(extra)
             .env("RUST_LOG", "info")
@@ -67,7 +75,7 @@ impl Daemon {
             }
         });
         let mut addrs = HashMap::new();
-        while addrs.len() < 3 {
+        while addrs.len() < 4 {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .expect("rudder did not start listening");
@@ -77,6 +85,7 @@ impl Daemon {
         }
         Daemon {
             child,
+            ca_dir,
             addrs,
             log: rx,
         }

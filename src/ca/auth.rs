@@ -1,0 +1,121 @@
+//! Who is asking for a certificate. A caller proves its identity with a client certificate from our
+//! CA, or a Kubernetes service-account token (checked with TokenReview, audience `istio-ca`), or in
+//! file mode a token listed in a token file.
+
+use super::Identity;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use kube::api::{Api, PostParams};
+use std::collections::HashMap;
+use x509_parser::prelude::*;
+
+pub const AUDIENCE: &str = "istio-ca";
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum AuthError {
+    #[error("no credentials: send a bearer token or a client certificate")]
+    Missing,
+    #[error("token rejected: {0}")]
+    Rejected(String),
+    #[error("authentication backend unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// How bearer tokens are checked.
+pub enum TokenAuthority {
+    Kubernetes(kube::Client),
+    /// token → "namespace/serviceaccount"
+    Static(HashMap<String, (String, String)>),
+    None,
+}
+
+impl TokenAuthority {
+    /// A file of `token: namespace/serviceaccount` lines (YAML mapping).
+    pub fn from_file(path: &std::path::Path) -> Result<TokenAuthority, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let map: HashMap<String, String> =
+            serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut tokens = HashMap::new();
+        for (token, who) in map {
+            let (ns, sa) = who.split_once('/').ok_or_else(|| {
+                format!(
+                    "{}: {who:?} is not namespace/serviceaccount",
+                    path.display()
+                )
+            })?;
+            tokens.insert(token, (ns.to_string(), sa.to_string()));
+        }
+        Ok(TokenAuthority::Static(tokens))
+    }
+
+    pub async fn authenticate(
+        &self,
+        token: &str,
+        trust_domain: &str,
+    ) -> Result<Identity, AuthError> {
+        let (namespace, service_account) = match self {
+            TokenAuthority::None => {
+                return Err(AuthError::Rejected(
+                    "token authentication is not configured".into(),
+                ));
+            }
+            TokenAuthority::Static(map) => map
+                .get(token)
+                .cloned()
+                .ok_or_else(|| AuthError::Rejected("unknown token".into()))?,
+            TokenAuthority::Kubernetes(client) => review(client, token).await?,
+        };
+        Ok(Identity {
+            trust_domain: trust_domain.into(),
+            namespace,
+            service_account,
+        })
+    }
+}
+
+async fn review(client: &kube::Client, token: &str) -> Result<(String, String), AuthError> {
+    let api: Api<TokenReview> = Api::all(client.clone());
+    let req = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.into()),
+            audiences: Some(vec![AUDIENCE.into()]),
+        },
+        ..Default::default()
+    };
+    let resp = api
+        .create(&PostParams::default(), &req)
+        .await
+        .map_err(|e| AuthError::Unavailable(e.to_string()))?;
+    let status = resp.status.unwrap_or_default();
+    if status.authenticated != Some(true) {
+        return Err(AuthError::Rejected(
+            status.error.unwrap_or_else(|| "not authenticated".into()),
+        ));
+    }
+    if !status
+        .audiences
+        .as_ref()
+        .is_some_and(|a| a.iter().any(|x| x == AUDIENCE))
+    {
+        return Err(AuthError::Rejected(format!(
+            "token is not for audience {AUDIENCE}"
+        )));
+    }
+    let username = status.user.and_then(|u| u.username).unwrap_or_default();
+    let rest = username
+        .strip_prefix("system:serviceaccount:")
+        .ok_or_else(|| AuthError::Rejected(format!("{username:?} is not a service account")))?;
+    let (ns, sa) = rest
+        .split_once(':')
+        .ok_or_else(|| AuthError::Rejected(format!("{username:?} is not a service account")))?;
+    Ok((ns.to_string(), sa.to_string()))
+}
+
+/// The identity in a client certificate TLS already verified against our root.
+pub fn from_client_cert(der: &[u8]) -> Option<Identity> {
+    let (_, cert) = X509Certificate::from_der(der).ok()?;
+    let san = cert.subject_alternative_name().ok()??;
+    san.value.general_names.iter().find_map(|g| match g {
+        GeneralName::URI(u) => Identity::parse(u),
+        _ => None,
+    })
+}

@@ -1,0 +1,163 @@
+//! Where the CA's keys come from, in Istio's order: a plugged-in CA (`cacerts`), else the persisted
+//! self-signed root (`istio-ca-secret`), else a new self-signed root that is persisted at once so
+//! every replica and every restart signs with the same root.
+
+use super::{Authority, CaError};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use tracing::info;
+
+pub const CA_CERT: &str = "ca-cert.pem";
+pub const CA_KEY: &str = "ca-key.pem";
+pub const CERT_CHAIN: &str = "cert-chain.pem";
+pub const ROOT_CERT: &str = "root-cert.pem";
+
+#[derive(Debug, Clone, Copy)]
+pub struct Ttls {
+    pub default: Duration,
+    pub max: Duration,
+}
+
+/// The four files, as text; missing ones are empty.
+#[derive(Debug, Default, Clone)]
+pub struct Files {
+    pub cert: String,
+    pub key: String,
+    pub chain: String,
+    pub root: String,
+}
+
+impl Files {
+    fn usable(&self) -> bool {
+        !self.cert.trim().is_empty() && !self.key.trim().is_empty()
+    }
+
+    fn authority(&self, ttls: Ttls) -> Result<Authority, CaError> {
+        Authority::from_pem(
+            &self.cert,
+            &self.key,
+            &self.chain,
+            &self.root,
+            ttls.default,
+            ttls.max,
+        )
+    }
+}
+
+/// File mode: `dir` holds a plugged-in CA, or receives a new self-signed one.
+pub fn from_dir(dir: &Path, trust_domain: &str, ttls: Ttls) -> Result<Authority, CaError> {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let files = Files {
+        cert: read(CA_CERT),
+        key: read(CA_KEY),
+        chain: read(CERT_CHAIN),
+        root: read(ROOT_CERT),
+    };
+    if files.usable() {
+        info!(dir = %dir.display(), "CA: using the certificates in the CA directory");
+        return files.authority(ttls);
+    }
+    let (cert, key) = Authority::generate_root(trust_domain)?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CaError::Material(format!("{}: {e}", dir.display())))?;
+    for (name, text) in [(CA_CERT, &cert), (CA_KEY, &key), (ROOT_CERT, &cert)] {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| CaError::Material(format!("{name}: {e}")))?;
+    }
+    info!(dir = %dir.display(), "CA: generated a self-signed root (10 years)");
+    Authority::from_pem(&cert, &key, "", "", ttls.default, ttls.max)
+}
+
+fn secret_files(s: &Secret) -> Files {
+    let get = |k: &str| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .map(|b| String::from_utf8_lossy(&b.0).to_string())
+            .unwrap_or_default()
+    };
+    Files {
+        cert: get(CA_CERT),
+        key: get(CA_KEY),
+        chain: get(CERT_CHAIN),
+        root: get(ROOT_CERT),
+    }
+}
+
+/// Kubernetes mode: `cacerts`, else `istio-ca-secret`, else generate and create `istio-ca-secret`.
+pub async fn from_kubernetes(
+    client: kube::Client,
+    namespace: &str,
+    trust_domain: &str,
+    ttls: Ttls,
+) -> Result<Authority, CaError> {
+    let api: Api<Secret> = Api::namespaced(client, namespace);
+    let get = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            api.get_opt(name)
+                .await
+                .map_err(|e| CaError::Material(format!("reading Secret {name}: {e}")))
+        }
+    };
+    if let Some(plugged) = get("cacerts").await?
+        && secret_files(&plugged).usable()
+    {
+        info!(namespace, "CA: using the plugged-in CA from Secret cacerts");
+        return secret_files(&plugged).authority(ttls);
+    }
+    for attempt in 0..3 {
+        if let Some(existing) = get("istio-ca-secret").await?
+            && secret_files(&existing).usable()
+        {
+            info!(
+                namespace,
+                "CA: using the self-signed root in Secret istio-ca-secret"
+            );
+            return secret_files(&existing).authority(ttls);
+        }
+        let (cert, key) = Authority::generate_root(trust_domain)?;
+        let data: BTreeMap<String, ByteString> = [
+            (CA_CERT, cert.clone()),
+            (CA_KEY, key.clone()),
+            (CERT_CHAIN, String::new()),
+            (ROOT_CERT, String::new()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v.into_bytes())))
+        .collect();
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("istio-ca-secret".into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
+            data: Some(data),
+            type_: Some("istio.io/ca-root".into()),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &secret).await {
+            Ok(_) => {
+                info!(
+                    namespace,
+                    "CA: generated a self-signed root and stored it in Secret istio-ca-secret"
+                );
+                return Authority::from_pem(&cert, &key, "", "", ttls.default, ttls.max);
+            }
+            // Another replica created it first: use theirs.
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 2 => continue,
+            Err(e) => {
+                return Err(CaError::Material(format!(
+                    "creating Secret istio-ca-secret: {e}"
+                )));
+            }
+        }
+    }
+    Err(CaError::Material(
+        "could not settle on a root certificate".into(),
+    ))
+}

@@ -1,0 +1,430 @@
+//! The certificate authority: signs workload CSRs with the caller's SPIFFE identity, and issues the
+//! control plane's own serving certificates. Root material comes from a plugged-in CA (`cacerts`), a
+//! persisted self-signed root (`istio-ca-secret`), or a directory in file mode.
+
+pub mod auth;
+pub mod material;
+pub mod rootcert;
+pub mod server;
+
+pub mod pb {
+    tonic::include_proto!("istio.v1.auth");
+}
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use std::time::Duration;
+use x509_parser::prelude::*;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CaError {
+    #[error("invalid CSR: {0}")]
+    BadCsr(String),
+    #[error("CSR identity {requested} does not match the caller's identity {caller}")]
+    IdentityMismatch { requested: String, caller: String },
+    #[error("invalid CA material: {0}")]
+    Material(String),
+    #[error("signing failed: {0}")]
+    Sign(String),
+}
+
+/// A workload identity: `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub trust_domain: String,
+    pub namespace: String,
+    pub service_account: String,
+}
+
+impl Identity {
+    pub fn uri(&self) -> String {
+        format!(
+            "spiffe://{}/ns/{}/sa/{}",
+            self.trust_domain, self.namespace, self.service_account
+        )
+    }
+
+    pub fn parse(uri: &str) -> Option<Identity> {
+        let rest = uri.strip_prefix("spiffe://")?;
+        let (td, path) = rest.split_once('/')?;
+        let parts: Vec<&str> = path.split('/').collect();
+        match parts.as_slice() {
+            ["ns", ns, "sa", sa] if !td.is_empty() && !ns.is_empty() && !sa.is_empty() => {
+                Some(Identity {
+                    trust_domain: td.into(),
+                    namespace: (*ns).into(),
+                    service_account: (*sa).into(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The signing CA: its key and certificate, the chain up to the root, and the root.
+pub struct Authority {
+    signing_key: KeyPair,
+    signing_cert_pem: String,
+    /// Certificates between the signing cert and the root (exclusive), leaf-most first.
+    intermediates: Vec<String>,
+    root_pem: String,
+    pub default_ttl: Duration,
+    pub max_ttl: Duration,
+}
+
+fn pem_blocks(text: &str) -> Vec<String> {
+    ::pem::parse_many(text)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| ::pem::encode(&p))
+        .collect()
+}
+
+impl Authority {
+    /// A new self-signed root, as istiod creates on first start (10 years).
+    pub fn generate_root(trust_domain: &str) -> Result<(String, String), CaError> {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::OrganizationName, trust_domain);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let now = ::time::OffsetDateTime::now_utc();
+        params.not_before = now - ::time::Duration::minutes(5);
+        params.not_after = now + ::time::Duration::days(3650);
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// Builds the authority from PEM material. `chain_pem` is `cert-chain.pem` (signing cert and
+    /// intermediates); `root_pem` may be empty for a self-signed signing cert.
+    pub fn from_pem(
+        cert_pem: &str,
+        key_pem: &str,
+        chain_pem: &str,
+        root_pem: &str,
+        default_ttl: Duration,
+        max_ttl: Duration,
+    ) -> Result<Authority, CaError> {
+        let signing_key = KeyPair::from_pem(key_pem)
+            .map_err(|e| CaError::Material(format!("ca-key.pem: {e}")))?;
+        let signing_cert_pem = pem_blocks(cert_pem)
+            .into_iter()
+            .next()
+            .ok_or_else(|| CaError::Material("ca-cert.pem has no certificate".into()))?;
+        Issuer::from_ca_cert_pem(&signing_cert_pem, &signing_key)
+            .map_err(|e| CaError::Material(format!("ca-cert.pem: {e}")))?;
+        let root_pem = pem_blocks(root_pem)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| signing_cert_pem.clone());
+        let intermediates: Vec<String> = pem_blocks(chain_pem)
+            .into_iter()
+            .filter(|c| *c != signing_cert_pem && *c != root_pem)
+            .collect();
+        Ok(Authority {
+            signing_key,
+            signing_cert_pem,
+            intermediates,
+            root_pem,
+            default_ttl,
+            max_ttl,
+        })
+    }
+
+    pub fn root_pem(&self) -> &str {
+        &self.root_pem
+    }
+
+    /// Leaf, then the signing cert (unless it is the root), intermediates, and the root last.
+    fn chain_for(&self, leaf_pem: String) -> Vec<String> {
+        let mut chain = vec![leaf_pem];
+        if self.signing_cert_pem != self.root_pem {
+            chain.push(self.signing_cert_pem.clone());
+        }
+        chain.extend(self.intermediates.iter().cloned());
+        chain.push(self.root_pem.clone());
+        chain
+    }
+
+    fn issuer(&self) -> Result<Issuer<'static, &KeyPair>, CaError> {
+        Issuer::from_ca_cert_pem(&self.signing_cert_pem, &self.signing_key)
+            .map_err(|e| CaError::Sign(e.to_string()))
+    }
+
+    fn ttl(&self, requested_secs: i64) -> Duration {
+        if requested_secs <= 0 {
+            self.default_ttl
+        } else {
+            Duration::from_secs(requested_secs as u64).min(self.max_ttl)
+        }
+    }
+
+    /// Signs `csr_pem` for `caller`. The CSR must be well-formed, correctly self-signed, carry an RSA
+    /// (2048+ bits) or ECDSA P-256/P-384 key, and ask for no identity other than the caller's.
+    pub fn sign_workload(
+        &self,
+        csr_pem: &str,
+        caller: &Identity,
+        requested_ttl_secs: i64,
+    ) -> Result<Vec<String>, CaError> {
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+            .map_err(|e| CaError::BadCsr(e.to_string()))?;
+        check_key(csr_pem)?;
+        let caller_uri = caller.uri();
+        for san in &csr.params.subject_alt_names {
+            let requested = match san {
+                SanType::URI(u) => u.as_str().to_string(),
+                SanType::DnsName(d) => d.as_str().to_string(),
+                SanType::IpAddress(ip) => ip.to_string(),
+                other => format!("{other:?}"),
+            };
+            if requested != caller_uri {
+                return Err(CaError::IdentityMismatch {
+                    requested,
+                    caller: caller_uri,
+                });
+            }
+        }
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        params.subject_alt_names = vec![SanType::URI(
+            caller_uri
+                .clone()
+                .try_into()
+                .map_err(|e: rcgen::Error| CaError::Sign(e.to_string()))?,
+        )];
+        params.distinguished_name = DistinguishedName::new();
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        params.use_authority_key_identifier_extension = true;
+        let now = ::time::OffsetDateTime::now_utc();
+        params.not_before = now - ::time::Duration::minutes(1);
+        params.not_after = now
+            + ::time::Duration::try_from(self.ttl(requested_ttl_secs))
+                .map_err(|e| CaError::Sign(e.to_string()))?;
+        let issuer = self.issuer()?;
+        let cert = params
+            .signed_by(&csr.public_key, &issuer)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        Ok(self.chain_for(cert.pem()))
+    }
+
+    /// A serving certificate for the control plane itself (xDS over TLS, webhooks).
+    pub fn serving_cert(
+        &self,
+        dns_names: &[String],
+        ips: &[std::net::IpAddr],
+        ttl: Duration,
+    ) -> Result<(Vec<String>, String), CaError> {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        let mut params =
+            CertificateParams::new(dns_names.to_vec()).map_err(|e| CaError::Sign(e.to_string()))?;
+        params
+            .subject_alt_names
+            .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+        let mut dn = DistinguishedName::new();
+        dn.push(
+            DnType::CommonName,
+            dns_names
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "rudder".into()),
+        );
+        params.distinguished_name = dn;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        let now = ::time::OffsetDateTime::now_utc();
+        params.not_before = now - ::time::Duration::minutes(1);
+        params.not_after =
+            now + ::time::Duration::try_from(ttl).map_err(|e| CaError::Sign(e.to_string()))?;
+        let cert = params
+            .signed_by(&key, &self.issuer()?)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        Ok((self.chain_for(cert.pem()), key.serialize_pem()))
+    }
+}
+
+/// RSA of at least 2048 bits, or ECDSA on P-256/P-384: what Envoy and istio-agent use.
+fn check_key(csr_pem: &str) -> Result<(), CaError> {
+    let block = ::pem::parse(csr_pem).map_err(|e| CaError::BadCsr(e.to_string()))?;
+    let (_, req) = X509CertificationRequest::from_der(block.contents())
+        .map_err(|e| CaError::BadCsr(e.to_string()))?;
+    let spki = &req.certification_request_info.subject_pki;
+    match spki.parsed().map_err(|e| CaError::BadCsr(e.to_string()))? {
+        x509_parser::public_key::PublicKey::RSA(rsa) => {
+            let bits = rsa.key_size();
+            if bits < 2048 {
+                return Err(CaError::BadCsr(format!(
+                    "RSA key of {bits} bits is too small (minimum 2048)"
+                )));
+            }
+        }
+        x509_parser::public_key::PublicKey::EC(_) => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok())
+                .map(|o| o.to_id_string())
+                .unwrap_or_default();
+            // prime256v1, secp384r1
+            if curve != "1.2.840.10045.3.1.7" && curve != "1.3.132.0.34" {
+                return Err(CaError::BadCsr(format!(
+                    "EC curve {curve} is not supported (P-256 or P-384)"
+                )));
+            }
+        }
+        _ => {
+            return Err(CaError::BadCsr(
+                "unsupported key type (RSA or ECDSA required)".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authority() -> Authority {
+        let (cert, key) = Authority::generate_root("cluster.local").unwrap();
+        Authority::from_pem(
+            &cert,
+            &key,
+            "",
+            "",
+            Duration::from_secs(86400),
+            Duration::from_secs(7 * 86400),
+        )
+        .unwrap()
+    }
+
+    fn csr(sans: &[&str], alg: &'static rcgen::SignatureAlgorithm) -> String {
+        let key = KeyPair::generate_for(alg).unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.subject_alt_names = sans
+            .iter()
+            .map(|s| SanType::URI((*s).try_into().unwrap()))
+            .collect();
+        p.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    fn id() -> Identity {
+        Identity {
+            trust_domain: "cluster.local".into(),
+            namespace: "foo".into(),
+            service_account: "bar".into(),
+        }
+    }
+
+    #[test]
+    fn signs_with_the_callers_identity_and_caps_ttl() {
+        let ca = authority();
+        let chain = ca
+            .sign_workload(
+                &csr(
+                    &["spiffe://cluster.local/ns/foo/sa/bar"],
+                    &rcgen::PKCS_ECDSA_P256_SHA256,
+                ),
+                &id(),
+                365 * 86400,
+            )
+            .unwrap();
+        assert_eq!(chain.len(), 2, "leaf then root");
+        assert_eq!(chain[1], ca.root_pem());
+        let der = ::pem::parse(&chain[0]).unwrap();
+        let (_, cert) = X509Certificate::from_der(der.contents()).unwrap();
+        let sans: Vec<String> = cert
+            .subject_alternative_name()
+            .unwrap()
+            .unwrap()
+            .value
+            .general_names
+            .iter()
+            .map(|g| g.to_string())
+            .collect();
+        assert_eq!(sans, ["URI(spiffe://cluster.local/ns/foo/sa/bar)"]);
+        let lifetime =
+            cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        assert!(
+            lifetime <= 7 * 86400 + 120,
+            "capped at the maximum TTL: {lifetime}"
+        );
+        let empty = ca
+            .sign_workload(&csr(&[], &rcgen::PKCS_ECDSA_P256_SHA256), &id(), 0)
+            .unwrap();
+        assert_eq!(
+            empty.len(),
+            2,
+            "a CSR without SANs gets the caller's identity"
+        );
+    }
+
+    #[test]
+    fn refuses_other_identities_and_bad_csrs() {
+        let ca = authority();
+        let err = ca
+            .sign_workload(
+                &csr(
+                    &["spiffe://cluster.local/ns/foo/sa/admin"],
+                    &rcgen::PKCS_ECDSA_P256_SHA256,
+                ),
+                &id(),
+                0,
+            )
+            .unwrap_err();
+        assert!(matches!(err, CaError::IdentityMismatch { .. }), "{err}");
+        assert!(matches!(
+            ca.sign_workload("not a csr", &id(), 0),
+            Err(CaError::BadCsr(_))
+        ));
+        let ed = csr(&[], &rcgen::PKCS_ED25519);
+        assert!(
+            matches!(ca.sign_workload(&ed, &id(), 0), Err(CaError::BadCsr(m)) if m.contains("unsupported key type"))
+        );
+        // A CSR whose signature does not match its contents.
+        let good = csr(&[], &rcgen::PKCS_ECDSA_P256_SHA256);
+        let mut der = ::pem::parse(&good).unwrap().contents().to_vec();
+        let n = der.len();
+        der[n - 5] ^= 0xff;
+        let tampered = ::pem::encode(&::pem::Pem::new("CERTIFICATE REQUEST", der));
+        assert!(matches!(
+            ca.sign_workload(&tampered, &id(), 0),
+            Err(CaError::BadCsr(_))
+        ));
+    }
+
+    #[test]
+    fn spiffe_identities_parse() {
+        assert_eq!(
+            Identity::parse("spiffe://cluster.local/ns/foo/sa/bar"),
+            Some(id())
+        );
+        assert_eq!(Identity::parse("spiffe://cluster.local/ns/foo"), None);
+        assert_eq!(Identity::parse("https://x/ns/a/sa/b"), None);
+    }
+}

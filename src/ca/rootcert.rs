@@ -1,0 +1,116 @@
+//! Writes ConfigMap `istio-ca-root-cert` (key `root-cert.pem`) into every namespace, and repairs it
+//! when it is edited or deleted. Only the leader writes; every replica watches, so a new leader picks
+//! up where the old one stopped. Driven by store events (Namespace and ConfigMap changes).
+
+use crate::config::{ConfigKey, Kind, Spec};
+use crate::metrics::{Metrics, ReasonLabels};
+use crate::store::Store;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+pub const NAME: &str = "istio-ca-root-cert";
+pub const KEY: &str = "root-cert.pem";
+
+pub async fn run(
+    client: kube::Client,
+    store: Arc<Store>,
+    root_pem: String,
+    mut leading: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+) {
+    let mut events = store.subscribe();
+    let mut resync = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        if *leading.borrow_and_update() {
+            reconcile(&client, &store, &root_pem, &metrics).await;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = leading.changed() => if changed.is_err() { return },
+            _ = resync.tick() => {}
+            ev = events.recv() => {
+                let relevant = match &ev {
+                    Ok(e) => e.key.kind == Kind::Namespace || (e.key.kind == Kind::ConfigMap && e.key.name == NAME),
+                    Err(_) => true,
+                };
+                if !relevant {
+                    continue;
+                }
+                // Let a burst (a new namespace and its ConfigMap) settle.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics: &Metrics) {
+    let snapshot = store.snapshot();
+    for ns in snapshot
+        .list(Kind::Namespace)
+        .map(|e| e.config.metadata.name.clone())
+    {
+        let key = ConfigKey {
+            kind: Kind::ConfigMap,
+            namespace: ns.clone(),
+            name: NAME.into(),
+        };
+        let existing = snapshot.get(&key);
+        let current = existing.and_then(|e| match &e.config.spec {
+            Spec::ConfigMap(cm) => cm.data.as_ref().and_then(|d| d.get(KEY)).cloned(),
+            _ => None,
+        });
+        if current.as_deref() == Some(root_pem) {
+            continue;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let mut cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(NAME.into()),
+                namespace: Some(ns.clone()),
+                labels: Some([("istio.io/config".to_string(), "true".to_string())].into()),
+                ..Default::default()
+            },
+            data: Some([(KEY.to_string(), root_pem.to_string())].into()),
+            ..Default::default()
+        };
+        let result = match existing {
+            None => api
+                .create(&PostParams::default(), &cm)
+                .await
+                .map(|_| "created"),
+            Some(e) => {
+                cm.metadata.resource_version = Some(e.config.metadata.resource_version.clone());
+                api.replace(NAME, &PostParams::default(), &cm)
+                    .await
+                    .map(|_| "repaired")
+            }
+        };
+        match result {
+            Ok(outcome) => {
+                debug!(namespace = %ns, outcome, "root cert ConfigMap written");
+                metrics
+                    .root_cert_writes
+                    .get_or_create(&ReasonLabels {
+                        reason: outcome.into(),
+                    })
+                    .inc();
+            }
+            Err(e) => {
+                // A conflict means our view is stale; the watch will bring the new version and we retry.
+                warn!(namespace = %ns, error = %e, "root cert ConfigMap write failed; will retry");
+                metrics
+                    .root_cert_writes
+                    .get_or_create(&ReasonLabels {
+                        reason: "error".into(),
+                    })
+                    .inc();
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! `istio.v1.auth.IstioCertificateService/CreateCertificate`, served on the TLS port with xDS.
+
+use super::auth::{self, AuthError, TokenAuthority};
+use super::pb::istio_certificate_service_server::{
+    IstioCertificateService, IstioCertificateServiceServer,
+};
+use super::pb::{IstioCertificateRequest, IstioCertificateResponse};
+use super::{Authority, CaError, Identity};
+use crate::metrics::{Metrics, ReasonLabels};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+use tracing::{info, warn};
+
+/// Largest CreateCertificate request accepted; a CSR is a few kilobytes.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+pub struct CaService {
+    pub authority: Arc<Authority>,
+    pub tokens: Arc<TokenAuthority>,
+    pub trust_domain: String,
+    pub metrics: Arc<Metrics>,
+}
+
+impl CaService {
+    pub fn into_server(self) -> IstioCertificateServiceServer<CaService> {
+        IstioCertificateServiceServer::new(self).max_decoding_message_size(MAX_REQUEST_BYTES)
+    }
+
+    fn refuse(&self, reason: &str, status: Status) -> Status {
+        self.metrics
+            .csr_errors
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+        warn!(
+            reason,
+            error = status.message(),
+            "certificate request refused"
+        );
+        status
+    }
+
+    /// A bearer token wins over a client certificate, as in istiod (a workload renewing with its
+    /// current certificate may still send its token).
+    async fn caller(&self, req: &Request<IstioCertificateRequest>) -> Result<Identity, Status> {
+        let bearer = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        if let Some(token) = bearer {
+            return self
+                .tokens
+                .authenticate(token, &self.trust_domain)
+                .await
+                .map_err(|e| match e {
+                    AuthError::Unavailable(_) => {
+                        self.refuse("authentication", Status::unavailable(e.to_string()))
+                    }
+                    _ => self.refuse("authentication", Status::unauthenticated(e.to_string())),
+                });
+        }
+        let from_cert = req.peer_certs().and_then(|certs| {
+            certs
+                .first()
+                .and_then(|c| auth::from_client_cert(c.as_ref()))
+        });
+        from_cert.ok_or_else(|| {
+            self.refuse(
+                "authentication",
+                Status::unauthenticated(AuthError::Missing.to_string()),
+            )
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl IstioCertificateService for CaService {
+    async fn create_certificate(
+        &self,
+        req: Request<IstioCertificateRequest>,
+    ) -> Result<Response<IstioCertificateResponse>, Status> {
+        self.metrics.csr_count.inc();
+        let caller = self.caller(&req).await?;
+        let body = req.into_inner();
+        match self
+            .authority
+            .sign_workload(&body.csr, &caller, body.validity_duration)
+        {
+            Ok(cert_chain) => {
+                self.metrics.cert_issued.inc();
+                info!(identity = %caller.uri(), "issued workload certificate");
+                Ok(Response::new(IstioCertificateResponse { cert_chain }))
+            }
+            Err(e @ CaError::IdentityMismatch { .. }) => {
+                Err(self.refuse("identity", Status::permission_denied(e.to_string())))
+            }
+            Err(e @ CaError::BadCsr(_)) => {
+                Err(self.refuse("csr", Status::invalid_argument(e.to_string())))
+            }
+            Err(e) => Err(self.refuse("signing", Status::internal(e.to_string()))),
+        }
+    }
+}
+
+/// TLS for the secure gRPC port: our serving certificate; client certificates from our root are
+/// verified when offered (workloads renewing with their current certificate), never required.
+pub fn tls_config(
+    chain: &[String],
+    key_pem: &str,
+    root_pem: &str,
+) -> tonic::transport::ServerTlsConfig {
+    tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(
+            chain.join(""),
+            key_pem,
+        ))
+        .client_ca_root(tonic::transport::Certificate::from_pem(root_pem))
+        .client_auth_optional(true)
+}
