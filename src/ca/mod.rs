@@ -74,11 +74,14 @@ pub struct Authority {
     pub max_ttl: Duration,
 }
 
+/// PEM blocks re-encoded with LF line endings, so the same certificate is the same text everywhere
+/// (chains, files, ConfigMaps).
 fn pem_blocks(text: &str) -> Vec<String> {
+    let lf = ::pem::EncodeConfig::new().set_line_ending(::pem::LineEnding::LF);
     ::pem::parse_many(text)
         .unwrap_or_default()
         .into_iter()
-        .map(|p| ::pem::encode(&p))
+        .map(|p| ::pem::encode_config(&p, lf))
         .collect()
 }
 
@@ -416,6 +419,19 @@ mod tests {
             ca.sign_workload(&tampered, &id(), 0),
             Err(CaError::BadCsr(_))
         ));
+    }
+
+    #[test]
+    fn pem_output_uses_lf_everywhere() {
+        let ca = authority();
+        assert!(!ca.root_pem().contains('\r'));
+        let chain = ca
+            .sign_workload(&csr(&[], &rcgen::PKCS_ECDSA_P256_SHA256), &id(), 0)
+            .unwrap();
+        assert!(
+            chain.iter().all(|c| !c.contains('\r')),
+            "identical text in chains, files and ConfigMaps"
+        );
     }
 
     #[test]

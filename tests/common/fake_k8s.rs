@@ -36,6 +36,8 @@ struct Inner {
     /// path prefix → (status, remaining)
     failures: Vec<(String, u16, usize)>,
     blocked: Vec<String>,
+    /// token → TokenReview status
+    tokens: HashMap<String, Value>,
 }
 
 struct Shared {
@@ -69,6 +71,13 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
         false,
     ),
     ("coordination.k8s.io", "v1", "leases", "Lease", true),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
 ];
 
 pub struct FakeApi {
@@ -311,6 +320,20 @@ async fn handle(
         );
     };
     match (method, t.name.clone()) {
+        (Method::POST, None) if t.coll == "authentication.k8s.io/tokenreviews" => {
+            let Ok(mut review) = serde_json::from_slice::<Value>(&body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let token = review["spec"]["token"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let inner = shared.inner.lock().unwrap();
+            review["status"] = inner.tokens.get(&token).cloned().unwrap_or_else(
+                || json!({"authenticated": false, "error": "invalid bearer token"}),
+            );
+            (StatusCode::CREATED, axum::Json(review)).into_response()
+        }
         (Method::GET, None) if is_watch => watch_response(shared, t, q).await,
         (Method::GET, None) => {
             let inner = shared.inner.lock().unwrap();
@@ -638,6 +661,32 @@ impl FakeApi {
         self.shared
             .watch_epoch
             .send_modify(|e| *e = if *e % 2 == 1 { *e + 1 } else { *e });
+    }
+
+    /// A service-account token TokenReview accepts for `audiences`.
+    pub fn add_token(
+        &self,
+        token: &str,
+        namespace: &str,
+        service_account: &str,
+        audiences: &[&str],
+    ) {
+        let status = json!({"authenticated": true, "audiences": audiences,
+                            "user": {"username": format!("system:serviceaccount:{namespace}:{service_account}")}});
+        self.shared
+            .inner
+            .lock()
+            .unwrap()
+            .tokens
+            .insert(token.into(), status);
+    }
+
+    /// A token TokenReview rejects with `error` (expired, revoked...).
+    pub fn reject_token(&self, token: &str, error: &str) {
+        self.shared.inner.lock().unwrap().tokens.insert(
+            token.into(),
+            json!({"authenticated": false, "error": error}),
+        );
     }
 
     /// Drops watch history: a watch from an older resourceVersion gets `410 Expired`.

@@ -188,4 +188,5 @@ pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     panic!("timed out waiting for: {what}");
 }
 pub mod ads;
+pub mod ca;
 pub mod fake_k8s;

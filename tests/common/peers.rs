@@ -53,6 +53,23 @@ impl Envoy {
         Envoy::start_with(bin, xds, namespace, delta, "INTERCEPTION_MODE: NONE, ")
     }
 
+    /// Starts Envoy with extra YAML lines in its `xds` cluster (e.g. a TLS transport socket).
+    pub fn start_with_cluster_extra(
+        bin: &Path,
+        xds: SocketAddr,
+        namespace: &str,
+        cluster_extra: &str,
+    ) -> Envoy {
+        Envoy::launch(
+            bin,
+            xds,
+            namespace,
+            false,
+            "INTERCEPTION_MODE: NONE, ",
+            cluster_extra,
+        )
+    }
+
     /// Starts Envoy with extra node metadata (`KEY: value, ` pairs, flow style).
     pub fn start_with(
         bin: &Path,
@@ -60,6 +77,17 @@ impl Envoy {
         namespace: &str,
         delta: bool,
         metadata: &str,
+    ) -> Envoy {
+        Envoy::launch(bin, xds, namespace, delta, metadata, "")
+    }
+
+    fn launch(
+        bin: &Path,
+        xds: SocketAddr,
+        namespace: &str,
+        delta: bool,
+        metadata: &str,
+        cluster_extra: &str,
     ) -> Envoy {
         let dir = tempfile::tempdir().unwrap();
         let api_type = if delta { "DELTA_GRPC" } else { "GRPC" };
@@ -89,7 +117,7 @@ static_resources:
     load_assignment:
       cluster_name: xds
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {}, port_value: {}}}}}}}}}]}}]
-"#,
+{cluster_extra}"#,
             xds.ip(),
             xds.port()
         );

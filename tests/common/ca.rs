@@ -1,0 +1,83 @@
+//! CA client helpers: a TLS channel trusting our root, CSRs, and CreateCertificate calls.
+#![allow(dead_code)]
+
+use rudder::ca::pb::IstioCertificateRequest;
+use rudder::ca::pb::istio_certificate_service_client::IstioCertificateServiceClient;
+use std::net::SocketAddr;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+/// A channel to the secure port that verifies the serving cert against `root_pem` and `domain`.
+pub async fn channel(
+    addr: SocketAddr,
+    root_pem: &str,
+    domain: &str,
+    client_identity: Option<(&str, &str)>,
+) -> Result<Channel, tonic::transport::Error> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(root_pem))
+        .domain_name(domain);
+    if let Some((chain, key)) = client_identity {
+        tls = tls.identity(Identity::from_pem(chain, key));
+    }
+    Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)?
+        .connect()
+        .await
+}
+
+/// An ECDSA P-256 key and a CSR for `sans` (URIs).
+pub fn csr(sans: &[&str]) -> (String, String) {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.subject_alt_names = sans
+        .iter()
+        .map(|s| rcgen::SanType::URI((*s).try_into().unwrap()))
+        .collect();
+    (
+        p.serialize_request(&key).unwrap().pem().unwrap(),
+        key.serialize_pem(),
+    )
+}
+
+pub async fn create(
+    channel: Channel,
+    csr: &str,
+    token: Option<&str>,
+    ttl_secs: i64,
+) -> Result<Vec<String>, tonic::Status> {
+    let mut client = IstioCertificateServiceClient::new(channel);
+    let mut req = tonic::Request::new(IstioCertificateRequest {
+        csr: csr.into(),
+        validity_duration: ttl_secs,
+        metadata: None,
+    });
+    if let Some(t) = token {
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    client
+        .create_certificate(req)
+        .await
+        .map(|r| r.into_inner().cert_chain)
+}
+
+/// `openssl verify` of `leaf` against `root`, with `intermediates` untrusted: returns its output.
+pub fn openssl_verify(dir: &std::path::Path, chain: &[String]) -> (bool, String) {
+    let root = dir.join("root.pem");
+    let leaf = dir.join("leaf.pem");
+    let inter = dir.join("intermediates.pem");
+    std::fs::write(&root, chain.last().unwrap()).unwrap();
+    std::fs::write(&leaf, &chain[0]).unwrap();
+    std::fs::write(&inter, chain[1..chain.len() - 1].join("")).unwrap();
+    let mut cmd = std::process::Command::new("openssl");
+    cmd.arg("verify").arg("-CAfile").arg(&root);
+    if chain.len() > 2 {
+        cmd.arg("-untrusted").arg(&inter);
+    }
+    let out = cmd.arg(&leaf).output().expect("openssl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
