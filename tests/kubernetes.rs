@@ -452,3 +452,174 @@ fn mesh_config_discovery_selectors_and_outbound_policy() {
         }
     }
 }
+
+fn ns_obj(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn root_cert_cm(ns: &str, text: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "istio-ca-root-cert", "namespace": ns}, "data": {"root-cert.pem": text}})
+}
+
+fn get_json(c: &Cluster, obj: Value) -> Option<Value> {
+    let api = c.api(&obj);
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    c.rt.block_on(async { api.get_opt(&name).await.unwrap() })
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+fn secret_text(s: &Value, key: &str) -> String {
+    use base64::Engine;
+    let b64 = s["data"][key].as_str().unwrap_or_default();
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// TokenReview-authenticated CSRs, the persisted self-signed root, and the root-cert ConfigMap in every
+/// namespace, repaired when deleted or edited. Fake only: it needs tokens the fake can vouch for.
+#[test]
+fn kubernetes_ca_token_review_persisted_root_and_root_configmaps() {
+    let c = Cluster::fake("ca");
+    let fake = c.fake.as_ref().unwrap();
+    fake.add_token("good", "foo", "bar", &["istio-ca"]);
+    fake.add_token(
+        "api-audience",
+        "foo",
+        "bar",
+        &["https://kubernetes.default.svc"],
+    );
+    fake.reject_token("expired", "token has expired");
+    for ns in [c.ns.as_str(), "foo", "bar"] {
+        c.apply(ns_obj(ns));
+    }
+    let daemon = c.rudder(&[]);
+    wait_ready(&daemon);
+    let secret = get_json(&c, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "istio-ca-secret", "namespace": c.ns}})).expect("istio-ca-secret created");
+    let root = secret_text(&secret, "ca-cert.pem");
+    assert!(root.contains("BEGIN CERTIFICATE"));
+    for ns in ["foo", "bar", c.ns.as_str()] {
+        eventually(20, "root ConfigMap written", || {
+            get_json(&c, root_cert_cm(ns, ""))
+                .is_some_and(|cm| cm["data"]["root-cert.pem"] == root.as_str())
+        });
+    }
+    c.rt.block_on(async {
+        let ch = common::ca::channel(
+            daemon.addr("grpc-xds-tls"),
+            &root,
+            "istiod.istio-system.svc",
+            None,
+        )
+        .await
+        .unwrap();
+        let (csr, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/bar"]);
+        let chain = common::ca::create(ch.clone(), &csr, Some("good"), 0)
+            .await
+            .expect("TokenReview-authenticated");
+        assert_eq!(chain.last().unwrap().trim(), root.trim());
+        for (token, text) in [
+            ("api-audience", "not for audience istio-ca"),
+            ("expired", "token has expired"),
+            ("forged", "invalid bearer token"),
+        ] {
+            let err = common::ca::create(ch.clone(), &csr, Some(token), 0)
+                .await
+                .expect_err("refused");
+            assert_eq!(err.code(), tonic::Code::Unauthenticated, "{token}: {err:?}");
+            assert!(err.message().contains(text), "{token}: {err:?}");
+        }
+    });
+    // Deleted or edited ConfigMaps are repaired by the leader; new namespaces get one.
+    c.delete(root_cert_cm("foo", ""));
+    c.apply(root_cert_cm("bar", "tampered"));
+    c.apply(ns_obj("late"));
+    for ns in ["foo", "bar", "late"] {
+        eventually(20, "root ConfigMap repaired", || {
+            get_json(&c, root_cert_cm(ns, ""))
+                .is_some_and(|cm| cm["data"]["root-cert.pem"] == root.as_str())
+        });
+    }
+    // A restart signs with the same persisted root.
+    drop(daemon);
+    let again = c.rudder(&[]);
+    wait_ready(&again);
+    c.rt.block_on(async {
+        let ch = common::ca::channel(
+            again.addr("grpc-xds-tls"),
+            &root,
+            "istiod.istio-system.svc",
+            None,
+        )
+        .await
+        .expect("same root after restart");
+        let (csr, _) = common::ca::csr(&[]);
+        assert!(common::ca::create(ch, &csr, Some("good"), 0).await.is_ok());
+    });
+}
+
+/// A plugged-in CA (Secret `cacerts`): certificates chain leaf → intermediate → root.
+#[test]
+fn plugged_in_cacerts_sign_under_the_given_root() {
+    let c = Cluster::fake("cacerts");
+    c.fake
+        .as_ref()
+        .unwrap()
+        .add_token("good", "foo", "bar", &["istio-ca"]);
+    // A root, and an intermediate signed by it, as `istioctl`/cert-manager would provide.
+    let root_key = rcgen::KeyPair::generate().unwrap();
+    let mut root_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    root_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    root_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Plugged Root");
+    root_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let root = root_params.self_signed(&root_key).unwrap();
+    let inter_key = rcgen::KeyPair::generate().unwrap();
+    let mut inter_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    inter_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    inter_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Cluster Intermediate");
+    inter_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let inter = inter_params
+        .signed_by(
+            &inter_key,
+            &rcgen::Issuer::new(root_params.clone(), &root_key),
+        )
+        .unwrap();
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    c.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cacerts", "namespace": c.ns}, "data": {
+        "ca-cert.pem": b64(&inter.pem()), "ca-key.pem": b64(&inter_key.serialize_pem()),
+        "root-cert.pem": b64(&root.pem()), "cert-chain.pem": b64(&format!("{}{}", inter.pem(), root.pem()))}}));
+    let daemon = c.rudder(&[]);
+    wait_ready(&daemon);
+    let dir = tempfile::tempdir().unwrap();
+    c.rt.block_on(async {
+        let ch = common::ca::channel(
+            daemon.addr("grpc-xds-tls"),
+            &root.pem(),
+            "istiod.istio-system.svc",
+            None,
+        )
+        .await
+        .expect("serving cert chains to the plugged root");
+        let (csr, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/bar"]);
+        let chain = common::ca::create(ch, &csr, Some("good"), 0).await.unwrap();
+        assert_eq!(chain.len(), 3, "leaf, intermediate, root");
+        assert_eq!(chain[2].trim(), root.pem().trim());
+        let (ok, out) = common::ca::openssl_verify(dir.path(), &chain);
+        assert!(ok, "{out}");
+    });
+}
