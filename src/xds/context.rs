@@ -13,7 +13,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct MeshSettings {
     pub domain_suffix: String,
     pub root_namespace: String,

@@ -2,6 +2,7 @@
 
 pub mod context;
 pub mod generate;
+pub mod provenance;
 pub mod proxy;
 pub mod push;
 pub mod server;

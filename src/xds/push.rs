@@ -2,7 +2,7 @@
 //! built and queued for every proxy. Changes that only move endpoints become EDS-only pushes.
 
 use super::context::{MeshSettings, PushContext};
-use super::server::{PushRequest, XdsShared};
+use super::server::{PushRecord, PushRequest, XdsShared};
 use crate::config::Kind;
 use crate::config::networking::Resolution;
 use crate::metrics::{Metrics, TypeLabels};
@@ -73,11 +73,12 @@ pub async fn run(
     metrics.services.set(registry.services.len() as i64);
     loop {
         let mut kinds = BTreeSet::new();
+        let mut triggers: Vec<String> = Vec::new();
         let mut lagged = false;
         tokio::select! {
             _ = cancel.cancelled() => break,
             ev = events.recv() => match ev {
-                Ok(ev) => { kinds.insert(ev.key.kind); }
+                Ok(ev) => { kinds.insert(ev.key.kind); triggers.push(format!("{:?} {}", ev.kind, ev.key)); }
                 Err(RecvError::Lagged(_)) => lagged = true,
                 Err(RecvError::Closed) => break,
             },
@@ -91,7 +92,12 @@ pub async fn run(
                 _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
                 ev = events.recv() => {
                     match ev {
-                        Ok(ev) => { kinds.insert(ev.key.kind); }
+                        Ok(ev) => {
+                            kinds.insert(ev.key.kind);
+                            if triggers.len() < 20 {
+                                triggers.push(format!("{:?} {}", ev.kind, ev.key));
+                            }
+                        }
                         Err(RecvError::Lagged(_)) => lagged = true,
                         Err(RecvError::Closed) => return,
                     }
@@ -99,9 +105,13 @@ pub async fn run(
                 }
             }
         }
+        let debounce_elapsed = started.elapsed();
         metrics
             .debounce_time
-            .observe(started.elapsed().as_secs_f64());
+            .observe(debounce_elapsed.as_secs_f64());
+        if lagged {
+            triggers.push("event bus lagged: full resync".into());
+        }
         let span = info_span!("push", version = version + 1);
         async {
             let snapshot = store.snapshot();
@@ -141,15 +151,27 @@ pub async fn run(
                 "pushing"
             );
             let context = PushContext::new(version, snapshot, next.clone(), next_mesh);
-            shared.push(
-                context,
-                PushRequest {
-                    full: !eds_only,
-                    eds_hosts,
-                    started: started.into_std(),
-                    reason: reason.into(),
-                },
-            );
+            let record = PushRecord {
+                version,
+                at_unix_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0),
+                full: !eds_only,
+                reason: reason.into(),
+                triggers: std::mem::take(&mut triggers),
+                eds_services: eds_hosts.iter().cloned().collect(),
+                proxies: 0,
+                debounce_ms: debounce_elapsed.as_millis(),
+            };
+            let request = PushRequest {
+                full: !eds_only,
+                eds_hosts,
+                started: started.into_std(),
+                reason: reason.into(),
+                queued: std::time::Instant::now(),
+            };
+            shared.push(context, request, record);
             registry = next;
         }
         .instrument(span)

@@ -37,13 +37,32 @@ pub struct PushRequest {
     /// When the first change behind this push happened (for convergence time).
     pub started: Instant,
     pub reason: String,
+    /// When it entered this proxy's mailbox (for queue time); set by `XdsShared::push`.
+    pub queued: Instant,
 }
+
+/// One push, as `/debug/push_status` and the UI show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PushRecord {
+    pub version: u64,
+    pub at_unix_ms: u128,
+    pub full: bool,
+    pub reason: String,
+    /// The config objects whose changes caused it (first few).
+    pub triggers: Vec<String>,
+    pub eds_services: Vec<String>,
+    pub proxies: usize,
+    pub debounce_ms: u128,
+}
+
+const PUSH_HISTORY: usize = 50;
 
 impl PushRequest {
     pub fn merge(&mut self, other: PushRequest) {
         self.full |= other.full;
         self.eds_hosts.extend(other.eds_hosts);
         self.started = self.started.min(other.started);
+        self.queued = self.queued.min(other.queued);
         if !self.reason.contains(&other.reason) {
             self.reason = format!("{},{}", self.reason, other.reason);
         }
@@ -85,6 +104,7 @@ struct ConnectionEntry {
 pub struct XdsShared {
     context: ArcSwap<PushContext>,
     connections: Mutex<HashMap<u64, ConnectionEntry>>,
+    history: Mutex<std::collections::VecDeque<PushRecord>>,
     metrics: Arc<Metrics>,
     /// Bounds how many proxies generate and send at once, so a push storm cannot starve the runtime.
     push_permits: Semaphore,
@@ -103,6 +123,7 @@ impl XdsShared {
         Arc::new(XdsShared {
             context: ArcSwap::from_pointee(initial),
             connections: Mutex::default(),
+            history: Mutex::default(),
             metrics,
             push_permits: Semaphore::new(push_concurrency.max(1)),
             next_id: AtomicU64::new(1),
@@ -116,9 +137,20 @@ impl XdsShared {
     }
 
     /// Installs a new push context and queues `request` for every connected proxy.
-    pub fn push(&self, context: PushContext, request: PushRequest) {
+    pub fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
         self.context.store(Arc::new(context));
+        request.queued = Instant::now();
         let conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            if history.len() == PUSH_HISTORY {
+                history.pop_front();
+            }
+            history.push_back(PushRecord {
+                proxies: conns.len(),
+                ..record
+            });
+        }
         for entry in conns.values() {
             let mut pending = entry
                 .mailbox
@@ -132,6 +164,16 @@ impl XdsShared {
             drop(pending);
             entry.mailbox.notify.notify_one();
         }
+    }
+
+    /// The most recent pushes, oldest first.
+    pub fn history(&self) -> Vec<PushRecord> {
+        self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub fn connections(&self) -> Vec<ConnectionStatus> {
@@ -420,6 +462,10 @@ impl Sotw {
 
     async fn on_push(&mut self, push: PushRequest) -> bool {
         let shared = self.shared.clone();
+        shared
+            .metrics
+            .proxy_queue_time
+            .observe(push.queued.elapsed().as_secs_f64());
         let Ok(_permit) = shared.push_permits.acquire().await else {
             return false;
         };
@@ -632,6 +678,10 @@ impl Delta {
 
     async fn on_push(&mut self, push: PushRequest) -> bool {
         let shared = self.shared.clone();
+        shared
+            .metrics
+            .proxy_queue_time
+            .observe(push.queued.elapsed().as_secs_f64());
         let Ok(_permit) = shared.push_permits.acquire().await else {
             return false;
         };

@@ -1,0 +1,334 @@
+//! Metrics, debug endpoints, the debug UI in a real browser, and runtime log levels.
+
+mod common;
+
+use common::ads::{EDS, RDS, Sotw};
+use common::{Daemon, eventually, http_get, rudder};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+const MESH: &str = r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: shop}
+spec:
+  hosts: [reviews.shop.svc.cluster.local]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1, labels: {version: v1}}, {address: 10.0.0.2, labels: {version: v2}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: shop}
+spec: {host: reviews, subsets: [{name: v1, labels: {version: v1}}]}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: shop}
+spec:
+  hosts: [reviews]
+  http: [{route: [{destination: {host: reviews, subset: v1}}]}]
+"#;
+
+const PROXY: &str = "sidecar~10.9.9.9~client-1.shop~shop.svc.cluster.local";
+
+fn json(d: &Daemon, path: &str) -> Value {
+    let (code, body) = http_get(d.addr("monitoring"), path);
+    assert_eq!(code, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+fn metric(d: &Daemon, name: &str) -> f64 {
+    http_get(d.addr("monitoring"), "/metrics")
+        .1
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn write(dir: &Path, text: &str) {
+    std::fs::write(dir.join("mesh.yaml"), text).unwrap();
+}
+
+/// A daemon with one connected proxy (a Rust ADS client) subscribed to CDS, EDS and RDS.
+fn with_proxy(
+    extra: &[&str],
+    body: impl FnOnce(&Daemon, &Path, &tokio::runtime::Runtime, &mut Sotw),
+) {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), MESH);
+    let mut args = vec!["--debounce-after", "20ms", "--file-debounce", "20ms"];
+    args.extend_from_slice(extra);
+    let daemon = Daemon::start(dir.path(), &args);
+    eventually(30, "ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut s = rt.block_on(async {
+        let mut s = Sotw::open(daemon.addr("grpc-xds"), PROXY).await.unwrap();
+        let cds = s.recv().await;
+        s.ack(&cds, &[]).await;
+        s.send(
+            EDS,
+            &["outbound|9080|v1|reviews.shop.svc.cluster.local"],
+            "",
+            "",
+            None,
+        )
+        .await;
+        let eds = s.recv().await;
+        s.ack(&eds, &["outbound|9080|v1|reviews.shop.svc.cluster.local"])
+            .await;
+        s.send(RDS, &["9080"], "", "", None).await;
+        let rds = s.recv().await;
+        s.ack(&rds, &["9080"]).await;
+        s
+    });
+    body(&daemon, dir.path(), &rt, &mut s);
+}
+
+#[test]
+fn debug_endpoints_answer_with_their_json_shapes() {
+    with_proxy(&[], |d, dir, rt, s| {
+        eventually(10, "synced", || {
+            json(d, "/debug/syncz")[0]["types"]["rds"]["state"] == "SYNCED"
+        });
+        let syncz = json(d, "/debug/syncz");
+        assert_eq!(syncz[0]["proxy"], PROXY);
+        for t in ["cds", "eds", "rds"] {
+            assert_eq!(syncz[0]["types"][t]["state"], "SYNCED", "{syncz}");
+        }
+        let adsz = json(d, "/debug/adsz");
+        assert_eq!(adsz["totalClients"], 1);
+        assert_eq!(adsz["clients"][0]["proxy"]["namespace"], "shop");
+        let registry = json(d, "/debug/registryz");
+        assert_eq!(registry[0]["hostname"], "reviews.shop.svc.cluster.local");
+        assert_eq!(registry[0]["ports"][0]["number"], 9080);
+        let endpoints = json(d, "/debug/endpointz");
+        assert_eq!(endpoints[0]["endpoints"].as_array().unwrap().len(), 2);
+        let configz = json(d, "/debug/configz");
+        assert_eq!(configz["items"].as_array().unwrap().len(), 3);
+        assert!(json(d, "/debug/mesh")["trustDomain"] == "cluster.local");
+        assert!(json(d, "/version")["version"].is_string());
+
+        // Provenance: each generated resource names the objects it came from.
+        let dump = json(d, &format!("/debug/config_dump?proxyID={PROXY}"));
+        let find = |t: &str, n: &str| {
+            dump["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["type"] == t && r["name"] == n)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {t} {n}"))
+        };
+        let subset = find("cds", "outbound|9080|v1|reviews.shop.svc.cluster.local");
+        assert_eq!(
+            subset["sources"],
+            serde_json::json!(["DestinationRule/shop/reviews", "ServiceEntry/shop/reviews"])
+        );
+        assert!(
+            find("rds", "9080")["sources"]
+                .as_array()
+                .unwrap()
+                .contains(&"VirtualService/shop/reviews".into())
+        );
+        assert!(
+            subset["config"]
+                .as_str()
+                .unwrap()
+                .contains("outbound|9080|v1|reviews"),
+            "decoded resource"
+        );
+        assert_eq!(
+            http_get(d.addr("monitoring"), "/debug/config_dump?proxyID=nobody").0,
+            404
+        );
+        assert_eq!(http_get(d.addr("monitoring"), "/debug/config_dump").0, 400);
+
+        // Push status says why a push happened.
+        write(dir, &MESH.replace("10.0.0.2", "10.0.0.3"));
+        rt.block_on(async {
+            let push = s.recv().await;
+            assert_eq!(push.type_url, EDS);
+        });
+        let status = json(d, "/debug/push_status");
+        let last = status["pushes"]
+            .as_array()
+            .unwrap()
+            .last()
+            .cloned()
+            .unwrap();
+        assert_eq!(last["full"], false);
+        assert_eq!(last["reason"], "endpoint");
+        assert!(
+            last["triggers"][0]
+                .as_str()
+                .unwrap()
+                .contains("ServiceEntry shop/reviews"),
+            "{last}"
+        );
+        assert_eq!(last["proxies"], 1);
+    });
+}
+
+#[test]
+fn metrics_move_as_pushes_happen() {
+    with_proxy(&[], |d, dir, rt, s| {
+        let before = |n: &str| metric(d, n);
+        let (cds, conv, queue, config) = (
+            before("pilot_xds_pushes_total{type=\"cds\"}"),
+            before("pilot_proxy_convergence_time_count"),
+            before("pilot_proxy_queue_time_count"),
+            before("pilot_push_triggers_total{type=\"config\"}"),
+        );
+        assert_eq!(before("pilot_xds"), 1.0);
+        assert!(before("pilot_services") >= 1.0);
+        assert!(before("process_resident_memory_bytes") > 1e6);
+        assert!(before("process_cpu_seconds_total") > 0.0);
+        write(
+            dir,
+            &MESH.replace(
+                "subset: v1}}]}]",
+                "subset: v1}, weight: 100}], timeout: 5s}]",
+            ),
+        );
+        rt.block_on(async {
+            loop {
+                let r = s.recv().await;
+                s.ack(
+                    &r,
+                    if r.type_url == RDS {
+                        &["9080"]
+                    } else if r.type_url == EDS {
+                        &["outbound|9080|v1|reviews.shop.svc.cluster.local"]
+                    } else {
+                        &[]
+                    },
+                )
+                .await;
+                if r.type_url == RDS {
+                    break;
+                }
+            }
+        });
+        eventually(10, "metrics updated", || {
+            metric(d, "pilot_proxy_convergence_time_count") > conv
+        });
+        assert!(metric(d, "pilot_push_triggers_total{type=\"config\"}") > config);
+        assert!(metric(d, "pilot_proxy_queue_time_count") > queue);
+        assert!(metric(d, "pilot_xds_pushes_total{type=\"rds\"}") >= 2.0);
+        assert!(metric(d, "pilot_debounce_time_count") >= 1.0);
+        assert_eq!(
+            metric(d, "pilot_xds_pushes_total{type=\"cds\"}"),
+            cds,
+            "an unchanged CDS is not resent"
+        );
+        let m = http_get(d.addr("monitoring"), "/metrics").1;
+        assert!(m.contains("# TYPE pilot_xds_push_time histogram"), "{m}");
+    });
+}
+
+#[test]
+fn log_levels_change_at_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), MESH);
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    eventually(30, "ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let addr = daemon.addr("monitoring").to_string();
+    let show = rudder().args(["log", "--addr", &addr]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains("\"level\":\"info\""),
+        "{show:?}"
+    );
+    let bad = rudder()
+        .args(["log", "--addr", &addr, "ads:loud"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("unknown level"),
+        "{bad:?}"
+    );
+    // Debug lines of the push pipeline appear only after the change.
+    let set = rudder()
+        .args(["log", "--addr", &addr, "ads:debug,default:info"])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{set:?}");
+    assert!(String::from_utf8_lossy(&set.stdout).contains("rudder::xds=debug"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut s = Sotw::open(daemon.addr("grpc-xds"), PROXY).await.unwrap();
+        s.recv().await;
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut saw_debug = false;
+    while std::time::Instant::now() < deadline && !saw_debug {
+        if let Ok(line) = daemon
+            .log
+            .recv_timeout(std::time::Duration::from_millis(200))
+        {
+            saw_debug = line.contains("DEBUG") && line.contains("rudder::xds");
+        }
+    }
+    assert!(
+        saw_debug,
+        "a debug line from rudder::xds after raising its level"
+    );
+}
+
+/// The debug UI in headless Chromium shows a connected proxy and its sync state.
+#[test]
+fn debug_ui_shows_connected_proxies_in_a_browser() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        if std::env::var("RUDDER_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+            panic!("chromium is missing: run scripts/setup-peers.sh");
+        }
+        eprintln!("skipping: chromium not installed");
+        return;
+    }
+    with_proxy(&[], |d, _dir, _rt, _s| {
+        let profile = tempfile::tempdir().unwrap();
+        let out = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(["--virtual-time-budget=5000", "--dump-dom"])
+            .arg(format!("http://{}/debug", d.addr("monitoring")))
+            .output()
+            .expect("run chromium");
+        let dom = String::from_utf8_lossy(&out.stdout);
+        assert!(dom.contains(PROXY), "the proxy is listed: {dom}");
+        assert!(
+            dom.contains("CDS SYNCED") && dom.contains("RDS SYNCED"),
+            "sync state per type: {dom}"
+        );
+        assert!(
+            dom.contains("reviews.shop.svc.cluster.local"),
+            "services tab rendered"
+        );
+    });
+}
