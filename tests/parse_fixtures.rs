@@ -279,3 +279,38 @@ fn structural_errors_name_the_field() {
         assert!(parsed.configs.is_empty());
     }
 }
+
+/// Generated config directories hold thousands of objects in one file.
+#[test]
+fn large_multi_document_files_parse() {
+    let one = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: svc-@, namespace: ns}\nspec: {hosts: [svc@.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}\n";
+    let text: String = (0..5000)
+        .map(|i| format!("---\n{}", one.replace('@', &i.to_string())))
+        .collect();
+    let parsed = parse_yaml(&text, "default");
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors.first());
+    assert_eq!(parsed.configs.len(), 5000);
+}
+
+/// The YAML limits that stop alias-expansion bombs are still in force.
+#[test]
+fn alias_expansion_bombs_are_refused() {
+    let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 0..12 {
+        let prev = if i == 0 {
+            "a".to_string()
+        } else {
+            format!("l{}", i - 1)
+        };
+        text.push_str(&format!("l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    let parsed = parse_yaml(&text, "default");
+    assert!(
+        matches!(
+            parsed.errors.first(),
+            Some(rudder::config::ConfigError::Syntax(_))
+        ),
+        "{:?}",
+        parsed.errors
+    );
+}

@@ -137,6 +137,7 @@ fn identity() -> String {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    super::raise_fd_limit();
     let store = Arc::new(Store::default());
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));

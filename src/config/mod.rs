@@ -349,13 +349,14 @@ pub struct Parsed {
 /// `default_namespace`. `kind: List` documents are flattened, as kubectl does.
 pub fn parse_yaml(text: &str, default_namespace: &str) -> Parsed {
     let mut parsed = Parsed::default();
-    let documents: Vec<serde_json::Value> = match serde_saphyr::from_multiple(text) {
-        Ok(docs) => docs,
-        Err(e) => {
-            parsed.errors.push(ConfigError::Syntax(e.to_string()));
-            return parsed;
-        }
-    };
+    let documents: Vec<serde_json::Value> =
+        match serde_saphyr::from_multiple_with_options(text, yaml_options()) {
+            Ok(docs) => docs,
+            Err(e) => {
+                parsed.errors.push(ConfigError::Syntax(e.to_string()));
+                return parsed;
+            }
+        };
     for (index, doc) in documents.into_iter().enumerate() {
         let document = index + 1;
         if is_list(&doc) {
@@ -371,6 +372,19 @@ pub fn parse_yaml(text: &str, default_namespace: &str) -> Parsed {
         }
     }
     parsed
+}
+
+/// serde-saphyr's defaults cap a stream at 1,024 documents and 250,000 nodes: fine for one manifest,
+/// too small for a generated config directory with thousands of objects. These caps still bound work
+/// per file; the anchor/alias limits that stop "billion laughs" expansion stay at their defaults.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 200_000;
+    budget.max_nodes = 20_000_000;
+    budget.max_events = 60_000_000;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
 fn is_list(doc: &serde_json::Value) -> bool {

@@ -1,0 +1,762 @@
+//! `rudder loadgen`: opens N real ADS streams against a running `rudder serve` (files mode), behaves like
+//! the proxies would (subscribe, ACK), drives config churn through the config directory, and reports
+//! convergence, throughput and the daemon's memory and CPU. `--replay` measures the same streams against
+//! an in-process server that only sends pre-encoded responses: the ceiling for the push path.
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
+use prost::Message;
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadgenArgs {
+    /// The daemon's plaintext xDS address.
+    #[arg(long, default_value = "127.0.0.1:15010")]
+    pub xds_addr: SocketAddr,
+    /// The daemon's monitoring address (for memory, CPU and push history).
+    #[arg(long, default_value = "127.0.0.1:15014")]
+    pub monitoring_addr: SocketAddr,
+    /// The daemon's config directory: loadgen writes its generated mesh there.
+    #[arg(long)]
+    pub config_dir: PathBuf,
+    #[arg(long, default_value_t = 1000)]
+    pub services: usize,
+    #[arg(long, default_value_t = 2)]
+    pub endpoints_per_service: usize,
+    #[arg(long, default_value_t = 10)]
+    pub namespaces: usize,
+    #[arg(long, default_value_t = 1000)]
+    pub proxies: usize,
+    /// Share of Envoy-like proxies that use Delta xDS (percent).
+    #[arg(long, default_value_t = 50)]
+    pub delta_percent: usize,
+    /// Share of proxies that are proxyless gRPC clients (percent).
+    #[arg(long, default_value_t = 10)]
+    pub grpc_percent: usize,
+    /// ADS streams multiplexed on one HTTP/2 connection.
+    #[arg(long, default_value_t = 1)]
+    pub streams_per_connection: usize,
+    /// Full pushes (a new service) and endpoint-only pushes to measure, each.
+    #[arg(long, default_value_t = 5)]
+    pub changes: usize,
+    /// Write a Sidecar per namespace (egress `./*`), so each proxy sees only its namespace's services,
+    /// as production meshes scope visibility.
+    #[arg(long)]
+    pub sidecar_scope: bool,
+    /// Measure the replay baseline instead of the daemon.
+    #[arg(long)]
+    pub replay: bool,
+}
+
+/// One received response, as the coordinator sees it.
+struct Seen {
+    proxy: usize,
+    type_url: &'static str,
+    bytes: usize,
+    at: Instant,
+    wall_ms: u128,
+    names: Vec<String>,
+}
+
+fn wall_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+fn static_type(t: &str) -> &'static str {
+    match t {
+        CDS => CDS,
+        EDS => EDS,
+        LDS => LDS,
+        RDS => RDS,
+        _ => "other",
+    }
+}
+
+fn ns(i: usize, n: usize) -> String {
+    format!("load-{}", i % n.max(1))
+}
+
+fn host(i: usize, n: usize) -> String {
+    format!("svc-{i}.{}.svc.cluster.local", ns(i, n))
+}
+
+fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String {
+    let mut y = String::with_capacity(args.services * 400);
+    if args.sidecar_scope {
+        for n in 0..args.namespaces {
+            y.push_str(&format!(
+                "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: {}}}\nspec: {{egress: [{{hosts: [\"./*\"]}}]}}\n",
+                ns(n, args.namespaces)
+            ));
+        }
+    }
+    for i in 0..args.services + churn {
+        let eps: Vec<String> = (0..args.endpoints_per_service)
+            .map(|e| {
+                let last = if i == 0 && e == 0 {
+                    10 + moved_endpoint
+                } else {
+                    10 + e
+                };
+                format!("{{address: 10.{}.{}.{last}}}", (i / 250) % 250, i % 250)
+            })
+            .collect();
+        y.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: svc-{i}, namespace: {}}}\nspec: {{hosts: [{}], ports: [{{number: {}, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{}]}}\n",
+            ns(i, args.namespaces),
+            host(i, args.namespaces),
+            8000 + (i % 50),
+            eps.join(", ")
+        ));
+    }
+    y
+}
+
+fn node(i: usize, args: &LoadgenArgs, grpc: bool) -> Option<Node> {
+    let mut fields = std::collections::BTreeMap::new();
+    let s = |v: &str| Value {
+        kind: Some(VKind::StringValue(v.into())),
+    };
+    if grpc {
+        fields.insert("GENERATOR".to_string(), s("grpc"));
+    }
+    let namespace = ns(i, args.namespaces);
+    fields.insert("NAMESPACE".into(), s(&namespace));
+    Some(Node {
+        id: format!(
+            "sidecar~10.200.{}.{}~load-{i}.{namespace}~{namespace}.svc.cluster.local",
+            (i / 250) % 250,
+            i % 250
+        ),
+        user_agent_name: if grpc {
+            "gRPC loadgen".into()
+        } else {
+            "envoy".into()
+        },
+        metadata: Some(Struct {
+            fields: fields.into_iter().collect(),
+        }),
+        ..Default::default()
+    })
+}
+
+/// Route names an Envoy asks for: one per HTTP listener port.
+fn route_names(resp: &DiscoveryResponse) -> Vec<String> {
+    let mut v: Vec<String> = resp
+        .resources
+        .iter()
+        .filter_map(|a| Listener::decode(a.value.as_slice()).ok())
+        .filter_map(|l| {
+            l.name
+                .rsplit('_')
+                .next()
+                .filter(|p| p.parse::<u32>().is_ok())
+                .map(str::to_string)
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn resource_names<T: Message + Default>(
+    resp: &DiscoveryResponse,
+    name: impl Fn(T) -> String,
+) -> Vec<String> {
+    resp.resources
+        .iter()
+        .filter_map(|a| T::decode(a.value.as_slice()).ok())
+        .map(name)
+        .collect()
+}
+
+fn eds_names(resp: &DiscoveryResponse) -> Vec<String> {
+    use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster::ClusterDiscoveryType};
+    resource_names::<Cluster>(resp, |c| {
+        if matches!(c.cluster_discovery_type, Some(ClusterDiscoveryType::Type(t)) if t == 3) {
+            c.name
+        } else {
+            String::new()
+        }
+    })
+    .into_iter()
+    .filter(|n| !n.is_empty())
+    .collect()
+}
+
+/// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
+async fn sotw_proxy(
+    i: usize,
+    channel: Channel,
+    args: Arc<LoadgenArgs>,
+    grpc: bool,
+    tx: mpsc::UnboundedSender<Seen>,
+) {
+    let (req_tx, req_rx) = mpsc::channel(16);
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+    let send =
+        |t: &str, names: Vec<String>, nonce: &str, version: &str, first: bool| DiscoveryRequest {
+            node: if first { node(i, &args, grpc) } else { None },
+            type_url: t.into(),
+            resource_names: names,
+            response_nonce: nonce.into(),
+            version_info: version.into(),
+            ..Default::default()
+        };
+    let target = format!("{}:{}", host(0, args.namespaces), 8000);
+    if grpc {
+        let _ = req_tx
+            .send(send(LDS, vec![target.clone()], "", "", true))
+            .await;
+    } else {
+        let _ = req_tx.send(send(CDS, vec![], "", "", true)).await;
+        let _ = req_tx.send(send(LDS, vec![], "", "", false)).await;
+    }
+    let Ok(resp) = client
+        .stream_aggregated_resources(ReceiverStream::new(req_rx))
+        .await
+    else {
+        return;
+    };
+    let mut stream = resp.into_inner();
+    let mut subscribed: HashMap<&'static str, Vec<String>> = HashMap::new();
+    while let Ok(Some(r)) = stream.message().await {
+        let t = static_type(&r.type_url);
+        let names = match t {
+            EDS => resource_names::<
+                envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment,
+            >(&r, |c| c.cluster_name),
+            _ => Vec::new(),
+        };
+        let _ = tx.send(Seen {
+            proxy: i,
+            type_url: t,
+            bytes: r.encoded_len(),
+            at: Instant::now(),
+            wall_ms: wall_ms(),
+            names,
+        });
+        let mine = subscribed.get(t).cloned().unwrap_or_default();
+        let _ = req_tx
+            .send(send(t, mine, &r.nonce, &r.version_info, false))
+            .await;
+        // Follow the dependency chain, as a proxy would.
+        let next: Option<(&'static str, Vec<String>)> = match (t, grpc) {
+            (CDS, _) => Some((EDS, eds_names(&r))),
+            (LDS, false) => Some((RDS, route_names(&r))),
+            (LDS, true) => Some((RDS, vec![target.clone()])),
+            (RDS, true) => Some((
+                CDS,
+                vec![format!("outbound|8000||{}", host(0, args.namespaces))],
+            )),
+            _ => None,
+        };
+        if let Some((nt, names)) = next
+            && !names.is_empty()
+            && subscribed.get(nt) != Some(&names)
+        {
+            subscribed.insert(nt, names.clone());
+            let _ = req_tx.send(send(nt, names, "", "", false)).await;
+        }
+        if t == CDS && grpc {
+            subscribed.insert(
+                CDS,
+                vec![format!("outbound|8000||{}", host(0, args.namespaces))],
+            );
+        }
+    }
+}
+
+/// One Delta proxy: wildcard CDS/LDS, named EDS/RDS.
+async fn delta_proxy(
+    i: usize,
+    channel: Channel,
+    args: Arc<LoadgenArgs>,
+    tx: mpsc::UnboundedSender<Seen>,
+) {
+    let (req_tx, req_rx) = mpsc::channel(16);
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+    let _ = req_tx
+        .send(DeltaDiscoveryRequest {
+            node: node(i, &args, false),
+            type_url: CDS.into(),
+            ..Default::default()
+        })
+        .await;
+    let _ = req_tx
+        .send(DeltaDiscoveryRequest {
+            type_url: LDS.into(),
+            ..Default::default()
+        })
+        .await;
+    let Ok(resp) = client
+        .delta_aggregated_resources(ReceiverStream::new(req_rx))
+        .await
+    else {
+        return;
+    };
+    let mut stream = resp.into_inner();
+    let mut known: HashMap<&'static str, BTreeSet<String>> = HashMap::new();
+    while let Ok(Some(r)) = stream.message().await {
+        let t = static_type(&r.type_url);
+        let names: Vec<String> = r.resources.iter().map(|x| x.name.clone()).collect();
+        let _ = tx.send(Seen {
+            proxy: i,
+            type_url: t,
+            bytes: r.encoded_len(),
+            at: Instant::now(),
+            wall_ms: wall_ms(),
+            names: names.clone(),
+        });
+        let _ = req_tx
+            .send(DeltaDiscoveryRequest {
+                type_url: t.into(),
+                response_nonce: r.nonce.clone(),
+                ..Default::default()
+            })
+            .await;
+        let as_sotw = DiscoveryResponse {
+            resources: r
+                .resources
+                .iter()
+                .filter_map(|x| x.resource.clone())
+                .collect(),
+            ..Default::default()
+        };
+        let next: Option<(&'static str, Vec<String>)> = match t {
+            CDS => Some((EDS, eds_names(&as_sotw))),
+            LDS => Some((RDS, route_names(&as_sotw))),
+            _ => None,
+        };
+        if let Some((nt, wanted)) = next {
+            let set = known.entry(nt).or_default();
+            let new: Vec<String> = wanted
+                .into_iter()
+                .filter(|n| set.insert(n.clone()))
+                .collect();
+            if !new.is_empty() {
+                let _ = req_tx
+                    .send(DeltaDiscoveryRequest {
+                        type_url: nt.into(),
+                        resource_names_subscribe: new,
+                        ..Default::default()
+                    })
+                    .await;
+            }
+        }
+    }
+}
+
+/// The replay baseline: answers every request with pre-encoded responses and, on each trigger,
+/// sends the pre-encoded CDS response to every stream.
+#[derive(Clone)]
+struct Replay {
+    responses: Arc<HashMap<String, DiscoveryResponse>>,
+    trigger: broadcast::Sender<u64>,
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for Replay {
+    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, tonic::Status>>;
+    type DeltaAggregatedResourcesStream =
+        ReceiverStream<Result<DeltaDiscoveryResponse, tonic::Status>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        req: tonic::Request<tonic::Streaming<DiscoveryRequest>>,
+    ) -> Result<tonic::Response<Self::StreamAggregatedResourcesStream>, tonic::Status> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(8);
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut trigger = me.trigger.subscribe();
+            let nonce = AtomicU64::new(1);
+            loop {
+                tokio::select! {
+                    msg = inbound.message() => match msg {
+                        Ok(Some(r)) if r.response_nonce.is_empty() => {
+                            if let Some(resp) = me.responses.get(&r.type_url) {
+                                let mut resp = resp.clone();
+                                resp.nonce = nonce.fetch_add(1, Ordering::Relaxed).to_string();
+                                if tx.send(Ok(resp)).await.is_err() { return }
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        _ => return,
+                    },
+                    v = trigger.recv() => {
+                        let Ok(v) = v else { return };
+                        if let Some(resp) = me.responses.get(CDS) {
+                            let mut resp = resp.clone();
+                            resp.version_info = v.to_string();
+                            resp.nonce = nonce.fetch_add(1, Ordering::Relaxed).to_string();
+                            if tx.send(Ok(resp)).await.is_err() { return }
+                        }
+                    }
+                }
+            }
+        });
+        Ok(tonic::Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        _req: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the replay baseline is State of the World",
+        ))
+    }
+}
+
+/// Captures what the daemon sends an Envoy-like sidecar, for the replay server.
+async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<HashMap<String, DiscoveryResponse>> {
+    let channel = Channel::from_shared(format!("http://{}", args.xds_addr))?
+        .connect()
+        .await?;
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
+    let (resp_tx, mut resp_rx) = mpsc::unbounded_channel::<DiscoveryResponse>();
+    let a = args.clone();
+    // A sidecar stream whose raw responses we keep.
+    tokio::spawn(async move {
+        let (req_tx, req_rx) = mpsc::channel(16);
+        let mut client = AggregatedDiscoveryServiceClient::new(channel)
+            .max_decoding_message_size(256 * 1024 * 1024);
+        let _ = req_tx
+            .send(DiscoveryRequest {
+                node: node(0, &a, false),
+                type_url: CDS.into(),
+                ..Default::default()
+            })
+            .await;
+        let Ok(resp) = client
+            .stream_aggregated_resources(ReceiverStream::new(req_rx))
+            .await
+        else {
+            return;
+        };
+        let mut stream = resp.into_inner();
+        while let Ok(Some(r)) = stream.message().await {
+            let _ = seen_tx.send(());
+            let _ = resp_tx.send(r);
+        }
+    });
+    let mut out = HashMap::new();
+    if tokio::time::timeout(Duration::from_secs(60), seen_rx.recv())
+        .await
+        .is_ok()
+        && let Some(r) = resp_rx.recv().await
+    {
+        out.insert(r.type_url.clone(), r);
+    }
+    anyhow::ensure!(
+        out.contains_key(CDS),
+        "could not capture a CDS response from {}",
+        args.xds_addr
+    );
+    Ok(out)
+}
+
+fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn scrape(addr: SocketAddr, path: &str) -> String {
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = s
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await;
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw).await;
+    raw.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Waits until `want` proxies saw `type_url` after `since` (matching `filter`), returning each first time.
+async fn collect(
+    rx: &mut mpsc::UnboundedReceiver<Seen>,
+    want: &BTreeSet<usize>,
+    type_url: &str,
+    since: Instant,
+    filter: impl Fn(&Seen) -> bool,
+    bytes: &mut usize,
+) -> (HashMap<usize, (Instant, u128)>, bool) {
+    let mut got: HashMap<usize, (Instant, u128)> = HashMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while got.len() < want.len() {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(s)) => {
+                *bytes += s.bytes;
+                if s.type_url == type_url && s.at >= since && want.contains(&s.proxy) && filter(&s)
+                {
+                    got.entry(s.proxy).or_insert((s.at, s.wall_ms));
+                }
+            }
+            _ => return (got, false),
+        }
+    }
+    (got, true)
+}
+
+pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
+    super::raise_fd_limit();
+    let args = Arc::new(args);
+    let file = args.config_dir.join("loadgen-mesh.yaml");
+    std::fs::write(&file, mesh_yaml(&args, 0, 0))?;
+    // Wait for the daemon to load the generated services.
+    let started = Instant::now();
+    while metric(
+        &scrape(args.monitoring_addr, "/metrics").await,
+        "pilot_services ",
+    ) < args.services as f64
+    {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(120),
+            "the daemon did not load {} services",
+            args.services
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "loaded {} services in {:.1}s",
+        args.services,
+        started.elapsed().as_secs_f64()
+    );
+
+    let (target, trigger) = if args.replay {
+        let responses = capture(&args).await?;
+        let (trigger, _) = broadcast::channel(16);
+        let replay = Replay {
+            responses: Arc::new(responses),
+            trigger: trigger.clone(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(
+                    AggregatedDiscoveryServiceServer::new(replay)
+                        .max_encoding_message_size(usize::MAX),
+                )
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        (addr, Some(trigger))
+    } else {
+        (args.xds_addr, None)
+    };
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut channel = None;
+    let (mut envoy, mut all) = (BTreeSet::new(), BTreeSet::new());
+    let connect_start = Instant::now();
+    for i in 0..args.proxies {
+        if i % args.streams_per_connection.max(1) == 0 || channel.is_none() {
+            channel = Some(
+                Channel::from_shared(format!("http://{target}"))?
+                    .connect()
+                    .await?,
+            );
+        }
+        let ch = channel.clone().unwrap_or_else(|| unreachable!());
+        // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
+        let slot = i % 100;
+        let grpc = !args.replay && slot < args.grpc_percent;
+        let delta = !args.replay
+            && !grpc
+            && slot < args.grpc_percent + (100 - args.grpc_percent) * args.delta_percent / 100;
+        all.insert(i);
+        if !grpc {
+            envoy.insert(i);
+        }
+        let (a, t) = (args.clone(), tx.clone());
+        if delta {
+            tokio::spawn(delta_proxy(i, ch, a, t));
+        } else {
+            tokio::spawn(sotw_proxy(i, ch, a, grpc, t));
+        }
+    }
+    let mut bytes = 0usize;
+    // Connected and synced: every proxy got its endpoints.
+    let (synced, ok) = collect(&mut rx, &all, EDS, connect_start, |_| true, &mut bytes).await;
+    println!(
+        "proxies: {} ({} Envoy-like, {} gRPC), connected and synced {}/{} in {:.1}s",
+        args.proxies,
+        envoy.len(),
+        all.len() - envoy.len(),
+        synced.len(),
+        args.proxies,
+        connect_start.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(ok, "not every proxy synced");
+    let before = scrape(args.monitoring_addr, "/metrics").await;
+
+    let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let churn_start = Instant::now();
+    let bytes_before = bytes;
+    for k in 1..=args.changes {
+        // Full push: a new service every Envoy-like proxy must learn about.
+        let t0 = Instant::now();
+        if let Some(trigger) = &trigger {
+            let _ = trigger.send(k as u64);
+        } else {
+            std::fs::write(&file, mesh_yaml(&args, k, k - 1))?;
+        }
+        let (got, ok) = collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes).await;
+        anyhow::ensure!(
+            ok,
+            "full push {k}: only {}/{} proxies converged",
+            got.len(),
+            envoy.len()
+        );
+        let push_start = if trigger.is_some() {
+            None
+        } else {
+            last_push_ms(&args).await
+        };
+        for (at, wall) in got.values() {
+            full_e2e.push(at.duration_since(t0).as_secs_f64());
+            if let Some(p) = push_start {
+                full_push.push(wall.saturating_sub(p) as f64 / 1000.0);
+            }
+        }
+        if trigger.is_some() {
+            continue;
+        }
+        // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
+        let t0 = Instant::now();
+        std::fs::write(&file, mesh_yaml(&args, k, k))?;
+        let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
+        let (got, ok) = collect(
+            &mut rx,
+            &all,
+            EDS,
+            t0,
+            |s| s.names.iter().any(|n| *n == cluster),
+            &mut bytes,
+        )
+        .await;
+        anyhow::ensure!(
+            ok,
+            "endpoint push {k}: only {}/{} proxies converged",
+            got.len(),
+            all.len()
+        );
+        let push_start = last_push_ms(&args).await;
+        for (at, wall) in got.values() {
+            eds_e2e.push(at.duration_since(t0).as_secs_f64());
+            if let Some(p) = push_start {
+                eds_push.push(wall.saturating_sub(p) as f64 / 1000.0);
+            }
+        }
+    }
+    let churn = churn_start.elapsed().as_secs_f64();
+    let after = scrape(args.monitoring_addr, "/metrics").await;
+    let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
+    println!(
+        "mode: {}",
+        if args.replay {
+            "replay baseline (pre-encoded CDS to every stream)"
+        } else {
+            "rudder"
+        }
+    );
+    println!(
+        "full push convergence, from the trigger: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
+        ms(&full_e2e, 0.5),
+        ms(&full_e2e, 0.99),
+        full_e2e.len()
+    );
+    if !full_push.is_empty() {
+        println!(
+            "full push convergence, from push start:   p50 {:.0} ms, p99 {:.0} ms",
+            ms(&full_push, 0.5),
+            ms(&full_push, 0.99)
+        );
+    }
+    if !eds_e2e.is_empty() {
+        println!(
+            "endpoint push convergence, from the write: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
+            ms(&eds_e2e, 0.5),
+            ms(&eds_e2e, 0.99),
+            eds_e2e.len()
+        );
+        println!(
+            "endpoint push convergence, from push start: p50 {:.0} ms, p99 {:.0} ms",
+            ms(&eds_push, 0.5),
+            ms(&eds_push, 0.99)
+        );
+    }
+    let pushes: f64 = ["cds", "eds", "lds", "rds"]
+        .iter()
+        .map(|t| {
+            metric(&after, &format!("pilot_xds_pushes_total{{type=\"{t}\"}}"))
+                - metric(&before, &format!("pilot_xds_pushes_total{{type=\"{t}\"}}"))
+        })
+        .sum();
+    println!(
+        "responses during churn: {pushes:.0} ({:.0}/s); bytes received during churn: {:.1} MiB",
+        pushes / churn,
+        (bytes - bytes_before) as f64 / 1048576.0
+    );
+    println!(
+        "daemon: {} xDS streams, RSS {:.0} MiB, CPU {:.1} s total",
+        metric(&after, "pilot_xds "),
+        metric(&after, "process_resident_memory_bytes") / 1048576.0,
+        metric(&after, "process_cpu_seconds_total")
+    );
+    Ok(())
+}
+
+/// When the daemon started its most recent push (from /debug/push_status).
+async fn last_push_ms(args: &LoadgenArgs) -> Option<u128> {
+    let body = scrape(args.monitoring_addr, "/debug/push_status").await;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["pushes"].as_array()?.last()?["at_unix_ms"]
+        .as_u64()
+        .map(u128::from)
+}
