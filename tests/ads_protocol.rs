@@ -35,7 +35,7 @@ const C: &str = "outbound|80||c.ns.svc.cluster.local";
 
 fn start() -> (tempfile::TempDir, Daemon) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("mesh.yaml"), mesh(false)).unwrap();
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(false));
     let daemon = Daemon::start(
         dir.path(),
         &["--debounce-after", "20ms", "--file-debounce", "20ms"],
@@ -95,7 +95,7 @@ async fn nack_keeps_last_good_config_is_logged_and_counted() {
         "{syncz}"
     );
     // The next config change is pushed as usual.
-    std::fs::write(dir.path().join("mesh.yaml"), mesh(true)).unwrap();
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(true));
     let next = s.recv().await;
     assert!(cluster_names(&next).contains(&C.to_string()));
     s.send(CDS, &[], &next.nonce, &next.version_info, None)
@@ -169,11 +169,10 @@ async fn endpoint_only_changes_push_only_eds() {
     let eds = s.recv().await;
     s.send(EDS, &[A, B], &eds.nonce, &eds.version_info, None)
         .await;
-    std::fs::write(
-        dir.path().join("mesh.yaml"),
-        mesh(false).replace("10.0.0.2", "10.0.0.22"),
-    )
-    .unwrap();
+    common::write_atomic(
+        &dir.path().join("mesh.yaml"),
+        &mesh(false).replace("10.0.0.2", "10.0.0.22"),
+    );
     let push = s.recv().await;
     assert_eq!(push.type_url, EDS, "no CDS push for an endpoint move");
     assert_eq!(
@@ -281,7 +280,7 @@ async fn delta_resumes_from_known_versions_and_reports_removals() {
     .unwrap();
 
     // A new service arrives as exactly one added resource.
-    std::fs::write(dir.path().join("mesh.yaml"), mesh(true)).unwrap();
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(true));
     let added = d.recv().await;
     assert_eq!(
         added

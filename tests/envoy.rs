@@ -55,7 +55,7 @@ spec:
 }
 
 fn write(dir: &Path, file: &str, text: &str) {
-    std::fs::write(dir.join(file), text).unwrap();
+    common::write_atomic(&dir.join(file), text);
 }
 
 fn connection_ids(daemon: &Daemon) -> Vec<String> {

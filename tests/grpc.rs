@@ -164,7 +164,7 @@ fn proxyless_scenario(python: &Path, make_client: impl Fn(&Path, &str) -> Comman
     let cfg = dir.path().join("cfg");
     std::fs::create_dir(&cfg).unwrap();
     let two = [("echo-v1", "v1", v1.port), ("echo-v2", "v2", v2.port)];
-    std::fs::write(cfg.join("echo.yaml"), config(port, &two, 100, 0)).unwrap();
+    common::write_atomic(&cfg.join("echo.yaml"), &config(port, &two, 100, 0));
     let daemon = Daemon::start(
         &cfg,
         &["--debounce-after", "20ms", "--file-debounce", "20ms"],
@@ -185,7 +185,7 @@ fn proxyless_scenario(python: &Path, make_client: impl Fn(&Path, &str) -> Comman
         "fault injection abort"
     );
 
-    std::fs::write(cfg.join("echo.yaml"), config(port, &two, 0, 100)).unwrap();
+    common::write_atomic(&cfg.join("echo.yaml"), &config(port, &two, 0, 100));
     eventually(60, "split moved to v2 on the same channel", || {
         only(&client.calls(10, &[]), "v2")
     });
@@ -195,11 +195,11 @@ fn proxyless_scenario(python: &Path, make_client: impl Fn(&Path, &str) -> Comman
         ("echo-v2", "v2", v2.port),
         ("echo-v1b", "v1", v1b.port),
     ];
-    std::fs::write(cfg.join("echo.yaml"), config(port, &three, 100, 0)).unwrap();
+    common::write_atomic(&cfg.join("echo.yaml"), &config(port, &three, 100, 0));
     eventually(60, "added endpoint serves", || {
         client.calls(20, &[]).contains_key("v1b")
     });
-    std::fs::write(cfg.join("echo.yaml"), config(port, &two, 100, 0)).unwrap();
+    common::write_atomic(&cfg.join("echo.yaml"), &config(port, &two, 100, 0));
     eventually(60, "removed endpoint gone", || {
         only(&client.calls(20, &[]), "v1")
     });

@@ -49,7 +49,7 @@ fn metric(d: &Daemon, name: &str) -> f64 {
 }
 
 fn write(dir: &Path, text: &str) {
-    std::fs::write(dir.join("mesh.yaml"), text).unwrap();
+    common::write_atomic(&dir.join("mesh.yaml"), text);
 }
 
 /// A daemon with one connected proxy (a Rust ADS client) subscribed to CDS, EDS and RDS.

@@ -114,7 +114,17 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
             ));
         }
     }
-    for i in 0..args.services + churn {
+    // Churn step c adds one service in every namespace, so a full push reaches every proxy even
+    // with Sidecar scoping.
+    for c in 1..=churn {
+        for n in 0..args.namespaces {
+            y.push_str(&format!(
+                "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: churn-{c}, namespace: {0}}}\nspec: {{hosts: [churn-{c}.{0}.svc.cluster.local], ports: [{{number: 7000, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: 10.254.{c}.{n}}}]}}\n",
+                ns(n, args.namespaces)
+            ));
+        }
+    }
+    for i in 0..args.services {
         let eps: Vec<String> = (0..args.endpoints_per_service)
             .map(|e| {
                 let last = if i == 0 && e == 0 {
@@ -228,7 +238,14 @@ async fn sotw_proxy(
             version_info: version.into(),
             ..Default::default()
         };
-    let target = format!("{}:{}", host(0, args.namespaces), 8000);
+    // A service in the proxy's own namespace (visible under Sidecar scoping too).
+    let svc = i % args.namespaces.max(1);
+    let target = format!("{}:{}", host(svc, args.namespaces), 8000 + (svc % 50));
+    let target_cluster = format!(
+        "outbound|{}||{}",
+        8000 + (svc % 50),
+        host(svc, args.namespaces)
+    );
     if grpc {
         let _ = req_tx
             .send(send(LDS, vec![target.clone()], "", "", true))
@@ -270,10 +287,7 @@ async fn sotw_proxy(
             (CDS, _) => Some((EDS, eds_names(&r))),
             (LDS, false) => Some((RDS, route_names(&r))),
             (LDS, true) => Some((RDS, vec![target.clone()])),
-            (RDS, true) => Some((
-                CDS,
-                vec![format!("outbound|8000||{}", host(0, args.namespaces))],
-            )),
+            (RDS, true) => Some((CDS, vec![target_cluster.clone()])),
             _ => None,
         };
         if let Some((nt, names)) = next
@@ -284,10 +298,7 @@ async fn sotw_proxy(
             let _ = req_tx.send(send(nt, names, "", "", false)).await;
         }
         if t == CDS && grpc {
-            subscribed.insert(
-                CDS,
-                vec![format!("outbound|8000||{}", host(0, args.namespaces))],
-            );
+            subscribed.insert(CDS, vec![target_cluster.clone()]);
         }
     }
 }
@@ -574,7 +585,9 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             responses: Arc::new(responses),
             trigger: trigger.clone(),
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind("127.0.0.1:0".parse()?)?;
+        let listener = socket.listen(16_384)?;
         let addr = listener.local_addr()?;
         tokio::spawn(
             tonic::transport::Server::builder()
@@ -591,15 +604,12 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut channel = None;
-    let (mut envoy, mut all) = (BTreeSet::new(), BTreeSet::new());
+    let (mut envoy, mut all, mut watch_svc0) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let connect_start = Instant::now();
     for i in 0..args.proxies {
         if i % args.streams_per_connection.max(1) == 0 || channel.is_none() {
-            channel = Some(
-                Channel::from_shared(format!("http://{target}"))?
-                    .connect()
-                    .await?,
-            );
+            // Lazy: every proxy connects at once, as a fleet restarting would.
+            channel = Some(Channel::from_shared(format!("http://{target}"))?.connect_lazy());
         }
         let ch = channel.clone().unwrap_or_else(|| unreachable!());
         // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
@@ -612,16 +622,43 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         if !grpc {
             envoy.insert(i);
         }
+        // Who watches service 0's endpoints: everyone, or with Sidecar scoping its namespace only.
+        if !args.sidecar_scope || i % args.namespaces.max(1) == 0 {
+            watch_svc0.insert(i);
+        }
         let (a, t) = (args.clone(), tx.clone());
         if delta {
-            tokio::spawn(delta_proxy(i, ch, a, t));
+            // A proxy whose stream fails reconnects after a pause, as Envoy and gRPC do.
+            tokio::spawn(async move {
+                while !t.is_closed() {
+                    delta_proxy(i, ch.clone(), a.clone(), t.clone()).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
         } else {
-            tokio::spawn(sotw_proxy(i, ch, a, grpc, t));
+            tokio::spawn(async move {
+                while !t.is_closed() {
+                    sotw_proxy(i, ch.clone(), a.clone(), grpc, t.clone()).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
+        }
+        // Ramp like a fleet does: a few hundred new connections at a time.
+        if i % 500 == 499 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
     let mut bytes = 0usize;
     // Connected and synced: every proxy got its endpoints.
-    let (synced, ok) = collect(&mut rx, &all, EDS, connect_start, |_| true, &mut bytes).await;
+    let (synced, ok) = collect(
+        &mut rx,
+        &all,
+        if args.replay { CDS } else { EDS },
+        connect_start,
+        |_| true,
+        &mut bytes,
+    )
+    .await;
     println!(
         "proxies: {} ({} Envoy-like, {} gRPC), connected and synced {}/{} in {:.1}s",
         args.proxies,
@@ -673,18 +710,18 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
         let (got, ok) = collect(
             &mut rx,
-            &all,
+            &watch_svc0,
             EDS,
             t0,
-            |s| s.names.iter().any(|n| *n == cluster),
+            |s| s.names.contains(&cluster),
             &mut bytes,
         )
         .await;
         anyhow::ensure!(
             ok,
-            "endpoint push {k}: only {}/{} proxies converged",
+            "endpoint push {k}: only {}/{} watching proxies converged",
             got.len(),
-            all.len()
+            watch_svc0.len()
         );
         let push_start = last_push_ms(&args).await;
         for (at, wall) in got.values() {

@@ -118,10 +118,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::config::common::parse_go_duration(s)
 }
 
+/// Listens with a deep backlog: a fleet of proxies reconnecting at once (a rollout, a network blip)
+/// must not overflow tokio's default of 1,024 pending connections and fall into SYN retry backoff.
 async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for {what}: {e}"))?;
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(16_384)
+    };
+    let listener =
+        listen().map_err(|e| anyhow::anyhow!("cannot listen on {addr} for {what}: {e}"))?;
     // Tests bind port 0 and read the real address from this line.
     info!(server = what, addr = %listener.local_addr()?, "listening");
     Ok(listener)

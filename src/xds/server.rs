@@ -358,7 +358,8 @@ struct Sotw {
     status: Arc<Mutex<ConnectionStatus>>,
     watches: BTreeMap<String, TypeStatus>,
     /// Digest of the last response per type, to skip pushes that would change nothing.
-    last_sent: HashMap<String, Vec<String>>,
+    /// One hash per type: at 10,000 proxies a list of names would cost hundreds of megabytes.
+    last_sent: HashMap<String, u64>,
 }
 
 impl Sotw {
@@ -514,10 +515,15 @@ impl Sotw {
                 return true;
             }
         }
-        let digest: Vec<String> = resources
-            .iter()
-            .map(|r| format!("{}@{}", r.name, r.version))
-            .collect();
+        let digest = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for r in &resources {
+                r.name.hash(&mut h);
+                r.version.hash(&mut h);
+            }
+            h.finish()
+        };
         if !requested && only_hosts.is_none() && self.last_sent.get(type_url) == Some(&digest) {
             return true;
         }

@@ -190,3 +190,12 @@ pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
 pub mod ads;
 pub mod ca;
 pub mod fake_k8s;
+
+/// Replaces a watched config file atomically (write aside, then rename), as editors and Kubernetes
+/// ConfigMap mounts do. A plain truncate-then-write can be seen half-way: an empty file, which
+/// legitimately means "no objects".
+pub fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp-write");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
