@@ -291,8 +291,18 @@ impl AggregatedDiscoveryService for AdsService {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = "sotw");
         let shared = self.shared.clone();
+        let sotw_shared = shared.clone();
+        let sotw_proxy = proxy.clone();
         tokio::spawn(
-            async move { Sotw::run(shared, proxy, first, inbound, tx).await }.instrument(span),
+            serve_stream(shared, proxy, false, first, inbound, move |status| Sotw {
+                shared: sotw_shared,
+                proxy: sotw_proxy,
+                tx,
+                status,
+                watches: BTreeMap::new(),
+                last_sent: HashMap::new(),
+            })
+            .instrument(span),
         );
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -319,8 +329,18 @@ impl AggregatedDiscoveryService for AdsService {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = "delta");
         let shared = self.shared.clone();
+        let delta_shared = shared.clone();
+        let delta_proxy = proxy.clone();
         tokio::spawn(
-            async move { Delta::run(shared, proxy, first, inbound, tx).await }.instrument(span),
+            serve_stream(shared, proxy, true, first, inbound, move |status| Delta {
+                shared: delta_shared,
+                proxy: delta_proxy,
+                tx,
+                status,
+                watches: BTreeMap::new(),
+                sent: HashMap::new(),
+            })
+            .instrument(span),
         );
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -351,6 +371,76 @@ fn record_nack(
     status.last_nack = Some(message.to_string());
 }
 
+/// What one flavour of ADS stream does with a client request and with a push; `false` ends the stream.
+trait StreamHandler: Send {
+    type Request: prost::Message + Default + Send + 'static;
+    fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
+    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send;
+}
+
+/// The life of one ADS stream, SotW or Delta: registered while it lives, it handles the first request,
+/// then client requests and pushes as they come, until the client leaves, the stream fails or the
+/// server shuts down.
+async fn serve_stream<H: StreamHandler>(
+    shared: Arc<XdsShared>,
+    proxy: Arc<Proxy>,
+    delta: bool,
+    first: H::Request,
+    mut inbound: Streaming<H::Request>,
+    make: impl FnOnce(Arc<Mutex<ConnectionStatus>>) -> H,
+) {
+    let (id, mailbox, status) = shared.register(proxy.clone(), delta);
+    info!(generator = ?proxy.generator, "proxy connected");
+    let mut handler = make(status);
+    let mut next = Some(first);
+    loop {
+        if let Some(req) = next.take()
+            && !handler.request(req).await
+        {
+            break;
+        }
+        tokio::select! {
+            msg = inbound.message() => match msg {
+                Ok(Some(req)) => next = Some(req),
+                Ok(None) => { debug!("client closed the stream"); break; }
+                Err(e) => { debug!(error = %e, "stream error"); break; }
+            },
+            _ = mailbox.notify.notified() => {
+                let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(push) = pending && !handler.push(push).await {
+                    break;
+                }
+            }
+            _ = shared.shutdown.cancelled() => break,
+        }
+    }
+    shared.unregister(id);
+    info!("proxy disconnected");
+}
+
+impl StreamHandler for Sotw {
+    type Request = DiscoveryRequest;
+    fn request(&mut self, req: DiscoveryRequest) -> impl std::future::Future<Output = bool> + Send {
+        self.on_request(req)
+    }
+    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
+        self.on_push(push)
+    }
+}
+
+impl StreamHandler for Delta {
+    type Request = DeltaDiscoveryRequest;
+    fn request(
+        &mut self,
+        req: DeltaDiscoveryRequest,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        self.on_request(req)
+    }
+    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
+        self.on_push(push)
+    }
+}
+
 struct Sotw {
     shared: Arc<XdsShared>,
     proxy: Arc<Proxy>,
@@ -363,49 +453,6 @@ struct Sotw {
 }
 
 impl Sotw {
-    async fn run(
-        shared: Arc<XdsShared>,
-        proxy: Arc<Proxy>,
-        first: DiscoveryRequest,
-        mut inbound: Streaming<DiscoveryRequest>,
-        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    ) {
-        let (id, mailbox, status) = shared.register(proxy.clone(), false);
-        info!(generator = ?proxy.generator, "proxy connected");
-        let mut conn = Sotw {
-            shared: shared.clone(),
-            proxy,
-            tx,
-            status,
-            watches: BTreeMap::new(),
-            last_sent: HashMap::new(),
-        };
-        let mut next = Some(first);
-        loop {
-            if let Some(req) = next.take()
-                && !conn.on_request(req).await
-            {
-                break;
-            }
-            tokio::select! {
-                msg = inbound.message() => match msg {
-                    Ok(Some(req)) => next = Some(req),
-                    Ok(None) => { debug!("client closed the stream"); break; }
-                    Err(e) => { debug!(error = %e, "stream error"); break; }
-                },
-                _ = mailbox.notify.notified() => {
-                    let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    if let Some(push) = pending && !conn.on_push(push).await {
-                        break;
-                    }
-                }
-                _ = shared.shutdown.cancelled() => break,
-            }
-        }
-        shared.unregister(id);
-        info!("proxy disconnected");
-    }
-
     fn sync_status(&self) {
         self.status.lock().unwrap_or_else(|p| p.into_inner()).types = self.watches.clone();
     }
@@ -579,49 +626,6 @@ struct Delta {
 }
 
 impl Delta {
-    async fn run(
-        shared: Arc<XdsShared>,
-        proxy: Arc<Proxy>,
-        first: DeltaDiscoveryRequest,
-        mut inbound: Streaming<DeltaDiscoveryRequest>,
-        tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-    ) {
-        let (id, mailbox, status) = shared.register(proxy.clone(), true);
-        info!(generator = ?proxy.generator, "proxy connected");
-        let mut conn = Delta {
-            shared: shared.clone(),
-            proxy,
-            tx,
-            status,
-            watches: BTreeMap::new(),
-            sent: HashMap::new(),
-        };
-        let mut next = Some(first);
-        loop {
-            if let Some(req) = next.take()
-                && !conn.on_request(req).await
-            {
-                break;
-            }
-            tokio::select! {
-                msg = inbound.message() => match msg {
-                    Ok(Some(req)) => next = Some(req),
-                    Ok(None) => { debug!("client closed the stream"); break; }
-                    Err(e) => { debug!(error = %e, "stream error"); break; }
-                },
-                _ = mailbox.notify.notified() => {
-                    let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    if let Some(push) = pending && !conn.on_push(push).await {
-                        break;
-                    }
-                }
-                _ = shared.shutdown.cancelled() => break,
-            }
-        }
-        shared.unregister(id);
-        info!("proxy disconnected");
-    }
-
     fn sync_status(&self) {
         self.status.lock().unwrap_or_else(|p| p.into_inner()).types = self.watches.clone();
     }
