@@ -23,6 +23,11 @@ static PORT_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^[a-zA-Z0-9](?:[-a-zA-Z0-9_.]*[a-zA-Z0-9])?$").expect("static regex")
 });
 
+/// How many of a oneof's alternatives are set.
+pub fn count_set(alternatives: &[bool]) -> usize {
+    alternatives.iter().filter(|b| **b).count()
+}
+
 pub fn is_dns1123_label(s: &str) -> bool {
     s.len() <= 63 && DNS1123_LABEL.is_match(s)
 }
@@ -307,10 +312,7 @@ pub fn policy_targets(
     target_ref: Option<&PolicyTargetReference>,
     target_refs: &[PolicyTargetReference],
 ) -> Result<(), String> {
-    let set = [selector, target_ref.is_some(), !target_refs.is_empty()]
-        .iter()
-        .filter(|b| **b)
-        .count();
+    let set = count_set(&[selector, target_ref.is_some(), !target_refs.is_empty()]);
     if set > 1 {
         return Err("only one of targetRefs, targetRef or workloadSelector can be set".into());
     }

@@ -345,14 +345,11 @@ fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
         if let Some(p) = &abort.percentage {
             r.check(format!("{ap}.percentage"), h::percentage(p.value));
         }
-        let set = [
+        let set = h::count_set(&[
             abort.http_status.is_some(),
             abort.grpc_status.is_some(),
             abort.http2_error.is_some(),
-        ]
-        .iter()
-        .filter(|b| **b)
-        .count();
+        ]);
         if set != 1 {
             r.error(
                 &ap,
@@ -806,7 +803,7 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
             ch.use_source_ip.is_some(),
             ch.http_query_parameter_name.is_some(),
         ];
-        if keys.iter().filter(|b| **b).count() > 1 {
+        if h::count_set(&keys) > 1 {
             r.error(&cp, "only one of httpHeaderName, httpCookie, useSourceIp or httpQueryParameterName may be set");
         }
         if let Some(name) = &ch.http_header_name
@@ -1257,15 +1254,12 @@ pub fn workload_group(r: &mut Report, wg: &WorkloadGroup) {
         r.check("spec.metadata.labels", h::labels(&meta.labels));
     }
     if let Some(p) = &wg.probe {
-        let set = [
+        let set = h::count_set(&[
             p.http_get.is_some(),
             p.tcp_socket.is_some(),
             p.exec.is_some(),
             p.grpc.is_some(),
-        ]
-        .iter()
-        .filter(|b| **b)
-        .count();
+        ]);
         if set != 1 {
             r.error(
                 "spec.probe",
@@ -1523,7 +1517,7 @@ pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
             m.route_configuration.is_some(),
             m.cluster.is_some(),
         ];
-        if object_types.iter().filter(|b| **b).count() > 1 {
+        if h::count_set(&object_types) > 1 {
             r.error(
                 format!("{pp}.match"),
                 "Envoy filter: only one of listener, routeConfiguration or cluster may be matched",

@@ -280,29 +280,25 @@ fn cluster_for(
 }
 
 fn header_options(ops: &HeaderOperations) -> (Vec<HeaderValueOption>, Vec<String>) {
-    let mut add = Vec::new();
-    for (k, v) in &ops.set {
-        add.push(HeaderValueOption {
-            header: Some(HeaderValue {
-                key: k.clone(),
-                value: v.clone(),
-                ..Default::default()
-            }),
-            append_action: HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+    let option = |(k, v): (&String, &String), action: HeaderAppendAction| HeaderValueOption {
+        header: Some(HeaderValue {
+            key: k.clone(),
+            value: v.clone(),
             ..Default::default()
-        });
-    }
-    for (k, v) in &ops.add {
-        add.push(HeaderValueOption {
-            header: Some(HeaderValue {
-                key: k.clone(),
-                value: v.clone(),
-                ..Default::default()
-            }),
-            append_action: HeaderAppendAction::AppendIfExistsOrAdd as i32,
-            ..Default::default()
-        });
-    }
+        }),
+        append_action: action as i32,
+        ..Default::default()
+    };
+    let add = ops
+        .set
+        .iter()
+        .map(|kv| option(kv, HeaderAppendAction::OverwriteIfExistsOrAdd))
+        .chain(
+            ops.add
+                .iter()
+                .map(|kv| option(kv, HeaderAppendAction::AppendIfExistsOrAdd)),
+        )
+        .collect();
     (add, ops.remove.clone())
 }
 
