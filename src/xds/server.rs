@@ -256,8 +256,37 @@ impl AdsService {
         AdsService { shared }
     }
 
+    /// The proxy behind a stream; a node that is not Istio's is refused, logged and counted.
+    fn identify(
+        &self,
+        peer: &str,
+        node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+        mode: &str,
+    ) -> Result<Arc<Proxy>, Status> {
+        Proxy::from_node(node).map(Arc::new).map_err(|e| {
+            self.shared.refuse("bad_node");
+            warn!(peer, mode, error = %e, "refusing xDS stream");
+            Status::invalid_argument(e.to_string())
+        })
+    }
+
     pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
         AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
+    }
+}
+
+/// Reads a stream's first request (which must carry the node) and the peer address.
+async fn accept<R: prost::Message + Default>(
+    request: Request<Streaming<R>>,
+) -> Result<(String, R, Streaming<R>), Status> {
+    let peer = request
+        .remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut inbound = request.into_inner();
+    match inbound.message().await? {
+        Some(first) => Ok((peer, first, inbound)),
+        None => Err(Status::cancelled("stream closed before the first request")),
     }
 }
 
@@ -273,21 +302,8 @@ impl AggregatedDiscoveryService for AdsService {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let peer = request
-            .remote_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let mut inbound = request.into_inner();
-        let first = match inbound.message().await {
-            Ok(Some(first)) => first,
-            Ok(None) => return Err(Status::cancelled("stream closed before the first request")),
-            Err(e) => return Err(e),
-        };
-        let proxy = Arc::new(Proxy::from_node(first.node.as_ref()).map_err(|e| {
-            self.shared.refuse("bad_node");
-            warn!(peer, error = %e, "refusing xDS stream");
-            Status::invalid_argument(e.to_string())
-        })?);
+        let (peer, first, inbound) = accept(request).await?;
+        let proxy = self.identify(&peer, first.node.as_ref(), "sotw")?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = "sotw");
         let shared = self.shared.clone();
@@ -311,21 +327,8 @@ impl AggregatedDiscoveryService for AdsService {
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let peer = request
-            .remote_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let mut inbound = request.into_inner();
-        let first = match inbound.message().await {
-            Ok(Some(first)) => first,
-            Ok(None) => return Err(Status::cancelled("stream closed before the first request")),
-            Err(e) => return Err(e),
-        };
-        let proxy = Arc::new(Proxy::from_node(first.node.as_ref()).map_err(|e| {
-            self.shared.refuse("bad_node");
-            warn!(peer, error = %e, "refusing delta xDS stream");
-            Status::invalid_argument(e.to_string())
-        })?);
+        let (peer, first, inbound) = accept(request).await?;
+        let proxy = self.identify(&peer, first.node.as_ref(), "delta")?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = "delta");
         let shared = self.shared.clone();
@@ -371,6 +374,15 @@ fn record_nack(
     status.last_nack = Some(message.to_string());
 }
 
+/// The watched types a push touches, in push order (CDS, EDS, LDS, RDS); EDS only for EDS-only pushes.
+fn types_to_push(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> Vec<String> {
+    PUSH_ORDER
+        .iter()
+        .filter(|t| watches.contains_key(**t) && (push.full || **t == generate::ENDPOINT))
+        .map(|t| t.to_string())
+        .collect()
+}
+
 /// What one flavour of ADS stream does with a client request and with a push; `false` ends the stream.
 trait StreamHandler: Send {
     type Request: prost::Message + Default + Send + 'static;
@@ -407,8 +419,15 @@ async fn serve_stream<H: StreamHandler>(
             },
             _ = mailbox.notify.notified() => {
                 let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(push) = pending && !handler.push(push).await {
-                    break;
+                if let Some(push) = pending {
+                    shared.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
+                    // Bounded concurrency: a push storm cannot starve the runtime.
+                    let Ok(_permit) = shared.push_permits.acquire().await else { break };
+                    let started = push.started;
+                    if !handler.push(push).await {
+                        break;
+                    }
+                    shared.metrics.proxy_convergence_time.observe(started.elapsed().as_secs_f64());
                 }
             }
             _ = shared.shutdown.cancelled() => break,
@@ -503,37 +522,23 @@ impl Sotw {
         self.sync_status();
         if respond {
             let ctx = self.shared.context();
-            return self.send(&ctx, &type_url, None, true).await;
+            let scope = ctx.scope(&self.proxy);
+            return self.send(&ctx, &scope, &type_url, None, true).await;
         }
         true
     }
 
+    /// Sends the watched types the push touches, in push order. False when the stream is gone.
     async fn on_push(&mut self, push: PushRequest) -> bool {
-        let shared = self.shared.clone();
-        shared
-            .metrics
-            .proxy_queue_time
-            .observe(push.queued.elapsed().as_secs_f64());
-        let Ok(_permit) = shared.push_permits.acquire().await else {
-            return false;
-        };
         let ctx = self.shared.context();
-        let types: Vec<String> = PUSH_ORDER
-            .iter()
-            .map(|t| t.to_string())
-            .filter(|t| self.watches.contains_key(t))
-            .filter(|t| push.full || t == generate::ENDPOINT)
-            .collect();
-        for t in types {
+        // One scope for the whole push: every type is generated for the same view.
+        let scope = ctx.scope(&self.proxy);
+        for t in types_to_push(&self.watches, &push) {
             let only = (!push.full).then_some(&push.eds_hosts);
-            if !self.send(&ctx, &t, only, false).await {
+            if !self.send(&ctx, &scope, &t, only, false).await {
                 return false;
             }
         }
-        self.shared
-            .metrics
-            .proxy_convergence_time
-            .observe(push.started.elapsed().as_secs_f64());
         true
     }
 
@@ -541,6 +546,7 @@ impl Sotw {
     async fn send(
         &mut self,
         ctx: &PushContext,
+        scope: &Scope,
         type_url: &str,
         only_hosts: Option<&BTreeSet<String>>,
         requested: bool,
@@ -549,10 +555,9 @@ impl Sotw {
         let Some(watch) = self.watches.get(type_url) else {
             return true;
         };
-        let scope: Arc<Scope> = ctx.scope(&self.proxy);
         let names = (!watch.wildcard).then_some(&watch.names);
         let mut resources: Vec<Arc<Resource>> =
-            generate::generate(ctx, &self.proxy, &scope, type_url, names);
+            generate::generate(ctx, &self.proxy, scope, type_url, names);
         if let Some(hosts) = only_hosts {
             resources.retain(|r| {
                 generate::util::parse_outbound_cluster(&r.name)
@@ -681,37 +686,23 @@ impl Delta {
         self.sync_status();
         if first_for_type || !newly.is_empty() {
             let ctx = self.shared.context();
-            return self.send(&ctx, &type_url, None, newly).await;
+            let scope = ctx.scope(&self.proxy);
+            return self.send(&ctx, &scope, &type_url, None, newly).await;
         }
         true
     }
 
+    /// Sends the watched types the push touches, in push order. False when the stream is gone.
     async fn on_push(&mut self, push: PushRequest) -> bool {
-        let shared = self.shared.clone();
-        shared
-            .metrics
-            .proxy_queue_time
-            .observe(push.queued.elapsed().as_secs_f64());
-        let Ok(_permit) = shared.push_permits.acquire().await else {
-            return false;
-        };
         let ctx = self.shared.context();
-        let types: Vec<String> = PUSH_ORDER
-            .iter()
-            .map(|t| t.to_string())
-            .filter(|t| self.watches.contains_key(t))
-            .filter(|t| push.full || t == generate::ENDPOINT)
-            .collect();
-        for t in types {
+        // One scope for the whole push: every type is generated for the same view.
+        let scope = ctx.scope(&self.proxy);
+        for t in types_to_push(&self.watches, &push) {
             let only = (!push.full).then_some(&push.eds_hosts);
-            if !self.send(&ctx, &t, only, BTreeSet::new()).await {
+            if !self.send(&ctx, &scope, &t, only, BTreeSet::new()).await {
                 return false;
             }
         }
-        self.shared
-            .metrics
-            .proxy_convergence_time
-            .observe(push.started.elapsed().as_secs_f64());
         true
     }
 
@@ -720,6 +711,7 @@ impl Delta {
     async fn send(
         &mut self,
         ctx: &PushContext,
+        scope: &Scope,
         type_url: &str,
         only_hosts: Option<&BTreeSet<String>>,
         explicit: BTreeSet<String>,
@@ -728,9 +720,8 @@ impl Delta {
         let Some(watch) = self.watches.get(type_url) else {
             return true;
         };
-        let scope = ctx.scope(&self.proxy);
         let names = (!watch.wildcard).then_some(&watch.names);
-        let mut resources = generate::generate(ctx, &self.proxy, &scope, type_url, names);
+        let mut resources = generate::generate(ctx, &self.proxy, scope, type_url, names);
         if let Some(hosts) = only_hosts {
             resources.retain(|r| {
                 generate::util::parse_outbound_cluster(&r.name)
