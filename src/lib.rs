@@ -11,4 +11,5 @@ pub mod model;
 pub mod source;
 pub mod store;
 pub mod validation;
+pub mod webhook;
 pub mod xds;

@@ -8,7 +8,8 @@ use std::path::PathBuf;
     name = "rudder",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
 )]
 struct Cli {
     /// Log filter, e.g. `info` or `rudder=debug,info` (overridden by RUST_LOG).
@@ -33,6 +34,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (the default when no command is given).
+    #[command(args_override_self = true)]
     Serve(Box<cmd::serve::ServeArgs>),
     /// Check Istio config files with the daemon's validation rules.
     /// Open many real ADS streams against a running daemon, drive config churn, report convergence.

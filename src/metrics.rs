@@ -75,7 +75,43 @@ pub struct Metrics {
     pub root_cert_writes: Family<ReasonLabels, Counter>,
     /// Time a push waited in a proxy's mailbox before its stream took it (`pilot_proxy_queue_time`).
     pub proxy_queue_time: Histogram,
+    /// Admission requests the validation webhook allowed (`galley_validation_passed`).
+    pub validation_passed: Family<ResourceLabels, Counter>,
+    /// Admission requests the validation webhook denied or could not judge (`galley_validation_failed`).
+    pub validation_failed: Family<ValidationFailLabels, Counter>,
+    /// Webhook HTTP requests refused before any review (`galley_validation_http_error{status}`).
+    pub webhook_http_errors: Family<StatusLabels, Counter>,
+    /// Pod admission requests the injector received (`sidecar_injection_requests_total`).
+    pub injection_requests: Counter,
+    /// Pods injected (`sidecar_injection_success_total`).
+    pub injection_success: Counter,
+    /// Pods the policy left alone (`sidecar_injection_skip_total`).
+    pub injection_skipped: Counter,
+    /// Injections that failed, by type (`sidecar_injection_failure_total{type}`).
+    pub injection_failures: Family<TypeLabels, Counter>,
+    /// caBundle writes into webhook configurations, by outcome.
+    pub webhook_ca_patches: Family<ReasonLabels, Counter>,
     process: ProcessMetrics,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ValidationFailLabels {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    pub status: String,
 }
 
 /// Process CPU and memory, read from /proc when metrics are rendered (Istio's dashboards use the Go
@@ -311,11 +347,67 @@ impl Metrics {
             "Seconds a push waited for its proxy's stream to take it",
             proxy_queue_time.clone(),
         );
+        let validation_passed = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "galley_validation_passed",
+            "Resources the validation webhook allowed",
+            validation_passed.clone(),
+        );
+        let validation_failed = Family::<ValidationFailLabels, Counter>::default();
+        registry.register(
+            "galley_validation_failed",
+            "Resources the validation webhook denied, by reason",
+            validation_failed.clone(),
+        );
+        let webhook_http_errors = Family::<StatusLabels, Counter>::default();
+        registry.register(
+            "galley_validation_http_error",
+            "Webhook requests refused before review, by HTTP status",
+            webhook_http_errors.clone(),
+        );
+        let injection_requests = Counter::default();
+        registry.register(
+            "sidecar_injection_requests",
+            "Pod admission requests received by the injector",
+            injection_requests.clone(),
+        );
+        let injection_success = Counter::default();
+        registry.register(
+            "sidecar_injection_success",
+            "Pods the sidecar was injected into",
+            injection_success.clone(),
+        );
+        let injection_skipped = Counter::default();
+        registry.register(
+            "sidecar_injection_skip",
+            "Pods the injection policy left alone",
+            injection_skipped.clone(),
+        );
+        let injection_failures = Family::<TypeLabels, Counter>::default();
+        registry.register(
+            "sidecar_injection_failure",
+            "Injections that failed, by type",
+            injection_failures.clone(),
+        );
+        let webhook_ca_patches = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rudder_webhook_ca_bundle_patches",
+            "caBundle writes into webhook configurations, by outcome",
+            webhook_ca_patches.clone(),
+        );
         let process = ProcessMetrics::default();
         process.register(&mut registry);
         Metrics {
             registry,
             proxy_queue_time,
+            validation_passed,
+            validation_failed,
+            webhook_http_errors,
+            injection_requests,
+            injection_success,
+            injection_skipped,
+            injection_failures,
+            webhook_ca_patches,
             process,
             csr_count,
             cert_issued,

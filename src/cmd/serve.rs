@@ -9,6 +9,9 @@ use crate::k8s::leader::LeaderElection;
 use crate::metrics::Metrics;
 use crate::source::file::FileSource;
 use crate::store::Store;
+use crate::webhook::WebhookState;
+use crate::webhook::cabundle::CaBundlePatcher;
+use crate::webhook::inject::{Injector, InjectorSettings};
 use crate::xds::context::MeshSettings;
 use crate::xds::push::{self, Debounce};
 use crate::xds::server::{AdsService, XdsShared};
@@ -78,7 +81,8 @@ pub struct ServeArgs {
     /// Longest workload certificate lifetime granted.
     #[arg(long, default_value = "2160h", value_parser = parse_duration)]
     pub max_workload_cert_ttl: Duration,
-    /// DNS names in the serving certificate of the TLS port (127.0.0.1 is always included).
+    /// Names in the serving certificate of the TLS and webhook ports (127.0.0.1 is always included;
+    /// IP addresses listed here become IP SANs).
     #[arg(
         long,
         value_delimiter = ',',
@@ -109,6 +113,19 @@ pub struct ServeArgs {
     /// DNS suffix of Kubernetes services.
     #[arg(long, default_value = "cluster.local")]
     pub domain_suffix: String,
+    /// HTTPS admission webhooks: /validate, /inject, /ready (istiod: 15017).
+    #[arg(long, default_value = "0.0.0.0:15017")]
+    pub https_addr: SocketAddr,
+    /// This control plane's revision: injected pods' `istio.io/rev`, namespaces labelled
+    /// `istio.io/rev=<revision>` are injected, webhook configurations labelled with it get our caBundle.
+    #[arg(long, default_value = "default")]
+    pub revision: String,
+    /// Address injected proxies dial for xDS and certificates (default: istiod.<system-namespace>.svc:15012).
+    #[arg(long)]
+    pub discovery_address: Option<String>,
+    /// Cluster id injected proxies report (ISTIO_META_CLUSTER_ID).
+    #[arg(long, default_value = "Kubernetes")]
+    pub cluster_id: String,
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
@@ -195,6 +212,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     let grpc_listener = bind(args.grpc_addr, "grpc-xds").await?;
+    let webhook_listener = bind(args.https_addr, "webhook").await?;
     let secure_listener = bind(args.secure_grpc_addr, "grpc-xds-tls").await?;
     let ttls = Ttls {
         default: args.workload_cert_ttl,
@@ -275,25 +293,69 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let authority = Arc::new(authority);
-    let ips = [
+    // Entries that are IP addresses become IP SANs (a webhook registered by `url` may use one).
+    let (ip_names, dns_names): (Vec<String>, Vec<String>) = args
+        .serving_dns_names
+        .iter()
+        .cloned()
+        .partition(|n| n.parse::<std::net::IpAddr>().is_ok());
+    let mut ips = vec![
         std::net::IpAddr::from([127, 0, 0, 1]),
         std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
     ];
-    let (serving_chain, serving_key) = authority.serving_cert(
-        &args.serving_dns_names,
-        &ips,
-        Duration::from_secs(365 * 86400),
-    )?;
+    ips.extend(
+        ip_names
+            .iter()
+            .filter_map(|n| n.parse::<std::net::IpAddr>().ok()),
+    );
+    let (serving_chain, serving_key) =
+        authority.serving_cert(&dns_names, &ips, Duration::from_secs(365 * 86400))?;
     if let (Some(client), Some(leading)) = (&kube_client, leading) {
         tasks.spawn(crate::ca::rootcert::run(
             client.clone(),
             store.clone(),
             authority.root_pem().to_string(),
-            leading,
+            leading.clone(),
             metrics.clone(),
             cancel.clone(),
         ));
+        let patcher = CaBundlePatcher {
+            client: client.clone(),
+            label_selector: format!("istio.io/rev={}", args.revision),
+            root_pem: authority.root_pem().to_string(),
+            metrics: metrics.clone(),
+        };
+        tasks.spawn(patcher.run(leading, cancel.clone()));
     }
+
+    // Admission webhooks on the HTTPS port, with the same serving certificate.
+    let injector = Injector::new(
+        InjectorSettings {
+            revision: args.revision.clone(),
+            system_namespace: args.system_namespace.clone(),
+            domain_suffix: args.domain_suffix.clone(),
+            trust_domain: trust_domain.clone(),
+            discovery_address: args
+                .discovery_address
+                .clone()
+                .unwrap_or_else(|| format!("istiod.{}.svc:15012", args.system_namespace)),
+            cluster_id: args.cluster_id.clone(),
+        },
+        store.clone(),
+    );
+    let webhook_app = crate::webhook::router(WebhookState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        injector: Arc::new(injector),
+        ready: ready.clone(),
+    });
+    let webhook_tls = crate::webhook::tls_config(&serving_chain, &serving_key)?;
+    tasks.spawn(crate::webhook::serve(
+        webhook_listener,
+        webhook_app,
+        webhook_tls,
+        cancel.clone(),
+    ));
 
     // Subscribe before building the first context: a change in between is pushed, never lost.
     let events = store.subscribe();

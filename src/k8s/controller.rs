@@ -312,6 +312,33 @@ impl KubeSource {
             Arc::new(mesh_only)
         );
 
+        // The injector's template (istiod's ConfigMap `istio-sidecar-injector`).
+        let root = self.config.root_namespace.clone();
+        let injector_only = move |k: &ConfigKey| {
+            k.namespace == root && k.name == crate::webhook::inject::INJECTOR_CONFIGMAP
+        };
+        let part = "watch/ConfigMap/istio-sidecar-injector".to_string();
+        self.ctx.readiness.register(&part);
+        let spec = WatchSpec {
+            kind: Kind::ConfigMap,
+            part,
+            convert: typed::<ConfigMap>(),
+            owns: Arc::new(injector_only),
+        };
+        tasks.spawn(
+            run_watch::<ConfigMap>(
+                self.ctx.clone(),
+                Api::namespaced(c.clone(), &self.config.root_namespace),
+                watcher::Config::default().fields(&format!(
+                    "metadata.name={}",
+                    crate::webhook::inject::INJECTOR_CONFIGMAP
+                )),
+                spec,
+                cancel.clone(),
+            )
+            .instrument(info_span!("k8s-watch", kind = "ConfigMap")),
+        );
+
         // The CA's root-cert ConfigMaps in every namespace (written by the leader, repaired on edits).
         let root_cert = |k: &ConfigKey| k.name == "istio-ca-root-cert";
         let part = "watch/ConfigMap/istio-ca-root-cert".to_string();

@@ -55,6 +55,8 @@ impl Daemon {
                 grpc_addr,
                 "--secure-grpc-addr",
                 "127.0.0.1:0",
+                "--https-addr",
+                "127.0.0.1:0",
                 "--ca-dir",
                 &ca_path,
             ])
@@ -75,7 +77,7 @@ impl Daemon {
             }
         });
         let mut addrs = HashMap::new();
-        while addrs.len() < 4 {
+        while addrs.len() < 5 {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .expect("rudder did not start listening");
@@ -198,4 +200,66 @@ pub fn write_atomic(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp-write");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
+}
+
+/// One HTTPS request over HTTP/1.1 that verifies the server's chain against `root_pem` for
+/// `server_name`: returns the status and body, or the TLS/IO error.
+pub fn https_request(
+    addr: SocketAddr,
+    root_pem: &str,
+    server_name: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<(u16, String), String> {
+    use std::sync::Arc;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut root_pem.as_bytes()) {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+        .map_err(|e| e.to_string())?;
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let tcp =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {server_name}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+    // A server may answer (413) before reading a large body; the answer is what matters then.
+    let _ = tls.write_all(body);
+    let mut raw = Vec::new();
+    if let Err(e) = tls.read_to_end(&mut raw)
+        && raw.is_empty()
+    {
+        return Err(e.to_string());
+    }
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((status, body))
 }

@@ -1,0 +1,298 @@
+use super::*;
+use crate::config::{Config, ObjectMeta};
+use crate::store::Change;
+
+fn namespace(name: &str, labels: &[(&str, &str)]) -> Config {
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config {
+        api_version: "v1".into(),
+        kind: Kind::Namespace,
+        metadata: ObjectMeta {
+            name: name.into(),
+            labels,
+            ..Default::default()
+        },
+        spec: Spec::Namespace(Box::default()),
+        status: None,
+    }
+}
+
+fn injector_config_map(config: &str, values: &str) -> Config {
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        data: Some(
+            [
+                ("config".to_string(), config.to_string()),
+                ("values".to_string(), values.to_string()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Config {
+        api_version: "v1".into(),
+        kind: Kind::ConfigMap,
+        metadata: ObjectMeta {
+            name: INJECTOR_CONFIGMAP.into(),
+            namespace: "istio-system".into(),
+            ..Default::default()
+        },
+        spec: Spec::ConfigMap(Box::new(cm)),
+        status: None,
+    }
+}
+
+fn injector() -> Injector {
+    let store = Arc::new(Store::default());
+    store.apply(vec![
+        Change::Upsert(namespace("on", &[("istio-injection", "enabled")])),
+        Change::Upsert(namespace("off", &[("istio-injection", "disabled")])),
+        Change::Upsert(namespace("rev", &[("istio.io/rev", "default")])),
+        Change::Upsert(namespace("canary", &[("istio.io/rev", "canary")])),
+        Change::Upsert(namespace("plain", &[])),
+    ]);
+    Injector::new(InjectorSettings::default(), store)
+}
+
+fn pod(labels: Value, annotations: Value) -> Value {
+    json!({"metadata": {"name": "p", "labels": labels, "annotations": annotations},
+        "spec": {"containers": [{"name": "app"}]}})
+}
+
+#[test]
+fn selection_follows_namespace_labels_then_pod_label_and_annotation() {
+    let inj = injector();
+    let t = Template::default();
+    let none = || pod(json!({}), json!({}));
+    let cases = [
+        ("on", none(), true),
+        ("on", pod(json!({INJECT_LABEL: "false"}), json!({})), false),
+        ("on", pod(json!({}), json!({INJECT_LABEL: "false"})), false),
+        ("off", pod(json!({INJECT_LABEL: "true"}), json!({})), false),
+        ("rev", none(), true),
+        ("canary", none(), false),
+        ("plain", none(), false),
+        ("plain", pod(json!({INJECT_LABEL: "true"}), json!({})), true),
+        // The annotation alone does not select in an unlabelled namespace (it is not in the object selector).
+        (
+            "plain",
+            pod(json!({}), json!({INJECT_LABEL: "true"})),
+            false,
+        ),
+        (
+            "plain",
+            pod(json!({"istio.io/rev": "default"}), json!({})),
+            true,
+        ),
+        ("unknown", none(), false),
+        (
+            "kube-system",
+            pod(json!({INJECT_LABEL: "true"}), json!({})),
+            false,
+        ),
+        (
+            "on",
+            pod(json!({}), json!({STATUS_ANNOTATION: "{}"})),
+            false,
+        ),
+    ];
+    for (ns, p, want) in cases {
+        let got = inj.decide(&t, ns, &p) == Decision::Inject;
+        assert_eq!(got, want, "namespace {ns}, pod {p}");
+    }
+    let mut host = none();
+    host["spec"]["hostNetwork"] = true.into();
+    assert!(
+        matches!(inj.decide(&t, "on", &host), Decision::Skip(why) if why.contains("host network"))
+    );
+}
+
+#[test]
+fn policy_and_selectors_from_the_configmap() {
+    let inj = injector();
+    let config = "policy: disabled\nalwaysInjectSelector:\n- matchLabels: {always: \"yes\"}\nneverInjectSelector:\n- matchExpressions: [{key: never, operator: Exists}]\ninjectedAnnotations: {team: mesh}\ntemplates:\n  sidecar: |\n    {{ .Values.global.hub }}\n";
+    inj.store
+        .apply(vec![Change::Upsert(injector_config_map(config, "{}"))]);
+    let t = inj.template();
+    assert!(!t.policy_enabled);
+    assert_eq!(t.injected_annotations["team"], "mesh");
+    assert_eq!(
+        inj.decide(&t, "on", &pod(json!({}), json!({}))),
+        Decision::Skip("injection policy is disabled and the pod does not opt in".into())
+    );
+    assert_eq!(
+        inj.decide(&t, "on", &pod(json!({}), json!({INJECT_LABEL: "true"}))),
+        Decision::Inject
+    );
+    assert_eq!(
+        inj.decide(&t, "on", &pod(json!({"always": "yes"}), json!({}))),
+        Decision::Inject
+    );
+
+    let enabled = "policy: enabled\nneverInjectSelector:\n- matchExpressions: [{key: never, operator: Exists}]\n";
+    inj.store
+        .apply(vec![Change::Upsert(injector_config_map(enabled, ""))]);
+    let t = inj.template();
+    assert!(t.policy_enabled);
+    assert!(matches!(
+        inj.decide(&t, "on", &pod(json!({"never": "x"}), json!({}))),
+        Decision::Skip(_)
+    ));
+    // An explicit yes beats the never selector.
+    assert_eq!(
+        inj.decide(
+            &t,
+            "on",
+            &pod(json!({"never": "x"}), json!({INJECT_LABEL: "true"}))
+        ),
+        Decision::Inject
+    );
+}
+
+#[test]
+fn a_broken_configmap_keeps_the_last_good_template() {
+    let inj = injector();
+    inj.store.apply(vec![Change::Upsert(injector_config_map(
+        "policy: disabled\n",
+        "",
+    ))]);
+    assert!(!inj.template().policy_enabled);
+    inj.store.apply(vec![Change::Upsert(injector_config_map(
+        "policy: sometimes\n",
+        "",
+    ))]);
+    assert!(!inj.template().policy_enabled, "kept");
+    inj.store
+        .apply(vec![Change::Upsert(injector_config_map("", "{not json"))]);
+    assert!(!inj.template().policy_enabled, "kept");
+}
+
+#[test]
+fn values_set_image_resources_and_capture() {
+    let values = r#"{"global": {"hub": "registry.example.com/istio", "tag": 1.29, "imagePullPolicy": "IfNotPresent",
+        "meshID": "mesh1", "network": "net1", "multiCluster": {"clusterName": "east"},
+        "proxy": {"resources": {"requests": {"cpu": "10m"}}, "logLevel": "debug", "statusPort": 15999,
+                  "excludeIPRanges": "10.0.0.0/8", "holdApplicationUntilProxyStarts": true}},
+        "sidecarInjectorWebhook": {"rewriteAppHTTPProbe": false}}"#;
+    let data = [("values".to_string(), values.to_string())].into();
+    let t = Template::from_configmap(&data).unwrap();
+    assert_eq!(t.image, "registry.example.com/istio/proxyv2:1.29");
+    assert_eq!(t.pull_policy.as_deref(), Some("IfNotPresent"));
+    assert_eq!(t.resources, json!({"requests": {"cpu": "10m"}}));
+    assert_eq!(t.log_level, "debug");
+    assert_eq!(t.status_port, 15999);
+    assert_eq!(t.exclude_ip_ranges, "10.0.0.0/8");
+    assert!(t.hold_application && !t.rewrite_probes);
+    assert_eq!(t.cluster_id.as_deref(), Some("east"));
+
+    let full = r#"{"global": {"proxy": {"image": "my.registry/proxy:v1"}}}"#;
+    let data = [("values".to_string(), full.to_string())].into();
+    assert_eq!(
+        Template::from_configmap(&data).unwrap().image,
+        "my.registry/proxy:v1"
+    );
+
+    let settings = InjectorSettings::default();
+    let t = Template::from_configmap(&[("values".to_string(), values.to_string())].into()).unwrap();
+    let out = inject(&settings, &t, "ns", &pod(json!({}), json!({}))).unwrap();
+    let containers = out["spec"]["containers"].as_array().unwrap();
+    assert_eq!(
+        containers[0]["name"], PROXY_CONTAINER,
+        "hold: the proxy starts first"
+    );
+    assert_eq!(
+        containers[0]["lifecycle"]["postStart"]["exec"]["command"],
+        json!(["pilot-agent", "wait"])
+    );
+    let env = containers[0]["env"].as_array().unwrap();
+    let var = |n: &str| {
+        env.iter()
+            .find(|e| e["name"] == n)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(var("ISTIO_META_CLUSTER_ID"), Some("east".into()));
+    assert_eq!(var("ISTIO_META_MESH_ID"), Some("mesh1".into()));
+    assert_eq!(var("ISTIO_META_NETWORK"), Some("net1".into()));
+    let init = &out["spec"]["initContainers"][0];
+    let args: Vec<&str> = init["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+    assert_eq!(after("-x"), "10.0.0.0/8");
+    assert_eq!(after("-d"), "15090,15021,15999");
+    assert_eq!(
+        out["metadata"]["annotations"]["prometheus.io/port"],
+        "15999"
+    );
+}
+
+#[test]
+fn workloads_are_named_after_their_controllers() {
+    let owned = |kind: &str, name: &str, labels: Value| {
+        json!({"metadata": {"generateName": format!("{name}-"), "labels": labels,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": name, "controller": true}]}})
+    };
+    let w = workload_of(&owned(
+        "ReplicaSet",
+        "web-7c9d8f6b5",
+        json!({"pod-template-hash": "7c9d8f6b5"}),
+    ));
+    assert_eq!(
+        (w.name.as_str(), w.kind.as_str(), w.api_version.as_str()),
+        ("web", "Deployment", "apps/v1")
+    );
+    assert_eq!(
+        owner_url(&w, "prod"),
+        "kubernetes://apis/apps/v1/namespaces/prod/deployments/web"
+    );
+    let w = workload_of(&owned("ReplicaSet", "bare-rs", json!({})));
+    assert_eq!(
+        (w.name.as_str(), w.kind.as_str()),
+        ("bare-rs", "ReplicaSet")
+    );
+    let w = workload_of(&owned("Job", "backup-28912345", json!({})));
+    assert_eq!((w.name.as_str(), w.kind.as_str()), ("backup", "CronJob"));
+    let w = workload_of(&owned("StatefulSet", "db", json!({})));
+    assert_eq!((w.name.as_str(), w.kind.as_str()), ("db", "StatefulSet"));
+    let w = workload_of(&json!({"metadata": {"name": "solo"}}));
+    assert_eq!((w.name.as_str(), w.kind.as_str()), ("solo", "Pod"));
+    assert_eq!(
+        owner_url(&w, "x"),
+        "kubernetes://apis/v1/namespaces/x/pods/solo"
+    );
+}
+
+#[test]
+fn probes_point_at_the_agent_and_keep_their_timing() {
+    let mut c = json!({"name": "app", "ports": [{"name": "http", "containerPort": 8080}],
+        "livenessProbe": {"httpGet": {"path": "/live", "port": "http"}, "periodSeconds": 7, "timeoutSeconds": 2},
+        "readinessProbe": {"grpc": {"port": 9090}},
+        "startupProbe": {"exec": {"command": ["true"]}}});
+    let mut probers = Map::new();
+    rewrite_probes(&mut c, 15020, &mut probers);
+    assert_eq!(
+        c["livenessProbe"],
+        json!({"httpGet": {"path": "/app-health/app/livez", "port": 15020, "scheme": "HTTP"}, "periodSeconds": 7, "timeoutSeconds": 2})
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"]["path"],
+        "/app-health/app/readyz"
+    );
+    assert_eq!(
+        c["startupProbe"],
+        json!({"exec": {"command": ["true"]}}),
+        "exec probes run in the container"
+    );
+    assert_eq!(
+        Value::Object(probers),
+        json!({
+            "/app-health/app/livez": {"httpGet": {"path": "/live", "port": 8080}, "timeoutSeconds": 2},
+            "/app-health/app/readyz": {"grpc": {"port": 9090}},
+        })
+    );
+}

@@ -1,0 +1,487 @@
+//! The admission webhooks on the HTTPS port, as the API server calls them: AdmissionReview v1 over TLS
+//! with the serving certificate our CA issued.
+
+mod common;
+
+use common::{Daemon, http_get, https_request};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const SERVER_NAME: &str = "istiod.istio-system.svc";
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A files-mode daemon, once ready (its CA root written).
+fn daemon() -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    common::eventually(30, "daemon ready", || {
+        http_get(d.addr("http"), "/ready").0 == 200
+    });
+    (d, dir)
+}
+
+fn root_pem(d: &Daemon) -> String {
+    std::fs::read_to_string(d.ca_dir.path().join("root-cert.pem")).unwrap()
+}
+
+fn review(
+    operation: &str,
+    resource: (&str, &str, &str),
+    kind: &str,
+    ns: &str,
+    object: Value,
+) -> Value {
+    let (group, version, plural) = resource;
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": format!("uid-{kind}-{operation}"),
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": plural},
+            "name": object["metadata"]["name"].as_str().unwrap_or(""),
+            "namespace": ns,
+            "operation": operation,
+            "userInfo": {"username": "admin"},
+            "object": if operation == "DELETE" { Value::Null } else { object.clone() },
+            "oldObject": if operation == "DELETE" { object } else { Value::Null },
+            "dryRun": false
+        }
+    })
+}
+
+/// POSTs a review and returns its response part.
+fn post(d: &Daemon, path: &str, body: &Value) -> Value {
+    let (status, text) = https_request(
+        d.addr("webhook"),
+        &root_pem(d),
+        SERVER_NAME,
+        "POST",
+        path,
+        "application/json",
+        body.to_string().as_bytes(),
+    )
+    .expect("webhook request");
+    assert_eq!(status, 200, "{text}");
+    let out: Value = serde_json::from_str(&text).expect("JSON review");
+    assert_eq!(out["kind"], "AdmissionReview", "{out}");
+    assert_eq!(out["apiVersion"], "admission.k8s.io/v1", "{out}");
+    out["response"].clone()
+}
+
+fn istio_object(kind: &str, api_version: &str, name: &str, spec: &Value) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+fn plural(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    if lower.ends_with('y') {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else {
+        format!("{lower}s")
+    }
+}
+
+fn metric(d: &Daemon, name_and_labels: &str) -> f64 {
+    let (_, text) = http_get(d.addr("monitoring"), "/metrics");
+    text.lines()
+        .filter(|l| l.starts_with(name_and_labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn validation_allows_valid_and_denies_invalid_objects_of_every_kind() {
+    let (d, _dir) = daemon();
+    let text = std::fs::read_to_string(fixtures().join("admission/cases.yaml")).unwrap();
+    let cases: Vec<Value> = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(cases.len(), 12, "one case per Istio kind");
+    for case in &cases {
+        let kind = case["kind"].as_str().unwrap();
+        let api_version = case["apiVersion"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap();
+        let resource = (group, version, plural(kind));
+        let res = (resource.0, resource.1, resource.2.as_str());
+
+        let valid = istio_object(kind, api_version, "good", &case["valid"]);
+        let r = post(
+            &d,
+            "/validate",
+            &review("CREATE", res, kind, "default", valid),
+        );
+        assert_eq!(r["allowed"], true, "{kind} valid: {r}");
+        assert_eq!(r["uid"], format!("uid-{kind}-CREATE"));
+
+        let invalid = istio_object(kind, api_version, "bad", &case["invalid"]);
+        let r = post(
+            &d,
+            "/validate",
+            &review("UPDATE", res, kind, "default", invalid),
+        );
+        assert_eq!(r["allowed"], false, "{kind} invalid: {r}");
+        let message = r["status"]["message"].as_str().unwrap_or_default();
+        let want = case["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("configuration is invalid: ") && message.contains(want),
+            "{kind}: {message:?} should name {want:?}"
+        );
+        assert!(
+            message.contains(&format!("{kind} default/bad")),
+            "{message}"
+        );
+    }
+    assert_eq!(metric(&d, "galley_validation_passed_total{"), 12.0);
+    assert_eq!(
+        metric(
+            &d,
+            "galley_validation_failed_total{group=\"networking.istio.io\",version=\"v1\",resource=\"virtualservices\",reason=\"invalid_resource\"}"
+        ),
+        1.0
+    );
+    assert_eq!(metric(&d, "galley_validation_failed_total{"), 12.0);
+}
+
+#[test]
+fn validation_explains_what_it_cannot_judge_and_keeps_serving() {
+    let (d, _dir) = daemon();
+    let root = root_pem(&d);
+    let vs = ("networking.istio.io", "v1", "virtualservices");
+    let raw = |content_type: &str, body: &[u8]| {
+        https_request(
+            d.addr("webhook"),
+            &root,
+            SERVER_NAME,
+            "POST",
+            "/validate",
+            content_type,
+            body,
+        )
+        .expect("request")
+    };
+
+    // Not a review at all: an AdmissionReview that denies, saying why.
+    let (status, text) = raw("application/json", b"{not json");
+    assert_eq!(status, 200);
+    let out: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(out["response"]["allowed"], false);
+    assert!(
+        out["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not decode body"),
+        "{out}"
+    );
+    // A review without a request.
+    let (_, text) = raw(
+        "application/json",
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+    );
+    assert!(text.contains("no request"), "{text}");
+    // Wrong content type, empty body, oversized body: HTTP errors, counted.
+    assert_eq!(raw("text/plain", b"{}").0, 415);
+    assert_eq!(raw("application/json", b"").0, 400);
+    let huge = vec![b' '; 9 * 1024 * 1024];
+    assert_eq!(raw("application/json", &huge).0, 413);
+    assert_eq!(
+        metric(&d, "galley_validation_http_error_total{status=\"415\"}"),
+        1.0
+    );
+
+    // A kind that is not Istio's.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let r = post(
+        &d,
+        "/validate",
+        &review(
+            "CREATE",
+            ("", "v1", "configmaps"),
+            "ConfigMap",
+            "default",
+            cm,
+        ),
+    );
+    assert_eq!(r["allowed"], false);
+    assert_eq!(
+        r["status"]["message"],
+        "unrecognized type v1, Kind=ConfigMap"
+    );
+
+    // Fields that do not exist, values of the wrong type: decoding errors naming the field.
+    let bad = json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "typo"}, "spec": {"hosts": ["a"], "htp": []}});
+    let r = post(
+        &d,
+        "/validate",
+        &review("CREATE", vs, "VirtualService", "default", bad),
+    );
+    let message = r["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("error decoding configuration:") && message.contains("htp"),
+        "{message}"
+    );
+    let bad = json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "type"}, "spec": {"hosts": "a"}});
+    let r = post(
+        &d,
+        "/validate",
+        &review("CREATE", vs, "VirtualService", "default", bad),
+    );
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.hosts"),
+        "{r}"
+    );
+    assert_eq!(
+        metric(
+            &d,
+            "galley_validation_failed_total{group=\"networking.istio.io\",version=\"v1\",resource=\"virtualservices\",reason=\"crd_conversion_error\"}"
+        ),
+        2.0
+    );
+
+    // Deleting is never blocked, even an object that would be invalid.
+    let old = json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "old"}, "spec": {"hosts": ["*"]}});
+    let r = post(
+        &d,
+        "/validate",
+        &review("DELETE", vs, "VirtualService", "default", old),
+    );
+    assert_eq!(r["allowed"], true);
+
+    // Still serving.
+    assert_eq!(http_get(d.addr("http"), "/ready").0, 200);
+    let (status, _) = https_request(
+        d.addr("webhook"),
+        &root,
+        SERVER_NAME,
+        "GET",
+        "/ready",
+        "text/plain",
+        b"",
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn webhook_certificate_chains_to_our_root_for_the_istiod_service_name() {
+    let (d, _dir) = daemon();
+    let root = root_pem(&d);
+    for name in [
+        SERVER_NAME,
+        "istiod.istio-system.svc.cluster.local",
+        "127.0.0.1",
+    ] {
+        let (status, _) = https_request(
+            d.addr("webhook"),
+            &root,
+            name,
+            "GET",
+            "/ready",
+            "text/plain",
+            b"",
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{name}");
+    }
+    // A name the certificate does not carry, and a root that is not ours, fail the handshake.
+    let err = https_request(
+        d.addr("webhook"),
+        &root,
+        "evil.example.com",
+        "GET",
+        "/ready",
+        "text/plain",
+        b"",
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("certificate") || err.contains("Certificate"),
+        "{err}"
+    );
+    let other = rcgen::CertificateParams::new(vec!["x".to_string()])
+        .unwrap()
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap()
+        .pem();
+    assert!(
+        https_request(
+            d.addr("webhook"),
+            &other,
+            SERVER_NAME,
+            "GET",
+            "/ready",
+            "text/plain",
+            b""
+        )
+        .is_err()
+    );
+    // openssl agrees: the chain the port presents verifies against our root.
+    let out = std::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &d.addr("webhook").to_string(),
+            "-servername",
+            SERVER_NAME,
+            "-verify_return_error",
+            "-verify_hostname",
+            SERVER_NAME,
+            "-CAfile",
+        ])
+        .arg(d.ca_dir.path().join("root-cert.pem"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Verify return code: 0 (ok)"), "{text}");
+}
+
+/// Posts a pod for injection and returns the pod the API server would store (the patch applied).
+fn injected(d: &Daemon, pod: &Value) -> (Value, Value) {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let r = post(
+        d,
+        "/inject",
+        &review("CREATE", ("", "v1", "pods"), "Pod", ns, pod.clone()),
+    );
+    assert_eq!(r["allowed"], true, "{r}");
+    let mut out = pod.clone();
+    if let Some(patch) = r["patch"].as_str() {
+        assert_eq!(r["patchType"], "JSONPatch");
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        json_patch::patch(&mut out, &patch).expect("patch applies to the pod as sent");
+    }
+    (out, r)
+}
+
+/// Compares with the expected pod in the fixtures (`RUDDER_UPDATE_GOLDEN=1` rewrites it).
+fn assert_golden(name: &str, actual: &Value) {
+    let path = fixtures().join(format!("inject/{name}.expected.json"));
+    if std::env::var_os("RUDDER_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(actual).unwrap() + "\n").unwrap();
+    }
+    let expected: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        actual,
+        &expected,
+        "{name}: injected pod differs from {}:\n{}",
+        path.display(),
+        serde_json::to_string_pretty(actual).unwrap()
+    );
+}
+
+#[test]
+fn injection_output_matches_the_expected_pods() {
+    let (d, _dir) = daemon();
+    for name in ["deployment-pod", "annotated-pod"] {
+        let input: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures().join(format!("inject/{name}.input.json"))).unwrap(),
+        )
+        .unwrap();
+        let (pod, _) = injected(&d, &input);
+        assert_golden(name, &pod);
+        // The result parses as a Kubernetes Pod.
+        let typed: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod.clone()).unwrap();
+        let spec = typed.spec.unwrap();
+        assert!(spec.containers.iter().any(|c| c.name == "istio-proxy"));
+        // Injecting the result again changes nothing.
+        let (again, r) = injected(&d, &pod);
+        assert!(r["patch"].is_null(), "{r}");
+        assert_eq!(again, pod);
+    }
+    assert_eq!(metric(&d, "sidecar_injection_success_total"), 2.0);
+}
+
+#[test]
+fn injection_respects_the_pod_opt_in_and_opt_out() {
+    let (d, _dir) = daemon();
+    let pod = |labels: Value, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "apps", "labels": labels, "annotations": annotations},
+            "spec": {"containers": [{"name": "app", "image": "app:1"}]}})
+    };
+    let has_proxy = |p: &Value| {
+        p["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "istio-proxy")
+    };
+    // No namespace label here (files mode): only a pod that opts in is injected.
+    assert!(!has_proxy(&injected(&d, &pod(json!({}), json!({}))).0));
+    assert!(has_proxy(
+        &injected(
+            &d,
+            &pod(json!({"sidecar.istio.io/inject": "true"}), json!({}))
+        )
+        .0
+    ));
+    assert!(has_proxy(
+        &injected(&d, &pod(json!({"istio.io/rev": "default"}), json!({}))).0
+    ));
+    assert!(!has_proxy(
+        &injected(
+            &d,
+            &pod(json!({"sidecar.istio.io/inject": "false"}), json!({}))
+        )
+        .0
+    ));
+    // Host-network pods never.
+    let mut host = pod(json!({"sidecar.istio.io/inject": "true"}), json!({}));
+    host["spec"]["hostNetwork"] = true.into();
+    assert!(!has_proxy(&injected(&d, &host).0));
+    // An UPDATE is not an injection.
+    let r = post(
+        &d,
+        "/inject",
+        &review(
+            "UPDATE",
+            ("", "v1", "pods"),
+            "Pod",
+            "apps",
+            pod(json!({"sidecar.istio.io/inject": "true"}), json!({})),
+        ),
+    );
+    assert_eq!(r["allowed"], true);
+    assert!(r["patch"].is_null());
+    // A proxy config annotation that is not YAML: the pod is refused with the reason.
+    let r = post(
+        &d,
+        "/inject",
+        &review(
+            "CREATE",
+            ("", "v1", "pods"),
+            "Pod",
+            "apps",
+            pod(
+                json!({"sidecar.istio.io/inject": "true"}),
+                json!({"proxy.istio.io/config": "[unclosed"}),
+            ),
+        ),
+    );
+    assert_eq!(r["allowed"], false);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("proxy.istio.io/config"),
+        "{r}"
+    );
+    assert_eq!(
+        metric(&d, "sidecar_injection_failure_total{type=\"proxy_config\"}"),
+        1.0
+    );
+    assert!(metric(&d, "sidecar_injection_skip_total") >= 4.0);
+    assert_eq!(metric(&d, "sidecar_injection_requests_total"), 7.0);
+}
