@@ -75,6 +75,9 @@ impl Cluster {
             "Namespace" => ("namespaces".to_string(), false),
             "Node" => ("nodes".to_string(), false),
             "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+                (format!("{}s", kind.to_lowercase()), false)
+            }
             "EndpointSlice" => ("endpointslices".to_string(), true),
             "DestinationRule" => ("destinationrules".to_string(), true),
             "VirtualService" => ("virtualservices".to_string(), true),
@@ -622,4 +625,194 @@ fn plugged_in_cacerts_sign_under_the_given_root() {
         let (ok, out) = common::ca::openssl_verify(dir.path(), &chain);
         assert!(ok, "{out}");
     });
+}
+
+fn webhook_configuration(kind: &str, name: &str, rev: &str, url: &str, webhook: Value) -> Value {
+    let mut hook = json!({
+        "clientConfig": {"url": url},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 5,
+    });
+    for (k, v) in webhook.as_object().unwrap() {
+        hook[k] = v.clone();
+    }
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+        "metadata": {"name": name, "labels": {"istio.io/rev": rev}}, "webhooks": [hook]})
+}
+
+fn ca_bundles(c: &Cluster, obj: &Value) -> Vec<String> {
+    use base64::Engine;
+    get_json(c, obj.clone())
+        .map(|o| {
+            o["webhooks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|w| {
+                    let b64 = w["clientConfig"]["caBundle"].as_str().unwrap_or("");
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .unwrap_or_default();
+                    String::from_utf8_lossy(&bytes).to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The webhooks in Kubernetes mode: the leader writes our root into the caBundle of the webhook
+/// configurations labelled with our revision (and repairs it), the injector follows namespace labels
+/// and ConfigMap `istio-sidecar-injector`. On a real API server the validating webhook is registered
+/// by `url` and `kubectl apply` of an invalid VirtualService is denied through it (the API server must
+/// reach the test machine: `RUDDER_TEST_WEBHOOK_HOST`, default 127.0.0.1).
+#[test]
+fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
+    for c in Cluster::all("webhook") {
+        let ns = c.ns.clone();
+        let rev = format!("t{}", std::process::id());
+        let apps = format!("{ns}-apps");
+        let host = std::env::var("RUDDER_TEST_WEBHOOK_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+        c.apply(ns_obj(&ns));
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apps, "labels": {"istio.io/rev": rev}}}));
+        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "istio-sidecar-injector", "namespace": ns},
+            "data": {"config": "policy: enabled\n", "values": "{\"global\": {\"hub\": \"registry.example.com/istio\", \"tag\": \"9.9\"}}"}}));
+        let daemon = c.rudder(&[
+            "--revision",
+            &rev,
+            "--https-addr",
+            "0.0.0.0:0",
+            "--serving-dns-names",
+            &host,
+        ]);
+        wait_ready(&daemon);
+        let port = daemon.addr("webhook").port();
+        let validator = webhook_configuration(
+            "ValidatingWebhookConfiguration",
+            &format!("rudder-validator-{rev}"),
+            &rev,
+            &format!("https://{host}:{port}/validate"),
+            json!({"name": "rev.validation.istio.io",
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["networking.istio.io", "security.istio.io"], "apiVersions": ["*"], "resources": ["*"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}),
+        );
+        let injector = webhook_configuration(
+            "MutatingWebhookConfiguration",
+            &format!("rudder-injector-{rev}"),
+            &rev,
+            &format!("https://{host}:{port}/inject"),
+            json!({"name": "rev.namespace.sidecar-injector.istio.io",
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+                "namespaceSelector": {"matchLabels": {"istio.io/rev": rev}}}),
+        );
+        let unowned = webhook_configuration(
+            "ValidatingWebhookConfiguration",
+            &format!("someone-else-{rev}"),
+            "other",
+            &format!("https://{host}:{port}/validate"),
+            json!({"name": "other.example.com", "rules": [], "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}),
+        );
+        for obj in [&validator, &injector, &unowned] {
+            c.apply(obj.clone());
+        }
+        let root = get_json(&c, root_cert_cm(&ns, ""))
+            .or_else(|| {
+                eventually(20, "root ConfigMap", || {
+                    get_json(&c, root_cert_cm(&ns, "")).is_some()
+                });
+                get_json(&c, root_cert_cm(&ns, ""))
+            })
+            .unwrap()["data"]["root-cert.pem"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for obj in [&validator, &injector] {
+            eventually(20, "caBundle written", || {
+                ca_bundles(&c, obj) == vec![root.clone()]
+            });
+        }
+        assert_eq!(
+            ca_bundles(&c, &unowned),
+            vec![String::new()],
+            "not ours: untouched"
+        );
+        // Someone wipes the bundle: repaired.
+        c.apply(validator.clone());
+        eventually(20, "caBundle repaired", || {
+            ca_bundles(&c, &validator) == vec![root.clone()]
+        });
+
+        // The injector: namespace label and the cluster's template.
+        let review = |pod_ns: &str| {
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": "1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": pod_ns, "operation": "CREATE", "userInfo": {},
+                "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": pod_ns},
+                    "spec": {"containers": [{"name": "app", "image": "app:1"}]}}}})
+        };
+        let inject = |pod_ns: &str| {
+            let (status, text) = common::https_request(
+                daemon.addr("webhook"),
+                &root,
+                &host,
+                "POST",
+                "/inject",
+                "application/json",
+                review(pod_ns).to_string().as_bytes(),
+            )
+            .unwrap();
+            assert_eq!(status, 200, "{text}");
+            let out: Value = serde_json::from_str(&text).unwrap();
+            out["response"]["patch"].as_str().map(|p| {
+                use base64::Engine;
+                String::from_utf8(base64::engine::general_purpose::STANDARD.decode(p).unwrap())
+                    .unwrap()
+            })
+        };
+        let patch = inject(&apps).expect("namespace labelled with our revision: injected");
+        assert!(
+            patch.contains("registry.example.com/istio/proxyv2:9.9"),
+            "{patch}"
+        );
+        assert!(inject(&ns).is_none(), "unlabelled namespace: not injected");
+
+        if !c.is_fake() {
+            let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "virtualservices.networking.istio.io"}});
+            if get_json(&c, crd).is_none() {
+                eprintln!("VirtualService CRD not installed: skipping the kubectl apply check");
+            } else {
+                let bad = format!(
+                    "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: bad\n  namespace: {ns}\nspec:\n  hosts: [\"*\"]\n  http:\n  - route:\n    - destination: {{host: a}}\n"
+                );
+                let dir = tempfile::tempdir().unwrap();
+                let file = dir.path().join("bad.yaml");
+                std::fs::write(&file, bad).unwrap();
+                let out = std::process::Command::new("kubectl")
+                    .arg("--kubeconfig")
+                    .arg(&c.kubeconfig)
+                    .args(["apply", "-f"])
+                    .arg(&file)
+                    .output()
+                    .unwrap();
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    !out.status.success(),
+                    "an invalid VirtualService must be denied"
+                );
+                assert!(
+                    stderr.contains("denied the request")
+                        && stderr.contains("wildcard host * is not allowed"),
+                    "{stderr}"
+                );
+            }
+            for obj in [validator, injector, unowned] {
+                c.delete(obj);
+            }
+            c.delete(ns_obj(&apps));
+        }
+    }
 }

@@ -303,11 +303,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         std::net::IpAddr::from([127, 0, 0, 1]),
         std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
     ];
-    ips.extend(
-        ip_names
-            .iter()
-            .filter_map(|n| n.parse::<std::net::IpAddr>().ok()),
-    );
+    for ip in ip_names
+        .iter()
+        .filter_map(|n| n.parse::<std::net::IpAddr>().ok())
+    {
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
     let (serving_chain, serving_key) =
         authority.serving_cert(&dns_names, &ips, Duration::from_secs(365 * 86400))?;
     if let (Some(client), Some(leading)) = (&kube_client, leading) {

@@ -72,6 +72,20 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
     ),
     ("coordination.k8s.io", "v1", "leases", "Lease", true),
     (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        false,
+    ),
+    (
         "authentication.k8s.io",
         "v1",
         "tokenreviews",
