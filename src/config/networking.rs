@@ -10,7 +10,7 @@ type Labels = BTreeMap<String, String>;
 macro_rules! istio_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize, schemars::JsonSchema)]
         #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
         pub enum $name {
             #[default]
@@ -24,7 +24,7 @@ pub(crate) use istio_enum;
 // VirtualService
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VirtualService {
     #[serde(default)]
@@ -42,7 +42,7 @@ pub struct VirtualService {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRoute {
     #[serde(default)]
@@ -69,7 +69,7 @@ pub struct HttpRoute {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpMatchRequest {
     #[serde(default)]
@@ -99,7 +99,7 @@ pub struct HttpMatchRequest {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRouteDestination {
     pub destination: Option<Destination>,
@@ -109,7 +109,7 @@ pub struct HttpRouteDestination {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteDestination {
     pub destination: Option<Destination>,
@@ -118,7 +118,9 @@ pub struct RouteDestination {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Destination {
     #[serde(default)]
@@ -129,7 +131,9 @@ pub struct Destination {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PortSelector {
     #[serde(default)]
@@ -137,7 +141,7 @@ pub struct PortSelector {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Headers {
     pub request: Option<HeaderOperations>,
@@ -145,7 +149,7 @@ pub struct Headers {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderOperations {
     #[serde(default)]
@@ -162,7 +166,7 @@ istio_enum!(RedirectPortSelection {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRedirect {
     #[serde(default)]
@@ -178,7 +182,7 @@ pub struct HttpRedirect {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpDirectResponse {
     #[serde(default)]
@@ -187,7 +191,7 @@ pub struct HttpDirectResponse {
 }
 
 /// `HTTPBody`: a oneof of `string` or `bytes` (base64 in JSON).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum HttpBody {
     String(String),
@@ -195,7 +199,7 @@ pub enum HttpBody {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Delegate {
     #[serde(default)]
@@ -205,7 +209,7 @@ pub struct Delegate {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRewrite {
     #[serde(default)]
@@ -216,7 +220,7 @@ pub struct HttpRewrite {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegexRewrite {
     #[serde(default, rename = "match")]
@@ -226,7 +230,7 @@ pub struct RegexRewrite {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRetry {
     #[serde(default)]
@@ -240,7 +244,7 @@ pub struct HttpRetry {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpFaultInjection {
     pub delay: Option<FaultDelay>,
@@ -248,7 +252,7 @@ pub struct HttpFaultInjection {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FaultDelay {
     pub fixed_delay: Option<Duration>,
@@ -260,7 +264,7 @@ pub struct FaultDelay {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FaultAbort {
     pub http_status: Option<i32>,
@@ -270,7 +274,7 @@ pub struct FaultAbort {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Percent {
     #[serde(default)]
@@ -278,7 +282,7 @@ pub struct Percent {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpMirrorPolicy {
     pub destination: Option<Destination>,
@@ -292,7 +296,7 @@ istio_enum!(UnmatchedPreflights {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CorsPolicy {
     #[serde(default)]
@@ -312,7 +316,7 @@ pub struct CorsPolicy {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsRoute {
     #[serde(default, rename = "match")]
@@ -322,7 +326,7 @@ pub struct TlsRoute {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsMatchAttributes {
     #[serde(default)]
@@ -340,7 +344,7 @@ pub struct TlsMatchAttributes {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpRoute {
     #[serde(default, rename = "match")]
@@ -350,7 +354,7 @@ pub struct TcpRoute {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct L4MatchAttributes {
     #[serde(default)]
@@ -371,7 +375,7 @@ pub struct L4MatchAttributes {
 // DestinationRule
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DestinationRule {
     #[serde(default)]
@@ -385,7 +389,7 @@ pub struct DestinationRule {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrafficPolicy {
     pub load_balancer: Option<LoadBalancerSettings>,
@@ -400,7 +404,7 @@ pub struct TrafficPolicy {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PortTrafficPolicy {
     pub port: Option<PortSelector>,
@@ -411,7 +415,7 @@ pub struct PortTrafficPolicy {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Subset {
     #[serde(default)]
@@ -431,7 +435,7 @@ istio_enum!(SimpleLb {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadBalancerSettings {
     pub simple: Option<SimpleLb>,
@@ -442,7 +446,7 @@ pub struct LoadBalancerSettings {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WarmupConfiguration {
     pub duration: Option<Duration>,
@@ -451,7 +455,7 @@ pub struct WarmupConfiguration {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConsistentHashLb {
     pub http_header_name: Option<String>,
@@ -466,7 +470,7 @@ pub struct ConsistentHashLb {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpCookie {
     #[serde(default)]
@@ -479,7 +483,7 @@ pub struct HttpCookie {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CookieAttribute {
     #[serde(default)]
@@ -489,7 +493,7 @@ pub struct CookieAttribute {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RingHash {
     #[serde(default)]
@@ -497,7 +501,7 @@ pub struct RingHash {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MagLev {
     #[serde(default)]
@@ -505,7 +509,7 @@ pub struct MagLev {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalityLoadBalancerSetting {
     #[serde(default)]
@@ -518,7 +522,7 @@ pub struct LocalityLoadBalancerSetting {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalityDistribute {
     #[serde(default)]
@@ -528,7 +532,7 @@ pub struct LocalityDistribute {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalityFailover {
     #[serde(default)]
@@ -538,7 +542,7 @@ pub struct LocalityFailover {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConnectionPoolSettings {
     pub tcp: Option<TcpSettings>,
@@ -546,7 +550,7 @@ pub struct ConnectionPoolSettings {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpSettings {
     #[serde(default)]
@@ -558,7 +562,7 @@ pub struct TcpSettings {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpKeepalive {
     #[serde(default)]
@@ -574,7 +578,7 @@ istio_enum!(H2UpgradePolicy {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpSettings {
     #[serde(default)]
@@ -594,7 +598,7 @@ pub struct HttpSettings {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutlierDetection {
     #[serde(default)]
@@ -622,7 +626,7 @@ istio_enum!(ClientTlsMode {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClientTlsSettings {
     #[serde(default)]
@@ -645,7 +649,7 @@ pub struct ClientTlsSettings {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TunnelSettings {
     #[serde(default)]
@@ -659,7 +663,7 @@ pub struct TunnelSettings {
 istio_enum!(ProxyProtocolVersion { V1, V2 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyProtocol {
     #[serde(default)]
@@ -667,7 +671,7 @@ pub struct ProxyProtocol {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RetryBudget {
     #[serde(default)]
@@ -680,7 +684,7 @@ pub struct RetryBudget {
 // Gateway
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Gateway {
     #[serde(default)]
@@ -690,7 +694,7 @@ pub struct Gateway {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Server {
     pub port: Option<Port>,
@@ -707,7 +711,9 @@ pub struct Server {
 
 /// `Port` (Gateway servers) and `ServicePort` (ServiceEntry) share this shape.
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Port {
     #[serde(default)]
@@ -738,7 +744,7 @@ istio_enum!(TlsProtocol {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServerTlsSettings {
     #[serde(default)]
@@ -772,7 +778,7 @@ pub struct ServerTlsSettings {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsCertificate {
     #[serde(default)]
@@ -799,7 +805,7 @@ istio_enum!(Resolution {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceEntry {
     #[serde(default)]
@@ -822,7 +828,7 @@ pub struct ServiceEntry {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadEntry {
     #[serde(default)]
@@ -842,7 +848,7 @@ pub struct WorkloadEntry {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadGroup {
     pub metadata: Option<WorkloadGroupObjectMeta>,
@@ -851,7 +857,7 @@ pub struct WorkloadGroup {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadGroupObjectMeta {
     #[serde(default)]
@@ -861,7 +867,7 @@ pub struct WorkloadGroupObjectMeta {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadinessProbe {
     #[serde(default)]
@@ -881,7 +887,7 @@ pub struct ReadinessProbe {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpHealthCheckConfig {
     #[serde(default)]
@@ -897,7 +903,7 @@ pub struct HttpHealthCheckConfig {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpHeader {
     #[serde(default)]
@@ -907,7 +913,7 @@ pub struct HttpHeader {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpHealthCheckConfig {
     #[serde(default)]
@@ -917,7 +923,7 @@ pub struct TcpHealthCheckConfig {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecHealthCheckConfig {
     #[serde(default)]
@@ -925,7 +931,7 @@ pub struct ExecHealthCheckConfig {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrpcHealthCheckConfig {
     #[serde(default)]
@@ -943,7 +949,7 @@ istio_enum!(CaptureMode {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Sidecar {
     pub workload_selector: Option<LabelSelector>,
@@ -956,7 +962,7 @@ pub struct Sidecar {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IstioIngressListener {
     pub port: Option<Port>,
@@ -971,7 +977,7 @@ pub struct IstioIngressListener {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IstioEgressListener {
     pub port: Option<Port>,
@@ -989,7 +995,7 @@ istio_enum!(OutboundTrafficPolicyMode {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutboundTrafficPolicy {
     #[serde(default)]
@@ -1001,7 +1007,7 @@ pub struct OutboundTrafficPolicy {
 // EnvoyFilter
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyFilter {
     pub workload_selector: Option<LabelSelector>,
@@ -1055,7 +1061,7 @@ istio_enum!(FilterClass {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyConfigObjectPatch {
     #[serde(default)]
@@ -1066,7 +1072,7 @@ pub struct EnvoyConfigObjectPatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyConfigObjectMatch {
     #[serde(default)]
@@ -1078,7 +1084,7 @@ pub struct EnvoyConfigObjectMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyMatch {
     #[serde(default)]
@@ -1088,7 +1094,7 @@ pub struct ProxyMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListenerMatch {
     #[serde(default)]
@@ -1102,7 +1108,7 @@ pub struct ListenerMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FilterChainMatch {
     #[serde(default)]
@@ -1118,7 +1124,7 @@ pub struct FilterChainMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FilterMatch {
     #[serde(default)]
@@ -1127,7 +1133,7 @@ pub struct FilterMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubFilterMatch {
     #[serde(default)]
@@ -1135,7 +1141,7 @@ pub struct SubFilterMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteConfigurationMatch {
     #[serde(default)]
@@ -1150,7 +1156,7 @@ pub struct RouteConfigurationMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VirtualHostMatch {
     #[serde(default)]
@@ -1168,7 +1174,7 @@ istio_enum!(RouteAction {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteMatch {
     #[serde(default)]
@@ -1178,7 +1184,7 @@ pub struct RouteMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterMatch {
     #[serde(default)]
@@ -1192,7 +1198,7 @@ pub struct ClusterMatch {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvoyPatch {
     #[serde(default)]

@@ -13,7 +13,7 @@ istio_enum!(MtlsMode {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PeerAuthentication {
     pub selector: Option<WorkloadSelector>,
@@ -23,7 +23,7 @@ pub struct PeerAuthentication {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MutualTls {
     #[serde(default)]
@@ -38,7 +38,7 @@ istio_enum!(AuthorizationAction {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AuthorizationPolicy {
     pub selector: Option<WorkloadSelector>,
@@ -53,7 +53,7 @@ pub struct AuthorizationPolicy {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExtensionProvider {
     #[serde(default)]
@@ -61,7 +61,7 @@ pub struct ExtensionProvider {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rule {
     pub from: Option<Vec<RuleFrom>>,
@@ -71,21 +71,21 @@ pub struct Rule {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleFrom {
     pub source: Option<Source>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleTo {
     pub operation: Option<Operation>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Source {
     #[serde(default)]
@@ -139,7 +139,7 @@ impl Source {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Operation {
     #[serde(default)]
@@ -180,7 +180,7 @@ impl Operation {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Condition {
     #[serde(default)]
@@ -192,7 +192,7 @@ pub struct Condition {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RequestAuthentication {
     pub selector: Option<WorkloadSelector>,
@@ -204,7 +204,7 @@ pub struct RequestAuthentication {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JwtRule {
     #[serde(default)]
@@ -231,7 +231,7 @@ pub struct JwtRule {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JwtHeader {
     #[serde(default)]
@@ -241,7 +241,7 @@ pub struct JwtHeader {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimToHeader {
     #[serde(default)]

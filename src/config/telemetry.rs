@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Telemetry {
     pub selector: Option<WorkloadSelector>,
@@ -22,7 +22,7 @@ pub struct Telemetry {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderRef {
     #[serde(default)]
@@ -36,7 +36,7 @@ istio_enum!(WorkloadMode {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadModeSelector {
     #[serde(default)]
@@ -44,7 +44,7 @@ pub struct WorkloadModeSelector {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Tracing {
     #[serde(rename = "match")]
@@ -58,7 +58,7 @@ pub struct Tracing {
     pub use_request_id_for_trace_sampling: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum CustomTag {
     Literal(LiteralTag),
@@ -67,7 +67,7 @@ pub enum CustomTag {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LiteralTag {
     #[serde(default)]
@@ -75,7 +75,7 @@ pub struct LiteralTag {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvironmentTag {
     #[serde(default)]
@@ -85,7 +85,7 @@ pub struct EnvironmentTag {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderTag {
     #[serde(default)]
@@ -95,7 +95,7 @@ pub struct HeaderTag {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Metrics {
     #[serde(default)]
@@ -120,7 +120,7 @@ istio_enum!(IstioMetric {
 });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricSelector {
     pub metric: Option<IstioMetric>,
@@ -130,7 +130,7 @@ pub struct MetricSelector {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricsOverrides {
     #[serde(rename = "match")]
@@ -143,7 +143,7 @@ pub struct MetricsOverrides {
 istio_enum!(TagOperation { UPSERT, REMOVE });
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TagOverride {
     #[serde(default)]
@@ -152,7 +152,7 @@ pub struct TagOverride {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessLogging {
     #[serde(rename = "match")]
@@ -164,7 +164,7 @@ pub struct AccessLogging {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessLogFilter {
     #[serde(default)]

@@ -218,6 +218,8 @@ fn reject(ctx: &Ctx, kind: Kind, key: &ConfigKey, why: &str) {
 pub struct KubeSourceConfig {
     /// Namespace of the mesh ConfigMap `istio` (Istio's root namespace).
     pub root_namespace: String,
+    /// Name of the injector ConfigMap (`istio-sidecar-injector[-<revision>]`).
+    pub injector_configmap: String,
 }
 
 pub struct KubeSource {
@@ -314,9 +316,8 @@ impl KubeSource {
 
         // The injector's template (istiod's ConfigMap `istio-sidecar-injector`).
         let root = self.config.root_namespace.clone();
-        let injector_only = move |k: &ConfigKey| {
-            k.namespace == root && k.name == crate::webhook::inject::INJECTOR_CONFIGMAP
-        };
+        let injector_name = self.config.injector_configmap.clone();
+        let injector_only = move |k: &ConfigKey| k.namespace == root && k.name == injector_name;
         let part = "watch/ConfigMap/istio-sidecar-injector".to_string();
         self.ctx.readiness.register(&part);
         let spec = WatchSpec {
@@ -329,10 +330,8 @@ impl KubeSource {
             run_watch::<ConfigMap>(
                 self.ctx.clone(),
                 Api::namespaced(c.clone(), &self.config.root_namespace),
-                watcher::Config::default().fields(&format!(
-                    "metadata.name={}",
-                    crate::webhook::inject::INJECTOR_CONFIGMAP
-                )),
+                watcher::Config::default()
+                    .fields(&format!("metadata.name={}", self.config.injector_configmap)),
                 spec,
                 cancel.clone(),
             )

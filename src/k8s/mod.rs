@@ -4,6 +4,7 @@ pub mod controller;
 pub mod convert;
 pub mod leader;
 pub mod mesh;
+pub mod rbac;
 
 /// Builds a client from `kubeconfig` if given, else from the environment (KUBECONFIG, ~/.kube/config,
 /// or the in-cluster service account).

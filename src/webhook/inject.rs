@@ -30,6 +30,16 @@ pub const PROXY_CONTAINER: &str = "istio-proxy";
 pub const INIT_CONTAINER: &str = "istio-init";
 pub const INJECTOR_CONFIGMAP: &str = "istio-sidecar-injector";
 
+/// The injector ConfigMap of a revision: `istio-sidecar-injector`, or `istio-sidecar-injector-<rev>`
+/// for a non-default revision (as istiod names it, so canaries in one namespace do not collide).
+pub fn injector_configmap(revision: &str) -> String {
+    if revision.is_empty() || revision == "default" {
+        INJECTOR_CONFIGMAP.to_string()
+    } else {
+        format!("{INJECTOR_CONFIGMAP}-{revision}")
+    }
+}
+
 /// Namespaces istiod never injects into.
 const IGNORED_NAMESPACES: &[&str] = &[
     "kube-system",
@@ -296,7 +306,7 @@ impl Injector {
         let key = ConfigKey {
             kind: Kind::ConfigMap,
             namespace: self.settings.system_namespace.clone(),
-            name: INJECTOR_CONFIGMAP.into(),
+            name: injector_configmap(&self.settings.revision),
         };
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         let Some(entry) = snapshot.get(&key) else {

@@ -1,0 +1,124 @@
+//! Every Kubernetes permission Rudder's controllers use, in one place: the Helm chart's RBAC is
+//! tested against this table, so a new API call without a matching rule fails a test, not a cluster.
+
+/// Where a permission is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Across all namespaces (a ClusterRole).
+    Cluster,
+    /// Only in the system namespace (a Role there).
+    SystemNamespace,
+}
+
+/// One rule: API group, resource, verbs, and where.
+#[derive(Debug, Clone, Copy)]
+pub struct Permission {
+    pub scope: Scope,
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+    /// Which module needs it, for the reader of a failing test.
+    pub used_by: &'static str,
+}
+
+const WATCH: &[&str] = &["get", "list", "watch"];
+
+const fn rule(
+    scope: Scope,
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+    used_by: &'static str,
+) -> Permission {
+    Permission {
+        scope,
+        group,
+        resource,
+        verbs,
+        used_by,
+    }
+}
+
+pub const PERMISSIONS: &[Permission] = &[
+    rule(Scope::Cluster, "", "services", WATCH, "k8s::controller"),
+    rule(Scope::Cluster, "", "pods", WATCH, "k8s::controller"),
+    rule(Scope::Cluster, "", "namespaces", WATCH, "k8s::controller"),
+    rule(Scope::Cluster, "", "nodes", WATCH, "k8s::controller"),
+    rule(
+        Scope::Cluster,
+        "discovery.k8s.io",
+        "endpointslices",
+        WATCH,
+        "k8s::controller",
+    ),
+    rule(
+        Scope::Cluster,
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        WATCH,
+        "k8s::controller (Istio CRDs)",
+    ),
+    rule(
+        Scope::Cluster,
+        "networking.istio.io",
+        "*",
+        WATCH,
+        "k8s::controller",
+    ),
+    rule(
+        Scope::Cluster,
+        "security.istio.io",
+        "*",
+        WATCH,
+        "k8s::controller",
+    ),
+    rule(
+        Scope::Cluster,
+        "telemetry.istio.io",
+        "*",
+        WATCH,
+        "k8s::controller",
+    ),
+    rule(
+        Scope::Cluster,
+        "",
+        "configmaps",
+        &["get", "list", "watch", "create", "update"],
+        "ca::rootcert (istio-ca-root-cert in every namespace), k8s::controller (mesh, injector)",
+    ),
+    rule(
+        Scope::Cluster,
+        "authentication.k8s.io",
+        "tokenreviews",
+        &["create"],
+        "ca::auth (workload tokens)",
+    ),
+    rule(
+        Scope::Cluster,
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        &["get", "list", "watch", "update"],
+        "webhook::cabundle",
+    ),
+    rule(
+        Scope::Cluster,
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        &["get", "list", "watch", "update"],
+        "webhook::cabundle",
+    ),
+    rule(
+        Scope::SystemNamespace,
+        "",
+        "secrets",
+        &["get", "create"],
+        "ca::material (cacerts, istio-ca-secret)",
+    ),
+    rule(
+        Scope::SystemNamespace,
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+        "k8s::leader",
+    ),
+];

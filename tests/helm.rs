@@ -1,0 +1,606 @@
+//! The Helm chart, linted and rendered by Helm's own library (helm-python-sdk): every manifest is a
+//! valid Kubernetes object, RBAC covers every call the controllers make, the daemon accepts the flags
+//! the chart passes, the CRDs are the ones generated from the config model, and the dashboard only
+//! queries metrics Rudder exports. With KUBECONFIG, a real API server dry-runs everything.
+
+mod common;
+
+use clap::{Args, FromArgMatches};
+use common::peers::peer;
+use rudder::k8s::rbac::{PERMISSIONS, Scope};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const NS: &str = "istio-system";
+
+fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/rudder")
+}
+
+struct Rendered {
+    lint: Value,
+    /// Every object of every template, by "Kind/name".
+    objects: BTreeMap<String, Value>,
+    crds: Vec<Value>,
+}
+
+fn render(values: Value) -> Option<Rendered> {
+    let python = peer("venv/bin/python")?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/helm_chart.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(chart_dir())
+        .arg(NS)
+        .arg(values.to_string())
+        .output()
+        .expect("run helm_chart.py");
+    assert!(
+        out.status.success(),
+        "helm render failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("JSON from helm_chart.py");
+    let mut objects = BTreeMap::new();
+    for (template, text) in result["manifests"].as_object().unwrap() {
+        if template.ends_with("NOTES.txt") {
+            continue;
+        }
+        for doc in yaml_documents(text.as_str().unwrap()) {
+            let key = format!(
+                "{}/{}",
+                doc["kind"].as_str().unwrap(),
+                doc["metadata"]["name"].as_str().unwrap()
+            );
+            assert!(
+                objects.insert(key.clone(), doc).is_none(),
+                "{key} rendered twice"
+            );
+        }
+    }
+    let crds = result["crds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| yaml_documents(c["data"].as_str().unwrap()))
+        .collect();
+    Some(Rendered {
+        lint: result["lint"].clone(),
+        objects,
+        crds,
+    })
+}
+
+fn yaml_documents(text: &str) -> Vec<Value> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).expect("rendered YAML parses");
+    docs.into_iter().filter(|d| d.is_object()).collect()
+}
+
+/// Deserializes into the typed Kubernetes object and back: a misspelt field (which the API server
+/// would silently drop) makes the two differ.
+fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> T {
+    let t: T = serde_json::from_value(obj.clone()).unwrap_or_else(|e| panic!("{e}: {obj}"));
+    let back = serde_json::to_value(&t).unwrap();
+    assert_eq!(
+        &back, obj,
+        "fields the Kubernetes type does not know, or wrong shapes"
+    );
+    t
+}
+
+fn check_object(obj: &Value) {
+    use k8s_openapi::api::{
+        admissionregistration::v1 as adm, apps::v1 as apps, autoscaling::v2 as hpa,
+        core::v1 as core, policy::v1 as policy, rbac::v1 as rbac,
+    };
+    match obj["kind"].as_str().unwrap() {
+        "Deployment" => drop(typed::<apps::Deployment>(obj)),
+        "Service" => drop(typed::<core::Service>(obj)),
+        "ServiceAccount" => drop(typed::<core::ServiceAccount>(obj)),
+        "ConfigMap" => drop(typed::<core::ConfigMap>(obj)),
+        "ClusterRole" => drop(typed::<rbac::ClusterRole>(obj)),
+        "ClusterRoleBinding" => drop(typed::<rbac::ClusterRoleBinding>(obj)),
+        "Role" => drop(typed::<rbac::Role>(obj)),
+        "RoleBinding" => drop(typed::<rbac::RoleBinding>(obj)),
+        "ValidatingWebhookConfiguration" => drop(typed::<adm::ValidatingWebhookConfiguration>(obj)),
+        "MutatingWebhookConfiguration" => drop(typed::<adm::MutatingWebhookConfiguration>(obj)),
+        "PodDisruptionBudget" => drop(typed::<policy::PodDisruptionBudget>(obj)),
+        "HorizontalPodAutoscaler" => drop(typed::<hpa::HorizontalPodAutoscaler>(obj)),
+        other => panic!("unexpected kind {other} in the chart"),
+    }
+}
+
+fn get<'a>(r: &'a Rendered, key: &str) -> &'a Value {
+    r.objects
+        .get(key)
+        .unwrap_or_else(|| panic!("{key} not rendered; have {:?}", r.objects.keys()))
+}
+
+fn rule_allows(rules: &Value, group: &str, resource: &str, verb: &str) -> bool {
+    rules.as_array().into_iter().flatten().any(|r| {
+        let has = |field: &str, want: &str| {
+            r[field]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v == want || v == "*"))
+        };
+        has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+    })
+}
+
+/// The chart's args, as `rudder` parses them (every flag must exist and take the value given).
+fn parse_args(args: &[String]) {
+    let cmd = rudder::cmd::serve::ServeArgs::augment_args(
+        clap::Command::new("rudder")
+            .args_override_self(true)
+            .arg(clap::Arg::new("log-level").long("log-level"))
+            .arg(
+                clap::Arg::new("log-format")
+                    .long("log-format")
+                    .value_parser(["text", "json"]),
+            ),
+    );
+    let argv = std::iter::once("rudder".to_string()).chain(args.iter().skip(1).cloned());
+    let matches = cmd
+        .try_get_matches_from(argv)
+        .unwrap_or_else(|e| panic!("chart args rejected: {e}"));
+    rudder::cmd::serve::ServeArgs::from_arg_matches(&matches).unwrap();
+    assert_eq!(args[0], "serve");
+}
+
+#[test]
+fn chart_lints_and_renders_valid_objects() {
+    let Some(r) = render(json!({})) else { return };
+    assert!(
+        r.lint["errors"].as_array().unwrap().is_empty(),
+        "{}",
+        r.lint
+    );
+    for m in r.lint["messages"].as_array().unwrap() {
+        assert!(
+            m["severity"].as_i64().unwrap() < 2,
+            "lint warning or error: {m}"
+        );
+    }
+    for obj in r.objects.values() {
+        check_object(obj);
+    }
+
+    // Drop-in: the Service is istiod, with istiod's ports.
+    let svc = get(&r, "Service/istiod");
+    let ports: Vec<(i64, i64)> = svc["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["port"].as_i64().unwrap(),
+                p["targetPort"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    for want in [(15010, 15010), (15012, 15012), (15014, 15014), (443, 15017)] {
+        assert!(ports.contains(&want), "{ports:?}");
+    }
+
+    let deploy = get(&r, "Deployment/rudder");
+    let pod = &deploy["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready");
+    assert!(container["resources"]["requests"].is_object());
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let token = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "istio-token")
+        .expect("token volume");
+    assert_eq!(
+        token["projected"]["sources"][0]["serviceAccountToken"]["audience"],
+        "istio-ca"
+    );
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    parse_args(&args);
+    assert!(
+        args.contains(
+            &"--serving-dns-names=istiod.istio-system.svc,istiod.istio-system.svc.cluster.local"
+                .to_string()
+        ),
+        "{args:?}"
+    );
+    let selected = deploy["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    for (k, v) in selected {
+        assert_eq!(
+            &deploy["spec"]["template"]["metadata"]["labels"][k], v,
+            "pods carry {k}"
+        );
+        assert_eq!(&svc["spec"]["selector"][k], v, "the Service selects {k}");
+    }
+
+    // RBAC: every permission the controllers use, granted to the Deployment's service account.
+    let sa = pod["serviceAccountName"].as_str().unwrap();
+    assert!(r.objects.contains_key(&format!("ServiceAccount/{sa}")));
+    let cluster_role = get(&r, "ClusterRole/rudder-istio-system");
+    let role = get(&r, "Role/rudder");
+    for p in PERMISSIONS {
+        let rules = match p.scope {
+            Scope::Cluster => &cluster_role["rules"],
+            Scope::SystemNamespace => &role["rules"],
+        };
+        for verb in p.verbs {
+            assert!(
+                rule_allows(rules, p.group, p.resource, verb),
+                "{verb} {}/{} (used by {}) is not granted",
+                p.group,
+                p.resource,
+                p.used_by
+            );
+        }
+    }
+    // ...and nothing beyond them.
+    for (obj, scope) in [
+        (cluster_role, Scope::Cluster),
+        (role, Scope::SystemNamespace),
+    ] {
+        for rule in obj["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for res in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        let needed = PERMISSIONS.iter().any(|p| {
+                            p.scope == scope
+                                && p.group == group
+                                && p.resource == res
+                                && p.verbs.contains(&verb.as_str().unwrap())
+                        });
+                        assert!(
+                            needed,
+                            "{verb} {group}/{res} is granted but no controller uses it"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for binding in [
+        "ClusterRoleBinding/rudder-istio-system",
+        "RoleBinding/rudder",
+    ] {
+        let b = get(&r, binding);
+        assert_eq!(b["subjects"][0]["name"], sa);
+        assert_eq!(b["subjects"][0]["namespace"], NS);
+    }
+
+    // Webhooks: served by the Service, labelled so the leader writes their caBundle.
+    let validator = get(
+        &r,
+        "ValidatingWebhookConfiguration/istio-validator-istio-system",
+    );
+    let injector = get(&r, "MutatingWebhookConfiguration/istio-sidecar-injector");
+    for (config, path) in [(validator, "/validate"), (injector, "/inject")] {
+        assert_eq!(config["metadata"]["labels"]["istio.io/rev"], "default");
+        for hook in config["webhooks"].as_array().unwrap() {
+            assert_eq!(
+                hook["clientConfig"]["service"],
+                json!({"name": "istiod", "namespace": NS, "path": path, "port": 443})
+            );
+        }
+    }
+    assert_eq!(
+        injector["webhooks"][0]["namespaceSelector"]["matchExpressions"][0],
+        json!({"key": "istio-injection", "operator": "In", "values": ["enabled"]})
+    );
+
+    // The mesh and injector ConfigMaps parse with Rudder's own readers.
+    let injector_cm: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(get(&r, "ConfigMap/istio-sidecar-injector").clone()).unwrap();
+    let template = rudder::webhook::inject::Template::from_configmap(&injector_cm.data.unwrap())
+        .expect("injector ConfigMap parses");
+    assert_eq!(template.image, "docker.io/istio/proxyv2:1.28.0");
+    assert!(template.policy_enabled);
+    let mesh = get(&r, "ConfigMap/istio")["data"]["mesh"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mesh: rudder::k8s::mesh::MeshConfig = serde_saphyr::from_str(&mesh).expect("mesh parses");
+    assert_eq!(mesh.trust_domain.as_deref(), Some("cluster.local"));
+
+    assert!(r.objects.contains_key("PodDisruptionBudget/rudder"));
+    assert!(r.objects.contains_key("HorizontalPodAutoscaler/rudder"));
+    assert!(
+        deploy["spec"]["replicas"].is_null(),
+        "the HPA owns the replica count"
+    );
+
+    dry_run_on_real_cluster(&r);
+}
+
+#[test]
+fn chart_values_for_a_canary_revision() {
+    let values = json!({
+        "revision": "canary",
+        "service": {"istiodName": false},
+        "autoscaling": {"enabled": false},
+        "replicaCount": 3,
+        "pdb": {"enabled": false},
+        "dashboard": {"enabled": false},
+        "webhooks": {"validation": {"failurePolicy": "Ignore"}},
+        "global": {"hub": "registry.example.com/istio", "tag": "1.29.1"},
+    });
+    let Some(r) = render(values) else { return };
+    assert!(
+        r.lint["errors"].as_array().unwrap().is_empty(),
+        "{}",
+        r.lint
+    );
+    for obj in r.objects.values() {
+        check_object(obj);
+    }
+    assert!(r.objects.contains_key("Service/rudder-canary"));
+    let deploy = get(&r, "Deployment/rudder-canary");
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    let args: Vec<String> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    parse_args(&args);
+    assert!(args.contains(&"--revision=canary".to_string()));
+    assert!(args.contains(&"--discovery-address=rudder-canary.istio-system.svc:15012".to_string()));
+    assert!(
+        !r.objects.contains_key("ConfigMap/istio"),
+        "the shared mesh ConfigMap belongs to the default revision"
+    );
+    let cm = get(
+        &r,
+        &format!(
+            "ConfigMap/{}",
+            rudder::webhook::inject::injector_configmap("canary")
+        ),
+    );
+    let data: BTreeMap<String, String> = serde_json::from_value(cm["data"].clone()).unwrap();
+    assert_eq!(
+        rudder::webhook::inject::Template::from_configmap(&data)
+            .unwrap()
+            .image,
+        "registry.example.com/istio/proxyv2:1.29.1"
+    );
+    let validator = get(
+        &r,
+        "ValidatingWebhookConfiguration/istio-validator-canary-istio-system",
+    );
+    assert_eq!(
+        validator["webhooks"][0]["name"],
+        "canary.validation.istio.io"
+    );
+    assert_eq!(validator["webhooks"][0]["failurePolicy"], "Ignore");
+    assert_eq!(validator["metadata"]["labels"]["istio.io/rev"], "canary");
+    let injector = get(
+        &r,
+        "MutatingWebhookConfiguration/istio-sidecar-injector-canary",
+    );
+    assert_eq!(
+        injector["webhooks"][0]["namespaceSelector"]["matchExpressions"][0],
+        json!({"key": "istio.io/rev", "operator": "In", "values": ["canary"]})
+    );
+    for absent in [
+        "PodDisruptionBudget/rudder-canary",
+        "HorizontalPodAutoscaler/rudder-canary",
+        "ConfigMap/rudder-canary-dashboard",
+    ] {
+        assert!(!r.objects.contains_key(absent), "{absent}");
+    }
+}
+
+/// Checks a schema node is structural as Kubernetes requires.
+fn assert_structural(node: &Value, path: &str) {
+    let obj = node
+        .as_object()
+        .unwrap_or_else(|| panic!("{path}: not an object"));
+    assert!(
+        obj.contains_key("type")
+            || obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)),
+        "{path}: no type"
+    );
+    assert!(
+        !(obj.contains_key("properties") && obj.contains_key("additionalProperties")),
+        "{path}: properties and additionalProperties"
+    );
+    for key in obj.keys() {
+        assert!(
+            !key.starts_with('$') && key != "const" && key != "default",
+            "{path}: {key}"
+        );
+    }
+    if let Some(t) = obj.get("type") {
+        assert!(t.is_string(), "{path}: one type per node");
+    }
+    for (k, v) in obj
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        assert_structural(v, &format!("{path}.{k}"));
+    }
+    if let Some(items) = obj.get("items") {
+        assert_structural(items, &format!("{path}[]"));
+    }
+    if let Some(extra) = obj.get("additionalProperties").filter(|v| v.is_object()) {
+        assert_structural(extra, &format!("{path}{{}}"));
+    }
+}
+
+#[test]
+fn crds_are_generated_from_the_config_model() {
+    let committed = std::fs::read_to_string(chart_dir().join("crds/istio-crds.yaml")).unwrap();
+    assert_eq!(
+        committed,
+        rudder::config::crd::all_yaml(),
+        "charts/rudder/crds is stale: run `cargo run -- crds > charts/rudder/crds/istio-crds.yaml`"
+    );
+    let crds = yaml_documents(&committed);
+    assert_eq!(crds.len(), rudder::config::Kind::ISTIO.len());
+    for crd in &crds {
+        let typed: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = serde_json::from_value(crd.clone()).unwrap();
+        let kind = rudder::config::Kind::from_name(&typed.spec.names.kind).unwrap();
+        let versions: Vec<&str> = typed
+            .spec
+            .versions
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(versions, kind.served_versions());
+        assert_eq!(typed.spec.versions.iter().filter(|v| v.storage).count(), 1);
+        for v in &crd["spec"]["versions"].as_array().unwrap()[..] {
+            assert_structural(
+                &v["schema"]["openAPIV3Schema"],
+                &format!("{}.{}", typed.spec.names.kind, v["name"]),
+            );
+        }
+    }
+    // Real Istio YAML passes the schema's shape: each fixture's spec fits the CRD's property names.
+    let vs = crds
+        .iter()
+        .find(|c| c["spec"]["names"]["kind"] == "VirtualService")
+        .unwrap();
+    let http = &vs["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["http"]["items"]["properties"];
+    for field in [
+        "match",
+        "route",
+        "redirect",
+        "rewrite",
+        "timeout",
+        "retries",
+        "fault",
+        "mirror",
+        "corsPolicy",
+        "headers",
+    ] {
+        assert!(
+            http.get(field).is_some(),
+            "VirtualService http.{field} missing from the schema"
+        );
+    }
+    let route_match = &http["match"]["items"]["properties"]["uri"]["properties"];
+    for field in ["exact", "prefix", "regex"] {
+        assert!(
+            route_match.get(field).is_some(),
+            "StringMatch oneof field {field}"
+        );
+    }
+    let timeout = &http["timeout"];
+    assert_eq!(
+        timeout["type"], "string",
+        "durations are strings: {timeout}"
+    );
+    // The chart ships exactly these CRDs.
+    let Some(r) = render(json!({})) else { return };
+    assert_eq!(r.crds, crds);
+}
+
+/// Metric names a PromQL expression refers to (identifiers followed by `{` or `[`).
+fn metrics_in(expr: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"([a-z_][a-z0-9_]*)\s*[\{\[]").unwrap();
+    re.captures_iter(expr)
+        .map(|c| c[1].to_string())
+        .filter(|m| {
+            ![
+                "by",
+                "rate",
+                "sum",
+                "max",
+                "histogram_quantile",
+                "label_values",
+            ]
+            .contains(&m.as_str())
+        })
+        .collect()
+}
+
+#[test]
+fn dashboard_queries_only_metrics_rudder_exports() {
+    let text = std::fs::read_to_string(chart_dir().join("files/rudder-dashboard.json")).unwrap();
+    let dash: Value = serde_json::from_str(&text).unwrap();
+    let metrics = rudder::metrics::Metrics::new();
+    let known = metrics.names();
+    let mut exprs = Vec::new();
+    for panel in dash["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            exprs.push(target["expr"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(
+        exprs.len() >= 20,
+        "panels for pushes, convergence, connections, rejects, CA, webhooks, memory, CPU"
+    );
+    let mut used = std::collections::BTreeSet::new();
+    for expr in &exprs {
+        let names = metrics_in(expr);
+        assert!(!names.is_empty(), "{expr}");
+        for name in names {
+            let base = ["_total", "_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| known.contains(b)))
+                .unwrap_or(&name);
+            assert!(
+                known.contains(&base),
+                "{expr}: {name} is not a Rudder metric"
+            );
+            used.insert(base.to_string());
+        }
+    }
+    for must in [
+        "pilot_xds_pushes",
+        "pilot_proxy_convergence_time",
+        "pilot_xds",
+        "pilot_total_xds_rejects",
+        "citadel_server_csr_count",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+    ] {
+        assert!(used.contains(must), "dashboard lacks {must}");
+    }
+    // The chart ships it.
+    let Some(r) = render(json!({})) else { return };
+    let cm = get(&r, "ConfigMap/rudder-dashboard");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(cm["data"]["rudder-dashboard.json"].as_str().unwrap()).unwrap();
+    assert_eq!(shipped, dash);
+}
+
+/// With KUBECONFIG: the API server accepts every CRD and object (server-side dry run: nothing changes).
+fn dry_run_on_real_cluster(r: &Rendered) {
+    let Some(kubeconfig) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) else {
+        eprintln!("KUBECONFIG not set: skipping the real API server dry run");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let docs: Vec<&Value> = r.crds.iter().chain(r.objects.values()).collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": docs});
+    let file = dir.path().join("rendered.json");
+    std::fs::write(&file, list.to_string()).unwrap();
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "--dry-run=server", "-f"])
+        .arg(&file)
+        .output()
+        .expect("kubectl");
+    // Namespaced objects need the namespace; a dry run of it is not enough, so accept only that error.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let unexpected: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains("not found") && !l.trim().is_empty())
+        .collect();
+    assert!(unexpected.is_empty(), "API server refused: {stderr}");
+}
