@@ -14,7 +14,7 @@ use crate::webhook::cabundle::CaBundlePatcher;
 use crate::webhook::inject::{Injector, InjectorSettings};
 use crate::xds::context::MeshSettings;
 use crate::xds::push::{self, Debounce};
-use crate::xds::server::{AdsService, XdsShared};
+use crate::xds::server::{AdsService, XdsLimits, XdsShared};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,6 +126,31 @@ pub struct ServeArgs {
     /// Cluster id injected proxies report (ISTIO_META_CLUSTER_ID).
     #[arg(long, default_value = "Kubernetes")]
     pub cluster_id: String,
+    /// Longest a push waits for a proxy to read; a proxy that stops reading is dropped after it.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub xds_send_timeout: Duration,
+    /// New xDS streams accepted per second (istiod: PILOT_MAX_REQUESTS_PER_SECOND); 0: unlimited.
+    #[arg(long, default_value_t = 0)]
+    pub max_requests_per_second: u32,
+    /// Largest gRPC request accepted on the xDS and CA ports, in bytes (istiod: 4 MiB).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub max_grpc_message_size: usize,
+    /// Concurrent gRPC streams allowed on one client connection.
+    #[arg(long, default_value_t = 1024)]
+    pub max_concurrent_streams: u32,
+    /// Connections older than this are asked to reconnect (GOAWAY), rebalancing proxies across
+    /// replicas (istiod: 30m).
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub keepalive_max_server_connection_age: Duration,
+    /// After the GOAWAY of an aged connection, how long its streams may finish before it is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub keepalive_max_server_connection_age_grace: Duration,
+    /// HTTP/2 keepalive: ping after this much silence; a client that does not answer within
+    /// the keepalive timeout is dropped.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub keepalive_interval: Duration,
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub keepalive_timeout: Duration,
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
@@ -153,6 +178,37 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     // Tests bind port 0 and read the real address from this line.
     info!(server = what, addr = %listener.local_addr()?, "listening");
     Ok(listener)
+}
+
+/// Transport settings shared by both gRPC ports.
+#[derive(Debug, Clone)]
+struct GrpcSettings {
+    keepalive_interval: Duration,
+    keepalive_timeout: Duration,
+    max_connection_age: Duration,
+    max_connection_age_grace: Duration,
+    max_concurrent_streams: u32,
+}
+
+impl From<&ServeArgs> for GrpcSettings {
+    fn from(a: &ServeArgs) -> Self {
+        GrpcSettings {
+            keepalive_interval: a.keepalive_interval,
+            keepalive_timeout: a.keepalive_timeout,
+            max_connection_age: a.keepalive_max_server_connection_age,
+            max_connection_age_grace: a.keepalive_max_server_connection_age_grace,
+            max_concurrent_streams: a.max_concurrent_streams,
+        }
+    }
+}
+
+fn grpc_server(s: &GrpcSettings) -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(s.keepalive_interval))
+        .http2_keepalive_timeout(Some(s.keepalive_timeout))
+        .max_connection_age(s.max_connection_age)
+        .max_connection_age_grace(s.max_connection_age_grace)
+        .max_concurrent_streams(s.max_concurrent_streams)
 }
 
 fn identity() -> String {
@@ -373,6 +429,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         metrics.clone(),
         args.push_concurrency,
         cancel.clone(),
+        XdsLimits {
+            send_timeout: args.xds_send_timeout,
+            new_streams_per_second: args.max_requests_per_second,
+            max_message_bytes: args.max_grpc_message_size,
+        },
     );
     *xds_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(xds.clone());
     let debounce = Debounce {
@@ -388,11 +449,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         metrics.clone(),
         cancel.clone(),
     ));
+    let grpc_settings = GrpcSettings::from(&args);
+    let args_keepalive = grpc_settings.clone();
     let ads = AdsService::new(xds.clone()).into_server();
     let stop = cancel.clone();
     tasks.spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        let served = grpc_server(&args_keepalive)
             .add_service(ads)
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
@@ -412,10 +474,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let secure_ads = AdsService::new(xds.clone()).into_server();
     let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());
     let stop = cancel.clone();
-    let secure = tonic::transport::Server::builder()
+    let secure = grpc_server(&grpc_settings)
         .tls_config(tls)
         .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(secure_ads)
         .add_service(ca.into_server());
     tasks.spawn(async move {

@@ -20,6 +20,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use std::time::Instant;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -100,6 +101,34 @@ struct ConnectionEntry {
     status: Arc<Mutex<ConnectionStatus>>,
 }
 
+/// Protections against clients that misbehave or arrive all at once.
+#[derive(Debug, Clone)]
+pub struct XdsLimits {
+    /// Longest a response may wait for a client to read; past it the stream is dropped, so a stuck
+    /// proxy never holds a push slot (and never delays pushes to the others).
+    pub send_timeout: Duration,
+    /// New ADS streams accepted per second, all clients together (istiod: PILOT_MAX_REQUESTS_PER_SECOND);
+    /// 0: unlimited. A stream over the limit waits up to `RATE_LIMIT_WAIT`, then is refused.
+    pub new_streams_per_second: u32,
+    /// Largest DiscoveryRequest accepted, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for XdsLimits {
+    fn default() -> Self {
+        XdsLimits {
+            send_timeout: Duration::from_secs(20),
+            new_streams_per_second: 0,
+            max_message_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// How long a new stream waits for the rate limiter before it is refused.
+const RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
+
+type StreamRateLimiter = governor::DefaultDirectRateLimiter;
+
 /// State shared by every stream: the current push context and the registry of connections.
 pub struct XdsShared {
     context: ArcSwap<PushContext>,
@@ -111,6 +140,8 @@ pub struct XdsShared {
     next_id: AtomicU64,
     next_nonce: AtomicU64,
     shutdown: CancellationToken,
+    limits: XdsLimits,
+    rate_limiter: Option<StreamRateLimiter>,
 }
 
 impl XdsShared {
@@ -119,7 +150,10 @@ impl XdsShared {
         metrics: Arc<Metrics>,
         push_concurrency: usize,
         shutdown: CancellationToken,
+        limits: XdsLimits,
     ) -> Arc<XdsShared> {
+        let rate_limiter = std::num::NonZeroU32::new(limits.new_streams_per_second)
+            .map(|n| governor::RateLimiter::direct(governor::Quota::per_second(n)));
         Arc::new(XdsShared {
             context: ArcSwap::from_pointee(initial),
             connections: Mutex::default(),
@@ -129,6 +163,8 @@ impl XdsShared {
             next_id: AtomicU64::new(1),
             next_nonce: AtomicU64::new(1),
             shutdown,
+            limits,
+            rate_limiter,
         })
     }
 
@@ -236,6 +272,52 @@ impl XdsShared {
         }
     }
 
+    /// Waits for the new-stream rate limiter; refuses the stream if it stays over the limit.
+    async fn admit(&self) -> Result<(), Status> {
+        let Some(limiter) = &self.rate_limiter else {
+            return Ok(());
+        };
+        if tokio::time::timeout(RATE_LIMIT_WAIT, limiter.until_ready())
+            .await
+            .is_err()
+        {
+            self.refuse("rate_limited");
+            warn!("refusing an xDS stream: request rate limit exceeded");
+            return Err(Status::resource_exhausted(
+                "request rate limit exceeded; retry with backoff",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Queues one response for the client, bounded by the send timeout. False: the stream is over
+    /// (the client left, or stopped reading and is dropped).
+    async fn deliver<T>(&self, tx: &mpsc::Sender<Result<T, Status>>, response: T) -> bool {
+        match tokio::time::timeout(self.limits.send_timeout, tx.send(Ok(response))).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                self.refuse("send_timeout");
+                warn!(
+                    timeout = ?self.limits.send_timeout,
+                    "proxy is not reading its stream; dropping it"
+                );
+                false
+            }
+        }
+    }
+
+    /// Counts a failed inbound stream by what went wrong.
+    fn stream_failed(&self, status: &Status) {
+        match status.code() {
+            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
+                self.refuse("message_too_large");
+                warn!(error = status.message(), "xDS request refused");
+            }
+            _ => debug!(error = %status, "stream error"),
+        }
+    }
+
     fn refuse(&self, reason: &str) {
         self.metrics
             .xds_errors
@@ -271,7 +353,8 @@ impl AdsService {
     }
 
     pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
-        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
+        let max = self.shared.limits.max_message_bytes;
+        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(max)
     }
 }
 
@@ -302,7 +385,10 @@ impl AggregatedDiscoveryService for AdsService {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let (peer, first, inbound) = accept(request).await?;
+        self.shared.admit().await?;
+        let (peer, first, inbound) = accept(request)
+            .await
+            .inspect_err(|e| self.shared.stream_failed(e))?;
         let proxy = self.identify(&peer, first.node.as_ref(), "sotw")?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = "sotw");
@@ -327,7 +413,10 @@ impl AggregatedDiscoveryService for AdsService {
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let (peer, first, inbound) = accept(request).await?;
+        self.shared.admit().await?;
+        let (peer, first, inbound) = accept(request)
+            .await
+            .inspect_err(|e| self.shared.stream_failed(e))?;
         let proxy = self.identify(&peer, first.node.as_ref(), "delta")?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = "delta");
@@ -388,6 +477,8 @@ trait StreamHandler: Send {
     type Request: prost::Message + Default + Send + 'static;
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send;
+    /// Ends the stream with `status`, so the client learns why (best effort: it may not be reading).
+    fn fail(&mut self, status: Status);
 }
 
 /// The life of one ADS stream, SotW or Delta: registered while it lives, it handles the first request,
@@ -415,7 +506,7 @@ async fn serve_stream<H: StreamHandler>(
             msg = inbound.message() => match msg {
                 Ok(Some(req)) => next = Some(req),
                 Ok(None) => { debug!("client closed the stream"); break; }
-                Err(e) => { debug!(error = %e, "stream error"); break; }
+                Err(e) => { shared.stream_failed(&e); handler.fail(e); break; }
             },
             _ = mailbox.notify.notified() => {
                 let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -445,6 +536,9 @@ impl StreamHandler for Sotw {
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
         self.on_push(push)
     }
+    fn fail(&mut self, status: Status) {
+        let _ = self.tx.try_send(Err(status));
+    }
 }
 
 impl StreamHandler for Delta {
@@ -457,6 +551,9 @@ impl StreamHandler for Delta {
     }
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
         self.on_push(push)
+    }
+    fn fail(&mut self, status: Status) {
+        let _ = self.tx.try_send(Err(status));
     }
 }
 
@@ -588,7 +685,7 @@ impl Sotw {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        if self.tx.send(Ok(response)).await.is_err() {
+        if !self.shared.deliver(&self.tx, response).await {
             return false;
         }
         if only_hosts.is_none() {
@@ -775,7 +872,7 @@ impl Delta {
         for name in &removed {
             sent.remove(name);
         }
-        if self.tx.send(Ok(response)).await.is_err() {
+        if !self.shared.deliver(&self.tx, response).await {
             return false;
         }
         if let Some(watch) = self.watches.get_mut(type_url) {

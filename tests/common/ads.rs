@@ -34,9 +34,21 @@ pub struct Sotw {
 impl Sotw {
     /// Opens a stream whose first request subscribes to all clusters.
     pub async fn open(addr: SocketAddr, node_id: &str) -> Result<Sotw, tonic::Status> {
-        let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+            .connect()
             .await
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        Sotw::open_on(channel, node_id).await
+    }
+
+    /// Opens a stream on an existing connection (many streams can share one).
+    pub async fn open_on(
+        channel: tonic::transport::Channel,
+        node_id: &str,
+    ) -> Result<Sotw, tonic::Status> {
+        let mut client = AggregatedDiscoveryServiceClient::new(channel)
+            .max_decoding_message_size(64 * 1024 * 1024);
         let (tx, rx) = mpsc::channel(16);
         tx.send(DiscoveryRequest {
             node: node(node_id),

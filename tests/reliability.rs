@@ -1,0 +1,357 @@
+//! Bad clients and bad moments: a proxy that stops reading, a thousand streams vanishing at once, a
+//! NACK storm, an oversized request, a connection flood, and SIGTERM. Every remaining proxy converges
+//! and no store state is lost.
+
+mod common;
+
+use common::ads::{CDS, Sotw, cluster_names};
+use common::{Daemon, eventually, http_get, write_atomic};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+use std::path::Path;
+use std::time::Duration;
+use tonic::transport::{Channel, Endpoint};
+
+fn node_id(i: usize) -> String {
+    format!(
+        "sidecar~10.1.{}.{}~p{i}.default~default.svc.cluster.local",
+        i / 250,
+        i % 250
+    )
+}
+
+/// `n` ServiceEntries (hosts `svc-<i>.example.com`), plus one whose port says which `generation` the
+/// config is at, so each generation changes the clusters every proxy gets.
+fn write_config(dir: &Path, n: usize, generation: u32) {
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: svc-{i}\n  namespace: default\nspec:\n  hosts: [svc-{i}.example.com]\n  ports: [{{number: 80, name: http, protocol: HTTP}}]\n  resolution: DNS\n---\n"
+        ));
+    }
+    text.push_str(&format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: marker\n  namespace: default\nspec:\n  hosts: [marker.example.com]\n  ports: [{{number: {}, name: http, protocol: HTTP}}]\n  resolution: DNS\n",
+        10000 + generation
+    ));
+    write_atomic(&dir.join("services.yaml"), &text);
+}
+
+fn marker(generation: u32) -> String {
+    format!("outbound|{}||marker.example.com", 10000 + generation)
+}
+
+fn metric(d: &Daemon, prefix: &str) -> f64 {
+    let (_, text) = http_get(d.addr("monitoring"), "/metrics");
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Reads CDS responses (ACKing them) until one carries `want`.
+async fn converge(s: &mut Sotw, want: &str) -> DiscoveryResponse {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let r = s
+            .recv_within(left)
+            .await
+            .unwrap_or_else(|| panic!("no CDS with {want} in time"));
+        s.ack(&r, &[]).await;
+        if r.type_url == CDS && cluster_names(&r).iter().any(|c| c == want) {
+            return r;
+        }
+    }
+}
+
+async fn channel(addr: std::net::SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn daemon(dir: &Path, extra: &[&str]) -> Daemon {
+    let mut args = vec!["--debounce-after", "10ms", "--debounce-max", "200ms"];
+    args.extend_from_slice(extra);
+    let d = Daemon::start(dir, &args);
+    eventually(30, "ready", || http_get(d.addr("http"), "/ready").0 == 200);
+    d
+}
+
+#[test]
+fn a_proxy_that_stops_reading_is_dropped_and_never_delays_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 1500, 0);
+    // One push at a time: a stuck proxy holding the only slot would stall everyone without the timeout.
+    let d = daemon(
+        dir.path(),
+        &["--push-concurrency", "1", "--xds-send-timeout", "1s"],
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut good = Vec::new();
+        for i in 0..3 {
+            let mut s = Sotw::open(addr, &node_id(i)).await.unwrap();
+            converge(&mut s, &marker(0)).await;
+            good.push(s);
+        }
+        // The stuck proxy: a tiny HTTP/2 window, and it never reads.
+        let small = Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .connect()
+            .await
+            .unwrap();
+        let stuck = Sotw::open_on(small, &node_id(99)).await.unwrap();
+        for generation in 1..=15 {
+            write_config(dir.path(), 1500, generation);
+            for s in &mut good {
+                converge(s, &marker(generation)).await;
+            }
+        }
+        drop(stuck);
+    });
+    assert!(
+        metric(&d, "rudder_xds_errors_total{reason=\"send_timeout\"}") >= 1.0,
+        "the stuck proxy was dropped"
+    );
+}
+
+#[test]
+fn a_thousand_streams_vanishing_at_once_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 50, 0);
+    let d = daemon(dir.path(), &[]);
+    let (_, before) = http_get(d.addr("http"), "/debug/configz");
+    let rt = runtime();
+    let _survivors = rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut survivors = Vec::new();
+        for i in 0..5 {
+            let mut s = Sotw::open(addr, &node_id(i)).await.unwrap();
+            converge(&mut s, &marker(0)).await;
+            survivors.push(s);
+        }
+        // 1,000 streams over 10 connections, each subscribed and served...
+        let mut doomed = Vec::new();
+        for c in 0..10 {
+            let ch = channel(addr).await;
+            for k in 0..100 {
+                let s = Sotw::open_on(ch.clone(), &node_id(1000 + c * 100 + k))
+                    .await
+                    .unwrap();
+                doomed.push(s);
+            }
+        }
+        for s in &mut doomed {
+            let r = s.recv().await;
+            assert_eq!(r.type_url, CDS);
+        }
+        eventually(20, "1005 connected", || metric(&d, "pilot_xds ") == 1005.0);
+        // ...then gone without a goodbye, while config changes.
+        drop(doomed);
+        write_config(dir.path(), 50, 1);
+        for s in &mut survivors {
+            converge(s, &marker(1)).await;
+        }
+        survivors
+    });
+    eventually(20, "only survivors counted", || {
+        metric(&d, "pilot_xds ") == 5.0
+    });
+    let (_, after) = http_get(d.addr("http"), "/debug/configz");
+    let count = |t: &str| {
+        serde_json::from_str::<serde_json::Value>(t)
+            .unwrap()
+            .as_array()
+            .map(Vec::len)
+    };
+    assert_eq!(count(&before), count(&after), "store unchanged");
+    assert_eq!(http_get(d.addr("http"), "/ready").0, 200);
+}
+
+#[test]
+fn a_nack_storm_is_counted_and_the_others_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 20, 0);
+    let d = daemon(dir.path(), &[]);
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut good = Sotw::open(addr, &node_id(0)).await.unwrap();
+        converge(&mut good, &marker(0)).await;
+        let ch = channel(addr).await;
+        let mut nackers = Vec::new();
+        for i in 0..200 {
+            nackers.push(Sotw::open_on(ch.clone(), &node_id(100 + i)).await.unwrap());
+        }
+        // Every proxy rejects everything, ten times over, all at once.
+        let storms = nackers.into_iter().map(|mut s| {
+            tokio::spawn(async move {
+                for round in 0..10 {
+                    match s.recv_within(Duration::from_millis(100)).await {
+                        Some(r) => {
+                            s.send(
+                                &r.type_url,
+                                &[],
+                                &r.nonce,
+                                "",
+                                Some("rejected by a picky proxy"),
+                            )
+                            .await
+                        }
+                        None => {
+                            s.send(
+                                CDS,
+                                &[],
+                                &format!("stale-{round}"),
+                                "",
+                                Some("rejected again"),
+                            )
+                            .await
+                        }
+                    }
+                }
+                s
+            })
+        });
+        let nackers = futures::future::join_all(storms).await;
+        assert_eq!(nackers.len(), 200);
+        write_config(dir.path(), 20, 1);
+        converge(&mut good, &marker(1)).await;
+        let (_, syncz) = http_get(d.addr("http"), "/debug/syncz");
+        assert!(
+            syncz.contains("rejected by a picky proxy"),
+            "NACK reasons are visible"
+        );
+        drop(nackers);
+    });
+    assert!(metric(&d, "pilot_total_xds_rejects_total{type=\"cds\"}") >= 200.0);
+}
+
+#[test]
+fn an_oversized_request_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &["--max-grpc-message-size", "65536"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut s = Sotw::open(addr, &node_id(0)).await.unwrap();
+        converge(&mut s, &marker(0)).await;
+        let huge: Vec<String> = (0..10_000)
+            .map(|i| format!("outbound|80||host-{i}.example.com"))
+            .collect();
+        let names: Vec<&str> = huge.iter().map(String::as_str).collect();
+        s.send(CDS, &names, "", "", None).await;
+        let err = tokio::time::timeout(Duration::from_secs(10), s.rx.message())
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err.code(),
+                tonic::Code::OutOfRange | tonic::Code::ResourceExhausted
+            ),
+            "{err:?}"
+        );
+        assert!(err.message().contains("too large"), "{err:?}");
+        // Others are unaffected.
+        let mut other = Sotw::open(addr, &node_id(1)).await.unwrap();
+        converge(&mut other, &marker(0)).await;
+    });
+    assert_eq!(
+        metric(&d, "rudder_xds_errors_total{reason=\"message_too_large\"}"),
+        1.0
+    );
+}
+
+#[test]
+fn a_connection_flood_is_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &["--max-requests-per-second", "2"]);
+    let rt = runtime();
+    let (admitted, refused) = rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let ch = channel(addr).await;
+        let attempts = (0..40).map(|i| {
+            let ch = ch.clone();
+            tokio::spawn(async move { Sotw::open_on(ch, &node_id(i)).await })
+        });
+        let mut admitted = 0;
+        let mut refused = 0;
+        for a in futures::future::join_all(attempts).await {
+            match a.unwrap() {
+                Ok(_) => admitted += 1,
+                Err(e) => {
+                    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+                    assert!(e.message().contains("rate limit"), "{e:?}");
+                    refused += 1;
+                }
+            }
+        }
+        (admitted, refused)
+    });
+    assert!(
+        admitted >= 2 && refused >= 10,
+        "admitted {admitted}, refused {refused}"
+    );
+    assert_eq!(
+        metric(&d, "rudder_xds_errors_total{reason=\"rate_limited\"}"),
+        refused as f64
+    );
+}
+
+#[test]
+fn sigterm_ends_streams_so_proxies_reconnect_elsewhere_and_exits_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &["--drain-duration", "5s"]);
+    let addr = d.addr("grpc-xds");
+    let rt = runtime();
+    let mut streams = rt.block_on(async {
+        let mut v = Vec::new();
+        for i in 0..3 {
+            let mut s = Sotw::open(addr, &node_id(i)).await.unwrap();
+            converge(&mut s, &marker(0)).await;
+            v.push(s);
+        }
+        v
+    });
+    let started = std::time::Instant::now();
+    let status = d.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "exited within the drain time"
+    );
+    rt.block_on(async {
+        for s in &mut streams {
+            // The stream ends (cleanly or with UNAVAILABLE): the proxy reconnects to another replica.
+            let end = tokio::time::timeout(Duration::from_secs(5), s.rx.message())
+                .await
+                .expect("stream ended");
+            assert!(matches!(end, Ok(None) | Err(_)), "{end:?}");
+        }
+        // Nothing listens any more.
+        assert!(
+            Endpoint::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .is_err()
+        );
+    });
+}
