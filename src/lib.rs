@@ -7,6 +7,7 @@ pub mod config;
 pub mod k8s;
 pub mod logging;
 pub mod metrics;
+pub mod robustness;
 pub mod model;
 pub mod source;
 pub mod store;
