@@ -1,0 +1,119 @@
+//! Generator and store benchmarks: CDS/EDS/LDS/RDS for one sidecar in meshes of 1,000 and 5,000
+//! services, the push context build, and the store's batch apply. `cargo bench --bench generators`.
+//! Each generation uses a fresh push context, so the per-scope cache does not hide the work.
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use rudder::config::parse_yaml;
+use rudder::store::{Change, Store};
+use rudder::xds::context::MeshSettings;
+use rudder::xds::generate::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use rudder::xds::proxy::Proxy;
+use std::hint::black_box;
+
+/// `n` ServiceEntries across 10 namespaces, each with 3 endpoints and an HTTP and a TCP port, and a
+/// VirtualService for every tenth.
+fn mesh_yaml(n: usize) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let ns = format!("ns{}", i % 10);
+        out.push_str(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: svc{i}, namespace: {ns}}}\nspec:\n  hosts: [svc{i}.{ns}.svc.cluster.local]\n  addresses: [240.{}.{}.{}]\n  ports: [{{number: 80, name: http, protocol: HTTP}}, {{number: 9000, name: tcp, protocol: TCP}}]\n  resolution: STATIC\n  endpoints: [{{address: 10.{}.{}.1}}, {{address: 10.{}.{}.2}}, {{address: 10.{}.{}.3}}]\n---\n",
+            i / 65536, (i / 256) % 256, i % 256, i / 256, i % 256, i / 256, i % 256, i / 256, i % 256
+        ));
+        if i % 10 == 0 {
+            out.push_str(&format!(
+                "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: vs{i}, namespace: {ns}}}\nspec:\n  hosts: [svc{i}.{ns}.svc.cluster.local]\n  http: [{{route: [{{destination: {{host: svc{i}.{ns}.svc.cluster.local}}}}], timeout: 5s, retries: {{attempts: 3}}}}]\n---\n"
+            ));
+        }
+    }
+    out
+}
+
+fn store_with(n: usize) -> Store {
+    let store = Store::default();
+    let parsed = parse_yaml(&mesh_yaml(n), "default");
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors.first());
+    store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
+    store
+}
+
+fn sidecar() -> Proxy {
+    Proxy::from_node(Some(&Node {
+        id: "sidecar~10.99.0.1~client.ns0~ns0.svc.cluster.local".into(),
+        ..Default::default()
+    }))
+    .expect("valid node")
+}
+
+fn generators(c: &mut Criterion) {
+    let proxy = sidecar();
+    for n in [1000, 5000] {
+        let store = store_with(n);
+        let mesh = MeshSettings::default();
+        let mut group = c.benchmark_group(format!("generate/{n}-services"));
+        group.sample_size(10);
+        group.bench_function("push-context", |b| {
+            b.iter(|| black_box(rudder::xds::push::initial_context(&store, &mesh)))
+        });
+        for (name, type_url) in [("cds", CLUSTER), ("eds", ENDPOINT), ("lds", LISTENER), ("rds", ROUTE)] {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || rudder::xds::push::initial_context(&store, &mesh),
+                    |ctx| {
+                        let scope = ctx.scope(&proxy);
+                        // Named types: ask for everything the wildcard types announce.
+                        let names: std::collections::BTreeSet<String> = match type_url {
+                            ENDPOINT => generate::generate(&ctx, &proxy, &scope, CLUSTER, None)
+                                .iter()
+                                .map(|r| r.name.clone())
+                                .collect(),
+                            ROUTE => ["80".to_string(), "9000".to_string()].into(),
+                            _ => Default::default(),
+                        };
+                        let names = (!names.is_empty()).then_some(&names);
+                        black_box(generate::generate(&ctx, &proxy, &scope, type_url, names))
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
+        group.finish();
+    }
+}
+
+fn store(c: &mut Criterion) {
+    let mut group = c.benchmark_group("store");
+    group.sample_size(10);
+    for n in [1000, 5000] {
+        let parsed = parse_yaml(&mesh_yaml(n), "default");
+        group.bench_function(BenchmarkId::new("apply-batch", n), |b| {
+            b.iter_batched(
+                || parsed.configs.clone(),
+                |configs| {
+                    let store = Store::default();
+                    black_box(store.apply(configs.into_iter().map(Change::Upsert).collect()))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+        let store = store_with(n);
+        let one = parsed.configs[0].clone();
+        group.bench_function(BenchmarkId::new("update-one", n), |b| {
+            let mut port = 80u32;
+            b.iter(|| {
+                let mut c = one.clone();
+                port = port % 60000 + 1;
+                if let rudder::config::Spec::ServiceEntry(se) = &mut c.spec {
+                    se.ports[0].number = port;
+                }
+                black_box(store.upsert(c))
+            })
+        });
+        group.bench_function(BenchmarkId::new("snapshot", n), |b| b.iter(|| black_box(store.snapshot())));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, generators, store);
+criterion_main!(benches);
