@@ -56,7 +56,12 @@ fn generators(c: &mut Criterion) {
         group.bench_function("push-context", |b| {
             b.iter(|| black_box(rudder::xds::push::initial_context(&store, &mesh)))
         });
-        for (name, type_url) in [("cds", CLUSTER), ("eds", ENDPOINT), ("lds", LISTENER), ("rds", ROUTE)] {
+        for (name, type_url) in [
+            ("cds", CLUSTER),
+            ("eds", ENDPOINT),
+            ("lds", LISTENER),
+            ("rds", ROUTE),
+        ] {
             group.bench_function(BenchmarkId::new(name, n), |b| {
                 b.iter_batched(
                     || rudder::xds::push::initial_context(&store, &mesh),
@@ -110,7 +115,9 @@ fn store(c: &mut Criterion) {
                 black_box(store.upsert(c))
             })
         });
-        group.bench_function(BenchmarkId::new("snapshot", n), |b| b.iter(|| black_box(store.snapshot())));
+        group.bench_function(BenchmarkId::new("snapshot", n), |b| {
+            b.iter(|| black_box(store.snapshot()))
+        });
     }
     group.finish();
 }

@@ -4,7 +4,9 @@
 use std::path::Path;
 
 fn replay(target: &str, run: fn(&[u8])) -> usize {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions")
+        .join(target);
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         if entry.file_name().to_string_lossy().starts_with('.') {
@@ -40,14 +42,33 @@ fn discovery_request_reproducers_and_hostile_requests() {
     replay("discovery_request", rudder::robustness::discovery_request);
     let cds = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
     for (id, type_url, names) in [
-        ("sidecar~10.0.0.1~a.default~default.svc.cluster.local", cds, vec![]),
+        (
+            "sidecar~10.0.0.1~a.default~default.svc.cluster.local",
+            cds,
+            vec![],
+        ),
         ("sidecar~~~", cds, vec!["x".to_string()]),
-        ("router~not-an-ip~gw.ns~ns.svc", "type.googleapis.com/envoy.config.listener.v3.Listener", vec![]),
-        ("sidecar~10.0.0.1~a.default~default.svc.cluster.local", "type.googleapis.com/envoy.config.route.v3.RouteConfiguration", vec!["80".into(), "".into(), "\u{0}".into()]),
-        ("sidecar~10.0.0.1~a.default~default.svc.cluster.local", "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", vec!["outbound|99999999||x".into(), "|||".into()]),
+        (
+            "router~not-an-ip~gw.ns~ns.svc",
+            "type.googleapis.com/envoy.config.listener.v3.Listener",
+            vec![],
+        ),
+        (
+            "sidecar~10.0.0.1~a.default~default.svc.cluster.local",
+            "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            vec!["80".into(), "".into(), "\u{0}".into()],
+        ),
+        (
+            "sidecar~10.0.0.1~a.default~default.svc.cluster.local",
+            "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+            vec!["outbound|99999999||x".into(), "|||".into()],
+        ),
     ] {
         let req = DiscoveryRequest {
-            node: Some(Node { id: id.into(), ..Default::default() }),
+            node: Some(Node {
+                id: id.into(),
+                ..Default::default()
+            }),
             type_url: type_url.into(),
             resource_names: names,
             ..Default::default()

@@ -114,6 +114,9 @@ pub struct PushContext {
     destination_rules: Vec<DrEntry>,
     cache: Mutex<HashMap<(&'static str, u64, String), Resources>>,
     scopes: Mutex<HashMap<u64, Arc<Scope>>>,
+    /// Encoded SotW resource lists by (type, digest of names and versions): every stream sending the
+    /// same resources in this push shares one copy of the bytes.
+    encoded: Mutex<HashMap<(String, u64), prost::bytes::Bytes>>,
 }
 
 fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
@@ -171,6 +174,7 @@ impl PushContext {
             destination_rules,
             cache: Mutex::default(),
             scopes: Mutex::default(),
+            encoded: Mutex::default(),
         }
     }
 
@@ -202,6 +206,32 @@ impl PushContext {
                     .into_iter()
                     .find(|c| selector(c).is_none())
             })
+    }
+
+    /// The encoded `resources` field for this resource list, built once per push and shared.
+    pub fn encoded_resources(
+        &self,
+        type_url: &str,
+        digest: u64,
+        resources: &[Arc<Resource>],
+    ) -> prost::bytes::Bytes {
+        let key = (type_url.to_string(), digest);
+        if let Some(b) = self
+            .encoded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return b.clone();
+        }
+        // Encoded outside the lock; two streams racing both encode, one copy is kept.
+        let bytes = super::wire::encode_resources(resources);
+        self.encoded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert(bytes)
+            .clone()
     }
 
     pub fn scope(&self, proxy: &Proxy) -> Arc<Scope> {

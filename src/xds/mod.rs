@@ -6,3 +6,4 @@ pub mod provenance;
 pub mod proxy;
 pub mod push;
 pub mod server;
+pub mod wire;

@@ -8,14 +8,11 @@
 use super::context::{PushContext, Resource, Scope};
 use super::generate::{self, PUSH_ORDER, is_wildcard_type, known_type, short_type};
 use super::proxy::Proxy;
+use super::wire::{AdsServer, EncodedResponse};
 use crate::metrics::{Metrics, ReasonLabels, TypeLabels};
 use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
 use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    Resource as DeltaResource,
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, Resource as DeltaResource,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -352,9 +349,9 @@ impl AdsService {
         })
     }
 
-    pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
+    pub fn into_server(self) -> AdsServer {
         let max = self.shared.limits.max_message_bytes;
-        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(max)
+        AdsServer::new(self, max)
     }
 }
 
@@ -376,15 +373,11 @@ async fn accept<R: prost::Message + Default>(
 /// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
 const STREAM_BUFFER: usize = 8;
 
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsService {
-    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
-    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
-
-    async fn stream_aggregated_resources(
+impl AdsService {
+    pub async fn stream_aggregated_resources(
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+    ) -> Result<Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status> {
         self.shared.admit().await?;
         let (peer, first, inbound) = accept(request)
             .await
@@ -409,10 +402,10 @@ impl AggregatedDiscoveryService for AdsService {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
-    async fn delta_aggregated_resources(
+    pub async fn delta_aggregated_resources(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+    ) -> Result<Response<ReceiverStream<Result<DeltaDiscoveryResponse, Status>>>, Status> {
         self.shared.admit().await?;
         let (peer, first, inbound) = accept(request)
             .await
@@ -560,7 +553,7 @@ impl StreamHandler for Delta {
 struct Sotw {
     shared: Arc<XdsShared>,
     proxy: Arc<Proxy>,
-    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     status: Arc<Mutex<ConnectionStatus>>,
     watches: BTreeMap<String, TypeStatus>,
     /// Digest of the last response per type, to skip pushes that would change nothing.
@@ -678,13 +671,8 @@ impl Sotw {
         }
         let nonce = self.shared.nonce();
         let version = ctx.version.to_string();
-        let response = DiscoveryResponse {
-            version_info: version.clone(),
-            resources: resources.iter().map(|r| r.any.clone()).collect(),
-            type_url: type_url.to_string(),
-            nonce: nonce.clone(),
-            ..Default::default()
-        };
+        let body = ctx.encoded_resources(type_url, digest, &resources);
+        let response = EncodedResponse::new(&version, type_url, &nonce, body);
         if !self.shared.deliver(&self.tx, response).await {
             return false;
         }
