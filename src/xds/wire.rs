@@ -217,7 +217,7 @@ mod tests {
     use super::*;
     use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
     use prost::Message;
-    use prost_types::Any;
+    use envoy_types::pb::google::protobuf::Any;
 
     #[test]
     fn head_and_shared_body_decode_as_one_response() {
