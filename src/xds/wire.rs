@@ -216,8 +216,8 @@ where
 mod tests {
     use super::*;
     use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-    use prost::Message;
     use envoy_types::pb::google::protobuf::Any;
+    use prost::Message;
 
     #[test]
     fn head_and_shared_body_decode_as_one_response() {

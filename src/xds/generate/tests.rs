@@ -321,3 +321,78 @@ fn grpc_clients_get_api_listeners_by_name() {
         "gRPC-supported policy"
     );
 }
+
+#[test]
+fn lookups_prefer_exact_hosts_then_the_most_specific_wildcard_and_respect_export_to() {
+    let c = ctx(r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a-wild, namespace: default}
+spec: {hosts: ["*.example.com"], http: [{route: [{destination: {host: x}}]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: b-narrow, namespace: default}
+spec: {hosts: ["*.api.example.com"], http: [{route: [{destination: {host: x}}]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: c-hidden, namespace: default}
+spec: {hosts: [v1.api.example.com], exportTo: ["."], http: [{route: [{destination: {host: x}}]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: d-exact, namespace: other}
+spec: {hosts: [v1.api.example.com], http: [{route: [{destination: {host: x}}]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: wild, namespace: default}
+spec: {host: "*.example.com", trafficPolicy: {loadBalancer: {simple: RANDOM}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: exact, namespace: default}
+spec: {host: v1.api.example.com, trafficPolicy: {loadBalancer: {simple: RANDOM}}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: se, namespace: default}
+spec: {hosts: [v1.api.example.com, v2.api.example.com, www.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}
+"#);
+    let vs = |ns: &str, host: &str| {
+        c.virtual_service_for(ns, host)
+            .map(|v| v.config.metadata.name.clone())
+    };
+    assert_eq!(
+        vs("default", "v1.api.example.com").as_deref(),
+        Some("c-hidden"),
+        "exact, same namespace"
+    );
+    assert_eq!(
+        vs("third", "v1.api.example.com").as_deref(),
+        Some("d-exact"),
+        "exportTo . hides c-hidden"
+    );
+    assert_eq!(
+        vs("default", "v2.api.example.com").as_deref(),
+        Some("b-narrow"),
+        "most specific wildcard"
+    );
+    assert_eq!(vs("default", "www.example.com").as_deref(), Some("a-wild"));
+    assert_eq!(vs("default", "www.other.com"), None);
+    let svc = |host: &str| {
+        c.registry
+            .services
+            .values()
+            .find(|s| s.hostname == host)
+            .cloned()
+            .unwrap_or_else(|| panic!("{host} not in the registry"))
+    };
+    let dr = |host: &str| {
+        c.destination_rule_for("default", &svc(host))
+            .map(|d| d.config.metadata.name.clone())
+    };
+    assert_eq!(dr("v1.api.example.com").as_deref(), Some("exact"));
+    assert_eq!(dr("www.example.com").as_deref(), Some("wild"));
+}
