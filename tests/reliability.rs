@@ -5,7 +5,7 @@
 mod common;
 
 use common::ads::{CDS, Sotw, cluster_names};
-use common::{Daemon, eventually, http_get, write_atomic};
+use common::{Daemon, eventually, http_get, metric, write_atomic};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use std::path::Path;
 use std::time::Duration;
@@ -37,14 +37,6 @@ fn write_config(dir: &Path, n: usize, generation: u32) {
 
 fn marker(generation: u32) -> String {
     format!("outbound|{}||marker.example.com", 10000 + generation)
-}
-
-fn metric(d: &Daemon, prefix: &str) -> f64 {
-    let (_, text) = http_get(d.addr("monitoring"), "/metrics");
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 fn runtime() -> tokio::runtime::Runtime {

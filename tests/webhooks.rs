@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Daemon, http_get, https_request};
+use common::{Daemon, http_get, https_request, metric};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -83,14 +83,6 @@ fn plural(kind: &str) -> String {
     } else {
         format!("{lower}s")
     }
-}
-
-fn metric(d: &Daemon, name_and_labels: &str) -> f64 {
-    let (_, text) = http_get(d.addr("monitoring"), "/metrics");
-    text.lines()
-        .filter(|l| l.starts_with(name_and_labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[test]

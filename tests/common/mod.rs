@@ -145,7 +145,12 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     .expect("write");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read");
-    let text = String::from_utf8_lossy(&raw).to_string();
+    parse_response(&raw)
+}
+
+/// Status and body of a raw HTTP/1.1 response (chunked bodies decoded).
+fn parse_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
         .split_whitespace()
@@ -161,6 +166,15 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
         body.to_string()
     };
     (status, body)
+}
+
+/// The sum of every sample on `/metrics` whose line starts with `prefix` (a name, or a name and labels).
+pub fn metric(d: &Daemon, prefix: &str) -> f64 {
+    let (_, text) = http_get(d.addr("monitoring"), "/metrics");
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 fn dechunk(mut body: &str) -> String {
@@ -246,20 +260,5 @@ pub fn https_request(
     {
         return Err(e.to_string());
     }
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    Ok((status, body))
+    Ok(parse_response(&raw))
 }
