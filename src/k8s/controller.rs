@@ -314,50 +314,44 @@ impl KubeSource {
             Arc::new(mesh_only)
         );
 
-        // The injector's template (istiod's ConfigMap `istio-sidecar-injector`).
+        // ConfigMaps watched by name, each with its own readiness part: the injector's template
+        // (istiod's `istio-sidecar-injector`) in the root namespace, and the CA's root cert in every
+        // namespace (written by the leader, repaired on edits).
         let root = self.config.root_namespace.clone();
         let injector_name = self.config.injector_configmap.clone();
-        let injector_only = move |k: &ConfigKey| k.namespace == root && k.name == injector_name;
-        let part = "watch/ConfigMap/istio-sidecar-injector".to_string();
-        self.ctx.readiness.register(&part);
-        let spec = WatchSpec {
-            kind: Kind::ConfigMap,
-            part,
-            convert: typed::<ConfigMap>(),
-            owns: Arc::new(injector_only),
-        };
-        tasks.spawn(
-            run_watch::<ConfigMap>(
-                self.ctx.clone(),
+        let named = [
+            (
                 Api::namespaced(c.clone(), &self.config.root_namespace),
-                watcher::Config::default()
-                    .fields(&format!("metadata.name={}", self.config.injector_configmap)),
-                spec,
-                cancel.clone(),
-            )
-            .instrument(info_span!("k8s-watch", kind = "ConfigMap")),
-        );
-
-        // The CA's root-cert ConfigMaps in every namespace (written by the leader, repaired on edits).
-        let root_cert = |k: &ConfigKey| k.name == "istio-ca-root-cert";
-        let part = "watch/ConfigMap/istio-ca-root-cert".to_string();
-        self.ctx.readiness.register(&part);
-        let spec = WatchSpec {
-            kind: Kind::ConfigMap,
-            part,
-            convert: typed::<ConfigMap>(),
-            owns: Arc::new(root_cert),
-        };
-        tasks.spawn(
-            run_watch::<ConfigMap>(
-                self.ctx.clone(),
+                self.config.injector_configmap.clone(),
+                Arc::new(move |k: &ConfigKey| k.namespace == root && k.name == injector_name)
+                    as Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
+            ),
+            (
                 Api::all(c.clone()),
-                watcher::Config::default().fields("metadata.name=istio-ca-root-cert"),
-                spec,
-                cancel.clone(),
-            )
-            .instrument(info_span!("k8s-watch", kind = "ConfigMap")),
-        );
+                crate::ca::rootcert::NAME.to_string(),
+                Arc::new(|k: &ConfigKey| k.name == crate::ca::rootcert::NAME),
+            ),
+        ];
+        for (api, name, owns) in named {
+            let part = format!("watch/ConfigMap/{name}");
+            self.ctx.readiness.register(&part);
+            let spec = WatchSpec {
+                kind: Kind::ConfigMap,
+                part,
+                convert: typed::<ConfigMap>(),
+                owns,
+            };
+            tasks.spawn(
+                run_watch::<ConfigMap>(
+                    self.ctx.clone(),
+                    api,
+                    watcher::Config::default().fields(&format!("metadata.name={name}")),
+                    spec,
+                    cancel.clone(),
+                )
+                .instrument(info_span!("k8s-watch", kind = "ConfigMap", name = %name)),
+            );
+        }
 
         // Istio CRDs: watched once installed, at the best version both sides serve.
         let (crd_tx, crd_rx) = watch::channel(None::<BTreeMap<String, Vec<String>>>);

@@ -31,25 +31,22 @@ pub trait WebhookConfiguration:
     fn bundles(&mut self) -> Vec<&mut Option<ByteString>>;
 }
 
-impl WebhookConfiguration for ValidatingWebhookConfiguration {
-    fn bundles(&mut self) -> Vec<&mut Option<ByteString>> {
-        self.webhooks
-            .iter_mut()
-            .flatten()
-            .map(|w| &mut w.client_config.ca_bundle)
-            .collect()
-    }
+/// Both kinds keep their entries in `webhooks`, each with a `clientConfig`.
+macro_rules! webhook_configuration {
+    ($($kind:ty),*) => {$(
+        impl WebhookConfiguration for $kind {
+            fn bundles(&mut self) -> Vec<&mut Option<ByteString>> {
+                self.webhooks
+                    .iter_mut()
+                    .flatten()
+                    .map(|w| &mut w.client_config.ca_bundle)
+                    .collect()
+            }
+        }
+    )*};
 }
 
-impl WebhookConfiguration for MutatingWebhookConfiguration {
-    fn bundles(&mut self) -> Vec<&mut Option<ByteString>> {
-        self.webhooks
-            .iter_mut()
-            .flatten()
-            .map(|w| &mut w.client_config.ca_bundle)
-            .collect()
-    }
-}
+webhook_configuration!(ValidatingWebhookConfiguration, MutatingWebhookConfiguration);
 
 /// Sets every entry's caBundle to `bundle`; true when something changed.
 pub fn set_bundle<K: WebhookConfiguration>(config: &mut K, bundle: &[u8]) -> bool {
