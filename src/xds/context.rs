@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
+/// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,7 +122,12 @@ pub struct PushContext {
     vs_wildcards: Vec<usize>,
     dr_by_host: HashMap<String, Vec<usize>>,
     dr_wildcards: Vec<usize>,
-    cache: Mutex<HashMap<(&'static str, u64, String), Resources>>,
+    /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
+    /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
+    cache: Mutex<FastMap<(&'static str, u64), FastMap<String, Resources>>>,
+    /// Each workload IP's own service ports and protocols, built on first use (inbound listeners and
+    /// clusters), instead of a scan of every endpoint for every proxy.
+    inbound_by_ip: std::sync::OnceLock<HashMap<String, BTreeMap<u32, crate::model::Protocol>>>,
     scopes: Mutex<HashMap<u64, Arc<Scope>>>,
     /// Encoded SotW resource lists by (type, digest of names and versions): every stream sending the
     /// same resources in this push shares one copy of the bytes.
@@ -209,6 +217,7 @@ impl PushContext {
             dr_by_host,
             dr_wildcards,
             cache: Mutex::default(),
+            inbound_by_ip: std::sync::OnceLock::new(),
             scopes: Mutex::default(),
             encoded: Mutex::default(),
         }
@@ -378,12 +387,12 @@ impl PushContext {
         name: &str,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Resources {
-        let key = (type_url, scope, name.to_string());
         if let Some(hit) = self
             .cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
+            .get(&(type_url, scope))
+            .and_then(|by_name| by_name.get(name))
         {
             return hit.clone();
         }
@@ -391,9 +400,38 @@ impl PushContext {
         self.cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
+            .entry((type_url, scope))
+            .or_default()
+            .entry(name.to_string())
             .or_insert(built)
             .clone()
+    }
+
+    /// The service ports (and their protocols) served at `ip`: the endpoints at that address.
+    pub fn inbound_ports(&self, ip: &str) -> BTreeMap<u32, crate::model::Protocol> {
+        let index = self.inbound_by_ip.get_or_init(|| {
+            let mut index: HashMap<String, BTreeMap<u32, crate::model::Protocol>> = HashMap::new();
+            for ((host, svc_port), eps) in &self.registry.endpoints {
+                let Some(protocol) = self
+                    .registry
+                    .services
+                    .get(host)
+                    .and_then(|s| s.port(*svc_port))
+                    .map(|p| p.protocol)
+                else {
+                    continue;
+                };
+                for e in eps.iter() {
+                    index
+                        .entry(e.address.clone())
+                        .or_default()
+                        .entry(e.port)
+                        .or_insert(protocol);
+                }
+            }
+            index
+        });
+        index.get(ip).cloned().unwrap_or_default()
     }
 
     pub fn is_grpc(proxy: &Proxy) -> bool {

@@ -658,8 +658,9 @@ impl Sotw {
             }
         }
         let digest = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
+            use std::hash::{BuildHasher, Hash, Hasher};
+            // Fixed seed: equal lists hash equal on every stream (the shared-bytes cache key).
+            let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
             for r in &resources {
                 r.name.hash(&mut h);
                 r.version.hash(&mut h);

@@ -197,22 +197,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, scope: &Scope) -> Vec<Arc<Res
 
 /// The proxy's own service ports, as (port, protocol) from endpoints at its IP.
 fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeMap<u32, Protocol> {
-    let mut ports = BTreeMap::new();
-    for ((host, svc_port), eps) in &ctx.registry.endpoints {
-        let Some(protocol) = ctx
-            .registry
-            .services
-            .get(host)
-            .and_then(|s| s.port(*svc_port))
-            .map(|p| p.protocol)
-        else {
-            continue;
-        };
-        for e in eps.iter().filter(|e| e.address == proxy.ip) {
-            ports.entry(e.port).or_insert(protocol);
-        }
-    }
-    ports
+    ctx.inbound_ports(&proxy.ip)
 }
 
 pub fn inbound_cluster_name(port: u32) -> String {
