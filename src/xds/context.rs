@@ -15,6 +15,9 @@ use std::sync::{Arc, Mutex};
 /// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// One scope's built resources of one type, by name.
+type ResourcesByName = FastMap<String, Resources>;
+
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,7 +127,7 @@ pub struct PushContext {
     dr_wildcards: Vec<usize>,
     /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
     /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
-    cache: Mutex<FastMap<(&'static str, u64), FastMap<String, Resources>>>,
+    cache: Mutex<FastMap<(&'static str, u64), ResourcesByName>>,
     /// Each workload IP's own service ports and protocols, built on first use (inbound listeners and
     /// clusters), instead of a scan of every endpoint for every proxy.
     inbound_by_ip: std::sync::OnceLock<HashMap<String, BTreeMap<u32, crate::model::Protocol>>>,
