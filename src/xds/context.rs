@@ -72,6 +72,8 @@ pub struct Resource {
     pub name: String,
     pub any: Any,
     pub version: String,
+    /// This resource as a Delta response entry, encoded on first use and shared by every stream.
+    delta_entry: std::sync::OnceLock<prost::bytes::Bytes>,
 }
 
 impl Resource {
@@ -83,7 +85,15 @@ impl Resource {
             name: name.into(),
             any,
             version: format!("{:016x}", h.finish()),
+            delta_entry: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The encoded `resources` entry of a `DeltaDiscoveryResponse` carrying this resource.
+    pub fn delta_entry(&self) -> prost::bytes::Bytes {
+        self.delta_entry
+            .get_or_init(|| super::wire::encode_delta_entry(self))
+            .clone()
     }
 }
 

@@ -11,9 +11,7 @@ use super::proxy::Proxy;
 use super::wire::{AdsServer, EncodedResponse};
 use crate::metrics::{Metrics, ReasonLabels, TypeLabels};
 use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, Resource as DeltaResource,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -405,7 +403,7 @@ impl AdsService {
     pub async fn delta_aggregated_resources(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<ReceiverStream<Result<DeltaDiscoveryResponse, Status>>>, Status> {
+    ) -> Result<Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status> {
         self.shared.admit().await?;
         let (peer, first, inbound) = accept(request)
             .await
@@ -709,7 +707,7 @@ impl Sotw {
 struct Delta {
     shared: Arc<XdsShared>,
     proxy: Arc<Proxy>,
-    tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     status: Arc<Mutex<ConnectionStatus>>,
     watches: BTreeMap<String, TypeStatus>,
     /// What the client holds, per type: name → version.
@@ -838,22 +836,8 @@ impl Delta {
         }
         let nonce = self.shared.nonce();
         let version = ctx.version.to_string();
-        let response = DeltaDiscoveryResponse {
-            system_version_info: version.clone(),
-            type_url: type_url.to_string(),
-            nonce: nonce.clone(),
-            resources: changed
-                .iter()
-                .map(|r| DeltaResource {
-                    name: r.name.clone(),
-                    version: r.version.clone(),
-                    resource: Some(r.any.clone()),
-                    ..Default::default()
-                })
-                .collect(),
-            removed_resources: removed.clone(),
-            ..Default::default()
-        };
+        let entries = changed.iter().map(|r| r.delta_entry()).collect();
+        let response = EncodedResponse::delta(&version, type_url, &nonce, &removed, entries);
         let count = changed.len();
         for r in &changed {
             sent.insert(r.name.clone(), r.version.clone());

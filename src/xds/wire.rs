@@ -5,13 +5,12 @@
 //! `Any` into its own `DiscoveryResponse` and encode it again; here the resource list is encoded once
 //! per push context (`encode_resources`, cached by `PushContext::encoded`), and each stream only adds
 //! its few header fields. Protobuf fields may come in any order, so `head` + `body` is a valid
-//! `DiscoveryResponse`. Delta responses differ per proxy and keep the ordinary prost codec.
+//! `DiscoveryResponse`. Delta responses differ per proxy in which resources they carry, but each
+//! resource's entry is encoded once (`Resource::delta_entry`) and written from the shared bytes.
 
 use super::context::Resource;
 use super::server::AdsService;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use prost::bytes::{BufMut, Bytes};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -33,11 +32,15 @@ const RESOURCES: u32 = 2;
 const TYPE_URL: u32 = 4;
 const NONCE: u32 = 5;
 
-/// A `DiscoveryResponse` on the wire: this stream's header fields and the shared resources.
+/// `DeltaDiscoveryResponse` fields beyond those it shares with `DiscoveryResponse` (1, 2, 4, 5).
+const REMOVED_RESOURCES: u32 = 6;
+
+/// A `DiscoveryResponse` or `DeltaDiscoveryResponse` on the wire: this stream's header fields, then
+/// resource bytes shared with other streams (written one after another, never concatenated).
 #[derive(Debug, Clone)]
 pub struct EncodedResponse {
     head: Vec<u8>,
-    body: Bytes,
+    body: Vec<Bytes>,
 }
 
 fn put_string(buf: &mut Vec<u8>, tag: u32, value: &str) {
@@ -57,13 +60,69 @@ impl EncodedResponse {
         put_string(&mut head, NONCE, nonce);
         EncodedResponse {
             head,
-            body: resources,
+            body: vec![resources],
+        }
+    }
+
+    /// A Delta response: `entries` are `Resource::delta_entry` bytes of the changed resources.
+    pub fn delta(
+        version: &str,
+        type_url: &str,
+        nonce: &str,
+        removed: &[String],
+        entries: Vec<Bytes>,
+    ) -> EncodedResponse {
+        let mut head = Vec::with_capacity(
+            16 + version.len()
+                + type_url.len()
+                + nonce.len()
+                + removed.iter().map(|r| r.len() + 4).sum::<usize>(),
+        );
+        put_string(&mut head, VERSION_INFO, version);
+        put_string(&mut head, TYPE_URL, type_url);
+        put_string(&mut head, NONCE, nonce);
+        for name in removed {
+            // Repeated: every element is written, even an empty one.
+            prost::encoding::encode_key(
+                REMOVED_RESOURCES,
+                prost::encoding::WireType::LengthDelimited,
+                &mut head,
+            );
+            prost::encoding::encode_varint(name.len() as u64, &mut head);
+            head.put_slice(name.as_bytes());
+        }
+        EncodedResponse {
+            head,
+            body: entries,
         }
     }
 
     pub fn encoded_len(&self) -> usize {
-        self.head.len() + self.body.len()
+        self.head.len() + self.body.iter().map(Bytes::len).sum::<usize>()
     }
+}
+
+/// One `resources` entry (field 2) of a `DeltaDiscoveryResponse`: the resource with its name and
+/// version.
+pub fn encode_delta_entry(r: &Resource) -> Bytes {
+    use envoy_types::pb::envoy::service::discovery::v3::Resource as DeltaResource;
+    use prost::Message;
+    let entry = DeltaResource {
+        name: r.name.clone(),
+        version: r.version.clone(),
+        resource: Some(r.any.clone()),
+        ..Default::default()
+    };
+    let mut buf = Vec::with_capacity(prost::encoding::message::encoded_len(RESOURCES, &entry));
+    prost::encoding::encode_key(
+        RESOURCES,
+        prost::encoding::WireType::LengthDelimited,
+        &mut buf,
+    );
+    prost::encoding::encode_varint(entry.encoded_len() as u64, &mut buf);
+    // Writing into a Vec cannot run out of space.
+    let _ = entry.encode(&mut buf);
+    Bytes::from(buf)
 }
 
 /// The `resources` field of a `DiscoveryResponse` holding `resources`, encoded.
@@ -96,7 +155,9 @@ impl Encoder for EncodedEncoder {
     fn encode(&mut self, item: EncodedResponse, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
         dst.reserve(item.encoded_len());
         dst.put_slice(&item.head);
-        dst.put_slice(&item.body);
+        for chunk in &item.body {
+            dst.put_slice(chunk);
+        }
         Ok(())
     }
 }
@@ -114,15 +175,20 @@ impl<T: prost::Message + Default> Decoder for ProstDecoder<T> {
     }
 }
 
-/// SotW: requests decoded with prost, responses written from pre-encoded bytes.
-#[derive(Default)]
-struct SotwCodec;
+/// Requests decoded with prost, responses written from pre-encoded bytes (SotW and Delta alike).
+struct PreEncodedCodec<Req>(PhantomData<Req>);
 
-impl Codec for SotwCodec {
+impl<Req> PreEncodedCodec<Req> {
+    fn new() -> Self {
+        PreEncodedCodec(PhantomData)
+    }
+}
+
+impl<Req: prost::Message + Default + Send + 'static> Codec for PreEncodedCodec<Req> {
     type Encode = EncodedResponse;
-    type Decode = DiscoveryRequest;
+    type Decode = Req;
     type Encoder = EncodedEncoder;
-    type Decoder = ProstDecoder<DiscoveryRequest>;
+    type Decoder = ProstDecoder<Req>;
 
     fn encoder(&mut self) -> Self::Encoder {
         EncodedEncoder
@@ -149,8 +215,8 @@ impl tonic::server::StreamingService<DiscoveryRequest> for SotwMethod {
 struct DeltaMethod(Arc<AdsService>);
 
 impl tonic::server::StreamingService<DeltaDiscoveryRequest> for DeltaMethod {
-    type Response = DeltaDiscoveryResponse;
-    type ResponseStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+    type Response = EncodedResponse;
+    type ResponseStream = ReceiverStream<Result<EncodedResponse, Status>>;
     type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
 
     fn call(&mut self, request: tonic::Request<Streaming<DeltaDiscoveryRequest>>) -> Self::Future {
@@ -197,12 +263,13 @@ where
         let max = Some(self.max_decoding_message_size);
         match req.uri().path() {
             SOTW_PATH => Box::pin(async move {
+                let codec = PreEncodedCodec::<DiscoveryRequest>::new();
                 let mut grpc =
-                    tonic::server::Grpc::new(SotwCodec).apply_max_message_size_config(max, None);
+                    tonic::server::Grpc::new(codec).apply_max_message_size_config(max, None);
                 Ok(grpc.streaming(SotwMethod(ads), req).await)
             }),
             DELTA_PATH => Box::pin(async move {
-                let codec = tonic_prost::ProstCodec::<DeltaDiscoveryResponse, DeltaDiscoveryRequest>::default();
+                let codec = PreEncodedCodec::<DeltaDiscoveryRequest>::new();
                 let mut grpc =
                     tonic::server::Grpc::new(codec).apply_max_message_size_config(max, None);
                 Ok(grpc.streaming(DeltaMethod(ads), req).await)
@@ -215,7 +282,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+    use envoy_types::pb::envoy::service::discovery::v3::{
+        DeltaDiscoveryResponse, DiscoveryResponse, Resource as DeltaResource,
+    };
     use envoy_types::pb::google::protobuf::Any;
     use prost::Message;
 
@@ -235,7 +304,7 @@ mod tests {
         let body = encode_resources(&resources);
         let encoded = EncodedResponse::new("7", "type.googleapis.com/x", "n1", body.clone());
         let mut wire = encoded.head.clone();
-        wire.extend_from_slice(&encoded.body);
+        wire.extend_from_slice(&encoded.body.concat());
         let decoded = DiscoveryResponse::decode(wire.as_slice()).unwrap();
         assert_eq!(decoded.version_info, "7");
         assert_eq!(decoded.type_url, "type.googleapis.com/x");
@@ -252,9 +321,40 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(decoded, reference);
+        // Delta: per-resource entries shared, removed names in the head.
+        let delta = EncodedResponse::delta(
+            "7",
+            "type.googleapis.com/x",
+            "n2",
+            &["gone".to_string()],
+            resources[..2].iter().map(|r| r.delta_entry()).collect(),
+        );
+        let mut wire = delta.head.clone();
+        for chunk in &delta.body {
+            wire.extend_from_slice(chunk);
+        }
+        assert_eq!(wire.len(), delta.encoded_len());
+        let decoded = DeltaDiscoveryResponse::decode(wire.as_slice()).unwrap();
+        let reference = DeltaDiscoveryResponse {
+            system_version_info: "7".into(),
+            type_url: "type.googleapis.com/x".into(),
+            nonce: "n2".into(),
+            removed_resources: vec!["gone".into()],
+            resources: resources[..2]
+                .iter()
+                .map(|r| DeltaResource {
+                    name: r.name.clone(),
+                    version: r.version.clone(),
+                    resource: Some(r.any.clone()),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        assert_eq!(decoded, reference);
         let empty = EncodedResponse::new("1", "t", "n", encode_resources(&[]));
         assert_eq!(
-            DiscoveryResponse::decode([empty.head, empty.body.to_vec()].concat().as_slice())
+            DiscoveryResponse::decode([empty.head, empty.body.concat()].concat().as_slice())
                 .unwrap()
                 .resources
                 .len(),
