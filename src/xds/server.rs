@@ -470,6 +470,25 @@ trait StreamHandler: Send {
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send;
     /// Ends the stream with `status`, so the client learns why (best effort: it may not be reading).
     fn fail(&mut self, status: Status);
+    /// Whether `push` can change anything this stream subscribed to.
+    fn wants(&self, push: &PushRequest) -> bool;
+}
+
+/// An endpoint-only push matters only to streams watching an endpoint of a changed service; the
+/// others skip it before taking a push slot (a change to one service would otherwise wake every
+/// proxy of the mesh and queue the ones that need it behind the ones that do not).
+fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> bool {
+    if push.full {
+        return true;
+    }
+    let Some(eds) = watches.get(generate::ENDPOINT) else {
+        return false;
+    };
+    eds.wildcard
+        || eds.names.iter().any(|name| {
+            generate::util::parse_outbound_cluster(name)
+                .is_some_and(|(_, _, host)| push.eds_hosts.contains(host))
+        })
 }
 
 /// The life of one ADS stream, SotW or Delta: registered while it lives, it handles the first request,
@@ -501,7 +520,7 @@ async fn serve_stream<H: StreamHandler>(
             },
             _ = mailbox.notify.notified() => {
                 let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(push) = pending {
+                if let Some(push) = pending.filter(|p| handler.wants(p)) {
                     shared.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     // Bounded concurrency: a push storm cannot starve the runtime.
                     let Ok(_permit) = shared.push_permits.acquire().await else { break };
@@ -530,6 +549,9 @@ impl StreamHandler for Sotw {
     fn fail(&mut self, status: Status) {
         let _ = self.tx.try_send(Err(status));
     }
+    fn wants(&self, push: &PushRequest) -> bool {
+        push_relevant(&self.watches, push)
+    }
 }
 
 impl StreamHandler for Delta {
@@ -545,6 +567,9 @@ impl StreamHandler for Delta {
     }
     fn fail(&mut self, status: Status) {
         let _ = self.tx.try_send(Err(status));
+    }
+    fn wants(&self, push: &PushRequest) -> bool {
+        push_relevant(&self.watches, push)
     }
 }
 
@@ -876,5 +901,53 @@ impl Delta {
             "pushed"
         );
         true
+    }
+}
+
+#[cfg(test)]
+mod relevance_tests {
+    use super::*;
+
+    fn push(full: bool, hosts: &[&str]) -> PushRequest {
+        PushRequest {
+            full,
+            eds_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            started: Instant::now(),
+            reason: "test".into(),
+            queued: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn endpoint_pushes_reach_only_streams_watching_a_changed_service() {
+        let mut watches = BTreeMap::new();
+        assert!(
+            push_relevant(&watches, &push(true, &[])),
+            "a full push reaches everyone"
+        );
+        assert!(
+            !push_relevant(&watches, &push(false, &["a.ns.svc.cluster.local"])),
+            "no EDS watch"
+        );
+        watches.insert(
+            generate::ENDPOINT.to_string(),
+            TypeStatus {
+                names: ["outbound|80||a.ns.svc.cluster.local".to_string()].into(),
+                ..Default::default()
+            },
+        );
+        assert!(push_relevant(
+            &watches,
+            &push(false, &["a.ns.svc.cluster.local"])
+        ));
+        assert!(!push_relevant(
+            &watches,
+            &push(false, &["b.ns.svc.cluster.local"])
+        ));
+        watches.get_mut(generate::ENDPOINT).unwrap().wildcard = true;
+        assert!(push_relevant(
+            &watches,
+            &push(false, &["b.ns.svc.cluster.local"])
+        ));
     }
 }
