@@ -11,6 +11,7 @@ use super::proxy::Proxy;
 use super::wire::{AdsServer, EncodedResponse};
 use crate::metrics::{Metrics, ReasonLabels, TypeLabels};
 use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -334,12 +335,7 @@ impl AdsService {
     }
 
     /// The proxy behind a stream; a node that is not Istio's is refused, logged and counted.
-    fn identify(
-        &self,
-        peer: &str,
-        node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
-        mode: &str,
-    ) -> Result<Arc<Proxy>, Status> {
+    fn identify(&self, peer: &str, node: Option<&Node>, mode: &str) -> Result<Arc<Proxy>, Status> {
         Proxy::from_node(node).map(Arc::new).map_err(|e| {
             self.shared.refuse("bad_node");
             warn!(peer, mode, error = %e, "refusing xDS stream");
@@ -371,59 +367,39 @@ async fn accept<R: prost::Message + Default>(
 /// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
 const STREAM_BUFFER: usize = 8;
 
+/// The response half of a stream, as both RPCs return it.
+type ResponseStream = ReceiverStream<Result<EncodedResponse, Status>>;
+
 impl AdsService {
     pub async fn stream_aggregated_resources(
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status> {
-        self.shared.admit().await?;
-        let (peer, first, inbound) = accept(request)
-            .await
-            .inspect_err(|e| self.shared.stream_failed(e))?;
-        let proxy = self.identify(&peer, first.node.as_ref(), "sotw")?;
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let span = info_span!("ads", proxy = %proxy.id, peer, mode = "sotw");
-        let shared = self.shared.clone();
-        let sotw_shared = shared.clone();
-        let sotw_proxy = proxy.clone();
-        tokio::spawn(
-            serve_stream(shared, proxy, false, first, inbound, move |status| Sotw {
-                shared: sotw_shared,
-                proxy: sotw_proxy,
-                tx,
-                status,
-                watches: BTreeMap::new(),
-                last_sent: HashMap::new(),
-            })
-            .instrument(span),
-        );
-        Ok(Response::new(ReceiverStream::new(rx)))
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.open::<Sotw>(request).await
     }
 
     pub async fn delta_aggregated_resources(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status> {
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.open::<Delta>(request).await
+    }
+
+    /// What both RPCs do: admit the stream, read its first request, identify the proxy, then serve
+    /// the stream on its own task.
+    async fn open<H: StreamHandler>(
+        &self,
+        request: Request<Streaming<H::Request>>,
+    ) -> Result<Response<ResponseStream>, Status> {
         self.shared.admit().await?;
         let (peer, first, inbound) = accept(request)
             .await
             .inspect_err(|e| self.shared.stream_failed(e))?;
-        let proxy = self.identify(&peer, first.node.as_ref(), "delta")?;
+        let proxy = self.identify(&peer, H::node(&first), H::MODE)?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let span = info_span!("ads", proxy = %proxy.id, peer, mode = "delta");
-        let shared = self.shared.clone();
-        let delta_shared = shared.clone();
-        let delta_proxy = proxy.clone();
+        let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
         tokio::spawn(
-            serve_stream(shared, proxy, true, first, inbound, move |status| Delta {
-                shared: delta_shared,
-                proxy: delta_proxy,
-                tx,
-                status,
-                watches: BTreeMap::new(),
-                sent: HashMap::new(),
-            })
-            .instrument(span),
+            serve_stream::<H>(self.shared.clone(), proxy, tx, first, inbound).instrument(span),
         );
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -464,14 +440,24 @@ fn types_to_push(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> 
 }
 
 /// What one flavour of ADS stream does with a client request and with a push; `false` ends the stream.
-trait StreamHandler: Send {
+trait StreamHandler: Send + Sized + 'static {
     type Request: prost::Message + Default + Send + 'static;
+    /// `sotw` or `delta`, for logs and the connection registry.
+    const MODE: &'static str;
+    fn node(req: &Self::Request) -> Option<&Node>;
+    fn new(stream: StreamParts) -> Self;
+    /// What the client subscribed to, per type.
+    fn watches(&self) -> &BTreeMap<String, TypeStatus>;
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send;
-    /// Ends the stream with `status`, so the client learns why (best effort: it may not be reading).
-    fn fail(&mut self, status: Status);
-    /// Whether `push` can change anything this stream subscribed to.
-    fn wants(&self, push: &PushRequest) -> bool;
+}
+
+/// What every stream handler starts from.
+struct StreamParts {
+    shared: Arc<XdsShared>,
+    proxy: Arc<Proxy>,
+    tx: mpsc::Sender<Result<EncodedResponse, Status>>,
+    status: Arc<Mutex<ConnectionStatus>>,
 }
 
 /// An endpoint-only push matters only to streams watching an endpoint of a changed service; the
@@ -497,14 +483,18 @@ fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> 
 async fn serve_stream<H: StreamHandler>(
     shared: Arc<XdsShared>,
     proxy: Arc<Proxy>,
-    delta: bool,
+    tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     first: H::Request,
     mut inbound: Streaming<H::Request>,
-    make: impl FnOnce(Arc<Mutex<ConnectionStatus>>) -> H,
 ) {
-    let (id, mailbox, status) = shared.register(proxy.clone(), delta);
+    let (id, mailbox, status) = shared.register(proxy.clone(), H::MODE == "delta");
     info!(generator = ?proxy.generator, "proxy connected");
-    let mut handler = make(status);
+    let mut handler = H::new(StreamParts {
+        shared: shared.clone(),
+        proxy,
+        tx: tx.clone(),
+        status,
+    });
     let mut next = Some(first);
     loop {
         if let Some(req) = next.take()
@@ -516,11 +506,16 @@ async fn serve_stream<H: StreamHandler>(
             msg = inbound.message() => match msg {
                 Ok(Some(req)) => next = Some(req),
                 Ok(None) => { debug!("client closed the stream"); break; }
-                Err(e) => { shared.stream_failed(&e); handler.fail(e); break; }
+                Err(e) => {
+                    shared.stream_failed(&e);
+                    // Best effort: the client learns why, if it is still reading.
+                    let _ = tx.try_send(Err(e));
+                    break;
+                }
             },
             _ = mailbox.notify.notified() => {
                 let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(push) = pending.filter(|p| handler.wants(p)) {
+                if let Some(push) = pending.filter(|p| push_relevant(handler.watches(), p)) {
                     shared.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     // Bounded concurrency: a push storm cannot starve the runtime.
                     let Ok(_permit) = shared.push_permits.acquire().await else { break };
@@ -540,22 +535,50 @@ async fn serve_stream<H: StreamHandler>(
 
 impl StreamHandler for Sotw {
     type Request = DiscoveryRequest;
+    const MODE: &'static str = "sotw";
+    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn new(stream: StreamParts) -> Self {
+        Sotw {
+            shared: stream.shared,
+            proxy: stream.proxy,
+            tx: stream.tx,
+            status: stream.status,
+            watches: BTreeMap::new(),
+            last_sent: HashMap::new(),
+        }
+    }
+    fn watches(&self) -> &BTreeMap<String, TypeStatus> {
+        &self.watches
+    }
     fn request(&mut self, req: DiscoveryRequest) -> impl std::future::Future<Output = bool> + Send {
         self.on_request(req)
     }
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
         self.on_push(push)
     }
-    fn fail(&mut self, status: Status) {
-        let _ = self.tx.try_send(Err(status));
-    }
-    fn wants(&self, push: &PushRequest) -> bool {
-        push_relevant(&self.watches, push)
-    }
 }
 
 impl StreamHandler for Delta {
     type Request = DeltaDiscoveryRequest;
+    const MODE: &'static str = "delta";
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn new(stream: StreamParts) -> Self {
+        Delta {
+            shared: stream.shared,
+            proxy: stream.proxy,
+            tx: stream.tx,
+            status: stream.status,
+            watches: BTreeMap::new(),
+            sent: HashMap::new(),
+        }
+    }
+    fn watches(&self) -> &BTreeMap<String, TypeStatus> {
+        &self.watches
+    }
     fn request(
         &mut self,
         req: DeltaDiscoveryRequest,
@@ -564,12 +587,6 @@ impl StreamHandler for Delta {
     }
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
         self.on_push(push)
-    }
-    fn fail(&mut self, status: Status) {
-        let _ = self.tx.try_send(Err(status));
-    }
-    fn wants(&self, push: &PushRequest) -> bool {
-        push_relevant(&self.watches, push)
     }
 }
 
