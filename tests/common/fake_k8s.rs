@@ -269,6 +269,26 @@ impl Shared {
         obj
     }
 
+    /// Stores `obj` (as the API server presents it) and records the watch event for it.
+    fn store(
+        inner: &mut Inner,
+        events: &broadcast::Sender<Event>,
+        t: &Target,
+        ns: &str,
+        name: String,
+        obj: Value,
+        kind: &'static str,
+    ) -> Value {
+        let obj = Shared::present(t, obj);
+        inner
+            .objects
+            .entry(t.coll.clone())
+            .or_default()
+            .insert((ns.to_string(), name), obj.clone());
+        Shared::record(inner, events, &t.coll, ns, kind, obj.clone());
+        obj
+    }
+
     fn record(
         inner: &mut Inner,
         events: &broadcast::Sender<Event>,
@@ -411,20 +431,7 @@ async fn handle(
             obj["metadata"]["resourceVersion"] = rv.to_string().into();
             obj["metadata"]["uid"] = format!("uid-{rv}").into();
             obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
-            let obj = Shared::present(&t, obj);
-            inner
-                .objects
-                .entry(t.coll.clone())
-                .or_default()
-                .insert((ns.clone(), name), obj.clone());
-            Shared::record(
-                &mut inner,
-                &shared.events,
-                &t.coll,
-                &ns,
-                "ADDED",
-                obj.clone(),
-            );
+            let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "ADDED");
             (StatusCode::CREATED, axum::Json(obj)).into_response()
         }
         (Method::PUT, Some(name)) => {
@@ -459,20 +466,7 @@ async fn handle(
             if t.namespaced {
                 obj["metadata"]["namespace"] = ns.clone().into();
             }
-            let obj = Shared::present(&t, obj);
-            inner
-                .objects
-                .entry(t.coll.clone())
-                .or_default()
-                .insert((ns.clone(), name), obj.clone());
-            Shared::record(
-                &mut inner,
-                &shared.events,
-                &t.coll,
-                &ns,
-                "MODIFIED",
-                obj.clone(),
-            );
+            let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "MODIFIED");
             axum::Json(obj).into_response()
         }
         (Method::DELETE, Some(name)) => {
