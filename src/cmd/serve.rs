@@ -180,35 +180,14 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     Ok(listener)
 }
 
-/// Transport settings shared by both gRPC ports.
-#[derive(Debug, Clone)]
-struct GrpcSettings {
-    keepalive_interval: Duration,
-    keepalive_timeout: Duration,
-    max_connection_age: Duration,
-    max_connection_age_grace: Duration,
-    max_concurrent_streams: u32,
-}
-
-impl From<&ServeArgs> for GrpcSettings {
-    fn from(a: &ServeArgs) -> Self {
-        GrpcSettings {
-            keepalive_interval: a.keepalive_interval,
-            keepalive_timeout: a.keepalive_timeout,
-            max_connection_age: a.keepalive_max_server_connection_age,
-            max_connection_age_grace: a.keepalive_max_server_connection_age_grace,
-            max_concurrent_streams: a.max_concurrent_streams,
-        }
-    }
-}
-
-fn grpc_server(s: &GrpcSettings) -> tonic::transport::Server {
+/// A gRPC server with the transport settings both gRPC ports share.
+fn grpc_server(args: &ServeArgs) -> tonic::transport::Server {
     tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(s.keepalive_interval))
-        .http2_keepalive_timeout(Some(s.keepalive_timeout))
-        .max_connection_age(s.max_connection_age)
-        .max_connection_age_grace(s.max_connection_age_grace)
-        .max_concurrent_streams(s.max_concurrent_streams)
+        .http2_keepalive_interval(Some(args.keepalive_interval))
+        .http2_keepalive_timeout(Some(args.keepalive_timeout))
+        .max_connection_age(args.keepalive_max_server_connection_age)
+        .max_connection_age_grace(args.keepalive_max_server_connection_age_grace)
+        .max_concurrent_streams(args.max_concurrent_streams)
 }
 
 fn identity() -> String {
@@ -449,13 +428,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         metrics.clone(),
         cancel.clone(),
     ));
-    let grpc_settings = GrpcSettings::from(&args);
-    let args_keepalive = grpc_settings.clone();
-    let ads = AdsService::new(xds.clone()).into_server();
+    let plain = grpc_server(&args).add_service(AdsService::new(xds.clone()).into_server());
     let stop = cancel.clone();
     tasks.spawn(async move {
-        let served = grpc_server(&args_keepalive)
-            .add_service(ads)
+        let served = plain
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
                 stop.cancelled_owned(),
@@ -474,7 +450,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let secure_ads = AdsService::new(xds.clone()).into_server();
     let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());
     let stop = cancel.clone();
-    let secure = grpc_server(&grpc_settings)
+    let secure = grpc_server(&args)
         .tls_config(tls)
         .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?
         .add_service(secure_ads)
