@@ -615,6 +615,11 @@ pub fn inject(
         .map(String::from)
         .unwrap_or_else(|| template.image.clone());
     let proxy_config = proxy_config(settings, template, &annotations)?;
+    let hold = proxy_config
+        .get("holdApplicationUntilProxyStarts")
+        .and_then(Value::as_bool)
+        .unwrap_or(template.hold_application);
+    let proxy_config = Value::Object(proxy_config).to_string();
     let resources = resources(template, &annotations);
 
     let app_containers: Vec<Value> = pod["spec"]["containers"]
@@ -718,7 +723,6 @@ pub fn inject(
     if let Some(policy) = &template.pull_policy {
         proxy["imagePullPolicy"] = policy.clone().into();
     }
-    let hold = hold_application(template, &annotations);
     if hold {
         proxy["lifecycle"] = json!({"postStart": {"exec": {"command": ["pilot-agent", "wait"]}}});
     }
@@ -869,7 +873,7 @@ fn proxy_config(
     settings: &InjectorSettings,
     template: &Template,
     annotations: &BTreeMap<String, String>,
-) -> Result<String, InjectError> {
+) -> Result<Map<String, Value>, InjectError> {
     let mut config = Map::new();
     if let Some(text) = annotations.get("proxy.istio.io/config") {
         let parsed: Value =
@@ -892,15 +896,7 @@ fn proxy_config(
             .entry("holdApplicationUntilProxyStarts")
             .or_insert(true.into());
     }
-    Ok(Value::Object(config).to_string())
-}
-
-fn hold_application(template: &Template, annotations: &BTreeMap<String, String>) -> bool {
-    annotations
-        .get("proxy.istio.io/config")
-        .and_then(|t| serde_saphyr::from_str::<Value>(t).ok())
-        .and_then(|v| v["holdApplicationUntilProxyStarts"].as_bool())
-        .unwrap_or(template.hold_application)
+    Ok(config)
 }
 
 /// The template's resources with the pod's `sidecar.istio.io/proxyCPU`-style overrides.
