@@ -142,9 +142,11 @@ pub struct PushContext {
     /// clusters), instead of a scan of every endpoint for every proxy.
     inbound_by_ip: std::sync::OnceLock<HashMap<String, BTreeMap<u32, crate::model::Protocol>>>,
     scopes: Mutex<HashMap<u64, Arc<Scope>>>,
-    /// Encoded SotW resource lists by (type, digest of names and versions): every stream sending the
-    /// same resources in this push shares one copy of the bytes.
-    encoded: Mutex<HashMap<(String, u64), prost::bytes::Bytes>>,
+    /// Encoded SotW resource lists by the digest of their names and versions: every stream sending
+    /// the same resources in this push shares one copy of the bytes. Versions hash the resource's type
+    /// and bytes, so equal digests mean equal lists whatever the type (an empty list encodes to
+    /// nothing for every type).
+    encoded: Mutex<FastMap<u64, prost::bytes::Bytes>>,
 }
 
 fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
@@ -269,16 +271,14 @@ impl PushContext {
     /// The encoded `resources` field for this resource list, built once per push and shared.
     pub fn encoded_resources(
         &self,
-        type_url: &str,
         digest: u64,
         resources: &[Arc<Resource>],
     ) -> prost::bytes::Bytes {
-        let key = (type_url.to_string(), digest);
         if let Some(b) = self
             .encoded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
+            .get(&digest)
         {
             return b.clone();
         }
@@ -287,7 +287,7 @@ impl PushContext {
         self.encoded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
+            .entry(digest)
             .or_insert(bytes)
             .clone()
     }

@@ -712,7 +712,7 @@ impl Sotw {
         }
         let nonce = self.shared.nonce();
         let version = ctx.version.to_string();
-        let body = ctx.encoded_resources(type_url, digest, &resources);
+        let body = ctx.encoded_resources(digest, &resources);
         let response = EncodedResponse::new(&version, type_url, &nonce, body);
         if !self.shared.deliver(&self.tx, response).await {
             return false;
