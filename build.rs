@@ -2,7 +2,11 @@
 //! protoc). Envoy's xDS types come from the envoy-types crate (see docs/decisions.md).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = ["proto/istio/v1/auth/ca.proto"];
+    let protos = [
+        "proto/istio/v1/auth/ca.proto",
+        "proto/istio/workload/workload.proto",
+        "proto/istio/security/authorization.proto",
+    ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");
     }

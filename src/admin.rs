@@ -36,6 +36,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
+        .route("/debug/ambientz", get(ambientz))
         .route("/debug/push_status", get(push_status))
         .route("/debug/mesh", get(mesh))
         .route("/debug/log", get(log_get).put(log_set).post(log_set))
@@ -211,6 +212,9 @@ async fn config_dump(
             .into_response();
     };
     let ctx = x.context();
+    if conn.proxy.proxy_type == crate::xds::proxy::ProxyType::Ztunnel {
+        return Json(ztunnel_dump(&ctx, &conn)).into_response();
+    }
     let scope = ctx.scope(&conn.proxy);
     let mut resources = Vec::new();
     for type_url in crate::xds::generate::PUSH_ORDER {
@@ -229,6 +233,49 @@ async fn config_dump(
         }
     }
     Json(serde_json::json!({ "proxy": conn.proxy, "pushVersion": ctx.version, "resources": resources })).into_response()
+}
+
+/// What a ztunnel holds, in ztunnel's own `/config_dump` shape: everything for a wildcard
+/// subscription, else the workloads and services it looked up.
+fn ztunnel_dump(
+    ctx: &crate::xds::context::PushContext,
+    conn: &crate::xds::server::ConnectionStatus,
+) -> serde_json::Value {
+    let mut dump = crate::ambient::dump::config_dump(ctx.ambient());
+    let address = crate::xds::generate::ADDRESS;
+    if let Some(status) = conn.types.get(address).filter(|s| !s.wildcard) {
+        let scope = ctx.scope(&conn.proxy);
+        let held: std::collections::BTreeSet<String> =
+            crate::xds::generate::generate(ctx, &conn.proxy, &scope, address, Some(&status.names))
+                .into_iter()
+                .map(|r| r.name.clone())
+                .collect();
+        for (list, key) in [("workloads", "uid"), ("services", "hostname")] {
+            if let Some(items) = dump[list].as_array_mut() {
+                items.retain(|item| {
+                    let name = match list {
+                        "services" => format!(
+                            "{}/{}",
+                            item["namespace"].as_str().unwrap_or_default(),
+                            item[key].as_str().unwrap_or_default()
+                        ),
+                        _ => item[key].as_str().unwrap_or_default().to_string(),
+                    };
+                    held.contains(&name)
+                });
+            }
+        }
+    }
+    dump
+}
+
+/// The whole ambient view (every workload, service and policy ztunnel could be sent), in
+/// ztunnel's `/config_dump` shape.
+async fn ambientz(State(s): State<AdminState>) -> Response {
+    match xds(&s) {
+        Some(x) => Json(crate::ambient::dump::config_dump(x.context().ambient())).into_response(),
+        None => (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response(),
+    }
 }
 
 /// The recent pushes: when, why (which objects changed), full or EDS-only, how many proxies.

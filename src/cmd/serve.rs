@@ -401,6 +401,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mesh = MeshSettings {
         domain_suffix: args.domain_suffix.clone(),
         root_namespace: args.system_namespace.clone(),
+        trust_domain: args.trust_domain.clone(),
+        cluster_id: args.cluster_id.clone(),
         ..Default::default()
     };
     let xds = XdsShared::new(

@@ -50,7 +50,8 @@ pub fn namespace_filter(
     )
 }
 
-fn locality(node: Option<&Node>, zone: Option<&str>) -> String {
+/// `region/zone/subzone` of a node (the zone given by an EndpointSlice wins), possibly partial.
+pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
     let labels = node.and_then(|n| n.metadata.labels.as_ref());
     let get = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
     let region = get("topology.kubernetes.io/region");
@@ -160,12 +161,15 @@ pub fn add_kubernetes(
             hostname: hostname.clone(),
             namespace: ns.clone(),
             ports: ports.clone(),
+            // `clusterIPs` holds both families; objects written without it have only `clusterIP`.
             addresses: spec
                 .cluster_ips
                 .clone()
+                .filter(|ips| !ips.is_empty())
+                .or_else(|| spec.cluster_ip.clone().map(|ip| vec![ip]))
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|ip| ip != "None")
+                .filter(|ip| ip != "None" && !ip.is_empty())
                 .collect(),
             resolution: if external {
                 Resolution::DNS
@@ -229,7 +233,7 @@ pub fn add_kubernetes(
                             labels: pod
                                 .and_then(|p| p.metadata.labels.clone())
                                 .unwrap_or_default(),
-                            locality: locality(node, ep.zone.as_deref()),
+                            locality: node_locality(node, ep.zone.as_deref()),
                             weight: 1,
                             service_account: pod
                                 .and_then(|p| p.spec.as_ref()?.service_account_name.clone())

@@ -511,17 +511,30 @@ pub fn workload_of(pod: &Value) -> Workload {
         refs.iter()
             .find(|r| r["controller"].as_bool() == Some(true))
     });
-    let Some(owner) = controller else {
-        let name = pod_name(pod);
+    let controller = controller.map(|owner| {
+        (
+            owner["kind"].as_str().unwrap_or(""),
+            owner["name"].as_str().unwrap_or(""),
+            owner["apiVersion"].as_str().unwrap_or(""),
+        )
+    });
+    workload_from_owner(&pod_name(pod), &labels, controller)
+}
+
+/// The workload from the pod's controller `(kind, name, apiVersion)`, if it has one.
+pub fn workload_from_owner(
+    pod_name: &str,
+    labels: &BTreeMap<String, String>,
+    controller: Option<(&str, &str, &str)>,
+) -> Workload {
+    let Some((kind, name, api_version)) = controller else {
         return Workload {
-            name: name.trim_end_matches('-').to_string(),
+            name: pod_name.trim_end_matches('-').to_string(),
             kind: "Pod".into(),
             api_version: "v1".into(),
         };
     };
-    let name = owner["name"].as_str().unwrap_or("").to_string();
-    let kind = owner["kind"].as_str().unwrap_or("").to_string();
-    let api_version = owner["apiVersion"].as_str().unwrap_or("").to_string();
+    let (name, kind, api_version) = (name.to_string(), kind.to_string(), api_version.to_string());
     match kind.as_str() {
         "ReplicaSet" => match labels.get("pod-template-hash") {
             Some(hash) if name.ends_with(&format!("-{hash}")) => Workload {
@@ -572,7 +585,7 @@ fn owner_url(w: &Workload, namespace: &str) -> String {
 }
 
 /// Istio's canonical service labels: explicit label, else the app labels, else the workload.
-fn canonical(labels: &BTreeMap<String, String>, workload: &str) -> (String, String) {
+pub fn canonical(labels: &BTreeMap<String, String>, workload: &str) -> (String, String) {
     let first = |keys: &[&str]| keys.iter().find_map(|k| labels.get(*k).cloned());
     let name = first(&[
         "service.istio.io/canonical-name",

@@ -27,6 +27,8 @@ pub struct MeshSettings {
     /// `outboundTrafficPolicy: ALLOW_ANY` (Istio's default): unknown destinations pass through.
     pub outbound_allow_any: bool,
     pub trust_domain: String,
+    /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
+    pub cluster_id: String,
     /// Namespaces whose services are part of the mesh (none: all).
     pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
@@ -60,6 +62,7 @@ impl Default for MeshSettings {
             root_namespace: "istio-system".into(),
             outbound_allow_any: true,
             trust_domain: "cluster.local".into(),
+            cluster_id: "Kubernetes".into(),
             discovery_selectors: Vec::new(),
         }
     }
@@ -72,6 +75,9 @@ pub struct Resource {
     pub name: String,
     pub any: Any,
     pub version: String,
+    /// Other names the client asked this resource by (an ambient address lookup by IP answers with
+    /// the workload or service it found, aliased to the IP).
+    pub aliases: Vec<String>,
     /// This resource as a Delta response entry, encoded on first use and shared by every stream.
     delta_entry: std::sync::OnceLock<prost::bytes::Bytes>,
 }
@@ -85,6 +91,18 @@ impl Resource {
             name: name.into(),
             any,
             version: format!("{:016x}", h.finish()),
+            aliases: Vec::new(),
+            delta_entry: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// This resource, also known by `aliases`.
+    pub fn with_aliases(&self, aliases: Vec<String>) -> Arc<Resource> {
+        Arc::new(Resource {
+            name: self.name.clone(),
+            any: self.any.clone(),
+            version: self.version.clone(),
+            aliases,
             delta_entry: std::sync::OnceLock::new(),
         })
     }
@@ -142,6 +160,8 @@ pub struct PushContext {
     /// clusters), instead of a scan of every endpoint for every proxy.
     inbound_by_ip: std::sync::OnceLock<HashMap<String, BTreeMap<u32, crate::model::Protocol>>>,
     scopes: Mutex<HashMap<u64, Arc<Scope>>>,
+    /// The ambient (ztunnel) view, built when the first client asks for it.
+    ambient: std::sync::OnceLock<crate::ambient::AmbientIndex>,
     /// Encoded SotW resource lists by the digest of their names and versions: every stream sending
     /// the same resources in this push shares one copy of the bytes. Versions hash the resource's type
     /// and bytes, so equal digests mean equal lists whatever the type (an empty list encodes to
@@ -234,6 +254,7 @@ impl PushContext {
             cache: Mutex::default(),
             inbound_by_ip: std::sync::OnceLock::new(),
             scopes: Mutex::default(),
+            ambient: std::sync::OnceLock::new(),
             encoded: Mutex::default(),
         }
     }
@@ -266,6 +287,13 @@ impl PushContext {
                     .into_iter()
                     .find(|c| selector(c).is_none())
             })
+    }
+
+    /// Workloads, services and L4 policies as ztunnel sees them.
+    pub fn ambient(&self) -> &crate::ambient::AmbientIndex {
+        self.ambient.get_or_init(|| {
+            crate::ambient::AmbientIndex::build(&self.snapshot, &self.registry, &self.mesh)
+        })
     }
 
     /// The encoded `resources` field for this resource list, built once per push and shared.

@@ -127,7 +127,12 @@ pub async fn run(
                 && kinds.iter().all(|k| endpoint_kind(*k))
                 && registry.same_services(&next)
                 && all_eds;
-            if eds_only && eds_hosts.is_empty() {
+            // Pods and workload entries are ambient workloads even when no endpoint moved.
+            let addresses = kinds
+                .iter()
+                .any(|k| matches!(k, Kind::Pod | Kind::WorkloadEntry))
+                || !eds_hosts.is_empty();
+            if eds_only && eds_hosts.is_empty() && !addresses {
                 debug!(
                     ?kinds,
                     "change affects no service or endpoint; nothing to push"
@@ -167,6 +172,7 @@ pub async fn run(
             let request = PushRequest {
                 full: !eds_only,
                 eds_hosts,
+                addresses,
                 started: started.into_std(),
                 reason: reason.into(),
                 queued: std::time::Instant::now(),

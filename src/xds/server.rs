@@ -31,6 +31,9 @@ pub struct PushRequest {
     pub full: bool,
     /// Services whose endpoints changed (for EDS-only pushes).
     pub eds_hosts: BTreeSet<String>,
+    /// Pods, workload entries or endpoints changed: ambient workloads may differ (ztunnel's
+    /// Address type is pushed even when no service's endpoints moved).
+    pub addresses: bool,
     /// When the first change behind this push happened (for convergence time).
     pub started: Instant,
     pub reason: String,
@@ -57,6 +60,7 @@ const PUSH_HISTORY: usize = 50;
 impl PushRequest {
     pub fn merge(&mut self, other: PushRequest) {
         self.full |= other.full;
+        self.addresses |= other.addresses;
         self.eds_hosts.extend(other.eds_hosts);
         self.started = self.started.min(other.started);
         self.queued = self.queued.min(other.queued);
@@ -434,7 +438,12 @@ fn record_nack(
 fn types_to_push(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> Vec<String> {
     PUSH_ORDER
         .iter()
-        .filter(|t| watches.contains_key(**t) && (push.full || **t == generate::ENDPOINT))
+        .filter(|t| {
+            watches.contains_key(**t)
+                && (push.full
+                    || **t == generate::ENDPOINT
+                    || (push.addresses && **t == generate::ADDRESS))
+        })
         .map(|t| t.to_string())
         .collect()
 }
@@ -464,7 +473,7 @@ struct StreamParts {
 /// others skip it before taking a push slot (a change to one service would otherwise wake every
 /// proxy of the mesh and queue the ones that need it behind the ones that do not).
 fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> bool {
-    if push.full {
+    if push.full || (push.addresses && watches.contains_key(generate::ADDRESS)) {
         return true;
     }
     let Some(eds) = watches.get(generate::ENDPOINT) else {
@@ -664,7 +673,7 @@ impl Sotw {
         // One scope for the whole push: every type is generated for the same view.
         let scope = ctx.scope(&self.proxy);
         for t in types_to_push(&self.watches, &push) {
-            let only = (!push.full).then_some(&push.eds_hosts);
+            let only = (!push.full && t == generate::ENDPOINT).then_some(&push.eds_hosts);
             if !self.send(&ctx, &scope, &t, only, false).await {
                 return false;
             }
@@ -824,7 +833,7 @@ impl Delta {
         // One scope for the whole push: every type is generated for the same view.
         let scope = ctx.scope(&self.proxy);
         for t in types_to_push(&self.watches, &push) {
-            let only = (!push.full).then_some(&push.eds_hosts);
+            let only = (!push.full && t == generate::ENDPOINT).then_some(&push.eds_hosts);
             if !self.send(&ctx, &scope, &t, only, BTreeSet::new()).await {
                 return false;
             }
@@ -855,7 +864,12 @@ impl Delta {
             });
         }
         let sent = self.sent.entry(type_url.to_string()).or_default();
-        let current: BTreeSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
+        // A resource found by an alias (ztunnel's lookup by IP) answers for that name too.
+        let current: BTreeSet<&str> = resources
+            .iter()
+            .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
+            .map(String::as_str)
+            .collect();
         let changed: Vec<&Arc<Resource>> = resources
             .iter()
             .filter(|r| sent.get(&r.name) != Some(&r.version))
@@ -929,6 +943,7 @@ mod relevance_tests {
         PushRequest {
             full,
             eds_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            addresses: false,
             started: Instant::now(),
             reason: "test".into(),
             queued: Instant::now(),

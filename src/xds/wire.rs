@@ -111,6 +111,7 @@ pub fn encode_delta_entry(r: &Resource) -> Bytes {
         name: r.name.clone(),
         version: r.version.clone(),
         resource: Some(r.any.clone()),
+        aliases: r.aliases.clone(),
         ..Default::default()
     };
     let mut buf = Vec::with_capacity(prost::encoding::message::encoded_len(RESOURCES, &entry));

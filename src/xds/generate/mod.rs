@@ -16,14 +16,17 @@ pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.Cluster
 pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
 pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+pub const ADDRESS: &str = crate::ambient::ADDRESS_TYPE;
+pub const AUTHORIZATION: &str = crate::ambient::AUTHORIZATION_TYPE;
 
 /// Types a client may leave unnamed to mean "everything" (the other types are always named).
 pub fn is_wildcard_type(type_url: &str) -> bool {
-    type_url == CLUSTER || type_url == LISTENER
+    matches!(type_url, CLUSTER | LISTENER | ADDRESS | AUTHORIZATION)
 }
 
-/// Push order that keeps Envoy's make-before-break: clusters, endpoints, listeners, routes.
-pub const PUSH_ORDER: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+/// Push order that keeps Envoy's make-before-break: clusters, endpoints, listeners, routes; then
+/// ztunnel's types (policies before the workloads that reference them).
+pub const PUSH_ORDER: [&str; 6] = [CLUSTER, ENDPOINT, LISTENER, ROUTE, AUTHORIZATION, ADDRESS];
 
 pub fn short_type(type_url: &str) -> &'static str {
     match type_url {
@@ -32,6 +35,8 @@ pub fn short_type(type_url: &str) -> &'static str {
         LISTENER => "lds",
         ROUTE => "rds",
         SECRET => "sds",
+        ADDRESS => "wds",
+        AUTHORIZATION => "wads",
         _ => "unknown",
     }
 }
@@ -102,6 +107,43 @@ pub fn generate(
         ROUTE => per_name(ROUTE, scope.key, &|n| {
             listener::route_config(ctx, proxy, scope, n)
         }),
+        ADDRESS => match names {
+            None => ctx.ambient().addresses(),
+            Some(n) => {
+                // One entry per resource: two subscribed names (a uid and an IP, or both IPs of a
+                // dual-stack pod) may lead to the same one; it answers for every alias.
+                let mut by_name: std::collections::BTreeMap<String, Vec<Arc<Resource>>> =
+                    std::collections::BTreeMap::new();
+                for name in n {
+                    let found = ctx.cached(ADDRESS, 0, name, || ctx.ambient().lookup_address(name));
+                    for r in found.iter() {
+                        by_name.entry(r.name.clone()).or_default().push(r.clone());
+                    }
+                }
+                by_name
+                    .into_values()
+                    .filter_map(|same| {
+                        let aliases: Vec<String> = same
+                            .iter()
+                            .flat_map(|r| r.aliases.iter().cloned())
+                            .collect();
+                        let first = same.into_iter().next()?;
+                        Some(if first.aliases == aliases {
+                            first
+                        } else {
+                            first.with_aliases(aliases)
+                        })
+                    })
+                    .collect()
+            }
+        },
+        AUTHORIZATION => match names {
+            None => ctx.ambient().authorizations(),
+            Some(n) => n
+                .iter()
+                .filter_map(|name| ctx.ambient().authorization(name))
+                .collect(),
+        },
         _ => Vec::new(),
     }
 }

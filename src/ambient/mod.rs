@@ -1,0 +1,723 @@
+//! Ambient mode: what ztunnel needs to know (WDS): every workload and service as an `Address`, and
+//! the L4 `Authorization` policies. Built from the store and the service registry, once per push
+//! context and only when a client asks, so meshes without ztunnel pay nothing.
+
+pub mod authorization;
+pub mod dump;
+
+/// ztunnel's xDS types, compiled from `proto/istio/{workload,security}`.
+#[allow(clippy::large_enum_variant)]
+pub mod pb {
+    pub mod workload {
+        tonic::include_proto!("istio.workload");
+    }
+    pub mod security {
+        tonic::include_proto!("istio.security");
+    }
+}
+
+use crate::config::security::{MtlsMode, PeerAuthentication};
+use crate::config::{Config, ConfigKey, Kind, Spec};
+use crate::model::{Protocol, Registry};
+use crate::store::Snapshot;
+use crate::xds::context::{MeshSettings, Resource};
+use envoy_types::pb::google::protobuf::Any;
+use k8s_openapi::api::core::v1::Pod;
+use pb::security::Authorization;
+use pb::workload::{
+    Address, AppProtocol, GatewayAddress, Locality, NamespacedHostname, NetworkAddress,
+    NetworkMode, Port, PortList, Service, TunnelProtocol, Workload, WorkloadStatus, WorkloadType,
+    address, gateway_address,
+};
+use prost::Message;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+pub const ADDRESS_TYPE: &str = "type.googleapis.com/istio.workload.Address";
+pub const AUTHORIZATION_TYPE: &str = "type.googleapis.com/istio.security.Authorization";
+
+/// On a namespace (or a pod): `ambient` captures its pods; `none` on a pod opts it out.
+pub const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
+/// On a pod, service or namespace: the waypoint (a Service name) its traffic goes through.
+const USE_WAYPOINT: &str = "istio.io/use-waypoint";
+const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
+const NETWORK_LABEL: &str = "topology.istio.io/network";
+/// The port waypoints accept HBONE on.
+const HBONE_PORT: u32 = 15008;
+/// istiod's name for the DENY-plaintext policy that STRICT workloads reference.
+pub const STATIC_STRICT_POLICY: &str = "istio_converted_static_strict";
+
+/// An IP as ztunnel's wire form: 4 or 16 raw bytes.
+pub fn ip_bytes(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    }
+}
+
+/// The ambient view of one push: protos for the debug dump, resources for xDS, and the indexes
+/// for on-demand lookups by address.
+#[derive(Default)]
+pub struct AmbientIndex {
+    /// By uid.
+    pub workloads: BTreeMap<String, Workload>,
+    /// By `namespace/hostname`.
+    pub services: BTreeMap<String, Service>,
+    /// By `namespace/name`.
+    pub policies: BTreeMap<String, Authorization>,
+    address_resources: BTreeMap<String, Arc<Resource>>,
+    policy_resources: BTreeMap<String, Arc<Resource>>,
+    /// `network/ip` → the resources answering for that address (workloads, or a service by VIP).
+    by_address: HashMap<String, Vec<String>>,
+    /// Service resource name → uids of the workloads behind it.
+    service_workloads: HashMap<String, Vec<String>>,
+    /// Workload-selector policies' labels by `namespace/name` (the resource does not carry them).
+    selectors: HashMap<String, BTreeMap<String, String>>,
+}
+
+/// Everything a workload needs from its namespace.
+struct NamespaceInfo<'a> {
+    labels: Option<&'a BTreeMap<String, String>>,
+}
+
+impl NamespaceInfo<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.and_then(|l| l.get(key)).map(String::as_str)
+    }
+}
+
+impl AmbientIndex {
+    pub fn build(snapshot: &Snapshot, registry: &Registry, mesh: &MeshSettings) -> AmbientIndex {
+        let mut index = AmbientIndex::default();
+        let namespaces: HashMap<&str, &BTreeMap<String, String>> = snapshot
+            .list(Kind::Namespace)
+            .map(|e| (e.config.metadata.name.as_str(), &e.config.metadata.labels))
+            .collect();
+        let ns_info = |ns: &str| NamespaceInfo {
+            labels: namespaces.get(ns).copied(),
+        };
+        let admitted = crate::model::kube::namespace_filter(snapshot, &mesh.discovery_selectors);
+        let allowed = |ns: &str| admitted.as_ref().is_none_or(|set| set.contains(ns));
+
+        // Policies first: workloads list the selector policies that apply to them.
+        index.add_policies(snapshot, &mesh.root_namespace);
+        let peer_auth: Vec<(&Config, &PeerAuthentication)> = snapshot
+            .list(Kind::PeerAuthentication)
+            .filter_map(|e| match &e.config.spec {
+                Spec::PeerAuthentication(pa) => Some((e.config.as_ref(), pa)),
+                _ => None,
+            })
+            .collect();
+
+        // Which services each address serves, from the endpoints the registry already joined.
+        let mut serving: HashMap<&str, BTreeMap<String, Vec<Port>>> = HashMap::new();
+        for ((host, service_port), endpoints) in &registry.endpoints {
+            let Some(svc) = registry.services.get(host) else {
+                continue;
+            };
+            let protocol = svc.port(*service_port).map(|p| app_protocol(p.protocol));
+            for e in endpoints.iter() {
+                let ports = serving
+                    .entry(e.address.as_str())
+                    .or_default()
+                    .entry(format!("{}/{host}", svc.namespace))
+                    .or_default();
+                let port = Port {
+                    service_port: *service_port,
+                    target_port: e.port,
+                    app_protocol: protocol.unwrap_or(AppProtocol::Unknown) as i32,
+                };
+                if !ports.contains(&port) {
+                    ports.push(port);
+                }
+            }
+        }
+        let services_of = |ips: &[IpAddr]| -> HashMap<String, PortList> {
+            let mut out: HashMap<String, PortList> = HashMap::new();
+            for ip in ips {
+                for (svc, ports) in serving.get(ip.to_string().as_str()).into_iter().flatten() {
+                    out.entry(svc.clone())
+                        .or_default()
+                        .ports
+                        .extend(ports.iter().cloned());
+                }
+            }
+            out
+        };
+
+        let nodes: HashMap<&str, &k8s_openapi::api::core::v1::Node> = snapshot
+            .list(Kind::Node)
+            .filter_map(|e| match &e.config.spec {
+                Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
+                _ => None,
+            })
+            .collect();
+
+        for entry in snapshot.list(Kind::Pod) {
+            let Spec::Pod(pod) = &entry.config.spec else {
+                continue;
+            };
+            let meta = &entry.config.metadata;
+            if !allowed(&meta.namespace) {
+                continue;
+            }
+            let ns = ns_info(&meta.namespace);
+            let Some(mut w) = pod_workload(&entry.config, pod, &ns, registry, mesh) else {
+                continue;
+            };
+            let ips: Vec<IpAddr> = pod_ips(pod);
+            w.services = services_of(&ips);
+            if let Some(node) = nodes.get(w.node.as_str()) {
+                let text = crate::model::kube::node_locality(Some(node), None);
+                w.locality = (!text.is_empty()).then(|| locality(text));
+            }
+            w.authorization_policies = index.selected_policies(
+                &meta.namespace,
+                &meta.labels,
+                &mesh.root_namespace,
+                strict_mtls(
+                    &peer_auth,
+                    &mesh.root_namespace,
+                    &meta.namespace,
+                    &meta.labels,
+                ),
+            );
+            index.add_workload(w, &ips);
+        }
+        for entry in snapshot.list(Kind::WorkloadEntry) {
+            let Spec::WorkloadEntry(we) = &entry.config.spec else {
+                continue;
+            };
+            let meta = &entry.config.metadata;
+            if !allowed(&meta.namespace) {
+                continue;
+            }
+            let Ok(ip) = we.address.parse::<IpAddr>() else {
+                continue;
+            };
+            let ns = ns_info(&meta.namespace);
+            let labels: BTreeMap<String, String> = meta
+                .labels
+                .iter()
+                .chain(we.labels.iter())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let (canonical_name, canonical_revision) =
+                crate::webhook::inject::canonical(&labels, &meta.name);
+            let mut w = Workload {
+                uid: format!(
+                    "{}/networking.istio.io/WorkloadEntry/{}/{}",
+                    mesh.cluster_id, meta.namespace, meta.name
+                ),
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                addresses: vec![ip_bytes(ip)],
+                network: if we.network.is_empty() {
+                    labels.get(NETWORK_LABEL).cloned().unwrap_or_default()
+                } else {
+                    we.network.clone()
+                },
+                tunnel_protocol: tunnel(captured(&labels, None, false, &ns)) as i32,
+                trust_domain: mesh.trust_domain.clone(),
+                service_account: non_empty(&we.service_account, "default"),
+                waypoint: workload_waypoint(&labels, &meta.namespace, registry, mesh),
+                canonical_name,
+                canonical_revision,
+                workload_type: WorkloadType::Pod as i32,
+                workload_name: meta.name.clone(),
+                services: services_of(&[ip]),
+                status: WorkloadStatus::Healthy as i32,
+                cluster_id: mesh.cluster_id.clone(),
+                locality: (!we.locality.is_empty()).then(|| locality(we.locality.clone())),
+                ..Default::default()
+            };
+            w.authorization_policies = index.selected_policies(
+                &meta.namespace,
+                &labels,
+                &mesh.root_namespace,
+                strict_mtls(&peer_auth, &mesh.root_namespace, &meta.namespace, &labels),
+            );
+            index.add_workload(w, &[ip]);
+        }
+        for svc in registry.services.values() {
+            let (kind, name) = match svc.source.split_once('/') {
+                Some(("Service", rest)) => (Kind::Service, rest.rsplit('/').next().unwrap_or(rest)),
+                Some((_, rest)) => (Kind::ServiceEntry, rest.rsplit('/').next().unwrap_or(rest)),
+                None => (Kind::ServiceEntry, svc.source.as_str()),
+            };
+            let labels = snapshot
+                .get(&ConfigKey {
+                    kind,
+                    namespace: svc.namespace.clone(),
+                    name: name.to_string(),
+                })
+                .map(|e| e.config.metadata.labels.clone())
+                .unwrap_or_default();
+            let ns = ns_info(&svc.namespace);
+            let waypoint_name = labels
+                .get(USE_WAYPOINT)
+                .map(String::as_str)
+                .or_else(|| ns.label(USE_WAYPOINT));
+            let waypoint_ns = labels
+                .get(USE_WAYPOINT_NAMESPACE)
+                .map(String::as_str)
+                .or_else(|| ns.label(USE_WAYPOINT_NAMESPACE))
+                .unwrap_or(&svc.namespace);
+            let network = ns.label(NETWORK_LABEL).unwrap_or_default().to_string();
+            let service = Service {
+                name: name.to_string(),
+                namespace: svc.namespace.clone(),
+                hostname: svc.hostname.clone(),
+                addresses: svc
+                    .addresses
+                    .iter()
+                    .filter_map(|a| a.parse::<IpAddr>().ok())
+                    .map(|ip| NetworkAddress {
+                        network: network.clone(),
+                        address: ip_bytes(ip),
+                        length: None,
+                    })
+                    .collect(),
+                ports: svc
+                    .ports
+                    .iter()
+                    .map(|p| Port {
+                        service_port: p.number,
+                        target_port: p.target_port,
+                        app_protocol: app_protocol(p.protocol) as i32,
+                    })
+                    .collect(),
+                waypoint: waypoint_name
+                    .filter(|n| *n != "none")
+                    .map(|n| waypoint_address(n, waypoint_ns, registry, mesh)),
+                ..Default::default()
+            };
+            index.add_service(service);
+        }
+        let mut behind: HashMap<String, Vec<String>> = HashMap::new();
+        for (uid, w) in &index.workloads {
+            for svc in w.services.keys() {
+                behind.entry(svc.clone()).or_default().push(uid.clone());
+            }
+        }
+        index.service_workloads = behind;
+        index
+    }
+
+    fn add_policies(&mut self, snapshot: &Snapshot, root_namespace: &str) {
+        for e in snapshot.list(Kind::AuthorizationPolicy) {
+            let Spec::AuthorizationPolicy(policy) = &e.config.spec else {
+                continue;
+            };
+            let meta = &e.config.metadata;
+            let dry_run = meta
+                .annotations
+                .get("istio.io/dry-run")
+                .is_some_and(|v| v == "true");
+            let converted = authorization::convert(
+                root_namespace,
+                &meta.namespace,
+                &meta.name,
+                dry_run,
+                policy,
+            );
+            if !converted.ignored_http.is_empty() {
+                tracing::debug!(
+                    policy = %format!("{}/{}", meta.namespace, meta.name),
+                    ignored = ?converted.ignored_http,
+                    "ztunnel does not enforce HTTP attributes; a waypoint is needed for them"
+                );
+            }
+            if let Some(a) = converted.authorization {
+                if let Some(sel) = &policy.selector {
+                    self.selectors.insert(
+                        format!("{}/{}", meta.namespace, meta.name),
+                        sel.match_labels.clone(),
+                    );
+                }
+                self.add_policy(a);
+            }
+        }
+        self.add_policy(authorization::static_strict(root_namespace));
+    }
+
+    fn add_policy(&mut self, a: Authorization) {
+        let name = format!("{}/{}", a.namespace, a.name);
+        let any = Any {
+            type_url: AUTHORIZATION_TYPE.to_string(),
+            value: a.encode_to_vec(),
+        };
+        self.policy_resources
+            .insert(name.clone(), Resource::new(name.clone(), any));
+        self.policies.insert(name, a);
+    }
+
+    /// Workload-selector policies (its namespace's and the root namespace's) whose selector matches
+    /// these labels, and the static STRICT policy when PeerAuthentication makes the workload STRICT.
+    fn selected_policies(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+        root_namespace: &str,
+        strict: bool,
+    ) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .policies
+            .iter()
+            .filter(|(_, a)| {
+                a.scope == pb::security::Scope::WorkloadSelector as i32
+                    && (a.namespace == namespace || a.namespace == root_namespace)
+                    && a.name != STATIC_STRICT_POLICY
+            })
+            .filter(|(key, _)| {
+                self.selectors
+                    .get(*key)
+                    .is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if strict {
+            out.push(format!("{root_namespace}/{STATIC_STRICT_POLICY}"));
+        }
+        out
+    }
+
+    fn add_workload(&mut self, w: Workload, ips: &[IpAddr]) {
+        let name = w.uid.clone();
+        for ip in ips {
+            self.by_address
+                .entry(format!("{}/{ip}", w.network))
+                .or_default()
+                .push(name.clone());
+        }
+        let any = Any {
+            type_url: ADDRESS_TYPE.to_string(),
+            value: Address {
+                r#type: Some(address::Type::Workload(w.clone())),
+            }
+            .encode_to_vec(),
+        };
+        self.address_resources
+            .insert(name.clone(), Resource::new(name.clone(), any));
+        self.workloads.insert(name, w);
+    }
+
+    fn add_service(&mut self, s: Service) {
+        let name = format!("{}/{}", s.namespace, s.hostname);
+        for a in &s.addresses {
+            if let Some(ip) = ip_from_bytes(&a.address) {
+                self.by_address
+                    .entry(format!("{}/{ip}", a.network))
+                    .or_default()
+                    .push(name.clone());
+            }
+        }
+        let any = Any {
+            type_url: ADDRESS_TYPE.to_string(),
+            value: Address {
+                r#type: Some(address::Type::Service(s.clone())),
+            }
+            .encode_to_vec(),
+        };
+        self.address_resources
+            .insert(name.clone(), Resource::new(name.clone(), any));
+        self.services.insert(name, s);
+    }
+
+    /// Every workload and service (a wildcard subscription).
+    pub fn addresses(&self) -> Vec<Arc<Resource>> {
+        self.address_resources.values().cloned().collect()
+    }
+
+    /// What answers for one subscribed name: a workload uid or `namespace/hostname` itself; a
+    /// `network/ip` as the workload or service at that address, aliased to the name asked for, and
+    /// for a service VIP the workloads behind it too (the client will connect to them next).
+    pub fn lookup_address(&self, name: &str) -> Vec<Arc<Resource>> {
+        if let Some(r) = self.address_resources.get(name) {
+            return vec![r.clone()];
+        }
+        let mut out = Vec::new();
+        for target in self.by_address.get(name).into_iter().flatten() {
+            let Some(r) = self.address_resources.get(target) else {
+                continue;
+            };
+            out.push(r.with_aliases(vec![name.to_string()]));
+            for uid in self.service_workloads.get(target).into_iter().flatten() {
+                if let Some(w) = self.address_resources.get(uid) {
+                    out.push(w.clone());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn authorizations(&self) -> Vec<Arc<Resource>> {
+        self.policy_resources.values().cloned().collect()
+    }
+
+    pub fn authorization(&self, name: &str) -> Option<Arc<Resource>> {
+        self.policy_resources.get(name).cloned()
+    }
+}
+
+fn ip_from_bytes(b: &[u8]) -> Option<IpAddr> {
+    match b.len() {
+        4 => <[u8; 4]>::try_from(b).ok().map(IpAddr::from),
+        16 => <[u8; 16]>::try_from(b).ok().map(IpAddr::from),
+        _ => None,
+    }
+}
+
+fn non_empty(s: &str, default: &str) -> String {
+    if s.is_empty() {
+        default.to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+fn tunnel(captured: bool) -> TunnelProtocol {
+    if captured {
+        TunnelProtocol::Hbone
+    } else {
+        TunnelProtocol::None
+    }
+}
+
+/// istiod's rule: a pod is in ambient mode when it or its namespace says `ambient`, unless the pod
+/// says `none`, runs on the host network, or already has a sidecar.
+fn captured(
+    labels: &BTreeMap<String, String>,
+    annotations: Option<&BTreeMap<String, String>>,
+    host_network: bool,
+    ns: &NamespaceInfo,
+) -> bool {
+    if host_network || annotations.is_some_and(|a| a.contains_key("sidecar.istio.io/status")) {
+        return false;
+    }
+    match labels.get(DATAPLANE_MODE).map(String::as_str) {
+        Some("none") => false,
+        Some("ambient") => true,
+        _ => ns.label(DATAPLANE_MODE) == Some("ambient"),
+    }
+}
+
+fn pod_ips(pod: &Pod) -> Vec<IpAddr> {
+    let status = pod.status.as_ref();
+    let mut ips: Vec<IpAddr> = status
+        .and_then(|s| s.pod_ips.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.ip.parse().ok())
+        .collect();
+    if ips.is_empty()
+        && let Some(ip) = status
+            .and_then(|s| s.pod_ip.as_ref())
+            .and_then(|ip| ip.parse().ok())
+    {
+        ips.push(ip);
+    }
+    ips
+}
+
+/// A pod as ztunnel sees it; `None` for pods that have no address yet or have finished.
+fn pod_workload(
+    config: &Config,
+    pod: &Pod,
+    ns: &NamespaceInfo,
+    registry: &Registry,
+    mesh: &MeshSettings,
+) -> Option<Workload> {
+    let meta = &config.metadata;
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded") | Some("Failed")) {
+        return None;
+    }
+    let ips = pod_ips(pod);
+    if ips.is_empty() {
+        return None;
+    }
+    let spec = pod.spec.as_ref();
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let controller = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| (r.kind.as_str(), r.name.as_str(), r.api_version.as_str()));
+    let owner = crate::webhook::inject::workload_from_owner(&meta.name, &meta.labels, controller);
+    let (canonical_name, canonical_revision) =
+        crate::webhook::inject::canonical(&meta.labels, &owner.name);
+    let workload_type = match owner.kind.as_str() {
+        "Deployment" => WorkloadType::Deployment,
+        "CronJob" => WorkloadType::Cronjob,
+        "Job" => WorkloadType::Job,
+        _ => WorkloadType::Pod,
+    };
+    let network = meta
+        .labels
+        .get(NETWORK_LABEL)
+        .map(String::as_str)
+        .or_else(|| ns.label(NETWORK_LABEL))
+        .unwrap_or_default()
+        .to_string();
+    Some(Workload {
+        uid: format!("{}//Pod/{}/{}", mesh.cluster_id, meta.namespace, meta.name),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        addresses: ips.iter().map(|ip| ip_bytes(*ip)).collect(),
+        network,
+        tunnel_protocol: tunnel(captured(
+            &meta.labels,
+            Some(&meta.annotations),
+            host_network,
+            ns,
+        )) as i32,
+        trust_domain: mesh.trust_domain.clone(),
+        service_account: non_empty(
+            spec.and_then(|s| s.service_account_name.as_deref())
+                .unwrap_or_default(),
+            "default",
+        ),
+        waypoint: workload_waypoint(&meta.labels, &meta.namespace, registry, mesh),
+        node: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        canonical_name,
+        canonical_revision,
+        workload_type: workload_type as i32,
+        workload_name: owner.name,
+        status: if ready {
+            WorkloadStatus::Healthy
+        } else {
+            WorkloadStatus::Unhealthy
+        } as i32,
+        cluster_id: mesh.cluster_id.clone(),
+        network_mode: if host_network {
+            NetworkMode::HostNetwork
+        } else {
+            NetworkMode::Standard
+        } as i32,
+        ..Default::default()
+    })
+}
+
+/// A workload uses a waypoint only when it names one itself: a namespace's waypoint is for service
+/// traffic (istiod's default `istio.io/waypoint-for: service`).
+fn workload_waypoint(
+    labels: &BTreeMap<String, String>,
+    namespace: &str,
+    registry: &Registry,
+    mesh: &MeshSettings,
+) -> Option<GatewayAddress> {
+    let name = labels.get(USE_WAYPOINT).filter(|n| *n != "none")?;
+    let ns = labels
+        .get(USE_WAYPOINT_NAMESPACE)
+        .map(String::as_str)
+        .unwrap_or(namespace);
+    Some(waypoint_address(name, ns, registry, mesh))
+}
+
+/// The waypoint Service `name` in `namespace`: by its VIP when it has one, else by hostname
+/// (ztunnel resolves it from the services it knows).
+fn waypoint_address(
+    name: &str,
+    namespace: &str,
+    registry: &Registry,
+    mesh: &MeshSettings,
+) -> GatewayAddress {
+    let hostname = format!("{name}.{namespace}.svc.{}", mesh.domain_suffix);
+    let vip = registry
+        .services
+        .get(&hostname)
+        .and_then(|s| s.addresses.iter().find_map(|a| a.parse::<IpAddr>().ok()));
+    let destination = match vip {
+        Some(ip) => gateway_address::Destination::Address(NetworkAddress {
+            network: String::new(),
+            address: ip_bytes(ip),
+            length: None,
+        }),
+        None => gateway_address::Destination::Hostname(NamespacedHostname {
+            namespace: namespace.to_string(),
+            hostname,
+        }),
+    };
+    GatewayAddress {
+        destination: Some(destination),
+        hbone_mtls_port: HBONE_PORT,
+    }
+}
+
+fn locality(text: String) -> Locality {
+    let mut parts = text.splitn(3, '/').map(str::to_string);
+    Locality {
+        region: parts.next().unwrap_or_default(),
+        zone: parts.next().unwrap_or_default(),
+        subzone: parts.next().unwrap_or_default(),
+    }
+}
+
+/// istiod's app protocols: only the HTTP family is declared; the rest is left to detection.
+fn app_protocol(p: Protocol) -> AppProtocol {
+    match p {
+        Protocol::Http => AppProtocol::Http11,
+        Protocol::Http2 => AppProtocol::Http2,
+        Protocol::Grpc => AppProtocol::Grpc,
+        _ => AppProtocol::Unknown,
+    }
+}
+
+/// Whether PeerAuthentication makes this workload STRICT: the mesh policy (root namespace, no
+/// selector), overridden by the namespace's, overridden by one selecting the workload; the oldest
+/// wins a tie, and UNSET inherits. Port-level modes are not expressed for ztunnel (docs/decisions.md).
+fn strict_mtls(
+    policies: &[(&Config, &PeerAuthentication)],
+    root_namespace: &str,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let oldest = |pred: &dyn Fn(&Config, &PeerAuthentication) -> bool| {
+        policies
+            .iter()
+            .filter(|(c, p)| pred(c, p))
+            .min_by(|(a, _), (b, _)| {
+                (&a.metadata.creation_timestamp, &a.metadata.name)
+                    .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+            })
+            .and_then(|(_, p)| p.mtls.as_ref().map(|m| m.mode))
+    };
+    let no_selector = |p: &PeerAuthentication| {
+        p.selector
+            .as_ref()
+            .is_none_or(|s| s.match_labels.is_empty())
+    };
+    let mesh = oldest(&|c, p| c.metadata.namespace == root_namespace && no_selector(p));
+    let ns = oldest(&|c, p| {
+        c.metadata.namespace == namespace && namespace != root_namespace && no_selector(p)
+    });
+    let workload = oldest(&|c, p| {
+        c.metadata.namespace == namespace
+            && namespace != root_namespace
+            && p.selector.as_ref().is_some_and(|s| {
+                !s.match_labels.is_empty()
+                    && s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            })
+    });
+    let mut strict = mesh == Some(MtlsMode::STRICT);
+    for level in [ns, workload].into_iter().flatten() {
+        if level != MtlsMode::UNSET {
+            strict = level == MtlsMode::STRICT;
+        }
+    }
+    strict
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+use super::pb::workload::{Address, address};
+use super::*;
+use crate::k8s::convert::IntoConfig;
+use crate::store::Store;
+use serde_json::json;
+
+fn k8s<T: serde::de::DeserializeOwned + IntoConfig>(v: serde_json::Value) -> Config {
+    serde_json::from_value::<T>(v)
+        .expect("k8s object")
+        .into_config()
+}
+
+fn pod(ns: &str, name: &str, ip: &str, labels: serde_json::Value) -> Config {
+    k8s::<Pod>(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": labels,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c7", "uid": "1", "controller": true}]},
+        "spec": {"serviceAccountName": "web-sa", "nodeName": "node-a", "containers": [{"name": "app"}]},
+        "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+            "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+}
+
+fn namespace(name: &str, labels: serde_json::Value) -> Config {
+    k8s::<k8s_openapi::api::core::v1::Namespace>(
+        json!({"metadata": {"name": name, "labels": labels}}),
+    )
+}
+
+/// A mesh: namespace `amb` in ambient mode with pods web-0 and web-1 behind service `web`, and
+/// namespace `plain` with one pod that is not captured.
+fn store() -> Store {
+    let store = Store::new(64);
+    for c in [
+        namespace("amb", json!({"istio.io/dataplane-mode": "ambient"})),
+        namespace("plain", json!({})),
+        pod(
+            "amb",
+            "web-0",
+            "10.1.0.5",
+            json!({"app": "web", "pod-template-hash": "5d9c7"}),
+        ),
+        pod(
+            "amb",
+            "web-1",
+            "10.1.0.6",
+            json!({"app": "web", "pod-template-hash": "5d9c7", "istio.io/dataplane-mode": "none"}),
+        ),
+        pod("plain", "db-0", "10.2.0.9", json!({"app": "db"})),
+        k8s::<k8s_openapi::api::core::v1::Service>(json!({
+            "metadata": {"name": "web", "namespace": "amb", "labels": {"istio.io/use-waypoint": "wp"}},
+            "spec": {"clusterIP": "10.96.0.10", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})),
+        k8s::<k8s_openapi::api::discovery::v1::EndpointSlice>(json!({
+        "metadata": {"name": "web-x", "namespace": "amb", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+        "endpoints": [
+            {"addresses": ["10.1.0.5"], "conditions": {"ready": true}, "targetRef": {"kind": "Pod", "name": "web-0", "namespace": "amb"}},
+            {"addresses": ["10.1.0.6"], "conditions": {"ready": true}, "targetRef": {"kind": "Pod", "name": "web-1", "namespace": "amb"}}
+        ]})),
+    ] {
+        store.upsert(c);
+    }
+    let parsed = crate::config::parse_yaml(
+        r#"
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: allow-client, namespace: amb}
+spec:
+  selector: {matchLabels: {app: web}}
+  rules:
+  - from: [{source: {principals: ["cluster.local/ns/amb/sa/client"]}}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: other, namespace: amb}
+spec:
+  selector: {matchLabels: {app: nothing}}
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: istio-system}
+spec: {mtls: {mode: STRICT}}
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: plain, namespace: plain}
+spec: {mtls: {mode: PERMISSIVE}}
+"#,
+        "default",
+    );
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    for c in parsed.configs {
+        store.upsert(c);
+    }
+    store
+}
+
+fn index(store: &Store) -> AmbientIndex {
+    let snapshot = store.snapshot();
+    let registry = Registry::build(&snapshot, "cluster.local");
+    AmbientIndex::build(&snapshot, &registry, &MeshSettings::default())
+}
+
+fn decode(r: &Resource) -> Address {
+    Address::decode(r.any.value.as_slice()).expect("address")
+}
+
+#[test]
+fn pods_become_workloads_with_istiod_fields() {
+    let idx = index(&store());
+    let w = &idx.workloads["Kubernetes//Pod/amb/web-0"];
+    assert_eq!(w.name, "web-0");
+    assert_eq!(w.addresses, vec![vec![10, 1, 0, 5]]);
+    assert_eq!(w.tunnel_protocol, TunnelProtocol::Hbone as i32);
+    assert_eq!(w.service_account, "web-sa");
+    assert_eq!(w.trust_domain, "cluster.local");
+    assert_eq!(w.workload_type, WorkloadType::Deployment as i32);
+    assert_eq!(w.workload_name, "web");
+    assert_eq!(
+        (w.canonical_name.as_str(), w.canonical_revision.as_str()),
+        ("web", "latest")
+    );
+    assert_eq!(w.node, "node-a");
+    assert_eq!(w.cluster_id, "Kubernetes");
+    assert_eq!(w.status, WorkloadStatus::Healthy as i32);
+    let ports = &w.services["amb/web.amb.svc.cluster.local"].ports;
+    assert_eq!((ports[0].service_port, ports[0].target_port), (80, 8080));
+    assert_eq!(
+        w.authorization_policies,
+        [
+            "amb/allow-client".to_string(),
+            format!("istio-system/{STATIC_STRICT_POLICY}")
+        ],
+        "the selector policy that matches, and STRICT from the mesh-wide PeerAuthentication"
+    );
+
+    let opted_out = &idx.workloads["Kubernetes//Pod/amb/web-1"];
+    assert_eq!(opted_out.tunnel_protocol, TunnelProtocol::None as i32);
+    let plain = &idx.workloads["Kubernetes//Pod/plain/db-0"];
+    assert_eq!(plain.tunnel_protocol, TunnelProtocol::None as i32);
+    assert!(
+        plain.authorization_policies.is_empty(),
+        "PERMISSIVE in its namespace overrides the mesh"
+    );
+}
+
+#[test]
+fn services_carry_vips_ports_and_waypoint() {
+    let idx = index(&store());
+    let s = &idx.services["amb/web.amb.svc.cluster.local"];
+    assert_eq!(s.name, "web");
+    assert_eq!(s.addresses[0].address, vec![10, 96, 0, 10]);
+    assert_eq!(
+        (s.ports[0].service_port, s.ports[0].target_port),
+        (80, 8080)
+    );
+    assert_eq!(s.ports[0].app_protocol, AppProtocol::Http11 as i32);
+    let wp = s.waypoint.as_ref().expect("waypoint");
+    assert_eq!(wp.hbone_mtls_port, 15008);
+    assert_eq!(
+        wp.destination,
+        Some(gateway_address::Destination::Hostname(NamespacedHostname {
+            namespace: "amb".into(),
+            hostname: "wp.amb.svc.cluster.local".into()
+        })),
+        "no waypoint service with a VIP: named by hostname"
+    );
+}
+
+#[test]
+fn lookups_by_ip_answer_with_an_alias_and_a_vip_brings_its_workloads() {
+    let idx = index(&store());
+    let by_pod_ip = idx.lookup_address("/10.1.0.5");
+    assert_eq!(by_pod_ip.len(), 1);
+    assert_eq!(by_pod_ip[0].name, "Kubernetes//Pod/amb/web-0");
+    assert_eq!(by_pod_ip[0].aliases, ["/10.1.0.5"]);
+
+    let by_vip = idx.lookup_address("/10.96.0.10");
+    let names: Vec<&str> = by_vip.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "amb/web.amb.svc.cluster.local",
+            "Kubernetes//Pod/amb/web-0",
+            "Kubernetes//Pod/amb/web-1"
+        ]
+    );
+    assert!(matches!(
+        decode(&by_vip[0]).r#type,
+        Some(address::Type::Service(_))
+    ));
+    assert!(idx.lookup_address("/10.9.9.9").is_empty());
+    assert_eq!(idx.lookup_address("Kubernetes//Pod/plain/db-0").len(), 1);
+}
+
+#[test]
+fn policies_include_the_static_strict_policy() {
+    let idx = index(&store());
+    let names: Vec<&String> = idx.policies.keys().collect();
+    assert_eq!(
+        names,
+        [
+            "amb/allow-client",
+            "amb/other",
+            &format!("istio-system/{STATIC_STRICT_POLICY}")
+        ]
+    );
+    assert_eq!(idx.authorizations().len(), 3);
+}
+
+#[test]
+fn pods_without_an_ip_or_finished_are_left_out() {
+    let store = store();
+    store.upsert(k8s::<Pod>(json!({
+        "metadata": {"name": "pending", "namespace": "amb"},
+        "spec": {"containers": [{"name": "app"}]}, "status": {"phase": "Pending"}})));
+    store.upsert(k8s::<Pod>(json!({
+        "metadata": {"name": "done", "namespace": "amb"},
+        "spec": {"containers": [{"name": "app"}]}, "status": {"phase": "Succeeded", "podIP": "10.1.0.99"}})));
+    let idx = index(&store);
+    assert!(!idx.workloads.contains_key("Kubernetes//Pod/amb/pending"));
+    assert!(!idx.workloads.contains_key("Kubernetes//Pod/amb/done"));
+}
+
+#[test]
+fn config_dump_has_ztunnel_shape() {
+    let idx = index(&store());
+    let dump = dump::config_dump(&idx);
+    let w = dump["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .find(|w| w["name"] == "web-0")
+        .expect("web-0");
+    assert_eq!(w["workloadIps"], json!(["10.1.0.5"]));
+    assert_eq!(w["protocol"], "HBONE");
+    assert_eq!(w["uid"], "Kubernetes//Pod/amb/web-0");
+    assert_eq!(w["workloadType"], "deployment");
+    assert_eq!(w["status"], "Healthy");
+    assert_eq!(w["services"], json!(["amb/web.amb.svc.cluster.local"]));
+    let s = &dump["services"][0];
+    assert_eq!(s["vips"], json!(["/10.96.0.10"]));
+    assert_eq!(s["ports"], json!({"80": 8080}));
+    assert_eq!(
+        s["endpoints"]["Kubernetes//Pod/amb/web-0"]["port"],
+        json!({"80": 8080})
+    );
+    assert_eq!(
+        s["waypoint"],
+        json!({"destination": "amb/wp.amb.svc.cluster.local", "hboneMtlsPort": 15008})
+    );
+    let p = &dump["policies"][0];
+    assert_eq!(p["scope"], "WorkloadSelector");
+    assert_eq!(p["action"], "Allow");
+    assert_eq!(
+        p["rules"],
+        json!([[[{"principals": [{"Exact": "cluster.local/ns/amb/sa/client"}]}]]])
+    );
+}
