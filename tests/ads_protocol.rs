@@ -3,18 +3,12 @@
 
 mod common;
 
-use common::ads::{Sotw as Client, cla_names, cluster_names, node};
+use common::ads::{Delta, Sotw as Client, cla_names, cluster_names, node};
 use common::{Daemon, eventually, http_get};
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
-};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use prost::Message;
 use std::collections::HashMap;
-use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
@@ -187,44 +181,6 @@ async fn endpoint_only_changes_push_only_eds() {
     assert!(s.quiet(300).await);
 }
 
-struct Delta {
-    tx: mpsc::Sender<DeltaDiscoveryRequest>,
-    rx: tonic::Streaming<DeltaDiscoveryResponse>,
-}
-
-impl Delta {
-    async fn open(daemon: &Daemon, first: DeltaDiscoveryRequest) -> Delta {
-        let mut client = AggregatedDiscoveryServiceClient::connect(format!(
-            "http://{}",
-            daemon.addr("grpc-xds")
-        ))
-        .await
-        .unwrap();
-        let (tx, rx) = mpsc::channel(16);
-        tx.send(first).await.unwrap();
-        let rx = client
-            .delta_aggregated_resources(ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
-        Delta { tx, rx }
-    }
-
-    async fn recv(&mut self) -> DeltaDiscoveryResponse {
-        tokio::time::timeout(Duration::from_secs(10), self.rx.message())
-            .await
-            .expect("response in time")
-            .unwrap()
-            .unwrap()
-    }
-
-    async fn quiet(&mut self, ms: u64) -> bool {
-        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
-            .await
-            .is_err()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn delta_resumes_from_known_versions_and_reports_removals() {
     let (dir, daemon) = start();
@@ -233,7 +189,7 @@ async fn delta_resumes_from_known_versions_and_reports_removals() {
         type_url: CDS.into(),
         ..Default::default()
     };
-    let mut d = Delta::open(&daemon, first.clone()).await;
+    let mut d = Delta::open(daemon.addr("grpc-xds"), first.clone()).await;
     let all = d.recv().await;
     let versions: HashMap<String, String> = all
         .resources
@@ -250,7 +206,7 @@ async fn delta_resumes_from_known_versions_and_reports_removals() {
         "old".into(),
     );
     let mut d = Delta::open(
-        &daemon,
+        daemon.addr("grpc-xds"),
         DeltaDiscoveryRequest {
             initial_resource_versions: known,
             ..first

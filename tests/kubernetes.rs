@@ -5,169 +5,10 @@
 mod common;
 
 use common::ads::{CDS, EDS, RDS, Sotw, cla_names, claims, cluster_names};
-use common::fake_k8s::FakeApi;
+use common::cluster::{Cluster, istio_crd, secret_text};
 use common::{Daemon, eventually, http_get};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// Where a scenario runs: the fake, or a real cluster from KUBECONFIG.
-struct Cluster {
-    fake: Option<FakeApi>,
-    kubeconfig: PathBuf,
-    ns: String,
-    rt: tokio::runtime::Runtime,
-    client: kube::Client,
-}
-
-impl Cluster {
-    /// The fake always; the real cluster as well when KUBECONFIG is set.
-    fn all(name: &str) -> Vec<Cluster> {
-        let mut out = vec![Cluster::fake(name)];
-        if let Some(path) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-            out.push(Cluster::real(PathBuf::from(path), name));
-        }
-        out
-    }
-
-    fn fake(name: &str) -> Cluster {
-        let fake = FakeApi::start();
-        let kubeconfig = fake.kubeconfig.clone();
-        let mut c = Cluster::connect(kubeconfig, format!("{name}-ns"));
-        c.fake = Some(fake);
-        c
-    }
-
-    fn real(kubeconfig: PathBuf, name: &str) -> Cluster {
-        let c = Cluster::connect(kubeconfig, format!("rudder-{name}-{}", std::process::id()));
-        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.ns}}));
-        c
-    }
-
-    fn connect(kubeconfig: PathBuf, ns: String) -> Cluster {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let client = rt
-            .block_on(rudder::k8s::client(Some(&kubeconfig)))
-            .expect("client");
-        Cluster {
-            fake: None,
-            kubeconfig,
-            ns,
-            rt,
-            client,
-        }
-    }
-
-    fn is_fake(&self) -> bool {
-        self.fake.is_some()
-    }
-
-    fn resource(obj: &Value) -> (ApiResource, bool) {
-        let api_version = obj["apiVersion"].as_str().unwrap();
-        let kind = obj["kind"].as_str().unwrap();
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let (plural, namespaced) = match kind {
-            "Namespace" => ("namespaces".to_string(), false),
-            "Node" => ("nodes".to_string(), false),
-            "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
-            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
-                (format!("{}s", kind.to_lowercase()), false)
-            }
-            "EndpointSlice" => ("endpointslices".to_string(), true),
-            "DestinationRule" => ("destinationrules".to_string(), true),
-            "VirtualService" => ("virtualservices".to_string(), true),
-            other => (format!("{}s", other.to_lowercase()), true),
-        };
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        (ApiResource::from_gvk_with_plural(&gvk, &plural), namespaced)
-    }
-
-    fn api(&self, obj: &Value) -> Api<DynamicObject> {
-        let (ar, namespaced) = Cluster::resource(obj);
-        if namespaced {
-            let ns = obj["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or(&self.ns)
-                .to_string();
-            Api::namespaced_with(self.client.clone(), &ns, &ar)
-        } else {
-            Api::all_with(self.client.clone(), &ar)
-        }
-    }
-
-    /// Create or replace.
-    async fn put(&self, obj: Value) {
-        let api = self.api(&obj);
-        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-        let mut dynobj: DynamicObject = serde_json::from_value(obj.clone()).unwrap();
-        match api.get_opt(&name).await.unwrap() {
-            Some(existing) => {
-                dynobj.metadata.resource_version = existing.metadata.resource_version;
-                api.replace(&name, &PostParams::default(), &dynobj)
-                    .await
-                    .unwrap();
-            }
-            None => {
-                api.create(&PostParams::default(), &dynobj).await.unwrap();
-            }
-        }
-    }
-
-    async fn remove(&self, obj: Value) {
-        let api = self.api(&obj);
-        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-        api.delete(&name, &DeleteParams::default()).await.unwrap();
-    }
-
-    fn apply(&self, obj: Value) {
-        self.rt.block_on(self.put(obj));
-    }
-
-    fn delete(&self, obj: Value) {
-        self.rt.block_on(self.remove(obj));
-    }
-
-    /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in
-    /// this cluster's test namespace.
-    fn rudder(&self, extra: &[&str]) -> Daemon {
-        let kc = self.kubeconfig.to_string_lossy().to_string();
-        let mut args = vec![
-            "--config-source",
-            "kubernetes",
-            "--kubeconfig",
-            &kc,
-            "--system-namespace",
-            &self.ns,
-            "--lease-duration",
-            "2s",
-            "--lease-renew",
-            "200ms",
-            "--debounce-after",
-            "20ms",
-        ];
-        args.extend_from_slice(extra);
-        Daemon::spawn("127.0.0.1:0", &args)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if !self.is_fake() {
-            let ns =
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}});
-            let api = self.api(&ns);
-            let name = self.ns.clone();
-            let _ = self
-                .rt
-                .block_on(async { api.delete(&name, &DeleteParams::default()).await });
-        }
-    }
-}
 
 fn service(ns: &str, name: &str, port: i32) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
@@ -284,11 +125,7 @@ fn services_and_endpoint_slices_become_clusters_with_eds_only_updates() {
 }
 
 fn crd(plural: &str, kind: &str) -> Value {
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": format!("{plural}.networking.istio.io")},
-           "spec": {"group": "networking.istio.io", "scope": "Namespaced",
-                    "names": {"plural": plural, "kind": kind, "singular": kind.to_lowercase()},
-                    "versions": [{"name": "v1", "served": true, "storage": true}, {"name": "v1beta1", "served": true, "storage": false}]}})
+    istio_crd("networking.istio.io", plural, kind)
 }
 
 fn destination_rule(ns: &str, subset: &str) -> Value {
@@ -464,24 +301,6 @@ fn root_cert_cm(ns: &str, text: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "istio-ca-root-cert", "namespace": ns}, "data": {"root-cert.pem": text}})
 }
 
-fn get_json(c: &Cluster, obj: Value) -> Option<Value> {
-    let api = c.api(&obj);
-    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    c.rt.block_on(async { api.get_opt(&name).await.unwrap() })
-        .map(|o| serde_json::to_value(o).unwrap())
-}
-
-fn secret_text(s: &Value, key: &str) -> String {
-    use base64::Engine;
-    let b64 = s["data"][key].as_str().unwrap_or_default();
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap(),
-    )
-    .unwrap()
-}
-
 /// TokenReview-authenticated CSRs, the persisted self-signed root, and the root-cert ConfigMap in every
 /// namespace, repaired when deleted or edited. Fake only: it needs tokens the fake can vouch for.
 #[test]
@@ -501,12 +320,12 @@ fn kubernetes_ca_token_review_persisted_root_and_root_configmaps() {
     }
     let daemon = c.rudder(&[]);
     wait_ready(&daemon);
-    let secret = get_json(&c, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "istio-ca-secret", "namespace": c.ns}})).expect("istio-ca-secret created");
+    let secret = c.get_json(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "istio-ca-secret", "namespace": c.ns}})).expect("istio-ca-secret created");
     let root = secret_text(&secret, "ca-cert.pem");
     assert!(root.contains("BEGIN CERTIFICATE"));
     for ns in ["foo", "bar", c.ns.as_str()] {
         eventually(20, "root ConfigMap written", || {
-            get_json(&c, root_cert_cm(ns, ""))
+            c.get_json(root_cert_cm(ns, ""))
                 .is_some_and(|cm| cm["data"]["root-cert.pem"] == root.as_str())
         });
     }
@@ -542,7 +361,7 @@ fn kubernetes_ca_token_review_persisted_root_and_root_configmaps() {
     c.apply(ns_obj("late"));
     for ns in ["foo", "bar", "late"] {
         eventually(20, "root ConfigMap repaired", || {
-            get_json(&c, root_cert_cm(ns, ""))
+            c.get_json(root_cert_cm(ns, ""))
                 .is_some_and(|cm| cm["data"]["root-cert.pem"] == root.as_str())
         });
     }
@@ -644,7 +463,7 @@ fn webhook_configuration(kind: &str, name: &str, rev: &str, url: &str, webhook: 
 
 fn ca_bundles(c: &Cluster, obj: &Value) -> Vec<String> {
     use base64::Engine;
-    get_json(c, obj.clone())
+    c.get_json(obj.clone())
         .map(|o| {
             o["webhooks"]
                 .as_array()
@@ -717,12 +536,13 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
         for obj in [&validator, &injector, &unowned] {
             c.apply(obj.clone());
         }
-        let root = get_json(&c, root_cert_cm(&ns, ""))
+        let root = c
+            .get_json(root_cert_cm(&ns, ""))
             .or_else(|| {
                 eventually(20, "root ConfigMap", || {
-                    get_json(&c, root_cert_cm(&ns, "")).is_some()
+                    c.get_json(root_cert_cm(&ns, "")).is_some()
                 });
-                get_json(&c, root_cert_cm(&ns, ""))
+                c.get_json(root_cert_cm(&ns, ""))
             })
             .unwrap()["data"]["root-cert.pem"]
             .as_str()
@@ -782,7 +602,7 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
         if !c.is_fake() {
             let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                 "metadata": {"name": "virtualservices.networking.istio.io"}});
-            if get_json(&c, crd).is_none() {
+            if c.get_json(crd).is_none() {
                 eprintln!("VirtualService CRD not installed: skipping the kubectl apply check");
             } else {
                 let bad = format!(

@@ -5,7 +5,9 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use prost::Message;
 use std::net::SocketAddr;
@@ -145,4 +147,71 @@ pub fn claims(resp: &DiscoveryResponse) -> Vec<ClusterLoadAssignment> {
         .iter()
         .map(|a| ClusterLoadAssignment::decode(a.value.as_slice()).unwrap())
         .collect()
+}
+
+/// A plain Delta xDS client.
+pub struct Delta {
+    pub tx: mpsc::Sender<DeltaDiscoveryRequest>,
+    pub rx: tonic::Streaming<DeltaDiscoveryResponse>,
+}
+
+impl Delta {
+    pub async fn open(addr: SocketAddr, first: DeltaDiscoveryRequest) -> Delta {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Delta::open_on(channel, first, &[]).await.unwrap()
+    }
+
+    /// Opens a stream on `channel`, sending `headers` as request metadata (ztunnel sends its token
+    /// and cluster id this way).
+    pub async fn open_on(
+        channel: tonic::transport::Channel,
+        first: DeltaDiscoveryRequest,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Delta, tonic::Status> {
+        let mut client = AggregatedDiscoveryServiceClient::new(channel)
+            .max_decoding_message_size(64 * 1024 * 1024);
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(first).await.unwrap();
+        let mut request = tonic::Request::new(ReceiverStream::new(rx));
+        for (k, v) in headers {
+            request.metadata_mut().insert(*k, v.parse().unwrap());
+        }
+        let rx = client
+            .delta_aggregated_resources(request)
+            .await?
+            .into_inner();
+        Ok(Delta { tx, rx })
+    }
+
+    pub async fn send(&self, req: DeltaDiscoveryRequest) {
+        self.tx.send(req).await.unwrap();
+    }
+
+    /// ACKs `resp` (same type, its nonce).
+    pub async fn ack(&self, resp: &DeltaDiscoveryResponse) {
+        self.send(DeltaDiscoveryRequest {
+            type_url: resp.type_url.clone(),
+            response_nonce: resp.nonce.clone(),
+            ..Default::default()
+        })
+        .await;
+    }
+
+    pub async fn recv(&mut self) -> DeltaDiscoveryResponse {
+        tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+            .await
+            .expect("response in time")
+            .unwrap()
+            .unwrap()
+    }
+
+    pub async fn quiet(&mut self, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
+            .await
+            .is_err()
+    }
 }

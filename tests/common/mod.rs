@@ -205,6 +205,7 @@ pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
 }
 pub mod ads;
 pub mod ca;
+pub mod cluster;
 pub mod fake_k8s;
 
 /// Replaces a watched config file atomically (write aside, then rename), as editors and Kubernetes

@@ -1,0 +1,200 @@
+//! A Kubernetes API for end-to-end scenarios: the in-process fake always, and a real cluster too
+//! when `KUBECONFIG` is set (each scenario in its own namespace, removed afterwards).
+#![allow(dead_code)]
+
+use super::Daemon;
+use super::fake_k8s::FakeApi;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// Where a scenario runs: the fake, or a real cluster from KUBECONFIG.
+pub struct Cluster {
+    pub fake: Option<FakeApi>,
+    pub kubeconfig: PathBuf,
+    pub ns: String,
+    pub rt: tokio::runtime::Runtime,
+    client: kube::Client,
+}
+
+impl Cluster {
+    /// The fake always; the real cluster as well when KUBECONFIG is set.
+    pub fn all(name: &str) -> Vec<Cluster> {
+        let mut out = vec![Cluster::fake(name)];
+        if let Some(path) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+            out.push(Cluster::real(PathBuf::from(path), name));
+        }
+        out
+    }
+
+    pub fn fake(name: &str) -> Cluster {
+        let fake = FakeApi::start();
+        let kubeconfig = fake.kubeconfig.clone();
+        let mut c = Cluster::connect(kubeconfig, format!("{name}-ns"));
+        c.fake = Some(fake);
+        c
+    }
+
+    pub fn real(kubeconfig: PathBuf, name: &str) -> Cluster {
+        let c = Cluster::connect(kubeconfig, format!("rudder-{name}-{}", std::process::id()));
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.ns}}));
+        c
+    }
+
+    fn connect(kubeconfig: PathBuf, ns: String) -> Cluster {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = rt
+            .block_on(rudder::k8s::client(Some(&kubeconfig)))
+            .expect("client");
+        Cluster {
+            fake: None,
+            kubeconfig,
+            ns,
+            rt,
+            client,
+        }
+    }
+
+    /// The object as the API server has it now, if it exists.
+    pub fn get_json(&self, obj: Value) -> Option<Value> {
+        let api = self.api(&obj);
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        self.rt
+            .block_on(async { api.get_opt(&name).await.unwrap() })
+            .map(|o| serde_json::to_value(o).unwrap())
+    }
+
+    pub fn is_fake(&self) -> bool {
+        self.fake.is_some()
+    }
+
+    fn resource(obj: &Value) -> (ApiResource, bool) {
+        let api_version = obj["apiVersion"].as_str().unwrap();
+        let kind = obj["kind"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let (plural, namespaced) = match kind {
+            "Namespace" => ("namespaces".to_string(), false),
+            "Node" => ("nodes".to_string(), false),
+            "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+                (format!("{}s", kind.to_lowercase()), false)
+            }
+            "EndpointSlice" => ("endpointslices".to_string(), true),
+            "DestinationRule" => ("destinationrules".to_string(), true),
+            "VirtualService" => ("virtualservices".to_string(), true),
+            other if other.ends_with('y') => (
+                format!("{}ies", other[..other.len() - 1].to_lowercase()),
+                true,
+            ),
+            other => (format!("{}s", other.to_lowercase()), true),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        (ApiResource::from_gvk_with_plural(&gvk, &plural), namespaced)
+    }
+
+    pub fn api(&self, obj: &Value) -> Api<DynamicObject> {
+        let (ar, namespaced) = Cluster::resource(obj);
+        if namespaced {
+            let ns = obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(&self.ns)
+                .to_string();
+            Api::namespaced_with(self.client.clone(), &ns, &ar)
+        } else {
+            Api::all_with(self.client.clone(), &ar)
+        }
+    }
+
+    /// Create or replace.
+    pub async fn put(&self, obj: Value) {
+        let api = self.api(&obj);
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        let mut dynobj: DynamicObject = serde_json::from_value(obj.clone()).unwrap();
+        match api.get_opt(&name).await.unwrap() {
+            Some(existing) => {
+                dynobj.metadata.resource_version = existing.metadata.resource_version;
+                api.replace(&name, &PostParams::default(), &dynobj)
+                    .await
+                    .unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &dynobj).await.unwrap();
+            }
+        }
+    }
+
+    pub async fn remove(&self, obj: Value) {
+        let api = self.api(&obj);
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        api.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+
+    pub fn apply(&self, obj: Value) {
+        self.rt.block_on(self.put(obj));
+    }
+
+    pub fn delete(&self, obj: Value) {
+        self.rt.block_on(self.remove(obj));
+    }
+
+    /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in
+    /// this cluster's test namespace.
+    pub fn rudder(&self, extra: &[&str]) -> Daemon {
+        let kc = self.kubeconfig.to_string_lossy().to_string();
+        let mut args = vec![
+            "--config-source",
+            "kubernetes",
+            "--kubeconfig",
+            &kc,
+            "--system-namespace",
+            &self.ns,
+            "--lease-duration",
+            "2s",
+            "--lease-renew",
+            "200ms",
+            "--debounce-after",
+            "20ms",
+        ];
+        args.extend_from_slice(extra);
+        Daemon::spawn("127.0.0.1:0", &args)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.is_fake() {
+            let ns =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}});
+            let api = self.api(&ns);
+            let name = self.ns.clone();
+            let _ = self
+                .rt
+                .block_on(async { api.delete(&name, &DeleteParams::default()).await });
+        }
+    }
+}
+
+/// A Secret's `data[key]`, decoded.
+pub fn secret_text(s: &Value, key: &str) -> String {
+    use base64::Engine;
+    let b64 = s["data"][key].as_str().unwrap_or_default();
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// A CustomResourceDefinition serving `v1` and `v1beta1` of an Istio kind.
+pub fn istio_crd(group: &str, plural: &str, kind: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": format!("{plural}.{group}")},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": plural, "kind": kind, "singular": kind.to_lowercase()},
+                    "versions": [{"name": "v1", "served": true, "storage": true}, {"name": "v1beta1", "served": true, "storage": false}]}})
+}
