@@ -130,7 +130,10 @@ impl Cluster {
     pub async fn remove(&self, obj: Value) {
         let api = self.api(&obj);
         let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-        api.delete(&name, &DeleteParams::default()).await.unwrap();
+        // No grace period: a real cluster would otherwise keep a deleted pod for 30 s.
+        api.delete(&name, &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
     }
 
     pub fn apply(&self, obj: Value) {
