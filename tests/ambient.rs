@@ -131,14 +131,16 @@ fn ztunnel_gets_workloads_and_policies_then_updates_and_removals() {
             .expect("CA secret");
         let root = secret_text(&secret, "ca-cert.pem");
         let uid = |name: &str| format!("Kubernetes//Pod/{ns}/{name}");
+        let token = c.token("ztunnel");
         let policy_name = format!("{ns}/allow-client");
 
         c.rt.block_on(async {
             let tls = channel(daemon.addr("grpc-xds-tls"), &root, DOMAIN, None)
                 .await
                 .expect("TLS to 15012");
+            let bearer = format!("Bearer {token}");
             let headers = [
-                ("authorization", "Bearer ztunnel-service-account-token"),
+                ("authorization", bearer.as_str()),
                 ("clusterid", "Kubernetes"),
             ];
             let mut z = Delta::open_on(tls.clone(), subscribe(&ns, AUTHZ, &[]), &headers)
@@ -169,7 +171,7 @@ fn ztunnel_gets_workloads_and_policies_then_updates_and_removals() {
                 .and_then(workload)
                 .expect("web-0 workload");
             assert_eq!(web0.tunnel_protocol, TunnelProtocol::Hbone as i32);
-            assert_eq!(web0.authorization_policies, [policy_name.clone()]);
+            assert_eq!(web0.authorization_policies, std::slice::from_ref(&policy_name));
             assert!(
                 web0.services
                     .contains_key(&format!("{ns}/web.{ns}.svc.cluster.local")),
@@ -239,7 +241,7 @@ fn ztunnel_gets_workloads_and_policies_then_updates_and_removals() {
             let found = lookup.recv().await;
             assert_eq!(found.resources.len(), 1, "{:?}", found.resources);
             assert_eq!(found.resources[0].name, uid("web-0"));
-            assert_eq!(found.resources[0].aliases, [by_ip.clone()]);
+            assert_eq!(found.resources[0].aliases, std::slice::from_ref(&by_ip));
             assert_eq!(found.removed_resources, ["/10.255.255.1"]);
 
             // While it is connected, the debug view of it has ztunnel's config_dump shape.

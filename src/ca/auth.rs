@@ -110,6 +110,43 @@ async fn review(client: &kube::Client, token: &str) -> Result<(String, String), 
     Ok((ns.to_string(), sa.to_string()))
 }
 
+/// Who a gRPC caller is, from what it presents: a bearer token (checked by the token authority)
+/// wins over a client certificate, as in istiod (a workload renewing with its current certificate
+/// may still send its token).
+pub struct Authenticator {
+    pub tokens: TokenAuthority,
+    pub trust_domain: String,
+}
+
+impl Authenticator {
+    /// `Ok(None)` when the caller presented nothing; an error when what it presented is refused.
+    pub async fn identify(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        peer_certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+    ) -> Result<Option<Identity>, AuthError> {
+        let bearer = metadata
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        if let Some(token) = bearer {
+            return self
+                .tokens
+                .authenticate(token, &self.trust_domain)
+                .await
+                .map(Some);
+        }
+        Ok(peer_certs
+            .and_then(|certs| certs.first())
+            .and_then(|c| from_client_cert(c.as_ref())))
+    }
+}
+
 /// The identity in a client certificate TLS already verified against our root.
 pub fn from_client_cert(der: &[u8]) -> Option<Identity> {
     let (_, cert) = X509Certificate::from_der(der).ok()?;

@@ -3,6 +3,7 @@
 //! persisted self-signed root (`istio-ca-secret`), or a directory in file mode.
 
 pub mod auth;
+pub mod issuer;
 pub mod material;
 pub mod rootcert;
 pub mod server;
@@ -31,7 +32,7 @@ pub enum CaError {
 }
 
 /// A workload identity: `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Identity {
     pub trust_domain: String,
     pub namespace: String,
@@ -228,6 +229,26 @@ impl Authority {
             .signed_by(&csr.public_key, &issuer)
             .map_err(|e| CaError::Sign(e.to_string()))?;
         Ok(self.chain_for(cert.pem()))
+    }
+
+    /// A fresh key and a certificate chain for `id`, for workloads that get their certificate over
+    /// SDS instead of sending a CSR. Signed by the same path as CSRs, so the same checks apply.
+    pub fn issue_workload(&self, id: &Identity) -> Result<(Vec<String>, String), CaError> {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        params.subject_alt_names = vec![SanType::URI(
+            id.uri()
+                .try_into()
+                .map_err(|e: rcgen::Error| CaError::Sign(e.to_string()))?,
+        )];
+        let csr = params
+            .serialize_request(&key)
+            .and_then(|r| r.pem())
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        let chain = self.sign_workload(&csr, id, 0)?;
+        Ok((chain, key.serialize_pem()))
     }
 
     /// A serving certificate for the control plane itself (xDS over TLS, webhooks).

@@ -1,6 +1,6 @@
 //! `istio.v1.auth.IstioCertificateService/CreateCertificate`, served on the TLS port with xDS.
 
-use super::auth::{self, AuthError, TokenAuthority};
+use super::auth::{AuthError, Authenticator};
 use super::pb::istio_certificate_service_server::{
     IstioCertificateService, IstioCertificateServiceServer,
 };
@@ -16,8 +16,7 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 pub struct CaService {
     pub authority: Arc<Authority>,
-    pub tokens: Arc<TokenAuthority>,
-    pub trust_domain: String,
+    pub auth: Arc<Authenticator>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -41,42 +40,23 @@ impl CaService {
         status
     }
 
-    /// A bearer token wins over a client certificate, as in istiod (a workload renewing with its
-    /// current certificate may still send its token).
     async fn caller(&self, req: &Request<IstioCertificateRequest>) -> Result<Identity, Status> {
-        let bearer = req
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        if let Some(token) = bearer {
-            return self
-                .tokens
-                .authenticate(token, &self.trust_domain)
-                .await
-                .map_err(|e| match e {
-                    AuthError::Unavailable(_) => {
-                        self.refuse("authentication", Status::unavailable(e.to_string()))
-                    }
-                    _ => self.refuse("authentication", Status::unauthenticated(e.to_string())),
-                });
-        }
-        let from_cert = req.peer_certs().and_then(|certs| {
-            certs
-                .first()
-                .and_then(|c| auth::from_client_cert(c.as_ref()))
-        });
-        from_cert.ok_or_else(|| {
-            self.refuse(
+        let certs = req.peer_certs();
+        match self
+            .auth
+            .identify(req.metadata(), certs.as_deref().map(|c| c.as_slice()))
+            .await
+        {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(self.refuse(
                 "authentication",
                 Status::unauthenticated(AuthError::Missing.to_string()),
-            )
-        })
+            )),
+            Err(e @ AuthError::Unavailable(_)) => {
+                Err(self.refuse("authentication", Status::unavailable(e.to_string())))
+            }
+            Err(e) => Err(self.refuse("authentication", Status::unauthenticated(e.to_string()))),
+        }
     }
 }
 

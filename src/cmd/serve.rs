@@ -415,6 +415,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             new_streams_per_second: args.max_requests_per_second,
             max_message_bytes: args.max_grpc_message_size,
         },
+        Some(Arc::new(crate::ca::issuer::WorkloadIssuer::new(
+            authority.clone(),
+        ))),
     );
     *xds_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(xds.clone());
     let debounce = Debounce {
@@ -443,13 +446,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             warn!(error = %e, "xDS gRPC server failed");
         }
     });
+    let auth = Arc::new(crate::ca::auth::Authenticator {
+        tokens,
+        trust_domain: trust_domain.clone(),
+    });
     let ca = CaService {
         authority: authority.clone(),
-        tokens: Arc::new(tokens),
-        trust_domain: trust_domain.clone(),
+        auth: auth.clone(),
         metrics: metrics.clone(),
     };
-    let secure_ads = AdsService::new(xds.clone()).into_server();
+    let secure_ads = AdsService::authenticated(xds.clone(), auth).into_server();
     let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());
     let stop = cancel.clone();
     let secure = grpc_server(&args)

@@ -38,6 +38,8 @@ pub enum Kind {
     Namespace,
     Node,
     ConfigMap,
+    /// TLS material for gateways (`credentialName`), served over SDS; never shown in debug output.
+    Secret,
 }
 
 impl Kind {
@@ -58,13 +60,14 @@ impl Kind {
     ];
 
     /// The Kubernetes kinds the service registry is built from.
-    pub const KUBERNETES: [Kind; 6] = [
+    pub const KUBERNETES: [Kind; 7] = [
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Pod,
         Kind::Namespace,
         Kind::Node,
         Kind::ConfigMap,
+        Kind::Secret,
     ];
 
     pub fn is_istio(self) -> bool {
@@ -91,6 +94,7 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::Node => "Node",
             Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -106,7 +110,12 @@ impl Kind {
             }
             Kind::Telemetry => "telemetry.istio.io",
             Kind::EndpointSlice => "discovery.k8s.io",
-            Kind::Service | Kind::Pod | Kind::Namespace | Kind::Node | Kind::ConfigMap => "",
+            Kind::Service
+            | Kind::Pod
+            | Kind::Namespace
+            | Kind::Node
+            | Kind::ConfigMap
+            | Kind::Secret => "",
             _ => "networking.istio.io",
         }
     }
@@ -186,6 +195,7 @@ pub enum Spec {
     EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
     Pod(Box<k8s_openapi::api::core::v1::Pod>),
     Namespace(Box<k8s_openapi::api::core::v1::Namespace>),
+    Secret(Box<k8s_openapi::api::core::v1::Secret>),
     Node(Box<k8s_openapi::api::core::v1::Node>),
     ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
 }
@@ -211,6 +221,7 @@ impl Spec {
             Spec::Namespace(_) => Kind::Namespace,
             Spec::Node(_) => Kind::Node,
             Spec::ConfigMap(_) => Kind::ConfigMap,
+            Spec::Secret(_) => Kind::Secret,
         }
     }
 

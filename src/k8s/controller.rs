@@ -8,7 +8,7 @@ use crate::metrics::{K8sEventLabels, KindLabels, Metrics, TypeLabels};
 use crate::store::{Change, Store};
 use crate::validation::validate;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -302,6 +302,16 @@ impl KubeSource {
             Kind::Node,
             Api::all(c.clone()),
             all.clone(),
+            Arc::new(any_key)
+        );
+        // TLS secrets for gateways (`credentialName`); service-account tokens and Helm releases
+        // are never TLS material, so the API server filters them out (istiod does the same).
+        core!(
+            Secret,
+            Kind::Secret,
+            Api::all(c.clone()),
+            watcher::Config::default()
+                .fields("type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1"),
             Arc::new(any_key)
         );
         let root = self.config.root_namespace.clone();

@@ -105,3 +105,12 @@ impl IntoConfig for k8s_openapi::api::core::v1::ConfigMap {
         config(Kind::ConfigMap, "v1", &m, Spec::ConfigMap(Box::new(self)))
     }
 }
+
+impl IntoConfig for k8s_openapi::api::core::v1::Secret {
+    fn into_config(mut self) -> Config {
+        slim_meta(&mut self.metadata);
+        self.metadata.annotations = None;
+        let m = self.metadata.clone();
+        config(Kind::Secret, "v1", &m, Spec::Secret(Box::new(self)))
+    }
+}

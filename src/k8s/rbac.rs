@@ -88,6 +88,13 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "",
+        "secrets",
+        &["get", "list", "watch"],
+        "k8s::controller (gateway credentialName secrets, served over SDS)",
+    ),
+    rule(
+        Scope::Cluster,
         "authentication.k8s.io",
         "tokenreviews",
         &["create"],

@@ -160,6 +160,8 @@ pub struct PushContext {
     /// clusters), instead of a scan of every endpoint for every proxy.
     inbound_by_ip: std::sync::OnceLock<HashMap<String, BTreeMap<u32, crate::model::Protocol>>>,
     scopes: Mutex<HashMap<u64, Arc<Scope>>>,
+    /// Signs workload certificates served over SDS (`default`); none when the CA is not running.
+    pub certificates: Option<Arc<crate::ca::issuer::WorkloadIssuer>>,
     /// The ambient (ztunnel) view, built when the first client asks for it.
     ambient: std::sync::OnceLock<crate::ambient::AmbientIndex>,
     /// Encoded SotW resource lists by the digest of their names and versions: every stream sending
@@ -254,6 +256,7 @@ impl PushContext {
             cache: Mutex::default(),
             inbound_by_ip: std::sync::OnceLock::new(),
             scopes: Mutex::default(),
+            certificates: None,
             ambient: std::sync::OnceLock::new(),
             encoded: Mutex::default(),
         }

@@ -36,6 +36,10 @@ pub struct Proxy {
     pub interception_none: bool,
     pub user_agent: String,
     pub istio_version: String,
+    /// Who the stream proved to be (token or client certificate on the TLS port); `None` on the
+    /// plaintext port or when nothing was presented. Workload certificates and gateway secrets are
+    /// only served to a verified identity.
+    pub identity: Option<crate::ca::Identity>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -119,6 +123,7 @@ impl Proxy {
                 .get("INTERCEPTION_MODE")
                 .is_some_and(|m| m == "NONE"),
             istio_version: metadata.get("ISTIO_VERSION").cloned().unwrap_or_default(),
+            identity: None,
             metadata,
             generator,
             user_agent,

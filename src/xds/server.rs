@@ -142,6 +142,8 @@ pub struct XdsShared {
     shutdown: CancellationToken,
     limits: XdsLimits,
     rate_limiter: Option<StreamRateLimiter>,
+    /// Workload certificates for SDS, given to every push context.
+    issuer: Option<Arc<crate::ca::issuer::WorkloadIssuer>>,
 }
 
 impl XdsShared {
@@ -151,7 +153,10 @@ impl XdsShared {
         push_concurrency: usize,
         shutdown: CancellationToken,
         limits: XdsLimits,
+        issuer: Option<Arc<crate::ca::issuer::WorkloadIssuer>>,
     ) -> Arc<XdsShared> {
+        let mut initial = initial;
+        initial.certificates = issuer.clone();
         let rate_limiter = std::num::NonZeroU32::new(limits.new_streams_per_second)
             .map(|n| governor::RateLimiter::direct(governor::Quota::per_second(n)));
         Arc::new(XdsShared {
@@ -165,6 +170,7 @@ impl XdsShared {
             shutdown,
             limits,
             rate_limiter,
+            issuer,
         })
     }
 
@@ -173,7 +179,8 @@ impl XdsShared {
     }
 
     /// Installs a new push context and queues `request` for every connected proxy.
-    pub fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
+    pub fn push(&self, mut context: PushContext, mut request: PushRequest, record: PushRecord) {
+        context.certificates = self.issuer.clone();
         self.context.store(Arc::new(context));
         request.queued = Instant::now();
         let conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
@@ -331,11 +338,45 @@ impl XdsShared {
 #[derive(Clone)]
 pub struct AdsService {
     shared: Arc<XdsShared>,
+    /// Set on the TLS port: streams that present credentials are verified (istiod's XDS_AUTH).
+    auth: Option<Arc<crate::ca::auth::Authenticator>>,
 }
 
 impl AdsService {
+    /// The plaintext port: nobody is authenticated.
     pub fn new(shared: Arc<XdsShared>) -> Self {
-        AdsService { shared }
+        AdsService { shared, auth: None }
+    }
+
+    /// The TLS port: a bearer token or client certificate, when presented, must be valid, and gives
+    /// the stream its identity; a stream that presents nothing is served without one.
+    pub fn authenticated(
+        shared: Arc<XdsShared>,
+        auth: Arc<crate::ca::auth::Authenticator>,
+    ) -> Self {
+        AdsService {
+            shared,
+            auth: Some(auth),
+        }
+    }
+
+    async fn caller<R>(&self, request: &Request<R>) -> Result<Option<crate::ca::Identity>, Status> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let certs = request.peer_certs();
+        auth.identify(request.metadata(), certs.as_deref().map(|c| c.as_slice()))
+            .await
+            .map_err(|e| {
+                self.shared.refuse("authentication");
+                warn!(error = %e, "refusing xDS stream: authentication failed");
+                match e {
+                    crate::ca::auth::AuthError::Unavailable(_) => {
+                        Status::unavailable(e.to_string())
+                    }
+                    _ => Status::unauthenticated(e.to_string()),
+                }
+            })
     }
 
     /// The proxy behind a stream; a node that is not Istio's is refused, logged and counted.
@@ -396,10 +437,14 @@ impl AdsService {
         request: Request<Streaming<H::Request>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.shared.admit().await?;
+        let identity = self.caller(&request).await?;
         let (peer, first, inbound) = accept(request)
             .await
             .inspect_err(|e| self.shared.stream_failed(e))?;
-        let proxy = self.identify(&peer, H::node(&first), H::MODE)?;
+        let mut proxy = self.identify(&peer, H::node(&first), H::MODE)?;
+        if identity.is_some() {
+            Arc::make_mut(&mut proxy).identity = identity;
+        }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
         tokio::spawn(

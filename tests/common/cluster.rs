@@ -59,6 +59,39 @@ impl Cluster {
         }
     }
 
+    /// A token for service account `sa` of this cluster's namespace with audience `istio-ca`, that
+    /// TokenReview accepts: vouched for by the fake, or issued by a real API server.
+    pub fn token(&self, sa: &str) -> String {
+        self.token_in(&self.ns.clone(), sa)
+    }
+
+    /// Like `token`, for a service account of namespace `ns` (created if missing).
+    pub fn token_in(&self, ns: &str, sa: &str) -> String {
+        if let Some(fake) = &self.fake {
+            let token = format!("token-{ns}-{sa}");
+            fake.add_token(&token, ns, sa, &["istio-ca"]);
+            return token;
+        }
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
+        let sa_obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}});
+        self.apply(sa_obj);
+        let req = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec!["istio-ca".into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        self.rt
+            .block_on(api.create_token_request(sa, &PostParams::default(), &req))
+            .expect("token request")
+            .status
+            .map(|s| s.token)
+            .unwrap_or_default()
+    }
+
     /// The object as the API server has it now, if it exists.
     pub fn get_json(&self, obj: Value) -> Option<Value> {
         let api = self.api(&obj);

@@ -4,6 +4,7 @@ pub mod cluster;
 pub mod endpoint;
 pub mod listener;
 pub mod route;
+pub mod secret;
 pub mod util;
 
 use super::context::{PushContext, Resource, Resources, Scope};
@@ -24,9 +25,17 @@ pub fn is_wildcard_type(type_url: &str) -> bool {
     matches!(type_url, CLUSTER | LISTENER | ADDRESS | AUTHORIZATION)
 }
 
-/// Push order that keeps Envoy's make-before-break: clusters, endpoints, listeners, routes; then
-/// ztunnel's types (policies before the workloads that reference them).
-pub const PUSH_ORDER: [&str; 6] = [CLUSTER, ENDPOINT, LISTENER, ROUTE, AUTHORIZATION, ADDRESS];
+/// Push order that keeps Envoy's make-before-break: clusters, endpoints, listeners, routes, the
+/// secrets they name; then ztunnel's types (policies before the workloads that reference them).
+pub const PUSH_ORDER: [&str; 7] = [
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    SECRET,
+    AUTHORIZATION,
+    ADDRESS,
+];
 
 pub fn short_type(type_url: &str) -> &'static str {
     match type_url {
@@ -137,6 +146,7 @@ pub fn generate(
                     .collect()
             }
         },
+        SECRET => secret::secrets(ctx, proxy, names),
         AUTHORIZATION => match names {
             None => ctx.ambient().authorizations(),
             Some(n) => n

@@ -1,0 +1,63 @@
+//! Workload certificates for proxies that ask for them over SDS (`default`, `ROOTCA`) instead of
+//! running an agent that sends CSRs. One key and chain per identity, reused until half its life is
+//! gone, so every push does not mint a new key.
+
+use super::{Authority, CaError, Identity};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Issued {
+    chain: Arc<String>,
+    key: Arc<String>,
+    renew_at: Instant,
+}
+
+pub struct WorkloadIssuer {
+    authority: Arc<Authority>,
+    issued: Mutex<HashMap<Identity, Issued>>,
+}
+
+impl WorkloadIssuer {
+    pub fn new(authority: Arc<Authority>) -> WorkloadIssuer {
+        WorkloadIssuer {
+            authority,
+            issued: Mutex::default(),
+        }
+    }
+
+    /// The chain (leaf first) and private key for `id`, PEM.
+    pub fn certificate(&self, id: &Identity) -> Result<(Arc<String>, Arc<String>), CaError> {
+        let now = Instant::now();
+        if let Some(i) = self
+            .issued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .filter(|i| i.renew_at > now)
+        {
+            return Ok((i.chain.clone(), i.key.clone()));
+        }
+        let (chain, key) = self.authority.issue_workload(id)?;
+        let issued = Issued {
+            chain: Arc::new(chain.concat()),
+            key: Arc::new(key),
+            renew_at: now + self.authority.default_ttl / 2,
+        };
+        let out = (issued.chain.clone(), issued.key.clone());
+        self.issued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), issued);
+        Ok(out)
+    }
+
+    pub fn root_pem(&self) -> &str {
+        self.authority.root_pem()
+    }
+
+    /// How long an issued certificate is reused.
+    pub fn reuse_for(&self) -> Duration {
+        self.authority.default_ttl / 2
+    }
+}

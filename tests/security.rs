@@ -1,0 +1,187 @@
+//! SDS and stream authentication against the fake API server (and a real one with KUBECONFIG): a
+//! gateway authenticated on the TLS port gets its namespace's `credentialName` secrets, its workload
+//! certificate for its own identity and the root; a gateway of another namespace, a plaintext
+//! stream and a forged token get nothing.
+
+mod common;
+
+use common::ads::Delta;
+use common::ca::channel;
+use common::cluster::{Cluster, secret_text};
+use common::{eventually, http_get};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, secret};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use prost::Message;
+use serde_json::json;
+
+const SDS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+const DOMAIN: &str = "istiod.istio-system.svc";
+
+fn ask(ns: &str, names: &[&str]) -> DeltaDiscoveryRequest {
+    DeltaDiscoveryRequest {
+        node: Some(Node {
+            id: format!("router~10.0.0.7~gw-1.{ns}~{ns}.svc.cluster.local"),
+            ..Default::default()
+        }),
+        type_url: SDS.into(),
+        resource_names_subscribe: names.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn secrets(resp: &DeltaDiscoveryResponse) -> Vec<Secret> {
+    resp.resources
+        .iter()
+        .filter_map(|r| r.resource.as_ref())
+        .map(|a| Secret::decode(a.value.as_slice()).expect("secret"))
+        .collect()
+}
+
+fn inline(ds: &Option<envoy_types::pb::envoy::config::core::v3::DataSource>) -> String {
+    use envoy_types::pb::envoy::config::core::v3::data_source::Specifier;
+    match ds.as_ref().and_then(|d| d.specifier.as_ref()) {
+        Some(Specifier::InlineString(s)) => s.clone(),
+        other => panic!("expected inline data, got {other:?}"),
+    }
+}
+
+#[test]
+fn gateway_secrets_are_served_only_to_their_namespace() {
+    for c in Cluster::all("sds") {
+        let ns = c.ns.clone();
+        let other = format!("{ns}-other");
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));
+        let (cert, key) = (
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+            "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+        );
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        c.apply(
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "gw-cert", "namespace": ns},
+            "data": {"tls.crt": b64(cert), "tls.key": b64(key), "ca.crt": b64(cert)}}),
+        );
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let ca = c
+            .get_json(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "istio-ca-secret", "namespace": ns}}))
+            .expect("CA secret");
+        let root = secret_text(&ca, "ca-cert.pem");
+        let own = c.token_in(&ns, "gateway");
+        let foreign = c.token_in(&other, "gateway");
+        c.rt.block_on(async {
+            let tls = channel(daemon.addr("grpc-xds-tls"), &root, DOMAIN, None)
+                .await
+                .unwrap();
+            let auth = format!("Bearer {own}");
+            let names = [
+                "kubernetes://gw-cert",
+                "kubernetes://gw-cert-cacert",
+                "default",
+                "ROOTCA",
+            ];
+            let mut gw = Delta::open_on(
+                tls.clone(),
+                ask(&ns, &names),
+                &[("authorization", auth.as_str())],
+            )
+            .await
+            .unwrap();
+            let resp = gw.recv().await;
+            let got = secrets(&resp);
+            let by_name = |n: &str| got.iter().find(|s| s.name == n).cloned();
+            match by_name("kubernetes://gw-cert").and_then(|s| s.r#type) {
+                Some(secret::Type::TlsCertificate(t)) => {
+                    assert_eq!(inline(&t.certificate_chain), cert);
+                    assert_eq!(inline(&t.private_key), key);
+                }
+                other => panic!("gw-cert: {other:?}"),
+            }
+            assert!(matches!(
+                by_name("kubernetes://gw-cert-cacert").and_then(|s| s.r#type),
+                Some(secret::Type::ValidationContext(_))
+            ));
+            match by_name("default").and_then(|s| s.r#type) {
+                Some(secret::Type::TlsCertificate(t)) => {
+                    let chain = inline(&t.certificate_chain);
+                    let der = pem::parse(&chain).unwrap();
+                    let (_, x) = x509_parser::parse_x509_certificate(der.contents()).unwrap();
+                    let san = format!("{:?}", x.subject_alternative_name().unwrap().unwrap());
+                    assert!(
+                        san.contains(&format!("spiffe://cluster.local/ns/{ns}/sa/gateway")),
+                        "the workload certificate names the stream's identity: {san}"
+                    );
+                }
+                other => panic!("default: {other:?}"),
+            }
+            match by_name("ROOTCA").and_then(|s| s.r#type) {
+                Some(secret::Type::ValidationContext(v)) => {
+                    assert_eq!(inline(&v.trusted_ca), root)
+                }
+                other => panic!("ROOTCA: {other:?}"),
+            }
+            gw.ack(&resp).await;
+
+            // A gateway of another namespace gets the root, not the secret.
+            let auth = format!("Bearer {foreign}");
+            let wanted = format!("kubernetes://{ns}/gw-cert");
+            let mut intruder = Delta::open_on(
+                tls.clone(),
+                ask(&other, &[&wanted, "ROOTCA"]),
+                &[("authorization", auth.as_str())],
+            )
+            .await
+            .unwrap();
+            let resp = intruder.recv().await;
+            let names: Vec<String> = secrets(&resp).into_iter().map(|s| s.name).collect();
+            assert_eq!(names, ["ROOTCA"]);
+            assert_eq!(resp.removed_resources, [wanted.clone()]);
+
+            // No identity, no workload certificate: plaintext port.
+            let mut plain =
+                Delta::open(daemon.addr("grpc-xds"), ask(&ns, &["default", "ROOTCA"])).await;
+            let resp = plain.recv().await;
+            let names: Vec<String> = secrets(&resp).into_iter().map(|s| s.name).collect();
+            assert_eq!(names, ["ROOTCA"]);
+
+            // A token TokenReview rejects closes the stream with UNAUTHENTICATED.
+            let refused = Delta::open_on(
+                tls,
+                ask(&ns, &["default"]),
+                &[("authorization", "Bearer forged")],
+            )
+            .await;
+            let err = match refused {
+                Ok(mut d) => d.rx.message().await.expect_err("refused"),
+                Err(e) => e,
+            };
+            assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+
+            // The secret is rotated: the gateway gets the new version.
+            let rotated = cert.replace("MIIB", "MIIC");
+            c.put(
+                json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": "gw-cert", "namespace": ns},
+                "data": {"tls.crt": b64(&rotated), "tls.key": b64(key), "ca.crt": b64(cert)}}),
+            )
+            .await;
+            let update = gw.recv().await;
+            let got = secrets(&update);
+            assert_eq!(got.len(), 1, "only the rotated secret is resent");
+            match &got[0].r#type {
+                Some(secret::Type::TlsCertificate(t)) => {
+                    assert_eq!(inline(&t.certificate_chain), rotated)
+                }
+                other => panic!("{other:?}"),
+            }
+        });
+        c.delete(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));
+    }
+}
