@@ -142,7 +142,7 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
             let resp = intruder.recv().await;
             let names: Vec<String> = secrets(&resp).into_iter().map(|s| s.name).collect();
             assert_eq!(names, ["ROOTCA"]);
-            assert_eq!(resp.removed_resources, [wanted.clone()]);
+            assert_eq!(resp.removed_resources, std::slice::from_ref(&wanted));
 
             // No identity, no workload certificate: plaintext port.
             let mut plain =
