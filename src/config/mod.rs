@@ -136,10 +136,11 @@ impl Kind {
     /// Lower-case plural, as in the CRD name `virtualservices.networking.istio.io`.
     pub fn plural(self) -> String {
         let lower = self.name().to_ascii_lowercase();
-        if lower.ends_with("policy") {
-            format!("{}ies", lower.trim_end_matches('y'))
-        } else {
-            format!("{lower}s")
+        // A consonant before the final `y`: policy → policies, serviceentry → serviceentries,
+        // telemetry → telemetries (but gateway → gateways).
+        match lower.strip_suffix('y') {
+            Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+            _ => format!("{lower}s"),
         }
     }
 }
@@ -555,3 +556,34 @@ fn json_type_name(v: &serde_json::Value) -> &'static str {
 
 /// Shared, immutable config object as the store hands it out.
 pub type SharedConfig = Arc<Config>;
+
+#[cfg(test)]
+mod plural_tests {
+    use super::Kind;
+
+    /// The names of Istio's own CRDs: Rudder's must be the same objects for a drop-in install.
+    #[test]
+    fn plurals_are_istios_crd_names() {
+        let names: Vec<String> = Kind::ISTIO
+            .iter()
+            .map(|k| format!("{}.{}", k.plural(), k.group()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "virtualservices.networking.istio.io",
+                "destinationrules.networking.istio.io",
+                "gateways.networking.istio.io",
+                "serviceentries.networking.istio.io",
+                "sidecars.networking.istio.io",
+                "workloadentries.networking.istio.io",
+                "workloadgroups.networking.istio.io",
+                "envoyfilters.networking.istio.io",
+                "peerauthentications.security.istio.io",
+                "authorizationpolicies.security.istio.io",
+                "requestauthentications.security.istio.io",
+                "telemetries.telemetry.istio.io",
+            ]
+        );
+    }
+}
