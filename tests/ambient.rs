@@ -171,7 +171,10 @@ fn ztunnel_gets_workloads_and_policies_then_updates_and_removals() {
                 .and_then(workload)
                 .expect("web-0 workload");
             assert_eq!(web0.tunnel_protocol, TunnelProtocol::Hbone as i32);
-            assert_eq!(web0.authorization_policies, std::slice::from_ref(&policy_name));
+            assert_eq!(
+                web0.authorization_policies,
+                std::slice::from_ref(&policy_name)
+            );
             assert!(
                 web0.services
                     .contains_key(&format!("{ns}/web.{ns}.svc.cluster.local")),

@@ -124,6 +124,24 @@ pub struct VsEntry {
     pub hosts: Vec<String>,
 }
 
+/// A VirtualService bound to gateways: its hosts as written (resolved when short) and its gateways
+/// as `namespace/name`.
+pub struct GatewayVsEntry {
+    pub config: Arc<Config>,
+    pub spec: VirtualService,
+    pub hosts: Vec<String>,
+    pub gateways: Vec<String>,
+}
+
+/// `name` or `namespace/name` of a gateway, as written in a VirtualService of namespace `vs_ns`.
+pub fn gateway_key(gateway: &str, vs_ns: &str) -> String {
+    if gateway.contains('/') {
+        gateway.to_string()
+    } else {
+        format!("{vs_ns}/{gateway}")
+    }
+}
+
 /// A DestinationRule with its host resolved to an FQDN.
 pub struct DrEntry {
     pub config: Arc<Config>,
@@ -145,6 +163,8 @@ pub struct PushContext {
     pub registry: Arc<Registry>,
     pub mesh: MeshSettings,
     virtual_services: Vec<VsEntry>,
+    /// VirtualServices bound to at least one gateway (other than `mesh`).
+    pub gateway_virtual_services: Vec<GatewayVsEntry>,
     destination_rules: Vec<DrEntry>,
     /// Exact host → indexes into `virtual_services` / `destination_rules` (in list order), and the
     /// entries with a wildcard host: lookups touch only candidates, not every object (a mesh of
@@ -206,6 +226,30 @@ impl PushContext {
                 _ => None,
             })
             .collect();
+        let gateway_virtual_services: Vec<GatewayVsEntry> = snapshot
+            .list(Kind::VirtualService)
+            .filter_map(|e| match &e.config.spec {
+                Spec::VirtualService(vs) if vs.gateways.iter().any(|g| g != "mesh") => {
+                    let ns = &e.config.metadata.namespace;
+                    Some(GatewayVsEntry {
+                        config: e.config.clone(),
+                        spec: vs.clone(),
+                        hosts: vs
+                            .hosts
+                            .iter()
+                            .map(|h| resolve_host(h, ns, &suffix))
+                            .collect(),
+                        gateways: vs
+                            .gateways
+                            .iter()
+                            .filter(|g| *g != "mesh")
+                            .map(|g| gateway_key(g, ns))
+                            .collect(),
+                    })
+                }
+                _ => None,
+            })
+            .collect();
         let destination_rules: Vec<DrEntry> = snapshot
             .list(Kind::DestinationRule)
             .filter_map(|e| match &e.config.spec {
@@ -248,6 +292,7 @@ impl PushContext {
             registry,
             mesh,
             virtual_services,
+            gateway_virtual_services,
             destination_rules,
             vs_by_host,
             vs_wildcards,
@@ -329,6 +374,7 @@ impl PushContext {
         proxy.namespace.hash(&mut h);
         proxy.interception_none.hash(&mut h);
         proxy.generator.hash(&mut h);
+        proxy.proxy_type.hash(&mut h);
         proxy.labels.hash(&mut h);
         sidecar.as_ref().map(|c| c.key()).hash(&mut h);
         let key = h.finish();

@@ -119,7 +119,7 @@ impl Cluster {
             "EndpointSlice" => ("endpointslices".to_string(), true),
             "DestinationRule" => ("destinationrules".to_string(), true),
             "VirtualService" => ("virtualservices".to_string(), true),
-            other if other.ends_with('y') => (
+            other if other.ends_with('y') && !other.ends_with("ay") => (
                 format!("{}ies", other[..other.len() - 1].to_lowercase()),
                 true,
             ),

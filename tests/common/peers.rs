@@ -39,6 +39,41 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// How an Envoy under test presents itself and reaches the control plane.
+pub struct Bootstrap<'a> {
+    /// `sidecar` or `router`.
+    pub node_type: &'a str,
+    pub pod: &'a str,
+    pub namespace: &'a str,
+    /// Flow-style label pairs, e.g. `app: gw`.
+    pub labels: &'a str,
+    /// Extra node metadata as flow-style `KEY: value, ` pairs.
+    pub metadata: &'a str,
+    pub delta: bool,
+    /// xDS over TLS: the root to trust and the server name to ask for.
+    pub tls: Option<(&'a Path, &'a str)>,
+    /// Sent as `authorization: Bearer <token>` on the xDS stream.
+    pub token: Option<&'a str>,
+    /// Extra YAML lines in the `xds` cluster.
+    pub cluster_extra: &'a str,
+}
+
+impl Default for Bootstrap<'_> {
+    fn default() -> Self {
+        Bootstrap {
+            node_type: "sidecar",
+            pod: "client-0",
+            namespace: "default",
+            labels: "app: client",
+            metadata: "INTERCEPTION_MODE: NONE, ",
+            delta: false,
+            tls: None,
+            token: None,
+            cluster_extra: "",
+        }
+    }
+}
+
 /// A running Envoy, killed on drop.
 pub struct Envoy {
     child: Child,
@@ -89,20 +124,47 @@ impl Envoy {
         metadata: &str,
         cluster_extra: &str,
     ) -> Envoy {
+        Envoy::boot(
+            bin,
+            xds,
+            &Bootstrap {
+                namespace,
+                delta,
+                metadata,
+                cluster_extra,
+                ..Bootstrap::default()
+            },
+        )
+    }
+
+    /// Starts Envoy as `bootstrap` describes (node type, pod, labels, xDS over TLS with a token).
+    pub fn boot(bin: &Path, xds: SocketAddr, b: &Bootstrap) -> Envoy {
+        let (namespace, metadata) = (b.namespace, b.metadata);
         let dir = tempfile::tempdir().unwrap();
-        let api_type = if delta { "DELTA_GRPC" } else { "GRPC" };
+        let api_type = if b.delta { "DELTA_GRPC" } else { "GRPC" };
+        let initial_metadata = b
+            .token
+            .map(|t| format!(", initial_metadata: [{{key: authorization, value: \"Bearer {t}\"}}]"))
+            .unwrap_or_default();
+        let mut cluster_extra = b.cluster_extra.to_string();
+        if let Some((root, sni)) = b.tls {
+            cluster_extra.push_str(&format!(
+                "    transport_socket:\n      name: envoy.transport_sockets.tls\n      typed_config:\n        \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext\n        sni: {sni}\n        common_tls_context:\n          validation_context: {{trusted_ca: {{filename: {}}}}}\n",
+                root.display()
+            ));
+        }
         let bootstrap = format!(
             r#"node:
-  id: sidecar~127.0.0.1~client-0.{namespace}~{namespace}.svc.cluster.local
-  cluster: client.{namespace}
-  metadata: {{{metadata}NAMESPACE: {namespace}, LABELS: {{app: client}}}}
+  id: {node_type}~127.0.0.1~{pod}.{namespace}~{namespace}.svc.cluster.local
+  cluster: {pod}.{namespace}
+  metadata: {{{metadata}NAMESPACE: {namespace}, LABELS: {{{labels}}}}}
 admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
 dynamic_resources:
   ads_config:
     api_type: {api_type}
     transport_api_version: V3
-    grpc_services: [{{envoy_grpc: {{cluster_name: xds}}}}]
+    grpc_services: [{{envoy_grpc: {{cluster_name: xds}}{initial_metadata}}}]
   cds_config: {{ads: {{}}, resource_api_version: V3}}
   lds_config: {{ads: {{}}, resource_api_version: V3}}
 static_resources:
@@ -119,7 +181,10 @@ static_resources:
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {}, port_value: {}}}}}}}}}]}}]
 {cluster_extra}"#,
             xds.ip(),
-            xds.port()
+            xds.port(),
+            node_type = b.node_type,
+            pod = b.pod,
+            labels = b.labels,
         );
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, bootstrap).unwrap();

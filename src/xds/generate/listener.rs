@@ -34,13 +34,16 @@ use std::sync::Arc;
 const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
 const VIRTUAL_INBOUND_PORT: u32 = 15006;
 
-enum RouteSource {
+pub(super) enum RouteSource {
     Rds(String),
     Inline(Box<RouteConfiguration>),
 }
 
-fn http_filters() -> Vec<HttpFilter> {
-    vec![
+/// `security` (request authentication and authorization, server side only) run first, then faults,
+/// then the router.
+fn http_filters(security: Vec<HttpFilter>) -> Vec<HttpFilter> {
+    let mut filters = security;
+    filters.extend([
         HttpFilter {
             name: FAULT_FILTER.into(),
             config_type: Some(http_filter::ConfigType::TypedConfig(any(
@@ -55,10 +58,11 @@ fn http_filters() -> Vec<HttpFilter> {
             )),
             ..Default::default()
         },
-    ]
+    ]);
+    filters
 }
 
-fn hcm(stat_prefix: &str, routes: RouteSource) -> HttpConnectionManager {
+fn hcm(stat_prefix: &str, routes: RouteSource, security: Vec<HttpFilter>) -> HttpConnectionManager {
     HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(match routes {
@@ -68,26 +72,43 @@ fn hcm(stat_prefix: &str, routes: RouteSource) -> HttpConnectionManager {
             }),
             RouteSource::Inline(rc) => http_connection_manager::RouteSpecifier::RouteConfig(*rc),
         }),
-        http_filters: http_filters(),
+        http_filters: http_filters(security),
         ..Default::default()
     }
 }
 
-fn network_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> Filter {
+pub(super) fn network_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> Filter {
     Filter {
         name: name.into(),
         config_type: Some(filter::ConfigType::TypedConfig(any(config))),
     }
 }
 
-fn hcm_filter(stat_prefix: &str, routes: RouteSource) -> Filter {
+pub(super) fn hcm_filter(stat_prefix: &str, routes: RouteSource) -> Filter {
+    server_hcm_filter(stat_prefix, routes, Vec::new())
+}
+
+/// An HTTP connection manager that serves requests to this proxy's workload or gateway, where
+/// RequestAuthentication and AuthorizationPolicy apply.
+pub(super) fn server_hcm_filter(
+    stat_prefix: &str,
+    routes: RouteSource,
+    security: Vec<HttpFilter>,
+) -> Filter {
     network_filter(
         "envoy.filters.network.http_connection_manager",
-        &hcm(stat_prefix, routes),
+        &hcm(stat_prefix, routes, security),
     )
 }
 
-fn tcp_filter(cluster: &str) -> Filter {
+/// The server-side HTTP filters for `proxy`: JWT verification, then authorization.
+pub(super) fn security_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
+    let mut out: Vec<HttpFilter> = super::jwt::http_filter(ctx, proxy).into_iter().collect();
+    out.extend(super::authz::http_filters(ctx, proxy));
+    out
+}
+
+pub(super) fn tcp_filter(cluster: &str) -> Filter {
     network_filter(
         "envoy.filters.network.tcp_proxy",
         &TcpProxy {
@@ -247,6 +268,7 @@ pub fn inbound_clusters(ctx: &PushContext, proxy: &Proxy) -> Vec<Arc<Resource>> 
 }
 
 fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
+    let security = security_filters(ctx, proxy);
     let mut chains: Vec<FilterChain> = inbound_ports(ctx, proxy)
         .into_iter()
         .map(|(port, protocol)| {
@@ -276,7 +298,11 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
                     }],
                     ..Default::default()
                 };
-                hcm_filter(&cluster, RouteSource::Inline(Box::new(rc)))
+                server_hcm_filter(
+                    &cluster,
+                    RouteSource::Inline(Box::new(rc)),
+                    security.clone(),
+                )
             } else {
                 tcp_filter(&cluster)
             };
@@ -390,7 +416,7 @@ fn grpc_target<'a>(
 /// A proxyless gRPC client's API listener for `host:port`.
 pub fn grpc_listener(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc<Resource>> {
     grpc_target(ctx, scope, name)?;
-    let api = hcm(name, RouteSource::Rds(name.to_string()));
+    let api = hcm(name, RouteSource::Rds(name.to_string()), Vec::new());
     Some(Resource::new(
         name,
         any(&Listener {

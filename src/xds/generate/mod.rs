@@ -1,7 +1,10 @@
 //! Resource generation: for a proxy, a push context and a type, the resources to send.
 
+pub mod authz;
 pub mod cluster;
 pub mod endpoint;
+pub mod gateway;
+pub mod jwt;
 pub mod listener;
 pub mod route;
 pub mod secret;
@@ -64,6 +67,7 @@ pub fn generate(
     names: Option<&BTreeSet<String>>,
 ) -> Vec<Arc<Resource>> {
     let grpc = proxy.generator == Generator::Grpc;
+    let router = proxy.proxy_type == super::proxy::ProxyType::Router;
     let per_name = |type_url: &'static str,
                     scope_key: u64,
                     build: &dyn Fn(&str) -> Option<Arc<Resource>>|
@@ -107,11 +111,17 @@ pub fn generate(
         LISTENER if grpc => per_name(LISTENER, scope.key, &|n| {
             listener::grpc_listener(ctx, scope, n)
         }),
+        LISTENER if router => filter(ctx.cached(LISTENER, scope.key, "*", || {
+            gateway::listeners(ctx, proxy, scope)
+        })),
         LISTENER => filter(ctx.cached(LISTENER, scope.key, "*", || {
             listener::listeners(ctx, proxy, scope)
         })),
         ROUTE if grpc => per_name(ROUTE, scope.key, &|n| {
             listener::grpc_route_config(ctx, proxy, scope, n)
+        }),
+        ROUTE if router => per_name(ROUTE, scope.key, &|n| {
+            gateway::route_config(ctx, proxy, scope, n)
         }),
         ROUTE => per_name(ROUTE, scope.key, &|n| {
             listener::route_config(ctx, proxy, scope, n)

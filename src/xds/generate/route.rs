@@ -104,7 +104,17 @@ pub fn routes(
             {
                 continue;
             }
-            out.push(route(ctx, scope, svc, port, vs_ns, http, m, &name, grpc));
+            out.push(route(
+                ctx,
+                scope,
+                &svc.hostname,
+                port,
+                vs_ns,
+                http,
+                m,
+                &name,
+                grpc,
+            ));
         }
         // A route without conditions matches everything: later routes are unreachable.
         if http.matches.is_empty() {
@@ -303,10 +313,12 @@ fn header_options(ops: &HeaderOperations) -> (Vec<HeaderValueOption>, Vec<String
 }
 
 #[allow(clippy::too_many_arguments)]
-fn route(
+/// One Envoy route for an HTTP route of a VirtualService; `default_host` names the service when the
+/// route's destinations do not.
+pub(super) fn route(
     ctx: &PushContext,
     scope: &Scope,
-    svc: &Service,
+    default_host: &str,
     port: u32,
     vs_ns: &str,
     http: &HttpRoute,
@@ -449,7 +461,7 @@ fn route(
         let first_host = dests
             .first()
             .and_then(|d| d.destination.as_ref())
-            .map_or(svc.hostname.clone(), |d| {
+            .map_or(default_host.to_string(), |d| {
                 resolve_host(&d.host, vs_ns, suffix)
             });
         finish_action(&mut action, ctx, scope, &first_host, Some(http), grpc);

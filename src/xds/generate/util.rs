@@ -74,6 +74,26 @@ pub fn parse_outbound_cluster(name: &str) -> Option<(u32, &str, &str)> {
     Some((port, subset, host))
 }
 
+/// Appends map entries `field: {1: key, 2: value}` in key order. Envoy's proto maps are Rust
+/// HashMaps, encoded in hash order: the same config would give different bytes on every build (and
+/// a push each time). Messages are encoded with the map left empty and its entries appended here
+/// (protobuf fields may come in any order).
+pub fn encode_sorted_map<'a, M: prost::Message + 'a>(
+    field: u32,
+    entries: impl IntoIterator<Item = (&'a String, &'a M)>,
+    out: &mut Vec<u8>,
+) {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    for (key, value) in entries {
+        let mut entry = Vec::new();
+        prost::encoding::string::encode(1, key, &mut entry);
+        prost::encoding::message::encode(2, value, &mut entry);
+        encode_key(field, WireType::LengthDelimited, out);
+        encode_varint(entry.len() as u64, out);
+        out.extend_from_slice(&entry);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

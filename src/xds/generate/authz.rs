@@ -1,0 +1,444 @@
+//! AuthorizationPolicy → Envoy RBAC HTTP filters, on the server side of a proxy (gateway listeners and
+//! sidecar inbound): one DENY filter, then one ALLOW filter, as istiod orders them. A request is
+//! denied when any DENY policy matches, or when ALLOW policies exist and none matches.
+
+use crate::config::security::{
+    AuthorizationAction, AuthorizationPolicy, Condition, Operation, Source,
+};
+use crate::config::{Kind, Spec};
+use crate::xds::context::PushContext;
+use crate::xds::proxy::Proxy;
+use envoy_types::pb::envoy::config::core::v3::CidrRange;
+use envoy_types::pb::envoy::config::rbac::v3::{
+    Permission, Policy, Principal, permission, principal, rbac,
+};
+use envoy_types::pb::envoy::config::route::v3::{HeaderMatcher, header_matcher};
+use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpFilter, http_filter,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{
+    PathMatcher, RegexMatcher, StringMatcher, path_matcher, string_matcher::MatchPattern,
+};
+use envoy_types::pb::google::protobuf::{Any, UInt32Value};
+use std::collections::BTreeMap;
+use tracing::debug;
+
+pub const RBAC_FILTER: &str = "envoy.filters.http.rbac";
+
+/// One AuthorizationPolicy value turned into an Envoy permission or principal (`None`: unusable).
+type ToPermission<'a> = &'a dyn Fn(&str) -> Option<Permission>;
+type ToPrincipal<'a> = &'a dyn Fn(&str) -> Option<Principal>;
+type OwnedToPrincipal = Box<dyn Fn(&str) -> Option<Principal>>;
+
+/// The policies of `proxy`'s namespace and the root namespace that select it (no selector: the whole
+/// namespace, or the mesh for the root namespace). Policies with `targetRef(s)` are for other
+/// attachment points (waypoints, Gateway API) and are skipped.
+pub fn policies_for<'a>(
+    ctx: &'a PushContext,
+    proxy: &'a Proxy,
+) -> Vec<(String, String, &'a AuthorizationPolicy)> {
+    let root = ctx.mesh.root_namespace.as_str();
+    let mut out = Vec::new();
+    for ns in [proxy.namespace.as_str(), root] {
+        for e in ctx.snapshot.list_namespace(Kind::AuthorizationPolicy, ns) {
+            let Spec::AuthorizationPolicy(p) = &e.config.spec else {
+                continue;
+            };
+            if p.target_ref.is_some() || !p.target_refs.is_empty() {
+                continue;
+            }
+            let selected = p.selector.as_ref().is_none_or(|s| {
+                s.match_labels
+                    .iter()
+                    .all(|(k, v)| proxy.labels.get(k) == Some(v))
+            });
+            if selected {
+                out.push((ns.to_string(), e.config.metadata.name.clone(), p));
+            }
+        }
+        if ns == root {
+            break;
+        }
+    }
+    out
+}
+
+/// The RBAC filters for `proxy` (none when no policy applies).
+pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
+    let mut deny: BTreeMap<String, Policy> = BTreeMap::new();
+    let mut allow: BTreeMap<String, Policy> = BTreeMap::new();
+    let mut any_allow = false;
+    for (ns, name, p) in policies_for(ctx, proxy) {
+        let target = match p.action {
+            AuthorizationAction::ALLOW => {
+                any_allow = true;
+                &mut allow
+            }
+            AuthorizationAction::DENY => &mut deny,
+            other => {
+                debug!(policy = %format!("{ns}/{name}"), action = ?other, "action not enforced by Rudder yet");
+                continue;
+            }
+        };
+        for (i, rule) in p.rules.iter().flatten().enumerate() {
+            target.insert(
+                format!("ns[{ns}]-policy[{name}]-rule[{i}]"),
+                Policy {
+                    permissions: vec![permission_for(
+                        rule.to
+                            .iter()
+                            .flatten()
+                            .filter_map(|t| t.operation.as_ref()),
+                        &rule.when,
+                    )],
+                    principals: vec![principal_for(
+                        rule.from.iter().flatten().filter_map(|f| f.source.as_ref()),
+                        &rule.when,
+                    )],
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    let mut out = Vec::new();
+    if !deny.is_empty() {
+        out.push(filter(rbac::Action::Deny, &deny));
+    }
+    // An ALLOW policy without rules still applies: it allows nothing.
+    if any_allow {
+        out.push(filter(rbac::Action::Allow, &allow));
+    }
+    out
+}
+
+/// The filter with its policies encoded in name order: Envoy's policy map would otherwise be written
+/// in hash order, and the same config would produce different bytes (and needless pushes).
+fn filter(action: rbac::Action, policies: &BTreeMap<String, Policy>) -> HttpFilter {
+    use prost::Message;
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    let mut rules = envoy_types::pb::envoy::config::rbac::v3::Rbac {
+        action: action as i32,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    super::util::encode_sorted_map(2, policies, &mut rules);
+    let mut value = Vec::new();
+    encode_key(1, WireType::LengthDelimited, &mut value);
+    encode_varint(rules.len() as u64, &mut value);
+    value.extend_from_slice(&rules);
+    HttpFilter {
+        name: RBAC_FILTER.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(Any {
+            type_url: <HttpRbac as prost::Name>::type_url(),
+            value,
+        })),
+        ..Default::default()
+    }
+}
+
+fn and_rules(rules: Vec<Permission>) -> Permission {
+    match rules.len() {
+        0 => any_permission(),
+        1 => rules.into_iter().next().unwrap_or_else(any_permission),
+        _ => Permission {
+            rule: Some(permission::Rule::AndRules(permission::Set { rules })),
+        },
+    }
+}
+
+fn or_rules(rules: Vec<Permission>) -> Permission {
+    Permission {
+        rule: Some(permission::Rule::OrRules(permission::Set { rules })),
+    }
+}
+
+fn not_rule(p: Permission) -> Permission {
+    Permission {
+        rule: Some(permission::Rule::NotRule(Box::new(p))),
+    }
+}
+
+fn any_permission() -> Permission {
+    Permission {
+        rule: Some(permission::Rule::Any(true)),
+    }
+}
+
+fn and_ids(ids: Vec<Principal>) -> Principal {
+    match ids.len() {
+        0 => any_principal(),
+        1 => ids.into_iter().next().unwrap_or_else(any_principal),
+        _ => Principal {
+            identifier: Some(principal::Identifier::AndIds(principal::Set { ids })),
+        },
+    }
+}
+
+fn or_ids(ids: Vec<Principal>) -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::OrIds(principal::Set { ids })),
+    }
+}
+
+fn not_id(p: Principal) -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::NotId(Box::new(p))),
+    }
+}
+
+fn any_principal() -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::Any(true)),
+    }
+}
+
+/// Istio's value forms: `*` any non-empty value, `x*` prefix, `*x` suffix, else exact; `prefix` is
+/// prepended to the literal part (principals are matched as `spiffe://...`).
+fn matcher(value: &str, prefix: &str, ignore_case: bool) -> StringMatcher {
+    let pattern = if value == "*" {
+        MatchPattern::SafeRegex(RegexMatcher {
+            regex: format!("{}.+", regex::escape(prefix)),
+            ..Default::default()
+        })
+    } else if let Some(p) = value.strip_suffix('*') {
+        MatchPattern::Prefix(format!("{prefix}{p}"))
+    } else if let Some(s) = value.strip_prefix('*') {
+        MatchPattern::Suffix(s.to_string())
+    } else {
+        MatchPattern::Exact(format!("{prefix}{value}"))
+    };
+    StringMatcher {
+        match_pattern: Some(pattern),
+        ignore_case,
+    }
+}
+
+fn header(name: &str, value: &str, ignore_case: bool) -> HeaderMatcher {
+    HeaderMatcher {
+        name: name.into(),
+        header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(matcher(
+            value,
+            "",
+            ignore_case,
+        ))),
+        ..Default::default()
+    }
+}
+
+fn cidr(value: &str) -> Option<CidrRange> {
+    let net: ipnet::IpNet = value
+        .parse()
+        .or_else(|_| value.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .ok()?;
+    Some(CidrRange {
+        address_prefix: net.addr().to_string(),
+        prefix_len: Some(UInt32Value {
+            value: u32::from(net.prefix_len()),
+        }),
+    })
+}
+
+/// Values as OR-ed permissions; empty → None (the field does not constrain).
+fn any_of_p(values: &[String], each: impl Fn(&str) -> Option<Permission>) -> Option<Permission> {
+    let rules: Vec<Permission> = values.iter().filter_map(|v| each(v)).collect();
+    (!values.is_empty()).then(|| or_rules(rules))
+}
+
+fn any_of_i(values: &[String], each: impl Fn(&str) -> Option<Principal>) -> Option<Principal> {
+    let ids: Vec<Principal> = values.iter().filter_map(|v| each(v)).collect();
+    (!values.is_empty()).then(|| or_ids(ids))
+}
+
+fn path(v: &str) -> Option<Permission> {
+    Some(Permission {
+        rule: Some(permission::Rule::UrlPath(PathMatcher {
+            rule: Some(path_matcher::Rule::Path(matcher(v, "", false))),
+        })),
+    })
+}
+
+fn header_perm(name: &'static str, ignore_case: bool) -> impl Fn(&str) -> Option<Permission> {
+    move |v| {
+        Some(Permission {
+            rule: Some(permission::Rule::Header(header(name, v, ignore_case))),
+        })
+    }
+}
+
+fn port(v: &str) -> Option<Permission> {
+    Some(Permission {
+        rule: Some(permission::Rule::DestinationPort(v.parse().ok()?)),
+    })
+}
+
+fn destination_ip(v: &str) -> Option<Permission> {
+    Some(Permission {
+        rule: Some(permission::Rule::DestinationIp(cidr(v)?)),
+    })
+}
+
+/// What a rule's `to` operations and destination-side `when` conditions allow: any operation (OR),
+/// each operation all of its fields (AND).
+fn permission_for<'a>(
+    operations: impl Iterator<Item = &'a Operation>,
+    when: &[Condition],
+) -> Permission {
+    let ops: Vec<Permission> = operations
+        .map(|op| {
+            let mut all = Vec::new();
+            let fields: [(&[String], bool, ToPermission); 8] = [
+                (&op.hosts, false, &header_perm(":authority", true)),
+                (&op.not_hosts, true, &header_perm(":authority", true)),
+                (&op.methods, false, &header_perm(":method", false)),
+                (&op.not_methods, true, &header_perm(":method", false)),
+                (&op.paths, false, &path),
+                (&op.not_paths, true, &path),
+                (&op.ports, false, &port),
+                (&op.not_ports, true, &port),
+            ];
+            for (values, negate, each) in fields {
+                if let Some(p) = any_of_p(values, each) {
+                    all.push(if negate { not_rule(p) } else { p });
+                }
+            }
+            and_rules(all)
+        })
+        .collect();
+    let mut all = Vec::new();
+    if !ops.is_empty() {
+        all.push(or_rules(ops));
+    }
+    for c in when {
+        let each: ToPermission = match c.key.as_str() {
+            "destination.port" => &port,
+            "destination.ip" => &destination_ip,
+            "request.headers[:authority]" => &header_perm_auth,
+            _ => continue,
+        };
+        if let Some(p) = any_of_p(&c.values, each) {
+            all.push(p);
+        }
+        if let Some(p) = any_of_p(&c.not_values, each) {
+            all.push(not_rule(p));
+        }
+    }
+    and_rules(all)
+}
+
+fn header_perm_auth(v: &str) -> Option<Permission> {
+    header_perm(":authority", true)(v)
+}
+
+fn authenticated(v: &str) -> Option<Principal> {
+    Some(Principal {
+        identifier: Some(principal::Identifier::Authenticated(
+            principal::Authenticated {
+                principal_name: Some(matcher(v, "spiffe://", false)),
+            },
+        )),
+    })
+}
+
+/// A namespace as the peer identity's `/ns/<namespace>/` segment.
+fn namespace(v: &str) -> Option<Principal> {
+    let ns = if v == "*" {
+        ".+".to_string()
+    } else if let Some(p) = v.strip_suffix('*') {
+        format!("{}.*", regex::escape(p))
+    } else if let Some(s) = v.strip_prefix('*') {
+        format!(".*{}", regex::escape(s))
+    } else {
+        regex::escape(v)
+    };
+    Some(Principal {
+        identifier: Some(principal::Identifier::Authenticated(
+            principal::Authenticated {
+                principal_name: Some(StringMatcher {
+                    match_pattern: Some(MatchPattern::SafeRegex(RegexMatcher {
+                        regex: format!(".*/ns/{ns}/.*"),
+                        ..Default::default()
+                    })),
+                    ignore_case: false,
+                }),
+            },
+        )),
+    })
+}
+
+fn direct_ip(v: &str) -> Option<Principal> {
+    Some(Principal {
+        identifier: Some(principal::Identifier::DirectRemoteIp(cidr(v)?)),
+    })
+}
+
+fn remote_ip(v: &str) -> Option<Principal> {
+    Some(Principal {
+        identifier: Some(principal::Identifier::RemoteIp(cidr(v)?)),
+    })
+}
+
+/// Request principals (`iss/sub`) as the JWT payload the jwt_authn filter verified.
+fn request_principal(v: &str) -> Option<Principal> {
+    super::jwt::request_principal(v)
+}
+
+/// Who a rule's `from` sources and source-side `when` conditions admit: any source (OR), each
+/// source all of its fields (AND).
+fn principal_for<'a>(sources: impl Iterator<Item = &'a Source>, when: &[Condition]) -> Principal {
+    let srcs: Vec<Principal> = sources
+        .map(|s| {
+            let mut all = Vec::new();
+            let fields: [(&[String], bool, ToPrincipal); 10] = [
+                (&s.principals, false, &authenticated),
+                (&s.not_principals, true, &authenticated),
+                (&s.namespaces, false, &namespace),
+                (&s.not_namespaces, true, &namespace),
+                (&s.ip_blocks, false, &direct_ip),
+                (&s.not_ip_blocks, true, &direct_ip),
+                (&s.remote_ip_blocks, false, &remote_ip),
+                (&s.not_remote_ip_blocks, true, &remote_ip),
+                (&s.request_principals, false, &request_principal),
+                (&s.not_request_principals, true, &request_principal),
+            ];
+            for (values, negate, each) in fields {
+                if let Some(p) = any_of_i(values, each) {
+                    all.push(if negate { not_id(p) } else { p });
+                }
+            }
+            and_ids(all)
+        })
+        .collect();
+    let mut all = Vec::new();
+    if !srcs.is_empty() {
+        all.push(or_ids(srcs));
+    }
+    for c in when {
+        let key = c.key.as_str();
+        let header_name = key
+            .strip_prefix("request.headers[")
+            .and_then(|k| k.strip_suffix(']'))
+            .filter(|k| *k != ":authority")
+            .map(str::to_string);
+        let each: OwnedToPrincipal = match (key, header_name) {
+            ("source.ip", _) => Box::new(direct_ip),
+            ("remote.ip", _) => Box::new(remote_ip),
+            ("source.principal", _) => Box::new(authenticated),
+            ("source.namespace", _) => Box::new(namespace),
+            ("request.auth.principal", _) => Box::new(request_principal),
+            (_, Some(name)) => Box::new(move |v: &str| {
+                Some(Principal {
+                    identifier: Some(principal::Identifier::Header(header(&name, v, false))),
+                })
+            }),
+            _ => continue,
+        };
+        if let Some(p) = any_of_i(&c.values, &each) {
+            all.push(p);
+        }
+        if let Some(p) = any_of_i(&c.not_values, &each) {
+            all.push(not_id(p));
+        }
+    }
+    and_ids(all)
+}

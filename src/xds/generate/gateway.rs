@@ -1,0 +1,530 @@
+//! Gateways (`router` proxies): listeners from the servers of the Gateways that select the proxy,
+//! routes from the VirtualServices bound to those Gateways. Names follow istiod: listener
+//! `0.0.0.0_<port>`, plaintext HTTP routes `http.<port>`, terminated HTTPS routes
+//! `https.<port>.<portName>.<gateway>.<namespace>`.
+
+use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filter};
+use super::route::route;
+use super::util::{ads, any, outbound_cluster};
+use crate::config::host;
+use crate::config::networking::{
+    Gateway, HttpMatchRequest, RouteDestination, Server, ServerTlsMode,
+};
+use crate::config::{Kind, Spec};
+use crate::model::resolve_host;
+use crate::xds::context::{GatewayVsEntry, PushContext, Resource, Scope};
+use crate::xds::proxy::Proxy;
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, TransportSocket, data_source, transport_socket,
+};
+use envoy_types::pb::envoy::config::listener::v3::{
+    FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+};
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
+    TlsCertificate, common_tls_context::ValidationContextType,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// A server of a Gateway that selects this proxy, with the Gateway's `namespace/name`.
+struct BoundServer<'a> {
+    gateway: String,
+    gateway_name: String,
+    gateway_ns: String,
+    server: &'a Server,
+}
+
+impl BoundServer<'_> {
+    fn port(&self) -> u32 {
+        self.server.port.as_ref().map_or(0, |p| p.number)
+    }
+
+    fn protocol(&self) -> String {
+        self.server
+            .port
+            .as_ref()
+            .map(|p| p.protocol.to_ascii_uppercase())
+            .unwrap_or_default()
+    }
+
+    fn tls_mode(&self) -> Option<ServerTlsMode> {
+        self.server.tls.as_ref().map(|t| t.mode)
+    }
+
+    /// Plaintext HTTP: served by the port's shared `http.<port>` routes.
+    fn plain_http(&self) -> bool {
+        matches!(self.protocol().as_str(), "HTTP" | "HTTP2" | "GRPC")
+    }
+
+    /// TLS terminated here (HTTPS or TLS with a certificate), not passed through.
+    fn terminated(&self) -> bool {
+        matches!(self.protocol().as_str(), "HTTPS" | "TLS")
+            && !matches!(
+                self.tls_mode(),
+                None | Some(ServerTlsMode::PASSTHROUGH) | Some(ServerTlsMode::AUTO_PASSTHROUGH)
+            )
+    }
+
+    fn https_route_name(&self) -> String {
+        let port_name = self.server.port.as_ref().map_or("", |p| p.name.as_str());
+        format!(
+            "https.{}.{port_name}.{}.{}",
+            self.port(),
+            self.gateway_name,
+            self.gateway_ns
+        )
+    }
+
+    /// Server hosts without their `namespace/` part, and whether a VirtualService of `vs_ns` may
+    /// bind to each.
+    fn hosts_for(&self, vs_ns: &str) -> Vec<&str> {
+        self.server
+            .hosts
+            .iter()
+            .filter_map(|h| match h.split_once('/') {
+                Some(("*", host)) => Some(host),
+                Some((".", host)) if vs_ns == self.gateway_ns => Some(host),
+                Some((ns, host)) if ns == vs_ns => Some(host),
+                Some(_) => None,
+                None => Some(h.as_str()),
+            })
+            .collect()
+    }
+
+    /// SNI names the server answers for (none when it takes any).
+    fn sni(&self) -> Vec<String> {
+        let hosts: Vec<&str> = self
+            .server
+            .hosts
+            .iter()
+            .map(|h| h.split_once('/').map_or(h.as_str(), |(_, host)| host))
+            .collect();
+        if hosts.contains(&"*") {
+            Vec::new()
+        } else {
+            hosts.into_iter().map(str::to_string).collect()
+        }
+    }
+}
+
+/// Gateways whose selector matches the proxy's labels (any namespace, as istiod by default).
+fn bound_servers<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Vec<BoundServer<'a>> {
+    let mut out = Vec::new();
+    for e in ctx.snapshot.list(Kind::Gateway) {
+        let Spec::Gateway(gw) = &e.config.spec else {
+            continue;
+        };
+        let gw: &'a Gateway = gw;
+        if !gw
+            .selector
+            .iter()
+            .all(|(k, v)| proxy.labels.get(k) == Some(v))
+        {
+            continue;
+        }
+        let meta = &e.config.metadata;
+        for server in &gw.servers {
+            out.push(BoundServer {
+                gateway: format!("{}/{}", meta.namespace, meta.name),
+                gateway_name: meta.name.clone(),
+                gateway_ns: meta.namespace.clone(),
+                server,
+            });
+        }
+    }
+    out
+}
+
+fn sds(name: &str) -> SdsSecretConfig {
+    SdsSecretConfig {
+        name: name.into(),
+        sds_config: Some(ads()),
+    }
+}
+
+fn file(path: &str) -> Option<DataSource> {
+    (!path.is_empty()).then(|| DataSource {
+        specifier: Some(data_source::Specifier::Filename(path.into())),
+        ..Default::default()
+    })
+}
+
+/// The server side of TLS per the server's mode: its certificate from `credentialName` over SDS
+/// (or files), client certificates required for MUTUAL and ISTIO_MUTUAL (the mesh's own
+/// certificates, `default` and `ROOTCA`).
+fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
+    let tls = server.tls.as_ref()?;
+    let mut common = CommonTlsContext {
+        alpn_protocols: if http {
+            vec!["h2".into(), "http/1.1".into()]
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    };
+    let credential =
+        (!tls.credential_name.is_empty()).then(|| format!("kubernetes://{}", tls.credential_name));
+    let mut require_client = false;
+    match tls.mode {
+        ServerTlsMode::ISTIO_MUTUAL => {
+            common.tls_certificate_sds_secret_configs = vec![sds("default")];
+            common.validation_context_type = Some(
+                ValidationContextType::ValidationContextSdsSecretConfig(sds("ROOTCA")),
+            );
+            require_client = true;
+        }
+        ServerTlsMode::SIMPLE | ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL => {
+            match &credential {
+                Some(name) => common.tls_certificate_sds_secret_configs = vec![sds(name)],
+                None => {
+                    common.tls_certificates = vec![TlsCertificate {
+                        certificate_chain: file(&tls.server_certificate),
+                        private_key: file(&tls.private_key),
+                        ..Default::default()
+                    }]
+                }
+            }
+            if tls.mode != ServerTlsMode::SIMPLE {
+                common.validation_context_type = Some(match &credential {
+                    Some(name) => ValidationContextType::ValidationContextSdsSecretConfig(sds(
+                        &format!("{name}-cacert"),
+                    )),
+                    None => {
+                        ValidationContextType::ValidationContext(CertificateValidationContext {
+                            trusted_ca: file(&tls.ca_certificates),
+                            ..Default::default()
+                        })
+                    }
+                });
+                require_client = tls.mode == ServerTlsMode::MUTUAL;
+            }
+        }
+        _ => return None,
+    }
+    let ctx = DownstreamTlsContext {
+        common_tls_context: Some(common),
+        require_client_certificate: Some(BoolValue {
+            value: require_client,
+        }),
+        ..Default::default()
+    };
+    Some(TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&ctx))),
+    })
+}
+
+/// The first destination of an L4 route, as a cluster.
+fn l4_cluster(
+    ctx: &PushContext,
+    vs: &GatewayVsEntry,
+    route: &[RouteDestination],
+) -> Option<String> {
+    let d = route.first()?.destination.as_ref()?;
+    let vs_ns = &vs.config.metadata.namespace;
+    let host = resolve_host(&d.host, vs_ns, &ctx.mesh.domain_suffix);
+    let port = d
+        .port
+        .as_ref()
+        .map(|p| p.number)
+        .filter(|p| *p != 0)
+        .or_else(|| {
+            ctx.registry
+                .services
+                .get(&host)
+                .filter(|s| s.ports.len() == 1)
+                .map(|s| s.ports[0].number)
+        })?;
+    Some(outbound_cluster(port, &d.subset, &host))
+}
+
+/// VirtualServices bound to this server's gateway, with the server hosts each may serve.
+fn bound_virtual_services<'a>(
+    ctx: &'a PushContext,
+    server: &BoundServer,
+) -> Vec<(&'a GatewayVsEntry, Vec<String>)> {
+    ctx.gateway_virtual_services
+        .iter()
+        .filter(|vs| vs.gateways.contains(&server.gateway))
+        .filter_map(|vs| {
+            let allowed = server.hosts_for(&vs.config.metadata.namespace);
+            let domains: Vec<String> = vs
+                .hosts
+                .iter()
+                .filter_map(|h| {
+                    allowed.iter().find_map(|s| {
+                        if host::subset_of(h, s) {
+                            Some(h.clone())
+                        } else if host::subset_of(s, h) {
+                            Some(s.to_string())
+                        } else {
+                            None
+                        }
+                    })
+                })
+                .collect();
+            (!domains.is_empty()).then_some((vs, domains))
+        })
+        .collect()
+}
+
+pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Resource>> {
+    let servers = bound_servers(ctx, proxy);
+    let mut by_port: BTreeMap<u32, Vec<&BoundServer>> = BTreeMap::new();
+    for s in &servers {
+        if s.port() != 0 {
+            by_port.entry(s.port()).or_default().push(s);
+        }
+    }
+    let security = security_filters(ctx, proxy);
+    let mut out = Vec::new();
+    for (port, servers) in by_port {
+        let name = format!("0.0.0.0_{port}");
+        let mut chains = Vec::new();
+        let mut inspect_tls = false;
+        if servers.iter().any(|s| s.plain_http()) {
+            chains.push(FilterChain {
+                name: format!("http.{port}"),
+                filters: vec![server_hcm_filter(
+                    &format!("outbound_0.0.0.0_{port}"),
+                    RouteSource::Rds(format!("http.{port}")),
+                    security.clone(),
+                )],
+                ..Default::default()
+            });
+        }
+        for s in &servers {
+            if s.terminated() {
+                inspect_tls = true;
+                let http = s.protocol() == "HTTPS";
+                let filters = if http {
+                    vec![server_hcm_filter(
+                        &format!("outbound_0.0.0.0_{port}"),
+                        RouteSource::Rds(s.https_route_name()),
+                        security.clone(),
+                    )]
+                } else {
+                    // TLS terminated, then plain TCP to the first bound TCP route.
+                    let cluster = bound_virtual_services(ctx, s)
+                        .into_iter()
+                        .find_map(|(vs, _)| {
+                            vs.spec
+                                .tcp
+                                .first()
+                                .and_then(|t| l4_cluster(ctx, vs, &t.route))
+                        });
+                    match cluster {
+                        Some(c) => vec![tcp_filter(&c)],
+                        None => continue,
+                    }
+                };
+                chains.push(FilterChain {
+                    name: if http {
+                        s.https_route_name()
+                    } else {
+                        format!("tls.{port}.{}", s.gateway)
+                    },
+                    filter_chain_match: Some(FilterChainMatch {
+                        server_names: s.sni(),
+                        ..Default::default()
+                    }),
+                    transport_socket: downstream_tls(s.server, http),
+                    filters,
+                    ..Default::default()
+                });
+            } else if matches!(s.tls_mode(), Some(ServerTlsMode::PASSTHROUGH)) {
+                inspect_tls = true;
+                for (vs, _) in bound_virtual_services(ctx, s) {
+                    for tls in &vs.spec.tls {
+                        let sni: Vec<String> = tls
+                            .matches
+                            .iter()
+                            .filter(|m| m.port == 0 || m.port == port)
+                            .filter(|m| m.gateways.is_empty() || m.gateways.contains(&s.gateway))
+                            .flat_map(|m| m.sni_hosts.iter().cloned())
+                            .collect();
+                        let Some(cluster) = l4_cluster(ctx, vs, &tls.route) else {
+                            continue;
+                        };
+                        if sni.is_empty() {
+                            continue;
+                        }
+                        chains.push(FilterChain {
+                            name: format!("passthrough.{port}.{}", sni.join(",")),
+                            filter_chain_match: Some(FilterChainMatch {
+                                server_names: sni,
+                                ..Default::default()
+                            }),
+                            filters: vec![tcp_filter(&cluster)],
+                            ..Default::default()
+                        });
+                    }
+                }
+            } else if s.protocol() == "TCP" {
+                let cluster = bound_virtual_services(ctx, s)
+                    .into_iter()
+                    .find_map(|(vs, _)| {
+                        vs.spec
+                            .tcp
+                            .iter()
+                            .find(|t| {
+                                t.matches.is_empty()
+                                    || t.matches.iter().any(|m| m.port == 0 || m.port == port)
+                            })
+                            .and_then(|t| l4_cluster(ctx, vs, &t.route))
+                    });
+                if let Some(c) = cluster {
+                    chains.push(FilterChain {
+                        name: format!("tcp.{port}"),
+                        filters: vec![tcp_filter(&c)],
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        if chains.is_empty() {
+            continue;
+        }
+        out.push(Resource::new(
+            &name,
+            any(&Listener {
+                name: name.clone(),
+                address: Some(super::cluster::socket("0.0.0.0", port)),
+                filter_chains: chains,
+                listener_filters: if inspect_tls {
+                    vec![ListenerFilter {
+                        name: "envoy.filters.listener.tls_inspector".into(),
+                        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                            &TlsInspector::default(),
+                        ))),
+                        ..Default::default()
+                    }]
+                } else {
+                    Vec::new()
+                },
+                ..Default::default()
+            }),
+        ));
+    }
+    out
+}
+
+/// `http.<port>` (every plaintext HTTP server on the port) or one terminated server's
+/// `https.<port>.<portName>.<gateway>.<namespace>`.
+pub fn route_config(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    name: &str,
+) -> Option<Arc<Resource>> {
+    let servers = bound_servers(ctx, proxy);
+    let chosen: Vec<&BoundServer> = if let Some(port) = name.strip_prefix("http.") {
+        let port: u32 = port.parse().ok()?;
+        servers
+            .iter()
+            .filter(|s| s.port() == port && s.plain_http())
+            .collect()
+    } else {
+        servers
+            .iter()
+            .filter(|s| s.terminated() && s.https_route_name() == name)
+            .collect()
+    };
+    let mut hosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
+    let mut seen_routes: BTreeSet<(String, String)> = BTreeSet::new();
+    for s in &chosen {
+        let port = s.port();
+        let redirect = s
+            .server
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.https_redirect && s.plain_http());
+        for (vs, domains) in bound_virtual_services(ctx, s) {
+            let vs_ns = vs.config.metadata.namespace.as_str();
+            let vs_key = format!("{vs_ns}/{}", vs.config.metadata.name);
+            for domain in domains {
+                if !seen_routes.insert((domain.clone(), vs_key.clone())) {
+                    continue;
+                }
+                let vh = hosts.entry(domain.clone()).or_insert_with(|| VirtualHost {
+                    name: format!("{domain}:{port}"),
+                    domains: vec![domain.clone(), format!("{domain}:*")],
+                    require_tls: if redirect {
+                        virtual_host::TlsRequirementType::All as i32
+                    } else {
+                        0
+                    },
+                    ..Default::default()
+                });
+                vh.routes
+                    .extend(gateway_routes(ctx, scope, vs, port, &s.gateway, &domain));
+            }
+        }
+    }
+    Some(Resource::new(
+        name,
+        any(&RouteConfiguration {
+            name: name.into(),
+            virtual_hosts: hosts.into_values().collect(),
+            validate_clusters: Some(BoolValue { value: false }),
+            ..Default::default()
+        }),
+    ))
+}
+
+/// The HTTP routes of a gateway-bound VirtualService that apply on this gateway and port.
+fn gateway_routes(
+    ctx: &PushContext,
+    scope: &Scope,
+    vs: &GatewayVsEntry,
+    port: u32,
+    gateway: &str,
+    default_host: &str,
+) -> Vec<envoy_types::pb::envoy::config::route::v3::Route> {
+    let vs_ns = vs.config.metadata.namespace.as_str();
+    let applies = |m: &HttpMatchRequest| {
+        (m.port == 0 || m.port == port)
+            && (m.gateways.is_empty()
+                || m.gateways
+                    .iter()
+                    .any(|g| crate::xds::context::gateway_key(g, vs_ns) == gateway))
+    };
+    let mut out = Vec::new();
+    for (i, http) in vs.spec.http.iter().enumerate() {
+        let name = if http.name.is_empty() {
+            format!("{}.{vs_ns}.{i}", vs.config.metadata.name)
+        } else {
+            http.name.clone()
+        };
+        let matches: Vec<Option<&HttpMatchRequest>> = if http.matches.is_empty() {
+            vec![None]
+        } else {
+            http.matches
+                .iter()
+                .filter(|m| applies(m))
+                .map(Some)
+                .collect()
+        };
+        for m in matches {
+            out.push(route(
+                ctx,
+                scope,
+                default_host,
+                port,
+                vs_ns,
+                http,
+                m,
+                &name,
+                false,
+            ));
+        }
+        if http.matches.is_empty() {
+            break;
+        }
+    }
+    out
+}
