@@ -674,49 +674,16 @@ fn app_protocol(p: Protocol) -> AppProtocol {
     }
 }
 
-/// Whether PeerAuthentication makes this workload STRICT: the mesh policy (root namespace, no
-/// selector), overridden by the namespace's, overridden by one selecting the workload; the oldest
-/// wins a tie, and UNSET inherits. Port-level modes are not expressed for ztunnel (docs/decisions.md).
+/// Whether PeerAuthentication makes this workload STRICT (port-level modes are not expressed for
+/// ztunnel: docs/decisions.md).
 fn strict_mtls(
     policies: &[(&Config, &PeerAuthentication)],
     root_namespace: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
 ) -> bool {
-    let oldest = |pred: &dyn Fn(&Config, &PeerAuthentication) -> bool| {
-        policies
-            .iter()
-            .filter(|(c, p)| pred(c, p))
-            .min_by(|(a, _), (b, _)| {
-                (&a.metadata.creation_timestamp, &a.metadata.name)
-                    .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-            })
-            .and_then(|(_, p)| p.mtls.as_ref().map(|m| m.mode))
-    };
-    let no_selector = |p: &PeerAuthentication| {
-        p.selector
-            .as_ref()
-            .is_none_or(|s| s.match_labels.is_empty())
-    };
-    let mesh = oldest(&|c, p| c.metadata.namespace == root_namespace && no_selector(p));
-    let ns = oldest(&|c, p| {
-        c.metadata.namespace == namespace && namespace != root_namespace && no_selector(p)
-    });
-    let workload = oldest(&|c, p| {
-        c.metadata.namespace == namespace
-            && namespace != root_namespace
-            && p.selector.as_ref().is_some_and(|s| {
-                !s.match_labels.is_empty()
-                    && s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-            })
-    });
-    let mut strict = mesh == Some(MtlsMode::STRICT);
-    for level in [ns, workload].into_iter().flatten() {
-        if level != MtlsMode::UNSET {
-            strict = level == MtlsMode::STRICT;
-        }
-    }
-    strict
+    crate::model::peer_auth::mode_among(policies, root_namespace, namespace, labels, None)
+        == MtlsMode::STRICT
 }
 
 #[cfg(test)]

@@ -155,6 +155,9 @@ pub struct Scope {
     pub namespace: String,
     pub services: Vec<Arc<Service>>,
     pub sidecar: Option<Arc<Config>>,
+    /// The proxy proved an identity, so it can get a workload certificate: mesh traffic may use
+    /// mTLS (automatic mTLS upstream, PeerAuthentication inbound).
+    pub mtls: bool,
 }
 
 pub struct PushContext {
@@ -375,6 +378,7 @@ impl PushContext {
         proxy.interception_none.hash(&mut h);
         proxy.generator.hash(&mut h);
         proxy.proxy_type.hash(&mut h);
+        proxy.identity.is_some().hash(&mut h);
         proxy.labels.hash(&mut h);
         sidecar.as_ref().map(|c| c.key()).hash(&mut h);
         let key = h.finish();
@@ -399,6 +403,7 @@ impl PushContext {
                     namespace: proxy.namespace.clone(),
                     services,
                     sidecar: sidecar.clone(),
+                    mtls: proxy.identity.is_some(),
                 })
             })
             .clone()

@@ -116,9 +116,9 @@ pub fn clusters(ctx: &PushContext, scope: &Scope, with_builtins: bool) -> Vec<Ar
             .destination_rule_for(&scope.namespace, svc)
             .map(|d| &d.spec);
         for port in &svc.ports {
-            out.push(build(ctx, svc, port, dr, None));
+            out.push(build(ctx, svc, port, dr, None, scope.mtls));
             for subset in dr.map(|d| d.subsets.as_slice()).unwrap_or_default() {
-                out.push(build(ctx, svc, port, dr, Some(subset)));
+                out.push(build(ctx, svc, port, dr, Some(subset), scope.mtls));
             }
         }
     }
@@ -165,7 +165,7 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &Scope, name: &str) -> Option<A
     } else {
         Some(dr?.subsets.iter().find(|s| s.name == subset)?)
     };
-    let built = build(ctx, svc, sp, dr, subset);
+    let built = build(ctx, svc, sp, dr, subset, false);
     Some(for_grpc(&built).unwrap_or(built))
 }
 
@@ -189,6 +189,7 @@ fn build(
     port: &ServicePort,
     dr: Option<&DestinationRule>,
     subset: Option<&Subset>,
+    auto_mtls: bool,
 ) -> Arc<Resource> {
     let name = outbound_cluster(
         port.number,
@@ -275,10 +276,55 @@ fn build(
     );
     apply_connection_pool(&mut c, policy.connection_pool.as_ref(), port.protocol);
     apply_outlier(&mut c, policy.outlier_detection.as_ref());
-    if let Some(tls) = &policy.tls {
-        c.transport_socket = tls_socket(tls);
+    match &policy.tls {
+        Some(tls) => c.transport_socket = tls_socket(tls),
+        None if auto_mtls && svc.location == crate::config::networking::Location::MESH_INTERNAL => {
+            c.transport_socket_matches = auto_mtls_sockets();
+        }
+        None => {}
     }
     Resource::new(name, any(&c))
+}
+
+/// Endpoint metadata key Envoy picks a cluster's transport socket by, and the value the mesh's
+/// workloads carry (their `security.istio.io/tlsMode: istio` label).
+pub const TLS_MODE_MATCH: &str = "envoy.transport_socket_match";
+
+/// Istio's automatic mTLS: ISTIO_MUTUAL to endpoints labelled `tlsMode: istio` (workloads with a
+/// proxy), plaintext to the others.
+fn auto_mtls_sockets()
+-> Vec<envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch> {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch;
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+    let istio = ClientTlsSettings {
+        mode: ClientTlsMode::ISTIO_MUTUAL,
+        ..Default::default()
+    };
+    vec![
+        TransportSocketMatch {
+            name: "tlsMode-istio".into(),
+            r#match: Some(Struct {
+                fields: [(
+                    "tlsMode".to_string(),
+                    Value {
+                        kind: Some(ValueKind::StringValue("istio".into())),
+                    },
+                )]
+                .into(),
+            }),
+            transport_socket: tls_socket(&istio),
+        },
+        TransportSocketMatch {
+            name: "tlsMode-disabled".into(),
+            r#match: Some(Struct::default()),
+            transport_socket: Some(TransportSocket {
+                name: "envoy.transport_sockets.raw_buffer".into(),
+                config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+                    &envoy_types::pb::envoy::extensions::transport_sockets::raw_buffer::v3::RawBuffer::default(),
+                ))),
+            }),
+        },
+    ]
 }
 
 fn original_dst(c: &mut Cluster) {

@@ -76,7 +76,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &Scope, cluster: &str) -> Arc<R
                             load_balancing_weight: Some(UInt32Value {
                                 value: e.weight.max(1),
                             }),
-                            ..Default::default()
+                            metadata: tls_mode_metadata(e),
                         })
                         .collect(),
                     ..Default::default()
@@ -86,4 +86,29 @@ pub fn load_assignment(ctx: &PushContext, scope: &Scope, cluster: &str) -> Arc<R
         ..Default::default()
     };
     Resource::new(cluster, any(&cla))
+}
+
+/// Endpoints of workloads with a proxy (label `security.istio.io/tlsMode: istio`) are marked for
+/// the automatic-mTLS transport socket.
+fn tls_mode_metadata(
+    e: &ModelEndpoint,
+) -> Option<envoy_types::pb::envoy::config::core::v3::Metadata> {
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+    let mode = e.labels.get("security.istio.io/tlsMode")?;
+    (mode == "istio").then(|| envoy_types::pb::envoy::config::core::v3::Metadata {
+        filter_metadata: [(
+            super::cluster::TLS_MODE_MATCH.to_string(),
+            Struct {
+                fields: [(
+                    "tlsMode".to_string(),
+                    Value {
+                        kind: Some(ValueKind::StringValue(mode.clone())),
+                    },
+                )]
+                .into(),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })
 }

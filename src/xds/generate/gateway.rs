@@ -153,6 +153,34 @@ fn file(path: &str) -> Option<DataSource> {
     })
 }
 
+/// The mesh's own TLS: the workload certificate (`default`) checked against the mesh root
+/// (`ROOTCA`), both over SDS.
+pub(super) fn mesh_tls(alpn_protocols: Vec<String>) -> CommonTlsContext {
+    CommonTlsContext {
+        tls_certificate_sds_secret_configs: vec![sds(super::secret::WORKLOAD_CERT)],
+        validation_context_type: Some(ValidationContextType::ValidationContextSdsSecretConfig(
+            sds(super::secret::ROOT_CA),
+        )),
+        alpn_protocols,
+        ..Default::default()
+    }
+}
+
+/// `common` as the server side of a TLS connection.
+pub(super) fn downstream_socket(common: CommonTlsContext, require_client: bool) -> TransportSocket {
+    let ctx = DownstreamTlsContext {
+        common_tls_context: Some(common),
+        require_client_certificate: Some(BoolValue {
+            value: require_client,
+        }),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&ctx))),
+    }
+}
+
 /// The server side of TLS per the server's mode: its certificate from `credentialName` over SDS
 /// (or files), client certificates required for MUTUAL and ISTIO_MUTUAL (the mesh's own
 /// certificates, `default` and `ROOTCA`).
@@ -171,10 +199,7 @@ fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
     let mut require_client = false;
     match tls.mode {
         ServerTlsMode::ISTIO_MUTUAL => {
-            common.tls_certificate_sds_secret_configs = vec![sds("default")];
-            common.validation_context_type = Some(
-                ValidationContextType::ValidationContextSdsSecretConfig(sds("ROOTCA")),
-            );
+            common = mesh_tls(common.alpn_protocols);
             require_client = true;
         }
         ServerTlsMode::SIMPLE | ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL => {
@@ -205,17 +230,7 @@ fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
         }
         _ => return None,
     }
-    let ctx = DownstreamTlsContext {
-        common_tls_context: Some(common),
-        require_client_certificate: Some(BoolValue {
-            value: require_client,
-        }),
-        ..Default::default()
-    };
-    Some(TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&ctx))),
-    })
+    Some(downstream_socket(common, require_client))
 }
 
 /// The first destination of an L4 route, as a cluster.

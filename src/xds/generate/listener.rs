@@ -3,6 +3,7 @@
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
 use super::route::{FAULT_FILTER, virtual_host};
 use super::util::{ads, any, outbound_cluster};
+use crate::config::security::MtlsMode;
 use crate::model::{Protocol, Service};
 use crate::xds::context::{PushContext, Resource, Scope};
 use crate::xds::proxy::Proxy;
@@ -33,6 +34,8 @@ use std::sync::Arc;
 
 const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
 const VIRTUAL_INBOUND_PORT: u32 = 15006;
+/// ALPN a sidecar accepts for mesh mTLS (what Istio's clients offer, then plain HTTP versions).
+const MESH_ALPN: [&str; 4] = ["istio-peer-exchange", "istio", "h2", "http/1.1"];
 
 pub(super) enum RouteSource {
     Rds(String),
@@ -271,7 +274,7 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
     let security = security_filters(ctx, proxy);
     let mut chains: Vec<FilterChain> = inbound_ports(ctx, proxy)
         .into_iter()
-        .map(|(port, protocol)| {
+        .flat_map(|(port, protocol)| {
             let cluster = inbound_cluster_name(port);
             let filter = if protocol.is_http() {
                 let rc = RouteConfiguration {
@@ -306,14 +309,44 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
             } else {
                 tcp_filter(&cluster)
             };
-            FilterChain {
+            let plaintext = FilterChain {
                 name: cluster.clone(),
                 filter_chain_match: Some(FilterChainMatch {
                     destination_port: Some(UInt32Value { value: port }),
                     ..Default::default()
                 }),
+                filters: vec![filter.clone()],
+                ..Default::default()
+            };
+            let mtls = FilterChain {
+                name: format!("{cluster}-mtls"),
+                filter_chain_match: Some(FilterChainMatch {
+                    destination_port: Some(UInt32Value { value: port }),
+                    transport_protocol: "tls".into(),
+                    ..Default::default()
+                }),
+                transport_socket: Some(super::gateway::downstream_socket(
+                    super::gateway::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
+                    true,
+                )),
                 filters: vec![filter],
                 ..Default::default()
+            };
+            // PeerAuthentication: STRICT takes mTLS only (even before the proxy can get its
+            // certificate: closed, not open), PERMISSIVE both (mTLS when the client offers TLS),
+            // DISABLE plaintext. A proxy without an identity cannot terminate mTLS, so PERMISSIVE
+            // stays plaintext for it.
+            let mode = crate::model::peer_auth::effective_mode(
+                &ctx.snapshot,
+                &ctx.mesh.root_namespace,
+                &proxy.namespace,
+                &proxy.labels,
+                Some(port),
+            );
+            match mode {
+                MtlsMode::STRICT => vec![mtls],
+                MtlsMode::PERMISSIVE if proxy.identity.is_some() => vec![mtls, plaintext],
+                _ => vec![plaintext],
             }
         })
         .collect();
@@ -325,13 +358,23 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
     Listener {
         name: "virtualInbound".into(),
         address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.original_dst".into(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                &OriginalDst::default(),
-            ))),
-            ..Default::default()
-        }],
+        listener_filters: vec![
+            ListenerFilter {
+                name: "envoy.filters.listener.original_dst".into(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                    &OriginalDst::default(),
+                ))),
+                ..Default::default()
+            },
+            // Tells TLS from plaintext, so PERMISSIVE ports can take both.
+            ListenerFilter {
+                name: "envoy.filters.listener.tls_inspector".into(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                    &envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default(),
+                ))),
+                ..Default::default()
+            },
+        ],
         filter_chains: chains,
         ..Default::default()
     }

@@ -396,3 +396,149 @@ spec: {hosts: [v1.api.example.com, v2.api.example.com, www.example.com], ports: 
     assert_eq!(dr("v1.api.example.com").as_deref(), Some("exact"));
     assert_eq!(dr("www.example.com").as_deref(), Some("wild"));
 }
+
+/// A proxy at 10.0.0.9 that proved an identity (as on the TLS port with a token).
+fn verified(ns: &str) -> Proxy {
+    let mut p = proxy(ns, &[]);
+    p.identity = Some(crate::ca::Identity {
+        trust_domain: "cluster.local".into(),
+        namespace: ns.into(),
+        service_account: "default".into(),
+    });
+    p.labels.insert("app".into(), "app".into());
+    p
+}
+
+fn listener_named(ctx: &PushContext, p: &Proxy, name: &str) -> Listener {
+    let scope = ctx.scope(p);
+    generate(ctx, p, &scope, LISTENER, None)
+        .iter()
+        .map(|r| Listener::decode(r.any.value.as_slice()).unwrap())
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no listener {name}"))
+}
+
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+
+/// The workload at 10.0.0.9 serves `app` on ports 80 (HTTP) and 5432 (TCP).
+fn workload_yaml(extra: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: app, namespace: a}}\n\
+spec: {{hosts: [app.a.svc.cluster.local], location: MESH_INTERNAL, ports: [{{number: 80, name: http, protocol: HTTP}}, {{number: 5432, name: tcp, protocol: TCP}}], resolution: STATIC, \
+endpoints: [{{address: 10.0.0.9, labels: {{app: app, security.istio.io/tlsMode: istio}}}}]}}\n{extra}"
+    )
+}
+
+fn inbound_chains(l: &Listener) -> Vec<(String, String)> {
+    l.filter_chains
+        .iter()
+        .map(|c| {
+            let m = c.filter_chain_match.clone().unwrap_or_default();
+            (c.name.clone(), m.transport_protocol)
+        })
+        .collect()
+}
+
+#[test]
+fn peer_authentication_shapes_inbound_chains() {
+    let strict_db = "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: db, namespace: a}\n\
+spec: {selector: {matchLabels: {app: app}}, mtls: {mode: PERMISSIVE}, portLevelMtls: {5432: {mode: STRICT}}}\n";
+    let c = ctx(&workload_yaml(strict_db));
+    let chains = inbound_chains(&listener_named(&c, &verified("a"), "virtualInbound"));
+    assert_eq!(
+        chains,
+        [
+            ("inbound|80||-mtls".to_string(), "tls".to_string()),
+            ("inbound|80||".into(), "".into()),
+            ("inbound|5432||-mtls".into(), "tls".into()),
+            ("inbound-passthrough".into(), "".into()),
+        ],
+        "PERMISSIVE takes mTLS and plaintext; the STRICT port mTLS only"
+    );
+    // Without an identity the proxy cannot terminate mTLS: PERMISSIVE stays plaintext, STRICT
+    // stays closed.
+    let mut anonymous = proxy("a", &[]);
+    anonymous.labels.insert("app".into(), "app".into());
+    let chains = inbound_chains(&listener_named(&c, &anonymous, "virtualInbound"));
+    assert_eq!(chains[0], ("inbound|80||".to_string(), "".to_string()));
+    assert_eq!(
+        chains[1],
+        ("inbound|5432||-mtls".to_string(), "tls".to_string())
+    );
+
+    let disabled = "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: istio-system}\nspec: {mtls: {mode: DISABLE}}\n";
+    let c = ctx(&workload_yaml(disabled));
+    let chains = inbound_chains(&listener_named(&c, &verified("a"), "virtualInbound"));
+    assert!(chains.iter().all(|(_, t)| t.is_empty()), "{chains:?}");
+}
+
+#[test]
+fn automatic_mtls_for_mesh_endpoints_when_the_proxy_has_an_identity() {
+    let c = ctx(&workload_yaml(""));
+    let with = cluster(&c, &verified("b"), "outbound|80||app.a.svc.cluster.local");
+    let names: Vec<&str> = with
+        .transport_socket_matches
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(names, ["tlsMode-istio", "tlsMode-disabled"]);
+    let without = cluster(&c, &proxy("b", &[]), "outbound|80||app.a.svc.cluster.local");
+    assert!(without.transport_socket_matches.is_empty());
+
+    let scope = c.scope(&verified("b"));
+    let names = ["outbound|80||app.a.svc.cluster.local".to_string()]
+        .into_iter()
+        .collect();
+    let cla = generate(&c, &verified("b"), &scope, ENDPOINT, Some(&names));
+    let cla = envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment::decode(
+        cla[0].any.value.as_slice(),
+    )
+    .unwrap();
+    let md = cla.endpoints[0].lb_endpoints[0].metadata.clone().unwrap();
+    assert!(
+        md.filter_metadata
+            .contains_key("envoy.transport_socket_match")
+    );
+}
+
+#[test]
+fn authorization_policies_become_rbac_filters_with_stable_bytes() {
+    let policies = "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: deny, namespace: a}\n\
+spec: {action: DENY, rules: [{to: [{operation: {methods: [DELETE]}}]}]}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: allow-1, namespace: a}\n\
+spec: {selector: {matchLabels: {app: app}}, rules: [{from: [{source: {namespaces: [b]}}]}, {to: [{operation: {paths: [/healthz]}}]}]}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: other, namespace: a}\n\
+spec: {selector: {matchLabels: {app: nope}}, rules: [{}]}\n";
+    let filters = |c: &PushContext| super::authz::http_filters(c, &verified("a"));
+    let c = ctx(&workload_yaml(policies));
+    let built = filters(&c);
+    assert_eq!(built.len(), 2, "a DENY filter, then an ALLOW filter");
+    let decode = |f: &envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter| {
+        match &f.config_type {
+            Some(envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_filter::ConfigType::TypedConfig(a)) => {
+                envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::decode(a.value.as_slice()).unwrap()
+            }
+            _ => panic!("typed config"),
+        }
+    };
+    let deny = decode(&built[0]).rules.unwrap();
+    assert_eq!(deny.action, 1);
+    assert_eq!(
+        deny.policies.keys().collect::<Vec<_>>(),
+        ["ns[a]-policy[deny]-rule[0]"]
+    );
+    let allow = decode(&built[1]).rules.unwrap();
+    let mut names: Vec<&String> = allow.policies.keys().collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "ns[a]-policy[allow-1]-rule[0]",
+            "ns[a]-policy[allow-1]-rule[1]"
+        ],
+        "the policy selecting another app does not apply"
+    );
+    // The same config encodes to the same bytes, whatever the hash order.
+    let again = filters(&ctx(&workload_yaml(policies)));
+    assert_eq!(built, again);
+}
