@@ -129,6 +129,51 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
     ]
 }
 
+const ISSUER: &str = "https://issuer.example";
+
+/// A signing key and its JWKS (ES256), as an identity provider publishes them.
+fn jwt_issuer() -> (rcgen::KeyPair, String) {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "alg": "ES256", "kid": "k1", "use": "sig",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    (key, jwks.to_string())
+}
+
+/// A token for `sub` signed with `key` (ES256: the DER signature rewritten as r || s).
+fn jwt(key: &rcgen::KeyPair, sub: &str) -> String {
+    use base64::Engine;
+    use rcgen::SigningKey;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let head = b64(json!({"alg": "ES256", "typ": "JWT", "kid": "k1"})
+        .to_string()
+        .as_bytes());
+    let body = b64(json!({"iss": ISSUER, "sub": sub, "exp": exp})
+        .to_string()
+        .as_bytes());
+    let signing_input = format!("{head}.{body}");
+    let der = key.sign(signing_input.as_bytes()).unwrap();
+    // SEQUENCE { INTEGER r, INTEGER s }, each integer possibly with a leading zero byte.
+    let mut raw = Vec::new();
+    let mut at = 2;
+    for _ in 0..2 {
+        let len = der[at + 1] as usize;
+        let int = &der[at + 2..at + 2 + len];
+        let int = &int[int.len().saturating_sub(32)..];
+        raw.extend(std::iter::repeat_n(0u8, 32 - int.len()));
+        raw.extend_from_slice(int);
+        at += 2 + len;
+    }
+    format!("{signing_input}.{}", b64(&raw))
+}
+
 struct Ports {
     http: u16,
     https: u16,
@@ -154,6 +199,11 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
                     "security.istio.io",
                     "authorizationpolicies",
                     "AuthorizationPolicy",
+                ),
+                (
+                    "security.istio.io",
+                    "requestauthentications",
+                    "RequestAuthentication",
                 ),
             ] {
                 c.apply(istio_crd(group, plural, kind));
@@ -215,6 +265,55 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
         });
         assert_eq!(request(ports.http, HOST, "/admin/x", &[]).0, 403);
         assert_eq!(request(ports.http, "other.example.com", "/", &[]).0, 404);
+
+        // RequestAuthentication: invalid tokens are refused, valid ones carry a request principal
+        // that AuthorizationPolicy checks (only alice may call /jwt).
+        let (signer, jwks) = jwt_issuer();
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+            "metadata": {"name": "jwt", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "jwtRules": [{"issuer": ISSUER, "jwks": jwks}]}}));
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "jwt-only-alice", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                     "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{ISSUER}/alice")]}}],
+                                "to": [{"operation": {"paths": ["/jwt*"]}}]}]}}));
+        let bearer = |sub: &str| format!("Bearer {}", jwt(&signer, sub));
+        eventually(60, "JWT required on /jwt", || {
+            request(ports.http, HOST, "/jwt", &[]).0 == 403
+                && request(
+                    ports.http,
+                    HOST,
+                    "/jwt",
+                    &[("authorization", &bearer("alice"))],
+                ) == (200, "backend /jwt".into())
+        });
+        assert_eq!(
+            request(
+                ports.http,
+                HOST,
+                "/jwt",
+                &[("authorization", &bearer("bob"))]
+            )
+            .0,
+            403,
+            "a valid token of another principal"
+        );
+        assert_eq!(
+            request(
+                ports.http,
+                HOST,
+                "/hello",
+                &[("authorization", "Bearer not.a.jwt")]
+            )
+            .0,
+            401,
+            "an invalid token is refused even where no policy asks for one"
+        );
+        assert_eq!(
+            request(ports.http, HOST, "/hello", &[]).0,
+            200,
+            "no token: allowed"
+        );
 
         // TLS terminated with the credentialName secret, delivered over SDS.
         let (ca_pem, _, _) = &ports.cert;
