@@ -281,3 +281,62 @@ fn grpc_through_envoy() {
     ));
     let _ = peers_dir();
 }
+
+/// A proxyless gRPC *server* gets its inbound listener from Rudder and enforces
+/// AuthorizationPolicy itself (gRPC's RBAC filter): a request with the denied header is refused
+/// with PERMISSION_DENIED, others are served.
+#[test]
+fn proxyless_grpc_server_enforces_authorization_policy() {
+    let Some(python) = peer("venv/bin/python") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.yaml"),
+        format!(
+            "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: deny-flagged, namespace: {NS}}}\n\
+spec:\n  selector: {{matchLabels: {{app: echo}}}}\n  action: DENY\n  rules:\n  - when: [{{key: \"request.headers[x-deny]\", values: [\"yes\"]}}]\n"
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(dir.path(), &[]);
+    let port = free_port();
+    let boot = dir.path().join("server-bootstrap.json");
+    let doc = serde_json::json!({
+        "xds_servers": [{"server_uri": daemon.addr("grpc-xds").to_string(), "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+        "node": {
+            "id": format!("sidecar~127.0.0.1~echo-server.{NS}~{NS}.svc.cluster.local"),
+            "metadata": {"GENERATOR": "grpc", "NAMESPACE": NS, "LABELS": {"app": "echo"}},
+            "locality": {}
+        },
+        "server_listener_resource_name_template": "xds.istio.io/grpc/lds/inbound/%s"
+    });
+    std::fs::write(&boot, doc.to_string()).unwrap();
+    let mut server = Command::new(&python)
+        .arg(script("grpc_peer.py"))
+        .args(["xds-server", "guarded", &port.to_string()])
+        .env("GRPC_XDS_BOOTSTRAP", &boot)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start xds server");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut cmd = Command::new(&python);
+    cmd.arg(script("grpc_peer.py"))
+        .args(["client", &format!("127.0.0.1:{port}")]);
+    let mut client = Client::start(cmd);
+    eventually(
+        60,
+        "the xDS server serves once its listener arrives",
+        || only(&client.calls(1, &[]), "guarded"),
+    );
+    assert!(
+        only(&client.calls(3, &["x-deny=yes"]), "error:PERMISSION_DENIED"),
+        "the RBAC filter from the AuthorizationPolicy refuses flagged calls"
+    );
+    assert!(only(&client.calls(3, &[]), "guarded"));
+    let _ = server.kill();
+    let _ = server.wait();
+}

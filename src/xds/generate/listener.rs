@@ -456,6 +456,72 @@ fn grpc_target<'a>(
     Some((svc, port))
 }
 
+/// What proxyless gRPC servers ask for: `xds.istio.io/grpc/lds/inbound/<ip>:<port>` (their bootstrap's
+/// `server_listener_resource_name_template`).
+pub const GRPC_INBOUND_PREFIX: &str = "xds.istio.io/grpc/lds/inbound/";
+
+/// A proxyless gRPC server's listener: every request is served locally (non-forwarding route)
+/// after the AuthorizationPolicy RBAC filters. gRPC runs only the filters it implements on the
+/// server side, so no fault or JWT filter here.
+pub fn grpc_inbound_listener(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    name: &str,
+) -> Option<Arc<Resource>> {
+    let address = name.strip_prefix(GRPC_INBOUND_PREFIX)?;
+    let (host, port) = address.rsplit_once(':')?;
+    let port: u32 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.parse::<std::net::IpAddr>().ok()?;
+    let route = RouteConfiguration {
+        name: "inbound|grpc".into(),
+        virtual_hosts: vec![VirtualHost {
+            name: "inbound|grpc".into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                    ..Default::default()
+                }),
+                action: Some(Action::NonForwardingAction(Default::default())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut filters = super::authz::http_filters(ctx, proxy);
+    filters.push(HttpFilter {
+        name: "envoy.filters.http.router".into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(
+            any(&Router::default()),
+        )),
+        ..Default::default()
+    });
+    let manager = HttpConnectionManager {
+        stat_prefix: name.to_string(),
+        route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(route)),
+        http_filters: filters,
+        ..Default::default()
+    };
+    Some(Resource::new(
+        name,
+        any(&Listener {
+            name: name.into(),
+            address: Some(socket(host, port)),
+            filter_chains: vec![FilterChain {
+                name: "inbound|grpc".into(),
+                filters: vec![network_filter(
+                    "envoy.filters.network.http_connection_manager",
+                    &manager,
+                )],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    ))
+}
+
 /// A proxyless gRPC client's API listener for `host:port`.
 pub fn grpc_listener(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc<Resource>> {
     grpc_target(ctx, scope, name)?;

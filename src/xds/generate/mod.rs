@@ -109,7 +109,11 @@ pub fn generate(
             Some(endpoint::load_assignment(ctx, scope, n))
         }),
         LISTENER if grpc => per_name(LISTENER, scope.key, &|n| {
-            listener::grpc_listener(ctx, scope, n)
+            if n.starts_with(listener::GRPC_INBOUND_PREFIX) {
+                listener::grpc_inbound_listener(ctx, proxy, n)
+            } else {
+                listener::grpc_listener(ctx, scope, n)
+            }
         }),
         LISTENER if router => filter(ctx.cached(LISTENER, scope.key, "*", || {
             gateway::listeners(ctx, proxy, scope)
