@@ -33,6 +33,10 @@ impl Default for Debounce {
     }
 }
 
+/// How often workload certificates served over SDS are looked at again: one past half its life
+/// is reissued and pushed (a proxy with an agent would rotate its own).
+const CERTIFICATE_REFRESH: Duration = Duration::from_secs(600);
+
 /// Kinds whose changes can only move endpoints.
 fn endpoint_kind(kind: Kind) -> bool {
     matches!(
@@ -71,12 +75,19 @@ pub async fn run(
     let mut version = shared.context().version;
     let mut registry = shared.context().registry.clone();
     metrics.services.set(registry.services.len() as i64);
+    let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    refresh.tick().await;
     loop {
         let mut kinds = BTreeSet::new();
         let mut triggers: Vec<String> = Vec::new();
         let mut lagged = false;
         tokio::select! {
             _ = cancel.cancelled() => break,
+            _ = refresh.tick() => {
+                kinds.insert(Kind::Secret);
+                triggers.push("workload certificate refresh".into());
+            }
             ev = events.recv() => match ev {
                 Ok(ev) => { kinds.insert(ev.key.kind); triggers.push(format!("{:?} {}", ev.kind, ev.key)); }
                 Err(RecvError::Lagged(_)) => lagged = true,
@@ -123,8 +134,12 @@ pub async fn run(
                     .get(h)
                     .is_some_and(|s| s.resolution == Resolution::STATIC)
             });
+            // Secrets reach only the proxies that asked for them (SDS), like endpoints.
+            let secrets = kinds.contains(&Kind::Secret);
             let eds_only = !lagged
-                && kinds.iter().all(|k| endpoint_kind(*k))
+                && kinds
+                    .iter()
+                    .all(|k| endpoint_kind(*k) || *k == Kind::Secret)
                 && registry.same_services(&next)
                 && all_eds;
             // Pods and workload entries are ambient workloads even when no endpoint moved.
@@ -132,7 +147,7 @@ pub async fn run(
                 .iter()
                 .any(|k| matches!(k, Kind::Pod | Kind::WorkloadEntry))
                 || !eds_hosts.is_empty();
-            if eds_only && eds_hosts.is_empty() && !addresses {
+            if eds_only && eds_hosts.is_empty() && !addresses && !secrets {
                 debug!(
                     ?kinds,
                     "change affects no service or endpoint; nothing to push"
@@ -141,7 +156,11 @@ pub async fn run(
                 return;
             }
             version += 1;
-            let reason = if eds_only { "endpoint" } else { "config" };
+            let reason = match (eds_only, secrets && eds_hosts.is_empty() && !addresses) {
+                (true, true) => "secret",
+                (true, false) => "endpoint",
+                _ => "config",
+            };
             metrics
                 .push_triggers
                 .get_or_create(&TypeLabels {
@@ -173,6 +192,7 @@ pub async fn run(
                 full: !eds_only,
                 eds_hosts,
                 addresses,
+                secrets,
                 started: started.into_std(),
                 reason: reason.into(),
                 queued: std::time::Instant::now(),

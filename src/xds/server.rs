@@ -34,6 +34,8 @@ pub struct PushRequest {
     /// Pods, workload entries or endpoints changed: ambient workloads may differ (ztunnel's
     /// Address type is pushed even when no service's endpoints moved).
     pub addresses: bool,
+    /// Secrets or workload certificates may have changed: SDS is pushed to the proxies that use it.
+    pub secrets: bool,
     /// When the first change behind this push happened (for convergence time).
     pub started: Instant,
     pub reason: String,
@@ -61,6 +63,7 @@ impl PushRequest {
     pub fn merge(&mut self, other: PushRequest) {
         self.full |= other.full;
         self.addresses |= other.addresses;
+        self.secrets |= other.secrets;
         self.eds_hosts.extend(other.eds_hosts);
         self.started = self.started.min(other.started);
         self.queued = self.queued.min(other.queued);
@@ -487,7 +490,8 @@ fn types_to_push(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> 
             watches.contains_key(**t)
                 && (push.full
                     || **t == generate::ENDPOINT
-                    || (push.addresses && **t == generate::ADDRESS))
+                    || (push.addresses && **t == generate::ADDRESS)
+                    || (push.secrets && **t == generate::SECRET))
         })
         .map(|t| t.to_string())
         .collect()
@@ -518,7 +522,10 @@ struct StreamParts {
 /// others skip it before taking a push slot (a change to one service would otherwise wake every
 /// proxy of the mesh and queue the ones that need it behind the ones that do not).
 fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> bool {
-    if push.full || (push.addresses && watches.contains_key(generate::ADDRESS)) {
+    if push.full
+        || (push.addresses && watches.contains_key(generate::ADDRESS))
+        || (push.secrets && watches.contains_key(generate::SECRET))
+    {
         return true;
     }
     let Some(eds) = watches.get(generate::ENDPOINT) else {
@@ -989,6 +996,7 @@ mod relevance_tests {
             full,
             eds_hosts: hosts.iter().map(|h| h.to_string()).collect(),
             addresses: false,
+            secrets: false,
             started: Instant::now(),
             reason: "test".into(),
             queued: Instant::now(),
