@@ -3,12 +3,13 @@
 //! denied when any DENY policy matches, or when ALLOW policies exist and none matches.
 
 use crate::config::security::{
-    AuthorizationAction, AuthorizationPolicy, Condition, Operation, Source,
+    AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
 use crate::config::{Kind, Spec};
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
+use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
 use envoy_types::pb::envoy::config::rbac::v3::{
     Permission, Policy, Principal, permission, principal, rbac,
 };
@@ -17,6 +18,7 @@ use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRba
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpFilter, http_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac as NetworkRbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     PathMatcher, RegexMatcher, StringMatcher, path_matcher, string_matcher::MatchPattern,
 };
@@ -25,6 +27,7 @@ use std::collections::BTreeMap;
 use tracing::debug;
 
 pub const RBAC_FILTER: &str = "envoy.filters.http.rbac";
+pub const NETWORK_RBAC_FILTER: &str = "envoy.filters.network.rbac";
 
 /// One AuthorizationPolicy value turned into an Envoy permission or principal (`None`: unusable).
 type ToPermission<'a> = &'a dyn Fn(&str) -> Option<Permission>;
@@ -64,24 +67,104 @@ pub fn policies_for<'a>(
     out
 }
 
-/// The RBAC filters for `proxy` (none when no policy applies).
-pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
-    let mut deny: BTreeMap<String, Policy> = BTreeMap::new();
-    let mut allow: BTreeMap<String, Policy> = BTreeMap::new();
-    let mut any_allow = false;
+/// The policies that apply to a proxy, grouped by what Envoy does with them.
+#[derive(Default)]
+struct Rules {
+    deny: BTreeMap<String, Policy>,
+    allow: BTreeMap<String, Policy>,
+    audit: BTreeMap<String, Policy>,
+    /// An ALLOW policy without (usable) rules still applies: it allows nothing.
+    any_allow: bool,
+}
+
+/// Fields only HTTP requests have. On TCP, istiod drops an ALLOW rule using them (it can never
+/// match) and keeps a DENY rule without them (it matches more): both stricter than asked.
+fn uses_http(rule: &Rule) -> bool {
+    rule.to
+        .iter()
+        .flatten()
+        .filter_map(|t| t.operation.as_ref())
+        .any(|o| {
+            !(o.hosts.is_empty()
+                && o.not_hosts.is_empty()
+                && o.methods.is_empty()
+                && o.not_methods.is_empty()
+                && o.paths.is_empty()
+                && o.not_paths.is_empty())
+        })
+        || rule
+            .from
+            .iter()
+            .flatten()
+            .filter_map(|f| f.source.as_ref())
+            .any(|s| {
+                !(s.request_principals.is_empty()
+                    && s.not_request_principals.is_empty()
+                    && s.remote_ip_blocks.is_empty()
+                    && s.not_remote_ip_blocks.is_empty())
+            })
+        || rule.when.iter().any(|c| http_condition(&c.key))
+}
+
+fn http_condition(key: &str) -> bool {
+    key.starts_with("request.") || key == "remote.ip"
+}
+
+/// `rule` without its HTTP-only fields.
+fn l4_only(rule: &Rule) -> Rule {
+    let mut r = rule.clone();
+    for op in
+        r.to.iter_mut()
+            .flatten()
+            .filter_map(|t| t.operation.as_mut())
+    {
+        op.hosts.clear();
+        op.not_hosts.clear();
+        op.methods.clear();
+        op.not_methods.clear();
+        op.paths.clear();
+        op.not_paths.clear();
+    }
+    for src in r
+        .from
+        .iter_mut()
+        .flatten()
+        .filter_map(|f| f.source.as_mut())
+    {
+        src.request_principals.clear();
+        src.not_request_principals.clear();
+        src.remote_ip_blocks.clear();
+        src.not_remote_ip_blocks.clear();
+    }
+    r.when.retain(|c| !http_condition(&c.key));
+    r
+}
+
+fn rules_for(ctx: &PushContext, proxy: &Proxy, tcp: bool) -> Rules {
+    let mut out = Rules::default();
     for (ns, name, p) in policies_for(ctx, proxy) {
         let target = match p.action {
             AuthorizationAction::ALLOW => {
-                any_allow = true;
-                &mut allow
+                out.any_allow = true;
+                &mut out.allow
             }
-            AuthorizationAction::DENY => &mut deny,
-            other => {
-                debug!(policy = %format!("{ns}/{name}"), action = ?other, "action not enforced by Rudder yet");
+            AuthorizationAction::DENY => &mut out.deny,
+            AuthorizationAction::AUDIT => &mut out.audit,
+            AuthorizationAction::CUSTOM => {
+                debug!(policy = %format!("{ns}/{name}"), "CUSTOM (ext_authz) is not enforced by Rudder yet");
                 continue;
             }
         };
         for (i, rule) in p.rules.iter().flatten().enumerate() {
+            let stripped;
+            let rule = match (tcp && uses_http(rule), p.action) {
+                (false, _) => rule,
+                (true, AuthorizationAction::DENY) => {
+                    stripped = l4_only(rule);
+                    &stripped
+                }
+                (true, _) => continue,
+            };
             target.insert(
                 format!("ns[{ns}]-policy[{name}]-rule[{i}]"),
                 Policy {
@@ -101,20 +184,62 @@ pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
             );
         }
     }
+    out
+}
+
+/// The RBAC HTTP filters for `proxy`: AUDIT (logs only), DENY, ALLOW (none when no policy applies).
+pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
+    let rules = rules_for(ctx, proxy, false);
     let mut out = Vec::new();
-    if !deny.is_empty() {
-        out.push(filter(rbac::Action::Deny, &deny));
-    }
-    // An ALLOW policy without rules still applies: it allows nothing.
-    if any_allow {
-        out.push(filter(rbac::Action::Allow, &allow));
+    for (action, policies, wanted) in [
+        (rbac::Action::Log, &rules.audit, !rules.audit.is_empty()),
+        (rbac::Action::Deny, &rules.deny, !rules.deny.is_empty()),
+        (rbac::Action::Allow, &rules.allow, rules.any_allow),
+    ] {
+        if wanted {
+            out.push(HttpFilter {
+                name: RBAC_FILTER.into(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(Any {
+                    type_url: <HttpRbac as prost::Name>::type_url(),
+                    value: encoded(action, policies, ""),
+                })),
+                ..Default::default()
+            });
+        }
     }
     out
 }
 
-/// The filter with its policies encoded in name order: Envoy's policy map would otherwise be written
-/// in hash order, and the same config would produce different bytes (and needless pushes).
-fn filter(action: rbac::Action, policies: &BTreeMap<String, Policy>) -> HttpFilter {
+/// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
+pub fn network_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<Filter> {
+    let rules = rules_for(ctx, proxy, true);
+    let mut out = Vec::new();
+    for (action, policies, wanted) in [
+        (rbac::Action::Deny, &rules.deny, !rules.deny.is_empty()),
+        (rbac::Action::Allow, &rules.allow, rules.any_allow),
+    ] {
+        if wanted {
+            out.push(Filter {
+                name: NETWORK_RBAC_FILTER.into(),
+                config_type: Some(filter::ConfigType::TypedConfig(Any {
+                    type_url: <NetworkRbac as prost::Name>::type_url(),
+                    value: encoded(action, policies, "tcp."),
+                })),
+            });
+        }
+    }
+    out
+}
+
+/// The filter config (HTTP or network RBAC: `rules` is field 1 in both, and network RBAC needs a
+/// `stat_prefix`, field 3) with its policies encoded in name order: Envoy's policy map would
+/// otherwise be written in hash order, and the same config would produce different bytes (and
+/// needless pushes).
+fn encoded(
+    action: rbac::Action,
+    policies: &BTreeMap<String, Policy>,
+    stat_prefix: &str,
+) -> Vec<u8> {
     use prost::Message;
     use prost::encoding::{WireType, encode_key, encode_varint};
     let mut rules = envoy_types::pb::envoy::config::rbac::v3::Rbac {
@@ -127,14 +252,10 @@ fn filter(action: rbac::Action, policies: &BTreeMap<String, Policy>) -> HttpFilt
     encode_key(1, WireType::LengthDelimited, &mut value);
     encode_varint(rules.len() as u64, &mut value);
     value.extend_from_slice(&rules);
-    HttpFilter {
-        name: RBAC_FILTER.into(),
-        config_type: Some(http_filter::ConfigType::TypedConfig(Any {
-            type_url: <HttpRbac as prost::Name>::type_url(),
-            value,
-        })),
-        ..Default::default()
+    if !stat_prefix.is_empty() {
+        prost::encoding::string::encode(3, &stat_prefix.to_string(), &mut value);
     }
+    value
 }
 
 fn and_rules(rules: Vec<Permission>) -> Permission {

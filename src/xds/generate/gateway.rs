@@ -3,7 +3,7 @@
 //! `0.0.0.0_<port>`, plaintext HTTP routes `http.<port>`, terminated HTTPS routes
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
-use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filter};
+use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filters};
 use super::route::route;
 use super::util::{ads, any, outbound_cluster};
 use crate::config::host;
@@ -296,6 +296,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
         }
     }
     let security = security_filters(ctx, proxy);
+    let network_rbac = super::authz::network_filters(ctx, proxy);
     let mut out = Vec::new();
     for (port, servers) in by_port {
         let name = format!("0.0.0.0_{port}");
@@ -333,7 +334,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
                                 .and_then(|t| l4_cluster(ctx, vs, &t.route))
                         });
                     match cluster {
-                        Some(c) => vec![tcp_filter(&c)],
+                        Some(c) => tcp_filters(&network_rbac, &c),
                         None => continue,
                     }
                 };
@@ -374,7 +375,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
                                 server_names: sni,
                                 ..Default::default()
                             }),
-                            filters: vec![tcp_filter(&cluster)],
+                            filters: tcp_filters(&network_rbac, &cluster),
                             ..Default::default()
                         });
                     }
@@ -395,7 +396,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
                 if let Some(c) = cluster {
                     chains.push(FilterChain {
                         name: format!("tcp.{port}"),
-                        filters: vec![tcp_filter(&c)],
+                        filters: tcp_filters(&network_rbac, &c),
                         ..Default::default()
                     });
                 }

@@ -122,6 +122,13 @@ pub(super) fn tcp_filter(cluster: &str) -> Filter {
     )
 }
 
+/// A TCP proxy to `cluster` behind the TCP authorization filters (`rbac`).
+pub(super) fn tcp_filters(rbac: &[Filter], cluster: &str) -> Vec<Filter> {
+    let mut out = rbac.to_vec();
+    out.push(tcp_filter(cluster));
+    out
+}
+
 /// Services in scope grouped by port number.
 fn by_port(scope: &Scope) -> BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> {
     let mut ports: BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> = BTreeMap::new();
@@ -272,11 +279,12 @@ pub fn inbound_clusters(ctx: &PushContext, proxy: &Proxy) -> Vec<Arc<Resource>> 
 
 fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
     let security = security_filters(ctx, proxy);
+    let network_rbac = super::authz::network_filters(ctx, proxy);
     let mut chains: Vec<FilterChain> = inbound_ports(ctx, proxy)
         .into_iter()
         .flat_map(|(port, protocol)| {
             let cluster = inbound_cluster_name(port);
-            let filter = if protocol.is_http() {
+            let filters = if protocol.is_http() {
                 let rc = RouteConfiguration {
                     name: cluster.clone(),
                     virtual_hosts: vec![VirtualHost {
@@ -301,13 +309,13 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
                     }],
                     ..Default::default()
                 };
-                server_hcm_filter(
+                vec![server_hcm_filter(
                     &cluster,
                     RouteSource::Inline(Box::new(rc)),
                     security.clone(),
-                )
+                )]
             } else {
-                tcp_filter(&cluster)
+                tcp_filters(&network_rbac, &cluster)
             };
             let plaintext = FilterChain {
                 name: cluster.clone(),
@@ -315,7 +323,7 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
                     destination_port: Some(UInt32Value { value: port }),
                     ..Default::default()
                 }),
-                filters: vec![filter.clone()],
+                filters: filters.clone(),
                 ..Default::default()
             };
             let mtls = FilterChain {
@@ -329,7 +337,7 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
                     super::gateway::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
                     true,
                 )),
-                filters: vec![filter],
+                filters,
                 ..Default::default()
             };
             // PeerAuthentication: STRICT takes mTLS only (even before the proxy can get its

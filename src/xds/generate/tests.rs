@@ -542,3 +542,64 @@ spec: {selector: {matchLabels: {app: nope}}, rules: [{}]}\n";
     let again = filters(&ctx(&workload_yaml(policies)));
     assert_eq!(built, again);
 }
+
+#[test]
+fn tcp_authorization_drops_http_allow_rules_and_widens_http_deny_rules() {
+    let policies = "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: deny-get, namespace: a}\n\
+spec: {action: DENY, rules: [{to: [{operation: {methods: [GET], ports: [\"5432\"]}}]}]}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: allow-path, namespace: a}\n\
+spec: {rules: [{to: [{operation: {paths: [/x]}}]}]}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: audit, namespace: a}\n\
+spec: {action: AUDIT, rules: [{}]}\n";
+    let c = ctx(&workload_yaml(policies));
+    let p = verified("a");
+    let http: Vec<String> = super::authz::http_filters(&c, &p)
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(http.len(), 3, "AUDIT (log), DENY and ALLOW on HTTP");
+    let tcp = super::authz::network_filters(&c, &p);
+    assert_eq!(tcp.len(), 2, "DENY and ALLOW on TCP");
+    let decode = |f: &envoy_types::pb::envoy::config::listener::v3::Filter| match &f.config_type {
+        Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) => {
+            envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac::decode(
+                a.value.as_slice(),
+            )
+            .unwrap()
+        }
+        _ => panic!("typed config"),
+    };
+    let deny = decode(&tcp[0]);
+    assert_eq!(deny.stat_prefix, "tcp.");
+    let rule = &deny.rules.unwrap().policies["ns[a]-policy[deny-get]-rule[0]"];
+    assert!(
+        format!("{:?}", rule.permissions).contains("DestinationPort(5432)")
+            && !format!("{:?}", rule.permissions).contains(":method"),
+        "the method is dropped, the port stays: {:?}",
+        rule.permissions
+    );
+    let allow = decode(&tcp[1]).rules.unwrap();
+    assert!(
+        allow.policies.is_empty(),
+        "an ALLOW rule on paths can never match TCP: nothing is allowed"
+    );
+    // The TCP inbound chain carries them before the TCP proxy.
+    let l = listener_named(&c, &p, "virtualInbound");
+    let names: Vec<&str> = l
+        .filter_chains
+        .iter()
+        .find(|ch| ch.name == "inbound|5432||-mtls")
+        .unwrap()
+        .filters
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.network.rbac",
+            "envoy.filters.network.rbac",
+            "envoy.filters.network.tcp_proxy"
+        ]
+    );
+}
