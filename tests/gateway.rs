@@ -182,6 +182,45 @@ fn jwt(key: &rcgen::KeyPair, sub: &str) -> String {
     format!("{signing_input}.{}", b64(&raw))
 }
 
+/// An external authorizer (Envoy's HTTP ext_authz protocol): 200 when the request carries
+/// `x-ext-allow: yes`, else 403. Runs until the test process ends.
+fn ext_authz_server() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                loop {
+                    let mut allowed = false;
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if header == "\r\n" {
+                            break;
+                        }
+                        allowed |= header.to_ascii_lowercase().trim() == "x-ext-allow: yes";
+                    }
+                    let status = if allowed { "200 OK" } else { "403 Forbidden" };
+                    let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
 struct Ports {
     http: u16,
     https: u16,
@@ -323,6 +362,33 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             request(ports.http, HOST, "/hello", &[]).0,
             200,
             "no token: allowed"
+        );
+
+        // CUSTOM: an external authorizer from MeshConfig decides /ext (and only /ext).
+        let authz_port = ext_authz_server();
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "authz", "namespace": ns},
+            "spec": {"hosts": [format!("authz.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                     "ports": [{"number": 8000, "name": "http", "protocol": "HTTP"}], "resolution": "STATIC",
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"http": authz_port}}]}}));
+        let mesh = format!(
+            "extensionProviders:\n- name: ext\n  envoyExtAuthzHttp:\n    service: authz.{ns}.svc.cluster.local\n    port: 8000\n    includeRequestHeadersInCheck: [x-ext-allow]\n"
+        );
+        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "istio", "namespace": ns}, "data": {"mesh": mesh}}));
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "ext", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "CUSTOM", "provider": {"name": "ext"},
+                     "rules": [{"to": [{"operation": {"paths": ["/ext*"], "ports": [ports.http.to_string()]}}]}]}}));
+        eventually(60, "the external authorizer decides /ext", || {
+            request(ports.http, HOST, "/ext", &[]).0 == 403
+                && request(ports.http, HOST, "/ext", &[("x-ext-allow", "yes")])
+                    == (200, "backend /ext".into())
+        });
+        assert_eq!(
+            request(ports.http, HOST, "/hello", &[]),
+            (200, "backend /hello".into()),
+            "requests the CUSTOM rules do not match never reach the authorizer"
         );
 
         // TLS terminated with the credentialName secret, delivered over SDS.

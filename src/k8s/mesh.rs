@@ -20,6 +20,45 @@ pub struct MeshConfig {
     /// ProxyConfig defaults, kept as given (used by injection).
     #[serde(default)]
     pub default_config: Option<serde_json::Value>,
+    /// Named providers AuthorizationPolicy `CUSTOM` refers to.
+    #[serde(default)]
+    pub extension_providers: Vec<ExtensionProvider>,
+}
+
+/// `extensionProviders[]`: the external authorizers (other provider kinds are ignored here).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionProvider {
+    pub name: String,
+    #[serde(default)]
+    pub envoy_ext_authz_http: Option<ExtAuthzProvider>,
+    #[serde(default)]
+    pub envoy_ext_authz_grpc: Option<ExtAuthzProvider>,
+}
+
+/// An ext_authz service (HTTP or gRPC; the HTTP-only fields are empty for gRPC).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtAuthzProvider {
+    /// `host` or `namespace/host` of a service in the registry.
+    pub service: String,
+    pub port: u32,
+    /// A duration such as `0.5s` (Envoy's default when absent: 200ms).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    #[serde(default)]
+    pub path_prefix: String,
+    #[serde(default)]
+    pub fail_open: bool,
+    /// Request headers sent to the authorizer (HTTP; none: Envoy's defaults).
+    #[serde(default)]
+    pub include_request_headers_in_check: Vec<String>,
+    /// Headers of the authorizer's OK response copied to the request.
+    #[serde(default)]
+    pub headers_to_upstream_on_allow: Vec<String>,
+    /// Headers of the authorizer's denial copied to the client.
+    #[serde(default)]
+    pub headers_to_downstream_on_deny: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

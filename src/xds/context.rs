@@ -29,6 +29,8 @@ pub struct MeshSettings {
     pub trust_domain: String,
     /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
     pub cluster_id: String,
+    /// MeshConfig `extensionProviders` (AuthorizationPolicy CUSTOM).
+    pub extension_providers: Vec<crate::k8s::mesh::ExtensionProvider>,
     /// Namespaces whose services are part of the mesh (none: all).
     pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
@@ -44,6 +46,7 @@ impl MeshSettings {
                     out.trust_domain = td;
                 }
                 out.discovery_selectors = mc.discovery_selectors;
+                out.extension_providers = mc.extension_providers;
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
@@ -63,6 +66,7 @@ impl Default for MeshSettings {
             outbound_allow_any: true,
             trust_domain: "cluster.local".into(),
             cluster_id: "Kubernetes".into(),
+            extension_providers: Vec::new(),
             discovery_selectors: Vec::new(),
         }
     }

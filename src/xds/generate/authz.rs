@@ -24,7 +24,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
 use std::collections::BTreeMap;
-use tracing::debug;
+use tracing::warn;
 
 pub const RBAC_FILTER: &str = "envoy.filters.http.rbac";
 pub const NETWORK_RBAC_FILTER: &str = "envoy.filters.network.rbac";
@@ -73,6 +73,9 @@ struct Rules {
     deny: BTreeMap<String, Policy>,
     allow: BTreeMap<String, Policy>,
     audit: BTreeMap<String, Policy>,
+    /// CUSTOM rules (named `istio-ext-authz-…`) and the one provider they use.
+    custom: BTreeMap<String, Policy>,
+    provider: Option<String>,
     /// An ALLOW policy without (usable) rules still applies: it allows nothing.
     any_allow: bool,
 }
@@ -151,22 +154,41 @@ fn rules_for(ctx: &PushContext, proxy: &Proxy, tcp: bool) -> Rules {
             AuthorizationAction::DENY => &mut out.deny,
             AuthorizationAction::AUDIT => &mut out.audit,
             AuthorizationAction::CUSTOM => {
-                debug!(policy = %format!("{ns}/{name}"), "CUSTOM (ext_authz) is not enforced by Rudder yet");
-                continue;
+                let wanted = p
+                    .provider
+                    .as_ref()
+                    .map(|pr| pr.name.clone())
+                    .unwrap_or_default();
+                match &out.provider {
+                    None => out.provider = Some(wanted),
+                    Some(chosen) if *chosen == wanted => {}
+                    Some(chosen) => {
+                        // istiod allows one provider per workload as well.
+                        warn!(policy = %format!("{ns}/{name}"), provider = %wanted, using = %chosen,
+                            "only one CUSTOM provider per workload; this policy is ignored");
+                        continue;
+                    }
+                }
+                &mut out.custom
             }
+        };
+        let prefix = if p.action == AuthorizationAction::CUSTOM {
+            "istio-ext-authz-"
+        } else {
+            ""
         };
         for (i, rule) in p.rules.iter().flatten().enumerate() {
             let stripped;
             let rule = match (tcp && uses_http(rule), p.action) {
                 (false, _) => rule,
-                (true, AuthorizationAction::DENY) => {
+                (true, AuthorizationAction::DENY | AuthorizationAction::CUSTOM) => {
                     stripped = l4_only(rule);
                     &stripped
                 }
                 (true, _) => continue,
             };
             target.insert(
-                format!("ns[{ns}]-policy[{name}]-rule[{i}]"),
+                format!("{prefix}ns[{ns}]-policy[{name}]-rule[{i}]"),
                 Policy {
                     permissions: vec![permission_for(
                         rule.to
@@ -187,10 +209,11 @@ fn rules_for(ctx: &PushContext, proxy: &Proxy, tcp: bool) -> Rules {
     out
 }
 
-/// The RBAC HTTP filters for `proxy`: AUDIT (logs only), DENY, ALLOW (none when no policy applies).
+/// The authorization HTTP filters for `proxy`: CUSTOM (ext_authz), AUDIT (logs only), DENY, ALLOW
+/// (none when no policy applies).
 pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
     let rules = rules_for(ctx, proxy, false);
-    let mut out = Vec::new();
+    let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.provider.as_deref());
     for (action, policies, wanted) in [
         (rbac::Action::Log, &rules.audit, !rules.audit.is_empty()),
         (rbac::Action::Deny, &rules.deny, !rules.deny.is_empty()),
@@ -231,29 +254,38 @@ pub fn network_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<Filter> {
     out
 }
 
-/// The filter config (HTTP or network RBAC: `rules` is field 1 in both, and network RBAC needs a
-/// `stat_prefix`, field 3) with its policies encoded in name order: Envoy's policy map would
-/// otherwise be written in hash order, and the same config would produce different bytes (and
-/// needless pushes).
-fn encoded(
-    action: rbac::Action,
-    policies: &BTreeMap<String, Policy>,
-    stat_prefix: &str,
-) -> Vec<u8> {
+/// A config `Rbac` with its policies encoded in name order: Envoy's policy map would otherwise be
+/// written in hash order, and the same config would produce different bytes (and needless pushes).
+pub(super) fn rbac_bytes(action: rbac::Action, policies: &BTreeMap<String, Policy>) -> Vec<u8> {
     use prost::Message;
-    use prost::encoding::{WireType, encode_key, encode_varint};
     let mut rules = envoy_types::pb::envoy::config::rbac::v3::Rbac {
         action: action as i32,
         ..Default::default()
     }
     .encode_to_vec();
     super::util::encode_sorted_map(2, policies, &mut rules);
+    rules
+}
+
+/// Appends `bytes` as length-delimited field `tag`.
+pub(super) fn put_field(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+/// An HTTP or network RBAC filter config (`rules` is field 1 in both; network RBAC needs a
+/// `stat_prefix`, field 3).
+fn encoded(
+    action: rbac::Action,
+    policies: &BTreeMap<String, Policy>,
+    stat_prefix: &str,
+) -> Vec<u8> {
     let mut value = Vec::new();
-    encode_key(1, WireType::LengthDelimited, &mut value);
-    encode_varint(rules.len() as u64, &mut value);
-    value.extend_from_slice(&rules);
+    put_field(1, &rbac_bytes(action, policies), &mut value);
     if !stat_prefix.is_empty() {
-        prost::encoding::string::encode(3, &stat_prefix.to_string(), &mut value);
+        put_field(3, stat_prefix.as_bytes(), &mut value);
     }
     value
 }

@@ -3,6 +3,7 @@
 pub mod authz;
 pub mod cluster;
 pub mod endpoint;
+pub mod extauthz;
 pub mod gateway;
 pub mod jwt;
 pub mod listener;
