@@ -505,14 +505,14 @@ fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {
     });
 }
 
-fn file(path: &str) -> Option<DataSource> {
+pub(super) fn file(path: &str) -> Option<DataSource> {
     (!path.is_empty()).then(|| DataSource {
         specifier: Some(data_source::Specifier::Filename(path.into())),
         ..Default::default()
     })
 }
 
-fn sds(name: &str) -> SdsSecretConfig {
+pub(super) fn sds(name: &str) -> SdsSecretConfig {
     SdsSecretConfig {
         name: name.into(),
         sds_config: Some(ads()),

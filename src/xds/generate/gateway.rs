@@ -3,9 +3,10 @@
 //! `0.0.0.0_<port>`, plaintext HTTP routes `http.<port>`, terminated HTTPS routes
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
+use super::cluster::{file, sds};
 use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filters};
 use super::route::route;
-use super::util::{ads, any, outbound_cluster};
+use super::util::{any, outbound_cluster};
 use crate::config::host;
 use crate::config::networking::{
     Gateway, HttpMatchRequest, RouteDestination, Server, ServerTlsMode,
@@ -14,17 +15,15 @@ use crate::config::{Kind, Spec};
 use crate::model::resolve_host;
 use crate::xds::context::{GatewayVsEntry, PushContext, Resource, Scope};
 use crate::xds::proxy::Proxy;
-use envoy_types::pb::envoy::config::core::v3::{
-    DataSource, TransportSocket, data_source, transport_socket,
-};
+use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::{
     FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
-    TlsCertificate, common_tls_context::ValidationContextType,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
+    common_tls_context::ValidationContextType,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use std::collections::{BTreeMap, BTreeSet};
@@ -137,20 +136,6 @@ fn bound_servers<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Vec<BoundServer<'a>
         }
     }
     out
-}
-
-fn sds(name: &str) -> SdsSecretConfig {
-    SdsSecretConfig {
-        name: name.into(),
-        sds_config: Some(ads()),
-    }
-}
-
-fn file(path: &str) -> Option<DataSource> {
-    (!path.is_empty()).then(|| DataSource {
-        specifier: Some(data_source::Specifier::Filename(path.into())),
-        ..Default::default()
-    })
 }
 
 /// The mesh's own TLS: the workload certificate (`default`) checked against the mesh root
