@@ -19,8 +19,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const DOMAIN: &str = "istiod.istio-system.svc";
 const HOST: &str = "web.example.com";
 
-/// A CA of the test's own and a certificate for `HOST` from it: (ca, chain, key).
-fn web_certificate() -> (String, String, String) {
+/// A CA of the test's own, a server certificate for `HOST` and a client certificate from it.
+struct WebCerts {
+    ca: String,
+    chain: String,
+    key: String,
+    client_chain: String,
+    client_key: String,
+}
+
+fn web_certificates() -> WebCerts {
     let (ca_cert, ca_key) = rudder::ca::Authority::generate_root("example").unwrap();
     let ca = rudder::ca::Authority::from_pem(
         &ca_cert,
@@ -34,12 +42,35 @@ fn web_certificate() -> (String, String, String) {
     let (chain, key) = ca
         .serving_cert(&[HOST.to_string()], &[], Duration::from_secs(3600))
         .unwrap();
-    (ca_cert, chain.concat(), key)
+    let (client_chain, client_key) = ca
+        .issue_workload(&rudder::ca::Identity {
+            trust_domain: "example".into(),
+            namespace: "outside".into(),
+            service_account: "partner".into(),
+        })
+        .unwrap();
+    WebCerts {
+        ca: ca_cert,
+        chain: chain.concat(),
+        key,
+        client_chain: client_chain.concat(),
+        client_key,
+    }
 }
 
 /// An HTTPS GET to 127.0.0.1:`port` with SNI `HOST`, trusting `ca_pem`: (status, body), or
 /// (0, error) when the handshake or connection fails.
 fn https_get(port: u16, ca_pem: &str, path: &str) -> (u16, String) {
+    https_get_as(port, ca_pem, path, None)
+}
+
+/// `https_get`, presenting a client certificate (chain, key) when given.
+fn https_get_as(
+    port: u16,
+    ca_pem: &str,
+    path: &str,
+    client: Option<(&str, &str)>,
+) -> (u16, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -54,8 +85,20 @@ fn https_get(port: u16, ca_pem: &str, path: &str) -> (u16, String) {
         ))
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+        let config = match client {
+            Some((chain, key)) => config
+                .with_client_auth_cert(
+                    rustls_pemfile::certs(&mut chain.as_bytes())
+                        .map(|c| c.unwrap())
+                        .collect(),
+                    rustls_pemfile::private_key(&mut key.as_bytes())
+                        .unwrap()
+                        .unwrap(),
+                )
+                .unwrap(),
+            None => config.with_no_client_auth(),
+        };
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
         let tcp = match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
             Ok(t) => t,
@@ -91,11 +134,26 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(s)
     };
-    let (_, chain, key) = &ports.cert;
+    let certs = &ports.cert;
+    let (chain, key) = (&certs.chain, &certs.key);
     vec![
         json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": {"name": "web-cert", "namespace": ns},
             "data": {"tls.crt": b64(chain), "tls.key": b64(key)}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "web-mtls", "namespace": ns},
+            "data": {"tls.crt": b64(chain), "tls.key": b64(key), "ca.crt": b64(&certs.ca)}}),
+        // What the passthrough port forwards to: the gateway's own TLS port, still encrypted.
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "tls-backend", "namespace": ns},
+            "spec": {"hosts": [format!("tls-backend.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                     "ports": [{"number": 443, "name": "tls", "protocol": "TLS"}], "resolution": "STATIC",
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"tls": ports.https}}]}}),
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "pass", "namespace": ns},
+            "spec": {"hosts": [HOST], "gateways": ["gw"],
+                     "tls": [{"match": [{"sniHosts": [HOST], "port": ports.passthrough}],
+                              "route": [{"destination": {"host": format!("tls-backend.{ns}.svc.cluster.local"), "port": {"number": 443}}}]}]}}),
         json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
             "metadata": {"name": "backend", "namespace": ns},
             "spec": {"hosts": [format!("backend.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
@@ -118,7 +176,11 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
                  "tls": {"mode": "SIMPLE", "credentialName": "web-cert"}},
                 {"port": {"number": ports.mtls, "name": "mtls", "protocol": "HTTPS"}, "hosts": ["*"],
                  "tls": {"mode": "ISTIO_MUTUAL"}},
-                {"port": {"number": ports.tcp, "name": "tcp", "protocol": "TCP"}, "hosts": ["*"]}]}}),
+                {"port": {"number": ports.tcp, "name": "tcp", "protocol": "TCP"}, "hosts": ["*"]},
+                {"port": {"number": ports.mutual, "name": "mutual", "protocol": "HTTPS"}, "hosts": [HOST],
+                 "tls": {"mode": "MUTUAL", "credentialName": "web-mtls"}},
+                {"port": {"number": ports.passthrough, "name": "tls-pass", "protocol": "TLS"}, "hosts": [HOST],
+                 "tls": {"mode": "PASSTHROUGH"}}]}}),
         json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
             "metadata": {"name": "web-tcp", "namespace": ns},
             "spec": {"hosts": ["*"], "gateways": ["gw"],
@@ -226,8 +288,10 @@ struct Ports {
     https: u16,
     mtls: u16,
     tcp: u16,
+    mutual: u16,
+    passthrough: u16,
     via_sidecar: u16,
-    cert: (String, String, String),
+    cert: WebCerts,
 }
 
 #[test]
@@ -264,8 +328,10 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             https: free_port(),
             mtls: free_port(),
             tcp: free_port(),
+            mutual: free_port(),
+            passthrough: free_port(),
             via_sidecar: free_port(),
-            cert: web_certificate(),
+            cert: web_certificates(),
         };
         for obj in objects(&ns, backend.port, &ports) {
             c.apply(obj);
@@ -392,11 +458,30 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
         );
 
         // TLS terminated with the credentialName secret, delivered over SDS.
-        let (ca_pem, _, _) = &ports.cert;
+        let ca_pem = &ports.cert.ca;
         eventually(60, "gateway terminates TLS", || {
             https_get(ports.https, ca_pem, "/secure") == (200, "backend /secure".into())
         });
         assert_eq!(https_get(ports.https, ca_pem, "/admin").0, 403);
+
+        // MUTUAL: the client must present a certificate from the secret's CA (`ca.crt`).
+        let client = Some((
+            ports.cert.client_chain.as_str(),
+            ports.cert.client_key.as_str(),
+        ));
+        eventually(60, "gateway checks client certificates", || {
+            https_get_as(ports.mutual, ca_pem, "/mutual", client) == (200, "backend /mutual".into())
+        });
+        assert_eq!(
+            https_get(ports.mutual, ca_pem, "/mutual").0,
+            0,
+            "no client certificate"
+        );
+
+        // PASSTHROUGH: routed by SNI, still encrypted, to a TLS server (here the SIMPLE port).
+        eventually(60, "gateway passes TLS through", || {
+            https_get(ports.passthrough, ca_pem, "/pass") == (200, "backend /pass".into())
+        });
 
         // Sidecar → gateway over mTLS with certificates from Rudder's CA.
         eventually(60, "mTLS from the sidecar", || {
