@@ -79,6 +79,8 @@ pub struct Resource {
     pub name: String,
     pub any: Any,
     pub version: String,
+    /// The digest `version` is written from.
+    pub digest: u64,
     /// Other names the client asked this resource by (an ambient address lookup by IP answers with
     /// the workload or service it found, aliased to the IP).
     pub aliases: Vec<String>,
@@ -91,13 +93,20 @@ impl Resource {
         let mut h = DefaultHasher::new();
         any.type_url.hash(&mut h);
         any.value.hash(&mut h);
+        let digest = h.finish();
         Arc::new(Resource {
             name: name.into(),
             any,
-            version: format!("{:016x}", h.finish()),
+            version: format!("{digest:016x}"),
+            digest,
             aliases: Vec::new(),
             delta_entry: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The digest in a version this control plane wrote.
+    pub fn parse_version(version: &str) -> Option<u64> {
+        u64::from_str_radix(version, 16).ok()
     }
 
     /// This resource, also known by `aliases`.
@@ -106,6 +115,7 @@ impl Resource {
             name: self.name.clone(),
             any: self.any.clone(),
             version: self.version.clone(),
+            digest: self.digest,
             aliases,
             delta_entry: std::sync::OnceLock::new(),
         })

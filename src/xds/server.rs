@@ -91,7 +91,7 @@ pub struct ConnectionStatus {
     pub proxy: Arc<Proxy>,
     pub delta: bool,
     pub connected_at_unix: u64,
-    pub types: BTreeMap<String, TypeStatus>,
+    pub types: Arc<BTreeMap<String, TypeStatus>>,
 }
 
 struct Mailbox {
@@ -254,7 +254,7 @@ impl XdsShared {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
-            types: BTreeMap::new(),
+            types: Arc::default(),
         }));
         self.connections
             .lock()
@@ -606,7 +606,7 @@ impl StreamHandler for Sotw {
             proxy: stream.proxy,
             tx: stream.tx,
             status: stream.status,
-            watches: BTreeMap::new(),
+            watches: Arc::default(),
             last_sent: HashMap::new(),
         }
     }
@@ -633,7 +633,7 @@ impl StreamHandler for Delta {
             proxy: stream.proxy,
             tx: stream.tx,
             status: stream.status,
-            watches: BTreeMap::new(),
+            watches: Arc::default(),
             sent: HashMap::new(),
         }
     }
@@ -656,7 +656,9 @@ struct Sotw {
     proxy: Arc<Proxy>,
     tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     status: Arc<Mutex<ConnectionStatus>>,
-    watches: BTreeMap<String, TypeStatus>,
+    /// Shared with the connection status (what `/debug` shows): one copy of every subscribed name,
+    /// cloned only when it changes.
+    watches: Arc<BTreeMap<String, TypeStatus>>,
     /// Digest of the last response per type, to skip pushes that would change nothing.
     /// One hash per type: at 10,000 proxies a list of names would cost hundreds of megabytes.
     last_sent: HashMap<String, u64>,
@@ -679,7 +681,9 @@ impl Sotw {
             return true;
         }
         let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
-        let watch = self.watches.entry(type_url.clone()).or_default();
+        let watch = Arc::make_mut(&mut self.watches)
+            .entry(type_url.clone())
+            .or_default();
         let nack = req.error_detail.as_ref().map(|e| e.message.clone());
         let subscription_changed = names != watch.names;
         let respond = if req.response_nonce.is_empty() {
@@ -781,7 +785,7 @@ impl Sotw {
         if only_hosts.is_none() {
             self.last_sent.insert(type_url.to_string(), digest);
         }
-        if let Some(watch) = self.watches.get_mut(type_url) {
+        if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(type_url) {
             watch.nonce_sent = nonce;
             watch.version_sent = version;
             watch.resources_sent = resources.len();
@@ -812,9 +816,13 @@ struct Delta {
     proxy: Arc<Proxy>,
     tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     status: Arc<Mutex<ConnectionStatus>>,
-    watches: BTreeMap<String, TypeStatus>,
+    /// Shared with the connection status (what `/debug` shows): one copy of every subscribed name,
+    /// cloned only when it changes.
+    watches: Arc<BTreeMap<String, TypeStatus>>,
     /// What the client holds, per type: name → version.
-    sent: HashMap<String, BTreeMap<String, String>>,
+    /// What the client holds, per type: name → version digest (a number, not the version text:
+    /// thousands of Delta streams each hold every name they were sent).
+    sent: HashMap<String, BTreeMap<String, u64>>,
 }
 
 impl Delta {
@@ -833,12 +841,20 @@ impl Delta {
             return true;
         }
         let first_for_type = !self.watches.contains_key(&type_url);
-        let watch = self.watches.entry(type_url.clone()).or_default();
+        let watch = Arc::make_mut(&mut self.watches)
+            .entry(type_url.clone())
+            .or_default();
         let sent = self.sent.entry(type_url.clone()).or_default();
         if first_for_type {
             watch.wildcard = is_wildcard_type(&type_url) && req.resource_names_subscribe.is_empty();
             // A reconnecting client tells us what it has; we resend only what differs.
-            sent.extend(req.initial_resource_versions.clone());
+            // Versions we did not write (another control plane's) never match: resent.
+            sent.extend(req.initial_resource_versions.iter().map(|(name, version)| {
+                (
+                    name.clone(),
+                    Resource::parse_version(version).unwrap_or(u64::MAX),
+                )
+            }));
         }
         if !req.response_nonce.is_empty() && req.response_nonce == watch.nonce_sent {
             match &req.error_detail {
@@ -924,7 +940,7 @@ impl Delta {
             .collect();
         let changed: Vec<&Arc<Resource>> = resources
             .iter()
-            .filter(|r| sent.get(&r.name) != Some(&r.version))
+            .filter(|r| sent.get(&r.name) != Some(&r.digest))
             .collect();
         let mut removed: Vec<String> = if only_hosts.is_some() {
             Vec::new()
@@ -948,7 +964,7 @@ impl Delta {
         let response = EncodedResponse::delta(&version, type_url, &nonce, &removed, entries);
         let count = changed.len();
         for r in &changed {
-            sent.insert(r.name.clone(), r.version.clone());
+            sent.insert(r.name.clone(), r.digest);
         }
         for name in &removed {
             sent.remove(name);
@@ -956,7 +972,7 @@ impl Delta {
         if !self.shared.deliver(&self.tx, response).await {
             return false;
         }
-        if let Some(watch) = self.watches.get_mut(type_url) {
+        if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(type_url) {
             watch.nonce_sent = nonce;
             watch.version_sent = version;
             watch.resources_sent = count;
