@@ -140,6 +140,9 @@ pub struct XdsShared {
     metrics: Arc<Metrics>,
     /// Bounds how many proxies generate and send at once, so a push storm cannot starve the runtime.
     push_permits: Semaphore,
+    /// A second lane of the same size for partial pushes (endpoints, secrets, ambient addresses):
+    /// they are small and urgent, and should not wait in line behind thousands of full pushes.
+    partial_push_permits: Semaphore,
     next_id: AtomicU64,
     next_nonce: AtomicU64,
     shutdown: CancellationToken,
@@ -168,6 +171,7 @@ impl XdsShared {
             history: Mutex::default(),
             metrics,
             push_permits: Semaphore::new(push_concurrency.max(1)),
+            partial_push_permits: Semaphore::new(push_concurrency.max(1)),
             next_id: AtomicU64::new(1),
             next_nonce: AtomicU64::new(1),
             shutdown,
@@ -579,7 +583,8 @@ async fn serve_stream<H: StreamHandler>(
                 if let Some(push) = pending.filter(|p| push_relevant(handler.watches(), p)) {
                     shared.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     // Bounded concurrency: a push storm cannot starve the runtime.
-                    let Ok(_permit) = shared.push_permits.acquire().await else { break };
+                    let lane = if push.full { &shared.push_permits } else { &shared.partial_push_permits };
+                    let Ok(_permit) = lane.acquire().await else { break };
                     let started = push.started;
                     if !handler.push(push).await {
                         break;
