@@ -143,6 +143,13 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
             let names: Vec<String> = secrets(&resp).into_iter().map(|s| s.name).collect();
             assert_eq!(names, ["ROOTCA"]);
             assert_eq!(resp.removed_resources, std::slice::from_ref(&wanted));
+            assert!(
+                common::metric(
+                    &daemon,
+                    "rudder_xds_errors_total{reason=\"secret_unavailable\"}"
+                ) >= 1.0,
+                "a refused secret is counted"
+            );
 
             // No identity, no workload certificate: plaintext port.
             let mut plain =

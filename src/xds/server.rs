@@ -542,6 +542,17 @@ fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> 
         })
 }
 
+/// Secrets a proxy asked for and does not get (refused, or missing): already logged with the reason
+/// by the generator, counted here once per request (`rudder_xds_errors_total{reason=
+/// "secret_unavailable"}`).
+fn count_unavailable_secrets(shared: &XdsShared, asked: &BTreeSet<String>, got: &[Arc<Resource>]) {
+    for name in asked {
+        if !got.iter().any(|r| &r.name == name) {
+            shared.refuse("secret_unavailable");
+        }
+    }
+}
+
 /// The life of one ADS stream, SotW or Delta: registered while it lives, it handles the first request,
 /// then client requests and pushes as they come, until the client leaves, the stream fails or the
 /// server shuts down.
@@ -758,6 +769,9 @@ impl Sotw {
         let names = (!watch.wildcard).then_some(&watch.names);
         let mut resources: Vec<Arc<Resource>> =
             generate::generate(ctx, &self.proxy, scope, type_url, names);
+        if requested && type_url == generate::SECRET {
+            count_unavailable_secrets(&self.shared, &watch.names, &resources);
+        }
         if let Some(hosts) = only_hosts {
             resources.retain(|r| {
                 generate::util::parse_outbound_cluster(&r.name)
@@ -955,6 +969,9 @@ impl Delta {
                 .cloned()
                 .collect()
         };
+        if type_url == generate::SECRET {
+            count_unavailable_secrets(&self.shared, &explicit, &resources);
+        }
         removed.extend(
             explicit
                 .into_iter()
