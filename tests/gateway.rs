@@ -214,6 +214,10 @@ fn jwt_issuer() -> (rcgen::KeyPair, String) {
 
 /// A token for `sub` signed with `key` (ES256: the DER signature rewritten as r || s).
 fn jwt(key: &rcgen::KeyPair, sub: &str) -> String {
+    jwt_from(key, ISSUER, sub)
+}
+
+fn jwt_from(key: &rcgen::KeyPair, issuer: &str, sub: &str) -> String {
     use base64::Engine;
     use rcgen::SigningKey;
     let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
@@ -225,7 +229,7 @@ fn jwt(key: &rcgen::KeyPair, sub: &str) -> String {
     let head = b64(json!({"alg": "ES256", "typ": "JWT", "kid": "k1"})
         .to_string()
         .as_bytes());
-    let body = b64(json!({"iss": ISSUER, "sub": sub, "exp": exp})
+    let body = b64(json!({"iss": issuer, "sub": sub, "exp": exp})
         .to_string()
         .as_bytes());
     let signing_input = format!("{head}.{body}");
@@ -273,6 +277,39 @@ fn ext_authz_server() -> u16 {
                     }
                     let status = if allowed { "200 OK" } else { "403 Forbidden" };
                     let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Serves `body` (a JWKS) to every HTTP request, as an identity provider's keys endpoint.
+fn jwks_server(body: String) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line != "\r\n" {
+                        continue;
+                    }
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
                     if writer.write_all(reply.as_bytes()).is_err() {
                         return;
                     }
@@ -424,6 +461,31 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             401,
             "an invalid token is refused even where no policy asks for one"
         );
+        // Keys published at a jwksUri: Envoy fetches them itself (a cluster for the host is added).
+        let (remote_signer, remote_jwks) = jwt_issuer();
+        let remote = "https://remote.example";
+        let keys_port = jwks_server(remote_jwks);
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+            "metadata": {"name": "jwt-remote", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}},
+                     "jwtRules": [{"issuer": remote, "jwksUri": format!("http://127.0.0.1:{keys_port}/jwks")}]}}));
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "remote-only-carol", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                     "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{remote}/carol")]}}],
+                                "to": [{"operation": {"paths": ["/remote*"], "ports": [ports.http.to_string()]}}]}]}}));
+        let carol = format!("Bearer {}", jwt_from(&remote_signer, remote, "carol"));
+        eventually(60, "keys fetched from the jwksUri", || {
+            request(ports.http, HOST, "/remote", &[("authorization", &carol)])
+                == (200, "backend /remote".into())
+        });
+        let forged = format!("Bearer {}", jwt_from(&signer, remote, "carol"));
+        assert_eq!(
+            request(ports.http, HOST, "/remote", &[("authorization", &forged)]).0,
+            401,
+            "signed with a key the issuer does not publish"
+        );
+        assert_eq!(request(ports.http, HOST, "/remote", &[]).0, 403);
         assert_eq!(
             request(ports.http, HOST, "/hello", &[]).0,
             200,

@@ -7,12 +7,13 @@ use crate::config::security::{JwtRule, RequestAuthentication};
 use crate::config::{Kind, Spec};
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
-use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+use envoy_types::pb::envoy::config::core::v3::{DataSource, HttpUri, data_source, http_uri};
 use envoy_types::pb::envoy::config::rbac::v3::{Principal, SourcedMetadata, principal};
 use envoy_types::pb::envoy::config::route::v3::{RouteMatch, route_match};
 use envoy_types::pb::envoy::extensions::filters::http::jwt_authn::v3::{
-    JwtAuthentication, JwtHeader, JwtProvider, JwtRequirement, JwtRequirementOrList,
-    RequirementRule, jwt_provider, jwt_requirement, requirement_rule,
+    JwksAsyncFetch, JwtAuthentication, JwtHeader, JwtProvider, JwtRequirement,
+    JwtRequirementOrList, RemoteJwks, RequirementRule, jwt_provider, jwt_requirement,
+    requirement_rule,
 };
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpFilter, http_filter,
@@ -28,39 +29,170 @@ pub const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";
 /// Where every provider writes the verified payload (the filter's dynamic metadata key).
 const PAYLOAD_KEY: &str = "payload";
 
-fn provider(rule: &JwtRule) -> Option<JwtProvider> {
-    if rule.jwks.is_empty() {
-        // istiod fetches `jwksUri` itself and inlines the keys; Rudder does not fetch yet.
-        debug!(issuer = %rule.issuer, "jwt rule without inline jwks is not enforced");
-        return None;
-    }
-    Some(JwtProvider {
-        issuer: rule.issuer.clone(),
-        audiences: rule.audiences.clone(),
-        forward: rule.forward_original_token,
-        from_headers: rule
-            .from_headers
-            .iter()
-            .map(|h| JwtHeader {
-                name: h.name.clone(),
-                value_prefix: h.prefix.clone(),
-            })
-            .collect(),
-        from_params: rule.from_params.clone(),
-        from_cookies: rule.from_cookies.clone(),
-        payload_in_metadata: PAYLOAD_KEY.into(),
-        jwks_source_specifier: Some(jwt_provider::JwksSourceSpecifier::LocalJwks(DataSource {
-            specifier: Some(data_source::Specifier::InlineString(rule.jwks.clone())),
-            ..Default::default()
-        })),
-        ..Default::default()
+/// Where a `jwksUri` is fetched from: scheme, host, port, and the cluster Envoy uses (the service's
+/// own outbound cluster when the host is in the registry, else a dedicated one).
+struct JwksSource {
+    https: bool,
+    host: String,
+    port: u16,
+    cluster: String,
+}
+
+fn jwks_source(ctx: &PushContext, uri: &str) -> Option<JwksSource> {
+    let url = url::Url::parse(uri).ok()?;
+    let https = match url.scheme() {
+        "https" => true,
+        "http" => false,
+        _ => return None,
+    };
+    let host = url.host_str()?.trim_matches(['[', ']']).to_string();
+    let port = url.port_or_known_default()?;
+    let cluster = if ctx
+        .registry
+        .services
+        .get(&host)
+        .is_some_and(|s| s.port(u32::from(port)).is_some())
+    {
+        super::util::outbound_cluster(u32::from(port), "", &host)
+    } else {
+        format!("jwks|{host}|{port}")
+    };
+    Some(JwksSource {
+        https,
+        host,
+        port,
+        cluster,
     })
 }
 
-/// The jwt_authn filter for the RequestAuthentications that select `proxy` (none: no filter).
-pub fn http_filter(ctx: &PushContext, proxy: &Proxy) -> Option<HttpFilter> {
+/// Where Envoy finds the keys: inline `jwks`, else fetched from `jwksUri` by Envoy itself (istiod's
+/// PILOT_JWT_ENABLE_REMOTE_JWKS mode: the control plane never opens a connection a config author
+/// chose).
+fn keys(ctx: &PushContext, rule: &JwtRule) -> Option<jwt_provider::JwksSourceSpecifier> {
+    if !rule.jwks.is_empty() {
+        return Some(jwt_provider::JwksSourceSpecifier::LocalJwks(DataSource {
+            specifier: Some(data_source::Specifier::InlineString(rule.jwks.clone())),
+            ..Default::default()
+        }));
+    }
+    let Some(source) = jwks_source(ctx, &rule.jwks_uri) else {
+        debug!(issuer = %rule.issuer, uri = %rule.jwks_uri, "jwt rule without usable jwks or jwksUri is not enforced");
+        return None;
+    };
+    Some(jwt_provider::JwksSourceSpecifier::RemoteJwks(RemoteJwks {
+        http_uri: Some(HttpUri {
+            uri: rule.jwks_uri.clone(),
+            timeout: Some(super::util::duration(std::time::Duration::from_secs(5))),
+            http_upstream_type: Some(http_uri::HttpUpstreamType::Cluster(source.cluster)),
+        }),
+        cache_duration: Some(super::util::duration(std::time::Duration::from_secs(1200))),
+        async_fetch: Some(JwksAsyncFetch::default()),
+        ..Default::default()
+    }))
+}
+
+/// Clusters for `jwksUri` hosts that are not services of the mesh (DNS, TLS with the system CAs for
+/// https), for the RequestAuthentications that select `proxy`.
+pub fn jwks_clusters(
+    ctx: &PushContext,
+    proxy: &Proxy,
+) -> Vec<std::sync::Arc<crate::xds::context::Resource>> {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+        ClusterDiscoveryType, DiscoveryType,
+    };
+    use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
+    use envoy_types::pb::envoy::config::endpoint::v3::{
+        ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+    };
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CertificateValidationContext, CommonTlsContext, UpstreamTlsContext,
+        common_tls_context::ValidationContextType,
+    };
+    let mut seen = std::collections::BTreeMap::new();
+    for (_, rule) in selected_rules(ctx, proxy) {
+        if !rule.jwks.is_empty() {
+            continue;
+        }
+        if let Some(src) =
+            jwks_source(ctx, &rule.jwks_uri).filter(|s| s.cluster.starts_with("jwks|"))
+        {
+            seen.insert(src.cluster.clone(), src);
+        }
+    }
+    seen.into_values()
+        .map(|src| {
+            let literal = src.host.parse::<std::net::IpAddr>().is_ok();
+            let kind = if literal {
+                DiscoveryType::Static
+            } else {
+                DiscoveryType::StrictDns
+            };
+            let tls = src.https.then(|| TransportSocket {
+                name: "envoy.transport_sockets.tls".into(),
+                config_type: Some(transport_socket::ConfigType::TypedConfig(super::util::any(
+                    &UpstreamTlsContext {
+                        sni: src.host.clone(),
+                        common_tls_context: Some(CommonTlsContext {
+                            validation_context_type: Some(
+                                ValidationContextType::ValidationContext(
+                                    CertificateValidationContext {
+                                        trusted_ca: Some(DataSource {
+                                            specifier: Some(data_source::Specifier::Filename(
+                                                SYSTEM_CA_BUNDLE.into(),
+                                            )),
+                                            ..Default::default()
+                                        }),
+                                        ..Default::default()
+                                    },
+                                ),
+                            ),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                ))),
+            });
+            crate::xds::context::Resource::new(
+                &src.cluster,
+                super::util::any(&Cluster {
+                    name: src.cluster.clone(),
+                    cluster_discovery_type: Some(ClusterDiscoveryType::Type(kind as i32)),
+                    connect_timeout: Some(super::util::duration(std::time::Duration::from_secs(5))),
+                    load_assignment: Some(ClusterLoadAssignment {
+                        cluster_name: src.cluster.clone(),
+                        endpoints: vec![LocalityLbEndpoints {
+                            lb_endpoints: vec![LbEndpoint {
+                                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                                    Endpoint {
+                                        address: Some(super::cluster::socket(
+                                            &src.host,
+                                            u32::from(src.port),
+                                        )),
+                                        ..Default::default()
+                                    },
+                                )),
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                    transport_socket: tls,
+                    ..Default::default()
+                }),
+            )
+        })
+        .collect()
+}
+
+/// Where Envoy images keep the system's trusted CAs (istio-proxy's too).
+const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The jwt rules of the RequestAuthentications that select `proxy`, with their provider names.
+fn selected_rules<'a>(ctx: &'a PushContext, proxy: &'a Proxy) -> Vec<(String, &'a JwtRule)> {
     let root = ctx.mesh.root_namespace.as_str();
-    let mut providers: BTreeMap<String, JwtProvider> = BTreeMap::new();
+    let mut out = Vec::new();
     for ns in [proxy.namespace.as_str(), root] {
         for e in ctx.snapshot.list_namespace(Kind::RequestAuthentication, ns) {
             let Spec::RequestAuthentication(ra) = &e.config.spec else {
@@ -79,15 +211,44 @@ pub fn http_filter(ctx: &PushContext, proxy: &Proxy) -> Option<HttpFilter> {
                 continue;
             }
             for (i, rule) in ra.jwt_rules.iter().enumerate() {
-                if let Some(p) = provider(rule) {
-                    providers.insert(format!("origins-{ns}-{}-{i}", e.config.metadata.name), p);
-                }
+                out.push((format!("origins-{ns}-{}-{i}", e.config.metadata.name), rule));
             }
         }
         if ns == root {
             break;
         }
     }
+    out
+}
+
+fn provider(ctx: &PushContext, rule: &JwtRule) -> Option<JwtProvider> {
+    let keys = keys(ctx, rule)?;
+    Some(JwtProvider {
+        issuer: rule.issuer.clone(),
+        audiences: rule.audiences.clone(),
+        forward: rule.forward_original_token,
+        from_headers: rule
+            .from_headers
+            .iter()
+            .map(|h| JwtHeader {
+                name: h.name.clone(),
+                value_prefix: h.prefix.clone(),
+            })
+            .collect(),
+        from_params: rule.from_params.clone(),
+        from_cookies: rule.from_cookies.clone(),
+        payload_in_metadata: PAYLOAD_KEY.into(),
+        jwks_source_specifier: Some(keys),
+        ..Default::default()
+    })
+}
+
+/// The jwt_authn filter for the RequestAuthentications that select `proxy` (none: no filter).
+pub fn http_filter(ctx: &PushContext, proxy: &Proxy) -> Option<HttpFilter> {
+    let providers: BTreeMap<String, JwtProvider> = selected_rules(ctx, proxy)
+        .into_iter()
+        .filter_map(|(name, rule)| provider(ctx, rule).map(|p| (name, p)))
+        .collect();
     if providers.is_empty() {
         return None;
     }

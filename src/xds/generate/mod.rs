@@ -102,6 +102,7 @@ pub fn generate(
             let all = ctx.cached(CLUSTER, scope.key, "*", || {
                 let mut v = cluster::clusters(ctx, scope, true);
                 v.extend(listener::inbound_clusters(ctx, proxy));
+                v.extend(jwt::jwks_clusters(ctx, proxy));
                 v
             });
             filter(all)
