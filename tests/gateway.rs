@@ -164,10 +164,20 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
             "metadata": {"name": "gateway-mtls", "namespace": ns},
             "spec": {"hosts": [format!("gateway.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
                      "ports": [{"number": ports.via_sidecar, "name": "tcp", "protocol": "TCP"}], "resolution": "STATIC",
-                     "endpoints": [{"address": "127.0.0.1", "ports": {"tcp": ports.mtls}}]}}),
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"tcp": ports.mtls}, "serviceAccount": "gateway"}]}}),
         json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
             "metadata": {"name": "gateway-mtls", "namespace": ns},
             "spec": {"host": format!("gateway.{ns}.svc.cluster.local"), "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}}}}),
+        // The same port, registered as a service whose workloads run as another account: the
+        // sidecar must refuse the gateway's certificate.
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "impostor", "namespace": ns},
+            "spec": {"hosts": [format!("impostor.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                     "ports": [{"number": ports.via_impostor, "name": "tcp", "protocol": "TCP"}], "resolution": "STATIC",
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"tcp": ports.mtls}, "serviceAccount": "someone-else"}]}}),
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": "impostor", "namespace": ns},
+            "spec": {"host": format!("impostor.{ns}.svc.cluster.local"), "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}}}}),
         json!({"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
             "metadata": {"name": "gw", "namespace": ns},
             "spec": {"selector": {"app": "gw"}, "servers": [
@@ -328,6 +338,7 @@ struct Ports {
     mutual: u16,
     passthrough: u16,
     via_sidecar: u16,
+    via_impostor: u16,
     cert: WebCerts,
 }
 
@@ -368,6 +379,7 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             mutual: free_port(),
             passthrough: free_port(),
             via_sidecar: free_port(),
+            via_impostor: free_port(),
             cert: web_certificates(),
         };
         for obj in objects(&ns, backend.port, &ports) {
@@ -549,6 +561,13 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
         eventually(60, "mTLS from the sidecar", || {
             request(ports.via_sidecar, HOST, "/mtls", &[]) == (200, "backend /mtls".into())
         });
+        // The server's identity is pinned: the same gateway, reached as a service whose workloads
+        // run as another account, is refused by the sidecar.
+        assert_eq!(
+            request(ports.via_impostor, HOST, "/mtls", &[]).0,
+            0,
+            "a server certificate of the wrong identity"
+        );
         // Without a client certificate the mTLS port refuses the handshake.
         let root_pem = std::fs::read_to_string(&root_path).unwrap();
         assert_eq!(https_get(ports.mtls, &root_pem, "/").0, 0);

@@ -23,6 +23,9 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::SubjectAltNameMatcher;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::CombinedCertificateValidationContext;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::subject_alt_name_matcher::SanType;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, CommonTlsContext, SdsSecretConfig, TlsCertificate,
     UpstreamTlsContext, common_tls_context::ValidationContextType,
@@ -31,6 +34,8 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::{UInt32Value, UInt64Value};
 use std::sync::Arc;
@@ -277,13 +282,31 @@ fn build(
     apply_connection_pool(&mut c, policy.connection_pool.as_ref(), port.protocol);
     apply_outlier(&mut c, policy.outlier_detection.as_ref());
     match &policy.tls {
-        Some(tls) => c.transport_socket = tls_socket(tls),
+        Some(tls) => c.transport_socket = tls_socket(tls, &identities(ctx, svc, port)),
         None if auto_mtls && svc.location == crate::config::networking::Location::MESH_INTERNAL => {
-            c.transport_socket_matches = auto_mtls_sockets();
+            c.transport_socket_matches = auto_mtls_sockets(&identities(ctx, svc, port));
         }
         None => {}
     }
     Resource::new(name, any(&c))
+}
+
+/// The SPIFFE identities of a service port's endpoints (their service accounts in the service's
+/// namespace), which its servers' certificates must carry, as istiod pins them.
+fn identities(ctx: &PushContext, svc: &Service, port: &ServicePort) -> Vec<String> {
+    ctx.registry
+        .endpoints(&svc.hostname, port.number)
+        .iter()
+        .filter(|e| !e.service_account.is_empty())
+        .map(|e| {
+            format!(
+                "spiffe://{}/ns/{}/sa/{}",
+                ctx.mesh.trust_domain, svc.namespace, e.service_account
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
 }
 
 /// Endpoint metadata key Envoy picks a cluster's transport socket by, and the value the mesh's
@@ -292,8 +315,9 @@ pub const TLS_MODE_MATCH: &str = "envoy.transport_socket_match";
 
 /// Istio's automatic mTLS: ISTIO_MUTUAL to endpoints labelled `tlsMode: istio` (workloads with a
 /// proxy), plaintext to the others.
-fn auto_mtls_sockets()
--> Vec<envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch> {
+fn auto_mtls_sockets(
+    identities: &[String],
+) -> Vec<envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch> {
     use envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch;
     use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
     let istio = ClientTlsSettings {
@@ -312,7 +336,7 @@ fn auto_mtls_sockets()
                 )]
                 .into(),
             }),
-            transport_socket: tls_socket(&istio),
+            transport_socket: tls_socket(&istio, identities),
         },
         TransportSocketMatch {
             name: "tlsMode-disabled".into(),
@@ -521,15 +545,43 @@ pub(super) fn sds(name: &str) -> SdsSecretConfig {
 
 /// Upstream TLS per DestinationRule `tls`. ISTIO_MUTUAL and `credentialName` take their secrets over SDS
 /// (`default`/`ROOTCA` and `kubernetes://<name>`), as istiod configures them.
-fn tls_socket(tls: &ClientTlsSettings) -> Option<TransportSocket> {
+/// For ISTIO_MUTUAL, `identities` are the SPIFFE identities the server may present (the DestinationRule's
+/// `subjectAltNames` win over them); none means any certificate from the mesh root.
+fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<TransportSocket> {
     let mut common = CommonTlsContext::default();
     match tls.mode {
         ClientTlsMode::DISABLE => return None,
         ClientTlsMode::ISTIO_MUTUAL => {
             common.tls_certificate_sds_secret_configs = vec![sds("default")];
-            common.validation_context_type = Some(
-                ValidationContextType::ValidationContextSdsSecretConfig(sds("ROOTCA")),
-            );
+            let sans = if tls.subject_alt_names.is_empty() {
+                identities
+            } else {
+                tls.subject_alt_names.as_slice()
+            };
+            common.validation_context_type = Some(if sans.is_empty() {
+                ValidationContextType::ValidationContextSdsSecretConfig(sds("ROOTCA"))
+            } else {
+                ValidationContextType::CombinedValidationContext(
+                    CombinedCertificateValidationContext {
+                        default_validation_context: Some(CertificateValidationContext {
+                            match_typed_subject_alt_names: sans
+                                .iter()
+                                .map(|san| SubjectAltNameMatcher {
+                                    san_type: SanType::Uri as i32,
+                                    matcher: Some(StringMatcher {
+                                        match_pattern: Some(MatchPattern::Exact(san.clone())),
+                                        ignore_case: false,
+                                    }),
+                                    oid: String::new(),
+                                })
+                                .collect(),
+                            ..Default::default()
+                        }),
+                        validation_context_sds_secret_config: Some(sds("ROOTCA")),
+                        ..Default::default()
+                    },
+                )
+            });
             common.alpn_protocols = vec!["istio".into()];
         }
         ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL => {
