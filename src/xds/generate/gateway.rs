@@ -285,7 +285,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
     let mut out = Vec::new();
     for (port, servers) in by_port {
         let name = format!("0.0.0.0_{port}");
-        let mut chains = Vec::new();
+        let mut chains: Vec<FilterChain> = Vec::new();
         let mut inspect_tls = false;
         if servers.iter().any(|s| s.plain_http()) {
             chains.push(FilterChain {
@@ -389,6 +389,29 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
         }
         if chains.is_empty() {
             continue;
+        }
+        // Envoy refuses a whole listener (NACK) when two chains match the same connections:
+        // the first server keeps the match, later duplicates are dropped and logged.
+        let mut matches = std::collections::HashSet::new();
+        chains.retain(|c| {
+            let key = format!("{:?}", c.filter_chain_match);
+            let fresh = matches.insert(key);
+            if !fresh {
+                tracing::warn!(listener = %name, chain = %c.name,
+                    "two gateway servers on this port match the same connections; keeping the first");
+            }
+            fresh
+        });
+        // Plaintext next to TLS on one port: the plaintext chain takes only non-TLS connections.
+        if inspect_tls {
+            for c in chains
+                .iter_mut()
+                .filter(|c| c.transport_socket.is_none() && c.name.starts_with("http."))
+            {
+                c.filter_chain_match
+                    .get_or_insert_with(Default::default)
+                    .transport_protocol = "raw_buffer".into();
+            }
         }
         out.push(Resource::new(
             &name,

@@ -603,3 +603,59 @@ spec: {action: AUDIT, rules: [{}]}\n";
         ]
     );
 }
+
+#[test]
+fn gateway_servers_sharing_a_port_never_produce_conflicting_chains() {
+    let yaml = concat!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n",
+        "spec:\n  selector: {app: gw}\n  servers:\n",
+        "  - {port: {number: 8443, name: one, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: one}}\n",
+        "  - {port: {number: 8443, name: two, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: two}}\n",
+        "  - {port: {number: 8443, name: plain, protocol: HTTP}, hosts: ['*']}\n",
+    );
+    let c = ctx(yaml);
+    let node = Node {
+        id: "router~10.0.0.5~gw-0.a~a.svc.cluster.local".into(),
+        metadata: Some(Struct {
+            fields: [(
+                "LABELS".to_string(),
+                Value {
+                    kind: Some(VKind::StructValue(Struct {
+                        fields: [(
+                            "app".to_string(),
+                            Value {
+                                kind: Some(VKind::StringValue("gw".into())),
+                            },
+                        )]
+                        .into(),
+                    })),
+                },
+            )]
+            .into(),
+        }),
+        ..Default::default()
+    };
+    let gw = Proxy::from_node(Some(&node)).unwrap();
+    let l = listener_named(&c, &gw, "0.0.0.0_8443");
+    let chains: Vec<(String, String)> = l
+        .filter_chains
+        .iter()
+        .map(|ch| {
+            (
+                ch.name.clone(),
+                ch.filter_chain_match
+                    .clone()
+                    .unwrap_or_default()
+                    .transport_protocol,
+            )
+        })
+        .collect();
+    assert_eq!(
+        chains,
+        [
+            ("http.8443".to_string(), "raw_buffer".to_string()),
+            ("https.8443.one.gw.a".into(), "".into()),
+        ],
+        "the duplicate TLS server is dropped; plaintext takes only non-TLS connections"
+    );
+}
