@@ -31,12 +31,24 @@ pub fn peer(rel: &str) -> Option<PathBuf> {
     None
 }
 
+/// A port for a listener some other process (Envoy, a peer) binds later. Taken below the kernel's
+/// ephemeral range (32768+), where `bind(0)` calls of the daemon and the test never land, so nothing
+/// grabs it in between; distinct within this test process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Each test binary starts at its own offset (its process id), so parallel binaries rarely meet;
+    // a port that is busy anyway is skipped.
+    let base = 20_000 + (std::process::id() % 600) as u16 * 20;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + (base - 20_000 + n) % 12_000;
+        if TcpListener::bind(("0.0.0.0", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
+            return port;
+        }
+    }
 }
 
 /// How an Envoy under test presents itself and reaches the control plane.
