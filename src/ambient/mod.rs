@@ -4,6 +4,7 @@
 
 pub mod authorization;
 pub mod dump;
+pub mod peer_auth;
 
 /// ztunnel's xDS types, compiled from `proto/istio/{workload,security}`.
 #[allow(clippy::large_enum_variant)]
@@ -16,7 +17,7 @@ pub mod pb {
     }
 }
 
-use crate::config::security::{MtlsMode, PeerAuthentication};
+use crate::config::security::PeerAuthentication;
 use crate::config::{Config, ConfigKey, Kind, Spec};
 use crate::model::{Protocol, Registry};
 use crate::store::Snapshot;
@@ -109,6 +110,9 @@ impl AmbientIndex {
                 _ => None,
             })
             .collect();
+        for converted in peer_auth::converted_policies(&peer_auth, &mesh.root_namespace) {
+            index.add_policy(converted);
+        }
 
         // Which services each address serves, from the endpoints the registry already joined.
         let mut serving: HashMap<&str, BTreeMap<String, Vec<Port>>> = HashMap::new();
@@ -176,7 +180,7 @@ impl AmbientIndex {
                 &meta.namespace,
                 &meta.labels,
                 &mesh.root_namespace,
-                strict_mtls(
+                peer_auth::workload_keys(
                     &peer_auth,
                     &mesh.root_namespace,
                     &meta.namespace,
@@ -236,7 +240,12 @@ impl AmbientIndex {
                 &meta.namespace,
                 &labels,
                 &mesh.root_namespace,
-                strict_mtls(&peer_auth, &mesh.root_namespace, &meta.namespace, &labels),
+                peer_auth::workload_keys(
+                    &peer_auth,
+                    &mesh.root_namespace,
+                    &meta.namespace,
+                    &labels,
+                ),
             );
             index.add_workload(w, &[ip]);
         }
@@ -354,13 +363,13 @@ impl AmbientIndex {
     }
 
     /// Workload-selector policies (its namespace's and the root namespace's) whose selector matches
-    /// these labels, and the static STRICT policy when PeerAuthentication makes the workload STRICT.
+    /// these labels, then the PeerAuthentication-derived ones (`peer_auth::workload_keys`).
     fn selected_policies(
         &self,
         namespace: &str,
         labels: &BTreeMap<String, String>,
         root_namespace: &str,
-        strict: bool,
+        peer_auth: Vec<String>,
     ) -> Vec<String> {
         let mut out: Vec<String> = self
             .policies
@@ -377,9 +386,7 @@ impl AmbientIndex {
             })
             .map(|(key, _)| key.clone())
             .collect();
-        if strict {
-            out.push(format!("{root_namespace}/{STATIC_STRICT_POLICY}"));
-        }
+        out.extend(peer_auth);
         out
     }
 
@@ -672,18 +679,6 @@ fn app_protocol(p: Protocol) -> AppProtocol {
         Protocol::Grpc => AppProtocol::Grpc,
         _ => AppProtocol::Unknown,
     }
-}
-
-/// Whether PeerAuthentication makes this workload STRICT (port-level modes are not expressed for
-/// ztunnel: docs/decisions.md).
-fn strict_mtls(
-    policies: &[(&Config, &PeerAuthentication)],
-    root_namespace: &str,
-    namespace: &str,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    crate::model::peer_auth::mode_among(policies, root_namespace, namespace, labels, None)
-        == MtlsMode::STRICT
 }
 
 #[cfg(test)]
