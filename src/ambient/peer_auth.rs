@@ -8,50 +8,10 @@ use super::pb::security::string_match::MatchType;
 use super::pb::security::{Action, Authorization, Clause, Match, Rule, Scope, StringMatch};
 use crate::config::Config;
 use crate::config::security::{MtlsMode, PeerAuthentication};
+use crate::model::peer_auth::{Policy, levels, mode, namespace_wide};
 use std::collections::BTreeMap;
 
 const CONVERTED_PREFIX: &str = "converted_peer_authentication_";
-
-type Policy<'a> = (&'a Config, &'a PeerAuthentication);
-
-fn mode(p: Option<&PeerAuthentication>) -> MtlsMode {
-    p.and_then(|p| p.mtls.as_ref())
-        .map_or(MtlsMode::UNSET, |m| m.mode)
-}
-
-fn no_selector(p: &PeerAuthentication) -> bool {
-    p.selector
-        .as_ref()
-        .is_none_or(|s| s.match_labels.is_empty())
-}
-
-fn oldest<'a>(
-    policies: &[Policy<'a>],
-    pred: impl Fn(&Config, &PeerAuthentication) -> bool,
-) -> Option<&'a PeerAuthentication> {
-    policies
-        .iter()
-        .filter(|(c, p)| pred(c, p))
-        .min_by(|(a, _), (b, _)| {
-            (&a.metadata.creation_timestamp, &a.metadata.name)
-                .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-        })
-        .map(|(_, p)| *p)
-}
-
-fn oldest_config<'a>(
-    policies: &[Policy<'a>],
-    pred: impl Fn(&Config, &PeerAuthentication) -> bool,
-) -> Option<Policy<'a>> {
-    policies
-        .iter()
-        .filter(|(c, p)| pred(c, p))
-        .min_by(|(a, _), (b, _)| {
-            (&a.metadata.creation_timestamp, &a.metadata.name)
-                .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-        })
-        .copied()
-}
 
 /// Port-level modes in port order.
 fn ports(p: &PeerAuthentication) -> Vec<(u32, MtlsMode)> {
@@ -76,20 +36,10 @@ pub fn workload_keys(
     namespace: &str,
     labels: &BTreeMap<String, String>,
 ) -> Vec<String> {
-    let mesh = oldest(policies, |c, p| {
-        c.metadata.namespace == root && no_selector(p)
-    });
-    let ns = oldest(policies, |c, p| {
-        c.metadata.namespace == namespace && namespace != root && no_selector(p)
-    });
-    let workload = oldest_config(policies, |c, p| {
-        c.metadata.namespace == namespace
-            && namespace != root
-            && p.selector.as_ref().is_some_and(|s| {
-                !s.match_labels.is_empty()
-                    && s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-            })
-    });
+    let levels = levels(policies, root, namespace, labels);
+    // ztunnel honours no workload policy of the root namespace, as in istiod.
+    let workload = levels.workload.filter(|_| namespace != root);
+    let (mesh, ns) = (levels.mesh, levels.namespace);
     let mut strict = mode(mesh) == MtlsMode::STRICT;
     if mode(ns) != MtlsMode::UNSET {
         strict = mode(ns) == MtlsMode::STRICT;
@@ -155,15 +105,11 @@ pub fn converted_policies(policies: &[Policy], root: &str) -> Vec<Authorization>
     let mut out = Vec::new();
     for (cfg, pa) in policies {
         let ns_name = &cfg.metadata.namespace;
-        if *ns_name == root || no_selector(pa) || ports(pa).is_empty() {
+        if *ns_name == root || namespace_wide(pa) || ports(pa).is_empty() {
             continue;
         }
-        let ns_cfg = oldest(policies, |c, p| {
-            c.metadata.namespace == *ns_name && no_selector(p)
-        });
-        let root_cfg = oldest(policies, |c, p| {
-            c.metadata.namespace == root && no_selector(p)
-        });
+        let parents = levels(policies, root, ns_name, &BTreeMap::new());
+        let (ns_cfg, root_cfg) = (parents.namespace, parents.mesh);
         let (m, ns_mode, root_mode) = (mode(Some(pa)), mode(ns_cfg), mode(root_cfg));
         let mut clauses = Vec::new();
         let mut rules = Vec::new();
@@ -255,11 +201,7 @@ mod tests {
 
     fn store(yaml: &str) -> Store {
         let store = Store::new(16);
-        let parsed = crate::config::parse_yaml(yaml, "default");
-        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-        for c in parsed.configs {
-            store.upsert(c);
-        }
+        store.apply_yaml(yaml);
         store
     }
 

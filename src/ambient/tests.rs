@@ -59,7 +59,7 @@ fn store() -> Store {
     ] {
         store.upsert(c);
     }
-    let parsed = crate::config::parse_yaml(
+    store.apply_yaml(
         r#"
 apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
@@ -85,12 +85,7 @@ kind: PeerAuthentication
 metadata: {name: plain, namespace: plain}
 spec: {mtls: {mode: PERMISSIVE}}
 "#,
-        "default",
     );
-    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-    for c in parsed.configs {
-        store.upsert(c);
-    }
     store
 }
 

@@ -273,14 +273,11 @@ fn endpoints_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_yaml;
-    use crate::store::{Change, Store};
+    use crate::store::Store;
 
     fn registry(yaml: &str) -> Registry {
         let store = Store::default();
-        let parsed = parse_yaml(yaml, "default");
-        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-        store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
+        store.apply_yaml(yaml);
         Registry::build(&store.snapshot(), "cluster.local")
     }
 

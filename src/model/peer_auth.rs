@@ -8,31 +8,52 @@ use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
 
-pub fn effective_mode(
-    snapshot: &Snapshot,
-    root_namespace: &str,
-    namespace: &str,
-    labels: &BTreeMap<String, String>,
-    port: Option<u32>,
-) -> MtlsMode {
-    let policies: Vec<(&Config, &PeerAuthentication)> = [namespace, root_namespace]
+/// One PeerAuthentication with the object it came from (namespace, name, creation time).
+pub type Policy<'a> = (&'a Config, &'a PeerAuthentication);
+
+/// The policies that can apply to a workload of `namespace`: its namespace's and the root's.
+pub fn applicable<'a>(
+    snapshot: &'a Snapshot,
+    root_namespace: &'a str,
+    namespace: &'a str,
+) -> Vec<Policy<'a>> {
+    [namespace, root_namespace]
         .into_iter()
         .flat_map(|ns| snapshot.list_namespace(Kind::PeerAuthentication, ns))
         .filter_map(|e| match &e.config.spec {
             Spec::PeerAuthentication(pa) => Some((e.config.as_ref(), pa)),
             _ => None,
         })
-        .collect();
-    mode_among(&policies, root_namespace, namespace, labels, port)
+        .collect()
 }
 
-pub fn mode_among(
-    policies: &[(&Config, &PeerAuthentication)],
+/// A policy's own mode (UNSET when it sets none).
+pub fn mode(p: Option<&PeerAuthentication>) -> MtlsMode {
+    p.and_then(|p| p.mtls.as_ref())
+        .map_or(MtlsMode::UNSET, |m| m.mode)
+}
+
+/// No selector: the policy is for its whole namespace (the mesh, in the root namespace).
+pub fn namespace_wide(p: &PeerAuthentication) -> bool {
+    p.selector
+        .as_ref()
+        .is_none_or(|s| s.match_labels.is_empty())
+}
+
+/// The policies a workload's mode is resolved from, each the oldest of its level.
+pub struct Levels<'a> {
+    pub mesh: Option<&'a PeerAuthentication>,
+    pub namespace: Option<&'a PeerAuthentication>,
+    /// A policy of the workload's namespace whose selector matches its labels.
+    pub workload: Option<Policy<'a>>,
+}
+
+pub fn levels<'a>(
+    policies: &[Policy<'a>],
     root_namespace: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
-    port: Option<u32>,
-) -> MtlsMode {
+) -> Levels<'a> {
     let oldest = |pred: &dyn Fn(&Config, &PeerAuthentication) -> bool| {
         policies
             .iter()
@@ -41,30 +62,40 @@ pub fn mode_among(
                 (&a.metadata.creation_timestamp, &a.metadata.name)
                     .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
             })
-            .map(|(_, p)| *p)
+            .copied()
     };
-    let no_selector = |p: &PeerAuthentication| {
-        p.selector
-            .as_ref()
-            .is_none_or(|s| s.match_labels.is_empty())
-    };
-    let mesh = oldest(&|c, p| c.metadata.namespace == root_namespace && no_selector(p));
-    let ns = oldest(&|c, p| {
-        c.metadata.namespace == namespace && namespace != root_namespace && no_selector(p)
-    });
-    let workload = oldest(&|c, p| {
-        c.metadata.namespace == namespace
-            && p.selector.as_ref().is_some_and(|s| {
-                !s.match_labels.is_empty()
-                    && s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-            })
-    });
-    let mut mode = MtlsMode::PERMISSIVE;
-    for level in [mesh, ns, workload].into_iter().flatten() {
-        if let Some(m) = level.mtls.as_ref().map(|m| m.mode)
-            && m != MtlsMode::UNSET
-        {
-            mode = m;
+    Levels {
+        mesh: oldest(&|c, p| c.metadata.namespace == root_namespace && namespace_wide(p))
+            .map(|(_, p)| p),
+        namespace: oldest(&|c, p| {
+            c.metadata.namespace == namespace && namespace != root_namespace && namespace_wide(p)
+        })
+        .map(|(_, p)| p),
+        workload: oldest(&|c, p| {
+            c.metadata.namespace == namespace
+                && p.selector.as_ref().is_some_and(|s| {
+                    !s.match_labels.is_empty()
+                        && s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+                })
+        }),
+    }
+}
+
+/// The mode of a workload (and of one of its ports) among the `applicable` policies.
+pub fn mode_among(
+    policies: &[Policy],
+    root_namespace: &str,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    port: Option<u32>,
+) -> MtlsMode {
+    let levels = levels(policies, root_namespace, namespace, labels);
+    let workload = levels.workload.map(|(_, p)| p);
+    let mut effective = MtlsMode::PERMISSIVE;
+    for level in [levels.mesh, levels.namespace, workload] {
+        let m = mode(level);
+        if m != MtlsMode::UNSET {
+            effective = m;
         }
     }
     // Port-level settings exist only on workload policies.
@@ -76,9 +107,9 @@ pub fn mode_among(
             .map(|m| m.mode)
             .filter(|m| *m != MtlsMode::UNSET)
     {
-        mode = m;
+        effective = m;
     }
-    mode
+    effective
 }
 
 #[cfg(test)]
@@ -88,11 +119,7 @@ mod tests {
 
     fn store(yaml: &str) -> Store {
         let store = Store::new(16);
-        let parsed = crate::config::parse_yaml(yaml, "default");
-        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-        for c in parsed.configs {
-            store.upsert(c);
-        }
+        store.apply_yaml(yaml);
         store
     }
 
@@ -122,7 +149,13 @@ spec:
         let snap = s.snapshot();
         let labels = |app: &str| BTreeMap::from([("app".to_string(), app.to_string())]);
         let mode = |ns: &str, app: &str, port| {
-            effective_mode(&snap, "istio-system", ns, &labels(app), port)
+            mode_among(
+                &applicable(&snap, "istio-system", ns),
+                "istio-system",
+                ns,
+                &labels(app),
+                port,
+            )
         };
         assert_eq!(mode("other", "web", None), MtlsMode::STRICT, "the mesh");
         assert_eq!(
@@ -138,7 +171,13 @@ spec:
         assert_eq!(mode("relaxed", "db", Some(5432)), MtlsMode::DISABLE);
         assert_eq!(mode("relaxed", "db", Some(8080)), MtlsMode::STRICT);
         assert_eq!(
-            effective_mode(&snap, "nowhere", "x", &labels("a"), None),
+            mode_among(
+                &applicable(&snap, "nowhere", "x"),
+                "nowhere",
+                "x",
+                &labels("a"),
+                None
+            ),
             MtlsMode::PERMISSIVE,
             "nothing set"
         );

@@ -143,6 +143,14 @@ impl Store {
             .next()
     }
 
+    /// Applies every object of a YAML text, which must be valid (unit tests' fixtures).
+    #[cfg(test)]
+    pub fn apply_yaml(&self, yaml: &str) {
+        let parsed = crate::config::parse_yaml(yaml, "default");
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        self.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
+    }
+
     /// Applies a batch atomically: readers see all of it or none of it. Unchanged upserts and deletes
     /// of missing keys are dropped, so re-reading the same source causes no events.
     pub fn apply(&self, changes: Vec<Change>) -> Vec<Event> {

@@ -280,6 +280,11 @@ pub fn inbound_clusters(ctx: &PushContext, proxy: &Proxy) -> Vec<Arc<Resource>> 
 fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
     let security = security_filters(ctx, proxy);
     let network_rbac = super::authz::network_filters(ctx, proxy);
+    let peer_auth = crate::model::peer_auth::applicable(
+        &ctx.snapshot,
+        &ctx.mesh.root_namespace,
+        &proxy.namespace,
+    );
     let mut chains: Vec<FilterChain> = inbound_ports(ctx, proxy)
         .into_iter()
         .flat_map(|(port, protocol)| {
@@ -344,8 +349,8 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
             // certificate: closed, not open), PERMISSIVE both (mTLS when the client offers TLS),
             // DISABLE plaintext. A proxy without an identity cannot terminate mTLS, so PERMISSIVE
             // stays plaintext for it.
-            let mode = crate::model::peer_auth::effective_mode(
-                &ctx.snapshot,
+            let mode = crate::model::peer_auth::mode_among(
+                &peer_auth,
                 &ctx.mesh.root_namespace,
                 &proxy.namespace,
                 &proxy.labels,

@@ -1,7 +1,6 @@
 use super::*;
-use crate::config::parse_yaml;
 use crate::model::Registry;
-use crate::store::{Change, Store};
+use crate::store::Store;
 use crate::xds::context::{MeshSettings, PushContext};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
@@ -12,9 +11,7 @@ use prost::Message;
 
 fn ctx(yaml: &str) -> PushContext {
     let store = Store::default();
-    let parsed = parse_yaml(yaml, "default");
-    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-    store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
+    store.apply_yaml(yaml);
     let snap = store.snapshot();
     let reg = Arc::new(Registry::build(&snap, "cluster.local"));
     PushContext::new(1, snap, reg, MeshSettings::default())
