@@ -5,7 +5,7 @@
 
 use super::cluster::{file, sds};
 use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filters};
-use super::route::route;
+use super::route::virtual_service_routes;
 use super::util::{any, outbound_cluster};
 use crate::config::host;
 use crate::config::networking::{
@@ -517,38 +517,14 @@ fn gateway_routes(
                     .iter()
                     .any(|g| crate::xds::context::gateway_key(g, vs_ns) == gateway))
     };
-    let mut out = Vec::new();
-    for (i, http) in vs.spec.http.iter().enumerate() {
-        let name = if http.name.is_empty() {
-            format!("{}.{vs_ns}.{i}", vs.config.metadata.name)
-        } else {
-            http.name.clone()
-        };
-        let matches: Vec<Option<&HttpMatchRequest>> = if http.matches.is_empty() {
-            vec![None]
-        } else {
-            http.matches
-                .iter()
-                .filter(|m| applies(m))
-                .map(Some)
-                .collect()
-        };
-        for m in matches {
-            out.push(route(
-                ctx,
-                scope,
-                default_host,
-                port,
-                vs_ns,
-                http,
-                m,
-                &name,
-                false,
-            ));
-        }
-        if http.matches.is_empty() {
-            break;
-        }
-    }
-    out
+    virtual_service_routes(
+        ctx,
+        scope,
+        &vs.config,
+        &vs.spec.http,
+        default_host,
+        port,
+        false,
+        &applies,
+    )
 }

@@ -1,6 +1,7 @@
 //! RDS: VirtualService HTTP routes translated into Envoy routes, per service and port.
 
 use super::util::{any, duration, fraction, outbound_cluster, string_matcher};
+use crate::config::Config;
 use crate::config::networking::{
     Destination, HeaderOperations, HttpMatchRequest, HttpRoute, RedirectPortSelection,
 };
@@ -85,29 +86,53 @@ pub fn routes(
     let Some(vs) = ctx.virtual_service_for(&proxy.namespace, &svc.hostname) else {
         return vec![default_route(ctx, scope, svc, port, grpc)];
     };
-    let vs_ns = vs.config.metadata.namespace.as_str();
+    virtual_service_routes(
+        ctx,
+        scope,
+        &vs.config,
+        &vs.spec.http,
+        &svc.hostname,
+        port,
+        grpc,
+        &|m| match_applies(m, proxy, port),
+    )
+}
+
+/// A VirtualService's HTTP routes in order, each match the generator keeps (`applies`: port,
+/// source, gateway) one Envoy route; a route without matches takes everything, so it ends the list.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn virtual_service_routes(
+    ctx: &PushContext,
+    scope: &Scope,
+    vs: &Config,
+    http_routes: &[HttpRoute],
+    default_host: &str,
+    port: u32,
+    grpc: bool,
+    applies: &dyn Fn(&HttpMatchRequest) -> bool,
+) -> Vec<Route> {
+    let vs_ns = vs.metadata.namespace.as_str();
     let mut out = Vec::new();
-    for (i, http) in vs.spec.http.iter().enumerate() {
+    for (i, http) in http_routes.iter().enumerate() {
         let name = if http.name.is_empty() {
-            format!("{}.{vs_ns}.{i}", vs.config.metadata.name)
+            format!("{}.{vs_ns}.{i}", vs.metadata.name)
         } else {
             http.name.clone()
         };
         let matches: Vec<Option<&HttpMatchRequest>> = if http.matches.is_empty() {
             vec![None]
         } else {
-            http.matches.iter().map(Some).collect()
+            http.matches
+                .iter()
+                .filter(|m| applies(m))
+                .map(Some)
+                .collect()
         };
         for m in matches {
-            if let Some(m) = m
-                && !match_applies(m, proxy, port)
-            {
-                continue;
-            }
             out.push(route(
                 ctx,
                 scope,
-                &svc.hostname,
+                default_host,
                 port,
                 vs_ns,
                 http,
@@ -116,7 +141,6 @@ pub fn routes(
                 grpc,
             ));
         }
-        // A route without conditions matches everything: later routes are unreachable.
         if http.matches.is_empty() {
             break;
         }
@@ -315,7 +339,7 @@ fn header_options(ops: &HeaderOperations) -> (Vec<HeaderValueOption>, Vec<String
 #[allow(clippy::too_many_arguments)]
 /// One Envoy route for an HTTP route of a VirtualService; `default_host` names the service when the
 /// route's destinations do not.
-pub(super) fn route(
+fn route(
     ctx: &PushContext,
     scope: &Scope,
     default_host: &str,
