@@ -5,7 +5,7 @@
 use crate::config::security::{
     AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
-use crate::config::{Kind, Spec};
+use crate::config::{Config, Kind, Spec};
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
@@ -34,30 +34,33 @@ type ToPermission<'a> = &'a dyn Fn(&str) -> Option<Permission>;
 type ToPrincipal<'a> = &'a dyn Fn(&str) -> Option<Principal>;
 type OwnedToPrincipal = Box<dyn Fn(&str) -> Option<Principal>>;
 
-/// The policies of `proxy`'s namespace and the root namespace that select it (no selector: the whole
-/// namespace, or the mesh for the root namespace). Policies with `targetRef(s)` are for other
-/// attachment points (waypoints, Gateway API) and are skipped.
-pub fn policies_for<'a>(
-    ctx: &'a PushContext,
-    proxy: &'a Proxy,
-) -> Vec<(String, String, &'a AuthorizationPolicy)> {
+/// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) from `proxy`'s namespace,
+/// then the root namespace, that select it: no selector means the whole namespace (the mesh, from
+/// the root namespace). Policies with `targetRef(s)` are for other attachment points (waypoints,
+/// Gateway API) and are left out.
+pub fn selecting<'a>(ctx: &'a PushContext, proxy: &'a Proxy, kind: Kind) -> Vec<&'a Config> {
     let root = ctx.mesh.root_namespace.as_str();
     let mut out = Vec::new();
     for ns in [proxy.namespace.as_str(), root] {
-        for e in ctx.snapshot.list_namespace(Kind::AuthorizationPolicy, ns) {
-            let Spec::AuthorizationPolicy(p) = &e.config.spec else {
-                continue;
+        for e in ctx.snapshot.list_namespace(kind, ns) {
+            let (selector, targeted) = match &e.config.spec {
+                Spec::AuthorizationPolicy(p) => (
+                    p.selector.as_ref(),
+                    p.target_ref.is_some() || !p.target_refs.is_empty(),
+                ),
+                Spec::RequestAuthentication(r) => (
+                    r.selector.as_ref(),
+                    r.target_ref.is_some() || !r.target_refs.is_empty(),
+                ),
+                _ => continue,
             };
-            if p.target_ref.is_some() || !p.target_refs.is_empty() {
-                continue;
-            }
-            let selected = p.selector.as_ref().is_none_or(|s| {
+            let selected = selector.is_none_or(|s| {
                 s.match_labels
                     .iter()
                     .all(|(k, v)| proxy.labels.get(k) == Some(v))
             });
-            if selected {
-                out.push((ns.to_string(), e.config.metadata.name.clone(), p));
+            if selected && !targeted {
+                out.push(e.config.as_ref());
             }
         }
         if ns == root {
@@ -65,6 +68,22 @@ pub fn policies_for<'a>(
         }
     }
     out
+}
+
+/// The AuthorizationPolicies that apply to `proxy`, with their namespace and name.
+fn policies_for<'a>(
+    ctx: &'a PushContext,
+    proxy: &'a Proxy,
+) -> Vec<(&'a str, &'a str, &'a AuthorizationPolicy)> {
+    selecting(ctx, proxy, Kind::AuthorizationPolicy)
+        .into_iter()
+        .filter_map(|c| match &c.spec {
+            Spec::AuthorizationPolicy(p) => {
+                Some((c.metadata.namespace.as_str(), c.metadata.name.as_str(), p))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The policies that apply to a proxy, grouped by what Envoy does with them.

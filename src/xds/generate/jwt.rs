@@ -3,7 +3,7 @@
 //! `requestPrincipals` (`iss/sub`), matched against the payload the filter verified.
 
 use super::util::encode_sorted_map;
-use crate::config::security::{JwtRule, RequestAuthentication};
+use crate::config::security::JwtRule;
 use crate::config::{Kind, Spec};
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
@@ -191,31 +191,14 @@ const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The jwt rules of the RequestAuthentications that select `proxy`, with their provider names.
 fn selected_rules<'a>(ctx: &'a PushContext, proxy: &'a Proxy) -> Vec<(String, &'a JwtRule)> {
-    let root = ctx.mesh.root_namespace.as_str();
     let mut out = Vec::new();
-    for ns in [proxy.namespace.as_str(), root] {
-        for e in ctx.snapshot.list_namespace(Kind::RequestAuthentication, ns) {
-            let Spec::RequestAuthentication(ra) = &e.config.spec else {
-                continue;
-            };
-            let ra: &RequestAuthentication = ra;
-            if ra.target_ref.is_some() || !ra.target_refs.is_empty() {
-                continue;
-            }
-            let selected = ra.selector.as_ref().is_none_or(|s| {
-                s.match_labels
-                    .iter()
-                    .all(|(k, v)| proxy.labels.get(k) == Some(v))
-            });
-            if !selected {
-                continue;
-            }
-            for (i, rule) in ra.jwt_rules.iter().enumerate() {
-                out.push((format!("origins-{ns}-{}-{i}", e.config.metadata.name), rule));
-            }
-        }
-        if ns == root {
-            break;
+    for c in super::authz::selecting(ctx, proxy, Kind::RequestAuthentication) {
+        let Spec::RequestAuthentication(ra) = &c.spec else {
+            continue;
+        };
+        let (ns, name) = (&c.metadata.namespace, &c.metadata.name);
+        for (i, rule) in ra.jwt_rules.iter().enumerate() {
+            out.push((format!("origins-{ns}-{name}-{i}"), rule));
         }
     }
     out
