@@ -223,50 +223,41 @@ impl PushContext {
         mesh: MeshSettings,
     ) -> PushContext {
         let suffix = mesh.domain_suffix.clone();
-        let virtual_services: Vec<VsEntry> = snapshot
-            .list(Kind::VirtualService)
-            .filter_map(|e| match &e.config.spec {
-                Spec::VirtualService(vs)
-                    if vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh") =>
-                {
-                    let ns = &e.config.metadata.namespace;
-                    Some(VsEntry {
-                        config: e.config.clone(),
-                        spec: vs.clone(),
-                        hosts: vs
-                            .hosts
-                            .iter()
-                            .map(|h| resolve_host(h, ns, &suffix))
-                            .collect(),
-                    })
-                }
-                _ => None,
-            })
-            .collect();
-        let gateway_virtual_services: Vec<GatewayVsEntry> = snapshot
-            .list(Kind::VirtualService)
-            .filter_map(|e| match &e.config.spec {
-                Spec::VirtualService(vs) if vs.gateways.iter().any(|g| g != "mesh") => {
-                    let ns = &e.config.metadata.namespace;
-                    Some(GatewayVsEntry {
-                        config: e.config.clone(),
-                        spec: vs.clone(),
-                        hosts: vs
-                            .hosts
-                            .iter()
-                            .map(|h| resolve_host(h, ns, &suffix))
-                            .collect(),
-                        gateways: vs
-                            .gateways
-                            .iter()
-                            .filter(|g| *g != "mesh")
-                            .map(|g| gateway_key(g, ns))
-                            .collect(),
-                    })
-                }
-                _ => None,
-            })
-            .collect();
+        // One pass: a VirtualService may serve the mesh (no gateways, or `mesh`), gateways, or both.
+        let mut virtual_services: Vec<VsEntry> = Vec::new();
+        let mut gateway_virtual_services: Vec<GatewayVsEntry> = Vec::new();
+        for e in snapshot.list(Kind::VirtualService) {
+            let Spec::VirtualService(vs) = &e.config.spec else {
+                continue;
+            };
+            let ns = &e.config.metadata.namespace;
+            let hosts: Vec<String> = vs
+                .hosts
+                .iter()
+                .map(|h| resolve_host(h, ns, &suffix))
+                .collect();
+            let gateways: Vec<String> = vs
+                .gateways
+                .iter()
+                .filter(|g| *g != "mesh")
+                .map(|g| gateway_key(g, ns))
+                .collect();
+            if vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh") {
+                virtual_services.push(VsEntry {
+                    config: e.config.clone(),
+                    spec: vs.clone(),
+                    hosts: hosts.clone(),
+                });
+            }
+            if !gateways.is_empty() {
+                gateway_virtual_services.push(GatewayVsEntry {
+                    config: e.config.clone(),
+                    spec: vs.clone(),
+                    hosts,
+                    gateways,
+                });
+            }
+        }
         let destination_rules: Vec<DrEntry> = snapshot
             .list(Kind::DestinationRule)
             .filter_map(|e| match &e.config.spec {
