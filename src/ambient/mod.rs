@@ -170,7 +170,11 @@ impl AmbientIndex {
             let Some(mut w) = pod_workload(&entry.config, pod, &ns, registry, mesh) else {
                 continue;
             };
-            let ips: Vec<IpAddr> = pod_ips(pod);
+            let ips: Vec<IpAddr> = w
+                .addresses
+                .iter()
+                .filter_map(|a| ip_from_bytes(a))
+                .collect();
             w.services = services_of(&ips);
             if let Some(node) = nodes.get(w.node.as_str()) {
                 let text = crate::model::kube::node_locality(Some(node), None);
@@ -187,7 +191,7 @@ impl AmbientIndex {
                     &meta.labels,
                 ),
             );
-            index.add_workload(w, &ips);
+            index.add_workload(w);
         }
         for entry in snapshot.list(Kind::WorkloadEntry) {
             let Spec::WorkloadEntry(we) = &entry.config.spec else {
@@ -247,7 +251,7 @@ impl AmbientIndex {
                     &labels,
                 ),
             );
-            index.add_workload(w, &[ip]);
+            index.add_workload(w);
         }
         for svc in registry.services.values() {
             let (kind, name) = match svc.source.split_once('/') {
@@ -390,45 +394,45 @@ impl AmbientIndex {
         out
     }
 
-    fn add_workload(&mut self, w: Workload, ips: &[IpAddr]) {
-        let name = w.uid.clone();
-        for ip in ips {
-            self.by_address
-                .entry(format!("{}/{ip}", w.network))
-                .or_default()
-                .push(name.clone());
+    /// Indexes one Address resource under `name`, and under each `network/ip` it answers for.
+    fn add_address(&mut self, name: &str, addresses: &[(&str, &[u8])], address: address::Type) {
+        for (network, bytes) in addresses {
+            if let Some(ip) = ip_from_bytes(bytes) {
+                self.by_address
+                    .entry(format!("{network}/{ip}"))
+                    .or_default()
+                    .push(name.to_string());
+            }
         }
         let any = Any {
             type_url: ADDRESS_TYPE.to_string(),
             value: Address {
-                r#type: Some(address::Type::Workload(w.clone())),
+                r#type: Some(address),
             }
             .encode_to_vec(),
         };
         self.address_resources
-            .insert(name.clone(), Resource::new(name.clone(), any));
-        self.workloads.insert(name, w);
+            .insert(name.to_string(), Resource::new(name, any));
+    }
+
+    fn add_workload(&mut self, w: Workload) {
+        let addresses: Vec<(&str, &[u8])> = w
+            .addresses
+            .iter()
+            .map(|a| (w.network.as_str(), a.as_slice()))
+            .collect();
+        self.add_address(&w.uid, &addresses, address::Type::Workload(w.clone()));
+        self.workloads.insert(w.uid.clone(), w);
     }
 
     fn add_service(&mut self, s: Service) {
         let name = format!("{}/{}", s.namespace, s.hostname);
-        for a in &s.addresses {
-            if let Some(ip) = ip_from_bytes(&a.address) {
-                self.by_address
-                    .entry(format!("{}/{ip}", a.network))
-                    .or_default()
-                    .push(name.clone());
-            }
-        }
-        let any = Any {
-            type_url: ADDRESS_TYPE.to_string(),
-            value: Address {
-                r#type: Some(address::Type::Service(s.clone())),
-            }
-            .encode_to_vec(),
-        };
-        self.address_resources
-            .insert(name.clone(), Resource::new(name.clone(), any));
+        let addresses: Vec<(&str, &[u8])> = s
+            .addresses
+            .iter()
+            .map(|a| (a.network.as_str(), a.address.as_slice()))
+            .collect();
+        self.add_address(&name, &addresses, address::Type::Service(s.clone()));
         self.services.insert(name, s);
     }
 
