@@ -7,7 +7,7 @@ mod common;
 
 use common::ads::Delta;
 use common::ca::channel;
-use common::cluster::{Cluster, istio_crd, secret_text};
+use common::cluster::{Cluster, istio_crd};
 use common::{Daemon, eventually, http_get};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{
@@ -125,11 +125,7 @@ fn ztunnel_gets_workloads_and_policies_then_updates_and_removals() {
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
         });
-        let secret = c
-            .get_json(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "istio-ca-secret", "namespace": ns}}))
-            .expect("CA secret");
-        let root = secret_text(&secret, "ca-cert.pem");
+        let root = c.ca_root();
         let uid = |name: &str| format!("Kubernetes//Pod/{ns}/{name}");
         let token = c.token("ztunnel");
         let policy_name = format!("{ns}/allow-client");

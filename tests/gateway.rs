@@ -115,17 +115,10 @@ fn https_get_as(
         }
         let mut raw = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut raw)).await;
-        let raw = String::from_utf8_lossy(&raw).to_string();
         if raw.is_empty() {
             return (0, format!("no response: {read:?}"));
         }
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, body.to_string())
+        common::parse_response(&raw)
     })
 }
 
@@ -389,13 +382,9 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
         });
-        let ca = c
-            .get_json(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "istio-ca-secret", "namespace": ns}}))
-            .expect("CA secret");
         let root_dir = tempfile::tempdir().unwrap();
         let root_path = root_dir.path().join("root.pem");
-        std::fs::write(&root_path, common::cluster::secret_text(&ca, "ca-cert.pem")).unwrap();
+        std::fs::write(&root_path, c.ca_root()).unwrap();
         let (gw_token, client_token) = (c.token("gateway"), c.token("client"));
         let xds = daemon.addr("grpc-xds-tls");
         let _gateway = Envoy::boot(

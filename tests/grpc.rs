@@ -29,13 +29,20 @@ struct EchoServer {
 
 impl EchoServer {
     fn start(python: &Path, name: &str) -> EchoServer {
+        EchoServer::launch(python, "server", name, None)
+    }
+
+    /// `mode` is `server`, or `xds-server` with `xds_bootstrap` (a proxyless xDS server).
+    fn launch(python: &Path, mode: &str, name: &str, xds_bootstrap: Option<&Path>) -> EchoServer {
         let port = free_port();
-        let mut child = Command::new(python)
-            .arg(script("grpc_peer.py"))
-            .args(["server", name, &port.to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start grpc server");
+        let mut cmd = Command::new(python);
+        cmd.arg(script("grpc_peer.py"))
+            .args([mode, name, &port.to_string()])
+            .stdout(Stdio::piped());
+        if let Some(boot) = xds_bootstrap {
+            cmd.env("GRPC_XDS_BOOTSTRAP", boot);
+        }
+        let mut child = cmd.spawn().expect("start grpc server");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -300,7 +307,6 @@ spec:\n  selector: {{matchLabels: {{app: echo}}}}\n  action: DENY\n  rules:\n  -
     )
     .unwrap();
     let daemon = Daemon::start(dir.path(), &[]);
-    let port = free_port();
     let boot = dir.path().join("server-bootstrap.json");
     let doc = serde_json::json!({
         "xds_servers": [{"server_uri": daemon.addr("grpc-xds").to_string(), "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
@@ -312,20 +318,10 @@ spec:\n  selector: {{matchLabels: {{app: echo}}}}\n  action: DENY\n  rules:\n  -
         "server_listener_resource_name_template": "xds.istio.io/grpc/lds/inbound/%s"
     });
     std::fs::write(&boot, doc.to_string()).unwrap();
-    let mut server = Command::new(&python)
-        .arg(script("grpc_peer.py"))
-        .args(["xds-server", "guarded", &port.to_string()])
-        .env("GRPC_XDS_BOOTSTRAP", &boot)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start xds server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let server = EchoServer::launch(&python, "xds-server", "guarded", Some(&boot));
     let mut cmd = Command::new(&python);
     cmd.arg(script("grpc_peer.py"))
-        .args(["client", &format!("127.0.0.1:{port}")]);
+        .args(["client", &format!("127.0.0.1:{}", server.port)]);
     let mut client = Client::start(cmd);
     eventually(
         60,
@@ -337,6 +333,5 @@ spec:\n  selector: {{matchLabels: {{app: echo}}}}\n  action: DENY\n  rules:\n  -
         "the RBAC filter from the AuthorizationPolicy refuses flagged calls"
     );
     assert!(only(&client.calls(3, &[]), "guarded"));
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::ads::{CDS, EDS, RDS, Sotw, cla_names, claims, cluster_names};
-use common::cluster::{Cluster, istio_crd, secret_text};
+use common::cluster::{Cluster, istio_crd};
 use common::{Daemon, eventually, http_get};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -320,8 +320,7 @@ fn kubernetes_ca_token_review_persisted_root_and_root_configmaps() {
     }
     let daemon = c.rudder(&[]);
     wait_ready(&daemon);
-    let secret = c.get_json(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "istio-ca-secret", "namespace": c.ns}})).expect("istio-ca-secret created");
-    let root = secret_text(&secret, "ca-cert.pem");
+    let root = c.ca_root();
     assert!(root.contains("BEGIN CERTIFICATE"));
     for ns in ["foo", "bar", c.ns.as_str()] {
         eventually(20, "root ConfigMap written", || {

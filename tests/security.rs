@@ -7,7 +7,7 @@ mod common;
 
 use common::ads::Delta;
 use common::ca::channel;
-use common::cluster::{Cluster, secret_text};
+use common::cluster::Cluster;
 use common::{eventually, http_get};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, secret};
@@ -69,11 +69,7 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
         });
-        let ca = c
-            .get_json(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "istio-ca-secret", "namespace": ns}}))
-            .expect("CA secret");
-        let root = secret_text(&ca, "ca-cert.pem");
+        let root = c.ca_root();
         let own = c.token_in(&ns, "gateway");
         let foreign = c.token_in(&other, "gateway");
         c.rt.block_on(async {

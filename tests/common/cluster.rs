@@ -92,6 +92,16 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The root Rudder's CA keeps in Secret `istio-ca-secret` of this cluster's namespace (where the
+    /// daemon runs), PEM.
+    pub fn ca_root(&self) -> String {
+        let secret = self
+            .get_json(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "istio-ca-secret", "namespace": self.ns}}))
+            .expect("istio-ca-secret created");
+        secret_text(&secret, "ca-cert.pem")
+    }
+
     /// The object as the API server has it now, if it exists.
     pub fn get_json(&self, obj: Value) -> Option<Value> {
         let api = self.api(&obj);

@@ -149,7 +149,8 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 }
 
 /// Status and body of a raw HTTP/1.1 response (chunked bodies decoded).
-fn parse_response(raw: &[u8]) -> (u16, String) {
+/// (status, body) of a raw HTTP/1.1 response; status 0 when there is none.
+pub fn parse_response(raw: &[u8]) -> (u16, String) {
     let text = String::from_utf8_lossy(raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head

@@ -337,15 +337,9 @@ pub fn request(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> (
     {
         return (0, String::new());
     }
-    let mut raw = String::new();
-    let _ = stream.read_to_string(&mut raw);
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    super::parse_response(&raw)
 }
 
 /// Sends `n` requests and counts responses by backend name (the first word of the body).
