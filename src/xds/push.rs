@@ -2,6 +2,7 @@
 //! built and queued for every proxy. Changes that only move endpoints become EDS-only pushes.
 
 use super::context::{MeshSettings, PushContext};
+use super::generate;
 use super::server::{PushRecord, PushRequest, XdsShared};
 use crate::config::Kind;
 use crate::config::networking::Resolution;
@@ -190,9 +191,15 @@ pub async fn run(
             };
             let request = PushRequest {
                 full: !eds_only,
+                types: [
+                    (!eds_hosts.is_empty(), generate::ENDPOINT),
+                    (addresses, generate::ADDRESS),
+                    (secrets, generate::SECRET),
+                ]
+                .into_iter()
+                .filter_map(|(changed, t)| changed.then_some(t))
+                .collect(),
                 eds_hosts,
-                addresses,
-                secrets,
                 started: started.into_std(),
                 reason: reason.into(),
                 queued: std::time::Instant::now(),

@@ -29,13 +29,11 @@ use tracing::{Instrument, debug, info, info_span, warn};
 pub struct PushRequest {
     /// Everything may have changed: regenerate every watched type.
     pub full: bool,
-    /// Services whose endpoints changed (for EDS-only pushes).
+    /// For a partial push, the types it carries (EDS, ztunnel's Address, SDS), to the streams
+    /// that watch them.
+    pub types: BTreeSet<&'static str>,
+    /// Services whose endpoints changed: a partial push sends EDS only for their clusters.
     pub eds_hosts: BTreeSet<String>,
-    /// Pods, workload entries or endpoints changed: ambient workloads may differ (ztunnel's
-    /// Address type is pushed even when no service's endpoints moved).
-    pub addresses: bool,
-    /// Secrets or workload certificates may have changed: SDS is pushed to the proxies that use it.
-    pub secrets: bool,
     /// When the first change behind this push happened (for convergence time).
     pub started: Instant,
     pub reason: String,
@@ -62,8 +60,7 @@ const PUSH_HISTORY: usize = 50;
 impl PushRequest {
     pub fn merge(&mut self, other: PushRequest) {
         self.full |= other.full;
-        self.addresses |= other.addresses;
-        self.secrets |= other.secrets;
+        self.types.extend(other.types);
         self.eds_hosts.extend(other.eds_hosts);
         self.started = self.started.min(other.started);
         self.queued = self.queued.min(other.queued);
@@ -490,13 +487,7 @@ fn record_nack(
 fn types_to_push(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> Vec<String> {
     PUSH_ORDER
         .iter()
-        .filter(|t| {
-            watches.contains_key(**t)
-                && (push.full
-                    || **t == generate::ENDPOINT
-                    || (push.addresses && **t == generate::ADDRESS)
-                    || (push.secrets && **t == generate::SECRET))
-        })
+        .filter(|t| watches.contains_key(**t) && (push.full || push.types.contains(**t)))
         .map(|t| t.to_string())
         .collect()
 }
@@ -522,17 +513,22 @@ struct StreamParts {
     status: Arc<Mutex<ConnectionStatus>>,
 }
 
-/// An endpoint-only push matters only to streams watching an endpoint of a changed service; the
-/// others skip it before taking a push slot (a change to one service would otherwise wake every
+/// A partial push matters only to streams watching one of its types, and for EDS an endpoint of a
+/// changed service; the others skip it before taking a push slot (a change to one service would otherwise wake every
 /// proxy of the mesh and queue the ones that need it behind the ones that do not).
 fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> bool {
     if push.full
-        || (push.addresses && watches.contains_key(generate::ADDRESS))
-        || (push.secrets && watches.contains_key(generate::SECRET))
+        || push
+            .types
+            .iter()
+            .any(|t| *t != generate::ENDPOINT && watches.contains_key(*t))
     {
         return true;
     }
-    let Some(eds) = watches.get(generate::ENDPOINT) else {
+    let Some(eds) = watches
+        .get(generate::ENDPOINT)
+        .filter(|_| push.types.contains(generate::ENDPOINT))
+    else {
         return false;
     };
     eds.wildcard
@@ -1032,9 +1028,12 @@ mod relevance_tests {
     fn push(full: bool, hosts: &[&str]) -> PushRequest {
         PushRequest {
             full,
+            types: if hosts.is_empty() {
+                BTreeSet::new()
+            } else {
+                [generate::ENDPOINT].into()
+            },
             eds_hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            addresses: false,
-            secrets: false,
             started: Instant::now(),
             reason: "test".into(),
             queued: Instant::now(),
