@@ -8,7 +8,7 @@
 use super::context::{PushContext, Resource, Scope};
 use super::generate::{self, PUSH_ORDER, is_wildcard_type, known_type, short_type};
 use super::proxy::Proxy;
-use super::wire::{AdsServer, EncodedResponse};
+use super::wire::{AdsServer, EncodedResponse, RequestStream};
 use crate::metrics::{Metrics, ReasonLabels, TypeLabels};
 use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -21,7 +21,7 @@ use std::time::Instant;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 /// What must be pushed to a proxy. Merging two requests keeps the union of what both needed.
@@ -400,8 +400,8 @@ impl AdsService {
 
 /// Reads a stream's first request (which must carry the node) and the peer address.
 async fn accept<R: prost::Message + Default>(
-    request: Request<Streaming<R>>,
-) -> Result<(String, R, Streaming<R>), Status> {
+    request: Request<RequestStream<R>>,
+) -> Result<(String, R, RequestStream<R>), Status> {
     let peer = request
         .remote_addr()
         .map(|a| a.to_string())
@@ -422,14 +422,14 @@ type ResponseStream = ReceiverStream<Result<EncodedResponse, Status>>;
 impl AdsService {
     pub async fn stream_aggregated_resources(
         &self,
-        request: Request<Streaming<DiscoveryRequest>>,
+        request: Request<RequestStream<DiscoveryRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.open::<Sotw>(request).await
     }
 
     pub async fn delta_aggregated_resources(
         &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
+        request: Request<RequestStream<DeltaDiscoveryRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.open::<Delta>(request).await
     }
@@ -438,7 +438,7 @@ impl AdsService {
     /// the stream on its own task.
     async fn open<H: StreamHandler>(
         &self,
-        request: Request<Streaming<H::Request>>,
+        request: Request<RequestStream<H::Request>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.shared.admit().await?;
         let identity = self.caller(&request).await?;
@@ -557,7 +557,7 @@ async fn serve_stream<H: StreamHandler>(
     proxy: Arc<Proxy>,
     tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     first: H::Request,
-    mut inbound: Streaming<H::Request>,
+    mut inbound: RequestStream<H::Request>,
 ) {
     let (id, mailbox, status) = shared.register(proxy.clone(), H::MODE == "delta");
     info!(generator = ?proxy.generator, "proxy connected");

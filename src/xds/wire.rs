@@ -7,18 +7,29 @@
 //! its few header fields. Protobuf fields may come in any order, so `head` + `body` is a valid
 //! `DiscoveryResponse`. Delta responses differ per proxy in which resources they carry, but each
 //! resource's entry is encoded once (`Resource::delta_entry`) and written from the shared bytes.
+//!
+//! The response body is ours too (`ResponseBody`): tonic's would copy every message into a
+//! per-stream buffer that keeps the capacity of the largest response it ever wrote (tens of KiB
+//! per proxy, most of the daemon's memory at 10,000 streams). Ours hands the shared bytes to
+//! HTTP/2 as they are, after a 5-byte gRPC prefix and the stream's head fields.
 
 use super::context::Resource;
 use super::server::AdsService;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
-use prost::bytes::{BufMut, Bytes};
+use http_body::Frame;
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use prost::bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::collections::VecDeque;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
+use sync_wrapper::SyncWrapper;
+use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::Status;
 use tonic::codegen::{Body, BoxFuture, Service, StdError, http};
-use tonic::{Status, Streaming};
 
 pub const SERVICE_NAME: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
 const SOTW_PATH: &str =
@@ -147,82 +158,251 @@ pub fn encode_resources(resources: &[Arc<Resource>]) -> Bytes {
     Bytes::from(buf)
 }
 
-struct EncodedEncoder;
-
-impl Encoder for EncodedEncoder {
-    type Item = EncodedResponse;
-    type Error = Status;
-
-    fn encode(&mut self, item: EncodedResponse, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.reserve(item.encoded_len());
-        dst.put_slice(&item.head);
-        for chunk in &item.body {
-            dst.put_slice(chunk);
-        }
-        Ok(())
-    }
+/// The request half of an ADS stream: gRPC messages decoded from the HTTP/2 request body.
+///
+/// Unlike tonic's `Streaming`, the buffer is released whenever it holds no partial message, so an
+/// idle stream does not keep the capacity of the largest request it ever received.
+pub struct RequestStream<R> {
+    /// Only ever polled through `&mut`: the wrapper makes the stream `Sync` for the RPC future.
+    body: SyncWrapper<UnsyncBoxBody<Bytes, Status>>,
+    buf: BytesMut,
+    max_message_size: usize,
+    ended: bool,
+    message: PhantomData<fn() -> R>,
 }
 
-struct ProstDecoder<T>(PhantomData<T>);
+impl<R: prost::Message + Default> RequestStream<R> {
+    fn new<B>(body: B, max_message_size: usize) -> RequestStream<R>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<StdError> + Send + 'static,
+    {
+        RequestStream {
+            body: SyncWrapper::new(
+                body.map_err(|e| Status::from_error(e.into()))
+                    .boxed_unsync(),
+            ),
+            buf: BytesMut::new(),
+            max_message_size,
+            ended: false,
+            message: PhantomData,
+        }
+    }
 
-impl<T: prost::Message + Default> Decoder for ProstDecoder<T> {
-    type Item = T;
-    type Error = Status;
+    /// The next request, `None` when the client closed its side. Cancel-safe: a partial message
+    /// stays buffered for the next call.
+    pub async fn message(&mut self) -> Result<Option<R>, Status> {
+        std::future::poll_fn(|cx| self.poll_message(cx)).await
+    }
 
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<T>, Status> {
-        T::decode(buf)
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<R>, Status>> {
+        loop {
+            if let Some(message) = self.decode_buffered()? {
+                return Poll::Ready(Ok(Some(message)));
+            }
+            if self.ended {
+                return Poll::Ready(if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Status::internal("request stream ended inside a message"))
+                });
+            }
+            match ready!(Pin::new(self.body.get_mut()).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    // Trailers carry nothing for us.
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(status)) => return Poll::Ready(Err(status)),
+                None => self.ended = true,
+            }
+        }
+    }
+
+    /// A whole message from the buffer, if one is there.
+    fn decode_buffered(&mut self) -> Result<Option<R>, Status> {
+        let Some(prefix) = self.buf.get(..5) else {
+            return Ok(None);
+        };
+        if prefix[0] != 0 {
+            return Err(Status::internal(
+                "compressed request, but no grpc-encoding was agreed",
+            ));
+        }
+        let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+        if len > self.max_message_size {
+            return Err(Status::out_of_range(format!(
+                "request too large: {len} bytes, the limit is {} bytes",
+                self.max_message_size
+            )));
+        }
+        if self.buf.len() < 5 + len {
+            self.buf.reserve(5 + len - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(5);
+        let encoded = self.buf.split_to(len).freeze();
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        }
+        R::decode(encoded)
             .map(Some)
             .map_err(|e| Status::invalid_argument(format!("malformed request: {e}")))
     }
 }
 
-/// Requests decoded with prost, responses written from pre-encoded bytes (SotW and Delta alike).
-struct PreEncodedCodec<Req>(PhantomData<Req>);
+/// Resource bytes at least this long go to HTTP/2 as they are; shorter ones are copied together.
+const SHARED_CHUNK_MIN: usize = 4096;
+/// The most small chunks copied into one frame's buffer.
+const COALESCED_FRAME_MAX: usize = 16 * 1024;
 
-impl<Req> PreEncodedCodec<Req> {
-    fn new() -> Self {
-        PreEncodedCodec(PhantomData)
+/// The body of an ADS response: each message as a gRPC length prefix with the stream's head
+/// fields, then its shared resource bytes as they are; `grpc-status` trailers at the end.
+struct ResponseBody {
+    messages: ReceiverStream<Result<EncodedResponse, Status>>,
+    /// The shared chunks of the message being written.
+    pending: VecDeque<Bytes>,
+    ended: bool,
+}
+
+impl ResponseBody {
+    fn new(messages: ReceiverStream<Result<EncodedResponse, Status>>) -> ResponseBody {
+        ResponseBody {
+            messages,
+            pending: VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    fn poll_frame_pending(&mut self) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let chunk = self.pending.pop_front().unwrap_or_default();
+        if self.pending.is_empty() {
+            // Give the queue's memory back between messages.
+            self.pending = VecDeque::new();
+        }
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn trailers(&mut self, status: Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        self.ended = true;
+        Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status)))))
     }
 }
 
-impl<Req: prost::Message + Default + Send + 'static> Codec for PreEncodedCodec<Req> {
-    type Encode = EncodedResponse;
-    type Decode = Req;
-    type Encoder = EncodedEncoder;
-    type Decoder = ProstDecoder<Req>;
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Status;
 
-    fn encoder(&mut self) -> Self::Encoder {
-        EncodedEncoder
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = self.get_mut();
+        if !this.pending.is_empty() {
+            return this.poll_frame_pending();
+        }
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        match ready!(Pin::new(&mut this.messages).poll_next(cx)) {
+            Some(Ok(message)) => {
+                let Ok(len) = u32::try_from(message.encoded_len()) else {
+                    return this.trailers(Status::resource_exhausted(
+                        "response larger than a gRPC message can be",
+                    ));
+                };
+                let mut small = BytesMut::with_capacity(5 + message.head.len());
+                small.put_u8(0); // not compressed
+                small.put_u32(len);
+                small.put_slice(&message.head);
+                // Small chunks (Delta entries) are copied together: HTTP/2 queues every frame
+                // in a per-connection table that never shrinks.
+                for chunk in message.body {
+                    if chunk.len() >= SHARED_CHUNK_MIN {
+                        if !small.is_empty() {
+                            this.pending.push_back(small.split().freeze());
+                        }
+                        this.pending.push_back(chunk);
+                    } else {
+                        if small.len() + chunk.len() > COALESCED_FRAME_MAX && !small.is_empty() {
+                            this.pending.push_back(small.split().freeze());
+                        }
+                        small.extend_from_slice(&chunk);
+                    }
+                }
+                if !small.is_empty() {
+                    this.pending.push_back(small.freeze());
+                }
+                this.poll_frame_pending()
+            }
+            Some(Err(status)) => this.trailers(status),
+            None => this.trailers(Status::ok("")),
+        }
     }
 
-    fn decoder(&mut self) -> Self::Decoder {
-        ProstDecoder(PhantomData)
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.pending.is_empty()
     }
 }
 
-struct SotwMethod(Arc<AdsService>);
-
-impl tonic::server::StreamingService<DiscoveryRequest> for SotwMethod {
-    type Response = EncodedResponse;
-    type ResponseStream = ReceiverStream<Result<EncodedResponse, Status>>;
-    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
-
-    fn call(&mut self, request: tonic::Request<Streaming<DiscoveryRequest>>) -> Self::Future {
-        let ads = self.0.clone();
-        Box::pin(async move { ads.stream_aggregated_resources(request).await })
+/// `grpc-status` and `grpc-message` (percent-encoded as the gRPC spec asks) for `status`.
+fn status_trailers(status: &Status) -> http::HeaderMap {
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from(status.code() as i32));
+    if !status.message().is_empty() {
+        let mut message = String::with_capacity(status.message().len());
+        for byte in status.message().bytes() {
+            if (0x20..0x7f).contains(&byte) && byte != b'%' {
+                message.push(byte as char);
+            } else {
+                message.push_str(&format!("%{byte:02X}"));
+            }
+        }
+        if let Ok(value) = http::HeaderValue::from_str(&message) {
+            trailers.insert("grpc-message", value);
+        }
     }
+    trailers
 }
 
-struct DeltaMethod(Arc<AdsService>);
+type AdsResult = Result<tonic::Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status>;
 
-impl tonic::server::StreamingService<DeltaDiscoveryRequest> for DeltaMethod {
-    type Response = EncodedResponse;
-    type ResponseStream = ReceiverStream<Result<EncodedResponse, Status>>;
-    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
-
-    fn call(&mut self, request: tonic::Request<Streaming<DeltaDiscoveryRequest>>) -> Self::Future {
-        let ads = self.0.clone();
-        Box::pin(async move { ads.delta_aggregated_resources(request).await })
+/// Decodes the request stream with prost, runs the RPC and answers with a `ResponseBody`.
+async fn serve_rpc<Req, B, F>(
+    req: http::Request<B>,
+    max_decoding_message_size: usize,
+    rpc: impl FnOnce(tonic::Request<RequestStream<Req>>) -> F,
+) -> http::Response<tonic::body::Body>
+where
+    Req: prost::Message + Default + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+    F: std::future::Future<Output = AdsResult>,
+{
+    // Envoy and gRPC send uncompressed unless the server advertises an encoding; we advertise none.
+    if let Some(encoding) = req.headers().get("grpc-encoding")
+        && encoding.as_bytes() != b"identity"
+    {
+        return Status::unimplemented(format!(
+            "request compressed with {encoding:?}, which this server does not accept"
+        ))
+        .into_http();
+    }
+    let request = req.map(|body| RequestStream::new(body, max_decoding_message_size));
+    match rpc(tonic::Request::from_http(request)).await {
+        Ok(response) => {
+            let (metadata, messages, extensions) = response.into_parts();
+            let mut http = http::Response::new(tonic::body::Body::new(ResponseBody::new(messages)));
+            *http.headers_mut() = metadata.into_headers();
+            *http.extensions_mut() = extensions;
+            http.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            http
+        }
+        Err(status) => status.into_http(),
     }
 }
 
@@ -261,19 +441,19 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let ads = self.ads.clone();
-        let max = Some(self.max_decoding_message_size);
+        let max = self.max_decoding_message_size;
         match req.uri().path() {
             SOTW_PATH => Box::pin(async move {
-                let codec = PreEncodedCodec::<DiscoveryRequest>::new();
-                let mut grpc =
-                    tonic::server::Grpc::new(codec).apply_max_message_size_config(max, None);
-                Ok(grpc.streaming(SotwMethod(ads), req).await)
+                Ok(serve_rpc::<DiscoveryRequest, _, _>(req, max, |r| {
+                    ads.stream_aggregated_resources(r)
+                })
+                .await)
             }),
             DELTA_PATH => Box::pin(async move {
-                let codec = PreEncodedCodec::<DeltaDiscoveryRequest>::new();
-                let mut grpc =
-                    tonic::server::Grpc::new(codec).apply_max_message_size_config(max, None);
-                Ok(grpc.streaming(DeltaMethod(ads), req).await)
+                Ok(serve_rpc::<DeltaDiscoveryRequest, _, _>(req, max, |r| {
+                    ads.delta_aggregated_resources(r)
+                })
+                .await)
             }),
             _ => Box::pin(async move { Ok(Status::unimplemented("unknown method").into_http()) }),
         }
@@ -361,5 +541,174 @@ mod tests {
                 .len(),
             0
         );
+    }
+
+    fn resources(count: usize, size: usize) -> Vec<Arc<Resource>> {
+        (0..count)
+            .map(|i| {
+                Resource::new(
+                    format!("r{i}"),
+                    Any {
+                        type_url: "type.googleapis.com/x".into(),
+                        value: vec![i as u8; size],
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Everything a `ResponseBody` yields: the data frames, then the trailers.
+    async fn drain(body: ResponseBody) -> (Vec<Bytes>, Option<http::HeaderMap>) {
+        let mut body = std::pin::pin!(body);
+        let mut data = Vec::new();
+        let mut trailers = None;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.unwrap();
+            match frame.into_data() {
+                Ok(chunk) => data.push(chunk),
+                Err(frame) => trailers = frame.into_trailers().ok(),
+            }
+        }
+        assert!(body.is_end_stream());
+        (data, trailers)
+    }
+
+    /// The gRPC messages in a response body's bytes.
+    fn grpc_messages(wire: &[u8]) -> Vec<&[u8]> {
+        let mut messages = Vec::new();
+        let mut rest = wire;
+        while !rest.is_empty() {
+            assert_eq!(rest[0], 0, "uncompressed");
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            messages.push(&rest[5..5 + len]);
+            rest = &rest[5 + len..];
+        }
+        messages
+    }
+
+    #[tokio::test]
+    async fn response_body_shares_large_chunks_and_batches_small_ones() {
+        let big = resources(40, 300);
+        let shared = encode_resources(&big);
+        let small = resources(200, 40);
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(Ok(EncodedResponse::new("1", "t", "n1", shared.clone())))
+            .await
+            .unwrap();
+        tx.send(Ok(EncodedResponse::delta(
+            "2",
+            "t",
+            "n2",
+            &[],
+            small.iter().map(|r| r.delta_entry()).collect(),
+        )))
+        .await
+        .unwrap();
+        drop(tx);
+        let (data, trailers) = drain(ResponseBody::new(ReceiverStream::new(rx))).await;
+
+        // The SotW list goes out as the very bytes every stream shares.
+        assert!(data.iter().any(|c| c.as_ptr() == shared.as_ptr()));
+        // 200 small Delta entries travel in a handful of frames, not 200.
+        assert!(data.len() <= 6, "{} frames", data.len());
+        let wire = data.concat();
+        let messages = grpc_messages(&wire);
+        assert_eq!(messages.len(), 2);
+        let sotw = DiscoveryResponse::decode(messages[0]).unwrap();
+        assert_eq!((sotw.nonce.as_str(), sotw.resources.len()), ("n1", 40));
+        let delta = DeltaDiscoveryResponse::decode(messages[1]).unwrap();
+        assert_eq!((delta.nonce.as_str(), delta.resources.len()), ("n2", 200));
+        assert_eq!(
+            delta.resources[199].resource.as_ref().unwrap().value,
+            vec![199u8; 40]
+        );
+        assert_eq!(trailers.unwrap()["grpc-status"], "0");
+    }
+
+    #[tokio::test]
+    async fn response_body_ends_with_the_streams_error() {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(Err(Status::invalid_argument("bad node: ü%")))
+            .await
+            .unwrap();
+        let (data, trailers) = drain(ResponseBody::new(ReceiverStream::new(rx))).await;
+        assert!(data.is_empty());
+        let trailers = trailers.unwrap();
+        assert_eq!(trailers["grpc-status"], "3");
+        assert_eq!(trailers["grpc-message"], "bad node: %C3%BC%25");
+    }
+
+    /// A request body delivered in the given pieces.
+    fn request_body(pieces: Vec<Vec<u8>>) -> RequestStream<DiscoveryRequest> {
+        let frames = pieces
+            .into_iter()
+            .map(|p| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(p))));
+        RequestStream::new(
+            http_body_util::StreamBody::new(futures::stream::iter(frames)),
+            1024,
+        )
+    }
+
+    fn framed(request: &DiscoveryRequest) -> Vec<u8> {
+        let encoded = request.encode_to_vec();
+        let mut wire = vec![0];
+        wire.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        wire.extend_from_slice(&encoded);
+        wire
+    }
+
+    #[tokio::test]
+    async fn request_stream_reassembles_messages_and_frees_its_buffer() {
+        let first = DiscoveryRequest {
+            type_url: "a".into(),
+            resource_names: vec!["x".repeat(300)],
+            ..Default::default()
+        };
+        let second = DiscoveryRequest {
+            type_url: "b".into(),
+            ..Default::default()
+        };
+        // Byte by byte, the second message starting in the first one's last piece.
+        let mut wire = framed(&first);
+        wire.extend(framed(&second));
+        let mut pieces: Vec<Vec<u8>> = wire.iter().map(|b| vec![*b]).collect();
+        let tail = pieces.split_off(pieces.len() - 4);
+        pieces.push(tail.concat());
+        let mut stream = request_body(pieces);
+        assert_eq!(stream.message().await.unwrap(), Some(first));
+        assert_eq!(stream.message().await.unwrap(), Some(second));
+        assert_eq!(stream.buf.capacity(), 0, "an idle stream holds no buffer");
+        assert_eq!(stream.message().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn request_stream_refuses_oversized_truncated_and_garbage_messages() {
+        let big = DiscoveryRequest {
+            resource_names: vec!["x".repeat(2000)],
+            ..Default::default()
+        };
+        let err = request_body(vec![framed(&big)])
+            .message()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::OutOfRange);
+        assert!(err.message().contains("too large"), "{err:?}");
+
+        let mut cut = framed(&big);
+        cut.truncate(20);
+        let mut stream = request_body(vec![cut]);
+        stream.max_message_size = 1 << 20;
+        assert_eq!(
+            stream.message().await.unwrap_err().code(),
+            tonic::Code::Internal
+        );
+
+        let garbage = vec![0, 0, 0, 0, 3, 0xff, 0xff, 0xff];
+        let err = request_body(vec![garbage]).message().await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+
+        let compressed = vec![1, 0, 0, 0, 0];
+        let err = request_body(vec![compressed]).message().await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Internal);
     }
 }
