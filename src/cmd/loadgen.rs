@@ -4,7 +4,6 @@
 //! an in-process server that only sends pre-encoded responses: the ceiling for the push path.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
@@ -28,6 +27,10 @@ const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+const SOTW_METHOD: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+const DELTA_METHOD: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadgenArgs {
@@ -67,6 +70,10 @@ pub struct LoadgenArgs {
     /// Measure the replay baseline instead of the daemon.
     #[arg(long)]
     pub replay: bool,
+    /// Before each change, wait until no proxy received anything for this long, so each push is
+    /// measured on its own; 0 starts an endpoint push in the tail of the full push before it.
+    #[arg(long, default_value_t = 1000)]
+    pub settle_ms: u64,
 }
 
 /// One received response, as the coordinator sees it.
@@ -102,6 +109,96 @@ fn ns(i: usize, n: usize) -> String {
 
 fn host(i: usize, n: usize) -> String {
     format!("svc-{i}.{}.svc.cluster.local", ns(i, n))
+}
+
+/// What a simulated proxy reads of the responses: only what its bookkeeping needs (names, nonces,
+/// EDS cluster types), with resource bytes borrowed from the received buffer. The generator shares
+/// the machine with the daemon it measures; decoding every Cluster and Listener in full, as a real
+/// proxy on its own machine would, took CPU the daemon is measured with.
+mod light {
+    use prost::bytes::Bytes;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Any {
+        #[prost(string, tag = "1")]
+        pub type_url: String,
+        #[prost(bytes = "bytes", tag = "2")]
+        pub value: Bytes,
+    }
+
+    /// `DiscoveryResponse`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Response {
+        #[prost(string, tag = "1")]
+        pub version_info: String,
+        #[prost(message, repeated, tag = "2")]
+        pub resources: Vec<Any>,
+        #[prost(string, tag = "4")]
+        pub type_url: String,
+        #[prost(string, tag = "5")]
+        pub nonce: String,
+    }
+
+    /// `Resource` of a Delta response.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Resource {
+        #[prost(message, optional, tag = "2")]
+        pub resource: Option<Any>,
+        #[prost(string, tag = "3")]
+        pub name: String,
+    }
+
+    /// `DeltaDiscoveryResponse`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DeltaResponse {
+        #[prost(message, repeated, tag = "2")]
+        pub resources: Vec<Resource>,
+        #[prost(string, tag = "4")]
+        pub type_url: String,
+        #[prost(string, tag = "5")]
+        pub nonce: String,
+    }
+
+    /// Field 1 of a Listener or ClusterLoadAssignment: its name.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Named {
+        #[prost(string, tag = "1")]
+        pub name: String,
+    }
+
+    /// A Cluster's name and discovery type (3 is EDS).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ClusterHead {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(int32, tag = "2")]
+        pub discovery_type: i32,
+    }
+}
+
+/// An ADS stream as a simulated proxy opens it: requests encoded in full, responses read `light`ly.
+async fn open_ads<Req, Resp>(
+    channel: Channel,
+    method: &'static str,
+    requests: mpsc::Receiver<Req>,
+) -> Result<tonic::Streaming<Resp>, tonic::Status>
+where
+    Req: Message + Send + Sync + 'static,
+    Resp: Message + Default + Send + 'static,
+{
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(method);
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    grpc.streaming(
+        tonic::Request::new(ReceiverStream::new(requests)),
+        path,
+        codec,
+    )
+    .await
+    .map(tonic::Response::into_inner)
 }
 
 fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String {
@@ -174,15 +271,15 @@ fn node(i: usize, args: &LoadgenArgs, grpc: bool) -> Option<Node> {
     })
 }
 
+fn names<'a>(resources: impl Iterator<Item = &'a light::Any>) -> impl Iterator<Item = String> {
+    resources.filter_map(|a| light::Named::decode(a.value.clone()).ok().map(|n| n.name))
+}
+
 /// Route names an Envoy asks for: one per HTTP listener port.
-fn route_names(resp: &DiscoveryResponse) -> Vec<String> {
-    let mut v: Vec<String> = resp
-        .resources
-        .iter()
-        .filter_map(|a| Listener::decode(a.value.as_slice()).ok())
-        .filter_map(|l| {
-            l.name
-                .rsplit('_')
+fn route_names<'a>(listeners: impl Iterator<Item = &'a light::Any>) -> Vec<String> {
+    let mut v: Vec<String> = names(listeners)
+        .filter_map(|name| {
+            name.rsplit('_')
                 .next()
                 .filter(|p| p.parse::<u32>().is_ok())
                 .map(str::to_string)
@@ -193,29 +290,13 @@ fn route_names(resp: &DiscoveryResponse) -> Vec<String> {
     v
 }
 
-fn resource_names<T: Message + Default>(
-    resp: &DiscoveryResponse,
-    name: impl Fn(T) -> String,
-) -> Vec<String> {
-    resp.resources
-        .iter()
-        .filter_map(|a| T::decode(a.value.as_slice()).ok())
-        .map(name)
+/// The EDS clusters among `clusters`: the names an Envoy asks endpoints for.
+fn eds_names<'a>(clusters: impl Iterator<Item = &'a light::Any>) -> Vec<String> {
+    clusters
+        .filter_map(|a| light::ClusterHead::decode(a.value.clone()).ok())
+        .filter(|c| c.discovery_type == 3)
+        .map(|c| c.name)
         .collect()
-}
-
-fn eds_names(resp: &DiscoveryResponse) -> Vec<String> {
-    use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster::ClusterDiscoveryType};
-    resource_names::<Cluster>(resp, |c| {
-        if matches!(c.cluster_discovery_type, Some(ClusterDiscoveryType::Type(t)) if t == 3) {
-            c.name
-        } else {
-            String::new()
-        }
-    })
-    .into_iter()
-    .filter(|n| !n.is_empty())
-    .collect()
 }
 
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
@@ -227,8 +308,6 @@ async fn sotw_proxy(
     tx: mpsc::UnboundedSender<Seen>,
 ) {
     let (req_tx, req_rx) = mpsc::channel(16);
-    let mut client =
-        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
     let send =
         |t: &str, names: Vec<String>, nonce: &str, version: &str, first: bool| DiscoveryRequest {
             node: if first { node(i, &args, grpc) } else { None },
@@ -254,20 +333,14 @@ async fn sotw_proxy(
         let _ = req_tx.send(send(CDS, vec![], "", "", true)).await;
         let _ = req_tx.send(send(LDS, vec![], "", "", false)).await;
     }
-    let Ok(resp) = client
-        .stream_aggregated_resources(ReceiverStream::new(req_rx))
-        .await
-    else {
+    let Ok(mut stream) = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await else {
         return;
     };
-    let mut stream = resp.into_inner();
     let mut subscribed: HashMap<&'static str, Vec<String>> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let names = match t {
-            EDS => resource_names::<
-                envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment,
-            >(&r, |c| c.cluster_name),
+            EDS => names(r.resources.iter()).collect(),
             _ => Vec::new(),
         };
         let _ = tx.send(Seen {
@@ -284,8 +357,8 @@ async fn sotw_proxy(
             .await;
         // Follow the dependency chain, as a proxy would.
         let next: Option<(&'static str, Vec<String>)> = match (t, grpc) {
-            (CDS, _) => Some((EDS, eds_names(&r))),
-            (LDS, false) => Some((RDS, route_names(&r))),
+            (CDS, _) => Some((EDS, eds_names(r.resources.iter()))),
+            (LDS, false) => Some((RDS, route_names(r.resources.iter()))),
             (LDS, true) => Some((RDS, vec![target.clone()])),
             (RDS, true) => Some((CDS, vec![target_cluster.clone()])),
             _ => None,
@@ -311,8 +384,6 @@ async fn delta_proxy(
     tx: mpsc::UnboundedSender<Seen>,
 ) {
     let (req_tx, req_rx) = mpsc::channel(16);
-    let mut client =
-        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
     let _ = req_tx
         .send(DeltaDiscoveryRequest {
             node: node(i, &args, false),
@@ -326,13 +397,10 @@ async fn delta_proxy(
             ..Default::default()
         })
         .await;
-    let Ok(resp) = client
-        .delta_aggregated_resources(ReceiverStream::new(req_rx))
-        .await
+    let Ok(mut stream) = open_ads::<_, light::DeltaResponse>(channel, DELTA_METHOD, req_rx).await
     else {
         return;
     };
-    let mut stream = resp.into_inner();
     let mut known: HashMap<&'static str, BTreeSet<String>> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
@@ -352,17 +420,10 @@ async fn delta_proxy(
                 ..Default::default()
             })
             .await;
-        let as_sotw = DiscoveryResponse {
-            resources: r
-                .resources
-                .iter()
-                .filter_map(|x| x.resource.clone())
-                .collect(),
-            ..Default::default()
-        };
+        let resources = r.resources.iter().filter_map(|x| x.resource.as_ref());
         let next: Option<(&'static str, Vec<String>)> = match t {
-            CDS => Some((EDS, eds_names(&as_sotw))),
-            LDS => Some((RDS, route_names(&as_sotw))),
+            CDS => Some((EDS, eds_names(resources))),
+            LDS => Some((RDS, route_names(resources))),
             _ => None,
         };
         if let Some((nt, wanted)) = next {
@@ -553,6 +614,34 @@ async fn collect(
     (got, true)
 }
 
+/// Waits until no response arrived for `quiet` (the proxies finished following the last push).
+async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: &mut usize) {
+    if quiet.is_zero() {
+        return;
+    }
+    while let Ok(Some(s)) = tokio::time::timeout(quiet, rx.recv()).await {
+        *bytes += s.bytes;
+    }
+}
+
+/// This process's CPU time (user + system), from /proc: the generator's own share of the machine.
+fn own_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let ticks: f64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0
+}
+
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     super::raise_fd_limit();
     let args = Arc::new(args);
@@ -670,12 +759,15 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(ok, "not every proxy synced");
     let before = scrape(args.monitoring_addr, "/metrics").await;
+    let own_cpu_before = own_cpu_seconds();
 
     let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let churn_start = Instant::now();
     let bytes_before = bytes;
+    let quiet = Duration::from_millis(args.settle_ms);
     for k in 1..=args.changes {
+        settle(&mut rx, quiet, &mut bytes).await;
         // Full push: a new service every Envoy-like proxy must learn about.
         let t0 = Instant::now();
         if let Some(trigger) = &trigger {
@@ -705,6 +797,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             continue;
         }
         // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
+        settle(&mut rx, quiet, &mut bytes).await;
         let t0 = Instant::now();
         std::fs::write(&file, mesh_yaml(&args, k, k))?;
         let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
@@ -781,10 +874,16 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         (bytes - bytes_before) as f64 / 1048576.0
     );
     println!(
-        "daemon: {} xDS streams, RSS {:.0} MiB, CPU {:.1} s total",
+        "daemon: {} xDS streams, RSS {:.0} MiB, CPU {:.1} s total, {:.1} s during churn",
         metric(&after, "pilot_xds "),
         metric(&after, "process_resident_memory_bytes") / 1048576.0,
-        metric(&after, "process_cpu_seconds_total")
+        metric(&after, "process_cpu_seconds_total"),
+        metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
+    );
+    println!(
+        "load generator: CPU {:.1} s during churn ({:.1} s of churn, settling included)",
+        own_cpu_seconds() - own_cpu_before,
+        churn
     );
     Ok(())
 }
