@@ -221,7 +221,7 @@ async fn config_dump(
         let Some(status) = conn.types.get(type_url) else {
             continue;
         };
-        let names = (!status.wildcard).then_some(&status.names);
+        let names = (!status.wildcard).then_some(status.names.as_ref());
         for r in crate::xds::generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
             resources.push(serde_json::json!({
                 "type": crate::xds::generate::short_type(type_url),

@@ -2,6 +2,10 @@ use clap::{Parser, Subcommand};
 use rudder::cmd;
 use std::path::PathBuf;
 
+/// mimalloc instead of glibc malloc: see docs/performance.md ("Allocator").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Rudder: an Istio-compatible service-mesh control plane (a drop-in for istiod).
 #[derive(Parser)]
 #[command(

@@ -13,7 +13,7 @@ use crate::metrics::{Metrics, ReasonLabels, TypeLabels};
 use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,7 +74,8 @@ impl PushRequest {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TypeStatus {
     pub wildcard: bool,
-    pub names: BTreeSet<String>,
+    /// Shared, so recording what was sent (every response) never copies the subscribed names.
+    pub names: Arc<BTreeSet<String>>,
     pub nonce_sent: String,
     pub version_sent: String,
     pub version_acked: String,
@@ -89,6 +90,29 @@ pub struct ConnectionStatus {
     pub delta: bool,
     pub connected_at_unix: u64,
     pub types: Arc<BTreeMap<String, TypeStatus>>,
+    /// The services of the EDS names in `types`, derived when they change: an endpoint push
+    /// decides whether it concerns this stream without parsing every name again.
+    #[serde(skip)]
+    pub eds_hosts: Arc<HashSet<String>>,
+}
+
+impl ConnectionStatus {
+    /// Publishes a stream's subscriptions (to `/debug` and to the push fan-out).
+    fn update(&mut self, watches: &Arc<BTreeMap<String, TypeStatus>>) {
+        let eds_names =
+            |w: &BTreeMap<String, TypeStatus>| w.get(generate::ENDPOINT).map(|t| t.names.clone());
+        let (now, before) = (eds_names(watches), eds_names(&self.types));
+        if !matches!((&now, &before), (Some(a), Some(b)) if Arc::ptr_eq(a, b)) {
+            self.eds_hosts = Arc::new(
+                now.iter()
+                    .flat_map(|names| names.iter())
+                    .filter_map(|name| generate::util::parse_outbound_cluster(name))
+                    .map(|(_, _, host)| host.to_string())
+                    .collect(),
+            );
+        }
+        self.types = watches.clone();
+    }
 }
 
 struct Mailbox {
@@ -199,6 +223,15 @@ impl XdsShared {
             });
         }
         for entry in conns.values() {
+            // Partial pushes (endpoints, secrets, addresses) wake only the streams they concern.
+            if !request.full
+                && !push_relevant(
+                    &entry.status.lock().unwrap_or_else(|p| p.into_inner()),
+                    &request,
+                )
+            {
+                continue;
+            }
             let mut pending = entry
                 .mailbox
                 .pending
@@ -256,6 +289,7 @@ impl XdsShared {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             types: Arc::default(),
+            eds_hosts: Arc::default(),
         }));
         self.connections
             .lock()
@@ -500,7 +534,6 @@ trait StreamHandler: Send + Sized + 'static {
     fn node(req: &Self::Request) -> Option<&Node>;
     fn new(stream: StreamParts) -> Self;
     /// What the client subscribed to, per type.
-    fn watches(&self) -> &BTreeMap<String, TypeStatus>;
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send;
 }
@@ -516,7 +549,8 @@ struct StreamParts {
 /// A partial push matters only to streams watching one of its types, and for EDS an endpoint of a
 /// changed service; the others skip it before taking a push slot (a change to one service would otherwise wake every
 /// proxy of the mesh and queue the ones that need it behind the ones that do not).
-fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> bool {
+fn push_relevant(stream: &ConnectionStatus, push: &PushRequest) -> bool {
+    let watches = &stream.types;
     if push.full
         || push
             .types
@@ -531,11 +565,13 @@ fn push_relevant(watches: &BTreeMap<String, TypeStatus>, push: &PushRequest) -> 
     else {
         return false;
     };
+    // Look the smaller set up in the larger.
     eds.wildcard
-        || eds.names.iter().any(|name| {
-            generate::util::parse_outbound_cluster(name)
-                .is_some_and(|(_, _, host)| push.eds_hosts.contains(host))
-        })
+        || if push.eds_hosts.len() <= stream.eds_hosts.len() {
+            push.eds_hosts.iter().any(|h| stream.eds_hosts.contains(h))
+        } else {
+            stream.eds_hosts.iter().any(|h| push.eds_hosts.contains(h))
+        }
 }
 
 /// Secrets a proxy asked for and does not get (refused, or missing): already logged with the reason
@@ -587,7 +623,7 @@ async fn serve_stream<H: StreamHandler>(
             },
             _ = mailbox.notify.notified() => {
                 let pending = mailbox.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(push) = pending.filter(|p| push_relevant(handler.watches(), p)) {
+                if let Some(push) = pending {
                     shared.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     // Bounded concurrency: a push storm cannot starve the runtime.
                     let lane = if push.full { &shared.push_permits } else { &shared.partial_push_permits };
@@ -622,9 +658,6 @@ impl StreamHandler for Sotw {
             last_sent: HashMap::new(),
         }
     }
-    fn watches(&self) -> &BTreeMap<String, TypeStatus> {
-        &self.watches
-    }
     fn request(&mut self, req: DiscoveryRequest) -> impl std::future::Future<Output = bool> + Send {
         self.on_request(req)
     }
@@ -648,9 +681,6 @@ impl StreamHandler for Delta {
             watches: Arc::default(),
             sent: HashMap::new(),
         }
-    }
-    fn watches(&self) -> &BTreeMap<String, TypeStatus> {
-        &self.watches
     }
     fn request(
         &mut self,
@@ -678,7 +708,10 @@ struct Sotw {
 
 impl Sotw {
     fn sync_status(&self) {
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).types = self.watches.clone();
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .update(&self.watches);
     }
 
     /// Returns false when the stream is gone.
@@ -697,17 +730,17 @@ impl Sotw {
             .entry(type_url.clone())
             .or_default();
         let nack = req.error_detail.as_ref().map(|e| e.message.clone());
-        let subscription_changed = names != watch.names;
+        let subscription_changed = names != *watch.names;
         let respond = if req.response_nonce.is_empty() {
             // A new subscription, or a reconnecting client telling us what it has.
             watch.wildcard =
                 is_wildcard_type(&type_url) && (names.is_empty() || names.contains("*"));
-            watch.names = names;
+            watch.names = Arc::new(names);
             true
         } else if req.response_nonce != watch.nonce_sent {
             // Stale: the client had not seen our latest response. Only a new subscription list counts.
             if subscription_changed && !watch.wildcard {
-                watch.names = names;
+                watch.names = Arc::new(names);
                 true
             } else {
                 false
@@ -720,7 +753,7 @@ impl Sotw {
                 watch.last_nack = None;
             }
             if subscription_changed && !watch.wildcard {
-                watch.names = names;
+                watch.names = Arc::new(names);
                 true
             } else {
                 false
@@ -762,7 +795,7 @@ impl Sotw {
         let Some(watch) = self.watches.get(type_url) else {
             return true;
         };
-        let names = (!watch.wildcard).then_some(&watch.names);
+        let names = (!watch.wildcard).then_some(watch.names.as_ref());
         let mut resources: Vec<Arc<Resource>> =
             generate::generate(ctx, &self.proxy, scope, type_url, names);
         if requested && type_url == generate::SECRET {
@@ -842,7 +875,10 @@ struct Delta {
 
 impl Delta {
     fn sync_status(&self) {
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).types = self.watches.clone();
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .update(&self.watches);
     }
 
     async fn on_request(&mut self, req: DeltaDiscoveryRequest) -> bool {
@@ -890,7 +926,8 @@ impl Delta {
         for name in &req.resource_names_subscribe {
             if name == "*" {
                 watch.wildcard = true;
-            } else if watch.names.insert(name.clone()) {
+            } else if !watch.names.contains(name) {
+                Arc::make_mut(&mut watch.names).insert(name.clone());
                 newly.insert(name.clone());
             }
         }
@@ -898,7 +935,9 @@ impl Delta {
             if name == "*" {
                 watch.wildcard = false;
             }
-            watch.names.remove(name);
+            if watch.names.contains(name) {
+                Arc::make_mut(&mut watch.names).remove(name);
+            }
             sent.remove(name);
         }
         self.sync_status();
@@ -938,7 +977,7 @@ impl Delta {
         let Some(watch) = self.watches.get(type_url) else {
             return true;
         };
-        let names = (!watch.wildcard).then_some(&watch.names);
+        let names = (!watch.wildcard).then_some(watch.names.as_ref());
         let mut resources = generate::generate(ctx, &self.proxy, scope, type_url, names);
         if let Some(hosts) = only_hosts {
             resources.retain(|r| {
@@ -1040,36 +1079,88 @@ mod relevance_tests {
         }
     }
 
+    fn stream() -> ConnectionStatus {
+        let node = Node {
+            id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local".into(),
+            ..Default::default()
+        };
+        ConnectionStatus {
+            id: "a".into(),
+            proxy: Arc::new(Proxy::from_node(Some(&node)).unwrap()),
+            delta: false,
+            connected_at_unix: 0,
+            types: Arc::default(),
+            eds_hosts: Arc::default(),
+        }
+    }
+
+    fn watching(eds: TypeStatus) -> Arc<BTreeMap<String, TypeStatus>> {
+        Arc::new([(generate::ENDPOINT.to_string(), eds)].into())
+    }
+
     #[test]
     fn endpoint_pushes_reach_only_streams_watching_a_changed_service() {
-        let mut watches = BTreeMap::new();
+        let mut status = stream();
         assert!(
-            push_relevant(&watches, &push(true, &[])),
+            push_relevant(&status, &push(true, &[])),
             "a full push reaches everyone"
         );
         assert!(
-            !push_relevant(&watches, &push(false, &["a.ns.svc.cluster.local"])),
+            !push_relevant(&status, &push(false, &["a.ns.svc.cluster.local"])),
             "no EDS watch"
         );
-        watches.insert(
-            generate::ENDPOINT.to_string(),
-            TypeStatus {
-                names: ["outbound|80||a.ns.svc.cluster.local".to_string()].into(),
-                ..Default::default()
-            },
-        );
+        let names = Arc::new(BTreeSet::from([
+            "outbound|80||a.ns.svc.cluster.local".to_string(),
+            "outbound|80|v1|c.ns.svc.cluster.local".to_string(),
+        ]));
+        status.update(&watching(TypeStatus {
+            names: names.clone(),
+            ..Default::default()
+        }));
+        for changed in [&["a.ns.svc.cluster.local"][..], &["c.ns.svc.cluster.local"]] {
+            assert!(push_relevant(&status, &push(false, changed)), "{changed:?}");
+        }
+        assert!(!push_relevant(
+            &status,
+            &push(false, &["b.ns.svc.cluster.local"])
+        ));
+        // Many changed services, few watched: the lookup goes the other way, same answer.
+        let many: Vec<String> = (0..10)
+            .map(|i| format!("x{i}.ns.svc.cluster.local"))
+            .collect();
+        let mut many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert!(!push_relevant(&status, &push(false, &many)));
+        many.push("a.ns.svc.cluster.local");
+        assert!(push_relevant(&status, &push(false, &many)));
+
+        // Recording a response (same names) keeps the derived hosts; a new subscription replaces them.
+        let kept = status.eds_hosts.clone();
+        status.update(&watching(TypeStatus {
+            names: names.clone(),
+            nonce_sent: "2".into(),
+            ..Default::default()
+        }));
+        assert!(Arc::ptr_eq(&kept, &status.eds_hosts));
+        status.update(&watching(TypeStatus {
+            names: Arc::new(["outbound|80||b.ns.svc.cluster.local".to_string()].into()),
+            ..Default::default()
+        }));
         assert!(push_relevant(
-            &watches,
-            &push(false, &["a.ns.svc.cluster.local"])
+            &status,
+            &push(false, &["b.ns.svc.cluster.local"])
         ));
         assert!(!push_relevant(
-            &watches,
-            &push(false, &["b.ns.svc.cluster.local"])
+            &status,
+            &push(false, &["a.ns.svc.cluster.local"])
         ));
-        watches.get_mut(generate::ENDPOINT).unwrap().wildcard = true;
+
+        status.update(&watching(TypeStatus {
+            wildcard: true,
+            ..Default::default()
+        }));
         assert!(push_relevant(
-            &watches,
-            &push(false, &["b.ns.svc.cluster.local"])
+            &status,
+            &push(false, &["z.ns.svc.cluster.local"])
         ));
     }
 }
