@@ -181,3 +181,58 @@ fn serve_fails_clearly_when_the_port_is_taken() {
         "{err}"
     );
 }
+
+/// `rudder loadgen` as docs/performance.md runs it, scaled down: every proxy kind syncs (wildcard
+/// CDS/LDS followed by EDS/RDS, Delta and proxyless gRPC), full and endpoint pushes converge, and the
+/// replay baseline replays what the daemon sent.
+#[test]
+fn loadgen_drives_the_daemon_and_the_replay_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let grpc = d.addr("grpc-xds").to_string();
+    let monitoring = d.addr("monitoring").to_string();
+    let config_dir = dir.path().to_string_lossy().to_string();
+    let loadgen = |extra: &[&str]| {
+        let mut args = vec![
+            "loadgen",
+            "--xds-addr",
+            &grpc,
+            "--monitoring-addr",
+            &monitoring,
+            "--config-dir",
+            &config_dir,
+            "--services",
+            "60",
+            "--namespaces",
+            "3",
+            "--sidecar-scope",
+            "--proxies",
+            "40",
+            "--changes",
+            "1",
+            "--settle-ms",
+            "300",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+
+    let (code, out, err) = loadgen(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("connected and synced 40/40"), "{out}");
+    for line in [
+        "full push convergence, from push start",
+        "endpoint push convergence, from push start",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    assert!(out.contains("daemon: 40 xDS streams"), "{out}");
+
+    let (code, out, err) = loadgen(&["--replay", "--delta-percent", "0", "--grpc-percent", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("mode: replay baseline"), "{out}");
+    assert!(
+        out.contains("full push convergence, from the trigger"),
+        "{out}"
+    );
+}

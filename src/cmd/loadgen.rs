@@ -3,21 +3,19 @@
 //! convergence, throughput and the daemon's memory and CPU. `--replay` measures the same streams against
 //! an in-process server that only sends pre-encoded responses: the ceiling for the push path.
 
+use crate::xds::wire::{self, EncodedResponse};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
 use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    DeltaDiscoveryRequest, DiscoveryRequest, DiscoveryResponse,
 };
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
+use prost::bytes::Bytes;
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -445,37 +443,44 @@ async fn delta_proxy(
     }
 }
 
-/// The replay baseline: answers every request with pre-encoded responses and, on each trigger,
-/// sends the pre-encoded CDS response to every stream.
-#[derive(Clone)]
+/// The replay baseline: the responses the daemon sent one sidecar (CDS, EDS, LDS, RDS), encoded
+/// once and written through the daemon's own framing (`wire::serve_rpc`). Each request is answered
+/// with its type's bytes; each trigger sends every type, in push order, to every stream: what a
+/// full push sends, without computing anything.
 struct Replay {
-    responses: Arc<HashMap<String, DiscoveryResponse>>,
+    /// Resource bytes by type, in push order.
+    responses: Vec<(&'static str, Bytes)>,
     trigger: broadcast::Sender<u64>,
 }
 
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for Replay {
-    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, tonic::Status>>;
-    type DeltaAggregatedResourcesStream =
-        ReceiverStream<Result<DeltaDiscoveryResponse, tonic::Status>>;
+impl Replay {
+    fn bytes(&self, type_url: &str) -> Option<&Bytes> {
+        self.responses
+            .iter()
+            .find(|(t, _)| *t == type_url)
+            .map(|(_, b)| b)
+    }
 
-    async fn stream_aggregated_resources(
-        &self,
-        req: tonic::Request<tonic::Streaming<DiscoveryRequest>>,
-    ) -> Result<tonic::Response<Self::StreamAggregatedResourcesStream>, tonic::Status> {
+    async fn stream(
+        self: Arc<Self>,
+        req: tonic::Request<wire::RequestStream<DiscoveryRequest>>,
+    ) -> Result<
+        tonic::Response<ReceiverStream<Result<EncodedResponse, tonic::Status>>>,
+        tonic::Status,
+    > {
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(8);
-        let me = self.clone();
         tokio::spawn(async move {
-            let mut trigger = me.trigger.subscribe();
-            let nonce = AtomicU64::new(1);
+            let mut trigger = self.trigger.subscribe();
+            let mut nonce = 0u64;
+            let mut version = 0u64;
             loop {
                 tokio::select! {
                     msg = inbound.message() => match msg {
                         Ok(Some(r)) if r.response_nonce.is_empty() => {
-                            if let Some(resp) = me.responses.get(&r.type_url) {
-                                let mut resp = resp.clone();
-                                resp.nonce = nonce.fetch_add(1, Ordering::Relaxed).to_string();
+                            if let Some(bytes) = self.bytes(&r.type_url) {
+                                nonce += 1;
+                                let resp = EncodedResponse::new(&version.to_string(), &r.type_url, &nonce.to_string(), bytes.clone());
                                 if tx.send(Ok(resp)).await.is_err() { return }
                             }
                         }
@@ -484,10 +489,10 @@ impl AggregatedDiscoveryService for Replay {
                     },
                     v = trigger.recv() => {
                         let Ok(v) = v else { return };
-                        if let Some(resp) = me.responses.get(CDS) {
-                            let mut resp = resp.clone();
-                            resp.version_info = v.to_string();
-                            resp.nonce = nonce.fetch_add(1, Ordering::Relaxed).to_string();
+                        version = v;
+                        for (type_url, bytes) in &self.responses {
+                            nonce += 1;
+                            let resp = EncodedResponse::new(&v.to_string(), type_url, &nonce.to_string(), bytes.clone());
                             if tx.send(Ok(resp)).await.is_err() { return }
                         }
                     }
@@ -496,63 +501,127 @@ impl AggregatedDiscoveryService for Replay {
         });
         Ok(tonic::Response::new(ReceiverStream::new(rx)))
     }
+}
 
-    async fn delta_aggregated_resources(
-        &self,
-        _req: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "the replay baseline is State of the World",
-        ))
+/// The replay server as a gRPC service for tonic's router (SotW only).
+#[derive(Clone)]
+struct ReplayServer(Arc<Replay>);
+
+impl tonic::server::NamedService for ReplayServer {
+    const NAME: &'static str = wire::SERVICE_NAME;
+}
+
+impl<B> tonic::codegen::Service<tonic::codegen::http::Request<B>> for ReplayServer
+where
+    B: tonic::codegen::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = tonic::codegen::BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: tonic::codegen::http::Request<B>) -> Self::Future {
+        let replay = self.0.clone();
+        if req.uri().path() != SOTW_METHOD {
+            return Box::pin(async move {
+                Ok(
+                    tonic::Status::unimplemented("the replay baseline is State of the World")
+                        .into_http(),
+                )
+            });
+        }
+        Box::pin(async move {
+            Ok(
+                wire::serve_rpc::<DiscoveryRequest, _, _>(req, 4 * 1024 * 1024, |r| {
+                    replay.stream(r)
+                })
+                .await,
+            )
+        })
     }
 }
 
-/// Captures what the daemon sends an Envoy-like sidecar, for the replay server.
-async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<HashMap<String, DiscoveryResponse>> {
+/// The resources field of a response, encoded: what the replay server writes.
+fn resource_bytes(resp: &DiscoveryResponse) -> Bytes {
+    DiscoveryResponse {
+        resources: resp.resources.clone(),
+        ..Default::default()
+    }
+    .encode_to_vec()
+    .into()
+}
+
+/// Captures what the daemon sends an Envoy-like sidecar of namespace 0 (following CDS to EDS and
+/// LDS to RDS as the simulated proxies do), for the replay server.
+async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<Vec<(&'static str, Bytes)>> {
     let channel = Channel::from_shared(format!("http://{}", args.xds_addr))?
         .connect()
         .await?;
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
-    let (resp_tx, mut resp_rx) = mpsc::unbounded_channel::<DiscoveryResponse>();
-    let a = args.clone();
-    // A sidecar stream whose raw responses we keep.
-    tokio::spawn(async move {
-        let (req_tx, req_rx) = mpsc::channel(16);
-        let mut client = AggregatedDiscoveryServiceClient::new(channel)
-            .max_decoding_message_size(256 * 1024 * 1024);
+    let (req_tx, req_rx) = mpsc::channel(16);
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+    for (i, t) in [CDS, LDS].into_iter().enumerate() {
         let _ = req_tx
             .send(DiscoveryRequest {
-                node: node(0, &a, false),
-                type_url: CDS.into(),
+                node: if i == 0 { node(0, args, false) } else { None },
+                type_url: t.into(),
                 ..Default::default()
             })
             .await;
-        let Ok(resp) = client
-            .stream_aggregated_resources(ReceiverStream::new(req_rx))
-            .await
-        else {
-            return;
+    }
+    let mut stream = client
+        .stream_aggregated_resources(ReceiverStream::new(req_rx))
+        .await?
+        .into_inner();
+    let mut got: HashMap<&'static str, Bytes> = HashMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while got.len() < 4 {
+        let Ok(Ok(Some(r))) = tokio::time::timeout_at(deadline, stream.message()).await else {
+            break;
         };
-        let mut stream = resp.into_inner();
-        while let Ok(Some(r)) = stream.message().await {
-            let _ = seen_tx.send(());
-            let _ = resp_tx.send(r);
+        let t = static_type(&r.type_url);
+        let light: Vec<light::Any> = r
+            .resources
+            .iter()
+            .map(|a| light::Any {
+                type_url: a.type_url.clone(),
+                value: a.value.clone().into(),
+            })
+            .collect();
+        let next = match t {
+            CDS => Some((EDS, eds_names(light.iter()))),
+            LDS => Some((RDS, route_names(light.iter()))),
+            _ => None,
+        };
+        if let Some((nt, names)) = next
+            && !names.is_empty()
+        {
+            let _ = req_tx
+                .send(DiscoveryRequest {
+                    type_url: nt.into(),
+                    resource_names: names,
+                    ..Default::default()
+                })
+                .await;
         }
-    });
-    let mut out = HashMap::new();
-    if tokio::time::timeout(Duration::from_secs(60), seen_rx.recv())
-        .await
-        .is_ok()
-        && let Some(r) = resp_rx.recv().await
-    {
-        out.insert(r.type_url.clone(), r);
+        got.entry(t).or_insert_with(|| resource_bytes(&r));
     }
     anyhow::ensure!(
-        out.contains_key(CDS),
+        got.contains_key(CDS),
         "could not capture a CDS response from {}",
         args.xds_addr
     );
-    Ok(out)
+    Ok([CDS, EDS, LDS, RDS]
+        .into_iter()
+        .filter_map(|t| got.remove(t).map(|b| (t, b)))
+        .collect())
 }
 
 fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
@@ -670,20 +739,17 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let (target, trigger) = if args.replay {
         let responses = capture(&args).await?;
         let (trigger, _) = broadcast::channel(16);
-        let replay = Replay {
-            responses: Arc::new(responses),
+        let replay = Arc::new(Replay {
+            responses,
             trigger: trigger.clone(),
-        };
+        });
         let socket = tokio::net::TcpSocket::new_v4()?;
         socket.bind("127.0.0.1:0".parse()?)?;
         let listener = socket.listen(16_384)?;
         let addr = listener.local_addr()?;
         tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(
-                    AggregatedDiscoveryServiceServer::new(replay)
-                        .max_encoding_message_size(usize::MAX),
-                )
+                .add_service(ReplayServer(replay))
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
         );
         (addr, Some(trigger))
@@ -830,7 +896,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     println!(
         "mode: {}",
         if args.replay {
-            "replay baseline (pre-encoded CDS to every stream)"
+            "replay baseline (the captured CDS, EDS, LDS and RDS, pre-encoded, to every stream)"
         } else {
             "rudder"
         }

@@ -131,6 +131,33 @@ impl Resource {
 
 pub type Resources = Arc<Vec<Arc<Resource>>>;
 
+/// (type, scope key, digest of the subscribed names).
+type ListKey = (&'static str, u64, u64);
+
+/// A stream's resources of one type and the digest of their names and versions: the key of the
+/// shared encoded bytes, and what a stream compares to skip a push that would change nothing.
+#[derive(Debug)]
+pub struct ResourceList {
+    pub resources: Vec<Arc<Resource>>,
+    pub digest: u64,
+}
+
+impl ResourceList {
+    pub fn new(resources: Vec<Arc<Resource>>) -> ResourceList {
+        use std::hash::BuildHasher;
+        // Fixed seed: equal lists hash equal on every stream.
+        let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
+        for r in &resources {
+            r.name.hash(&mut h);
+            r.digest.hash(&mut h);
+        }
+        ResourceList {
+            digest: h.finish(),
+            resources,
+        }
+    }
+}
+
 /// A VirtualService with its hosts resolved to FQDNs.
 pub struct VsEntry {
     pub config: Arc<Config>,
@@ -206,6 +233,10 @@ pub struct PushContext {
     /// and bytes, so equal digests mean equal lists whatever the type (an empty list encodes to
     /// nothing for every type).
     encoded: Mutex<FastMap<u64, prost::bytes::Bytes>>,
+    /// Whole resource lists by (type, scope key, digest of the subscribed names): the SotW streams
+    /// of one scope subscribed to the same names (every sidecar of a namespace) share one list per
+    /// push instead of each looking up every name.
+    lists: Mutex<FastMap<ListKey, Arc<ResourceList>>>,
 }
 
 fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
@@ -312,6 +343,7 @@ impl PushContext {
             certificates: None,
             ambient: std::sync::OnceLock::new(),
             encoded: Mutex::default(),
+            lists: Mutex::default(),
         }
     }
 
@@ -350,6 +382,34 @@ impl PushContext {
         self.ambient.get_or_init(|| {
             crate::ambient::AmbientIndex::build(&self.snapshot, &self.registry, &self.mesh)
         })
+    }
+
+    /// The resource list of `type_url` for a scope and a set of subscribed names (`names`: their
+    /// digest), built once per push and shared.
+    pub fn resource_list(
+        &self,
+        type_url: &'static str,
+        scope: u64,
+        names: u64,
+        build: impl FnOnce() -> Vec<Arc<Resource>>,
+    ) -> Arc<ResourceList> {
+        let key = (type_url, scope, names);
+        if let Some(hit) = self
+            .lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return hit.clone();
+        }
+        // Built outside the lock; two streams racing both build, one list is kept.
+        let built = Arc::new(ResourceList::new(build()));
+        self.lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert(built)
+            .clone()
     }
 
     /// The encoded `resources` field for this resource list, built once per push and shared.

@@ -5,7 +5,7 @@
 //! one-slot mailbox: a new push merges into a pending one, so a proxy never has more than one push
 //! queued, and a slow proxy only ever delays itself.
 
-use super::context::{PushContext, Resource, Scope};
+use super::context::{PushContext, Resource, ResourceList, Scope};
 use super::generate::{self, PUSH_ORDER, is_wildcard_type, known_type, short_type};
 use super::proxy::Proxy;
 use super::wire::{AdsServer, EncodedResponse, RequestStream};
@@ -574,6 +574,12 @@ fn push_relevant(stream: &ConnectionStatus, push: &PushRequest) -> bool {
         }
 }
 
+/// The digest of a subscription (`None`: wildcard), for the per-scope resource list cache.
+fn names_digest(names: Option<&BTreeSet<String>>) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(names)
+}
+
 /// Secrets a proxy asked for and does not get (refused, or missing): already logged with the reason
 /// by the generator, counted here once per request (`rudder_xds_errors_total{reason=
 /// "secret_unavailable"}`).
@@ -796,36 +802,36 @@ impl Sotw {
             return true;
         };
         let names = (!watch.wildcard).then_some(watch.names.as_ref());
-        let mut resources: Vec<Arc<Resource>> =
-            generate::generate(ctx, &self.proxy, scope, type_url, names);
+        let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
+        let mut list = match generate::scope_type(type_url) {
+            Some(t) => ctx.resource_list(t, scope.key, names_digest(names), generate),
+            None => Arc::new(ResourceList::new(generate())),
+        };
         if requested && type_url == generate::SECRET {
-            count_unavailable_secrets(&self.shared, &watch.names, &resources);
+            count_unavailable_secrets(&self.shared, &watch.names, &list.resources);
         }
         if let Some(hosts) = only_hosts {
-            resources.retain(|r| {
-                generate::util::parse_outbound_cluster(&r.name)
-                    .is_some_and(|(_, _, h)| hosts.contains(h))
-            });
-            if resources.is_empty() {
+            let changed: Vec<Arc<Resource>> = list
+                .resources
+                .iter()
+                .filter(|r| {
+                    generate::util::parse_outbound_cluster(&r.name)
+                        .is_some_and(|(_, _, h)| hosts.contains(h))
+                })
+                .cloned()
+                .collect();
+            if changed.is_empty() {
                 return true;
             }
+            list = Arc::new(ResourceList::new(changed));
         }
-        let digest = {
-            use std::hash::{BuildHasher, Hash, Hasher};
-            // Fixed seed: equal lists hash equal on every stream (the shared-bytes cache key).
-            let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
-            for r in &resources {
-                r.name.hash(&mut h);
-                r.version.hash(&mut h);
-            }
-            h.finish()
-        };
+        let (resources, digest) = (&list.resources, list.digest);
         if !requested && only_hosts.is_none() && self.last_sent.get(type_url) == Some(&digest) {
             return true;
         }
         let nonce = self.shared.nonce();
         let version = ctx.version.to_string();
-        let body = ctx.encoded_resources(digest, &resources);
+        let body = ctx.encoded_resources(digest, resources);
         let response = EncodedResponse::new(&version, type_url, &nonce, body);
         if !self.shared.deliver(&self.tx, response).await {
             return false;

@@ -368,8 +368,9 @@ fn status_trailers(status: &Status) -> http::HeaderMap {
 
 type AdsResult = Result<tonic::Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status>;
 
-/// Decodes the request stream with prost, runs the RPC and answers with a `ResponseBody`.
-async fn serve_rpc<Req, B, F>(
+/// Decodes the request stream with prost, runs the RPC and answers with a `ResponseBody`. Public
+/// for the load generator's replay baseline, which measures this same transport.
+pub async fn serve_rpc<Req, B, F>(
     req: http::Request<B>,
     max_decoding_message_size: usize,
     rpc: impl FnOnce(tonic::Request<RequestStream<Req>>) -> F,

@@ -54,6 +54,18 @@ pub fn short_type(type_url: &str) -> &'static str {
     }
 }
 
+/// The types whose resources depend only on the push context, the proxy's scope and the names
+/// asked for (so one list serves every stream of a scope); SDS and ambient types depend on more.
+pub fn scope_type(type_url: &str) -> Option<&'static str> {
+    match type_url {
+        CLUSTER => Some(CLUSTER),
+        ENDPOINT => Some(ENDPOINT),
+        LISTENER => Some(LISTENER),
+        ROUTE => Some(ROUTE),
+        _ => None,
+    }
+}
+
 pub fn known_type(type_url: &str) -> bool {
     short_type(type_url) != "unknown"
 }
@@ -73,16 +85,15 @@ pub fn generate(
                     scope_key: u64,
                     build: &dyn Fn(&str) -> Option<Arc<Resource>>|
      -> Vec<Arc<Resource>> {
-        names
-            .into_iter()
-            .flatten()
-            .flat_map(|n| {
+        let mut out = Vec::new();
+        for n in names.into_iter().flatten() {
+            out.extend(
                 ctx.cached(type_url, scope_key, n, || build(n).into_iter().collect())
                     .iter()
-                    .cloned()
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+                    .cloned(),
+            );
+        }
+        out
     };
     let filter = |all: Resources| -> Vec<Arc<Resource>> {
         match names {
