@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs a release daemon on a fresh config directory and `rudder loadgen` against it, as
+# docs/performance.md does: scripts/perf.sh PROXIES [more loadgen flags, e.g. --replay].
+# The mesh is 5,000 services in 50 Sidecar-scoped namespaces. Build first: cargo build --release
+set -euo pipefail
+proxies=$1
+shift
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/cfg"
+bin="$(dirname "$0")/../target/release/rudder"
+"$bin" serve --config-source files --config-dir "$work/cfg" --ca-dir "$work/ca" \
+  --grpc-addr 127.0.0.1:35010 --secure-grpc-addr 127.0.0.1:35012 --https-addr 127.0.0.1:35017 \
+  --monitoring-addr 127.0.0.1:35014 --http-addr 127.0.0.1:35080 --log-level warn &
+daemon=$!
+sleep 2
+status=0
+"$bin" loadgen --xds-addr 127.0.0.1:35010 --monitoring-addr 127.0.0.1:35014 \
+  --config-dir "$work/cfg" --services 5000 --namespaces 50 --sidecar-scope \
+  --proxies "$proxies" "$@" || status=$?
+kill "$daemon"
+wait "$daemon" 2>/dev/null || true
+exit "$status"
