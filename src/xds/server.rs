@@ -533,7 +533,6 @@ trait StreamHandler: Send + Sized + 'static {
     const MODE: &'static str;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn new(stream: StreamParts) -> Self;
-    /// What the client subscribed to, per type.
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send;
 }
@@ -547,8 +546,9 @@ struct StreamParts {
 }
 
 /// A partial push matters only to streams watching one of its types, and for EDS an endpoint of a
-/// changed service; the others skip it before taking a push slot (a change to one service would otherwise wake every
-/// proxy of the mesh and queue the ones that need it behind the ones that do not).
+/// changed service; the fan-out does not even wake the others (a change to one service would
+/// otherwise wake every proxy of the mesh and queue the ones that need it behind the ones that do
+/// not).
 fn push_relevant(stream: &ConnectionStatus, push: &PushRequest) -> bool {
     let watches = &stream.types;
     if push.full
