@@ -286,3 +286,68 @@ async fn watcher_applies_changes_without_restart() {
         .expect("source stops on cancel")
         .unwrap();
 }
+
+/// Editing one object of a large file parses and applies that object only (the others were
+/// already loaded), with the same results as loading the file from scratch; a bad edit is rejected
+/// and a later good one builds on the last good version.
+#[test]
+fn an_edit_to_a_large_file_touches_only_the_changed_documents() {
+    let (dir, store, _, mut source) = setup();
+    let text = |hosts: &[(&str, &str)]| {
+        hosts
+            .iter()
+            .map(|(name, host)| se(name, host))
+            .collect::<Vec<_>>()
+            .join("---\n")
+    };
+    let mut objects: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("s{i}"), format!("s{i}.com")))
+        .collect();
+    let render = |o: &Vec<(String, String)>| {
+        let pairs: Vec<(&str, &str)> = o.iter().map(|(n, h)| (n.as_str(), h.as_str())).collect();
+        text(&pairs)
+    };
+    write(dir.path(), "big.yaml", &render(&objects));
+    assert_eq!(source.sync(), 200);
+    let version = |name: &str| store.snapshot().get(&key(name)).unwrap().version;
+    let untouched = version("s7");
+
+    // One edit, one addition, one removal: exactly three events.
+    objects[3].1 = "edited.com".into();
+    objects.push(("new".into(), "new.com".into()));
+    objects.remove(10);
+    write(dir.path(), "big.yaml", &render(&objects));
+    assert_eq!(source.sync(), 3);
+    assert_eq!(host_of(&store, "s3").as_deref(), Some("edited.com"));
+    assert_eq!(host_of(&store, "new").as_deref(), Some("new.com"));
+    assert!(host_of(&store, "s10").is_none());
+    assert_eq!(
+        version("s7"),
+        untouched,
+        "unchanged objects are not rewritten"
+    );
+    assert_eq!(store.snapshot().len(), 200);
+
+    // A duplicate of a loaded object rejects the file; everything stays as it was.
+    let mut dup = objects.clone();
+    dup.push(("s5".into(), "other.com".into()));
+    write(dir.path(), "big.yaml", &render(&dup));
+    assert_eq!(source.sync(), 0);
+    assert_eq!(host_of(&store, "s5").as_deref(), Some("s5.com"));
+    let status = source.status_handle().lock().unwrap().clone();
+    assert!(
+        status[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("more than once")),
+        "{status:?}"
+    );
+
+    // Fixed: the next edit builds on the last good version.
+    objects[4].1 = "four.com".into();
+    write(dir.path(), "big.yaml", &render(&objects));
+    assert_eq!(source.sync(), 1);
+    assert_eq!(host_of(&store, "s4").as_deref(), Some("four.com"));
+    assert_eq!(store.snapshot().len(), 200);
+    assert!(source.status_handle().lock().unwrap()[0].error.is_none());
+}

@@ -356,6 +356,9 @@ pub struct Parsed {
     pub configs: Vec<Config>,
     pub skipped: Vec<Skipped>,
     pub errors: Vec<ConfigError>,
+    /// YAML documents in the text (empty ones included): where the next text's numbering starts
+    /// when one file is parsed in parts.
+    pub documents: usize,
 }
 
 /// Parses every document of a (multi-document) YAML text. Objects without a namespace get
@@ -370,6 +373,7 @@ pub fn parse_yaml(text: &str, default_namespace: &str) -> Parsed {
                 return parsed;
             }
         };
+    parsed.documents = documents.len();
     for (index, doc) in documents.into_iter().enumerate() {
         let document = index + 1;
         if is_list(&doc) {
