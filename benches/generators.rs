@@ -1,10 +1,12 @@
 //! Generator and store benchmarks: CDS/EDS/LDS/RDS for one sidecar in meshes of 1,000 and 5,000
-//! services, the push context build, and the store's batch apply. `cargo bench --bench generators`.
+//! services, the push context build, the store's batch apply, and the file source reloading an
+//! edited file. `cargo bench --bench generators`.
 //! Each generation uses a fresh push context, so the per-scope cache does not hide the work.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use rudder::config::parse_yaml;
+use rudder::source::file::{FileSource, check_text};
 use rudder::store::{Change, Store};
 use rudder::xds::context::MeshSettings;
 use rudder::xds::generate::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
@@ -122,5 +124,36 @@ fn store(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, generators, store);
+/// The file source reloading a file of `n` services after one object changed, against parsing and
+/// validating the whole file (what every edit cost before documents were parsed apart).
+fn file_source(c: &mut Criterion) {
+    let mut group = c.benchmark_group("file-source");
+    group.sample_size(10);
+    for n in [1000, 5000] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("mesh.yaml");
+        let text = mesh_yaml(n);
+        let edited = text.replacen("address: 10.0.0.1}", "address: 10.0.0.9}", 1);
+        assert_ne!(text, edited);
+        std::fs::write(&path, &text).expect("write");
+        let store = std::sync::Arc::new(Store::default());
+        let metrics = std::sync::Arc::new(rudder::metrics::Metrics::new());
+        let mut source = FileSource::new(dir.path(), "default", store, metrics);
+        source.sync();
+        let mut flip = false;
+        group.bench_function(BenchmarkId::new("reload-one-edit", n), |b| {
+            b.iter(|| {
+                flip = !flip;
+                std::fs::write(&path, if flip { &edited } else { &text }).expect("write");
+                black_box(source.sync())
+            })
+        });
+        group.bench_function(BenchmarkId::new("check-whole-file", n), |b| {
+            b.iter(|| black_box(check_text(&path, &text, "default")))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, generators, store, file_source);
 criterion_main!(benches);
