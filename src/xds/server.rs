@@ -574,6 +574,22 @@ fn push_relevant(stream: &ConnectionStatus, push: &PushRequest) -> bool {
         }
 }
 
+/// A stream's resources of `type_url`: for the scope types, one list shared by every stream of the
+/// scope with the same subscription (SotW and Delta alike) per push.
+fn resource_list(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &Scope,
+    type_url: &str,
+    names: Option<&BTreeSet<String>>,
+) -> Arc<ResourceList> {
+    let generate = || generate::generate(ctx, proxy, scope, type_url, names);
+    match generate::scope_type(type_url) {
+        Some(t) => ctx.resource_list(t, scope.key, names_digest(names), generate),
+        None => Arc::new(ResourceList::new(generate())),
+    }
+}
+
 /// The digest of a subscription (`None`: wildcard), for the per-scope resource list cache.
 fn names_digest(names: Option<&BTreeSet<String>>) -> u64 {
     use std::hash::BuildHasher;
@@ -802,11 +818,7 @@ impl Sotw {
             return true;
         };
         let names = (!watch.wildcard).then_some(watch.names.as_ref());
-        let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
-        let mut list = match generate::scope_type(type_url) {
-            Some(t) => ctx.resource_list(t, scope.key, names_digest(names), generate),
-            None => Arc::new(ResourceList::new(generate())),
-        };
+        let mut list = resource_list(ctx, &self.proxy, scope, type_url, names);
         if requested && type_url == generate::SECRET {
             count_unavailable_secrets(&self.shared, &watch.names, &list.resources);
         }
@@ -984,13 +996,19 @@ impl Delta {
             return true;
         };
         let names = (!watch.wildcard).then_some(watch.names.as_ref());
-        let mut resources = generate::generate(ctx, &self.proxy, scope, type_url, names);
-        if let Some(hosts) = only_hosts {
-            resources.retain(|r| {
-                generate::util::parse_outbound_cluster(&r.name)
-                    .is_some_and(|(_, _, h)| hosts.contains(h))
-            });
-        }
+        let list = resource_list(ctx, &self.proxy, scope, type_url, names);
+        let resources: std::borrow::Cow<[Arc<Resource>]> = match only_hosts {
+            None => std::borrow::Cow::Borrowed(&list.resources),
+            Some(hosts) => list
+                .resources
+                .iter()
+                .filter(|r| {
+                    generate::util::parse_outbound_cluster(&r.name)
+                        .is_some_and(|(_, _, h)| hosts.contains(h))
+                })
+                .cloned()
+                .collect(),
+        };
         let sent = self.sent.entry(type_url.to_string()).or_default();
         // A resource found by an alias (ztunnel's lookup by IP) answers for that name too.
         let current: BTreeSet<&str> = resources
