@@ -183,29 +183,20 @@ impl ProcessMetrics {
     #[cfg(target_os = "linux")]
     fn refresh(&self) {
         // SAFETY: sysconf only reads a configuration value.
-        let (ticks, page) = unsafe {
-            (
-                libc::sysconf(libc::_SC_CLK_TCK).max(1) as f64,
-                libc::sysconf(libc::_SC_PAGESIZE).max(1) as i64,
-            )
-        };
-        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
-            && let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r)
-        {
-            // Fields after the command name, starting at field 3 (state).
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-            self.cpu_seconds.set((num(11) + num(12)) / ticks);
-            self.threads.set(num(17) as i64);
-            self.virtual_bytes.set(num(20) as i64);
-            self.resident_bytes.set(num(21) as i64 * page);
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE).max(1) as i64 };
+        if let Some(stat) = ProcStat::read() {
+            self.cpu_seconds.set(stat.cpu_seconds());
+            self.threads.set(stat.field(17) as i64);
+            self.virtual_bytes.set(stat.field(20) as i64);
+            self.resident_bytes.set(stat.field(21) as i64 * page);
             if let Some(boot) = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
                 s.lines().find_map(|l| {
                     l.strip_prefix("btime ")
                         .and_then(|v| v.trim().parse::<f64>().ok())
                 })
             }) {
-                self.start_time.set((boot + num(19) / ticks) as i64);
+                self.start_time
+                    .set((boot + stat.field(19) / stat.ticks) as i64);
             }
         }
         if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
@@ -215,6 +206,49 @@ impl ProcessMetrics {
 
     #[cfg(not(target_os = "linux"))]
     fn refresh(&self) {}
+}
+
+/// This process's /proc/self/stat: the fields after the command name, starting at field 3 (state).
+#[cfg(target_os = "linux")]
+struct ProcStat {
+    fields: Vec<f64>,
+    /// Clock ticks per second, the unit of the CPU fields.
+    ticks: f64,
+}
+
+#[cfg(target_os = "linux")]
+impl ProcStat {
+    fn read() -> Option<ProcStat> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let (_, rest) = stat.rsplit_once(')')?;
+        // SAFETY: sysconf only reads a configuration value.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK).max(1) as f64 };
+        Some(ProcStat {
+            fields: rest
+                .split_whitespace()
+                .map(|v| v.parse::<f64>().unwrap_or(0.0))
+                .collect(),
+            ticks,
+        })
+    }
+
+    fn field(&self, i: usize) -> f64 {
+        self.fields.get(i).copied().unwrap_or(0.0)
+    }
+
+    /// User plus system time.
+    fn cpu_seconds(&self) -> f64 {
+        (self.field(11) + self.field(12)) / self.ticks
+    }
+}
+
+/// This process's CPU time so far, user plus system (0 where /proc cannot tell).
+pub fn process_cpu_seconds() -> f64 {
+    #[cfg(target_os = "linux")]
+    if let Some(stat) = ProcStat::read() {
+        return stat.cpu_seconds();
+    }
+    0.0
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -693,24 +693,6 @@ async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: 
     }
 }
 
-/// This process's CPU time (user + system), from /proc: the generator's own share of the machine.
-fn own_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let ticks: f64 = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|t| t.parse::<f64>().ok())
-        .sum();
-    ticks / 100.0
-}
-
 pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     super::raise_fd_limit();
     let args = Arc::new(args);
@@ -825,7 +807,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(ok, "not every proxy synced");
     let before = scrape(args.monitoring_addr, "/metrics").await;
-    let own_cpu_before = own_cpu_seconds();
+    let own_cpu_before = crate::metrics::process_cpu_seconds();
 
     let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -948,7 +930,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     );
     println!(
         "load generator: CPU {:.1} s during churn ({:.1} s of churn, settling included)",
-        own_cpu_seconds() - own_cpu_before,
+        crate::metrics::process_cpu_seconds() - own_cpu_before,
         churn
     );
     Ok(())
