@@ -575,19 +575,34 @@ fn push_relevant(stream: &ConnectionStatus, push: &PushRequest) -> bool {
 }
 
 /// A stream's resources of `type_url`: for the scope types, one list shared by every stream of the
-/// scope with the same subscription (SotW and Delta alike) per push.
+/// scope with the same subscription (SotW and Delta alike) per push. `only_hosts` keeps the
+/// clusters of those services (an endpoint-only push).
 fn resource_list(
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &Scope,
     type_url: &str,
     names: Option<&BTreeSet<String>>,
+    only_hosts: Option<&BTreeSet<String>>,
 ) -> Arc<ResourceList> {
     let generate = || generate::generate(ctx, proxy, scope, type_url, names);
-    match generate::scope_type(type_url) {
+    let list = match generate::scope_type(type_url) {
         Some(t) => ctx.resource_list(t, scope.key, names_digest(names), generate),
         None => Arc::new(ResourceList::new(generate())),
-    }
+    };
+    let Some(hosts) = only_hosts else {
+        return list;
+    };
+    Arc::new(ResourceList::new(
+        list.resources
+            .iter()
+            .filter(|r| {
+                generate::util::parse_outbound_cluster(&r.name)
+                    .is_some_and(|(_, _, h)| hosts.contains(h))
+            })
+            .cloned()
+            .collect(),
+    ))
 }
 
 /// The digest of a subscription (`None`: wildcard), for the per-scope resource list cache.
@@ -818,24 +833,12 @@ impl Sotw {
             return true;
         };
         let names = (!watch.wildcard).then_some(watch.names.as_ref());
-        let mut list = resource_list(ctx, &self.proxy, scope, type_url, names);
+        let list = resource_list(ctx, &self.proxy, scope, type_url, names, only_hosts);
         if requested && type_url == generate::SECRET {
             count_unavailable_secrets(&self.shared, &watch.names, &list.resources);
         }
-        if let Some(hosts) = only_hosts {
-            let changed: Vec<Arc<Resource>> = list
-                .resources
-                .iter()
-                .filter(|r| {
-                    generate::util::parse_outbound_cluster(&r.name)
-                        .is_some_and(|(_, _, h)| hosts.contains(h))
-                })
-                .cloned()
-                .collect();
-            if changed.is_empty() {
-                return true;
-            }
-            list = Arc::new(ResourceList::new(changed));
+        if only_hosts.is_some() && list.resources.is_empty() {
+            return true;
         }
         let (resources, digest) = (&list.resources, list.digest);
         if !requested && only_hosts.is_none() && self.last_sent.get(type_url) == Some(&digest) {
@@ -996,19 +999,8 @@ impl Delta {
             return true;
         };
         let names = (!watch.wildcard).then_some(watch.names.as_ref());
-        let list = resource_list(ctx, &self.proxy, scope, type_url, names);
-        let resources: std::borrow::Cow<[Arc<Resource>]> = match only_hosts {
-            None => std::borrow::Cow::Borrowed(&list.resources),
-            Some(hosts) => list
-                .resources
-                .iter()
-                .filter(|r| {
-                    generate::util::parse_outbound_cluster(&r.name)
-                        .is_some_and(|(_, _, h)| hosts.contains(h))
-                })
-                .cloned()
-                .collect(),
-        };
+        let list = resource_list(ctx, &self.proxy, scope, type_url, names, only_hosts);
+        let resources = &list.resources;
         let sent = self.sent.entry(type_url.to_string()).or_default();
         // A resource found by an alias (ztunnel's lookup by IP) answers for that name too.
         let current: BTreeSet<&str> = resources
@@ -1029,7 +1021,7 @@ impl Delta {
                 .collect()
         };
         if type_url == generate::SECRET {
-            count_unavailable_secrets(&self.shared, &explicit, &resources);
+            count_unavailable_secrets(&self.shared, &explicit, resources);
         }
         removed.extend(
             explicit
