@@ -239,6 +239,24 @@ pub struct PushContext {
     lists: Mutex<FastMap<ListKey, Arc<ResourceList>>>,
 }
 
+/// `map[key]`, built by `build` on first use. Built outside the lock: two streams racing both
+/// build, one value is kept and shared.
+fn memoized<K: Hash + Eq, V: Clone>(
+    map: &Mutex<FastMap<K, V>>,
+    key: K,
+    build: impl FnOnce() -> V,
+) -> V {
+    if let Some(hit) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return hit.clone();
+    }
+    let built = build();
+    map.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(key)
+        .or_insert(built)
+        .clone()
+}
+
 fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
     export_to.is_empty()
         || export_to
@@ -393,23 +411,9 @@ impl PushContext {
         names: u64,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Arc<ResourceList> {
-        let key = (type_url, scope, names);
-        if let Some(hit) = self
-            .lists
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return hit.clone();
-        }
-        // Built outside the lock; two streams racing both build, one list is kept.
-        let built = Arc::new(ResourceList::new(build()));
-        self.lists
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
-            .or_insert(built)
-            .clone()
+        memoized(&self.lists, (type_url, scope, names), || {
+            Arc::new(ResourceList::new(build()))
+        })
     }
 
     /// The encoded `resources` field for this resource list, built once per push and shared.
@@ -418,22 +422,9 @@ impl PushContext {
         digest: u64,
         resources: &[Arc<Resource>],
     ) -> prost::bytes::Bytes {
-        if let Some(b) = self
-            .encoded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&digest)
-        {
-            return b.clone();
-        }
-        // Encoded outside the lock; two streams racing both encode, one copy is kept.
-        let bytes = super::wire::encode_resources(resources);
-        self.encoded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(digest)
-            .or_insert(bytes)
-            .clone()
+        memoized(&self.encoded, digest, || {
+            super::wire::encode_resources(resources)
+        })
     }
 
     pub fn scope(&self, proxy: &Proxy) -> Arc<Scope> {
