@@ -5,10 +5,7 @@
 
 use crate::xds::wire::{self, EncodedResponse};
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DiscoveryRequest, DiscoveryResponse,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 use prost::bytes::Bytes;
@@ -297,6 +294,19 @@ fn eds_names<'a>(clusters: impl Iterator<Item = &'a light::Any>) -> Vec<String> 
         .collect()
 }
 
+/// What an Envoy asks for after a response of type `t`: endpoints of its EDS clusters, routes of
+/// its HTTP listeners.
+fn envoy_follow<'a>(
+    t: &str,
+    resources: impl Iterator<Item = &'a light::Any>,
+) -> Option<(&'static str, Vec<String>)> {
+    match t {
+        CDS => Some((EDS, eds_names(resources))),
+        LDS => Some((RDS, route_names(resources))),
+        _ => None,
+    }
+}
+
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
 async fn sotw_proxy(
     i: usize,
@@ -354,12 +364,10 @@ async fn sotw_proxy(
             .send(send(t, mine, &r.nonce, &r.version_info, false))
             .await;
         // Follow the dependency chain, as a proxy would.
-        let next: Option<(&'static str, Vec<String>)> = match (t, grpc) {
-            (CDS, _) => Some((EDS, eds_names(r.resources.iter()))),
-            (LDS, false) => Some((RDS, route_names(r.resources.iter()))),
+        let next = match (t, grpc) {
             (LDS, true) => Some((RDS, vec![target.clone()])),
             (RDS, true) => Some((CDS, vec![target_cluster.clone()])),
-            _ => None,
+            _ => envoy_follow(t, r.resources.iter()),
         };
         if let Some((nt, names)) = next
             && !names.is_empty()
@@ -419,12 +427,7 @@ async fn delta_proxy(
             })
             .await;
         let resources = r.resources.iter().filter_map(|x| x.resource.as_ref());
-        let next: Option<(&'static str, Vec<String>)> = match t {
-            CDS => Some((EDS, eds_names(resources))),
-            LDS => Some((RDS, route_names(resources))),
-            _ => None,
-        };
-        if let Some((nt, wanted)) = next {
+        if let Some((nt, wanted)) = envoy_follow(t, resources) {
             let set = known.entry(nt).or_default();
             let new: Vec<String> = wanted
                 .into_iter()
@@ -549,8 +552,8 @@ where
 }
 
 /// The resources field of a response, encoded: what the replay server writes.
-fn resource_bytes(resp: &DiscoveryResponse) -> Bytes {
-    DiscoveryResponse {
+fn resource_bytes(resp: &light::Response) -> Bytes {
+    light::Response {
         resources: resp.resources.clone(),
         ..Default::default()
     }
@@ -565,8 +568,6 @@ async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<Vec<(&'static str, B
         .connect()
         .await?;
     let (req_tx, req_rx) = mpsc::channel(16);
-    let mut client =
-        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
     for (i, t) in [CDS, LDS].into_iter().enumerate() {
         let _ = req_tx
             .send(DiscoveryRequest {
@@ -576,10 +577,7 @@ async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<Vec<(&'static str, B
             })
             .await;
     }
-    let mut stream = client
-        .stream_aggregated_resources(ReceiverStream::new(req_rx))
-        .await?
-        .into_inner();
+    let mut stream = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await?;
     let mut got: HashMap<&'static str, Bytes> = HashMap::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while got.len() < 4 {
@@ -587,20 +585,7 @@ async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<Vec<(&'static str, B
             break;
         };
         let t = static_type(&r.type_url);
-        let light: Vec<light::Any> = r
-            .resources
-            .iter()
-            .map(|a| light::Any {
-                type_url: a.type_url.clone(),
-                value: a.value.clone().into(),
-            })
-            .collect();
-        let next = match t {
-            CDS => Some((EDS, eds_names(light.iter()))),
-            LDS => Some((RDS, route_names(light.iter()))),
-            _ => None,
-        };
-        if let Some((nt, names)) = next
+        if let Some((nt, names)) = envoy_follow(t, r.resources.iter())
             && !names.is_empty()
         {
             let _ = req_tx
