@@ -199,12 +199,6 @@ mod tests {
     use crate::config::{Kind, Spec};
     use crate::store::Store;
 
-    fn store(yaml: &str) -> Store {
-        let store = Store::new(16);
-        store.apply_yaml(yaml);
-        store
-    }
-
     fn pa(ns: &str, name: &str, spec: &str) -> String {
         format!(
             "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"
@@ -213,7 +207,7 @@ mod tests {
 
     /// (workload keys for app=db in `app`, converted policies).
     fn run(yaml: &str) -> (Vec<String>, Vec<Authorization>) {
-        let s = store(yaml);
+        let s = Store::from_yaml(yaml);
         let snap = s.snapshot();
         let policies: Vec<Policy> = snap
             .list(Kind::PeerAuthentication)

@@ -276,9 +276,7 @@ mod tests {
     use crate::store::Store;
 
     fn registry(yaml: &str) -> Registry {
-        let store = Store::default();
-        store.apply_yaml(yaml);
-        Registry::build(&store.snapshot(), "cluster.local")
+        Registry::build(&Store::from_yaml(yaml).snapshot(), "cluster.local")
     }
 
     const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: r, namespace: shop}\n\

@@ -117,15 +117,9 @@ mod tests {
     use super::*;
     use crate::store::Store;
 
-    fn store(yaml: &str) -> Store {
-        let store = Store::new(16);
-        store.apply_yaml(yaml);
-        store
-    }
-
     #[test]
     fn workload_over_namespace_over_mesh_and_ports_over_all() {
-        let s = store(
+        let s = Store::from_yaml(
             r#"
 apiVersion: security.istio.io/v1
 kind: PeerAuthentication

@@ -143,6 +143,14 @@ impl Store {
             .next()
     }
 
+    /// A store holding every object of a YAML text, which must be valid (unit tests' fixtures).
+    #[cfg(test)]
+    pub fn from_yaml(yaml: &str) -> Store {
+        let store = Store::default();
+        store.apply_yaml(yaml);
+        store
+    }
+
     /// Applies every object of a YAML text, which must be valid (unit tests' fixtures).
     #[cfg(test)]
     pub fn apply_yaml(&self, yaml: &str) {

@@ -10,9 +10,7 @@ use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 
 fn ctx(yaml: &str) -> PushContext {
-    let store = Store::default();
-    store.apply_yaml(yaml);
-    let snap = store.snapshot();
+    let snap = Store::from_yaml(yaml).snapshot();
     let reg = Arc::new(Registry::build(&snap, "cluster.local"));
     PushContext::new(1, snap, reg, MeshSettings::default())
 }
