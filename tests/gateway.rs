@@ -9,7 +9,7 @@
 mod common;
 
 use common::cluster::{Cluster, istio_crd};
-use common::peers::{Backend, Bootstrap, Envoy, free_port, peer, request};
+use common::peers::{Backend, Bootstrap, Envoy, free_port, peer, read_request_head, request};
 use common::{eventually, http_get};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -254,7 +254,7 @@ fn jwt_from(key: &rcgen::KeyPair, issuer: &str, sub: &str) -> String {
 /// An external authorizer (Envoy's HTTP ext_authz protocol): 200 when the request carries
 /// `x-ext-allow: yes`, else 403. Runs until the test process ends.
 fn ext_authz_server() -> u16 {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -262,22 +262,8 @@ fn ext_authz_server() -> u16 {
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut writer = stream;
-                loop {
-                    let mut allowed = false;
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        let mut header = String::new();
-                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if header == "\r\n" {
-                            break;
-                        }
-                        allowed |= header.to_ascii_lowercase().trim() == "x-ext-allow: yes";
-                    }
+                while let Some((_, headers)) = read_request_head(&mut reader) {
+                    let allowed = headers.iter().any(|h| h == "x-ext-allow: yes");
                     let status = if allowed { "200 OK" } else { "403 Forbidden" };
                     let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
                     if writer.write_all(reply.as_bytes()).is_err() {
@@ -292,7 +278,7 @@ fn ext_authz_server() -> u16 {
 
 /// Serves `body` (a JWKS) to every HTTP request, as an identity provider's keys endpoint.
 fn jwks_server(body: String) -> u16 {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -301,14 +287,7 @@ fn jwks_server(body: String) -> u16 {
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut writer = stream;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    if line != "\r\n" {
-                        continue;
-                    }
+                while read_request_head(&mut reader).is_some() {
                     let reply = format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                         body.len()

@@ -282,29 +282,37 @@ impl Drop for Backend {
     }
 }
 
+/// The request line and the header lines (lowercased, trimmed) of the next HTTP/1.1 request;
+/// `None` when the client closed the connection.
+pub fn read_request_head(reader: &mut impl BufRead) -> Option<(String, Vec<String>)> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            return Some((request_line, headers));
+        }
+        headers.push(line.to_ascii_lowercase().trim().to_string());
+    }
+}
+
 fn serve_http(stream: TcpStream, name: &str) {
     stream.set_nonblocking(false).ok();
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut content_length = 0usize;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                content_length = v.trim().parse().unwrap_or(0);
-            }
-        }
+    while let Some((request_line, headers)) = read_request_head(&mut reader) {
+        let content_length: usize = headers
+            .iter()
+            .find_map(|h| h.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
         let mut body = vec![0; content_length];
         let _ = reader.read_exact(&mut body);
         let path = request_line.split_whitespace().nth(1).unwrap_or("/");
