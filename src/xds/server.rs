@@ -102,7 +102,12 @@ impl ConnectionStatus {
         let eds_names =
             |w: &BTreeMap<String, TypeStatus>| w.get(generate::ENDPOINT).map(|t| t.names.clone());
         let (now, before) = (eds_names(watches), eds_names(&self.types));
-        if !matches!((&now, &before), (Some(a), Some(b)) if Arc::ptr_eq(a, b)) {
+        let unchanged = match (&now, &before) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !unchanged {
             self.eds_hosts = Arc::new(
                 now.iter()
                     .flat_map(|names| names.iter())
