@@ -6,11 +6,12 @@
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use rudder::config::parse_yaml;
+use rudder::model::mesh::MeshSettings;
 use rudder::source::file::{FileSource, check_text};
 use rudder::store::{Change, Store};
-use rudder::xds::context::MeshSettings;
-use rudder::xds::generate::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use rudder::xds::generate;
 use rudder::xds::proxy::Proxy;
+use rudder::xds::types::TypeUrl;
 use std::hint::black_box;
 
 /// `n` ServiceEntries across 10 namespaces, each with 3 endpoints and an HTTP and a TCP port, and a
@@ -56,26 +57,28 @@ fn generators(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("generate/{n}-services"));
         group.sample_size(10);
         group.bench_function("push-context", |b| {
-            b.iter(|| black_box(rudder::xds::push::initial_context(&store, &mesh)))
+            b.iter(|| black_box(rudder::xds::push::initial_context(&store, &mesh, None)))
         });
         for (name, type_url) in [
-            ("cds", CLUSTER),
-            ("eds", ENDPOINT),
-            ("lds", LISTENER),
-            ("rds", ROUTE),
+            ("cds", TypeUrl::Cluster),
+            ("eds", TypeUrl::Endpoint),
+            ("lds", TypeUrl::Listener),
+            ("rds", TypeUrl::Route),
         ] {
             group.bench_function(BenchmarkId::new(name, n), |b| {
                 b.iter_batched(
-                    || rudder::xds::push::initial_context(&store, &mesh),
+                    || rudder::xds::push::initial_context(&store, &mesh, None),
                     |ctx| {
                         let scope = ctx.scope(&proxy);
                         // Named types: ask for everything the wildcard types announce.
                         let names: std::collections::BTreeSet<String> = match type_url {
-                            ENDPOINT => generate::generate(&ctx, &proxy, &scope, CLUSTER, None)
-                                .iter()
-                                .map(|r| r.name.clone())
-                                .collect(),
-                            ROUTE => ["80".to_string(), "9000".to_string()].into(),
+                            TypeUrl::Endpoint => {
+                                generate::generate(&ctx, &proxy, &scope, TypeUrl::Cluster, None)
+                                    .iter()
+                                    .map(|r| r.name.clone())
+                                    .collect()
+                            }
+                            TypeUrl::Route => ["80".to_string(), "9000".to_string()].into(),
                             _ => Default::default(),
                         };
                         let names = (!names.is_empty()).then_some(&names);

@@ -4,6 +4,7 @@
 use crate::metrics::Metrics;
 use crate::source::file::FileStatus;
 use crate::store::Store;
+use crate::xds::server::status::{ConnectionStatus, XdsStatus};
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
@@ -11,7 +12,7 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Clone)]
 pub struct AdminState {
@@ -21,7 +22,7 @@ pub struct AdminState {
     /// Set once every source finished its initial sync.
     pub ready: Arc<AtomicBool>,
     /// Set once the xDS server runs (after the initial sync).
-    pub xds: Arc<Mutex<Option<Arc<crate::xds::server::XdsShared>>>>,
+    pub xds: Arc<OnceLock<XdsStatus>>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -111,16 +112,7 @@ async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
                     .types
                     .iter()
                     .map(|(t, st)| {
-                        let state = if st.last_nack.is_some() {
-                            "NACKED"
-                        } else if st.nonce_sent.is_empty() {
-                            "NOT SENT"
-                        } else if st.version_acked == st.version_sent {
-                            "SYNCED"
-                        } else {
-                            "STALE"
-                        };
-                        (crate::xds::generate::short_type(t).to_string(), serde_json::json!({ "state": state, "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }))
+                        (t.short().to_string(), serde_json::json!({ "state": st.state(), "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }))
                     })
                     .collect();
                 serde_json::json!({ "generator": c.proxy.generator, "namespace": c.proxy.namespace, "proxy": c.proxy.id, "connection": c.id, "delta": c.delta, "types": types })
@@ -129,13 +121,12 @@ async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
     )
 }
 
-fn xds_connections(s: &AdminState) -> Vec<crate::xds::server::ConnectionStatus> {
-    let xds = s.xds.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    xds.map(|x| x.connections()).unwrap_or_default()
+fn xds_connections(s: &AdminState) -> Vec<ConnectionStatus> {
+    xds(s).map(|x| x.connections()).unwrap_or_default()
 }
 
-fn xds(s: &AdminState) -> Option<Arc<crate::xds::server::XdsShared>> {
-    s.xds.lock().unwrap_or_else(|p| p.into_inner()).clone()
+fn xds(s: &AdminState) -> Option<&XdsStatus> {
+    s.xds.get()
 }
 
 /// Services in the registry (what `istioctl` calls the service registry).
@@ -168,27 +159,6 @@ async fn endpointz(State(s): State<AdminState>) -> Json<serde_json::Value> {
     Json(serde_json::Value::Array(out))
 }
 
-fn decoded(type_url: &str, bytes: &[u8]) -> String {
-    use envoy_types::pb::envoy::config;
-    use prost::Message;
-    match type_url {
-        crate::xds::generate::CLUSTER => {
-            config::cluster::v3::Cluster::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        crate::xds::generate::ENDPOINT => {
-            config::endpoint::v3::ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        crate::xds::generate::LISTENER => {
-            config::listener::v3::Listener::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        crate::xds::generate::ROUTE => {
-            config::route::v3::RouteConfiguration::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        _ => return format!("{} bytes", bytes.len()),
-    }
-    .unwrap_or_else(|e| format!("undecodable: {e}"))
-}
-
 /// Everything a connected proxy receives right now, with the config objects behind each resource.
 async fn config_dump(
     State(s): State<AdminState>,
@@ -200,80 +170,21 @@ async fn config_dump(
     let Some(x) = xds(&s) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response();
     };
-    let Some(conn) = x
-        .connections()
-        .into_iter()
-        .find(|c| c.proxy.id == *id || c.proxy.id.contains(id.as_str()))
-    else {
-        return (
+    match x.config_dump(id) {
+        Some(dump) => Json(dump).into_response(),
+        None => (
             StatusCode::NOT_FOUND,
             format!("no connected proxy matches {id:?}\n"),
         )
-            .into_response();
-    };
-    let ctx = x.context();
-    if conn.proxy.proxy_type == crate::xds::proxy::ProxyType::Ztunnel {
-        return Json(ztunnel_dump(&ctx, &conn)).into_response();
+            .into_response(),
     }
-    let scope = ctx.scope(&conn.proxy);
-    let mut resources = Vec::new();
-    for type_url in crate::xds::generate::PUSH_ORDER {
-        let Some(status) = conn.types.get(type_url) else {
-            continue;
-        };
-        let names = (!status.wildcard).then_some(status.names.as_ref());
-        for r in crate::xds::generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
-            resources.push(serde_json::json!({
-                "type": crate::xds::generate::short_type(type_url),
-                "name": r.name,
-                "version": r.version,
-                "sources": crate::xds::provenance::sources(&ctx, &conn.proxy.namespace, type_url, &r.name),
-                "config": decoded(type_url, &r.any.value),
-            }));
-        }
-    }
-    Json(serde_json::json!({ "proxy": conn.proxy, "pushVersion": ctx.version, "resources": resources })).into_response()
-}
-
-/// What a ztunnel holds, in ztunnel's own `/config_dump` shape: everything for a wildcard
-/// subscription, else the workloads and services it looked up.
-fn ztunnel_dump(
-    ctx: &crate::xds::context::PushContext,
-    conn: &crate::xds::server::ConnectionStatus,
-) -> serde_json::Value {
-    let mut dump = crate::ambient::dump::config_dump(ctx.ambient());
-    let address = crate::xds::generate::ADDRESS;
-    if let Some(status) = conn.types.get(address).filter(|s| !s.wildcard) {
-        let scope = ctx.scope(&conn.proxy);
-        let held: std::collections::BTreeSet<String> =
-            crate::xds::generate::generate(ctx, &conn.proxy, &scope, address, Some(&status.names))
-                .into_iter()
-                .map(|r| r.name.clone())
-                .collect();
-        for (list, key) in [("workloads", "uid"), ("services", "hostname")] {
-            if let Some(items) = dump[list].as_array_mut() {
-                items.retain(|item| {
-                    let name = match list {
-                        "services" => format!(
-                            "{}/{}",
-                            item["namespace"].as_str().unwrap_or_default(),
-                            item[key].as_str().unwrap_or_default()
-                        ),
-                        _ => item[key].as_str().unwrap_or_default().to_string(),
-                    };
-                    held.contains(&name)
-                });
-            }
-        }
-    }
-    dump
 }
 
 /// The whole ambient view (every workload, service and policy ztunnel could be sent), in
 /// ztunnel's `/config_dump` shape.
 async fn ambientz(State(s): State<AdminState>) -> Response {
     match xds(&s) {
-        Some(x) => Json(crate::ambient::dump::config_dump(x.context().ambient())).into_response(),
+        Some(x) => Json(x.ambient_dump()).into_response(),
         None => (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response(),
     }
 }

@@ -1,7 +1,6 @@
 //! Rudder: an Istio-compatible service-mesh control plane. See `docs/architecture.md`.
 
 pub mod admin;
-pub mod ambient;
 pub mod ca;
 pub mod cmd;
 pub mod config;

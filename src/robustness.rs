@@ -3,8 +3,9 @@
 //! `fuzz/` drives them with cargo-fuzz; `tests/fuzz_regressions.rs` replays the saved inputs.
 
 use crate::config;
+use crate::model::mesh::MeshSettings;
 use crate::store::{Change, Store};
-use crate::xds::context::{MeshSettings, PushContext};
+use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -32,7 +33,7 @@ fn context() -> &'static PushContext {
         );
         let parsed = config::parse_yaml(examples, "default");
         store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
-        crate::xds::push::initial_context(&store, &MeshSettings::default())
+        crate::xds::push::initial_context(&store, &MeshSettings::default(), None)
     })
 }
 
@@ -47,14 +48,14 @@ pub fn discovery_request(data: &[u8]) {
     let Ok(proxy) = Proxy::from_node(req.node.as_ref()) else {
         return;
     };
-    if !crate::xds::generate::known_type(&req.type_url) {
+    let Some(type_url) = crate::xds::types::TypeUrl::parse(&req.type_url) else {
         return;
-    }
+    };
     let ctx = context();
     let scope = ctx.scope(&proxy);
     let names: std::collections::BTreeSet<String> = req.resource_names.into_iter().collect();
     let names = (!names.is_empty()).then_some(&names);
-    let _ = crate::xds::generate::generate(ctx, &proxy, &scope, &req.type_url, names);
+    let _ = crate::xds::generate::generate(ctx, &proxy, &scope, type_url, names);
 }
 
 fn authority() -> &'static crate::ca::Authority {

@@ -312,7 +312,8 @@ fn chart_lints_and_renders_valid_objects() {
         .as_str()
         .unwrap()
         .to_string();
-    let mesh: rudder::k8s::mesh::MeshConfig = serde_saphyr::from_str(&mesh).expect("mesh parses");
+    let mesh: rudder::config::mesh::MeshConfig =
+        serde_saphyr::from_str(&mesh).expect("mesh parses");
     assert_eq!(mesh.trust_domain.as_deref(), Some("cluster.local"));
 
     assert!(r.objects.contains_key("PodDisruptionBudget/rudder"));

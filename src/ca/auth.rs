@@ -10,15 +10,7 @@ use x509_parser::prelude::*;
 
 pub const AUDIENCE: &str = "istio-ca";
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum AuthError {
-    #[error("no credentials: send a bearer token or a client certificate")]
-    Missing,
-    #[error("token rejected: {0}")]
-    Rejected(String),
-    #[error("authentication backend unavailable: {0}")]
-    Unavailable(String),
-}
+pub use crate::model::identity::AuthError;
 
 /// How bearer tokens are checked.
 pub enum TokenAuthority {
@@ -155,4 +147,14 @@ pub fn from_client_cert(der: &[u8]) -> Option<Identity> {
         GeneralName::URI(u) => Identity::parse(u),
         _ => None,
     })
+}
+
+impl crate::model::identity::Authenticate for Authenticator {
+    fn identify<'a>(
+        &'a self,
+        metadata: &'a tonic::metadata::MetadataMap,
+        peer_certs: Option<&'a [tonic::transport::CertificateDer<'static>]>,
+    ) -> crate::model::identity::BoxFuture<'a, Result<Option<Identity>, AuthError>> {
+        Box::pin(Authenticator::identify(self, metadata, peer_certs))
+    }
 }

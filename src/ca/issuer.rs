@@ -61,3 +61,13 @@ impl WorkloadIssuer {
         self.authority.default_ttl / 2
     }
 }
+
+impl crate::model::identity::WorkloadCertificates for WorkloadIssuer {
+    fn certificate(&self, id: &Identity) -> Result<(Arc<String>, Arc<String>), String> {
+        WorkloadIssuer::certificate(self, id).map_err(|e| e.to_string())
+    }
+
+    fn root_pem(&self) -> &str {
+        WorkloadIssuer::root_pem(self)
+    }
+}

@@ -31,38 +31,7 @@ pub enum CaError {
     Sign(String),
 }
 
-/// A workload identity: `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
-pub struct Identity {
-    pub trust_domain: String,
-    pub namespace: String,
-    pub service_account: String,
-}
-
-impl Identity {
-    pub fn uri(&self) -> String {
-        format!(
-            "spiffe://{}/ns/{}/sa/{}",
-            self.trust_domain, self.namespace, self.service_account
-        )
-    }
-
-    pub fn parse(uri: &str) -> Option<Identity> {
-        let rest = uri.strip_prefix("spiffe://")?;
-        let (td, path) = rest.split_once('/')?;
-        let parts: Vec<&str> = path.split('/').collect();
-        match parts.as_slice() {
-            ["ns", ns, "sa", sa] if !td.is_empty() && !ns.is_empty() && !sa.is_empty() => {
-                Some(Identity {
-                    trust_domain: td.into(),
-                    namespace: (*ns).into(),
-                    service_account: (*sa).into(),
-                })
-            }
-            _ => None,
-        }
-    }
-}
+pub use crate::model::identity::Identity;
 
 /// The signing CA: its key and certificate, the chain up to the root, and the root.
 pub struct Authority {

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-pub const NAME: &str = "istio-ca-root-cert";
+pub use crate::config::mesh::ROOT_CERT_CONFIGMAP as NAME;
 pub const KEY: &str = "root-cert.pem";
 
 pub async fn run(

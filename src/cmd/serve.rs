@@ -7,18 +7,19 @@ use crate::ca::server::CaService;
 use crate::k8s::controller::{KubeSource, KubeSourceConfig, Readiness};
 use crate::k8s::leader::LeaderElection;
 use crate::metrics::Metrics;
+use crate::model::mesh::MeshSettings;
 use crate::source::file::FileSource;
 use crate::store::Store;
 use crate::webhook::WebhookState;
 use crate::webhook::cabundle::CaBundlePatcher;
 use crate::webhook::inject::{Injector, InjectorSettings};
-use crate::xds::context::MeshSettings;
 use crate::xds::push::{self, Debounce};
-use crate::xds::server::{AdsService, XdsLimits, XdsShared};
+use crate::xds::server::status::XdsStatus;
+use crate::xds::server::{AdsService, XdsLimits, XdsServer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -211,7 +212,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ConfigSource::Files => false,
         ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
     };
-    let xds_slot: Arc<Mutex<Option<Arc<XdsShared>>>> = Arc::default();
+    let xds_status: Arc<OnceLock<XdsStatus>> = Arc::default();
     let mut file_source = (!use_kubernetes).then(|| {
         FileSource::new(
             &args.config_dir,
@@ -228,7 +229,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .map(|f| f.status_handle())
             .unwrap_or_default(),
         ready: ready.clone(),
-        xds: xds_slot.clone(),
+        xds: xds_status.clone(),
     };
     for (addr, what) in [
         (args.monitoring_addr, "monitoring"),
@@ -405,8 +406,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cluster_id: args.cluster_id.clone(),
         ..Default::default()
     };
-    let xds = XdsShared::new(
-        push::initial_context(&store, &mesh),
+    let certificates: crate::xds::context::Certificates = Some(Arc::new(
+        crate::ca::issuer::WorkloadIssuer::new(authority.clone()),
+    ));
+    let initial = push::initial_context(&store, &mesh, certificates);
+    let start = push::Start::from(&initial, mesh);
+    let xds = XdsServer::new(
+        initial,
         metrics.clone(),
         args.push_concurrency,
         cancel.clone(),
@@ -415,11 +421,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             new_streams_per_second: args.max_requests_per_second,
             max_message_bytes: args.max_grpc_message_size,
         },
-        Some(Arc::new(crate::ca::issuer::WorkloadIssuer::new(
-            authority.clone(),
-        ))),
     );
-    *xds_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(xds.clone());
+    // Set once, after the initial sync; the admin server answers "not started" until then.
+    let _ = xds_status.set(xds.status());
     let debounce = Debounce {
         quiet: args.debounce_after,
         max: args.debounce_max,
@@ -428,7 +432,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         events,
         xds.clone(),
-        mesh,
+        start,
         debounce,
         metrics.clone(),
         cancel.clone(),

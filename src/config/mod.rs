@@ -7,6 +7,7 @@
 pub mod common;
 pub mod crd;
 pub mod host;
+pub mod mesh;
 pub mod networking;
 pub mod security;
 pub mod telemetry;

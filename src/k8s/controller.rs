@@ -338,8 +338,8 @@ impl KubeSource {
             ),
             (
                 Api::all(c.clone()),
-                crate::ca::rootcert::NAME.to_string(),
-                Arc::new(|k: &ConfigKey| k.name == crate::ca::rootcert::NAME),
+                crate::config::mesh::ROOT_CERT_CONFIGMAP.to_string(),
+                Arc::new(|k: &ConfigKey| k.name == crate::config::mesh::ROOT_CERT_CONFIGMAP),
             ),
         ];
         for (api, name, owns) in named {

@@ -3,7 +3,6 @@
 pub mod controller;
 pub mod convert;
 pub mod leader;
-pub mod mesh;
 pub mod rbac;
 
 /// Builds a client from `kubeconfig` if given, else from the environment (KUBECONFIG, ~/.kube/config,

@@ -1,9 +1,9 @@
 //! Kubernetes Services, EndpointSlices, Pods and Nodes into the service model.
 
 use super::{Endpoint, Protocol, Registry, Service, ServicePort};
+use crate::config::mesh::selector_matches;
 use crate::config::networking::{Location, Resolution};
 use crate::config::{Kind, Spec};
-use crate::k8s::mesh::selector_matches;
 use crate::store::Snapshot;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -9,8 +9,11 @@ use crate::store::Snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub mod identity;
 pub mod kube;
+pub mod mesh;
 pub mod peer_auth;
+pub mod workload;
 
 /// Port protocols as Istio classifies them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

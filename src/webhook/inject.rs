@@ -8,9 +8,10 @@
 //! `config.templates` are not executed (docs/decisions.md).
 
 use super::{WebhookState, read_review, review_response};
+use crate::config::mesh::selector_matches;
 use crate::config::{ConfigKey, Kind, Spec};
-use crate::k8s::mesh::selector_matches;
 use crate::metrics::{Metrics, TypeLabels};
+use crate::model::workload::{Workload, canonical, workload_from_owner};
 use crate::store::Store;
 use axum::body::Body;
 use axum::extract::State;
@@ -495,15 +496,6 @@ fn pod_name(pod: &Value) -> String {
         .to_string()
 }
 
-/// The workload that owns the pod, as istiod names it: a ReplicaSet's pod belongs to its Deployment,
-/// a Job's to its CronJob when the name says so; a bare pod to itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Workload {
-    pub name: String,
-    pub kind: String,
-    pub api_version: String,
-}
-
 pub fn workload_of(pod: &Value) -> Workload {
     let meta = &pod["metadata"];
     let labels = string_map(&meta["labels"]);
@@ -521,60 +513,6 @@ pub fn workload_of(pod: &Value) -> Workload {
     workload_from_owner(&pod_name(pod), &labels, controller)
 }
 
-/// The workload from the pod's controller `(kind, name, apiVersion)`, if it has one.
-pub fn workload_from_owner(
-    pod_name: &str,
-    labels: &BTreeMap<String, String>,
-    controller: Option<(&str, &str, &str)>,
-) -> Workload {
-    let Some((kind, name, api_version)) = controller else {
-        return Workload {
-            name: pod_name.trim_end_matches('-').to_string(),
-            kind: "Pod".into(),
-            api_version: "v1".into(),
-        };
-    };
-    let (name, kind, api_version) = (name.to_string(), kind.to_string(), api_version.to_string());
-    match kind.as_str() {
-        "ReplicaSet" => match labels.get("pod-template-hash") {
-            Some(hash) if name.ends_with(&format!("-{hash}")) => Workload {
-                name: name[..name.len() - hash.len() - 1].to_string(),
-                kind: "Deployment".into(),
-                api_version: "apps/v1".into(),
-            },
-            _ => Workload {
-                name,
-                kind,
-                api_version,
-            },
-        },
-        "Job" => {
-            // A CronJob names its Jobs `<cronjob>-<scheduled minute>`.
-            match name.rsplit_once('-') {
-                Some((cron, suffix))
-                    if !cron.is_empty() && suffix.chars().all(|c| c.is_ascii_digit()) =>
-                {
-                    Workload {
-                        name: cron.to_string(),
-                        kind: "CronJob".into(),
-                        api_version: "batch/v1".into(),
-                    }
-                }
-                _ => Workload {
-                    name,
-                    kind,
-                    api_version,
-                },
-            }
-        }
-        _ => Workload {
-            name,
-            kind,
-            api_version,
-        },
-    }
-}
-
 fn owner_url(w: &Workload, namespace: &str) -> String {
     format!(
         "kubernetes://apis/{}/namespaces/{namespace}/{}s/{}",
@@ -582,24 +520,6 @@ fn owner_url(w: &Workload, namespace: &str) -> String {
         w.kind.to_lowercase(),
         w.name
     )
-}
-
-/// Istio's canonical service labels: explicit label, else the app labels, else the workload.
-pub fn canonical(labels: &BTreeMap<String, String>, workload: &str) -> (String, String) {
-    let first = |keys: &[&str]| keys.iter().find_map(|k| labels.get(*k).cloned());
-    let name = first(&[
-        "service.istio.io/canonical-name",
-        "app.kubernetes.io/name",
-        "app",
-    ])
-    .unwrap_or_else(|| workload.to_string());
-    let revision = first(&[
-        "service.istio.io/canonical-revision",
-        "app.kubernetes.io/version",
-        "version",
-    ])
-    .unwrap_or_else(|| "latest".into());
-    (name, revision)
 }
 
 fn annotation<'a>(annotations: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {

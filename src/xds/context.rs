@@ -1,15 +1,20 @@
 //! The push context: an immutable, indexed view of config and services for one push version, and the
 //! cache that makes every generated resource built once per scope instead of once per proxy.
 
-use super::proxy::{Generator, Proxy};
+use super::proxy::{Generator, Proxy, ProxyType};
+use super::resource::{Resource, ResourceList, Resources};
+use super::types::TypeUrl;
 use crate::config::networking::{DestinationRule, Sidecar, VirtualService};
 use crate::config::{Config, Kind, Spec, host};
-use crate::model::{Registry, Service, resolve_host};
+use crate::model::identity::WorkloadCertificates;
+use crate::model::mesh::MeshSettings;
+use crate::model::{Protocol, Registry, Service, resolve_host};
 use crate::store::Snapshot;
-use envoy_types::pb::google::protobuf::Any;
+use std::any::{Any, TypeId};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
 /// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
@@ -17,146 +22,6 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// One scope's built resources of one type, by name.
 type ResourcesByName = FastMap<String, Resources>;
-
-/// Mesh-wide settings (MeshConfig fields that matter to generation).
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MeshSettings {
-    pub domain_suffix: String,
-    pub root_namespace: String,
-    /// `outboundTrafficPolicy: ALLOW_ANY` (Istio's default): unknown destinations pass through.
-    pub outbound_allow_any: bool,
-    pub trust_domain: String,
-    /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
-    pub cluster_id: String,
-    /// MeshConfig `extensionProviders` (AuthorizationPolicy CUSTOM).
-    pub extension_providers: Vec<crate::k8s::mesh::ExtensionProvider>,
-    /// Namespaces whose services are part of the mesh (none: all).
-    pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-}
-
-impl MeshSettings {
-    /// These settings with the mesh ConfigMap (`istio` in the root namespace) applied. A malformed
-    /// mesh config leaves the settings as they are and returns the error to report.
-    pub fn with_mesh_config(&self, snapshot: &Snapshot) -> (MeshSettings, Option<String>) {
-        let mut out = self.clone();
-        match crate::k8s::mesh::from_snapshot(snapshot, &self.root_namespace) {
-            Ok(Some(mc)) => {
-                if let Some(td) = mc.trust_domain.filter(|t| !t.is_empty()) {
-                    out.trust_domain = td;
-                }
-                out.discovery_selectors = mc.discovery_selectors;
-                out.extension_providers = mc.extension_providers;
-                if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
-                    out.outbound_allow_any = mode != "REGISTRY_ONLY";
-                }
-                (out, None)
-            }
-            Ok(None) => (out, None),
-            Err(e) => (out, Some(e)),
-        }
-    }
-}
-
-impl Default for MeshSettings {
-    fn default() -> Self {
-        MeshSettings {
-            domain_suffix: "cluster.local".into(),
-            root_namespace: "istio-system".into(),
-            outbound_allow_any: true,
-            trust_domain: "cluster.local".into(),
-            cluster_id: "Kubernetes".into(),
-            extension_providers: Vec::new(),
-            discovery_selectors: Vec::new(),
-        }
-    }
-}
-
-/// One generated xDS resource. `version` is a digest of its bytes, used by Delta xDS and to skip
-/// pushes that would change nothing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Resource {
-    pub name: String,
-    pub any: Any,
-    pub version: String,
-    /// The digest `version` is written from.
-    pub digest: u64,
-    /// Other names the client asked this resource by (an ambient address lookup by IP answers with
-    /// the workload or service it found, aliased to the IP).
-    pub aliases: Vec<String>,
-    /// This resource as a Delta response entry, encoded on first use and shared by every stream.
-    delta_entry: std::sync::OnceLock<prost::bytes::Bytes>,
-}
-
-impl Resource {
-    pub fn new(name: impl Into<String>, any: Any) -> Arc<Resource> {
-        let mut h = DefaultHasher::new();
-        any.type_url.hash(&mut h);
-        any.value.hash(&mut h);
-        let digest = h.finish();
-        Arc::new(Resource {
-            name: name.into(),
-            any,
-            version: format!("{digest:016x}"),
-            digest,
-            aliases: Vec::new(),
-            delta_entry: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// The digest in a version this control plane wrote.
-    pub fn parse_version(version: &str) -> Option<u64> {
-        u64::from_str_radix(version, 16).ok()
-    }
-
-    /// This resource, also known by `aliases`.
-    pub fn with_aliases(&self, aliases: Vec<String>) -> Arc<Resource> {
-        Arc::new(Resource {
-            name: self.name.clone(),
-            any: self.any.clone(),
-            version: self.version.clone(),
-            digest: self.digest,
-            aliases,
-            delta_entry: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// The encoded `resources` entry of a `DeltaDiscoveryResponse` carrying this resource.
-    pub fn delta_entry(&self) -> prost::bytes::Bytes {
-        self.delta_entry
-            .get_or_init(|| super::wire::encode_delta_entry(self))
-            .clone()
-    }
-}
-
-pub type Resources = Arc<Vec<Arc<Resource>>>;
-
-/// (type, scope key, digest of the subscribed names).
-type ListKey = (&'static str, u64, u64);
-
-/// A stream's resources of one type and the digest of their names and versions: the key of the
-/// shared encoded bytes, and what a stream compares to skip a push that would change nothing.
-#[derive(Debug)]
-pub struct ResourceList {
-    pub resources: Vec<Arc<Resource>>,
-    pub digest: u64,
-}
-
-impl ResourceList {
-    pub fn new(resources: Vec<Arc<Resource>>) -> ResourceList {
-        use std::hash::BuildHasher;
-        // Fixed seed: equal lists hash equal on every stream.
-        let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
-        for r in &resources {
-            r.name.hash(&mut h);
-            r.digest.hash(&mut h);
-        }
-        ResourceList {
-            digest: h.finish(),
-            resources,
-        }
-    }
-}
 
 /// A VirtualService with its hosts resolved to FQDNs.
 pub struct VsEntry {
@@ -190,16 +55,35 @@ pub struct DrEntry {
     pub host: String,
 }
 
-/// What one proxy can see: computed once per scope key and shared by every proxy with that key.
-pub struct Scope {
+/// What generators may read of a proxy: exactly the inputs of its cache key, computed once per key
+/// and shared by every proxy with that key. Generators get this view, never the proxy itself, so
+/// nothing they read can differ between two proxies that share cached resources.
+pub struct ScopeView {
     pub key: u64,
     pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub generator: Generator,
+    pub proxy_type: ProxyType,
+    /// `INTERCEPTION_MODE: NONE`: outbound listeners bind real ports on loopback.
+    pub interception_none: bool,
+    /// The service ports (and protocols) served at the proxy's IP: its inbound listeners and
+    /// clusters. Two proxies with the same labels at different IPs may differ here.
+    pub inbound: Arc<BTreeMap<u32, Protocol>>,
     pub services: Vec<Arc<Service>>,
     pub sidecar: Option<Arc<Config>>,
     /// The proxy proved an identity, so it can get a workload certificate: mesh traffic may use
     /// mTLS (automatic mTLS upstream, PeerAuthentication inbound).
     pub mtls: bool,
 }
+
+/// One derived index, built at most once.
+type DerivedSlot = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
+
+/// (type, scope key, digest of the subscribed names).
+type ListKey = (TypeUrl, u64, u64);
+
+/// Signs the workload certificates a push context serves over SDS (none: the CA is not running).
+pub type Certificates = Option<Arc<dyn WorkloadCertificates>>;
 
 pub struct PushContext {
     pub version: u64,
@@ -219,15 +103,16 @@ pub struct PushContext {
     dr_wildcards: Vec<usize>,
     /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
     /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
-    cache: Mutex<FastMap<(&'static str, u64), ResourcesByName>>,
+    cache: Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>,
     /// Each workload IP's own service ports and protocols, built on first use (inbound listeners and
     /// clusters), instead of a scan of every endpoint for every proxy.
-    inbound_by_ip: std::sync::OnceLock<HashMap<String, BTreeMap<u32, crate::model::Protocol>>>,
-    scopes: Mutex<HashMap<u64, Arc<Scope>>>,
+    inbound_by_ip: OnceLock<HashMap<String, Arc<BTreeMap<u32, Protocol>>>>,
+    scopes: Mutex<HashMap<u64, Arc<ScopeView>>>,
     /// Signs workload certificates served over SDS (`default`); none when the CA is not running.
-    pub certificates: Option<Arc<crate::ca::issuer::WorkloadIssuer>>,
-    /// The ambient (ztunnel) view, built when the first client asks for it.
-    ambient: std::sync::OnceLock<crate::ambient::AmbientIndex>,
+    pub certificates: Certificates,
+    /// Indexes derived from this context by the generators that need them (the ambient view), built
+    /// on first use, at most once, and shared for the life of the push.
+    derived: Mutex<HashMap<TypeId, DerivedSlot>>,
     /// Encoded SotW resource lists by the digest of their names and versions: every stream sending
     /// the same resources in this push shares one copy of the bytes. Versions hash the resource's type
     /// and bytes, so equal digests mean equal lists whatever the type (an empty list encodes to
@@ -356,10 +241,10 @@ impl PushContext {
             dr_by_host,
             dr_wildcards,
             cache: Mutex::default(),
-            inbound_by_ip: std::sync::OnceLock::new(),
+            inbound_by_ip: OnceLock::new(),
             scopes: Mutex::default(),
             certificates: None,
-            ambient: std::sync::OnceLock::new(),
+            derived: Mutex::default(),
             encoded: Mutex::default(),
             lists: Mutex::default(),
         }
@@ -395,18 +280,35 @@ impl PushContext {
             })
     }
 
-    /// Workloads, services and L4 policies as ztunnel sees them.
-    pub fn ambient(&self) -> &crate::ambient::AmbientIndex {
-        self.ambient.get_or_init(|| {
-            crate::ambient::AmbientIndex::build(&self.snapshot, &self.registry, &self.mesh)
-        })
+    /// The workload certificates every proxy of this context is served.
+    pub fn with_certificates(mut self, certificates: Certificates) -> PushContext {
+        self.certificates = certificates;
+        self
+    }
+
+    /// The index of type `T` derived from this context, built by `build` on first use. Racing
+    /// callers wait for the one build instead of each building.
+    pub fn derived<T: Any + Send + Sync>(&self, build: impl FnOnce(&PushContext) -> T) -> Arc<T> {
+        let slot = self
+            .derived
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(TypeId::of::<T>())
+            .or_default()
+            .clone();
+        let value = slot
+            .get_or_init(|| Arc::new(build(self)) as Arc<dyn Any + Send + Sync>)
+            .clone();
+        value
+            .downcast::<T>()
+            .expect("the slot of TypeId::of::<T>() only ever holds a T")
     }
 
     /// The resource list of `type_url` for a scope and a set of subscribed names (`names`: their
     /// digest), built once per push and shared.
     pub fn resource_list(
         &self,
-        type_url: &'static str,
+        type_url: TypeUrl,
         scope: u64,
         names: u64,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
@@ -423,20 +325,24 @@ impl PushContext {
         resources: &[Arc<Resource>],
     ) -> prost::bytes::Bytes {
         memoized(&self.encoded, digest, || {
-            super::wire::encode_resources(resources)
+            super::resource::encode_resources(resources)
         })
     }
 
-    pub fn scope(&self, proxy: &Proxy) -> Arc<Scope> {
+    /// The view of `proxy` that generators read, shared by every proxy with the same inputs.
+    pub fn scope(&self, proxy: &Proxy) -> Arc<ScopeView> {
         let sidecar = self.sidecar_for(proxy);
+        let inbound = self.inbound_ports(&proxy.ip);
+        let mtls = proxy.identity.is_some();
         let mut h = DefaultHasher::new();
         proxy.namespace.hash(&mut h);
-        proxy.interception_none.hash(&mut h);
+        proxy.labels.hash(&mut h);
         proxy.generator.hash(&mut h);
         proxy.proxy_type.hash(&mut h);
-        proxy.identity.is_some().hash(&mut h);
-        proxy.labels.hash(&mut h);
+        proxy.interception_none.hash(&mut h);
+        inbound.hash(&mut h);
         sidecar.as_ref().map(|c| c.key()).hash(&mut h);
+        mtls.hash(&mut h);
         let key = h.finish();
         let mut scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
         scopes
@@ -454,12 +360,17 @@ impl PushContext {
                     .filter(|s| egress.is_none_or(|sc| sidecar_allows(sc, &proxy.namespace, s)))
                     .cloned()
                     .collect();
-                Arc::new(Scope {
+                Arc::new(ScopeView {
                     key,
                     namespace: proxy.namespace.clone(),
+                    labels: proxy.labels.clone(),
+                    generator: proxy.generator,
+                    proxy_type: proxy.proxy_type,
+                    interception_none: proxy.interception_none,
+                    inbound,
                     services,
                     sidecar: sidecar.clone(),
-                    mtls: proxy.identity.is_some(),
+                    mtls,
                 })
             })
             .clone()
@@ -533,7 +444,7 @@ impl PushContext {
     /// Returns the cached resources for `(type, scope, name)` or builds them once.
     pub fn cached(
         &self,
-        type_url: &'static str,
+        type_url: TypeUrl,
         scope: u64,
         name: &str,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
@@ -559,9 +470,9 @@ impl PushContext {
     }
 
     /// The service ports (and their protocols) served at `ip`: the endpoints at that address.
-    pub fn inbound_ports(&self, ip: &str) -> BTreeMap<u32, crate::model::Protocol> {
+    fn inbound_ports(&self, ip: &str) -> Arc<BTreeMap<u32, Protocol>> {
         let index = self.inbound_by_ip.get_or_init(|| {
-            let mut index: HashMap<String, BTreeMap<u32, crate::model::Protocol>> = HashMap::new();
+            let mut index: HashMap<String, BTreeMap<u32, Protocol>> = HashMap::new();
             for ((host, svc_port), eps) in &self.registry.endpoints {
                 let Some(protocol) = self
                     .registry
@@ -581,16 +492,15 @@ impl PushContext {
                 }
             }
             index
+                .into_iter()
+                .map(|(ip, ports)| (ip, Arc::new(ports)))
+                .collect()
         });
         index.get(ip).cloned().unwrap_or_default()
     }
 
-    pub fn is_grpc(proxy: &Proxy) -> bool {
-        proxy.generator == Generator::Grpc
-    }
-
     /// Services by hostname within a scope (for route generation).
-    pub fn scope_services(scope: &Scope) -> BTreeMap<&str, &Arc<Service>> {
+    pub fn scope_services(scope: &ScopeView) -> BTreeMap<&str, &Arc<Service>> {
         scope
             .services
             .iter()

@@ -3,7 +3,8 @@
 //! resource in `/debug/config_dump` and the UI.
 
 use super::context::PushContext;
-use super::generate::{CLUSTER, ENDPOINT, LISTENER, ROUTE, util::parse_outbound_cluster};
+use super::generate::util::parse_outbound_cluster;
+use super::types::TypeUrl;
 use crate::model::Service;
 
 fn config_ref(c: &crate::config::Config) -> String {
@@ -28,14 +29,14 @@ fn service_sources(
 }
 
 /// The objects behind resource `name` of `type_url`, as seen from `namespace`.
-pub fn sources(ctx: &PushContext, namespace: &str, type_url: &str, name: &str) -> Vec<String> {
+pub fn sources(ctx: &PushContext, namespace: &str, type_url: TypeUrl, name: &str) -> Vec<String> {
     let by_host = |host: &str| ctx.registry.services.get(host).cloned();
     let mut out: Vec<String> = match type_url {
-        CLUSTER | ENDPOINT => parse_outbound_cluster(name)
+        TypeUrl::Cluster | TypeUrl::Endpoint => parse_outbound_cluster(name)
             .and_then(|(_, _, host)| by_host(host))
             .map(|svc| service_sources(ctx, namespace, &svc, true, false))
             .unwrap_or_default(),
-        LISTENER => {
+        TypeUrl::Listener => {
             let port = name
                 .rsplit(['_', ':'])
                 .next()
@@ -51,7 +52,7 @@ pub fn sources(ctx: &PushContext, namespace: &str, type_url: &str, name: &str) -
                 .map(|s| s.source.clone())
                 .collect()
         }
-        ROUTE => {
+        TypeUrl::Route => {
             let (host, port) = match name.rsplit_once(':') {
                 Some((h, p)) => (Some(h), p.parse::<u32>().ok()),
                 None => (None, name.parse::<u32>().ok()),

@@ -13,8 +13,6 @@
 //! per proxy, most of the daemon's memory at 10,000 streams). Ours hands the shared bytes to
 //! HTTP/2 as they are, after a 5-byte gRPC prefix and the stream's head fields.
 
-use super::context::Resource;
-use super::server::AdsService;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use http_body::Frame;
 use http_body_util::BodyExt;
@@ -39,7 +37,6 @@ const DELTA_PATH: &str =
 
 /// `DiscoveryResponse` field numbers.
 const VERSION_INFO: u32 = 1;
-const RESOURCES: u32 = 2;
 const TYPE_URL: u32 = 4;
 const NONCE: u32 = 5;
 
@@ -111,51 +108,6 @@ impl EncodedResponse {
     pub fn encoded_len(&self) -> usize {
         self.head.len() + self.body.iter().map(Bytes::len).sum::<usize>()
     }
-}
-
-/// One `resources` entry (field 2) of a `DeltaDiscoveryResponse`: the resource with its name and
-/// version.
-pub fn encode_delta_entry(r: &Resource) -> Bytes {
-    use envoy_types::pb::envoy::service::discovery::v3::Resource as DeltaResource;
-    use prost::Message;
-    let entry = DeltaResource {
-        name: r.name.clone(),
-        version: r.version.clone(),
-        resource: Some(r.any.clone()),
-        aliases: r.aliases.clone(),
-        ..Default::default()
-    };
-    let mut buf = Vec::with_capacity(prost::encoding::message::encoded_len(RESOURCES, &entry));
-    prost::encoding::encode_key(
-        RESOURCES,
-        prost::encoding::WireType::LengthDelimited,
-        &mut buf,
-    );
-    prost::encoding::encode_varint(entry.encoded_len() as u64, &mut buf);
-    // Writing into a Vec cannot run out of space.
-    let _ = entry.encode(&mut buf);
-    Bytes::from(buf)
-}
-
-/// The `resources` field of a `DiscoveryResponse` holding `resources`, encoded.
-pub fn encode_resources(resources: &[Arc<Resource>]) -> Bytes {
-    use prost::Message;
-    let len: usize = resources
-        .iter()
-        .map(|r| prost::encoding::message::encoded_len(RESOURCES, &r.any))
-        .sum();
-    let mut buf = Vec::with_capacity(len);
-    for r in resources {
-        prost::encoding::encode_key(
-            RESOURCES,
-            prost::encoding::WireType::LengthDelimited,
-            &mut buf,
-        );
-        prost::encoding::encode_varint(r.any.encoded_len() as u64, &mut buf);
-        // Writing into a Vec cannot run out of space.
-        let _ = r.any.encode(&mut buf);
-    }
-    Bytes::from(buf)
 }
 
 /// The request half of an ADS stream: gRPC messages decoded from the HTTP/2 request body.
@@ -366,7 +318,8 @@ fn status_trailers(status: &Status) -> http::HeaderMap {
     trailers
 }
 
-type AdsResult = Result<tonic::Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status>;
+pub type AdsResult =
+    Result<tonic::Response<ReceiverStream<Result<EncodedResponse, Status>>>, Status>;
 
 /// Decodes the request stream with prost, runs the RPC and answers with a `ResponseBody`. Public
 /// for the load generator's replay baseline, which measures this same transport.
@@ -407,15 +360,35 @@ where
     }
 }
 
+/// What serves the two ADS RPCs; the server implements it, so this module knows only bytes.
+pub trait AdsHandler: Send + Sync + 'static {
+    fn stream_aggregated_resources(
+        &self,
+        request: tonic::Request<RequestStream<DiscoveryRequest>>,
+    ) -> impl std::future::Future<Output = AdsResult> + Send;
+    fn delta_aggregated_resources(
+        &self,
+        request: tonic::Request<RequestStream<DeltaDiscoveryRequest>>,
+    ) -> impl std::future::Future<Output = AdsResult> + Send;
+}
+
 /// `envoy.service.discovery.v3.AggregatedDiscoveryService` for tonic's router.
-#[derive(Clone)]
-pub struct AdsServer {
-    ads: Arc<AdsService>,
+pub struct AdsServer<H> {
+    ads: Arc<H>,
     max_decoding_message_size: usize,
 }
 
-impl AdsServer {
-    pub fn new(ads: AdsService, max_decoding_message_size: usize) -> AdsServer {
+impl<H> Clone for AdsServer<H> {
+    fn clone(&self) -> Self {
+        AdsServer {
+            ads: self.ads.clone(),
+            max_decoding_message_size: self.max_decoding_message_size,
+        }
+    }
+}
+
+impl<H: AdsHandler> AdsServer<H> {
+    pub fn new(ads: H, max_decoding_message_size: usize) -> AdsServer<H> {
         AdsServer {
             ads: Arc::new(ads),
             max_decoding_message_size,
@@ -423,12 +396,13 @@ impl AdsServer {
     }
 }
 
-impl tonic::server::NamedService for AdsServer {
+impl<H> tonic::server::NamedService for AdsServer<H> {
     const NAME: &'static str = SERVICE_NAME;
 }
 
-impl<B> Service<http::Request<B>> for AdsServer
+impl<H, B> Service<http::Request<B>> for AdsServer<H>
 where
+    H: AdsHandler,
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<StdError> + Send + 'static,
 {
@@ -464,6 +438,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xds::resource::{Resource, encode_resources};
     use envoy_types::pb::envoy::service::discovery::v3::{
         DeltaDiscoveryResponse, DiscoveryResponse, Resource as DeltaResource,
     };

@@ -6,8 +6,7 @@ use crate::config::security::{
     AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
 use crate::config::{Config, Kind, Spec};
-use crate::xds::context::PushContext;
-use crate::xds::proxy::Proxy;
+use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
 use envoy_types::pb::envoy::config::rbac::v3::{
@@ -38,10 +37,10 @@ type OwnedToPrincipal = Box<dyn Fn(&str) -> Option<Principal>>;
 /// then the root namespace, that select it: no selector means the whole namespace (the mesh, from
 /// the root namespace). Policies with `targetRef(s)` are for other attachment points (waypoints,
 /// Gateway API) and are left out.
-pub fn selecting<'a>(ctx: &'a PushContext, proxy: &'a Proxy, kind: Kind) -> Vec<&'a Config> {
+pub fn selecting<'a>(ctx: &'a PushContext, scope: &'a ScopeView, kind: Kind) -> Vec<&'a Config> {
     let root = ctx.mesh.root_namespace.as_str();
     let mut out = Vec::new();
-    for ns in [proxy.namespace.as_str(), root] {
+    for ns in [scope.namespace.as_str(), root] {
         for e in ctx.snapshot.list_namespace(kind, ns) {
             let (selector, targeted) = match &e.config.spec {
                 Spec::AuthorizationPolicy(p) => (
@@ -57,7 +56,7 @@ pub fn selecting<'a>(ctx: &'a PushContext, proxy: &'a Proxy, kind: Kind) -> Vec<
             let selected = selector.is_none_or(|s| {
                 s.match_labels
                     .iter()
-                    .all(|(k, v)| proxy.labels.get(k) == Some(v))
+                    .all(|(k, v)| scope.labels.get(k) == Some(v))
             });
             if selected && !targeted {
                 out.push(e.config.as_ref());
@@ -73,9 +72,9 @@ pub fn selecting<'a>(ctx: &'a PushContext, proxy: &'a Proxy, kind: Kind) -> Vec<
 /// The AuthorizationPolicies that apply to `proxy`, with their namespace and name.
 fn policies_for<'a>(
     ctx: &'a PushContext,
-    proxy: &'a Proxy,
+    scope: &'a ScopeView,
 ) -> Vec<(&'a str, &'a str, &'a AuthorizationPolicy)> {
-    selecting(ctx, proxy, Kind::AuthorizationPolicy)
+    selecting(ctx, scope, Kind::AuthorizationPolicy)
         .into_iter()
         .filter_map(|c| match &c.spec {
             Spec::AuthorizationPolicy(p) => {
@@ -162,9 +161,9 @@ fn l4_only(rule: &Rule) -> Rule {
     r
 }
 
-fn rules_for(ctx: &PushContext, proxy: &Proxy, tcp: bool) -> Rules {
+fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
     let mut out = Rules::default();
-    for (ns, name, p) in policies_for(ctx, proxy) {
+    for (ns, name, p) in policies_for(ctx, scope) {
         let target = match p.action {
             AuthorizationAction::ALLOW => {
                 out.any_allow = true;
@@ -230,8 +229,8 @@ fn rules_for(ctx: &PushContext, proxy: &Proxy, tcp: bool) -> Rules {
 
 /// The authorization HTTP filters for `proxy`: CUSTOM (ext_authz), AUDIT (logs only), DENY, ALLOW
 /// (none when no policy applies).
-pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
-    let rules = rules_for(ctx, proxy, false);
+pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
+    let rules = rules_for(ctx, scope, false);
     let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.provider.as_deref());
     for (action, policies, wanted) in [
         (rbac::Action::Log, &rules.audit, !rules.audit.is_empty()),
@@ -253,8 +252,8 @@ pub fn http_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
 }
 
 /// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
-pub fn network_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<Filter> {
-    let rules = rules_for(ctx, proxy, true);
+pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
+    let rules = rules_for(ctx, scope, true);
     let mut out = Vec::new();
     for (action, policies, wanted) in [
         (rbac::Action::Deny, &rules.deny, !rules.deny.is_empty()),

@@ -6,7 +6,8 @@ use crate::config::networking::{
     LoadBalancerSettings, OutlierDetection, Resolution, SimpleLb, Subset, TrafficPolicy,
 };
 use crate::model::{Protocol, Service, ServicePort};
-use crate::xds::context::{PushContext, Resource, Scope};
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::Thresholds;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, CommonLbConfig, DiscoveryType, EdsClusterConfig, LbConfig, LbPolicy,
@@ -114,7 +115,7 @@ impl EffectivePolicy {
     }
 }
 
-pub fn clusters(ctx: &PushContext, scope: &Scope, with_builtins: bool) -> Vec<Arc<Resource>> {
+pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Vec<Arc<Resource>> {
     let mut out = Vec::new();
     for svc in &scope.services {
         let dr = ctx
@@ -158,7 +159,7 @@ pub fn clusters(ctx: &PushContext, scope: &Scope, with_builtins: bool) -> Vec<Ar
 }
 
 /// One cluster by name, for clients that ask for clusters by name (proxyless gRPC).
-pub fn cluster_by_name(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc<Resource>> {
+pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
     let (port, subset, host) = super::util::parse_outbound_cluster(name)?;
     let svc = scope.services.iter().find(|s| s.hostname == host)?;
     let sp = svc.port(port)?;

@@ -3,7 +3,8 @@
 use super::cluster::socket;
 use super::util::{any, parse_outbound_cluster};
 use crate::model::Endpoint as ModelEndpoint;
-use crate::xds::context::{PushContext, Resource, Scope};
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{HealthStatus, Locality};
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 /// The load assignment for one outbound cluster, or an empty one for a cluster that does not exist
 /// (so a client that asked learns it has no endpoints instead of waiting forever).
-pub fn load_assignment(ctx: &PushContext, scope: &Scope, cluster: &str) -> Arc<Resource> {
+pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Arc<Resource> {
     let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster) {
         Some((port, subset, host)) => {
             let selector = if subset.is_empty() {

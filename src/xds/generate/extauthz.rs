@@ -4,7 +4,7 @@
 
 use super::authz::{RBAC_FILTER, put_field, rbac_bytes};
 use super::util::{any, duration, outbound_cluster};
-use crate::k8s::mesh::ExtAuthzProvider;
+use crate::config::mesh::ExtAuthzProvider;
 use crate::xds::context::PushContext;
 use envoy_types::pb::envoy::config::core::v3::{
     ApiVersion, GrpcService, HttpUri, grpc_service, http_uri,

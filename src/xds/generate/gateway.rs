@@ -13,8 +13,8 @@ use crate::config::networking::{
 };
 use crate::config::{Kind, Spec};
 use crate::model::resolve_host;
-use crate::xds::context::{GatewayVsEntry, PushContext, Resource, Scope};
-use crate::xds::proxy::Proxy;
+use crate::xds::context::{GatewayVsEntry, PushContext, ScopeView};
+use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::{
     FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
@@ -111,7 +111,7 @@ impl BoundServer<'_> {
 }
 
 /// Gateways whose selector matches the proxy's labels (any namespace, as istiod by default).
-fn bound_servers<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Vec<BoundServer<'a>> {
+fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer<'a>> {
     let mut out = Vec::new();
     for e in ctx.snapshot.list(Kind::Gateway) {
         let Spec::Gateway(gw) = &e.config.spec else {
@@ -121,7 +121,7 @@ fn bound_servers<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Vec<BoundServer<'a>
         if !gw
             .selector
             .iter()
-            .all(|(k, v)| proxy.labels.get(k) == Some(v))
+            .all(|(k, v)| scope.labels.get(k) == Some(v))
         {
             continue;
         }
@@ -272,16 +272,16 @@ fn bound_virtual_services<'a>(
         .collect()
 }
 
-pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Resource>> {
-    let servers = bound_servers(ctx, proxy);
+pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
+    let servers = bound_servers(ctx, scope);
     let mut by_port: BTreeMap<u32, Vec<&BoundServer>> = BTreeMap::new();
     for s in &servers {
         if s.port() != 0 {
             by_port.entry(s.port()).or_default().push(s);
         }
     }
-    let security = security_filters(ctx, proxy);
-    let network_rbac = super::authz::network_filters(ctx, proxy);
+    let security = security_filters(ctx, scope);
+    let network_rbac = super::authz::network_filters(ctx, scope);
     let mut out = Vec::new();
     for (port, servers) in by_port {
         let name = format!("0.0.0.0_{port}");
@@ -439,13 +439,8 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, _scope: &Scope) -> Vec<Arc<Re
 
 /// `http.<port>` (every plaintext HTTP server on the port) or one terminated server's
 /// `https.<port>.<portName>.<gateway>.<namespace>`.
-pub fn route_config(
-    ctx: &PushContext,
-    proxy: &Proxy,
-    scope: &Scope,
-    name: &str,
-) -> Option<Arc<Resource>> {
-    let servers = bound_servers(ctx, proxy);
+pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
+    let servers = bound_servers(ctx, scope);
     let chosen: Vec<&BoundServer> = if let Some(port) = name.strip_prefix("http.") {
         let port: u32 = port.parse().ok()?;
         servers
@@ -503,7 +498,7 @@ pub fn route_config(
 /// The HTTP routes of a gateway-bound VirtualService that apply on this gateway and port.
 fn gateway_routes(
     ctx: &PushContext,
-    scope: &Scope,
+    scope: &ScopeView,
     vs: &GatewayVsEntry,
     port: u32,
     gateway: &str,

@@ -5,8 +5,7 @@
 use super::util::encode_sorted_map;
 use crate::config::security::JwtRule;
 use crate::config::{Kind, Spec};
-use crate::xds::context::PushContext;
-use crate::xds::proxy::Proxy;
+use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::{DataSource, HttpUri, data_source, http_uri};
 use envoy_types::pb::envoy::config::rbac::v3::{Principal, SourcedMetadata, principal};
 use envoy_types::pb::envoy::config::route::v3::{RouteMatch, route_match};
@@ -95,8 +94,8 @@ fn keys(ctx: &PushContext, rule: &JwtRule) -> Option<jwt_provider::JwksSourceSpe
 /// https), for the RequestAuthentications that select `proxy`.
 pub fn jwks_clusters(
     ctx: &PushContext,
-    proxy: &Proxy,
-) -> Vec<std::sync::Arc<crate::xds::context::Resource>> {
+    scope: &ScopeView,
+) -> Vec<std::sync::Arc<crate::xds::resource::Resource>> {
     use envoy_types::pb::envoy::config::cluster::v3::Cluster;
     use envoy_types::pb::envoy::config::cluster::v3::cluster::{
         ClusterDiscoveryType, DiscoveryType,
@@ -110,7 +109,7 @@ pub fn jwks_clusters(
         common_tls_context::ValidationContextType,
     };
     let mut seen = std::collections::BTreeMap::new();
-    for (_, rule) in selected_rules(ctx, proxy) {
+    for (_, rule) in selected_rules(ctx, scope) {
         if !rule.jwks.is_empty() {
             continue;
         }
@@ -153,7 +152,7 @@ pub fn jwks_clusters(
                     },
                 ))),
             });
-            crate::xds::context::Resource::new(
+            crate::xds::resource::Resource::new(
                 &src.cluster,
                 super::util::any(&Cluster {
                     name: src.cluster.clone(),
@@ -190,9 +189,9 @@ pub fn jwks_clusters(
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The jwt rules of the RequestAuthentications that select `proxy`, with their provider names.
-fn selected_rules<'a>(ctx: &'a PushContext, proxy: &'a Proxy) -> Vec<(String, &'a JwtRule)> {
+fn selected_rules<'a>(ctx: &'a PushContext, scope: &'a ScopeView) -> Vec<(String, &'a JwtRule)> {
     let mut out = Vec::new();
-    for c in super::authz::selecting(ctx, proxy, Kind::RequestAuthentication) {
+    for c in super::authz::selecting(ctx, scope, Kind::RequestAuthentication) {
         let Spec::RequestAuthentication(ra) = &c.spec else {
             continue;
         };
@@ -227,8 +226,8 @@ fn provider(ctx: &PushContext, rule: &JwtRule) -> Option<JwtProvider> {
 }
 
 /// The jwt_authn filter for the RequestAuthentications that select `proxy` (none: no filter).
-pub fn http_filter(ctx: &PushContext, proxy: &Proxy) -> Option<HttpFilter> {
-    let providers: BTreeMap<String, JwtProvider> = selected_rules(ctx, proxy)
+pub fn http_filter(ctx: &PushContext, scope: &ScopeView) -> Option<HttpFilter> {
+    let providers: BTreeMap<String, JwtProvider> = selected_rules(ctx, scope)
         .into_iter()
         .filter_map(|(name, rule)| provider(ctx, rule).map(|p| (name, p)))
         .collect();

@@ -5,8 +5,8 @@ use super::route::{FAULT_FILTER, virtual_host};
 use super::util::{ads, any, outbound_cluster};
 use crate::config::security::MtlsMode;
 use crate::model::{Protocol, Service};
-use crate::xds::context::{PushContext, Resource, Scope};
-use crate::xds::proxy::Proxy;
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::endpoint::v3::{
@@ -105,9 +105,9 @@ pub(super) fn server_hcm_filter(
 }
 
 /// The server-side HTTP filters for `proxy`: JWT verification, then authorization.
-pub(super) fn security_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<HttpFilter> {
-    let mut out: Vec<HttpFilter> = super::jwt::http_filter(ctx, proxy).into_iter().collect();
-    out.extend(super::authz::http_filters(ctx, proxy));
+pub(super) fn security_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
+    let mut out: Vec<HttpFilter> = super::jwt::http_filter(ctx, scope).into_iter().collect();
+    out.extend(super::authz::http_filters(ctx, scope));
     out
 }
 
@@ -130,7 +130,7 @@ pub(super) fn tcp_filters(rbac: &[Filter], cluster: &str) -> Vec<Filter> {
 }
 
 /// Services in scope grouped by port number.
-fn by_port(scope: &Scope) -> BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> {
+fn by_port(scope: &ScopeView) -> BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> {
     let mut ports: BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> = BTreeMap::new();
     for svc in &scope.services {
         for p in &svc.ports {
@@ -141,9 +141,9 @@ fn by_port(scope: &Scope) -> BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> {
 }
 
 /// Every listener of an Envoy sidecar or gateway-less proxy.
-pub fn listeners(ctx: &PushContext, proxy: &Proxy, scope: &Scope) -> Vec<Arc<Resource>> {
+pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
     let mut out = Vec::new();
-    let bind = if proxy.interception_none {
+    let bind = if scope.interception_none {
         "127.0.0.1"
     } else {
         "0.0.0.0"
@@ -164,7 +164,7 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, scope: &Scope) -> Vec<Arc<Res
             for (svc, _) in &services {
                 let cluster = outbound_cluster(port, "", &svc.hostname);
                 let ranges: Vec<_> = svc.addresses.iter().filter_map(|a| cidr(a)).collect();
-                if ranges.is_empty() || proxy.interception_none {
+                if ranges.is_empty() || scope.interception_none {
                     default_chain.get_or_insert(cluster);
                 } else {
                     chains.push(FilterChain {
@@ -192,13 +192,13 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, scope: &Scope) -> Vec<Arc<Res
                 address: Some(socket(bind, port)),
                 filter_chains: chains,
                 bind_to_port: Some(BoolValue {
-                    value: proxy.interception_none,
+                    value: scope.interception_none,
                 }),
                 ..Default::default()
             }),
         ));
     }
-    if !proxy.interception_none {
+    if !scope.interception_none {
         let fallback = if ctx.mesh.outbound_allow_any {
             PASSTHROUGH
         } else {
@@ -220,15 +220,10 @@ pub fn listeners(ctx: &PushContext, proxy: &Proxy, scope: &Scope) -> Vec<Arc<Res
         ));
         out.push(Resource::new(
             "virtualInbound",
-            any(&virtual_inbound(ctx, proxy)),
+            any(&virtual_inbound(ctx, scope)),
         ));
     }
     out
-}
-
-/// The proxy's own service ports, as (port, protocol) from endpoints at its IP.
-fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeMap<u32, Protocol> {
-    ctx.inbound_ports(&proxy.ip)
 }
 
 pub fn inbound_cluster_name(port: u32) -> String {
@@ -236,12 +231,14 @@ pub fn inbound_cluster_name(port: u32) -> String {
 }
 
 /// Clusters that deliver inbound traffic to the application on loopback.
-pub fn inbound_clusters(ctx: &PushContext, proxy: &Proxy) -> Vec<Arc<Resource>> {
-    if proxy.interception_none {
+pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
+    if scope.interception_none {
         return Vec::new();
     }
-    inbound_ports(ctx, proxy)
-        .into_keys()
+    scope
+        .inbound
+        .keys()
+        .copied()
         .map(|port| {
             let name = inbound_cluster_name(port);
             Resource::new(
@@ -277,16 +274,18 @@ pub fn inbound_clusters(ctx: &PushContext, proxy: &Proxy) -> Vec<Arc<Resource>> 
         .collect()
 }
 
-fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
-    let security = security_filters(ctx, proxy);
-    let network_rbac = super::authz::network_filters(ctx, proxy);
+fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
+    let security = security_filters(ctx, scope);
+    let network_rbac = super::authz::network_filters(ctx, scope);
     let peer_auth = crate::model::peer_auth::applicable(
         &ctx.snapshot,
         &ctx.mesh.root_namespace,
-        &proxy.namespace,
+        &scope.namespace,
     );
-    let mut chains: Vec<FilterChain> = inbound_ports(ctx, proxy)
-        .into_iter()
+    let mut chains: Vec<FilterChain> = scope
+        .inbound
+        .iter()
+        .map(|(p, proto)| (*p, *proto))
         .flat_map(|(port, protocol)| {
             let cluster = inbound_cluster_name(port);
             let filters = if protocol.is_http() {
@@ -352,13 +351,13 @@ fn virtual_inbound(ctx: &PushContext, proxy: &Proxy) -> Listener {
             let mode = crate::model::peer_auth::mode_among(
                 &peer_auth,
                 &ctx.mesh.root_namespace,
-                &proxy.namespace,
-                &proxy.labels,
+                &scope.namespace,
+                &scope.labels,
                 Some(port),
             );
             match mode {
                 MtlsMode::STRICT => vec![mtls],
-                MtlsMode::PERMISSIVE if proxy.identity.is_some() => vec![mtls, plaintext],
+                MtlsMode::PERMISSIVE if scope.mtls => vec![mtls, plaintext],
                 _ => vec![plaintext],
             }
         })
@@ -407,21 +406,16 @@ fn cidr(addr: &str) -> Option<envoy_types::pb::envoy::config::core::v3::CidrRang
 }
 
 /// The Envoy route configuration named after a port: one virtual host per HTTP service on that port.
-pub fn route_config(
-    ctx: &PushContext,
-    proxy: &Proxy,
-    scope: &Scope,
-    name: &str,
-) -> Option<Arc<Resource>> {
+pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
     let port: u32 = name.parse().ok()?;
     let mut seen = HashSet::new();
     let mut hosts: Vec<VirtualHost> = scope
         .services
         .iter()
         .filter(|s| s.port(port).is_some_and(|p| p.protocol.is_http()))
-        .filter_map(|s| virtual_host(ctx, proxy, scope, s, port, false, &mut seen))
+        .filter_map(|s| virtual_host(ctx, scope, s, port, false, &mut seen))
         .collect();
-    if ctx.mesh.outbound_allow_any && !proxy.interception_none && seen.insert("*".into()) {
+    if ctx.mesh.outbound_allow_any && !scope.interception_none && seen.insert("*".into()) {
         hosts.push(VirtualHost {
             name: "allow_any".into(),
             domains: vec!["*".into()],
@@ -455,7 +449,7 @@ pub fn route_config(
 /// Splits `host:port` as gRPC asks for listeners and routes; short hosts resolve in the proxy namespace.
 fn grpc_target<'a>(
     ctx: &PushContext,
-    scope: &'a Scope,
+    scope: &'a ScopeView,
     name: &str,
 ) -> Option<(&'a Arc<Service>, u32)> {
     let (host, port) = name.rsplit_once(':')?;
@@ -478,7 +472,7 @@ pub const GRPC_INBOUND_PREFIX: &str = "xds.istio.io/grpc/lds/inbound/";
 /// server side, so no fault or JWT filter here.
 pub fn grpc_inbound_listener(
     ctx: &PushContext,
-    proxy: &Proxy,
+    scope: &ScopeView,
     name: &str,
 ) -> Option<Arc<Resource>> {
     let address = name.strip_prefix(GRPC_INBOUND_PREFIX)?;
@@ -503,7 +497,7 @@ pub fn grpc_inbound_listener(
         }],
         ..Default::default()
     };
-    let mut filters = super::authz::http_filters(ctx, proxy);
+    let mut filters = super::authz::http_filters(ctx, scope);
     filters.push(HttpFilter {
         name: "envoy.filters.http.router".into(),
         config_type: Some(http_filter::ConfigType::TypedConfig(
@@ -536,7 +530,7 @@ pub fn grpc_inbound_listener(
 }
 
 /// A proxyless gRPC client's API listener for `host:port`.
-pub fn grpc_listener(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc<Resource>> {
+pub fn grpc_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
     grpc_target(ctx, scope, name)?;
     let api = hcm(name, RouteSource::Rds(name.to_string()), Vec::new());
     Some(Resource::new(
@@ -554,13 +548,12 @@ pub fn grpc_listener(ctx: &PushContext, scope: &Scope, name: &str) -> Option<Arc
 /// The route configuration for a gRPC client's `host:port`.
 pub fn grpc_route_config(
     ctx: &PushContext,
-    proxy: &Proxy,
-    scope: &Scope,
+    scope: &ScopeView,
     name: &str,
 ) -> Option<Arc<Resource>> {
     let (svc, port) = grpc_target(ctx, scope, name)?;
     let mut seen = HashSet::new();
-    let mut vh = virtual_host(ctx, proxy, scope, svc, port, true, &mut seen)?;
+    let mut vh = virtual_host(ctx, scope, svc, port, true, &mut seen)?;
     if !vh.domains.iter().any(|d| d == name) {
         vh.domains.push(name.to_string());
     }

@@ -1,5 +1,6 @@
 //! Resource generation: for a proxy, a push context and a type, the resources to send.
 
+pub mod ambient;
 pub mod authz;
 pub mod cluster;
 pub mod endpoint;
@@ -11,77 +12,26 @@ pub mod route;
 pub mod secret;
 pub mod util;
 
-use super::context::{PushContext, Resource, Resources, Scope};
-use super::proxy::{Generator, Proxy};
+use super::context::{PushContext, ScopeView};
+use super::proxy::{Generator, Proxy, ProxyType};
+use super::resource::{Resource, Resources};
+use super::types::TypeUrl;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
-pub const ADDRESS: &str = crate::ambient::ADDRESS_TYPE;
-pub const AUTHORIZATION: &str = crate::ambient::AUTHORIZATION_TYPE;
-
-/// Types a client may leave unnamed to mean "everything" (the other types are always named).
-pub fn is_wildcard_type(type_url: &str) -> bool {
-    matches!(type_url, CLUSTER | LISTENER | ADDRESS | AUTHORIZATION)
-}
-
-/// Push order that keeps Envoy's make-before-break: clusters, endpoints, listeners, routes, the
-/// secrets they name; then ztunnel's types (policies before the workloads that reference them).
-pub const PUSH_ORDER: [&str; 7] = [
-    CLUSTER,
-    ENDPOINT,
-    LISTENER,
-    ROUTE,
-    SECRET,
-    AUTHORIZATION,
-    ADDRESS,
-];
-
-pub fn short_type(type_url: &str) -> &'static str {
-    match type_url {
-        CLUSTER => "cds",
-        ENDPOINT => "eds",
-        LISTENER => "lds",
-        ROUTE => "rds",
-        SECRET => "sds",
-        ADDRESS => "wds",
-        AUTHORIZATION => "wads",
-        _ => "unknown",
-    }
-}
-
-/// The types whose resources depend only on the push context, the proxy's scope and the names
-/// asked for (so one list serves every stream of a scope); SDS and ambient types depend on more.
-pub fn scope_type(type_url: &str) -> Option<&'static str> {
-    match type_url {
-        CLUSTER => Some(CLUSTER),
-        ENDPOINT => Some(ENDPOINT),
-        LISTENER => Some(LISTENER),
-        ROUTE => Some(ROUTE),
-        _ => None,
-    }
-}
-
-pub fn known_type(type_url: &str) -> bool {
-    short_type(type_url) != "unknown"
-}
-
-/// Resources of `type_url` for `proxy`: all of them when `names` is `None` (wildcard), else the named
-/// ones that exist. Results are cached per push version and scope.
+/// Resources of `type_url` for a proxy whose view is `scope`: all of them when `names` is `None`
+/// (wildcard), else the named ones that exist. The scoped types are cached per push version and
+/// scope key, and read nothing but `scope`; SDS is per identity, so only `secret` sees the proxy.
 pub fn generate(
     ctx: &PushContext,
     proxy: &Proxy,
-    scope: &Scope,
-    type_url: &str,
+    scope: &ScopeView,
+    type_url: TypeUrl,
     names: Option<&BTreeSet<String>>,
 ) -> Vec<Arc<Resource>> {
-    let grpc = proxy.generator == Generator::Grpc;
-    let router = proxy.proxy_type == super::proxy::ProxyType::Router;
-    let per_name = |type_url: &'static str,
+    let grpc = scope.generator == Generator::Grpc;
+    let router = scope.proxy_type == ProxyType::Router;
+    let per_name = |type_url: TypeUrl,
                     scope_key: u64,
                     build: &dyn Fn(&str) -> Option<Arc<Resource>>|
      -> Vec<Arc<Resource>> {
@@ -106,52 +56,56 @@ pub fn generate(
         }
     };
     match type_url {
-        CLUSTER if grpc => per_name(CLUSTER, scope.key, &|n| {
+        TypeUrl::Cluster if grpc => per_name(TypeUrl::Cluster, scope.key, &|n| {
             cluster::cluster_by_name(ctx, scope, n)
         }),
-        CLUSTER => {
-            let all = ctx.cached(CLUSTER, scope.key, "*", || {
+        TypeUrl::Cluster => {
+            let all = ctx.cached(TypeUrl::Cluster, scope.key, "*", || {
                 let mut v = cluster::clusters(ctx, scope, true);
-                v.extend(listener::inbound_clusters(ctx, proxy));
-                v.extend(jwt::jwks_clusters(ctx, proxy));
+                v.extend(listener::inbound_clusters(scope));
+                v.extend(jwt::jwks_clusters(ctx, scope));
                 v
             });
             filter(all)
         }
-        ENDPOINT => per_name(ENDPOINT, scope.key, &|n| {
+        TypeUrl::Endpoint => per_name(TypeUrl::Endpoint, scope.key, &|n| {
             Some(endpoint::load_assignment(ctx, scope, n))
         }),
-        LISTENER if grpc => per_name(LISTENER, scope.key, &|n| {
+        TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
             if n.starts_with(listener::GRPC_INBOUND_PREFIX) {
-                listener::grpc_inbound_listener(ctx, proxy, n)
+                listener::grpc_inbound_listener(ctx, scope, n)
             } else {
                 listener::grpc_listener(ctx, scope, n)
             }
         }),
-        LISTENER if router => filter(ctx.cached(LISTENER, scope.key, "*", || {
-            gateway::listeners(ctx, proxy, scope)
+        TypeUrl::Listener if router => {
+            filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
+                gateway::listeners(ctx, scope)
+            }))
+        }
+        TypeUrl::Listener => filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
+            listener::listeners(ctx, scope)
         })),
-        LISTENER => filter(ctx.cached(LISTENER, scope.key, "*", || {
-            listener::listeners(ctx, proxy, scope)
-        })),
-        ROUTE if grpc => per_name(ROUTE, scope.key, &|n| {
-            listener::grpc_route_config(ctx, proxy, scope, n)
+        TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
+            listener::grpc_route_config(ctx, scope, n)
         }),
-        ROUTE if router => per_name(ROUTE, scope.key, &|n| {
-            gateway::route_config(ctx, proxy, scope, n)
+        TypeUrl::Route if router => per_name(TypeUrl::Route, scope.key, &|n| {
+            gateway::route_config(ctx, scope, n)
         }),
-        ROUTE => per_name(ROUTE, scope.key, &|n| {
-            listener::route_config(ctx, proxy, scope, n)
+        TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
+            listener::route_config(ctx, scope, n)
         }),
-        ADDRESS => match names {
-            None => ctx.ambient().addresses(),
+        TypeUrl::Address => match names {
+            None => ambient::index(ctx).addresses(),
             Some(n) => {
                 // One entry per resource: two subscribed names (a uid and an IP, or both IPs of a
                 // dual-stack pod) may lead to the same one; it answers for every alias.
                 let mut by_name: std::collections::BTreeMap<String, Vec<Arc<Resource>>> =
                     std::collections::BTreeMap::new();
                 for name in n {
-                    let found = ctx.cached(ADDRESS, 0, name, || ctx.ambient().lookup_address(name));
+                    let found = ctx.cached(TypeUrl::Address, 0, name, || {
+                        ambient::index(ctx).lookup_address(name)
+                    });
                     for r in found.iter() {
                         by_name.entry(r.name.clone()).or_default().push(r.clone());
                     }
@@ -173,15 +127,17 @@ pub fn generate(
                     .collect()
             }
         },
-        SECRET => secret::secrets(ctx, proxy, names),
-        AUTHORIZATION => match names {
-            None => ctx.ambient().authorizations(),
-            Some(n) => n
-                .iter()
-                .filter_map(|name| ctx.ambient().authorization(name))
-                .collect(),
-        },
-        _ => Vec::new(),
+        TypeUrl::Secret => secret::secrets(ctx, proxy, names),
+        TypeUrl::Authorization => {
+            let index = ambient::index(ctx);
+            match names {
+                None => index.authorizations(),
+                Some(n) => n
+                    .iter()
+                    .filter_map(|name| index.authorization(name))
+                    .collect(),
+            }
+        }
     }
 }
 

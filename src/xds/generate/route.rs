@@ -6,8 +6,7 @@ use crate::config::networking::{
     Destination, HeaderOperations, HttpMatchRequest, HttpRoute, RedirectPortSelection,
 };
 use crate::model::{Service, resolve_host};
-use crate::xds::context::{PushContext, Scope};
-use crate::xds::proxy::Proxy;
+use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, HeaderValue, HeaderValueOption, RuntimeFractionalPercent, data_source,
     header_value_option::HeaderAppendAction,
@@ -34,8 +33,7 @@ pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
 /// Virtual host for one service port, with domains a client may use to reach it.
 pub fn virtual_host(
     ctx: &PushContext,
-    proxy: &Proxy,
-    scope: &Scope,
+    scope: &ScopeView,
     svc: &Service,
     port: u32,
     grpc: bool,
@@ -58,7 +56,7 @@ pub fn virtual_host(
             add(format!("{d}:{port}"));
             add(d);
         }
-        if svc.namespace == proxy.namespace {
+        if svc.namespace == scope.namespace {
             add(format!("{short}:{port}"));
             add(short.to_string());
         }
@@ -69,7 +67,7 @@ pub fn virtual_host(
     Some(VirtualHost {
         name: format!("{}:{port}", svc.hostname),
         domains,
-        routes: routes(ctx, proxy, scope, svc, port, grpc),
+        routes: routes(ctx, scope, svc, port, grpc),
         ..Default::default()
     })
 }
@@ -77,13 +75,12 @@ pub fn virtual_host(
 /// Routes for one service port: its VirtualService's HTTP routes, or a default route to the service.
 pub fn routes(
     ctx: &PushContext,
-    proxy: &Proxy,
-    scope: &Scope,
+    scope: &ScopeView,
     svc: &Service,
     port: u32,
     grpc: bool,
 ) -> Vec<Route> {
-    let Some(vs) = ctx.virtual_service_for(&proxy.namespace, &svc.hostname) else {
+    let Some(vs) = ctx.virtual_service_for(&scope.namespace, &svc.hostname) else {
         return vec![default_route(ctx, scope, svc, port, grpc)];
     };
     virtual_service_routes(
@@ -94,7 +91,7 @@ pub fn routes(
         &svc.hostname,
         port,
         grpc,
-        &|m| match_applies(m, proxy, port),
+        &|m| match_applies(m, scope, port),
     )
 }
 
@@ -103,7 +100,7 @@ pub fn routes(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn virtual_service_routes(
     ctx: &PushContext,
-    scope: &Scope,
+    scope: &ScopeView,
     vs: &Config,
     http_routes: &[HttpRoute],
     default_host: &str,
@@ -149,16 +146,22 @@ pub(super) fn virtual_service_routes(
 }
 
 /// Conditions decided when generating (not by Envoy per request): port, source labels, namespace, gateway.
-fn match_applies(m: &HttpMatchRequest, proxy: &Proxy, port: u32) -> bool {
+fn match_applies(m: &HttpMatchRequest, scope: &ScopeView, port: u32) -> bool {
     (m.port == 0 || m.port == port)
         && m.source_labels
             .iter()
-            .all(|(k, v)| proxy.labels.get(k) == Some(v))
-        && (m.source_namespace.is_empty() || m.source_namespace == proxy.namespace)
+            .all(|(k, v)| scope.labels.get(k) == Some(v))
+        && (m.source_namespace.is_empty() || m.source_namespace == scope.namespace)
         && (m.gateways.is_empty() || m.gateways.iter().any(|g| g == "mesh"))
 }
 
-fn default_route(ctx: &PushContext, scope: &Scope, svc: &Service, port: u32, grpc: bool) -> Route {
+fn default_route(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    svc: &Service,
+    port: u32,
+    grpc: bool,
+) -> Route {
     let cluster = outbound_cluster(port, "", &svc.hostname);
     let mut action = RouteAction {
         cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),
@@ -180,7 +183,7 @@ fn default_route(ctx: &PushContext, scope: &Scope, svc: &Service, port: u32, grp
 fn finish_action(
     action: &mut RouteAction,
     ctx: &PushContext,
-    scope: &Scope,
+    scope: &ScopeView,
     host: &str,
     http: Option<&HttpRoute>,
     grpc: bool,
@@ -341,7 +344,7 @@ fn header_options(ops: &HeaderOperations) -> (Vec<HeaderValueOption>, Vec<String
 /// route's destinations do not.
 fn route(
     ctx: &PushContext,
-    scope: &Scope,
+    scope: &ScopeView,
     default_host: &str,
     port: u32,
     vs_ns: &str,

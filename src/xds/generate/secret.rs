@@ -5,8 +5,9 @@
 
 use super::util::any;
 use crate::config::{ConfigKey, Kind, Spec};
-use crate::xds::context::{PushContext, Resource};
+use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
+use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, Secret, TlsCertificate, secret,

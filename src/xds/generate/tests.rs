@@ -1,7 +1,9 @@
 use super::*;
 use crate::model::Registry;
+use crate::model::mesh::MeshSettings;
 use crate::store::Store;
-use crate::xds::context::{MeshSettings, PushContext};
+use crate::xds::context::PushContext;
+use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -46,7 +48,7 @@ spec: {{hosts: [{name}.{ns}.svc.cluster.local], ports: [{{number: 80, name: p, p
 
 fn clusters_of(ctx: &PushContext, p: &Proxy) -> Vec<Cluster> {
     let scope = ctx.scope(p);
-    generate(ctx, p, &scope, CLUSTER, None)
+    generate(ctx, p, &scope, TypeUrl::Cluster, None)
         .iter()
         .map(|r| Cluster::decode(r.any.value.as_slice()).unwrap())
         .collect()
@@ -62,7 +64,7 @@ fn cluster(ctx: &PushContext, p: &Proxy, name: &str) -> Cluster {
 fn route_config(ctx: &PushContext, p: &Proxy, name: &str) -> RouteConfiguration {
     let scope = ctx.scope(p);
     let names = [name.to_string()].into_iter().collect();
-    let r = generate(ctx, p, &scope, ROUTE, Some(&names));
+    let r = generate(ctx, p, &scope, TypeUrl::Route, Some(&names));
     RouteConfiguration::decode(r[0].any.value.as_slice()).unwrap()
 }
 
@@ -75,17 +77,90 @@ fn proxies_sharing_a_scope_share_built_resources() {
     ));
     let (p1, p2, other) = (proxy("a", &[]), proxy("a", &[]), proxy("b", &[]));
     let (s1, s2, s3) = (c.scope(&p1), c.scope(&p2), c.scope(&other));
-    let r1 = generate(&c, &p1, &s1, CLUSTER, None);
-    let r2 = generate(&c, &p2, &s2, CLUSTER, None);
+    let r1 = generate(&c, &p1, &s1, TypeUrl::Cluster, None);
+    let r2 = generate(&c, &p2, &s2, TypeUrl::Cluster, None);
     assert!(
         r1.iter().zip(&r2).all(|(a, b)| Arc::ptr_eq(a, b)),
         "built once, shared"
     );
-    let r3 = generate(&c, &other, &s3, CLUSTER, None);
+    let r3 = generate(&c, &other, &s3, TypeUrl::Cluster, None);
     assert!(
         !Arc::ptr_eq(&r1[0], &r3[0]),
         "another namespace is another scope"
     );
+}
+
+/// A sidecar at `ip` in namespace `vms` with the labels every VM of one WorkloadGroup shares.
+fn vm_at(ip: &str) -> Proxy {
+    let node = Node {
+        id: format!("sidecar~{ip}~vm.vms~vms.svc.cluster.local"),
+        metadata: Some(Struct {
+            fields: [(
+                "LABELS".to_string(),
+                Value {
+                    kind: Some(VKind::StructValue(Struct {
+                        fields: [(
+                            "app".to_string(),
+                            Value {
+                                kind: Some(VKind::StringValue("vm".into())),
+                            },
+                        )]
+                        .into(),
+                    })),
+                },
+            )]
+            .into(),
+        }),
+        ..Default::default()
+    };
+    Proxy::from_node(Some(&node)).unwrap()
+}
+
+#[test]
+fn same_label_proxies_at_different_ips_get_their_own_inbound_config() {
+    // Two VMs with the same labels behind different services: each must get the inbound
+    // clusters and listener chains of the ports served at its own address, never the other's.
+    let c = ctx("
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: billing, namespace: vms}
+spec:
+  hosts: [billing.vms.svc.cluster.local]
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.9.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ledger, namespace: vms}
+spec:
+  hosts: [ledger.vms.svc.cluster.local]
+  ports: [{number: 9090, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.9.0.2}]
+");
+    let (first, second) = (vm_at("10.9.0.1"), vm_at("10.9.0.2"));
+    assert_eq!(first.labels, second.labels);
+    let inbound = |p: &Proxy| -> Vec<String> {
+        clusters_of(&c, p)
+            .into_iter()
+            .map(|cl| cl.name)
+            .filter(|n| n.starts_with("inbound|"))
+            .collect()
+    };
+    // Generated in this order, the second VM would be served the first's cached clusters if the
+    // cache key left out what the generator reads of the proxy's address.
+    assert_eq!(inbound(&first), ["inbound|8080||"]);
+    assert_eq!(inbound(&second), ["inbound|9090||"]);
+    let chains = |p: &Proxy| -> Vec<String> {
+        inbound_chains(&listener_named(&c, p, "virtualInbound"))
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|n| n != "inbound-passthrough")
+            .collect()
+    };
+    assert_eq!(chains(&first), ["inbound|8080||"]);
+    assert_eq!(chains(&second), ["inbound|9090||"]);
 }
 
 #[test]
@@ -266,7 +341,7 @@ fn listeners_follow_interception_mode() {
         se("a", "db", "TCP").replace("number: 80", "number: 5432")
     ));
     let names = |p: &Proxy| -> Vec<String> {
-        generate(&c, p, &c.scope(p), LISTENER, None)
+        generate(&c, p, &c.scope(p), TypeUrl::Listener, None)
             .iter()
             .map(|r| r.name.clone())
             .collect()
@@ -296,7 +371,7 @@ fn grpc_clients_get_api_listeners_by_name() {
         "unknown.a.svc.cluster.local:80".to_string(),
     ]
     .into();
-    let lds = generate(&c, &p, &scope, LISTENER, Some(&want));
+    let lds = generate(&c, &p, &scope, TypeUrl::Listener, Some(&want));
     assert_eq!(lds.len(), 1, "only existing targets");
     let l =
         envoy_types::pb::envoy::config::listener::v3::Listener::decode(lds[0].any.value.as_slice())
@@ -306,7 +381,7 @@ fn grpc_clients_get_api_listeners_by_name() {
         &c,
         &p,
         &scope,
-        CLUSTER,
+        TypeUrl::Cluster,
         Some(&["outbound|80||echo.a.svc.cluster.local".to_string()].into()),
     );
     let cl = Cluster::decode(cds[0].any.value.as_slice()).unwrap();
@@ -406,7 +481,7 @@ fn verified(ns: &str) -> Proxy {
 
 fn listener_named(ctx: &PushContext, p: &Proxy, name: &str) -> Listener {
     let scope = ctx.scope(p);
-    generate(ctx, p, &scope, LISTENER, None)
+    generate(ctx, p, &scope, TypeUrl::Listener, None)
         .iter()
         .map(|r| Listener::decode(r.any.value.as_slice()).unwrap())
         .find(|l| l.name == name)
@@ -484,7 +559,7 @@ fn automatic_mtls_for_mesh_endpoints_when_the_proxy_has_an_identity() {
     let names = ["outbound|80||app.a.svc.cluster.local".to_string()]
         .into_iter()
         .collect();
-    let cla = generate(&c, &verified("b"), &scope, ENDPOINT, Some(&names));
+    let cla = generate(&c, &verified("b"), &scope, TypeUrl::Endpoint, Some(&names));
     let cla = envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment::decode(
         cla[0].any.value.as_slice(),
     )
@@ -504,7 +579,7 @@ spec: {action: DENY, rules: [{to: [{operation: {methods: [DELETE]}}]}]}\n\
 spec: {selector: {matchLabels: {app: app}}, rules: [{from: [{source: {namespaces: [b]}}]}, {to: [{operation: {paths: [/healthz]}}]}]}\n\
 ---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: other, namespace: a}\n\
 spec: {selector: {matchLabels: {app: nope}}, rules: [{}]}\n";
-    let filters = |c: &PushContext| super::authz::http_filters(c, &verified("a"));
+    let filters = |c: &PushContext| super::authz::http_filters(c, &c.scope(&verified("a")));
     let c = ctx(&workload_yaml(policies));
     let built = filters(&c);
     assert_eq!(built.len(), 2, "a DENY filter, then an ALLOW filter");
@@ -548,12 +623,12 @@ spec: {rules: [{to: [{operation: {paths: [/x]}}]}]}\n\
 spec: {action: AUDIT, rules: [{}]}\n";
     let c = ctx(&workload_yaml(policies));
     let p = verified("a");
-    let http: Vec<String> = super::authz::http_filters(&c, &p)
+    let http: Vec<String> = super::authz::http_filters(&c, &c.scope(&p))
         .into_iter()
         .map(|f| f.name)
         .collect();
     assert_eq!(http.len(), 3, "AUDIT (log), DENY and ALLOW on HTTP");
-    let tcp = super::authz::network_filters(&c, &p);
+    let tcp = super::authz::network_filters(&c, &c.scope(&p));
     assert_eq!(tcp.len(), 2, "DENY and ALLOW on TCP");
     let decode = |f: &envoy_types::pb::envoy::config::listener::v3::Filter| match &f.config_type {
         Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) => {

@@ -1,7 +1,6 @@
-//! MeshConfig: the `mesh` key of ConfigMap `istio` in the root namespace, the fields that matter here.
+//! MeshConfig: the `mesh` key of ConfigMap `istio` in the root namespace (the fields that matter
+//! here), and Kubernetes label-selector matching, which mesh settings and registries share.
 
-use crate::config::{ConfigKey, Kind, Spec};
-use crate::store::Snapshot;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -67,33 +66,23 @@ pub struct OutboundTrafficPolicy {
     pub mode: Option<String>,
 }
 
-/// Reads the mesh config from the store, if the ConfigMap exists and parses. A malformed one is
-/// reported by the caller and the defaults stay in force.
-pub fn from_snapshot(
-    snapshot: &Snapshot,
-    root_namespace: &str,
-) -> Result<Option<MeshConfig>, String> {
-    let key = ConfigKey {
-        kind: Kind::ConfigMap,
-        namespace: root_namespace.into(),
-        name: "istio".into(),
-    };
-    let Some(entry) = snapshot.get(&key) else {
-        return Ok(None);
-    };
-    let Spec::ConfigMap(cm) = &entry.config.spec else {
-        return Ok(None);
-    };
-    let Some(text) = cm.data.as_ref().and_then(|d| d.get("mesh")) else {
-        return Ok(None);
-    };
-    if text.trim().is_empty() {
-        return Ok(Some(MeshConfig::default()));
+/// The ConfigMap that holds the mesh config (in the root namespace), and its key.
+pub const MESH_CONFIGMAP: &str = "istio";
+pub const MESH_KEY: &str = "mesh";
+
+/// The ConfigMap istiod writes the CA root into, in every namespace.
+pub const ROOT_CERT_CONFIGMAP: &str = "istio-ca-root-cert";
+
+impl MeshConfig {
+    /// Parses the `mesh` key of the mesh ConfigMap (YAML or JSON); blank text is the defaults.
+    pub fn parse(text: &str) -> Result<MeshConfig, String> {
+        if text.trim().is_empty() {
+            return Ok(MeshConfig::default());
+        }
+        serde_saphyr::from_str::<serde_json::Value>(text)
+            .map_err(|e| format!("mesh config: {e}"))
+            .and_then(|v| serde_json::from_value(v).map_err(|e| format!("mesh config: {e}")))
     }
-    serde_saphyr::from_str::<serde_json::Value>(text)
-        .map_err(|e| format!("mesh config: {e}"))
-        .and_then(|v| serde_json::from_value(v).map_err(|e| format!("mesh config: {e}")))
-        .map(Some)
 }
 
 /// Kubernetes label selector semantics (matchLabels AND every matchExpression).
@@ -151,8 +140,7 @@ mod tests {
     #[test]
     fn mesh_config_parses_istio_yaml() {
         let text = "trustDomain: example.org\ndiscoverySelectors:\n- matchLabels: {istio-discovery: enabled}\noutboundTrafficPolicy:\n  mode: REGISTRY_ONLY\ndefaultConfig:\n  discoveryAddress: istiod.istio-system.svc:15012\nenableTracing: true\n";
-        let v: serde_json::Value = serde_saphyr::from_str(text).unwrap();
-        let mc: MeshConfig = serde_json::from_value(v).unwrap();
+        let mc = MeshConfig::parse(text).unwrap();
         assert_eq!(mc.trust_domain.as_deref(), Some("example.org"));
         assert_eq!(mc.discovery_selectors.len(), 1);
         assert_eq!(

@@ -19,9 +19,12 @@ pub mod pb {
 
 use crate::config::security::PeerAuthentication;
 use crate::config::{Config, ConfigKey, Kind, Spec};
+use crate::model::mesh::MeshSettings;
 use crate::model::{Protocol, Registry};
 use crate::store::Snapshot;
-use crate::xds::context::{MeshSettings, Resource};
+use crate::xds::context::PushContext;
+use crate::xds::resource::Resource;
+use crate::xds::types::TypeUrl;
 use envoy_types::pb::google::protobuf::Any;
 use k8s_openapi::api::core::v1::Pod;
 use pb::security::Authorization;
@@ -35,8 +38,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-pub const ADDRESS_TYPE: &str = "type.googleapis.com/istio.workload.Address";
-pub const AUTHORIZATION_TYPE: &str = "type.googleapis.com/istio.security.Authorization";
+/// The ambient view of `ctx`, built on first use and shared for the life of the push.
+pub fn index(ctx: &PushContext) -> Arc<AmbientIndex> {
+    ctx.derived(|ctx| AmbientIndex::build(&ctx.snapshot, &ctx.registry, &ctx.mesh))
+}
 
 /// On a namespace (or a pod): `ambient` captures its pods; `none` on a pod opts it out.
 pub const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
@@ -212,7 +217,7 @@ impl AmbientIndex {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             let (canonical_name, canonical_revision) =
-                crate::webhook::inject::canonical(&labels, &meta.name);
+                crate::model::workload::canonical(&labels, &meta.name);
             let mut w = Workload {
                 uid: format!(
                     "{}/networking.istio.io/WorkloadEntry/{}/{}",
@@ -358,7 +363,7 @@ impl AmbientIndex {
     fn add_policy(&mut self, a: Authorization) {
         let name = format!("{}/{}", a.namespace, a.name);
         let any = Any {
-            type_url: AUTHORIZATION_TYPE.to_string(),
+            type_url: TypeUrl::Authorization.url().to_string(),
             value: a.encode_to_vec(),
         };
         self.policy_resources
@@ -405,7 +410,7 @@ impl AmbientIndex {
             }
         }
         let any = Any {
-            type_url: ADDRESS_TYPE.to_string(),
+            type_url: TypeUrl::Address.url().to_string(),
             value: Address {
                 r#type: Some(address),
             }
@@ -565,9 +570,9 @@ fn pod_workload(
         .flatten()
         .find(|r| r.controller == Some(true))
         .map(|r| (r.kind.as_str(), r.name.as_str(), r.api_version.as_str()));
-    let owner = crate::webhook::inject::workload_from_owner(&meta.name, &meta.labels, controller);
+    let owner = crate::model::workload::workload_from_owner(&meta.name, &meta.labels, controller);
     let (canonical_name, canonical_revision) =
-        crate::webhook::inject::canonical(&meta.labels, &owner.name);
+        crate::model::workload::canonical(&meta.labels, &owner.name);
     let workload_type = match owner.kind.as_str() {
         "Deployment" => WorkloadType::Deployment,
         "CronJob" => WorkloadType::Cronjob,

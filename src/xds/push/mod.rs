@@ -1,14 +1,17 @@
-//! The push pipeline: store events are debounced (quiet period, max delay), then a new push context is
-//! built and queued for every proxy. Changes that only move endpoints become EDS-only pushes.
+//! The push pipeline: store events are debounced (quiet period, max delay), the batch is judged by
+//! `decide`, and a new push context with its request goes to a `PushSink` (the server's fan-out).
+//! This module never names the server.
 
-use super::context::{MeshSettings, PushContext};
-use super::generate;
-use super::server::{PushRecord, PushRequest, XdsShared};
+pub mod decide;
+pub mod request;
+
 use crate::config::Kind;
-use crate::config::networking::Resolution;
 use crate::metrics::{Metrics, TypeLabels};
 use crate::model::Registry;
+use crate::model::mesh::MeshSettings;
 use crate::store::Store;
+use crate::xds::context::{Certificates, PushContext};
+use request::{PushRecord, PushRequest};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +19,12 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
+
+/// Where pushes go: the server installs the context and queues the request for the proxies it
+/// concerns.
+pub trait PushSink: Send + Sync {
+    fn push(&self, context: PushContext, request: PushRequest, record: PushRecord);
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Debounce {
@@ -38,14 +47,6 @@ impl Default for Debounce {
 /// is reissued and pushed (a proxy with an agent would rotate its own).
 const CERTIFICATE_REFRESH: Duration = Duration::from_secs(600);
 
-/// Kinds whose changes can only move endpoints.
-fn endpoint_kind(kind: Kind) -> bool {
-    matches!(
-        kind,
-        Kind::ServiceEntry | Kind::WorkloadEntry | Kind::EndpointSlice | Kind::Pod | Kind::Service
-    )
-}
-
 /// The mesh settings and registry for a snapshot: MeshConfig applied, discoverySelectors honoured.
 fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSettings, Registry) {
     let (mesh, error) = base.with_mesh_config(snapshot);
@@ -57,24 +58,52 @@ fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSetting
 }
 
 /// Builds the first push context from the store as it is now.
-pub fn initial_context(store: &Store, base: &MeshSettings) -> PushContext {
+pub fn initial_context(
+    store: &Store,
+    base: &MeshSettings,
+    certificates: Certificates,
+) -> PushContext {
     let snapshot = store.snapshot();
     let (mesh, registry) = build(&snapshot, base);
-    PushContext::new(1, snapshot, Arc::new(registry), mesh)
+    PushContext::new(1, snapshot, Arc::new(registry), mesh).with_certificates(certificates)
+}
+
+/// What the push loop starts from: the version and registry of the context the server was started
+/// with, the certificates every context it builds serves, and the mesh settings before MeshConfig.
+pub struct Start {
+    pub version: u64,
+    pub registry: Arc<Registry>,
+    pub certificates: Certificates,
+    pub mesh: MeshSettings,
+}
+
+impl Start {
+    pub fn from(initial: &PushContext, mesh: MeshSettings) -> Start {
+        Start {
+            version: initial.version,
+            registry: initial.registry.clone(),
+            certificates: initial.certificates.clone(),
+            mesh,
+        }
+    }
 }
 
 /// `events` must be subscribed before the initial push context was built, so nothing falls between.
 pub async fn run(
     store: Arc<Store>,
     mut events: tokio::sync::broadcast::Receiver<crate::store::Event>,
-    shared: Arc<XdsShared>,
-    mesh: MeshSettings,
+    sink: Arc<dyn PushSink>,
+    start: Start,
     debounce: Debounce,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
-    let mut version = shared.context().version;
-    let mut registry = shared.context().registry.clone();
+    let Start {
+        mut version,
+        mut registry,
+        certificates,
+        mesh,
+    } = start;
     metrics.services.set(registry.services.len() as i64);
     let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -129,82 +158,52 @@ pub async fn run(
             let snapshot = store.snapshot();
             let (next_mesh, next) = build(&snapshot, &mesh);
             let next = Arc::new(next);
-            let eds_hosts = registry.changed_endpoints(&next);
-            let all_eds = eds_hosts.iter().all(|h| {
-                next.services
-                    .get(h)
-                    .is_some_and(|s| s.resolution == Resolution::STATIC)
-            });
-            // Secrets reach only the proxies that asked for them (SDS), like endpoints.
-            let secrets = kinds.contains(&Kind::Secret);
-            let eds_only = !lagged
-                && kinds
-                    .iter()
-                    .all(|k| endpoint_kind(*k) || *k == Kind::Secret)
-                && registry.same_services(&next)
-                && all_eds;
-            // Pods and workload entries are ambient workloads even when no endpoint moved.
-            let addresses = kinds
-                .iter()
-                .any(|k| matches!(k, Kind::Pod | Kind::WorkloadEntry))
-                || !eds_hosts.is_empty();
-            if eds_only && eds_hosts.is_empty() && !addresses && !secrets {
+            let Some(decision) = decide::decide(&kinds, lagged, &registry, &next) else {
                 debug!(
                     ?kinds,
                     "change affects no service or endpoint; nothing to push"
                 );
                 registry = next;
                 return;
-            }
-            version += 1;
-            let reason = match (eds_only, secrets && eds_hosts.is_empty() && !addresses) {
-                (true, true) => "secret",
-                (true, false) => "endpoint",
-                _ => "config",
             };
+            version += 1;
             metrics
                 .push_triggers
                 .get_or_create(&TypeLabels {
-                    r#type: reason.into(),
+                    r#type: decision.reason.into(),
                 })
                 .inc();
             metrics.services.set(next.services.len() as i64);
             info!(
-                full = !eds_only,
-                eds_services = eds_hosts.len(),
+                full = decision.full,
+                eds_services = decision.eds_hosts.len(),
                 ?kinds,
                 "pushing"
             );
-            let context = PushContext::new(version, snapshot, next.clone(), next_mesh);
+            let context = PushContext::new(version, snapshot, next.clone(), next_mesh)
+                .with_certificates(certificates.clone());
             let record = PushRecord {
                 version,
                 at_unix_ms: std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis())
                     .unwrap_or(0),
-                full: !eds_only,
-                reason: reason.into(),
+                full: decision.full,
+                reason: decision.reason.into(),
                 triggers: std::mem::take(&mut triggers),
-                eds_services: eds_hosts.iter().cloned().collect(),
+                eds_services: decision.eds_hosts.iter().cloned().collect(),
                 proxies: 0,
                 debounce_ms: debounce_elapsed.as_millis(),
             };
             let request = PushRequest {
-                full: !eds_only,
-                types: [
-                    (!eds_hosts.is_empty(), generate::ENDPOINT),
-                    (addresses, generate::ADDRESS),
-                    (secrets, generate::SECRET),
-                ]
-                .into_iter()
-                .filter_map(|(changed, t)| changed.then_some(t))
-                .collect(),
-                eds_hosts,
+                full: decision.full,
+                types: decision.types,
+                eds_hosts: decision.eds_hosts,
                 started: started.into_std(),
-                reason: reason.into(),
+                reason: decision.reason.into(),
                 queued: std::time::Instant::now(),
             };
-            shared.push(context, request, record);
+            sink.push(context, request, record);
             registry = next;
         }
         .instrument(span)

@@ -1,0 +1,72 @@
+//! Workload identity (SPIFFE), and the two things the xDS server needs from whoever verifies and
+//! certifies identities: authenticating a stream, and a certificate for an identity. The CA
+//! implements both; defining them here keeps `xds` and `ca` from importing each other.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A workload identity: `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Identity {
+    pub trust_domain: String,
+    pub namespace: String,
+    pub service_account: String,
+}
+
+impl Identity {
+    pub fn uri(&self) -> String {
+        format!(
+            "spiffe://{}/ns/{}/sa/{}",
+            self.trust_domain, self.namespace, self.service_account
+        )
+    }
+
+    pub fn parse(uri: &str) -> Option<Identity> {
+        let rest = uri.strip_prefix("spiffe://")?;
+        let (td, path) = rest.split_once('/')?;
+        let parts: Vec<&str> = path.split('/').collect();
+        match parts.as_slice() {
+            ["ns", ns, "sa", sa] if !td.is_empty() && !ns.is_empty() && !sa.is_empty() => {
+                Some(Identity {
+                    trust_domain: td.into(),
+                    namespace: (*ns).into(),
+                    service_account: (*sa).into(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why a stream's credentials were not accepted.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum AuthError {
+    #[error("no credentials: send a bearer token or a client certificate")]
+    Missing,
+    #[error("token rejected: {0}")]
+    Rejected(String),
+    #[error("authentication backend unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A boxed future, so the traits below can be used as trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Verifies the credentials a stream presents (bearer token, client certificate).
+pub trait Authenticate: Send + Sync {
+    /// `Ok(None)`: nothing was presented; `Err`: something was presented and is not valid.
+    fn identify<'a>(
+        &'a self,
+        metadata: &'a tonic::metadata::MetadataMap,
+        peer_certs: Option<&'a [tonic::transport::CertificateDer<'static>]>,
+    ) -> BoxFuture<'a, Result<Option<Identity>, AuthError>>;
+}
+
+/// Workload certificates for proxies that ask for them over SDS.
+pub trait WorkloadCertificates: Send + Sync {
+    /// The chain (leaf first) and private key for `id`, PEM.
+    fn certificate(&self, id: &Identity) -> Result<(Arc<String>, Arc<String>), String>;
+    /// The mesh root, PEM.
+    fn root_pem(&self) -> &str;
+}

@@ -1,0 +1,83 @@
+//! The effective mesh settings: Rudder's defaults with the mesh ConfigMap (`istio` in the root
+//! namespace) applied. Read by the registry, the generators and ambient alike.
+
+use crate::config::mesh::{ExtensionProvider, MESH_CONFIGMAP, MESH_KEY, MeshConfig};
+use crate::config::{ConfigKey, Kind, Spec};
+use crate::store::Snapshot;
+
+/// Reads the mesh config from the store, if the ConfigMap exists and parses. A malformed one is
+/// reported by the caller and the defaults stay in force.
+pub fn from_snapshot(
+    snapshot: &Snapshot,
+    root_namespace: &str,
+) -> Result<Option<MeshConfig>, String> {
+    let key = ConfigKey {
+        kind: Kind::ConfigMap,
+        namespace: root_namespace.into(),
+        name: MESH_CONFIGMAP.into(),
+    };
+    let Some(entry) = snapshot.get(&key) else {
+        return Ok(None);
+    };
+    let Spec::ConfigMap(cm) = &entry.config.spec else {
+        return Ok(None);
+    };
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get(MESH_KEY)) else {
+        return Ok(None);
+    };
+    MeshConfig::parse(text).map(Some)
+}
+
+/// Mesh-wide settings (MeshConfig fields that matter to generation).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshSettings {
+    pub domain_suffix: String,
+    pub root_namespace: String,
+    /// `outboundTrafficPolicy: ALLOW_ANY` (Istio's default): unknown destinations pass through.
+    pub outbound_allow_any: bool,
+    pub trust_domain: String,
+    /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
+    pub cluster_id: String,
+    /// MeshConfig `extensionProviders` (AuthorizationPolicy CUSTOM).
+    pub extension_providers: Vec<ExtensionProvider>,
+    /// Namespaces whose services are part of the mesh (none: all).
+    pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+}
+
+impl MeshSettings {
+    /// These settings with the mesh ConfigMap (`istio` in the root namespace) applied. A malformed
+    /// mesh config leaves the settings as they are and returns the error to report.
+    pub fn with_mesh_config(&self, snapshot: &Snapshot) -> (MeshSettings, Option<String>) {
+        let mut out = self.clone();
+        match from_snapshot(snapshot, &self.root_namespace) {
+            Ok(Some(mc)) => {
+                if let Some(td) = mc.trust_domain.filter(|t| !t.is_empty()) {
+                    out.trust_domain = td;
+                }
+                out.discovery_selectors = mc.discovery_selectors;
+                out.extension_providers = mc.extension_providers;
+                if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
+                    out.outbound_allow_any = mode != "REGISTRY_ONLY";
+                }
+                (out, None)
+            }
+            Ok(None) => (out, None),
+            Err(e) => (out, Some(e)),
+        }
+    }
+}
+
+impl Default for MeshSettings {
+    fn default() -> Self {
+        MeshSettings {
+            domain_suffix: "cluster.local".into(),
+            root_namespace: "istio-system".into(),
+            outbound_allow_any: true,
+            trust_domain: "cluster.local".into(),
+            cluster_id: "Kubernetes".into(),
+            extension_providers: Vec::new(),
+            discovery_selectors: Vec::new(),
+        }
+    }
+}

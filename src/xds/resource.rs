@@ -1,0 +1,140 @@
+//! One generated xDS resource and the lists streams send: the vocabulary shared by the generators,
+//! the push context's caches and the server. Each resource is digested once, and its encodings are
+//! built once and shared by every stream that sends it.
+
+use envoy_types::pb::google::protobuf::Any;
+use prost::bytes::Bytes;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Field number of `resources` in both `DiscoveryResponse` and `DeltaDiscoveryResponse`.
+const RESOURCES: u32 = 2;
+
+/// One generated xDS resource. `version` is a digest of its bytes, used by Delta xDS and to skip
+/// pushes that would change nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub name: String,
+    pub any: Any,
+    pub version: String,
+    /// The digest `version` is written from.
+    pub digest: u64,
+    /// Other names the client asked this resource by (an ambient address lookup by IP answers with
+    /// the workload or service it found, aliased to the IP).
+    pub aliases: Vec<String>,
+    /// This resource as a Delta response entry, encoded on first use and shared by every stream.
+    delta_entry: std::sync::OnceLock<Bytes>,
+}
+
+impl Resource {
+    pub fn new(name: impl Into<String>, any: Any) -> Arc<Resource> {
+        let mut h = DefaultHasher::new();
+        any.type_url.hash(&mut h);
+        any.value.hash(&mut h);
+        let digest = h.finish();
+        Arc::new(Resource {
+            name: name.into(),
+            any,
+            version: format!("{digest:016x}"),
+            digest,
+            aliases: Vec::new(),
+            delta_entry: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The digest in a version this control plane wrote.
+    pub fn parse_version(version: &str) -> Option<u64> {
+        u64::from_str_radix(version, 16).ok()
+    }
+
+    /// This resource, also known by `aliases`.
+    pub fn with_aliases(&self, aliases: Vec<String>) -> Arc<Resource> {
+        Arc::new(Resource {
+            name: self.name.clone(),
+            any: self.any.clone(),
+            version: self.version.clone(),
+            digest: self.digest,
+            aliases,
+            delta_entry: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The encoded `resources` entry of a `DeltaDiscoveryResponse` carrying this resource.
+    pub fn delta_entry(&self) -> Bytes {
+        self.delta_entry
+            .get_or_init(|| encode_delta_entry(self))
+            .clone()
+    }
+}
+
+pub type Resources = Arc<Vec<Arc<Resource>>>;
+
+/// A stream's resources of one type and the digest of their names and versions: the key of the
+/// shared encoded bytes, and what a stream compares to skip a push that would change nothing.
+#[derive(Debug)]
+pub struct ResourceList {
+    pub resources: Vec<Arc<Resource>>,
+    pub digest: u64,
+}
+
+impl ResourceList {
+    pub fn new(resources: Vec<Arc<Resource>>) -> ResourceList {
+        use std::hash::BuildHasher;
+        // Fixed seed: equal lists hash equal on every stream.
+        let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
+        for r in &resources {
+            r.name.hash(&mut h);
+            r.digest.hash(&mut h);
+        }
+        ResourceList {
+            digest: h.finish(),
+            resources,
+        }
+    }
+}
+
+/// One `resources` entry (field 2) of a `DeltaDiscoveryResponse`: the resource with its name and
+/// version.
+pub fn encode_delta_entry(r: &Resource) -> Bytes {
+    use envoy_types::pb::envoy::service::discovery::v3::Resource as DeltaResource;
+    use prost::Message;
+    let entry = DeltaResource {
+        name: r.name.clone(),
+        version: r.version.clone(),
+        resource: Some(r.any.clone()),
+        aliases: r.aliases.clone(),
+        ..Default::default()
+    };
+    let mut buf = Vec::with_capacity(prost::encoding::message::encoded_len(RESOURCES, &entry));
+    prost::encoding::encode_key(
+        RESOURCES,
+        prost::encoding::WireType::LengthDelimited,
+        &mut buf,
+    );
+    prost::encoding::encode_varint(entry.encoded_len() as u64, &mut buf);
+    // Writing into a Vec cannot run out of space.
+    let _ = entry.encode(&mut buf);
+    Bytes::from(buf)
+}
+
+/// The `resources` field of a `DiscoveryResponse` holding `resources`, encoded.
+pub fn encode_resources(resources: &[Arc<Resource>]) -> Bytes {
+    use prost::Message;
+    let len: usize = resources
+        .iter()
+        .map(|r| prost::encoding::message::encoded_len(RESOURCES, &r.any))
+        .sum();
+    let mut buf = Vec::with_capacity(len);
+    for r in resources {
+        prost::encoding::encode_key(
+            RESOURCES,
+            prost::encoding::WireType::LengthDelimited,
+            &mut buf,
+        );
+        prost::encoding::encode_varint(r.any.encoded_len() as u64, &mut buf);
+        // Writing into a Vec cannot run out of space.
+        let _ = r.any.encode(&mut buf);
+    }
+    Bytes::from(buf)
+}

@@ -1,0 +1,151 @@
+//! The ADS gRPC service: admits a stream (new-stream rate limit, authentication on the TLS port),
+//! reads its first request, identifies the proxy, and hands the stream to its own task.
+
+use super::XdsServer;
+use super::delta::Delta;
+use super::sotw::Sotw;
+use super::stream::{ResponseStream, StreamHandler, serve_stream};
+use crate::model::identity::{AuthError, Authenticate, Identity};
+use crate::xds::proxy::Proxy;
+use crate::xds::wire::{AdsHandler, AdsServer, RequestStream};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tracing::{Instrument, info_span, warn};
+
+/// How long a new stream waits for the rate limiter before it is refused.
+const RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
+const STREAM_BUFFER: usize = 8;
+
+#[derive(Clone)]
+pub struct AdsService {
+    server: Arc<XdsServer>,
+    /// Set on the TLS port: streams that present credentials are verified (istiod's XDS_AUTH).
+    auth: Option<Arc<dyn Authenticate>>,
+}
+
+impl AdsService {
+    /// The plaintext port: nobody is authenticated.
+    pub fn new(server: Arc<XdsServer>) -> Self {
+        AdsService { server, auth: None }
+    }
+
+    /// The TLS port: a bearer token or client certificate, when presented, must be valid, and gives
+    /// the stream its identity; a stream that presents nothing is served without one.
+    pub fn authenticated(server: Arc<XdsServer>, auth: Arc<dyn Authenticate>) -> Self {
+        AdsService {
+            server,
+            auth: Some(auth),
+        }
+    }
+
+    pub fn into_server(self) -> AdsServer<AdsService> {
+        let max = self.server.limits.max_message_bytes;
+        AdsServer::new(self, max)
+    }
+
+    /// Waits for the new-stream rate limiter (shared by both ports); refuses the stream if it
+    /// stays over the limit.
+    async fn admit(&self) -> Result<(), Status> {
+        let Some(limiter) = &self.server.rate_limiter else {
+            return Ok(());
+        };
+        if tokio::time::timeout(RATE_LIMIT_WAIT, limiter.until_ready())
+            .await
+            .is_err()
+        {
+            self.server.refuse("rate_limited");
+            warn!("refusing an xDS stream: request rate limit exceeded");
+            return Err(Status::resource_exhausted(
+                "request rate limit exceeded; retry with backoff",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn caller<R>(&self, request: &Request<R>) -> Result<Option<Identity>, Status> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let certs = request.peer_certs();
+        auth.identify(request.metadata(), certs.as_deref().map(|c| c.as_slice()))
+            .await
+            .map_err(|e| {
+                self.server.refuse("authentication");
+                warn!(error = %e, "refusing xDS stream: authentication failed");
+                match e {
+                    AuthError::Unavailable(_) => Status::unavailable(e.to_string()),
+                    _ => Status::unauthenticated(e.to_string()),
+                }
+            })
+    }
+
+    /// The proxy behind a stream; a node that is not Istio's is refused, logged and counted.
+    fn identify(&self, peer: &str, node: Option<&Node>, mode: &str) -> Result<Arc<Proxy>, Status> {
+        Proxy::from_node(node).map(Arc::new).map_err(|e| {
+            self.server.refuse("bad_node");
+            warn!(peer, mode, error = %e, "refusing xDS stream");
+            Status::invalid_argument(e.to_string())
+        })
+    }
+
+    /// What both RPCs do: admit the stream, read its first request, identify the proxy, then serve
+    /// the stream on its own task.
+    async fn open<H: StreamHandler>(
+        &self,
+        request: Request<RequestStream<H::Request>>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.admit().await?;
+        let identity = self.caller(&request).await?;
+        let (peer, first, inbound) = accept(request)
+            .await
+            .inspect_err(|e| self.server.stream_failed(e))?;
+        let mut proxy = self.identify(&peer, H::node(&first), H::MODE)?;
+        if identity.is_some() {
+            Arc::make_mut(&mut proxy).identity = identity;
+        }
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
+        tokio::spawn(
+            serve_stream::<H>(self.server.clone(), proxy, tx, first, inbound).instrument(span),
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl AdsHandler for AdsService {
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<RequestStream<DiscoveryRequest>>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.open::<Sotw>(request).await
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<RequestStream<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.open::<Delta>(request).await
+    }
+}
+
+/// Reads a stream's first request (which must carry the node) and the peer address.
+async fn accept<R: prost::Message + Default>(
+    request: Request<RequestStream<R>>,
+) -> Result<(String, R, RequestStream<R>), Status> {
+    let peer = request
+        .remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut inbound = request.into_inner();
+    match inbound.message().await? {
+        Some(first) => Ok((peer, first, inbound)),
+        None => Err(Status::cancelled("stream closed before the first request")),
+    }
+}

@@ -1,0 +1,195 @@
+//! Delta (incremental) xDS: responses carry only what changed since what the client holds, and the
+//! names it no longer gets.
+
+use super::stream::{StreamHandler, StreamState};
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::push::request::PushRequest;
+use crate::xds::resource::Resource;
+use crate::xds::types::TypeUrl;
+use crate::xds::wire::EncodedResponse;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::debug;
+
+pub(super) struct Delta {
+    stream: StreamState,
+    /// What the client holds, per type: name → version digest (a number, not the version text:
+    /// thousands of Delta streams each hold every name they were sent).
+    sent: HashMap<TypeUrl, BTreeMap<String, u64>>,
+}
+
+impl StreamHandler for Delta {
+    type Request = DeltaDiscoveryRequest;
+    const MODE: &'static str = "delta";
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn new(stream: StreamState) -> Self {
+        Delta {
+            stream,
+            sent: HashMap::new(),
+        }
+    }
+    fn request(
+        &mut self,
+        req: DeltaDiscoveryRequest,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        self.on_request(req)
+    }
+    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
+        self.on_push(push)
+    }
+}
+
+impl Delta {
+    async fn on_request(&mut self, req: DeltaDiscoveryRequest) -> bool {
+        let Some(type_url) = TypeUrl::parse(&req.type_url) else {
+            self.stream.server.refuse("unknown_type");
+            debug!(
+                r#type = req.type_url,
+                "ignoring delta request for an unsupported type"
+            );
+            return true;
+        };
+        let first_for_type = !self.stream.watches.contains_key(&type_url);
+        let sent = self.sent.entry(type_url).or_default();
+        if first_for_type {
+            self.stream.watch_mut(type_url).wildcard =
+                type_url.is_wildcard() && req.resource_names_subscribe.is_empty();
+            // A reconnecting client tells us what it has; we resend only what differs.
+            // Versions we did not write (another control plane's) never match: resent.
+            sent.extend(req.initial_resource_versions.iter().map(|(name, version)| {
+                (
+                    name.clone(),
+                    Resource::parse_version(version).unwrap_or(u64::MAX),
+                )
+            }));
+        }
+        if !req.response_nonce.is_empty()
+            && req.response_nonce == self.stream.watch_mut(type_url).nonce_sent
+        {
+            match &req.error_detail {
+                Some(e) => self
+                    .stream
+                    .record_nack(type_url, &req.response_nonce, &e.message),
+                None => {
+                    let watch = self.stream.watch_mut(type_url);
+                    watch.version_acked = watch.version_sent.clone();
+                    watch.last_nack = None;
+                }
+            }
+        }
+        let watch = self.stream.watch_mut(type_url);
+        let mut newly: BTreeSet<String> = BTreeSet::new();
+        for name in &req.resource_names_subscribe {
+            if name == "*" {
+                watch.wildcard = true;
+            } else if !watch.names.contains(name) {
+                Arc::make_mut(&mut watch.names).insert(name.clone());
+                newly.insert(name.clone());
+            }
+        }
+        for name in &req.resource_names_unsubscribe {
+            if name == "*" {
+                watch.wildcard = false;
+            }
+            if watch.names.contains(name) {
+                Arc::make_mut(&mut watch.names).remove(name);
+            }
+            sent.remove(name);
+        }
+        self.stream.publish();
+        if first_for_type || !newly.is_empty() {
+            let (ctx, scope) = self.stream.view();
+            return self.send(&ctx, &scope, type_url, None, newly).await;
+        }
+        true
+    }
+
+    /// Sends the watched types the push touches, in push order. False when the stream is gone.
+    async fn on_push(&mut self, push: PushRequest) -> bool {
+        // One view for the whole push: every type is generated for the same context.
+        let (ctx, scope) = self.stream.view();
+        for t in push.types_among(self.stream.watches.keys().copied()) {
+            let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
+            if !self.send(&ctx, &scope, t, only, BTreeSet::new()).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends what changed for one type; `explicit` names were just subscribed and are reported as
+    /// removed when they do not exist, so the client stops waiting for them.
+    async fn send(
+        &mut self,
+        ctx: &PushContext,
+        scope: &ScopeView,
+        type_url: TypeUrl,
+        only_hosts: Option<&BTreeSet<String>>,
+        explicit: BTreeSet<String>,
+    ) -> bool {
+        let started = Instant::now();
+        let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
+            return true;
+        };
+        let resources = &list.resources;
+        if type_url == TypeUrl::Secret {
+            self.stream.count_unavailable_secrets(&explicit, resources);
+        }
+        let sent = self.sent.entry(type_url).or_default();
+        // A resource found by an alias (ztunnel's lookup by IP) answers for that name too.
+        let current: BTreeSet<&str> = resources
+            .iter()
+            .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
+            .map(String::as_str)
+            .collect();
+        let changed: Vec<&Arc<Resource>> = resources
+            .iter()
+            .filter(|r| sent.get(&r.name) != Some(&r.digest))
+            .collect();
+        let mut removed: Vec<String> = if only_hosts.is_some() {
+            Vec::new()
+        } else {
+            sent.keys()
+                .filter(|n| !current.contains(n.as_str()))
+                .cloned()
+                .collect()
+        };
+        removed.extend(
+            explicit
+                .into_iter()
+                .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
+        );
+        if changed.is_empty() && removed.is_empty() {
+            return true;
+        }
+        let (nonce, version) = self.stream.nonce_and_version(ctx);
+        let entries = changed.iter().map(|r| r.delta_entry()).collect();
+        let response = EncodedResponse::delta(&version, type_url.url(), &nonce, &removed, entries);
+        let count = changed.len();
+        for r in &changed {
+            sent.insert(r.name.clone(), r.digest);
+        }
+        for name in &removed {
+            sent.remove(name);
+        }
+        if !self
+            .stream
+            .send(type_url, response, nonce, version, count, started)
+            .await
+        {
+            return false;
+        }
+        debug!(
+            r#type = type_url.short(),
+            changed = count,
+            removed = removed.len(),
+            "pushed"
+        );
+        true
+    }
+}

@@ -1,0 +1,168 @@
+//! ADS over gRPC: `StreamAggregatedResources` (State of the World) and `DeltaAggregatedResources`.
+//!
+//! Each stream is served by one task that owns the stream's state (`stream`): per type, what the
+//! client subscribed to, the last nonce sent, and what it ACKed or NACKed. Pushes reach a stream
+//! through its one-slot mailbox (`connections`), so a slow proxy only ever delays itself. `ads` is the
+//! gRPC service (admission, authentication, the first request); `sotw` and `delta` the two protocols;
+//! `status` the read-only view the admin server gets.
+
+mod ads;
+mod connections;
+mod delta;
+mod sotw;
+pub mod status;
+mod stream;
+
+pub use ads::AdsService;
+
+use crate::metrics::{Metrics, ReasonLabels};
+use crate::xds::context::PushContext;
+use crate::xds::push::PushSink;
+use crate::xds::push::request::{PushRecord, PushRequest};
+use arc_swap::ArcSwap;
+use connections::{Connections, lock};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+use tracing::{debug, warn};
+
+/// Protections against clients that misbehave or arrive all at once.
+#[derive(Debug, Clone)]
+pub struct XdsLimits {
+    /// Longest a response may wait for a client to read; past it the stream is dropped, so a stuck
+    /// proxy never holds a push slot (and never delays pushes to the others).
+    pub send_timeout: Duration,
+    /// New ADS streams accepted per second, all clients together (istiod: PILOT_MAX_REQUESTS_PER_SECOND);
+    /// 0: unlimited. A stream over the limit waits up to `RATE_LIMIT_WAIT`, then is refused.
+    pub new_streams_per_second: u32,
+    /// Largest DiscoveryRequest accepted, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for XdsLimits {
+    fn default() -> Self {
+        XdsLimits {
+            send_timeout: Duration::from_secs(20),
+            new_streams_per_second: 0,
+            max_message_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// How many pushes `/debug/push_status` keeps.
+const PUSH_HISTORY: usize = 50;
+
+/// State shared by every stream: the current push context and the registry of connections.
+pub struct XdsServer {
+    context: ArcSwap<PushContext>,
+    connections: Connections,
+    history: Mutex<VecDeque<PushRecord>>,
+    metrics: Arc<Metrics>,
+    /// Bounds how many proxies generate and send at once, so a push storm cannot starve the runtime.
+    push_permits: Semaphore,
+    /// A second lane of the same size for partial pushes (endpoints, secrets, ambient addresses):
+    /// they are small and urgent, and should not wait in line behind thousands of full pushes.
+    partial_push_permits: Semaphore,
+    next_nonce: AtomicU64,
+    shutdown: CancellationToken,
+    limits: XdsLimits,
+    /// New streams per second, both ports together (`XdsLimits::new_streams_per_second`).
+    rate_limiter: Option<governor::DefaultDirectRateLimiter>,
+}
+
+impl XdsServer {
+    pub fn new(
+        initial: PushContext,
+        metrics: Arc<Metrics>,
+        push_concurrency: usize,
+        shutdown: CancellationToken,
+        limits: XdsLimits,
+    ) -> Arc<XdsServer> {
+        Arc::new(XdsServer {
+            context: ArcSwap::from_pointee(initial),
+            connections: Connections::default(),
+            history: Mutex::default(),
+            metrics,
+            push_permits: Semaphore::new(push_concurrency.max(1)),
+            partial_push_permits: Semaphore::new(push_concurrency.max(1)),
+            next_nonce: AtomicU64::new(1),
+            shutdown,
+            rate_limiter: std::num::NonZeroU32::new(limits.new_streams_per_second)
+                .map(|n| governor::RateLimiter::direct(governor::Quota::per_second(n))),
+            limits,
+        })
+    }
+
+    pub fn context(&self) -> Arc<PushContext> {
+        self.context.load_full()
+    }
+
+    /// The read-only handle for the admin server.
+    pub fn status(self: &Arc<Self>) -> status::XdsStatus {
+        status::XdsStatus::new(self.clone())
+    }
+
+    fn history(&self) -> Vec<PushRecord> {
+        lock(&self.history).iter().cloned().collect()
+    }
+
+    fn nonce(&self) -> String {
+        format!("{:x}", self.next_nonce.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Queues one response for the client, bounded by the send timeout. False: the stream is over
+    /// (the client left, or stopped reading and is dropped).
+    async fn deliver<T>(&self, tx: &mpsc::Sender<Result<T, Status>>, response: T) -> bool {
+        match tokio::time::timeout(self.limits.send_timeout, tx.send(Ok(response))).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                self.refuse("send_timeout");
+                warn!(
+                    timeout = ?self.limits.send_timeout,
+                    "proxy is not reading its stream; dropping it"
+                );
+                false
+            }
+        }
+    }
+
+    /// Counts a failed inbound stream by what went wrong.
+    fn stream_failed(&self, status: &Status) {
+        match status.code() {
+            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
+                self.refuse("message_too_large");
+                warn!(error = status.message(), "xDS request refused");
+            }
+            _ => debug!(error = %status, "stream error"),
+        }
+    }
+
+    fn refuse(&self, reason: &str) {
+        self.metrics
+            .xds_errors
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+}
+
+impl PushSink for XdsServer {
+    /// Installs a new push context and queues `request` for every connected proxy it concerns.
+    fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
+        self.context.store(Arc::new(context));
+        request.queued = Instant::now();
+        let proxies = self.connections.fan_out(&request);
+        let mut history = lock(&self.history);
+        if history.len() == PUSH_HISTORY {
+            history.pop_front();
+        }
+        history.push_back(PushRecord { proxies, ..record });
+    }
+}

@@ -1,0 +1,153 @@
+//! State of the World: every response carries all of a type's resources the stream subscribes to.
+
+use super::stream::{StreamHandler, StreamState};
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::push::request::PushRequest;
+use crate::xds::types::TypeUrl;
+use crate::xds::wire::EncodedResponse;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::debug;
+
+pub(super) struct Sotw {
+    stream: StreamState,
+    /// Digest of the last response per type, to skip pushes that would change nothing.
+    /// One hash per type: at 10,000 proxies a list of names would cost hundreds of megabytes.
+    last_sent: HashMap<TypeUrl, u64>,
+}
+
+impl StreamHandler for Sotw {
+    type Request = DiscoveryRequest;
+    const MODE: &'static str = "sotw";
+    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn new(stream: StreamState) -> Self {
+        Sotw {
+            stream,
+            last_sent: HashMap::new(),
+        }
+    }
+    fn request(&mut self, req: DiscoveryRequest) -> impl std::future::Future<Output = bool> + Send {
+        self.on_request(req)
+    }
+    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
+        self.on_push(push)
+    }
+}
+
+impl Sotw {
+    /// Returns false when the stream is gone.
+    async fn on_request(&mut self, req: DiscoveryRequest) -> bool {
+        let Some(type_url) = TypeUrl::parse(&req.type_url) else {
+            self.stream.server.refuse("unknown_type");
+            debug!(
+                r#type = req.type_url,
+                "ignoring request for an unsupported type"
+            );
+            return true;
+        };
+        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+        let nack = req.error_detail.as_ref().map(|e| e.message.clone());
+        let watch = self.stream.watch_mut(type_url);
+        let subscription_changed = names != *watch.names;
+        let respond = if req.response_nonce.is_empty() {
+            // A new subscription, or a reconnecting client telling us what it has.
+            watch.wildcard = type_url.is_wildcard() && (names.is_empty() || names.contains("*"));
+            watch.names = Arc::new(names);
+            true
+        } else if req.response_nonce != watch.nonce_sent {
+            // Stale: the client had not seen our latest response. Only a new subscription list counts.
+            if subscription_changed && !watch.wildcard {
+                watch.names = Arc::new(names);
+                true
+            } else {
+                false
+            }
+        } else {
+            let wildcard = watch.wildcard;
+            match &nack {
+                Some(message) => self
+                    .stream
+                    .record_nack(type_url, &req.response_nonce, message),
+                None => {
+                    watch.version_acked = req.version_info.clone();
+                    watch.last_nack = None;
+                }
+            }
+            if subscription_changed && !wildcard {
+                self.stream.watch_mut(type_url).names = Arc::new(names);
+                true
+            } else {
+                false
+            }
+        };
+        self.stream.publish();
+        if respond {
+            let (ctx, scope) = self.stream.view();
+            return self.send(&ctx, &scope, type_url, None, true).await;
+        }
+        true
+    }
+
+    /// Sends the watched types the push touches, in push order. False when the stream is gone.
+    async fn on_push(&mut self, push: PushRequest) -> bool {
+        // One view for the whole push: every type is generated for the same context.
+        let (ctx, scope) = self.stream.view();
+        for t in push.types_among(self.stream.watches.keys().copied()) {
+            let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
+            if !self.send(&ctx, &scope, t, only, false).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Generates and sends one type. `only_hosts` limits EDS to clusters of those services.
+    async fn send(
+        &mut self,
+        ctx: &PushContext,
+        scope: &ScopeView,
+        type_url: TypeUrl,
+        only_hosts: Option<&BTreeSet<String>>,
+        requested: bool,
+    ) -> bool {
+        let started = Instant::now();
+        let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
+            return true;
+        };
+        if requested
+            && type_url == TypeUrl::Secret
+            && let Some(watch) = self.stream.watches.get(&type_url)
+        {
+            self.stream
+                .count_unavailable_secrets(&watch.names, &list.resources);
+        }
+        if only_hosts.is_some() && list.resources.is_empty() {
+            return true;
+        }
+        let (resources, digest) = (&list.resources, list.digest);
+        if !requested && only_hosts.is_none() && self.last_sent.get(&type_url) == Some(&digest) {
+            return true;
+        }
+        let (nonce, version) = self.stream.nonce_and_version(ctx);
+        let body = ctx.encoded_resources(digest, resources);
+        let response = EncodedResponse::new(&version, type_url.url(), &nonce, body);
+        let count = resources.len();
+        if !self
+            .stream
+            .send(type_url, response, nonce, version, count, started)
+            .await
+        {
+            return false;
+        }
+        if only_hosts.is_none() {
+            self.last_sent.insert(type_url, digest);
+        }
+        debug!(r#type = type_url.short(), resources = count, "pushed");
+        true
+    }
+}

@@ -1,0 +1,168 @@
+//! What a stream publishes about itself for `/debug`, and the read-only handle the admin server
+//! reads the xDS server through: connections, push history, and a proxy's current config.
+
+use super::XdsServer;
+use crate::xds::context::PushContext;
+use crate::xds::generate::{self, ambient};
+use crate::xds::provenance;
+use crate::xds::proxy::{Proxy, ProxyType};
+use crate::xds::push::request::PushRecord;
+use crate::xds::types::TypeUrl;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Per-type sync state of one stream.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TypeStatus {
+    pub wildcard: bool,
+    /// Shared, so recording what was sent (every response) never copies the subscribed names.
+    pub names: Arc<BTreeSet<String>>,
+    pub nonce_sent: String,
+    pub version_sent: String,
+    pub version_acked: String,
+    pub last_nack: Option<String>,
+    pub resources_sent: usize,
+}
+
+impl TypeStatus {
+    /// What `istioctl proxy-status` calls the sync state.
+    pub fn state(&self) -> &'static str {
+        if self.last_nack.is_some() {
+            "NACKED"
+        } else if self.nonce_sent.is_empty() {
+            "NOT SENT"
+        } else if self.version_acked == self.version_sent {
+            "SYNCED"
+        } else {
+            "STALE"
+        }
+    }
+}
+
+/// A stream's subscriptions by type, shared between the stream and its published status.
+pub type Watches = Arc<BTreeMap<TypeUrl, TypeStatus>>;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConnectionStatus {
+    pub id: String,
+    pub proxy: Arc<Proxy>,
+    pub delta: bool,
+    pub connected_at_unix: u64,
+    pub types: Watches,
+}
+
+/// Read-only access to the xDS server for the admin server.
+#[derive(Clone)]
+pub struct XdsStatus {
+    server: Arc<XdsServer>,
+}
+
+impl XdsStatus {
+    pub(super) fn new(server: Arc<XdsServer>) -> XdsStatus {
+        XdsStatus { server }
+    }
+
+    /// The push context proxies are being served from.
+    pub fn context(&self) -> Arc<PushContext> {
+        self.server.context()
+    }
+
+    /// Connected streams, by connection id.
+    pub fn connections(&self) -> Vec<ConnectionStatus> {
+        self.server.connections.statuses()
+    }
+
+    /// The most recent pushes, oldest first.
+    pub fn history(&self) -> Vec<PushRecord> {
+        self.server.history()
+    }
+
+    /// The whole ambient view, in ztunnel's `/config_dump` shape.
+    pub fn ambient_dump(&self) -> serde_json::Value {
+        ambient::dump::config_dump(&ambient::index(&self.context()))
+    }
+
+    /// Everything the first connected proxy whose id contains `id` receives right now, with the
+    /// config objects behind each resource; `None` when no proxy matches.
+    pub fn config_dump(&self, id: &str) -> Option<serde_json::Value> {
+        let conn = self
+            .connections()
+            .into_iter()
+            .find(|c| c.proxy.id == id || c.proxy.id.contains(id))?;
+        let ctx = self.context();
+        if conn.proxy.proxy_type == ProxyType::Ztunnel {
+            return Some(ztunnel_dump(&ctx, &conn));
+        }
+        let scope = ctx.scope(&conn.proxy);
+        let mut resources = Vec::new();
+        for (&type_url, status) in conn.types.iter() {
+            let names = (!status.wildcard).then_some(status.names.as_ref());
+            for r in generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
+                resources.push(serde_json::json!({
+                    "type": type_url.short(),
+                    "name": r.name,
+                    "version": r.version,
+                    "sources": provenance::sources(&ctx, &conn.proxy.namespace, type_url, &r.name),
+                    "config": decoded(type_url, &r.any.value),
+                }));
+            }
+        }
+        Some(
+            serde_json::json!({ "proxy": conn.proxy, "pushVersion": ctx.version, "resources": resources }),
+        )
+    }
+}
+
+fn decoded(type_url: TypeUrl, bytes: &[u8]) -> String {
+    use envoy_types::pb::envoy::config;
+    use prost::Message;
+    match type_url {
+        TypeUrl::Cluster => config::cluster::v3::Cluster::decode(bytes).map(|m| format!("{m:#?}")),
+        TypeUrl::Endpoint => {
+            config::endpoint::v3::ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        TypeUrl::Listener => {
+            config::listener::v3::Listener::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        TypeUrl::Route => {
+            config::route::v3::RouteConfiguration::decode(bytes).map(|m| format!("{m:#?}"))
+        }
+        _ => return format!("{} bytes", bytes.len()),
+    }
+    .unwrap_or_else(|e| format!("undecodable: {e}"))
+}
+
+/// What a ztunnel holds, in ztunnel's own `/config_dump` shape: everything for a wildcard
+/// subscription, else the workloads and services it looked up.
+fn ztunnel_dump(ctx: &PushContext, conn: &ConnectionStatus) -> serde_json::Value {
+    let mut dump = ambient::dump::config_dump(&ambient::index(ctx));
+    if let Some(status) = conn.types.get(&TypeUrl::Address).filter(|s| !s.wildcard) {
+        let scope = ctx.scope(&conn.proxy);
+        let held: BTreeSet<String> = generate::generate(
+            ctx,
+            &conn.proxy,
+            &scope,
+            TypeUrl::Address,
+            Some(&status.names),
+        )
+        .into_iter()
+        .map(|r| r.name.clone())
+        .collect();
+        for (list, key) in [("workloads", "uid"), ("services", "hostname")] {
+            if let Some(items) = dump[list].as_array_mut() {
+                items.retain(|item| {
+                    let name = match list {
+                        "services" => format!(
+                            "{}/{}",
+                            item["namespace"].as_str().unwrap_or_default(),
+                            item[key].as_str().unwrap_or_default()
+                        ),
+                        _ => item[key].as_str().unwrap_or_default().to_string(),
+                    };
+                    held.contains(&name)
+                });
+            }
+        }
+    }
+    dump
+}

@@ -1,0 +1,244 @@
+//! What SotW and Delta streams share: the life of a stream (registered while it lives, requests and
+//! pushes handled in turn), and the per-type bookkeeping of subscriptions, ACKs, NACKs and what was
+//! sent, with the metrics each of those counts.
+
+use super::XdsServer;
+use super::connections::Registration;
+use super::status::{TypeStatus, Watches};
+use crate::metrics::TypeLabels;
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::{self, util::parse_outbound_cluster};
+use crate::xds::proxy::Proxy;
+use crate::xds::resource::{Resource, ResourceList};
+use crate::xds::types::TypeUrl;
+use crate::xds::wire::{EncodedResponse, RequestStream};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+use tracing::{debug, info, warn};
+
+/// The response half of a stream, as both RPCs return it.
+pub(super) type ResponseStream = ReceiverStream<Result<EncodedResponse, Status>>;
+
+/// What one flavour of ADS stream does with a client request and with a push; `false` ends the stream.
+pub(super) trait StreamHandler: Send + Sized + 'static {
+    type Request: prost::Message + Default + Send + 'static;
+    /// `sotw` or `delta`, for logs and the connection registry.
+    const MODE: &'static str;
+    fn node(req: &Self::Request) -> Option<&Node>;
+    fn new(stream: StreamState) -> Self;
+    fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
+    fn push(
+        &mut self,
+        push: crate::xds::push::request::PushRequest,
+    ) -> impl std::future::Future<Output = bool> + Send;
+}
+
+/// One stream's state that both protocols keep the same way.
+pub(super) struct StreamState {
+    pub(super) server: Arc<XdsServer>,
+    pub(super) proxy: Arc<Proxy>,
+    tx: mpsc::Sender<Result<EncodedResponse, Status>>,
+    registration: Registration,
+    /// Shared with the connection status (what `/debug` shows): one copy of every subscribed name,
+    /// cloned only when it changes.
+    pub(super) watches: Watches,
+}
+
+impl StreamState {
+    /// The watch of `type_url`, created when new.
+    pub(super) fn watch_mut(&mut self, type_url: TypeUrl) -> &mut TypeStatus {
+        Arc::make_mut(&mut self.watches)
+            .entry(type_url)
+            .or_default()
+    }
+
+    /// Publishes the subscriptions to the fan-out and `/debug`.
+    pub(super) fn publish(&self) {
+        self.registration.publish(&self.watches);
+    }
+
+    /// Records a NACK: logged with the proxy's error, counted, kept in the status. The last good
+    /// config stays in force on the proxy; nothing is resent until config changes.
+    pub(super) fn record_nack(&mut self, type_url: TypeUrl, nonce: &str, message: &str) {
+        warn!(
+            r#type = type_url.short(),
+            nonce,
+            error = message,
+            "proxy rejected config (NACK)"
+        );
+        self.server
+            .metrics
+            .xds_rejects
+            .get_or_create(&TypeLabels {
+                r#type: type_url.short().into(),
+            })
+            .inc();
+        self.watch_mut(type_url).last_nack = Some(message.to_string());
+    }
+
+    /// The push context and this proxy's view of it, for one response or one whole push.
+    pub(super) fn view(&self) -> (Arc<PushContext>, Arc<ScopeView>) {
+        let ctx = self.server.context();
+        let scope = ctx.scope(&self.proxy);
+        (ctx, scope)
+    }
+
+    /// The resources of `type_url` this stream subscribes to (`None`: not watched). For the scoped
+    /// types one list is shared by every stream of the scope with the same subscription (SotW and
+    /// Delta alike) per push. `only_hosts` keeps the clusters of those services (an endpoint-only
+    /// push).
+    pub(super) fn resources(
+        &self,
+        ctx: &PushContext,
+        scope: &ScopeView,
+        type_url: TypeUrl,
+        only_hosts: Option<&BTreeSet<String>>,
+    ) -> Option<Arc<ResourceList>> {
+        let watch = self.watches.get(&type_url)?;
+        let names = (!watch.wildcard).then_some(watch.names.as_ref());
+        let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
+        let list = if type_url.is_scoped() {
+            ctx.resource_list(type_url, scope.key, names_digest(names), generate)
+        } else {
+            Arc::new(ResourceList::new(generate()))
+        };
+        let Some(hosts) = only_hosts else {
+            return Some(list);
+        };
+        Some(Arc::new(ResourceList::new(
+            list.resources
+                .iter()
+                .filter(|r| {
+                    parse_outbound_cluster(&r.name).is_some_and(|(_, _, h)| hosts.contains(h))
+                })
+                .cloned()
+                .collect(),
+        )))
+    }
+
+    /// Secrets a proxy asked for and does not get (refused, or missing): already logged with the
+    /// reason by the generator, counted here once per request (`rudder_xds_errors_total{reason=
+    /// "secret_unavailable"}`).
+    pub(super) fn count_unavailable_secrets(
+        &self,
+        asked: &BTreeSet<String>,
+        got: &[Arc<Resource>],
+    ) {
+        for name in asked {
+            if !got.iter().any(|r| &r.name == name) {
+                self.server.refuse("secret_unavailable");
+            }
+        }
+    }
+
+    /// Sends one response; on success records it in the watch of `type_url` and counts it.
+    /// False when the stream is gone.
+    pub(super) async fn send(
+        &mut self,
+        type_url: TypeUrl,
+        response: EncodedResponse,
+        nonce: String,
+        version: String,
+        count: usize,
+        started: Instant,
+    ) -> bool {
+        if !self.server.deliver(&self.tx, response).await {
+            return false;
+        }
+        if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(&type_url) {
+            watch.nonce_sent = nonce;
+            watch.version_sent = version;
+            watch.resources_sent = count;
+        }
+        self.publish();
+        let labels = TypeLabels {
+            r#type: type_url.short().into(),
+        };
+        self.server.metrics.xds_pushes.get_or_create(&labels).inc();
+        self.server
+            .metrics
+            .xds_push_time
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        true
+    }
+
+    /// A fresh nonce and the push version, for one response.
+    pub(super) fn nonce_and_version(&self, ctx: &PushContext) -> (String, String) {
+        (self.server.nonce(), ctx.version.to_string())
+    }
+}
+
+/// The digest of a subscription (`None`: wildcard), for the per-scope resource list cache.
+fn names_digest(names: Option<&BTreeSet<String>>) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(names)
+}
+
+/// The life of one ADS stream, SotW or Delta: registered while it lives, it handles the first
+/// request, then client requests and pushes as they come, until the client leaves, the stream fails
+/// or the server shuts down.
+pub(super) async fn serve_stream<H: StreamHandler>(
+    server: Arc<XdsServer>,
+    proxy: Arc<Proxy>,
+    tx: mpsc::Sender<Result<EncodedResponse, Status>>,
+    first: H::Request,
+    mut inbound: RequestStream<H::Request>,
+) {
+    let registration = server
+        .connections
+        .register(proxy.clone(), H::MODE == "delta");
+    server.metrics.xds_connections.inc();
+    let (id, mailbox) = (registration.id, registration.mailbox.clone());
+    info!(generator = ?proxy.generator, "proxy connected");
+    let mut handler = H::new(StreamState {
+        server: server.clone(),
+        proxy,
+        tx: tx.clone(),
+        registration,
+        watches: Arc::default(),
+    });
+    let mut next = Some(first);
+    loop {
+        if let Some(req) = next.take()
+            && !handler.request(req).await
+        {
+            break;
+        }
+        tokio::select! {
+            msg = inbound.message() => match msg {
+                Ok(Some(req)) => next = Some(req),
+                Ok(None) => { debug!("client closed the stream"); break; }
+                Err(e) => {
+                    server.stream_failed(&e);
+                    // Best effort: the client learns why, if it is still reading.
+                    let _ = tx.try_send(Err(e));
+                    break;
+                }
+            },
+            _ = mailbox.notify.notified() => {
+                if let Some(push) = mailbox.take() {
+                    server.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
+                    // Bounded concurrency: a push storm cannot starve the runtime.
+                    let lane = if push.full { &server.push_permits } else { &server.partial_push_permits };
+                    let Ok(_permit) = lane.acquire().await else { break };
+                    let started = push.started;
+                    if !handler.push(push).await {
+                        break;
+                    }
+                    server.metrics.proxy_convergence_time.observe(started.elapsed().as_secs_f64());
+                }
+            }
+            _ = server.shutdown.cancelled() => break,
+        }
+    }
+    if server.connections.unregister(id) {
+        server.metrics.xds_connections.dec();
+    }
+    info!("proxy disconnected");
+}
