@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a release daemon on a fresh config directory and `rudder loadgen` against it, as
+# Runs a release daemon on a fresh config directory and `rudder-loadgen` against it, as
 # docs/performance.md does: scripts/perf.sh PROXIES [more loadgen flags, e.g. --replay].
 # The mesh is 5,000 services in 50 Sidecar-scoped namespaces. Build first: cargo build --release
 set -euo pipefail
@@ -15,7 +15,7 @@ bin="$(dirname "$0")/../target/release/rudder"
 daemon=$!
 sleep 2
 status=0
-"$bin" loadgen --xds-addr 127.0.0.1:35010 --monitoring-addr 127.0.0.1:35014 \
+"$bin-loadgen" --xds-addr 127.0.0.1:35010 --monitoring-addr 127.0.0.1:35014 \
   --config-dir "$work/cfg" --services 5000 --namespaces 50 --sidecar-scope \
   --proxies "$proxies" "$@" || status=$?
 kill "$daemon"

@@ -16,10 +16,10 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "== cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --all-targets --all-features --locked -- -D warnings
 
 echo "== cargo test"
-cargo test --all-targets --locked 2>&1 | tee "$log"
+cargo test --all-targets --all-features --locked 2>&1 | tee "$log"
 
 passed=$(grep -E '^test result: ok\.' "$log" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -E '^test result:' "$log" | awk '{s += $6} END {print s + 0}')

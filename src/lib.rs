@@ -8,6 +8,7 @@ pub mod k8s;
 pub mod logging;
 pub mod metrics;
 pub mod model;
+#[cfg(feature = "fuzzing")]
 pub mod robustness;
 pub mod source;
 pub mod store;

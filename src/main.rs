@@ -52,8 +52,6 @@ enum Command {
     /// Run the control plane (the default when no command is given).
     #[command(args_override_self = true)]
     Serve(Box<cmd::serve::ServeArgs>),
-    /// Open many real ADS streams against a running daemon, drive config churn, report convergence.
-    Loadgen(Box<cmd::loadgen::LoadgenArgs>),
     /// Show or change a running daemon's log levels (like `istioctl admin log`).
     Log {
         /// New levels, e.g. `ads:debug,default:info` or `rudder::xds=debug,info`; omit to show them.
@@ -79,25 +77,6 @@ fn main() -> std::process::ExitCode {
     return_freed_memory_promptly();
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Loadgen(args)) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return std::process::ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(cmd::loadgen::run(*args)) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    std::process::ExitCode::FAILURE
-                }
-            }
-        }
         Some(Command::Log { level, addr }) => match cmd::log::run(&addr, level.as_deref()) {
             Ok(out) => {
                 println!("{out}");

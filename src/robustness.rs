@@ -74,7 +74,7 @@ pub fn csr(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let caller = crate::ca::Identity {
+    let caller = crate::model::identity::Identity {
         trust_domain: "cluster.local".into(),
         namespace: "default".into(),
         service_account: "sleep".into(),

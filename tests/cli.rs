@@ -182,7 +182,7 @@ fn serve_fails_clearly_when_the_port_is_taken() {
     );
 }
 
-/// `rudder loadgen` as docs/performance.md runs it, scaled down: every proxy kind syncs (wildcard
+/// `rudder-loadgen` as docs/performance.md runs it, scaled down: every proxy kind syncs (wildcard
 /// CDS/LDS followed by EDS/RDS, Delta and proxyless gRPC), full and endpoint pushes converge, and the
 /// replay baseline replays what the daemon sent.
 #[test]
@@ -194,7 +194,6 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
     let config_dir = dir.path().to_string_lossy().to_string();
     let loadgen = |extra: &[&str]| {
         let mut args = vec![
-            "loadgen",
             "--xds-addr",
             &grpc,
             "--monitoring-addr",
@@ -214,7 +213,15 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
             "300",
         ];
         args.extend_from_slice(extra);
-        run(&args)
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder-loadgen"))
+            .args(&args)
+            .output()
+            .expect("run rudder-loadgen");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
 
     let (code, out, err) = loadgen(&[]);

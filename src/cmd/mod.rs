@@ -1,6 +1,5 @@
 //! Subcommands of the `rudder` binary.
 
-pub mod loadgen;
 pub mod log;
 pub mod serve;
 pub mod validate;

@@ -1,7 +1,7 @@
-//! The Kubernetes source: watchers into the store, the mesh config, and leader election.
+//! Kubernetes plumbing shared by every module that talks to the API server: the client, leader
+//! election, and the table of API calls the chart's RBAC must allow. The watchers that write the
+//! store are a config source (`source::kube`).
 
-pub mod controller;
-pub mod convert;
 pub mod leader;
 pub mod rbac;
 

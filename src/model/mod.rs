@@ -13,6 +13,7 @@ pub mod identity;
 pub mod kube;
 pub mod mesh;
 pub mod peer_auth;
+pub mod policy;
 pub mod workload;
 
 /// Port protocols as Istio classifies them.

@@ -1,3 +1,4 @@
-//! Config sources: writers of the store. Today the file source; Kubernetes watchers come next.
+//! Config sources: the only writers of the store. A directory of YAML files, or the Kubernetes API.
 
 pub mod file;
+pub mod kube;

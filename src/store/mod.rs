@@ -45,11 +45,11 @@ impl Snapshot {
     }
 
     /// Objects of `kind` in one namespace.
-    pub fn list_namespace<'a>(
+    pub fn list_namespace<'a, 'n>(
         &'a self,
         kind: Kind,
-        namespace: &'a str,
-    ) -> impl Iterator<Item = &'a Entry> {
+        namespace: &'n str,
+    ) -> impl Iterator<Item = &'a Entry> + use<'a, 'n> {
         self.list(kind)
             .skip_while(move |e| e.config.metadata.namespace.as_str() < namespace)
             .take_while(move |e| e.config.metadata.namespace == namespace)

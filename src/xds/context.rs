@@ -376,6 +376,18 @@ impl PushContext {
             .clone()
     }
 
+    /// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) that select the
+    /// proxy of `scope`.
+    pub fn selecting(&self, scope: &ScopeView, kind: Kind) -> Vec<&Config> {
+        crate::model::policy::selecting(
+            &self.snapshot,
+            &self.mesh.root_namespace,
+            &scope.namespace,
+            &scope.labels,
+            kind,
+        )
+    }
+
     /// The VirtualService for `hostname` as seen from `namespace`: an exact host match first, then the
     /// most specific wildcard; ties go to the first by namespace/name, which is stable.
     pub fn virtual_service_for(&self, namespace: &str, hostname: &str) -> Option<&VsEntry> {

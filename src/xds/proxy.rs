@@ -39,7 +39,7 @@ pub struct Proxy {
     /// Who the stream proved to be (token or client certificate on the TLS port); `None` on the
     /// plaintext port or when nothing was presented. Workload certificates and gateway secrets are
     /// only served to a verified identity.
-    pub identity: Option<crate::ca::Identity>,
+    pub identity: Option<crate::model::identity::Identity>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -2,10 +2,12 @@
 //! sidecar inbound): one DENY filter, then one ALLOW filter, as istiod orders them. A request is
 //! denied when any DENY policy matches, or when ALLOW policies exist and none matches.
 
+use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, rbac_bytes};
+use super::util::put_field;
 use crate::config::security::{
     AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
-use crate::config::{Config, Kind, Spec};
+use crate::config::{Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
@@ -25,56 +27,17 @@ use envoy_types::pb::google::protobuf::{Any, UInt32Value};
 use std::collections::BTreeMap;
 use tracing::warn;
 
-pub const RBAC_FILTER: &str = "envoy.filters.http.rbac";
-pub const NETWORK_RBAC_FILTER: &str = "envoy.filters.network.rbac";
-
 /// One AuthorizationPolicy value turned into an Envoy permission or principal (`None`: unusable).
 type ToPermission<'a> = &'a dyn Fn(&str) -> Option<Permission>;
 type ToPrincipal<'a> = &'a dyn Fn(&str) -> Option<Principal>;
 type OwnedToPrincipal = Box<dyn Fn(&str) -> Option<Principal>>;
-
-/// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) from `proxy`'s namespace,
-/// then the root namespace, that select it: no selector means the whole namespace (the mesh, from
-/// the root namespace). Policies with `targetRef(s)` are for other attachment points (waypoints,
-/// Gateway API) and are left out.
-pub fn selecting<'a>(ctx: &'a PushContext, scope: &'a ScopeView, kind: Kind) -> Vec<&'a Config> {
-    let root = ctx.mesh.root_namespace.as_str();
-    let mut out = Vec::new();
-    for ns in [scope.namespace.as_str(), root] {
-        for e in ctx.snapshot.list_namespace(kind, ns) {
-            let (selector, targeted) = match &e.config.spec {
-                Spec::AuthorizationPolicy(p) => (
-                    p.selector.as_ref(),
-                    p.target_ref.is_some() || !p.target_refs.is_empty(),
-                ),
-                Spec::RequestAuthentication(r) => (
-                    r.selector.as_ref(),
-                    r.target_ref.is_some() || !r.target_refs.is_empty(),
-                ),
-                _ => continue,
-            };
-            let selected = selector.is_none_or(|s| {
-                s.match_labels
-                    .iter()
-                    .all(|(k, v)| scope.labels.get(k) == Some(v))
-            });
-            if selected && !targeted {
-                out.push(e.config.as_ref());
-            }
-        }
-        if ns == root {
-            break;
-        }
-    }
-    out
-}
 
 /// The AuthorizationPolicies that apply to `proxy`, with their namespace and name.
 fn policies_for<'a>(
     ctx: &'a PushContext,
     scope: &'a ScopeView,
 ) -> Vec<(&'a str, &'a str, &'a AuthorizationPolicy)> {
-    selecting(ctx, scope, Kind::AuthorizationPolicy)
+    ctx.selecting(scope, Kind::AuthorizationPolicy)
         .into_iter()
         .filter_map(|c| match &c.spec {
             Spec::AuthorizationPolicy(p) => {
@@ -270,27 +233,6 @@ pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
         }
     }
     out
-}
-
-/// A config `Rbac` with its policies encoded in name order: Envoy's policy map would otherwise be
-/// written in hash order, and the same config would produce different bytes (and needless pushes).
-pub(super) fn rbac_bytes(action: rbac::Action, policies: &BTreeMap<String, Policy>) -> Vec<u8> {
-    use prost::Message;
-    let mut rules = envoy_types::pb::envoy::config::rbac::v3::Rbac {
-        action: action as i32,
-        ..Default::default()
-    }
-    .encode_to_vec();
-    super::util::encode_sorted_map(2, policies, &mut rules);
-    rules
-}
-
-/// Appends `bytes` as length-delimited field `tag`.
-pub(super) fn put_field(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    use prost::encoding::{WireType, encode_key, encode_varint};
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(bytes.len() as u64, out);
-    out.extend_from_slice(bytes);
 }
 
 /// An HTTP or network RBAC filter config (`rules` is field 1 in both; network RBAC needs a

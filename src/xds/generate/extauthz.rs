@@ -2,8 +2,8 @@
 //! mode marks requests that match a CUSTOM rule, and the ext_authz filter runs only for those (its
 //! `filter_enabled_metadata`), asking the provider named in MeshConfig `extensionProviders`.
 
-use super::authz::{RBAC_FILTER, put_field, rbac_bytes};
-use super::util::{any, duration, outbound_cluster};
+use super::rbac::{RBAC_FILTER, rbac_bytes};
+use super::util::{any, duration, outbound_cluster, put_field};
 use crate::config::mesh::ExtAuthzProvider;
 use crate::xds::context::PushContext;
 use envoy_types::pb::envoy::config::core::v3::{

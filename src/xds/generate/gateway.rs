@@ -6,6 +6,7 @@
 use super::cluster::{file, sds};
 use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filters};
 use super::route::virtual_service_routes;
+use super::tls::{downstream_socket, mesh_tls};
 use super::util::{any, outbound_cluster};
 use crate::config::host;
 use crate::config::networking::{
@@ -15,14 +16,14 @@ use crate::config::{Kind, Spec};
 use crate::model::resolve_host;
 use crate::xds::context::{GatewayVsEntry, PushContext, ScopeView};
 use crate::xds::resource::Resource;
-use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
+use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::{
     FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
+    CertificateValidationContext, CommonTlsContext, TlsCertificate,
     common_tls_context::ValidationContextType,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
@@ -136,34 +137,6 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
         }
     }
     out
-}
-
-/// The mesh's own TLS: the workload certificate (`default`) checked against the mesh root
-/// (`ROOTCA`), both over SDS.
-pub(super) fn mesh_tls(alpn_protocols: Vec<String>) -> CommonTlsContext {
-    CommonTlsContext {
-        tls_certificate_sds_secret_configs: vec![sds(super::secret::WORKLOAD_CERT)],
-        validation_context_type: Some(ValidationContextType::ValidationContextSdsSecretConfig(
-            sds(super::secret::ROOT_CA),
-        )),
-        alpn_protocols,
-        ..Default::default()
-    }
-}
-
-/// `common` as the server side of a TLS connection.
-pub(super) fn downstream_socket(common: CommonTlsContext, require_client: bool) -> TransportSocket {
-    let ctx = DownstreamTlsContext {
-        common_tls_context: Some(common),
-        require_client_certificate: Some(BoolValue {
-            value: require_client,
-        }),
-        ..Default::default()
-    };
-    TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&ctx))),
-    }
 }
 
 /// The server side of TLS per the server's mode: its certificate from `credentialName` over SDS

@@ -191,7 +191,7 @@ const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The jwt rules of the RequestAuthentications that select `proxy`, with their provider names.
 fn selected_rules<'a>(ctx: &'a PushContext, scope: &'a ScopeView) -> Vec<(String, &'a JwtRule)> {
     let mut out = Vec::new();
-    for c in super::authz::selecting(ctx, scope, Kind::RequestAuthentication) {
+    for c in ctx.selecting(scope, Kind::RequestAuthentication) {
         let Spec::RequestAuthentication(ra) = &c.spec else {
             continue;
         };

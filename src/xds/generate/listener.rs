@@ -337,8 +337,8 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                     transport_protocol: "tls".into(),
                     ..Default::default()
                 }),
-                transport_socket: Some(super::gateway::downstream_socket(
-                    super::gateway::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
+                transport_socket: Some(super::tls::downstream_socket(
+                    super::tls::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
                     true,
                 )),
                 filters,

@@ -8,8 +8,10 @@ pub mod extauthz;
 pub mod gateway;
 pub mod jwt;
 pub mod listener;
+pub mod rbac;
 pub mod route;
 pub mod secret;
+pub mod tls;
 pub mod util;
 
 use super::context::{PushContext, ScopeView};

@@ -470,7 +470,7 @@ spec: {hosts: [v1.api.example.com, v2.api.example.com, www.example.com], ports: 
 /// A proxy at 10.0.0.9 that proved an identity (as on the TLS port with a token).
 fn verified(ns: &str) -> Proxy {
     let mut p = proxy(ns, &[]);
-    p.identity = Some(crate::ca::Identity {
+    p.identity = Some(crate::model::identity::Identity {
         trust_domain: "cluster.local".into(),
         namespace: ns.into(),
         service_account: "default".into(),

@@ -94,6 +94,14 @@ pub fn encode_sorted_map<'a, M: prost::Message + 'a>(
     }
 }
 
+/// Appends `bytes` as length-delimited field `tag`.
+pub fn put_field(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

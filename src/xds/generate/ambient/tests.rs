@@ -1,6 +1,6 @@
 use super::pb::workload::{Address, address};
 use super::*;
-use crate::k8s::convert::IntoConfig;
+use crate::source::kube::convert::IntoConfig;
 use crate::store::Store;
 use serde_json::json;
 

@@ -1,14 +1,16 @@
-//! `rudder loadgen`: opens N real ADS streams against a running `rudder serve` (files mode), behaves like
+//! `rudder-loadgen`: opens N real ADS streams against a running `rudder serve` (files mode), behaves like
 //! the proxies would (subscribe, ACK), drives config churn through the config directory, and reports
 //! convergence, throughput and the daemon's memory and CPU. `--replay` measures the same streams against
 //! an in-process server that only sends pre-encoded responses: the ceiling for the push path.
 
-use crate::xds::wire::{self, EncodedResponse};
+use clap::Parser;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 use prost::bytes::Bytes;
+use rudder::xds::types::TypeUrl;
+use rudder::xds::wire::{self, EncodedResponse};
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,16 +20,19 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+const CDS: &str = TypeUrl::Cluster.url();
+const EDS: &str = TypeUrl::Endpoint.url();
+const LDS: &str = TypeUrl::Listener.url();
+const RDS: &str = TypeUrl::Route.url();
 const SOTW_METHOD: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 const DELTA_METHOD: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
-#[derive(Debug, Clone, clap::Args)]
+/// Opens many real ADS streams against a running `rudder serve`, drives config churn through its
+/// config directory, and reports convergence, throughput, memory and CPU.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "rudder-loadgen", version)]
 pub struct LoadgenArgs {
     /// The daemon's plaintext xDS address.
     #[arg(long, default_value = "127.0.0.1:15010")]
@@ -678,8 +683,7 @@ async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: 
     }
 }
 
-pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
-    super::raise_fd_limit();
+async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let args = Arc::new(args);
     let file = args.config_dir.join("loadgen-mesh.yaml");
     std::fs::write(&file, mesh_yaml(&args, 0, 0))?;
@@ -792,7 +796,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(ok, "not every proxy synced");
     let before = scrape(args.monitoring_addr, "/metrics").await;
-    let own_cpu_before = crate::metrics::process_cpu_seconds();
+    let own_cpu_before = rudder::metrics::process_cpu_seconds();
 
     let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -915,7 +919,7 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     );
     println!(
         "load generator: CPU {:.1} s during churn ({:.1} s of churn, settling included)",
-        crate::metrics::process_cpu_seconds() - own_cpu_before,
+        rudder::metrics::process_cpu_seconds() - own_cpu_before,
         churn
     );
     Ok(())
@@ -928,4 +932,26 @@ async fn last_push_ms(args: &LoadgenArgs) -> Option<u128> {
     v["pushes"].as_array()?.last()?["at_unix_ms"]
         .as_u64()
         .map(u128::from)
+}
+
+fn main() -> std::process::ExitCode {
+    rudder::cmd::raise_fd_limit();
+    let args = LoadgenArgs::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

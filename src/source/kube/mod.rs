@@ -1,0 +1,4 @@
+//! The Kubernetes source: watchers that turn API objects into store changes.
+
+pub mod controller;
+pub mod convert;
