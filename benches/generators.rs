@@ -140,7 +140,9 @@ fn file_source(c: &mut Criterion) {
         assert_ne!(text, edited);
         std::fs::write(&path, &text).expect("write");
         let store = std::sync::Arc::new(Store::default());
-        let metrics = std::sync::Arc::new(rudder::metrics::Metrics::new());
+        let metrics = std::sync::Arc::new(rudder::source::metrics::FileMetrics::register(
+            &mut rudder::metrics::Registry::new(),
+        ));
         let mut source = FileSource::new(dir.path(), "default", store, metrics);
         source.sync();
         let mut flip = false;

@@ -1,12 +1,10 @@
-//! Process-wide metrics in Prometheus text format. Modules get an `Arc<Metrics>` and bump counters;
-//! the monitoring server renders them. Istio's metric names are used wherever Istio has one.
+//! Metrics in Prometheus text format. Each module owns a struct of its metrics and registers it in
+//! the one `Registry` at start (`cmd` does the wiring); the monitoring server renders the result.
+//! Istio's metric names are used wherever Istio has one.
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -27,85 +25,6 @@ pub struct TypeLabels {
 pub struct EventLabels {
     pub kind: String,
     pub event: String,
-}
-
-pub struct Metrics {
-    registry: Registry,
-    /// Files that could not be loaded, by reason (syntax, invalid, conflict, io).
-    pub config_file_errors: Family<ReasonLabels, Counter>,
-    /// Files currently rejected (their last good objects are still served).
-    pub config_files_invalid: Gauge,
-    /// Objects in the store per kind.
-    pub config_objects: Family<KindLabels, Gauge>,
-    /// Store changes per kind and event type.
-    pub config_events: Family<EventLabels, Counter>,
-    /// Connected xDS clients (Istio: `pilot_xds`).
-    pub xds_connections: Gauge,
-    /// Responses pushed, by xDS type (`pilot_xds_pushes{type}`).
-    pub xds_pushes: Family<TypeLabels, Counter>,
-    /// NACKs received, by type (`pilot_total_xds_rejects{type}`).
-    pub xds_rejects: Family<TypeLabels, Counter>,
-    /// Requests that could not be served (bad node, unknown type...), by reason.
-    pub xds_errors: Family<ReasonLabels, Counter>,
-    /// Time to generate and send one response, by type (`pilot_xds_push_time{type}`).
-    pub xds_push_time: Family<TypeLabels, Histogram>,
-    /// From the first config change to a proxy receiving the push (`pilot_proxy_convergence_time`).
-    pub proxy_convergence_time: Histogram,
-    /// From the first change of a debounce window to the push starting (`pilot_debounce_time`).
-    pub debounce_time: Histogram,
-    /// Pushes started, by trigger (`pilot_push_triggers{type}`).
-    pub push_triggers: Family<TypeLabels, Counter>,
-    /// Services known (`pilot_services`).
-    pub services: Gauge,
-    /// Kubernetes watch events applied, by resource type and event (`pilot_k8s_reg_events`).
-    pub k8s_events: Family<K8sEventLabels, Counter>,
-    /// Kubernetes watch failures (retried with backoff), by resource type.
-    pub k8s_watch_errors: Family<TypeLabels, Counter>,
-    /// Istio objects from the API server that failed validation and were not applied, by kind.
-    pub k8s_invalid_objects: Family<KindLabels, Counter>,
-    /// 1 while this replica holds the leader lease.
-    pub leader: Gauge,
-    /// CSRs received (`citadel_server_csr_count`).
-    pub csr_count: Counter,
-    /// Certificates issued (`citadel_server_success_cert_issuance_count`).
-    pub cert_issued: Counter,
-    /// CSR requests refused, by reason (authentication, identity, csr, signing).
-    pub csr_errors: Family<ReasonLabels, Counter>,
-    /// Root ConfigMap writes by the leader, by outcome.
-    pub root_cert_writes: Family<ReasonLabels, Counter>,
-    /// Time a push waited in a proxy's mailbox before its stream took it (`pilot_proxy_queue_time`).
-    pub proxy_queue_time: Histogram,
-    /// Admission requests the validation webhook allowed (`galley_validation_passed`).
-    pub validation_passed: Family<ResourceLabels, Counter>,
-    /// Admission requests the validation webhook denied or could not judge (`galley_validation_failed`).
-    pub validation_failed: Family<ValidationFailLabels, Counter>,
-    /// Webhook HTTP requests refused before any review (`galley_validation_http_error{status}`).
-    pub webhook_http_errors: Family<StatusLabels, Counter>,
-    /// Pod admission requests the injector received (`sidecar_injection_requests_total`).
-    pub injection_requests: Counter,
-    /// Pods injected (`sidecar_injection_success_total`).
-    pub injection_success: Counter,
-    /// Pods the policy left alone (`sidecar_injection_skip_total`).
-    pub injection_skipped: Counter,
-    /// Injections that failed, by type (`sidecar_injection_failure_total{type}`).
-    pub injection_failures: Family<TypeLabels, Counter>,
-    /// caBundle writes into webhook configurations, by outcome.
-    pub webhook_ca_patches: Family<ReasonLabels, Counter>,
-    process: ProcessMetrics,
-    /// Every metric family name registered (counters without their `_total` suffix).
-    names: Vec<&'static str>,
-}
-
-/// Registers `metric` and remembers its name, so dashboards can be checked against what exists.
-fn register<M: prometheus_client::registry::Metric>(
-    registry: &mut Registry,
-    names: &mut Vec<&'static str>,
-    name: &'static str,
-    help: &str,
-    metric: M,
-) {
-    names.push(name);
-    registry.register(name, help, metric);
 }
 
 const PROCESS_METRICS: [&str; 6] = [
@@ -150,7 +69,7 @@ struct ProcessMetrics {
 }
 
 impl ProcessMetrics {
-    fn register(&self, registry: &mut Registry) {
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
         // A gauge set from /proc, named like the conventional counter so `rate()` panels work unchanged.
         registry.register(
             "process_cpu_seconds_total",
@@ -257,318 +176,68 @@ pub struct K8sEventLabels {
     pub event: String,
 }
 
-fn seconds_histogram() -> Histogram {
+/// Seconds, in powers of two from 1 ms.
+pub fn seconds_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
-impl Default for Metrics {
+/// Where each module registers its own metrics (`cmd` hands it to them at start), then frozen
+/// into `Metrics` for rendering. Every family name is remembered, so dashboards can be checked
+/// against what exists.
+pub struct Registry {
+    registry: prometheus_client::registry::Registry,
+    names: Vec<&'static str>,
+}
+
+impl Default for Registry {
     fn default() -> Self {
-        Metrics::new()
+        Registry::new()
     }
 }
 
-impl Metrics {
-    pub fn new() -> Metrics {
-        let mut registry = Registry::default();
-        let mut names = Vec::new();
-        let config_file_errors = Family::<ReasonLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_config_file_errors",
-            "Config files rejected by the file source, by reason",
-            config_file_errors.clone(),
-        );
-        let config_files_invalid = Gauge::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_config_files_invalid",
-            "Config files currently rejected; their last good objects are still served",
-            config_files_invalid.clone(),
-        );
-        let config_objects = Family::<KindLabels, Gauge>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_config_objects",
-            "Config objects in the store, by kind",
-            config_objects.clone(),
-        );
-        let config_events = Family::<EventLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_config_events",
-            "Changes applied to the config store, by kind and event",
-            config_events.clone(),
-        );
-        let xds_connections = Gauge::default();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_xds",
-            "xDS streams currently connected",
-            xds_connections.clone(),
-        );
-        let xds_pushes = Family::<TypeLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_xds_pushes",
-            "xDS responses sent, by type",
-            xds_pushes.clone(),
-        );
-        let xds_rejects = Family::<TypeLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_total_xds_rejects",
-            "xDS responses a proxy rejected (NACK), by type",
-            xds_rejects.clone(),
-        );
-        let xds_errors = Family::<ReasonLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_xds_errors",
-            "xDS requests refused, by reason",
-            xds_errors.clone(),
-        );
-        let xds_push_time = Family::<TypeLabels, Histogram>::new_with_constructor(
-            seconds_histogram as fn() -> Histogram,
-        );
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_xds_push_time",
-            "Seconds to generate and send one xDS response, by type",
-            xds_push_time.clone(),
-        );
-        let proxy_convergence_time = seconds_histogram();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_proxy_convergence_time",
-            "Seconds from the first config change to a proxy having received the push",
-            proxy_convergence_time.clone(),
-        );
-        let debounce_time = seconds_histogram();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_debounce_time",
-            "Seconds a change spent in the debouncer before its push started",
-            debounce_time.clone(),
-        );
-        let push_triggers = Family::<TypeLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_push_triggers",
-            "Pushes started, by what triggered them",
-            push_triggers.clone(),
-        );
-        let services = Gauge::default();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_services",
-            "Services in the registry",
-            services.clone(),
-        );
-        let k8s_events = Family::<K8sEventLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_k8s_reg_events",
-            "Kubernetes watch events applied to the registry, by type and event",
-            k8s_events.clone(),
-        );
-        let k8s_watch_errors = Family::<TypeLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_k8s_watch_errors",
-            "Kubernetes watch failures, retried with backoff",
-            k8s_watch_errors.clone(),
-        );
-        let k8s_invalid_objects = Family::<KindLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_k8s_invalid_objects",
-            "Istio objects from the API server rejected by validation",
-            k8s_invalid_objects.clone(),
-        );
-        let leader = Gauge::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_leader",
-            "Whether this replica holds the leader lease (1) or not (0)",
-            leader.clone(),
-        );
-        let csr_count = Counter::default();
-        register(
-            &mut registry,
-            &mut names,
-            "citadel_server_csr_count",
-            "Certificate signing requests received",
-            csr_count.clone(),
-        );
-        let cert_issued = Counter::default();
-        register(
-            &mut registry,
-            &mut names,
-            "citadel_server_success_cert_issuance_count",
-            "Certificates issued",
-            cert_issued.clone(),
-        );
-        let csr_errors = Family::<ReasonLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "citadel_server_csr_errors",
-            "Certificate signing requests refused, by reason",
-            csr_errors.clone(),
-        );
-        let root_cert_writes = Family::<ReasonLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_root_cert_configmap_writes",
-            "istio-ca-root-cert ConfigMap writes, by outcome",
-            root_cert_writes.clone(),
-        );
-        let proxy_queue_time = seconds_histogram();
-        register(
-            &mut registry,
-            &mut names,
-            "pilot_proxy_queue_time",
-            "Seconds a push waited for its proxy's stream to take it",
-            proxy_queue_time.clone(),
-        );
-        let validation_passed = Family::<ResourceLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "galley_validation_passed",
-            "Resources the validation webhook allowed",
-            validation_passed.clone(),
-        );
-        let validation_failed = Family::<ValidationFailLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "galley_validation_failed",
-            "Resources the validation webhook denied, by reason",
-            validation_failed.clone(),
-        );
-        let webhook_http_errors = Family::<StatusLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "galley_validation_http_error",
-            "Webhook requests refused before review, by HTTP status",
-            webhook_http_errors.clone(),
-        );
-        let injection_requests = Counter::default();
-        register(
-            &mut registry,
-            &mut names,
-            "sidecar_injection_requests",
-            "Pod admission requests received by the injector",
-            injection_requests.clone(),
-        );
-        let injection_success = Counter::default();
-        register(
-            &mut registry,
-            &mut names,
-            "sidecar_injection_success",
-            "Pods the sidecar was injected into",
-            injection_success.clone(),
-        );
-        let injection_skipped = Counter::default();
-        register(
-            &mut registry,
-            &mut names,
-            "sidecar_injection_skip",
-            "Pods the injection policy left alone",
-            injection_skipped.clone(),
-        );
-        let injection_failures = Family::<TypeLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "sidecar_injection_failure",
-            "Injections that failed, by type",
-            injection_failures.clone(),
-        );
-        let webhook_ca_patches = Family::<ReasonLabels, Counter>::default();
-        register(
-            &mut registry,
-            &mut names,
-            "rudder_webhook_ca_bundle_patches",
-            "caBundle writes into webhook configurations, by outcome",
-            webhook_ca_patches.clone(),
-        );
-        let process = ProcessMetrics::default();
-        process.register(&mut registry);
-        names.extend(PROCESS_METRICS);
-        Metrics {
-            registry,
-            names,
-            proxy_queue_time,
-            validation_passed,
-            validation_failed,
-            webhook_http_errors,
-            injection_requests,
-            injection_success,
-            injection_skipped,
-            injection_failures,
-            webhook_ca_patches,
-            process,
-            csr_count,
-            cert_issued,
-            csr_errors,
-            root_cert_writes,
-            k8s_events,
-            k8s_watch_errors,
-            k8s_invalid_objects,
-            leader,
-            config_file_errors,
-            config_files_invalid,
-            config_objects,
-            config_events,
-            xds_connections,
-            xds_pushes,
-            xds_rejects,
-            xds_errors,
-            xds_push_time,
-            proxy_convergence_time,
-            debounce_time,
-            push_triggers,
-            services,
+impl Registry {
+    /// A registry holding the process metrics.
+    pub fn new() -> Registry {
+        Registry {
+            registry: prometheus_client::registry::Registry::default(),
+            names: PROCESS_METRICS.to_vec(),
         }
     }
 
-    pub fn file_error(&self, reason: &str) {
-        self.config_file_errors
-            .get_or_create(&ReasonLabels {
-                reason: reason.to_string(),
-            })
-            .inc();
+    /// Registers `metric` under `name` and returns it (metrics are handles: the clone registered
+    /// and the one returned count together).
+    pub fn register<M: prometheus_client::registry::Metric + Clone>(
+        &mut self,
+        name: &'static str,
+        help: &str,
+        metric: M,
+    ) -> M {
+        self.names.push(name);
+        self.registry.register(name, help, metric.clone());
+        metric
     }
 
-    pub fn by_type(family: &Family<TypeLabels, Counter>, t: &str) -> Counter {
-        family
-            .get_or_create(&TypeLabels {
-                r#type: t.to_string(),
-            })
-            .clone()
+    /// The registry, ready to render.
+    pub fn finish(mut self) -> Metrics {
+        let process = ProcessMetrics::default();
+        process.register(&mut self.registry);
+        Metrics {
+            registry: self.registry,
+            names: self.names,
+            process,
+        }
     }
+}
 
+/// Every registered metric, rendered for `/metrics`.
+pub struct Metrics {
+    registry: prometheus_client::registry::Registry,
+    /// Every metric family name registered (counters without their `_total` suffix).
+    names: Vec<&'static str>,
+    process: ProcessMetrics,
+}
+
+impl Metrics {
     /// Names of every metric family (counters without `_total`, histograms without `_bucket`).
     pub fn names(&self) -> &[&'static str] {
         &self.names

@@ -92,7 +92,8 @@ pub fn admission_review(data: &[u8]) {
     let Ok(request): Result<AdmissionRequest<DynamicObject>, _> = review.try_into() else {
         return;
     };
-    let metrics = crate::metrics::Metrics::new();
+    let metrics =
+        crate::webhook::metrics::WebhookMetrics::register(&mut crate::metrics::Registry::new());
     let _ = crate::webhook::validate::admit(&metrics, &request);
     let store = Arc::new(Store::default());
     let injector = crate::webhook::inject::Injector::new(Default::default(), store);

@@ -1,8 +1,9 @@
 //! The file source: loads, reloads, deletes, and survives bad files without losing good config.
 
 use rudder::config::{ConfigKey, Kind, Spec};
-use rudder::metrics::Metrics;
+use rudder::metrics::{Metrics, Registry};
 use rudder::source::file::FileSource;
+use rudder::source::metrics::FileMetrics;
 use rudder::store::Store;
 use std::path::Path;
 use std::sync::Arc;
@@ -40,9 +41,10 @@ fn write(dir: &Path, file: &str, text: &str) {
 fn setup() -> (tempfile::TempDir, Arc<Store>, Arc<Metrics>, FileSource) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::default());
-    let metrics = Arc::new(Metrics::new());
-    let source = FileSource::new(dir.path(), "default", store.clone(), metrics.clone());
-    (dir, store, metrics, source)
+    let mut registry = Registry::new();
+    let file_metrics = Arc::new(FileMetrics::register(&mut registry));
+    let source = FileSource::new(dir.path(), "default", store.clone(), file_metrics);
+    (dir, store, Arc::new(registry.finish()), source)
 }
 
 #[test]

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod issuer;
 pub mod material;
+pub mod metrics;
 pub mod rootcert;
 pub mod server;
 

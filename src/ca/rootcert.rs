@@ -2,8 +2,9 @@
 //! when it is edited or deleted. Only the leader writes; every replica watches, so a new leader picks
 //! up where the old one stopped. Driven by store events (Namespace and ConfigMap changes).
 
+use crate::ca::metrics::CaMetrics;
 use crate::config::{ConfigKey, Kind, Spec};
-use crate::metrics::{Metrics, ReasonLabels};
+use crate::metrics::ReasonLabels;
 use crate::store::Store;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -21,7 +22,7 @@ pub async fn run(
     store: Arc<Store>,
     root_pem: String,
     mut leading: watch::Receiver<bool>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<CaMetrics>,
     cancel: CancellationToken,
 ) {
     let mut events = store.subscribe();
@@ -49,7 +50,7 @@ pub async fn run(
     }
 }
 
-async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics: &Metrics) {
+async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics: &CaMetrics) {
     let snapshot = store.snapshot();
     for ns in snapshot
         .list(Kind::Namespace)

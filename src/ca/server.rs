@@ -6,7 +6,8 @@ use super::pb::istio_certificate_service_server::{
 };
 use super::pb::{IstioCertificateRequest, IstioCertificateResponse};
 use super::{Authority, CaError, Identity};
-use crate::metrics::{Metrics, ReasonLabels};
+use crate::ca::metrics::CaMetrics;
+use crate::metrics::ReasonLabels;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tracing::{info, warn};
@@ -17,7 +18,7 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 pub struct CaService {
     pub authority: Arc<Authority>,
     pub auth: Arc<Authenticator>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<CaMetrics>,
 }
 
 impl CaService {

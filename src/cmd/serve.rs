@@ -5,7 +5,7 @@ use crate::ca::auth::TokenAuthority;
 use crate::ca::material::{self, Ttls};
 use crate::ca::server::CaService;
 use crate::k8s::leader::LeaderElection;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Registry};
 use crate::model::mesh::MeshSettings;
 use crate::source::file::FileSource;
 use crate::source::kube::controller::{KubeSource, KubeSourceConfig, Readiness};
@@ -200,10 +200,42 @@ fn identity() -> String {
     })
 }
 
+/// Every module's metrics, registered in one registry (what `/metrics` renders).
+pub struct DaemonMetrics {
+    pub registry: Arc<Metrics>,
+    pub file: Arc<crate::source::metrics::FileMetrics>,
+    pub kube: Arc<crate::source::metrics::KubeMetrics>,
+    pub leader: Arc<crate::k8s::metrics::LeaderMetrics>,
+    pub xds: Arc<crate::xds::metrics::XdsMetrics>,
+    pub ca: Arc<crate::ca::metrics::CaMetrics>,
+    pub webhook: Arc<crate::webhook::metrics::WebhookMetrics>,
+}
+
+impl DaemonMetrics {
+    pub fn register() -> DaemonMetrics {
+        let mut r = Registry::new();
+        let file = Arc::new(crate::source::metrics::FileMetrics::register(&mut r));
+        let kube = Arc::new(crate::source::metrics::KubeMetrics::register(&mut r));
+        let leader = Arc::new(crate::k8s::metrics::LeaderMetrics::register(&mut r));
+        let xds = Arc::new(crate::xds::metrics::XdsMetrics::register(&mut r));
+        let ca = Arc::new(crate::ca::metrics::CaMetrics::register(&mut r));
+        let webhook = Arc::new(crate::webhook::metrics::WebhookMetrics::register(&mut r));
+        DaemonMetrics {
+            registry: Arc::new(r.finish()),
+            file,
+            kube,
+            leader,
+            xds,
+            ca,
+            webhook,
+        }
+    }
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     super::raise_fd_limit();
     let store = Arc::new(Store::default());
-    let metrics = Arc::new(Metrics::new());
+    let metrics = DaemonMetrics::register();
     let ready = Arc::new(AtomicBool::new(false));
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -218,12 +250,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             &args.config_dir,
             &args.default_namespace,
             store.clone(),
-            metrics.clone(),
+            metrics.file.clone(),
         )
     });
     let state = AdminState {
         store: store.clone(),
-        metrics: metrics.clone(),
+        metrics: metrics.registry.clone(),
         sources: file_source
             .as_ref()
             .map(|f| f.status_handle())
@@ -268,7 +300,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         KubeSource::new(
             client.clone(),
             store.clone(),
-            metrics.clone(),
+            metrics.kube.clone(),
             readiness.clone(),
             KubeSourceConfig {
                 root_namespace: args.system_namespace.clone(),
@@ -283,7 +315,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             lease_duration: args.lease_duration,
             renew_every: args.lease_renew,
         };
-        let (leading_rx, handle) = election.spawn(client.clone(), metrics.clone(), cancel.clone());
+        let (leading_rx, handle) =
+            election.spawn(client.clone(), metrics.leader.clone(), cancel.clone());
         leading = Some(leading_rx);
         kube_client = Some(client);
         tasks.spawn(async move {
@@ -356,14 +389,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             store.clone(),
             authority.root_pem().to_string(),
             leading.clone(),
-            metrics.clone(),
+            metrics.ca.clone(),
             cancel.clone(),
         ));
         let patcher = CaBundlePatcher {
             client: client.clone(),
             label_selector: format!("istio.io/rev={}", args.revision),
             root_pem: authority.root_pem().to_string(),
-            metrics: metrics.clone(),
+            metrics: metrics.webhook.clone(),
         };
         tasks.spawn(patcher.run(leading, cancel.clone()));
     }
@@ -385,7 +418,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let webhook_app = crate::webhook::router(WebhookState {
         store: store.clone(),
-        metrics: metrics.clone(),
+        metrics: metrics.webhook.clone(),
         injector: Arc::new(injector),
         ready: ready.clone(),
     });
@@ -413,7 +446,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let start = push::Start::from(&initial, mesh);
     let xds = XdsServer::new(
         initial,
-        metrics.clone(),
+        metrics.xds.clone(),
         args.push_concurrency,
         cancel.clone(),
         XdsLimits {
@@ -434,7 +467,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         xds.clone(),
         start,
         debounce,
-        metrics.clone(),
+        metrics.xds.clone(),
         cancel.clone(),
     ));
     let plain = grpc_server(&args).add_service(AdsService::new(xds.clone()).into_server());
@@ -457,7 +490,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let ca = CaService {
         authority: authority.clone(),
         auth: auth.clone(),
-        metrics: metrics.clone(),
+        metrics: metrics.ca.clone(),
     };
     let secure_ads = AdsService::authenticated(xds.clone(), auth).into_server();
     let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());

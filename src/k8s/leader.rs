@@ -3,7 +3,7 @@
 //! stopped renewing for `lease_duration`, using the lease's resourceVersion so two replicas can never
 //! both win. On shutdown the leader releases the lease, so a successor need not wait out the TTL.
 
-use crate::metrics::Metrics;
+use crate::k8s::metrics::LeaderMetrics;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -32,7 +32,7 @@ impl LeaderElection {
     pub fn spawn(
         self,
         client: kube::Client,
-        metrics: Arc<Metrics>,
+        metrics: Arc<LeaderMetrics>,
         cancel: CancellationToken,
     ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = watch::channel(false);

@@ -3,6 +3,7 @@
 //! store are a config source (`source::kube`).
 
 pub mod leader;
+pub mod metrics;
 pub mod rbac;
 
 /// Builds a client from `kubeconfig` if given, else from the environment (KUBECONFIG, ~/.kube/config,

@@ -6,7 +6,7 @@
 //! loaded successfully stay in the store. Deleting a file deletes the objects it owned.
 
 use crate::config::{Config, ConfigError, ConfigKey, Skipped, parse_yaml};
-use crate::metrics::Metrics;
+use crate::source::metrics::FileMetrics;
 use crate::store::{Change, Store};
 use crate::validation::validate;
 use notify::{RecursiveMode, Watcher};
@@ -238,7 +238,7 @@ pub struct FileSource {
     dir: PathBuf,
     default_namespace: String,
     store: Arc<Store>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<FileMetrics>,
     files: BTreeMap<PathBuf, FileState>,
     status: Arc<Mutex<Vec<FileStatus>>>,
 }
@@ -254,7 +254,7 @@ impl FileSource {
         dir: impl Into<PathBuf>,
         default_namespace: &str,
         store: Arc<Store>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<FileMetrics>,
     ) -> Self {
         FileSource {
             dir: dir.into(),

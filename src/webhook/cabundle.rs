@@ -3,7 +3,8 @@
 //! istiod's charts label `istio-sidecar-injector` and `istio-validator-*`). Only the leader writes;
 //! an edit that removes or changes the bundle is repaired from the watch.
 
-use crate::metrics::{Metrics, ReasonLabels};
+use crate::metrics::ReasonLabels;
+use crate::webhook::metrics::WebhookMetrics;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -65,7 +66,7 @@ pub struct CaBundlePatcher {
     pub client: kube::Client,
     pub label_selector: String,
     pub root_pem: String,
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<WebhookMetrics>,
 }
 
 impl CaBundlePatcher {

@@ -10,9 +10,10 @@
 use super::{WebhookState, read_review, review_response};
 use crate::config::mesh::selector_matches;
 use crate::config::{ConfigKey, Kind, Spec};
-use crate::metrics::{Metrics, TypeLabels};
+use crate::metrics::TypeLabels;
 use crate::model::workload::{Workload, canonical, workload_from_owner};
 use crate::store::Store;
+use crate::webhook::metrics::WebhookMetrics;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -431,7 +432,7 @@ pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Bod
 /// the injector cannot handle is denied with the reason, as istiod does.
 pub fn admit(
     injector: &Injector,
-    metrics: &Metrics,
+    metrics: &WebhookMetrics,
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
     metrics.injection_requests.inc();

@@ -4,10 +4,12 @@
 
 pub mod cabundle;
 pub mod inject;
+pub mod metrics;
 pub mod validate;
 
-use crate::metrics::{Metrics, StatusLabels};
+use crate::metrics::StatusLabels;
 use crate::store::Store;
+use crate::webhook::metrics::WebhookMetrics;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -37,7 +39,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct WebhookState {
     pub store: Arc<Store>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<WebhookMetrics>,
     pub injector: Arc<inject::Injector>,
     pub ready: Arc<AtomicBool>,
 }
@@ -64,7 +66,7 @@ async fn ready(State(s): State<WebhookState>) -> Response {
 }
 
 /// Why an HTTP request never became a review: answered with a status and counted, as istiod does.
-fn http_error(metrics: &Metrics, status: StatusCode, message: String) -> Response {
+fn http_error(metrics: &WebhookMetrics, status: StatusCode, message: String) -> Response {
     metrics
         .webhook_http_errors
         .get_or_create(&StatusLabels {
@@ -78,7 +80,7 @@ fn http_error(metrics: &Metrics, status: StatusCode, message: String) -> Respons
 /// Reads an AdmissionReview body: JSON only, bounded in size, and a request inside. A body that is not
 /// a review is answered with a review that denies it and says why (the API server shows the message).
 pub(crate) async fn read_review(
-    metrics: &Metrics,
+    metrics: &WebhookMetrics,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<AdmissionRequest<DynamicObject>, Response> {

@@ -3,7 +3,8 @@
 
 use super::{WebhookState, read_review, review_response};
 use crate::config::{Config, ConfigError, Kind};
-use crate::metrics::{Metrics, ResourceLabels, ValidationFailLabels};
+use crate::metrics::{ResourceLabels, ValidationFailLabels};
+use crate::webhook::metrics::WebhookMetrics;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -30,7 +31,10 @@ pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Bod
 }
 
 /// The verdict on one request. Not Create/Update (a delete, a connect) is allowed unexamined.
-pub fn admit(metrics: &Metrics, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+pub fn admit(
+    metrics: &WebhookMetrics,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
     let allow = AdmissionResponse::from(request);
     let fail = |reason: &str, message: String| {
         metrics

@@ -4,7 +4,8 @@
 
 use super::convert::IntoConfig;
 use crate::config::{Config, ConfigKey, Kind};
-use crate::metrics::{K8sEventLabels, KindLabels, Metrics, TypeLabels};
+use crate::metrics::{K8sEventLabels, KindLabels, TypeLabels};
+use crate::source::metrics::KubeMetrics;
 use crate::store::{Change, Store};
 use crate::validation::validate;
 use futures::StreamExt;
@@ -79,7 +80,7 @@ impl Readiness {
 #[derive(Clone)]
 struct Ctx {
     store: Arc<Store>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<KubeMetrics>,
     readiness: Arc<Readiness>,
 }
 
@@ -236,7 +237,7 @@ impl KubeSource {
     pub fn new(
         client: kube::Client,
         store: Arc<Store>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<KubeMetrics>,
         readiness: Arc<Readiness>,
         config: KubeSourceConfig,
     ) -> Self {

@@ -6,11 +6,12 @@ pub mod decide;
 pub mod request;
 
 use crate::config::Kind;
-use crate::metrics::{Metrics, TypeLabels};
+use crate::metrics::TypeLabels;
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
 use crate::store::Store;
 use crate::xds::context::{Certificates, PushContext};
+use crate::xds::metrics::XdsMetrics;
 use request::{PushRecord, PushRequest};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -95,7 +96,7 @@ pub async fn run(
     sink: Arc<dyn PushSink>,
     start: Start,
     debounce: Debounce,
-    metrics: Arc<Metrics>,
+    metrics: Arc<XdsMetrics>,
     cancel: CancellationToken,
 ) {
     let Start {

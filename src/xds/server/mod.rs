@@ -15,8 +15,9 @@ mod stream;
 
 pub use ads::AdsService;
 
-use crate::metrics::{Metrics, ReasonLabels};
+use crate::metrics::ReasonLabels;
 use crate::xds::context::PushContext;
+use crate::xds::metrics::XdsMetrics;
 use crate::xds::push::PushSink;
 use crate::xds::push::request::{PushRecord, PushRequest};
 use arc_swap::ArcSwap;
@@ -62,7 +63,7 @@ pub struct XdsServer {
     context: ArcSwap<PushContext>,
     connections: Connections,
     history: Mutex<VecDeque<PushRecord>>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<XdsMetrics>,
     /// Bounds how many proxies generate and send at once, so a push storm cannot starve the runtime.
     push_permits: Semaphore,
     /// A second lane of the same size for partial pushes (endpoints, secrets, ambient addresses):
@@ -78,7 +79,7 @@ pub struct XdsServer {
 impl XdsServer {
     pub fn new(
         initial: PushContext,
-        metrics: Arc<Metrics>,
+        metrics: Arc<XdsMetrics>,
         push_concurrency: usize,
         shutdown: CancellationToken,
         limits: XdsLimits,

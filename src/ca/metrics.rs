@@ -1,0 +1,44 @@
+//! The CA's metrics, registered by `cmd`.
+
+use crate::metrics::{ReasonLabels, Registry};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+/// What the CA counts: istiod's `citadel_server_*` series, and root ConfigMap writes.
+pub struct CaMetrics {
+    /// CSRs received (`citadel_server_csr_count`).
+    pub csr_count: Counter,
+    /// Certificates issued (`citadel_server_success_cert_issuance_count`).
+    pub cert_issued: Counter,
+    /// CSR requests refused, by reason (authentication, identity, csr, signing).
+    pub csr_errors: Family<ReasonLabels, Counter>,
+    /// Root ConfigMap writes by the leader, by outcome.
+    pub root_cert_writes: Family<ReasonLabels, Counter>,
+}
+
+impl CaMetrics {
+    pub fn register(registry: &mut Registry) -> CaMetrics {
+        CaMetrics {
+            csr_count: registry.register(
+                "citadel_server_csr_count",
+                "Certificate signing requests received",
+                Counter::default(),
+            ),
+            cert_issued: registry.register(
+                "citadel_server_success_cert_issuance_count",
+                "Certificates issued",
+                Counter::default(),
+            ),
+            csr_errors: registry.register(
+                "citadel_server_csr_errors",
+                "Certificate signing requests refused, by reason",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+            root_cert_writes: registry.register(
+                "rudder_root_cert_configmap_writes",
+                "istio-ca-root-cert ConfigMap writes, by outcome",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The admission webhooks' metrics, registered by `cmd`.
+
+use crate::metrics::{
+    ReasonLabels, Registry, ResourceLabels, StatusLabels, TypeLabels, ValidationFailLabels,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+/// What the admission webhooks count: istiod's `galley_validation_*` and `sidecar_injection_*` series.
+pub struct WebhookMetrics {
+    /// Admission requests the validation webhook allowed (`galley_validation_passed`).
+    pub validation_passed: Family<ResourceLabels, Counter>,
+    /// Admission requests the validation webhook denied or could not judge (`galley_validation_failed`).
+    pub validation_failed: Family<ValidationFailLabels, Counter>,
+    /// Webhook HTTP requests refused before any review (`galley_validation_http_error{status}`).
+    pub webhook_http_errors: Family<StatusLabels, Counter>,
+    /// Pod admission requests the injector received (`sidecar_injection_requests_total`).
+    pub injection_requests: Counter,
+    /// Pods injected (`sidecar_injection_success_total`).
+    pub injection_success: Counter,
+    /// Pods the policy left alone (`sidecar_injection_skip_total`).
+    pub injection_skipped: Counter,
+    /// Injections that failed, by type (`sidecar_injection_failure_total{type}`).
+    pub injection_failures: Family<TypeLabels, Counter>,
+    /// caBundle writes into webhook configurations, by outcome.
+    pub webhook_ca_patches: Family<ReasonLabels, Counter>,
+}
+
+impl WebhookMetrics {
+    pub fn register(registry: &mut Registry) -> WebhookMetrics {
+        WebhookMetrics {
+            validation_passed: registry.register(
+                "galley_validation_passed",
+                "Resources the validation webhook allowed",
+                Family::<ResourceLabels, Counter>::default(),
+            ),
+            validation_failed: registry.register(
+                "galley_validation_failed",
+                "Resources the validation webhook denied, by reason",
+                Family::<ValidationFailLabels, Counter>::default(),
+            ),
+            webhook_http_errors: registry.register(
+                "galley_validation_http_error",
+                "Webhook requests refused before review, by HTTP status",
+                Family::<StatusLabels, Counter>::default(),
+            ),
+            injection_requests: registry.register(
+                "sidecar_injection_requests",
+                "Pod admission requests received by the injector",
+                Counter::default(),
+            ),
+            injection_success: registry.register(
+                "sidecar_injection_success",
+                "Pods the sidecar was injected into",
+                Counter::default(),
+            ),
+            injection_skipped: registry.register(
+                "sidecar_injection_skip",
+                "Pods the injection policy left alone",
+                Counter::default(),
+            ),
+            injection_failures: registry.register(
+                "sidecar_injection_failure",
+                "Injections that failed, by type",
+                Family::<TypeLabels, Counter>::default(),
+            ),
+            webhook_ca_patches: registry.register(
+                "rudder_webhook_ca_bundle_patches",
+                "caBundle writes into webhook configurations, by outcome",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+        }
+    }
+}

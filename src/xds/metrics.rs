@@ -1,0 +1,90 @@
+//! The xDS server's metrics, registered by `cmd` (names and labels are istiod's).
+
+use crate::metrics::{ReasonLabels, Registry, TypeLabels, seconds_histogram};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+
+/// What the xDS server and its push pipeline count: istiod's `pilot_*` series.
+pub struct XdsMetrics {
+    /// Connected xDS clients (Istio: `pilot_xds`).
+    pub xds_connections: Gauge,
+    /// Responses pushed, by xDS type (`pilot_xds_pushes{type}`).
+    pub xds_pushes: Family<TypeLabels, Counter>,
+    /// NACKs received, by type (`pilot_total_xds_rejects{type}`).
+    pub xds_rejects: Family<TypeLabels, Counter>,
+    /// Requests that could not be served (bad node, unknown type...), by reason.
+    pub xds_errors: Family<ReasonLabels, Counter>,
+    /// Time to generate and send one response, by type (`pilot_xds_push_time{type}`).
+    pub xds_push_time: Family<TypeLabels, Histogram>,
+    /// From the first config change to a proxy receiving the push (`pilot_proxy_convergence_time`).
+    pub proxy_convergence_time: Histogram,
+    /// Time a push waited in a proxy's mailbox before its stream took it (`pilot_proxy_queue_time`).
+    pub proxy_queue_time: Histogram,
+    /// From the first change of a debounce window to the push starting (`pilot_debounce_time`).
+    pub debounce_time: Histogram,
+    /// Pushes started, by trigger (`pilot_push_triggers{type}`).
+    pub push_triggers: Family<TypeLabels, Counter>,
+    /// Services known (`pilot_services`).
+    pub services: Gauge,
+}
+
+impl XdsMetrics {
+    pub fn register(registry: &mut Registry) -> XdsMetrics {
+        XdsMetrics {
+            xds_connections: registry.register(
+                "pilot_xds",
+                "xDS streams currently connected",
+                Gauge::default(),
+            ),
+            xds_pushes: registry.register(
+                "pilot_xds_pushes",
+                "xDS responses sent, by type",
+                Family::<TypeLabels, Counter>::default(),
+            ),
+            xds_rejects: registry.register(
+                "pilot_total_xds_rejects",
+                "xDS responses a proxy rejected (NACK), by type",
+                Family::<TypeLabels, Counter>::default(),
+            ),
+            xds_errors: registry.register(
+                "rudder_xds_errors",
+                "xDS requests refused, by reason",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+            xds_push_time: registry.register(
+                "pilot_xds_push_time",
+                "Seconds to generate and send one xDS response, by type",
+                Family::<TypeLabels, Histogram>::new_with_constructor(
+                    seconds_histogram as fn() -> Histogram,
+                ),
+            ),
+            proxy_convergence_time: registry.register(
+                "pilot_proxy_convergence_time",
+                "Seconds from the first config change to a proxy having received the push",
+                seconds_histogram(),
+            ),
+            proxy_queue_time: registry.register(
+                "pilot_proxy_queue_time",
+                "Seconds a push waited for its proxy's stream to take it",
+                seconds_histogram(),
+            ),
+            debounce_time: registry.register(
+                "pilot_debounce_time",
+                "Seconds a change spent in the debouncer before its push started",
+                seconds_histogram(),
+            ),
+            push_triggers: registry.register(
+                "pilot_push_triggers",
+                "Pushes started, by what triggered them",
+                Family::<TypeLabels, Counter>::default(),
+            ),
+            services: registry.register(
+                "pilot_services",
+                "Services in the registry",
+                Gauge::default(),
+            ),
+        }
+    }
+}
