@@ -1,6 +1,8 @@
+use super::render::{owner_url, rewrite_probes};
 use super::*;
 use crate::config::{Config, ObjectMeta};
 use crate::store::Change;
+use serde_json::{Map, json};
 
 fn namespace(name: &str, labels: &[(&str, &str)]) -> Config {
     let labels: BTreeMap<String, String> = labels

@@ -1,0 +1,233 @@
+//! `/inject`: the sidecar injector. Adds `istio-init` and `istio-proxy` to selected pods the way
+//! istiod's default `sidecar` template does, and answers with a JSONPatch against the pod as sent.
+//!
+//! istiod renders Go text templates from ConfigMap `istio-sidecar-injector`. Rudder renders the
+//! default template in Rust and takes its settings from the same ConfigMap: `config` (policy,
+//! always/never selectors, injectedAnnotations) and `values` (hub, tag, proxy image, resources, log
+//! levels, status port, traffic capture, mesh/cluster/network ids). Custom Go templates under
+//! `config.templates` are not executed (docs/decisions.md).
+
+mod policy;
+mod render;
+mod settings;
+
+pub use policy::Decision;
+pub use render::{inject, workload_of};
+pub use settings::{DEFAULT_HUB, DEFAULT_TAG, InjectorSettings, Template};
+
+use super::{WebhookState, read_review, review_response};
+use crate::config::{ConfigKey, Kind, Spec};
+use crate::metrics::TypeLabels;
+use crate::store::Store;
+use crate::webhook::metrics::WebhookMetrics;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tracing::{debug, info, warn};
+
+pub const STATUS_ANNOTATION: &str = "sidecar.istio.io/status";
+pub const INJECT_LABEL: &str = "sidecar.istio.io/inject";
+pub const PROXY_CONTAINER: &str = "istio-proxy";
+pub const INIT_CONTAINER: &str = "istio-init";
+pub const INJECTOR_CONFIGMAP: &str = "istio-sidecar-injector";
+
+/// The injector ConfigMap of a revision: `istio-sidecar-injector`, or `istio-sidecar-injector-<rev>`
+/// for a non-default revision (as istiod names it, so canaries in one namespace do not collide).
+pub fn injector_configmap(revision: &str) -> String {
+    if revision.is_empty() || revision == "default" {
+        INJECTOR_CONFIGMAP.to_string()
+    } else {
+        format!("{INJECTOR_CONFIGMAP}-{revision}")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InjectError {
+    #[error("the request carries no pod")]
+    NoPod,
+    #[error("the pod is not a JSON object")]
+    NotAnObject,
+    #[error("annotation proxy.istio.io/config is not valid YAML: {0}")]
+    ProxyConfig(String),
+    #[error("ConfigMap {INJECTOR_CONFIGMAP}: {0}")]
+    Template(String),
+    #[error("could not build the patch: {0}")]
+    Patch(String),
+}
+
+impl InjectError {
+    fn kind(&self) -> &'static str {
+        match self {
+            InjectError::NoPod | InjectError::NotAnObject => "decode",
+            InjectError::ProxyConfig(_) => "proxy_config",
+            InjectError::Template(_) => "template",
+            InjectError::Patch(_) => "patch",
+        }
+    }
+}
+
+/// The injector: settings from flags, the template from the store's ConfigMap (re-read when it
+/// changes), namespace labels from the store.
+pub struct Injector {
+    pub settings: InjectorSettings,
+    store: Arc<Store>,
+    /// The parsed template and the store version of the ConfigMap it came from (0: none).
+    cached: Mutex<(u64, Arc<Template>)>,
+}
+
+impl Injector {
+    pub fn new(settings: InjectorSettings, store: Arc<Store>) -> Injector {
+        Injector {
+            settings,
+            store,
+            cached: Mutex::new((0, Arc::new(Template::default()))),
+        }
+    }
+
+    /// The current template. A ConfigMap that does not parse is logged and the last good one kept.
+    pub fn template(&self) -> Arc<Template> {
+        let snapshot = self.store.snapshot();
+        let key = ConfigKey {
+            kind: Kind::ConfigMap,
+            namespace: self.settings.system_namespace.clone(),
+            name: injector_configmap(&self.settings.revision),
+        };
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(entry) = snapshot.get(&key) else {
+            return cached.1.clone();
+        };
+        if entry.version == cached.0 {
+            return cached.1.clone();
+        }
+        if let Spec::ConfigMap(cm) = &entry.config.spec {
+            match Template::from_configmap(&cm.data.clone().unwrap_or_default()) {
+                Ok(t) => *cached = (entry.version, Arc::new(t)),
+                Err(e) => {
+                    warn!(error = %e, "injection template not updated; keeping the last good one");
+                    cached.0 = entry.version;
+                }
+            }
+        }
+        cached.1.clone()
+    }
+
+    /// istiod's selection for `pod` in `namespace` (see `policy::decide`).
+    pub fn decide(&self, template: &Template, namespace: &str, pod: &Value) -> Decision {
+        policy::decide(
+            template,
+            &self.settings.revision,
+            &self.namespace_labels(namespace),
+            namespace,
+            pod,
+        )
+    }
+
+    fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
+        let key = ConfigKey {
+            kind: Kind::Namespace,
+            namespace: String::new(),
+            name: namespace.into(),
+        };
+        self.store
+            .snapshot()
+            .get(&key)
+            .map(|e| e.config.metadata.labels.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn string_map(v: &Value) -> BTreeMap<String, String> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
+    let request = match read_review(&s.metrics, &headers, body).await {
+        Ok(r) => r,
+        Err(response) => return response,
+    };
+    review_response(admit(&s.injector, &s.metrics, &request))
+}
+
+/// The injector's verdict on one admission request: always allowed; a patch when injected. A pod
+/// the injector cannot handle is denied with the reason, as istiod does.
+pub fn admit(
+    injector: &Injector,
+    metrics: &WebhookMetrics,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    metrics.injection_requests.inc();
+    let allow = AdmissionResponse::from(request);
+    if request.operation != Operation::Create || request.kind.kind != "Pod" {
+        metrics.injection_skipped.inc();
+        return allow;
+    }
+    let fail = |e: InjectError| {
+        metrics
+            .injection_failures
+            .get_or_create(&TypeLabels {
+                r#type: e.kind().into(),
+            })
+            .inc();
+        warn!(error = %e, name = %request.name, "sidecar injection failed");
+        AdmissionResponse::from(request).deny(format!("sidecar injection failed: {e}"))
+    };
+    let pod = match request.object.as_ref().map(serde_json::to_value) {
+        Some(Ok(v)) if v.is_object() => v,
+        Some(Ok(_)) => return fail(InjectError::NotAnObject),
+        Some(Err(_)) | None => return fail(InjectError::NoPod),
+    };
+    let namespace = request
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| pod["metadata"]["namespace"].as_str().map(String::from))
+        .unwrap_or_else(|| "default".into());
+    let template = injector.template();
+    match injector.decide(&template, &namespace, &pod) {
+        Decision::Skip(why) => {
+            debug!(reason = %why, namespace, "pod not injected");
+            metrics.injection_skipped.inc();
+            allow
+        }
+        Decision::Inject => {
+            let injected = match inject(&injector.settings, &template, &namespace, &pod) {
+                Ok(p) => p,
+                Err(e) => return fail(e),
+            };
+            let patch = json_patch::diff(&pod, &injected);
+            match allow.with_patch(patch) {
+                Ok(response) => {
+                    metrics.injection_success.inc();
+                    info!(namespace, pod = %pod_name(&pod), "sidecar injected");
+                    response
+                }
+                Err(e) => fail(InjectError::Patch(e.to_string())),
+            }
+        }
+    }
+}
+
+fn pod_name(pod: &Value) -> String {
+    let meta = &pod["metadata"];
+    meta["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta["generateName"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests;
