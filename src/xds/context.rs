@@ -124,22 +124,34 @@ pub struct PushContext {
     lists: Mutex<FastMap<ListKey, Arc<ResourceList>>>,
 }
 
-/// `map[key]`, built by `build` on first use. Built outside the lock: two streams racing both
-/// build, one value is kept and shared.
-fn memoized<K: Hash + Eq, V: Clone>(
+/// The value `get` finds in `map`, else `build`'s, stored by `put`. Built outside the lock: two
+/// streams racing both build, one value is kept and shared. `get` may look up by a borrowed key, so
+/// a hit allocates nothing.
+fn memoized<M, V: Clone>(
+    map: &Mutex<M>,
+    get: impl Fn(&M) -> Option<V>,
+    put: impl FnOnce(&mut M, V) -> V,
+    build: impl FnOnce() -> V,
+) -> V {
+    if let Some(hit) = get(&map.lock().unwrap_or_else(|p| p.into_inner())) {
+        return hit;
+    }
+    let built = build();
+    put(&mut map.lock().unwrap_or_else(|p| p.into_inner()), built)
+}
+
+/// `memoized` for a map keyed by an owned key.
+fn memoized_by_key<K: Hash + Eq + Copy, V: Clone>(
     map: &Mutex<FastMap<K, V>>,
     key: K,
     build: impl FnOnce() -> V,
 ) -> V {
-    if let Some(hit) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return hit.clone();
-    }
-    let built = build();
-    map.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(key)
-        .or_insert(built)
-        .clone()
+    memoized(
+        map,
+        move |m| m.get(&key).cloned(),
+        |m, v| m.entry(key).or_insert(v).clone(),
+        build,
+    )
 }
 
 fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
@@ -313,7 +325,7 @@ impl PushContext {
         names: u64,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Arc<ResourceList> {
-        memoized(&self.lists, (type_url, scope, names), || {
+        memoized_by_key(&self.lists, (type_url, scope, names), || {
             Arc::new(ResourceList::new(build()))
         })
     }
@@ -324,7 +336,7 @@ impl PushContext {
         digest: u64,
         resources: &[Arc<Resource>],
     ) -> prost::bytes::Bytes {
-        memoized(&self.encoded, digest, || {
+        memoized_by_key(&self.encoded, digest, || {
             super::resource::encode_resources(resources)
         })
     }
@@ -461,24 +473,21 @@ impl PushContext {
         name: &str,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Resources {
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(type_url, scope))
-            .and_then(|by_name| by_name.get(name))
-        {
-            return hit.clone();
-        }
-        let built: Resources = Arc::new(build());
-        self.cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((type_url, scope))
-            .or_default()
-            .entry(name.to_string())
-            .or_insert(built)
-            .clone()
+        memoized(
+            &self.cache,
+            |m| {
+                m.get(&(type_url, scope))
+                    .and_then(|by_name| by_name.get(name).cloned())
+            },
+            |m, v| {
+                m.entry((type_url, scope))
+                    .or_default()
+                    .entry(name.to_string())
+                    .or_insert(v)
+                    .clone()
+            },
+            || Arc::new(build()),
+        )
     }
 
     /// The service ports (and their protocols) served at `ip`: the endpoints at that address.

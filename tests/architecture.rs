@@ -1,0 +1,386 @@
+//! The layering rule of docs/architecture.md, checked: every `crate::` and `super::` path in `src/`
+//! (test code aside) must name a module its own module may import, and the generators of
+//! `xds::generate` must not import each other in a cycle. Run alone: `cargo test --test architecture`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module → the modules it may import (besides its own submodules). Keep in step with the table
+/// in docs/architecture.md. The longest matching module prefix decides.
+const RULES: &[(&str, &[&str])] = &[
+    ("config", &[]),
+    ("validation", &["config"]),
+    ("store", &["config"]),
+    ("model", &["config", "store"]),
+    ("metrics", &[]),
+    ("logging", &[]),
+    ("k8s", &["metrics"]),
+    (
+        "source",
+        &["config", "validation", "store", "metrics", "k8s"],
+    ),
+    // `xds` itself only declares its layers.
+    ("xds", &[]),
+    ("xds::types", &[]),
+    ("xds::resource", &[]),
+    ("xds::wire", &[]),
+    ("xds::proxy", &["model::identity"]),
+    ("xds::metrics", &["metrics"]),
+    (
+        "xds::context",
+        &[
+            "config",
+            "store",
+            "model",
+            "xds::types",
+            "xds::resource",
+            "xds::proxy",
+        ],
+    ),
+    (
+        "xds::generate",
+        &[
+            "config",
+            "store",
+            "model",
+            "xds::context",
+            "xds::types",
+            "xds::resource",
+            "xds::proxy",
+        ],
+    ),
+    (
+        "xds::provenance",
+        &[
+            "config",
+            "model",
+            "xds::context",
+            "xds::generate",
+            "xds::types",
+        ],
+    ),
+    (
+        "xds::push",
+        &[
+            "config",
+            "store",
+            "model",
+            "metrics",
+            "xds::context",
+            "xds::types",
+            "xds::metrics",
+        ],
+    ),
+    (
+        "xds::server",
+        &[
+            "metrics",
+            "model::identity",
+            "xds::context",
+            "xds::generate",
+            "xds::provenance",
+            "xds::proxy",
+            "xds::push",
+            "xds::resource",
+            "xds::types",
+            "xds::metrics",
+            "xds::wire",
+        ],
+    ),
+    ("ca", &["config", "store", "model", "metrics"]),
+    (
+        "webhook",
+        &["config", "validation", "store", "model", "metrics"],
+    ),
+    (
+        "admin",
+        &[
+            "config",
+            "store",
+            "metrics",
+            "logging",
+            "source",
+            "xds::server::status",
+        ],
+    ),
+    // The wiring and the fuzzing harness reach everything by design.
+    ("cmd", &["*"]),
+    ("robustness", &["*"]),
+];
+
+fn rule_for(module: &str) -> Option<(&'static str, &'static [&'static str])> {
+    RULES
+        .iter()
+        .filter(|(m, _)| within(module, m))
+        .max_by_key(|(m, _)| m.len())
+        .copied()
+}
+
+/// `module` is `prefix` or one of its submodules.
+fn within(module: &str, prefix: &str) -> bool {
+    module == prefix
+        || module
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with("::"))
+}
+
+/// The module a source file is, as a path (`src/xds/server/ads.rs` → `xds::server::ads`).
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?.with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    Some(parts.join("::"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The text of `file` that is not test code: test files are skipped, and a file's own
+/// `#[cfg(test)]` module is cut off (it sits at the end, by convention here).
+fn non_test_code(file: &Path) -> Option<String> {
+    let name = file.file_name()?.to_string_lossy();
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return None;
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    let code = match text.find("\n#[cfg(test)]") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    Some(
+        code.lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// The paths a `use` tree or an inline path starting at `text` names: `a::b`, `a::{b, c::d}`, …
+fn paths_at(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut head = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i] as char;
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            head.push(c);
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    if text[i..].starts_with('{') && (head.is_empty() || head.ends_with("::")) {
+        // A group: split its top level by commas and recurse.
+        let mut depth = 0;
+        let mut start = i + 1;
+        let mut out = Vec::new();
+        for (j, ch) in text[i..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' | ',' if depth == 1 => {
+                    let item = text[start..i + j].trim();
+                    if !item.is_empty() && item != "self" {
+                        for p in paths_at(item) {
+                            out.push(format!("{head}{p}"));
+                        }
+                    } else if item == "self" {
+                        out.push(head.trim_end_matches("::").to_string());
+                    }
+                    start = i + j + 1;
+                    if ch == '}' {
+                        break;
+                    }
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        return out;
+    }
+    vec![head.trim_end_matches("::").to_string()]
+}
+
+/// Every internal module path `code` names, resolved to a path from the crate root.
+fn imports(module: &str, code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        for p in paths_at(&code[at + "crate::".len()..]) {
+            out.insert(p);
+        }
+    }
+    let parts: Vec<&str> = module.split("::").collect();
+    for (at, _) in code.match_indices("super::") {
+        let before = &code[..at];
+        if before.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+            || before.ends_with("super::")
+        {
+            continue;
+        }
+        let tail = &code[at..];
+        let mut ups = 0;
+        let mut t = tail;
+        while let Some(r) = t.strip_prefix("super::") {
+            ups += 1;
+            t = r;
+        }
+        // In `a/b/mod.rs` (module a::b) and in `a/b.rs` alike, `super` is `a`.
+        if ups > parts.len() {
+            continue;
+        }
+        let base = parts[..parts.len() - ups].join("::");
+        for p in paths_at(t) {
+            if p == "*" || p.is_empty() {
+                continue;
+            }
+            out.insert(if base.is_empty() {
+                p
+            } else {
+                format!("{base}::{p}")
+            });
+        }
+    }
+    out
+}
+
+struct Source {
+    module: String,
+    imports: BTreeSet<String>,
+}
+
+fn sources() -> Vec<Source> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| {
+            let module = module_of(&src, f)?;
+            // The crate root and the binaries are not modules of the library.
+            if module == "lib" || module == "main" || module.starts_with("bin") {
+                return None;
+            }
+            let code = non_test_code(f)?;
+            Some(Source {
+                imports: imports(&module, &code),
+                module,
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn every_module_imports_only_what_its_layer_may() {
+    let mut violations = Vec::new();
+    for s in sources() {
+        let Some((own, allowed)) = rule_for(&s.module) else {
+            violations.push(format!("{}: no rule in RULES", s.module));
+            continue;
+        };
+        for target in &s.imports {
+            let ok = allowed.contains(&"*")
+                || within(target, own)
+                || allowed.iter().any(|a| within(target, a));
+            if !ok {
+                violations.push(format!("{} imports {target}", s.module));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "imports the layering forbids (docs/architecture.md):\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn generators_do_not_import_each_other_in_a_cycle() {
+    const GENERATE: &str = "xds::generate";
+    let sibling = |m: &str| -> Option<String> {
+        let rest = m.strip_prefix(GENERATE)?.strip_prefix("::")?;
+        Some(rest.split("::").next()?.to_string())
+    };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in sources() {
+        let Some(from) = sibling(&s.module) else {
+            continue;
+        };
+        for target in &s.imports {
+            if let Some(to) = sibling(target)
+                && to != from
+            {
+                graph.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    assert!(!graph.is_empty(), "the generators were not found");
+    // Depth-first search for a back edge.
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|n| n == node) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        if let Some(cycle) = visit(node, &graph, &mut Vec::new(), &mut done) {
+            panic!("generators import each other: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_checker_reads_groups_and_relative_paths() {
+    let code = "use crate::{config::{Kind, Spec}, store::Store};\nuse super::super::wire::X;\nlet a = crate::model::mesh::f();";
+    let got = imports("xds::server::ads", code);
+    let want: BTreeSet<String> = [
+        "config::Kind",
+        "config::Spec",
+        "store::Store",
+        "xds::wire::X",
+        "model::mesh::f",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        rule_for("xds::generate::ambient::dump").map(|r| r.0),
+        Some("xds::generate")
+    );
+    assert!(!within("xds::generated", "xds::generate"));
+}
