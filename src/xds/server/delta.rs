@@ -3,7 +3,6 @@
 
 use super::stream::{StreamHandler, StreamState};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::push::request::PushRequest;
 use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::EncodedResponse;
@@ -27,20 +26,27 @@ impl StreamHandler for Delta {
     fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
+    fn stream(&self) -> &StreamState {
+        &self.stream
+    }
+    async fn request(&mut self, req: Self::Request) -> bool {
+        self.on_request(req).await
+    }
+    async fn send_pushed(
+        &mut self,
+        ctx: &PushContext,
+        scope: &ScopeView,
+        type_url: TypeUrl,
+        only_hosts: Option<&BTreeSet<String>>,
+    ) -> bool {
+        self.send(ctx, scope, type_url, only_hosts, BTreeSet::new())
+            .await
+    }
     fn new(stream: StreamState) -> Self {
         Delta {
             stream,
             sent: HashMap::new(),
         }
-    }
-    fn request(
-        &mut self,
-        req: DeltaDiscoveryRequest,
-    ) -> impl std::future::Future<Output = bool> + Send {
-        self.on_request(req)
-    }
-    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
-        self.on_push(push)
     }
 }
 
@@ -105,19 +111,6 @@ impl Delta {
         if first_for_type || !newly.is_empty() {
             let (ctx, scope) = self.stream.view();
             return self.send(&ctx, &scope, type_url, None, newly).await;
-        }
-        true
-    }
-
-    /// Sends the watched types the push touches, in push order. False when the stream is gone.
-    async fn on_push(&mut self, push: PushRequest) -> bool {
-        // One view for the whole push: every type is generated for the same context.
-        let (ctx, scope) = self.stream.view();
-        for t in push.types_among(self.stream.watches.keys().copied()) {
-            let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
-            if !self.send(&ctx, &scope, t, only, BTreeSet::new()).await {
-                return false;
-            }
         }
         true
     }

@@ -2,7 +2,6 @@
 
 use super::stream::{StreamHandler, StreamState};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::push::request::PushRequest;
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::EncodedResponse;
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -25,17 +24,26 @@ impl StreamHandler for Sotw {
     fn node(req: &DiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
+    fn stream(&self) -> &StreamState {
+        &self.stream
+    }
+    async fn request(&mut self, req: Self::Request) -> bool {
+        self.on_request(req).await
+    }
+    async fn send_pushed(
+        &mut self,
+        ctx: &PushContext,
+        scope: &ScopeView,
+        type_url: TypeUrl,
+        only_hosts: Option<&BTreeSet<String>>,
+    ) -> bool {
+        self.send(ctx, scope, type_url, only_hosts, false).await
+    }
     fn new(stream: StreamState) -> Self {
         Sotw {
             stream,
             last_sent: HashMap::new(),
         }
-    }
-    fn request(&mut self, req: DiscoveryRequest) -> impl std::future::Future<Output = bool> + Send {
-        self.on_request(req)
-    }
-    fn push(&mut self, push: PushRequest) -> impl std::future::Future<Output = bool> + Send {
-        self.on_push(push)
     }
 }
 
@@ -89,19 +97,6 @@ impl Sotw {
         if respond {
             let (ctx, scope) = self.stream.view();
             return self.send(&ctx, &scope, type_url, None, true).await;
-        }
-        true
-    }
-
-    /// Sends the watched types the push touches, in push order. False when the stream is gone.
-    async fn on_push(&mut self, push: PushRequest) -> bool {
-        // One view for the whole push: every type is generated for the same context.
-        let (ctx, scope) = self.stream.view();
-        for t in push.types_among(self.stream.watches.keys().copied()) {
-            let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
-            if !self.send(&ctx, &scope, t, only, false).await {
-                return false;
-            }
         }
         true
     }

@@ -9,6 +9,7 @@ use crate::metrics::TypeLabels;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::{self, util::parse_outbound_cluster};
 use crate::xds::proxy::Proxy;
+use crate::xds::push::request::PushRequest;
 use crate::xds::resource::{Resource, ResourceList};
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::{EncodedResponse, RequestStream};
@@ -31,11 +32,31 @@ pub(super) trait StreamHandler: Send + Sized + 'static {
     const MODE: &'static str;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn new(stream: StreamState) -> Self;
+    fn stream(&self) -> &StreamState;
+    /// Handles one client request (subscription, ACK or NACK).
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
-    fn push(
+    /// Sends what a push changed of one watched type; `only_hosts` limits EDS to those services.
+    fn send_pushed(
         &mut self,
-        push: crate::xds::push::request::PushRequest,
+        ctx: &PushContext,
+        scope: &ScopeView,
+        type_url: TypeUrl,
+        only_hosts: Option<&BTreeSet<String>>,
     ) -> impl std::future::Future<Output = bool> + Send;
+}
+
+/// Sends the watched types a push touches, in push order, all from one view of one context.
+/// False when the stream is gone.
+async fn push_all<H: StreamHandler>(handler: &mut H, push: &PushRequest) -> bool {
+    let (ctx, scope) = handler.stream().view();
+    let types = push.types_among(handler.stream().watches.keys().copied());
+    for t in types {
+        let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
+        if !handler.send_pushed(&ctx, &scope, t, only).await {
+            return false;
+        }
+    }
+    true
 }
 
 /// One stream's state that both protocols keep the same way.
@@ -228,7 +249,7 @@ pub(super) async fn serve_stream<H: StreamHandler>(
                     let lane = if push.full { &server.push_permits } else { &server.partial_push_permits };
                     let Ok(_permit) = lane.acquire().await else { break };
                     let started = push.started;
-                    if !handler.push(push).await {
+                    if !push_all(&mut handler, &push).await {
                         break;
                     }
                     server.metrics.proxy_convergence_time.observe(started.elapsed().as_secs_f64());
