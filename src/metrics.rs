@@ -217,6 +217,16 @@ impl Registry {
         metric
     }
 
+    /// A collector computed on each scrape, under family `name`.
+    pub fn register_collector(
+        &mut self,
+        name: &'static str,
+        collector: Box<dyn prometheus_client::collector::Collector>,
+    ) {
+        self.names.push(name);
+        self.registry.register_collector(collector);
+    }
+
     /// The registry, ready to render.
     pub fn finish(mut self) -> Metrics {
         let process = ProcessMetrics::default();

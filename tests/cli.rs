@@ -7,7 +7,8 @@ use std::io::Write;
 use std::process::Stdio;
 
 const GOOD: &str = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews}\nspec:\n  host: reviews\n  subsets: [{name: v1, labels: {version: v1}}]\n";
-const BAD_WEIGHTS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: shop}\nspec:\n  hosts: [reviews]\n  http:\n  - route:\n    - destination: {host: reviews, subset: v1}\n      weight: 60\n    - destination: {host: reviews, subset: v2}\n      weight: 60\n";
+/// All-zero weights: istiod denies them (weights that merely do not sum to 100 it normalises).
+const BAD_WEIGHTS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: shop}\nspec:\n  hosts: [reviews]\n  http:\n  - route:\n    - destination: {host: reviews, subset: v1}\n      weight: 0\n    - destination: {host: reviews, subset: v2}\n      weight: 0\n";
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = rudder().args(args).output().expect("run rudder");
@@ -42,7 +43,7 @@ fn validate_reports_object_field_and_reason_with_exit_1() {
     ]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("bad.yaml: VirtualService shop/reviews: spec.http[0].route: total destination weight 120 != 100"),
+        err.contains("bad.yaml: VirtualService shop/reviews: spec.http[0].route: total destination weight = 0"),
         "{err}"
     );
     assert!(
@@ -138,7 +139,7 @@ fn serve_loads_watches_and_shuts_down_cleanly() {
     eventually(20, "bad file reported", || {
         http_get(mon, "/debug/sources")
             .1
-            .contains("total destination weight 120")
+            .contains("total destination weight = 0")
     });
     let (_, metrics) = http_get(mon, "/metrics");
     assert!(
@@ -151,7 +152,7 @@ fn serve_loads_watches_and_shuts_down_cleanly() {
     );
     std::fs::write(
         dir.path().join("vs.yaml"),
-        BAD_WEIGHTS.replace("weight: 60", "weight: 50"),
+        BAD_WEIGHTS.replace("weight: 0", "weight: 50"),
     )
     .unwrap();
     eventually(20, "fixed file loaded", || {

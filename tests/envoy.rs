@@ -185,11 +185,11 @@ fn scenario(delta: bool) {
     );
 
     // An invalid object never reaches the proxy: the file is rejected and routing stays as it was.
-    write(dir.path(), "routing.yaml", &routing(60, 60));
+    write(dir.path(), "routing.yaml", &routing(0, 0));
     eventually(30, "bad file reported", || {
         http_get(daemon.addr("monitoring"), "/debug/sources")
             .1
-            .contains("total destination weight 120 != 100")
+            .contains("total destination weight = 0")
     });
     assert_eq!(
         tally(port, HOST, "/", &[], 40).len(),

@@ -31,6 +31,7 @@ fn every_fixture_parses_and_validates() {
         "virtual-service-routing.yaml",
         "egress.yaml",
         "security.yaml",
+        "extensions.yaml",
     ] {
         for c in parse_clean(name) {
             *kinds.entry(c.kind).or_insert(0) += 1;

@@ -212,8 +212,9 @@ pub struct DaemonMetrics {
 }
 
 impl DaemonMetrics {
-    pub fn register() -> DaemonMetrics {
+    pub fn register(store: Arc<Store>) -> DaemonMetrics {
         let mut r = Registry::new();
+        crate::source::metrics::UnhonouredFields::register(&mut r, store);
         let file = Arc::new(crate::source::metrics::FileMetrics::register(&mut r));
         let kube = Arc::new(crate::source::metrics::KubeMetrics::register(&mut r));
         let leader = Arc::new(crate::k8s::metrics::LeaderMetrics::register(&mut r));
@@ -235,7 +236,7 @@ impl DaemonMetrics {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     super::raise_fd_limit();
     let store = Arc::new(Store::default());
-    let metrics = DaemonMetrics::register();
+    let metrics = DaemonMetrics::register(store.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();

@@ -82,6 +82,9 @@ pub fn run(
 
     let (mut objects, mut bad_files) = (0, 0);
     for report in &reports {
+        for w in &report.warnings {
+            let _ = writeln!(err, "warning: {}: {w}", report.path.display());
+        }
         if report.errors.is_empty() {
             objects += report.configs.len();
             let _ = writeln!(

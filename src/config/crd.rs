@@ -6,7 +6,7 @@
 //! (one type per node, no `$ref`, no `additionalProperties` next to `properties`, only the keywords
 //! `JSONSchemaProps` knows). `structural` does that conversion.
 
-use super::{Kind, networking, security, telemetry};
+use super::{Kind, extensions, networking, security, telemetry};
 use serde_json::{Map, Value, json};
 
 /// Keywords of Kubernetes' `JSONSchemaProps` kept from the generated schema.
@@ -55,6 +55,8 @@ fn spec_schema(kind: Kind) -> Option<Value> {
             generator.into_root_schema_for::<security::RequestAuthentication>()
         }
         Kind::Telemetry => generator.into_root_schema_for::<telemetry::Telemetry>(),
+        Kind::WasmPlugin => generator.into_root_schema_for::<extensions::WasmPlugin>(),
+        Kind::ProxyConfig => generator.into_root_schema_for::<networking::ProxyConfig>(),
         _ => return None,
     };
     let root = schema.to_value();

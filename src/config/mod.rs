@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod crd;
+pub mod extensions;
 pub mod host;
 pub mod mesh;
 pub mod networking;
@@ -32,6 +33,8 @@ pub enum Kind {
     AuthorizationPolicy,
     RequestAuthentication,
     Telemetry,
+    WasmPlugin,
+    ProxyConfig,
     // Kubernetes kinds, written by the Kubernetes source; never read from config files.
     Service,
     EndpointSlice,
@@ -45,7 +48,7 @@ pub enum Kind {
 
 impl Kind {
     /// Istio's config kinds, in the order they are listed and validated.
-    pub const ISTIO: [Kind; 12] = [
+    pub const ISTIO: [Kind; 14] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
@@ -58,6 +61,8 @@ impl Kind {
         Kind::AuthorizationPolicy,
         Kind::RequestAuthentication,
         Kind::Telemetry,
+        Kind::WasmPlugin,
+        Kind::ProxyConfig,
     ];
 
     /// The Kubernetes kinds the service registry is built from.
@@ -89,6 +94,8 @@ impl Kind {
             Kind::AuthorizationPolicy => "AuthorizationPolicy",
             Kind::RequestAuthentication => "RequestAuthentication",
             Kind::Telemetry => "Telemetry",
+            Kind::WasmPlugin => "WasmPlugin",
+            Kind::ProxyConfig => "ProxyConfig",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Pod => "Pod",
@@ -110,6 +117,7 @@ impl Kind {
                 "security.istio.io"
             }
             Kind::Telemetry => "telemetry.istio.io",
+            Kind::WasmPlugin => "extensions.istio.io",
             Kind::EndpointSlice => "discovery.k8s.io",
             Kind::Service
             | Kind::Pod
@@ -129,6 +137,8 @@ impl Kind {
                 &["v1", "v1beta1"]
             }
             Kind::Telemetry => &["v1", "v1alpha1"],
+            Kind::WasmPlugin => &["v1alpha1"],
+            Kind::ProxyConfig => &["v1beta1"],
             k if !k.is_istio() => &["v1"],
             _ => &["v1", "v1beta1", "v1alpha3"],
         }
@@ -193,6 +203,8 @@ pub enum Spec {
     AuthorizationPolicy(security::AuthorizationPolicy),
     RequestAuthentication(security::RequestAuthentication),
     Telemetry(telemetry::Telemetry),
+    WasmPlugin(extensions::WasmPlugin),
+    ProxyConfig(networking::ProxyConfig),
     Service(Box<k8s_openapi::api::core::v1::Service>),
     EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
     Pod(Box<k8s_openapi::api::core::v1::Pod>),
@@ -217,6 +229,8 @@ impl Spec {
             Spec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
             Spec::RequestAuthentication(_) => Kind::RequestAuthentication,
             Spec::Telemetry(_) => Kind::Telemetry,
+            Spec::WasmPlugin(_) => Kind::WasmPlugin,
+            Spec::ProxyConfig(_) => Kind::ProxyConfig,
             Spec::Service(_) => Kind::Service,
             Spec::EndpointSlice(_) => Kind::EndpointSlice,
             Spec::Pod(_) => Kind::Pod,
@@ -255,6 +269,8 @@ impl Spec {
             Kind::AuthorizationPolicy => Spec::AuthorizationPolicy(typed(value)?),
             Kind::RequestAuthentication => Spec::RequestAuthentication(typed(value)?),
             Kind::Telemetry => Spec::Telemetry(typed(value)?),
+            Kind::WasmPlugin => Spec::WasmPlugin(typed(value)?),
+            Kind::ProxyConfig => Spec::ProxyConfig(typed(value)?),
             k => {
                 return Err((
                     "kind".into(),
@@ -366,14 +382,13 @@ pub struct Parsed {
 /// `default_namespace`. `kind: List` documents are flattened, as kubectl does.
 pub fn parse_yaml(text: &str, default_namespace: &str) -> Parsed {
     let mut parsed = Parsed::default();
-    let documents: Vec<serde_json::Value> =
-        match serde_saphyr::from_multiple_with_options(text, yaml_options()) {
-            Ok(docs) => docs,
-            Err(e) => {
-                parsed.errors.push(ConfigError::Syntax(e.to_string()));
-                return parsed;
-            }
-        };
+    let documents = match yaml_documents(text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            parsed.errors.push(ConfigError::Syntax(e));
+            return parsed;
+        }
+    };
     parsed.documents = documents.len();
     for (index, doc) in documents.into_iter().enumerate() {
         let document = index + 1;
@@ -390,6 +405,42 @@ pub fn parse_yaml(text: &str, default_namespace: &str) -> Parsed {
         }
     }
     parsed
+}
+
+/// The documents of a YAML text as JSON values, read as kubectl reads them.
+pub fn yaml_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    let mut docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options())
+            .map_err(|e| e.to_string())?;
+    docs.iter_mut().for_each(flow_sequence_scalars);
+    Ok(docs)
+}
+
+/// In a flow sequence YAML 1.2 reads `[1.2.3.4, 2001:db8::]` as a string and a one-entry mapping
+/// (`2001:db8:` with no value: the last `:` before `]` is a mapping indicator). kubectl and
+/// istioctl (go-yaml) read two strings, and no Istio field holds such a mapping in a list, so the
+/// entry is turned back into the scalar it was written as.
+fn flow_sequence_scalars(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Array(items) => {
+            for item in items.iter_mut() {
+                let scalar = match &*item {
+                    serde_json::Value::Object(m) if m.len() == 1 => m
+                        .iter()
+                        .next()
+                        .filter(|(k, v)| v.is_null() && k.contains(':'))
+                        .map(|(k, _)| format!("{k}:")),
+                    _ => None,
+                };
+                match scalar {
+                    Some(s) => *item = serde_json::Value::String(s),
+                    None => flow_sequence_scalars(item),
+                }
+            }
+        }
+        serde_json::Value::Object(m) => m.values_mut().for_each(flow_sequence_scalars),
+        _ => {}
+    }
 }
 
 /// serde-saphyr's defaults cap a stream at 1,024 documents and 250,000 nodes: fine for one manifest,
@@ -588,6 +639,8 @@ mod plural_tests {
                 "authorizationpolicies.security.istio.io",
                 "requestauthentications.security.istio.io",
                 "telemetries.telemetry.istio.io",
+                "wasmplugins.extensions.istio.io",
+                "proxyconfigs.networking.istio.io",
             ]
         );
     }

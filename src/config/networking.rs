@@ -801,7 +801,8 @@ istio_enum!(Resolution {
     NONE,
     STATIC,
     DNS,
-    DNS_ROUND_ROBIN
+    DNS_ROUND_ROBIN,
+    DYNAMIC_DNS
 });
 
 #[serde_with::skip_serializing_none]
@@ -1081,6 +1082,25 @@ pub struct EnvoyConfigObjectMatch {
     pub listener: Option<ListenerMatch>,
     pub route_configuration: Option<RouteConfigurationMatch>,
     pub cluster: Option<ClusterMatch>,
+    /// Only with context WAYPOINT.
+    pub waypoint: Option<WaypointMatch>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaypointMatch {
+    #[serde(default)]
+    pub port_number: u32,
+    pub route: Option<WaypointRouteMatch>,
+    pub filter: Option<FilterMatch>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaypointRouteMatch {
+    #[serde(default)]
+    pub name: String,
 }
 
 #[serde_with::skip_serializing_none]
@@ -1207,4 +1227,25 @@ pub struct EnvoyPatch {
     pub value: Option<serde_json::Value>,
     #[serde(default)]
     pub filter_class: FilterClass,
+}
+
+// ---------------------------------------------------------------------------------------------
+// ProxyConfig (networking.istio.io/v1beta1)
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyConfig {
+    pub selector: Option<super::common::WorkloadSelector>,
+    pub concurrency: Option<i32>,
+    #[serde(default)]
+    pub environment_variables: BTreeMap<String, String>,
+    pub image: Option<ProxyImage>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyImage {
+    #[serde(default)]
+    pub image_type: String,
 }

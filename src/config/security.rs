@@ -228,6 +228,9 @@ pub struct JwtRule {
     #[serde(default)]
     pub output_claim_to_headers: Vec<ClaimToHeader>,
     pub timeout: Option<Duration>,
+    /// Claims whose space-separated values are matched one by one (e.g. `scope`).
+    #[serde(default)]
+    pub space_delimited_claims: Vec<String>,
 }
 
 #[serde_with::skip_serializing_none]

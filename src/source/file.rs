@@ -8,7 +8,7 @@
 use crate::config::{Config, ConfigError, ConfigKey, Skipped, parse_yaml};
 use crate::source::metrics::FileMetrics;
 use crate::store::{Change, Store};
-use crate::validation::validate;
+use crate::validation::{Warning, check};
 use notify::{RecursiveMode, Watcher};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -26,6 +26,9 @@ pub struct FileReport {
     pub configs: Vec<Config>,
     pub skipped: Vec<Skipped>,
     pub errors: Vec<ConfigError>,
+    /// Admission warnings and fields Rudder does not honour yet, for every object of the text
+    /// (kept ones included).
+    pub warnings: Vec<Warning>,
     /// Objects of documents that did not change since the file was last loaded (already in the
     /// store): set by the file source's incremental check only.
     pub kept: Vec<ConfigKey>,
@@ -94,6 +97,7 @@ pub fn collect_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 struct Document {
     configs: Vec<Config>,
     skipped: Vec<Skipped>,
+    warnings: Vec<Warning>,
     /// YAML documents the text held (0 for a text of comments only).
     documents: usize,
 }
@@ -159,13 +163,21 @@ fn check_changed(
             Some(document) => document.clone(),
             None => {
                 let parsed = parse_yaml(chunk, default_namespace);
-                if !parsed.errors.is_empty() || parsed.configs.iter().any(|c| validate(c).is_err())
-                {
+                if !parsed.errors.is_empty() {
                     return check_text(path, text, default_namespace);
+                }
+                let mut warnings = Vec::new();
+                for c in &parsed.configs {
+                    let verdict = check(c);
+                    if !verdict.errors.is_empty() {
+                        return check_text(path, text, default_namespace);
+                    }
+                    warnings.extend(verdict.warnings);
                 }
                 Arc::new(Document {
                     configs: parsed.configs,
                     skipped: parsed.skipped,
+                    warnings,
                     documents: parsed.documents,
                 })
             }
@@ -177,6 +189,7 @@ fn check_changed(
                 ..s.clone()
             }));
         numbered += document.documents;
+        report.warnings.extend(document.warnings.iter().cloned());
         for config in &document.configs {
             let key = config.key();
             if !seen.insert(key.clone()) {
@@ -204,9 +217,9 @@ pub fn check_text(path: &Path, text: &str, default_namespace: &str) -> FileRepor
     };
     let mut seen = BTreeSet::new();
     for config in parsed.configs {
-        if let Err(errs) = validate(&config) {
-            report.errors.extend(errs);
-        }
+        let verdict = check(&config);
+        report.errors.extend(verdict.errors);
+        report.warnings.extend(verdict.warnings);
         if !seen.insert(config.key()) {
             report.errors.push(defined_twice(&config));
         }
@@ -222,6 +235,8 @@ struct FileState {
     /// Keys of the objects last loaded from this file successfully.
     keys: BTreeSet<ConfigKey>,
     error: Option<String>,
+    /// The warnings of the version last loaded successfully.
+    warnings: Vec<String>,
     /// The documents of the version last loaded successfully (their objects are in the store).
     documents: Documents,
 }
@@ -232,6 +247,9 @@ pub struct FileStatus {
     pub path: PathBuf,
     pub objects: usize,
     pub error: Option<String>,
+    /// Warnings about the objects loaded from this file (istiod's admission warnings, and fields
+    /// Rudder accepts but does not honour yet).
+    pub warnings: Vec<String>,
 }
 
 pub struct FileSource {
@@ -399,6 +417,10 @@ impl FileSource {
                     debug!(file = %path.display(), objects = new_keys.len(), skipped = report.skipped.len(), "config file loaded");
                     state.keys = new_keys;
                     state.error = None;
+                    state.warnings = report.warnings.iter().map(ToString::to_string).collect();
+                    for w in &state.warnings {
+                        warn!(file = %path.display(), warning = %w, "config accepted with a warning");
+                    }
                     state.documents = std::mem::take(&mut report.documents);
                     upserts.extend(report.configs);
                 }
@@ -434,6 +456,7 @@ impl FileSource {
                 path: path.clone(),
                 objects: s.keys.len(),
                 error: s.error.clone(),
+                warnings: s.warnings.clone(),
             })
             .collect();
         let invalid = status.iter().filter(|s| s.error.is_some()).count();

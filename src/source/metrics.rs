@@ -86,3 +86,84 @@ impl KubeMetrics {
         }
     }
 }
+
+/// `rudder_config_unhonoured_fields{kind,field}`: how many objects in the store set each field
+/// Rudder accepts but does not honour yet (`validation::unhonoured`; `field` is the list's path,
+/// empty for a kind that is not acted on at all). Computed on scrape, once per store revision.
+pub struct UnhonouredFields {
+    store: std::sync::Arc<crate::store::Store>,
+    counted: std::sync::Mutex<(u64, Vec<(UnhonouredLabels, i64)>)>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct UnhonouredLabels {
+    pub kind: String,
+    pub field: String,
+}
+
+impl std::fmt::Debug for UnhonouredFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UnhonouredFields")
+    }
+}
+
+impl UnhonouredFields {
+    pub fn register(registry: &mut Registry, store: std::sync::Arc<crate::store::Store>) {
+        registry.register_collector(
+            "rudder_config_unhonoured_fields",
+            Box::new(UnhonouredFields {
+                store,
+                counted: std::sync::Mutex::new((u64::MAX, Vec::new())),
+            }),
+        );
+    }
+
+    fn count(&self) -> Vec<(UnhonouredLabels, i64)> {
+        let snapshot = self.store.snapshot();
+        let mut counted = self.counted.lock().unwrap_or_else(|p| p.into_inner());
+        if counted.0 != snapshot.revision() {
+            let mut by_field: std::collections::BTreeMap<(String, String), i64> =
+                std::collections::BTreeMap::new();
+            for kind in crate::config::Kind::ISTIO {
+                for entry in snapshot.list(kind) {
+                    let mut seen = std::collections::BTreeSet::new();
+                    for (_, u) in crate::validation::unhonoured::entries(&entry.config) {
+                        if seen.insert(u.path) {
+                            *by_field
+                                .entry((kind.to_string(), u.path.to_string()))
+                                .or_default() += 1;
+                        }
+                    }
+                }
+            }
+            *counted = (
+                snapshot.revision(),
+                by_field
+                    .into_iter()
+                    .map(|((kind, field), n)| (UnhonouredLabels { kind, field }, n))
+                    .collect(),
+            );
+        }
+        counted.1.clone()
+    }
+}
+
+impl prometheus_client::collector::Collector for UnhonouredFields {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let family = Family::<UnhonouredLabels, Gauge>::default();
+        for (labels, n) in self.count() {
+            family.get_or_create(&labels).set(n);
+        }
+        let metric = encoder.encode_descriptor(
+            "rudder_config_unhonoured_fields",
+            "Config objects that set a field Rudder accepts but does not honour yet, by kind and field",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(metric)
+    }
+}

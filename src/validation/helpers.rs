@@ -19,9 +19,6 @@ static WILDCARD_LABEL: LazyLock<Regex> = LazyLock::new(|| {
 static LABEL_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^[a-zA-Z0-9](?:[-a-zA-Z0-9_.]*[a-zA-Z0-9])?$").expect("static regex")
 });
-static PORT_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-zA-Z0-9](?:[-a-zA-Z0-9_.]*[a-zA-Z0-9])?$").expect("static regex")
-});
 
 /// How many of a oneof's alternatives are set.
 pub fn count_set(alternatives: &[bool]) -> usize {
@@ -114,6 +111,15 @@ pub fn wildcard_domain(domain: &str) -> Result<(), String> {
     }
 }
 
+/// A wildcard only as a whole first label (`*.foo.com`) or the whole host (`*`).
+pub fn partial_wildcard(host: &str) -> Result<(), String> {
+    if host.contains('*') && host.len() != 1 && !host.starts_with("*.") {
+        Err(format!("partial wildcard {host:?} not allowed"))
+    } else {
+        Ok(())
+    }
+}
+
 pub fn port(p: u32) -> Result<(), String> {
     if (1..=65535).contains(&p) {
         Ok(())
@@ -122,8 +128,9 @@ pub fn port(p: u32) -> Result<(), String> {
     }
 }
 
+/// istiod: a port name is a DNS-1123 label.
 pub fn port_name(name: &str) -> Result<(), String> {
-    if name.len() <= 63 && PORT_NAME.is_match(name) {
+    if is_dns1123_label(name) {
         Ok(())
     } else {
         Err(format!("invalid port name: {name}"))
@@ -144,14 +151,14 @@ pub const PROTOCOLS: &[&str] = &[
     "REDIS",
     "MYSQL",
     "UDP",
-    "HBONE",
 ];
 
+/// A port protocol; empty means "detect it" (protocol sniffing), as in istiod.
 pub fn protocol(p: &str) -> Result<(), String> {
-    if PROTOCOLS.iter().any(|k| k.eq_ignore_ascii_case(p)) {
+    if p.is_empty() || PROTOCOLS.iter().any(|k| k.eq_ignore_ascii_case(p)) {
         Ok(())
     } else {
-        Err(format!("unrecognized protocol {p:?}"))
+        Err(format!("unsupported protocol: {p}"))
     }
 }
 
@@ -282,6 +289,7 @@ pub fn labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
     Ok(())
 }
 
+/// istiod checks only that selector keys are not empty and that nothing is a wildcard.
 fn selector_labels(selector: &BTreeMap<String, String>) -> Result<(), String> {
     for (k, v) in selector {
         if k.is_empty() {
@@ -295,7 +303,7 @@ fn selector_labels(selector: &BTreeMap<String, String>) -> Result<(), String> {
             ));
         }
     }
-    labels(selector)
+    Ok(())
 }
 
 pub fn workload_selector(s: Option<&WorkloadSelector>) -> Result<(), String> {
@@ -306,22 +314,48 @@ pub fn label_selector(s: Option<&LabelSelector>) -> Result<(), String> {
     s.map_or(Ok(()), |s| selector_labels(&s.labels))
 }
 
-/// `selector`, `targetRef` and `targetRefs` are alternatives in the policy APIs.
+/// What a policy's `targetRef(s)` may name (istiod does not check the version).
+const TARGET_KINDS: &[(&str, &str)] = &[
+    ("", "Service"),
+    ("networking.istio.io", "ServiceEntry"),
+    ("gateway.networking.k8s.io", "Gateway"),
+    ("gateway.networking.k8s.io", "GatewayClass"),
+];
+
+/// `selector`, `targetRef` and `targetRefs` are alternatives in the policy APIs; each reference
+/// names an allowed kind in the policy's own namespace. Every problem, in istiod's words.
 pub fn policy_targets(
     selector: bool,
     target_ref: Option<&PolicyTargetReference>,
     target_refs: &[PolicyTargetReference],
-) -> Result<(), String> {
-    let set = count_set(&[selector, target_ref.is_some(), !target_refs.is_empty()]);
-    if set > 1 {
-        return Err("only one of targetRefs, targetRef or workloadSelector can be set".into());
+) -> Vec<String> {
+    let mut errs = Vec::new();
+    if count_set(&[selector, target_ref.is_some(), !target_refs.is_empty()]) > 1 {
+        errs.push("only one of targetRefs or workloadSelector can be set".to_string());
     }
     for t in target_ref.into_iter().chain(target_refs) {
-        if t.kind.is_empty() || t.name.is_empty() {
-            return Err("targetRef must set kind and name".into());
+        if t.name.is_empty() {
+            errs.push("targetRef name must be set".into());
+        }
+        if !t.namespace.is_empty() {
+            errs.push(
+                "targetRef namespace must not be set; cross namespace referencing is not supported"
+                    .into(),
+            );
+        }
+        let group = if t.group == "core" {
+            ""
+        } else {
+            t.group.as_str()
+        };
+        if !TARGET_KINDS.contains(&(group, t.kind.as_str())) {
+            errs.push(format!(
+                "targetRef must be to one of [core/v1/Service networking.istio.io/v1/ServiceEntry gateway.networking.k8s.io/v1/Gateway gateway.networking.k8s.io/v1/GatewayClass] but was {}/{}",
+                t.group, t.kind
+            ));
         }
     }
-    Ok(())
+    errs
 }
 
 /// `exportTo`: `*`, `.`, `~` (ServiceEntry only) or namespace names, without duplicates.

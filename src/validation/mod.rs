@@ -6,15 +6,45 @@
 mod helpers;
 mod networking;
 mod security;
+pub mod unhonoured;
 
 pub use helpers::*;
 
 use crate::config::{Config, ConfigError, ObjectRef, Spec};
+use std::fmt;
 
-/// Collects errors for one object; `path` strings use Istio's camelCase field names.
+/// A problem that does not make an object invalid: an admission warning as istiod returns it, or a
+/// field Rudder accepts but does not yet act on (`unhonoured`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub object: ObjectRef,
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.object, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.object, self.field, self.message)
+        }
+    }
+}
+
+/// Everything validation has to say about one object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// Any error makes the object invalid: it is denied, or its file rejected.
+    pub errors: Vec<ConfigError>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Collects errors and warnings for one object; `path` strings use Istio's camelCase field names.
 pub struct Report<'a> {
     object: &'a ObjectRef,
     pub errors: Vec<ConfigError>,
+    pub warnings: Vec<Warning>,
 }
 
 impl<'a> Report<'a> {
@@ -22,7 +52,17 @@ impl<'a> Report<'a> {
         Report {
             object,
             errors: Vec::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// An admission warning: the object is accepted, and the user is told.
+    pub fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            object: self.object.clone(),
+            field: path.into(),
+            message: message.into(),
+        });
     }
 
     pub fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
@@ -41,14 +81,26 @@ impl<'a> Report<'a> {
     }
 }
 
-/// Validates one object as Istio's validation webhook would.
+/// Validates one object as Istio's validation webhook would; errors only.
 pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
+    let verdict = check(config);
+    if verdict.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(verdict.errors)
+    }
+}
+
+/// Validates one object as Istio's validation webhook would: its errors, istiod's warnings, and a
+/// warning for every field Rudder accepts but does not honour yet.
+pub fn check(config: &Config) -> Verdict {
     let object = config.object_ref();
     let mut r = Report::new(&object);
     if !config.kind.is_istio() {
-        return Ok(());
+        return Verdict::default();
     }
     let meta = &config.metadata;
+    metadata(&mut r, config);
     r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
     r.check(
         "metadata.namespace",
@@ -60,7 +112,7 @@ pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
         Spec::DestinationRule(s) => networking::destination_rule(&mut r, ns, s),
         Spec::Gateway(s) => networking::gateway(&mut r, &meta.name, s),
         Spec::ServiceEntry(s) => networking::service_entry(&mut r, ns, s),
-        Spec::Sidecar(s) => networking::sidecar(&mut r, s),
+        Spec::Sidecar(s) => networking::sidecar(&mut r, ns, s),
         Spec::WorkloadEntry(s) => networking::workload_entry(&mut r, "spec", s, false),
         Spec::WorkloadGroup(s) => networking::workload_group(&mut r, s),
         Spec::EnvoyFilter(s) => networking::envoy_filter(&mut r, s),
@@ -68,12 +120,85 @@ pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
         Spec::AuthorizationPolicy(s) => security::authorization_policy(&mut r, s),
         Spec::RequestAuthentication(s) => security::request_authentication(&mut r, s),
         Spec::Telemetry(s) => security::telemetry(&mut r, s),
+        Spec::WasmPlugin(s) => security::wasm_plugin(&mut r, s),
+        Spec::ProxyConfig(s) => security::proxy_config(&mut r, s),
         // The API server has validated Kubernetes objects already.
-        _ => return Ok(()),
+        _ => return Verdict::default(),
     }
-    if r.errors.is_empty() {
-        Ok(())
-    } else {
-        Err(r.errors)
+    for (field, note) in unhonoured::fields(config) {
+        r.warn(
+            field,
+            format!("accepted but not honoured by Rudder yet: {note}"),
+        );
+    }
+    Verdict {
+        errors: r.errors,
+        warnings: r.warnings,
+    }
+}
+
+/// The annotations istiod judges on every kind.
+fn metadata(r: &mut Report, config: &Config) {
+    let annotations = &config.metadata.annotations;
+    let (ns, name) = (&config.metadata.namespace, &config.metadata.name);
+    if let Some(value) = annotations.get(DRY_RUN) {
+        match &config.spec {
+            Spec::AuthorizationPolicy(ap) => match ap.action {
+                crate::config::security::AuthorizationAction::ALLOW
+                | crate::config::security::AuthorizationAction::DENY => {
+                    if parse_go_bool(value) == Some(true) {
+                        r.warn(
+                            format!("metadata.annotations.{DRY_RUN}"),
+                            "accepted but not honoured by Rudder yet: dry-run policies are enforced, not only logged",
+                        );
+                    }
+                    if parse_go_bool(value).is_none() {
+                        r.error(
+                            format!("metadata.annotations.{DRY_RUN}"),
+                            format!("{ns}/{name} has annotation {DRY_RUN} with invalid value ({value}): strconv.ParseBool: parsing {value:?}: invalid syntax"),
+                        );
+                    }
+                }
+                action => r.error(
+                    format!("metadata.annotations.{DRY_RUN}"),
+                    format!("the annotation {DRY_RUN} currently only supports action ALLOW/DENY, found action {action:?} in {ns}/{name}"),
+                ),
+            },
+            _ => r.error(
+                format!("metadata.annotations.{DRY_RUN}"),
+                format!("{ns}/{name} has unsupported annotation {DRY_RUN}, please remove the annotation"),
+            ),
+        }
+    }
+    if annotations.contains_key(ALWAYS_REJECT) {
+        r.error(
+            format!("metadata.annotations.{ALWAYS_REJECT}"),
+            format!("{ALWAYS_REJECT:?} annotation found, rejecting"),
+        );
+    }
+    for internal in [PARENT_NAMESPACE, PARENTS] {
+        if annotations.contains_key(internal) {
+            r.error(
+                format!("metadata.annotations.{internal}"),
+                format!("{internal:?} annotation found, this may not be set by users"),
+            );
+        }
+    }
+}
+
+/// Marks an AuthorizationPolicy as dry run (ALLOW and DENY only).
+pub const DRY_RUN: &str = "istio.io/dry-run";
+/// istiod's test hook: an object carrying it is always denied by the webhook.
+pub const ALWAYS_REJECT: &str = "internal.istio.io/webhook-always-reject";
+/// Set by istiod on objects it generates (Gateway API); users may not set them.
+const PARENT_NAMESPACE: &str = "internal.istio.io/parent-namespace";
+const PARENTS: &str = "internal.istio.io/parents";
+
+/// Go's `strconv.ParseBool`.
+fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
     }
 }

@@ -4,7 +4,7 @@ use super::Report;
 use super::helpers as h;
 use crate::config::host;
 use crate::config::networking::*;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 const SUPPORTED_RETRY_ON: &[&str] = &[
     "5xx",
@@ -176,6 +176,23 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
                 "HTTP route cannot contain both route and direct_response",
             );
         }
+        let body = match &dr.body {
+            Some(HttpBody::String(text)) => text.len(),
+            // base64 in YAML: the bytes Envoy would hold.
+            Some(HttpBody::Bytes(b64)) => b64.len() / 4 * 3,
+            None => 0,
+        };
+        if body > 1024 * 1024 {
+            r.error(
+                format!("{path}.directResponse.body"),
+                "large direct_responses may impact control plane performance, must be less than 1MB",
+            );
+        } else if body > 100 * 1024 {
+            r.warn(
+                format!("{path}.directResponse.body"),
+                "large direct_responses may impact control plane performance",
+            );
+        }
         if !(200..=599).contains(&dr.status) {
             r.error(
                 format!("{path}.directResponse.status"),
@@ -229,13 +246,13 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
         if !rw.uri.is_empty() && rw.uri_regex_rewrite.is_some() {
             r.error(
                 &rp,
-                "rewrite may only contain one of URI or URI regex rewrite",
+                "rewrite may only contain one of URI or UriRegexRewrite",
             );
         }
         if rw.uri.is_empty() && rw.authority.is_empty() && rw.uri_regex_rewrite.is_none() {
             r.error(
                 &rp,
-                "rewrite must specify URI, authority, or URI regex rewrite",
+                "rewrite must specify at least one of URI, UriRegexRewrite, or authority. Only one of URI or UriRegexRewrite may be specified",
             );
         }
         if let Some(rr) = &rw.uri_regex_rewrite {
@@ -283,6 +300,9 @@ fn http_redirect(r: &mut Report, path: &str, redirect: &HttpRedirect) {
     }
 }
 
+/// Header operations with istiod's rules: request set/add may target `:authority` (other
+/// pseudo-headers never), response headers and removals may not touch `Host`; values must be
+/// printable and their `%VAR%` expressions well formed (Envoy rejects the config otherwise).
 fn headers(r: &mut Report, path: &str, headers: Option<&Headers>) {
     let Some(headers) = headers else { return };
     for (side, ops) in [
@@ -290,17 +310,152 @@ fn headers(r: &mut Report, path: &str, headers: Option<&Headers>) {
         ("response", &headers.response),
     ] {
         let Some(ops) = ops else { continue };
-        let names = ops
-            .set
-            .keys()
-            .chain(ops.add.keys())
-            .chain(ops.remove.iter());
-        for name in names {
-            if name.is_empty() {
-                r.error(format!("{path}.{side}"), "header name cannot be empty");
+        let sp = format!("{path}.{side}");
+        for (op, map) in [("set", &ops.set), ("add", &ops.add)] {
+            for (name, value) in map {
+                let np = format!("{sp}.{op}.{name}");
+                let named = if side == "request" {
+                    header_name_with_authority(name)
+                } else {
+                    header_operation_name(name)
+                };
+                r.check(np.clone(), named);
+                r.check(np, header_value(value));
             }
         }
+        for name in &ops.remove {
+            r.check(format!("{sp}.remove"), header_operation_name(name));
+        }
     }
+}
+
+fn header_name_with_authority(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("header name cannot be empty".into());
+    }
+    if name.starts_with(':') && !name.eq_ignore_ascii_case(":authority") {
+        return Err(format!(
+            "invalid header {name:?}: header cannot have \":\" prefix"
+        ));
+    }
+    Ok(())
+}
+
+fn header_operation_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("header name cannot be empty".into());
+    }
+    if name.eq_ignore_ascii_case("host") {
+        return Err(format!("invalid header {name:?}: cannot set Host header"));
+    }
+    if name.starts_with(':') {
+        return Err(format!(
+            "invalid header {name:?}: header cannot have \":\" prefix"
+        ));
+    }
+    Ok(())
+}
+
+/// A header value as Envoy's header formatter reads it: no control characters, `%%` for a literal
+/// `%`, and every `%VAR%` / `%VAR(["arg", …])%` closed.
+pub(super) fn header_value(value: &str) -> Result<(), String> {
+    if value
+        .chars()
+        .any(|c| matches!(c, '\u{0}'..='\u{8}' | '\u{a}'..='\u{1f}' | '\u{7f}'))
+    {
+        return Err(format!("header value configuration {value} is invalid"));
+    }
+    #[derive(PartialEq)]
+    enum State {
+        Literal,
+        Name,
+        ExpectArray,
+        ExpectString,
+        InString,
+        ExpectDelimiterOrEnd,
+        ExpectArgsEnd,
+        ExpectVariableEnd,
+    }
+    let fail = |why: &str| {
+        Err(format!(
+            "header value configuration: invalid header configuration. {why}"
+        ))
+    };
+    let bytes = value.as_bytes();
+    let mut state = State::Literal;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let has_next = i + 1 < bytes.len();
+        match state {
+            State::Literal if c == b'%' => {
+                if !has_next {
+                    return fail("Un-escaped %");
+                }
+                if bytes[i + 1] == b'%' {
+                    i += 1;
+                } else {
+                    state = State::Name;
+                }
+            }
+            State::Literal => {}
+            State::Name => match c {
+                b'%' => state = State::Literal,
+                b'(' => state = State::ExpectArray,
+                _ => {}
+            },
+            State::ExpectArray => {
+                if c == b'[' {
+                    state = State::ExpectString;
+                } else if c != b' ' {
+                    state = State::InString;
+                }
+            }
+            State::ExpectDelimiterOrEnd => match c {
+                b',' => state = State::ExpectString,
+                b']' => state = State::ExpectArgsEnd,
+                b' ' => {}
+                _ => return fail("Expecting ',', ']', or whitespace"),
+            },
+            State::ExpectString => {
+                if c == b'"' {
+                    state = State::InString;
+                } else if c != b' ' {
+                    return fail("Expecting '\"'");
+                }
+            }
+            State::InString => match c {
+                b'\\' => {
+                    if !has_next {
+                        return fail("Un-terminated backslash in JSON string");
+                    }
+                    i += 1;
+                }
+                b')' => state = State::ExpectVariableEnd,
+                b'"' => state = State::ExpectDelimiterOrEnd,
+                _ => {}
+            },
+            State::ExpectArgsEnd => {
+                if c == b')' {
+                    state = State::ExpectVariableEnd;
+                } else if c != b' ' {
+                    return fail("Expecting ')' or whitespace");
+                }
+            }
+            State::ExpectVariableEnd => {
+                if c == b'%' {
+                    state = State::Literal;
+                } else if c != b' ' {
+                    return fail("Expecting '%' or whitespace after");
+                }
+            }
+        }
+        i += 1;
+    }
+    if state != State::Literal {
+        return fail(&format!("Un-terminated variable expression '{value}'"));
+    }
+    Ok(())
 }
 
 fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
@@ -423,6 +578,16 @@ fn http_retry(r: &mut Report, path: &str, retry: &HttpRetry) {
     if retry.attempts < 0 {
         r.error(format!("{path}.attempts"), "attempts cannot be negative");
     }
+    if retry.attempts == 0
+        && (retry.per_try_timeout.is_some()
+            || !retry.retry_on.is_empty()
+            || retry.retry_remote_localities.is_some())
+    {
+        r.error(
+            path.to_string(),
+            "http retry policy configured when attempts are set to 0 (disabled)",
+        );
+    }
     if let Some(t) = &retry.per_try_timeout {
         r.check(format!("{path}.perTryTimeout"), h::duration(t));
     }
@@ -464,10 +629,19 @@ fn destination(r: &mut Report, path: &str, d: &Destination) {
     }
 }
 
+/// istiod normalises weights that do not sum to 100; only all-zero weights of a split are refused.
 fn weights_total(r: &mut Report, path: &str, weights: &[i32]) {
     let total: i64 = weights.iter().map(|w| i64::from(*w)).sum();
-    if weights.len() > 1 && total != 100 {
-        r.error(path, format!("total destination weight {total} != 100"));
+    if weights.len() > 1 && total == 0 {
+        r.error(path, "total destination weight = 0");
+    }
+}
+
+fn weight(w: i32) -> Result<(), String> {
+    if w < 0 {
+        Err(format!("weight {w} < 0"))
+    } else {
+        Ok(())
     }
 }
 
@@ -479,7 +653,7 @@ fn http_route_destinations(r: &mut Report, path: &str, dests: &[HttpRouteDestina
             None => r.error(format!("{dp}.destination"), "destination is required"),
         }
         headers(r, &format!("{dp}.headers"), d.headers.as_ref());
-        r.check(format!("{dp}.weight"), h::percent(d.weight));
+        r.check(format!("{dp}.weight"), weight(d.weight));
     }
     weights_total(r, path, &dests.iter().map(|d| d.weight).collect::<Vec<_>>());
 }
@@ -491,9 +665,33 @@ fn route_destinations(r: &mut Report, path: &str, dests: &[RouteDestination]) {
             Some(dest) => destination(r, &format!("{dp}.destination"), dest),
             None => r.error(format!("{dp}.destination"), "destination is required"),
         }
-        r.check(format!("{dp}.weight"), h::percent(d.weight));
+        r.check(format!("{dp}.weight"), weight(d.weight));
     }
     weights_total(r, path, &dests.iter().map(|d| d.weight).collect::<Vec<_>>());
+}
+
+/// Gateways route mesh mTLS by the SNI sidecars send, `outbound_.<port>_._.<host>`
+/// (`outbound_.<port>_.<subset>_.<host>`); `None` when `sni` is not of that form.
+fn generated_sni(sni: &str) -> Option<Result<(), String>> {
+    let rest = sni.strip_prefix("outbound_.")?;
+    let parts: Vec<&str> = rest.splitn(3, '.').collect();
+    let invalid = |label: &str| {
+        Err(format!(
+            "domain name {sni:?} invalid (label {label:?} invalid). should follow outbound_.<port>_._.<hostname> format"
+        ))
+    };
+    Some(match parts.as_slice() {
+        [port, _subset, host] => {
+            if !port.starts_with(|c: char| c.is_ascii_digit()) {
+                invalid(port)
+            } else if !host.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                invalid(host)
+            } else {
+                Ok(())
+            }
+        }
+        _ => invalid(sni),
+    })
 }
 
 fn tls_route(r: &mut Report, path: &str, route: &TlsRoute, vs: &VirtualService) {
@@ -513,10 +711,21 @@ fn tls_route(r: &mut Report, path: &str, route: &TlsRoute, vs: &VirtualService) 
         }
         for (j, sni) in m.sni_hosts.iter().enumerate() {
             let sp = format!("{mp}.sniHosts[{j}]");
-            if let Err(e) = h::wildcard_domain(sni)
-                && h::ip(sni).is_err()
-            {
-                r.error(sp, e);
+            let bound_to_gateway = vs.gateways.iter().any(|g| g != MESH_GATEWAY);
+            let checked = if bound_to_gateway {
+                generated_sni(sni).unwrap_or_else(|| h::wildcard_domain(sni))
+            } else {
+                h::wildcard_domain(sni)
+            };
+            if let Err(e) = checked {
+                if h::ip(sni).is_ok() {
+                    r.warn(
+                        sp,
+                        format!("using an IP address ({sni:?}) goes against SNI spec and most clients do not support this"),
+                    );
+                } else {
+                    r.error(sp, e);
+                }
                 continue;
             }
             if !vs.hosts.iter().any(|vh| host::subset_of(sni, vh)) {
@@ -833,6 +1042,18 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
         if ch.ring_hash.is_some() && ch.maglev.is_some() {
             r.error(&cp, "only one of ringHash or maglev may be set");
         }
+        if let Some(ml) = &ch.maglev {
+            let mp = format!("{cp}.maglev.tableSize");
+            if ml.table_size == 0 {
+                r.error(&mp, "tableSize must be set for maglev");
+            }
+            if ml.table_size >= 5_000_011 {
+                r.error(&mp, "tableSize must be less than 5000011 for maglev");
+            }
+            if !is_prime(ml.table_size) {
+                r.error(&mp, "tableSize must be a prime number for maglev");
+            }
+        }
     }
     if let Some(l) = &lb.locality_lb_setting {
         let lp = format!("{path}.localityLbSetting");
@@ -869,36 +1090,80 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
     if let Some(w) = &lb.warmup_duration_secs {
         r.check(format!("{path}.warmupDurationSecs"), h::duration(w));
     }
+    if let Some(warm) = &lb.warmup {
+        let wp = format!("{path}.warmup");
+        match &warm.duration {
+            None => r.error(format!("{wp}.duration"), "duration is required"),
+            Some(d) => r.check(format!("{wp}.duration"), h::duration(d)),
+        }
+        if warm.minimum_percent.is_some_and(|p| p > 100.0) {
+            r.error(
+                format!("{wp}.minimumPercent"),
+                "minimumPercent value should be less than or equal to 100",
+            );
+        }
+        if warm.aggression.is_some_and(|a| a <= 0.0) {
+            r.error(
+                format!("{wp}.aggression"),
+                "aggression should be greater than 0",
+            );
+        }
+    }
 }
 
+/// istiod's ValidateTLS for DestinationRule `tls` (ISTIO_MUTUAL takes anything: the mesh's
+/// certificates are used and the rest ignored).
 fn client_tls(r: &mut Report, path: &str, tls: &ClientTlsSettings) {
-    match tls.mode {
-        ClientTlsMode::ISTIO_MUTUAL
-            if !tls.client_certificate.is_empty()
-                || !tls.private_key.is_empty()
-                || !tls.ca_certificates.is_empty()
-                || !tls.credential_name.is_empty() =>
+    if tls.insecure_skip_verify == Some(true) {
+        match tls.mode {
+            ClientTlsMode::SIMPLE
+                if !tls.ca_certificates.is_empty()
+                    || !tls.credential_name.is_empty()
+                    || !tls.subject_alt_names.is_empty() =>
+            {
+                r.error(
+                    path,
+                    "cannot specify CaCertificates or CredentialName or SubjectAltNames when InsecureSkipVerify is set true",
+                );
+            }
+            ClientTlsMode::MUTUAL
+                if !tls.ca_certificates.is_empty() || !tls.subject_alt_names.is_empty() =>
+            {
+                r.error(
+                    path,
+                    "cannot specify CaCertificates or SubjectAltNames when InsecureSkipVerify is set true",
+                );
+            }
+            _ => {}
+        }
+    }
+    let originating = matches!(tls.mode, ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL);
+    if originating && !tls.credential_name.is_empty() {
+        if !tls.client_certificate.is_empty()
+            || !tls.ca_certificates.is_empty()
+            || !tls.private_key.is_empty()
+            || !tls.ca_crl.is_empty()
         {
             r.error(
                 path,
-                "cannot specify client certificates or CA certificate or CredentialName If TLS mode is ISTIO_MUTUAL",
+                "cannot specify client certificates or CA certificate or CA CRL If credentialName is set",
             );
         }
-        ClientTlsMode::MUTUAL if tls.credential_name.is_empty() => {
-            if tls.client_certificate.is_empty() {
-                r.error(
-                    format!("{path}.clientCertificate"),
-                    "client certificate required for mutual tls",
-                );
-            }
-            if tls.private_key.is_empty() {
-                r.error(
-                    format!("{path}.privateKey"),
-                    "private key required for mutual tls",
-                );
-            }
+        return;
+    }
+    if tls.mode == ClientTlsMode::MUTUAL {
+        if tls.client_certificate.is_empty() {
+            r.error(
+                format!("{path}.clientCertificate"),
+                "client certificate required for mutual tls",
+            );
         }
-        _ => {}
+        if tls.private_key.is_empty() {
+            r.error(
+                format!("{path}.privateKey"),
+                "private key required for mutual tls",
+            );
+        }
     }
 }
 
@@ -945,7 +1210,8 @@ fn gateway_server(r: &mut Report, path: &str, server: &Server) {
         return;
     };
     let mut port_ok = true;
-    if h::protocol(&port.protocol).is_err() {
+    // A gateway server must say its protocol: no sniffing there.
+    if port.protocol.is_empty() || h::protocol(&port.protocol).is_err() {
         r.error(
             format!("{path}.port.protocol"),
             format!(
@@ -1067,12 +1333,13 @@ fn namespace_slash_host(r: &mut Report, path: &str, hostname: &str, is_gateway: 
             "config namespace and dnsName in host entry cannot be empty",
         );
     }
-    let special: &[&str] = if is_gateway {
-        &["*", "."]
+    // Sidecars may exclude a namespace with `~` (`~ns/*`); gateways may not.
+    let ns_name = if is_gateway {
+        ns
     } else {
-        &["*", ".", "~"]
+        ns.strip_prefix('~').unwrap_or(ns)
     };
-    if !special.contains(&ns) && !h::is_dns1123_label(ns) {
+    if !["", "*", "."].contains(&ns_name) && !h::is_dns1123_label(ns_name) {
         let what = if is_gateway { "gateway" } else { "sidecar" };
         r.error(path, format!("invalid namespace value {ns:?} in {what}"));
     }
@@ -1088,11 +1355,27 @@ fn host_part(r: &mut Report, path: &str, hostname: &str, is_gateway: bool) {
     {
         r.error(path, e);
     }
+    r.check(path, h::partial_wildcard(hostname));
 }
 
 // ---------------------------------------------------------------------------------------------
 
 pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
+    if let Some(sel) = &se.workload_selector {
+        r.check("spec.workloadSelector", h::label_selector(Some(sel)));
+        if sel.labels.is_empty() {
+            r.warn(
+                "spec.workloadSelector",
+                "service entry: workload selector specified without labels, will be applied to all services in namespace",
+            );
+        }
+        if !se.endpoints.is_empty() {
+            r.error(
+                "spec",
+                "only one of WorkloadSelector or Endpoints is allowed in Service Entry",
+            );
+        }
+    }
     if se.hosts.is_empty() {
         r.error("spec.hosts", "service entry must have at least one host");
     }
@@ -1101,25 +1384,31 @@ pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
         if hostname == "*" {
             r.error(hp, "invalid host *");
         } else {
-            r.check(hp, h::wildcard_domain(hostname));
+            r.check(hp.clone(), h::wildcard_domain(hostname));
+            if se.resolution != Resolution::DYNAMIC_DNS
+                && hostname.contains('*')
+                && !hostname.starts_with("*.")
+                && hostname != "*"
+            {
+                r.warn(hp, format!("partial wildcard {hostname:?} not allowed"));
+            }
         }
     }
+    let mut cidr = false;
     for (i, addr) in se.addresses.iter().enumerate() {
+        cidr |= addr.contains('/');
         r.check(format!("spec.addresses[{i}]"), h::ip_subnet(addr));
     }
-    if se.ports.is_empty() && se.workload_selector.is_none() {
-        r.error("spec.ports", "service entry must have at least one port");
+    if cidr && !matches!(se.resolution, Resolution::NONE | Resolution::STATIC) {
+        r.error(
+            "spec.addresses",
+            "CIDR addresses are allowed only for NONE/STATIC resolution types",
+        );
     }
     let mut names = HashSet::new();
     let mut numbers = HashSet::new();
     for (i, p) in se.ports.iter().enumerate() {
         let pp = format!("spec.ports[{i}]");
-        r.check(format!("{pp}.name"), h::port_name(&p.name));
-        r.check(format!("{pp}.protocol"), h::protocol(&p.protocol));
-        r.check(format!("{pp}.number"), h::port(p.number));
-        if p.target_port != 0 {
-            r.check(format!("{pp}.targetPort"), h::port(p.target_port));
-        }
         if !names.insert(p.name.as_str()) {
             r.error(
                 format!("{pp}.name"),
@@ -1132,17 +1421,22 @@ pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
                 format!("service entry port {} already defined", p.number),
             );
         }
+        if p.target_port != 0 {
+            r.check(format!("{pp}.targetPort"), h::port(p.target_port));
+        }
+        if se.addresses.is_empty()
+            && (p.protocol.is_empty() || p.protocol.eq_ignore_ascii_case("TCP"))
+        {
+            r.warn(
+                pp.clone(),
+                "addresses are required for ports serving TCP (or unset) protocol when IP Autoallocation is not enabled",
+            );
+        }
+        r.check(format!("{pp}.name"), h::port_name(&p.name));
+        r.check(format!("{pp}.protocol"), h::protocol(&p.protocol));
+        r.check(format!("{pp}.number"), h::port(p.number));
     }
-    if se.workload_selector.is_some() && !se.endpoints.is_empty() {
-        r.error(
-            "spec",
-            "only one of WorkloadSelector or Endpoints is allowed in Service Entry",
-        );
-    }
-    r.check(
-        "spec.workloadSelector",
-        h::label_selector(se.workload_selector.as_ref()),
-    );
+    let is = |p: &str, set: &[&str]| set.iter().any(|k| k.eq_ignore_ascii_case(p));
     match se.resolution {
         Resolution::NONE => {
             if !se.endpoints.is_empty() {
@@ -1151,59 +1445,122 @@ pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
                     "no endpoints should be provided for resolution type none",
                 );
             }
+            if se.workload_selector.is_some() {
+                r.warn(
+                    "spec.workloadSelector",
+                    "workloadSelector should not be set when resolution mode is NONE",
+                );
+            }
         }
         Resolution::STATIC => {
             for (i, ep) in se.endpoints.iter().enumerate() {
-                let ap = format!("spec.endpoints[{i}].address");
-                if let Some(path) = ep.address.strip_prefix("unix://") {
-                    r.check(ap, h::unix_address(path));
-                } else if h::ip(&ep.address).is_err() {
-                    r.error(
-                        ap,
-                        format!(
-                            "endpoint address {:?} is not a valid IP address",
-                            ep.address
-                        ),
-                    );
-                }
+                workload_entry_in(r, &format!("spec.endpoints[{i}]"), ep, Some(&names), false);
             }
         }
         Resolution::DNS | Resolution::DNS_ROUND_ROBIN => {
-            if se.endpoints.is_empty() {
-                for hostname in &se.hosts {
-                    if hostname.starts_with('*') {
-                        r.error(
-                            "spec.hosts",
-                            format!("wildcard host {hostname} is not allowed for DNS resolution without endpoints"),
-                        );
-                    }
-                }
+            let mode = format!("{:?}", se.resolution);
+            if se.endpoints.is_empty()
+                && let Some(e) = se.hosts.iter().find_map(|hn| h::fqdn(hn).err())
+            {
+                r.error(
+                    "spec.hosts",
+                    format!("hosts must be FQDN or contain only prefix wildcards if no endpoints are provided for resolution mode {mode}, {e}"),
+                );
             }
             if se.resolution == Resolution::DNS_ROUND_ROBIN && se.endpoints.len() > 1 {
                 r.error(
                     "spec.endpoints",
-                    "there must only be one endpoint for resolution mode DNS_ROUND_ROBIN",
+                    format!("there must only be 0 or 1 endpoint for resolution mode {mode}"),
                 );
             }
             for (i, ep) in se.endpoints.iter().enumerate() {
-                let ap = format!("spec.endpoints[{i}].address");
-                if h::ip(&ep.address).is_err() && !ep.address.starts_with("unix://") {
-                    r.check(ap, h::fqdn(&ep.address));
+                let ep_path = format!("spec.endpoints[{i}]");
+                if h::ip(&ep.address).is_err() && h::fqdn(&ep.address).is_err() {
+                    r.error(
+                        format!("{ep_path}.address"),
+                        format!(
+                            "endpoint address {:?} is not a valid FQDN or an IP address",
+                            ep.address
+                        ),
+                    );
+                }
+                r.check(format!("{ep_path}.labels"), h::labels(&ep.labels));
+                for (name, port) in &ep.ports {
+                    if !names.contains(name.as_str()) {
+                        r.error(
+                            format!("{ep_path}.ports.{name}"),
+                            format!("endpoint port {port} is not defined by the service entry"),
+                        );
+                    }
+                    r.check(format!("{ep_path}.ports.{name}"), h::port_name(name));
+                    r.check(format!("{ep_path}.ports.{name}"), h::port(*port));
                 }
             }
-        }
-    }
-    for (i, ep) in se.endpoints.iter().enumerate() {
-        let ep_path = format!("spec.endpoints[{i}]");
-        workload_entry(r, &ep_path, ep, true);
-        for name in ep.ports.keys() {
-            if !names.contains(name.as_str()) {
-                r.error(
-                    format!("{ep_path}.ports.{name}"),
-                    format!("endpoint port {name} is not defined by the service entry"),
+            if !se.addresses.is_empty()
+                && se.hosts.len() > 1
+                && se
+                    .ports
+                    .iter()
+                    .any(|p| is(&p.protocol, &["TCP", "MYSQL", "MONGO", "REDIS", ""]))
+            {
+                r.warn(
+                    "spec.hosts",
+                    "service entry can not have more than one host specified simultaneously with address and tcp port",
                 );
             }
         }
+        Resolution::DYNAMIC_DNS => {
+            let mode = "DYNAMIC_DNS";
+            if se.hosts.is_empty() {
+                r.error(
+                    "spec.hosts",
+                    format!(
+                        "at least one wildcard host must be provided for resolution type {mode}"
+                    ),
+                );
+            }
+            if se.hosts.iter().any(|hn| !hn.starts_with('*')) {
+                r.error(
+                    "spec.hosts",
+                    format!("host must be wildcarded for resolution mode {mode}"),
+                );
+            }
+            if !se.addresses.is_empty() {
+                r.error(
+                    "spec.addresses",
+                    format!("addresses cannot be set for resolution type {mode}. HTTP route domains will only be generatedfrom the hosts field values"),
+                );
+            }
+            if !se.endpoints.is_empty() {
+                r.error(
+                    "spec.endpoints",
+                    format!("endpoints cannot be set for resolution type {mode}. Destination IP address determined from hostsfield values"),
+                );
+            }
+            if se
+                .ports
+                .iter()
+                .any(|p| !is(&p.protocol, &["HTTP", "TLS", "GRPC", "HTTP2"]))
+            {
+                r.error(
+                    "spec.ports",
+                    format!("only HTTP, TLS, GRPC, and HTTP2 protocols are supported for resolution type {mode}"),
+                );
+            }
+        }
+    }
+    // Plain TCP cannot tell hosts apart, unless resolution NONE ignores them.
+    if se.resolution != Resolution::NONE
+        && se.hosts.len() > 1
+        && se
+            .ports
+            .iter()
+            .any(|p| !h::protocol_is_http(&p.protocol) && !h::protocol_is_tls(&p.protocol))
+    {
+        r.error(
+            "spec.ports",
+            "multiple hosts provided with non-HTTP, non-TLS ports",
+        );
     }
     r.check(
         "spec.exportTo",
@@ -1211,98 +1568,202 @@ pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
     );
 }
 
-/// WorkloadEntry checks; `in_service_entry` skips the address rule, which the resolution governs there.
-pub fn workload_entry(r: &mut Report, path: &str, we: &WorkloadEntry, in_service_entry: bool) {
-    if !in_service_entry {
-        if we.address.is_empty() {
-            if we.network.is_empty() {
-                r.error(format!("{path}.address"), "address must be set");
-            }
-        } else if let Some(sock) = we.address.strip_prefix("unix://") {
-            r.check(format!("{path}.address"), h::unix_address(sock));
-        } else if h::ip(&we.address).is_err() {
-            r.check(format!("{path}.address"), h::fqdn(&we.address));
+/// A WorkloadEntry object (addresses may be IPs, FQDNs or Unix sockets).
+pub fn workload_entry(r: &mut Report, path: &str, we: &WorkloadEntry, _in_service_entry: bool) {
+    workload_entry_in(r, path, we, None, true);
+}
+
+/// istiod's WorkloadEntry rule, for an object (`service_ports` none) or a STATIC ServiceEntry's
+/// endpoint (its ports must be the ServiceEntry's, and its address an IP or a Unix socket).
+fn workload_entry_in(
+    r: &mut Report,
+    path: &str,
+    we: &WorkloadEntry,
+    service_ports: Option<&HashSet<&str>>,
+    allow_fqdn: bool,
+) {
+    let addr = we.address.as_str();
+    let ap = format!("{path}.address");
+    if addr.is_empty() {
+        if we.network.is_empty() {
+            r.error(ap, "address is required");
+            return;
+        }
+        r.warn(
+            ap.clone(),
+            format!("address is unset with network {:?}", we.network),
+        );
+    }
+    let unix = addr.starts_with("unix://");
+    if let Some(sock) = addr.strip_prefix("unix://") {
+        r.check(ap.clone(), h::unix_address(sock));
+        if !we.ports.is_empty() {
+            r.error(
+                format!("{path}.ports"),
+                format!("unix endpoint {addr} must not include ports"),
+            );
+        }
+    } else if !addr.is_empty() && h::ip(addr).is_err() {
+        if !allow_fqdn {
+            r.error(
+                ap.clone(),
+                format!("endpoint address {addr:?} is not a valid IP address"),
+            );
+        } else if h::fqdn(addr).is_err() {
+            r.error(
+                ap.clone(),
+                format!("endpoint address {addr:?} is not a valid FQDN or an IP address"),
+            );
         }
     }
-    r.check(format!("{path}.labels"), h::labels(&we.labels));
-    for (name, p) in &we.ports {
-        r.check(format!("{path}.ports.{name}"), h::port(*p));
+    for (name, port) in &we.ports {
+        let pp = format!("{path}.ports.{name}");
+        if service_ports.is_some_and(|sp| !sp.contains(name.as_str())) {
+            r.error(
+                pp.clone(),
+                format!("endpoint port {port} is not defined by the service entry"),
+            );
+        }
+        r.check(pp.clone(), h::port_name(name));
+        r.check(pp, h::port(*port));
     }
-    if !we.service_account.is_empty() {
-        r.check(
-            format!("{path}.serviceAccount"),
-            h::dns1123_subdomain(&we.service_account),
+    r.check(format!("{path}.labels"), h::labels(&we.labels));
+    if unix && service_ports.is_some_and(|sp| sp.len() != 1) {
+        r.error(
+            path.to_string(),
+            "exactly 1 service port required for unix endpoints",
         );
     }
 }
 
+/// istiod checks a WorkloadGroup's labels and probe only: the template's address and ports are
+/// filled in when workloads register.
 pub fn workload_group(r: &mut Report, wg: &WorkloadGroup) {
-    let Some(template) = &wg.template else {
+    if wg.template.is_none() {
         r.error("spec.template", "template is required");
         return;
+    }
+    if let Some(meta) = &wg.metadata
+        && let Err(e) = h::labels(&meta.labels)
+    {
+        r.error("spec.metadata.labels", format!("invalid labels: {e}"));
+        return;
+    }
+    let Some(p) = &wg.probe else {
+        return;
     };
-    if !template.address.is_empty() {
-        r.error(
-            "spec.template.address",
-            "address must not be set in a WorkloadGroup template",
-        );
-    }
-    let mut t = template.clone();
-    t.address = "placeholder.invalid".into();
-    workload_entry(r, "spec.template", &t, false);
-    if let Some(meta) = &wg.metadata {
-        r.check("spec.metadata.labels", h::labels(&meta.labels));
-    }
-    if let Some(p) = &wg.probe {
-        let set = h::count_set(&[
-            p.http_get.is_some(),
-            p.tcp_socket.is_some(),
-            p.exec.is_some(),
-            p.grpc.is_some(),
-        ]);
-        if set != 1 {
+    for (field, v) in [
+        ("periodSeconds", p.period_seconds),
+        ("initialDelaySeconds", p.initial_delay_seconds),
+        ("timeoutSeconds", p.timeout_seconds),
+        ("successThreshold", p.success_threshold),
+        ("failureThreshold", p.failure_threshold),
+    ] {
+        if v < 0 {
             r.error(
-                "spec.probe",
-                "probe must specify exactly one of httpGet, tcpSocket, exec or grpc",
+                format!("spec.probe.{field}"),
+                format!("{field} must be non-negative"),
             );
         }
-        if let Some(hg) = &p.http_get {
-            r.check("spec.probe.httpGet.port", h::port(hg.port));
-        }
-        if let Some(ts) = &p.tcp_socket {
-            r.check("spec.probe.tcpSocket.port", h::port(ts.port));
-        }
-        if let Some(ex) = &p.exec
-            && ex.command.is_empty()
-        {
-            r.error("spec.probe.exec.command", "exec probe must have a command");
-        }
-        for (field, v) in [
-            ("initialDelaySeconds", p.initial_delay_seconds),
-            ("timeoutSeconds", p.timeout_seconds),
-            ("periodSeconds", p.period_seconds),
-            ("successThreshold", p.success_threshold),
-            ("failureThreshold", p.failure_threshold),
-        ] {
-            if v < 0 {
-                r.error(
-                    format!("spec.probe.{field}"),
-                    format!("{field} must be non-negative"),
-                );
-            }
-        }
     }
+    let methods = h::count_set(&[
+        p.http_get.is_some(),
+        p.tcp_socket.is_some(),
+        p.exec.is_some(),
+        p.grpc.is_some(),
+    ]);
+    if methods > 1 {
+        // A oneof: istiod cannot even decode two.
+        r.error(
+            "spec.probe",
+            "probe must specify exactly one of httpGet, tcpSocket or exec",
+        );
+        return;
+    }
+    if let Some(hg) = &p.http_get {
+        r.check("spec.probe.httpGet.port", h::port(hg.port));
+        if !hg.scheme.is_empty() && hg.scheme != "HTTPS" && hg.scheme != "HTTP" {
+            r.error(
+                "spec.probe.httpGet.scheme",
+                "httpGet.scheme must be one of \"HTTPS\", \"HTTP\"",
+            );
+        }
+        for (i, header) in hg.http_headers.iter().enumerate() {
+            r.check(
+                format!("spec.probe.httpGet.httpHeaders[{i}].name"),
+                probe_header_name(&header.name),
+            );
+        }
+    } else if let Some(ts) = &p.tcp_socket {
+        r.check("spec.probe.tcpSocket.port", h::port(ts.port));
+    } else if let Some(ex) = &p.exec {
+        if ex.command.is_empty() {
+            r.error("spec.probe.exec.command", "exec.command is required");
+        }
+    } else {
+        // istiod knows httpGet, tcpSocket and exec; a gRPC or empty probe is refused.
+        r.error(
+            "spec.probe",
+            "unknown health check method: set one of httpGet, tcpSocket or exec",
+        );
+    }
+}
+
+/// As istiod decides it (0 counts as prime there; the table-size rule catches it first).
+fn is_prime(x: u64) -> bool {
+    if x != 0 && x < 4 {
+        return true;
+    }
+    if x.is_multiple_of(2) {
+        return false;
+    }
+    let mut f = 3;
+    while f * f <= x {
+        if x.is_multiple_of(f) {
+            return false;
+        }
+        f += 2;
+    }
+    true
+}
+
+/// A probe header name: an HTTP token, not a pseudo-header.
+fn probe_header_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.starts_with(':') || !name.bytes().all(is_token_char) {
+        return Err(format!("invalid probe header name: {name:?}"));
+    }
+    Ok(())
+}
+
+/// RFC 7230 token characters.
+fn is_token_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 // ---------------------------------------------------------------------------------------------
 
-pub fn sidecar(r: &mut Report, sc: &Sidecar) {
+pub fn sidecar(r: &mut Report, namespace: &str, sc: &Sidecar) {
     r.check(
         "spec.workloadSelector",
         h::label_selector(sc.workload_selector.as_ref()),
     );
-    if sc.egress.is_empty() && sc.ingress.is_empty() && sc.outbound_traffic_policy.is_none() {
+    if sc
+        .workload_selector
+        .as_ref()
+        .is_some_and(|s| s.labels.is_empty())
+    {
+        r.warn(
+            "spec.workloadSelector",
+            "sidecar: workload selector specified without labels, will be applied to all services in namespace",
+        );
+    }
+    if sc.egress.is_empty()
+        && sc.ingress.is_empty()
+        && sc.outbound_traffic_policy.is_none()
+        && sc.inbound_connection_pool.is_none()
+    {
         r.error("spec", "sidecar: empty configuration provided");
+        return;
     }
     let mut ports = HashSet::new();
     for (i, ing) in sc.ingress.iter().enumerate() {
@@ -1328,11 +1789,71 @@ pub fn sidecar(r: &mut Report, sc: &Sidecar) {
         if !ing.default_endpoint.is_empty() {
             default_endpoint(r, &format!("{ip}.defaultEndpoint"), &ing.default_endpoint);
         }
+        if port.target_port > 0 {
+            r.error(
+                format!("{ip}.port.targetPort"),
+                "targetPort has no impact on Sidecars",
+            );
+        }
         if let Some(tls) = &ing.tls {
-            server_tls(r, &format!("{ip}.tls"), tls);
+            let tp = format!("{ip}.tls");
+            for (set, what) in [
+                (
+                    !tls.subject_alt_names.is_empty(),
+                    "sidecar: subjectAltNames is not supported in ingress tls",
+                ),
+                (
+                    tls.https_redirect,
+                    "sidecar: httpsRedirect is not supported",
+                ),
+                (
+                    !tls.credential_name.is_empty(),
+                    "sidecar: credentialName is not currently supported",
+                ),
+                (
+                    !tls.credential_names.is_empty(),
+                    "sidecar: credentialNames is not currently supported",
+                ),
+                (
+                    !tls.tls_certificates.is_empty(),
+                    "sidecar: tls_certificates is not currently supported",
+                ),
+            ] {
+                if set {
+                    r.error(&tp, what);
+                }
+            }
+            if matches!(
+                tls.mode,
+                ServerTlsMode::ISTIO_MUTUAL | ServerTlsMode::AUTO_PASSTHROUGH
+            ) {
+                r.error(
+                    format!("{tp}.mode"),
+                    format!(
+                        "configuration is invalid: cannot set mode to {:?} in sidecar ingress tls",
+                        tls.mode
+                    ),
+                );
+            }
+            if !h::protocol_is_tls(&port.protocol) {
+                r.error(
+                    &tp,
+                    "server cannot have TLS settings for non HTTPS/TLS ports",
+                );
+            }
+            server_tls(r, &tp, tls);
         }
         if let Some(pool) = &ing.connection_pool {
             connection_pool(r, &format!("{ip}.connectionPool"), pool);
+            if pool.http.is_some() && !h::protocol_is_http(&port.protocol) {
+                r.warn(
+                    format!("{ip}.connectionPool.http"),
+                    format!(
+                        "sidecar: HTTP connection pool settings are configured for port {} ({:?}) but its protocol is not HTTP ({}); only TCP settings will apply",
+                        port.number, port.name, port.protocol
+                    ),
+                );
+            }
         }
     }
     let mut ports = HashSet::new();
@@ -1357,6 +1878,12 @@ pub fn sidecar(r: &mut Report, sc: &Sidecar) {
             }
             Some(port) => {
                 sidecar_port(r, &format!("{ep}.port"), port);
+                if port.target_port > 0 {
+                    r.error(
+                        format!("{ep}.port.targetPort"),
+                        "targetPort has no impact on Sidecars",
+                    );
+                }
                 if port.number == 0 {
                     match eg.bind.strip_prefix("unix://") {
                         Some(sock) => r.check(format!("{ep}.bind"), h::unix_address(sock)),
@@ -1394,8 +1921,32 @@ pub fn sidecar(r: &mut Report, sc: &Sidecar) {
                 "sidecar: egress listener must contain at least one host",
             );
         }
+        // namespace → hosts already selected, for istiod's duplicate warnings.
+        let mut selected: BTreeMap<&str, HashSet<&str>> = BTreeMap::new();
         for (j, hostname) in eg.hosts.iter().enumerate() {
-            namespace_slash_host(r, &format!("{ep}.hosts[{j}]"), hostname, false);
+            let hp = format!("{ep}.hosts[{j}]");
+            if let Some((ns, svc)) = hostname.split_once('/')
+                && !ns.starts_with('~')
+            {
+                let ns = if ns == "." { namespace } else { ns };
+                let seen = selected.entry(ns).or_default();
+                let duplicate = if svc == "*" {
+                    !seen.is_empty()
+                } else {
+                    seen.contains(svc) || seen.contains("*")
+                };
+                if duplicate {
+                    r.warn(&hp, format!("duplicated egress host: {hostname}"));
+                }
+                seen.insert(svc);
+            }
+            namespace_slash_host(r, &hp, hostname, false);
+        }
+        if selected.get("*").is_some_and(|s| s.contains("*")) && selected.len() != 1 {
+            r.warn(
+                format!("{ep}.hosts"),
+                "`*/*` host select all resources, no other hosts can be added",
+            );
         }
     }
     if let Some(otp) = &sc.outbound_traffic_policy
@@ -1456,10 +2007,24 @@ fn default_endpoint(r: &mut Report, path: &str, endpoint: &str) {
 // ---------------------------------------------------------------------------------------------
 
 pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
+    r.warn(
+        "",
+        "EnvoyFilter exposes internal implementation details that may change at any time. Prefer other APIs if possible, and exercise extreme caution, especially around upgrades.",
+    );
     r.check(
         "spec.workloadSelector",
         h::label_selector(ef.workload_selector.as_ref()),
     );
+    if ef
+        .workload_selector
+        .as_ref()
+        .is_some_and(|s| s.labels.is_empty())
+    {
+        r.warn(
+            "spec.workloadSelector",
+            "Envoy filter: workload selector specified without labels, will be applied to all services in namespace",
+        );
+    }
     if ef.workload_selector.is_some() && !ef.target_refs.is_empty() {
         r.error(
             "spec",
@@ -1479,6 +2044,14 @@ pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
     ];
     for (i, cp) in ef.config_patches.iter().enumerate() {
         let pp = format!("spec.configPatches[{i}]");
+        // istiod does not validate waypoint patches yet.
+        if cp
+            .match_
+            .as_ref()
+            .is_some_and(|m| m.context == PatchContext::WAYPOINT)
+        {
+            continue;
+        }
         if cp.apply_to == ApplyTo::INVALID {
             r.error(format!("{pp}.applyTo"), "Envoy filter: missing applyTo");
             continue;

@@ -84,14 +84,14 @@ fn condition_values(key: &str, values: &[String]) -> Result<(), String> {
 
 pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
     r.check("spec.selector", h::workload_selector(ap.selector.as_ref()));
-    r.check(
-        "spec",
-        h::policy_targets(
-            ap.selector.is_some(),
-            ap.target_ref.as_ref(),
-            &ap.target_refs,
-        ),
-    );
+    for e in h::policy_targets(
+        ap.selector.is_some(),
+        ap.target_ref.as_ref(),
+        &ap.target_refs,
+    ) {
+        r.error("spec", e);
+    }
+    selector_without_labels(r, ap.selector.as_ref());
     match (ap.action, &ap.provider) {
         (AuthorizationAction::CUSTOM, None) => {
             r.error("spec.provider", "CUSTOM action without `provider`");
@@ -111,11 +111,12 @@ pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
     if ap.action == AuthorizationAction::DENY && rules.is_empty() {
         r.error(
             "spec.rules",
-            "a deny policy without `rules` is meaningless and has no effect",
+            "DENY action without `rules` is meaningless as it will never be triggered, add an empty rule `{}` if you want it be triggered for every request",
         );
     }
     for (i, rule) in rules.iter().enumerate() {
         let rp = format!("spec.rules[{i}]");
+        deny_on_http_only(r, &rp, ap.action, rule);
         if let Some(from) = &rule.from {
             if from.is_empty() {
                 r.error(format!("{rp}.from"), "`from` must not be empty");
@@ -211,14 +212,14 @@ pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
 
 pub fn request_authentication(r: &mut Report, ra: &RequestAuthentication) {
     r.check("spec.selector", h::workload_selector(ra.selector.as_ref()));
-    r.check(
-        "spec",
-        h::policy_targets(
-            ra.selector.is_some(),
-            ra.target_ref.as_ref(),
-            &ra.target_refs,
-        ),
-    );
+    for e in h::policy_targets(
+        ra.selector.is_some(),
+        ra.target_ref.as_ref(),
+        &ra.target_refs,
+    ) {
+        r.error("spec", e);
+    }
+    selector_without_labels(r, ra.selector.as_ref());
     for (i, rule) in ra.jwt_rules.iter().enumerate() {
         let jp = format!("spec.jwtRules[{i}]");
         if rule.issuer.is_empty() {
@@ -273,10 +274,10 @@ pub fn request_authentication(r: &mut Report, ra: &RequestAuthentication) {
 
 pub fn telemetry(r: &mut Report, t: &Telemetry) {
     r.check("spec.selector", h::workload_selector(t.selector.as_ref()));
-    r.check(
-        "spec",
-        h::policy_targets(t.selector.is_some(), t.target_ref.as_ref(), &t.target_refs),
-    );
+    for e in h::policy_targets(t.selector.is_some(), t.target_ref.as_ref(), &t.target_refs) {
+        r.error("spec", e);
+    }
+    selector_without_labels(r, t.selector.as_ref());
     let providers = t
         .tracing
         .iter()
@@ -354,5 +355,166 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
                 }
             }
         }
+    }
+}
+
+/// istiod warns about a selector that selects everything.
+fn selector_without_labels(
+    r: &mut Report,
+    selector: Option<&crate::config::common::WorkloadSelector>,
+) {
+    if selector.is_some_and(|s| s.match_labels.is_empty()) {
+        r.warn(
+            "spec.selector",
+            "workload selector specified without labels",
+        );
+    }
+}
+
+pub fn wasm_plugin(r: &mut Report, w: &crate::config::extensions::WasmPlugin) {
+    r.check("spec.selector", h::workload_selector(w.selector.as_ref()));
+    for e in h::policy_targets(w.selector.is_some(), w.target_ref.as_ref(), &w.target_refs) {
+        r.error("spec", e);
+    }
+    selector_without_labels(r, w.selector.as_ref());
+    r.check("spec.url", wasm_url(&w.url));
+    if !w.sha256.is_empty() {
+        if w.sha256.len() != 64 {
+            r.error("spec.sha256", "sha256 field must be 64 characters long");
+        } else if !w
+            .sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            r.error(
+                "spec.sha256",
+                "sha256 field must match [a-f0-9]{64} pattern",
+            );
+        }
+    }
+    if w.image_pull_secret.len() > 253 {
+        r.error(
+            "spec.imagePullSecret",
+            "imagePullSecret field must be less than 253 characters long",
+        );
+    }
+    if w.plugin_name.len() > 256 {
+        r.error(
+            "spec.pluginName",
+            "pluginName field must be less than 255 characters long",
+        );
+    }
+    if let Some(vm) = &w.vm_config {
+        let mut seen = std::collections::HashSet::new();
+        for (i, env) in vm.env.iter().enumerate() {
+            let ep = format!("spec.vmConfig.env[{i}]");
+            if env.name.is_empty() {
+                r.error(ep, "spec.vmConfig.env invalid");
+                break;
+            }
+            if env.name.len() > 256 {
+                r.error(ep, "env.name field must be less than 255 characters long");
+                break;
+            }
+            if !seen.insert(env.name.as_str()) {
+                r.error(ep, "duplicate env");
+                break;
+            }
+            if env
+                .value_from
+                .is_some_and(|v| v != crate::config::extensions::EnvValueSource::INLINE)
+                && !env.value.is_empty()
+            {
+                r.error(ep, "value may only be set when valueFrom is INLINE");
+                break;
+            }
+        }
+    }
+    for (i, sel) in w.matches.iter().enumerate() {
+        for (j, p) in sel.ports.iter().enumerate() {
+            if !(1..=65535).contains(&p.number) {
+                r.error(
+                    format!("spec.match[{i}].ports[{j}]"),
+                    format!("spec.Match[{i}].Ports[{j}] is out of range: {}", p.number),
+                );
+            }
+        }
+    }
+}
+
+/// A plugin URL: `oci://`, `http(s)://`, `file://`, or a bare image reference (read as OCI).
+fn wasm_url(url: &str) -> Result<(), String> {
+    if url.is_empty() {
+        return Err("url field needs to be set".into());
+    }
+    let parsed = url::Url::parse(url).or_else(|_| url::Url::parse(&format!("http://{url}")));
+    match parsed {
+        Err(e) => Err(format!("failed to parse url: {e}")),
+        Ok(u) if !["file", "http", "https", "oci"].contains(&u.scheme()) => {
+            Err(format!("url contains unsupported scheme: {}", u.scheme()))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+pub fn proxy_config(r: &mut Report, p: &crate::config::networking::ProxyConfig) {
+    r.check("spec.selector", h::workload_selector(p.selector.as_ref()));
+    selector_without_labels(r, p.selector.as_ref());
+    if p.concurrency.is_some_and(|c| c < 0) {
+        r.error(
+            "spec.concurrency",
+            "concurrency must be greater than or equal to 0",
+        );
+    }
+}
+
+/// istiod warns when a DENY rule names only HTTP attributes: on TCP ports such a rule cannot be
+/// checked, so it denies all their traffic.
+fn deny_on_http_only(
+    r: &mut Report,
+    path: &str,
+    action: AuthorizationAction,
+    rule: &crate::config::security::Rule,
+) {
+    if action != AuthorizationAction::DENY {
+        return;
+    }
+    let sources: Vec<_> = rule
+        .from
+        .iter()
+        .flatten()
+        .filter_map(|f| f.source.as_ref())
+        .collect();
+    let operations: Vec<_> = rule
+        .to
+        .iter()
+        .flatten()
+        .filter_map(|t| t.operation.as_ref())
+        .collect();
+    let tcp_in_from = sources.iter().any(|s| {
+        [
+            &s.principals,
+            &s.not_principals,
+            &s.ip_blocks,
+            &s.not_ip_blocks,
+            &s.namespaces,
+            &s.not_namespaces,
+            &s.remote_ip_blocks,
+            &s.not_remote_ip_blocks,
+            &s.service_accounts,
+            &s.not_service_accounts,
+        ]
+        .iter()
+        .any(|l| !l.is_empty())
+    });
+    let tcp_in_to = operations
+        .iter()
+        .any(|o| !o.ports.is_empty() || !o.not_ports.is_empty());
+    let (from, to) = (!sources.is_empty(), !operations.is_empty());
+    if (from && !to && !tcp_in_from) || (to && !tcp_in_to) {
+        r.warn(
+            path,
+            "configured AuthorizationPolicy will deny all traffic to TCP ports under its scope due to the use of only HTTP attributes in a DENY rule; it is recommended to explicitly specify the port",
+        );
     }
 }

@@ -126,8 +126,9 @@ pub fn admit(
         }
     };
     debug_assert_eq!(config.kind, kind);
-    if let Err(errors) = crate::validation::validate(&config) {
-        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    let verdict = crate::validation::check(&config);
+    if !verdict.errors.is_empty() {
+        let text: Vec<String> = verdict.errors.iter().map(ToString::to_string).collect();
         return fail(
             reason::INVALID_CONFIG,
             format!("configuration is invalid: {}", text.join("; ")),
@@ -141,6 +142,11 @@ pub fn admit(
             resource: request.resource.resource.clone(),
         })
         .inc();
+    let mut allow = allow;
+    if !verdict.warnings.is_empty() {
+        // kubectl prints each as `Warning: …`, as it does for istiod's.
+        allow.warnings = Some(verdict.warnings.iter().map(ToString::to_string).collect());
+    }
     allow
 }
 

@@ -219,7 +219,9 @@ fn build(
         policy.load_balancer.as_ref().and_then(|l| l.simple) == Some(SimpleLb::PASSTHROUGH);
     match svc.resolution {
         _ if passthrough_lb => original_dst(&mut c),
-        Resolution::NONE => original_dst(&mut c),
+        // No dynamic forward proxy yet: DYNAMIC_DNS hosts go to the address the client resolved,
+        // as NONE does (listed as not honoured in validation::unhonoured).
+        Resolution::NONE | Resolution::DYNAMIC_DNS => original_dst(&mut c),
         Resolution::STATIC => {
             c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32));
             c.eds_cluster_config = Some(EdsClusterConfig {

@@ -1,0 +1,420 @@
+//! The one list of what Rudder accepts but does not act on yet. Nothing may be silently ignored:
+//! every field here produces a warning that names it, wherever config enters (the validation
+//! webhook's `warnings`, `rudder validate`, `/debug/sources`) and in the metric
+//! `rudder_config_unhonoured_fields{kind,field}`. When a generator starts honouring a field, its
+//! entry goes; `tests/validation_parity.rs` checks each entry still warns.
+
+use crate::config::{Config, Kind, Spec};
+use serde_json::Value;
+
+/// One field (or a whole kind) Rudder does not act on.
+#[derive(Debug, Clone, Copy)]
+pub struct Unhonoured {
+    pub kind: Kind,
+    /// A path in the spec (`http[].corsPolicy`: `[]` stands for every element of a list); empty:
+    /// the whole object is not acted on. `trafficPolicy.` paths of a DestinationRule apply at every
+    /// level a traffic policy can be given (top, port level, subset, subset port level).
+    pub path: &'static str,
+    /// What the user should know, in a few words.
+    pub note: &'static str,
+    /// Only when the object applies to sidecars (a VirtualService bound to `mesh`).
+    pub sidecars_only: bool,
+    /// Only when the field has this value (an enum's name).
+    pub value: Option<&'static str>,
+}
+
+const fn field(kind: Kind, path: &'static str, note: &'static str) -> Unhonoured {
+    Unhonoured {
+        kind,
+        path,
+        note,
+        sidecars_only: false,
+        value: None,
+    }
+}
+
+/// Every field Rudder accepts and does not honour. Keep it true: a field leaves this list in the
+/// change that makes a generator honour it.
+pub const UNHONOURED: &[Unhonoured] = &[
+    // VirtualService
+    field(
+        Kind::VirtualService,
+        "http[].corsPolicy",
+        "CORS is not applied; preflight requests reach the backend",
+    ),
+    field(
+        Kind::VirtualService,
+        "http[].delegate",
+        "delegate VirtualServices are not expanded",
+    ),
+    field(
+        Kind::VirtualService,
+        "http[].retries.retryRemoteLocalities",
+        "retries stay in any locality",
+    ),
+    field(
+        Kind::VirtualService,
+        "http[].retries.backoff",
+        "Envoy's default retry backoff applies",
+    ),
+    field(
+        Kind::VirtualService,
+        "http[].fault.abort.http2Error",
+        "HTTP/2 error aborts are not injected",
+    ),
+    field(
+        Kind::VirtualService,
+        "tls[]",
+        "TLS routes are not applied (SNI routing follows the services' hosts)",
+    ),
+    Unhonoured {
+        kind: Kind::VirtualService,
+        path: "tcp[]",
+        note: "TCP routes are applied on gateways only, not on sidecars",
+        sidecars_only: true,
+        value: None,
+    },
+    field(
+        Kind::VirtualService,
+        "tcp[].match[].destinationSubnets",
+        "TCP routes match on port only",
+    ),
+    field(
+        Kind::VirtualService,
+        "tcp[].match[].sourceSubnet",
+        "TCP routes match on port only",
+    ),
+    // DestinationRule
+    field(
+        Kind::DestinationRule,
+        "workloadSelector",
+        "the rule applies to every proxy that sees it",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.tunnel",
+        "no tunnel is set up",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.proxyProtocol",
+        "no PROXY protocol header is sent",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.retryBudget",
+        "no retry budget is set",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.loadBalancer.localityLbSetting",
+        "locality load balancing is not applied: every locality has the same priority",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.loadBalancer.warmupDurationSecs",
+        "no slow start",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.loadBalancer.warmup",
+        "no slow start",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes",
+        "cookie attributes are not set",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.connectionPool.tcp.idleTimeout",
+        "Envoy's default TCP idle timeout applies",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.connectionPool.http.maxConcurrentStreams",
+        "no limit on concurrent streams per connection",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.connectionPool.http.useClientProtocol",
+        "the upstream protocol follows the port's protocol",
+    ),
+    field(
+        Kind::DestinationRule,
+        "trafficPolicy.tls.caCrl",
+        "no certificate revocation list is checked",
+    ),
+    // Gateway
+    field(
+        Kind::Gateway,
+        "servers[].bind",
+        "servers listen on every address",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].defaultEndpoint",
+        "not used by gateways",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.caCrl",
+        "no certificate revocation list is checked",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.credentialNames",
+        "only credentialName is read",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.verifyCertificateSpki",
+        "client certificates are not pinned",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.verifyCertificateHash",
+        "client certificates are not pinned",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.minProtocolVersion",
+        "Envoy's default TLS versions apply",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.maxProtocolVersion",
+        "Envoy's default TLS versions apply",
+    ),
+    field(
+        Kind::Gateway,
+        "servers[].tls.cipherSuites",
+        "Envoy's default cipher suites apply",
+    ),
+    // ServiceEntry
+    Unhonoured {
+        kind: Kind::ServiceEntry,
+        path: "resolution",
+        note: "no dynamic forward proxy: DYNAMIC_DNS hosts are passed through to the address the client resolved, as with NONE",
+        sidecars_only: false,
+        value: Some("DYNAMIC_DNS"),
+    },
+    field(
+        Kind::ServiceEntry,
+        "subjectAltNames",
+        "the server identity is not pinned to these names",
+    ),
+    // Sidecar
+    field(
+        Kind::Sidecar,
+        "ingress[]",
+        "inbound listeners come from the services at the proxy's address",
+    ),
+    field(
+        Kind::Sidecar,
+        "inboundConnectionPool",
+        "inbound connections are not limited",
+    ),
+    field(
+        Kind::Sidecar,
+        "egress[].port",
+        "egress listeners are not limited to a port",
+    ),
+    field(
+        Kind::Sidecar,
+        "egress[].bind",
+        "egress listeners bind as the interception mode says",
+    ),
+    field(
+        Kind::Sidecar,
+        "egress[].captureMode",
+        "egress listeners bind as the interception mode says",
+    ),
+    field(
+        Kind::Sidecar,
+        "outboundTrafficPolicy",
+        "the mesh-wide outboundTrafficPolicy applies",
+    ),
+    // WorkloadGroup, EnvoyFilter, Telemetry, WasmPlugin, ProxyConfig: not acted on at all.
+    field(
+        Kind::WorkloadGroup,
+        "",
+        "WorkloadGroups are stored; VM auto-registration and health checks are not implemented",
+    ),
+    field(Kind::EnvoyFilter, "", "EnvoyFilter patches are not applied"),
+    field(
+        Kind::Telemetry,
+        "",
+        "Telemetry (metrics, tracing, access logging) is not applied",
+    ),
+    field(Kind::WasmPlugin, "", "Wasm plugins are not loaded"),
+    field(
+        Kind::ProxyConfig,
+        "",
+        "ProxyConfig is not applied to proxies",
+    ),
+    // RequestAuthentication
+    field(
+        Kind::RequestAuthentication,
+        "jwtRules[].outputPayloadToHeader",
+        "the JWT payload is not forwarded in a header",
+    ),
+    field(
+        Kind::RequestAuthentication,
+        "jwtRules[].outputClaimToHeaders",
+        "claims are not copied to headers",
+    ),
+    field(
+        Kind::RequestAuthentication,
+        "jwtRules[].spaceDelimitedClaims",
+        "claims are matched as single values",
+    ),
+    field(
+        Kind::RequestAuthentication,
+        "jwtRules[].timeout",
+        "JWKS fetches use a 5s timeout",
+    ),
+];
+
+/// The unhonoured fields `config` sets, as (field path, note).
+pub fn fields(config: &Config) -> Vec<(String, &'static str)> {
+    entries(config)
+        .into_iter()
+        .map(|(path, u)| (path, u.note))
+        .collect()
+}
+
+/// The unhonoured fields `config` sets, with the entry of the list each one matched.
+pub fn entries(config: &Config) -> Vec<(String, &'static Unhonoured)> {
+    let entries: Vec<&Unhonoured> = UNHONOURED
+        .iter()
+        .filter(|u| u.kind == config.kind)
+        .collect();
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let Ok(spec) = serde_json::to_value(&config.spec) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for u in entries {
+        if u.path.is_empty() {
+            out.push((String::new(), u));
+            continue;
+        }
+        if u.sidecars_only && !applies_to_sidecars(config) {
+            continue;
+        }
+        for path in expand(config.kind, u.path) {
+            let mut found = Vec::new();
+            find(&spec, &path, u.value, "spec".to_string(), &mut found);
+            out.extend(found.into_iter().map(|p| (p, u)));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+/// A VirtualService with no gateways, or with `mesh` among them.
+fn applies_to_sidecars(config: &Config) -> bool {
+    match &config.spec {
+        Spec::VirtualService(vs) => {
+            vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh")
+        }
+        _ => true,
+    }
+}
+
+/// The paths an entry stands for: a DestinationRule traffic-policy field at every level.
+fn expand(kind: Kind, path: &str) -> Vec<String> {
+    match (kind, path.strip_prefix("trafficPolicy.")) {
+        (Kind::DestinationRule, Some(rest)) => vec![
+            format!("trafficPolicy.{rest}"),
+            format!("trafficPolicy.portLevelSettings[].{rest}"),
+            format!("subsets[].trafficPolicy.{rest}"),
+            format!("subsets[].trafficPolicy.portLevelSettings[].{rest}"),
+        ],
+        _ => vec![path.to_string()],
+    }
+}
+
+/// Zero values mean "not set", as in proto3.
+fn is_set(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Appends to `out` the concrete path of every value `pattern` reaches in `v` that is set (to
+/// `value`, when given).
+fn find(v: &Value, pattern: &str, value: Option<&str>, at: String, out: &mut Vec<String>) {
+    let (segment, rest) = match pattern.split_once('.') {
+        Some((s, r)) => (s, Some(r)),
+        None => (pattern, None),
+    };
+    let (name, each) = match segment.strip_suffix("[]") {
+        Some(n) => (n, true),
+        None => (segment, false),
+    };
+    let Some(child) = v.get(name) else {
+        return;
+    };
+    let here = format!("{at}.{name}");
+    if !each {
+        match rest {
+            Some(r) => find(child, r, value, here, out),
+            None if value.is_some_and(|want| child.as_str() != Some(want)) => {}
+            None if is_set(child) => out.push(here),
+            None => {}
+        }
+        return;
+    }
+    let Some(items) = child.as_array() else {
+        return;
+    };
+    for (i, item) in items.iter().enumerate() {
+        let here = format!("{here}[{i}]");
+        match rest {
+            Some(r) => find(item, r, value, here, out),
+            None => out.push(here),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> Config {
+        let parsed = crate::config::parse_yaml(yaml, "default");
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        parsed.configs.into_iter().next().expect("one object")
+    }
+
+    #[test]
+    fn finds_set_fields_at_every_level_and_ignores_unset_ones() {
+        let dr = config(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: ns}\nspec:\n  host: a\n  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}\n  subsets:\n  - name: v1\n    labels: {v: '1'}\n    trafficPolicy:\n      loadBalancer: {localityLbSetting: {enabled: true}}\n",
+        );
+        assert_eq!(
+            fields(&dr),
+            [(
+                "spec.subsets[0].trafficPolicy.loadBalancer.localityLbSetting".to_string(),
+                "locality load balancing is not applied: every locality has the same priority"
+            )]
+        );
+        let vs = config(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, namespace: ns}\nspec:\n  hosts: [a]\n  gateways: [gw]\n  tcp: [{route: [{destination: {host: a}}]}]\n",
+        );
+        assert!(
+            fields(&vs).is_empty(),
+            "TCP routes on a gateway are applied"
+        );
+    }
+}

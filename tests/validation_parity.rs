@@ -1,0 +1,1594 @@
+//! Validation parity with istiod 1.30, case by case: each case is named after the istiod rule it
+//! mirrors (the function in istio's `pkg/config/validation`), written here in our own words, and
+//! checked through both ways config enters Rudder — the file loader that `rudder validate` and
+//! the file source share, and the validation webhook's handler — for the same verdict, message
+//! and warnings. Where istiod admits something with a warning, so must Rudder.
+
+use rudder::metrics::Registry;
+use rudder::source::file::check_text;
+use rudder::webhook::metrics::WebhookMetrics;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// What istiod does with the object.
+#[derive(Debug, Clone, Copy)]
+enum Want {
+    /// Admitted without warnings about the fragment's subject (other warnings may exist).
+    Ok,
+    /// Denied, with this message fragment.
+    Deny(&'static str),
+    /// Admitted, with a warning containing this fragment.
+    Warn(&'static str),
+}
+use Want::*;
+
+struct Case {
+    rule: String,
+    kind: &'static str,
+    /// `metadata` fields beyond name and namespace, as YAML flow (`annotations: {…}`), or "".
+    meta: &'static str,
+    spec: String,
+    want: Want,
+}
+
+fn case(rule: &str, kind: &'static str, spec: &str, want: Want) -> Case {
+    Case {
+        rule: rule.to_string(),
+        kind,
+        meta: "",
+        spec: spec.to_string(),
+        want,
+    }
+}
+
+fn api_version(kind: &str) -> &'static str {
+    match kind {
+        "PeerAuthentication" | "AuthorizationPolicy" | "RequestAuthentication" => {
+            "security.istio.io/v1"
+        }
+        "Telemetry" => "telemetry.istio.io/v1",
+        "EnvoyFilter" => "networking.istio.io/v1alpha3",
+        "WasmPlugin" => "extensions.istio.io/v1alpha1",
+        "ProxyConfig" => "networking.istio.io/v1beta1",
+        _ => "networking.istio.io/v1",
+    }
+}
+
+fn yaml(c: &Case) -> String {
+    let indented: String = c.spec.lines().map(|l| format!("  {l}\n")).collect();
+    let meta = if c.meta.is_empty() {
+        String::new()
+    } else {
+        format!("  {}\n", c.meta)
+    };
+    format!(
+        "apiVersion: {}\nkind: {}\nmetadata:\n  name: obj\n  namespace: ns\n{meta}spec:\n{indented}",
+        api_version(c.kind),
+        c.kind
+    )
+}
+
+/// (denied with, warnings) as the file loader sees it.
+fn through_loader(text: &str) -> (Option<String>, Vec<String>) {
+    let report = check_text(Path::new("case.yaml"), text, "default");
+    let errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
+    let warnings = report.warnings.iter().map(|w| w.to_string()).collect();
+    ((!errors.is_empty()).then(|| errors.join("; ")), warnings)
+}
+
+/// (denied with, warnings) as the validation webhook answers the API server.
+fn through_webhook(c: &Case, text: &str) -> (Option<String>, Vec<String>) {
+    // kubectl turns the YAML into JSON before the API server sees it; read it the same way.
+    let object: Value = rudder::config::yaml_documents(text)
+        .expect("case YAML")
+        .remove(0);
+    let (group, version) = api_version(c.kind).split_once('/').expect("group/version");
+    let plural = format!("{}s", c.kind.to_lowercase());
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "1",
+            "kind": {"group": group, "version": version, "kind": c.kind},
+            "resource": {"group": group, "version": version, "resource": plural},
+            "name": "obj",
+            "namespace": "ns",
+            "operation": "CREATE",
+            "userInfo": {"username": "admin"},
+            "object": object,
+        }
+    });
+    let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
+        serde_json::from_value(review).expect("review");
+    let request = review.try_into().expect("request");
+    let metrics = WebhookMetrics::register(&mut Registry::new());
+    let response = rudder::webhook::validate::admit(&metrics, &request);
+    let denied = (!response.allowed).then(|| response.result.message.clone());
+    (denied, response.warnings.unwrap_or_default())
+}
+
+/// The problems with one case on one path, if any.
+fn judge(c: &Case, path: &str, denied: Option<String>, warnings: &[String]) -> Option<String> {
+    let name = format!("{} [{} via {path}]", c.rule, c.kind);
+    match (c.want, denied) {
+        (Ok, None) => None,
+        (Warn(w), None) if warnings.iter().any(|x| x.contains(w)) => None,
+        (Warn(w), None) => Some(format!("{name}: wanted warning {w:?}, got {warnings:?}")),
+        (Deny(m), Some(got)) if got.contains(m) => None,
+        (Deny(m), Some(got)) => Some(format!("{name}: wanted denial {m:?}, got {got:?}")),
+        (Deny(m), None) => Some(format!("{name}: admitted, istiod denies ({m:?})")),
+        (_, Some(got)) => Some(format!("{name}: denied ({got}), istiod admits")),
+    }
+}
+
+fn run(cases: &[Case]) {
+    let mut problems = Vec::new();
+    for c in cases {
+        let text = yaml(c);
+        let (denied, warnings) = through_loader(&text);
+        problems.extend(judge(c, "loader", denied, &warnings));
+        let (denied, warnings) = through_webhook(c, &text);
+        problems.extend(judge(c, "webhook", denied, &warnings));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {} cases differ from istiod:\n{}",
+        problems.len(),
+        cases.len(),
+        problems.join("\n")
+    );
+}
+
+const ROUTE: &str = "route: [{destination: {host: a.ns.svc.cluster.local}}]";
+
+fn vs(http: &str) -> String {
+    format!("hosts: [a.ns.svc.cluster.local]\nhttp: [{http}]")
+}
+
+fn virtual_services() -> Vec<Case> {
+    let mut v = vec![
+        // validateHTTPRouteDestinations: weights need not sum to 100 (istiod normalises them).
+        case(
+            "validateHTTPRouteDestinations/weights-below-100",
+            "VirtualService",
+            &vs(
+                "{route: [{destination: {host: a}, weight: 30}, {destination: {host: b}, weight: 30}]}",
+            ),
+            Ok,
+        ),
+        case(
+            "validateHTTPRouteDestinations/weights-above-100",
+            "VirtualService",
+            &vs(
+                "{route: [{destination: {host: a}, weight: 150}, {destination: {host: b}, weight: 70}]}",
+            ),
+            Ok,
+        ),
+        case(
+            "validateHTTPRouteDestinations/all-zero",
+            "VirtualService",
+            &vs(
+                "{route: [{destination: {host: a}, weight: 0}, {destination: {host: b}, weight: 0}]}",
+            ),
+            Deny("total destination weight = 0"),
+        ),
+        case(
+            "validateHTTPRouteDestinations/single-zero",
+            "VirtualService",
+            &vs("{route: [{destination: {host: a}, weight: 0}]}"),
+            Ok,
+        ),
+        case(
+            "validateWeight/negative",
+            "VirtualService",
+            &vs(
+                "{route: [{destination: {host: a}, weight: -1}, {destination: {host: b}, weight: 101}]}",
+            ),
+            Deny("weight -1 < 0"),
+        ),
+        case(
+            "validateHTTPRouteDestinations/destination-required",
+            "VirtualService",
+            &vs("{route: [{weight: 100}]}"),
+            Deny("destination is required"),
+        ),
+        case(
+            "validateRouteDestinations/tcp-weights",
+            "VirtualService",
+            "hosts: [a.ns.svc.cluster.local]\ntcp: [{route: [{destination: {host: a}, weight: 10}, {destination: {host: b}, weight: 10}]}]",
+            Ok,
+        ),
+        case(
+            "validateRouteDestinations/tcp-all-zero",
+            "VirtualService",
+            "hosts: [a.ns.svc.cluster.local]\ntcp: [{route: [{destination: {host: a}, weight: 0}, {destination: {host: b}, weight: 0}]}]",
+            Deny("total destination weight = 0"),
+        ),
+        // ValidateHTTPRetry
+        case(
+            "ValidateHTTPRetry/attempts-zero-with-retry-on",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 0, retryOn: 5xx}}}}"
+            )),
+            Deny("http retry policy configured when attempts are set to 0 (disabled)"),
+        ),
+        case(
+            "ValidateHTTPRetry/attempts-zero-with-per-try-timeout",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 0, perTryTimeout: 1s}}}}"
+            )),
+            Deny("http retry policy configured when attempts are set to 0"),
+        ),
+        case(
+            "ValidateHTTPRetry/attempts-zero-with-remote-localities",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 0, retryRemoteLocalities: true}}}}"
+            )),
+            Deny("http retry policy configured when attempts are set to 0"),
+        ),
+        case(
+            "ValidateHTTPRetry/attempts-zero-alone",
+            "VirtualService",
+            &vs(&format!("{{{ROUTE}, retries: {{attempts: 0}}}}")),
+            Ok,
+        ),
+        case(
+            "ValidateHTTPRetry/negative",
+            "VirtualService",
+            &vs(&format!("{{{ROUTE}, retries: {{attempts: -1}}}}")),
+            Deny("attempts cannot be negative"),
+        ),
+        case(
+            "ValidateHTTPRetry/status-codes",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 3, retryOn: \"503,gateway-error,retriable-status-codes\"}}}}"
+            )),
+            Ok,
+        ),
+        case(
+            "ValidateHTTPRetry/unknown-policy",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 3, retryOn: \"5xx,sometimes\"}}}}"
+            )),
+            Deny("\"sometimes\" is not a valid retryOn policy"),
+        ),
+        // validateHTTPDirectResponse
+        case(
+            "validateHTTPDirectResponse/status-range",
+            "VirtualService",
+            &vs("{directResponse: {status: 199}}"),
+            Deny("invalid status 199"),
+        ),
+        case(
+            "validateHTTPDirectResponse/body",
+            "VirtualService",
+            &vs("{directResponse: {status: 503, body: {string: \"unavailable\"}}}"),
+            Ok,
+        ),
+        // ValidateHTTPHeaderValue and header names
+        case(
+            "ValidateHTTPHeaderValue/unescaped-percent",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{set: {{x-a: \"100%\"}}}}}}}}"
+            )),
+            Deny("Un-escaped %"),
+        ),
+        case(
+            "ValidateHTTPHeaderValue/escaped-percent",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{set: {{x-a: \"100%%\"}}}}}}}}"
+            )),
+            Ok,
+        ),
+        case(
+            "ValidateHTTPHeaderValue/variable",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{response: {{add: {{x-host: \"%HOSTNAME%\"}}}}}}}}"
+            )),
+            Ok,
+        ),
+        case(
+            "ValidateHTTPHeaderValue/variable-with-args",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{add: {{x-t: \"%START_TIME(%s)%\"}}}}}}}}"
+            )),
+            Ok,
+        ),
+        case(
+            "ValidateHTTPHeaderValue/unterminated-variable",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{add: {{x-t: \"abc%123\"}}}}}}}}"
+            )),
+            Deny("Un-terminated variable expression"),
+        ),
+        case(
+            "ValidateHTTPHeaderValue/trailing-percent-after-variable",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{add: {{x-t: \"%START_TIME%%\"}}}}}}}}"
+            )),
+            Deny("Un-escaped %"),
+        ),
+        case(
+            "ValidateHTTPHeaderWithAuthorityOperationName/authority",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{set: {{\":authority\": example.com}}}}}}}}"
+            )),
+            Ok,
+        ),
+        case(
+            "ValidateHTTPHeaderWithAuthorityOperationName/pseudo",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{set: {{\":path\": /x}}}}}}}}"
+            )),
+            Deny("header cannot have \":\" prefix"),
+        ),
+        case(
+            "ValidateHTTPHeaderOperationName/response-host",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{response: {{set: {{Host: x}}}}}}}}"
+            )),
+            Deny("cannot set Host header"),
+        ),
+        case(
+            "ValidateHTTPHeaderOperationName/remove-host",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, headers: {{request: {{remove: [host]}}}}}}"
+            )),
+            Deny("cannot set Host header"),
+        ),
+        case(
+            "ValidateHTTPHeaderOperationName/destination-headers",
+            "VirtualService",
+            &vs("{route: [{destination: {host: a}, headers: {response: {add: {x-b: \"50%\"}}}}]}"),
+            Deny("Un-escaped %"),
+        ),
+        // validateSniHost
+        case(
+            "validateSniHost/ip-is-a-warning",
+            "VirtualService",
+            "hosts: [\"*\"]\ngateways: [gw]\ntls: [{match: [{sniHosts: [1.2.3.4]}], route: [{destination: {host: a.example.com}}]}]",
+            Warn("goes against SNI spec"),
+        ),
+        case(
+            "validateSniHost/generated-sni-on-gateway",
+            "VirtualService",
+            "hosts: [\"*.mesh\"]\ngateways: [gw]\ntls: [{match: [{sniHosts: [outbound_.80_._.e2e.foobar.mesh]}], route: [{destination: {host: e2e.foobar.mesh}}]}]",
+            Ok,
+        ),
+        case(
+            "validateSniHost/underscore-in-mesh-vs",
+            "VirtualService",
+            "hosts: [\"*.example.com\"]\ntls: [{match: [{sniHosts: [my_host.example.com]}], route: [{destination: {host: a.example.com}}]}]",
+            Deny("label \"my_host\" invalid"),
+        ),
+        case(
+            "validateSniHost/not-a-subset",
+            "VirtualService",
+            "hosts: [a.example.com]\ntls: [{match: [{sniHosts: [b.example.com]}], route: [{destination: {host: a.example.com}}]}]",
+            Deny("is not a compatible subset"),
+        ),
+        // ValidateVirtualService: hosts and gateways
+        case(
+            "ValidateVirtualService/mesh-wildcard",
+            "VirtualService",
+            &format!("hosts: [\"*\"]\nhttp: [{{{ROUTE}}}]"),
+            Deny("wildcard host * is not allowed"),
+        ),
+        case(
+            "ValidateVirtualService/gateway-wildcard",
+            "VirtualService",
+            &format!("hosts: [\"*\"]\ngateways: [gw]\nhttp: [{{{ROUTE}}}]"),
+            Ok,
+        ),
+        case(
+            "ValidateVirtualService/no-routes",
+            "VirtualService",
+            "hosts: [a]",
+            Deny("http, tcp or tls must be provided"),
+        ),
+        case(
+            "ValidateVirtualService/delegate-without-gateways",
+            "VirtualService",
+            "hosts: []\ngateways: [gw]\nhttp: [{route: [{destination: {host: a}}]}]",
+            Deny("delegate virtual service must have no gateways specified"),
+        ),
+        case(
+            "validateGatewayNames/namespaced",
+            "VirtualService",
+            &format!("hosts: [a]\ngateways: [istio-system/gw, mesh]\nhttp: [{{{ROUTE}}}]"),
+            Ok,
+        ),
+        case(
+            "validateGatewayNames/bad-namespace",
+            "VirtualService",
+            &format!("hosts: [a]\ngateways: [\"bad_ns/gw\"]\nhttp: [{{{ROUTE}}}]"),
+            Deny("invalid value for gateway name"),
+        ),
+        // validateHTTPFaultInjection
+        case(
+            "validateHTTPFaultInjectionAbort/status",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, fault: {{abort: {{httpStatus: 503, percentage: {{value: 10}}}}}}}}"
+            )),
+            Ok,
+        ),
+        case(
+            "validatePercentage/too-small",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, fault: {{abort: {{httpStatus: 503, percentage: {{value: 0.00001}}}}}}}}"
+            )),
+            Deny("percentage"),
+        ),
+        // validateHTTPRedirect and direct responses
+        case(
+            "validateHTTPRoute/redirect-and-route",
+            "VirtualService",
+            &vs(&format!("{{redirect: {{uri: /x}}, {ROUTE}}}")),
+            Deny("HTTP route cannot contain both route and redirect"),
+        ),
+        // validateHTTPRewrite
+        case(
+            "validateHTTPRewrite/uri-and-regex",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, rewrite: {{uri: /a, uriRegexRewrite: {{match: a, rewrite: b}}}}}}"
+            )),
+            Deny("rewrite may only contain one of URI or UriRegexRewrite"),
+        ),
+        // accepted but not honoured: each is a warning, never silence
+        case(
+            "unhonoured/corsPolicy",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, corsPolicy: {{allowOrigins: [{{exact: \"https://a.example\"}}]}}}}"
+            )),
+            Warn("spec.http[0].corsPolicy: accepted but not honoured by Rudder yet"),
+        ),
+        case(
+            "unhonoured/tcp-on-sidecars",
+            "VirtualService",
+            "hosts: [a.ns.svc.cluster.local]\ntcp: [{route: [{destination: {host: a}}]}]",
+            Warn("TCP routes are applied on gateways only"),
+        ),
+        case(
+            "unhonoured/tls-routes",
+            "VirtualService",
+            "hosts: [\"*.example.com\"]\ngateways: [gw]\ntls: [{match: [{sniHosts: [a.example.com]}], route: [{destination: {host: a.example.com}}]}]",
+            Warn("TLS routes are not applied"),
+        ),
+    ];
+    // Direct response bodies: istiod warns past 100 KiB and denies past 1 MiB.
+    let kib = |n: usize| "x".repeat(n * 1024);
+    v.push(case(
+        "validateHTTPDirectResponse/large-body-warns",
+        "VirtualService",
+        &vs(&format!(
+            "{{directResponse: {{status: 200, body: {{string: \"{}\"}}}}}}",
+            kib(200)
+        )),
+        Warn("large direct_responses may impact control plane performance"),
+    ));
+    v.push(case(
+        "validateHTTPDirectResponse/body-over-1MiB",
+        "VirtualService",
+        &vs(&format!(
+            "{{directResponse: {{status: 200, body: {{string: \"{}\"}}}}}}",
+            kib(1100)
+        )),
+        Deny("must be less than 1MB"),
+    ));
+    // Every retryOn policy Envoy knows is accepted.
+    for policy in [
+        "5xx",
+        "gateway-error",
+        "reset",
+        "reset-before-request",
+        "connect-failure",
+        "envoy-ratelimited",
+        "retriable-4xx",
+        "refused-stream",
+        "retriable-status-codes",
+        "retriable-headers",
+        "http3-post-connect-failure",
+        "cancelled",
+        "deadline-exceeded",
+        "internal",
+        "resource-exhausted",
+        "unavailable",
+    ] {
+        v.push(case(
+            &format!("ValidateHTTPRetry/retryOn-{policy}"),
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 2, retryOn: {policy}}}}}"
+            )),
+            Ok,
+        ));
+    }
+    v
+}
+
+fn destination_rules() -> Vec<Case> {
+    let tp = |policy: &str| format!("host: a.ns.svc.cluster.local\ntrafficPolicy: {policy}");
+    vec![
+        // ValidateTLS (agent): DestinationRule tls
+        case(
+            "ValidateTLS/insecure-skip-verify-with-ca",
+            "DestinationRule",
+            &tp("{tls: {mode: SIMPLE, insecureSkipVerify: true, caCertificates: /etc/ca.pem}}"),
+            Deny(
+                "cannot specify CaCertificates or CredentialName or SubjectAltNames when InsecureSkipVerify is set true",
+            ),
+        ),
+        case(
+            "ValidateTLS/insecure-skip-verify-with-san",
+            "DestinationRule",
+            &tp(
+                "{tls: {mode: SIMPLE, insecureSkipVerify: true, subjectAltNames: [a.example.com]}}",
+            ),
+            Deny("when InsecureSkipVerify is set true"),
+        ),
+        case(
+            "ValidateTLS/insecure-skip-verify-mutual-with-ca",
+            "DestinationRule",
+            &tp(
+                "{tls: {mode: MUTUAL, insecureSkipVerify: true, caCertificates: /ca.pem, clientCertificate: /c.pem, privateKey: /k.pem}}",
+            ),
+            Deny(
+                "cannot specify CaCertificates or SubjectAltNames when InsecureSkipVerify is set true",
+            ),
+        ),
+        case(
+            "ValidateTLS/insecure-skip-verify-alone",
+            "DestinationRule",
+            &tp("{tls: {mode: SIMPLE, insecureSkipVerify: true}}"),
+            Ok,
+        ),
+        case(
+            "ValidateTLS/credential-name-with-files",
+            "DestinationRule",
+            &tp("{tls: {mode: SIMPLE, credentialName: c, caCertificates: /ca.pem}}"),
+            Deny(
+                "cannot specify client certificates or CA certificate or CA CRL If credentialName is set",
+            ),
+        ),
+        case(
+            "ValidateTLS/mutual-needs-certificate",
+            "DestinationRule",
+            &tp("{tls: {mode: MUTUAL, privateKey: /k.pem}}"),
+            Deny("client certificate required for mutual tls"),
+        ),
+        case(
+            "ValidateTLS/mutual-with-credential-name",
+            "DestinationRule",
+            &tp("{tls: {mode: MUTUAL, credentialName: client-cert}}"),
+            Ok,
+        ),
+        case(
+            "ValidateTLS/istio-mutual-ignores-files",
+            "DestinationRule",
+            &tp("{tls: {mode: ISTIO_MUTUAL, sni: a.example.com}}"),
+            Ok,
+        ),
+        // validateLoadBalancer: warmup
+        case(
+            "validateLoadBalancer/warmup-needs-duration",
+            "DestinationRule",
+            &tp("{loadBalancer: {simple: ROUND_ROBIN, warmup: {minimumPercent: 10}}}"),
+            Deny("duration is required"),
+        ),
+        case(
+            "validateLoadBalancer/warmup-minimum-percent",
+            "DestinationRule",
+            &tp(
+                "{loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 60s, minimumPercent: 120}}}",
+            ),
+            Deny("minimumPercent value should be less than or equal to 100"),
+        ),
+        case(
+            "validateLoadBalancer/warmup-aggression",
+            "DestinationRule",
+            &tp("{loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 60s, aggression: 0}}}"),
+            Deny("aggression should be greater than 0"),
+        ),
+        case(
+            "validateLoadBalancer/warmup-valid-but-unhonoured",
+            "DestinationRule",
+            &tp(
+                "{loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 60s, minimumPercent: 10, aggression: 1.5}}}",
+            ),
+            Warn("spec.trafficPolicy.loadBalancer.warmup: accepted but not honoured"),
+        ),
+        case(
+            "validateLoadBalancer/maglev-prime",
+            "DestinationRule",
+            &tp("{loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 1000}}}}"),
+            Deny("tableSize must be a prime number for maglev"),
+        ),
+        // ValidateDestinationRule basics
+        case(
+            "ValidateDestinationRule/host-required",
+            "DestinationRule",
+            "host: \"\"",
+            Deny("host"),
+        ),
+        case(
+            "ValidateDestinationRule/subsets",
+            "DestinationRule",
+            "host: a\nsubsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]",
+            Ok,
+        ),
+        case(
+            "validateSubset/name-required",
+            "DestinationRule",
+            "host: a\nsubsets: [{labels: {version: v1}}]",
+            Deny("name"),
+        ),
+        case(
+            "validateConnectionPool/pool-valid",
+            "DestinationRule",
+            &tp(
+                "{connectionPool: {tcp: {maxConnections: 100, connectTimeout: 30ms}, http: {http2MaxRequests: 1000, maxRequestsPerConnection: 10}}}",
+            ),
+            Ok,
+        ),
+        case(
+            "validateConnectionPool/negative",
+            "DestinationRule",
+            &tp("{connectionPool: {tcp: {maxConnections: -1}}}"),
+            Deny("max connections"),
+        ),
+        case(
+            "validateOutlierDetection/valid",
+            "DestinationRule",
+            &tp(
+                "{outlierDetection: {consecutive5xxErrors: 7, interval: 5m, baseEjectionTime: 15m}}",
+            ),
+            Ok,
+        ),
+        // accepted but not honoured
+        case(
+            "unhonoured/locality-lb",
+            "DestinationRule",
+            &tp(
+                "{loadBalancer: {simple: ROUND_ROBIN, localityLbSetting: {enabled: true}}, outlierDetection: {consecutive5xxErrors: 1}}",
+            ),
+            Warn("localityLbSetting: accepted but not honoured"),
+        ),
+        case(
+            "unhonoured/workload-selector",
+            "DestinationRule",
+            "host: a\nworkloadSelector: {matchLabels: {app: a}}",
+            Warn("spec.workloadSelector: accepted but not honoured"),
+        ),
+        case(
+            "unhonoured/subset-level",
+            "DestinationRule",
+            "host: a\nsubsets: [{name: v1, labels: {v: '1'}, trafficPolicy: {proxyProtocol: {version: V1}}}]",
+            Warn("spec.subsets[0].trafficPolicy.proxyProtocol: accepted but not honoured"),
+        ),
+    ]
+}
+
+fn service_entries() -> Vec<Case> {
+    let mut v = vec![
+        case(
+            "ValidateServiceEntry/no-ports",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nresolution: DNS",
+            Ok,
+        ),
+        case(
+            "ValidateProtocol/unset-means-sniffing",
+            "ServiceEntry",
+            "hosts: [a.example.com]\naddresses: [10.0.0.1]\nports: [{number: 80, name: http}]\nresolution: DNS",
+            Ok,
+        ),
+        case(
+            "ValidateProtocol/unknown",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: p, protocol: SMTP}]\nresolution: DNS",
+            Deny("unsupported protocol: SMTP"),
+        ),
+        case(
+            "ValidateProtocol/hbone-is-not-a-port-protocol",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: p, protocol: HBONE}]\nresolution: DNS",
+            Deny("unsupported protocol: HBONE"),
+        ),
+        case(
+            "ValidatePortName/underscore",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http_1, protocol: HTTP}]\nresolution: DNS",
+            Deny("invalid port name: http_1"),
+        ),
+        case(
+            "ValidateServiceEntry/tcp-without-addresses-warns",
+            "ServiceEntry",
+            "hosts: [db.example.com]\nports: [{number: 5432, name: tcp, protocol: TCP}]\nresolution: DNS",
+            Warn("addresses are required for ports serving TCP (or unset) protocol"),
+        ),
+        case(
+            "ValidateServiceEntry/unset-protocol-without-addresses-warns",
+            "ServiceEntry",
+            "hosts: [db.example.com]\nports: [{number: 5432, name: db}]\nresolution: DNS",
+            Warn("addresses are required for ports serving TCP (or unset) protocol"),
+        ),
+        case(
+            "ValidateServiceEntry/dynamic-dns",
+            "ServiceEntry",
+            "hosts: [\"*.example.org\"]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DYNAMIC_DNS",
+            Warn("DYNAMIC_DNS"),
+        ),
+        case(
+            "ValidateServiceEntry/dynamic-dns-needs-wildcards",
+            "ServiceEntry",
+            "hosts: [a.example.org]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DYNAMIC_DNS",
+            Deny("host must be wildcarded for resolution mode DYNAMIC_DNS"),
+        ),
+        case(
+            "ValidateServiceEntry/dynamic-dns-protocols",
+            "ServiceEntry",
+            "hosts: [\"*.example.org\"]\nports: [{number: 5432, name: tcp, protocol: TCP}]\nresolution: DYNAMIC_DNS",
+            Deny("only HTTP, TLS, GRPC, and HTTP2 protocols are supported"),
+        ),
+        case(
+            "ValidateServiceEntry/dynamic-dns-no-endpoints",
+            "ServiceEntry",
+            "hosts: [\"*.example.org\"]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DYNAMIC_DNS\nendpoints: [{address: 1.1.1.1}]",
+            Deny("endpoints cannot be set for resolution type DYNAMIC_DNS"),
+        ),
+        case(
+            "ValidateServiceEntry/cidr-only-static-or-none",
+            "ServiceEntry",
+            "hosts: [a.example.com]\naddresses: [10.0.0.0/16]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: DNS",
+            Deny("CIDR addresses are allowed only for NONE/STATIC resolution types"),
+        ),
+        case(
+            "ValidateServiceEntry/dns-wildcard-without-endpoints",
+            "ServiceEntry",
+            "hosts: [\"*.example.com\"]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: DNS",
+            Deny("hosts must be FQDN or contain only prefix wildcards"),
+        ),
+        case(
+            "ValidateServiceEntry/dns-round-robin-one-endpoint",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: DNS_ROUND_ROBIN\nendpoints: [{address: a1.example.com}, {address: a2.example.com}]",
+            Deny("there must only be 0 or 1 endpoint for resolution mode DNS_ROUND_ROBIN"),
+        ),
+        case(
+            "ValidateServiceEntry/none-with-endpoints",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: NONE\nendpoints: [{address: 1.1.1.1}]",
+            Deny("no endpoints should be provided for resolution type none"),
+        ),
+        case(
+            "ValidateServiceEntry/multiple-hosts-tcp",
+            "ServiceEntry",
+            "hosts: [a.example.com, b.example.com]\naddresses: [10.0.0.1]\nports: [{number: 9000, name: tcp, protocol: TCP}]\nresolution: STATIC\nendpoints: [{address: 10.1.1.1}]",
+            Deny("multiple hosts provided with non-HTTP, non-TLS ports"),
+        ),
+        case(
+            "ValidateServiceEntry/duplicate-port",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}, {number: 80, name: http2, protocol: HTTP}]\nresolution: DNS",
+            Deny("service entry port 80 already defined"),
+        ),
+        case(
+            "ValidateServiceEntry/wildcard-host",
+            "ServiceEntry",
+            "hosts: [\"*\"]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: NONE",
+            Deny("invalid host *"),
+        ),
+        case(
+            "ValidatePartialWildCard/warns",
+            "ServiceEntry",
+            "hosts: [\"*foo.example.com\"]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: NONE",
+            Warn("partial wildcard"),
+        ),
+        case(
+            "validateWorkloadEntry/unix-endpoint-with-ports",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: STATIC\nendpoints: [{address: unix:///var/run/a.sock, ports: {http: 8080}}]",
+            Deny("must not include ports"),
+        ),
+        case(
+            "validateWorkloadEntry/unix-endpoint",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: STATIC\nendpoints: [{address: unix:///var/run/a.sock}]",
+            Ok,
+        ),
+        case(
+            "validateWorkloadEntry/static-needs-ip",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: STATIC\nendpoints: [{address: a.example.com}]",
+            Deny("is not a valid IP address"),
+        ),
+        case(
+            "validateWorkloadEntry/unknown-port-name",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: STATIC\nendpoints: [{address: 1.1.1.1, ports: {grpc: 9090}}]",
+            Deny("endpoint port 9090 is not defined by the service entry"),
+        ),
+        case(
+            "ValidateServiceEntry/selector-or-endpoints",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: STATIC\nworkloadSelector: {labels: {app: a}}\nendpoints: [{address: 1.1.1.1}]",
+            Deny("only one of WorkloadSelector or Endpoints is allowed"),
+        ),
+        case(
+            "unhonoured/subjectAltNames",
+            "ServiceEntry",
+            "hosts: [a.example.com]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DNS\nsubjectAltNames: [spiffe://cluster.local/ns/a/sa/a]",
+            Warn("spec.subjectAltNames: accepted but not honoured"),
+        ),
+    ];
+    for proto in [
+        "HTTP",
+        "HTTPS",
+        "HTTP2",
+        "HTTP_PROXY",
+        "GRPC",
+        "GRPC-WEB",
+        "TLS",
+        "http",
+        "grpc",
+    ] {
+        v.push(case(&format!("ValidateProtocol/{proto}"), "ServiceEntry",
+            &format!("hosts: [a.example.com]\nports: [{{number: 8080, name: p, protocol: {proto}}}]\nresolution: DNS"), Ok));
+    }
+    for proto in ["TCP", "MONGO", "REDIS", "MYSQL", "UDP"] {
+        v.push(case(&format!("ValidateProtocol/{proto}-with-address"), "ServiceEntry",
+            &format!("hosts: [a.example.com]\naddresses: [10.0.0.1]\nports: [{{number: 8080, name: p, protocol: {proto}}}]\nresolution: DNS"), Ok));
+    }
+    for port in [0, 65536, 100000] {
+        v.push(case(&format!("ValidatePort/{port}"), "ServiceEntry",
+            &format!("hosts: [a.example.com]\nports: [{{number: {port}, name: p, protocol: HTTP}}]\nresolution: DNS"),
+            Deny("must be in the range 1..65535")));
+    }
+    v
+}
+
+fn workload_entries_and_groups() -> Vec<Case> {
+    vec![
+        case(
+            "ValidateWorkloadEntry/ip",
+            "WorkloadEntry",
+            "address: 10.0.0.1\nlabels: {app: a}",
+            Ok,
+        ),
+        case(
+            "ValidateWorkloadEntry/fqdn",
+            "WorkloadEntry",
+            "address: vm1.example.com",
+            Ok,
+        ),
+        case(
+            "ValidateWorkloadEntry/address-required",
+            "WorkloadEntry",
+            "labels: {app: a}",
+            Deny("address is required"),
+        ),
+        case(
+            "ValidateWorkloadEntry/network-only-warns",
+            "WorkloadEntry",
+            "network: remote",
+            Warn("address is unset with network \"remote\""),
+        ),
+        case(
+            "ValidateWorkloadEntry/unix-with-ports",
+            "WorkloadEntry",
+            "address: unix:///var/run/a.sock\nports: {http: 80}",
+            Deny("must not include ports"),
+        ),
+        case(
+            "ValidateWorkloadEntry/service-account-any-form",
+            "WorkloadEntry",
+            "address: 10.0.0.1\nserviceAccount: My_Account",
+            Ok,
+        ),
+        case(
+            "ValidateWorkloadGroup/template-address",
+            "WorkloadGroup",
+            "metadata: {labels: {app: x}}\ntemplate: {address: 1.2.3.4, serviceAccount: default}",
+            Warn("WorkloadGroups are stored"),
+        ),
+        case(
+            "ValidateWorkloadGroup/template-required",
+            "WorkloadGroup",
+            "metadata: {labels: {app: x}}",
+            Deny("template is required"),
+        ),
+        case(
+            "validateReadinessProbe/http",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {httpGet: {port: 8080, path: /ready}}",
+            Ok,
+        ),
+        case(
+            "validateReadinessProbe/scheme",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {httpGet: {port: 8080, scheme: FTP}}",
+            Deny("httpGet.scheme must be one of"),
+        ),
+        case(
+            "validateReadinessProbe/exec-command",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {exec: {command: []}}",
+            Deny("exec.command is required"),
+        ),
+        case(
+            "validateReadinessProbe/negative-period",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {periodSeconds: -1, tcpSocket: {port: 80}}",
+            Deny("periodSeconds must be non-negative"),
+        ),
+        case(
+            "validateReadinessProbe/no-method",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {periodSeconds: 5}",
+            Deny("unknown health check method"),
+        ),
+    ]
+}
+
+fn gateways() -> Vec<Case> {
+    let server = |hosts: &str| {
+        format!("servers: [{{port: {{number: 80, name: http, protocol: HTTP}}, hosts: [{hosts}]}}]")
+    };
+    vec![
+        case(
+            "validateSidecarOrGatewayHostnamePart/partial-wildcard",
+            "Gateway",
+            &server("\"*bar.com\""),
+            Deny("partial wildcard \"*bar.com\" not allowed"),
+        ),
+        case(
+            "validateSidecarOrGatewayHostnamePart/wildcard",
+            "Gateway",
+            &server("\"*.bar.com\""),
+            Ok,
+        ),
+        case(
+            "validateSidecarOrGatewayHostnamePart/ip",
+            "Gateway",
+            &server("1.2.3.4"),
+            Ok,
+        ),
+        case(
+            "validateSidecarOrGatewayHostnamePart/short-name",
+            "Gateway",
+            &server("foo"),
+            Deny("short names (non FQDN) are not allowed"),
+        ),
+        case(
+            "ValidateNamespaceSlashWildcardHostname/namespaced",
+            "Gateway",
+            &server("\"prod/*.bar.com\""),
+            Ok,
+        ),
+        case(
+            "ValidateNamespaceSlashWildcardHostname/exclusion-not-in-gateways",
+            "Gateway",
+            &server("\"~/*.bar.com\""),
+            Deny("invalid namespace value \"~\" in gateway"),
+        ),
+        case(
+            "validateServerPort/protocol-required",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http}, hosts: [\"*\"]}]",
+            Deny("invalid protocol \"\""),
+        ),
+        case(
+            "validateServer/https-needs-tls",
+            "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"]}]",
+            Deny("server must have TLS settings for HTTPS/TLS protocols"),
+        ),
+        case(
+            "validateServer/https-with-credential",
+            "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: SIMPLE, credentialName: cert}}]",
+            Ok,
+        ),
+        case(
+            "ValidateGateway/no-servers",
+            "Gateway",
+            "servers: []",
+            Deny("gateway must have at least one server"),
+        ),
+        case(
+            "unhonoured/server-bind",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], bind: 10.0.0.1}]",
+            Warn("spec.servers[0].bind: accepted but not honoured"),
+        ),
+        case(
+            "unhonoured/tls-versions",
+            "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: SIMPLE, credentialName: c, minProtocolVersion: TLSV1_2}}]",
+            Warn("minProtocolVersion: accepted but not honoured"),
+        ),
+    ]
+}
+
+fn sidecars() -> Vec<Case> {
+    let ingress = |tls: &str, proto: &str| {
+        format!(
+            "ingress: [{{port: {{number: 8443, name: https, protocol: {proto}}}, defaultEndpoint: \"127.0.0.1:8080\", tls: {tls}}}]"
+        )
+    };
+    vec![
+        case(
+            "ValidateNamespaceSlashWildcardHostname/excluded-namespace",
+            "Sidecar",
+            "egress: [{hosts: [\"~ns1/*\", \"./*\"]}]",
+            Ok,
+        ),
+        case(
+            "ValidateNamespaceSlashWildcardHostname/bad-namespace",
+            "Sidecar",
+            "egress: [{hosts: [\"Bad_NS/*\"]}]",
+            Deny("invalid namespace value \"Bad_NS\" in sidecar"),
+        ),
+        case(
+            "ValidateNamespaceSlashWildcardHostname/form",
+            "Sidecar",
+            "egress: [{hosts: [\"*\"]}]",
+            Deny("host must be of form namespace/dnsName"),
+        ),
+        case(
+            "ValidateSidecar/duplicate-host-warns",
+            "Sidecar",
+            "egress: [{hosts: [\"ns1/a.example.com\", \"ns1/*\"]}]",
+            Warn("duplicated egress host: ns1/*"),
+        ),
+        case(
+            "ValidateSidecar/all-and-more-warns",
+            "Sidecar",
+            "egress: [{hosts: [\"*/*\", \"ns1/a.example.com\"]}]",
+            Warn("`*/*` host select all resources, no other hosts can be added"),
+        ),
+        case(
+            "ValidateSidecar/empty",
+            "Sidecar",
+            "workloadSelector: {labels: {app: a}}",
+            Deny("sidecar: empty configuration provided"),
+        ),
+        case(
+            "ValidateSidecar/only-inbound-pool",
+            "Sidecar",
+            "inboundConnectionPool: {http: {http1MaxPendingRequests: 100}}",
+            Warn("spec.inboundConnectionPool: accepted but not honoured"),
+        ),
+        case(
+            "ValidateSidecar/ingress-tls-san",
+            "Sidecar",
+            &ingress(
+                "{mode: SIMPLE, serverCertificate: /c.pem, privateKey: /k.pem, subjectAltNames: [a]}",
+                "HTTPS",
+            ),
+            Deny("sidecar: subjectAltNames is not supported in ingress tls"),
+        ),
+        case(
+            "ValidateSidecar/ingress-tls-credential",
+            "Sidecar",
+            &ingress("{mode: SIMPLE, credentialName: c}", "HTTPS"),
+            Deny("sidecar: credentialName is not currently supported"),
+        ),
+        case(
+            "ValidateSidecar/ingress-tls-istio-mutual",
+            "Sidecar",
+            &ingress("{mode: ISTIO_MUTUAL}", "HTTPS"),
+            Deny("cannot set mode to ISTIO_MUTUAL in sidecar ingress tls"),
+        ),
+        case(
+            "ValidateSidecar/ingress-tls-redirect",
+            "Sidecar",
+            &ingress(
+                "{mode: SIMPLE, httpsRedirect: true, serverCertificate: /c.pem, privateKey: /k.pem}",
+                "HTTPS",
+            ),
+            Deny("sidecar: httpsRedirect is not supported"),
+        ),
+        case(
+            "ValidateSidecar/ingress-tls-plain-port",
+            "Sidecar",
+            &ingress(
+                "{mode: SIMPLE, serverCertificate: /c.pem, privateKey: /k.pem}",
+                "HTTP",
+            ),
+            Deny("server cannot have TLS settings for non HTTPS/TLS ports"),
+        ),
+        case(
+            "ValidateSidecar/ingress-tls-simple",
+            "Sidecar",
+            &ingress(
+                "{mode: SIMPLE, serverCertificate: /c.pem, privateKey: /k.pem}",
+                "HTTPS",
+            ),
+            Warn("spec.ingress[0]: accepted but not honoured"),
+        ),
+        case(
+            "ValidateSidecar/target-port",
+            "Sidecar",
+            "egress: [{port: {number: 80, name: http, protocol: HTTP, targetPort: 8080}, hosts: [\"./*\"]}]",
+            Deny("targetPort has no impact on Sidecars"),
+        ),
+        case(
+            "ValidateSidecar/catch-all-last",
+            "Sidecar",
+            "egress: [{hosts: [\"./*\"]}, {port: {number: 80, name: http, protocol: HTTP}, hosts: [\"./*\"]}]",
+            Deny("the egress listener with empty port should be the last listener in the list"),
+        ),
+        case(
+            "validateSidecarOutboundTrafficPolicy/egress-proxy-mode",
+            "Sidecar",
+            "outboundTrafficPolicy: {mode: REGISTRY_ONLY, egressProxy: {host: proxy.example.com, port: {number: 3128}}}",
+            Deny("egress_proxy must be set only with ALLOW_ANY"),
+        ),
+        case(
+            "unhonoured/outboundTrafficPolicy",
+            "Sidecar",
+            "outboundTrafficPolicy: {mode: REGISTRY_ONLY}",
+            Warn("the mesh-wide outboundTrafficPolicy applies"),
+        ),
+    ]
+}
+
+fn security() -> Vec<Case> {
+    let allow = |rules: &str| format!("action: ALLOW\nrules: {rules}");
+    vec![
+        case(
+            "validatePolicyTargetReference/namespace",
+            "AuthorizationPolicy",
+            "targetRefs: [{kind: Service, name: a, namespace: other}]",
+            Deny(
+                "targetRef namespace must not be set; cross namespace referencing is not supported",
+            ),
+        ),
+        case(
+            "validatePolicyTargetReference/kind",
+            "AuthorizationPolicy",
+            "targetRefs: [{kind: Deployment, group: apps, name: a}]",
+            Deny("targetRef must be to one of"),
+        ),
+        case(
+            "validatePolicyTargetReference/gateway",
+            "AuthorizationPolicy",
+            "targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}]",
+            Ok,
+        ),
+        case(
+            "validatePolicyTargetReference/service-entry",
+            "AuthorizationPolicy",
+            "targetRef: {kind: ServiceEntry, group: networking.istio.io, name: ext}",
+            Ok,
+        ),
+        case(
+            "validatePolicyTargetReference/name",
+            "AuthorizationPolicy",
+            "targetRef: {kind: Service, group: \"\", name: \"\"}",
+            Deny("targetRef name must be set"),
+        ),
+        case(
+            "validateOneOfSelectorType",
+            "AuthorizationPolicy",
+            "selector: {matchLabels: {app: a}}\ntargetRef: {kind: Service, name: a}",
+            Deny("only one of targetRefs or workloadSelector can be set"),
+        ),
+        case(
+            "validateWorkloadSelector/no-labels-warns",
+            "AuthorizationPolicy",
+            &format!("selector: {{}}\n{}", allow("[{}]")),
+            Warn("workload selector specified without labels"),
+        ),
+        case(
+            "validateWorkloadSelector/wildcard",
+            "AuthorizationPolicy",
+            "selector: {matchLabels: {app: \"a*\"}}",
+            Deny("wildcard is not supported in selector"),
+        ),
+        case(
+            "ValidateAuthorizationPolicy/allow-all",
+            "AuthorizationPolicy",
+            &allow("[{}]"),
+            Ok,
+        ),
+        case(
+            "ValidateAuthorizationPolicy/deny-by-path",
+            "AuthorizationPolicy",
+            "action: DENY\nrules: [{to: [{operation: {paths: [/admin]}}]}]",
+            Warn("configured AuthorizationPolicy will deny all traffic to TCP ports"),
+        ),
+        case(
+            "ValidateRequestAuthentication/space-delimited-claims",
+            "RequestAuthentication",
+            "jwtRules: [{issuer: \"https://example.com\", spaceDelimitedClaims: [scope]}]",
+            Warn("spaceDelimitedClaims: accepted but not honoured"),
+        ),
+        case(
+            "validateJwtRule/issuer",
+            "RequestAuthentication",
+            "jwtRules: [{issuer: \"\"}]",
+            Deny("issuer must be set"),
+        ),
+        case(
+            "ValidatePeerAuthentication/port-level-needs-selector",
+            "PeerAuthentication",
+            "mtls: {mode: PERMISSIVE}\nportLevelMtls: {8080: {mode: DISABLE}}",
+            Deny("portLevelMtls"),
+        ),
+        case(
+            "ValidatePeerAuthentication/strict",
+            "PeerAuthentication",
+            "mtls: {mode: STRICT}",
+            Ok,
+        ),
+    ]
+}
+
+fn extensions() -> Vec<Case> {
+    vec![
+        case(
+            "ValidateWasmPlugin/oci",
+            "WasmPlugin",
+            "url: oci://example.com/plugin:1",
+            Warn("Wasm plugins are not loaded"),
+        ),
+        case(
+            "validateWasmPluginURL/bare-image",
+            "WasmPlugin",
+            "url: example.com/plugin:1",
+            Warn("not loaded"),
+        ),
+        case(
+            "validateWasmPluginURL/required",
+            "WasmPlugin",
+            "pluginName: x",
+            Deny("url field needs to be set"),
+        ),
+        case(
+            "validateWasmPluginURL/scheme",
+            "WasmPlugin",
+            "url: ftp://example.com/a.wasm",
+            Deny("url contains unsupported scheme: ftp"),
+        ),
+        case(
+            "validateWasmPluginSHA/length",
+            "WasmPlugin",
+            "url: https://example.com/a.wasm\nsha256: abc",
+            Deny("sha256 field must be 64 characters long"),
+        ),
+        case(
+            "validateWasmPluginSHA/pattern",
+            "WasmPlugin",
+            &format!(
+                "url: https://example.com/a.wasm\nsha256: {}",
+                "Z".repeat(64)
+            ),
+            Deny("sha256 field must match [a-f0-9]{64} pattern"),
+        ),
+        case(
+            "validateWasmPluginVMConfig/duplicate",
+            "WasmPlugin",
+            "url: oci://a/b\nvmConfig: {env: [{name: A, value: p}, {name: A, value: q}]}",
+            Deny("duplicate env"),
+        ),
+        case(
+            "validateWasmPluginVMConfig/host-value",
+            "WasmPlugin",
+            "url: oci://a/b\nvmConfig: {env: [{name: A, valueFrom: HOST, value: x}]}",
+            Deny("value may only be set when valueFrom is INLINE"),
+        ),
+        case(
+            "validateWasmPluginMatch/port",
+            "WasmPlugin",
+            "url: oci://a/b\nmatch: [{mode: SERVER, ports: [{number: 70000}]}]",
+            Deny("is out of range: 70000"),
+        ),
+        case(
+            "validateOneOfSelectorType/wasm",
+            "WasmPlugin",
+            "url: oci://a/b\nselector: {matchLabels: {app: a}}\ntargetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: gw}]",
+            Deny("only one of targetRefs or workloadSelector can be set"),
+        ),
+        case(
+            "ValidateProxyConfig/concurrency",
+            "ProxyConfig",
+            "concurrency: -1",
+            Deny("concurrency must be greater than or equal to 0"),
+        ),
+        case(
+            "ValidateProxyConfig/valid",
+            "ProxyConfig",
+            "selector: {matchLabels: {app: a}}\nconcurrency: 2\nenvironmentVariables: {A: b}\nimage: {imageType: distroless}",
+            Warn("ProxyConfig is not applied"),
+        ),
+        case(
+            "ValidateEnvoyFilter/waypoint-match",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: HTTP_FILTER, match: {context: WAYPOINT, waypoint: {portNumber: 8080}}, patch: {operation: INSERT_BEFORE, value: {name: x}}}]",
+            Warn("EnvoyFilter exposes internal implementation details"),
+        ),
+        case(
+            "ValidateEnvoyFilter/missing-apply-to",
+            "EnvoyFilter",
+            "configPatches: [{patch: {operation: MERGE, value: {}}}]",
+            Deny("Envoy filter: missing applyTo"),
+        ),
+    ]
+}
+
+fn annotated(rule: &str, kind: &'static str, meta: &'static str, spec: &str, want: Want) -> Case {
+    Case {
+        meta,
+        ..case(rule, kind, spec, want)
+    }
+}
+
+fn metadata() -> Vec<Case> {
+    let allow = "action: ALLOW\nrules: [{from: [{source: {namespaces: [a]}}]}]";
+    vec![
+        annotated(
+            "checkDryRunAnnotation/invalid-value",
+            "AuthorizationPolicy",
+            "annotations: {istio.io/dry-run: maybe}",
+            allow,
+            Deny("has annotation istio.io/dry-run with invalid value (maybe)"),
+        ),
+        annotated(
+            "checkDryRunAnnotation/true",
+            "AuthorizationPolicy",
+            "annotations: {istio.io/dry-run: \"true\"}",
+            allow,
+            Warn("dry-run policies are enforced"),
+        ),
+        annotated(
+            "checkDryRunAnnotation/false",
+            "AuthorizationPolicy",
+            "annotations: {istio.io/dry-run: \"false\"}",
+            allow,
+            Ok,
+        ),
+        annotated(
+            "checkDryRunAnnotation/custom",
+            "AuthorizationPolicy",
+            "annotations: {istio.io/dry-run: \"true\"}",
+            "action: CUSTOM\nprovider: {name: ext}\nrules: [{}]",
+            Deny("currently only supports action ALLOW/DENY"),
+        ),
+        annotated(
+            "checkDryRunAnnotation/other-kinds",
+            "PeerAuthentication",
+            "annotations: {istio.io/dry-run: \"true\"}",
+            "mtls: {mode: STRICT}",
+            Deny("has unsupported annotation istio.io/dry-run"),
+        ),
+        annotated(
+            "validateMetadata/always-reject",
+            "DestinationRule",
+            "annotations: {internal.istio.io/webhook-always-reject: \"true\"}",
+            "host: a",
+            Deny("\"internal.istio.io/webhook-always-reject\" annotation found, rejecting"),
+        ),
+        annotated(
+            "validateMetadata/internal-parents",
+            "VirtualService",
+            "annotations: {internal.istio.io/parents: \"Gateway/a\"}",
+            &vs(&format!("{{{ROUTE}}}")),
+            Deny("this may not be set by users"),
+        ),
+    ]
+}
+
+#[test]
+fn virtual_services_as_istiod_judges_them() {
+    run(&virtual_services());
+}
+
+#[test]
+fn destination_rules_as_istiod_judges_them() {
+    run(&destination_rules());
+}
+
+#[test]
+fn service_entries_as_istiod_judges_them() {
+    run(&service_entries());
+}
+
+#[test]
+fn workload_entries_and_groups_as_istiod_judges_them() {
+    run(&workload_entries_and_groups());
+}
+
+#[test]
+fn gateways_as_istiod_judges_them() {
+    run(&gateways());
+}
+
+#[test]
+fn sidecars_as_istiod_judges_them() {
+    run(&sidecars());
+}
+
+#[test]
+fn security_policies_as_istiod_judges_them() {
+    run(&security());
+}
+
+#[test]
+fn wasm_plugins_proxy_configs_and_envoy_filters_as_istiod_judges_them() {
+    run(&extensions());
+}
+
+#[test]
+fn annotations_as_istiod_judges_them() {
+    run(&metadata());
+}
+
+/// kubectl and istioctl read `[1.2.3.4, 2001:db8::]` as two strings; so must we.
+#[test]
+fn flow_sequences_read_as_kubectl_reads_them() {
+    let c = case(
+        "yaml/flow-sequence-ipv6",
+        "ServiceEntry",
+        "hosts: [a.example.com]\naddresses: [1.2.3.4, 2001:db8::]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: STATIC\nendpoints: [{address: 2001:db8::1}]",
+        Ok,
+    );
+    run(std::slice::from_ref(&c));
+    let parsed = rudder::config::parse_yaml(&yaml(&c), "default");
+    let rudder::config::Spec::ServiceEntry(se) = &parsed.configs[0].spec else {
+        panic!("not a ServiceEntry");
+    };
+    assert_eq!(se.addresses, ["1.2.3.4", "2001:db8::"]);
+}
+
+fn all_cases() -> Vec<Case> {
+    [
+        virtual_services(),
+        destination_rules(),
+        service_entries(),
+        workload_entries_and_groups(),
+        gateways(),
+        sidecars(),
+        security(),
+        extensions(),
+        metadata(),
+        unhonoured_fields(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// One case per entry of the "accepted but not honoured" list not covered above.
+fn unhonoured_fields() -> Vec<Case> {
+    let r = ROUTE;
+    vec![
+        case("unhonoured/delegate", "VirtualService",
+            "hosts: [a.example.com]
+gateways: [gw]
+http: [{delegate: {name: b, namespace: ns}}]", Warn("delegate VirtualServices are not expanded")),
+        case("unhonoured/retryRemoteLocalities", "VirtualService",
+            &vs(&format!("{{{r}, retries: {{attempts: 2, retryRemoteLocalities: true}}}}")), Warn("retries stay in any locality")),
+        case("unhonoured/backoff", "VirtualService",
+            &vs(&format!("{{{r}, retries: {{attempts: 2, backoff: 1s}}}}")), Warn("Envoy's default retry backoff applies")),
+        case("unhonoured/http2Error", "VirtualService",
+            &vs(&format!("{{{r}, fault: {{abort: {{http2Error: REFUSED_STREAM, percentage: {{value: 1}}}}}}}}")), Warn("HTTP/2 error aborts")),
+        case("unhonoured/destinationSubnets", "VirtualService",
+            "hosts: [a.ns.svc.cluster.local]
+gateways: [gw]
+tcp: [{match: [{destinationSubnets: [10.0.0.0/8]}], route: [{destination: {host: a}}]}]",
+            Warn("TCP routes match on port only")),
+        case("unhonoured/sourceSubnet", "VirtualService",
+            "hosts: [a.ns.svc.cluster.local]
+gateways: [gw]
+tcp: [{match: [{sourceSubnet: 10.0.0.0/8}], route: [{destination: {host: a}}]}]",
+            Warn("TCP routes match on port only")),
+        case("unhonoured/tunnel", "DestinationRule",
+            "host: a
+trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}", Warn("no tunnel is set up")),
+        case("unhonoured/retryBudget", "DestinationRule",
+            "host: a
+trafficPolicy: {retryBudget: {percent: 20}}", Warn("no retry budget is set")),
+        case("unhonoured/warmupDurationSecs", "DestinationRule",
+            "host: a
+trafficPolicy: {loadBalancer: {simple: LEAST_REQUEST, warmupDurationSecs: 60s}}", Warn("no slow start")),
+        case("unhonoured/cookie-attributes", "DestinationRule",
+            "host: a
+trafficPolicy: {loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 0s, attributes: [{name: SameSite, value: Strict}]}}}}",
+            Warn("cookie attributes are not set")),
+        case("unhonoured/tcp-idleTimeout", "DestinationRule",
+            "host: a
+trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Warn("Envoy's default TCP idle timeout applies")),
+        case("unhonoured/maxConcurrentStreams", "DestinationRule",
+            "host: a
+trafficPolicy: {connectionPool: {http: {maxConcurrentStreams: 100}}}", Warn("no limit on concurrent streams")),
+        case("unhonoured/useClientProtocol", "DestinationRule",
+            "host: a
+trafficPolicy: {connectionPool: {http: {useClientProtocol: true}}}", Warn("the upstream protocol follows the port's protocol")),
+        case("unhonoured/caCrl", "DestinationRule",
+            "host: a
+trafficPolicy: {tls: {mode: SIMPLE, caCertificates: /ca.pem, caCrl: /crl.pem}}", Warn("no certificate revocation list")),
+        case("unhonoured/defaultEndpoint", "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], defaultEndpoint: \"127.0.0.1:8080\"}]", Warn("not used by gateways")),
+        case("unhonoured/gateway-caCrl", "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: MUTUAL, credentialName: c, caCrl: /crl.pem}}]",
+            Warn("no certificate revocation list")),
+        case("unhonoured/credentialNames", "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: SIMPLE, credentialNames: [a, b]}}]",
+            Warn("only credentialName is read")),
+        case("unhonoured/spki", "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: MUTUAL, credentialName: c, verifyCertificateSpki: [abc]}}]",
+            Warn("client certificates are not pinned")),
+        case("unhonoured/hash", "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: MUTUAL, credentialName: c, verifyCertificateHash: [abc]}}]",
+            Warn("client certificates are not pinned")),
+        case("unhonoured/maxProtocolVersion", "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: SIMPLE, credentialName: c, maxProtocolVersion: TLSV1_3}}]",
+            Warn("Envoy's default TLS versions apply")),
+        case("unhonoured/cipherSuites", "Gateway",
+            "servers: [{port: {number: 443, name: https, protocol: HTTPS}, hosts: [\"*\"], tls: {mode: SIMPLE, credentialName: c, cipherSuites: [ECDHE-RSA-AES256-GCM-SHA384]}}]",
+            Warn("Envoy's default cipher suites apply")),
+        case("unhonoured/egress-port", "Sidecar",
+            "egress: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"./*\"]}]", Warn("egress listeners are not limited to a port")),
+        case("unhonoured/egress-bind", "Sidecar",
+            "egress: [{port: {number: 80, name: http, protocol: HTTP}, bind: 127.0.0.1, hosts: [\"./*\"]}]", Warn("egress listeners bind as the interception mode says")),
+        case("unhonoured/egress-captureMode", "Sidecar",
+            "egress: [{port: {number: 80, name: http, protocol: HTTP}, captureMode: NONE, hosts: [\"./*\"]}]", Warn("egress listeners bind as the interception mode says")),
+        case("unhonoured/envoyfilter", "EnvoyFilter",
+            "configPatches: [{applyTo: CLUSTER, patch: {operation: ADD, value: {name: x}}}]", Warn("EnvoyFilter patches are not applied")),
+        case("unhonoured/telemetry", "Telemetry",
+            "accessLogging: [{providers: [{name: envoy}]}]", Warn("Telemetry (metrics, tracing, access logging) is not applied")),
+        case("unhonoured/outputPayloadToHeader", "RequestAuthentication",
+            "jwtRules: [{issuer: \"https://example.com\", outputPayloadToHeader: x-jwt}]", Warn("the JWT payload is not forwarded")),
+        case("unhonoured/outputClaimToHeaders", "RequestAuthentication",
+            "jwtRules: [{issuer: \"https://example.com\", outputClaimToHeaders: [{header: x-sub, claim: sub}]}]", Warn("claims are not copied to headers")),
+        case("unhonoured/jwt-timeout", "RequestAuthentication",
+            "jwtRules: [{issuer: \"https://example.com\", jwksUri: \"https://example.com/jwks\", timeout: 10s}]", Warn("JWKS fetches use a 5s timeout")),
+    ]
+}
+
+#[test]
+fn fields_rudder_does_not_honour_warn_and_every_entry_has_a_case() {
+    let cases = unhonoured_fields();
+    run(&cases);
+    let mut missing = Vec::new();
+    for u in rudder::validation::unhonoured::UNHONOURED {
+        let covered = all_cases().iter().any(|c| {
+            c.kind == u.kind.name()
+                && through_loader(&yaml(c))
+                    .1
+                    .iter()
+                    .any(|w| w.contains(u.note))
+        });
+        if !covered {
+            missing.push(format!("{} {:?}", u.kind, u.path));
+        }
+    }
+    assert!(missing.is_empty(), "entries no case triggers: {missing:?}");
+}
+
+#[test]
+fn the_suite_is_several_hundred_cases() {
+    let n = all_cases().len() + 1;
+    assert!(n >= 200, "only {n} cases");
+}
