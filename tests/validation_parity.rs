@@ -1440,6 +1440,11 @@ fn wasm_plugins_proxy_configs_and_envoy_filters_as_istiod_judges_them() {
 }
 
 #[test]
+fn families_of_values_as_istiod_judges_them() {
+    run(&families());
+}
+
+#[test]
 fn annotations_as_istiod_judges_them() {
     run(&metadata());
 }
@@ -1461,8 +1466,350 @@ fn flow_sequences_read_as_kubectl_reads_them() {
     assert_eq!(se.addresses, ["1.2.3.4", "2001:db8::"]);
 }
 
+/// Families of cases over the values istiod distinguishes, one case per value.
+fn families() -> Vec<Case> {
+    let mut v = Vec::new();
+    let when = |key: &str, values: &str| {
+        format!(
+            "action: DENY\nrules: [{{to: [{{operation: {{ports: [\"8080\"]}}}}], when: [{{key: \"{key}\", values: {values}}}]}}]"
+        )
+    };
+    // ValidateAttribute: condition keys.
+    for (key, values) in [
+        ("request.headers[x-user]", "[alice]"),
+        ("source.ip", "[10.0.0.0/8]"),
+        ("remote.ip", "[1.2.3.4]"),
+        ("source.namespace", "[prod]"),
+        ("source.principal", "[cluster.local/ns/a/sa/b]"),
+        ("source.serviceAccount", "[prod/reviews]"),
+        ("source.trustDomain", "[\"*.corp\"]"),
+        ("request.auth.principal", "[\"issuer/subject\"]"),
+        ("request.auth.audiences", "[app]"),
+        ("request.auth.presenter", "[client]"),
+        ("request.auth.claims[groups]", "[admins]"),
+        ("destination.ip", "[10.1.0.0/16]"),
+        ("destination.port", "[\"443\"]"),
+        ("connection.sni", "[a.example.com]"),
+        (
+            "experimental.envoy.filters.network.mysql_proxy[db.table]",
+            "[\"[update]\"]",
+        ),
+    ] {
+        v.push(case(
+            &format!("ValidateAttribute/{key}"),
+            "AuthorizationPolicy",
+            &when(key, values),
+            Ok,
+        ));
+    }
+    for (key, msg) in [
+        (
+            "destination.namespace",
+            "is replaced by the metadata.namespace",
+        ),
+        (
+            "destination.labels[app]",
+            "is replaced by the workload selector",
+        ),
+        ("destination.name", "only supported in v1alpha1"),
+        ("destination.user", "only supported in v1alpha1"),
+        (
+            "request.experimental.auth.claims[a]",
+            "unknown attribute: request.experimental.auth.claims[a]",
+        ),
+        ("source.color", "unknown attribute: source.color"),
+        (
+            "request.headers",
+            "bad key (request.headers): should have format a[b]",
+        ),
+        ("request.auth.claims[]", "should have format a[b]"),
+        ("experimental.envoy.filters.x", "should have format a[b]"),
+    ] {
+        v.push(case(
+            &format!("ValidateAttribute/{key}"),
+            "AuthorizationPolicy",
+            &when(key, "[x]"),
+            Deny(msg),
+        ));
+    }
+    for (key, values, msg) in [
+        ("source.ip", "[\"10.0.0.0/33\"]", "10.0.0.0/33"),
+        ("destination.port", "[\"70000\"]", "70000"),
+        (
+            "source.serviceAccount",
+            "[\"a/b/c\"]",
+            "expected format 'serviceAccount' or 'namespace/serviceAccount'",
+        ),
+        (
+            "source.serviceAccount",
+            "[\"ns/*\"]",
+            "wildcard not allowed",
+        ),
+        (
+            "source.trustDomain",
+            "[\"a*b\"]",
+            "wildcard is only allowed at the start or end",
+        ),
+    ] {
+        v.push(case(
+            &format!("ValidateAttribute/{key}-values"),
+            "AuthorizationPolicy",
+            &when(key, values),
+            Deny(msg),
+        ));
+    }
+    // Conditions Rudder cannot enforce yet warn (and are handled fail-closed).
+    for key in [
+        "request.auth.claims[groups]",
+        "connection.sni",
+        "request.auth.audiences",
+    ] {
+        v.push(case(
+            &format!("unhonoured/when-{key}"),
+            "AuthorizationPolicy",
+            &when(key, "[x]"),
+            Warn("is not enforced"),
+        ));
+    }
+    // Sources.
+    let from = |src: &str| format!("rules: [{{from: [{{source: {src}}}]}}]");
+    for src in [
+        "{principals: [cluster.local/ns/a/sa/b]}",
+        "{notPrincipals: [\"*\"]}",
+        "{namespaces: [prod, \"dev-*\"]}",
+        "{ipBlocks: [10.0.0.0/8, 1.2.3.4]}",
+        "{remoteIpBlocks: [\"2001:db8::/32\"]}",
+        "{requestPrincipals: [\"*\"]}",
+        "{serviceAccounts: [prod/reviews, ratings]}",
+        "{notServiceAccounts: [prod/reviews]}",
+        "{trustDomains: [\"*.corp\", cluster.local]}",
+        "{notTrustDomains: [\"legacy.*\"]}",
+    ] {
+        v.push(case(
+            &format!("ValidateAuthorizationPolicy/source-{src}"),
+            "AuthorizationPolicy",
+            &from(src),
+            Ok,
+        ));
+    }
+    for (src, msg) in [
+        (
+            "{serviceAccounts: [a], namespaces: [b]}",
+            "cannot set serviceAccounts with namespaces or principals",
+        ),
+        (
+            "{serviceAccounts: [a], principals: [b]}",
+            "cannot set serviceAccounts with namespaces or principals",
+        ),
+        ("{serviceAccounts: [\"\"]}", "empty value"),
+        ("{serviceAccounts: [\"/sa\"]}", "found empty namespace"),
+        (
+            "{trustDomains: [\"a/b\"]}",
+            "trust domain must not contain '/'",
+        ),
+        (
+            "{trustDomains: [\"*a*\"]}",
+            "at most one wildcard is allowed",
+        ),
+        ("{ipBlocks: [\"300.0.0.1\"]}", "300.0.0.1"),
+        ("{}", "`from.source` must not be empty"),
+    ] {
+        v.push(case(
+            &format!("ValidateAuthorizationPolicy/source-{src}"),
+            "AuthorizationPolicy",
+            &from(src),
+            Deny(msg),
+        ));
+    }
+    // Ports everywhere a port number appears.
+    for (port, ok) in [
+        (1, true),
+        (80, true),
+        (65535, true),
+        (0, false),
+        (65536, false),
+    ] {
+        let want = if ok {
+            Ok
+        } else {
+            Deny("must be in the range 1..65535")
+        };
+        v.push(case(&format!("ValidatePort/gateway-{port}"), "Gateway",
+            &format!("servers: [{{port: {{number: {port}, name: http, protocol: HTTP}}, hosts: [\"*\"]}}]"), want));
+        v.push(case(&format!("ValidatePort/sidecar-egress-{port}"), "Sidecar",
+            &format!("egress: [{{port: {{number: {port}, name: http, protocol: HTTP}}, hosts: [\"./*\"]}}]"),
+            match (ok, port) {
+                (true, _) => Warn("egress listeners are not limited to a port"),
+                (false, 0) => Deny("ports with 0 value must have a unix domain socket bind address"),
+                (false, _) => Deny("must be in the range 1..65535"),
+            }));
+        v.push(case(
+            &format!("ValidatePort/workload-entry-{port}"),
+            "WorkloadEntry",
+            &format!("address: 10.0.0.1\nports: {{http: {port}}}"),
+            want,
+        ));
+    }
+    // Durations: istiod wants at least 1ms, whole milliseconds.
+    for (d, ok) in [
+        ("1ms", true),
+        ("2s", true),
+        ("1h", true),
+        ("0s", false),
+        ("500us", false),
+    ] {
+        let want = if ok { Ok } else { Deny("duration") };
+        v.push(case(
+            &format!("ValidateDuration/route-timeout-{d}"),
+            "VirtualService",
+            &vs(&format!("{{{ROUTE}, timeout: {d}}}")),
+            want,
+        ));
+        v.push(case(
+            &format!("ValidateDuration/per-try-{d}"),
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, retries: {{attempts: 2, perTryTimeout: {d}}}}}"
+            )),
+            want,
+        ));
+    }
+    // Hostnames, as VirtualService hosts and DestinationRule hosts.
+    for (h, ok) in [
+        ("reviews", true),
+        ("reviews.prod.svc.cluster.local", true),
+        ("*.example.com", true),
+        ("*", false),
+        ("foo.*.com", false),
+        ("bad_host.example.com", false),
+        ("-a.example.com", false),
+    ] {
+        let vs_want = if ok {
+            Ok
+        } else if h == "*" {
+            Deny("wildcard host * is not allowed")
+        } else {
+            Deny("invalid")
+        };
+        v.push(case(
+            &format!("ValidateWildcardDomain/vs-{h}"),
+            "VirtualService",
+            &format!("hosts: [\"{h}\"]\nhttp: [{{{ROUTE}}}]"),
+            vs_want,
+        ));
+        // istiod checks a DestinationRule host as a wildcard domain: `*` passes.
+        let dr_want = if ok || h == "*" { Ok } else { Deny("invalid") };
+        v.push(case(
+            &format!("ValidateWildcardDomain/dr-{h}"),
+            "DestinationRule",
+            &format!("host: \"{h}\""),
+            dr_want,
+        ));
+    }
+    // Gateway server hosts.
+    for (h, ok) in [
+        ("*", true),
+        ("*.example.com", true),
+        ("a.example.com", true),
+        ("ns/a.example.com", true),
+        ("./*", true),
+        ("*/a.example.com", true),
+        ("1.2.3.4", true),
+        ("*example.com", false),
+        ("a*.example.com", false),
+        ("example", false),
+        ("Bad_NS/a.example.com", false),
+    ] {
+        v.push(case(
+            &format!("ValidateNamespaceSlashWildcardHostname/gateway-{h}"),
+            "Gateway",
+            &format!(
+                "servers: [{{port: {{number: 80, name: http, protocol: HTTP}}, hosts: [\"{h}\"]}}]"
+            ),
+            if ok { Ok } else { Deny("") },
+        ));
+    }
+    // Sidecar egress hosts.
+    for (h, ok) in [
+        ("*/*", true),
+        ("./*", true),
+        ("ns/*", true),
+        ("~ns/*", true),
+        ("ns/a.example.com", true),
+        ("ns/*.example.com", true),
+        ("*/a.example.com", true),
+        ("a.example.com", false),
+        ("ns/a", false),
+        ("ns/*a.example.com", false),
+        ("/a.example.com", false),
+    ] {
+        v.push(case(
+            &format!("ValidateNamespaceSlashWildcardHostname/sidecar-{h}"),
+            "Sidecar",
+            &format!("egress: [{{hosts: [\"{h}\"]}}]"),
+            if ok { Ok } else { Deny("") },
+        ));
+    }
+    // exportTo.
+    for (e, ok) in [
+        ("[\".\"]", true),
+        ("[\"*\"]", true),
+        ("[prod, dev]", true),
+        ("[\"~\"]", false),
+        ("[\"Bad_NS\"]", false),
+    ] {
+        v.push(case(
+            &format!("validateExportTo/vs-{e}"),
+            "VirtualService",
+            &format!("hosts: [a]\nexportTo: {e}\nhttp: [{{{ROUTE}}}]"),
+            if ok { Ok } else { Deny("exportTo") },
+        ));
+    }
+    v.push(case("validateExportTo/se-tilde", "ServiceEntry",
+        "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nresolution: DNS\nexportTo: [\"~\"]", Ok));
+    // Load-balancer algorithms.
+    for lb in [
+        "ROUND_ROBIN",
+        "LEAST_REQUEST",
+        "RANDOM",
+        "PASSTHROUGH",
+        "LEAST_CONN",
+        "UNSPECIFIED",
+    ] {
+        v.push(case(
+            &format!("validateLoadBalancer/simple-{lb}"),
+            "DestinationRule",
+            &format!("host: a\ntrafficPolicy: {{loadBalancer: {{simple: {lb}}}}}"),
+            Ok,
+        ));
+    }
+    for size in [65537u32, 1021, 4093] {
+        v.push(case(&format!("validateLoadBalancer/maglev-{size}"), "DestinationRule",
+            &format!("host: a\ntrafficPolicy: {{loadBalancer: {{consistentHash: {{httpHeaderName: x, maglev: {{tableSize: {size}}}}}}}}}"), Ok));
+    }
+    // Mirror percentages and fault percentages.
+    for (pct, ok) in [
+        ("0", true),
+        ("50.5", true),
+        ("100", true),
+        ("101", false),
+        ("-1", false),
+    ] {
+        v.push(case(
+            &format!("ValidateVirtualService/mirror-percentage-{pct}"),
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, mirror: {{host: b}}, mirrorPercentage: {{value: {pct}}}}}"
+            )),
+            if ok { Ok } else { Deny("mirror_percentage") },
+        ));
+    }
+    v
+}
+
 fn all_cases() -> Vec<Case> {
     [
+        families(),
         virtual_services(),
         destination_rules(),
         service_entries(),
@@ -1590,5 +1937,6 @@ fn fields_rudder_does_not_honour_warn_and_every_entry_has_a_case() {
 #[test]
 fn the_suite_is_several_hundred_cases() {
     let n = all_cases().len() + 1;
-    assert!(n >= 200, "only {n} cases");
+    assert!(n >= 300, "only {n} cases");
+    println!("{n} cases");
 }

@@ -112,6 +112,10 @@ pub struct Source {
     pub remote_ip_blocks: Vec<String>,
     #[serde(default)]
     pub not_remote_ip_blocks: Vec<String>,
+    #[serde(default)]
+    pub trust_domains: Vec<String>,
+    #[serde(default)]
+    pub not_trust_domains: Vec<String>,
 }
 
 impl Source {
@@ -120,7 +124,7 @@ impl Source {
     }
 
     /// Every list with its Istio field name, for checks that apply to all of them alike.
-    pub fn fields(&self) -> [(&'static str, &Vec<String>); 12] {
+    pub fn fields(&self) -> [(&'static str, &Vec<String>); 14] {
         [
             ("principals", &self.principals),
             ("notPrincipals", &self.not_principals),
@@ -133,6 +137,8 @@ impl Source {
             ("ipBlocks", &self.ip_blocks),
             ("notIpBlocks", &self.not_ip_blocks),
             ("remoteIpBlocks", &self.remote_ip_blocks),
+            ("trustDomains", &self.trust_domains),
+            ("notTrustDomains", &self.not_trust_domains),
             ("notRemoteIpBlocks", &self.not_remote_ip_blocks),
         ]
     }
@@ -251,4 +257,23 @@ pub struct ClaimToHeader {
     pub header: String,
     #[serde(default)]
     pub claim: String,
+}
+
+/// `when` keys Rudder's RBAC translation expresses. A rule with another key is handled fail-closed
+/// (an ALLOW rule is left out, a DENY rule widened) and validation warns about it.
+pub fn when_key_expressible(key: &str) -> bool {
+    matches!(
+        key,
+        "destination.port"
+            | "destination.ip"
+            | "source.ip"
+            | "remote.ip"
+            | "source.principal"
+            | "source.namespace"
+            | "source.serviceAccount"
+            | "source.trustDomain"
+            | "request.auth.principal"
+    ) || key
+        .strip_prefix("request.headers[")
+        .is_some_and(|k| k.ends_with(']'))
 }

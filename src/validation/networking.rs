@@ -220,13 +220,36 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
         destination(r, &format!("{path}.mirror"), m);
     }
     if let Some(p) = route.mirror_percent {
-        r.check(
+        if p > 100 {
+            r.error(
+                format!("{path}.mirrorPercent"),
+                format!("mirror_percent must have a max value of 100 (it has {p})"),
+            );
+        }
+        r.warn(
             format!("{path}.mirrorPercent"),
-            h::percent(p.min(i32::MAX as u32) as i32),
+            "using deprecated setting \"mirrorPercent\", use \"mirrorPercentage\" instead",
         );
     }
     if let Some(p) = &route.mirror_percentage {
-        r.check(format!("{path}.mirrorPercentage"), h::percentage(p.value));
+        if p.value > 100.0 {
+            r.error(
+                format!("{path}.mirrorPercentage"),
+                format!(
+                    "mirror_percentage must have a max value of 100 (it has {:.6})",
+                    p.value
+                ),
+            );
+        }
+        if p.value < 0.0 {
+            r.error(
+                format!("{path}.mirrorPercentage"),
+                format!(
+                    "mirror_percentage must have a min value of 0 (it has {:.6})",
+                    p.value
+                ),
+            );
+        }
     }
     for (i, m) in route.mirrors.iter().enumerate() {
         let mp = format!("{path}.mirrors[{i}]");
@@ -1221,7 +1244,8 @@ fn gateway_server(r: &mut Report, path: &str, server: &Server) {
         );
         port_ok = false;
     }
-    if port.number > 0
+    // Port 0 only with a Unix-socket bind.
+    if (port.number > 0 || !server.bind.starts_with("unix://"))
         && let Err(e) = h::port(port.number)
     {
         r.error(format!("{path}.port.number"), e);

@@ -38,34 +38,46 @@ pub fn peer_authentication(r: &mut Report, pa: &PeerAuthentication) {
 }
 
 /// Attributes an AuthorizationPolicy `when` condition may test (prefix match where it ends in `[`).
-const CONDITION_KEYS: &[&str] = &[
-    "request.headers[",
-    "source.ip",
-    "remote.ip",
-    "source.namespace",
-    "source.principal",
-    "source.serviceAccount",
-    "request.auth.principal",
-    "request.auth.audiences",
-    "request.auth.presenter",
-    "request.auth.claims[",
-    "request.experimental.auth.claims[",
-    "destination.ip",
-    "destination.port",
-    "connection.sni",
-    "experimental.envoy.filters.",
-];
+/// istiod's `a[b]` form for map-like keys.
+fn map_key(key: &str) -> Result<(), String> {
+    match key.find('[') {
+        Some(open) if key.ends_with(']') && open > 0 && open < key.len() - 2 => Ok(()),
+        _ => Err(format!("bad key ({key}): should have format a[b]")),
+    }
+}
 
-fn condition_key_known(key: &str) -> bool {
-    CONDITION_KEYS.iter().any(|k| {
-        if k.ends_with('[') {
-            key.starts_with(k) && key.ends_with(']') && key.len() > k.len() + 1
-        } else if k.ends_with('.') {
-            key.starts_with(k)
-        } else {
-            key == *k
+/// istiod's ValidateAttribute for a condition key (values are checked separately).
+fn condition_key(key: &str) -> Result<(), String> {
+    match key {
+        "source.ip"
+        | "remote.ip"
+        | "source.namespace"
+        | "source.serviceAccount"
+        | "source.principal"
+        | "source.trustDomain"
+        | "request.auth.principal"
+        | "request.auth.audiences"
+        | "request.auth.presenter"
+        | "destination.ip"
+        | "destination.port"
+        | "connection.sni" => Ok(()),
+        k if k.starts_with("request.headers")
+            || k.starts_with("request.auth.claims")
+            || k.starts_with("experimental.envoy.filters.") =>
+        {
+            map_key(k)
         }
-    })
+        "destination.namespace" => Err(format!(
+            "attribute {key} is replaced by the metadata.namespace"
+        )),
+        k if k.starts_with("destination.labels") => Err(format!(
+            "attribute {key} is replaced by the workload selector"
+        )),
+        "destination.name" | "destination.user" => Err(format!(
+            "deprecated attribute {key}: only supported in v1alpha1"
+        )),
+        _ => Err(format!("unknown attribute: {key}")),
+    }
 }
 
 fn condition_values(key: &str, values: &[String]) -> Result<(), String> {
@@ -79,7 +91,11 @@ fn condition_values(key: &str, values: &[String]) -> Result<(), String> {
             _ => {}
         }
     }
-    Ok(())
+    match key {
+        "source.serviceAccount" => service_accounts(key, values),
+        "source.trustDomain" => wildcard_values(key, values),
+        _ => Ok(()),
+    }
 }
 
 pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
@@ -129,6 +145,32 @@ pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
                 };
                 if src.is_empty() {
                     r.error(&fp, "`from.source` must not be empty");
+                }
+                let identities = [
+                    &src.principals,
+                    &src.not_principals,
+                    &src.namespaces,
+                    &src.not_namespaces,
+                ];
+                if identities.iter().any(|l| !l.is_empty())
+                    && (!src.service_accounts.is_empty() || !src.not_service_accounts.is_empty())
+                {
+                    r.error(
+                        &fp,
+                        format!("cannot set serviceAccounts with namespaces or principals, found at rule {i}"),
+                    );
+                }
+                for (name, list) in [
+                    ("ServiceAccounts", &src.service_accounts),
+                    ("NotServiceAccounts", &src.not_service_accounts),
+                ] {
+                    r.check(&fp, service_accounts(name, list));
+                }
+                for (name, list) in [
+                    ("TrustDomains", &src.trust_domains),
+                    ("NotTrustDomains", &src.not_trust_domains),
+                ] {
+                    r.check(&fp, trust_domains(name, list));
                 }
                 for (name, list) in src.fields() {
                     if list.iter().any(String::is_empty) {
@@ -185,12 +227,18 @@ pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
                 r.error(format!("{cp}.key"), "`key` must not be empty");
                 continue;
             }
-            if !condition_key_known(&c.key) {
-                r.error(
-                    format!("{cp}.key"),
-                    format!("unknown attribute ({})", c.key),
-                );
+            if let Err(e) = condition_key(&c.key) {
+                r.error(format!("{cp}.key"), e);
                 continue;
+            }
+            if !crate::config::security::when_key_expressible(&c.key) {
+                r.warn(
+                    format!("{cp}.key"),
+                    format!(
+                        "accepted but not honoured by Rudder yet: condition {} is not enforced (an ALLOW rule with it allows nothing; a DENY rule ignores it and denies more)",
+                        c.key
+                    ),
+                );
             }
             if c.values.is_empty() && c.not_values.is_empty() {
                 r.error(
@@ -517,4 +565,72 @@ fn deny_on_http_only(
             "configured AuthorizationPolicy will deny all traffic to TCP ports under its scope due to the use of only HTTP attributes in a DENY rule; it is recommended to explicitly specify the port",
         );
     }
+}
+
+/// istiod's CheckServiceAccount: `name` or `namespace/name`, no wildcards, at most 16.
+fn service_accounts(key: &str, values: &[String]) -> Result<(), String> {
+    if values.len() > 16 {
+        return Err("may not have more than 16 values".into());
+    }
+    let format = "expected format 'serviceAccount' or 'namespace/serviceAccount'";
+    for v in values {
+        if v.is_empty() {
+            return Err(format!("empty value not allowed, found in {key}"));
+        }
+        if v.contains('*') {
+            return Err(format!("wildcard not allowed, found in {key}"));
+        }
+        if v.matches('/').count() > 1 {
+            return Err(format!("{format}, found {v:?} in {key}"));
+        }
+        if v.len() > 320 {
+            return Err(format!(
+                "value cannot exceed 320 characters, found {v:?} in {key}"
+            ));
+        }
+        match v.split_once('/') {
+            Some(("", _)) => {
+                return Err(format!("{format}, found empty namespace {v:?} in {key}"));
+            }
+            Some((_, "")) => {
+                return Err(format!(
+                    "{format}, found empty serviceAccount {v:?} in {key}"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// istiod's CheckTrustDomainValues: one wildcard at most, at an end; no `/`.
+fn trust_domains(key: &str, values: &[String]) -> Result<(), String> {
+    wildcard_values(key, values)?;
+    match values.iter().find(|v| v.contains('/')) {
+        Some(v) => Err(format!(
+            "trust domain must not contain '/', found in {key}: {v:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// istiod's CheckWildcardValues: no empty value; one wildcard at most, at an end.
+fn wildcard_values(key: &str, values: &[String]) -> Result<(), String> {
+    for v in values {
+        if v.is_empty() {
+            return Err(format!("empty value is found for {key}"));
+        }
+        let stars = v.matches('*').count();
+        if stars > 1 {
+            return Err(format!(
+                "at most one wildcard is allowed, found in {key}: {v:?}"
+            ));
+        }
+        if stars == 1 && v != "*" && !v.starts_with('*') && !v.ends_with('*') {
+            return Err(format!(
+                "wildcard is only allowed at the start or end, found in {key}: {v:?}"
+            ));
+        }
+    }
+    Ok(())
 }

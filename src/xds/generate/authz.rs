@@ -4,6 +4,7 @@
 
 use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, rbac_bytes};
 use super::util::put_field;
+use crate::config::security::when_key_expressible;
 use crate::config::security::{
     AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
@@ -159,6 +160,19 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
             ""
         };
         for (i, rule) in p.rules.iter().flatten().enumerate() {
+            // Fail closed: a condition the translation cannot express would be dropped, which
+            // widens the rule. That is safe for DENY (denies more) and CUSTOM (asks the
+            // authorizer more often), not for ALLOW or AUDIT: such a rule is left out instead.
+            if let Some(c) = rule.when.iter().find(|c| !when_key_expressible(&c.key))
+                && matches!(
+                    p.action,
+                    AuthorizationAction::ALLOW | AuthorizationAction::AUDIT
+                )
+            {
+                warn!(policy = %format!("{ns}/{name}"), rule = i, key = %c.key,
+                    "condition not supported yet; the rule is left out, so it allows nothing");
+                continue;
+            }
             let stripped;
             let rule = match (tcp && uses_http(rule), p.action) {
                 (false, _) => rule,
@@ -181,6 +195,7 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
                     principals: vec![principal_for(
                         rule.from.iter().flatten().filter_map(|f| f.source.as_ref()),
                         &rule.when,
+                        ns,
                     )],
                     ..Default::default()
                 },
@@ -453,6 +468,44 @@ fn authenticated(v: &str) -> Option<Principal> {
     })
 }
 
+/// A service account, `<name>` (in the policy's namespace) or `<namespace>/<name>`, as istiod
+/// matches it in the peer's SPIFFE identity.
+fn service_account(policy_ns: &str, v: &str) -> Option<Principal> {
+    let (ns, sa) = v.split_once('/').unwrap_or((policy_ns, v));
+    Some(authenticated_regex(format!(
+        "spiffe://.+/ns/{}/(.+/|)sa/{}(/.+)?",
+        regex::escape(ns),
+        regex::escape(sa)
+    )))
+}
+
+/// A trust domain of the peer's SPIFFE identity (`*` any; one `*` inside a name, any run of
+/// characters but `/`).
+fn trust_domain(v: &str) -> Option<Principal> {
+    let pattern = match v.split_once('*') {
+        None => format!("spiffe://{}/.*", regex::escape(v)),
+        Some(("", "")) => "spiffe://.*".to_string(),
+        Some((a, b)) => format!("spiffe://{}[^/]*{}/.*", regex::escape(a), regex::escape(b)),
+    };
+    Some(authenticated_regex(pattern))
+}
+
+fn authenticated_regex(regex: String) -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::Authenticated(
+            principal::Authenticated {
+                principal_name: Some(StringMatcher {
+                    match_pattern: Some(MatchPattern::SafeRegex(RegexMatcher {
+                        regex,
+                        ..Default::default()
+                    })),
+                    ignore_case: false,
+                }),
+            },
+        )),
+    }
+}
+
 /// A namespace as the peer identity's `/ns/<namespace>/` segment.
 fn namespace(v: &str) -> Option<Principal> {
     let ns = if v == "*" {
@@ -498,11 +551,16 @@ fn request_principal(v: &str) -> Option<Principal> {
 
 /// Who a rule's `from` sources and source-side `when` conditions admit: any source (OR), each
 /// source all of its fields (AND).
-fn principal_for<'a>(sources: impl Iterator<Item = &'a Source>, when: &[Condition]) -> Principal {
+fn principal_for<'a>(
+    sources: impl Iterator<Item = &'a Source>,
+    when: &[Condition],
+    policy_ns: &str,
+) -> Principal {
+    let service_account = |v: &str| service_account(policy_ns, v);
     let srcs: Vec<Principal> = sources
         .map(|s| {
             let mut all = Vec::new();
-            let fields: [(&[String], bool, ToPrincipal); 10] = [
+            let fields: [(&[String], bool, ToPrincipal); 14] = [
                 (&s.principals, false, &authenticated),
                 (&s.not_principals, true, &authenticated),
                 (&s.namespaces, false, &namespace),
@@ -513,6 +571,10 @@ fn principal_for<'a>(sources: impl Iterator<Item = &'a Source>, when: &[Conditio
                 (&s.not_remote_ip_blocks, true, &remote_ip),
                 (&s.request_principals, false, &request_principal),
                 (&s.not_request_principals, true, &request_principal),
+                (&s.service_accounts, false, &service_account),
+                (&s.not_service_accounts, true, &service_account),
+                (&s.trust_domains, false, &trust_domain),
+                (&s.not_trust_domains, true, &trust_domain),
             ];
             for (values, negate, each) in fields {
                 if let Some(p) = any_of_i(values, each) {
@@ -538,6 +600,11 @@ fn principal_for<'a>(sources: impl Iterator<Item = &'a Source>, when: &[Conditio
             ("remote.ip", _) => Box::new(remote_ip),
             ("source.principal", _) => Box::new(authenticated),
             ("source.namespace", _) => Box::new(namespace),
+            ("source.serviceAccount", _) => {
+                let ns = policy_ns.to_string();
+                Box::new(move |v: &str| self::service_account(&ns, v))
+            }
+            ("source.trustDomain", _) => Box::new(trust_domain),
             ("request.auth.principal", _) => Box::new(request_principal),
             (_, Some(name)) => Box::new(move |v: &str| {
                 Some(Principal {

@@ -729,3 +729,57 @@ fn gateway_servers_sharing_a_port_never_produce_conflicting_chains() {
         "the duplicate TLS server is dropped; plaintext takes only non-TLS connections"
     );
 }
+
+#[test]
+fn allow_rules_never_admit_more_than_written() {
+    // serviceAccounts and trustDomains become identity matches; a `when` key the translation
+    // cannot express leaves its ALLOW rule out (it allows nothing) instead of dropping the
+    // condition, and widens a DENY rule instead.
+    let policies = "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: by-sa, namespace: a}\n\
+spec: {rules: [{from: [{source: {serviceAccounts: [bookinfo/reviews, ratings], trustDomains: [\"*.corp\"]}}]}]}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: by-claim, namespace: a}\n\
+spec: {rules: [{when: [{key: \"request.auth.claims[group]\", values: [admins]}]}]}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: deny-sni, namespace: a}\n\
+spec: {action: DENY, rules: [{to: [{operation: {paths: [/admin]}}], when: [{key: connection.sni, values: [x]}]}]}\n";
+    let c = ctx(&workload_yaml(policies));
+    let p = verified("a");
+    let filters = super::authz::http_filters(&c, &c.scope(&p));
+    let rbac = |name: &str| -> envoy_types::pb::envoy::config::rbac::v3::Rbac {
+        let f = filters
+            .iter()
+            .filter(|f| f.name == "envoy.filters.http.rbac")
+            .find_map(|f| match &f.config_type {
+                Some(
+                    envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_filter::ConfigType::TypedConfig(a),
+                ) => {
+                    let r = envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::decode(a.value.as_slice()).unwrap();
+                    r.rules.filter(|rules| rules.policies.keys().any(|k| k.contains(name)))
+                }
+                _ => None,
+            });
+        f.unwrap_or_default()
+    };
+    let allow = rbac("by-sa");
+    let by_sa = format!(
+        "{:?}",
+        allow.policies["ns[a]-policy[by-sa]-rule[0]"].principals
+    );
+    assert!(
+        by_sa.contains("spiffe://.+/ns/bookinfo/(.+/|)sa/reviews(/.+)?"),
+        "{by_sa}"
+    );
+    assert!(
+        by_sa.contains("spiffe://.+/ns/a/(.+/|)sa/ratings(/.+)?"),
+        "{by_sa}"
+    );
+    assert!(by_sa.contains("spiffe://[^/]*\\\\.corp/.*"), "{by_sa}");
+    assert!(
+        !allow
+            .policies
+            .contains_key("ns[a]-policy[by-claim]-rule[0]"),
+        "a claim condition cannot be enforced yet: its ALLOW rule admits nobody"
+    );
+    let deny = rbac("deny-sni");
+    let rule = &deny.policies["ns[a]-policy[deny-sni]-rule[0]"];
+    assert!(format!("{:?}", rule.permissions).contains("/admin"));
+}

@@ -95,6 +95,10 @@ pub fn convert(
                     ("remoteIpBlocks", !src.remote_ip_blocks.is_empty()),
                     ("notRemoteIpBlocks", !src.not_remote_ip_blocks.is_empty()),
                     ("requestPrincipals", !src.request_principals.is_empty()),
+                    // Not expressed for ztunnel yet: treated like an HTTP attribute (an ALLOW
+                    // rule is dropped, a DENY rule widened), so policy is never weaker.
+                    ("trustDomains", !src.trust_domains.is_empty()),
+                    ("notTrustDomains", !src.not_trust_domains.is_empty()),
                     (
                         "notRequestPrincipals",
                         !src.not_request_principals.is_empty(),
