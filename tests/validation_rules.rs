@@ -794,7 +794,7 @@ const CASES: &[Case] = &[
     (
         "AuthorizationPolicy",
         "rules: [{when: [{key: request.color, values: [blue]}]}]",
-        "spec.rules[0].when[0].key: unknown attribute (request.color)",
+        "spec.rules[0].when[0].key: unknown attribute: request.color",
         "rules: [{when: [{key: \"request.headers[x-color]\", values: [blue]}]}]",
     ),
     (
