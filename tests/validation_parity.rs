@@ -1228,7 +1228,7 @@ fn security() -> Vec<Case> {
             "validateJwtRule/issuer",
             "RequestAuthentication",
             "jwtRules: [{issuer: \"\"}]",
-            Deny("issuer must be set"),
+            Deny("issuer or jwksUri must be non-empty string"),
         ),
         case(
             "ValidatePeerAuthentication/port-level-needs-selector",

@@ -24,17 +24,16 @@ pub fn peer_authentication(r: &mut Report, pa: &PeerAuthentication) {
             );
         }
         for key in ports.keys() {
-            match key.parse::<u32>() {
-                Ok(0) => r.error(format!("spec.portLevelMtls.{key}"), "port cannot be 0"),
-                Ok(p) => r.check(format!("spec.portLevelMtls.{key}"), h::port(p)),
-                Err(_) => r.error(
+            if !key.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p)) {
+                r.error(
                     format!("spec.portLevelMtls.{key}"),
-                    format!("{key:?} is not a port number"),
-                ),
+                    "port must be in range 1..65535",
+                );
             }
         }
     }
     r.check("spec.selector", h::workload_selector(pa.selector.as_ref()));
+    selector_without_labels(r, pa.selector.as_ref());
 }
 
 /// Attributes an AuthorizationPolicy `when` condition may test (prefix match where it ends in `[`).
@@ -270,8 +269,11 @@ pub fn request_authentication(r: &mut Report, ra: &RequestAuthentication) {
     selector_without_labels(r, ra.selector.as_ref());
     for (i, rule) in ra.jwt_rules.iter().enumerate() {
         let jp = format!("spec.jwtRules[{i}]");
-        if rule.issuer.is_empty() {
-            r.error(format!("{jp}.issuer"), "issuer must be set");
+        if rule.issuer.is_empty() && rule.jwks_uri.is_empty() {
+            r.error(
+                format!("{jp}.issuer"),
+                "issuer or jwksUri must be non-empty string",
+            );
         }
         if rule.audiences.iter().any(String::is_empty) {
             r.error(
@@ -288,8 +290,8 @@ pub fn request_authentication(r: &mut Report, ra: &RequestAuthentication) {
                 ),
             }
         }
-        if !rule.jwks.is_empty() && serde_json::from_str::<serde_json::Value>(&rule.jwks).is_err() {
-            r.error(format!("{jp}.jwks"), "jwks is not valid JSON");
+        if !rule.jwks.is_empty() {
+            jwks(r, &format!("{jp}.jwks"), &rule.jwks);
         }
         if rule.from_headers.iter().any(|hd| hd.name.is_empty()) {
             r.error(
@@ -304,13 +306,26 @@ pub fn request_authentication(r: &mut Report, ra: &RequestAuthentication) {
             );
         }
         if rule.from_cookies.iter().any(String::is_empty) {
-            r.error(format!("{jp}.fromCookies"), "cookie name must be provided");
+            r.error(
+                format!("{jp}.fromCookies"),
+                "cookie name must be non-empty string",
+            );
         }
         for (j, c) in rule.output_claim_to_headers.iter().enumerate() {
+            let cp = format!("{jp}.outputClaimToHeaders[{j}]");
             if c.header.is_empty() || c.claim.is_empty() {
                 r.error(
-                    format!("{jp}.outputClaimToHeaders[{j}]"),
+                    cp,
                     "outputClaimToHeaders header and claim value must be non-empty string",
+                );
+            } else if !c
+                .header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                r.error(
+                    format!("{cp}.header"),
+                    format!("header name {} is not a valid header name", c.header),
                 );
             }
         }
@@ -347,11 +362,23 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
         }));
     for (path, p) in providers {
         if p.name.is_empty() {
-            r.error(path, "must specify a provider name");
+            r.error(path, "providers.name may not be empty");
         }
+    }
+    if t.tracing.len() > 1 {
+        r.warn(
+            "spec.tracing",
+            "multiple tracing is not currently supported",
+        );
     }
     for (i, tr) in t.tracing.iter().enumerate() {
         let tp = format!("spec.tracing[{i}]");
+        if tr.providers.len() > 1 {
+            r.warn(
+                format!("{tp}.providers"),
+                "multiple providers is not currently supported",
+            );
+        }
         if let Some(p) = tr.random_sampling_percentage
             && !(0.0..=100.0).contains(&p)
         {
@@ -376,9 +403,6 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
     }
     for (i, m) in t.metrics.iter().enumerate() {
         let mp = format!("spec.metrics[{i}]");
-        if let Some(d) = &m.reporting_interval {
-            r.check(format!("{mp}.reportingInterval"), h::duration(d));
-        }
         for (j, o) in m.overrides.iter().enumerate() {
             let op = format!("{mp}.overrides[{j}]");
             if let Some(sel) = &o.match_
@@ -390,15 +414,29 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
                     "only one of metric or customMetric may be set",
                 );
             }
+            if let Some(sel) = &o.match_
+                && sel.custom_metric.as_deref() == Some("")
+            {
+                r.error(
+                    format!("{op}.match.customMetric"),
+                    "customMetric may not be empty",
+                );
+            }
             for (tag, to) in &o.tag_overrides {
                 let tp = format!("{op}.tagOverrides.{tag}");
-                match (to.operation, &to.value) {
-                    (TagOperation::UPSERT, None) => {
-                        r.error(tp, "must specify a value when operation is UPSERT")
-                    }
-                    (TagOperation::REMOVE, Some(_)) => {
-                        r.error(tp, "value must not be set when operation is REMOVE")
-                    }
+                if tag.is_empty() {
+                    r.warn(&tp, "tagOverrides.name may not be empty");
+                }
+                let value = to.value.as_deref().unwrap_or_default();
+                match to.operation {
+                    TagOperation::UPSERT if value.is_empty() => r.error(
+                        tp,
+                        "tagOverrides.value must be set when operation is UPSERT",
+                    ),
+                    TagOperation::REMOVE if !value.is_empty() => r.error(
+                        tp,
+                        "tagOverrides.value may only be set when operation is UPSERT",
+                    ),
                     _ => {}
                 }
             }
@@ -633,4 +671,47 @@ fn wildcard_values(key: &str, values: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// An inline JWKS: a JSON Web Key Set (or one key), as istiod parses it; keys carrying private
+/// material are accepted with istiod's warning (only the public part is used).
+fn jwks(r: &mut Report, path: &str, text: &str) {
+    let parsed: Result<serde_json::Value, _> = serde_json::from_str(text);
+    let keys = match &parsed {
+        Ok(serde_json::Value::Object(o)) => match o.get("keys") {
+            Some(serde_json::Value::Array(keys)) => keys.iter().collect::<Vec<_>>(),
+            Some(_) => {
+                r.error(path, "jwks parse error: \"keys\" must be an array");
+                return;
+            }
+            None if o.contains_key("kty") => {
+                vec![parsed.as_ref().map_or(&serde_json::Value::Null, |v| v)]
+            }
+            None => {
+                r.error(
+                    path,
+                    "jwks parse error: neither a key set (\"keys\") nor a key (\"kty\")",
+                );
+                return;
+            }
+        },
+        Ok(_) => {
+            r.error(path, "jwks parse error: not a JSON object");
+            return;
+        }
+        Err(e) => {
+            r.error(path, format!("jwks parse error: {e}"));
+            return;
+        }
+    };
+    for (i, key) in keys.iter().enumerate() {
+        let private =
+            key.get("d").is_some() || key.get("kty").and_then(|k| k.as_str()) == Some("oct");
+        if private {
+            r.warn(
+                path,
+                format!("jwks key at index {i} contains private key material; only public keys are used for verification"),
+            );
+        }
+    }
 }
