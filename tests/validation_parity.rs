@@ -262,7 +262,7 @@ fn virtual_services() -> Vec<Case> {
             "validateHTTPDirectResponse/status-range",
             "VirtualService",
             &vs("{directResponse: {status: 199}}"),
-            Deny("invalid status 199"),
+            Deny("HTTP status 199 is not in range 200-599"),
         ),
         case(
             "validateHTTPDirectResponse/body",
@@ -417,7 +417,7 @@ fn virtual_services() -> Vec<Case> {
             "validateGatewayNames/bad-namespace",
             "VirtualService",
             &format!("hosts: [a]\ngateways: [\"bad_ns/gw\"]\nhttp: [{{{ROUTE}}}]"),
-            Deny("invalid value for gateway name"),
+            Deny("invalid value for namespace: \"bad_ns\""),
         ),
         // validateHTTPFaultInjection
         case(
@@ -474,6 +474,166 @@ fn virtual_services() -> Vec<Case> {
             Warn("TLS routes are not applied"),
         ),
     ];
+    let mut more = vec![
+        case(
+            "validateGatewayNames/namespaced-name-is-a-label",
+            "VirtualService",
+            &format!("hosts: [a]\ngateways: [istio-system/gw.example.com]\nhttp: [{{{ROUTE}}}]"),
+            Deny("invalid value for gateway name: \"gw.example.com\""),
+        ),
+        case(
+            "validateGatewayNames/legacy-fqdn-warns",
+            "VirtualService",
+            &format!(
+                "hosts: [a]\ngateways: [gw.istio-system.svc.cluster.local]\nhttp: [{{{ROUTE}}}]"
+            ),
+            Warn("using legacy gatewayName format"),
+        ),
+        case(
+            "validateGatewayNames/upper-case-namespace",
+            "VirtualService",
+            &format!("hosts: [a]\ngateways: [\"Bad/gw\"]\nhttp: [{{{ROUTE}}}]"),
+            Ok,
+        ),
+        case(
+            "validateHTTPRouteConflict/root-with-route",
+            "VirtualService",
+            "hosts: [a.example.com]\ngateways: [gw]\nhttp: [{name: r, delegate: {name: b}, route: [{destination: {host: a}}]}]",
+            Deny("root HTTP route r must not specify route"),
+        ),
+        case(
+            "validateHTTPRouteConflict/delegate-in-delegate",
+            "VirtualService",
+            "hosts: []\nhttp: [{delegate: {name: c}}]",
+            Deny("delegate HTTP route cannot contain delegate"),
+        ),
+        case(
+            "validateHTTPRouteConflict/delegate-on-mesh",
+            "VirtualService",
+            "hosts: [a.example.com]\nhttp: [{delegate: {name: b}}]",
+            Warn("delegate VirtualServices are not expanded"),
+        ),
+        case(
+            "validateHTTPRouteConflict/mirror-and-mirrors",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, mirror: {{host: b}}, mirrors: [{{destination: {{host: c}}}}]}}"
+            )),
+            Deny("HTTP route cannot contain both mirror and mirrors"),
+        ),
+        case(
+            "validateHTTPRouteConflict/fault-and-redirect",
+            "VirtualService",
+            &vs("{redirect: {uri: /x}, fault: {abort: {httpStatus: 500, percentage: {value: 1}}}}"),
+            Deny("HTTP route cannot contain both fault and redirect"),
+        ),
+        case(
+            "validateHTTPRouteConflict/rewrite-and-direct-response",
+            "VirtualService",
+            &vs("{directResponse: {status: 200}, rewrite: {uri: /x}}"),
+            Deny("HTTP route rule cannot contain both rewrite and direct_response"),
+        ),
+        case(
+            "ValidateVirtualService/jwt-claim-routing-needs-gateway",
+            "VirtualService",
+            &vs(&format!(
+                "{{match: [{{headers: {{\"@request.auth.claims.group\": {{exact: admin}}}}}}], {ROUTE}}}"
+            )),
+            Deny(
+                "JWT claim based routing (key: @request.auth.claims.group) is only supported for gateway",
+            ),
+        ),
+        case(
+            "ValidateVirtualService/jwt-claim-routing-on-gateway",
+            "VirtualService",
+            &format!(
+                "hosts: [a.example.com]\ngateways: [gw]\nhttp: [{{match: [{{headers: {{\"@request.auth.claims.group\": {{exact: admin}}}}}}], {ROUTE}}}]"
+            ),
+            Ok,
+        ),
+        case(
+            "analyzeUnreachableHTTPRules/after-catch-all",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}}}, {{name: late, match: [{{uri: {{prefix: /a}}}}], {ROUTE}}}"
+            )),
+            Warn("virtualService rule \"late\" not used (route without matches defined before)"),
+        ),
+        case(
+            "analyzeUnreachableHTTPRules/two-catch-alls",
+            "VirtualService",
+            &vs(&format!("{{{ROUTE}}}, {{{ROUTE}}}")),
+            Warn("virtualService rule #1 not used (only the last rule can have no matches)"),
+        ),
+        case(
+            "analyzeUnreachableHTTPRules/duplicate-match",
+            "VirtualService",
+            &vs(&format!(
+                "{{name: a, match: [{{uri: {{exact: /x}}}}], {ROUTE}}}, {{name: b, match: [{{uri: {{exact: /x}}}}], {ROUTE}}}"
+            )),
+            Warn("virtualService rule \"b\" not used (all matches used by prior rules)"),
+        ),
+        case(
+            "analyzeUnreachableTCPRules/duplicate-port",
+            "VirtualService",
+            "hosts: [a]\ngateways: [gw]\ntcp: [{match: [{port: 80}], route: [{destination: {host: a}}]}, {match: [{port: 80}], route: [{destination: {host: b}}]}]",
+            Warn(
+                "virtualService rule #1 match #0 is not used (duplicate/overlapping match in rule #0)",
+            ),
+        ),
+        case(
+            "validateStringMatch/empty-prefix-uri",
+            "VirtualService",
+            &vs(&format!("{{match: [{{uri: {{prefix: \"\"}}}}], {ROUTE}}}")),
+            Ok,
+        ),
+        case(
+            "validateStringMatch/empty-prefix-method",
+            "VirtualService",
+            &vs(&format!(
+                "{{match: [{{method: {{prefix: \"\"}}}}], {ROUTE}}}"
+            )),
+            Deny("prefix string match should not be empty"),
+        ),
+        case(
+            "validateStringMatchRegexp/invalid",
+            "VirtualService",
+            &vs(&format!("{{match: [{{uri: {{regex: \"(\"}}}}], {ROUTE}}}")),
+            Deny("RE2"),
+        ),
+        case(
+            "validateStringMatchRegexp/too-long",
+            "VirtualService",
+            &vs(&format!(
+                "{{match: [{{uri: {{regex: \"{}\"}}}}], {ROUTE}}}",
+                "a".repeat(1100)
+            )),
+            Deny("regex is too large, max length allowed is 1024"),
+        ),
+        case(
+            "validateHTTPRouteMatchRequest/source-namespace",
+            "VirtualService",
+            &vs(&format!(
+                "{{match: [{{sourceNamespace: Bad_NS}}], {ROUTE}}}"
+            )),
+            Deny("sourceNamespace match Bad_NS is invalid"),
+        ),
+        case(
+            "validateHTTPRouteMatchRequest/port",
+            "VirtualService",
+            &vs(&format!("{{match: [{{port: 70000}}], {ROUTE}}}")),
+            Deny("must be in the range 1..65535"),
+        ),
+        case(
+            "validateAuthorityRewrite/twice",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, rewrite: {{authority: a.example.com}}, headers: {{request: {{set: {{\":authority\": b.example.com}}}}}}}}"
+            )),
+            Deny("authority header cannot be set multiple times"),
+        ),
+    ];
+    v.append(&mut more);
     // Direct response bodies: istiod warns past 100 KiB and denies past 1 MiB.
     let kib = |n: usize| "x".repeat(n * 1024);
     v.push(case(

@@ -66,7 +66,7 @@ const CASES: &[Case] = &[
     (
         "VirtualService",
         "hosts: [a]\ngateways: [\"bad_ns/gw\"]\nhttp: [{route: [{destination: {host: a}}]}]",
-        "spec.gateways[0]: invalid value for gateway name",
+        "spec.gateways[0]: invalid value for namespace: \"bad_ns\"",
         "hosts: [a]\ngateways: [istio-system/gw, mesh]\nhttp: [{route: [{destination: {host: a}}]}]",
     ),
     (
@@ -108,7 +108,7 @@ const CASES: &[Case] = &[
     (
         "VirtualService",
         "hosts: [a]\nhttp: [{directResponse: {status: 42}}]",
-        "spec.http[0].directResponse.status: invalid status 42",
+        "spec.http[0].directResponse.status: HTTP status 42 is not in range 200-599",
         "hosts: [a]\nhttp: [{directResponse: {status: 404, body: {string: nope}}}]",
     ),
     (
@@ -156,7 +156,7 @@ const CASES: &[Case] = &[
     (
         "VirtualService",
         "hosts: [a]\nhttp: [{match: [{uri: {regex: \"a(b\"}}], route: [{destination: {host: a}}]}]",
-        "spec.http[0].match[0].uri: \"a(b\" is not a valid regex",
+        "spec.http[0].match[0].uri: \"uri\": \"a(b\" is not a valid regex",
         "hosts: [a]\nhttp: [{match: [{uri: {regex: \"a(b)\"}}], route: [{destination: {host: a}}]}]",
     ),
     (
@@ -222,7 +222,7 @@ const CASES: &[Case] = &[
     (
         "VirtualService",
         "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], mirror: {host: m}, mirrors: [{destination: {host: m}}]}]",
-        "cannot specify both mirror and mirrors",
+        "HTTP route cannot contain both mirror and mirrors",
         "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], mirrors: [{destination: {host: m}, percentage: {value: 5}}]}]",
     ),
     (
@@ -246,7 +246,7 @@ const CASES: &[Case] = &[
     (
         "VirtualService",
         "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], delegate: {name: d}}]",
-        "http delegate only applies to gateway",
+        "spec.http[0]: root HTTP route  must not specify route",
         "hosts: [a]\ngateways: [gw]\nhttp: [{delegate: {name: d, namespace: ns}}]",
     ),
     (

@@ -2,9 +2,10 @@
 
 use super::Report;
 use super::helpers as h;
+use crate::config::common::StringMatch;
 use crate::config::host;
 use crate::config::networking::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 const SUPPORTED_RETRY_ON: &[&str] = &[
     "5xx",
@@ -54,8 +55,26 @@ pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
         }
     }
     let applies_to_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == MESH_GATEWAY);
-    let applies_to_gateway = vs.gateways.iter().any(|g| g != MESH_GATEWAY);
+    let applies_to_gateway = !applies_to_mesh;
     gateway_names(r, "spec.gateways", &vs.gateways);
+    if !applies_to_gateway {
+        // JWT claims are only known where a gateway authenticates the request.
+        for (i, route) in vs.http.iter().enumerate() {
+            for (j, m) in route.matches.iter().enumerate() {
+                for key in m.headers.keys().chain(m.without_headers.keys()) {
+                    if key.starts_with("@request.auth.claims") {
+                        r.error(
+                            format!("spec.http[{i}].match[{j}]"),
+                            format!(
+                                "JWT claim based routing (key: {key}) is only supported for gateway, found no gateways: [{}]",
+                                vs.gateways.join(" ")
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     let mut all_hosts_valid = true;
     for (i, vh) in vs.hosts.iter().enumerate() {
@@ -96,17 +115,35 @@ pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
     }
     for (i, route) in vs.http.iter().enumerate() {
         let path = format!("spec.http[{i}]");
-        if !applies_to_gateway && route.delegate.is_some() {
-            r.error(
-                format!("{path}.delegate"),
-                "http delegate only applies to gateway",
-            );
-        }
         http_route(r, &path, route, is_delegate);
     }
     for (i, route) in vs.tls.iter().enumerate() {
         tls_route(r, &format!("spec.tls[{i}]"), route, vs);
     }
+    unreachable_rules(
+        r,
+        "spec.http",
+        vs.http.iter().map(|h| {
+            (
+                h.name.as_str(),
+                matches_json(&h.matches, |m| m.name.as_str()),
+            )
+        }),
+    );
+    unreachable_rules(
+        r,
+        "spec.tcp",
+        vs.tcp
+            .iter()
+            .map(|t| ("", matches_json(&t.matches, |_| ""))),
+    );
+    unreachable_rules(
+        r,
+        "spec.tls",
+        vs.tls
+            .iter()
+            .map(|t| ("", matches_json(&t.matches, |_| ""))),
+    );
     for (i, route) in vs.tcp.iter().enumerate() {
         tcp_route(r, &format!("spec.tcp[{i}]"), route);
     }
@@ -116,38 +153,130 @@ pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
     );
 }
 
-/// Gateway references: `mesh`, `name`, `namespace/name` or a legacy FQDN.
-fn gateway_names(r: &mut Report, path: &str, names: &[String]) {
-    for (i, name) in names.iter().enumerate() {
-        let ok = match name.split_once('/') {
-            Some((ns, gw)) => h::is_dns1123_label(ns) && h::fqdn(gw).is_ok(),
-            None => h::fqdn(name).is_ok(),
-        };
-        if !ok {
-            r.error(
-                format!("{path}[{i}]"),
-                format!("invalid value for gateway name: {name:?}"),
+/// A route's matches as (name, JSON) pairs, to compare them as istiod does.
+fn matches_json<'a, M: serde::Serialize>(
+    matches: &'a [M],
+    name: impl Fn(&'a M) -> &'a str,
+) -> Vec<(&'a str, String)> {
+    matches
+        .iter()
+        .map(|m| (name(m), serde_json::to_string(m).unwrap_or_default()))
+        .collect()
+}
+
+/// istiod's unreachable-rule warnings: a rule after one without matches, and a rule or match
+/// that only repeats earlier matches. (istiod also reports prefix matches covered by earlier
+/// ones; that analysis is not done here.)
+fn unreachable_rules<'a>(
+    r: &mut Report,
+    path: &str,
+    routes: impl Iterator<Item = (&'a str, Vec<(&'a str, String)>)>,
+) {
+    let label = |name: &str, n: usize| {
+        if name.is_empty() {
+            format!("#{n}")
+        } else {
+            format!("{name:?}")
+        }
+    };
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut catch_all = false;
+    for (n, (name, matches)) in routes.enumerate() {
+        let rule = label(name, n);
+        if matches.is_empty() {
+            if catch_all {
+                r.warn(
+                    path,
+                    format!("virtualService rule {rule} not used (only the last rule can have no matches)"),
+                );
+            }
+            catch_all = true;
+            continue;
+        }
+        let mut duplicates = 0;
+        for (m, (match_name, json)) in matches.iter().enumerate() {
+            if catch_all {
+                r.warn(
+                    path,
+                    format!(
+                        "virtualService rule {rule} not used (route without matches defined before)"
+                    ),
+                );
+                continue;
+            }
+            match seen.get(json) {
+                Some(earlier) => {
+                    r.warn(
+                        path,
+                        format!(
+                            "virtualService rule {rule} match {} is not used (duplicate/overlapping match in rule {earlier})",
+                            label(match_name, m)
+                        ),
+                    );
+                    duplicates += 1;
+                }
+                None => {
+                    seen.insert(json.clone(), rule.clone());
+                }
+            }
+        }
+        if duplicates == matches.len() {
+            r.warn(
+                path,
+                format!("virtualService rule {rule} not used (all matches used by prior rules)"),
             );
         }
     }
 }
 
+/// Gateway references: `mesh`, `name`, `namespace/name` or a legacy FQDN (warned about). As in
+/// istiod, checking stops at the first reference without a namespace.
+fn gateway_names(r: &mut Report, path: &str, names: &[String]) {
+    for (i, name) in names.iter().enumerate() {
+        let gp = format!("{path}[{i}]");
+        let Some((ns, gw)) = name.split_once('/') else {
+            if let Some((short, ns)) = name.split_once('.') {
+                let ns = ns.split('.').next().unwrap_or_default();
+                r.warn(
+                    &gp,
+                    format!("using legacy gatewayName format {name:?}; prefer the <namespace>/<name> format: \"{ns}/{short}\""),
+                );
+            }
+            r.check(&gp, h::fqdn(name));
+            return;
+        };
+        if ns.is_empty() || gw.is_empty() {
+            r.error(&gp, "config namespace and gateway name cannot be empty");
+        }
+        if !h::is_dns1123_label(ns) {
+            r.error(&gp, format!("invalid value for namespace: {ns:?}"));
+        }
+        if !h::is_dns1123_label(gw) {
+            r.error(&gp, format!("invalid value for gateway name: {gw:?}"));
+        }
+    }
+}
+
 fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) {
-    if let Some(d) = &route.delegate {
-        if in_delegate {
+    if route.delegate.is_some() && in_delegate {
+        r.error(
+            format!("{path}.delegate"),
+            "delegate HTTP route cannot contain delegate",
+        );
+    }
+    if route.delegate.is_some() && !in_delegate {
+        // A root route: only the delegate may be given.
+        if route.redirect.is_some() {
             r.error(
-                format!("{path}.delegate"),
-                "delegate virtual service cannot have delegate route",
+                path,
+                format!("root HTTP route {} must not specify redirect", route.name),
             );
         }
         if !route.route.is_empty() {
-            r.error(path, "HTTP route cannot contain both route and delegate");
-        }
-        if route.redirect.is_some() {
-            r.error(path, "HTTP route cannot contain both redirect and delegate");
-        }
-        if d.name.is_empty() {
-            r.error(format!("{path}.delegate.name"), "delegate name is required");
+            r.error(
+                path,
+                format!("root HTTP route {} must not specify route", route.name),
+            );
         }
     } else if let Some(redirect) = &route.redirect {
         if !route.route.is_empty() {
@@ -165,7 +294,7 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
         if route.direct_response.is_some() {
             r.error(
                 path,
-                "HTTP route cannot contain both redirect and direct_response",
+                "HTTP route rule cannot contain both direct_response and redirect",
             );
         }
         http_redirect(r, &format!("{path}.redirect"), redirect);
@@ -174,6 +303,18 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
             r.error(
                 path,
                 "HTTP route cannot contain both route and direct_response",
+            );
+        }
+        if route.fault.is_some() {
+            r.error(
+                path,
+                "HTTP route cannot contain both fault and direct_response",
+            );
+        }
+        if route.rewrite.is_some() {
+            r.error(
+                path,
+                "HTTP route rule cannot contain both rewrite and direct_response",
             );
         }
         let body = match &dr.body {
@@ -193,10 +334,11 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
                 "large direct_responses may impact control plane performance",
             );
         }
-        if !(200..=599).contains(&dr.status) {
+        // istiod's range check lets 600 through; so do we.
+        if !(200..=600).contains(&dr.status) {
             r.error(
                 format!("{path}.directResponse.status"),
-                format!("invalid status {}, must be in range 200..599", dr.status),
+                format!("HTTP status {} is not in range 200-599", dr.status),
             );
         }
     } else if route.route.is_empty() {
@@ -204,6 +346,7 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
     }
 
     headers(r, &format!("{path}.headers"), route.headers.as_ref());
+    authority_rewrite(r, path, route);
     if let Some(cors) = &route.cors_policy {
         cors_policy(r, &format!("{path}.corsPolicy"), cors);
     }
@@ -214,7 +357,7 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
         http_match(r, &format!("{path}.match[{i}]"), m);
     }
     if route.mirror.is_some() && !route.mirrors.is_empty() {
-        r.error(path, "cannot specify both mirror and mirrors");
+        r.error(path, "HTTP route cannot contain both mirror and mirrors");
     }
     if let Some(m) = &route.mirror {
         destination(r, &format!("{path}.mirror"), m);
@@ -562,38 +705,111 @@ fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
 }
 
 fn http_match(r: &mut Report, path: &str, m: &HttpMatchRequest) {
-    for (field, sm) in [
-        ("uri", &m.uri),
-        ("scheme", &m.scheme),
-        ("method", &m.method),
-        ("authority", &m.authority),
+    // An empty uri prefix matches everything (Envoy allows it); the others do not.
+    for (field, sm, empty_prefix_ok) in [
+        ("uri", &m.uri, true),
+        ("scheme", &m.scheme, false),
+        ("method", &m.method, false),
+        ("authority", &m.authority, false),
     ] {
         if let Some(sm) = sm {
-            r.check(format!("{path}.{field}"), h::string_match(sm));
+            r.check(
+                format!("{path}.{field}"),
+                string_match(sm, field, empty_prefix_ok),
+            );
         }
     }
-    for (field, map) in [
-        ("headers", &m.headers),
-        ("withoutHeaders", &m.without_headers),
-        ("queryParams", &m.query_params),
-    ] {
-        for (name, sm) in map {
-            if name.is_empty() {
-                r.error(format!("{path}.{field}"), "header name cannot be empty");
-            }
-            r.check(format!("{path}.{field}.{name}"), h::string_match(sm));
+    for (name, sm) in &m.headers {
+        let hp = format!("{path}.headers.{name}");
+        r.check(&hp, match_header_name(name));
+        r.check(hp, string_match(sm, "headers", false));
+    }
+    for (name, sm) in &m.without_headers {
+        let hp = format!("{path}.withoutHeaders.{name}");
+        r.check(&hp, match_header_name(name));
+        // `regex: "*"` is not a regex there: it means "present".
+        if !matches!(sm, StringMatch::Regex(re) if re == "*") {
+            r.check(hp, string_match(sm, "withoutHeaders", false));
         }
+    }
+    for (name, sm) in &m.query_params {
+        r.check(
+            format!("{path}.queryParams.{name}"),
+            string_match(sm, "queryParams", false),
+        );
     }
     if m.port != 0 {
         r.check(format!("{path}.port"), h::port(m.port));
     }
     r.check(format!("{path}.sourceLabels"), h::labels(&m.source_labels));
     gateway_names(r, &format!("{path}.gateways"), &m.gateways);
-    if !m.source_namespace.is_empty() {
-        r.check(
+    if !m.source_namespace.is_empty() && !h::is_dns1123_label(&m.source_namespace) {
+        r.error(
             format!("{path}.sourceNamespace"),
-            h::dns1123_label(&m.source_namespace),
+            format!("sourceNamespace match {} is invalid", m.source_namespace),
         );
+    }
+}
+
+/// The authority may be rewritten in one place only: `rewrite.authority` or one request header
+/// operation on `:authority`/`host`.
+fn authority_rewrite(r: &mut Report, path: &str, route: &HttpRoute) {
+    let mut current = route
+        .rewrite
+        .as_ref()
+        .map(|rw| rw.authority.clone())
+        .unwrap_or_default();
+    let Some(ops) = route.headers.as_ref().and_then(|h| h.request.as_ref()) else {
+        return;
+    };
+    for (name, value) in ops.set.iter().chain(&ops.add) {
+        if !(name.eq_ignore_ascii_case(":authority") || name.eq_ignore_ascii_case("host")) {
+            continue;
+        }
+        if !current.is_empty() {
+            r.error(
+                path,
+                format!("authority header cannot be set multiple times: have {current:?}, attempting to set {value:?}"),
+            );
+            return;
+        }
+        current = value.clone();
+    }
+}
+
+/// istiod's validateStringMatch for route matches (`field` names the match in the message).
+fn string_match(sm: &StringMatch, field: &str, empty_prefix_ok: bool) -> Result<(), String> {
+    match sm {
+        StringMatch::Prefix(p) if p.is_empty() && !empty_prefix_ok => Err(format!(
+            "{field:?}: prefix string match should not be empty"
+        )),
+        StringMatch::Regex(re) if re.is_empty() => Err(format!(
+            "{field:?}: regex string match should not be empty"
+        )),
+        StringMatch::Regex(re) if re.len() > 1024 => Err(format!(
+            "{field:?}: regex is too large, max length allowed is 1024"
+        )),
+        StringMatch::Regex(re) => h::regex(re).map_err(|e| {
+            format!(
+                "{field:?}: {e}; Istio uses RE2 style regex-based match (https://github.com/google/re2/wiki/Syntax)"
+            )
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A header name to match on: a token, a pseudo-header, or a JWT claim (`@request.auth.claims.x`).
+fn match_header_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("header name cannot be empty".into());
+    }
+    if name.starts_with("@request.auth.claims.")
+        || [":method", ":scheme", ":authority", ":path", ":status"].contains(&name)
+        || name.bytes().all(is_token_char)
+    {
+        Ok(())
+    } else {
+        Err(format!("header name {name} is not a valid header name"))
     }
 }
 
@@ -734,7 +950,8 @@ fn tls_route(r: &mut Report, path: &str, route: &TlsRoute, vs: &VirtualService) 
         }
         for (j, sni) in m.sni_hosts.iter().enumerate() {
             let sp = format!("{mp}.sniHosts[{j}]");
-            let bound_to_gateway = vs.gateways.iter().any(|g| g != MESH_GATEWAY);
+            // istiod's isGateway: no `mesh` among the gateways (none at all counts too).
+            let bound_to_gateway = !vs.gateways.iter().any(|g| g == MESH_GATEWAY);
             let checked = if bound_to_gateway {
                 generated_sni(sni).unwrap_or_else(|| h::wildcard_domain(sni))
             } else {
