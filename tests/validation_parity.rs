@@ -766,7 +766,7 @@ fn destination_rules() -> Vec<Case> {
             "validateLoadBalancer/warmup-aggression",
             "DestinationRule",
             &tp("{loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 60s, aggression: 0}}}"),
-            Deny("aggression should be greater than 0"),
+            Deny("aggression should be greater than or equal to 1"),
         ),
         case(
             "validateLoadBalancer/warmup-valid-but-unhonoured",
@@ -1600,6 +1600,11 @@ fn wasm_plugins_proxy_configs_and_envoy_filters_as_istiod_judges_them() {
 }
 
 #[test]
+fn traffic_policies_and_server_tls_as_istiod_judges_them() {
+    run(&traffic_policies_and_server_tls());
+}
+
+#[test]
 fn families_of_values_as_istiod_judges_them() {
     run(&families());
 }
@@ -1967,8 +1972,277 @@ fn families() -> Vec<Case> {
     v
 }
 
+/// DestinationRule traffic policies and Gateway TLS options, rule by rule.
+fn traffic_policies_and_server_tls() -> Vec<Case> {
+    let tp = |policy: &str| format!("host: a.ns.svc.cluster.local\ntrafficPolicy: {policy}");
+    let tls = |t: &str, proto: &str| {
+        format!(
+            "servers: [{{port: {{number: 443, name: https, protocol: {proto}}}, hosts: [\"*\"], tls: {t}}}]"
+        )
+    };
+    vec![
+        case(
+            "validateTrafficPolicy/empty",
+            "DestinationRule",
+            &tp("{}"),
+            Deny("traffic policy must have at least one field"),
+        ),
+        case(
+            "validateTrafficPolicy/tunnel-and-proxy-protocol",
+            "DestinationRule",
+            &tp(
+                "{tunnel: {targetHost: a.example.com, targetPort: 8080}, proxyProtocol: {version: V1}}",
+            ),
+            Deny("tunnel and proxyProtocol must not be set together"),
+        ),
+        case(
+            "validateTunnelSettings/protocol",
+            "DestinationRule",
+            &tp("{tunnel: {protocol: PUT, targetHost: a.example.com, targetPort: 8080}}"),
+            Deny("tunnel protocol must be \"CONNECT\" or \"POST\""),
+        ),
+        case(
+            "validateTunnelSettings/target",
+            "DestinationRule",
+            &tp("{tunnel: {targetHost: \"bad host\", targetPort: 8080}}"),
+            Deny("tunnel target host must be valid FQDN or IP address"),
+        ),
+        case(
+            "validateTunnelSettings/port",
+            "DestinationRule",
+            &tp("{tunnel: {targetHost: 10.0.0.1, targetPort: 0}}"),
+            Deny("tunnel target port is invalid"),
+        ),
+        case(
+            "validateConnectionPool/empty",
+            "DestinationRule",
+            &tp("{connectionPool: {}}"),
+            Deny("connection pool must have at least one field"),
+        ),
+        case(
+            "validateConnectionPool/upgrade-and-client-protocol",
+            "DestinationRule",
+            &tp("{connectionPool: {http: {h2UpgradePolicy: UPGRADE, useClientProtocol: true}}}"),
+            Deny("use client protocol must not be true when H2UpgradePolicy is UPGRADE"),
+        ),
+        case(
+            "validateConnectionPool/negative-pending",
+            "DestinationRule",
+            &tp("{connectionPool: {http: {http1MaxPendingRequests: -1}}}"),
+            Deny("http1 max pending requests must be non-negative"),
+        ),
+        case(
+            "validateConnectionPool/tcp-idle-zero",
+            "DestinationRule",
+            &tp("{connectionPool: {tcp: {idleTimeout: 0s}}}"),
+            Ok,
+        ),
+        case(
+            "validateConnectionPool/keepalive",
+            "DestinationRule",
+            &tp("{connectionPool: {tcp: {tcpKeepalive: {time: 7200s, interval: 75s, probes: 9}}}}"),
+            Ok,
+        ),
+        case(
+            "validateOutlierDetection/local-origin-without-split",
+            "DestinationRule",
+            &tp("{outlierDetection: {consecutiveLocalOriginFailures: 5}}"),
+            Deny(
+                "outlier detection consecutive local origin failures is specified, but split external local origin errors is set to false",
+            ),
+        ),
+        case(
+            "validateOutlierDetection/local-origin-with-split",
+            "DestinationRule",
+            &tp(
+                "{outlierDetection: {consecutiveLocalOriginFailures: 5, splitExternalLocalOriginErrors: true}}",
+            ),
+            Ok,
+        ),
+        case(
+            "validateOutlierDetection/max-ejection",
+            "DestinationRule",
+            &tp("{outlierDetection: {maxEjectionPercent: 150}}"),
+            Deny("percentage 150 is not in range 0..100"),
+        ),
+        case(
+            "validatePortTrafficPolicies/port-required",
+            "DestinationRule",
+            &tp("{portLevelSettings: [{loadBalancer: {simple: RANDOM}}]}"),
+            Deny("portTrafficPolicy must have valid port"),
+        ),
+        case(
+            "validatePortTrafficPolicies/empty",
+            "DestinationRule",
+            &tp("{portLevelSettings: [{port: {number: 80}}]}"),
+            Deny("port traffic policy must have at least one field"),
+        ),
+        case(
+            "validateLoadBalancer/cookie-name",
+            "DestinationRule",
+            &tp("{loadBalancer: {consistentHash: {httpCookie: {ttl: 0s}}}}"),
+            Deny("name required for HttpCookie"),
+        ),
+        case(
+            "validateLoadBalancer/cookie-attribute-duplicate",
+            "DestinationRule",
+            &tp(
+                "{loadBalancer: {consistentHash: {httpCookie: {name: c, attributes: [{name: a}, {name: a}]}}}}",
+            ),
+            Deny("duplicate cookie attribute name: a"),
+        ),
+        case(
+            "validateLoadBalancer/minimum-ring-size-deprecated",
+            "DestinationRule",
+            &tp("{loadBalancer: {consistentHash: {httpHeaderName: x, minimumRingSize: 1024}}}"),
+            Warn("consistent hash MinimumRingSize is deprecated"),
+        ),
+        case(
+            "validateSubset/labels",
+            "DestinationRule",
+            "host: a\nsubsets: [{name: v1, labels: {\"bad key!\": a}}]",
+            Deny(""),
+        ),
+        case(
+            "ValidateDestinationRule/duplicate-subsets",
+            "DestinationRule",
+            "host: a\nsubsets: [{name: v1, labels: {v: a}}, {name: v1, labels: {v: b}}]",
+            Deny("duplicate subset names: v1"),
+        ),
+        case(
+            "validateTLSOptions/istio-mutual-with-certificate",
+            "Gateway",
+            &tls("{mode: ISTIO_MUTUAL, serverCertificate: /c.pem}", "HTTPS"),
+            Deny("ISTIO_MUTUAL TLS cannot have associated server certificate"),
+        ),
+        case(
+            "validateTLSOptions/istio-mutual-with-credential",
+            "Gateway",
+            &tls("{mode: ISTIO_MUTUAL, credentialName: c}", "HTTPS"),
+            Deny("ISTIO_MUTUAL TLS cannot have associated credentialName"),
+        ),
+        case(
+            "validateTLSOptions/passthrough-with-certificates-warns",
+            "Gateway",
+            &tls("{mode: PASSTHROUGH, credentialName: c}", "TLS"),
+            Warn("PASSTHROUGH mode does not use certificates, they will be ignored"),
+        ),
+        case(
+            "validateTLSOptions/two-sources",
+            "Gateway",
+            &tls(
+                "{mode: SIMPLE, credentialName: c, serverCertificate: /c.pem, privateKey: /k.pem}",
+                "HTTPS",
+            ),
+            Deny(
+                "only one of credential_name, credential_names, server_certificate/private_key, tls_certificates should be specified",
+            ),
+        ),
+        case(
+            "validateTLSOptions/simple-needs-key",
+            "Gateway",
+            &tls("{mode: SIMPLE, serverCertificate: /c.pem}", "HTTPS"),
+            Deny("SIMPLE TLS requires a private key"),
+        ),
+        case(
+            "validateTLSOptions/mutual-needs-ca",
+            "Gateway",
+            &tls(
+                "{mode: MUTUAL, serverCertificate: /c.pem, privateKey: /k.pem}",
+                "HTTPS",
+            ),
+            Deny("MUTUAL TLS requires a client CA bundle"),
+        ),
+        case(
+            "validateTLSOptions/mutual-with-credential",
+            "Gateway",
+            &tls("{mode: MUTUAL, credentialName: c}", "HTTPS"),
+            Ok,
+        ),
+        case(
+            "validateTLSOptions/crl-with-simple",
+            "Gateway",
+            &tls(
+                "{mode: SIMPLE, serverCertificate: /c.pem, privateKey: /k.pem, caCrl: /crl.pem}",
+                "HTTPS",
+            ),
+            Deny("CRL is not supported with SIMPLE TLS"),
+        ),
+        case(
+            "validateTLSOptions/invalid-cipher-warns",
+            "Gateway",
+            &tls(
+                "{mode: SIMPLE, credentialName: c, cipherSuites: [NOT-A-CIPHER]}",
+                "HTTPS",
+            ),
+            Warn("ignoring invalid cipher suites: [NOT-A-CIPHER]"),
+        ),
+        case(
+            "validateTLSOptions/old-tls-warns",
+            "Gateway",
+            &tls(
+                "{mode: SIMPLE, credentialName: c, minProtocolVersion: TLSV1_0}",
+                "HTTPS",
+            ),
+            Warn("TLS version below TLSV1_2 require setting compatible ciphers"),
+        ),
+        case(
+            "ValidateGateway/duplicate-port-names",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [a.example.com]}, {port: {number: 8080, name: http, protocol: HTTP}, hosts: [b.example.com]}]",
+            Deny("port names in servers must be unique: duplicate name http"),
+        ),
+        case(
+            "ValidateGateway/https-redirect-on-tls-warns",
+            "Gateway",
+            &tls(
+                "{mode: SIMPLE, credentialName: c, httpsRedirect: true}",
+                "HTTPS",
+            ),
+            Warn("tls.httpsRedirect should only be used with http servers"),
+        ),
+        case(
+            "validateServer/http-with-redirect-only",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], tls: {httpsRedirect: true}}]",
+            Ok,
+        ),
+        case(
+            "validateServer/http-with-certificates",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], tls: {httpsRedirect: true, serverCertificate: /c.pem}}]",
+            Deny("server cannot have TLS settings for plain text HTTP ports"),
+        ),
+        case(
+            "validateServer/tcp-with-tls",
+            "Gateway",
+            "servers: [{port: {number: 9000, name: tcp, protocol: TCP}, hosts: [\"*\"], tls: {httpsRedirect: true}}]",
+            Deny("server cannot have TLS settings for non HTTPS/TLS ports"),
+        ),
+        case(
+            "validateServerPort/target-port",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP, targetPort: 8080}, hosts: [\"*\"]}]",
+            Deny("targetPort has no impact on Gateways"),
+        ),
+        case(
+            "validateServerBind/ip",
+            "Gateway",
+            "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], bind: not-an-ip}]",
+            Deny(""),
+        ),
+        case(
+            "validateServerBind/unix",
+            "Gateway",
+            "servers: [{port: {number: 0, name: http, protocol: HTTP}, hosts: [\"*\"], bind: \"unix:///var/run/gw.sock\"}]",
+            Warn("servers listen on every address"),
+        ),
+    ]
+}
+
 fn all_cases() -> Vec<Case> {
     [
+        traffic_policies_and_server_tls(),
         families(),
         virtual_services(),
         destination_rules(),

@@ -373,7 +373,7 @@ const CASES: &[Case] = &[
     (
         "DestinationRule",
         "host: a\ntrafficPolicy: {portLevelSettings: [{loadBalancer: {simple: RANDOM}}]}",
-        "spec.trafficPolicy.portLevelSettings[0].port: portLevelSettings must specify port",
+        "spec.trafficPolicy.portLevelSettings[0].port: portTrafficPolicy must have valid port",
         "host: a\ntrafficPolicy: {portLevelSettings: [{port: {number: 80}, loadBalancer: {simple: RANDOM}}]}",
     ),
     (

@@ -1083,6 +1083,10 @@ fn traffic_policy(r: &mut Report, path: &str, tp: &TrafficPolicy) {
         r.error(path, "traffic policy must have at least one field");
         return;
     }
+    if tp.tunnel.is_some() && tp.proxy_protocol.is_some() {
+        r.error(path, "tunnel and proxyProtocol must not be set together");
+        return;
+    }
     policy_parts(
         r,
         path,
@@ -1091,20 +1095,21 @@ fn traffic_policy(r: &mut Report, path: &str, tp: &TrafficPolicy) {
         tp.load_balancer.as_ref(),
         tp.tls.as_ref(),
     );
-    let mut ports = HashSet::new();
     for (i, pl) in tp.port_level_settings.iter().enumerate() {
         let pp = format!("{path}.portLevelSettings[{i}]");
-        match &pl.port {
-            None => r.error(format!("{pp}.port"), "portLevelSettings must specify port"),
-            Some(p) => {
-                r.check(format!("{pp}.port.number"), h::port(p.number));
-                if !ports.insert(p.number) {
-                    r.error(
-                        format!("{pp}.port"),
-                        format!("port {} is configured more than once", p.number),
-                    );
-                }
-            }
+        if pl.port.is_none() {
+            r.error(
+                format!("{pp}.port"),
+                "portTrafficPolicy must have valid port",
+            );
+        }
+        if pl.outlier_detection.is_none()
+            && pl.connection_pool.is_none()
+            && pl.load_balancer.is_none()
+            && pl.tls.is_none()
+        {
+            r.error(&pp, "port traffic policy must have at least one field");
+            continue;
         }
         policy_parts(
             r,
@@ -1116,22 +1121,25 @@ fn traffic_policy(r: &mut Report, path: &str, tp: &TrafficPolicy) {
         );
     }
     if let Some(t) = &tp.tunnel {
+        let tp = format!("{path}.tunnel");
         if !matches!(t.protocol.as_str(), "" | "CONNECT" | "POST") {
             r.error(
-                format!("{path}.tunnel.protocol"),
+                format!("{tp}.protocol"),
                 "tunnel protocol must be \"CONNECT\" or \"POST\"",
             );
         }
-        r.check(
-            format!("{path}.tunnel.targetHost"),
-            h::wildcard_domain(&t.target_host).or_else(|_| h::ip(&t.target_host)),
-        );
-        r.check(format!("{path}.tunnel.targetPort"), h::port(t.target_port));
-    }
-    if let Some(rb) = &tp.retry_budget
-        && let Some(p) = rb.percent
-    {
-        r.check(format!("{path}.retryBudget.percent"), h::percentage(p));
+        if let (Err(fqdn), Err(ip)) = (h::fqdn(&t.target_host), h::ip(&t.target_host)) {
+            r.error(
+                format!("{tp}.targetHost"),
+                format!("tunnel target host must be valid FQDN or IP address: {fqdn}; {ip}"),
+            );
+        }
+        if let Err(e) = h::port(t.target_port) {
+            r.error(
+                format!("{tp}.targetPort"),
+                format!("tunnel target port is invalid: {e}"),
+            );
+        }
     }
 }
 
@@ -1147,6 +1155,20 @@ fn policy_parts(
         let op = format!("{path}.outlierDetection");
         if let Some(d) = &o.base_ejection_time {
             r.check(format!("{op}.baseEjectionTime"), h::duration(d));
+        }
+        if o.consecutive_errors != 0 {
+            r.warn(
+                format!("{op}.consecutiveErrors"),
+                "outlier detection consecutive errors is deprecated, use consecutiveGatewayErrors or consecutive5xxErrors instead",
+            );
+        }
+        if !o.split_external_local_origin_errors
+            && o.consecutive_local_origin_failures.is_some_and(|n| n > 0)
+        {
+            r.error(
+                &op,
+                "outlier detection consecutive local origin failures is specified, but split external local origin errors is set to false",
+            );
         }
         if let Some(d) = &o.interval {
             r.check(format!("{op}.interval"), h::duration(d));
@@ -1212,6 +1234,12 @@ fn connection_pool(r: &mut Report, path: &str, pool: &ConnectionPoolSettings) {
         if let Some(d) = &http.idle_timeout {
             r.check(format!("{hp}.idleTimeout"), h::duration(d));
         }
+        if http.h2_upgrade_policy == Some(H2UpgradePolicy::UPGRADE) && http.use_client_protocol {
+            r.error(
+                &hp,
+                "use client protocol must not be true when H2UpgradePolicy is UPGRADE",
+            );
+        }
     }
     if let Some(tcp) = &pool.tcp {
         let tp = format!("{path}.tcp");
@@ -1224,7 +1252,11 @@ fn connection_pool(r: &mut Report, path: &str, pool: &ConnectionPoolSettings) {
         for (field, d) in [
             ("connectTimeout", &tcp.connect_timeout),
             ("maxConnectionDuration", &tcp.max_connection_duration),
-            ("idleTimeout", &tcp.idle_timeout),
+            // An idle timeout of 0 means "never" there.
+            (
+                "idleTimeout",
+                &tcp.idle_timeout.filter(|d| d.as_std().as_millis() != 0),
+            ),
         ] {
             if let Some(d) = d {
                 r.check(format!("{tp}.{field}"), h::duration(d));
@@ -1255,14 +1287,6 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
         if h::count_set(&keys) > 1 {
             r.error(&cp, "only one of httpHeaderName, httpCookie, useSourceIp or httpQueryParameterName may be set");
         }
-        if let Some(name) = &ch.http_header_name
-            && name.is_empty()
-        {
-            r.error(
-                format!("{cp}.httpHeaderName"),
-                "header name required for consistent hash",
-            );
-        }
         if let Some(cookie) = &ch.http_cookie {
             if cookie.name.is_empty() {
                 r.error(
@@ -1270,12 +1294,30 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
                     "name required for HttpCookie",
                 );
             }
-            if let Some(ttl) = &cookie.ttl
-                && !ttl.as_std().subsec_nanos().is_multiple_of(1_000_000)
-            {
+            let mut names = HashSet::new();
+            for attr in &cookie.attributes {
+                if attr.name.is_empty() {
+                    r.error(
+                        format!("{cp}.httpCookie.attributes"),
+                        "cookie attribute name cannot be empty",
+                    );
+                } else if !names.insert(attr.name.as_str()) {
+                    r.error(
+                        format!("{cp}.httpCookie.attributes"),
+                        format!("duplicate cookie attribute name: {}", attr.name),
+                    );
+                }
+            }
+        }
+        if ch.minimum_ring_size != 0 {
+            r.warn(
+                format!("{cp}.minimumRingSize"),
+                "consistent hash MinimumRingSize is deprecated, use ConsistentHashLB's RingHash configuration instead",
+            );
+            if ch.ring_hash.is_some() || ch.maglev.is_some() {
                 r.error(
-                    format!("{cp}.httpCookie.ttl"),
-                    "only durations to ms precision are supported",
+                    &cp,
+                    "only one of MinimumRingSize or Maglev/Ringhash can be specified",
                 );
             }
         }
@@ -1342,10 +1384,10 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
                 "minimumPercent value should be less than or equal to 100",
             );
         }
-        if warm.aggression.is_some_and(|a| a <= 0.0) {
+        if warm.aggression.is_some_and(|a| a < 1.0) {
             r.error(
                 format!("{wp}.aggression"),
-                "aggression should be greater than 0",
+                "aggression should be greater than or equal to 1",
             );
         }
     }
@@ -1431,8 +1473,16 @@ pub fn gateway(r: &mut Report, name: &str, gw: &Gateway) {
                 ),
             );
         }
+        if let Some(p) = &server.port
+            && !h::protocol_is_http(&p.protocol)
+            && server.tls.as_ref().is_some_and(|t| t.https_redirect)
+        {
+            r.warn(
+                format!("{sp}.tls.httpsRedirect"),
+                "tls.httpsRedirect should only be used with http servers",
+            );
+        }
     }
-    r.check("spec.selector", h::labels(&gw.selector));
 }
 
 fn gateway_server(r: &mut Report, path: &str, server: &Server) {
@@ -1467,9 +1517,27 @@ fn gateway_server(r: &mut Report, path: &str, server: &Server) {
     {
         r.error(format!("{path}.port.number"), e);
     }
+    if port.target_port > 0 {
+        r.error(
+            format!("{path}.port.targetPort"),
+            "targetPort has no impact on Gateways",
+        );
+        port_ok = false;
+    }
     if port.name.is_empty() {
         r.error(format!("{path}.port.name"), "port name must be set");
         port_ok = false;
+    }
+    if let Some(sock) = server.bind.strip_prefix("unix://") {
+        r.check(format!("{path}.bind"), h::unix_address(sock));
+        if port.number != 0 {
+            r.error(
+                format!("{path}.bind"),
+                "port number must be 0 for unix domain socket",
+            );
+        }
+    } else if !server.bind.is_empty() {
+        r.check(format!("{path}.bind"), h::ip(&server.bind));
     }
     if let Some(tls) = &server.tls {
         server_tls(r, &format!("{path}.tls"), tls);
@@ -1505,56 +1573,163 @@ fn gateway_server(r: &mut Report, path: &str, server: &Server) {
     }
 }
 
+/// Cipher suites Envoy (BoringSSL) knows, as istiod lists them.
+const CIPHER_SUITES: &[&str] = &[
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "ECDHE-RSA-CHACHA20-POLY1305",
+    "ECDHE-ECDSA-AES128-SHA",
+    "ECDHE-RSA-AES128-SHA",
+    "ECDHE-ECDSA-AES256-SHA",
+    "ECDHE-RSA-AES256-SHA",
+    "AES128-GCM-SHA256",
+    "AES256-GCM-SHA384",
+    "AES128-SHA",
+    "AES256-SHA",
+    "DES-CBC3-SHA",
+];
+
+/// A cipher name, `ALL`, or an expression (`-…`, `+…`) istiod lets through unparsed.
+fn cipher_suite_valid(cs: &str) -> bool {
+    cs.is_empty()
+        || cs == "ALL"
+        || !cs.starts_with(|c: char| c.is_alphanumeric())
+        || CIPHER_SUITES.contains(&cs)
+}
+
+/// istiod's validateTLSOptions for a server (gateways, Sidecar ingress).
 fn server_tls(r: &mut Report, path: &str, tls: &ServerTlsSettings) {
-    match tls.mode {
-        ServerTlsMode::ISTIO_MUTUAL => {
-            if !tls.server_certificate.is_empty() {
+    if matches!(
+        tls.min_protocol_version,
+        Some(TlsProtocol::TLSV1_0 | TlsProtocol::TLSV1_1)
+    ) && tls.cipher_suites.is_empty()
+    {
+        r.warn(
+            path,
+            "TLS version below TLSV1_2 require setting compatible ciphers as by default they no longer include compatible ciphers.",
+        );
+    }
+    let (mut invalid, mut seen, mut duplicate) = (Vec::new(), HashSet::new(), Vec::new());
+    for cs in &tls.cipher_suites {
+        if !cipher_suite_valid(cs) {
+            invalid.push(cs.as_str());
+        } else if !seen.insert(cs.as_str()) {
+            duplicate.push(cs.as_str());
+        }
+    }
+    for (list, what) in [(&mut invalid, "invalid"), (&mut duplicate, "duplicate")] {
+        if !list.is_empty() {
+            list.sort();
+            list.dedup();
+            r.warn(
+                format!("{path}.cipherSuites"),
+                format!("ignoring {what} cipher suites: [{}]", list.join(" ")),
+            );
+        }
+    }
+    if tls.mode == ServerTlsMode::ISTIO_MUTUAL {
+        for (set, what) in [
+            (!tls.server_certificate.is_empty(), "server certificate"),
+            (!tls.private_key.is_empty(), "private key"),
+            (!tls.ca_certificates.is_empty(), "CA bundle"),
+            (!tls.tls_certificates.is_empty(), "tlsCertificates"),
+            (!tls.credential_name.is_empty(), "credentialName"),
+            (!tls.credential_names.is_empty(), "credentialNames"),
+        ] {
+            if set {
                 r.error(
                     path,
-                    "ISTIO_MUTUAL TLS cannot have associated server certificate",
+                    format!("ISTIO_MUTUAL TLS cannot have associated {what}"),
                 );
             }
-            if !tls.private_key.is_empty() {
-                r.error(path, "ISTIO_MUTUAL TLS cannot have associated private key");
-            }
-            if !tls.ca_certificates.is_empty() {
-                r.error(path, "ISTIO_MUTUAL TLS cannot have associated CA bundle");
-            }
         }
+        return;
+    }
+    let has_certificates = !tls.ca_crl.is_empty()
+        || !tls.server_certificate.is_empty()
+        || !tls.private_key.is_empty()
+        || !tls.ca_certificates.is_empty()
+        || !tls.tls_certificates.is_empty()
+        || !tls.credential_name.is_empty()
+        || !tls.credential_names.is_empty();
+    if matches!(
+        tls.mode,
+        ServerTlsMode::PASSTHROUGH | ServerTlsMode::AUTO_PASSTHROUGH
+    ) && has_certificates
+    {
+        r.warn(
+            path,
+            format!(
+                "{:?} mode does not use certificates, they will be ignored",
+                tls.mode
+            ),
+        );
+    }
+    let sources = h::count_set(&[
+        !tls.server_certificate.is_empty() && !tls.private_key.is_empty(),
+        !tls.credential_name.is_empty(),
+        !tls.credential_names.is_empty(),
+        !tls.tls_certificates.is_empty(),
+    ]);
+    if sources > 1 {
+        r.error(
+            path,
+            "only one of credential_name, credential_names, server_certificate/private_key, tls_certificates should be specified",
+        );
+    }
+    let terminating = matches!(
+        tls.mode,
         ServerTlsMode::SIMPLE | ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL
-            if !tls.credential_name.is_empty()
-                || !tls.credential_names.is_empty()
-                || !tls.tls_certificates.is_empty() => {}
-        ServerTlsMode::SIMPLE => {
-            if tls.server_certificate.is_empty() {
-                r.error(path, "SIMPLE TLS requires a server certificate");
-            }
-            if tls.private_key.is_empty() {
-                r.error(path, "SIMPLE TLS requires a private key");
-            }
-        }
-        ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL => {
-            if tls.server_certificate.is_empty() {
-                r.error(path, "MUTUAL TLS requires a server certificate");
-            }
-            if tls.private_key.is_empty() {
-                r.error(path, "MUTUAL TLS requires a private key");
-            }
+    );
+    if terminating && (!tls.credential_name.is_empty() || !tls.credential_names.is_empty()) {
+        // Fetched over SDS: the files are not needed.
+        return;
+    }
+    if terminating {
+        let prefix = if tls.mode == ServerTlsMode::SIMPLE {
+            "SIMPLE TLS"
+        } else {
             if tls.ca_certificates.is_empty() {
                 r.error(path, "MUTUAL TLS requires a client CA bundle");
             }
+            "MUTUAL TLS"
+        };
+        if tls.tls_certificates.len() > 2 {
+            r.warn(
+                path,
+                format!("{prefix} can support up to 2 server certificates"),
+            );
         }
-        ServerTlsMode::PASSTHROUGH | ServerTlsMode::AUTO_PASSTHROUGH => {}
+        let pairs: Vec<(&str, &str)> = if tls.tls_certificates.is_empty() {
+            vec![(&tls.server_certificate, &tls.private_key)]
+        } else {
+            tls.tls_certificates
+                .iter()
+                .map(|c| (c.server_certificate.as_str(), c.private_key.as_str()))
+                .collect()
+        };
+        for (cert, key) in pairs {
+            if cert.is_empty() {
+                r.error(path, format!("{prefix} requires a server certificate"));
+            }
+            if key.is_empty() {
+                r.error(path, format!("{prefix} requires a private key"));
+            }
+        }
     }
-    if let (Some(min), Some(max)) = (tls.min_protocol_version, tls.max_protocol_version)
-        && min != TlsProtocol::TLS_AUTO
-        && max != TlsProtocol::TLS_AUTO
-        && (min as u8) > (max as u8)
-    {
-        r.error(
-            path,
-            "minProtocolVersion should be less than or equal to maxProtocolVersion",
-        );
+    if !tls.ca_crl.is_empty() {
+        if !tls.credential_name.is_empty() {
+            r.error(
+                path,
+                "CRL is not supported with credentialName. CRL has to be specified in the credential",
+            );
+        }
+        if tls.mode == ServerTlsMode::SIMPLE {
+            r.error(path, "CRL is not supported with SIMPLE TLS");
+        }
     }
 }
 
