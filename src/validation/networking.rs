@@ -1064,10 +1064,39 @@ pub fn destination_rule(r: &mut Report, namespace: &str, dr: &DestinationRule) {
         "spec.workloadSelector",
         h::workload_selector(dr.workload_selector.as_ref()),
     );
+    if dr
+        .workload_selector
+        .as_ref()
+        .is_some_and(|s| s.match_labels.is_empty())
+    {
+        r.warn(
+            "spec.workloadSelector",
+            "workload selector specified without labels",
+        );
+    }
     r.check(
         "spec.exportTo",
         h::export_to(namespace, &dr.export_to, false),
     );
+    // A rule for selected workloads stays in their namespace.
+    if dr.workload_selector.is_some() && !dr.export_to.is_empty() {
+        let targets: HashSet<&str> = dr
+            .export_to
+            .iter()
+            .map(|e| if e == "." { namespace } else { e.as_str() })
+            .collect();
+        if !targets.contains(namespace) {
+            r.error(
+                "spec.exportTo",
+                "destination rule with workload selector cannot have exportTo beyond current namespace",
+            );
+        } else if targets.len() > 1 {
+            r.error(
+                "spec.exportTo",
+                "destination rule with workload selector cannot have multiple entries in exportTo",
+            );
+        }
+    }
 }
 
 fn traffic_policy(r: &mut Report, path: &str, tp: &TrafficPolicy) {
@@ -1186,7 +1215,7 @@ fn policy_parts(
         connection_pool(r, &format!("{path}.connectionPool"), p);
     }
     if let Some(lb) = lb {
-        load_balancer(r, &format!("{path}.loadBalancer"), lb);
+        load_balancer(r, &format!("{path}.loadBalancer"), lb, outlier);
     }
     if let Some(t) = tls {
         client_tls(r, &format!("{path}.tls"), t);
@@ -1272,7 +1301,12 @@ fn connection_pool(r: &mut Report, path: &str, pool: &ConnectionPoolSettings) {
     }
 }
 
-fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
+fn load_balancer(
+    r: &mut Report,
+    path: &str,
+    lb: &LoadBalancerSettings,
+    outlier: Option<&OutlierDetection>,
+) {
     if lb.simple.is_some() && lb.consistent_hash.is_some() {
         r.error(path, "only one of simple or consistentHash may be set");
     }
@@ -1338,35 +1372,12 @@ fn load_balancer(r: &mut Report, path: &str, lb: &LoadBalancerSettings) {
         }
     }
     if let Some(l) = &lb.locality_lb_setting {
-        let lp = format!("{path}.localityLbSetting");
-        if !l.distribute.is_empty() && !l.failover.is_empty() {
-            r.error(
-                &lp,
-                "can not simultaneously set 'distribute' and 'failover'",
+        r.check(format!("{path}.localityLbSetting"), locality_lb_setting(l));
+        if (!l.failover.is_empty() || !l.failover_priority.is_empty()) && outlier.is_none() {
+            r.warn(
+                format!("{path}.localityLbSetting"),
+                "outlier detection policy must be provided for failover",
             );
-        }
-        for (i, d) in l.distribute.iter().enumerate() {
-            let total: u64 = d.to.values().map(|w| u64::from(*w)).sum();
-            if total != 100 {
-                r.error(
-                    format!("{lp}.distribute[{i}].to"),
-                    format!("total locality weight {total} != 100"),
-                );
-            }
-        }
-        for (i, f) in l.failover.iter().enumerate() {
-            if f.from == f.to {
-                r.error(
-                    format!("{lp}.failover[{i}]"),
-                    "locality lb failover settings must specify different regions",
-                );
-            }
-            if f.from.contains('/') || f.to.contains('/') {
-                r.error(
-                    format!("{lp}.failover[{i}]"),
-                    "locality lb failover only specify region",
-                );
-            }
         }
     }
     if let Some(w) = &lb.warmup_duration_secs {
@@ -2123,6 +2134,136 @@ pub fn workload_group(r: &mut Report, wg: &WorkloadGroup) {
             "unknown health check method: set one of httpGet, tcpSocket or exec",
         );
     }
+}
+
+/// istiod's ValidateLocalityLbSetting (the failover warning is the caller's).
+fn locality_lb_setting(l: &LocalityLoadBalancerSetting) -> Result<(), String> {
+    if !l.distribute.is_empty() && !l.failover.is_empty() {
+        return Err("can not simultaneously specify 'distribute' and 'failover'".into());
+    }
+    if !l.failover.is_empty()
+        && let Some(label) = l.failover_priority.iter().find(|p| {
+            matches!(
+                p.as_str(),
+                "topology.kubernetes.io/region"
+                    | "topology.kubernetes.io/zone"
+                    | "topology.istio.io/subzone"
+            )
+        })
+    {
+        return Err(format!(
+            "can not simultaneously set 'failover' and topology label '{label}' in 'failover_priority'"
+        ));
+    }
+    let mut sources = Vec::new();
+    for d in &l.distribute {
+        sources.push(d.from.as_str());
+        if d.to.values().any(|w| !(1..=100).contains(w)) {
+            return Err("locality weight must be in range [1, 100]".into());
+        }
+        let total: u64 = d.to.values().map(|w| u64::from(*w)).sum();
+        if total != 100 {
+            return Err(format!("total locality weight {total} != 100"));
+        }
+        localities(&d.to.keys().map(String::as_str).collect::<Vec<_>>())?;
+    }
+    localities(&sources)?;
+    let mut errs = Vec::new();
+    for f in &l.failover {
+        if f.from == f.to {
+            errs.push("locality lb failover settings must specify different regions");
+        }
+        if f.from.contains('/') || f.to.contains('/') {
+            errs.push("locality lb failover only specify region");
+        }
+        if f.from.contains('*') || f.to.contains('*') {
+            errs.push("locality lb failover region should not contain '*' wildcard");
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+/// Localities (`region[/zone[/subzone]]`, a trailing `*` allowed) that do not overlap.
+fn localities(list: &[&str]) -> Result<(), String> {
+    type Zones = HashMap<String, HashMap<String, bool>>;
+    let mut regions: HashMap<String, Zones> = HashMap::new();
+    for loc in list {
+        let overlap = || {
+            Err(format!(
+                "locality {loc} overlap with previous specified ones"
+            ))
+        };
+        let stars = loc.matches('*').count();
+        if stars > 0 && (stars > 1 || !loc.ends_with('*')) {
+            return Err(format!(
+                "locality {loc} wildcard '*' number can not exceed 1 and must be in the end"
+            ));
+        }
+        if regions.contains_key("*") {
+            return overlap();
+        }
+        let items: Vec<&str> = loc.splitn(3, '/').collect();
+        if items.iter().any(|i| i.is_empty()) {
+            return Err(format!(
+                "locality {loc} must not contain empty region/zone/subzone info"
+            ));
+        }
+        let region = items[0].to_string();
+        let all = || HashMap::from([("*".to_string(), true)]);
+        match items.as_slice() {
+            [_] => {
+                if regions.contains_key(&region) {
+                    return overlap();
+                }
+                regions.insert(region, HashMap::from([("*".to_string(), all())]));
+            }
+            [_, zone] => match regions.get_mut(&region) {
+                Some(zones) => {
+                    if zones.contains_key("*") || zones.contains_key(*zone) {
+                        return overlap();
+                    }
+                    zones.insert(zone.to_string(), all());
+                }
+                None => {
+                    regions.insert(region, HashMap::from([(zone.to_string(), all())]));
+                }
+            },
+            [_, zone, sub] => match regions.get_mut(&region) {
+                Some(zones) => {
+                    if zones.contains_key("*") {
+                        return overlap();
+                    }
+                    match zones.get_mut(*zone) {
+                        Some(subs) => {
+                            if subs.get("*") == Some(&true) || subs.get(*sub) == Some(&true) {
+                                return overlap();
+                            }
+                            subs.insert(sub.to_string(), true);
+                        }
+                        None => {
+                            zones
+                                .insert(zone.to_string(), HashMap::from([(sub.to_string(), true)]));
+                        }
+                    }
+                }
+                None => {
+                    regions.insert(
+                        region,
+                        HashMap::from([(
+                            zone.to_string(),
+                            HashMap::from([(sub.to_string(), true)]),
+                        )]),
+                    );
+                }
+            },
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// As istiod decides it (0 counts as prime there; the table-size rule catches it first).
