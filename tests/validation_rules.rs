@@ -192,7 +192,7 @@ const CASES: &[Case] = &[
     (
         "VirtualService",
         "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], fault: {abort: {httpStatus: 99}}}]",
-        "spec.http[0].fault.abort.httpStatus: invalid abort http status 99",
+        "spec.http[0].fault.abort.httpStatus: HTTP status 99 is not in range 200-599",
         "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], fault: {abort: {httpStatus: 503}}}]",
     ),
     (
@@ -209,8 +209,8 @@ const CASES: &[Case] = &[
     ),
     (
         "VirtualService",
-        "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], fault: {delay: {percentage: {value: 5}}}}]",
-        "spec.http[0].fault.delay: delay must specify fixedDelay",
+        "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], fault: {delay: {percentage: {value: 5}, exponentialDelay: 2s}}}]",
+        "spec.http[0].fault.delay.exponentialDelay: exponentialDelay not supported yet",
         "hosts: [a]\nhttp: [{route: [{destination: {host: a}}], fault: {delay: {percentage: {value: 5}, fixedDelay: 2s}}}]",
     ),
     (
@@ -349,7 +349,7 @@ const CASES: &[Case] = &[
     (
         "DestinationRule",
         "host: a\ntrafficPolicy: {loadBalancer: {localityLbSetting: {distribute: [{from: us-west/*, to: {us-west/*: 80, us-east/*: 10}}]}}}",
-        "localityLbSetting.distribute[0].to: total locality weight 90 != 100",
+        "localityLbSetting: total locality weight 90 != 100",
         "host: a\ntrafficPolicy: {loadBalancer: {localityLbSetting: {distribute: [{from: us-west/*, to: {us-west/*: 80, us-east/*: 20}}]}}}",
     ),
     (

@@ -626,7 +626,15 @@ pub(super) fn header_value(value: &str) -> Result<(), String> {
 
 fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
     for (i, o) in cors.allow_origins.iter().enumerate() {
-        r.check(format!("{path}.allowOrigins[{i}]"), h::string_match(o));
+        let op = format!("{path}.allowOrigins[{i}]");
+        let text = match o {
+            StringMatch::Exact(t) | StringMatch::Prefix(t) | StringMatch::Regex(t) => t,
+        };
+        if text.is_empty() {
+            r.error(op, "'' is not a valid match type for CORS allow origins");
+        } else {
+            r.check(op, string_match(o, "corsPolicy.allowOrigins", true));
+        }
     }
     for (i, m) in cors.allow_methods.iter().enumerate() {
         if !HTTP_METHODS.contains(&m.as_str()) {
@@ -640,19 +648,48 @@ fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
         ("allowHeaders", &cors.allow_headers),
         ("exposeHeaders", &cors.expose_headers),
     ] {
-        if list.iter().any(String::is_empty) {
-            r.error(format!("{path}.{field}"), "header name cannot be empty");
+        for name in list {
+            let checked = if name.is_empty() {
+                Err("header name cannot be empty".to_string())
+            } else if name != "*" && !name.bytes().all(is_token_char) {
+                Err(format!("header name {name} is not a valid header name"))
+            } else {
+                Ok(())
+            };
+            r.check(format!("{path}.{field}"), checked);
         }
     }
-    if let Some(d) = &cors.max_age
-        && d.as_std().subsec_nanos() != 0
-    {
-        r.error(
-            format!("{path}.maxAge"),
-            "max_age duration is accurate only to seconds precision",
-        );
+    if let Some(d) = &cors.max_age {
+        r.check(format!("{path}.maxAge"), h::duration(d));
+        if d.as_std().subsec_nanos() != 0 {
+            r.error(
+                format!("{path}.maxAge"),
+                "max_age duration is accurate only to seconds precision",
+            );
+        }
     }
 }
+
+/// gRPC status names an abort may return.
+const GRPC_STATUSES: &[&str] = &[
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
 
 fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
     if fault.abort.is_none() && fault.delay.is_none() {
@@ -671,35 +708,57 @@ fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
             abort.grpc_status.is_some(),
             abort.http2_error.is_some(),
         ]);
-        if set != 1 {
+        if set > 1 {
+            // A oneof: istiod cannot decode two.
             r.error(
                 &ap,
                 "abort must specify exactly one of httpStatus, grpcStatus or http2Error",
             );
+        } else if set == 0 {
+            r.warn(&ap, "abort configured, but error type not set");
         }
         if let Some(status) = abort.http_status
-            && !(200..=599).contains(&status)
+            && !(200..=600).contains(&status)
         {
             r.error(
                 format!("{ap}.httpStatus"),
-                format!("invalid abort http status {status}"),
+                format!("HTTP status {status} is not in range 200-599"),
+            );
+        }
+        if let Some(status) = &abort.grpc_status
+            && !GRPC_STATUSES.contains(&status.as_str())
+        {
+            r.error(
+                format!("{ap}.grpcStatus"),
+                format!("gRPC status {status:?} is not supported. See https://github.com/grpc/grpc/blob/master/doc/statuscodes.md for a list of supported codes, for example 'NOT_FOUND'"),
+            );
+        }
+        if abort.http2_error.is_some() {
+            r.error(
+                format!("{ap}.http2Error"),
+                "HTTP/2 abort fault injection not supported yet",
             );
         }
     }
     if let Some(delay) = &fault.delay {
         let dp = format!("{path}.delay");
-        r.check(format!("{dp}.percent"), h::percent(delay.percent));
         if let Some(p) = &delay.percentage {
             r.check(format!("{dp}.percentage"), h::percentage(p.value));
         }
         match (&delay.fixed_delay, &delay.exponential_delay) {
-            (Some(d), None) => r.check(format!("{dp}.fixedDelay"), h::duration(d)),
-            (None, Some(d)) => r.check(format!("{dp}.exponentialDelay"), h::duration(d)),
             (Some(_), Some(_)) => r.error(
                 &dp,
                 "delay may only set one of fixedDelay or exponentialDelay",
             ),
-            (None, None) => r.error(&dp, "delay must specify fixedDelay"),
+            (Some(d), None) => r.check(format!("{dp}.fixedDelay"), h::duration(d)),
+            (None, Some(d)) => {
+                r.check(format!("{dp}.exponentialDelay"), h::duration(d));
+                r.error(
+                    format!("{dp}.exponentialDelay"),
+                    "exponentialDelay not supported yet",
+                );
+            }
+            (None, None) => {}
         }
     }
 }
@@ -2633,6 +2692,13 @@ pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
         }
         let Some(m) = &cp.match_ else { continue };
         if let Some(proxy) = &m.proxy
+            && proxy.proxy_version.len() > 1024
+        {
+            r.warn(
+                format!("{pp}.match.proxy.proxyVersion"),
+                "Envoy filter: proxyVersion match exceeds 1024 characters and will be ignored",
+            );
+        } else if let Some(proxy) = &m.proxy
             && !proxy.proxy_version.is_empty()
             && let Err(e) = regex::Regex::new(&proxy.proxy_version)
         {
@@ -2666,6 +2732,15 @@ pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
                 .and_then(|l| l.filter_chain.as_ref())
                 .and_then(|fc| fc.filter.as_ref())
             {
+                if matches!(cp.apply_to, ApplyTo::LISTENER | ApplyTo::FILTER_CHAIN) {
+                    r.warn(
+                        &pp,
+                        format!(
+                            "Envoy filter: filter match has no effect when used with {:?}",
+                            cp.apply_to
+                        ),
+                    );
+                }
                 if filter.name.is_empty() {
                     r.error(&pp, "Envoy filter: filter match has no name to match on");
                 } else if let Some(sub) = &filter.sub_filter {

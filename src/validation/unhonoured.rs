@@ -59,11 +59,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(
         Kind::VirtualService,
-        "http[].fault.abort.http2Error",
-        "HTTP/2 error aborts are not injected",
-    ),
-    field(
-        Kind::VirtualService,
         "tls[]",
         "TLS routes are not applied (SNI routing follows the services' hosts)",
     ),
