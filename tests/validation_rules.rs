@@ -812,7 +812,7 @@ const CASES: &[Case] = &[
     (
         "AuthorizationPolicy",
         "action: CUSTOM\nrules: [{to: [{operation: {paths: [/x]}}]}]",
-        "spec.provider: CUSTOM action without `provider`",
+        "spec.provider.name: `provider.name` must not be empty",
         "action: CUSTOM\nprovider: {name: authz}\nrules: [{to: [{operation: {paths: [/x]}}]}]",
     ),
     (
