@@ -197,7 +197,8 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
             "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
                      // On TCP the path cannot be seen and a DENY rule then covers its whole port (as
                      // in Istio), so it names the HTTP ports.
-                     "rules": [{"to": [{"operation": {"paths": ["/admin*"],
+                     // `{*}` is a URI template (one segment), served with Envoy's uri_template matcher.
+                     "rules": [{"to": [{"operation": {"paths": ["/admin*", "/tenants/{*}/secrets"],
                                                       "ports": [ports.http.to_string(), ports.https.to_string()]}}]}]}}),
     ]
 }
@@ -396,6 +397,14 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             request(ports.http, HOST, "/hello", &[]) == (200, "backend /hello".into())
         });
         assert_eq!(request(ports.http, HOST, "/admin/x", &[]).0, 403);
+        assert_eq!(
+            request(ports.http, HOST, "/tenants/acme/secrets", &[]).0,
+            403
+        );
+        assert_eq!(
+            request(ports.http, HOST, "/tenants/acme/public", &[]).0,
+            200
+        );
         assert_eq!(request(ports.http, "other.example.com", "/", &[]).0, 404);
 
         // RequestAuthentication: invalid tokens are refused, valid ones carry a request principal

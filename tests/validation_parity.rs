@@ -1605,6 +1605,11 @@ fn traffic_policies_and_server_tls_as_istiod_judges_them() {
 }
 
 #[test]
+fn operations_and_redirects_as_istiod_judges_them() {
+    run(&operations_and_redirects());
+}
+
+#[test]
 fn families_of_values_as_istiod_judges_them() {
     run(&families());
 }
@@ -2240,8 +2245,112 @@ fn traffic_policies_and_server_tls() -> Vec<Case> {
     ]
 }
 
+/// Authorization ports and paths, redirects, mirrors and regex rewrites.
+fn operations_and_redirects() -> Vec<Case> {
+    let allow = |rules: &str| format!("action: ALLOW\nrules: {rules}");
+    vec![
+        case(
+            "ValidatePorts/zero",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {ports: [\"0\", \"8080\"]}}]}]"),
+            Ok,
+        ),
+        case(
+            "ValidatePorts/too-large",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {ports: [\"70000\"]}}]}]"),
+            Deny("bad port (70000)"),
+        ),
+        case(
+            "ValidatePorts/not-a-number",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {notPorts: [http]}}]}]"),
+            Deny("bad port (http)"),
+        ),
+        case(
+            "CheckValidPathTemplate/match-one",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {paths: [\"/api/{*}/users\"]}}]}]"),
+            Ok,
+        ),
+        case(
+            "CheckValidPathTemplate/match-any-last",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {paths: [\"/api/{**}\"]}}]}]"),
+            Ok,
+        ),
+        case(
+            "CheckValidPathTemplate/match-any-not-last",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {paths: [\"/api/{**}/{*}\"]}}]}]"),
+            Deny("{**} is not the last operator"),
+        ),
+        case(
+            "CheckValidPathTemplate/brace",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {paths: [\"/api/{id}\"]}}]}]"),
+            Deny("Contains '{' or '}' beyond a supported path template"),
+        ),
+        case(
+            "CheckEmptyValues/methods",
+            "AuthorizationPolicy",
+            &allow("[{to: [{operation: {methods: [\"\"]}}]}]"),
+            Deny("empty value"),
+        ),
+        case(
+            "validateHTTPRedirect/code",
+            "VirtualService",
+            &vs("{redirect: {uri: /x, redirectCode: 200}}"),
+            Deny("200 is not a valid redirect code, must be 3xx"),
+        ),
+        case(
+            "validateHTTPRedirect/scheme",
+            "VirtualService",
+            &vs("{redirect: {scheme: ftp}}"),
+            Deny("invalid redirect scheme, must be \"http\" or \"https\""),
+        ),
+        case(
+            "validateHTTPRedirect/nothing",
+            "VirtualService",
+            &vs("{redirect: {redirectCode: 302}}"),
+            Deny("redirect must specify URI, authority, scheme, or port"),
+        ),
+        case(
+            "validateHTTPRedirect/derive-port",
+            "VirtualService",
+            &vs("{redirect: {derivePort: FROM_REQUEST_PORT, scheme: https}}"),
+            Ok,
+        ),
+        case(
+            "validateHTTPMirrors/percentage",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, mirrors: [{{destination: {{host: b}}, percentage: {{value: 150}}}}]}}"
+            )),
+            Deny("mirror percentage must have a max value of 100"),
+        ),
+        case(
+            "validateHTTPMirrors/destination",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, mirrors: [{{percentage: {{value: 5}}}}]}}"
+            )),
+            Deny("destination is required for mirrors"),
+        ),
+        case(
+            "validateURIRegexRewrite/both-fields",
+            "VirtualService",
+            &vs(&format!(
+                "{{{ROUTE}, rewrite: {{uriRegexRewrite: {{match: \"^/a\"}}}}}}"
+            )),
+            Deny("UriRegexRewrite requires both Rewrite and Match fields to be specified"),
+        ),
+    ]
+}
+
 fn all_cases() -> Vec<Case> {
     [
+        operations_and_redirects(),
         traffic_policies_and_server_tls(),
         families(),
         virtual_services(),

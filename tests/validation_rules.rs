@@ -788,7 +788,7 @@ const CASES: &[Case] = &[
     (
         "AuthorizationPolicy",
         "rules: [{to: [{operation: {ports: [\"http\"]}}]}]",
-        "spec.rules[0].to[0].operation.ports[0]: invalid port: http",
+        "spec.rules[0].to[0].operation.ports[0]: bad port (http)",
         "rules: [{to: [{operation: {ports: [\"8080\"]}}]}]",
     ),
     (

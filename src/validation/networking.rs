@@ -404,7 +404,24 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
             ),
         }
         if let Some(p) = &m.percentage {
-            r.check(format!("{mp}.percentage"), h::percentage(p.value));
+            if p.value > 100.0 {
+                r.error(
+                    format!("{mp}.percentage"),
+                    format!(
+                        "mirror percentage must have a max value of 100 (it has {:.6})",
+                        p.value
+                    ),
+                );
+            }
+            if p.value < 0.0 {
+                r.error(
+                    format!("{mp}.percentage"),
+                    format!(
+                        "mirror percentage must have a min value of 0 (it has {:.6})",
+                        p.value
+                    ),
+                );
+            }
         }
     }
     if let Some(rw) = &route.rewrite {
@@ -422,10 +439,21 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
             );
         }
         if let Some(rr) = &rw.uri_regex_rewrite {
-            r.check(
-                format!("{rp}.uriRegexRewrite.match"),
-                h::regex(&rr.match_regex),
-            );
+            if rr.match_regex.is_empty() || rr.rewrite.is_empty() {
+                r.error(
+                    format!("{rp}.uriRegexRewrite"),
+                    "UriRegexRewrite requires both Rewrite and Match fields to be specified",
+                );
+            } else {
+                r.check(
+                    format!("{rp}.uriRegexRewrite.match"),
+                    string_match(
+                        &StringMatch::Regex(rr.match_regex.clone()),
+                        "HTTPRewrite.UriRegexRewrite.Match",
+                        false,
+                    ),
+                );
+            }
         }
     }
     if let Some(retry) = &route.retries {
@@ -455,13 +483,20 @@ fn http_redirect(r: &mut Report, path: &str, redirect: &HttpRedirect) {
     if let Some(p) = redirect.port {
         r.check(format!("{path}.port"), h::port(p));
     }
-    if redirect.redirect_code != 0 && ![301, 302, 303, 307, 308].contains(&redirect.redirect_code) {
+    // Any 3xx is admitted; codes Envoy has no name for are sent as 301 (as istiod does).
+    if redirect.redirect_code != 0 && !(300..=399).contains(&redirect.redirect_code) {
         r.error(
             format!("{path}.redirectCode"),
             format!(
-                "{} is not a valid redirect code, must be 301, 302, 303, 307, or 308",
+                "{} is not a valid redirect code, must be 3xx",
                 redirect.redirect_code
             ),
+        );
+    }
+    if !redirect.scheme.is_empty() && redirect.scheme != "http" && redirect.scheme != "https" {
+        r.error(
+            format!("{path}.scheme"),
+            "invalid redirect scheme, must be \"http\" or \"https\"",
         );
     }
 }

@@ -213,14 +213,19 @@ pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
                         );
                     }
                 }
+                // istiod's ValidatePorts: 0 is a valid number there.
                 for (name, list) in [("ports", &op.ports), ("notPorts", &op.not_ports)] {
                     for (k, p) in list.iter().enumerate() {
-                        let checked = p
-                            .parse::<u32>()
-                            .map_err(|_| format!("invalid port: {p}"))
-                            .and_then(h::port);
-                        r.check(format!("{tp}.{name}[{k}]"), checked);
+                        if !p.parse::<u32>().is_ok_and(|n| n <= 65535) {
+                            r.error(format!("{tp}.{name}[{k}]"), format!("bad port ({p})"));
+                        }
                     }
+                }
+                for (name, list) in [("Paths", &op.paths), ("NotPaths", &op.not_paths)] {
+                    r.check(
+                        format!("{tp}.{}", name.to_lowercase()),
+                        path_templates(name, list),
+                    );
                 }
             }
         }
@@ -762,4 +767,43 @@ fn custom_rules(r: &mut Report, ap: &AuthorizationPolicy) {
             }
         }
     }
+}
+
+/// istiod's CheckValidPathTemplate: `{*}` a segment, `{**}` the rest (last), nothing else in braces;
+/// in a templated path every other segment a plain RFC 3986 path literal.
+fn path_templates(key: &str, paths: &[String]) -> Result<(), String> {
+    for path in paths {
+        let templated = path.contains("{*}") || path.contains("{**}");
+        let trimmed = path.trim_matches('/');
+        let mut any_seen = false;
+        for glob in trimmed.split('/') {
+            match glob {
+                "{*}" if !any_seen => continue,
+                "{**}" if !any_seen => {
+                    any_seen = true;
+                    continue;
+                }
+                "{*}" | "{**}" => {
+                    return Err(format!(
+                        "invalid or unsupported path {trimmed}, found in {key}. {{**}} is not the last operator"
+                    ));
+                }
+                _ => {}
+            }
+            if glob.contains(['{', '}']) {
+                return Err(format!(
+                    "invalid or unsupported path {trimmed}, found in {key}. Contains '{{' or '}}' beyond a supported path template"
+                ));
+            }
+            let literal = glob
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@%".contains(&b));
+            if templated && !literal {
+                return Err(format!(
+                    "invalid or unsupported path {trimmed}, found in {key}. Contains segment {glob} with invalid string literal"
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -379,6 +379,20 @@ fn any_of_i(values: &[String], each: impl Fn(&str) -> Option<Principal>) -> Opti
 }
 
 fn path(v: &str) -> Option<Permission> {
+    // `{*}` and `{**}` make a URI template, matched by Envoy's uri_template extension.
+    if v.contains("{*}") || v.contains("{**}") {
+        let template = envoy_types::pb::envoy::extensions::path::r#match::uri_template::v3::UriTemplateMatchConfig {
+            path_template: v.replace("{**}", "**").replace("{*}", "*"),
+        };
+        return Some(Permission {
+            rule: Some(permission::Rule::UriTemplate(
+                envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig {
+                    name: "uri-template".into(),
+                    typed_config: Some(super::util::any(&template)),
+                },
+            )),
+        });
+    }
     Some(Permission {
         rule: Some(permission::Rule::UrlPath(PathMatcher {
             rule: Some(path_matcher::Rule::Path(matcher(v, "", false))),
