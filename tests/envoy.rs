@@ -295,3 +295,56 @@ fn envoy_accepts_redirect_mode_listeners() {
         "inbound cluster for the sidecar's own port"
     );
 }
+
+/// Connection-pool settings that need an upstream protocol (per-connection request caps, idle
+/// timeouts, stream limits, following the client's protocol) are accepted by Envoy on a plain
+/// HTTP/1.1 service and traffic still flows; Envoy rejects the cluster if the protocol is left unset.
+#[test]
+fn envoy_accepts_http1_connection_pool_settings() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let with_pool = |pool: &str| {
+        services(port, &[("web-v1", "v1", v1.port)]).replace(
+            "  subsets:",
+            &format!("  trafficPolicy: {{connectionPool: {pool}}}\n  subsets:"),
+        )
+    };
+    write(
+        dir.path(),
+        "services.yaml",
+        &with_pool(
+            "{tcp: {idleTimeout: 30s}, http: {maxRequestsPerConnection: 1, maxConcurrentStreams: 10}}",
+        ),
+    );
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "envoy routes to v1", || {
+        request(port, HOST, "/", &[]).1.starts_with("v1 ")
+    });
+    assert!(only(&tally(port, HOST, "/", &[], 5), "v1"));
+    let (_, clusters) = http_get(envoy.admin, "/config_dump?resource=dynamic_active_clusters");
+    assert!(
+        clusters.contains("max_requests_per_connection"),
+        "{clusters}"
+    );
+
+    write(
+        dir.path(),
+        "services.yaml",
+        &with_pool("{http: {maxRequestsPerConnection: 2, useClientProtocol: true}}"),
+    );
+    eventually(30, "client-protocol cluster applied", || {
+        let (_, clusters) = http_get(envoy.admin, "/config_dump?resource=dynamic_active_clusters");
+        clusters.contains("use_downstream_protocol_config")
+    });
+    assert!(only(&tally(port, HOST, "/", &[], 5), "v1"));
+    let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+    assert!(!syncz.contains("NACKED"), "{syncz}");
+}

@@ -2427,13 +2427,7 @@ trafficPolicy: {loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 0s, a
             Warn("cookie attributes are not set")),
         case("unhonoured/tcp-idleTimeout", "DestinationRule",
             "host: a
-trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Warn("Envoy's default TCP idle timeout applies")),
-        case("unhonoured/maxConcurrentStreams", "DestinationRule",
-            "host: a
-trafficPolicy: {connectionPool: {http: {maxConcurrentStreams: 100}}}", Warn("no limit on concurrent streams")),
-        case("unhonoured/useClientProtocol", "DestinationRule",
-            "host: a
-trafficPolicy: {connectionPool: {http: {useClientProtocol: true}}}", Warn("the upstream protocol follows the port's protocol")),
+trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Warn("TCP proxies keep Envoy's default idle timeout")),
         case("unhonoured/caCrl", "DestinationRule",
             "host: a
 trafficPolicy: {tls: {mode: SIMPLE, caCertificates: /ca.pem, caCrl: /crl.pem}}", Warn("no certificate revocation list")),

@@ -123,17 +123,7 @@ pub const UNHONOURED: &[Unhonoured] = &[
     field(
         Kind::DestinationRule,
         "trafficPolicy.connectionPool.tcp.idleTimeout",
-        "Envoy's default TCP idle timeout applies",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.connectionPool.http.maxConcurrentStreams",
-        "no limit on concurrent streams per connection",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.connectionPool.http.useClientProtocol",
-        "the upstream protocol follows the port's protocol",
+        "TCP proxies keep Envoy's default idle timeout (it applies to HTTP connections only)",
     ),
     field(
         Kind::DestinationRule,

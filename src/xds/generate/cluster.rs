@@ -17,9 +17,9 @@ use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, UpstreamConnectionOptions,
 };
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, DataSource, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
-    SocketAddress, TcpKeepalive, TransportSocket, address, data_source, socket_address,
-    transport_socket,
+    Address, DataSource, Http1ProtocolOptions, Http2ProtocolOptions,
+    HttpProtocolOptions as CommonHttpOptions, SocketAddress, TcpKeepalive, TransportSocket,
+    address, data_source, socket_address, transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -33,7 +33,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
-    ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
+    ExplicitHttpConfig, UpstreamProtocolOptions, UseDownstreamHttpConfig,
+    explicit_http_config::ProtocolConfig,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
@@ -468,22 +469,50 @@ fn apply_connection_pool(
             any_common = true;
         }
     }
+    // As istiod: the TCP idle timeout stands in for an unset HTTP one.
+    if common.idle_timeout.is_none()
+        && let Some(idle) = tcp.and_then(|t| t.idle_timeout)
+    {
+        common.idle_timeout = Some(duration(idle.as_std()));
+        any_common = true;
+    }
     if let Some(d) = tcp.and_then(|t| t.max_connection_duration) {
         common.max_connection_duration = Some(duration(d.as_std()));
         any_common = true;
     }
     let upgrade = http.and_then(|h| h.h2_upgrade_policy)
         == Some(crate::config::networking::H2UpgradePolicy::UPGRADE);
-    if protocol.is_http2() || upgrade || any_common {
+    let client_protocol = http.is_some_and(|h| h.use_client_protocol);
+    let h2 = || {
+        let mut opts = Http2ProtocolOptions::default();
+        if let Some(n) = http.map(|h| h.max_concurrent_streams).filter(|n| *n > 0) {
+            opts.max_concurrent_streams = Some(UInt32Value { value: n as u32 });
+        }
+        opts
+    };
+    if protocol.is_http2() || upgrade || any_common || client_protocol {
+        // Envoy requires an upstream protocol whenever these options are present; like istiod,
+        // HTTP/1.1 is written out explicitly when nothing asks for HTTP/2.
+        let upstream = if client_protocol {
+            UpstreamProtocolOptions::UseDownstreamProtocolConfig(UseDownstreamHttpConfig {
+                http_protocol_options: Some(Http1ProtocolOptions::default()),
+                http2_protocol_options: Some(h2()),
+                ..Default::default()
+            })
+        } else if protocol.is_http2() || upgrade {
+            UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(h2())),
+            })
+        } else {
+            UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::HttpProtocolOptions(
+                    Http1ProtocolOptions::default(),
+                )),
+            })
+        };
         let opts = HttpProtocolOptions {
             common_http_protocol_options: any_common.then_some(common),
-            upstream_protocol_options: (protocol.is_http2() || upgrade).then(|| {
-                UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
-                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
-                        Http2ProtocolOptions::default(),
-                    )),
-                })
-            }),
+            upstream_protocol_options: Some(upstream),
             ..Default::default()
         };
         c.typed_extension_protocol_options
