@@ -48,7 +48,9 @@ impl Files {
     }
 }
 
-/// File mode: `dir` holds a plugged-in CA, or receives a new self-signed one.
+/// File mode: `dir` holds a plugged-in CA, or receives a new self-signed one. CA material that is
+/// already there is never replaced: a directory with some CA files but not a usable certificate and
+/// key is refused, since a new root would silently break mTLS with every workload that trusts the old.
 pub fn from_dir(dir: &Path, trust_domain: &str, ttls: Ttls) -> Result<Authority, CaError> {
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
     let files = Files {
@@ -59,17 +61,74 @@ pub fn from_dir(dir: &Path, trust_domain: &str, ttls: Ttls) -> Result<Authority,
     };
     if files.usable() {
         info!(dir = %dir.display(), "CA: using the certificates in the CA directory");
+        warn_if_key_readable(&dir.join(CA_KEY));
         return files.authority(ttls);
+    }
+    let present: Vec<&str> = [
+        (CA_CERT, &files.cert),
+        (CA_KEY, &files.key),
+        (CERT_CHAIN, &files.chain),
+        (ROOT_CERT, &files.root),
+    ]
+    .into_iter()
+    .filter(|(_, text)| !text.trim().is_empty())
+    .map(|(name, _)| name)
+    .collect();
+    if !present.is_empty() {
+        return Err(CaError::Material(format!(
+            "{} holds {} but not both {CA_CERT} and {CA_KEY}; refusing to generate a new root over \
+             existing CA material (restore the missing file, or empty the directory to start a new CA)",
+            dir.display(),
+            present.join(", ")
+        )));
     }
     let (cert, key) = Authority::generate_root(trust_domain)?;
     std::fs::create_dir_all(dir)
         .map_err(|e| CaError::Material(format!("{}: {e}", dir.display())))?;
-    for (name, text) in [(CA_CERT, &cert), (CA_KEY, &key), (ROOT_CERT, &cert)] {
-        std::fs::write(dir.join(name), text)
+    for (name, text, mode) in [
+        (CA_KEY, &key, 0o600),
+        (CA_CERT, &cert, 0o644),
+        (ROOT_CERT, &cert, 0o644),
+    ] {
+        write_new(&dir.join(name), text, mode)
             .map_err(|e| CaError::Material(format!("{name}: {e}")))?;
     }
     info!(dir = %dir.display(), "CA: generated a self-signed root (10 years)");
     Authority::from_pem(&cert, &key, "", "", ttls.default, ttls.max)
+}
+
+/// Writes `text` to `path` with `mode` from the first byte (a temporary file renamed into place),
+/// so the file is never briefly readable by others nor seen half-written.
+fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)?;
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn warn_if_key_readable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "CA: the signing key is readable by other users; anyone who can read it can mint any identity (chmod 600)"
+        );
+    }
 }
 
 fn secret_files(s: &Secret) -> Files {
@@ -160,4 +219,55 @@ pub async fn from_kubernetes(
     Err(CaError::Material(
         "could not settle on a root certificate".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const TTLS: Ttls = Ttls {
+        default: Duration::from_secs(3600),
+        max: Duration::from_secs(7200),
+    };
+
+    #[test]
+    fn a_new_root_keeps_its_key_private_and_survives_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = from_dir(dir.path(), "cluster.local", TTLS).unwrap();
+        let mode = std::fs::metadata(dir.path().join(CA_KEY))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "ca-key.pem is private");
+        let again = from_dir(dir.path(), "cluster.local", TTLS).unwrap();
+        assert_eq!(
+            first.root_pem(),
+            again.root_pem(),
+            "a restart keeps the root"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn existing_ca_material_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        from_dir(dir.path(), "cluster.local", TTLS).unwrap();
+        let root = std::fs::read_to_string(dir.path().join(ROOT_CERT)).unwrap();
+        std::fs::remove_file(dir.path().join(CA_KEY)).unwrap();
+        let err = from_dir(dir.path(), "cluster.local", TTLS).err().unwrap();
+        assert!(err.to_string().contains("refusing"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(ROOT_CERT)).unwrap(),
+            root,
+            "the root others trust is untouched"
+        );
+        assert!(!dir.path().join(CA_KEY).exists(), "no new key written");
+    }
 }

@@ -15,7 +15,7 @@ pub mod pb {
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
-    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use std::time::Duration;
 use x509_parser::prelude::*;
@@ -45,6 +45,27 @@ pub struct Authority {
     pub max_ttl: Duration,
 }
 
+/// A random, positive 128-bit serial (RFC 5280 §4.1.2.2: unique per issuer, at most 20 octets).
+/// rcgen would otherwise derive it from the public key, so two certificates for one CSR would share it.
+fn random_serial() -> Result<SerialNumber, CaError> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| CaError::Sign("no randomness for a serial number".into()))?;
+    bytes[0] = (bytes[0] & 0x7f) | 0x40;
+    Ok(SerialNumber::from_slice(&bytes))
+}
+
+/// Settings every certificate issued to a workload or to the control plane shares: not a CA
+/// (basicConstraints CA:FALSE, as istiod writes), a random serial, the authority key identifier.
+fn leaf_params(params: &mut CertificateParams) -> Result<(), CaError> {
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.serial_number = Some(random_serial()?);
+    params.use_authority_key_identifier_extension = true;
+    Ok(())
+}
+
 /// PEM blocks re-encoded with LF line endings, so the same certificate is the same text everywhere
 /// (chains, files, ConfigMaps).
 fn pem_blocks(text: &str) -> Vec<String> {
@@ -67,6 +88,7 @@ impl Authority {
         dn.push(DnType::OrganizationName, trust_domain);
         params.distinguished_name = dn;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.serial_number = Some(random_serial()?);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
@@ -188,7 +210,7 @@ impl Authority {
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
         ];
-        params.use_authority_key_identifier_extension = true;
+        leaf_params(&mut params)?;
         let now = ::time::OffsetDateTime::now_utc();
         params.not_before = now - ::time::Duration::minutes(1);
         params.not_after = now
@@ -249,7 +271,7 @@ impl Authority {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.use_authority_key_identifier_extension = true;
+        leaf_params(&mut params)?;
         let now = ::time::OffsetDateTime::now_utc();
         params.not_before = now - ::time::Duration::minutes(1);
         params.not_after =
@@ -376,6 +398,34 @@ mod tests {
             2,
             "a CSR without SANs gets the caller's identity"
         );
+    }
+
+    /// RFC 5280: a leaf says it is not a CA, and serials are unique even for the same CSR.
+    #[test]
+    fn leaves_are_not_cas_and_serials_are_unique() {
+        let ca = authority();
+        let request = csr(
+            &["spiffe://cluster.local/ns/foo/sa/bar"],
+            &rcgen::PKCS_ECDSA_P256_SHA256,
+        );
+        let leaf = |pem: &str| {
+            let der = ::pem::parse(pem).unwrap();
+            let (_, cert) = X509Certificate::from_der(der.contents()).unwrap();
+            let ca = cert.basic_constraints().unwrap().map(|b| b.value.ca);
+            (cert.raw_serial().to_vec(), ca)
+        };
+        let (first, first_ca) = leaf(&ca.sign_workload(&request, &id(), 0).unwrap()[0]);
+        let (second, _) = leaf(&ca.sign_workload(&request, &id(), 0).unwrap()[0]);
+        assert_eq!(first_ca, Some(false), "basicConstraints CA:FALSE present");
+        assert_ne!(first, second, "same CSR, different serials");
+        let serving = ca
+            .serving_cert(
+                &["rudder.istio-system.svc".into()],
+                &[],
+                Duration::from_secs(3600),
+            )
+            .unwrap();
+        assert_eq!(leaf(&serving.0[0]).1, Some(false));
     }
 
     #[test]
