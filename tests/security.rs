@@ -1,7 +1,7 @@
 //! SDS and stream authentication against the fake API server (and a real one with KUBECONFIG): a
 //! gateway authenticated on the TLS port gets its namespace's `credentialName` secrets, its workload
-//! certificate for its own identity and the root; a gateway of another namespace, a plaintext
-//! stream and a forged token get nothing.
+//! certificate for its own identity and the root; a gateway of another namespace, a node claiming
+//! another namespace than its token's, a plaintext stream and a forged token get nothing.
 
 mod common;
 
@@ -145,6 +145,27 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
                     "rudder_xds_errors_total{reason=\"secret_unavailable\"}"
                 ) >= 1.0,
                 "a refused secret is counted"
+            );
+
+            // A token of one namespace cannot speak for a node of another (istiod's identity check).
+            let auth = format!("Bearer {own}");
+            let claimed = Delta::open_on(
+                tls.clone(),
+                ask(&other, &["ROOTCA"]),
+                &[("authorization", auth.as_str())],
+            )
+            .await;
+            let err = match claimed {
+                Ok(mut d) => d.rx.message().await.expect_err("refused"),
+                Err(e) => e,
+            };
+            assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+            assert!(
+                common::metric(
+                    &daemon,
+                    "rudder_xds_errors_total{reason=\"identity_mismatch\"}"
+                ) >= 1.0,
+                "a refused stream is counted"
             );
 
             // No identity, no workload certificate: plaintext port.

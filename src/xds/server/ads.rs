@@ -107,8 +107,15 @@ impl AdsService {
             .await
             .inspect_err(|e| self.server.stream_failed(e))?;
         let mut proxy = self.identify(&peer, H::node(&first), H::MODE)?;
-        if identity.is_some() {
-            Arc::make_mut(&mut proxy).identity = identity;
+        if let Some(identity) = identity {
+            if let Err(reason) = node_matches_identity(&proxy, &identity) {
+                self.server.refuse("identity_mismatch");
+                warn!(peer, proxy = %proxy.id, identity = %identity.uri(), reason, "refusing xDS stream");
+                return Err(Status::permission_denied(format!(
+                    "authorization failed: {reason}"
+                )));
+            }
+            Arc::make_mut(&mut proxy).identity = Some(identity);
         }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
@@ -135,6 +142,25 @@ impl AdsHandler for AdsService {
     }
 }
 
+/// As istiod: an authenticated stream may only speak for a node in its own namespace and, when the
+/// node names one (`SERVICE_ACCOUNT`), with its own service account; otherwise a workload could ask
+/// for another namespace's config by editing its node metadata.
+fn node_matches_identity(proxy: &Proxy, identity: &Identity) -> Result<(), String> {
+    if proxy.namespace != identity.namespace {
+        return Err(format!(
+            "node namespace {:?} is not the caller's namespace {:?}",
+            proxy.namespace, identity.namespace
+        ));
+    }
+    match proxy.metadata.get("SERVICE_ACCOUNT") {
+        Some(sa) if !sa.is_empty() && *sa != identity.service_account => Err(format!(
+            "node service account {sa:?} is not the caller's {:?}",
+            identity.service_account
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Reads a stream's first request (which must carry the node) and the peer address.
 async fn accept<R: prost::Message + Default>(
     request: Request<RequestStream<R>>,
@@ -147,5 +173,49 @@ async fn accept<R: prost::Message + Default>(
     match inbound.message().await? {
         Some(first) => Ok((peer, first, inbound)),
         None => Err(Status::cancelled("stream closed before the first request")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+
+    fn proxy(namespace: &str, service_account: Option<&str>) -> Proxy {
+        let fields = service_account
+            .map(|sa| {
+                (
+                    "SERVICE_ACCOUNT".to_string(),
+                    Value {
+                        kind: Some(Kind::StringValue(sa.into())),
+                    },
+                )
+            })
+            .into_iter()
+            .collect();
+        Proxy::from_node(Some(&Node {
+            id: format!("sidecar~10.0.0.1~app-1.{namespace}~{namespace}.svc.cluster.local"),
+            metadata: Some(Struct { fields }),
+            ..Default::default()
+        }))
+        .unwrap()
+    }
+
+    fn caller() -> Identity {
+        Identity {
+            trust_domain: "cluster.local".into(),
+            namespace: "shop".into(),
+            service_account: "web".into(),
+        }
+    }
+
+    #[test]
+    fn a_caller_speaks_only_for_nodes_of_its_own_namespace_and_account() {
+        assert!(node_matches_identity(&proxy("shop", Some("web")), &caller()).is_ok());
+        assert!(node_matches_identity(&proxy("shop", None), &caller()).is_ok());
+        let other_ns = node_matches_identity(&proxy("bank", Some("web")), &caller());
+        assert!(other_ns.unwrap_err().contains("\"bank\""));
+        let other_sa = node_matches_identity(&proxy("shop", Some("admin")), &caller());
+        assert!(other_sa.unwrap_err().contains("\"admin\""));
     }
 }
