@@ -200,6 +200,13 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
                      // `{*}` is a URI template (one segment), served with Envoy's uri_template matcher.
                      "rules": [{"to": [{"operation": {"paths": ["/admin*", "/tenants/{*}/secrets"],
                                                       "ports": [ports.http.to_string(), ports.https.to_string()]}}]}]}}),
+        // Dry run: evaluated and counted by Envoy, never enforced.
+        json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "deny-reports-dry-run", "namespace": ns,
+                         "annotations": {"istio.io/dry-run": "true"}},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                     "rules": [{"to": [{"operation": {"paths": ["/reports"],
+                                                      "ports": [ports.http.to_string()]}}]}]}}),
     ]
 }
 
@@ -367,7 +374,7 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
         std::fs::write(&root_path, c.ca_root()).unwrap();
         let (gw_token, client_token) = (c.token("gateway"), c.token("client"));
         let xds = daemon.addr("grpc-xds-tls");
-        let _gateway = Envoy::boot(
+        let gateway = Envoy::boot(
             &envoy_bin,
             xds,
             &Bootstrap {
@@ -397,6 +404,15 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             request(ports.http, HOST, "/hello", &[]) == (200, "backend /hello".into())
         });
         assert_eq!(request(ports.http, HOST, "/admin/x", &[]).0, 403);
+        // A dry-run DENY only counts: the request goes through and Envoy's shadow stats record it.
+        assert_eq!(request(ports.http, HOST, "/reports", &[]).0, 200);
+        let (_, stats) = http_get(gateway.admin, "/stats?filter=istio_dry_run_deny_");
+        assert!(
+            stats.lines().any(
+                |l| l.contains("rbac.istio_dry_run_deny_.shadow_denied") && !l.ends_with(": 0")
+            ),
+            "{stats}"
+        );
         assert_eq!(
             request(ports.http, HOST, "/tenants/acme/secrets", &[]).0,
             403

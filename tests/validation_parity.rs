@@ -1519,7 +1519,7 @@ fn metadata() -> Vec<Case> {
             "AuthorizationPolicy",
             "annotations: {istio.io/dry-run: \"true\"}",
             allow,
-            Warn("dry-run policies are enforced"),
+            Ok,
         ),
         annotated(
             "checkDryRunAnnotation/false",

@@ -277,3 +277,23 @@ pub fn when_key_expressible(key: &str) -> bool {
         .strip_prefix("request.headers[")
         .is_some_and(|k| k.ends_with(']'))
 }
+
+/// Marks an AuthorizationPolicy (ALLOW or DENY) as dry run: evaluated and logged, never enforced.
+pub const DRY_RUN: &str = "istio.io/dry-run";
+
+/// Go's `strconv.ParseBool`, which istiod uses for boolean annotations.
+pub fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether a policy with these annotations is dry run (an unparsable value is not, as istiod).
+pub fn is_dry_run(annotations: &std::collections::BTreeMap<String, String>) -> bool {
+    annotations
+        .get(DRY_RUN)
+        .and_then(|v| parse_go_bool(v))
+        .unwrap_or(false)
+}

@@ -146,12 +146,6 @@ fn metadata(r: &mut Report, config: &Config) {
             Spec::AuthorizationPolicy(ap) => match ap.action {
                 crate::config::security::AuthorizationAction::ALLOW
                 | crate::config::security::AuthorizationAction::DENY => {
-                    if parse_go_bool(value) == Some(true) {
-                        r.warn(
-                            format!("metadata.annotations.{DRY_RUN}"),
-                            "accepted but not honoured by Rudder yet: dry-run policies are enforced, not only logged",
-                        );
-                    }
                     if parse_go_bool(value).is_none() {
                         r.error(
                             format!("metadata.annotations.{DRY_RUN}"),
@@ -186,19 +180,10 @@ fn metadata(r: &mut Report, config: &Config) {
     }
 }
 
-/// Marks an AuthorizationPolicy as dry run (ALLOW and DENY only).
-pub const DRY_RUN: &str = "istio.io/dry-run";
+pub use crate::config::security::DRY_RUN;
+use crate::config::security::parse_go_bool;
 /// istiod's test hook: an object carrying it is always denied by the webhook.
 pub const ALWAYS_REJECT: &str = "internal.istio.io/webhook-always-reject";
 /// Set by istiod on objects it generates (Gateway API); users may not set them.
 const PARENT_NAMESPACE: &str = "internal.istio.io/parent-namespace";
 const PARENTS: &str = "internal.istio.io/parents";
-
-/// Go's `strconv.ParseBool`.
-fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}

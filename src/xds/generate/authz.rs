@@ -4,10 +4,10 @@
 
 use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, rbac_bytes};
 use super::util::put_field;
-use crate::config::security::when_key_expressible;
 use crate::config::security::{
     AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
+use crate::config::security::{is_dry_run, when_key_expressible};
 use crate::config::{Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
@@ -33,17 +33,21 @@ type ToPermission<'a> = &'a dyn Fn(&str) -> Option<Permission>;
 type ToPrincipal<'a> = &'a dyn Fn(&str) -> Option<Principal>;
 type OwnedToPrincipal = Box<dyn Fn(&str) -> Option<Principal>>;
 
-/// The AuthorizationPolicies that apply to `proxy`, with their namespace and name.
+/// The AuthorizationPolicies that apply to `proxy`, with their namespace, name and whether they
+/// are dry run.
 fn policies_for<'a>(
     ctx: &'a PushContext,
     scope: &'a ScopeView,
-) -> Vec<(&'a str, &'a str, &'a AuthorizationPolicy)> {
+) -> Vec<(&'a str, &'a str, &'a AuthorizationPolicy, bool)> {
     ctx.selecting(scope, Kind::AuthorizationPolicy)
         .into_iter()
         .filter_map(|c| match &c.spec {
-            Spec::AuthorizationPolicy(p) => {
-                Some((c.metadata.namespace.as_str(), c.metadata.name.as_str(), p))
-            }
+            Spec::AuthorizationPolicy(p) => Some((
+                c.metadata.namespace.as_str(),
+                c.metadata.name.as_str(),
+                p,
+                is_dry_run(&c.metadata.annotations),
+            )),
             _ => None,
         })
         .collect()
@@ -60,6 +64,12 @@ struct Rules {
     provider: Option<String>,
     /// An ALLOW policy without (usable) rules still applies: it allows nothing.
     any_allow: bool,
+    /// Dry-run (`istio.io/dry-run`) ALLOW and DENY rules: Envoy evaluates them as shadow rules,
+    /// counting and logging what they would decide, and enforces nothing.
+    dry_allow: BTreeMap<String, Policy>,
+    dry_deny: BTreeMap<String, Policy>,
+    any_dry_allow: bool,
+    any_dry_deny: bool,
 }
 
 /// Fields only HTTP requests have. On TCP, istiod drops an ALLOW rule using them (it can never
@@ -127,8 +137,16 @@ fn l4_only(rule: &Rule) -> Rule {
 
 fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
     let mut out = Rules::default();
-    for (ns, name, p) in policies_for(ctx, scope) {
+    for (ns, name, p, dry_run) in policies_for(ctx, scope) {
         let target = match p.action {
+            AuthorizationAction::ALLOW if dry_run => {
+                out.any_dry_allow = true;
+                &mut out.dry_allow
+            }
+            AuthorizationAction::DENY if dry_run => {
+                out.any_dry_deny = true;
+                &mut out.dry_deny
+            }
             AuthorizationAction::ALLOW => {
                 out.any_allow = true;
                 &mut out.allow
@@ -210,17 +228,29 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
 pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
     let rules = rules_for(ctx, scope, false);
     let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.provider.as_deref());
-    for (action, policies, wanted) in [
-        (rbac::Action::Log, &rules.audit, !rules.audit.is_empty()),
-        (rbac::Action::Deny, &rules.deny, !rules.deny.is_empty()),
-        (rbac::Action::Allow, &rules.allow, rules.any_allow),
+    for (action, enforced, shadow) in [
+        (
+            rbac::Action::Log,
+            Some(&rules.audit).filter(|a| !a.is_empty()),
+            None,
+        ),
+        (
+            rbac::Action::Deny,
+            Some(&rules.deny).filter(|d| !d.is_empty()),
+            rules.any_dry_deny.then_some(&rules.dry_deny),
+        ),
+        (
+            rbac::Action::Allow,
+            rules.any_allow.then_some(&rules.allow),
+            rules.any_dry_allow.then_some(&rules.dry_allow),
+        ),
     ] {
-        if wanted {
+        if enforced.is_some() || shadow.is_some() {
             out.push(HttpFilter {
                 name: RBAC_FILTER.into(),
                 config_type: Some(http_filter::ConfigType::TypedConfig(Any {
                     type_url: <HttpRbac as prost::Name>::type_url(),
-                    value: encoded(action, policies, ""),
+                    value: encoded(action, enforced, shadow, Layer::Http),
                 })),
                 ..Default::default()
             });
@@ -233,16 +263,24 @@ pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
 pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
     let rules = rules_for(ctx, scope, true);
     let mut out = Vec::new();
-    for (action, policies, wanted) in [
-        (rbac::Action::Deny, &rules.deny, !rules.deny.is_empty()),
-        (rbac::Action::Allow, &rules.allow, rules.any_allow),
+    for (action, enforced, shadow) in [
+        (
+            rbac::Action::Deny,
+            Some(&rules.deny).filter(|d| !d.is_empty()),
+            rules.any_dry_deny.then_some(&rules.dry_deny),
+        ),
+        (
+            rbac::Action::Allow,
+            rules.any_allow.then_some(&rules.allow),
+            rules.any_dry_allow.then_some(&rules.dry_allow),
+        ),
     ] {
-        if wanted {
+        if enforced.is_some() || shadow.is_some() {
             out.push(Filter {
                 name: NETWORK_RBAC_FILTER.into(),
                 config_type: Some(filter::ConfigType::TypedConfig(Any {
                     type_url: <NetworkRbac as prost::Name>::type_url(),
-                    value: encoded(action, policies, "tcp."),
+                    value: encoded(action, enforced, shadow, Layer::Network),
                 })),
             });
         }
@@ -250,17 +288,38 @@ pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
     out
 }
 
-/// An HTTP or network RBAC filter config (`rules` is field 1 in both; network RBAC needs a
-/// `stat_prefix`, field 3).
+#[derive(Clone, Copy, PartialEq)]
+enum Layer {
+    Http,
+    Network,
+}
+
+/// An HTTP or network RBAC filter config. `rules` and `shadow_rules` are fields 1 and 2 in both;
+/// the shadow rules' stat prefix is field 3 in HTTP RBAC and 5 in network RBAC, where field 3 is
+/// the required `stat_prefix`. Without `rules` the filter enforces nothing (only dry-run policies).
 fn encoded(
     action: rbac::Action,
-    policies: &BTreeMap<String, Policy>,
-    stat_prefix: &str,
+    enforced: Option<&BTreeMap<String, Policy>>,
+    shadow: Option<&BTreeMap<String, Policy>>,
+    layer: Layer,
 ) -> Vec<u8> {
     let mut value = Vec::new();
-    put_field(1, &rbac_bytes(action, policies), &mut value);
-    if !stat_prefix.is_empty() {
-        put_field(3, stat_prefix.as_bytes(), &mut value);
+    if let Some(policies) = enforced {
+        put_field(1, &rbac_bytes(action, policies), &mut value);
+    }
+    if let Some(policies) = shadow {
+        put_field(2, &rbac_bytes(action, policies), &mut value);
+        // istiod's prefixes, so dashboards and log queries for dry-run results carry over.
+        let prefix = if action == rbac::Action::Deny {
+            "istio_dry_run_deny_"
+        } else {
+            "istio_dry_run_allow_"
+        };
+        let tag = if layer == Layer::Http { 3 } else { 5 };
+        put_field(tag, prefix.as_bytes(), &mut value);
+    }
+    if layer == Layer::Network {
+        put_field(3, b"tcp.", &mut value);
     }
     value
 }

@@ -329,10 +329,7 @@ impl AmbientIndex {
                 continue;
             };
             let meta = &e.config.metadata;
-            let dry_run = meta
-                .annotations
-                .get("istio.io/dry-run")
-                .is_some_and(|v| v == "true");
+            let dry_run = crate::config::security::is_dry_run(&meta.annotations);
             let converted = authorization::convert(
                 root_namespace,
                 &meta.namespace,
