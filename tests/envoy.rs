@@ -348,3 +348,107 @@ fn envoy_accepts_http1_connection_pool_settings() {
     let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
     assert!(!syncz.contains("NACKED"), "{syncz}");
 }
+
+/// A TLS server as a backend: `openssl s_server -www` answers every GET with a status page.
+struct TlsServer {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl TlsServer {
+    fn start(dir: &Path, name: &str) -> TlsServer {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("server-key.pem"), key.serialize_pem()).unwrap();
+        let port = free_port();
+        let child = std::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string()])
+            .arg("-cert")
+            .arg(dir.join("server.pem"))
+            .arg("-key")
+            .arg(dir.join("server-key.pem"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        eventually(10, "s_server listening", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        TlsServer { port, child }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// DestinationRule TLS origination verifies the server as istiod configures it: against
+/// `caCertificates`, else the system roots (a self-signed server is refused, never trusted
+/// blindly), with `subjectAltNames` pinned; only `insecureSkipVerify` turns verification off.
+#[test]
+fn envoy_originates_tls_and_verifies_the_server() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let server = TlsServer::start(certs.path(), HOST);
+    let ca = certs.path().join("server.pem");
+    let port = free_port();
+    let with_tls = |tls: &str| {
+        services(port, &[("web-v1", "v1", server.port)]).replace(
+            "  subsets:",
+            &format!("  trafficPolicy: {{tls: {tls}}}\n  subsets:"),
+        )
+    };
+    write(dir.path(), "services.yaml", &with_tls("{mode: SIMPLE}"));
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "cluster warmed", || {
+        let (_, clusters) = http_get(envoy.admin, "/clusters");
+        clusters.contains(&format!("outbound|{port}||{HOST}"))
+    });
+    let status = |path: &str| request(port, HOST, path, &[]).0;
+    eventually(30, "listener serving", || status("/") != 0);
+    assert_eq!(
+        status("/"),
+        503,
+        "a self-signed server is not in the system roots"
+    );
+
+    let trusted = format!("{{mode: SIMPLE, caCertificates: {}}}", ca.display());
+    write(dir.path(), "services.yaml", &with_tls(&trusted));
+    eventually(30, "server verified against caCertificates", || {
+        status("/") == 200
+    });
+
+    let pinned = format!(
+        "{{mode: SIMPLE, caCertificates: {}, subjectAltNames: [other.example.com]}}",
+        ca.display()
+    );
+    write(dir.path(), "services.yaml", &with_tls(&pinned));
+    eventually(30, "a server with another name is refused", || {
+        status("/") == 503
+    });
+
+    write(
+        dir.path(),
+        "services.yaml",
+        &with_tls("{mode: SIMPLE, insecureSkipVerify: true}"),
+    );
+    eventually(30, "insecureSkipVerify accepts any server", || {
+        status("/") == 200
+    });
+    let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+    assert!(!syncz.contains("NACKED"), "{syncz}");
+}

@@ -2428,9 +2428,6 @@ trafficPolicy: {loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 0s, a
         case("unhonoured/tcp-idleTimeout", "DestinationRule",
             "host: a
 trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Warn("TCP proxies keep Envoy's default idle timeout")),
-        case("unhonoured/caCrl", "DestinationRule",
-            "host: a
-trafficPolicy: {tls: {mode: SIMPLE, caCertificates: /ca.pem, caCrl: /crl.pem}}", Warn("no certificate revocation list")),
         case("unhonoured/defaultEndpoint", "Gateway",
             "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], defaultEndpoint: \"127.0.0.1:8080\"}]", Warn("not used by gateways")),
         case("unhonoured/gateway-caCrl", "Gateway",

@@ -125,11 +125,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "trafficPolicy.connectionPool.tcp.idleTimeout",
         "TCP proxies keep Envoy's default idle timeout (it applies to HTTP connections only)",
     ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.tls.caCrl",
-        "no certificate revocation list is checked",
-    ),
     // Gateway
     field(
         Kind::Gateway,

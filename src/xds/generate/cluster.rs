@@ -575,6 +575,29 @@ pub(super) fn sds(name: &str) -> SdsSecretConfig {
     }
 }
 
+/// The system trust store of Istio's proxy image (Debian/Ubuntu and distroless layout), where
+/// istio-agent finds the roots istiod's `system` CA path stands for. Rudder serves Envoy directly,
+/// so the path is named here (docs/decisions.md).
+const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// `subjectAltNames` of a DestinationRule: each name may be the server's DNS name or URI, as
+/// istiod's untyped SAN match accepts either.
+fn server_names(names: &[String]) -> Vec<SubjectAltNameMatcher> {
+    names
+        .iter()
+        .flat_map(|name| {
+            [SanType::Dns, SanType::Uri].map(|kind| SubjectAltNameMatcher {
+                san_type: kind as i32,
+                matcher: Some(StringMatcher {
+                    match_pattern: Some(MatchPattern::Exact(name.clone())),
+                    ignore_case: false,
+                }),
+                oid: String::new(),
+            })
+        })
+        .collect()
+}
+
 /// Upstream TLS per DestinationRule `tls`. ISTIO_MUTUAL and `credentialName` take their secrets over SDS
 /// (`default`/`ROOTCA` and `kubernetes://<name>`), as istiod configures them.
 /// For ISTIO_MUTUAL, `identities` are the SPIFFE identities the server may present (the DestinationRule's
@@ -617,15 +640,28 @@ fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<Transpor
             common.alpn_protocols = vec!["istio".into()];
         }
         ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL => {
+            let verify = tls.insecure_skip_verify != Some(true);
+            let sans = server_names(&tls.subject_alt_names);
             if !tls.credential_name.is_empty() {
                 let name = format!("kubernetes://{}", tls.credential_name);
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificate_sds_secret_configs = vec![sds(&name)];
                 }
-                common.validation_context_type =
-                    Some(ValidationContextType::ValidationContextSdsSecretConfig(
-                        sds(&format!("{name}-cacert")),
-                    ));
+                let roots = sds(&format!("{name}-cacert"));
+                common.validation_context_type = Some(if sans.is_empty() {
+                    ValidationContextType::ValidationContextSdsSecretConfig(roots)
+                } else {
+                    ValidationContextType::CombinedValidationContext(
+                        CombinedCertificateValidationContext {
+                            default_validation_context: Some(CertificateValidationContext {
+                                match_typed_subject_alt_names: sans,
+                                ..Default::default()
+                            }),
+                            validation_context_sds_secret_config: Some(roots),
+                            ..Default::default()
+                        },
+                    )
+                });
             } else {
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificates = vec![TlsCertificate {
@@ -634,10 +670,19 @@ fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<Transpor
                         ..Default::default()
                     }];
                 }
-                if !tls.ca_certificates.is_empty() && tls.insecure_skip_verify != Some(true) {
+                // As istiod: without `caCertificates` the server is verified against the system
+                // roots, never left unverified; only `insecureSkipVerify` turns verification off.
+                if verify {
+                    let roots = if tls.ca_certificates.is_empty() {
+                        SYSTEM_ROOTS
+                    } else {
+                        tls.ca_certificates.as_str()
+                    };
                     common.validation_context_type = Some(
                         ValidationContextType::ValidationContext(CertificateValidationContext {
-                            trusted_ca: file(&tls.ca_certificates),
+                            trusted_ca: file(roots),
+                            match_typed_subject_alt_names: sans,
+                            crl: file(&tls.ca_crl),
                             ..Default::default()
                         }),
                     );
