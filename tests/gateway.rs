@@ -404,6 +404,9 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             request(ports.http, HOST, "/hello", &[]) == (200, "backend /hello".into())
         });
         assert_eq!(request(ports.http, HOST, "/admin/x", &[]).0, 403);
+        // Paths are normalised before authorization (MeshConfig pathNormalization BASE), so dot
+        // segments cannot walk around a DENY.
+        assert_eq!(request(ports.http, HOST, "/public/../admin/x", &[]).0, 403);
         // A dry-run DENY only counts: the request goes through and Envoy's shadow stats record it.
         assert_eq!(request(ports.http, HOST, "/reports", &[]).0, 200);
         let (_, stats) = http_get(gateway.admin, "/stats?filter=istio_dry_run_deny_");

@@ -22,6 +22,29 @@ pub struct MeshConfig {
     /// Named providers AuthorizationPolicy `CUSTOM` refers to.
     #[serde(default)]
     pub extension_providers: Vec<ExtensionProvider>,
+    /// How proxies normalise request paths before routing and authorization.
+    #[serde(default)]
+    pub path_normalization: Option<ProxyPathNormalization>,
+}
+
+/// MeshConfig `pathNormalization`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyPathNormalization {
+    #[serde(default)]
+    pub normalization: PathNormalization,
+}
+
+/// istiod's levels; `DEFAULT` means `BASE`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash, serde::Serialize)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+pub enum PathNormalization {
+    #[default]
+    DEFAULT,
+    NONE,
+    BASE,
+    MERGE_SLASHES,
+    DECODE_AND_MERGE_SLASHES,
 }
 
 /// `extensionProviders[]`: the external authorizers (other provider kinds are ignored here).

@@ -1,7 +1,9 @@
 //! The effective mesh settings: Rudder's defaults with the mesh ConfigMap (`istio` in the root
 //! namespace) applied. Read by the registry, the generators and ambient alike.
 
-use crate::config::mesh::{ExtensionProvider, MESH_CONFIGMAP, MESH_KEY, MeshConfig};
+use crate::config::mesh::{
+    ExtensionProvider, MESH_CONFIGMAP, MESH_KEY, MeshConfig, PathNormalization,
+};
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::store::Snapshot;
 
@@ -43,6 +45,8 @@ pub struct MeshSettings {
     pub extension_providers: Vec<ExtensionProvider>,
     /// Namespaces whose services are part of the mesh (none: all).
     pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// MeshConfig `pathNormalization` (istiod's default: BASE).
+    pub path_normalization: PathNormalization,
 }
 
 impl MeshSettings {
@@ -57,6 +61,10 @@ impl MeshSettings {
                 }
                 out.discovery_selectors = mc.discovery_selectors;
                 out.extension_providers = mc.extension_providers;
+                out.path_normalization = mc
+                    .path_normalization
+                    .map(|p| p.normalization)
+                    .unwrap_or_default();
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
@@ -78,6 +86,7 @@ impl Default for MeshSettings {
             cluster_id: "Kubernetes".into(),
             extension_providers: Vec::new(),
             discovery_selectors: Vec::new(),
+            path_normalization: PathNormalization::DEFAULT,
         }
     }
 }

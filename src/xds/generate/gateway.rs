@@ -264,6 +264,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
             chains.push(FilterChain {
                 name: format!("http.{port}"),
                 filters: vec![server_hcm_filter(
+                    ctx,
                     &format!("outbound_0.0.0.0_{port}"),
                     RouteSource::Rds(format!("http.{port}")),
                     security.clone(),
@@ -277,6 +278,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                 let http = s.protocol() == "HTTPS";
                 let filters = if http {
                     vec![server_hcm_filter(
+                        ctx,
                         &format!("outbound_0.0.0.0_{port}"),
                         RouteSource::Rds(s.https_route_name()),
                         security.clone(),

@@ -3,6 +3,7 @@
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
 use super::route::{FAULT_FILTER, virtual_host};
 use super::util::{ads, any, outbound_cluster};
+use crate::config::mesh::PathNormalization;
 use crate::config::security::MtlsMode;
 use crate::model::{Protocol, Service};
 use crate::xds::context::{PushContext, ScopeView};
@@ -65,8 +66,30 @@ fn http_filters(security: Vec<HttpFilter>) -> Vec<HttpFilter> {
     filters
 }
 
-fn hcm(stat_prefix: &str, routes: RouteSource, security: Vec<HttpFilter>) -> HttpConnectionManager {
-    HttpConnectionManager {
+/// Path normalisation as istiod sets it from MeshConfig `pathNormalization` (default BASE: RFC 3986
+/// normalisation, so `/a/../admin` is routed and authorised as `/admin`); escaped slashes are kept.
+fn normalize(hcm: &mut HttpConnectionManager, level: PathNormalization) {
+    use http_connection_manager::PathWithEscapedSlashesAction as Escaped;
+    let (normalize, merge, escaped) = match level {
+        PathNormalization::NONE => (false, false, Escaped::KeepUnchanged),
+        PathNormalization::DEFAULT | PathNormalization::BASE => {
+            (true, false, Escaped::KeepUnchanged)
+        }
+        PathNormalization::MERGE_SLASHES => (true, true, Escaped::KeepUnchanged),
+        PathNormalization::DECODE_AND_MERGE_SLASHES => (true, true, Escaped::UnescapeAndForward),
+    };
+    hcm.normalize_path = Some(BoolValue { value: normalize });
+    hcm.merge_slashes = merge;
+    hcm.path_with_escaped_slashes_action = escaped as i32;
+}
+
+fn hcm(
+    stat_prefix: &str,
+    routes: RouteSource,
+    security: Vec<HttpFilter>,
+    paths: Option<PathNormalization>,
+) -> HttpConnectionManager {
+    let mut out = HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(match routes {
             RouteSource::Rds(name) => http_connection_manager::RouteSpecifier::Rds(Rds {
@@ -77,7 +100,11 @@ fn hcm(stat_prefix: &str, routes: RouteSource, security: Vec<HttpFilter>) -> Htt
         }),
         http_filters: http_filters(security),
         ..Default::default()
+    };
+    if let Some(level) = paths {
+        normalize(&mut out, level);
     }
+    out
 }
 
 pub(super) fn network_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> Filter {
@@ -87,20 +114,26 @@ pub(super) fn network_filter<T: prost::Message + prost::Name>(name: &str, config
     }
 }
 
-pub(super) fn hcm_filter(stat_prefix: &str, routes: RouteSource) -> Filter {
-    server_hcm_filter(stat_prefix, routes, Vec::new())
+pub(super) fn hcm_filter(ctx: &PushContext, stat_prefix: &str, routes: RouteSource) -> Filter {
+    server_hcm_filter(ctx, stat_prefix, routes, Vec::new())
 }
 
 /// An HTTP connection manager that serves requests to this proxy's workload or gateway, where
 /// RequestAuthentication and AuthorizationPolicy apply.
 pub(super) fn server_hcm_filter(
+    ctx: &PushContext,
     stat_prefix: &str,
     routes: RouteSource,
     security: Vec<HttpFilter>,
 ) -> Filter {
     network_filter(
         "envoy.filters.network.http_connection_manager",
-        &hcm(stat_prefix, routes, security),
+        &hcm(
+            stat_prefix,
+            routes,
+            security,
+            Some(ctx.mesh.path_normalization),
+        ),
     )
 }
 
@@ -153,7 +186,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
         let http = services.iter().any(|(_, p)| p.is_http());
         let chains = if http {
             vec![FilterChain {
-                filters: vec![hcm_filter(&name, RouteSource::Rds(port.to_string()))],
+                filters: vec![hcm_filter(ctx, &name, RouteSource::Rds(port.to_string()))],
                 ..Default::default()
             }]
         } else {
@@ -314,6 +347,7 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                     ..Default::default()
                 };
                 vec![server_hcm_filter(
+                    ctx,
                     &cluster,
                     RouteSource::Inline(Box::new(rc)),
                     security.clone(),
@@ -532,7 +566,8 @@ pub fn grpc_inbound_listener(
 /// A proxyless gRPC client's API listener for `host:port`.
 pub fn grpc_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
     grpc_target(ctx, scope, name)?;
-    let api = hcm(name, RouteSource::Rds(name.to_string()), Vec::new());
+    // istiod leaves path normalisation to gRPC itself on API listeners.
+    let api = hcm(name, RouteSource::Rds(name.to_string()), Vec::new(), None);
     Some(Resource::new(
         name,
         any(&Listener {
