@@ -431,7 +431,14 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
         let (signer, jwks) = jwt_issuer();
         c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
             "metadata": {"name": "jwt", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "jwtRules": [{"issuer": ISSUER, "jwks": jwks}]}}));
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "jwtRules": [{"issuer": ISSUER, "jwks": jwks,
+                                  "outputClaimToHeaders": [{"header": "x-jwt-sub", "claim": "sub"}]}]}}));
+        // The claim copied to a header is what later filters see (a client cannot forge it).
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "claims-header-alice", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                     "rules": [{"to": [{"operation": {"paths": ["/claims"], "ports": [ports.http.to_string()]}}],
+                                "when": [{"key": "request.headers[x-jwt-sub]", "notValues": ["alice"]}]}]}}));
         c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
             "metadata": {"name": "jwt-only-alice", "namespace": ns},
             "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
@@ -457,6 +464,26 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             .0,
             403,
             "a valid token of another principal"
+        );
+        eventually(30, "claims copied to headers", || {
+            request(
+                ports.http,
+                HOST,
+                "/claims",
+                &[("authorization", &bearer("alice"))],
+            )
+            .0 == 200
+        });
+        assert_eq!(
+            request(
+                ports.http,
+                HOST,
+                "/claims",
+                &[("authorization", &bearer("bob")), ("x-jwt-sub", "alice")]
+            )
+            .0,
+            403,
+            "the header carries the token's claim, not the client's"
         );
         assert_eq!(
             request(

@@ -1382,7 +1382,7 @@ fn security() -> Vec<Case> {
             "ValidateRequestAuthentication/space-delimited-claims",
             "RequestAuthentication",
             "jwtRules: [{issuer: \"https://example.com\", spaceDelimitedClaims: [scope]}]",
-            Warn("spaceDelimitedClaims: accepted but not honoured"),
+            Ok,
         ),
         case(
             "validateJwtRule/issuer",
@@ -2458,12 +2458,6 @@ trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Warn("TCP proxies ke
             "configPatches: [{applyTo: CLUSTER, patch: {operation: ADD, value: {name: x}}}]", Warn("EnvoyFilter patches are not applied")),
         case("unhonoured/telemetry", "Telemetry",
             "accessLogging: [{providers: [{name: envoy}]}]", Warn("Telemetry (metrics, tracing, access logging) is not applied")),
-        case("unhonoured/outputPayloadToHeader", "RequestAuthentication",
-            "jwtRules: [{issuer: \"https://example.com\", outputPayloadToHeader: x-jwt}]", Warn("the JWT payload is not forwarded")),
-        case("unhonoured/outputClaimToHeaders", "RequestAuthentication",
-            "jwtRules: [{issuer: \"https://example.com\", outputClaimToHeaders: [{header: x-sub, claim: sub}]}]", Warn("claims are not copied to headers")),
-        case("unhonoured/jwt-timeout", "RequestAuthentication",
-            "jwtRules: [{issuer: \"https://example.com\", jwksUri: \"https://example.com/jwks\", timeout: 10s}]", Warn("JWKS fetches use a 5s timeout")),
     ]
 }
 

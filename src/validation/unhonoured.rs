@@ -233,27 +233,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "",
         "ProxyConfig is not applied to proxies",
     ),
-    // RequestAuthentication
-    field(
-        Kind::RequestAuthentication,
-        "jwtRules[].outputPayloadToHeader",
-        "the JWT payload is not forwarded in a header",
-    ),
-    field(
-        Kind::RequestAuthentication,
-        "jwtRules[].outputClaimToHeaders",
-        "claims are not copied to headers",
-    ),
-    field(
-        Kind::RequestAuthentication,
-        "jwtRules[].spaceDelimitedClaims",
-        "claims are matched as single values",
-    ),
-    field(
-        Kind::RequestAuthentication,
-        "jwtRules[].timeout",
-        "JWKS fetches use a 5s timeout",
-    ),
 ];
 
 /// The unhonoured fields `config` sets, as (field path, note).

@@ -578,7 +578,7 @@ pub(super) fn sds(name: &str) -> SdsSecretConfig {
 /// The system trust store of Istio's proxy image (Debian/Ubuntu and distroless layout), where
 /// istio-agent finds the roots istiod's `system` CA path stands for. Rudder serves Envoy directly,
 /// so the path is named here (docs/decisions.md).
-const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
+pub(super) const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// `subjectAltNames` of a DestinationRule: each name may be the server's DNS name or URI, as
 /// istiod's untyped SAN match accepts either.

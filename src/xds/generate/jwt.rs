@@ -10,7 +10,7 @@ use envoy_types::pb::envoy::config::core::v3::{DataSource, HttpUri, data_source,
 use envoy_types::pb::envoy::config::rbac::v3::{Principal, SourcedMetadata, principal};
 use envoy_types::pb::envoy::config::route::v3::{RouteMatch, route_match};
 use envoy_types::pb::envoy::extensions::filters::http::jwt_authn::v3::{
-    JwksAsyncFetch, JwtAuthentication, JwtHeader, JwtProvider, JwtRequirement,
+    JwksAsyncFetch, JwtAuthentication, JwtClaimToHeader, JwtHeader, JwtProvider, JwtRequirement,
     JwtRequirementOrList, RemoteJwks, RequirementRule, jwt_provider, jwt_requirement,
     requirement_rule,
 };
@@ -81,7 +81,10 @@ fn keys(ctx: &PushContext, rule: &JwtRule) -> Option<jwt_provider::JwksSourceSpe
     Some(jwt_provider::JwksSourceSpecifier::RemoteJwks(RemoteJwks {
         http_uri: Some(HttpUri {
             uri: rule.jwks_uri.clone(),
-            timeout: Some(super::util::duration(std::time::Duration::from_secs(5))),
+            timeout: Some(super::util::duration(
+                rule.timeout
+                    .map_or(std::time::Duration::from_secs(5), |t| t.as_std()),
+            )),
             http_upstream_type: Some(http_uri::HttpUpstreamType::Cluster(source.cluster)),
         }),
         cache_duration: Some(super::util::duration(std::time::Duration::from_secs(1200))),
@@ -138,7 +141,7 @@ pub fn jwks_clusters(
                                     CertificateValidationContext {
                                         trusted_ca: Some(DataSource {
                                             specifier: Some(data_source::Specifier::Filename(
-                                                SYSTEM_CA_BUNDLE.into(),
+                                                super::cluster::SYSTEM_ROOTS.into(),
                                             )),
                                             ..Default::default()
                                         }),
@@ -185,8 +188,14 @@ pub fn jwks_clusters(
         .collect()
 }
 
-/// Where Envoy images keep the system's trusted CAs (istio-proxy's too).
-const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// Claims whose value is a space-separated list (`scope: "read write"` matches `read`): OAuth's
+/// `scope` and `permission` always, as istiod, plus the rule's own, sorted.
+fn space_delimited_claims(extra: &[String]) -> Vec<String> {
+    let mut claims: std::collections::BTreeSet<String> =
+        ["permission", "scope"].map(String::from).into();
+    claims.extend(extra.iter().cloned());
+    claims.into_iter().collect()
+}
 
 /// The jwt rules of the RequestAuthentications that select `proxy`, with their provider names.
 fn selected_rules<'a>(ctx: &'a PushContext, scope: &'a ScopeView) -> Vec<(String, &'a JwtRule)> {
@@ -219,6 +228,19 @@ fn provider(ctx: &PushContext, rule: &JwtRule) -> Option<JwtProvider> {
             .collect(),
         from_params: rule.from_params.clone(),
         from_cookies: rule.from_cookies.clone(),
+        forward_payload_header: rule.output_payload_to_header.clone(),
+        claim_to_headers: rule
+            .output_claim_to_headers
+            .iter()
+            .map(|c| JwtClaimToHeader {
+                header_name: c.header.clone(),
+                claim_name: c.claim.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        normalize_payload_in_metadata: Some(jwt_provider::NormalizePayload {
+            space_delimited_claims: space_delimited_claims(&rule.space_delimited_claims),
+        }),
         payload_in_metadata: PAYLOAD_KEY.into(),
         jwks_source_specifier: Some(keys),
         ..Default::default()
