@@ -452,3 +452,60 @@ fn envoy_originates_tls_and_verifies_the_server() {
     let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
     assert!(!syncz.contains("NACKED"), "{syncz}");
 }
+
+/// A DestinationRule edit that changes only clusters applies at once: endpoints are resent with
+/// the updated clusters, so Envoy does not keep them warming (and the old policy serving) until
+/// its 15 s initial-fetch timeout. Both protocols.
+fn cluster_update_applies_without_warming_timeout(delta: bool) {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let with_policy = |policy: &str| {
+        services(port, &[("web-v1", "v1", v1.port)]).replace(
+            "  subsets:",
+            &format!("  trafficPolicy: {policy}\n  subsets:"),
+        )
+    };
+    write(
+        dir.path(),
+        "services.yaml",
+        &with_policy("{connectionPool: {http: {maxRetries: 3}}}"),
+    );
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, delta);
+    eventually(30, "envoy routes to v1", || {
+        request(port, HOST, "/", &[]).1.starts_with("v1 ")
+    });
+    write(
+        dir.path(),
+        "services.yaml",
+        &with_policy("{connectionPool: {http: {maxRetries: 7}}}"),
+    );
+    // Well inside Envoy's 15 s warming timeout: the edit is not waiting for it.
+    eventually(5, "updated cluster active", || {
+        let (_, clusters) = http_get(envoy.admin, "/config_dump?resource=dynamic_active_clusters");
+        clusters.contains("\"max_retries\": 7")
+    });
+    let (_, warming) = http_get(
+        envoy.admin,
+        "/config_dump?resource=dynamic_warming_clusters",
+    );
+    assert!(!warming.contains("outbound|"), "{warming}");
+    assert!(only(&tally(port, HOST, "/", &[], 5), "v1"));
+}
+
+#[test]
+fn envoy_sotw_applies_cluster_updates_without_warming_timeout() {
+    cluster_update_applies_without_warming_timeout(false);
+}
+
+#[test]
+fn envoy_delta_applies_cluster_updates_without_warming_timeout() {
+    cluster_update_applies_without_warming_timeout(true);
+}

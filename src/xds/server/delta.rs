@@ -1,7 +1,7 @@
 //! Delta (incremental) xDS: responses carry only what changed since what the client holds, and the
 //! names it no longer gets.
 
-use super::stream::{StreamHandler, StreamState};
+use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
@@ -38,9 +38,24 @@ impl StreamHandler for Delta {
         scope: &ScopeView,
         type_url: TypeUrl,
         only_hosts: Option<&BTreeSet<String>>,
+        updated_clusters: &mut UpdatedClusters,
     ) -> bool {
-        self.send(ctx, scope, type_url, only_hosts, BTreeSet::new())
+        // Endpoints of the clusters just sent are resent, unchanged or not (see `send_pushed`).
+        let resend = if type_url == TypeUrl::Endpoint {
+            std::mem::take(&mut updated_clusters.names)
+        } else {
+            BTreeSet::new()
+        };
+        let Some(sent) = self
+            .send(ctx, scope, type_url, only_hosts, BTreeSet::new(), &resend)
             .await
+        else {
+            return false;
+        };
+        if type_url == TypeUrl::Cluster {
+            updated_clusters.names.extend(sent);
+        }
+        true
     }
     fn new(stream: StreamState) -> Self {
         Delta {
@@ -110,13 +125,17 @@ impl Delta {
         self.stream.publish();
         if first_for_type || !newly.is_empty() {
             let (ctx, scope) = self.stream.view();
-            return self.send(&ctx, &scope, type_url, None, newly).await;
+            return self
+                .send(&ctx, &scope, type_url, None, newly, &BTreeSet::new())
+                .await
+                .is_some();
         }
         true
     }
 
     /// Sends what changed for one type; `explicit` names were just subscribed and are reported as
-    /// removed when they do not exist, so the client stops waiting for them.
+    /// removed when they do not exist, so the client stops waiting for them; `resend` names are
+    /// sent even when the client has them. Returns the names sent, `None` when the stream is gone.
     async fn send(
         &mut self,
         ctx: &PushContext,
@@ -124,10 +143,11 @@ impl Delta {
         type_url: TypeUrl,
         only_hosts: Option<&BTreeSet<String>>,
         explicit: BTreeSet<String>,
-    ) -> bool {
+        resend: &BTreeSet<String>,
+    ) -> Option<Vec<String>> {
         let started = Instant::now();
         let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
-            return true;
+            return Some(Vec::new());
         };
         let resources = &list.resources;
         if type_url == TypeUrl::Secret {
@@ -142,7 +162,7 @@ impl Delta {
             .collect();
         let changed: Vec<&Arc<Resource>> = resources
             .iter()
-            .filter(|r| sent.get(&r.name) != Some(&r.digest))
+            .filter(|r| sent.get(&r.name) != Some(&r.digest) || resend.contains(&r.name))
             .collect();
         let mut removed: Vec<String> = if only_hosts.is_some() {
             Vec::new()
@@ -158,7 +178,7 @@ impl Delta {
                 .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
         );
         if changed.is_empty() && removed.is_empty() {
-            return true;
+            return Some(Vec::new());
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
         let entries = changed.iter().map(|r| r.delta_entry()).collect();
@@ -170,12 +190,13 @@ impl Delta {
         for name in &removed {
             sent.remove(name);
         }
+        let names = changed.iter().map(|r| r.name.clone()).collect();
         if !self
             .stream
             .send(type_url, response, nonce, version, count, started)
             .await
         {
-            return false;
+            return None;
         }
         debug!(
             r#type = type_url.short(),
@@ -183,6 +204,6 @@ impl Delta {
             removed = removed.len(),
             "pushed"
         );
-        true
+        Some(names)
     }
 }

@@ -1,6 +1,6 @@
 //! State of the World: every response carries all of a type's resources the stream subscribes to.
 
-use super::stream::{StreamHandler, StreamState};
+use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::EncodedResponse;
@@ -36,8 +36,17 @@ impl StreamHandler for Sotw {
         scope: &ScopeView,
         type_url: TypeUrl,
         only_hosts: Option<&BTreeSet<String>>,
+        updated_clusters: &mut UpdatedClusters,
     ) -> bool {
-        self.send(ctx, scope, type_url, only_hosts, false).await
+        // Endpoints are resent, unchanged or not, after clusters were (see `send_pushed`).
+        let resend = type_url == TypeUrl::Endpoint && updated_clusters.all;
+        let Some(sent) = self.send(ctx, scope, type_url, only_hosts, resend).await else {
+            return false;
+        };
+        if type_url == TypeUrl::Cluster && sent {
+            updated_clusters.all = true;
+        }
+        true
     }
     fn new(stream: StreamState) -> Self {
         Sotw {
@@ -96,12 +105,17 @@ impl Sotw {
         self.stream.publish();
         if respond {
             let (ctx, scope) = self.stream.view();
-            return self.send(&ctx, &scope, type_url, None, true).await;
+            return self
+                .send(&ctx, &scope, type_url, None, true)
+                .await
+                .is_some();
         }
         true
     }
 
-    /// Generates and sends one type. `only_hosts` limits EDS to clusters of those services.
+    /// Generates and sends one type. `only_hosts` limits EDS to clusters of those services;
+    /// `requested` (or a resend) sends even what the client already has. Returns whether a response
+    /// went out, `None` when the stream is gone.
     async fn send(
         &mut self,
         ctx: &PushContext,
@@ -109,10 +123,10 @@ impl Sotw {
         type_url: TypeUrl,
         only_hosts: Option<&BTreeSet<String>>,
         requested: bool,
-    ) -> bool {
+    ) -> Option<bool> {
         let started = Instant::now();
         let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
-            return true;
+            return Some(false);
         };
         if requested
             && type_url == TypeUrl::Secret
@@ -122,11 +136,11 @@ impl Sotw {
                 .count_unavailable_secrets(&watch.names, &list.resources);
         }
         if only_hosts.is_some() && list.resources.is_empty() {
-            return true;
+            return Some(false);
         }
         let (resources, digest) = (&list.resources, list.digest);
         if !requested && only_hosts.is_none() && self.last_sent.get(&type_url) == Some(&digest) {
-            return true;
+            return Some(false);
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
         let body = ctx.encoded_resources(digest, resources);
@@ -137,12 +151,12 @@ impl Sotw {
             .send(type_url, response, nonce, version, count, started)
             .await
         {
-            return false;
+            return None;
         }
         if only_hosts.is_none() {
             self.last_sent.insert(type_url, digest);
         }
         debug!(r#type = type_url.short(), resources = count, "pushed");
-        true
+        Some(true)
     }
 }

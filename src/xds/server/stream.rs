@@ -36,23 +36,40 @@ pub(super) trait StreamHandler: Send + Sized + 'static {
     /// Handles one client request (subscription, ACK or NACK).
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     /// Sends what a push changed of one watched type; `only_hosts` limits EDS to those services.
+    /// `updated_clusters` carries what CDS sent to EDS later in the same push: the handler adds the
+    /// clusters it sends, and resends their endpoints even when unchanged, because Envoy keeps an
+    /// updated cluster warming (and the old one serving) until its ClusterLoadAssignment arrives,
+    /// up to its 15 s initial-fetch timeout.
     fn send_pushed(
         &mut self,
         ctx: &PushContext,
         scope: &ScopeView,
         type_url: TypeUrl,
         only_hosts: Option<&BTreeSet<String>>,
+        updated_clusters: &mut UpdatedClusters,
     ) -> impl std::future::Future<Output = bool> + Send;
 }
 
-/// Sends the watched types a push touches, in push order, all from one view of one context.
-/// False when the stream is gone.
+/// The clusters a push has sent so far: all of them (SotW responses carry every cluster) or these
+/// names (Delta sends only what changed).
+#[derive(Default)]
+pub(super) struct UpdatedClusters {
+    pub(super) all: bool,
+    pub(super) names: BTreeSet<String>,
+}
+
+/// Sends the watched types a push touches, in push order (CDS before EDS), all from one view of
+/// one context. False when the stream is gone.
 async fn push_all<H: StreamHandler>(handler: &mut H, push: &PushRequest) -> bool {
     let (ctx, scope) = handler.stream().view();
     let types = push.types_among(handler.stream().watches.keys().copied());
+    let mut updated_clusters = UpdatedClusters::default();
     for t in types {
         let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
-        if !handler.send_pushed(&ctx, &scope, t, only).await {
+        if !handler
+            .send_pushed(&ctx, &scope, t, only, &mut updated_clusters)
+            .await
+        {
             return false;
         }
     }
