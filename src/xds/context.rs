@@ -66,6 +66,8 @@ pub struct ScopeView {
     pub proxy_type: ProxyType,
     /// `INTERCEPTION_MODE: NONE`: outbound listeners bind real ports on loopback.
     pub interception_none: bool,
+    /// Every address of the proxy is IPv6: DNS clusters resolve IPv6 only (else IPv4 only).
+    pub ipv6_only: bool,
     /// The service ports (and protocols) served at the proxy's IP: its inbound listeners and
     /// clusters. Two proxies with the same labels at different IPs may differ here.
     pub inbound: Arc<BTreeMap<u32, Protocol>>,
@@ -352,6 +354,7 @@ impl PushContext {
         proxy.generator.hash(&mut h);
         proxy.proxy_type.hash(&mut h);
         proxy.interception_none.hash(&mut h);
+        proxy.ipv6_only.hash(&mut h);
         inbound.hash(&mut h);
         sidecar.as_ref().map(|c| c.key()).hash(&mut h);
         mtls.hash(&mut h);
@@ -379,6 +382,7 @@ impl PushContext {
                     generator: proxy.generator,
                     proxy_type: proxy.proxy_type,
                     interception_none: proxy.interception_none,
+                    ipv6_only: proxy.ipv6_only,
                     inbound,
                     services,
                     sidecar: sidecar.clone(),

@@ -34,6 +34,8 @@ pub struct Proxy {
     pub generator: Generator,
     /// `INTERCEPTION_MODE: NONE`: no iptables, so outbound listeners must bind real ports on loopback.
     pub interception_none: bool,
+    /// Every address of the proxy (node id and `INSTANCE_IPS`) is IPv6.
+    pub ipv6_only: bool,
     pub user_agent: String,
     pub istio_version: String,
     /// Who the stream proved to be (token or client certificate on the TLS port); `None` on the
@@ -107,8 +109,20 @@ impl Proxy {
         } else {
             Generator::Envoy
         };
+        let ipv6_only = std::iter::once(parts[1])
+            .chain(
+                metadata
+                    .get("INSTANCE_IPS")
+                    .map(String::as_str)
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|ip| !ip.is_empty()),
+            )
+            .all(|ip| matches!(ip.parse::<std::net::IpAddr>(), Ok(std::net::IpAddr::V6(_))));
         Ok(Proxy {
             id: node.id.clone(),
+            ipv6_only,
             proxy_type,
             ip: parts[1].to_string(),
             pod_name: pod_name.to_string(),

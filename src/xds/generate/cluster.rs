@@ -10,8 +10,8 @@ use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::Thresholds;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
-    ClusterDiscoveryType, CommonLbConfig, DiscoveryType, EdsClusterConfig, LbConfig, LbPolicy,
-    MaglevLbConfig, RingHashLbConfig,
+    ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
+    LbConfig, LbPolicy, MaglevLbConfig, RingHashLbConfig,
 };
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, UpstreamConnectionOptions,
@@ -123,9 +123,17 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
             .destination_rule_for(&scope.namespace, svc)
             .map(|d| &d.spec);
         for port in &svc.ports {
-            out.push(build(ctx, svc, port, dr, None, scope.mtls));
+            out.push(build(ctx, svc, port, dr, None, scope.mtls, scope.ipv6_only));
             for subset in dr.map(|d| d.subsets.as_slice()).unwrap_or_default() {
-                out.push(build(ctx, svc, port, dr, Some(subset), scope.mtls));
+                out.push(build(
+                    ctx,
+                    svc,
+                    port,
+                    dr,
+                    Some(subset),
+                    scope.mtls,
+                    scope.ipv6_only,
+                ));
             }
         }
     }
@@ -172,7 +180,7 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opti
     } else {
         Some(dr?.subsets.iter().find(|s| s.name == subset)?)
     };
-    let built = build(ctx, svc, sp, dr, subset, false);
+    let built = build(ctx, svc, sp, dr, subset, false, scope.ipv6_only);
     Some(for_grpc(&built).unwrap_or(built))
 }
 
@@ -197,6 +205,7 @@ fn build(
     dr: Option<&DestinationRule>,
     subset: Option<&Subset>,
     auto_mtls: bool,
+    ipv6_only: bool,
 ) -> Arc<Resource> {
     let name = outbound_cluster(
         port.number,
@@ -237,6 +246,13 @@ fn build(
                 DiscoveryType::LogicalDns
             };
             c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(kind as i32));
+            // As istiod (dual stack off): resolve the family the proxy has, so a name like
+            // `localhost` does not come back as an IPv6 address an IPv4 pod cannot reach.
+            c.dns_lookup_family = if ipv6_only {
+                DnsLookupFamily::V6Only
+            } else {
+                DnsLookupFamily::V4Only
+            } as i32;
             let mut targets: Vec<(String, u32)> = ctx
                 .registry
                 .endpoints(&svc.hostname, port.number)

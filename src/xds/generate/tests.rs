@@ -783,3 +783,20 @@ spec: {action: DENY, rules: [{to: [{operation: {paths: [/admin]}}], when: [{key:
     let rule = &deny.policies["ns[a]-policy[deny-sni]-rule[0]"];
     assert!(format!("{:?}", rule.permissions).contains("/admin"));
 }
+
+/// DNS clusters resolve the address family the proxy has, as istiod does with dual stack off:
+/// IPv6 only for a proxy whose every address is IPv6, IPv4 only otherwise.
+#[test]
+fn dns_clusters_resolve_the_proxys_address_family() {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::DnsLookupFamily;
+    let c = ctx("apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: default}
+spec: {hosts: [db.example.com], ports: [{number: 8080, name: http, protocol: HTTP}], resolution: DNS}
+");
+    let family = |p: &Proxy| cluster(&c, p, "outbound|8080||db.example.com").dns_lookup_family;
+    assert_eq!(family(&vm_at("10.0.0.5")), DnsLookupFamily::V4Only as i32);
+    assert_eq!(family(&vm_at("fd00::5")), DnsLookupFamily::V6Only as i32);
+    let dual = proxy("default", &[("INSTANCE_IPS", "fd00::9,10.0.0.9")]);
+    assert_eq!(family(&dual), DnsLookupFamily::V4Only as i32);
+}
