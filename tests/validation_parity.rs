@@ -1307,8 +1307,8 @@ fn sidecars() -> Vec<Case> {
         case(
             "unhonoured/outboundTrafficPolicy",
             "Sidecar",
-            "outboundTrafficPolicy: {mode: REGISTRY_ONLY}",
-            Warn("the mesh-wide outboundTrafficPolicy applies"),
+            "outboundTrafficPolicy: {mode: ALLOW_ANY, egressProxy: {host: proxy.example.com, port: {number: 3128}}}",
+            Warn("no egress proxy"),
         ),
     ]
 }

@@ -212,8 +212,8 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(
         Kind::Sidecar,
-        "outboundTrafficPolicy",
-        "the mesh-wide outboundTrafficPolicy applies",
+        "outboundTrafficPolicy.egressProxy",
+        "no egress proxy: unknown destinations are passed through directly",
     ),
     // WorkloadGroup, EnvoyFilter, Telemetry, WasmPlugin, ProxyConfig: not acted on at all.
     field(

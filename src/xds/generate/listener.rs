@@ -3,7 +3,9 @@
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
 use super::route::{FAULT_FILTER, virtual_host};
 use super::util::{ads, any, outbound_cluster};
+use crate::config::Spec;
 use crate::config::mesh::PathNormalization;
+use crate::config::networking::OutboundTrafficPolicyMode;
 use crate::config::security::MtlsMode;
 use crate::model::{Protocol, Service};
 use crate::xds::context::{PushContext, ScopeView};
@@ -232,7 +234,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
         ));
     }
     if !scope.interception_none {
-        let fallback = if ctx.mesh.outbound_allow_any {
+        let fallback = if allow_any(ctx, scope) {
             PASSTHROUGH
         } else {
             BLACKHOLE
@@ -439,6 +441,19 @@ fn cidr(addr: &str) -> Option<envoy_types::pb::envoy::config::core::v3::CidrRang
     })
 }
 
+/// Whether traffic to destinations outside the registry passes through: the proxy's Sidecar
+/// `outboundTrafficPolicy` when it sets one, else the mesh's.
+fn allow_any(ctx: &PushContext, scope: &ScopeView) -> bool {
+    let from_sidecar = scope.sidecar.as_ref().and_then(|c| match &c.spec {
+        Spec::Sidecar(sc) => sc.outbound_traffic_policy.as_ref(),
+        _ => None,
+    });
+    match from_sidecar {
+        Some(policy) => policy.mode == OutboundTrafficPolicyMode::ALLOW_ANY,
+        None => ctx.mesh.outbound_allow_any,
+    }
+}
+
 /// The Envoy route configuration named after a port: one virtual host per HTTP service on that port.
 pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
     let port: u32 = name.parse().ok()?;
@@ -449,21 +464,39 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
         .filter(|s| s.port(port).is_some_and(|p| p.protocol.is_http()))
         .filter_map(|s| virtual_host(ctx, scope, s, port, false, &mut seen))
         .collect();
-    if ctx.mesh.outbound_allow_any && !scope.interception_none && seen.insert("*".into()) {
+    if !scope.interception_none && seen.insert("*".into()) {
+        // Hosts the mesh does not know: passed through (ALLOW_ANY) or answered 502 (REGISTRY_ONLY),
+        // with istiod's virtual host and route names.
+        let (name, action) = if allow_any(ctx, scope) {
+            (
+                "allow_any",
+                Action::Route(RouteAction {
+                    cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.into())),
+                    timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+                    ..Default::default()
+                }),
+            )
+        } else {
+            (
+                "block_all",
+                Action::DirectResponse(
+                    envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
+                        status: 502,
+                        ..Default::default()
+                    },
+                ),
+            )
+        };
         hosts.push(VirtualHost {
-            name: "allow_any".into(),
+            name: name.into(),
             domains: vec!["*".into()],
             routes: vec![Route {
-                name: "allow_any".into(),
+                name: name.into(),
                 r#match: Some(RouteMatch {
                     path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
                     ..Default::default()
                 }),
-                action: Some(Action::Route(RouteAction {
-                    cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.into())),
-                    timeout: Some(super::util::duration(std::time::Duration::ZERO)),
-                    ..Default::default()
-                })),
+                action: Some(action),
                 ..Default::default()
             }],
             ..Default::default()

@@ -800,3 +800,42 @@ spec: {hosts: [db.example.com], ports: [{number: 8080, name: http, protocol: HTT
     let dual = proxy("default", &[("INSTANCE_IPS", "fd00::9,10.0.0.9")]);
     assert_eq!(family(&dual), DnsLookupFamily::V4Only as i32);
 }
+
+/// Unknown hosts get istiod's answer: passed through under ALLOW_ANY, a 502 from `block_all` under
+/// REGISTRY_ONLY; a Sidecar's `outboundTrafficPolicy` overrides the mesh's.
+#[test]
+fn outbound_traffic_policy_decides_unknown_hosts() {
+    use envoy_types::pb::envoy::config::route::v3::route::Action;
+    let yaml = se("default", "web", "HTTP");
+    let fallback = |ctx: &PushContext| {
+        let rc = route_config(ctx, &proxy("default", &[]), "80");
+        let vh = rc
+            .virtual_hosts
+            .iter()
+            .find(|v| v.domains == ["*"])
+            .expect("catch-all virtual host")
+            .clone();
+        let status = match &vh.routes[0].action {
+            Some(Action::DirectResponse(d)) => d.status,
+            _ => 0,
+        };
+        (vh.name, status)
+    };
+    let snap = Store::from_yaml(&yaml).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let registry_only = MeshSettings {
+        outbound_allow_any: false,
+        ..MeshSettings::default()
+    };
+    let strict = PushContext::new(1, snap, reg, registry_only.clone());
+    assert_eq!(fallback(&strict), ("block_all".to_string(), 502));
+    assert_eq!(fallback(&ctx(&yaml)), ("allow_any".to_string(), 0));
+
+    let with_sidecar = format!(
+        "{yaml}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: default}}\nspec: {{outboundTrafficPolicy: {{mode: ALLOW_ANY}}}}\n"
+    );
+    let snap = Store::from_yaml(&with_sidecar).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let overridden = PushContext::new(1, snap, reg, registry_only);
+    assert_eq!(fallback(&overridden), ("allow_any".to_string(), 0));
+}
