@@ -705,27 +705,6 @@ fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
     }
 }
 
-/// gRPC status names an abort may return.
-const GRPC_STATUSES: &[&str] = &[
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
     if fault.abort.is_none() && fault.delay.is_none() {
         r.error(
@@ -761,7 +740,7 @@ fn fault_injection(r: &mut Report, path: &str, fault: &HttpFaultInjection) {
             );
         }
         if let Some(status) = &abort.grpc_status
-            && !GRPC_STATUSES.contains(&status.as_str())
+            && !crate::config::networking::GRPC_STATUS_NAMES.contains(&status.as_str())
         {
             r.error(
                 format!("{ap}.grpcStatus"),

@@ -228,64 +228,61 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
 pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
     let rules = rules_for(ctx, scope, false);
     let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.provider.as_deref());
-    for (action, enforced, shadow) in [
-        (
-            rbac::Action::Log,
-            Some(&rules.audit).filter(|a| !a.is_empty()),
-            None,
-        ),
-        (
-            rbac::Action::Deny,
-            Some(&rules.deny).filter(|d| !d.is_empty()),
-            rules.any_dry_deny.then_some(&rules.dry_deny),
-        ),
-        (
-            rbac::Action::Allow,
-            rules.any_allow.then_some(&rules.allow),
-            rules.any_dry_allow.then_some(&rules.dry_allow),
-        ),
-    ] {
-        if enforced.is_some() || shadow.is_some() {
-            out.push(HttpFilter {
+    out.extend(
+        rbac_configs(&rules, Layer::Http)
+            .into_iter()
+            .map(|value| HttpFilter {
                 name: RBAC_FILTER.into(),
                 config_type: Some(http_filter::ConfigType::TypedConfig(Any {
                     type_url: <HttpRbac as prost::Name>::type_url(),
-                    value: encoded(action, enforced, shadow, Layer::Http),
+                    value,
                 })),
                 ..Default::default()
-            });
-        }
-    }
+            }),
+    );
     out
 }
 
 /// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
 pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
     let rules = rules_for(ctx, scope, true);
-    let mut out = Vec::new();
-    for (action, enforced, shadow) in [
-        (
-            rbac::Action::Deny,
-            Some(&rules.deny).filter(|d| !d.is_empty()),
-            rules.any_dry_deny.then_some(&rules.dry_deny),
-        ),
-        (
-            rbac::Action::Allow,
-            rules.any_allow.then_some(&rules.allow),
-            rules.any_dry_allow.then_some(&rules.dry_allow),
-        ),
-    ] {
-        if enforced.is_some() || shadow.is_some() {
-            out.push(Filter {
-                name: NETWORK_RBAC_FILTER.into(),
-                config_type: Some(filter::ConfigType::TypedConfig(Any {
-                    type_url: <NetworkRbac as prost::Name>::type_url(),
-                    value: encoded(action, enforced, shadow, Layer::Network),
-                })),
-            });
-        }
-    }
-    out
+    rbac_configs(&rules, Layer::Network)
+        .into_iter()
+        .map(|value| Filter {
+            name: NETWORK_RBAC_FILTER.into(),
+            config_type: Some(filter::ConfigType::TypedConfig(Any {
+                type_url: <NetworkRbac as prost::Name>::type_url(),
+                value,
+            })),
+        })
+        .collect()
+}
+
+/// The encoded RBAC configs, one per action in istiod's order (AUDIT on HTTP only, DENY, ALLOW),
+/// each with its enforced and dry-run rules; an action with neither gets no filter.
+fn rbac_configs(rules: &Rules, layer: Layer) -> Vec<Vec<u8>> {
+    let audit = (layer == Layer::Http).then_some((
+        rbac::Action::Log,
+        Some(&rules.audit).filter(|a| !a.is_empty()),
+        None,
+    ));
+    audit
+        .into_iter()
+        .chain([
+            (
+                rbac::Action::Deny,
+                Some(&rules.deny).filter(|d| !d.is_empty()),
+                rules.any_dry_deny.then_some(&rules.dry_deny),
+            ),
+            (
+                rbac::Action::Allow,
+                rules.any_allow.then_some(&rules.allow),
+                rules.any_dry_allow.then_some(&rules.dry_allow),
+            ),
+        ])
+        .filter(|(_, enforced, shadow)| enforced.is_some() || shadow.is_some())
+        .map(|(action, enforced, shadow)| encoded(action, enforced, shadow, layer))
+        .collect()
 }
 
 #[derive(Clone, Copy, PartialEq)]

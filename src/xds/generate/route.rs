@@ -607,26 +607,7 @@ fn http_fault(f: &crate::config::networking::HttpFaultInjection) -> HttpFault {
 
 /// gRPC status names (as Istio accepts them) to codes.
 fn grpc_code(name: &str) -> Option<u32> {
-    const CODES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-    CODES
+    crate::config::networking::GRPC_STATUS_NAMES
         .iter()
         .position(|c| *c == name)
         .map(|p| p as u32)

@@ -91,29 +91,28 @@ fn proxies_sharing_a_scope_share_built_resources() {
 }
 
 /// A sidecar at `ip` in namespace `vms` with the labels every VM of one WorkloadGroup shares.
-fn vm_at(ip: &str) -> Proxy {
+/// A proxy with node id `id` and the single label `app: <app>`.
+fn labelled(id: &str, app: &str) -> Proxy {
+    let label = Value {
+        kind: Some(VKind::StringValue(app.into())),
+    };
+    let labels = Value {
+        kind: Some(VKind::StructValue(Struct {
+            fields: [("app".to_string(), label)].into(),
+        })),
+    };
     let node = Node {
-        id: format!("sidecar~{ip}~vm.vms~vms.svc.cluster.local"),
+        id: id.into(),
         metadata: Some(Struct {
-            fields: [(
-                "LABELS".to_string(),
-                Value {
-                    kind: Some(VKind::StructValue(Struct {
-                        fields: [(
-                            "app".to_string(),
-                            Value {
-                                kind: Some(VKind::StringValue("vm".into())),
-                            },
-                        )]
-                        .into(),
-                    })),
-                },
-            )]
-            .into(),
+            fields: [("LABELS".to_string(), labels)].into(),
         }),
         ..Default::default()
     };
     Proxy::from_node(Some(&node)).unwrap()
+}
+
+fn vm_at(ip: &str) -> Proxy {
+    labelled(&format!("sidecar~{ip}~vm.vms~vms.svc.cluster.local"), "vm")
 }
 
 #[test]
@@ -684,28 +683,7 @@ fn gateway_servers_sharing_a_port_never_produce_conflicting_chains() {
         "  - {port: {number: 8443, name: plain, protocol: HTTP}, hosts: ['*']}\n",
     );
     let c = ctx(yaml);
-    let node = Node {
-        id: "router~10.0.0.5~gw-0.a~a.svc.cluster.local".into(),
-        metadata: Some(Struct {
-            fields: [(
-                "LABELS".to_string(),
-                Value {
-                    kind: Some(VKind::StructValue(Struct {
-                        fields: [(
-                            "app".to_string(),
-                            Value {
-                                kind: Some(VKind::StringValue("gw".into())),
-                            },
-                        )]
-                        .into(),
-                    })),
-                },
-            )]
-            .into(),
-        }),
-        ..Default::default()
-    };
-    let gw = Proxy::from_node(Some(&node)).unwrap();
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
     let l = listener_named(&c, &gw, "0.0.0.0_8443");
     let chains: Vec<(String, String)> = l
         .filter_chains
