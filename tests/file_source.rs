@@ -1,5 +1,7 @@
 //! The file source: loads, reloads, deletes, and survives bad files without losing good config.
 
+mod common;
+
 use rudder::config::{ConfigKey, Kind, Spec};
 use rudder::metrics::{Metrics, Registry};
 use rudder::source::file::FileSource;
@@ -352,4 +354,32 @@ fn an_edit_to_a_large_file_touches_only_the_changed_documents() {
     assert_eq!(host_of(&store, "s4").as_deref(), Some("four.com"));
     assert_eq!(store.snapshot().len(), 200);
     assert!(source.status_handle().lock().unwrap()[0].error.is_none());
+}
+
+/// The mesh ConfigMap (`istio` in the root namespace) is read from the config directory, as istiod
+/// reads its mesh config file: mesh-wide settings apply and follow edits without a cluster.
+#[test]
+fn mesh_config_map_in_the_directory_applies_and_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = |mode: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\n\
+             data:\n  mesh: |\n    outboundTrafficPolicy: {{mode: {mode}}}\n"
+        )
+    };
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh("REGISTRY_ONLY"));
+    let daemon = common::Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let allow_any = || {
+        let (_, body) = common::http_get(daemon.addr("monitoring"), "/debug/mesh");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["outboundAllowAny"].as_bool()
+    };
+    common::eventually(30, "REGISTRY_ONLY from the file", || {
+        allow_any() == Some(false)
+    });
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh("ALLOW_ANY"));
+    common::eventually(30, "edit applied", || allow_any() == Some(true));
 }

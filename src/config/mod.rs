@@ -516,6 +516,10 @@ impl Config {
         let (group, version) = api_version
             .split_once('/')
             .unwrap_or(("", api_version.as_str()));
+        if api_version == "v1" && kind_name == "ConfigMap" && metadata.name == mesh::MESH_CONFIGMAP
+        {
+            return mesh_config_map(obj, metadata, default_namespace).map(Some);
+        }
         let Some(kind) = Kind::from_name(&kind_name).filter(|k| k.group() == group) else {
             if group.ends_with(".istio.io") {
                 return Err(doc_error(format!(
@@ -580,6 +584,59 @@ impl Config {
             status: obj.remove("status"),
         }))
     }
+}
+
+/// The mesh ConfigMap (`istio`, key `mesh`) given as a file: what istiod reads from its
+/// `--meshConfig` file, so mesh-wide settings work without a cluster. Its MeshConfig is checked
+/// here; settings take effect when it is in the root namespace.
+fn mesh_config_map(
+    mut obj: serde_json::Map<String, serde_json::Value>,
+    mut meta: ObjectMeta,
+    default_namespace: &str,
+) -> Result<Config, DocumentOutcome> {
+    if meta.namespace.is_empty() {
+        meta.namespace = default_namespace.to_string();
+    }
+    let object = ObjectRef {
+        kind: "ConfigMap".into(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+    };
+    let invalid = |field: &str, message: String| {
+        DocumentOutcome::Error(ConfigError::Invalid {
+            object: object.clone(),
+            field: field.to_string(),
+            message,
+        })
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "apiVersion" | "kind" | "data") {
+            return Err(invalid(key, format!("unknown field {key:?}")));
+        }
+    }
+    let data: BTreeMap<String, String> = match obj.remove("data") {
+        None | Some(serde_json::Value::Null) => BTreeMap::new(),
+        Some(v) => serde_json::from_value(v).map_err(|e| invalid("data", e.to_string()))?,
+    };
+    if let Some(text) = data.get(mesh::MESH_KEY) {
+        mesh::MeshConfig::parse(text).map_err(|e| invalid("data.mesh", e))?;
+    }
+    let config_map = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(meta.name.clone()),
+            namespace: Some(meta.namespace.clone()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    Ok(Config {
+        api_version: "v1".into(),
+        kind: Kind::ConfigMap,
+        metadata: meta,
+        spec: Spec::ConfigMap(Box::new(config_map)),
+        status: None,
+    })
 }
 
 impl Config {
