@@ -536,6 +536,28 @@ fn apply_connection_pool(
     }
 }
 
+/// The upstream protocol options of a cluster that speaks HTTP/2 because its port says so
+/// (`http2`, `grpc`, `grpc-web`); none for other protocols.
+pub(super) fn http2_options(
+    protocol: Protocol,
+) -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any> {
+    let mut out = std::collections::HashMap::new();
+    if protocol.is_http2() {
+        let opts = HttpProtocolOptions {
+            upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+                ExplicitHttpConfig {
+                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
+                        Http2ProtocolOptions::default(),
+                    )),
+                },
+            )),
+            ..Default::default()
+        };
+        out.insert(UPSTREAM_HTTP_OPTIONS.into(), any(&opts));
+    }
+    out
+}
+
 fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {
     let Some(o) = o else { return };
     let mut out = EnvoyOutlier {

@@ -272,13 +272,14 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
     }
     scope
         .inbound
-        .keys()
-        .copied()
-        .map(|port| {
+        .iter()
+        .map(|(&port, &protocol)| {
             let name = inbound_cluster_name(port);
             Resource::new(
                 &name,
                 any(&Cluster {
+                    // As istiod: an HTTP/2 or gRPC port reaches the application over HTTP/2.
+                    typed_extension_protocol_options: super::cluster::http2_options(protocol),
                     name: name.clone(),
                     cluster_discovery_type: Some(ClusterDiscoveryType::Type(
                         DiscoveryType::Static as i32,

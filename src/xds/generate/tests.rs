@@ -817,3 +817,28 @@ fn outbound_traffic_policy_decides_unknown_hosts() {
     let overridden = PushContext::new(1, snap, reg, registry_only);
     assert_eq!(fallback(&overridden), ("allow_any".to_string(), 0));
 }
+
+/// Inbound clusters speak the port's protocol to the application: HTTP/2 for gRPC and HTTP/2
+/// ports (a gRPC server would otherwise get HTTP/1.1), nothing added for HTTP/1.1 ports.
+#[test]
+fn inbound_clusters_speak_http2_to_grpc_apps() {
+    let c = ctx("
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: vms}
+spec:
+  hosts: [api.vms.svc.cluster.local]
+  ports: [{number: 7070, name: grpc, protocol: GRPC}, {number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.9.0.3}]
+");
+    let vm = vm_at("10.9.0.3");
+    let h2 = |name: &str| {
+        cluster(&c, &vm, name)
+            .typed_extension_protocol_options
+            .values()
+            .any(|opts| opts.type_url.ends_with("HttpProtocolOptions"))
+    };
+    assert!(h2("inbound|7070||"));
+    assert!(!h2("inbound|8080||"));
+}
