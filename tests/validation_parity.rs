@@ -994,10 +994,10 @@ fn service_entries() -> Vec<Case> {
             Deny("only one of WorkloadSelector or Endpoints is allowed"),
         ),
         case(
-            "unhonoured/subjectAltNames",
+            "ServiceEntry/subjectAltNames",
             "ServiceEntry",
             "hosts: [a.example.com]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DNS\nsubjectAltNames: [spiffe://cluster.local/ns/a/sa/a]",
-            Warn("spec.subjectAltNames: accepted but not honoured"),
+            Ok,
         ),
     ];
     for proto in [

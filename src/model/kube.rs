@@ -181,6 +181,7 @@ pub fn add_kubernetes(
             location: Location::MESH_INTERNAL,
             export_to,
             source: format!("Service/{ns}/{name}"),
+            subject_alt_names: Vec::new(),
         };
         for port in &ports {
             let mut eps: BTreeSet<Endpoint> = BTreeSet::new();

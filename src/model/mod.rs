@@ -74,6 +74,9 @@ pub struct Service {
     pub export_to: Vec<String>,
     /// The ServiceEntry this came from, for provenance in debug output.
     pub source: String,
+    /// ServiceEntry `subjectAltNames`: identities its servers may present, besides those of its
+    /// endpoints' service accounts.
+    pub subject_alt_names: Vec<String>,
 }
 
 impl Service {
@@ -219,6 +222,7 @@ fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str)
         location: se.location,
         export_to: se.export_to.clone(),
         source: source.to_string(),
+        subject_alt_names: se.subject_alt_names.clone(),
     }
 }
 

@@ -179,11 +179,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         sidecars_only: false,
         value: Some("DYNAMIC_DNS"),
     },
-    field(
-        Kind::ServiceEntry,
-        "subjectAltNames",
-        "the server identity is not pinned to these names",
-    ),
     // Sidecar
     field(
         Kind::Sidecar,

@@ -311,8 +311,9 @@ fn build(
     Resource::new(name, any(&c))
 }
 
-/// The SPIFFE identities of a service port's endpoints (their service accounts in the service's
-/// namespace), which its servers' certificates must carry, as istiod pins them.
+/// The identities a service port's servers may present, as istiod pins them: the SPIFFE
+/// identities of its endpoints' service accounts (in the service's namespace) and a ServiceEntry's
+/// `subjectAltNames`.
 fn identities(ctx: &PushContext, svc: &Service, port: &ServicePort) -> Vec<String> {
     ctx.registry
         .endpoints(&svc.hostname, port.number)
@@ -324,6 +325,7 @@ fn identities(ctx: &PushContext, svc: &Service, port: &ServicePort) -> Vec<Strin
                 ctx.mesh.trust_domain, svc.namespace, e.service_account
             )
         })
+        .chain(svc.subject_alt_names.iter().cloned())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect()

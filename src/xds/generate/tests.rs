@@ -842,3 +842,36 @@ spec:
     assert!(h2("inbound|7070||"));
     assert!(!h2("inbound|8080||"));
 }
+
+/// A ServiceEntry's `subjectAltNames` pin the identity its servers must present under mTLS, as
+/// istiod adds them to the service's accounts.
+#[test]
+fn service_entry_subject_alt_names_pin_the_server_identity() {
+    let c = ctx("apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: a}
+spec:
+  hosts: [db.a.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.2.0.1}]
+  subjectAltNames: [\"spiffe://cluster.local/ns/a/sa/db\"]
+");
+    let cl = cluster(&c, &verified("b"), "outbound|5432||db.a.svc.cluster.local");
+    let socket = format!("{:?}", cl.transport_socket_matches);
+    assert!(
+        String::from_utf8_lossy(
+            &cl.transport_socket_matches[0]
+                .transport_socket
+                .as_ref()
+                .and_then(|t| match &t.config_type {
+                    Some(envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(a)) => Some(a.value.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        )
+        .contains("spiffe://cluster.local/ns/a/sa/db"),
+        "{socket}"
+    );
+}
