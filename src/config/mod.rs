@@ -542,13 +542,7 @@ impl Config {
             namespace: meta.namespace.clone(),
             name: meta.name.clone(),
         };
-        let invalid = |field: &str, message: String| {
-            DocumentOutcome::Error(ConfigError::Invalid {
-                object: object.clone(),
-                field: field.to_string(),
-                message,
-            })
-        };
+        let invalid = |field: &str, message: String| invalid_field(&object, field, message);
         if !kind.served_versions().contains(&version) {
             return Err(invalid(
                 "apiVersion",
@@ -586,6 +580,14 @@ impl Config {
     }
 }
 
+fn invalid_field(object: &ObjectRef, field: &str, message: String) -> DocumentOutcome {
+    DocumentOutcome::Error(ConfigError::Invalid {
+        object: object.clone(),
+        field: field.to_string(),
+        message,
+    })
+}
+
 /// The mesh ConfigMap (`istio`, key `mesh`) given as a file: what istiod reads from its
 /// `--meshConfig` file, so mesh-wide settings work without a cluster. Its MeshConfig is checked
 /// here; settings take effect when it is in the root namespace.
@@ -602,13 +604,7 @@ fn mesh_config_map(
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
     };
-    let invalid = |field: &str, message: String| {
-        DocumentOutcome::Error(ConfigError::Invalid {
-            object: object.clone(),
-            field: field.to_string(),
-            message,
-        })
-    };
+    let invalid = |field: &str, message: String| invalid_field(&object, field, message);
     for key in obj.keys() {
         if !matches!(key.as_str(), "apiVersion" | "kind" | "data") {
             return Err(invalid(key, format!("unknown field {key:?}")));
