@@ -77,6 +77,22 @@ fn issues_chains_that_openssl_verifies_with_the_callers_identity() {
             && m.contains("citadel_server_success_cert_issuance_count_total 1"),
         "{m}"
     );
+    // Expiry gauges as istiod exports them: the generated root lives ten years.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for gauge in [
+        "citadel_server_root_cert_expiry_timestamp",
+        "citadel_server_cert_chain_expiry_timestamp",
+    ] {
+        let value: i64 = m
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{gauge} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{gauge} missing: {m}"));
+        assert!(value > now + 9 * 365 * 86400, "{gauge} = {value}");
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use crate::metrics::{ReasonLabels, Registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 
 /// What the CA counts: istiod's `citadel_server_*` series, and root ConfigMap writes.
 pub struct CaMetrics {
@@ -14,6 +15,10 @@ pub struct CaMetrics {
     pub csr_errors: Family<ReasonLabels, Counter>,
     /// Root ConfigMap writes by the leader, by outcome.
     pub root_cert_writes: Family<ReasonLabels, Counter>,
+    /// When the root and the signing certificate expire, in Unix seconds: what operators alert on
+    /// (`citadel_server_root_cert_expiry_timestamp`, `citadel_server_cert_chain_expiry_timestamp`).
+    pub root_cert_expiry: Gauge,
+    pub cert_chain_expiry: Gauge,
 }
 
 impl CaMetrics {
@@ -38,6 +43,16 @@ impl CaMetrics {
                 "rudder_root_cert_configmap_writes",
                 "istio-ca-root-cert ConfigMap writes, by outcome",
                 Family::<ReasonLabels, Counter>::default(),
+            ),
+            root_cert_expiry: registry.register(
+                "citadel_server_root_cert_expiry_timestamp",
+                "Unix time at which the CA's root certificate expires",
+                Gauge::default(),
+            ),
+            cert_chain_expiry: registry.register(
+                "citadel_server_cert_chain_expiry_timestamp",
+                "Unix time at which the CA's signing certificate expires",
+                Gauge::default(),
             ),
         }
     }

@@ -139,6 +139,21 @@ impl Authority {
         })
     }
 
+    /// When the root and the signing certificate expire (Unix seconds; 0 when unreadable).
+    pub fn expiry_timestamps(&self) -> (i64, i64) {
+        let not_after = |pem: &str| {
+            ::pem::parse(pem)
+                .ok()
+                .and_then(|p| {
+                    X509Certificate::from_der(p.contents())
+                        .ok()
+                        .map(|(_, c)| c.validity().not_after.timestamp())
+                })
+                .unwrap_or(0)
+        };
+        (not_after(&self.root_pem), not_after(&self.signing_cert_pem))
+    }
+
     pub fn root_pem(&self) -> &str {
         &self.root_pem
     }

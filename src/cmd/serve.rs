@@ -364,6 +364,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let authority = Arc::new(authority);
+    let (root_expiry, chain_expiry) = authority.expiry_timestamps();
+    metrics.ca.root_cert_expiry.set(root_expiry);
+    metrics.ca.cert_chain_expiry.set(chain_expiry);
     // Entries that are IP addresses become IP SANs (a webhook registered by `url` may use one).
     let (ip_names, dns_names): (Vec<String>, Vec<String>) = args
         .serving_dns_names
