@@ -518,9 +518,7 @@ fn apply_connection_pool(
                 ..Default::default()
             })
         } else if protocol.is_http2() || upgrade {
-            UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
-                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(h2())),
-            })
+            explicit_http2(h2())
         } else {
             UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
                 protocol_config: Some(ProtocolConfig::HttpProtocolOptions(
@@ -538,6 +536,12 @@ fn apply_connection_pool(
     }
 }
 
+fn explicit_http2(options: Http2ProtocolOptions) -> UpstreamProtocolOptions {
+    UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+        protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(options)),
+    })
+}
+
 /// The upstream protocol options of a cluster that speaks HTTP/2 because its port says so
 /// (`http2`, `grpc`, `grpc-web`); none for other protocols.
 pub(super) fn http2_options(
@@ -546,13 +550,7 @@ pub(super) fn http2_options(
     let mut out = std::collections::HashMap::new();
     if protocol.is_http2() {
         let opts = HttpProtocolOptions {
-            upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
-                ExplicitHttpConfig {
-                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
-                        Http2ProtocolOptions::default(),
-                    )),
-                },
-            )),
+            upstream_protocol_options: Some(explicit_http2(Http2ProtocolOptions::default())),
             ..Default::default()
         };
         out.insert(UPSTREAM_HTTP_OPTIONS.into(), any(&opts));
@@ -620,22 +618,43 @@ pub(super) fn sds(name: &str) -> SdsSecretConfig {
 /// so the path is named here (docs/decisions.md).
 pub(super) const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
+/// A SAN of `kind` that must equal `name` exactly.
+fn exact_san(kind: SanType, name: &str) -> SubjectAltNameMatcher {
+    SubjectAltNameMatcher {
+        san_type: kind as i32,
+        matcher: Some(StringMatcher {
+            match_pattern: Some(MatchPattern::Exact(name.to_string())),
+            ignore_case: false,
+        }),
+        oid: String::new(),
+    }
+}
+
 /// `subjectAltNames` of a DestinationRule: each name may be the server's DNS name or URI, as
 /// istiod's untyped SAN match accepts either.
 fn server_names(names: &[String]) -> Vec<SubjectAltNameMatcher> {
     names
         .iter()
-        .flat_map(|name| {
-            [SanType::Dns, SanType::Uri].map(|kind| SubjectAltNameMatcher {
-                san_type: kind as i32,
-                matcher: Some(StringMatcher {
-                    match_pattern: Some(MatchPattern::Exact(name.clone())),
-                    ignore_case: false,
-                }),
-                oid: String::new(),
-            })
-        })
+        .flat_map(|name| [SanType::Dns, SanType::Uri].map(|kind| exact_san(kind, name)))
         .collect()
+}
+
+/// Server verification against roots served over SDS, pinned to `sans` when there are any.
+fn sds_validation(
+    roots: SdsSecretConfig,
+    sans: Vec<SubjectAltNameMatcher>,
+) -> ValidationContextType {
+    if sans.is_empty() {
+        return ValidationContextType::ValidationContextSdsSecretConfig(roots);
+    }
+    ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+        default_validation_context: Some(CertificateValidationContext {
+            match_typed_subject_alt_names: sans,
+            ..Default::default()
+        }),
+        validation_context_sds_secret_config: Some(roots),
+        ..Default::default()
+    })
 }
 
 /// Upstream TLS per DestinationRule `tls`. ISTIO_MUTUAL and `credentialName` take their secrets over SDS
@@ -653,55 +672,22 @@ fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<Transpor
             } else {
                 tls.subject_alt_names.as_slice()
             };
-            common.validation_context_type = Some(if sans.is_empty() {
-                ValidationContextType::ValidationContextSdsSecretConfig(sds("ROOTCA"))
-            } else {
-                ValidationContextType::CombinedValidationContext(
-                    CombinedCertificateValidationContext {
-                        default_validation_context: Some(CertificateValidationContext {
-                            match_typed_subject_alt_names: sans
-                                .iter()
-                                .map(|san| SubjectAltNameMatcher {
-                                    san_type: SanType::Uri as i32,
-                                    matcher: Some(StringMatcher {
-                                        match_pattern: Some(MatchPattern::Exact(san.clone())),
-                                        ignore_case: false,
-                                    }),
-                                    oid: String::new(),
-                                })
-                                .collect(),
-                            ..Default::default()
-                        }),
-                        validation_context_sds_secret_config: Some(sds("ROOTCA")),
-                        ..Default::default()
-                    },
-                )
-            });
+            let sans = sans
+                .iter()
+                .map(|san| exact_san(SanType::Uri, san))
+                .collect();
+            common.validation_context_type = Some(sds_validation(sds("ROOTCA"), sans));
             common.alpn_protocols = vec!["istio".into()];
         }
         ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL => {
-            let verify = tls.insecure_skip_verify != Some(true);
             let sans = server_names(&tls.subject_alt_names);
             if !tls.credential_name.is_empty() {
                 let name = format!("kubernetes://{}", tls.credential_name);
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificate_sds_secret_configs = vec![sds(&name)];
                 }
-                let roots = sds(&format!("{name}-cacert"));
-                common.validation_context_type = Some(if sans.is_empty() {
-                    ValidationContextType::ValidationContextSdsSecretConfig(roots)
-                } else {
-                    ValidationContextType::CombinedValidationContext(
-                        CombinedCertificateValidationContext {
-                            default_validation_context: Some(CertificateValidationContext {
-                                match_typed_subject_alt_names: sans,
-                                ..Default::default()
-                            }),
-                            validation_context_sds_secret_config: Some(roots),
-                            ..Default::default()
-                        },
-                    )
-                });
+                common.validation_context_type =
+                    Some(sds_validation(sds(&format!("{name}-cacert")), sans));
             } else {
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificates = vec![TlsCertificate {
@@ -712,7 +698,7 @@ fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<Transpor
                 }
                 // As istiod: without `caCertificates` the server is verified against the system
                 // roots, never left unverified; only `insecureSkipVerify` turns verification off.
-                if verify {
+                if tls.insecure_skip_verify != Some(true) {
                     let roots = if tls.ca_certificates.is_empty() {
                         SYSTEM_ROOTS
                     } else {
