@@ -40,22 +40,15 @@ impl StreamHandler for Delta {
         only_hosts: Option<&BTreeSet<String>>,
         updated_clusters: &mut UpdatedClusters,
     ) -> bool {
-        // Endpoints of the clusters just sent are resent, unchanged or not (see `send_pushed`).
-        let resend = if type_url == TypeUrl::Endpoint {
-            std::mem::take(&mut updated_clusters.names)
-        } else {
-            BTreeSet::new()
-        };
-        let Some(sent) = self
-            .send(ctx, scope, type_url, only_hosts, BTreeSet::new(), &resend)
-            .await
-        else {
-            return false;
-        };
-        if type_url == TypeUrl::Cluster {
-            updated_clusters.names.extend(sent);
-        }
-        true
+        self.send(
+            ctx,
+            scope,
+            type_url,
+            only_hosts,
+            BTreeSet::new(),
+            Some(updated_clusters),
+        )
+        .await
     }
     fn new(stream: StreamState) -> Self {
         Delta {
@@ -125,17 +118,15 @@ impl Delta {
         self.stream.publish();
         if first_for_type || !newly.is_empty() {
             let (ctx, scope) = self.stream.view();
-            return self
-                .send(&ctx, &scope, type_url, None, newly, &BTreeSet::new())
-                .await
-                .is_some();
+            return self.send(&ctx, &scope, type_url, None, newly, None).await;
         }
         true
     }
 
     /// Sends what changed for one type; `explicit` names were just subscribed and are reported as
-    /// removed when they do not exist, so the client stops waiting for them; `resend` names are
-    /// sent even when the client has them. Returns the names sent, `None` when the stream is gone.
+    /// removed when they do not exist, so the client stops waiting for them. In a push, `updated`
+    /// collects the clusters sent, and their endpoints are then sent even when the client has them
+    /// (see `send_pushed`). False when the stream is gone.
     async fn send(
         &mut self,
         ctx: &PushContext,
@@ -143,16 +134,20 @@ impl Delta {
         type_url: TypeUrl,
         only_hosts: Option<&BTreeSet<String>>,
         explicit: BTreeSet<String>,
-        resend: &BTreeSet<String>,
-    ) -> Option<Vec<String>> {
+        mut updated: Option<&mut UpdatedClusters>,
+    ) -> bool {
         let started = Instant::now();
         let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
-            return Some(Vec::new());
+            return true;
         };
         let resources = &list.resources;
         if type_url == TypeUrl::Secret {
             self.stream.count_unavailable_secrets(&explicit, resources);
         }
+        let resend = match updated.as_deref_mut() {
+            Some(u) if type_url == TypeUrl::Endpoint => std::mem::take(&mut u.names),
+            _ => BTreeSet::new(),
+        };
         let sent = self.sent.entry(type_url).or_default();
         // A resource found by an alias (ztunnel's lookup by IP) answers for that name too.
         let current: BTreeSet<&str> = resources
@@ -178,7 +173,7 @@ impl Delta {
                 .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
         );
         if changed.is_empty() && removed.is_empty() {
-            return Some(Vec::new());
+            return true;
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
         let entries = changed.iter().map(|r| r.delta_entry()).collect();
@@ -190,13 +185,15 @@ impl Delta {
         for name in &removed {
             sent.remove(name);
         }
-        let names = changed.iter().map(|r| r.name.clone()).collect();
+        if let Some(u) = updated.filter(|_| type_url == TypeUrl::Cluster) {
+            u.names.extend(changed.iter().map(|r| r.name.clone()));
+        }
         if !self
             .stream
             .send(type_url, response, nonce, version, count, started)
             .await
         {
-            return None;
+            return false;
         }
         debug!(
             r#type = type_url.short(),
@@ -204,6 +201,6 @@ impl Delta {
             removed = removed.len(),
             "pushed"
         );
-        Some(names)
+        true
     }
 }
