@@ -68,8 +68,8 @@ struct Rules {
     /// counting and logging what they would decide, and enforces nothing.
     dry_allow: BTreeMap<String, Policy>,
     dry_deny: BTreeMap<String, Policy>,
+    /// As `any_allow`, for dry-run ALLOW policies.
     any_dry_allow: bool,
-    any_dry_deny: bool,
 }
 
 /// Fields only HTTP requests have. On TCP, istiod drops an ALLOW rule using them (it can never
@@ -143,10 +143,7 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
                 out.any_dry_allow = true;
                 &mut out.dry_allow
             }
-            AuthorizationAction::DENY if dry_run => {
-                out.any_dry_deny = true;
-                &mut out.dry_deny
-            }
+            AuthorizationAction::DENY if dry_run => &mut out.dry_deny,
             AuthorizationAction::ALLOW => {
                 out.any_allow = true;
                 &mut out.allow
@@ -272,7 +269,7 @@ fn rbac_configs(rules: &Rules, layer: Layer) -> Vec<Vec<u8>> {
             (
                 rbac::Action::Deny,
                 Some(&rules.deny).filter(|d| !d.is_empty()),
-                rules.any_dry_deny.then_some(&rules.dry_deny),
+                Some(&rules.dry_deny).filter(|d| !d.is_empty()),
             ),
             (
                 rbac::Action::Allow,
