@@ -680,14 +680,19 @@ fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<Transpor
             common.alpn_protocols = vec!["istio".into()];
         }
         ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL => {
+            // As istiod: the server is verified unless `insecureSkipVerify` says otherwise; without
+            // `caCertificates` or a `credentialName`, against the system roots.
+            let verify = tls.insecure_skip_verify != Some(true);
             let sans = server_names(&tls.subject_alt_names);
             if !tls.credential_name.is_empty() {
                 let name = format!("kubernetes://{}", tls.credential_name);
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificate_sds_secret_configs = vec![sds(&name)];
                 }
-                common.validation_context_type =
-                    Some(sds_validation(sds(&format!("{name}-cacert")), sans));
+                if verify {
+                    common.validation_context_type =
+                        Some(sds_validation(sds(&format!("{name}-cacert")), sans));
+                }
             } else {
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificates = vec![TlsCertificate {
@@ -696,9 +701,7 @@ fn tls_socket(tls: &ClientTlsSettings, identities: &[String]) -> Option<Transpor
                         ..Default::default()
                     }];
                 }
-                // As istiod: without `caCertificates` the server is verified against the system
-                // roots, never left unverified; only `insecureSkipVerify` turns verification off.
-                if tls.insecure_skip_verify != Some(true) {
+                if verify {
                     let roots = if tls.ca_certificates.is_empty() {
                         SYSTEM_ROOTS
                     } else {

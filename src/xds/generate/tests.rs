@@ -875,3 +875,29 @@ spec:
         "{socket}"
     );
 }
+
+/// `insecureSkipVerify` turns server verification off for `credentialName` origination too, as
+/// istiod; without it the secret's CA verifies the server.
+#[test]
+fn credential_name_origination_verifies_unless_told_not_to() {
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
+    let validated = |skip: bool| {
+        let c = ctx(&format!(
+            "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: a}}\nspec: {{host: web.a.svc.cluster.local, trafficPolicy: {{tls: {{mode: SIMPLE, credentialName: web-ca, insecureSkipVerify: {skip}}}}}}}\n",
+            se("a", "web", "HTTP")
+        ));
+        let cl = cluster(&c, &proxy("a", &[]), "outbound|80||web.a.svc.cluster.local");
+        let Some(ConfigType::TypedConfig(any)) = cl.transport_socket.and_then(|t| t.config_type)
+        else {
+            panic!("no TLS transport socket");
+        };
+        UpstreamTlsContext::decode(any.value.as_slice())
+            .unwrap()
+            .common_tls_context
+            .and_then(|c| c.validation_context_type)
+            .is_some()
+    };
+    assert!(validated(false));
+    assert!(!validated(true));
+}
