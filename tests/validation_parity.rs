@@ -462,16 +462,22 @@ fn virtual_services() -> Vec<Case> {
             Warn("spec.http[0].corsPolicy: accepted but not honoured by Rudder yet"),
         ),
         case(
-            "unhonoured/tcp-on-sidecars",
+            "honoured/tcp-on-sidecars",
             "VirtualService",
-            "hosts: [a.ns.svc.cluster.local]\ntcp: [{route: [{destination: {host: a}}]}]",
-            Warn("TCP routes are applied on gateways only"),
+            "hosts: [a.ns.svc.cluster.local]\ntcp: [{match: [{destinationSubnets: [10.0.0.0/8]}], route: [{destination: {host: a}}]}]",
+            Ok,
         ),
         case(
-            "unhonoured/tls-routes",
+            "honoured/tls-routes",
             "VirtualService",
-            "hosts: [\"*.example.com\"]\ngateways: [gw]\ntls: [{match: [{sniHosts: [a.example.com]}], route: [{destination: {host: a.example.com}}]}]",
-            Warn("TLS routes are not applied"),
+            "hosts: [\"*.example.com\"]\ngateways: [gw, mesh]\ntls: [{match: [{sniHosts: [a.example.com]}], route: [{destination: {host: a.example.com}}]}]",
+            Ok,
+        ),
+        case(
+            "unhonoured/tls-destinationSubnets-on-gateways",
+            "VirtualService",
+            "hosts: [\"*.example.com\"]\ngateways: [gw]\ntls: [{match: [{sniHosts: [a.example.com], destinationSubnets: [10.0.0.0/8]}], route: [{destination: {host: a.example.com}}]}]",
+            Warn("TLS routes on gateways match on SNI and port only"),
         ),
     ];
     let mut more = vec![
@@ -2406,12 +2412,12 @@ http: [{delegate: {name: b, namespace: ns}}]", Warn("delegate VirtualServices ar
             "hosts: [a.ns.svc.cluster.local]
 gateways: [gw]
 tcp: [{match: [{destinationSubnets: [10.0.0.0/8]}], route: [{destination: {host: a}}]}]",
-            Warn("TCP routes match on port only")),
+            Warn("TCP routes on gateways match on port only")),
         case("unhonoured/sourceSubnet", "VirtualService",
             "hosts: [a.ns.svc.cluster.local]
 gateways: [gw]
 tcp: [{match: [{sourceSubnet: 10.0.0.0/8}], route: [{destination: {host: a}}]}]",
-            Warn("TCP routes match on port only")),
+            Warn("TCP routes do not match on the client's address")),
         case("unhonoured/tunnel", "DestinationRule",
             "host: a
 trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}", Warn("no tunnel is set up")),

@@ -17,10 +17,20 @@ pub struct Unhonoured {
     pub path: &'static str,
     /// What the user should know, in a few words.
     pub note: &'static str,
-    /// Only when the object applies to sidecars (a VirtualService bound to `mesh`).
-    pub sidecars_only: bool,
+    /// Which VirtualServices it concerns: those sidecars apply, those gateways apply, or any.
+    pub applies: Applies,
     /// Only when the field has this value (an enum's name).
     pub value: Option<&'static str>,
+}
+
+/// Where a VirtualService field goes unhonoured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    Everywhere,
+    /// A VirtualService bound to `mesh` (no gateways, or `mesh` among them).
+    Sidecars,
+    /// A VirtualService bound to at least one gateway.
+    Gateways,
 }
 
 const fn field(kind: Kind, path: &'static str, note: &'static str) -> Unhonoured {
@@ -28,8 +38,15 @@ const fn field(kind: Kind, path: &'static str, note: &'static str) -> Unhonoured
         kind,
         path,
         note,
-        sidecars_only: false,
+        applies: Applies::Everywhere,
         value: None,
+    }
+}
+
+const fn on_gateways(kind: Kind, path: &'static str, note: &'static str) -> Unhonoured {
+    Unhonoured {
+        applies: Applies::Gateways,
+        ..field(kind, path, note)
     }
 }
 
@@ -57,27 +74,20 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "http[].retries.backoff",
         "Envoy's default retry backoff applies",
     ),
-    field(
+    on_gateways(
         Kind::VirtualService,
-        "tls[]",
-        "TLS routes are not applied (SNI routing follows the services' hosts)",
+        "tls[].match[].destinationSubnets",
+        "TLS routes on gateways match on SNI and port only",
     ),
-    Unhonoured {
-        kind: Kind::VirtualService,
-        path: "tcp[]",
-        note: "TCP routes are applied on gateways only, not on sidecars",
-        sidecars_only: true,
-        value: None,
-    },
-    field(
+    on_gateways(
         Kind::VirtualService,
         "tcp[].match[].destinationSubnets",
-        "TCP routes match on port only",
+        "TCP routes on gateways match on port only",
     ),
     field(
         Kind::VirtualService,
         "tcp[].match[].sourceSubnet",
-        "TCP routes match on port only",
+        "TCP routes do not match on the client's address",
     ),
     // DestinationRule
     field(
@@ -176,7 +186,7 @@ pub const UNHONOURED: &[Unhonoured] = &[
         kind: Kind::ServiceEntry,
         path: "resolution",
         note: "no dynamic forward proxy: DYNAMIC_DNS hosts are passed through to the address the client resolved, as with NONE",
-        sidecars_only: false,
+        applies: Applies::Everywhere,
         value: Some("DYNAMIC_DNS"),
     },
     // Sidecar
@@ -256,7 +266,12 @@ pub fn entries(config: &Config) -> Vec<(String, &'static Unhonoured)> {
             out.push((String::new(), u));
             continue;
         }
-        if u.sidecars_only && !applies_to_sidecars(config) {
+        let skip = match u.applies {
+            Applies::Everywhere => false,
+            Applies::Sidecars => !applies_to_sidecars(config),
+            Applies::Gateways => !applies_to_gateways(config),
+        };
+        if skip {
             continue;
         }
         for path in expand(config.kind, u.path) {
@@ -276,6 +291,14 @@ fn applies_to_sidecars(config: &Config) -> bool {
         Spec::VirtualService(vs) => {
             vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh")
         }
+        _ => true,
+    }
+}
+
+/// A VirtualService bound to at least one gateway other than `mesh`.
+fn applies_to_gateways(config: &Config) -> bool {
+    match &config.spec {
+        Spec::VirtualService(vs) => vs.gateways.iter().any(|g| g != "mesh"),
         _ => true,
     }
 }

@@ -123,17 +123,9 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
             .destination_rule_for(&scope.namespace, svc)
             .map(|d| &d.spec);
         for port in &svc.ports {
-            out.push(build(ctx, svc, port, dr, None, scope.mtls, scope.ipv6_only));
+            out.push(build(ctx, svc, port, dr, None, scope.mtls, scope));
             for subset in dr.map(|d| d.subsets.as_slice()).unwrap_or_default() {
-                out.push(build(
-                    ctx,
-                    svc,
-                    port,
-                    dr,
-                    Some(subset),
-                    scope.mtls,
-                    scope.ipv6_only,
-                ));
+                out.push(build(ctx, svc, port, dr, Some(subset), scope.mtls, scope));
             }
         }
     }
@@ -180,7 +172,7 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opti
     } else {
         Some(dr?.subsets.iter().find(|s| s.name == subset)?)
     };
-    let built = build(ctx, svc, sp, dr, subset, false, scope.ipv6_only);
+    let built = build(ctx, svc, sp, dr, subset, false, scope);
     Some(for_grpc(&built).unwrap_or(built))
 }
 
@@ -205,8 +197,9 @@ fn build(
     dr: Option<&DestinationRule>,
     subset: Option<&Subset>,
     auto_mtls: bool,
-    ipv6_only: bool,
+    scope: &ScopeView,
 ) -> Arc<Resource> {
+    let ipv6_only = scope.ipv6_only;
     let name = outbound_cluster(
         port.number,
         subset.map_or("", |s| s.name.as_str()),
@@ -299,7 +292,16 @@ fn build(
         policy.load_balancer.as_ref(),
         passthrough_lb || svc.resolution == Resolution::NONE,
     );
-    apply_connection_pool(&mut c, policy.connection_pool.as_ref(), port.protocol);
+    // As istiod: a sidecar's cluster for a sniffed port speaks whatever HTTP version the client
+    // spoke (gateways do not sniff).
+    let sniffed = port.protocol == Protocol::Unsupported
+        && scope.proxy_type != crate::xds::proxy::ProxyType::Router;
+    apply_connection_pool(
+        &mut c,
+        policy.connection_pool.as_ref(),
+        port.protocol,
+        sniffed,
+    );
     apply_outlier(&mut c, policy.outlier_detection.as_ref());
     match &policy.tls {
         Some(tls) => c.transport_socket = tls_socket(tls, &identities(ctx, svc, port)),
@@ -434,6 +436,7 @@ fn apply_connection_pool(
     c: &mut Cluster,
     pool: Option<&ConnectionPoolSettings>,
     protocol: Protocol,
+    sniffed: bool,
 ) {
     // Istio lifts Envoy's conservative defaults (1024) to effectively unlimited unless configured.
     const UNLIMITED: u32 = u32::MAX;
@@ -500,7 +503,7 @@ fn apply_connection_pool(
     }
     let upgrade = http.and_then(|h| h.h2_upgrade_policy)
         == Some(crate::config::networking::H2UpgradePolicy::UPGRADE);
-    let client_protocol = http.is_some_and(|h| h.use_client_protocol);
+    let client_protocol = sniffed || http.is_some_and(|h| h.use_client_protocol);
     let h2 = || {
         let mut opts = Http2ProtocolOptions::default();
         if let Some(n) = http.map(|h| h.max_concurrent_streams).filter(|n| *n > 0) {
@@ -542,20 +545,27 @@ fn explicit_http2(options: Http2ProtocolOptions) -> UpstreamProtocolOptions {
     })
 }
 
-/// The upstream protocol options of a cluster that speaks HTTP/2 because its port says so
-/// (`http2`, `grpc`, `grpc-web`); none for other protocols.
-pub(super) fn http2_options(
+/// The upstream protocol options of an inbound cluster: HTTP/2 when its port says so (`http2`,
+/// `grpc`, `grpc-web`), the client's HTTP version when the port is sniffed, none otherwise.
+pub(super) fn inbound_protocol_options(
     protocol: Protocol,
 ) -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any> {
-    let mut out = std::collections::HashMap::new();
-    if protocol.is_http2() {
-        let opts = HttpProtocolOptions {
-            upstream_protocol_options: Some(explicit_http2(Http2ProtocolOptions::default())),
+    let upstream = if protocol.is_http2() {
+        explicit_http2(Http2ProtocolOptions::default())
+    } else if protocol == Protocol::Unsupported {
+        UpstreamProtocolOptions::UseDownstreamProtocolConfig(UseDownstreamHttpConfig {
+            http_protocol_options: Some(Http1ProtocolOptions::default()),
+            http2_protocol_options: Some(Http2ProtocolOptions::default()),
             ..Default::default()
-        };
-        out.insert(UPSTREAM_HTTP_OPTIONS.into(), any(&opts));
-    }
-    out
+        })
+    } else {
+        return Default::default();
+    };
+    let opts = HttpProtocolOptions {
+        upstream_protocol_options: Some(upstream),
+        ..Default::default()
+    };
+    std::collections::HashMap::from([(UPSTREAM_HTTP_OPTIONS.to_string(), any(&opts))])
 }
 
 fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {

@@ -4,16 +4,15 @@
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
 use super::cluster::{file, sds};
-use super::listener::{RouteSource, security_filters, server_hcm_filter, tcp_filters};
+use super::listener::{RouteSource, behind_rbac, security_filters, server_hcm_filter};
 use super::route::virtual_service_routes;
 use super::tls::{downstream_socket, mesh_tls};
-use super::util::{any, outbound_cluster};
+use super::util::any;
 use crate::config::host;
 use crate::config::networking::{
     Gateway, HttpMatchRequest, RouteDestination, Server, ServerTlsMode,
 };
 use crate::config::{Kind, Spec};
-use crate::model::resolve_host;
 use crate::xds::context::{GatewayVsEntry, PushContext, ScopeView};
 use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
@@ -191,28 +190,18 @@ fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
     Some(downstream_socket(common, require_client))
 }
 
-/// The first destination of an L4 route, as a cluster.
-fn l4_cluster(
+/// The TCP proxy for an L4 route's destinations (split by weight when there are several).
+fn l4_filter(
     ctx: &PushContext,
     vs: &GatewayVsEntry,
     route: &[RouteDestination],
-) -> Option<String> {
-    let d = route.first()?.destination.as_ref()?;
-    let vs_ns = &vs.config.metadata.namespace;
-    let host = resolve_host(&d.host, vs_ns, &ctx.mesh.domain_suffix);
-    let port = d
-        .port
-        .as_ref()
-        .map(|p| p.number)
-        .filter(|p| *p != 0)
-        .or_else(|| {
-            ctx.registry
-                .services
-                .get(&host)
-                .filter(|s| s.ports.len() == 1)
-                .map(|s| s.ports[0].number)
-        })?;
-    Some(outbound_cluster(port, &d.subset, &host))
+    port: u32,
+) -> Option<envoy_types::pb::envoy::config::listener::v3::Filter> {
+    let name = format!(
+        "{}.{}",
+        vs.config.metadata.name, vs.config.metadata.namespace
+    );
+    super::outbound::l4_route_filter(ctx, &vs.config.metadata.namespace, route, port, &name)
 }
 
 /// VirtualServices bound to this server's gateway, with the server hosts each may serve.
@@ -285,16 +274,16 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                     )]
                 } else {
                     // TLS terminated, then plain TCP to the first bound TCP route.
-                    let cluster = bound_virtual_services(ctx, s)
+                    let proxy = bound_virtual_services(ctx, s)
                         .into_iter()
                         .find_map(|(vs, _)| {
                             vs.spec
                                 .tcp
                                 .first()
-                                .and_then(|t| l4_cluster(ctx, vs, &t.route))
+                                .and_then(|t| l4_filter(ctx, vs, &t.route, port))
                         });
-                    match cluster {
-                        Some(c) => tcp_filters(&network_rbac, &c),
+                    match proxy {
+                        Some(f) => behind_rbac(&network_rbac, f),
                         None => continue,
                     }
                 };
@@ -323,7 +312,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                             .filter(|m| m.gateways.is_empty() || m.gateways.contains(&s.gateway))
                             .flat_map(|m| m.sni_hosts.iter().cloned())
                             .collect();
-                        let Some(cluster) = l4_cluster(ctx, vs, &tls.route) else {
+                        let Some(proxy) = l4_filter(ctx, vs, &tls.route, port) else {
                             continue;
                         };
                         if sni.is_empty() {
@@ -335,7 +324,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                                 server_names: sni,
                                 ..Default::default()
                             }),
-                            filters: tcp_filters(&network_rbac, &cluster),
+                            filters: behind_rbac(&network_rbac, proxy),
                             ..Default::default()
                         });
                     }
@@ -351,12 +340,12 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                                 t.matches.is_empty()
                                     || t.matches.iter().any(|m| m.port == 0 || m.port == port)
                             })
-                            .and_then(|t| l4_cluster(ctx, vs, &t.route))
+                            .and_then(|t| l4_filter(ctx, vs, &t.route, port))
                     });
-                if let Some(c) = cluster {
+                if let Some(proxy) = cluster {
                     chains.push(FilterChain {
                         name: format!("tcp.{port}"),
-                        filters: tcp_filters(&network_rbac, &c),
+                        filters: behind_rbac(&network_rbac, proxy),
                         ..Default::default()
                     });
                 }

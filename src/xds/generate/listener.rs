@@ -2,7 +2,7 @@
 
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
 use super::route::{FAULT_FILTER, virtual_host};
-use super::util::{ads, any, outbound_cluster};
+use super::util::{ads, any};
 use crate::config::Spec;
 use crate::config::mesh::PathNormalization;
 use crate::config::networking::OutboundTrafficPolicyMode;
@@ -32,7 +32,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
@@ -159,80 +159,21 @@ pub(super) fn tcp_filter(cluster: &str) -> Filter {
 
 /// A TCP proxy to `cluster` behind the TCP authorization filters (`rbac`).
 pub(super) fn tcp_filters(rbac: &[Filter], cluster: &str) -> Vec<Filter> {
+    behind_rbac(rbac, tcp_filter(cluster))
+}
+
+/// `proxy` behind the TCP authorization filters (`rbac`).
+pub(super) fn behind_rbac(rbac: &[Filter], proxy: Filter) -> Vec<Filter> {
     let mut out = rbac.to_vec();
-    out.push(tcp_filter(cluster));
+    out.push(proxy);
     out
 }
 
-/// Services in scope grouped by port number.
-fn by_port(scope: &ScopeView) -> BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> {
-    let mut ports: BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> = BTreeMap::new();
-    for svc in &scope.services {
-        for p in &svc.ports {
-            ports.entry(p.number).or_default().push((svc, p.protocol));
-        }
-    }
-    ports
-}
-
-/// Every listener of an Envoy sidecar or gateway-less proxy.
-pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
+/// The listeners that take captured traffic (none with interception NONE): `virtualOutbound` hands
+/// each connection to the outbound listener of its original destination, `virtualInbound` serves
+/// the workload's own ports.
+pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
     let mut out = Vec::new();
-    let bind = if scope.interception_none {
-        "127.0.0.1"
-    } else {
-        "0.0.0.0"
-    };
-    for (port, services) in by_port(scope) {
-        let name = format!("{bind}_{port}");
-        let http = services.iter().any(|(_, p)| p.is_http());
-        let chains = if http {
-            vec![FilterChain {
-                filters: vec![hcm_filter(ctx, &name, RouteSource::Rds(port.to_string()))],
-                ..Default::default()
-            }]
-        } else {
-            // Plain TCP: services with VIPs are told apart by destination address; the first without one
-            // takes the rest (with interception NONE, there is only the port to go by).
-            let mut chains = Vec::new();
-            let mut default_chain = None;
-            for (svc, _) in &services {
-                let cluster = outbound_cluster(port, "", &svc.hostname);
-                let ranges: Vec<_> = svc.addresses.iter().filter_map(|a| cidr(a)).collect();
-                if ranges.is_empty() || scope.interception_none {
-                    default_chain.get_or_insert(cluster);
-                } else {
-                    chains.push(FilterChain {
-                        filter_chain_match: Some(FilterChainMatch {
-                            prefix_ranges: ranges,
-                            ..Default::default()
-                        }),
-                        filters: vec![tcp_filter(&cluster)],
-                        ..Default::default()
-                    });
-                }
-            }
-            if let Some(cluster) = default_chain {
-                chains.push(FilterChain {
-                    filters: vec![tcp_filter(&cluster)],
-                    ..Default::default()
-                });
-            }
-            chains
-        };
-        out.push(Resource::new(
-            &name,
-            any(&Listener {
-                name: name.clone(),
-                address: Some(socket(bind, port)),
-                filter_chains: chains,
-                bind_to_port: Some(BoolValue {
-                    value: scope.interception_none,
-                }),
-                ..Default::default()
-            }),
-        ));
-    }
     if !scope.interception_none {
         let fallback = if allow_any(ctx, scope) {
             PASSTHROUGH
@@ -278,8 +219,11 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
             Resource::new(
                 &name,
                 any(&Cluster {
-                    // As istiod: an HTTP/2 or gRPC port reaches the application over HTTP/2.
-                    typed_extension_protocol_options: super::cluster::http2_options(protocol),
+                    // As istiod: an HTTP/2 or gRPC port reaches the application over HTTP/2, a
+                    // sniffed one over the client's HTTP version.
+                    typed_extension_protocol_options: super::cluster::inbound_protocol_options(
+                        protocol,
+                    ),
                     name: name.clone(),
                     cluster_discovery_type: Some(ClusterDiscoveryType::Type(
                         DiscoveryType::Static as i32,
@@ -318,96 +262,96 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
         &ctx.mesh.root_namespace,
         &scope.namespace,
     );
-    let mut chains: Vec<FilterChain> = scope
-        .inbound
-        .iter()
-        .map(|(p, proto)| (*p, *proto))
-        .flat_map(|(port, protocol)| {
-            let cluster = inbound_cluster_name(port);
-            let filters = if protocol.is_http() {
-                let rc = RouteConfiguration {
-                    name: cluster.clone(),
-                    virtual_hosts: vec![VirtualHost {
-                        name: "inbound|http".into(),
-                        domains: vec!["*".into()],
-                        routes: vec![Route {
-                            name: "default".into(),
-                            r#match: Some(RouteMatch {
-                                path_specifier: Some(route_match::PathSpecifier::Prefix(
-                                    "/".into(),
-                                )),
-                                ..Default::default()
-                            }),
-                            action: Some(Action::Route(RouteAction {
-                                cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.clone())),
-                                timeout: Some(super::util::duration(std::time::Duration::ZERO)),
-                                ..Default::default()
-                            })),
+    let mut chains: Vec<FilterChain> = Vec::new();
+    let mut sniffing = false;
+    for (&port, &protocol) in scope.inbound.iter() {
+        let cluster = inbound_cluster_name(port);
+        let http_filters = || {
+            let rc = RouteConfiguration {
+                name: cluster.clone(),
+                virtual_hosts: vec![VirtualHost {
+                    name: "inbound|http".into(),
+                    domains: vec!["*".into()],
+                    routes: vec![Route {
+                        name: "default".into(),
+                        r#match: Some(RouteMatch {
+                            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
                             ..Default::default()
-                        }],
+                        }),
+                        action: Some(Action::Route(RouteAction {
+                            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.clone())),
+                            timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+                            ..Default::default()
+                        })),
                         ..Default::default()
                     }],
                     ..Default::default()
-                };
-                vec![server_hcm_filter(
-                    ctx,
-                    &cluster,
-                    RouteSource::Inline(Box::new(rc)),
-                    security.clone(),
-                )]
+                }],
+                ..Default::default()
+            };
+            vec![server_hcm_filter(
+                ctx,
+                &cluster,
+                RouteSource::Inline(Box::new(rc)),
+                security.clone(),
+            )]
+        };
+        // PeerAuthentication: STRICT takes mTLS only (even before the proxy can get its
+        // certificate: closed, not open), PERMISSIVE both, DISABLE plaintext. A proxy without an
+        // identity cannot terminate mTLS, so PERMISSIVE stays plaintext for it.
+        let mut mode = crate::model::peer_auth::mode_among(
+            &peer_auth,
+            &ctx.mesh.root_namespace,
+            &scope.namespace,
+            &scope.labels,
+            Some(port),
+        );
+        if mode == MtlsMode::PERMISSIVE && !scope.mtls {
+            mode = MtlsMode::DISABLE;
+        }
+        for opt in inbound_options(protocol, mode) {
+            sniffing |= !opt.alpn.is_empty() && opt.transport == RAW_BUFFER;
+            let tls = if opt.terminate_tls {
+                "-mtls"
+            } else if opt.transport == TLS {
+                "-tls"
             } else {
-                tcp_filters(&network_rbac, &cluster)
+                ""
             };
-            let plaintext = FilterChain {
-                name: cluster.clone(),
+            let sniffed = match (protocol, opt.http) {
+                (Protocol::Unsupported, true) => "-http",
+                (Protocol::Unsupported, false) => "-tcp",
+                _ => "",
+            };
+            chains.push(FilterChain {
+                name: format!("{cluster}{tls}{sniffed}"),
                 filter_chain_match: Some(FilterChainMatch {
                     destination_port: Some(UInt32Value { value: port }),
+                    transport_protocol: opt.transport.into(),
+                    application_protocols: opt.alpn.iter().map(|a| a.to_string()).collect(),
                     ..Default::default()
                 }),
-                filters: filters.clone(),
-                ..Default::default()
-            };
-            let mtls = FilterChain {
-                name: format!("{cluster}-mtls"),
-                filter_chain_match: Some(FilterChainMatch {
-                    destination_port: Some(UInt32Value { value: port }),
-                    transport_protocol: "tls".into(),
-                    ..Default::default()
+                transport_socket: opt.terminate_tls.then(|| {
+                    super::tls::downstream_socket(
+                        super::tls::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
+                        true,
+                    )
                 }),
-                transport_socket: Some(super::tls::downstream_socket(
-                    super::tls::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
-                    true,
-                )),
-                filters,
+                filters: if opt.http {
+                    http_filters()
+                } else {
+                    tcp_filters(&network_rbac, &cluster)
+                },
                 ..Default::default()
-            };
-            // PeerAuthentication: STRICT takes mTLS only (even before the proxy can get its
-            // certificate: closed, not open), PERMISSIVE both (mTLS when the client offers TLS),
-            // DISABLE plaintext. A proxy without an identity cannot terminate mTLS, so PERMISSIVE
-            // stays plaintext for it.
-            let mode = crate::model::peer_auth::mode_among(
-                &peer_auth,
-                &ctx.mesh.root_namespace,
-                &scope.namespace,
-                &scope.labels,
-                Some(port),
-            );
-            match mode {
-                MtlsMode::STRICT => vec![mtls],
-                MtlsMode::PERMISSIVE if scope.mtls => vec![mtls, plaintext],
-                _ => vec![plaintext],
-            }
-        })
-        .collect();
+            });
+        }
+    }
     chains.push(FilterChain {
         name: "inbound-passthrough".into(),
         filters: vec![tcp_filter(INBOUND_PASSTHROUGH)],
         ..Default::default()
     });
-    Listener {
-        name: "virtualInbound".into(),
-        address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
-        listener_filters: vec![
+    let mut listener_filters = vec![
             ListenerFilter {
                 name: "envoy.filters.listener.original_dst".into(),
                 config_type: Some(listener_filter::ConfigType::TypedConfig(any(
@@ -423,13 +367,107 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                 ))),
                 ..Default::default()
             },
-        ],
+        ];
+    if sniffing {
+        listener_filters.push(ListenerFilter {
+            name: "envoy.filters.listener.http_inspector".into(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector::default(),
+            ))),
+            ..Default::default()
+        });
+    }
+    Listener {
+        name: "virtualInbound".into(),
+        address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
+        listener_filters,
+        // As istiod: protocol detection waits for the client's first bytes without a deadline.
+        listener_filters_timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+        continue_on_listener_filters_timeout: true,
         filter_chains: chains,
         ..Default::default()
     }
 }
 
-fn cidr(addr: &str) -> Option<envoy_types::pb::envoy::config::core::v3::CidrRange> {
+/// What the HTTP inspector reports for plaintext HTTP (istiod leaves HTTP/1.0 to TCP by default).
+pub(super) const PLAINTEXT_HTTP_ALPN: [&str; 2] = ["http/1.1", "h2c"];
+const RAW_BUFFER: &str = "raw_buffer";
+const TLS: &str = "tls";
+/// ALPN of istio mTLS clients that send HTTP (the sniffing client's override).
+const MTLS_HTTP_ALPN: &[&str] = &["istio-http/1.0", "istio-http/1.1", "istio-h2"];
+/// ALPN of every istio mTLS client, HTTP or TCP (ours offer `istio`).
+const ALL_MTLS_ALPN: &[&str] = &[
+    "istio",
+    "istio-peer-exchange",
+    "istio-http/1.0",
+    "istio-http/1.1",
+    "istio-h2",
+];
+const MTLS_TCP_ALPN: &[&str] = &["istio-peer-exchange", "istio"];
+
+/// One inbound filter chain of a port: what it matches and how it serves.
+struct InboundOption {
+    transport: &'static str,
+    alpn: &'static [&'static str],
+    http: bool,
+    terminate_tls: bool,
+}
+
+const fn opt(
+    transport: &'static str,
+    alpn: &'static [&'static str],
+    http: bool,
+    terminate_tls: bool,
+) -> InboundOption {
+    InboundOption {
+        transport,
+        alpn,
+        http,
+        terminate_tls,
+    }
+}
+
+/// istiod's inbound filter chains per port protocol and mTLS mode. Envoy picks a chain by
+/// transport, then ALPN, and never falls back to a less specific transport, so every transport a
+/// port can see has its own chains. A sniffed port serves plaintext HTTP/1.1 and h2c, and mTLS
+/// whose ALPN says HTTP, through the HTTP connection manager, and the rest as TCP.
+fn inbound_options(protocol: Protocol, mode: MtlsMode) -> Vec<InboundOption> {
+    let plain_http = PLAINTEXT_HTTP_ALPN.as_slice();
+    match (protocol, mode) {
+        (p, MtlsMode::STRICT) if p.is_http() => vec![opt(TLS, &[], true, true)],
+        // Any TLS client of an HTTP port is taken as a mesh client (proxyless gRPC offers `h2`).
+        (p, MtlsMode::PERMISSIVE) if p.is_http() => {
+            vec![opt(TLS, &[], true, true), opt(RAW_BUFFER, &[], true, false)]
+        }
+        (p, _) if p.is_http() => vec![opt("", &[], true, false)],
+        (Protocol::Unsupported, MtlsMode::STRICT) => vec![
+            opt(TLS, MTLS_HTTP_ALPN, true, true),
+            opt(TLS, &[], false, true),
+        ],
+        (Protocol::Unsupported, MtlsMode::PERMISSIVE) => vec![
+            opt(TLS, MTLS_HTTP_ALPN, true, true),
+            opt(RAW_BUFFER, plain_http, true, false),
+            opt(TLS, MTLS_TCP_ALPN, false, true),
+            opt(RAW_BUFFER, &[], false, false),
+            // One-way TLS from a client outside the mesh: passed to the application as it is.
+            opt(TLS, &[], false, false),
+        ],
+        (Protocol::Unsupported, _) => vec![
+            opt(RAW_BUFFER, plain_http, true, false),
+            opt(RAW_BUFFER, &[], false, false),
+            opt(TLS, &[], false, false),
+        ],
+        (_, MtlsMode::STRICT) => vec![opt(TLS, &[], false, true)],
+        (_, MtlsMode::PERMISSIVE) => vec![
+            opt(TLS, ALL_MTLS_ALPN, false, true),
+            opt(TLS, &[], false, false),
+            opt(RAW_BUFFER, &[], false, false),
+        ],
+        _ => vec![opt("", &[], false, false)],
+    }
+}
+
+pub(super) fn cidr(addr: &str) -> Option<envoy_types::pb::envoy::config::core::v3::CidrRange> {
     let net: ipnet::IpNet = addr
         .parse()
         .or_else(|_| addr.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
@@ -444,7 +482,7 @@ fn cidr(addr: &str) -> Option<envoy_types::pb::envoy::config::core::v3::CidrRang
 
 /// Whether traffic to destinations outside the registry passes through: the proxy's Sidecar
 /// `outboundTrafficPolicy` when it sets one, else the mesh's.
-fn allow_any(ctx: &PushContext, scope: &ScopeView) -> bool {
+pub(super) fn allow_any(ctx: &PushContext, scope: &ScopeView) -> bool {
     let from_sidecar = scope.sidecar.as_ref().and_then(|c| match &c.spec {
         Spec::Sidecar(sc) => sc.outbound_traffic_policy.as_ref(),
         _ => None,
@@ -457,6 +495,9 @@ fn allow_any(ctx: &PushContext, scope: &ScopeView) -> bool {
 
 /// The Envoy route configuration named after a port: one virtual host per HTTP service on that port.
 pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
+    if let Some((host, port)) = name.rsplit_once(':') {
+        return sniffed_route_config(ctx, scope, name, host, port.parse().ok()?);
+    }
     let port: u32 = name.parse().ok()?;
     let mut seen = HashSet::new();
     let mut hosts: Vec<VirtualHost> = scope
@@ -508,6 +549,32 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
         any(&RouteConfiguration {
             name: name.into(),
             virtual_hosts: hosts,
+            validate_clusters: Some(BoolValue { value: false }),
+            ..Default::default()
+        }),
+    ))
+}
+
+/// The route configuration of one sniffed service with a VIP (`<hostname>:<port>`): its virtual
+/// host alone, for every Host header, since the VIP already chose the service (as istiod).
+fn sniffed_route_config(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    name: &str,
+    host: &str,
+    port: u32,
+) -> Option<Arc<Resource>> {
+    let svc = scope
+        .services
+        .iter()
+        .find(|s| s.hostname == host && s.port(port).is_some())?;
+    let mut vh = virtual_host(ctx, scope, svc, port, false, &mut HashSet::new())?;
+    vh.domains = vec!["*".into()];
+    Some(Resource::new(
+        name,
+        any(&RouteConfiguration {
+            name: name.into(),
+            virtual_hosts: vec![vh],
             validate_clusters: Some(BoolValue { value: false }),
             ..Default::default()
         }),

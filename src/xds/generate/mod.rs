@@ -8,6 +8,7 @@ pub mod extauthz;
 pub mod gateway;
 pub mod jwt;
 pub mod listener;
+pub mod outbound;
 pub mod rbac;
 pub mod route;
 pub mod secret;
@@ -86,7 +87,9 @@ pub fn generate(
             }))
         }
         TypeUrl::Listener => filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-            listener::listeners(ctx, scope)
+            let mut v = outbound::listeners(ctx, scope, listener::allow_any(ctx, scope));
+            v.extend(listener::virtual_listeners(ctx, scope));
+            v
         })),
         TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
             listener::grpc_route_config(ctx, scope, n)
