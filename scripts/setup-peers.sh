@@ -21,6 +21,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# iptables for the sidecar-capture tests (network namespaces with istio-iptables' rules; root only).
+if ! command -v iptables >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "== installing iptables"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables iproute2 >/dev/null
+fi
+
 if [ -f "$STAMP" ]; then
   exit 0
 fi

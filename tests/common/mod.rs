@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+pub mod netns;
 pub mod peers;
 
 pub fn rudder() -> Command {
@@ -44,22 +45,22 @@ impl Daemon {
     pub fn spawn(grpc_addr: &str, extra: &[&str]) -> Daemon {
         let ca_dir = tempfile::tempdir().unwrap();
         let ca_path = ca_dir.path().to_string_lossy().to_string();
+        // Loopback ephemeral ports unless `extra` gives an address of its own.
+        let mut args: Vec<&str> = vec!["serve"];
+        for (flag, value) in [
+            ("--monitoring-addr", "127.0.0.1:0"),
+            ("--http-addr", "127.0.0.1:0"),
+            ("--grpc-addr", grpc_addr),
+            ("--secure-grpc-addr", "127.0.0.1:0"),
+            ("--https-addr", "127.0.0.1:0"),
+            ("--ca-dir", ca_path.as_str()),
+        ] {
+            if !extra.contains(&flag) {
+                args.extend([flag, value]);
+            }
+        }
         let mut child = rudder()
-            .args([
-                "serve",
-                "--monitoring-addr",
-                "127.0.0.1:0",
-                "--http-addr",
-                "127.0.0.1:0",
-                "--grpc-addr",
-                grpc_addr,
-                "--secure-grpc-addr",
-                "127.0.0.1:0",
-                "--https-addr",
-                "127.0.0.1:0",
-                "--ca-dir",
-                &ca_path,
-            ])
+            .args(&args)
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

