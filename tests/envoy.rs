@@ -509,3 +509,130 @@ fn envoy_sotw_applies_cluster_updates_without_warming_timeout() {
 fn envoy_delta_applies_cluster_updates_without_warming_timeout() {
     cluster_update_applies_without_warming_timeout(true);
 }
+
+/// A backend that accepts a WebSocket upgrade (101) and then echoes what it receives.
+fn websocket_backend() -> u16 {
+    use std::io::{BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                if common::peers::read_request_head(&mut reader).is_none() {
+                    return;
+                }
+                let mut writer = stream;
+                let _ = writer.write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+                );
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = reader.read(&mut buf) {
+                    if n == 0 || writer.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// WebSocket upgrades pass through the sidecar (istiod enables them on every HTTP connection
+/// manager), and a VirtualService `corsPolicy` is answered by Envoy: a matching preflight never
+/// reaches the backend, a matching request gets the allow-origin header.
+#[test]
+fn envoy_passes_websocket_upgrades_and_applies_cors_policies() {
+    use std::io::{Read, Write};
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let ws = websocket_backend();
+    let web = Backend::start("web");
+    let (ws_port, web_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: ws, namespace: {NS}}}
+spec:
+  hosts: [ws.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{{number: {ws_port}, name: http, protocol: HTTP, targetPort: {ws}}}]
+  resolution: STATIC
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [{HOST}]
+  location: MESH_INTERNAL
+  ports: [{{number: {web_port}, name: http, protocol: HTTP, targetPort: {}}}]
+  resolution: STATIC
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [web]
+  http:
+  - corsPolicy:
+      allowOrigins: [{{exact: "https://shop.example"}}]
+      allowMethods: [GET, POST]
+      maxAge: 24h
+    route: [{{destination: {{host: web}}}}]
+"#,
+            web.port
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &[]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "envoy routes to web", || {
+        request(web_port, HOST, "/", &[]).1 == "web /"
+    });
+
+    // CORS: a matching preflight is answered by Envoy itself.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", web_port)).unwrap();
+    write!(
+        s,
+        "OPTIONS /cart HTTP/1.1\r\nHost: {HOST}\r\nOrigin: https://shop.example\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let lower = raw.to_ascii_lowercase();
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(
+        lower.contains("access-control-allow-origin: https://shop.example")
+            && lower.contains("access-control-allow-methods: get,post")
+            && lower.contains("access-control-max-age: 86400"),
+        "{raw}"
+    );
+    assert!(!raw.contains("web /cart"), "the preflight reached the backend: {raw}");
+
+    // WebSocket: the upgrade goes through, then bytes flow both ways.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", ws_port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        s,
+        "GET /chat HTTP/1.1\r\nHost: ws.shop.svc.cluster.local\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    s.write_all(b"ping").unwrap();
+    let mut echoed = [0u8; 4];
+    s.read_exact(&mut echoed).unwrap();
+    assert_eq!(&echoed, b"ping");
+}

@@ -454,12 +454,12 @@ fn virtual_services() -> Vec<Case> {
         ),
         // accepted but not honoured: each is a warning, never silence
         case(
-            "unhonoured/corsPolicy",
+            "honoured/corsPolicy",
             "VirtualService",
             &vs(&format!(
                 "{{{ROUTE}, corsPolicy: {{allowOrigins: [{{exact: \"https://a.example\"}}]}}}}"
             )),
-            Warn("spec.http[0].corsPolicy: accepted but not honoured by Rudder yet"),
+            Ok,
         ),
         case(
             "honoured/tcp-on-sidecars",
@@ -2383,10 +2383,10 @@ fn unhonoured_fields() -> Vec<Case> {
             "hosts: [a.example.com]
 gateways: [gw]
 http: [{delegate: {name: b, namespace: ns}}]", Warn("delegate VirtualServices are not expanded")),
-        case("unhonoured/retryRemoteLocalities", "VirtualService",
-            &vs(&format!("{{{r}, retries: {{attempts: 2, retryRemoteLocalities: true}}}}")), Warn("retries stay in any locality")),
-        case("unhonoured/backoff", "VirtualService",
-            &vs(&format!("{{{r}, retries: {{attempts: 2, backoff: 1s}}}}")), Warn("Envoy's default retry backoff applies")),
+        case("honoured/retryRemoteLocalities", "VirtualService",
+            &vs(&format!("{{{r}, retries: {{attempts: 2, retryRemoteLocalities: true}}}}")), Ok),
+        case("honoured/backoff", "VirtualService",
+            &vs(&format!("{{{r}, retries: {{attempts: 2, backoff: 1s}}}}")), Ok),
         case("validateHTTPFaultInjectionAbort/http2-error", "VirtualService",
             &vs(&format!("{{{r}, fault: {{abort: {{http2Error: REFUSED_STREAM, percentage: {{value: 1}}}}}}}}")),
             Deny("HTTP/2 abort fault injection not supported yet")),
@@ -2405,7 +2405,7 @@ http: [{delegate: {name: b, namespace: ns}}]", Warn("delegate VirtualServices ar
         case("validateCORSPolicy/header-name", "VirtualService",
             &vs(&format!("{{{r}, corsPolicy: {{allowHeaders: [\"x y\"]}}}}")), Deny("header name x y is not a valid header name")),
         case("validateCORSPolicy/wildcard-header", "VirtualService",
-            &vs(&format!("{{{r}, corsPolicy: {{allowHeaders: [\"*\"], exposeHeaders: [x-id]}}}}")), Warn("CORS is not applied")),
+            &vs(&format!("{{{r}, corsPolicy: {{allowHeaders: [\"*\"], exposeHeaders: [x-id]}}}}")), Ok),
         case("validateCORSPolicy/max-age-precision", "VirtualService",
             &vs(&format!("{{{r}, corsPolicy: {{maxAge: 1500ms}}}}")), Deny("max_age duration is accurate only to seconds precision")),
         case("unhonoured/destinationSubnets", "VirtualService",

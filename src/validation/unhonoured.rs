@@ -56,23 +56,8 @@ pub const UNHONOURED: &[Unhonoured] = &[
     // VirtualService
     field(
         Kind::VirtualService,
-        "http[].corsPolicy",
-        "CORS is not applied; preflight requests reach the backend",
-    ),
-    field(
-        Kind::VirtualService,
         "http[].delegate",
         "delegate VirtualServices are not expanded",
-    ),
-    field(
-        Kind::VirtualService,
-        "http[].retries.retryRemoteLocalities",
-        "retries stay in any locality",
-    ),
-    field(
-        Kind::VirtualService,
-        "http[].retries.backoff",
-        "Envoy's default retry backoff applies",
     ),
     on_gateways(
         Kind::VirtualService,

@@ -1,7 +1,7 @@
 //! LDS and RDS entry points: Envoy sidecar listeners, and proxyless gRPC API listeners.
 
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
-use super::route::{FAULT_FILTER, virtual_host};
+use super::route::{CORS_FILTER, FAULT_FILTER, virtual_host};
 use super::util::{ads, any};
 use crate::config::Spec;
 use crate::config::mesh::PathNormalization;
@@ -45,11 +45,18 @@ pub(super) enum RouteSource {
     Inline(Box<RouteConfiguration>),
 }
 
-/// `security` (request authentication and authorization, server side only) run first, then faults,
-/// then the router.
+/// `security` (request authentication and authorization, server side only) run first, then CORS
+/// (acting only on routes with a `corsPolicy`), then faults, then the router.
 fn http_filters(security: Vec<HttpFilter>) -> Vec<HttpFilter> {
     let mut filters = security;
     filters.extend([
+        HttpFilter {
+            name: CORS_FILTER.into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(
+                &envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
+            ))),
+            ..Default::default()
+        },
         HttpFilter {
             name: FAULT_FILTER.into(),
             config_type: Some(http_filter::ConfigType::TypedConfig(any(
@@ -128,15 +135,18 @@ pub(super) fn server_hcm_filter(
     routes: RouteSource,
     security: Vec<HttpFilter>,
 ) -> Filter {
-    network_filter(
-        "envoy.filters.network.http_connection_manager",
-        &hcm(
-            stat_prefix,
-            routes,
-            security,
-            Some(ctx.mesh.path_normalization),
-        ),
-    )
+    let mut manager = hcm(
+        stat_prefix,
+        routes,
+        security,
+        Some(ctx.mesh.path_normalization),
+    );
+    // As istiod: WebSocket upgrades pass through every Envoy HTTP connection manager.
+    manager.upgrade_configs = vec![http_connection_manager::UpgradeConfig {
+        upgrade_type: "websocket".into(),
+        ..Default::default()
+    }];
+    network_filter("envoy.filters.network.http_connection_manager", &manager)
 }
 
 /// The server-side HTTP filters for `proxy`: JWT verification, then authorization.

@@ -29,6 +29,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatchAndSubstitute, Regex
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
+pub const CORS_FILTER: &str = "envoy.filters.http.cors";
 
 /// Virtual host for one service port, with domains a client may use to reach it.
 pub fn virtual_host(
@@ -202,7 +203,6 @@ fn finish_action(
     } else {
         action.timeout = Some(duration(timeout));
     }
-    action.retry_policy = retry_policy(http, grpc);
     if let Some(svc) = ctx.registry.services.get(host)
         && let Some(ch) = ctx
             .destination_rule_for(&scope.namespace, svc)
@@ -241,14 +241,25 @@ fn finish_action(
             .into_iter()
             .collect();
     }
+    action.retry_policy = retry_policy(
+        http.and_then(|h| h.retries.as_ref()),
+        grpc,
+        !action.hash_policy.is_empty(),
+    );
 }
 
-fn retry_policy(http: Option<&HttpRoute>, grpc: bool) -> Option<RetryPolicy> {
-    let retries = http.and_then(|h| h.retries.as_ref());
-    if retries.is_some_and(|r| r.attempts == 0) {
+/// istiod's retry policy: 2 attempts on connect failures, refused streams, `unavailable` and
+/// `cancelled` (status codes only where `retryOn` lists them); another host each attempt unless the
+/// route hashes to a host (`hashed`) or `retryIgnorePreviousHosts: false`.
+fn retry_policy(
+    retries: Option<&crate::config::networking::HttpRetry>,
+    grpc: bool,
+    hashed: bool,
+) -> Option<RetryPolicy> {
+    if retries.is_some_and(|r| r.attempts <= 0) {
         return None;
     }
-    let attempts = retries.map_or(2, |r| r.attempts.max(0) as u32);
+    let attempts = retries.map_or(2, |r| r.attempts as u32);
     let default_on = if grpc {
         "unavailable,cancelled"
     } else {
@@ -264,10 +275,7 @@ fn retry_policy(http: Option<&HttpRoute>, grpc: bool) -> Option<RetryPolicy> {
         .filter(|s| !s.is_empty())
         .partition(|p| p.parse::<u32>().is_ok());
     let mut retry_on = policies.join(",");
-    let mut status_codes: Vec<u32> = codes.iter().filter_map(|c| c.parse().ok()).collect();
-    if retries.is_none() {
-        status_codes.push(503);
-    }
+    let status_codes: Vec<u32> = codes.iter().filter_map(|c| c.parse().ok()).collect();
     if !status_codes.is_empty() && !retry_on.contains("retriable-status-codes") {
         retry_on = if retry_on.is_empty() {
             "retriable-status-codes".into()
@@ -282,18 +290,85 @@ fn retry_policy(http: Option<&HttpRoute>, grpc: bool) -> Option<RetryPolicy> {
             .and_then(|r| r.per_try_timeout)
             .map(|d| duration(d.as_std())),
         retriable_status_codes: if grpc { vec![] } else { status_codes },
+        retry_back_off: retries.and_then(|r| r.backoff).map(|d| {
+            envoy_types::pb::envoy::config::route::v3::retry_policy::RetryBackOff {
+                base_interval: Some(duration(d.as_std())),
+                ..Default::default()
+            }
+        }),
         ..Default::default()
     };
-    if !grpc {
+    if grpc {
+        return Some(policy);
+    }
+    policy.host_selection_retry_max_attempts = 5;
+    let other_hosts = retries
+        .and_then(|r| r.retry_ignore_previous_hosts)
+        .unwrap_or(!hashed);
+    if other_hosts {
         policy.retry_host_predicate = vec![RetryHostPredicate {
             name: "envoy.retry_host_predicates.previous_hosts".into(),
             config_type: Some(envoy_types::pb::envoy::config::route::v3::retry_policy::retry_host_predicate::ConfigType::TypedConfig(
                 any(&PreviousHostsPredicate {}),
             )),
         }];
-        policy.host_selection_retry_max_attempts = 5;
+    }
+    if retries.and_then(|r| r.retry_remote_localities) == Some(true) {
+        policy.retry_priority = Some(
+            envoy_types::pb::envoy::config::route::v3::retry_policy::RetryPriority {
+                name: "envoy.retry_priorities.previous_priorities".into(),
+                config_type: Some(
+                    envoy_types::pb::envoy::config::route::v3::retry_policy::retry_priority::ConfigType::TypedConfig(any(
+                        &envoy_types::pb::envoy::extensions::retry::priority::previous_priorities::v3::PreviousPrioritiesConfig {
+                            update_frequency: 2,
+                        },
+                    )),
+                ),
+            },
+        );
     }
     Some(policy)
+}
+
+/// A VirtualService `corsPolicy` as istiod translates it: Envoy's CORS filter answers preflights
+/// that match, and forwards the others unless `unmatchedPreflights: IGNORE`.
+fn cors_policy(
+    c: &crate::config::networking::CorsPolicy,
+) -> envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy {
+    use crate::config::networking::UnmatchedPreflights;
+    let origins = if !c.allow_origins.is_empty() {
+        c.allow_origins
+            .iter()
+            .map(|m| string_matcher(m, false))
+            .collect()
+    } else {
+        c.allow_origin
+            .iter()
+            .map(|o| string_matcher(&crate::config::common::StringMatch::Exact(o.clone()), false))
+            .collect()
+    };
+    envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy {
+        allow_origin_string_match: origins,
+        allow_methods: c.allow_methods.join(","),
+        allow_headers: c.allow_headers.join(","),
+        expose_headers: c.expose_headers.join(","),
+        max_age: c
+            .max_age
+            .map(|d| d.as_std().as_secs().to_string())
+            .unwrap_or_default(),
+        allow_credentials: c.allow_credentials.map(|value| BoolValue { value }),
+        filter_enabled: Some(RuntimeFractionalPercent {
+            default_value: Some(envoy_types::pb::envoy::r#type::v3::FractionalPercent {
+                numerator: 100,
+                denominator: 0,
+            }),
+            ..Default::default()
+        }),
+        forward_not_matching_preflights: Some(BoolValue {
+            value: c.unmatched_preflights != Some(UnmatchedPreflights::IGNORE),
+        }),
+        ..Default::default()
+    }
 }
 
 fn cluster_for(
@@ -497,6 +572,10 @@ fn route(
     if let Some(fault) = &http.fault {
         r.typed_per_filter_config
             .insert(FAULT_FILTER.into(), any(&http_fault(fault)));
+    }
+    if let Some(cors) = &http.cors_policy {
+        r.typed_per_filter_config
+            .insert(CORS_FILTER.into(), any(&cors_policy(cors)));
     }
     if let Some(h) = &http.headers {
         if let Some(req) = &h.request {

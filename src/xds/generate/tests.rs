@@ -256,7 +256,7 @@ spec:
   - match: [{{uri: {{regex: "^/v[0-9]+/.*"}}, ignoreUriCase: true, queryParams: {{debug: {{exact: "1"}}}}}}]
     rewrite: {{uri: /new, authority: other.example}}
     timeout: 3s
-    retries: {{attempts: 4, perTryTimeout: 1s, retryOn: "5xx,503"}}
+    retries: {{attempts: 4, perTryTimeout: 1s, retryOn: "5xx,503", backoff: 250ms, retryIgnorePreviousHosts: false, retryRemoteLocalities: true}}
     mirror: {{host: web}}
     mirrorPercentage: {{value: 25}}
     route: [{{destination: {{host: web}}}}]
@@ -299,6 +299,15 @@ spec:
     assert_eq!(retry.retriable_status_codes, [503]);
     assert!(retry.retry_on.contains("5xx") && retry.retry_on.contains("retriable-status-codes"));
     assert_eq!(
+        retry.retry_back_off.as_ref().unwrap().base_interval.unwrap().nanos,
+        250_000_000
+    );
+    assert!(retry.retry_host_predicate.is_empty(), "retryIgnorePreviousHosts: false");
+    assert_eq!(
+        retry.retry_priority.as_ref().unwrap().name,
+        "envoy.retry_priorities.previous_priorities"
+    );
+    assert_eq!(
         a.request_mirror_policies[0]
             .runtime_fraction
             .as_ref()
@@ -320,11 +329,21 @@ spec:
     let Some(route::Action::Route(d)) = &default_vs.virtual_hosts[0].routes[0].action else {
         panic!()
     };
+    let default_retry = d.retry_policy.as_ref().unwrap();
     assert_eq!(
-        d.retry_policy.as_ref().unwrap().num_retries.unwrap().value,
+        default_retry.num_retries.unwrap().value,
         2,
         "Istio's default retry policy"
     );
+    assert_eq!(
+        default_retry.retry_on,
+        "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+    );
+    assert!(
+        default_retry.retriable_status_codes.is_empty(),
+        "as istiod, a 503 is not retried unless retryOn lists it"
+    );
+    assert_eq!(default_retry.retry_host_predicate.len(), 1);
     assert_eq!(
         default_vs.virtual_hosts.last().unwrap().name,
         "allow_any",
