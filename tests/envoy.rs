@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::peers::{Backend, Envoy, free_port, peer, request, tally};
+use common::peers::{Backend, Bootstrap, Envoy, free_port, peer, request, tally};
 use common::{Daemon, eventually, http_get};
 use std::path::Path;
 
@@ -613,7 +613,10 @@ spec:
             && lower.contains("access-control-max-age: 86400"),
         "{raw}"
     );
-    assert!(!raw.contains("web /cart"), "the preflight reached the backend: {raw}");
+    assert!(
+        !raw.contains("web /cart"),
+        "the preflight reached the backend: {raw}"
+    );
 
     // WebSocket: the upgrade goes through, then bytes flow both ways.
     let mut s = std::net::TcpStream::connect(("127.0.0.1", ws_port)).unwrap();
@@ -635,4 +638,104 @@ spec:
     let mut echoed = [0u8; 4];
     s.read_exact(&mut echoed).unwrap();
     assert_eq!(&echoed, b"ping");
+}
+
+/// A backend answering `name <path>`, or 503 once `fails` is set.
+fn failing_backend(name: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{BufReader, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fails = std::sync::Arc::new(AtomicBool::new(false));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let flag = fails.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                while let Some((line, _)) = common::peers::read_request_head(&mut reader) {
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    let (status, body) = if flag.load(Ordering::Relaxed) {
+                        ("503 Service Unavailable", "down".to_string())
+                    } else {
+                        ("200 OK", format!("{name} {path}"))
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if writer.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, fails)
+}
+
+/// istio.io's locality failover task: with outlier detection on, a client in `us/east/a` sends
+/// only to the endpoint in its own zone; when that endpoint fails, traffic fails over to the
+/// region the DestinationRule names.
+#[test]
+fn envoy_prefers_its_own_locality_and_fails_over() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (local_port, local_fails) = failing_backend("local");
+    let remote = Backend::start("remote");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [{HOST}]
+  location: MESH_INTERNAL
+  ports: [{{number: {port}, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints:
+  - {{address: 127.0.0.1, ports: {{http: {}}}, locality: us/east/a}}
+  - {{address: 127.0.0.1, ports: {{http: {}}}, locality: eu/west/a}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  host: web
+  trafficPolicy:
+    outlierDetection: {{consecutive5xxErrors: 1, interval: 1s, baseEjectionTime: 1m, maxEjectionPercent: 100}}
+    loadBalancer:
+      localityLbSetting: {{enabled: true, failover: [{{from: us, to: eu}}]}}
+"#,
+            local_port, remote.port
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &[]);
+    let _envoy = Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        &Bootstrap {
+            namespace: NS,
+            labels: "app: client, istio-locality: us.east.a",
+            ..Bootstrap::default()
+        },
+    );
+    eventually(30, "envoy routes to web", || {
+        request(port, HOST, "/", &[]).0 == 200
+    });
+    assert!(
+        only(&tally(port, HOST, "/", &[], 20), "local"),
+        "every request stays in the client's zone"
+    );
+    // The local endpoint starts failing: one 5xx ejects it (consecutive5xxErrors: 1).
+    local_fails.store(true, std::sync::atomic::Ordering::Relaxed);
+    eventually(15, "failover to eu", || {
+        only(&tally(port, HOST, "/", &[], 5), "remote")
+    });
 }

@@ -831,12 +831,12 @@ fn destination_rules() -> Vec<Case> {
         ),
         // accepted but not honoured
         case(
-            "unhonoured/locality-lb",
+            "honoured/locality-lb",
             "DestinationRule",
             &tp(
                 "{loadBalancer: {simple: ROUND_ROBIN, localityLbSetting: {enabled: true}}, outlierDetection: {consecutive5xxErrors: 1}}",
             ),
-            Warn("localityLbSetting: accepted but not honoured"),
+            Ok,
         ),
         case(
             "unhonoured/workload-selector",

@@ -25,6 +25,9 @@ pub struct MeshConfig {
     /// How proxies normalise request paths before routing and authorization.
     #[serde(default)]
     pub path_normalization: Option<ProxyPathNormalization>,
+    /// Mesh-wide locality load balancing (a DestinationRule's setting wins).
+    #[serde(default)]
+    pub locality_lb_setting: Option<crate::config::networking::LocalityLoadBalancerSetting>,
 }
 
 /// MeshConfig `pathNormalization`.

@@ -47,6 +47,8 @@ pub struct MeshSettings {
     pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     /// MeshConfig `pathNormalization` (istiod's default: BASE).
     pub path_normalization: PathNormalization,
+    /// MeshConfig `localityLbSetting` (istiod's default: enabled, no rules).
+    pub locality_lb: Option<crate::config::networking::LocalityLoadBalancerSetting>,
 }
 
 impl MeshSettings {
@@ -65,6 +67,9 @@ impl MeshSettings {
                     .path_normalization
                     .map(|p| p.normalization)
                     .unwrap_or_default();
+                if let Some(l) = mc.locality_lb_setting {
+                    out.locality_lb = Some(l);
+                }
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
@@ -87,6 +92,10 @@ impl Default for MeshSettings {
             extension_providers: Vec::new(),
             discovery_selectors: Vec::new(),
             path_normalization: PathNormalization::DEFAULT,
+            locality_lb: Some(crate::config::networking::LocalityLoadBalancerSetting {
+                enabled: Some(true),
+                ..Default::default()
+            }),
         }
     }
 }

@@ -97,11 +97,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(
         Kind::DestinationRule,
-        "trafficPolicy.loadBalancer.localityLbSetting",
-        "locality load balancing is not applied: every locality has the same priority",
-    ),
-    field(
-        Kind::DestinationRule,
         "trafficPolicy.loadBalancer.warmupDurationSecs",
         "no slow start",
     ),

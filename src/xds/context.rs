@@ -68,6 +68,8 @@ pub struct ScopeView {
     pub interception_none: bool,
     /// Every address of the proxy is IPv6: DNS clusters resolve IPv6 only (else IPv4 only).
     pub ipv6_only: bool,
+    /// The proxy's locality (`region/zone/subzone`): endpoint priorities depend on it.
+    pub locality: String,
     /// The service ports (and protocols) served at the proxy's IP: its inbound listeners and
     /// clusters. Two proxies with the same labels at different IPs may differ here.
     pub inbound: Arc<BTreeMap<u32, Protocol>>,
@@ -355,6 +357,7 @@ impl PushContext {
         proxy.proxy_type.hash(&mut h);
         proxy.interception_none.hash(&mut h);
         proxy.ipv6_only.hash(&mut h);
+        proxy.locality.hash(&mut h);
         inbound.hash(&mut h);
         sidecar.as_ref().map(|c| c.key()).hash(&mut h);
         mtls.hash(&mut h);
@@ -383,6 +386,7 @@ impl PushContext {
                     proxy_type: proxy.proxy_type,
                     interception_none: proxy.interception_none,
                     ipv6_only: proxy.ipv6_only,
+                    locality: proxy.locality.clone(),
                     inbound,
                     services,
                     sidecar: sidecar.clone(),

@@ -36,6 +36,8 @@ pub struct Proxy {
     pub interception_none: bool,
     /// Every address of the proxy (node id and `INSTANCE_IPS`) is IPv6.
     pub ipv6_only: bool,
+    /// `region/zone/subzone`: the node's locality, else the `istio-locality` label (`a.b.c`).
+    pub locality: String,
     pub user_agent: String,
     pub istio_version: String,
     /// Who the stream proved to be (token or client certificate on the TLS port); `None` on the
@@ -120,7 +122,17 @@ impl Proxy {
                     .filter(|ip| !ip.is_empty()),
             )
             .all(|ip| matches!(ip.parse::<std::net::IpAddr>(), Ok(std::net::IpAddr::V6(_))));
+        let locality = match node.locality.as_ref() {
+            Some(l) if !l.region.is_empty() || !l.zone.is_empty() || !l.sub_zone.is_empty() => {
+                format!("{}/{}/{}", l.region, l.zone, l.sub_zone)
+            }
+            _ => labels
+                .get("istio-locality")
+                .map(|l| l.replace('.', "/"))
+                .unwrap_or_default(),
+        };
         Ok(Proxy {
+            locality,
             id: node.id.clone(),
             ipv6_only,
             proxy_type,

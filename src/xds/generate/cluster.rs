@@ -303,6 +303,24 @@ fn build(
         sniffed,
     );
     apply_outlier(&mut c, policy.outlier_detection.as_ref());
+    let locality_rule = policy
+        .load_balancer
+        .as_ref()
+        .and_then(|lb| lb.locality_lb_setting.as_ref());
+    if c.lb_policy != LbPolicy::ClusterProvided as i32
+        && super::locality::weighted(
+            super::locality::setting(ctx.mesh.locality_lb.as_ref(), locality_rule),
+            policy.outlier_detection.is_some(),
+        )
+    {
+        c.common_lb_config
+            .get_or_insert_with(Default::default)
+            .locality_config_specifier = Some(
+            envoy_types::pb::envoy::config::cluster::v3::cluster::common_lb_config::LocalityConfigSpecifier::LocalityWeightedLbConfig(
+                Default::default(),
+            ),
+        );
+    }
     match &policy.tls {
         Some(tls) => c.transport_socket = tls_socket(tls, &identities(ctx, svc, port)),
         None if auto_mtls && svc.location == crate::config::networking::Location::MESH_INTERNAL => {
@@ -576,9 +594,9 @@ fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {
         max_ejection_percent: (o.max_ejection_percent > 0).then_some(UInt32Value {
             value: o.max_ejection_percent as u32,
         }),
+        // As istiod: success-rate ejection off; consecutive 5xx left at Envoy's defaults (5, always
+        // enforced) unless the rule sets them.
         enforcing_success_rate: Some(UInt32Value { value: 0 }),
-        enforcing_consecutive_5xx: Some(UInt32Value { value: 0 }),
-        enforcing_consecutive_gateway_failure: Some(UInt32Value { value: 0 }),
         split_external_local_origin_errors: o.split_external_local_origin_errors,
         ..Default::default()
     };

@@ -1,11 +1,11 @@
 //! EDS: ClusterLoadAssignments, grouped by locality, filtered by subset labels.
 
-use super::cluster::socket;
+use super::cluster::{EffectivePolicy, socket};
 use super::util::{any, parse_outbound_cluster};
 use crate::model::Endpoint as ModelEndpoint;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::resource::Resource;
-use envoy_types::pb::envoy::config::core::v3::{HealthStatus, Locality};
+use envoy_types::pb::envoy::config::core::v3::HealthStatus;
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
@@ -16,16 +16,21 @@ use std::sync::Arc;
 /// The load assignment for one outbound cluster, or an empty one for a cluster that does not exist
 /// (so a client that asked learns it has no endpoints instead of waiting forever).
 pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Arc<Resource> {
+    let mut policy = None;
     let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster) {
         Some((port, subset, host)) => {
+            let rule = ctx
+                .registry
+                .services
+                .get(host)
+                .and_then(|svc| ctx.destination_rule_for(&scope.namespace, svc))
+                .map(|dr| &dr.spec);
+            let subset_rule = rule.and_then(|r| r.subsets.iter().find(|s| s.name == subset));
+            policy = Some(EffectivePolicy::resolve(rule, subset_rule, port));
             let selector = if subset.is_empty() {
                 None
             } else {
-                ctx.registry
-                    .services
-                    .get(host)
-                    .and_then(|svc| ctx.destination_rule_for(&scope.namespace, svc))
-                    .and_then(|dr| dr.spec.subsets.iter().find(|s| s.name == subset))
+                subset_rule
                     .map(|s| s.labels.clone())
                     .or(Some(BTreeMap::from([(
                         "\u{0}no-such-subset".to_string(),
@@ -44,22 +49,21 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> A
     for e in endpoints {
         by_locality.entry(e.locality.as_str()).or_default().push(e);
     }
-    let cla = ClusterLoadAssignment {
+    let labels: Vec<Vec<&BTreeMap<String, String>>> = by_locality
+        .values()
+        .map(|eps| eps.iter().map(|e| &e.labels).collect())
+        .collect();
+    let mut cla = ClusterLoadAssignment {
         cluster_name: cluster.to_string(),
         endpoints: by_locality
             .into_iter()
             .map(|(locality, eps)| {
-                let mut parts = locality.splitn(3, '/');
                 // gRPC ignores localities without a weight; Envoy ignores the weight unless
                 // locality-weighted balancing is on. The sum of endpoint weights suits both.
                 let weight: u32 = eps.iter().map(|e| e.weight.max(1)).sum();
                 LocalityLbEndpoints {
                     load_balancing_weight: Some(UInt32Value { value: weight }),
-                    locality: Some(Locality {
-                        region: parts.next().unwrap_or_default().into(),
-                        zone: parts.next().unwrap_or_default().into(),
-                        sub_zone: parts.next().unwrap_or_default().into(),
-                    }),
+                    locality: Some(super::locality::parse(locality)),
                     lb_endpoints: eps
                         .into_iter()
                         .map(|e| LbEndpoint {
@@ -86,6 +90,22 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> A
             .collect(),
         ..Default::default()
     };
+    if let Some(policy) = policy {
+        let rule = policy
+            .load_balancer
+            .as_ref()
+            .and_then(|lb| lb.locality_lb_setting.as_ref());
+        if let Some(setting) = super::locality::setting(ctx.mesh.locality_lb.as_ref(), rule) {
+            super::locality::apply(
+                &mut cla,
+                &labels,
+                &scope.locality,
+                &scope.labels,
+                setting,
+                policy.outlier_detection.is_some(),
+            );
+        }
+    }
     Resource::new(cluster, any(&cla))
 }
 

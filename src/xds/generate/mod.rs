@@ -8,6 +8,7 @@ pub mod extauthz;
 pub mod gateway;
 pub mod jwt;
 pub mod listener;
+pub mod locality;
 pub mod outbound;
 pub mod rbac;
 pub mod route;

@@ -299,10 +299,19 @@ spec:
     assert_eq!(retry.retriable_status_codes, [503]);
     assert!(retry.retry_on.contains("5xx") && retry.retry_on.contains("retriable-status-codes"));
     assert_eq!(
-        retry.retry_back_off.as_ref().unwrap().base_interval.unwrap().nanos,
+        retry
+            .retry_back_off
+            .as_ref()
+            .unwrap()
+            .base_interval
+            .unwrap()
+            .nanos,
         250_000_000
     );
-    assert!(retry.retry_host_predicate.is_empty(), "retryIgnorePreviousHosts: false");
+    assert!(
+        retry.retry_host_predicate.is_empty(),
+        "retryIgnorePreviousHosts: false"
+    );
     assert_eq!(
         retry.retry_priority.as_ref().unwrap().name,
         "envoy.retry_priorities.previous_priorities"
