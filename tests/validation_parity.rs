@@ -839,10 +839,10 @@ fn destination_rules() -> Vec<Case> {
             Ok,
         ),
         case(
-            "unhonoured/workload-selector",
+            "honoured/workload-selector",
             "DestinationRule",
             "host: a\nworkloadSelector: {matchLabels: {app: a}}",
-            Warn("spec.workloadSelector: accepted but not honoured"),
+            Ok,
         ),
         case(
             "unhonoured/subset-level",
@@ -2431,9 +2431,9 @@ trafficPolicy: {loadBalancer: {simple: LEAST_REQUEST, warmupDurationSecs: 60s}}"
             "host: a
 trafficPolicy: {loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 0s, attributes: [{name: SameSite, value: Strict}]}}}}",
             Warn("cookie attributes are not set")),
-        case("unhonoured/tcp-idleTimeout", "DestinationRule",
+        case("honoured/tcp-idleTimeout", "DestinationRule",
             "host: a
-trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Warn("TCP proxies keep Envoy's default idle timeout")),
+trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Ok),
         case("unhonoured/defaultEndpoint", "Gateway",
             "servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"], defaultEndpoint: \"127.0.0.1:8080\"}]", Warn("not used by gateways")),
         case("unhonoured/gateway-caCrl", "Gateway",

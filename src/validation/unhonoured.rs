@@ -77,11 +77,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     // DestinationRule
     field(
         Kind::DestinationRule,
-        "workloadSelector",
-        "the rule applies to every proxy that sees it",
-    ),
-    field(
-        Kind::DestinationRule,
         "trafficPolicy.tunnel",
         "no tunnel is set up",
     ),
@@ -109,11 +104,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         Kind::DestinationRule,
         "trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes",
         "cookie attributes are not set",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.connectionPool.tcp.idleTimeout",
-        "TCP proxies keep Envoy's default idle timeout (it applies to HTTP connections only)",
     ),
     // Gateway
     field(
@@ -357,13 +347,13 @@ mod tests {
     #[test]
     fn finds_set_fields_at_every_level_and_ignores_unset_ones() {
         let dr = config(
-            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: ns}\nspec:\n  host: a\n  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}\n  subsets:\n  - name: v1\n    labels: {v: '1'}\n    trafficPolicy:\n      loadBalancer: {localityLbSetting: {enabled: true}}\n",
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: ns}\nspec:\n  host: a\n  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}\n  subsets:\n  - name: v1\n    labels: {v: '1'}\n    trafficPolicy:\n      loadBalancer: {warmupDurationSecs: 10s}\n",
         );
         assert_eq!(
             fields(&dr),
             [(
-                "spec.subsets[0].trafficPolicy.loadBalancer.localityLbSetting".to_string(),
-                "locality load balancing is not applied: every locality has the same priority"
+                "spec.subsets[0].trafficPolicy.loadBalancer.warmupDurationSecs".to_string(),
+                "no slow start"
             )]
         );
         let vs = config(

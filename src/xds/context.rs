@@ -437,9 +437,16 @@ impl PushContext {
             })
     }
 
-    /// The DestinationRule for `hostname` as seen from `proxy_ns`, with Istio's precedence: the proxy's
-    /// namespace, then the service's namespace, then the root namespace; exact hosts before wildcards.
-    pub fn destination_rule_for(&self, proxy_ns: &str, service: &Service) -> Option<&DrEntry> {
+    /// The DestinationRule for `hostname` as seen from a proxy in `proxy_ns` with `proxy_labels`,
+    /// with Istio's precedence: a rule of the proxy's namespace whose `workloadSelector` selects the
+    /// proxy, then the proxy's namespace, the service's namespace, the root namespace; exact hosts
+    /// before wildcards. A rule with a selector applies to nothing else.
+    pub fn destination_rule_for(
+        &self,
+        proxy_ns: &str,
+        proxy_labels: &BTreeMap<String, String>,
+        service: &Service,
+    ) -> Option<&DrEntry> {
         let candidates: Vec<&DrEntry> = self
             .dr_by_host
             .get(&service.hostname)
@@ -452,17 +459,28 @@ impl PushContext {
                 d.host == service.hostname
                     || (d.host.starts_with('*') && host::subset_of(&service.hostname, &d.host))
             })
+            .filter(|d| {
+                d.spec.workload_selector.as_ref().is_none_or(|sel| {
+                    d.config.metadata.namespace == proxy_ns
+                        && sel
+                            .match_labels
+                            .iter()
+                            .all(|(k, v)| proxy_labels.get(k) == Some(v))
+                })
+            })
             .collect();
         let rank = |d: &&DrEntry| {
             let ns = &d.config.metadata.namespace;
-            let ns_rank = if ns == proxy_ns {
+            let ns_rank = if d.spec.workload_selector.is_some() {
                 0
-            } else if *ns == service.namespace {
+            } else if ns == proxy_ns {
                 1
-            } else if *ns == self.mesh.root_namespace {
+            } else if *ns == service.namespace {
                 2
-            } else {
+            } else if *ns == self.mesh.root_namespace {
                 3
+            } else {
+                4
             };
             (
                 ns_rank,

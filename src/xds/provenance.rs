@@ -19,7 +19,7 @@ fn service_sources(
     with_vs: bool,
 ) -> Vec<String> {
     let mut out = vec![svc.source.clone()];
-    if with_dr && let Some(dr) = ctx.destination_rule_for(namespace, svc) {
+    if with_dr && let Some(dr) = ctx.destination_rule_for(namespace, &Default::default(), svc) {
         out.push(config_ref(&dr.config));
     }
     if with_vs && let Some(vs) = ctx.virtual_service_for(namespace, &svc.hostname) {

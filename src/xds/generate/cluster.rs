@@ -120,7 +120,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
     let mut out = Vec::new();
     for svc in &scope.services {
         let dr = ctx
-            .destination_rule_for(&scope.namespace, svc)
+            .destination_rule_for(&scope.namespace, &scope.labels, svc)
             .map(|d| &d.spec);
         for port in &svc.ports {
             out.push(build(ctx, svc, port, dr, None, scope.mtls, scope));
@@ -165,7 +165,7 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opti
     let svc = scope.services.iter().find(|s| s.hostname == host)?;
     let sp = svc.port(port)?;
     let dr = ctx
-        .destination_rule_for(&scope.namespace, svc)
+        .destination_rule_for(&scope.namespace, &scope.labels, svc)
         .map(|d| &d.spec);
     let subset = if subset.is_empty() {
         None

@@ -23,7 +23,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> A
                 .registry
                 .services
                 .get(host)
-                .and_then(|svc| ctx.destination_rule_for(&scope.namespace, svc))
+                .and_then(|svc| ctx.destination_rule_for(&scope.namespace, &scope.labels, svc))
                 .map(|dr| &dr.spec);
             let subset_rule = rule.and_then(|r| r.subsets.iter().find(|s| s.name == subset));
             policy = Some(EffectivePolicy::resolve(rule, subset_rule, port));

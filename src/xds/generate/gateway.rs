@@ -193,6 +193,7 @@ fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
 /// The TCP proxy for an L4 route's destinations (split by weight when there are several).
 fn l4_filter(
     ctx: &PushContext,
+    scope: &ScopeView,
     vs: &GatewayVsEntry,
     route: &[RouteDestination],
     port: u32,
@@ -201,7 +202,14 @@ fn l4_filter(
         "{}.{}",
         vs.config.metadata.name, vs.config.metadata.namespace
     );
-    super::outbound::l4_route_filter(ctx, &vs.config.metadata.namespace, route, port, &name)
+    super::outbound::l4_route_filter(
+        ctx,
+        scope,
+        &vs.config.metadata.namespace,
+        route,
+        port,
+        &name,
+    )
 }
 
 /// VirtualServices bound to this server's gateway, with the server hosts each may serve.
@@ -280,7 +288,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                             vs.spec
                                 .tcp
                                 .first()
-                                .and_then(|t| l4_filter(ctx, vs, &t.route, port))
+                                .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
                         });
                     match proxy {
                         Some(f) => behind_rbac(&network_rbac, f),
@@ -312,7 +320,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                             .filter(|m| m.gateways.is_empty() || m.gateways.contains(&s.gateway))
                             .flat_map(|m| m.sni_hosts.iter().cloned())
                             .collect();
-                        let Some(proxy) = l4_filter(ctx, vs, &tls.route, port) else {
+                        let Some(proxy) = l4_filter(ctx, scope, vs, &tls.route, port) else {
                             continue;
                         };
                         if sni.is_empty() {
@@ -340,7 +348,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                                 t.matches.is_empty()
                                     || t.matches.iter().any(|m| m.port == 0 || m.port == port)
                             })
-                            .and_then(|t| l4_filter(ctx, vs, &t.route, port))
+                            .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
                     });
                 if let Some(proxy) = cluster {
                     chains.push(FilterChain {

@@ -45,18 +45,11 @@ pub(super) enum RouteSource {
     Inline(Box<RouteConfiguration>),
 }
 
-/// `security` (request authentication and authorization, server side only) run first, then CORS
-/// (acting only on routes with a `corsPolicy`), then faults, then the router.
+/// `security` (request authentication and authorization, server side only) run first, then faults,
+/// then the router.
 fn http_filters(security: Vec<HttpFilter>) -> Vec<HttpFilter> {
     let mut filters = security;
     filters.extend([
-        HttpFilter {
-            name: CORS_FILTER.into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(any(
-                &envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
-            ))),
-            ..Default::default()
-        },
         HttpFilter {
             name: FAULT_FILTER.into(),
             config_type: Some(http_filter::ConfigType::TypedConfig(any(
@@ -140,6 +133,23 @@ pub(super) fn server_hcm_filter(
         routes,
         security,
         Some(ctx.mesh.path_normalization),
+    );
+    // Envoy only (gRPC refuses filters it does not know): CORS, acting on routes with a
+    // `corsPolicy`, runs after security and before faults, as in istiod's chain.
+    let cors_at = manager
+        .http_filters
+        .iter()
+        .position(|f| f.name == FAULT_FILTER)
+        .unwrap_or(0);
+    manager.http_filters.insert(
+        cors_at,
+        HttpFilter {
+            name: CORS_FILTER.into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(
+                &envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
+            ))),
+            ..Default::default()
+        },
     );
     // As istiod: WebSocket upgrades pass through every Envoy HTTP connection manager.
     manager.upgrade_configs = vec![http_connection_manager::UpgradeConfig {

@@ -361,7 +361,7 @@ fn sniffed_http_chain(
 /// The service's DestinationRule originates TLS of its own (SIMPLE or MUTUAL): the server is not
 /// a mesh sidecar, so its ALPN must stay the one the rule gives.
 fn originates_own_tls(ctx: &PushContext, scope: &ScopeView, svc: &Service) -> bool {
-    ctx.destination_rule_for(&scope.namespace, svc)
+    ctx.destination_rule_for(&scope.namespace, &scope.labels, svc)
         .and_then(|d| d.spec.traffic_policy.as_ref())
         .and_then(|p| p.tls.as_ref())
         .is_some_and(|t| !matches!(t.mode, ClientTlsMode::DISABLE | ClientTlsMode::ISTIO_MUTUAL))
@@ -413,7 +413,7 @@ fn tcp_chains(
         let vs_ns = vs.config.metadata.namespace.as_str();
         for (i, tcp) in vs.spec.tcp.iter().enumerate() {
             let name = format!("{}.{vs_ns}.tcp.{i}", vs.config.metadata.name);
-            let Some(filter) = l4_route_filter(ctx, vs_ns, &tcp.route, port, &name) else {
+            let Some(filter) = l4_route_filter(ctx, scope, vs_ns, &tcp.route, port, &name) else {
                 continue;
             };
             if tcp.matches.is_empty() {
@@ -444,7 +444,11 @@ fn tcp_chains(
         }
     }
     let cluster = outbound_cluster(port, "", &svc.hostname);
-    out.push(chain(&cluster, base, tcp_filter(&cluster)));
+    out.push(chain(
+        &cluster,
+        base,
+        service_tcp_filter(ctx, scope, svc, port),
+    ));
     out
 }
 
@@ -464,7 +468,7 @@ fn tls_chains(
         let vs_ns = vs.config.metadata.namespace.as_str();
         for (i, tls) in vs.spec.tls.iter().enumerate() {
             let name = format!("{}.{vs_ns}.tls.{i}", vs.config.metadata.name);
-            let Some(filter) = l4_route_filter(ctx, vs_ns, &tls.route, port, &name) else {
+            let Some(filter) = l4_route_filter(ctx, scope, vs_ns, &tls.route, port, &name) else {
                 continue;
             };
             for m in &tls.matches {
@@ -504,10 +508,25 @@ fn tls_chains(
         out.push(chain(
             &cluster,
             Some(fcm).filter(|m| *m != FilterChainMatch::default()),
-            tcp_filter(&cluster),
+            service_tcp_filter(ctx, scope, svc, port),
         ));
     }
     out
+}
+
+/// A TCP proxy straight to the service, with the idle timeout of its DestinationRule
+/// (`connectionPool.tcp.idleTimeout`; Envoy's default of one hour otherwise), as istiod.
+fn service_tcp_filter(ctx: &PushContext, scope: &ScopeView, svc: &Service, port: u32) -> Filter {
+    let cluster = outbound_cluster(port, "", &svc.hostname);
+    network_filter(
+        "envoy.filters.network.tcp_proxy",
+        &TcpProxy {
+            stat_prefix: cluster.clone(),
+            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster)),
+            idle_timeout: tcp_idle_timeout(ctx, scope, svc, port),
+            ..Default::default()
+        },
+    )
 }
 
 fn chain(name: &str, filter_chain_match: Option<FilterChainMatch>, filter: Filter) -> FilterChain {
@@ -524,12 +543,14 @@ fn chain(name: &str, filter_chain_match: Option<FilterChainMatch>, filter: Filte
 /// service has it, else the service's only port.
 pub(super) fn l4_route_filter(
     ctx: &PushContext,
+    scope: &ScopeView,
     vs_ns: &str,
     route: &[RouteDestination],
     port: u32,
     stat_prefix: &str,
 ) -> Option<Filter> {
     let mut clusters: Vec<(String, u32)> = Vec::new();
+    let mut single = None;
     for rd in route {
         let Some(d) = rd.destination.as_ref() else {
             continue;
@@ -543,6 +564,9 @@ pub(super) fn l4_route_filter(
                 _ => port,
             },
         };
+        if route.len() == 1 {
+            single = ctx.registry.services.get(&host).map(|svc| (svc, dest_port));
+        }
         let weight = if route.len() == 1 {
             100
         } else {
@@ -567,12 +591,32 @@ pub(super) fn l4_route_filter(
                 .collect(),
         }),
     };
+    // As istiod: one destination takes the idle timeout of its DestinationRule.
+    let idle_timeout = single.and_then(|(svc, port)| tcp_idle_timeout(ctx, scope, svc, port));
     Some(network_filter(
         "envoy.filters.network.tcp_proxy",
         &TcpProxy {
             stat_prefix: stat_prefix.into(),
             cluster_specifier: Some(specifier),
+            idle_timeout,
             ..Default::default()
         },
     ))
+}
+
+/// `connectionPool.tcp.idleTimeout` of the service's DestinationRule for this proxy and port.
+fn tcp_idle_timeout(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    svc: &Service,
+    port: u32,
+) -> Option<envoy_types::pb::google::protobuf::Duration> {
+    let rule = ctx
+        .destination_rule_for(&scope.namespace, &scope.labels, svc)
+        .map(|d| &d.spec);
+    super::cluster::EffectivePolicy::resolve(rule, None, port)
+        .connection_pool
+        .and_then(|p| p.tcp)
+        .and_then(|t| t.idle_timeout)
+        .map(|d| super::util::duration(d.as_std()))
 }

@@ -205,7 +205,7 @@ fn finish_action(
     }
     if let Some(svc) = ctx.registry.services.get(host)
         && let Some(ch) = ctx
-            .destination_rule_for(&scope.namespace, svc)
+            .destination_rule_for(&scope.namespace, &scope.labels, svc)
             .and_then(|dr| dr.spec.traffic_policy.as_ref())
             .and_then(|tp| tp.load_balancer.as_ref())
             .and_then(|lb| lb.consistent_hash.as_ref())

@@ -487,7 +487,7 @@ spec: {hosts: [v1.api.example.com, v2.api.example.com, www.example.com], ports: 
             .unwrap_or_else(|| panic!("{host} not in the registry"))
     };
     let dr = |host: &str| {
-        c.destination_rule_for("default", &svc(host))
+        c.destination_rule_for("default", &Default::default(), &svc(host))
             .map(|d| d.config.metadata.name.clone())
     };
     assert_eq!(dr("v1.api.example.com").as_deref(), Some("exact"));
@@ -1205,4 +1205,52 @@ endpoints: [{address: 10.0.0.9, labels: {app: app, security.istio.io/tlsMode: is
         ]
     );
     assert!(listener_filter_names(&l).contains(&"envoy.filters.listener.http_inspector"));
+}
+
+#[test]
+fn destination_rule_workload_selector_applies_to_selected_proxies_only() {
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: all, namespace: a}}\n\
+spec: {{host: web.a.svc.cluster.local, trafficPolicy: {{connectionPool: {{tcp: {{maxConnections: 5}}}}}}}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: for-x, namespace: a}}\n\
+spec: {{host: web.a.svc.cluster.local, workloadSelector: {{matchLabels: {{app: x}}}}, trafficPolicy: {{connectionPool: {{tcp: {{maxConnections: 7}}}}}}}}\n",
+        se("a", "web", "HTTP")
+    );
+    let c = ctx(&yaml);
+    let max = |p: &Proxy| {
+        cluster(&c, p, "outbound|80||web.a.svc.cluster.local")
+            .circuit_breakers
+            .unwrap()
+            .thresholds[0]
+            .max_connections
+            .unwrap()
+            .value
+    };
+    let x = labelled("sidecar~10.0.0.1~x-1.a~a.svc.cluster.local", "x");
+    let y = labelled("sidecar~10.0.0.2~y-1.a~a.svc.cluster.local", "y");
+    let elsewhere = labelled("sidecar~10.0.0.3~x-1.b~b.svc.cluster.local", "x");
+    assert_eq!(max(&x), 7, "the selected proxy gets its own rule");
+    assert_eq!(max(&y), 5, "others get the rule without a selector");
+    assert_eq!(
+        max(&elsewhere),
+        5,
+        "a selector applies in its own namespace only"
+    );
+}
+
+#[test]
+fn tcp_proxies_take_the_destination_rules_idle_timeout() {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+    let dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: db, namespace: a}\n\
+spec: {host: db.a.svc.cluster.local, trafficPolicy: {connectionPool: {tcp: {idleTimeout: 30s}}}}\n";
+    let c = ctx(&format!("{OUTBOUND_MESH}{dr}"));
+    let all = listeners_of(&c, &proxy("a", &[]));
+    let db = all.iter().find(|l| l.name == "10.96.0.5_3306").unwrap();
+    let Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) =
+        &db.filter_chains[0].filters[0].config_type
+    else {
+        panic!("typed config")
+    };
+    let tcp = TcpProxy::decode(a.value.as_slice()).unwrap();
+    assert_eq!(tcp.idle_timeout.unwrap().seconds, 30);
 }
