@@ -739,3 +739,158 @@ spec:
         only(&tally(port, HOST, "/", &[], 5), "remote")
     });
 }
+
+/// A backend whose answer to each request (status, body, delay) `handle` decides from the request
+/// line and headers; every request head is recorded in the returned log.
+fn scripted_backend(
+    handle: impl Fn(&str, &[String]) -> (u16, String, std::time::Duration) + Send + Sync + 'static,
+) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (handle, seen) = (std::sync::Arc::new(handle), log.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (handle, seen) = (handle.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                while let Some((line, headers)) = common::peers::read_request_head(&mut reader) {
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("{line}\n{}", headers.join("\n")));
+                    let (status, body, delay) = handle(&line, &headers);
+                    std::thread::sleep(delay);
+                    let resp = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if writer.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, log)
+}
+
+/// istio.io's request timeouts, circuit breaking and mirroring tasks, each checked by its
+/// documented outcome: a slow backend answers 504 past the route's timeout; concurrent requests
+/// beyond the connection pool get 503 from Envoy (`x-envoy-overloaded`); every request to v1 is
+/// mirrored to v2 with the `-shadow` host, and only v1's answer comes back.
+#[test]
+fn envoy_applies_timeouts_circuit_breakers_and_mirrors() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let slow = |line: &str, _: &[String]| {
+        let delay = if line.contains("/slow") { 1500 } else { 300 };
+        (
+            200,
+            "slow".to_string(),
+            std::time::Duration::from_millis(delay),
+        )
+    };
+    let (slow_port, _) = scripted_backend(slow);
+    let (v1_port, _) = scripted_backend(|_, _| (200, "v1".into(), Default::default()));
+    let (v2_port, v2_seen) = scripted_backend(|_, _| (200, "v2".into(), Default::default()));
+    let (slow_svc, web_svc) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: slow, namespace: {NS}}}
+spec:
+  hosts: [slow.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{{number: {slow_svc}, name: http, protocol: HTTP, targetPort: {slow_port}}}]
+  resolution: STATIC
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: slow, namespace: {NS}}}
+spec:
+  hosts: [slow]
+  http:
+  - timeout: 0.5s
+    route: [{{destination: {{host: slow}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: slow, namespace: {NS}}}
+spec:
+  host: slow
+  trafficPolicy:
+    connectionPool:
+      tcp: {{maxConnections: 1}}
+      http: {{http1MaxPendingRequests: 1, maxRequestsPerConnection: 1}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [{HOST}]
+  location: MESH_INTERNAL
+  ports: [{{number: {web_svc}, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints:
+  - {{address: 127.0.0.1, ports: {{http: {v1_port}}}, labels: {{version: v1}}}}
+  - {{address: 127.0.0.1, ports: {{http: {v2_port}}}, labels: {{version: v2}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  host: web
+  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [web]
+  http:
+  - route: [{{destination: {{host: web, subset: v1}}, weight: 100}}]
+    mirror: {{host: web, subset: v2}}
+    mirrorPercentage: {{value: 100.0}}
+"#
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &[]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let slow_host = "slow.shop.svc.cluster.local";
+    eventually(30, "envoy routes to slow", || {
+        request(slow_svc, slow_host, "/", &[]).0 == 200
+    });
+
+    // Request timeouts: past 0.5 s Envoy answers 504.
+    assert_eq!(request(slow_svc, slow_host, "/slow", &[]).0, 504);
+
+    // Circuit breaking: one connection, one pending request; the rest overflow with 503.
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| request(slow_svc, slow_host, "/", &[]).0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert!(statuses.contains(&503), "the pool overflowed: {statuses:?}");
+
+    // Mirroring: v1 answers, v2 sees a copy with the shadow host.
+    eventually(30, "envoy routes to web", || {
+        request(web_svc, HOST, "/m", &[]) == (200, "v1".into())
+    });
+    eventually(10, "the mirror reached v2", || {
+        v2_seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.starts_with("GET /m ") && r.contains("-shadow"))
+    });
+}

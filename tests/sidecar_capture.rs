@@ -148,6 +148,43 @@ spec:
   resolution: NONE
 "#;
 
+/// TCP traffic shifting (istio.io's task): a `tcp` route with weights between two subsets.
+fn tcp_shift(v1: u32, v2: u32) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: tcp-echo, namespace: shop}}
+spec:
+  hosts: [tcp-echo.shop.svc.cluster.local]
+  addresses: [10.96.0.11]
+  location: MESH_INTERNAL
+  ports: [{{number: 9001, name: tcp, protocol: TCP}}]
+  resolution: STATIC
+  endpoints:
+  - {{address: 10.44.0.3, ports: {{tcp: 9001}}, labels: {{version: v1}}}}
+  - {{address: 10.44.0.3, ports: {{tcp: 9002}}, labels: {{version: v2}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: tcp-echo, namespace: shop}}
+spec:
+  host: tcp-echo
+  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: tcp-echo, namespace: shop}}
+spec:
+  hosts: [tcp-echo]
+  tcp:
+  - match: [{{port: 9001}}]
+    route:
+    - {{destination: {{host: tcp-echo, port: {{number: 9001}}, subset: v1}}, weight: {v1}}}
+    - {{destination: {{host: tcp-echo, port: {{number: 9001}}, subset: v2}}, weight: {v2}}}
+"#
+    )
+}
+
 #[test]
 fn captured_sidecar_sniffs_unnamed_ports_routes_by_sni_and_passes_the_rest_through() {
     let Some(envoy) = envoy_binary() else { return };
@@ -161,6 +198,8 @@ fn captured_sidecar_sniffs_unnamed_ports_routes_by_sni_and_passes_the_rest_throu
     let _backends = server.run(|| {
         reporter(&format!("{SERVER_IP}:443"), "passthrough\n");
         reporter(&format!("{SERVER_IP}:8443"), "pay\n");
+        reporter(&format!("{SERVER_IP}:9001"), "one\n");
+        reporter(&format!("{SERVER_IP}:9002"), "two\n");
         echo(&format!("{SERVER_IP}:9000"));
         [
             Backend::start_on(&format!("{SERVER_IP}:8080"), "web-v1"),
@@ -169,6 +208,7 @@ fn captured_sidecar_sniffs_unnamed_ports_routes_by_sni_and_passes_the_rest_throu
     });
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "mesh.yaml", MESH);
+    write(dir.path(), "tcp.yaml", &tcp_shift(100, 0));
     // One thread starts the daemon and Envoy and drives the traffic: Envoy asks to be stopped
     // when the thread that started it ends.
     client.run(|| {
@@ -223,6 +263,17 @@ fn captured_sidecar_sniffs_unnamed_ports_routes_by_sni_and_passes_the_rest_throu
             exchange(&format!("{SERVER_IP}:9000"), b"direct\r\n"),
             "direct"
         );
+        // TCP traffic shifting: all to v1, then all to v2 once the weights change.
+        let tcp_echo = |n: usize| -> Vec<String> {
+            (0..n)
+                .map(|_| exchange("10.96.0.11:9001", b"hi\r\n"))
+                .collect()
+        };
+        assert!(tcp_echo(10).iter().all(|r| r == "one"));
+        write(dir.path(), "tcp.yaml", &tcp_shift(0, 100));
+        eventually(10, "TCP weights moved to v2", || {
+            tcp_echo(5).iter().all(|r| r == "two")
+        });
     });
 }
 
