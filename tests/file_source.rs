@@ -383,3 +383,76 @@ fn mesh_config_map_in_the_directory_applies_and_reloads() {
     common::write_atomic(&dir.path().join("mesh.yaml"), &mesh("ALLOW_ANY"));
     common::eventually(30, "edit applied", || allow_any() == Some(true));
 }
+
+/// `--mesh-config FILE` takes a MeshConfig as istiod's `--meshConfig` does: it applies, follows
+/// edits, refuses to start when the file is missing or has a field istio.io's MeshConfig does not
+/// know, and warns about fields Rudder does not act on.
+#[test]
+fn mesh_config_file_applies_reloads_and_fails_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    let mesh_dir = dir.path().join("mesh");
+    std::fs::create_dir(&mesh_dir).unwrap();
+    let mesh = mesh_dir.join("mesh");
+    common::write_atomic(
+        &mesh,
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\naccessLogFile: /dev/stdout\n",
+    );
+    let flag = mesh.to_str().unwrap().to_string();
+    let daemon = common::Daemon::start(
+        &cfg,
+        &[
+            "--mesh-config",
+            &flag,
+            "--debounce-after",
+            "20ms",
+            "--file-debounce",
+            "20ms",
+        ],
+    );
+    let allow_any = || {
+        let (_, body) = common::http_get(daemon.addr("monitoring"), "/debug/mesh");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["outboundAllowAny"].as_bool()
+    };
+    common::eventually(30, "REGISTRY_ONLY from the mesh file", || {
+        allow_any() == Some(false)
+    });
+    let (_, sources) = common::http_get(daemon.addr("monitoring"), "/debug/sources");
+    assert!(
+        sources.contains("data.mesh.accessLogFile"),
+        "the field Rudder does not apply is warned about: {sources}"
+    );
+    common::write_atomic(&mesh, "outboundTrafficPolicy: {mode: ALLOW_ANY}\n");
+    common::eventually(30, "edit applied", || allow_any() == Some(true));
+    drop(daemon);
+
+    // A typo in a field name, or no file at all: the daemon refuses to start.
+    common::write_atomic(&mesh, "outboundTrafficPolcy: {mode: ALLOW_ANY}\n");
+    for path in [flag.clone(), format!("{flag}-missing")] {
+        let out = common::rudder()
+            .args(["serve", "--config-source", "files", "--config-dir"])
+            .arg(&cfg)
+            .args(["--mesh-config", &path])
+            .args([
+                "--monitoring-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--secure-grpc-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--https-addr", "127.0.0.1:0", "--ca-dir"])
+            .arg(dir.path().join("ca"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{path}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--mesh-config"), "{err}");
+    }
+}

@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// Directory of Istio YAML to serve (watched for changes), in files mode.
     #[arg(long, env = "RUDDER_CONFIG_DIR", default_value = "examples")]
     pub config_dir: PathBuf,
+    /// Files mode: a MeshConfig file (istiod's `--meshConfig`), read as ConfigMap `istio` of the
+    /// root namespace and followed as it changes.
+    #[arg(long, env = "RUDDER_MESH_CONFIG")]
+    pub mesh_config: Option<PathBuf>,
     /// Kubeconfig to use in Kubernetes mode (default: KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -246,13 +250,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
     };
     let xds_status: Arc<OnceLock<XdsStatus>> = Arc::default();
+    if let Some(path) = &args.mesh_config {
+        if use_kubernetes {
+            anyhow::bail!(
+                "--mesh-config applies to files mode; with Kubernetes the mesh config is ConfigMap istio in {}",
+                args.system_namespace
+            );
+        }
+        // As istiod with --meshConfig: a mesh config that cannot be read or parsed stops the start.
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--mesh-config {}: {e}", path.display()))?;
+        crate::config::mesh::MeshConfig::parse(&text)
+            .map_err(|e| anyhow::anyhow!("--mesh-config {}: {e}", path.display()))?;
+    }
     let mut file_source = (!use_kubernetes).then(|| {
-        FileSource::new(
+        let source = FileSource::new(
             &args.config_dir,
             &args.default_namespace,
             store.clone(),
             metrics.file.clone(),
-        )
+        );
+        match &args.mesh_config {
+            Some(path) => source.with_mesh_file(path, &args.system_namespace),
+            None => source,
+        }
     });
     let state = AdminState {
         store: store.clone(),

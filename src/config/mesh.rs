@@ -99,17 +99,142 @@ pub const MESH_KEY: &str = "mesh";
 /// The ConfigMap istiod writes the CA root into, in every namespace.
 pub const ROOT_CERT_CONFIGMAP: &str = "istio-ca-root-cert";
 
+/// Every top-level MeshConfig field of istio.io/api (`mesh/v1alpha1/config.proto`): anything else
+/// is refused, as istiod refuses it.
+pub const MESH_FIELDS: &[&str] = &[
+    "proxyListenPort",
+    "proxyInboundListenPort",
+    "proxyHttpPort",
+    "connectTimeout",
+    "hboneIdleTimeout",
+    "protocolDetectionTimeout",
+    "tcpKeepalive",
+    "ingressClass",
+    "ingressService",
+    "ingressControllerMode",
+    "ingressSelector",
+    "enableTracing",
+    "accessLogFile",
+    "accessLogFormat",
+    "accessLogEncoding",
+    "enableEnvoyAccessLogService",
+    "disableEnvoyListenerLog",
+    "defaultConfig",
+    "outboundTrafficPolicy",
+    "inboundTrafficPolicy",
+    "configSources",
+    "enableAutoMtls",
+    "trustDomain",
+    "trustDomainAliases",
+    "caCertificates",
+    "defaultServiceExportTo",
+    "defaultVirtualServiceExportTo",
+    "defaultDestinationRuleExportTo",
+    "rootNamespace",
+    "localityLbSetting",
+    "zoneAwareLbSetting",
+    "dnsRefreshRate",
+    "h2UpgradePolicy",
+    "inboundClusterStatName",
+    "outboundClusterStatName",
+    "certificates",
+    "serviceSettings",
+    "serviceScopeConfigs",
+    "enablePrometheusMerge",
+    "verifyCertificateAtClient",
+    "ca",
+    "extensionProviders",
+    "defaultProviders",
+    "discoverySelectors",
+    "pathNormalization",
+    "defaultHttpRetryPolicy",
+    "meshMTLS",
+    "tlsDefaults",
+    "defaultTrafficPolicy",
+    "serviceEntryVisibility",
+];
+
+/// The MeshConfig fields Rudder acts on (`defaultConfig` by the injector). The others are
+/// accepted and warned about (`validation::unhonoured`).
+pub const HONOURED_MESH_FIELDS: &[&str] = &[
+    "trustDomain",
+    "discoverySelectors",
+    "extensionProviders",
+    "pathNormalization",
+    "outboundTrafficPolicy",
+    "defaultConfig",
+    "localityLbSetting",
+    "enableAutoMtls",
+    "protocolDetectionTimeout",
+];
+
 impl MeshConfig {
     /// Parses the `mesh` key of the mesh ConfigMap (YAML or JSON); blank text is the defaults.
     pub fn parse(text: &str) -> Result<MeshConfig, String> {
-        if text.trim().is_empty() {
-            return Ok(MeshConfig::default());
-        }
-        serde_saphyr::from_str::<serde_json::Value>(text)
-            .map_err(|e| format!("mesh config: {e}"))
+        MeshConfig::parse_value(text)
             .and_then(|v| serde_json::from_value(v).map_err(|e| format!("mesh config: {e}")))
     }
+
+    /// The mesh config as a JSON value, its top-level fields checked against istio.io/api.
+    pub fn parse_value(text: &str) -> Result<serde_json::Value, String> {
+        if text.trim().is_empty() {
+            return Ok(serde_json::Value::Object(Default::default()));
+        }
+        let value: serde_json::Value =
+            serde_saphyr::from_str(text).map_err(|e| format!("mesh config: {e}"))?;
+        match &value {
+            serde_json::Value::Object(fields) => {
+                if let Some(unknown) = fields.keys().find(|k| !MESH_FIELDS.contains(&k.as_str())) {
+                    return Err(format!("mesh config: unknown field {unknown:?}"));
+                }
+            }
+            serde_json::Value::Null => return Ok(serde_json::Value::Object(Default::default())),
+            _ => return Err("mesh config: expected a mapping".into()),
+        }
+        Ok(value)
+    }
 }
+
+/// The fields a mesh config sets that Rudder does not act on, as `(field, why)`; values Rudder
+/// cannot follow count too (`enableAutoMtls: false`, a protocol detection timeout).
+pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
+    let Ok(serde_json::Value::Object(fields)) = MeshConfig::parse_value(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, value) in &fields {
+        let unset = match value {
+            serde_json::Value::Null => true,
+            serde_json::Value::Array(a) => a.is_empty(),
+            serde_json::Value::Object(o) => o.is_empty(),
+            serde_json::Value::String(s) => s.is_empty(),
+            _ => false,
+        };
+        if unset {
+            continue;
+        }
+        let note = match name.as_str() {
+            "enableAutoMtls" if value == &serde_json::Value::Bool(false) => {
+                Some("automatic mTLS stays on")
+            }
+            "protocolDetectionTimeout" if !matches!(value.as_str(), Some("0s" | "0" | "0ms")) => {
+                Some("protocol detection waits for the client without a deadline")
+            }
+            "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {
+                Some("no egress proxy: unknown destinations are passed through directly")
+            }
+            n if HONOURED_MESH_FIELDS.contains(&n) => None,
+            _ => Some(MESH_FIELD_NOT_APPLIED),
+        };
+        if let Some(note) = note {
+            out.push((format!("data.mesh.{name}"), note));
+        }
+    }
+    out
+}
+
+/// What Rudder says of a MeshConfig field it does not act on.
+pub const MESH_FIELD_NOT_APPLIED: &str = "this MeshConfig field is not applied";
 
 /// Kubernetes label selector semantics (matchLabels AND every matchExpression).
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {

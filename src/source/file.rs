@@ -259,6 +259,8 @@ pub struct FileSource {
     metrics: Arc<FileMetrics>,
     files: BTreeMap<PathBuf, FileState>,
     status: Arc<Mutex<Vec<FileStatus>>>,
+    /// `--mesh-config`: a MeshConfig file, loaded as ConfigMap `istio` of the root namespace.
+    mesh_file: Option<(PathBuf, String)>,
 }
 
 fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -281,7 +283,15 @@ impl FileSource {
             metrics,
             files: BTreeMap::new(),
             status: Arc::default(),
+            mesh_file: None,
         }
+    }
+
+    /// Also loads `path`, a MeshConfig as istiod's `--meshConfig` takes it, as the mesh ConfigMap
+    /// (`istio` in `root_namespace`); a mesh ConfigMap in the directory then conflicts with it.
+    pub fn with_mesh_file(mut self, path: impl Into<PathBuf>, root_namespace: &str) -> Self {
+        self.mesh_file = Some((path.into(), root_namespace.to_string()));
+        self
     }
 
     /// A handle to the per-file status, updated after every scan.
@@ -293,7 +303,14 @@ impl FileSource {
     /// Returns the number of store events the scan caused.
     pub fn sync(&mut self) -> usize {
         let paths = match collect_files(&self.dir) {
-            Ok(p) => p,
+            Ok(mut p) => {
+                if let Some((mesh, _)) = &self.mesh_file
+                    && !p.contains(mesh)
+                {
+                    p.push(mesh.clone());
+                }
+                p
+            }
             Err(e) => {
                 // An unreadable directory says nothing about the objects: keep serving them all.
                 warn!(dir = %self.dir.display(), error = %e, "config directory unreadable; keeping current config");
@@ -323,7 +340,12 @@ impl FileSource {
         let mut changed: Vec<FileReport> = Vec::new();
         for path in &paths {
             let bytes = match std::fs::read(path) {
-                Ok(b) => b,
+                Ok(b) => match &self.mesh_file {
+                    Some((mesh, root_namespace)) if mesh == path => {
+                        mesh_config_map_text(&b, root_namespace)
+                    }
+                    _ => b,
+                },
                 Err(e) => {
                     warn!(file = %path.display(), error = %e, "config file unreadable; keeping its last good objects");
                     self.metrics.file_error("io");
@@ -481,6 +503,13 @@ impl FileSource {
             let _ = tx.send(res);
         })
         .and_then(|mut w| w.watch(&self.dir, RecursiveMode::Recursive).map(|_| w));
+        // The mesh file's directory too (ConfigMap mounts swap a symlink there).
+        let watcher = watcher.and_then(|mut w| {
+            if let Some(parent) = self.mesh_file.as_ref().and_then(|(p, _)| p.parent()) {
+                w.watch(parent, RecursiveMode::NonRecursive)?;
+            }
+            Ok(w)
+        });
         let _watcher = match watcher {
             Ok(w) => Some(w),
             Err(e) => {
@@ -514,6 +543,22 @@ impl FileSource {
         }
         info!(dir = %self.dir.display(), "file source stopped");
     }
+}
+
+/// A MeshConfig file's bytes as the mesh ConfigMap's YAML (text that is not UTF-8 is left as it
+/// is, to be reported).
+fn mesh_config_map_text(bytes: &[u8], root_namespace: &str) -> Vec<u8> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return bytes.to_vec();
+    };
+    let quoted = serde_json::Value::String(text.to_string()).to_string();
+    let namespace = serde_json::Value::String(root_namespace.to_string()).to_string();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {}, namespace: {namespace}}}\ndata:\n  {}: {quoted}\n",
+        crate::config::mesh::MESH_CONFIGMAP,
+        crate::config::mesh::MESH_KEY,
+    )
+    .into_bytes()
 }
 
 #[cfg(test)]

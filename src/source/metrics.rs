@@ -136,6 +136,12 @@ impl UnhonouredFields {
                     }
                 }
             }
+            // The mesh ConfigMap's MeshConfig fields Rudder does not act on.
+            for entry in snapshot.list(crate::config::Kind::ConfigMap) {
+                for (field, _) in crate::validation::unhonoured::fields(&entry.config) {
+                    *by_field.entry(("ConfigMap".into(), field)).or_default() += 1;
+                }
+            }
             *counted = (
                 snapshot.revision(),
                 by_field

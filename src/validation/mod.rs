@@ -97,7 +97,17 @@ pub fn check(config: &Config) -> Verdict {
     let object = config.object_ref();
     let mut r = Report::new(&object);
     if !config.kind.is_istio() {
-        return Verdict::default();
+        // The mesh ConfigMap: the MeshConfig fields Rudder does not act on are warned about.
+        for (field, note) in unhonoured::fields(config) {
+            r.warn(
+                field,
+                format!("accepted but not honoured by Rudder yet: {note}"),
+            );
+        }
+        return Verdict {
+            errors: r.errors,
+            warnings: r.warnings,
+        };
     }
     let meta = &config.metadata;
     metadata(&mut r, config);

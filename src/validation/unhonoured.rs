@@ -212,10 +212,25 @@ pub const UNHONOURED: &[Unhonoured] = &[
 
 /// The unhonoured fields `config` sets, as (field path, note).
 pub fn fields(config: &Config) -> Vec<(String, &'static str)> {
+    if let Some(mesh) = mesh_text(config) {
+        return crate::config::mesh::unhonoured_mesh_fields(mesh);
+    }
     entries(config)
         .into_iter()
         .map(|(path, u)| (path, u.note))
         .collect()
+}
+
+/// The mesh config a ConfigMap carries (`data.mesh`), when it is one.
+fn mesh_text(config: &Config) -> Option<&str> {
+    match &config.spec {
+        Spec::ConfigMap(cm) => cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(crate::config::mesh::MESH_KEY))
+            .map(String::as_str),
+        _ => None,
+    }
 }
 
 /// The unhonoured fields `config` sets, with the entry of the list each one matched.
@@ -342,6 +357,22 @@ mod tests {
         let parsed = crate::config::parse_yaml(yaml, "default");
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         parsed.configs.into_iter().next().expect("one object")
+    }
+
+    #[test]
+    fn mesh_config_fields_rudder_does_not_apply_are_named() {
+        let cm = config(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomain: example.org\n    enableAutoMtls: false\n    protocolDetectionTimeout: 5s\n    ingressClass: istio\n    outboundTrafficPolicy: {mode: ALLOW_ANY}\n",
+        );
+        let names: Vec<String> = fields(&cm).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(
+            names,
+            [
+                "data.mesh.enableAutoMtls",
+                "data.mesh.ingressClass",
+                "data.mesh.protocolDetectionTimeout"
+            ]
+        );
     }
 
     #[test]
