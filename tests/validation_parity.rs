@@ -517,7 +517,7 @@ fn virtual_services() -> Vec<Case> {
             "validateHTTPRouteConflict/delegate-on-mesh",
             "VirtualService",
             "hosts: [a.example.com]\nhttp: [{delegate: {name: b}}]",
-            Warn("delegate VirtualServices are not expanded"),
+            Ok,
         ),
         case(
             "validateHTTPRouteConflict/mirror-and-mirrors",
@@ -2379,10 +2379,10 @@ fn all_cases() -> Vec<Case> {
 fn unhonoured_fields() -> Vec<Case> {
     let r = ROUTE;
     vec![
-        case("unhonoured/delegate", "VirtualService",
+        case("honoured/delegate", "VirtualService",
             "hosts: [a.example.com]
 gateways: [gw]
-http: [{delegate: {name: b, namespace: ns}}]", Warn("delegate VirtualServices are not expanded")),
+http: [{delegate: {name: b, namespace: ns}}]", Ok),
         case("honoured/retryRemoteLocalities", "VirtualService",
             &vs(&format!("{{{r}, retries: {{attempts: 2, retryRemoteLocalities: true}}}}")), Ok),
         case("honoured/backoff", "VirtualService",

@@ -9,6 +9,7 @@ use crate::store::Snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub mod delegate;
 pub mod identity;
 pub mod kube;
 pub mod mesh;

@@ -54,11 +54,6 @@ const fn on_gateways(kind: Kind, path: &'static str, note: &'static str) -> Unho
 /// change that makes a generator honour it.
 pub const UNHONOURED: &[Unhonoured] = &[
     // VirtualService
-    field(
-        Kind::VirtualService,
-        "http[].delegate",
-        "delegate VirtualServices are not expanded",
-    ),
     on_gateways(
         Kind::VirtualService,
         "tls[].match[].destinationSubnets",

@@ -165,6 +165,29 @@ fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
             .any(|e| e == "*" || e == ns || (e == "." && owner_ns == ns))
 }
 
+/// The delegate VirtualService `namespace/name` a root in `root_ns` may use: one without hosts
+/// (a delegate serves only through its roots) exported to the root's namespace.
+fn delegate_for(
+    snapshot: &Snapshot,
+    root_ns: &str,
+    name: &str,
+    namespace: &str,
+) -> Option<VirtualService> {
+    let key = crate::config::ConfigKey {
+        kind: Kind::VirtualService,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    };
+    match &snapshot.get(&key)?.config.spec {
+        Spec::VirtualService(d)
+            if d.hosts.is_empty() && exported_to(&d.export_to, namespace, root_ns) =>
+        {
+            Some(d.clone())
+        }
+        _ => None,
+    }
+}
+
 impl PushContext {
     pub fn new(
         version: u64,
@@ -181,6 +204,15 @@ impl PushContext {
                 continue;
             };
             let ns = &e.config.metadata.namespace;
+            let expanded;
+            let vs = if vs.http.iter().any(|r| r.delegate.is_some()) {
+                expanded = crate::model::delegate::expand(ns, vs, &suffix, &|name, d_ns| {
+                    delegate_for(&snapshot, ns, name, d_ns)
+                });
+                &expanded
+            } else {
+                vs
+            };
             let hosts: Vec<String> = vs
                 .hosts
                 .iter()

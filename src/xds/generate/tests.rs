@@ -1254,3 +1254,36 @@ spec: {host: db.a.svc.cluster.local, trafficPolicy: {connectionPool: {tcp: {idle
     let tcp = TcpProxy::decode(a.value.as_slice()).unwrap();
     assert_eq!(tcp.idle_timeout.unwrap().seconds, 30);
 }
+
+#[test]
+fn delegate_virtual_services_are_merged_into_their_root() {
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: web, namespace: a}}\n\
+spec: {{hosts: [web], http: [{{match: [{{uri: {{prefix: /api}}}}], delegate: {{name: api, namespace: b}}}}, {{route: [{{destination: {{host: web}}}}]}}]}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: api, namespace: b}}\n\
+spec: {{http: [{{match: [{{uri: {{prefix: /api/v2}}}}], route: [{{destination: {{host: web.a.svc.cluster.local, subset: v2}}}}]}}]}}\n",
+        se("a", "web", "HTTP")
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let routes = &rc.virtual_hosts[0].routes;
+    use envoy_types::pb::envoy::config::route::v3::{Route as EnvoyRoute, route_match};
+    let prefix = |r: &EnvoyRoute| match &r.r#match.as_ref().unwrap().path_specifier {
+        Some(route_match::PathSpecifier::Prefix(p)) => p.clone(),
+        other => format!("{other:?}"),
+    };
+    let Some(route::Action::Route(a)) = &routes[0].action else {
+        panic!("a route action")
+    };
+    assert_eq!(prefix(&routes[0]), "/api/v2");
+    assert!(
+        matches!(&a.cluster_specifier, Some(route_action::ClusterSpecifier::Cluster(c)) if c == "outbound|80|v2|web.a.svc.cluster.local"),
+        "{:?}",
+        a.cluster_specifier
+    );
+    assert_eq!(
+        routes.len(),
+        2,
+        "the delegate's route, then the root's default"
+    );
+}
