@@ -894,3 +894,96 @@ spec:
             .any(|r| r.starts_with("GET /m ") && r.contains("-shadow"))
     });
 }
+
+/// DestinationRule fields Envoy must accept and act on: slow start (`warmup`), a retry budget,
+/// cookie attributes on consistent hashing, and a PROXY protocol header on upstream connections.
+#[test]
+fn envoy_applies_warmup_retry_budget_cookie_attributes_and_proxy_protocol() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (backend, seen) = scripted_backend(|_, _| (200, "ok".into(), Default::default()));
+    let (port, other) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [{HOST}]
+  location: MESH_INTERNAL
+  ports: [{{number: {port}, name: http, protocol: HTTP, targetPort: {backend}}}]
+  resolution: STATIC
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  host: web
+  trafficPolicy:
+    proxyProtocol: {{version: V1}}
+    retryBudget: {{percent: 25, minRetryConcurrency: 5}}
+    loadBalancer:
+      simple: ROUND_ROBIN
+      warmup: {{duration: 30s, minimumPercent: 20, aggression: 2}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: sticky, namespace: {NS}}}
+spec:
+  hosts: [sticky.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{{number: {other}, name: http, protocol: HTTP, targetPort: {backend}}}]
+  resolution: STATIC
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: sticky, namespace: {NS}}}
+spec:
+  host: sticky
+  trafficPolicy:
+    loadBalancer:
+      consistentHash:
+        httpCookie: {{name: session, ttl: 60s, attributes: [{{name: SameSite, value: Strict}}]}}
+"#
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &[]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "envoy routes to web", || {
+        request(port, HOST, "/", &[]).0 == 200
+    });
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.starts_with("PROXY TCP4 127.0.0.1 ")),
+        "the upstream connection starts with a PROXY header"
+    );
+    let (_, clusters) = http_get(envoy.admin, "/config_dump?resource=dynamic_active_clusters");
+    for want in ["slow_start_config", "retry_budget", "min_weight_percent"] {
+        assert!(clusters.contains(want), "{want}: {clusters}");
+    }
+    // Cookie attributes: Envoy sets the session cookie with them.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", other)).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: sticky.shop.svc.cluster.local\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let lower = raw.to_ascii_lowercase();
+    assert!(
+        lower.contains("set-cookie: session=") && lower.contains("samesite=strict"),
+        "{raw}"
+    );
+    let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+    assert!(!syncz.contains("NACKED"), "{syncz}");
+}

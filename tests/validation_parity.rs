@@ -775,12 +775,12 @@ fn destination_rules() -> Vec<Case> {
             Deny("aggression should be greater than or equal to 1"),
         ),
         case(
-            "validateLoadBalancer/warmup-valid-but-unhonoured",
+            "validateLoadBalancer/warmup-valid",
             "DestinationRule",
             &tp(
                 "{loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 60s, minimumPercent: 10, aggression: 1.5}}}",
             ),
-            Warn("spec.trafficPolicy.loadBalancer.warmup: accepted but not honoured"),
+            Ok,
         ),
         case(
             "validateLoadBalancer/maglev-prime",
@@ -847,8 +847,8 @@ fn destination_rules() -> Vec<Case> {
         case(
             "unhonoured/subset-level",
             "DestinationRule",
-            "host: a\nsubsets: [{name: v1, labels: {v: '1'}, trafficPolicy: {proxyProtocol: {version: V1}}}]",
-            Warn("spec.subsets[0].trafficPolicy.proxyProtocol: accepted but not honoured"),
+            "host: a\nsubsets: [{name: v1, labels: {v: '1'}, trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}}]",
+            Warn("spec.subsets[0].trafficPolicy.tunnel: accepted but not honoured"),
         ),
     ]
 }
@@ -2421,16 +2421,16 @@ tcp: [{match: [{sourceSubnet: 10.0.0.0/8}], route: [{destination: {host: a}}]}]"
         case("unhonoured/tunnel", "DestinationRule",
             "host: a
 trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}", Warn("no tunnel is set up")),
-        case("unhonoured/retryBudget", "DestinationRule",
+        case("honoured/retryBudget", "DestinationRule",
             "host: a
-trafficPolicy: {retryBudget: {percent: 20}}", Warn("no retry budget is set")),
-        case("unhonoured/warmupDurationSecs", "DestinationRule",
+trafficPolicy: {retryBudget: {percent: 20}}", Ok),
+        case("honoured/warmupDurationSecs", "DestinationRule",
             "host: a
-trafficPolicy: {loadBalancer: {simple: LEAST_REQUEST, warmupDurationSecs: 60s}}", Warn("no slow start")),
-        case("unhonoured/cookie-attributes", "DestinationRule",
+trafficPolicy: {loadBalancer: {simple: LEAST_REQUEST, warmupDurationSecs: 60s}}", Ok),
+        case("honoured/cookie-attributes", "DestinationRule",
             "host: a
 trafficPolicy: {loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 0s, attributes: [{name: SameSite, value: Strict}]}}}}",
-            Warn("cookie attributes are not set")),
+            Ok),
         case("honoured/tcp-idleTimeout", "DestinationRule",
             "host: a
 trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Ok),

@@ -75,31 +75,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "trafficPolicy.tunnel",
         "no tunnel is set up",
     ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.proxyProtocol",
-        "no PROXY protocol header is sent",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.retryBudget",
-        "no retry budget is set",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.loadBalancer.warmupDurationSecs",
-        "no slow start",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.loadBalancer.warmup",
-        "no slow start",
-    ),
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes",
-        "cookie attributes are not set",
-    ),
     // Gateway
     field(
         Kind::Gateway,
@@ -373,13 +348,13 @@ mod tests {
     #[test]
     fn finds_set_fields_at_every_level_and_ignores_unset_ones() {
         let dr = config(
-            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: ns}\nspec:\n  host: a\n  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}\n  subsets:\n  - name: v1\n    labels: {v: '1'}\n    trafficPolicy:\n      loadBalancer: {warmupDurationSecs: 10s}\n",
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: ns}\nspec:\n  host: a\n  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}\n  subsets:\n  - name: v1\n    labels: {v: '1'}\n    trafficPolicy:\n      tunnel: {targetHost: b.example.com, targetPort: 8443}\n",
         );
         assert_eq!(
             fields(&dr),
             [(
-                "spec.subsets[0].trafficPolicy.loadBalancer.warmupDurationSecs".to_string(),
-                "no slow start"
+                "spec.subsets[0].trafficPolicy.tunnel".to_string(),
+                "no tunnel is set up"
             )]
         );
         let vs = config(

@@ -55,10 +55,19 @@ pub struct EffectivePolicy {
     pub connection_pool: Option<ConnectionPoolSettings>,
     pub outlier_detection: Option<OutlierDetection>,
     pub tls: Option<ClientTlsSettings>,
+    /// Top level and subset only (a port-level policy has neither).
+    pub proxy_protocol: Option<crate::config::networking::ProxyProtocol>,
+    pub retry_budget: Option<crate::config::networking::RetryBudget>,
 }
 
 impl EffectivePolicy {
     fn overlay(&mut self, tp: &TrafficPolicy, port: u32) {
+        if tp.proxy_protocol.is_some() {
+            self.proxy_protocol.clone_from(&tp.proxy_protocol);
+        }
+        if tp.retry_budget.is_some() {
+            self.retry_budget.clone_from(&tp.retry_budget);
+        }
         self.take(
             tp.load_balancer.clone(),
             tp.connection_pool.clone(),
@@ -302,6 +311,29 @@ fn build(
         port.protocol,
         sniffed,
     );
+    if let Some(budget) = &policy.retry_budget
+        && let Some(t) = c
+            .circuit_breakers
+            .as_mut()
+            .and_then(|cb| cb.thresholds.first_mut())
+    {
+        // As istiod: 20% of active requests and 3 concurrent retries unless set.
+        t.retry_budget = Some(
+            envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::thresholds::RetryBudget {
+                budget_percent: Some(Percent {
+                    value: budget.percent.unwrap_or(20.0),
+                }),
+                min_retry_concurrency: Some(UInt32Value {
+                    value: if budget.min_retry_concurrency > 0 {
+                        budget.min_retry_concurrency
+                    } else {
+                        3
+                    },
+                }),
+                ..Default::default()
+            },
+        );
+    }
     apply_outlier(&mut c, policy.outlier_detection.as_ref());
     let locality_rule = policy
         .load_balancer
@@ -327,6 +359,9 @@ fn build(
             c.transport_socket_matches = auto_mtls_sockets(&identities(ctx, svc, port));
         }
         None => {}
+    }
+    if let Some(pp) = &policy.proxy_protocol {
+        with_proxy_protocol(&mut c, pp);
     }
     Resource::new(name, any(&c))
 }
@@ -409,6 +444,31 @@ pub fn socket(host: &str, port: u32) -> Address {
     }
 }
 
+/// `warmup` (or the older `warmupDurationSecs`): new endpoints get traffic gradually, with
+/// istiod's defaults (linear, from 10%).
+fn slow_start(
+    lb: &LoadBalancerSettings,
+) -> Option<envoy_types::pb::envoy::config::cluster::v3::cluster::SlowStartConfig> {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::SlowStartConfig;
+    use envoy_types::pb::envoy::config::core::v3::RuntimeDouble;
+    if let Some(w) = &lb.warmup {
+        return Some(SlowStartConfig {
+            slow_start_window: w.duration.map(|d| duration(d.as_std())),
+            aggression: Some(RuntimeDouble {
+                default_value: w.aggression.unwrap_or(1.0),
+                runtime_key: "(".into(),
+            }),
+            min_weight_percent: Some(Percent {
+                value: w.minimum_percent.unwrap_or(10.0),
+            }),
+        });
+    }
+    lb.warmup_duration_secs.map(|d| SlowStartConfig {
+        slow_start_window: Some(duration(d.as_std())),
+        ..Default::default()
+    })
+}
+
 fn apply_lb(c: &mut Cluster, lb: Option<&LoadBalancerSettings>, cluster_provided: bool) {
     if cluster_provided {
         c.lb_policy = LbPolicy::ClusterProvided as i32;
@@ -446,6 +506,21 @@ fn apply_lb(c: &mut Cluster, lb: Option<&LoadBalancerSettings>, cluster_provided
                     ..Default::default()
                 }));
             }
+        }
+    }
+    if let Some(slow_start) = slow_start(lb) {
+        use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+            LeastRequestLbConfig, RoundRobinLbConfig,
+        };
+        if c.lb_policy == LbPolicy::RoundRobin as i32 {
+            c.lb_config = Some(LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
+                slow_start_config: Some(slow_start),
+            }));
+        } else if c.lb_policy == LbPolicy::LeastRequest as i32 {
+            c.lb_config = Some(LbConfig::LeastRequestLbConfig(LeastRequestLbConfig {
+                slow_start_config: Some(slow_start),
+                ..Default::default()
+            }));
         }
     }
 }
@@ -554,6 +629,43 @@ fn apply_connection_pool(
         };
         c.typed_extension_protocol_options
             .insert(UPSTREAM_HTTP_OPTIONS.into(), any(&opts));
+    }
+}
+
+/// Sends a PROXY protocol header first on every upstream connection, around whatever transport
+/// socket the cluster has (plain TCP when none), as istiod wraps it.
+fn with_proxy_protocol(c: &mut Cluster, pp: &crate::config::networking::ProxyProtocol) {
+    use envoy_types::pb::envoy::config::core::v3::{ProxyProtocolConfig, proxy_protocol_config};
+    use envoy_types::pb::envoy::extensions::transport_sockets::proxy_protocol::v3::ProxyProtocolUpstreamTransport;
+    let version = match pp.version {
+        crate::config::networking::ProxyProtocolVersion::V2 => proxy_protocol_config::Version::V2,
+        _ => proxy_protocol_config::Version::V1,
+    };
+    let wrap = |inner: Option<TransportSocket>| {
+        TransportSocket {
+        name: "envoy.transport_sockets.upstream_proxy_protocol".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+            &ProxyProtocolUpstreamTransport {
+                config: Some(ProxyProtocolConfig {
+                    version: version as i32,
+                    ..Default::default()
+                }),
+                transport_socket: Some(inner.unwrap_or_else(|| TransportSocket {
+                    name: "envoy.transport_sockets.raw_buffer".into(),
+                    config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+                        &envoy_types::pb::envoy::extensions::transport_sockets::raw_buffer::v3::RawBuffer::default(),
+                    ))),
+                })),
+                ..Default::default()
+            },
+        ))),
+    }
+    };
+    if c.transport_socket_matches.is_empty() {
+        c.transport_socket = Some(wrap(c.transport_socket.take()));
+    }
+    for m in &mut c.transport_socket_matches {
+        m.transport_socket = Some(wrap(m.transport_socket.take()));
     }
 }
 

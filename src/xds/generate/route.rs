@@ -220,7 +220,14 @@ fn finish_action(
                 name: c.name.clone(),
                 path: c.path.clone(),
                 ttl: c.ttl.map(|d| duration(d.as_std())),
-                ..Default::default()
+                attributes: c
+                    .attributes
+                    .iter()
+                    .map(|a| hash_policy::CookieAttribute {
+                        name: a.name.clone(),
+                        value: a.value.clone(),
+                    })
+                    .collect(),
             }))
         } else if ch.use_source_ip == Some(true) {
             Some(hash_policy::PolicySpecifier::ConnectionProperties(
