@@ -1242,7 +1242,7 @@ fn sidecars() -> Vec<Case> {
             "ValidateSidecar/only-inbound-pool",
             "Sidecar",
             "inboundConnectionPool: {http: {http1MaxPendingRequests: 100}}",
-            Warn("spec.inboundConnectionPool: accepted but not honoured"),
+            Ok,
         ),
         case(
             "ValidateSidecar/ingress-tls-san",

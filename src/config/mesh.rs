@@ -25,6 +25,13 @@ pub struct MeshConfig {
     /// How proxies normalise request paths before routing and authorization.
     #[serde(default)]
     pub path_normalization: Option<ProxyPathNormalization>,
+    /// Visibility of Services, VirtualServices and DestinationRules that set no `exportTo`.
+    #[serde(default)]
+    pub default_service_export_to: Vec<String>,
+    #[serde(default)]
+    pub default_virtual_service_export_to: Vec<String>,
+    #[serde(default)]
+    pub default_destination_rule_export_to: Vec<String>,
     /// Mesh-wide locality load balancing (a DestinationRule's setting wins).
     #[serde(default)]
     pub locality_lb_setting: Option<crate::config::networking::LocalityLoadBalancerSetting>,
@@ -166,6 +173,9 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "localityLbSetting",
     "enableAutoMtls",
     "protocolDetectionTimeout",
+    "defaultServiceExportTo",
+    "defaultVirtualServiceExportTo",
+    "defaultDestinationRuleExportTo",
 ];
 
 impl MeshConfig {

@@ -47,6 +47,11 @@ pub struct MeshSettings {
     pub discovery_selectors: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     /// MeshConfig `pathNormalization` (istiod's default: BASE).
     pub path_normalization: PathNormalization,
+    /// MeshConfig `defaultServiceExportTo`, `defaultVirtualServiceExportTo`,
+    /// `defaultDestinationRuleExportTo`: visibility when an object sets none (empty: everywhere).
+    pub default_service_export_to: Vec<String>,
+    pub default_virtual_service_export_to: Vec<String>,
+    pub default_destination_rule_export_to: Vec<String>,
     /// MeshConfig `localityLbSetting` (istiod's default: enabled, no rules).
     pub locality_lb: Option<crate::config::networking::LocalityLoadBalancerSetting>,
 }
@@ -67,6 +72,9 @@ impl MeshSettings {
                     .path_normalization
                     .map(|p| p.normalization)
                     .unwrap_or_default();
+                out.default_service_export_to = mc.default_service_export_to;
+                out.default_virtual_service_export_to = mc.default_virtual_service_export_to;
+                out.default_destination_rule_export_to = mc.default_destination_rule_export_to;
                 if let Some(l) = mc.locality_lb_setting {
                     out.locality_lb = Some(l);
                 }
@@ -92,6 +100,9 @@ impl Default for MeshSettings {
             extension_providers: Vec::new(),
             discovery_selectors: Vec::new(),
             path_normalization: PathNormalization::DEFAULT,
+            default_service_export_to: Vec::new(),
+            default_virtual_service_export_to: Vec::new(),
+            default_destination_rule_export_to: Vec::new(),
             locality_lb: Some(crate::config::networking::LocalityLoadBalancerSetting {
                 enabled: Some(true),
                 ..Default::default()

@@ -87,9 +87,18 @@ impl Service {
 
     /// Istio's visibility rule: empty exportTo means everyone.
     pub fn visible_to(&self, namespace: &str) -> bool {
-        self.export_to.is_empty()
-            || self
-                .export_to
+        self.visible_to_with(namespace, &[])
+    }
+
+    /// Visibility with the mesh's `defaultServiceExportTo` standing in for an empty exportTo.
+    pub fn visible_to_with(&self, namespace: &str, default: &[String]) -> bool {
+        let list = if self.export_to.is_empty() {
+            default
+        } else {
+            &self.export_to
+        };
+        list.is_empty()
+            || list
                 .iter()
                 .any(|e| e == "*" || e == namespace || (e == "." && self.namespace == namespace))
     }

@@ -137,11 +137,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(
         Kind::Sidecar,
-        "inboundConnectionPool",
-        "inbound connections are not limited",
-    ),
-    field(
-        Kind::Sidecar,
         "egress[].port",
         "egress listeners are not limited to a port",
     ),

@@ -158,9 +158,16 @@ fn memoized_by_key<K: Hash + Eq + Copy, V: Clone>(
     )
 }
 
-fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
-    export_to.is_empty()
-        || export_to
+/// Istio's exportTo rule; `default` (the mesh's default exportTo for the kind) stands in for an
+/// empty list.
+fn exported_to(export_to: &[String], default: &[String], owner_ns: &str, ns: &str) -> bool {
+    let list = if export_to.is_empty() {
+        default
+    } else {
+        export_to
+    };
+    list.is_empty()
+        || list
             .iter()
             .any(|e| e == "*" || e == ns || (e == "." && owner_ns == ns))
 }
@@ -169,6 +176,7 @@ fn exported_to(export_to: &[String], owner_ns: &str, ns: &str) -> bool {
 /// (a delegate serves only through its roots) exported to the root's namespace.
 fn delegate_for(
     snapshot: &Snapshot,
+    default_export: &[String],
     root_ns: &str,
     name: &str,
     namespace: &str,
@@ -180,7 +188,8 @@ fn delegate_for(
     };
     match &snapshot.get(&key)?.config.spec {
         Spec::VirtualService(d)
-            if d.hosts.is_empty() && exported_to(&d.export_to, namespace, root_ns) =>
+            if d.hosts.is_empty()
+                && exported_to(&d.export_to, default_export, namespace, root_ns) =>
         {
             Some(d.clone())
         }
@@ -207,7 +216,13 @@ impl PushContext {
             let expanded;
             let vs = if vs.http.iter().any(|r| r.delegate.is_some()) {
                 expanded = crate::model::delegate::expand(ns, vs, &suffix, &|name, d_ns| {
-                    delegate_for(&snapshot, ns, name, d_ns)
+                    delegate_for(
+                        &snapshot,
+                        &mesh.default_virtual_service_export_to,
+                        ns,
+                        name,
+                        d_ns,
+                    )
                 });
                 &expanded
             } else {
@@ -406,7 +421,9 @@ impl PushContext {
                     .registry
                     .services
                     .values()
-                    .filter(|s| s.visible_to(&proxy.namespace))
+                    .filter(|s| {
+                        s.visible_to_with(&proxy.namespace, &self.mesh.default_service_export_to)
+                    })
                     .filter(|s| egress.is_none_or(|sc| sidecar_allows(sc, &proxy.namespace, s)))
                     .cloned()
                     .collect();
@@ -443,8 +460,14 @@ impl PushContext {
     /// The VirtualService for `hostname` as seen from `namespace`: an exact host match first, then the
     /// most specific wildcard; ties go to the first by namespace/name, which is stable.
     pub fn virtual_service_for(&self, namespace: &str, hostname: &str) -> Option<&VsEntry> {
-        let visible =
-            |v: &&VsEntry| exported_to(&v.spec.export_to, &v.config.metadata.namespace, namespace);
+        let visible = |v: &&VsEntry| {
+            exported_to(
+                &v.spec.export_to,
+                &self.mesh.default_virtual_service_export_to,
+                &v.config.metadata.namespace,
+                namespace,
+            )
+        };
         self.vs_by_host
             .get(hostname)
             .into_iter()
@@ -486,7 +509,14 @@ impl PushContext {
             .flatten()
             .chain(&self.dr_wildcards)
             .map(|&i| &self.destination_rules[i])
-            .filter(|d| exported_to(&d.spec.export_to, &d.config.metadata.namespace, proxy_ns))
+            .filter(|d| {
+                exported_to(
+                    &d.spec.export_to,
+                    &self.mesh.default_destination_rule_export_to,
+                    &d.config.metadata.namespace,
+                    proxy_ns,
+                )
+            })
             .filter(|d| {
                 d.host == service.hostname
                     || (d.host.starts_with('*') && host::subset_of(&service.hostname, &d.host))

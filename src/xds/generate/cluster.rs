@@ -525,7 +525,7 @@ fn apply_lb(c: &mut Cluster, lb: Option<&LoadBalancerSettings>, cluster_provided
     }
 }
 
-fn apply_connection_pool(
+pub(super) fn apply_connection_pool(
     c: &mut Cluster,
     pool: Option<&ConnectionPoolSettings>,
     protocol: Protocol,
@@ -673,29 +673,6 @@ fn explicit_http2(options: Http2ProtocolOptions) -> UpstreamProtocolOptions {
     UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
         protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(options)),
     })
-}
-
-/// The upstream protocol options of an inbound cluster: HTTP/2 when its port says so (`http2`,
-/// `grpc`, `grpc-web`), the client's HTTP version when the port is sniffed, none otherwise.
-pub(super) fn inbound_protocol_options(
-    protocol: Protocol,
-) -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any> {
-    let upstream = if protocol.is_http2() {
-        explicit_http2(Http2ProtocolOptions::default())
-    } else if protocol == Protocol::Unsupported {
-        UpstreamProtocolOptions::UseDownstreamProtocolConfig(UseDownstreamHttpConfig {
-            http_protocol_options: Some(Http1ProtocolOptions::default()),
-            http2_protocol_options: Some(Http2ProtocolOptions::default()),
-            ..Default::default()
-        })
-    } else {
-        return Default::default();
-    };
-    let opts = HttpProtocolOptions {
-        upstream_protocol_options: Some(upstream),
-        ..Default::default()
-    };
-    std::collections::HashMap::from([(UPSTREAM_HTTP_OPTIONS.to_string(), any(&opts))])
 }
 
 fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {

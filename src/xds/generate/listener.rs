@@ -231,45 +231,49 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
     if scope.interception_none {
         return Vec::new();
     }
+    let pool = scope.sidecar.as_ref().and_then(|c| match &c.spec {
+        Spec::Sidecar(sc) => sc.inbound_connection_pool.as_ref(),
+        _ => None,
+    });
     scope
         .inbound
         .iter()
         .map(|(&port, &protocol)| {
             let name = inbound_cluster_name(port);
-            Resource::new(
-                &name,
-                any(&Cluster {
-                    // As istiod: an HTTP/2 or gRPC port reaches the application over HTTP/2, a
-                    // sniffed one over the client's HTTP version.
-                    typed_extension_protocol_options: super::cluster::inbound_protocol_options(
-                        protocol,
-                    ),
-                    name: name.clone(),
-                    cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-                        DiscoveryType::Static as i32,
-                    )),
-                    connect_timeout: Some(super::util::duration(std::time::Duration::from_secs(
-                        10,
-                    ))),
-                    load_assignment: Some(ClusterLoadAssignment {
-                        cluster_name: name.clone(),
-                        endpoints: vec![LocalityLbEndpoints {
-                            lb_endpoints: vec![LbEndpoint {
-                                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
-                                    Endpoint {
-                                        address: Some(socket("127.0.0.1", port)),
-                                        ..Default::default()
-                                    },
-                                )),
-                                ..Default::default()
-                            }],
+            let mut cluster = Cluster {
+                name: name.clone(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                    DiscoveryType::Static as i32,
+                )),
+                connect_timeout: Some(super::util::duration(std::time::Duration::from_secs(10))),
+                load_assignment: Some(ClusterLoadAssignment {
+                    cluster_name: name.clone(),
+                    endpoints: vec![LocalityLbEndpoints {
+                        lb_endpoints: vec![LbEndpoint {
+                            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                                Endpoint {
+                                    address: Some(socket("127.0.0.1", port)),
+                                    ..Default::default()
+                                },
+                            )),
                             ..Default::default()
                         }],
                         ..Default::default()
-                    }),
+                    }],
                     ..Default::default()
                 }),
-            )
+                ..Default::default()
+            };
+            // As istiod: the Sidecar's `inboundConnectionPool` (limits unset are unlimited); an
+            // HTTP/2 or gRPC port reaches the application over HTTP/2, a sniffed one over the
+            // client's HTTP version.
+            super::cluster::apply_connection_pool(
+                &mut cluster,
+                pool,
+                protocol,
+                protocol == Protocol::Unsupported,
+            );
+            Resource::new(&name, any(&cluster))
         })
         .collect()
 }

@@ -1287,3 +1287,52 @@ spec: {{http: [{{match: [{{uri: {{prefix: /api/v2}}}}], route: [{{destination: {
         "the delegate's route, then the root's default"
     );
 }
+
+#[test]
+fn mesh_default_export_to_applies_to_objects_without_export_to() {
+    let yaml = format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        se("a", "shared", "HTTP").replace("spec: {", "spec: {exportTo: [\"*\"], ")
+    );
+    let snap = Store::from_yaml(&yaml).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let mesh = MeshSettings {
+        default_service_export_to: vec![".".into()],
+        ..MeshSettings::default()
+    };
+    let c = PushContext::new(1, snap, reg, mesh);
+    let names = |ns: &str| -> Vec<String> {
+        clusters_of(&c, &proxy(ns, &[]))
+            .into_iter()
+            .map(|c| c.name)
+            .filter(|n| n.starts_with("outbound|"))
+            .collect()
+    };
+    assert!(names("a").contains(&"outbound|80||web.a.svc.cluster.local".to_string()));
+    assert_eq!(
+        names("b"),
+        ["outbound|80||shared.a.svc.cluster.local"],
+        "web sets no exportTo: the mesh's default keeps it in its namespace"
+    );
+}
+
+#[test]
+fn sidecar_inbound_connection_pool_limits_inbound_clusters() {
+    let sidecar = "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: a}\n\
+spec: {inboundConnectionPool: {tcp: {maxConnections: 9}, http: {http1MaxPendingRequests: 3}}}\n";
+    let c = ctx(&workload_yaml(sidecar));
+    let inbound = cluster(&c, &verified("a"), "inbound|80||");
+    let t = &inbound.circuit_breakers.unwrap().thresholds[0];
+    assert_eq!(t.max_connections.unwrap().value, 9);
+    assert_eq!(t.max_pending_requests.unwrap().value, 3);
+    // Without a Sidecar, inbound clusters are unlimited as istiod makes them (not Envoy's 1024).
+    let plain = cluster(&ctx(&workload_yaml("")), &verified("a"), "inbound|80||");
+    assert_eq!(
+        plain.circuit_breakers.unwrap().thresholds[0]
+            .max_connections
+            .unwrap()
+            .value,
+        u32::MAX
+    );
+}
