@@ -987,3 +987,88 @@ spec:
     let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
     assert!(!syncz.contains("NACKED"), "{syncz}");
 }
+
+/// DestinationRule `tunnel`: TCP to the service goes through an HTTP CONNECT tunnel to the
+/// target the rule names, the service's endpoint being the tunnel proxy.
+#[test]
+fn envoy_tunnels_tcp_through_http_connect() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    // A CONNECT proxy that records what it was asked for and then echoes the tunnelled bytes.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_port = listener.local_addr().unwrap().port();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                let Some((line, _)) = common::peers::read_request_head(&mut reader) else {
+                    return;
+                };
+                seen.lock().unwrap().push(line);
+                let _ = writer.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
+                let mut buf = String::new();
+                while reader.read_line(&mut buf).unwrap_or(0) > 0 {
+                    if writer.write_all(buf.as_bytes()).is_err() {
+                        return;
+                    }
+                    buf.clear();
+                }
+            });
+        }
+    });
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: db, namespace: {NS}}}
+spec:
+  hosts: [db.shop.svc.cluster.local]
+  location: MESH_EXTERNAL
+  ports: [{{number: {port}, name: tcp, protocol: TCP, targetPort: {proxy_port}}}]
+  resolution: STATIC
+  endpoints: [{{address: 127.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: db, namespace: {NS}}}
+spec:
+  host: db.shop.svc.cluster.local
+  trafficPolicy:
+    tunnel: {{protocol: CONNECT, targetHost: db.internal.example, targetPort: 5432}}
+"#
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &[]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let echo = || -> String {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+            return String::new();
+        };
+        s.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+            .unwrap();
+        let _ = s.write_all(b"hello\n");
+        let mut buf = [0u8; 16];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    eventually(30, "bytes through the tunnel", || echo() == "hello\n");
+    assert!(
+        asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("CONNECT db.internal.example:5432 ")),
+        "{:?}",
+        asked.lock().unwrap()
+    );
+}

@@ -845,10 +845,10 @@ fn destination_rules() -> Vec<Case> {
             Ok,
         ),
         case(
-            "unhonoured/subset-level",
+            "honoured/subset-level",
             "DestinationRule",
             "host: a\nsubsets: [{name: v1, labels: {v: '1'}, trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}}]",
-            Warn("spec.subsets[0].trafficPolicy.tunnel: accepted but not honoured"),
+            Ok,
         ),
     ]
 }
@@ -2418,9 +2418,9 @@ tcp: [{match: [{destinationSubnets: [10.0.0.0/8]}], route: [{destination: {host:
 gateways: [gw]
 tcp: [{match: [{sourceSubnet: 10.0.0.0/8}], route: [{destination: {host: a}}]}]",
             Warn("TCP routes do not match on the client's address")),
-        case("unhonoured/tunnel", "DestinationRule",
+        case("honoured/tunnel", "DestinationRule",
             "host: a
-trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}", Warn("no tunnel is set up")),
+trafficPolicy: {tunnel: {targetHost: b.example.com, targetPort: 8443}}", Ok),
         case("honoured/retryBudget", "DestinationRule",
             "host: a
 trafficPolicy: {retryBudget: {percent: 20}}", Ok),

@@ -70,11 +70,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "TCP routes do not match on the client's address",
     ),
     // DestinationRule
-    field(
-        Kind::DestinationRule,
-        "trafficPolicy.tunnel",
-        "no tunnel is set up",
-    ),
     // Gateway
     field(
         Kind::Gateway,
@@ -342,14 +337,14 @@ mod tests {
 
     #[test]
     fn finds_set_fields_at_every_level_and_ignores_unset_ones() {
-        let dr = config(
-            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r, namespace: ns}\nspec:\n  host: a\n  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}\n  subsets:\n  - name: v1\n    labels: {v: '1'}\n    trafficPolicy:\n      tunnel: {targetHost: b.example.com, targetPort: 8443}\n",
+        let gw = config(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: ns}\nspec:\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls: {mode: SIMPLE, credentialName: c, minProtocolVersion: TLSV1_3}\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [a.example.com]\n",
         );
         assert_eq!(
-            fields(&dr),
+            fields(&gw),
             [(
-                "spec.subsets[0].trafficPolicy.tunnel".to_string(),
-                "no tunnel is set up"
+                "spec.servers[0].tls.minProtocolVersion".to_string(),
+                "Envoy's default TLS versions apply"
             )]
         );
         let vs = config(

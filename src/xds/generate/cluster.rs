@@ -58,6 +58,7 @@ pub struct EffectivePolicy {
     /// Top level and subset only (a port-level policy has neither).
     pub proxy_protocol: Option<crate::config::networking::ProxyProtocol>,
     pub retry_budget: Option<crate::config::networking::RetryBudget>,
+    pub tunnel: Option<crate::config::networking::TunnelSettings>,
 }
 
 impl EffectivePolicy {
@@ -67,6 +68,9 @@ impl EffectivePolicy {
         }
         if tp.retry_budget.is_some() {
             self.retry_budget.clone_from(&tp.retry_budget);
+        }
+        if tp.tunnel.is_some() {
+            self.tunnel.clone_from(&tp.tunnel);
         }
         self.take(
             tp.load_balancer.clone(),

@@ -514,19 +514,16 @@ fn tls_chains(
     out
 }
 
-/// A TCP proxy straight to the service, with the idle timeout of its DestinationRule
-/// (`connectionPool.tcp.idleTimeout`; Envoy's default of one hour otherwise), as istiod.
+/// A TCP proxy straight to the service, shaped by its DestinationRule as istiod shapes it.
 fn service_tcp_filter(ctx: &PushContext, scope: &ScopeView, svc: &Service, port: u32) -> Filter {
     let cluster = outbound_cluster(port, "", &svc.hostname);
-    network_filter(
-        "envoy.filters.network.tcp_proxy",
-        &TcpProxy {
-            stat_prefix: cluster.clone(),
-            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster)),
-            idle_timeout: tcp_idle_timeout(ctx, scope, svc, port),
-            ..Default::default()
-        },
-    )
+    let mut proxy = TcpProxy {
+        stat_prefix: cluster.clone(),
+        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster)),
+        ..Default::default()
+    };
+    shape_by_rule(&mut proxy, ctx, scope, svc, port);
+    network_filter("envoy.filters.network.tcp_proxy", &proxy)
 }
 
 fn chain(name: &str, filter_chain_match: Option<FilterChainMatch>, filter: Filter) -> FilterChain {
@@ -591,32 +588,46 @@ pub(super) fn l4_route_filter(
                 .collect(),
         }),
     };
-    // As istiod: one destination takes the idle timeout of its DestinationRule.
-    let idle_timeout = single.and_then(|(svc, port)| tcp_idle_timeout(ctx, scope, svc, port));
-    Some(network_filter(
-        "envoy.filters.network.tcp_proxy",
-        &TcpProxy {
-            stat_prefix: stat_prefix.into(),
-            cluster_specifier: Some(specifier),
-            idle_timeout,
-            ..Default::default()
-        },
-    ))
+    let mut proxy = TcpProxy {
+        stat_prefix: stat_prefix.into(),
+        cluster_specifier: Some(specifier),
+        ..Default::default()
+    };
+    // As istiod: one destination is shaped by its DestinationRule.
+    if let Some((svc, port)) = single {
+        shape_by_rule(&mut proxy, ctx, scope, svc, port);
+    }
+    Some(network_filter("envoy.filters.network.tcp_proxy", &proxy))
 }
 
-/// `connectionPool.tcp.idleTimeout` of the service's DestinationRule for this proxy and port.
-fn tcp_idle_timeout(
+/// What the destination's DestinationRule sets on a TCP proxy: `connectionPool.tcp.idleTimeout`
+/// (Envoy's default of one hour otherwise) and `tunnel`: the payload goes through an HTTP CONNECT
+/// (or POST) tunnel to `targetHost:targetPort`, the destination being the tunnel's proxy.
+fn shape_by_rule(
+    proxy: &mut TcpProxy,
     ctx: &PushContext,
     scope: &ScopeView,
     svc: &Service,
     port: u32,
-) -> Option<envoy_types::pb::google::protobuf::Duration> {
+) {
     let rule = ctx
         .destination_rule_for(&scope.namespace, &scope.labels, svc)
         .map(|d| &d.spec);
-    super::cluster::EffectivePolicy::resolve(rule, None, port)
+    let policy = super::cluster::EffectivePolicy::resolve(rule, None, port);
+    proxy.idle_timeout = policy
         .connection_pool
         .and_then(|p| p.tcp)
         .and_then(|t| t.idle_timeout)
-        .map(|d| super::util::duration(d.as_std()))
+        .map(|d| super::util::duration(d.as_std()));
+    if let Some(t) = policy.tunnel {
+        proxy.tunneling_config = Some(tcp_proxy::TunnelingConfig {
+            hostname: if t.target_host.contains(':') {
+                format!("[{}]:{}", t.target_host, t.target_port)
+            } else {
+                format!("{}:{}", t.target_host, t.target_port)
+            },
+            use_post: t.protocol.eq_ignore_ascii_case("POST"),
+            ..Default::default()
+        });
+    }
 }
