@@ -357,7 +357,9 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
     std::thread::scope(|s| {
         s.spawn(move || {
             server.enter();
-            let _app = Backend::start_on("127.0.0.1:9080", "app");
+            // On the pod's IP only: inbound traffic reaches the application there, as with
+            // istiod (not on localhost).
+            let _app = Backend::start_on(&format!("{SERVER_IP}:9080"), "app");
             up_rx.recv().unwrap();
             let xds = SocketAddr::from(([10, 44, 0, 2], secure_port));
             let _envoy = boot(SERVER_IP, "server-0", "app: server", "server-token", xds);
@@ -390,6 +392,80 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
                     last == (200, "app /allowed".into())
                 });
                 assert_eq!(request_at(app, host, "/denied", &[]).0, 403);
+            }));
+            let _ = done_tx.send(());
+            if let Err(e) = outcome {
+                eprintln!("last answer: {last:?}");
+                std::panic::resume_unwind(e);
+            }
+        });
+    });
+}
+
+/// A Sidecar's `ingress` listener defines the inbound port and sends it to its `defaultEndpoint`
+/// (here an application listening on localhost only), where no service names the port.
+#[test]
+fn sidecar_ingress_listener_serves_its_default_endpoint() {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    server.capture(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "sidecar.yaml",
+        r#"apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: server, namespace: shop}
+spec:
+  workloadSelector: {labels: {app: server}}
+  ingress:
+  - port: {number: 9090, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:7070
+"#,
+    );
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (client, server, envoy, dir) = (&client, &server, &envoy, &dir);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            server.enter();
+            let _app = Backend::start_on("127.0.0.1:7070", "local-app");
+            up_rx.recv().unwrap();
+            let _envoy = Envoy::boot(
+                envoy,
+                SocketAddr::from(([10, 44, 0, 2], XDS_PORT)),
+                &Bootstrap {
+                    namespace: "shop",
+                    pod: "server-0",
+                    labels: "app: server",
+                    metadata: "",
+                    ip: SERVER_IP,
+                    uid: Some(PROXY_UID),
+                    ..Bootstrap::default()
+                },
+            );
+            let _ = done_rx.recv();
+        });
+        s.spawn(move || {
+            client.enter();
+            let _daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
+            up_tx.send(()).unwrap();
+            let target: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
+            let mut last = (0, String::new());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(
+                    30,
+                    "the ingress listener's default endpoint answers",
+                    || {
+                        last = request_at(target, "server", "/hi", &[]);
+                        last == (200, "local-app /hi".into())
+                    },
+                );
             }));
             let _ = done_tx.send(());
             if let Err(e) = outcome {

@@ -1290,7 +1290,19 @@ fn sidecars() -> Vec<Case> {
                 "{mode: SIMPLE, serverCertificate: /c.pem, privateKey: /k.pem}",
                 "HTTPS",
             ),
-            Warn("spec.ingress[0]: accepted but not honoured"),
+            Warn("spec.ingress[0].tls: accepted but not honoured"),
+        ),
+        case(
+            "unhonoured/sidecar-ingress-bind",
+            "Sidecar",
+            "ingress: [{port: {number: 9080, protocol: HTTP, name: http}, bind: 10.0.0.1, captureMode: NONE, defaultEndpoint: 127.0.0.1:8080}]",
+            Warn("ingress listeners take captured traffic"),
+        ),
+        case(
+            "unhonoured/sidecar-ingress-bind-only",
+            "Sidecar",
+            "ingress: [{port: {number: 9080, protocol: HTTP, name: http}, bind: 10.0.0.1, defaultEndpoint: 127.0.0.1:8080}]",
+            Warn("ingress listeners take traffic captured for every address"),
         ),
         case(
             "ValidateSidecar/target-port",

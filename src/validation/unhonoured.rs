@@ -127,8 +127,18 @@ pub const UNHONOURED: &[Unhonoured] = &[
     // Sidecar
     field(
         Kind::Sidecar,
-        "ingress[]",
-        "inbound listeners come from the services at the proxy's address",
+        "ingress[].tls",
+        "the ingress listener does not terminate TLS",
+    ),
+    field(
+        Kind::Sidecar,
+        "ingress[].bind",
+        "ingress listeners take traffic captured for every address",
+    ),
+    field(
+        Kind::Sidecar,
+        "ingress[].captureMode",
+        "ingress listeners take captured traffic (INTERCEPTION_MODE NONE: no inbound listeners)",
     ),
     field(
         Kind::Sidecar,

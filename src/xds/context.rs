@@ -395,7 +395,19 @@ impl PushContext {
     /// The view of `proxy` that generators read, shared by every proxy with the same inputs.
     pub fn scope(&self, proxy: &Proxy) -> Arc<ScopeView> {
         let sidecar = self.sidecar_for(proxy);
-        let inbound = self.inbound_ports(&proxy.ip);
+        // A Sidecar with `ingress` listeners defines the inbound ports instead of the services at
+        // the proxy's address, as istiod.
+        let from_sidecar = sidecar.as_ref().and_then(|c| match &c.spec {
+            Spec::Sidecar(sc) if !sc.ingress.is_empty() => Some(Arc::new(
+                sc.ingress
+                    .iter()
+                    .filter_map(|i| i.port.as_ref())
+                    .map(|p| (p.number, Protocol::parse(&p.protocol)))
+                    .collect::<BTreeMap<u32, Protocol>>(),
+            )),
+            _ => None,
+        });
+        let inbound = from_sidecar.unwrap_or_else(|| self.inbound_ports(&proxy.ip));
         let mtls = proxy.identity.is_some();
         let mut h = DefaultHasher::new();
         proxy.namespace.hash(&mut h);

@@ -227,12 +227,16 @@ pub fn inbound_cluster_name(port: u32) -> String {
 }
 
 /// Clusters that deliver inbound traffic to the application on loopback.
+/// Clusters that deliver inbound traffic to the application: to the address the client dialled
+/// (the pod's IP, as istiod since 1.10: applications listening on localhost only are not
+/// reached), from 127.0.0.6 so the capture rules let it through; or to a Sidecar ingress
+/// listener's `defaultEndpoint`.
 pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
     if scope.interception_none {
         return Vec::new();
     }
-    let pool = scope.sidecar.as_ref().and_then(|c| match &c.spec {
-        Spec::Sidecar(sc) => sc.inbound_connection_pool.as_ref(),
+    let sidecar = scope.sidecar.as_ref().and_then(|c| match &c.spec {
+        Spec::Sidecar(sc) => Some(sc),
         _ => None,
     });
     scope
@@ -240,33 +244,79 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
         .iter()
         .map(|(&port, &protocol)| {
             let name = inbound_cluster_name(port);
+            let ingress = sidecar.and_then(|sc| {
+                sc.ingress
+                    .iter()
+                    .find(|i| i.port.as_ref().is_some_and(|p| p.number == port))
+            });
             let mut cluster = Cluster {
                 name: name.clone(),
-                cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-                    DiscoveryType::Static as i32,
-                )),
                 connect_timeout: Some(super::util::duration(std::time::Duration::from_secs(10))),
-                load_assignment: Some(ClusterLoadAssignment {
-                    cluster_name: name.clone(),
-                    endpoints: vec![LocalityLbEndpoints {
-                        lb_endpoints: vec![LbEndpoint {
-                            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
-                                Endpoint {
-                                    address: Some(socket("127.0.0.1", port)),
-                                    ..Default::default()
-                                },
-                            )),
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
                 ..Default::default()
             };
-            // As istiod: the Sidecar's `inboundConnectionPool` (limits unset are unlimited); an
-            // HTTP/2 or gRPC port reaches the application over HTTP/2, a sniffed one over the
-            // client's HTTP version.
+            let endpoint = ingress.map(|i| i.default_endpoint.as_str()).unwrap_or("");
+            match parse_default_endpoint(endpoint) {
+                DefaultEndpoint::Address(host, target) => {
+                    cluster.cluster_discovery_type =
+                        Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
+                    cluster.load_assignment =
+                        Some(single_endpoint(&name, socket(&host, target)));
+                }
+                DefaultEndpoint::Unix(path) => {
+                    cluster.cluster_discovery_type =
+                        Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
+                    cluster.load_assignment = Some(single_endpoint(
+                        &name,
+                        envoy_types::pb::envoy::config::core::v3::Address {
+                            address: Some(
+                                envoy_types::pb::envoy::config::core::v3::address::Address::Pipe(
+                                    envoy_types::pb::envoy::config::core::v3::Pipe {
+                                        path,
+                                        ..Default::default()
+                                    },
+                                ),
+                            ),
+                        },
+                    ));
+                }
+                DefaultEndpoint::Original(port_override) => {
+                    cluster.cluster_discovery_type =
+                        Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
+                    cluster.lb_policy =
+                        envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy::ClusterProvided
+                            as i32;
+                    cluster.lb_config = port_override.map(|p| {
+                        envoy_types::pb::envoy::config::cluster::v3::cluster::LbConfig::OriginalDstLbConfig(
+                            envoy_types::pb::envoy::config::cluster::v3::cluster::OriginalDstLbConfig {
+                                upstream_port_override: Some(UInt32Value { value: p }),
+                                ..Default::default()
+                            },
+                        )
+                    });
+                    // istiod's inbound passthrough source: the capture rules return traffic from
+                    // it on loopback instead of redirecting it back to the proxy.
+                    cluster.upstream_bind_config =
+                        Some(envoy_types::pb::envoy::config::core::v3::BindConfig {
+                            source_address: Some(
+                                envoy_types::pb::envoy::config::core::v3::SocketAddress {
+                                    address: if scope.ipv6_only { "::6" } else { "127.0.0.6" }
+                                        .into(),
+                                    port_specifier: Some(
+                                        envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(0),
+                                    ),
+                                    ..Default::default()
+                                },
+                            ),
+                            ..Default::default()
+                        });
+                }
+            }
+            // As istiod: the Sidecar's connection pool (the ingress listener's, else
+            // `inboundConnectionPool`; limits unset are unlimited); an HTTP/2 or gRPC port reaches
+            // the application over HTTP/2, a sniffed one over the client's HTTP version.
+            let pool = ingress
+                .and_then(|i| i.connection_pool.as_ref())
+                .or_else(|| sidecar.and_then(|sc| sc.inbound_connection_pool.as_ref()));
             super::cluster::apply_connection_pool(
                 &mut cluster,
                 pool,
@@ -276,6 +326,52 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
             Resource::new(&name, any(&cluster))
         })
         .collect()
+}
+
+/// Where a Sidecar ingress listener's `defaultEndpoint` sends traffic.
+enum DefaultEndpoint {
+    /// `127.0.0.1:PORT`, `[::1]:PORT`: that address.
+    Address(String, u32),
+    /// `unix:///path`.
+    Unix(String),
+    /// Empty: the address the client dialled; `0.0.0.0:PORT`/`[::]:PORT`: the pod's IP at PORT.
+    Original(Option<u32>),
+}
+
+fn parse_default_endpoint(endpoint: &str) -> DefaultEndpoint {
+    if let Some(path) = endpoint.strip_prefix("unix://") {
+        return DefaultEndpoint::Unix(path.to_string());
+    }
+    let Some((host, port)) = endpoint.rsplit_once(':') else {
+        return DefaultEndpoint::Original(None);
+    };
+    let Ok(port) = port.parse::<u32>() else {
+        return DefaultEndpoint::Original(None);
+    };
+    match host.trim_start_matches('[').trim_end_matches(']') {
+        "0.0.0.0" | "::" => DefaultEndpoint::Original(Some(port)),
+        host => DefaultEndpoint::Address(host.to_string(), port),
+    }
+}
+
+fn single_endpoint(
+    cluster: &str,
+    address: envoy_types::pb::envoy::config::core::v3::Address,
+) -> ClusterLoadAssignment {
+    ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                    address: Some(address),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
 }
 
 fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
