@@ -142,11 +142,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(
         Kind::Sidecar,
-        "egress[].port",
-        "egress listeners are not limited to a port",
-    ),
-    field(
-        Kind::Sidecar,
         "egress[].bind",
         "egress listeners bind as the interception mode says",
     ),

@@ -632,7 +632,40 @@ impl PushContext {
 
 /// Sidecar egress `namespace/host` rules: does any listener admit this service?
 fn sidecar_allows(sc: &Sidecar, proxy_ns: &str, service: &Service) -> bool {
-    sc.egress.iter().flat_map(|l| l.hosts.iter()).any(|entry| {
+    sc.egress
+        .iter()
+        .any(|l| egress_allows(&l.hosts, proxy_ns, service))
+}
+
+impl ScopeView {
+    /// The services whose port `port` this proxy's outbound listeners serve: with a Sidecar, the
+    /// egress listener for that port decides (its `hosts`), else the one without a port, as
+    /// istiod builds listeners per egress listener; without one, every service in scope.
+    pub fn services_on_port(&self, port: u32) -> Vec<&Arc<Service>> {
+        let egress = self.sidecar.as_ref().and_then(|c| match &c.spec {
+            Spec::Sidecar(sc) if !sc.egress.is_empty() => Some(&sc.egress),
+            _ => None,
+        });
+        let with_port = self.services.iter().filter(|s| s.port(port).is_some());
+        let Some(egress) = egress else {
+            return with_port.collect();
+        };
+        let listener = egress
+            .iter()
+            .find(|l| l.port.as_ref().is_some_and(|p| p.number == port))
+            .or_else(|| egress.iter().find(|l| l.port.is_none()));
+        match listener {
+            Some(l) => with_port
+                .filter(|s| egress_allows(&l.hosts, &self.namespace, s))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// A Sidecar egress `hosts` list (`namespace/host`) admits `service`.
+fn egress_allows(hosts: &[String], proxy_ns: &str, service: &Service) -> bool {
+    hosts.iter().any(|entry| {
         let Some((ns, h)) = entry.split_once('/') else {
             return false;
         };

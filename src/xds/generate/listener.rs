@@ -621,8 +621,8 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
     let port: u32 = name.parse().ok()?;
     let mut seen = HashSet::new();
     let mut hosts: Vec<VirtualHost> = scope
-        .services
-        .iter()
+        .services_on_port(port)
+        .into_iter()
         .filter(|s| s.port(port).is_some_and(|p| p.protocol.is_http()))
         .filter_map(|s| virtual_host(ctx, scope, s, port, false, &mut seen))
         .collect();

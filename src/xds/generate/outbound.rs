@@ -187,10 +187,17 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<A
     } else {
         BLACKHOLE
     };
+    let ports: std::collections::BTreeSet<u32> = scope
+        .services
+        .iter()
+        .flat_map(|s| s.ports.iter().map(|p| p.number))
+        .collect();
     let mut by_port: BTreeMap<u32, Vec<(&Arc<Service>, Protocol)>> = BTreeMap::new();
-    for svc in &scope.services {
-        for p in &svc.ports {
-            by_port.entry(p.number).or_default().push((svc, p.protocol));
+    for port in ports {
+        for svc in scope.services_on_port(port) {
+            if let Some(p) = svc.port(port) {
+                by_port.entry(port).or_default().push((svc, p.protocol));
+            }
         }
     }
     let mut out = Vec::new();

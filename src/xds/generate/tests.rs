@@ -1336,3 +1336,36 @@ spec: {inboundConnectionPool: {tcp: {maxConnections: 9}, http: {http1MaxPendingR
         u32::MAX
     );
 }
+
+#[test]
+fn sidecar_egress_port_listeners_serve_only_their_hosts() {
+    let yaml = format!(
+        "{}{}{}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\n\
+spec: {{egress: [{{port: {{number: 80, protocol: HTTP, name: http}}, hosts: [./web.a.svc.cluster.local]}}, {{hosts: [\"./*\"]}}]}}\n",
+        se("a", "web", "HTTP"),
+        se("a", "other", "HTTP"),
+        se("a", "api", "HTTP").replace("number: 80", "number: 8080")
+    );
+    let c = ctx(&yaml);
+    let p = proxy("a", &[]);
+    let rc = route_config(&c, &p, "80");
+    let hosts: Vec<&str> = rc
+        .virtual_hosts
+        .iter()
+        .map(|v| v.name.as_str())
+        .filter(|n| n.contains(".svc."))
+        .collect();
+    assert_eq!(
+        hosts,
+        ["web.a.svc.cluster.local:80"],
+        "port 80's egress listener names web only"
+    );
+    let rc = route_config(&c, &p, "8080");
+    assert_eq!(
+        rc.virtual_hosts[0].name, "api.a.svc.cluster.local:8080",
+        "other ports follow the egress listener without a port"
+    );
+    // Clusters still exist for every service in scope (a VirtualService may route to them).
+    let names: Vec<String> = clusters_of(&c, &p).into_iter().map(|c| c.name).collect();
+    assert!(names.contains(&"outbound|80||other.a.svc.cluster.local".to_string()));
+}
