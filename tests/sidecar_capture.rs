@@ -403,7 +403,9 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
 }
 
 /// A Sidecar's `ingress` listener defines the inbound port and sends it to its `defaultEndpoint`
-/// (here an application listening on localhost only), where no service names the port.
+/// (here an application listening on localhost only), where no service names the port; ports
+/// nothing declares pass through to the application, but only as the workload's
+/// PeerAuthentication allows.
 #[test]
 fn sidecar_ingress_listener_serves_its_default_endpoint() {
     let Some(envoy) = envoy_binary() else { return };
@@ -435,6 +437,7 @@ spec:
         s.spawn(move || {
             server.enter();
             let _app = Backend::start_on("127.0.0.1:7070", "local-app");
+            let _unlisted = Backend::start_on(&format!("{SERVER_IP}:9999"), "unlisted");
             up_rx.recv().unwrap();
             let _envoy = Envoy::boot(
                 envoy,
@@ -465,6 +468,29 @@ spec:
                         last = request_at(target, "server", "/hi", &[]);
                         last == (200, "local-app /hi".into())
                     },
+                );
+                // A port nothing declares passes through to the application (from 127.0.0.6,
+                // which the capture rules let by)...
+                let unlisted: SocketAddr = format!("{SERVER_IP}:9999").parse().unwrap();
+                assert_eq!(
+                    request_at(unlisted, "server", "/u", &[]),
+                    (200, "unlisted /u".into())
+                );
+                // ...until the workload is STRICT: then plaintext is refused there too (the
+                // sidecar has no certificate here, so nothing passes), while the port the
+                // policy keeps PERMISSIVE still answers.
+                write(
+                    dir.path(),
+                    "strict.yaml",
+                    "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: server, namespace: shop}\n\
+spec: {selector: {matchLabels: {app: server}}, mtls: {mode: STRICT}, portLevelMtls: {9090: {mode: PERMISSIVE}}}\n",
+                );
+                eventually(30, "STRICT closes the undeclared port", || {
+                    request_at(unlisted, "server", "/u", &[]).0 == 0
+                });
+                assert_eq!(
+                    request_at(target, "server", "/hi", &[]),
+                    (200, "local-app /hi".into())
                 );
             }));
             let _ = done_tx.send(());

@@ -272,7 +272,8 @@ fn is_set(v: &Value) -> bool {
         Value::Null => false,
         Value::Bool(b) => *b,
         Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
+        // An enum's `DEFAULT` is what an unset field means.
+        Value::String(s) => !s.is_empty() && s != "DEFAULT",
         Value::Array(a) => !a.is_empty(),
         Value::Object(o) => !o.is_empty(),
     }

@@ -155,21 +155,39 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
             }),
         ));
         for name in [PASSTHROUGH, INBOUND_PASSTHROUGH] {
-            out.push(Resource::new(
-                name,
-                any(&Cluster {
-                    name: name.into(),
-                    cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-                        DiscoveryType::OriginalDst as i32,
-                    )),
-                    lb_policy: LbPolicy::ClusterProvided as i32,
-                    connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
-                    ..Default::default()
-                }),
-            ));
+            let mut c = Cluster {
+                name: name.into(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                    DiscoveryType::OriginalDst as i32,
+                )),
+                lb_policy: LbPolicy::ClusterProvided as i32,
+                connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
+                ..Default::default()
+            };
+            if name == INBOUND_PASSTHROUGH {
+                // To the workload's own address from 127.0.0.6, which the capture rules leave
+                // alone (from any other source the connection would be captured again).
+                c.upstream_bind_config = Some(inbound_bind(scope.ipv6_only));
+            }
+            out.push(Resource::new(name, any(&c)));
         }
     }
     out
+}
+
+/// istiod's source for connections to the workload: 127.0.0.6 (`::6` for IPv6-only proxies).
+pub(super) fn inbound_bind(
+    ipv6_only: bool,
+) -> envoy_types::pb::envoy::config::core::v3::BindConfig {
+    use envoy_types::pb::envoy::config::core::v3::{BindConfig, SocketAddress, socket_address};
+    BindConfig {
+        source_address: Some(SocketAddress {
+            address: if ipv6_only { "::6" } else { "127.0.0.6" }.into(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(0)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// One cluster by name, for clients that ask for clusters by name (proxyless gRPC).

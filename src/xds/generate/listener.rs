@@ -296,19 +296,7 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
                     // istiod's inbound passthrough source: the capture rules return traffic from
                     // it on loopback instead of redirecting it back to the proxy.
                     cluster.upstream_bind_config =
-                        Some(envoy_types::pb::envoy::config::core::v3::BindConfig {
-                            source_address: Some(
-                                envoy_types::pb::envoy::config::core::v3::SocketAddress {
-                                    address: if scope.ipv6_only { "::6" } else { "127.0.0.6" }
-                                        .into(),
-                                    port_specifier: Some(
-                                        envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(0),
-                                    ),
-                                    ..Default::default()
-                                },
-                            ),
-                            ..Default::default()
-                        });
+                        Some(super::cluster::inbound_bind(scope.ipv6_only));
                 }
             }
             // As istiod: the Sidecar's connection pool (the ingress listener's, else
@@ -384,8 +372,22 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
     );
     let mut chains: Vec<FilterChain> = Vec::new();
     let mut sniffing = false;
-    for (&port, &protocol) in scope.inbound.iter() {
-        let cluster = inbound_cluster_name(port);
+    // Each port of the workload, then every other port (no port match): the passthrough chains
+    // enforce the workload's PeerAuthentication and AuthorizationPolicy too, as istiod's do.
+    let targets = scope
+        .inbound
+        .iter()
+        .map(|(&port, &protocol)| (Some(port), protocol, inbound_cluster_name(port)))
+        .chain(std::iter::once((
+            None,
+            Protocol::Unsupported,
+            INBOUND_PASSTHROUGH.to_string(),
+        )));
+    for (port, protocol, cluster) in targets {
+        let chain_name = match port {
+            Some(_) => cluster.clone(),
+            None => "inbound-passthrough".to_string(),
+        };
         let http_filters = || {
             let rc = RouteConfiguration {
                 name: cluster.clone(),
@@ -411,7 +413,7 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             };
             vec![server_hcm_filter(
                 ctx,
-                &cluster,
+                &chain_name,
                 RouteSource::Inline(Box::new(rc)),
                 security.clone(),
             )]
@@ -424,10 +426,25 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             &ctx.mesh.root_namespace,
             &scope.namespace,
             &scope.labels,
-            Some(port),
+            port,
         );
         if mode == MtlsMode::PERMISSIVE && !scope.mtls {
             mode = MtlsMode::DISABLE;
+        }
+        if mode == MtlsMode::STRICT && !scope.mtls {
+            // No certificate to terminate mTLS with: the port takes nothing. A chain of its own
+            // (not none, which would let the passthrough chains take the port) that needs no
+            // secret, so listener updates never wait for one.
+            chains.push(FilterChain {
+                name: format!("{chain_name}-strict-without-certificate"),
+                filter_chain_match: Some(FilterChainMatch {
+                    destination_port: port.map(|value| UInt32Value { value }),
+                    ..Default::default()
+                }),
+                filters: vec![tcp_filter(BLACKHOLE)],
+                ..Default::default()
+            });
+            continue;
         }
         for opt in inbound_options(protocol, mode) {
             sniffing |= !opt.alpn.is_empty() && opt.transport == RAW_BUFFER;
@@ -444,9 +461,9 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                 _ => "",
             };
             chains.push(FilterChain {
-                name: format!("{cluster}{tls}{sniffed}"),
+                name: format!("{chain_name}{tls}{sniffed}"),
                 filter_chain_match: Some(FilterChainMatch {
-                    destination_port: Some(UInt32Value { value: port }),
+                    destination_port: port.map(|value| UInt32Value { value }),
                     transport_protocol: opt.transport.into(),
                     application_protocols: opt.alpn.iter().map(|a| a.to_string()).collect(),
                     ..Default::default()
@@ -466,11 +483,6 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             });
         }
     }
-    chains.push(FilterChain {
-        name: "inbound-passthrough".into(),
-        filters: vec![tcp_filter(INBOUND_PASSTHROUGH)],
-        ..Default::default()
-    });
     let mut listener_filters = vec![
             ListenerFilter {
                 name: "envoy.filters.listener.original_dst".into(),

@@ -155,7 +155,7 @@ spec:
         inbound_chains(&listener_named(&c, p, "virtualInbound"))
             .into_iter()
             .map(|(name, _)| name)
-            .filter(|n| n != "inbound-passthrough")
+            .filter(|n| !n.starts_with("inbound-passthrough"))
             .collect()
     };
     assert_eq!(chains(&first), ["inbound|8080||"]);
@@ -548,9 +548,13 @@ spec: {selector: {matchLabels: {app: app}}, mtls: {mode: PERMISSIVE}, portLevelM
             ("inbound|80||-mtls".to_string(), "tls".to_string()),
             ("inbound|80||".into(), "raw_buffer".into()),
             ("inbound|5432||-mtls".into(), "tls".into()),
-            ("inbound-passthrough".into(), "".into()),
+            ("inbound-passthrough-mtls-http".into(), "tls".into()),
+            ("inbound-passthrough-http".into(), "raw_buffer".into()),
+            ("inbound-passthrough-mtls-tcp".into(), "tls".into()),
+            ("inbound-passthrough-tcp".into(), "raw_buffer".into()),
+            ("inbound-passthrough-tls-tcp".into(), "tls".into()),
         ],
-        "PERMISSIVE takes mTLS and plaintext; the STRICT port mTLS only"
+        "PERMISSIVE takes mTLS and plaintext, on the workload's ports and any other; the STRICT port mTLS only"
     );
     // Without an identity the proxy cannot terminate mTLS: PERMISSIVE stays plaintext, STRICT
     // stays closed.
@@ -560,13 +564,40 @@ spec: {selector: {matchLabels: {app: app}}, mtls: {mode: PERMISSIVE}, portLevelM
     assert_eq!(chains[0], ("inbound|80||".to_string(), "".to_string()));
     assert_eq!(
         chains[1],
-        ("inbound|5432||-mtls".to_string(), "tls".to_string())
+        (
+            "inbound|5432||-strict-without-certificate".to_string(),
+            "".to_string()
+        ),
+        "STRICT without a certificate takes nothing"
     );
 
     let disabled = "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: istio-system}\nspec: {mtls: {mode: DISABLE}}\n";
     let c = ctx(&workload_yaml(disabled));
     let chains = inbound_chains(&listener_named(&c, &verified("a"), "virtualInbound"));
-    assert!(chains.iter().all(|(_, t)| t.is_empty()), "{chains:?}");
+    assert!(
+        chains
+            .iter()
+            .filter(|(n, _)| n.starts_with("inbound|"))
+            .all(|(_, t)| t.is_empty()),
+        "{chains:?}"
+    );
+
+    // Workload-wide STRICT closes the ports no service names too: only mTLS passes through.
+    let strict = "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: a}\nspec: {mtls: {mode: STRICT}}\n";
+    let c = ctx(&workload_yaml(strict));
+    let l = listener_named(&c, &verified("a"), "virtualInbound");
+    let passthrough: Vec<&envoy_types::pb::envoy::config::listener::v3::FilterChain> = l
+        .filter_chains
+        .iter()
+        .filter(|ch| ch.name.starts_with("inbound-passthrough"))
+        .collect();
+    assert!(!passthrough.is_empty());
+    assert!(
+        passthrough.iter().all(|ch| ch.transport_socket.is_some()
+            && ch.filter_chain_match.as_ref().unwrap().transport_protocol == "tls"),
+        "{:?}",
+        passthrough.iter().map(|c| &c.name).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -1201,7 +1232,27 @@ endpoints: [{address: 10.0.0.9, labels: {app: app, security.istio.io/tlsMode: is
             ),
             ("inbound|9000||-tcp".into(), "raw_buffer".into(), vec![]),
             ("inbound|9000||-tls-tcp".into(), "tls".into(), vec![]),
-            ("inbound-passthrough".into(), "".into(), vec![]),
+            (
+                "inbound-passthrough-mtls-http".into(),
+                "tls".into(),
+                s(&["istio-http/1.0", "istio-http/1.1", "istio-h2"])
+            ),
+            (
+                "inbound-passthrough-http".into(),
+                "raw_buffer".into(),
+                s(&["http/1.1", "h2c"])
+            ),
+            (
+                "inbound-passthrough-mtls-tcp".into(),
+                "tls".into(),
+                s(&["istio-peer-exchange", "istio"])
+            ),
+            (
+                "inbound-passthrough-tcp".into(),
+                "raw_buffer".into(),
+                vec![]
+            ),
+            ("inbound-passthrough-tls-tcp".into(), "tls".into(), vec![]),
         ]
     );
     assert!(listener_filter_names(&l).contains(&"envoy.filters.listener.http_inspector"));
