@@ -214,3 +214,80 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
         c.delete(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));
     }
 }
+
+/// A pod on `node` running as `ns/sa` (the API server sets the UID; the fake takes the one given).
+fn pod_on(ns: &str, name: &str, sa: &str, node: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{ns}-{name}")},
+        "spec": {"serviceAccountName": sa, "nodeName": node,
+                 "containers": [{"name": "app", "image": "registry.example/app:1"}]}})
+}
+
+/// Node-mode ztunnel (istiod's node authorizer): the ztunnel of node A, with a token bound to its
+/// pod, gets the certificate of a service account that runs on node A, and nothing for one that
+/// runs only on node B; a workload that is not a node agent cannot impersonate at all.
+#[test]
+fn node_agents_get_certificates_only_for_pods_on_their_node() {
+    use common::ca::{create_as, csr};
+    for c in Cluster::all("nodeauth") {
+        let ns = c.ns.clone();
+        let apps = format!("{ns}-apps");
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apps}}));
+        // A real API server admits pods only for service accounts that exist.
+        if c.fake.is_none() {
+            for (n, sa) in [(&ns, "ztunnel"), (&apps, "cart"), (&apps, "pay")] {
+                c.apply(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": sa, "namespace": n}}));
+            }
+        }
+        c.apply(pod_on(&ns, "ztunnel-a", "ztunnel", "node-a"));
+        c.apply(pod_on(&apps, "cart-1", "cart", "node-a"));
+        c.apply(pod_on(&apps, "pay-1", "pay", "node-b"));
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let root = c.ca_root();
+        let ztunnel = c.pod_token(&ns, "ztunnel", "ztunnel-a");
+        let cart = format!("spiffe://cluster.local/ns/{apps}/sa/cart");
+        let pay = format!("spiffe://cluster.local/ns/{apps}/sa/pay");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let ask = |token: &str, id: &str| {
+            rt.block_on(async {
+                let ch = channel(daemon.addr("grpc-xds-tls"), &root, DOMAIN, None)
+                    .await
+                    .unwrap();
+                create_as(ch, &csr(&[id]).0, Some(token), 3600, Some(id)).await
+            })
+        };
+        // The pod view reaches the daemon through its watch: allow it a moment.
+        let mut chain = Err(tonic::Status::unknown("not yet"));
+        eventually(30, "the node agent gets its node's identity", || {
+            chain = ask(&ztunnel, &cart);
+            chain.is_ok()
+        });
+        let leaf = chain.unwrap()[0].clone();
+        let der = pem::parse(&leaf).unwrap();
+        let (_, cert) = x509_parser::parse_x509_certificate(der.contents()).unwrap();
+        let san = cert.subject_alternative_name().unwrap().unwrap();
+        assert!(
+            format!("{:?}", san.value).contains(&cart),
+            "{:?}",
+            san.value
+        );
+
+        let refused = ask(&ztunnel, &pay).unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::Unauthenticated,
+            "pay runs on node B"
+        );
+        let cart_token = c.token_in(&apps, "cart");
+        let refused = ask(&cart_token, &pay).unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::Unauthenticated,
+            "a workload is no node agent"
+        );
+    }
+}

@@ -3,6 +3,7 @@
 //! file mode a token listed in a token file.
 
 use super::Identity;
+use super::node_auth::{Caller, PodRef};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 use std::collections::HashMap;
@@ -44,6 +45,18 @@ impl TokenAuthority {
         token: &str,
         trust_domain: &str,
     ) -> Result<Identity, AuthError> {
+        self.authenticate_caller(token, trust_domain)
+            .await
+            .map(|c| c.identity)
+    }
+
+    /// The identity a token proves, with the pod it is bound to (Kubernetes tokens only).
+    pub async fn authenticate_caller(
+        &self,
+        token: &str,
+        trust_domain: &str,
+    ) -> Result<Caller, AuthError> {
+        let mut pod = None;
         let (namespace, service_account) = match self {
             TokenAuthority::None => {
                 return Err(AuthError::Rejected(
@@ -54,17 +67,27 @@ impl TokenAuthority {
                 .get(token)
                 .cloned()
                 .ok_or_else(|| AuthError::Rejected("unknown token".into()))?,
-            TokenAuthority::Kubernetes(client) => review(client, token).await?,
+            TokenAuthority::Kubernetes(client) => {
+                let (ns, sa, bound) = review(client, token).await?;
+                pod = bound;
+                (ns, sa)
+            }
         };
-        Ok(Identity {
-            trust_domain: trust_domain.into(),
-            namespace,
-            service_account,
+        Ok(Caller {
+            identity: Identity {
+                trust_domain: trust_domain.into(),
+                namespace,
+                service_account,
+            },
+            pod,
         })
     }
 }
 
-async fn review(client: &kube::Client, token: &str) -> Result<(String, String), AuthError> {
+async fn review(
+    client: &kube::Client,
+    token: &str,
+) -> Result<(String, String, Option<PodRef>), AuthError> {
     let api: Api<TokenReview> = Api::all(client.clone());
     let req = TokenReview {
         spec: TokenReviewSpec {
@@ -92,14 +115,30 @@ async fn review(client: &kube::Client, token: &str) -> Result<(String, String), 
             "token is not for audience {AUDIENCE}"
         )));
     }
-    let username = status.user.and_then(|u| u.username).unwrap_or_default();
+    let user = status.user.unwrap_or_default();
+    // A token bound to a pod (projected service-account tokens) names it.
+    let extra = |key: &str| {
+        user.extra
+            .as_ref()
+            .and_then(|e| e.get(key))
+            .and_then(|v| v.first())
+            .cloned()
+    };
+    let pod = match (
+        extra("authentication.kubernetes.io/pod-name"),
+        extra("authentication.kubernetes.io/pod-uid"),
+    ) {
+        (Some(name), Some(uid)) => Some(PodRef { name, uid }),
+        _ => None,
+    };
+    let username = user.username.unwrap_or_default();
     let rest = username
         .strip_prefix("system:serviceaccount:")
         .ok_or_else(|| AuthError::Rejected(format!("{username:?} is not a service account")))?;
     let (ns, sa) = rest
         .split_once(':')
         .ok_or_else(|| AuthError::Rejected(format!("{username:?} is not a service account")))?;
-    Ok((ns.to_string(), sa.to_string()))
+    Ok((ns.to_string(), sa.to_string(), pod))
 }
 
 /// Who a gRPC caller is, from what it presents: a bearer token (checked by the token authority)
@@ -117,6 +156,18 @@ impl Authenticator {
         metadata: &tonic::metadata::MetadataMap,
         peer_certs: Option<&[tonic::transport::CertificateDer<'static>]>,
     ) -> Result<Option<Identity>, AuthError> {
+        Ok(self
+            .identify_caller(metadata, peer_certs)
+            .await?
+            .map(|c| c.identity))
+    }
+
+    /// As `identify`, with the pod a bound token names.
+    pub async fn identify_caller(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        peer_certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+    ) -> Result<Option<Caller>, AuthError> {
         let bearer = metadata
             .get("authorization")
             .and_then(|v| v.to_str().ok())
@@ -129,13 +180,17 @@ impl Authenticator {
         if let Some(token) = bearer {
             return self
                 .tokens
-                .authenticate(token, &self.trust_domain)
+                .authenticate_caller(token, &self.trust_domain)
                 .await
                 .map(Some);
         }
         Ok(peer_certs
             .and_then(|certs| certs.first())
-            .and_then(|c| from_client_cert(c.as_ref())))
+            .and_then(|c| from_client_cert(c.as_ref()))
+            .map(|identity| Caller {
+                identity,
+                pod: None,
+            }))
     }
 }
 

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod issuer;
 pub mod material;
 pub mod metrics;
+pub mod node_auth;
 pub mod rootcert;
 pub mod server;
 

@@ -19,6 +19,8 @@ pub struct CaService {
     pub authority: Arc<Authority>,
     pub auth: Arc<Authenticator>,
     pub metrics: Arc<CaMetrics>,
+    /// Node-mode ztunnel's impersonation check; `None` (files mode): impersonation is refused.
+    pub node_auth: Option<super::node_auth::NodeAuthorizer>,
 }
 
 impl CaService {
@@ -41,11 +43,14 @@ impl CaService {
         status
     }
 
-    async fn caller(&self, req: &Request<IstioCertificateRequest>) -> Result<Identity, Status> {
+    async fn caller(
+        &self,
+        req: &Request<IstioCertificateRequest>,
+    ) -> Result<super::node_auth::Caller, Status> {
         let certs = req.peer_certs();
         match self
             .auth
-            .identify(req.metadata(), certs.as_deref().map(|c| c.as_slice()))
+            .identify_caller(req.metadata(), certs.as_deref().map(|c| c.as_slice()))
             .await
         {
             Ok(Some(id)) => Ok(id),
@@ -70,13 +75,41 @@ impl IstioCertificateService for CaService {
         self.metrics.csr_count.inc();
         let caller = self.caller(&req).await?;
         let body = req.into_inner();
+        let impersonated = body
+            .metadata
+            .as_ref()
+            .and_then(|m| m.fields.get(super::node_auth::IMPERSONATED_IDENTITY))
+            .and_then(|v| match &v.kind {
+                Some(prost_types::value::Kind::StringValue(s)) if !s.is_empty() => Some(s.clone()),
+                _ => None,
+            });
+        let identity: Identity = match impersonated {
+            None => caller.identity,
+            Some(requested) => {
+                let allowed = match &self.node_auth {
+                    Some(na) => na.authorize(&caller, &requested),
+                    None => Err("impersonation needs the Kubernetes pod view".to_string()),
+                };
+                match allowed {
+                    Ok(id) => id,
+                    Err(why) => {
+                        // As istiod: an opaque answer, the reason in the log.
+                        warn!(caller = %caller.identity.uri(), requested, why, "impersonation refused");
+                        return Err(self.refuse(
+                            "impersonation",
+                            Status::unauthenticated("request impersonation authentication failure"),
+                        ));
+                    }
+                }
+            }
+        };
         match self
             .authority
-            .sign_workload(&body.csr, &caller, body.validity_duration)
+            .sign_workload(&body.csr, &identity, body.validity_duration)
         {
             Ok(cert_chain) => {
                 self.metrics.cert_issued.inc();
-                info!(identity = %caller.uri(), "issued workload certificate");
+                info!(identity = %identity.uri(), "issued workload certificate");
                 Ok(Response::new(IstioCertificateResponse { cert_chain }))
             }
             Err(e @ CaError::IdentityMismatch { .. }) => {

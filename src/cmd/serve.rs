@@ -80,6 +80,11 @@ pub struct ServeArgs {
     /// Files mode: YAML mapping of bearer tokens to `namespace/serviceaccount`, for CA callers.
     #[arg(long)]
     pub ca_token_file: Option<PathBuf>,
+    /// Service accounts (`namespace/name`, comma-separated) that may ask for the certificates of
+    /// the pods on their own node (node-mode ztunnel), as istiod's CA_TRUSTED_NODE_ACCOUNTS;
+    /// default `<system namespace>/ztunnel` (what istiod's chart sets); empty: nobody.
+    #[arg(long, env = "CA_TRUSTED_NODE_ACCOUNTS")]
+    pub ca_trusted_node_accounts: Option<String>,
     /// Workload certificate lifetime when the request names none.
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
     pub workload_cert_ttl: Duration,
@@ -512,10 +517,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tokens,
         trust_domain: trust_domain.clone(),
     });
+    // Node-mode ztunnel: only with the Kubernetes pod view (files mode has no pods to check).
+    let trusted = args
+        .ca_trusted_node_accounts
+        .clone()
+        .unwrap_or_else(|| format!("{}/ztunnel", args.system_namespace));
+    let trusted = crate::ca::node_auth::NodeAuthorizer::parse_trusted(&trusted)
+        .map_err(|e| anyhow::anyhow!("--ca-trusted-node-accounts: {e}"))?;
+    let node_auth =
+        (use_kubernetes && !trusted.is_empty()).then(|| crate::ca::node_auth::NodeAuthorizer {
+            store: store.clone(),
+            trusted,
+        });
     let ca = CaService {
         authority: authority.clone(),
         auth: auth.clone(),
         metrics: metrics.ca.clone(),
+        node_auth,
     };
     let secure_ads = AdsService::authenticated(xds.clone(), auth).into_server();
     let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());

@@ -46,11 +46,31 @@ pub async fn create(
     token: Option<&str>,
     ttl_secs: i64,
 ) -> Result<Vec<String>, tonic::Status> {
+    create_as(channel, csr, token, ttl_secs, None).await
+}
+
+/// CreateCertificate naming `impersonated` in the request metadata, as node-mode ztunnel does.
+pub async fn create_as(
+    channel: Channel,
+    csr: &str,
+    token: Option<&str>,
+    ttl_secs: i64,
+    impersonated: Option<&str>,
+) -> Result<Vec<String>, tonic::Status> {
     let mut client = IstioCertificateServiceClient::new(channel);
+    let metadata = impersonated.map(|id| prost_types::Struct {
+        fields: [(
+            "ImpersonatedIdentity".to_string(),
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::StringValue(id.into())),
+            },
+        )]
+        .into(),
+    });
     let mut req = tonic::Request::new(IstioCertificateRequest {
         csr: csr.into(),
         validity_duration: ttl_secs,
-        metadata: None,
+        metadata,
     });
     if let Some(t) = token {
         req.metadata_mut()

@@ -689,6 +689,26 @@ impl FakeApi {
             .insert(token.into(), status);
     }
 
+    /// A token bound to a pod, as projected service-account tokens are: TokenReview names the pod.
+    pub fn add_pod_token(
+        &self,
+        token: &str,
+        namespace: &str,
+        service_account: &str,
+        pod: (&str, &str),
+    ) {
+        let status = json!({"authenticated": true, "audiences": ["istio-ca"],
+                            "user": {"username": format!("system:serviceaccount:{namespace}:{service_account}"),
+                                     "extra": {"authentication.kubernetes.io/pod-name": [pod.0],
+                                               "authentication.kubernetes.io/pod-uid": [pod.1]}}});
+        self.shared
+            .inner
+            .lock()
+            .unwrap()
+            .tokens
+            .insert(token.into(), status);
+    }
+
     /// A token TokenReview rejects with `error` (expired, revoked...).
     pub fn reject_token(&self, token: &str, error: &str) {
         self.shared.inner.lock().unwrap().tokens.insert(
