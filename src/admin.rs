@@ -23,13 +23,21 @@ pub struct AdminState {
     pub ready: Arc<AtomicBool>,
     /// Set once the xDS server runs (after the initial sync).
     pub xds: Arc<OnceLock<XdsStatus>>,
+    /// Who may use `/debug` from elsewhere than localhost; set once the CA's authenticator exists.
+    pub debug_access: Arc<OnceLock<DebugAccess>>,
+}
+
+/// Debug endpoints show every proxy's config and set log levels: as istiod, a request from
+/// anywhere but localhost needs a bearer token (checked as the CA checks them) of a service
+/// account in the system namespace, unless access is opened on purpose (`--debug-auth none`).
+pub struct DebugAccess {
+    pub open: bool,
+    pub system_namespace: String,
+    pub auth: Arc<dyn crate::model::identity::Authenticate>,
 }
 
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/ready", get(ready))
-        .route("/version", get(version))
+    let debug = Router::new()
         .route("/debug/configz", get(configz))
         .route("/debug/sources", get(sources))
         .route("/debug/adsz", get(adsz))
@@ -43,7 +51,59 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/log", get(log_get).put(log_set).post(log_set))
         .route("/debug", get(ui))
         .route("/debug/", get(ui))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            debug_guard,
+        ));
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/ready", get(ready))
+        .route("/version", get(version))
+        .merge(debug)
         .with_state(state)
+}
+
+/// Lets a debug request through from localhost, or with a valid token of the system namespace.
+async fn debug_guard(
+    State(s): State<AdminState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let local = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .is_some_and(|c| c.0.ip().is_loopback());
+    let Some(access) = s.debug_access.get() else {
+        return if local {
+            next.run(req).await
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+        };
+    };
+    if local || access.open {
+        return next.run(req).await;
+    }
+    let metadata = tonic::metadata::MetadataMap::from_headers(req.headers().clone());
+    let refused = |status: StatusCode, why: String| {
+        tracing::warn!(why, "debug request refused");
+        (status, format!("{why}\n")).into_response()
+    };
+    match access.auth.identify(&metadata, None).await {
+        Ok(Some(id)) if id.namespace == access.system_namespace => next.run(req).await,
+        Ok(Some(id)) => refused(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} may not use debug endpoints (service accounts of {} only)",
+                id.uri(),
+                access.system_namespace
+            ),
+        ),
+        Ok(None) => refused(
+            StatusCode::UNAUTHORIZED,
+            "debug endpoints need a request from localhost or a bearer token".into(),
+        ),
+        Err(e) => refused(StatusCode::UNAUTHORIZED, e.to_string()),
+    }
 }
 
 async fn metrics(State(s): State<AdminState>) -> Response {

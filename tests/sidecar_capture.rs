@@ -501,3 +501,77 @@ spec: {selector: {matchLabels: {app: server}}, mtls: {mode: STRICT}, portLevelMt
         });
     });
 }
+
+/// Debug endpoints from another pod need a bearer token of the system namespace (as istiod);
+/// from localhost, and `/metrics` from anywhere, they do not.
+#[test]
+fn debug_endpoints_need_a_system_namespace_token_from_other_pods() {
+    if !netns::available() {
+        return;
+    }
+    let control = Pod::new(CLIENT_IP);
+    let other = Pod::new(SERVER_IP);
+    netns::link(&control, &other);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    let tokens = dir.path().join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        "ops-token: istio-system/admin\napp-token: shop/app\n",
+    )
+    .unwrap();
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (control, other, cfg, tokens) = (&control, &other, &cfg, &tokens);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            control.enter();
+            let daemon = Daemon::start_on(
+                cfg,
+                "127.0.0.1:0",
+                &[
+                    "--monitoring-addr",
+                    "0.0.0.0:15014",
+                    "--ca-token-file",
+                    tokens.to_str().unwrap(),
+                ],
+            );
+            eventually(30, "ready", || {
+                common::http_get(daemon.addr("http"), "/ready").0 == 200
+            });
+            let local = SocketAddr::from(([127, 0, 0, 1], 15014));
+            assert_eq!(
+                common::http_get(local, "/debug/configz").0,
+                200,
+                "localhost"
+            );
+            up_tx.send(()).unwrap();
+            let _ = done_rx.recv();
+        });
+        s.spawn(move || {
+            other.enter();
+            up_rx.recv().unwrap();
+            let remote: SocketAddr = format!("{CLIENT_IP}:15014").parse().unwrap();
+            let outcome = std::panic::catch_unwind(|| {
+                let get = |path: &str, token: Option<&str>| {
+                    let headers: Vec<(&str, String)> = token
+                        .map(|t| vec![("authorization", format!("Bearer {t}"))])
+                        .unwrap_or_default();
+                    let headers: Vec<(&str, &str)> =
+                        headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    request_at(remote, "istiod", path, &headers).0
+                };
+                assert_eq!(get("/metrics", None), 200, "metrics stay open");
+                assert_eq!(get("/debug/configz", None), 401);
+                assert_eq!(get("/debug/log", Some("forged")), 401);
+                assert_eq!(get("/debug/configz", Some("app-token")), 403);
+                assert_eq!(get("/debug/configz", Some("ops-token")), 200);
+            });
+            let _ = done_tx.send(());
+            if let Err(e) = outcome {
+                std::panic::resume_unwind(e);
+            }
+        });
+    });
+}

@@ -26,6 +26,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+/// `--debug-auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DebugAuth {
+    Token,
+    None,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConfigSource {
     /// Kubernetes when a kubeconfig or in-cluster config is present, files otherwise.
@@ -85,6 +92,11 @@ pub struct ServeArgs {
     /// default `<system namespace>/ztunnel` (what istiod's chart sets); empty: nobody.
     #[arg(long, env = "CA_TRUSTED_NODE_ACCOUNTS")]
     pub ca_trusted_node_accounts: Option<String>,
+    /// Who may use `/debug` on the monitoring and HTTP ports from elsewhere than localhost:
+    /// `token` (as istiod: a bearer token of a service account in the system namespace) or `none`
+    /// (anyone: only where the ports are not reachable from the mesh).
+    #[arg(long, value_enum, default_value = "token", env = "RUDDER_DEBUG_AUTH")]
+    pub debug_auth: DebugAuth,
     /// Workload certificate lifetime when the request names none.
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
     pub workload_cert_ttl: Duration,
@@ -255,6 +267,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
     };
     let xds_status: Arc<OnceLock<XdsStatus>> = Arc::default();
+    let debug_access: Arc<OnceLock<crate::admin::DebugAccess>> = Arc::default();
     if let Some(path) = &args.mesh_config {
         if use_kubernetes {
             anyhow::bail!(
@@ -289,6 +302,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_default(),
         ready: ready.clone(),
         xds: xds_status.clone(),
+        debug_access: debug_access.clone(),
     };
     for (addr, what) in [
         (args.monitoring_addr, "monitoring"),
@@ -298,9 +312,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let app = router(state.clone());
         let stop = cancel.clone();
         tasks.spawn(async move {
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
+            if let Err(e) = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
             {
                 warn!(server = what, error = %e, "HTTP server failed");
             }
@@ -516,6 +533,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let auth = Arc::new(crate::ca::auth::Authenticator {
         tokens,
         trust_domain: trust_domain.clone(),
+    });
+    let _ = debug_access.set(crate::admin::DebugAccess {
+        open: args.debug_auth == DebugAuth::None,
+        system_namespace: args.system_namespace.clone(),
+        auth: auth.clone(),
     });
     // Node-mode ztunnel: only with the Kubernetes pod view (files mode has no pods to check).
     let trusted = args
