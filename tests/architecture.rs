@@ -97,6 +97,7 @@ const RULES: &[(&str, &[&str])] = &[
         &[
             "config",
             "store",
+            "model",
             "metrics",
             "logging",
             "source",
