@@ -25,6 +25,9 @@ pub struct MeshConfig {
     /// How proxies normalise request paths before routing and authorization.
     #[serde(default)]
     pub path_normalization: Option<ProxyPathNormalization>,
+    /// Other trust domains whose identities count as this mesh's (authorization principals).
+    #[serde(default)]
+    pub trust_domain_aliases: Vec<String>,
     /// Visibility of Services, VirtualServices and DestinationRules that set no `exportTo`.
     #[serde(default)]
     pub default_service_export_to: Vec<String>,
@@ -135,6 +138,7 @@ pub const MESH_FIELDS: &[&str] = &[
     "trustDomainAliases",
     "caCertificates",
     "defaultServiceExportTo",
+    "trustDomainAliases",
     "defaultVirtualServiceExportTo",
     "defaultDestinationRuleExportTo",
     "rootNamespace",

@@ -50,6 +50,8 @@ pub struct MeshSettings {
     /// MeshConfig `defaultServiceExportTo`, `defaultVirtualServiceExportTo`,
     /// `defaultDestinationRuleExportTo`: visibility when an object sets none (empty: everywhere).
     pub default_service_export_to: Vec<String>,
+    /// MeshConfig `trustDomainAliases`: principals of the trust domain match in these too.
+    pub trust_domain_aliases: Vec<String>,
     pub default_virtual_service_export_to: Vec<String>,
     pub default_destination_rule_export_to: Vec<String>,
     /// MeshConfig `localityLbSetting` (istiod's default: enabled, no rules).
@@ -73,6 +75,7 @@ impl MeshSettings {
                     .map(|p| p.normalization)
                     .unwrap_or_default();
                 out.default_service_export_to = mc.default_service_export_to;
+                out.trust_domain_aliases = mc.trust_domain_aliases;
                 out.default_virtual_service_export_to = mc.default_virtual_service_export_to;
                 out.default_destination_rule_export_to = mc.default_destination_rule_export_to;
                 if let Some(l) = mc.locality_lb_setting {
@@ -101,6 +104,7 @@ impl Default for MeshSettings {
             discovery_selectors: Vec::new(),
             path_normalization: PathNormalization::DEFAULT,
             default_service_export_to: Vec::new(),
+            trust_domain_aliases: Vec::new(),
             default_virtual_service_export_to: Vec::new(),
             default_destination_rule_export_to: Vec::new(),
             locality_lb: Some(crate::config::networking::LocalityLoadBalancerSetting {

@@ -137,6 +137,9 @@ fn l4_only(rule: &Rule) -> Rule {
 
 fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
     let mut out = Rules::default();
+    let trust_domains: Vec<&str> = std::iter::once(ctx.mesh.trust_domain.as_str())
+        .chain(ctx.mesh.trust_domain_aliases.iter().map(String::as_str))
+        .collect();
     for (ns, name, p, dry_run) in policies_for(ctx, scope) {
         let target = match p.action {
             AuthorizationAction::ALLOW if dry_run => {
@@ -188,6 +191,8 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
                     "condition not supported yet; the rule is left out, so it allows nothing");
                 continue;
             }
+            let aliased = with_trust_domains(rule, &trust_domains);
+            let rule = &aliased;
             let stripped;
             let rule = match (tcp && uses_http(rule), p.action) {
                 (false, _) => rule,
@@ -525,6 +530,49 @@ fn header_perm_auth(v: &str) -> Option<Permission> {
     header_perm(":authority", true)(v)
 }
 
+/// `rule` with every principal (`principals`, `notPrincipals`, `source.principal`) written for the
+/// mesh's trust domain, an alias of it, or `cluster.local` (istiod's name for the local trust
+/// domain) matching in the trust domain and every alias, as istiod rewrites them. Principals that
+/// do not name a trust domain (`*`, `*/ns/…`) or name another one stay as written.
+fn with_trust_domains(rule: &Rule, trust_domains: &[&str]) -> Rule {
+    let expand = |values: &[String]| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for v in values {
+            let td = (!v.starts_with('*')).then(|| v.split_once("/ns/").map(|(td, _)| td));
+            match td.flatten() {
+                Some(td) if td == "cluster.local" || trust_domains.contains(&td) => {
+                    for other in trust_domains {
+                        let rewritten = format!("{other}{}", &v[td.len()..]);
+                        if !out.contains(&rewritten) {
+                            out.push(rewritten);
+                        }
+                    }
+                }
+                _ => {
+                    if !out.contains(v) {
+                        out.push(v.clone());
+                    }
+                }
+            }
+        }
+        out
+    };
+    let mut out = rule.clone();
+    for from in out.from.iter_mut().flatten() {
+        if let Some(s) = from.source.as_mut() {
+            s.principals = expand(&s.principals);
+            s.not_principals = expand(&s.not_principals);
+        }
+    }
+    for c in &mut out.when {
+        if c.key == "source.principal" {
+            c.values = expand(&c.values);
+            c.not_values = expand(&c.not_values);
+        }
+    }
+    out
+}
+
 fn authenticated(v: &str) -> Option<Principal> {
     Some(Principal {
         identifier: Some(principal::Identifier::Authenticated(
@@ -688,4 +736,41 @@ fn principal_for<'a>(
         }
     }
     and_ids(all)
+}
+
+#[cfg(test)]
+mod trust_domain_tests {
+    use super::*;
+
+    #[test]
+    fn principals_of_the_local_trust_domain_match_in_every_alias() {
+        let rule: Rule = serde_json::from_value(serde_json::json!({
+            "from": [{"source": {"principals": [
+                "cluster.local/ns/a/sa/b", "old.org/ns/c/sa/d", "other.org/ns/e/sa/f", "*/ns/g/sa/h"
+            ]}}],
+            "when": [{"key": "source.principal", "values": ["example.org/ns/x/sa/y"]}]
+        }))
+        .unwrap();
+        let out = with_trust_domains(&rule, &["example.org", "old.org"]);
+        let principals = &out.from.as_ref().unwrap()[0]
+            .source
+            .as_ref()
+            .unwrap()
+            .principals;
+        assert_eq!(
+            principals,
+            &[
+                "example.org/ns/a/sa/b",
+                "old.org/ns/a/sa/b",
+                "example.org/ns/c/sa/d",
+                "old.org/ns/c/sa/d",
+                "other.org/ns/e/sa/f",
+                "*/ns/g/sa/h"
+            ]
+        );
+        assert_eq!(
+            out.when[0].values,
+            ["example.org/ns/x/sa/y", "old.org/ns/x/sa/y"]
+        );
+    }
 }
