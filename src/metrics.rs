@@ -253,12 +253,78 @@ impl Metrics {
         &self.names
     }
 
-    /// Prometheus text exposition format.
+    /// Prometheus text exposition format (0.0.4, what `/metrics` declares), with istiod's names.
     pub fn render(&self) -> String {
         self.process.refresh();
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        to_prometheus_text(&out)
+    }
+}
+
+/// The families istiod exports under these names: its exporter writes counters without the
+/// `_total` suffix, and dashboards and alerts query them that way.
+const ISTIOD_PREFIXES: [&str; 4] = ["pilot_", "galley_", "citadel_", "sidecar_injection_"];
+
+/// OpenMetrics text (what the encoder writes) as Prometheus text 0.0.4: no `# EOF` or `# UNIT`
+/// lines; a counter's samples under the name its `# TYPE` line gives, which is istiod's name
+/// (no `_total`) for istiod's families and `<name>_total` for Rudder's own.
+pub fn to_prometheus_text(open_metrics: &str) -> String {
+    let mut counters: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for line in open_metrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some(name) = rest.strip_suffix(" counter")
+        {
+            counters.insert(name);
+        }
+    }
+    let istiod = |name: &str| ISTIOD_PREFIXES.iter().any(|p| name.starts_with(p));
+    let mut out = String::with_capacity(open_metrics.len());
+    for line in open_metrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# TYPE ", "# HELP "]
+            .iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (*p, rest)));
+        if let Some((kind, rest)) = meta {
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            if counters.contains(name) && !istiod(name) {
+                out.push_str(&format!("{kind}{name}_total {tail}"));
+            } else {
+                out.push_str(line);
+            }
+            out.push('\n');
+            continue;
+        }
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let (sample, tail) = line.split_at(name_end);
+        match sample.strip_suffix("_total") {
+            Some(family) if counters.contains(family) && istiod(family) => {
+                out.push_str(family);
+                out.push_str(tail);
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod text_tests {
+    #[test]
+    fn istiod_counters_lose_the_suffix_and_the_body_is_prometheus_text() {
+        let om = "# HELP pilot_xds_pushes Pushes.\n# TYPE pilot_xds_pushes counter\npilot_xds_pushes_total{type=\"cds\"} 3\n\
+# HELP rudder_xds_errors Errors.\n# TYPE rudder_xds_errors counter\nrudder_xds_errors_total{reason=\"x\"} 1\n\
+# HELP pilot_services Services.\n# TYPE pilot_services gauge\npilot_services 5\n# EOF\n";
+        let text = super::to_prometheus_text(om);
+        assert_eq!(
+            text,
+            "# HELP pilot_xds_pushes Pushes.\n# TYPE pilot_xds_pushes counter\npilot_xds_pushes{type=\"cds\"} 3\n\
+# HELP rudder_xds_errors_total Errors.\n# TYPE rudder_xds_errors_total counter\nrudder_xds_errors_total{reason=\"x\"} 1\n\
+# HELP pilot_services Services.\n# TYPE pilot_services gauge\npilot_services 5\n"
+        );
     }
 }

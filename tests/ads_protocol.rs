@@ -81,7 +81,7 @@ async fn nack_keeps_last_good_config_is_logged_and_counted() {
         "a NACK is not answered with the same config again"
     );
     eventually(10, "reject counted", || {
-        metrics(&daemon).contains("pilot_total_xds_rejects_total{type=\"cds\"} 1")
+        metrics(&daemon).contains("pilot_total_xds_rejects{type=\"cds\"} 1")
     });
     let syncz = http_get(daemon.addr("monitoring"), "/debug/syncz").1;
     assert!(

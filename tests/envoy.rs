@@ -152,7 +152,7 @@ fn scenario(delta: bool) {
     assert_eq!(connection_ids(&daemon), conns, "same ADS stream throughout");
 
     // Endpoint add and remove reach the proxy through EDS-only pushes.
-    let eds_pushes = metric(&daemon, "pilot_push_triggers_total{type=\"endpoint\"}");
+    let eds_pushes = metric(&daemon, "pilot_push_triggers{type=\"endpoint\"}");
     write(
         dir.path(),
         "services.yaml",
@@ -180,7 +180,7 @@ fn scenario(delta: bool) {
         only(&tally(port, HOST, "/", &[("x-version", "v2")], 20), "v2")
     });
     assert!(
-        metric(&daemon, "pilot_push_triggers_total{type=\"endpoint\"}") >= eds_pushes + 2.0,
+        metric(&daemon, "pilot_push_triggers{type=\"endpoint\"}") >= eds_pushes + 2.0,
         "endpoint changes were EDS-only pushes"
     );
 
@@ -197,7 +197,7 @@ fn scenario(delta: bool) {
         "still the last good 50/50 split"
     );
     assert_eq!(
-        metric(&daemon, "pilot_total_xds_rejects_total"),
+        metric(&daemon, "pilot_total_xds_rejects"),
         0.0,
         "Envoy never had to reject anything"
     );

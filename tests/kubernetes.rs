@@ -118,7 +118,7 @@ fn services_and_endpoint_slices_become_clusters_with_eds_only_updates() {
         });
         let (_, metrics) = http_get(daemon.addr("monitoring"), "/metrics");
         assert!(
-            metrics.contains("pilot_k8s_reg_events_total{type=\"EndpointSlice\""),
+            metrics.contains("pilot_k8s_reg_events{type=\"EndpointSlice\""),
             "{metrics}"
         );
     }

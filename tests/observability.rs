@@ -183,10 +183,10 @@ fn metrics_move_as_pushes_happen() {
     with_proxy(&[], |d, dir, rt, s| {
         let before = |n: &str| metric(d, n);
         let (cds, conv, queue, config) = (
-            before("pilot_xds_pushes_total{type=\"cds\"}"),
+            before("pilot_xds_pushes{type=\"cds\"}"),
             before("pilot_proxy_convergence_time_count"),
             before("pilot_proxy_queue_time_count"),
-            before("pilot_push_triggers_total{type=\"config\"}"),
+            before("pilot_push_triggers{type=\"config\"}"),
         );
         assert_eq!(before("pilot_xds"), 1.0);
         assert!(before("pilot_services") >= 1.0);
@@ -221,17 +221,35 @@ fn metrics_move_as_pushes_happen() {
         eventually(10, "metrics updated", || {
             metric(d, "pilot_proxy_convergence_time_count") > conv
         });
-        assert!(metric(d, "pilot_push_triggers_total{type=\"config\"}") > config);
+        assert!(metric(d, "pilot_push_triggers{type=\"config\"}") > config);
         assert!(metric(d, "pilot_proxy_queue_time_count") > queue);
-        assert!(metric(d, "pilot_xds_pushes_total{type=\"rds\"}") >= 2.0);
+        assert!(metric(d, "pilot_xds_pushes{type=\"rds\"}") >= 2.0);
         assert!(metric(d, "pilot_debounce_time_count") >= 1.0);
         assert_eq!(
-            metric(d, "pilot_xds_pushes_total{type=\"cds\"}"),
+            metric(d, "pilot_xds_pushes{type=\"cds\"}"),
             cds,
             "an unchanged CDS is not resent"
         );
         let m = http_get(d.addr("monitoring"), "/metrics").1;
         assert!(m.contains("# TYPE pilot_xds_push_time histogram"), "{m}");
+        // Prometheus text 0.0.4, as the content type says, with istiod's counter names (no
+        // `_total`, which istiod's exporter does not write); every sample under its TYPE's name.
+        assert!(!m.contains("# EOF") && !m.contains("# UNIT"), "{m}");
+        assert!(m.contains("# TYPE pilot_xds_pushes counter\n"), "{m}");
+        assert!(!m.contains("pilot_xds_pushes_total"), "{m}");
+        let mut typed = std::collections::HashSet::new();
+        for line in m.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                typed.insert(rest.split(' ').next().unwrap().to_string());
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
+                    .unwrap_or(name);
+                assert!(typed.contains(family), "{name} has no TYPE line of its own");
+            }
+        }
     });
 }
 

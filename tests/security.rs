@@ -208,7 +208,7 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
         });
         // A Secret change is an SDS-only push: proxies that did not ask for secrets are not woken.
         assert!(
-            common::metric(&daemon, "pilot_push_triggers_total{type=\"secret\"}") >= 1.0,
+            common::metric(&daemon, "pilot_push_triggers{type=\"secret\"}") >= 1.0,
             "secret changes are their own kind of push"
         );
         c.delete(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));

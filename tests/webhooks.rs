@@ -125,15 +125,15 @@ fn validation_allows_valid_and_denies_invalid_objects_of_every_kind() {
             "{message}"
         );
     }
-    assert_eq!(metric(&d, "galley_validation_passed_total{"), 12.0);
+    assert_eq!(metric(&d, "galley_validation_passed{"), 12.0);
     assert_eq!(
         metric(
             &d,
-            "galley_validation_failed_total{group=\"networking.istio.io\",version=\"v1\",resource=\"virtualservices\",reason=\"invalid_resource\"}"
+            "galley_validation_failed{group=\"networking.istio.io\",version=\"v1\",resource=\"virtualservices\",reason=\"invalid_resource\"}"
         ),
         1.0
     );
-    assert_eq!(metric(&d, "galley_validation_failed_total{"), 12.0);
+    assert_eq!(metric(&d, "galley_validation_failed{"), 12.0);
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn validation_explains_what_it_cannot_judge_and_keeps_serving() {
     let huge = vec![b' '; 9 * 1024 * 1024];
     assert_eq!(raw("application/json", &huge).0, 413);
     assert_eq!(
-        metric(&d, "galley_validation_http_error_total{status=\"415\"}"),
+        metric(&d, "galley_validation_http_error{status=\"415\"}"),
         1.0
     );
 
@@ -231,7 +231,7 @@ fn validation_explains_what_it_cannot_judge_and_keeps_serving() {
     assert_eq!(
         metric(
             &d,
-            "galley_validation_failed_total{group=\"networking.istio.io\",version=\"v1\",resource=\"virtualservices\",reason=\"crd_conversion_error\"}"
+            "galley_validation_failed{group=\"networking.istio.io\",version=\"v1\",resource=\"virtualservices\",reason=\"crd_conversion_error\"}"
         ),
         2.0
     );
@@ -392,7 +392,7 @@ fn injection_output_matches_the_expected_pods() {
         assert!(r["patch"].is_null(), "{r}");
         assert_eq!(again, pod);
     }
-    assert_eq!(metric(&d, "sidecar_injection_success_total"), 2.0);
+    assert_eq!(metric(&d, "sidecar_injection_success"), 2.0);
 }
 
 #[test]
@@ -471,9 +471,9 @@ fn injection_respects_the_pod_opt_in_and_opt_out() {
         "{r}"
     );
     assert_eq!(
-        metric(&d, "sidecar_injection_failure_total{type=\"proxy_config\"}"),
+        metric(&d, "sidecar_injection_failure{type=\"proxy_config\"}"),
         1.0
     );
-    assert!(metric(&d, "sidecar_injection_skip_total") >= 4.0);
-    assert_eq!(metric(&d, "sidecar_injection_requests_total"), 7.0);
+    assert!(metric(&d, "sidecar_injection_skip") >= 4.0);
+    assert_eq!(metric(&d, "sidecar_injection_requests"), 7.0);
 }

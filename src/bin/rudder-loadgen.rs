@@ -901,8 +901,8 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let pushes: f64 = ["cds", "eds", "lds", "rds"]
         .iter()
         .map(|t| {
-            metric(&after, &format!("pilot_xds_pushes_total{{type=\"{t}\"}}"))
-                - metric(&before, &format!("pilot_xds_pushes_total{{type=\"{t}\"}}"))
+            metric(&after, &format!("pilot_xds_pushes{{type=\"{t}\"}}"))
+                - metric(&before, &format!("pilot_xds_pushes{{type=\"{t}\"}}"))
         })
         .sum();
     println!(

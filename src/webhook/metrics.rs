@@ -14,13 +14,13 @@ pub struct WebhookMetrics {
     pub validation_failed: Family<ValidationFailLabels, Counter>,
     /// Webhook HTTP requests refused before any review (`galley_validation_http_error{status}`).
     pub webhook_http_errors: Family<StatusLabels, Counter>,
-    /// Pod admission requests the injector received (`sidecar_injection_requests_total`).
+    /// Pod admission requests the injector received (`sidecar_injection_requests`).
     pub injection_requests: Counter,
-    /// Pods injected (`sidecar_injection_success_total`).
+    /// Pods injected (`sidecar_injection_success`).
     pub injection_success: Counter,
-    /// Pods the policy left alone (`sidecar_injection_skip_total`).
+    /// Pods the policy left alone (`sidecar_injection_skip`).
     pub injection_skipped: Counter,
-    /// Injections that failed, by type (`sidecar_injection_failure_total{type}`).
+    /// Injections that failed, by type (`sidecar_injection_failure{type}`).
     pub injection_failures: Family<TypeLabels, Counter>,
     /// caBundle writes into webhook configurations, by outcome.
     pub webhook_ca_patches: Family<ReasonLabels, Counter>,
