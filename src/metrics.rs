@@ -4,7 +4,7 @@
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -176,9 +176,15 @@ pub struct K8sEventLabels {
     pub event: String,
 }
 
-/// Seconds, in powers of two from 1 ms.
-pub fn seconds_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+/// istiod's buckets for `pilot_xds_push_time` and `pilot_debounce_time`: alerts and dashboards
+/// written for istiod name these boundaries (`le="1"`).
+pub fn istiod_push_histogram() -> Histogram {
+    Histogram::new([0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0])
+}
+
+/// istiod's buckets for `pilot_proxy_convergence_time` and `pilot_proxy_queue_time`.
+pub fn istiod_convergence_histogram() -> Histogram {
+    Histogram::new([0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0])
 }
 
 /// Where each module registers its own metrics (`cmd` hands it to them at start), then frozen
@@ -298,6 +304,8 @@ pub fn to_prometheus_text(open_metrics: &str) -> String {
             out.push('\n');
             continue;
         }
+        let normalised = normalise_le(line);
+        let line = normalised.as_str();
         let name_end = line.find(['{', ' ']).unwrap_or(line.len());
         let (sample, tail) = line.split_at(name_end);
         match sample.strip_suffix("_total") {
@@ -312,8 +320,43 @@ pub fn to_prometheus_text(open_metrics: &str) -> String {
     out
 }
 
+/// Bucket bounds as istiod's exporter writes them (`le="1"`, not `le="1.0"`): alerts match the
+/// label as text.
+fn normalise_le(line: &str) -> String {
+    let Some(start) = line
+        .find("{le=\"")
+        .or_else(|| line.find(",le=\""))
+        .map(|i| i + 5)
+    else {
+        return line.to_string();
+    };
+    let Some(len) = line[start..].find('"') else {
+        return line.to_string();
+    };
+    match line[start..start + len].parse::<f64>() {
+        Ok(v) if v.is_finite() => format!("{}{v}{}", &line[..start], &line[start + len..]),
+        _ => line.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod text_tests {
+    #[test]
+    fn bucket_bounds_are_written_as_istiod_writes_them() {
+        assert_eq!(
+            super::normalise_le("x_bucket{le=\"1.0\"} 3"),
+            "x_bucket{le=\"1\"} 3"
+        );
+        assert_eq!(
+            super::normalise_le("x_bucket{type=\"a\",le=\"0.5\"} 3"),
+            "x_bucket{type=\"a\",le=\"0.5\"} 3"
+        );
+        assert_eq!(
+            super::normalise_le("x_bucket{le=\"+Inf\"} 3"),
+            "x_bucket{le=\"+Inf\"} 3"
+        );
+    }
+
     #[test]
     fn istiod_counters_lose_the_suffix_and_the_body_is_prometheus_text() {
         let om = "# HELP pilot_xds_pushes Pushes.\n# TYPE pilot_xds_pushes counter\npilot_xds_pushes_total{type=\"cds\"} 3\n\

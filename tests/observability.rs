@@ -237,6 +237,15 @@ fn metrics_move_as_pushes_happen() {
         assert!(!m.contains("# EOF") && !m.contains("# UNIT"), "{m}");
         assert!(m.contains("# TYPE pilot_xds_pushes counter\n"), "{m}");
         assert!(!m.contains("pilot_xds_pushes_total"), "{m}");
+        // istiod's bucket boundaries, which alerts and dashboards name.
+        for le in ["0.1", "0.5", "1", "3", "30", "+Inf"] {
+            assert!(
+                m.contains(&format!(
+                    "pilot_proxy_convergence_time_bucket{{le=\"{le}\"}}"
+                )),
+                "le={le}: {m}"
+            );
+        }
         let mut typed = std::collections::HashSet::new();
         for line in m.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {

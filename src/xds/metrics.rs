@@ -1,6 +1,8 @@
 //! The xDS server's metrics, registered by `cmd` (names and labels are istiod's).
 
-use crate::metrics::{ReasonLabels, Registry, TypeLabels, seconds_histogram};
+use crate::metrics::{
+    ReasonLabels, Registry, TypeLabels, istiod_convergence_histogram, istiod_push_histogram,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -57,23 +59,23 @@ impl XdsMetrics {
                 "pilot_xds_push_time",
                 "Seconds to generate and send one xDS response, by type",
                 Family::<TypeLabels, Histogram>::new_with_constructor(
-                    seconds_histogram as fn() -> Histogram,
+                    istiod_push_histogram as fn() -> Histogram,
                 ),
             ),
             proxy_convergence_time: registry.register(
                 "pilot_proxy_convergence_time",
                 "Seconds from the first config change to a proxy having received the push",
-                seconds_histogram(),
+                istiod_convergence_histogram(),
             ),
             proxy_queue_time: registry.register(
                 "pilot_proxy_queue_time",
                 "Seconds a push waited for its proxy's stream to take it",
-                seconds_histogram(),
+                istiod_convergence_histogram(),
             ),
             debounce_time: registry.register(
                 "pilot_debounce_time",
                 "Seconds a change spent in the debouncer before its push started",
-                seconds_histogram(),
+                istiod_push_histogram(),
             ),
             push_triggers: registry.register(
                 "pilot_push_triggers",
