@@ -41,6 +41,38 @@ struct Cli {
     serve: cmd::serve::ServeArgs,
 }
 
+/// `rudder --log-format json serve`: the global flags may come before the subcommand, as `--help`
+/// shows them; they are moved after it, where clap takes them (serve's own flags may also be given
+/// without a subcommand, which is why flags before a subcommand otherwise conflict with it).
+fn global_flags_after_subcommand(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const GLOBAL: [&str; 2] = ["--log-level", "--log-format"];
+    const COMMANDS: [&str; 5] = ["serve", "log", "crds", "validate", "help"];
+    let mut globals = Vec::new();
+    let mut i = 1;
+    while i < args.len() {
+        let arg = args[i].to_string_lossy();
+        if GLOBAL.contains(&arg.as_ref()) && i + 1 < args.len() {
+            globals.extend([args[i].clone(), args[i + 1].clone()]);
+            i += 2;
+        } else if GLOBAL.iter().any(|g| arg.starts_with(&format!("{g}="))) {
+            globals.push(args[i].clone());
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let is_command = args
+        .get(i)
+        .is_some_and(|a| COMMANDS.contains(&a.to_string_lossy().as_ref()));
+    if globals.is_empty() || !is_command {
+        return args;
+    }
+    let mut out = vec![args[0].clone(), args[i].clone()];
+    out.extend(globals);
+    out.extend(args[i + 1..].iter().cloned());
+    out
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -75,7 +107,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     return_freed_memory_promptly();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(global_flags_after_subcommand(std::env::args_os().collect()));
     match cli.command {
         Some(Command::Log { level, addr }) => match cmd::log::run(&addr, level.as_deref()) {
             Ok(out) => {

@@ -244,3 +244,37 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         "{out}"
     );
 }
+
+/// Global flags may come before the subcommand (as `--help` lists them), and a `--config-dir`
+/// that does not exist stops `serve` at start with a clear error instead of serving an empty mesh.
+#[test]
+fn serve_takes_global_flags_first_and_refuses_a_missing_config_dir() {
+    let (code, _, err) = run(&[
+        "--log-format",
+        "json",
+        "--log-level=debug",
+        "serve",
+        "--config-source",
+        "files",
+        "--config-dir",
+        "/nonexistent/istio-config",
+        "--monitoring-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--secure-grpc-addr",
+        "127.0.0.1:0",
+        "--https-addr",
+        "127.0.0.1:0",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--config-dir /nonexistent/istio-config: not a directory"),
+        "{err}"
+    );
+    assert!(!err.contains("cannot be used with"), "{err}");
+    let (code, out, _) = run(&["--log-format", "json", "validate", "-f", "examples"]);
+    assert_eq!(code, 0, "{out}");
+}

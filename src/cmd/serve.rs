@@ -268,6 +268,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let xds_status: Arc<OnceLock<XdsStatus>> = Arc::default();
     let debug_access: Arc<OnceLock<crate::admin::DebugAccess>> = Arc::default();
+    // A typo in --config-dir would otherwise give a ready daemon serving an empty mesh.
+    if !use_kubernetes && !args.config_dir.is_dir() {
+        anyhow::bail!(
+            "--config-dir {}: not a directory (files mode serves the Istio YAML found there)",
+            args.config_dir.display()
+        );
+    }
     if let Some(path) = &args.mesh_config {
         if use_kubernetes {
             anyhow::bail!(
