@@ -90,7 +90,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("ca", &["config", "store", "model", "metrics"]),
     (
         "webhook",
-        &["config", "validation", "store", "model", "metrics"],
+        &["config", "validation", "store", "model", "metrics", "k8s"],
     ),
     (
         "admin",

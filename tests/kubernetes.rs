@@ -635,3 +635,44 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
         }
     }
 }
+
+/// After an API server outage (every request failing for a while), the watchers relist as soon as
+/// it answers again: a deletion made during the outage reaches proxies within seconds, not after
+/// a backoff that grew to 30 s (as client-go's, which left deleted services served for a minute).
+#[test]
+fn watchers_catch_up_at_once_after_an_api_server_outage() {
+    let c = Cluster::fake("outage");
+    let fake = c.fake.as_ref().unwrap();
+    let ns = c.ns.clone();
+    for svc in ["a", "b"] {
+        c.apply(service(&ns, svc, 80));
+    }
+    let daemon = c.rudder(&[]);
+    wait_ready(&daemon);
+    let name = |s: &str| format!("outbound|80||{}", host(&ns, s));
+    c.rt.block_on(async {
+        let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns))
+            .await
+            .unwrap();
+        cds_until(&mut s, &name("b"), true).await;
+        // The outage: watches end, history is compacted (410 on the next watch) and the relists
+        // fail eight times in a row, enough for client-go's backoff to reach half a minute.
+        fake.pause_watches();
+        c.remove(service(&ns, "a", 80)).await;
+        fake.compact();
+        fake.fail_next("/api/v1/services", 503, 8);
+        fake.resume_watches();
+        let started = std::time::Instant::now();
+        let names = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            cds_until(&mut s, &name("a"), false),
+        )
+        .await
+        .expect("the deletion reached the proxy after the outage");
+        assert!(!names.contains(&name("a")));
+        eprintln!(
+            "caught up {:?} after the API server came back",
+            started.elapsed()
+        );
+    });
+}

@@ -118,7 +118,7 @@ impl CaBundlePatcher {
         let api: Api<K> = Api::all(self.client.clone());
         let config = watcher::Config::default().labels(&self.label_selector);
         let mut stream = watcher::watcher(api.clone(), config)
-            .default_backoff()
+            .backoff(crate::k8s::WatchBackoff::default())
             .boxed();
         loop {
             let event = tokio::select! {

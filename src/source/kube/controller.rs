@@ -116,7 +116,9 @@ async fn run_watch<K>(
         convert,
         owns,
     } = spec;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, config)
+        .backoff(crate::k8s::WatchBackoff::default())
+        .boxed();
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
     let type_label = kind.name().to_string();
     let count = |event: &str| {
@@ -409,7 +411,7 @@ async fn watch_crds(
 ) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::k8s::WatchBackoff::default())
         .boxed();
     let mut installed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut relist: Option<BTreeMap<String, Vec<String>>> = None;
