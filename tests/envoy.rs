@@ -642,34 +642,15 @@ spec:
 
 /// A backend answering `name <path>`, or 503 once `fails` is set.
 fn failing_backend(name: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
-    use std::io::{BufReader, Write};
     use std::sync::atomic::{AtomicBool, Ordering};
     let fails = std::sync::Arc::new(AtomicBool::new(false));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let flag = fails.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let flag = flag.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut writer = stream;
-                while let Some((line, _)) = common::peers::read_request_head(&mut reader) {
-                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    let (status, body) = if flag.load(Ordering::Relaxed) {
-                        ("503 Service Unavailable", "down".to_string())
-                    } else {
-                        ("200 OK", format!("{name} {path}"))
-                    };
-                    let resp = format!(
-                        "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if writer.write_all(resp.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
+    let (port, _) = scripted_backend(move |line, _| {
+        let path = line.split_whitespace().nth(1).unwrap_or("/");
+        if flag.load(Ordering::Relaxed) {
+            (503, "down".into(), Default::default())
+        } else {
+            (200, format!("{name} {path}"), Default::default())
         }
     });
     (port, fails)
