@@ -41,7 +41,20 @@ pub fn available() -> bool {
                 .is_ok_and(|o| o.status.success())
         });
     if root && tools {
-        return true;
+        // Root without the capability to make namespaces (an unprivileged container) cannot run
+        // these tests at all: say so and skip, as nothing can be installed to fix it.
+        static PROBES: AtomicU32 = AtomicU32::new(0);
+        let probe = format!(
+            "rudder-probe-{}-{}",
+            std::process::id(),
+            PROBES.fetch_add(1, Ordering::Relaxed)
+        );
+        if run(&["ip", "netns", "add", &probe]).is_ok() {
+            let _ = run(&["ip", "netns", "del", &probe]);
+            return true;
+        }
+        eprintln!("skipping: this machine does not allow network namespaces");
+        return false;
     }
     if root && std::env::var("RUDDER_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
         panic!("`ip` or `iptables` is missing: run scripts/setup-peers.sh");
