@@ -182,6 +182,7 @@ pub fn add_kubernetes(
             export_to,
             source: format!("Service/{ns}/{name}"),
             subject_alt_names: Vec::new(),
+            labels: svc.metadata.labels.clone().unwrap_or_default(),
         };
         for port in &ports {
             let mut eps: BTreeSet<Endpoint> = BTreeSet::new();

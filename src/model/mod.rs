@@ -78,6 +78,9 @@ pub struct Service {
     /// ServiceEntry `subjectAltNames`: identities its servers may present, besides those of its
     /// endpoints' service accounts.
     pub subject_alt_names: Vec<String>,
+    /// The object's labels (`istio.io/use-waypoint`, …): ambient reads them, so a change to them
+    /// is a change to the service.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl Service {
@@ -175,7 +178,8 @@ impl Registry {
                 if reg.services.contains_key(&hostname) {
                     continue;
                 }
-                let service = service_from_entry(se, &hostname, ns, &source);
+                let mut service = service_from_entry(se, &hostname, ns, &source);
+                service.labels.clone_from(&entry.config.metadata.labels);
                 for port in &service.ports {
                     let eps = endpoints_for(se, port, ns, &workload_entries);
                     reg.endpoints
@@ -233,6 +237,7 @@ fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str)
         export_to: se.export_to.clone(),
         source: source.to_string(),
         subject_alt_names: se.subject_alt_names.clone(),
+        labels: BTreeMap::new(),
     }
 }
 

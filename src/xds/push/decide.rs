@@ -151,6 +151,19 @@ spec:
     }
 
     #[test]
+    fn a_label_change_on_a_service_is_pushed() {
+        // `istio.io/use-waypoint` removed: ztunnel must hear of it although no endpoint moved.
+        let with = registry(&SERVICE.replace(
+            "metadata: {name: db, namespace: shop}",
+            "metadata: {name: db, namespace: shop, labels: {istio.io/use-waypoint: wp}}",
+        ));
+        let without = registry(SERVICE);
+        let d = decide(&kinds(&[Kind::ServiceEntry]), false, &with, &without)
+            .expect("the label change is pushed");
+        assert!(d.full);
+    }
+
+    #[test]
     fn a_secret_change_pushes_only_secrets() {
         let old = registry(SERVICE);
         let d = decide(&kinds(&[Kind::Secret]), false, &old, &old).unwrap();
