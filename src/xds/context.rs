@@ -255,7 +255,24 @@ impl PushContext {
                 });
             }
         }
-        let destination_rules: Vec<DrEntry> = snapshot
+        // As istiod: when several objects claim a host, the oldest (creationTimestamp, then
+        // namespace and name) wins, so a newer object cannot silently take a host over.
+        let age = |a: &Config, b: &Config| {
+            let (a, b) = (&a.metadata, &b.metadata);
+            (
+                a.creation_timestamp.as_deref(),
+                a.namespace.as_str(),
+                a.name.as_str(),
+            )
+                .cmp(&(
+                    b.creation_timestamp.as_deref(),
+                    b.namespace.as_str(),
+                    b.name.as_str(),
+                ))
+        };
+        virtual_services.sort_by(|a, b| age(&a.config, &b.config));
+        gateway_virtual_services.sort_by(|a, b| age(&a.config, &b.config));
+        let mut destination_rules: Vec<DrEntry> = snapshot
             .list(Kind::DestinationRule)
             .filter_map(|e| match &e.config.spec {
                 Spec::DestinationRule(dr) => Some(DrEntry {
@@ -266,6 +283,7 @@ impl PushContext {
                 _ => None,
             })
             .collect();
+        destination_rules.sort_by(|a, b| age(&a.config, &b.config));
         let mut vs_by_host: HashMap<String, Vec<usize>> = HashMap::new();
         let mut vs_wildcards = Vec::new();
         for (i, v) in virtual_services.iter().enumerate() {

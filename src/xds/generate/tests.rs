@@ -1420,3 +1420,30 @@ spec: {{egress: [{{port: {{number: 80, protocol: HTTP, name: http}}, hosts: [./w
     let names: Vec<String> = clusters_of(&c, &p).into_iter().map(|c| c.name).collect();
     assert!(names.contains(&"outbound|80||other.a.svc.cluster.local".to_string()));
 }
+
+#[test]
+fn the_oldest_virtual_service_for_a_host_wins() {
+    let vs = |name: &str, created: &str, subset: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: a, creationTimestamp: \"{created}\"}}\n\
+spec: {{hosts: [web], http: [{{route: [{{destination: {{host: web, subset: {subset}}}}}]}}]}}\n"
+        )
+    };
+    // "a-newer" sorts first by name, but "z-older" was created first: it keeps the host.
+    let yaml = format!(
+        "{}{}{}",
+        se("a", "web", "HTTP"),
+        vs("a-newer", "2026-06-01T00:00:00Z", "v2"),
+        vs("z-older", "2025-01-01T00:00:00Z", "v1")
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let Some(route::Action::Route(a)) = &rc.virtual_hosts[0].routes[0].action else {
+        panic!("a route")
+    };
+    assert!(
+        matches!(&a.cluster_specifier, Some(route_action::ClusterSpecifier::Cluster(c)) if c == "outbound|80|v1|web.a.svc.cluster.local"),
+        "{:?}",
+        a.cluster_specifier
+    );
+}
