@@ -334,11 +334,24 @@ impl PushContext {
     /// The Sidecar resource that applies to `proxy`: one selecting its labels, else its namespace's
     /// default, else the root namespace's default.
     fn sidecar_for(&self, proxy: &Proxy) -> Option<Arc<Config>> {
+        // As istiod: of several Sidecars that could apply, the oldest wins.
         let in_ns = |ns: &str| -> Vec<Arc<Config>> {
-            self.snapshot
+            let mut found: Vec<Arc<Config>> = self
+                .snapshot
                 .list_namespace(Kind::Sidecar, ns)
                 .map(|e| e.config.clone())
-                .collect()
+                .collect();
+            found.sort_by(|a, b| {
+                (
+                    a.metadata.creation_timestamp.as_deref(),
+                    a.metadata.name.as_str(),
+                )
+                    .cmp(&(
+                        b.metadata.creation_timestamp.as_deref(),
+                        b.metadata.name.as_str(),
+                    ))
+            });
+            found
         };
         let selector = |c: &Arc<Config>| match &c.spec {
             Spec::Sidecar(sc) => sc.workload_selector.as_ref().map(|s| s.labels.clone()),

@@ -1447,3 +1447,32 @@ spec: {{hosts: [web], http: [{{route: [{{destination: {{host: web, subset: {subs
         a.cluster_specifier
     );
 }
+
+#[test]
+fn the_oldest_sidecar_selecting_a_workload_wins() {
+    let sidecar = |name: &str, created: &str, host: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: {name}, namespace: a, creationTimestamp: \"{created}\"}}\n\
+spec: {{workloadSelector: {{labels: {{app: x}}}}, egress: [{{hosts: [\"./{host}\"]}}]}}\n"
+        )
+    };
+    let yaml = format!(
+        "{}{}{}{}",
+        se("a", "web", "HTTP"),
+        se("a", "other", "HTTP"),
+        sidecar(
+            "a-newer",
+            "2026-06-01T00:00:00Z",
+            "other.a.svc.cluster.local"
+        ),
+        sidecar("z-older", "2025-01-01T00:00:00Z", "web.a.svc.cluster.local")
+    );
+    let c = ctx(&yaml);
+    let p = labelled("sidecar~10.0.0.1~x-1.a~a.svc.cluster.local", "x");
+    let names: Vec<String> = clusters_of(&c, &p)
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| n.starts_with("outbound|"))
+        .collect();
+    assert_eq!(names, ["outbound|80||web.a.svc.cluster.local"]);
+}
