@@ -517,6 +517,10 @@ impl FileSource {
                 None
             }
         };
+        // Changes made between the first scan and the watch starting would otherwise wait for the
+        // next resync: scan once more now that the watch is in place (unchanged files are skipped
+        // by their hash).
+        self.sync();
         let mut ticker = tokio::time::interval(resync);
         ticker.tick().await;
         loop {
