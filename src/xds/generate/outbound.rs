@@ -13,7 +13,7 @@ use super::cluster::{BLACKHOLE, PASSTHROUGH, socket};
 use super::listener::{
     PLAINTEXT_HTTP_ALPN, RouteSource, cidr, hcm_filter, network_filter, tcp_filter,
 };
-use super::util::{any, outbound_cluster};
+use super::util::{any, match_applies_to_sidecar, outbound_cluster};
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView, VsEntry};
@@ -374,21 +374,6 @@ fn originates_own_tls(ctx: &PushContext, scope: &ScopeView, svc: &Service) -> bo
         .is_some_and(|t| !matches!(t.mode, ClientTlsMode::DISABLE | ClientTlsMode::ISTIO_MUTUAL))
 }
 
-/// Whether an L4 match of a VirtualService applies to this sidecar on `port`.
-fn l4_applies(
-    scope: &ScopeView,
-    port: u32,
-    match_port: u32,
-    labels: &BTreeMap<String, String>,
-    gateways: &[String],
-    source_namespace: &str,
-) -> bool {
-    (match_port == 0 || match_port == port)
-        && labels.iter().all(|(k, v)| scope.labels.get(k) == Some(v))
-        && (source_namespace.is_empty() || source_namespace == scope.namespace)
-        && (gateways.is_empty() || gateways.iter().any(|g| g == "mesh"))
-}
-
 fn vs_for<'a>(ctx: &'a PushContext, scope: &ScopeView, svc: &Service) -> Option<&'a VsEntry> {
     ctx.virtual_service_for(&scope.namespace, &svc.hostname)
         .filter(|vs| vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh"))
@@ -429,7 +414,7 @@ fn tcp_chains(
             }
             let mut subnets = Vec::new();
             for m in &tcp.matches {
-                if !l4_applies(
+                if !match_applies_to_sidecar(
                     scope,
                     port,
                     m.port,
@@ -479,7 +464,7 @@ fn tls_chains(
                 continue;
             };
             for m in &tls.matches {
-                if !l4_applies(
+                if !match_applies_to_sidecar(
                     scope,
                     port,
                     m.port,

@@ -148,12 +148,14 @@ pub(super) fn virtual_service_routes(
 
 /// Conditions decided when generating (not by Envoy per request): port, source labels, namespace, gateway.
 fn match_applies(m: &HttpMatchRequest, scope: &ScopeView, port: u32) -> bool {
-    (m.port == 0 || m.port == port)
-        && m.source_labels
-            .iter()
-            .all(|(k, v)| scope.labels.get(k) == Some(v))
-        && (m.source_namespace.is_empty() || m.source_namespace == scope.namespace)
-        && (m.gateways.is_empty() || m.gateways.iter().any(|g| g == "mesh"))
+    super::util::match_applies_to_sidecar(
+        scope,
+        port,
+        m.port,
+        &m.source_labels,
+        &m.gateways,
+        &m.source_namespace,
+    )
 }
 
 fn default_route(

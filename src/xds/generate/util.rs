@@ -102,6 +102,22 @@ pub fn put_field(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
+/// Whether a VirtualService match (HTTP or L4) applies to this sidecar on `port`: its port, source
+/// labels and namespace, and the `mesh` gateway (decided at generation time for the proxy).
+pub fn match_applies_to_sidecar(
+    scope: &crate::xds::context::ScopeView,
+    port: u32,
+    match_port: u32,
+    labels: &std::collections::BTreeMap<String, String>,
+    gateways: &[String],
+    source_namespace: &str,
+) -> bool {
+    (match_port == 0 || match_port == port)
+        && labels.iter().all(|(k, v)| scope.labels.get(k) == Some(v))
+        && (source_namespace.is_empty() || source_namespace == scope.namespace)
+        && (gateways.is_empty() || gateways.iter().any(|g| g == "mesh"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
