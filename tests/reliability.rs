@@ -98,14 +98,7 @@ fn a_proxy_that_stops_reading_is_dropped_and_never_delays_the_others() {
             good.push(s);
         }
         // The stuck proxy: a tiny HTTP/2 window, and it never reads.
-        let small = Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .initial_stream_window_size(65_535)
-            .initial_connection_window_size(65_535)
-            .connect()
-            .await
-            .unwrap();
-        let stuck = Sotw::open_on(small, &node_id(99)).await.unwrap();
+        let stuck = stuck_stream(addr, 99).await;
         for generation in 1..=15 {
             write_config(dir.path(), 1500, generation);
             for s in &mut good {
@@ -117,6 +110,51 @@ fn a_proxy_that_stops_reading_is_dropped_and_never_delays_the_others() {
     assert!(
         metric(&d, "rudder_xds_errors_total{reason=\"send_timeout\"}") >= 1.0,
         "the stuck proxy was dropped"
+    );
+}
+
+/// Opens a stream on its own connection with a small HTTP/2 window and never reads it.
+async fn stuck_stream(addr: std::net::SocketAddr, id: usize) -> Sotw {
+    let small = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    Sotw::open_on(small, &node_id(id)).await.unwrap()
+}
+
+#[test]
+fn more_stuck_streams_than_push_slots_never_delay_a_good_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 1500, 0);
+    // The attack lasts as long as the send timeout: stuck streams are dropped only after it. Every
+    // good push must arrive before that, although the stuck streams outnumber the push slots.
+    let d = daemon(
+        dir.path(),
+        &["--push-concurrency", "2", "--xds-send-timeout", "300s"],
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut good = Sotw::open(addr, &node_id(0)).await.unwrap();
+        converge(&mut good, &marker(0)).await;
+        let mut stuck = Vec::new();
+        for i in 0..6 {
+            stuck.push(stuck_stream(addr, 100 + i).await);
+        }
+        // Enough generations to fill every stuck stream's response queue several times over.
+        for generation in 1..=20 {
+            write_config(dir.path(), 1500, generation);
+            converge(&mut good, &marker(generation)).await;
+        }
+        drop(stuck);
+    });
+    assert_eq!(
+        metric(&d, "rudder_xds_errors_total{reason=\"send_timeout\"}"),
+        0.0,
+        "the good proxy converged while the attack was still on"
     );
 }
 

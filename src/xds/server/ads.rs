@@ -21,7 +21,7 @@ use tracing::{Instrument, info_span, warn};
 const RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
-const STREAM_BUFFER: usize = 8;
+pub(super) const STREAM_BUFFER: usize = 8;
 
 #[derive(Clone)]
 pub struct AdsService {

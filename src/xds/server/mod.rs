@@ -123,14 +123,18 @@ impl XdsServer {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,
             Err(_) => {
-                self.refuse("send_timeout");
-                warn!(
-                    timeout = ?self.limits.send_timeout,
-                    "proxy is not reading its stream; dropping it"
-                );
+                self.send_timed_out();
                 false
             }
         }
+    }
+
+    fn send_timed_out(&self) {
+        self.refuse("send_timeout");
+        warn!(
+            timeout = ?self.limits.send_timeout,
+            "proxy is not reading its stream; dropping it"
+        );
     }
 
     /// Counts a failed inbound stream by what went wrong.

@@ -27,6 +27,9 @@ impl StreamHandler for Sotw {
     fn stream(&self) -> &StreamState {
         &self.stream
     }
+    fn stream_mut(&mut self) -> &mut StreamState {
+        &mut self.stream
+    }
     async fn request(&mut self, req: Self::Request) -> bool {
         self.on_request(req).await
     }

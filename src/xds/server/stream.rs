@@ -33,6 +33,7 @@ pub(super) trait StreamHandler: Send + Sized + 'static {
     fn node(req: &Self::Request) -> Option<&Node>;
     fn new(stream: StreamState) -> Self;
     fn stream(&self) -> &StreamState;
+    fn stream_mut(&mut self) -> &mut StreamState;
     /// Handles one client request (subscription, ACK or NACK).
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     /// Sends what a push changed of one watched type; `only_hosts` limits EDS to those services.
@@ -58,11 +59,18 @@ pub(super) struct UpdatedClusters {
     pub(super) names: BTreeSet<String>,
 }
 
-/// Sends the watched types a push touches, in push order (CDS before EDS), all from one view of
-/// one context. False when the stream is gone.
-async fn push_all<H: StreamHandler>(handler: &mut H, push: &PushRequest) -> bool {
+/// The watched types a push touches, in push order (CDS before EDS).
+fn pushed_types<H: StreamHandler>(handler: &H, push: &PushRequest) -> Vec<TypeUrl> {
+    push.types_among(handler.stream().watches.keys().copied())
+}
+
+/// Sends `types` of a push, all from one view of one context. False when the stream is gone.
+async fn push_all<H: StreamHandler>(
+    handler: &mut H,
+    push: &PushRequest,
+    types: Vec<TypeUrl>,
+) -> bool {
     let (ctx, scope) = handler.stream().view();
-    let types = push.types_among(handler.stream().watches.keys().copied());
     let mut updated_clusters = UpdatedClusters::default();
     for t in types {
         let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
@@ -81,6 +89,9 @@ pub(super) struct StreamState {
     pub(super) server: Arc<XdsServer>,
     pub(super) proxy: Arc<Proxy>,
     tx: mpsc::Sender<Result<EncodedResponse, Status>>,
+    /// Room in the response queue taken before a push holds a push slot, so the slot is never held
+    /// while waiting for this client to read (see `reserve`).
+    reserved: Vec<mpsc::OwnedPermit<Result<EncodedResponse, Status>>>,
     registration: Registration,
     /// Shared with the connection status (what `/debug` shows): one copy of every subscribed name,
     /// cloned only when it changes.
@@ -174,6 +185,37 @@ impl StreamState {
         }
     }
 
+    /// Waits, bounded by the send timeout, until the response queue has room for `responses` (at
+    /// most its size). A push takes a shared push slot only after this, so a client that does not
+    /// read waits here holding nothing the other proxies need. False when the stream is gone.
+    async fn reserve(&mut self, responses: usize) -> bool {
+        let server = self.server.clone();
+        let tx = self.tx.clone();
+        let wanted = responses.min(super::ads::STREAM_BUFFER);
+        let reserved = &mut self.reserved;
+        let wait = async move {
+            while reserved.len() < wanted {
+                match tx.clone().reserve_owned().await {
+                    Ok(permit) => reserved.push(permit),
+                    Err(_) => return false,
+                }
+            }
+            true
+        };
+        match tokio::time::timeout(server.limits.send_timeout, wait).await {
+            Ok(open) => open,
+            Err(_) => {
+                server.send_timed_out();
+                false
+            }
+        }
+    }
+
+    /// Gives back queue room a push reserved and did not use.
+    fn release_reserved(&mut self) {
+        self.reserved.clear();
+    }
+
     /// Sends one response; on success records it in the watch of `type_url` and counts it.
     /// False when the stream is gone.
     pub(super) async fn send(
@@ -185,7 +227,9 @@ impl StreamState {
         count: usize,
         started: Instant,
     ) -> bool {
-        if !self.server.deliver(&self.tx, response).await {
+        if let Some(permit) = self.reserved.pop() {
+            permit.send(Ok(response));
+        } else if !self.server.deliver(&self.tx, response).await {
             return false;
         }
         if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(&type_url) {
@@ -238,6 +282,7 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         server: server.clone(),
         proxy,
         tx: tx.clone(),
+        reserved: Vec::new(),
         registration,
         watches: Arc::default(),
     });
@@ -262,11 +307,19 @@ pub(super) async fn serve_stream<H: StreamHandler>(
             _ = mailbox.notify.notified() => {
                 if let Some(push) = mailbox.take() {
                     server.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
+                    let types = pushed_types(&handler, &push);
+                    // Room to send first, without a push slot: a client that does not read waits
+                    // here (and is dropped after the send timeout) instead of holding a slot.
+                    if !handler.stream_mut().reserve(types.len()).await {
+                        break;
+                    }
                     // Bounded concurrency: a push storm cannot starve the runtime.
                     let lane = if push.full { &server.push_permits } else { &server.partial_push_permits };
                     let Ok(_permit) = lane.acquire().await else { break };
                     let started = push.started;
-                    if !push_all(&mut handler, &push).await {
+                    let sent = push_all(&mut handler, &push, types).await;
+                    handler.stream_mut().release_reserved();
+                    if !sent {
                         break;
                     }
                     server.metrics.proxy_convergence_time.observe(started.elapsed().as_secs_f64());
