@@ -477,3 +477,162 @@ fn injection_respects_the_pod_opt_in_and_opt_out() {
     assert!(metric(&d, "sidecar_injection_skip") >= 4.0);
     assert_eq!(metric(&d, "sidecar_injection_requests"), 7.0);
 }
+
+/// The daemon's peak resident memory, in MiB (Linux).
+fn peak_rss_mib(d: &Daemon) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        / 1024
+}
+
+/// A VirtualService review of about 5 MiB: `hosts` values, each a short string.
+fn huge_review(hosts: usize, host: &str, i: usize) -> Vec<u8> {
+    let spec = json!({"hosts": vec![host; hosts]});
+    let vs = istio_object(
+        "VirtualService",
+        "networking.istio.io/v1",
+        &format!("huge-{i}"),
+        &spec,
+    );
+    review(
+        "CREATE",
+        ("networking.istio.io", "v1", "virtualservices"),
+        "VirtualService",
+        "default",
+        vs,
+    )
+    .to_string()
+    .into_bytes()
+}
+
+#[test]
+fn a_flood_of_huge_reviews_stays_within_its_memory_budget_and_real_reviews_are_judged() {
+    let (d, _dir) = daemon();
+    let root = root_pem(&d);
+    let addr = d.addr("webhook");
+    // 24 callers at once: half send value bombs (refused before decoding), half reviews just under
+    // the JSON value limit (decoded a few at a time, or refused while too many bytes are held).
+    let flood: Vec<_> = (0..24)
+        .map(|i| {
+            let body = if i % 2 == 0 {
+                huge_review(1_500_000, "h", i)
+            } else {
+                huge_review(380_000, "h-0123456789", i)
+            };
+            let root = root.clone();
+            std::thread::spawn(move || {
+                https_request(
+                    addr,
+                    &root,
+                    SERVER_NAME,
+                    "POST",
+                    "/validate",
+                    "application/json",
+                    &body,
+                )
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let good = istio_object(
+        "VirtualService",
+        "networking.istio.io/v1",
+        "good",
+        &json!({"hosts": ["reviews"], "http": [{"route": [{"destination": {"host": "reviews"}}]}]}),
+    );
+    let response = post(
+        &d,
+        "/validate",
+        &review(
+            "CREATE",
+            ("networking.istio.io", "v1", "virtualservices"),
+            "VirtualService",
+            "default",
+            good,
+        ),
+    );
+    assert_eq!(response["allowed"], true, "{response}");
+    let statuses: Vec<u16> = flood
+        .into_iter()
+        .map(|t| t.join().unwrap().map(|(s, _)| s).unwrap_or(0))
+        .collect();
+    assert!(
+        statuses.iter().filter(|s| **s == 413).count() >= 12,
+        "{statuses:?}"
+    );
+    let peak = peak_rss_mib(&d);
+    eprintln!("peak RSS {peak} MiB; statuses {statuses:?}");
+    assert!(peak < 384, "peak RSS {peak} MiB");
+    assert!(
+        metric(
+            &d,
+            "rudder_webhook_refused_total{reason=\"too_many_json_values\"}"
+        ) >= 12.0
+    );
+}
+
+#[test]
+fn idle_and_slow_webhook_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[
+            "--webhook-idle-timeout",
+            "1s",
+            "--webhook-body-timeout",
+            "1s",
+        ],
+    );
+    common::eventually(30, "daemon ready", || {
+        http_get(d.addr("http"), "/ready").0 == 200
+    });
+    let root = root_pem(&d);
+    let tls = |tcp: std::net::TcpStream| {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut root.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+        let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+        rustls::StreamOwned::new(conn, tcp)
+    };
+    use std::io::{Read, Write};
+    let open = || {
+        let tcp = std::net::TcpStream::connect(d.addr("webhook")).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        tls(tcp)
+    };
+    // Connects and sends nothing after the handshake.
+    let mut idle = open();
+    idle.conn.complete_io(&mut idle.sock).unwrap();
+    // Sends headers and only part of the body it announced.
+    let mut slow = open();
+    slow.write_all(
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\":",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    // The server closes each: reading ends (EOF or an error), well before the 20 s read timeout.
+    let started = std::time::Instant::now();
+    let _ = idle.read_to_end(&mut buf);
+    let mut answer = Vec::new();
+    let _ = slow.read_to_end(&mut answer);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "closed by the server, not by the client's read timeout"
+    );
+    let (status, _) = common::parse_response(&answer);
+    assert_eq!(status, 408, "{}", String::from_utf8_lossy(&answer));
+    assert!(metric(&d, "rudder_webhook_refused_total{reason=\"body_timeout\"}") >= 1.0);
+}

@@ -173,6 +173,29 @@ pub struct ServeArgs {
     pub keepalive_interval: Duration,
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub keepalive_timeout: Duration,
+    /// Webhook port: request body bytes held at once, all callers together; past it, 503.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, env = "RUDDER_WEBHOOK_MAX_INFLIGHT_BYTES")]
+    pub webhook_max_inflight_bytes: usize,
+    /// Webhook port: reviews decoded and judged at once; others wait up to 5 s, then 503.
+    #[arg(
+        long,
+        default_value_t = 4,
+        env = "RUDDER_WEBHOOK_MAX_CONCURRENT_REVIEWS"
+    )]
+    pub webhook_max_concurrent_reviews: usize,
+    /// Webhook port: JSON values in one review (each costs a decoded value); more is refused, 413.
+    #[arg(
+        long,
+        default_value_t = 500_000,
+        env = "RUDDER_WEBHOOK_MAX_JSON_VALUES"
+    )]
+    pub webhook_max_json_values: usize,
+    /// Webhook port: longest a request body may take to arrive; past it, 408.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "RUDDER_WEBHOOK_BODY_TIMEOUT")]
+    pub webhook_body_timeout: Duration,
+    /// Webhook port: a connection without a request in flight for this long is closed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "RUDDER_WEBHOOK_IDLE_TIMEOUT")]
+    pub webhook_idle_timeout: Duration,
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
@@ -470,17 +493,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         store.clone(),
     );
+    let webhook_limits = crate::webhook::WebhookLimits {
+        max_inflight_bytes: args.webhook_max_inflight_bytes,
+        max_concurrent_reviews: args.webhook_max_concurrent_reviews,
+        max_json_values: args.webhook_max_json_values,
+        body_timeout: args.webhook_body_timeout,
+        idle_timeout: args.webhook_idle_timeout,
+        ..Default::default()
+    };
     let webhook_app = crate::webhook::router(WebhookState {
         store: store.clone(),
         metrics: metrics.webhook.clone(),
         injector: Arc::new(injector),
         ready: ready.clone(),
+        budget: Arc::new(crate::webhook::limits::Budget::new(webhook_limits.clone())),
     });
     let webhook_tls = crate::webhook::tls_config(&serving_chain, &serving_key)?;
     tasks.spawn(crate::webhook::serve(
         webhook_listener,
         webhook_app,
         webhook_tls,
+        webhook_limits.idle_timeout,
         cancel.clone(),
     ));
 

@@ -40,11 +40,17 @@ pub struct Verdict {
     pub warnings: Vec<Warning>,
 }
 
+/// Errors (and warnings) kept per object; past it they are counted in one last message. An object
+/// with a million faulty fields must cost a million checks, not a million messages.
+const MAX_MESSAGES: usize = 100;
+
 /// Collects errors and warnings for one object; `path` strings use Istio's camelCase field names.
 pub struct Report<'a> {
     object: &'a ObjectRef,
     pub errors: Vec<ConfigError>,
     pub warnings: Vec<Warning>,
+    errors_left_out: usize,
+    warnings_left_out: usize,
 }
 
 impl<'a> Report<'a> {
@@ -53,11 +59,44 @@ impl<'a> Report<'a> {
             object,
             errors: Vec::new(),
             warnings: Vec::new(),
+            errors_left_out: 0,
+            warnings_left_out: 0,
+        }
+    }
+
+    /// True once the object has as many errors as are reported: a costly check may stop early.
+    pub fn errors_full(&self) -> bool {
+        self.errors.len() >= MAX_MESSAGES
+    }
+
+    /// What the report says, with a last message for what was left out.
+    fn into_verdict(mut self) -> Verdict {
+        if self.errors_left_out > 0 {
+            self.errors.push(ConfigError::Invalid {
+                object: self.object.clone(),
+                field: "spec".into(),
+                message: format!("and {} more errors", self.errors_left_out),
+            });
+        }
+        if self.warnings_left_out > 0 {
+            self.warnings.push(Warning {
+                object: self.object.clone(),
+                field: "spec".into(),
+                message: format!("and {} more warnings", self.warnings_left_out),
+            });
+        }
+        Verdict {
+            errors: self.errors,
+            warnings: self.warnings,
         }
     }
 
     /// An admission warning: the object is accepted, and the user is told.
     pub fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        if self.warnings.len() >= MAX_MESSAGES {
+            self.warnings_left_out += 1;
+            return;
+        }
         self.warnings.push(Warning {
             object: self.object.clone(),
             field: path.into(),
@@ -66,6 +105,10 @@ impl<'a> Report<'a> {
     }
 
     pub fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        if self.errors_full() {
+            self.errors_left_out += 1;
+            return;
+        }
         self.errors.push(ConfigError::Invalid {
             object: self.object.clone(),
             field: path.into(),
@@ -104,10 +147,7 @@ pub fn check(config: &Config) -> Verdict {
                 format!("accepted but not honoured by Rudder yet: {note}"),
             );
         }
-        return Verdict {
-            errors: r.errors,
-            warnings: r.warnings,
-        };
+        return r.into_verdict();
     }
     let meta = &config.metadata;
     metadata(&mut r, config);
@@ -141,10 +181,7 @@ pub fn check(config: &Config) -> Verdict {
             format!("accepted but not honoured by Rudder yet: {note}"),
         );
     }
-    Verdict {
-        errors: r.errors,
-        warnings: r.warnings,
-    }
+    r.into_verdict()
 }
 
 /// The annotations istiod judges on every kind.

@@ -93,18 +93,14 @@ pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
         }
     }
     if all_hosts_valid {
-        for i in 0..vs.hosts.len() {
-            for j in i + 1..vs.hosts.len() {
-                if host::matches(&vs.hosts[i], &vs.hosts[j]) {
-                    r.error(
-                        "spec.hosts",
-                        format!(
-                            "duplicate hosts in virtual service: {} & {}",
-                            vs.hosts[i], vs.hosts[j]
-                        ),
-                    );
-                }
-            }
+        for (i, j) in host::overlapping_pairs(&vs.hosts, 101) {
+            r.error(
+                "spec.hosts",
+                format!(
+                    "duplicate hosts in virtual service: {} & {}",
+                    vs.hosts[i], vs.hosts[j]
+                ),
+            );
         }
     }
     if vs.http.is_empty() && vs.tcp.is_empty() && vs.tls.is_empty() {

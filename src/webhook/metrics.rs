@@ -24,6 +24,8 @@ pub struct WebhookMetrics {
     pub injection_failures: Family<TypeLabels, Counter>,
     /// caBundle writes into webhook configurations, by outcome.
     pub webhook_ca_patches: Family<ReasonLabels, Counter>,
+    /// Requests refused by a limit of the webhook port, by which (`webhook::limits`).
+    pub webhook_refused: Family<ReasonLabels, Counter>,
 }
 
 impl WebhookMetrics {
@@ -67,6 +69,11 @@ impl WebhookMetrics {
             webhook_ca_patches: registry.register(
                 "rudder_webhook_ca_bundle_patches",
                 "caBundle writes into webhook configurations, by outcome",
+                Family::<ReasonLabels, Counter>::default(),
+            ),
+            webhook_refused: registry.register(
+                "rudder_webhook_refused",
+                "Webhook requests refused by a limit (bytes in flight, busy, body timeout, JSON values), by reason",
                 Family::<ReasonLabels, Counter>::default(),
             ),
         }

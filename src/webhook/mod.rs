@@ -4,6 +4,7 @@
 
 pub mod cabundle;
 pub mod inject;
+pub mod limits;
 pub mod metrics;
 pub mod validate;
 
@@ -29,9 +30,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
-/// Largest AdmissionReview accepted. The API server caps a request at 3 MiB; a review carries the
-/// object twice (object and oldObject) plus envelope.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub use limits::{MAX_BODY_BYTES, WebhookLimits};
 
 /// A TLS handshake that takes longer than this is dropped, so idle sockets cannot pile up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,6 +41,7 @@ pub struct WebhookState {
     pub metrics: Arc<WebhookMetrics>,
     pub injector: Arc<inject::Injector>,
     pub ready: Arc<AtomicBool>,
+    pub budget: Arc<limits::Budget>,
 }
 
 pub fn router(state: WebhookState) -> Router {
@@ -77,54 +77,69 @@ fn http_error(metrics: &WebhookMetrics, status: StatusCode, message: String) -> 
     (status, message).into_response()
 }
 
-/// Reads an AdmissionReview body: JSON only, bounded in size, and a request inside. A body that is not
-/// a review is answered with a review that denies it and says why (the API server shows the message).
-pub(crate) async fn read_review(
-    metrics: &WebhookMetrics,
+/// Answers one AdmissionReview with `judge`: the body is read within the budgets of `limits`
+/// (JSON only, bounded in bytes, time and values), then decoded and judged on a blocking thread
+/// while a review slot is held, so heavy reviews never stall the runtime (nor the timers that
+/// bound the others). A body that is not a review is answered with a review that denies it and
+/// says why (the API server shows the message).
+pub(crate) async fn judge_review<F>(
+    state: &WebhookState,
     headers: &HeaderMap,
     body: Body,
-) -> Result<AdmissionRequest<DynamicObject>, Response> {
+    judge: F,
+) -> Response
+where
+    F: FnOnce(&WebhookState, &AdmissionRequest<DynamicObject>) -> AdmissionResponse
+        + Send
+        + 'static,
+{
+    let metrics = &state.metrics;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if !content_type.starts_with("application/json") {
-        return Err(http_error(
+        return http_error(
             metrics,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("invalid Content-Type {content_type:?}, want `application/json`"),
-        ));
+        );
     }
-    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+    let (bytes, held): (Bytes, limits::Held) = match state.budget.read(body).await {
         Ok(b) => b,
-        Err(e) => {
-            return Err(http_error(
-                metrics,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("could not read body (limit {MAX_BODY_BYTES} bytes): {e}"),
-            ));
+        Err(refusal) => {
+            metrics.refused(refusal.reason);
+            return http_error(metrics, refusal.status, refusal.message);
         }
     };
     if bytes.is_empty() {
-        return Err(http_error(
-            metrics,
-            StatusCode::BAD_REQUEST,
-            "no body found".into(),
-        ));
+        return http_error(metrics, StatusCode::BAD_REQUEST, "no body found".into());
     }
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&bytes) {
-        Ok(r) => r,
-        Err(e) => {
-            return Err(review_response(AdmissionResponse::invalid(format!(
-                "could not decode body: {e}"
-            ))));
-        }
-    };
-    review.try_into().map_err(|_| {
-        review_response(AdmissionResponse::invalid(
-            "could not decode body: the AdmissionReview has no request",
-        ))
+    let state = state.clone();
+    let judged = tokio::task::spawn_blocking(move || {
+        let _held = held;
+        review_response(match decode_review(&bytes) {
+            Ok(request) => judge(&state, &request),
+            Err(why) => AdmissionResponse::invalid(why),
+        })
     })
+    .await;
+    judged.unwrap_or_else(|e| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("review failed: {e}"),
+        )
+            .into_response()
+    })
+}
+
+/// The request of an AdmissionReview body, or why the body is not one.
+fn decode_review(bytes: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(bytes).map_err(|e| format!("could not decode body: {e}"))?;
+    review
+        .try_into()
+        .map_err(|_| "could not decode body: the AdmissionReview has no request".to_string())
 }
 
 pub(crate) fn review_response(response: AdmissionResponse) -> Response {
@@ -178,11 +193,64 @@ pub fn tls_config(
     Ok(Arc::new(config))
 }
 
-/// Serves `app` over TLS until `cancel` fires, then lets open requests finish.
+/// When a connection last had a request in flight, so an idle one can be closed.
+#[derive(Default)]
+struct Activity {
+    inflight: std::sync::atomic::AtomicUsize,
+    last: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// A request in flight on a connection; dropping it marks the connection active now.
+struct InFlight(Arc<Activity>);
+
+impl Activity {
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.inflight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.clone())
+    }
+
+    /// True when nothing is in flight and nothing was since `since`.
+    fn idle_since(&self, since: std::time::Instant) -> bool {
+        self.inflight.load(Ordering::Acquire) == 0
+            && self
+                .last
+                .lock()
+                .map(|l| l.is_none_or(|at| at < since))
+                .unwrap_or(false)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut last) = self.0.last.lock() {
+            *last = Some(std::time::Instant::now());
+        }
+        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Ends when a connection has had no request in flight for `idle`: a caller that connects and
+/// sends nothing (or trickles a request's headers) does not keep a socket and task forever.
+async fn idle_for(activity: &Activity, idle: Duration) {
+    let opened = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(idle / 2).await;
+        if let Some(since) = std::time::Instant::now().checked_sub(idle)
+            && since >= opened
+            && activity.idle_since(since)
+        {
+            return;
+        }
+    }
+}
+
+/// Serves `app` over TLS until `cancel` fires, then lets open requests finish. A connection idle
+/// for `idle_timeout` (no request in flight) is closed.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     tls: Arc<rustls::ServerConfig>,
+    idle_timeout: Duration,
     cancel: CancellationToken,
 ) {
     let acceptor = TlsAcceptor::from(tls);
@@ -217,13 +285,27 @@ pub async fn serve(
                         return;
                     }
                 };
+                let activity = Arc::new(Activity::default());
+                let tracked = activity.clone();
+                let service = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
+                    let in_flight = tracked.begin();
+                    let response = tower::ServiceExt::oneshot(app.clone(), req);
+                    async move {
+                        let r = response.await;
+                        drop(in_flight);
+                        r
+                    }
+                });
                 let builder = auto::Builder::new(TokioExecutor::new());
                 let conn = builder.serve_connection_with_upgrades(
                     TokioIo::new(tls),
-                    TowerToHyperService::new(app),
+                    TowerToHyperService::new(service),
                 );
-                if let Err(e) = watcher.watch(conn.into_owned()).await {
-                    debug!(error = %e, "webhook connection ended with an error");
+                tokio::select! {
+                    r = watcher.watch(conn.into_owned()) => if let Err(e) = r {
+                        debug!(error = %e, "webhook connection ended with an error");
+                    },
+                    _ = idle_for(&activity, idle_timeout) => debug!("closing an idle webhook connection"),
                 }
             }
             .instrument(info_span!("webhook-conn", %peer)),

@@ -1,7 +1,7 @@
 //! `/validate`: the ValidatingAdmissionWebhook for Istio config, with istiod's rules, messages and
 //! metric reasons (`galley_validation_failed{reason}`).
 
-use super::{WebhookState, read_review, review_response};
+use super::{WebhookState, judge_review};
 use crate::config::{Config, ConfigError, Kind};
 use crate::metrics::{ResourceLabels, ValidationFailLabels};
 use crate::webhook::metrics::WebhookMetrics;
@@ -23,11 +23,7 @@ pub mod reason {
 }
 
 pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
-    let request = match read_review(&s.metrics, &headers, body).await {
-        Ok(r) => r,
-        Err(response) => return response,
-    };
-    review_response(admit(&s.metrics, &request))
+    judge_review(&s, &headers, body, |s, request| admit(&s.metrics, request)).await
 }
 
 /// The verdict on one request. Not Create/Update (a delete, a connect) is allowed unexamined.

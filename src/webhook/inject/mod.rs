@@ -15,7 +15,7 @@ pub use policy::Decision;
 pub use render::{inject, workload_of};
 pub use settings::{DEFAULT_HUB, DEFAULT_TAG, InjectorSettings, Template};
 
-use super::{WebhookState, read_review, review_response};
+use super::{WebhookState, judge_review};
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::metrics::TypeLabels;
 use crate::store::Store;
@@ -153,11 +153,10 @@ fn string_map(v: &Value) -> BTreeMap<String, String> {
 }
 
 pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
-    let request = match read_review(&s.metrics, &headers, body).await {
-        Ok(r) => r,
-        Err(response) => return response,
-    };
-    review_response(admit(&s.injector, &s.metrics, &request))
+    judge_review(&s, &headers, body, |s, request| {
+        admit(&s.injector, &s.metrics, request)
+    })
+    .await
 }
 
 /// The injector's verdict on one admission request: always allowed; a patch when injected. A pod
