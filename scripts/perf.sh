@@ -11,7 +11,8 @@ mkdir -p "$work/cfg"
 bin="$(dirname "$0")/../target/release/rudder"
 "$bin" serve --config-source files --config-dir "$work/cfg" --ca-dir "$work/ca" \
   --grpc-addr 127.0.0.1:35010 --secure-grpc-addr 127.0.0.1:35012 --https-addr 127.0.0.1:35017 \
-  --monitoring-addr 127.0.0.1:35014 --http-addr 127.0.0.1:35080 --log-level warn &
+  --monitoring-addr 127.0.0.1:35014 --http-addr 127.0.0.1:35080 --log-level warn \
+  --max-requests-per-second 1000000 &
 daemon=$!
 sleep 2
 status=0

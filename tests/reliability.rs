@@ -385,3 +385,148 @@ fn sigterm_ends_streams_so_proxies_reconnect_elsewhere_and_exits_in_time() {
         );
     });
 }
+
+#[test]
+fn a_delta_stream_subscribing_without_end_is_refused_and_others_converge() {
+    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &["--xds-max-subscribed-names", "5000"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut good = Sotw::open(addr, &node_id(0)).await.unwrap();
+        converge(&mut good, &marker(0)).await;
+        let mut greedy = common::ads::Delta::open(
+            addr,
+            DeltaDiscoveryRequest {
+                node: common::ads::node(&node_id(1)),
+                type_url: common::ads::EDS.into(),
+                resource_names_subscribe: vec!["outbound|80||svc-0.example.com".into()],
+                ..Default::default()
+            },
+        )
+        .await;
+        let _ = greedy.recv().await;
+        // Batches of 1,000 new names until the stream is ended.
+        let mut ended = None;
+        for batch in 0..20 {
+            let names = (0..1000)
+                .map(|i| format!("outbound|80||n{batch}-{i}.example.com"))
+                .collect();
+            if greedy
+                .tx
+                .send(DeltaDiscoveryRequest {
+                    type_url: common::ads::EDS.into(),
+                    resource_names_subscribe: names,
+                    ..Default::default()
+                })
+                .await
+                .is_err()
+            {
+                break;
+            }
+            loop {
+                match tokio::time::timeout(Duration::from_millis(500), greedy.rx.message()).await {
+                    Ok(Ok(Some(_))) => continue,
+                    Ok(Err(status)) => {
+                        ended = Some(status);
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+            if ended.is_some() {
+                break;
+            }
+        }
+        let status = ended.expect("the stream was ended");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(status.message().contains("at most 5000"), "{status:?}");
+        write_config(dir.path(), 5, 1);
+        converge(&mut good, &marker(1)).await;
+    });
+    assert_eq!(
+        metric(&d, "rudder_xds_errors_total{reason=\"too_many_names\"}"),
+        1.0
+    );
+}
+
+#[test]
+fn nack_text_is_cut_and_a_nack_flood_does_not_flood_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &[]);
+    let rt = runtime();
+    let huge = "x".repeat(200_000);
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let mut s = Sotw::open(addr, &node_id(0)).await.unwrap();
+        let r = s.recv().await;
+        // 200 NACKs of 200 KB each for the same response: 40 MB of error text.
+        for _ in 0..200 {
+            s.send(&r.type_url, &[], &r.nonce, "", Some(&huge)).await;
+        }
+        // Still served: a change arrives.
+        write_config(dir.path(), 5, 1);
+        converge(&mut s, &marker(1)).await;
+    });
+    assert!(metric(&d, "pilot_total_xds_rejects{type=\"cds\"}") >= 200.0);
+    assert!(
+        metric(
+            &d,
+            "rudder_xds_errors_total{reason=\"nack_log_suppressed\"}"
+        ) >= 190.0
+    );
+    let logged: Vec<String> = d
+        .log
+        .try_iter()
+        .filter(|l| l.contains("proxy rejected config"))
+        .collect();
+    assert!(
+        !logged.is_empty() && logged.len() <= 3,
+        "{} NACK log lines",
+        logged.len()
+    );
+    assert!(logged.iter().all(|l| l.len() < 2048), "NACK text is cut");
+}
+
+#[test]
+fn idle_connections_and_silent_streams_are_closed() {
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &["--xds-idle-timeout", "1s"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        // A connection that never opens a stream.
+        let _idle = channel(addr).await;
+        // A stream that never sends its first request is refused once the timeout passes.
+        let (_tx, rx) = tokio::sync::mpsc::channel::<
+            envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest,
+        >(1);
+        let mut client = AggregatedDiscoveryServiceClient::new(channel(addr).await);
+        let silent = client
+            .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await;
+        assert_eq!(
+            silent.err().map(|s| s.code()),
+            Some(tonic::Code::DeadlineExceeded)
+        );
+        // A proxy with its stream open is never idle, however long nothing changes.
+        let mut good = Sotw::open(addr, &node_id(0)).await.unwrap();
+        converge(&mut good, &marker(0)).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        write_config(dir.path(), 5, 1);
+        converge(&mut good, &marker(1)).await;
+    });
+    assert!(
+        metric(
+            &d,
+            "rudder_xds_errors_total{reason=\"first_request_timeout\"}"
+        ) >= 1.0
+    );
+    // The connection without a stream, and the silent stream's once it ended.
+    assert!(metric(&d, "rudder_xds_errors_total{reason=\"idle_connection\"}") >= 1.0);
+}

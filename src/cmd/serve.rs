@@ -151,9 +151,22 @@ pub struct ServeArgs {
     /// Longest a push waits for a proxy to read; a proxy that stops reading is dropped after it.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub xds_send_timeout: Duration,
-    /// New xDS streams accepted per second (istiod: PILOT_MAX_REQUESTS_PER_SECOND); 0: unlimited.
-    #[arg(long, default_value_t = 0)]
+    /// New xDS streams accepted per second, both gRPC ports together (istiod:
+    /// PILOT_MAX_REQUESTS_PER_SECOND); 0: automatic, 500 per CPU core (docs/decisions.md).
+    #[arg(long, default_value_t = 0, env = "PILOT_MAX_REQUESTS_PER_SECOND")]
     pub max_requests_per_second: u32,
+    /// gRPC ports: a connection without a stream, or a stream without its first request, for
+    /// this long is closed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "RUDDER_XDS_IDLE_TIMEOUT")]
+    pub xds_idle_timeout: Duration,
+    /// Names one xDS stream may subscribe to per type; a stream asking for more is ended with
+    /// RESOURCE_EXHAUSTED.
+    #[arg(
+        long,
+        default_value_t = 100_000,
+        env = "RUDDER_XDS_MAX_SUBSCRIBED_NAMES"
+    )]
+    pub xds_max_subscribed_names: usize,
     /// Largest gRPC request accepted on the xDS and CA ports, in bytes (istiod: 4 MiB).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_grpc_message_size: usize,
@@ -199,6 +212,13 @@ pub struct ServeArgs {
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
+}
+
+/// New xDS streams per second when none is set: 500 per core. A new stream costs its first full
+/// generation; at this rate a reconnect storm keeps part of the CPU for the streams already there.
+fn automatic_request_limit() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores * 500).unwrap_or(u32::MAX)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -538,7 +558,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cancel.clone(),
         XdsLimits {
             send_timeout: args.xds_send_timeout,
-            new_streams_per_second: args.max_requests_per_second,
+            new_streams_per_second: match args.max_requests_per_second {
+                0 => automatic_request_limit(),
+                n => n,
+            },
+            idle_timeout: args.xds_idle_timeout,
+            max_subscribed_names: args.xds_max_subscribed_names,
             max_message_bytes: args.max_grpc_message_size,
         },
     );
@@ -558,13 +583,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cancel.clone(),
     ));
     let plain = grpc_server(&args).add_service(AdsService::new(xds.clone()).into_server());
+    let plain_incoming = xds.incoming(grpc_listener);
     let stop = cancel.clone();
     tasks.spawn(async move {
         let served = plain
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
-                stop.cancelled_owned(),
-            )
+            .serve_with_incoming_shutdown(plain_incoming, stop.cancelled_owned())
             .await;
         if let Err(e) = served {
             warn!(error = %e, "xDS gRPC server failed");
@@ -600,6 +623,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let secure_ads = AdsService::authenticated(xds.clone(), auth).into_server();
     let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());
     let stop = cancel.clone();
+    let secure_incoming = xds.incoming(secure_listener);
     let secure = grpc_server(&args)
         .tls_config(tls)
         .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?
@@ -607,10 +631,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .add_service(ca.into_server());
     tasks.spawn(async move {
         let served = secure
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(secure_listener),
-                stop.cancelled_owned(),
-            )
+            .serve_with_incoming_shutdown(secure_incoming, stop.cancelled_owned())
             .await;
         if let Err(e) = served {
             warn!(error = %e, "secure gRPC server failed");

@@ -102,8 +102,13 @@ impl AdsService {
         request: Request<RequestStream<H::Request>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.admit().await?;
+        // The connection is in use while this stream lives (see `idle`).
+        let open = self
+            .server
+            .idle
+            .stream_opened(request.local_addr(), request.remote_addr());
         let identity = self.caller(&request).await?;
-        let (peer, first, inbound) = accept(request)
+        let (peer, first, inbound) = accept(request, self.server.limits.idle_timeout)
             .await
             .inspect_err(|e| self.server.stream_failed(e))?;
         let mut proxy = self.identify(&peer, H::node(&first), H::MODE)?;
@@ -119,8 +124,13 @@ impl AdsService {
         }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
+        let stream = serve_stream::<H>(self.server.clone(), proxy, tx, first, inbound);
         tokio::spawn(
-            serve_stream::<H>(self.server.clone(), proxy, tx, first, inbound).instrument(span),
+            async move {
+                let _open = open;
+                stream.await;
+            }
+            .instrument(span),
         );
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -161,16 +171,21 @@ fn node_matches_identity(proxy: &Proxy, identity: &Identity) -> Result<(), Strin
     }
 }
 
-/// Reads a stream's first request (which must carry the node) and the peer address.
+/// Reads a stream's first request (which must carry the node), within `wait`, and the peer
+/// address.
 async fn accept<R: prost::Message + Default>(
     request: Request<RequestStream<R>>,
+    wait: Duration,
 ) -> Result<(String, R, RequestStream<R>), Status> {
     let peer = request
         .remote_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let mut inbound = request.into_inner();
-    match inbound.message().await? {
+    let first = tokio::time::timeout(wait, inbound.message())
+        .await
+        .map_err(|_| Status::deadline_exceeded(format!("no first request within {wait:?}")))?;
+    match first? {
         Some(first) => Ok((peer, first, inbound)),
         None => Err(Status::cancelled("stream closed before the first request")),
     }

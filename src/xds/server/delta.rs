@@ -72,6 +72,21 @@ impl Delta {
             return true;
         };
         let first_for_type = !self.stream.watches.contains_key(&type_url);
+        let held = self
+            .stream
+            .watches
+            .get(&type_url)
+            .map_or(0, |w| w.names.len());
+        let asked = held
+            + req.resource_names_subscribe.len()
+            + if first_for_type {
+                req.initial_resource_versions.len()
+            } else {
+                0
+            };
+        if !self.stream.within_name_limit(type_url, asked) {
+            return false;
+        }
         let sent = self.sent.entry(type_url).or_default();
         if first_for_type {
             self.stream.watch_mut(type_url).wildcard =

@@ -9,6 +9,7 @@
 mod ads;
 mod connections;
 mod delta;
+pub mod idle;
 mod sotw;
 pub mod status;
 mod stream;
@@ -43,6 +44,11 @@ pub struct XdsLimits {
     pub new_streams_per_second: u32,
     /// Largest DiscoveryRequest accepted, in bytes.
     pub max_message_bytes: usize,
+    /// A connection without a stream, or a stream without its first request, for this long is
+    /// closed.
+    pub idle_timeout: Duration,
+    /// Names one stream may subscribe to per type; a stream asking for more is ended.
+    pub max_subscribed_names: usize,
 }
 
 impl Default for XdsLimits {
@@ -51,6 +57,8 @@ impl Default for XdsLimits {
             send_timeout: Duration::from_secs(20),
             new_streams_per_second: 0,
             max_message_bytes: 4 * 1024 * 1024,
+            idle_timeout: Duration::from_secs(30),
+            max_subscribed_names: 100_000,
         }
     }
 }
@@ -74,6 +82,8 @@ pub struct XdsServer {
     limits: XdsLimits,
     /// New streams per second, both ports together (`XdsLimits::new_streams_per_second`).
     rate_limiter: Option<governor::DefaultDirectRateLimiter>,
+    /// The connections of both gRPC ports, closed when idle (`XdsLimits::idle_timeout`).
+    idle: Arc<idle::IdleConnections>,
 }
 
 impl XdsServer {
@@ -84,7 +94,17 @@ impl XdsServer {
         shutdown: CancellationToken,
         limits: XdsLimits,
     ) -> Arc<XdsServer> {
+        let counted = metrics.clone();
+        let idle = idle::IdleConnections::new(limits.idle_timeout, move || {
+            counted
+                .xds_errors
+                .get_or_create(&ReasonLabels {
+                    reason: "idle_connection".into(),
+                })
+                .inc();
+        });
         Arc::new(XdsServer {
+            idle,
             context: ArcSwap::from_pointee(initial),
             connections: Connections::default(),
             history: Mutex::default(),
@@ -97,6 +117,15 @@ impl XdsServer {
                 .map(|n| governor::RateLimiter::direct(governor::Quota::per_second(n))),
             limits,
         })
+    }
+
+    /// The sockets `listener` accepts, for a gRPC port's `serve_with_incoming`: idle ones are
+    /// closed.
+    pub fn incoming(
+        &self,
+        listener: tokio::net::TcpListener,
+    ) -> impl tokio_stream::Stream<Item = std::io::Result<idle::Tracked>> + use<> {
+        self.idle.incoming(listener)
     }
 
     pub fn context(&self) -> Arc<PushContext> {
@@ -143,6 +172,10 @@ impl XdsServer {
             tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
                 self.refuse("message_too_large");
                 warn!(error = status.message(), "xDS request refused");
+            }
+            tonic::Code::DeadlineExceeded => {
+                self.refuse("first_request_timeout");
+                warn!(error = status.message(), "xDS stream closed");
             }
             _ => debug!(error = %status, "stream error"),
         }

@@ -70,6 +70,12 @@ impl Sotw {
             );
             return true;
         };
+        if !self
+            .stream
+            .within_name_limit(type_url, req.resource_names.len())
+        {
+            return false;
+        }
         let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
         let nack = req.error_detail.as_ref().map(|e| e.message.clone());
         let watch = self.stream.watch_mut(type_url);

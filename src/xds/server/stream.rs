@@ -96,6 +96,8 @@ pub(super) struct StreamState {
     /// Shared with the connection status (what `/debug` shows): one copy of every subscribed name,
     /// cloned only when it changes.
     pub(super) watches: Watches,
+    last_nack_log: Option<Instant>,
+    nack_logs_suppressed: u64,
 }
 
 impl StreamState {
@@ -111,15 +113,51 @@ impl StreamState {
         self.registration.publish(&self.watches);
     }
 
-    /// Records a NACK: logged with the proxy's error, counted, kept in the status. The last good
-    /// config stays in force on the proxy; nothing is resent until config changes.
-    pub(super) fn record_nack(&mut self, type_url: TypeUrl, nonce: &str, message: &str) {
+    /// False (and the stream is ended with RESOURCE_EXHAUSTED, logged and counted) when `count`
+    /// names of `type_url` are more than one stream may subscribe to: every name costs memory
+    /// for the stream's life, and a Delta client can add names without end.
+    pub(super) fn within_name_limit(&self, type_url: TypeUrl, count: usize) -> bool {
+        let max = self.server.limits.max_subscribed_names;
+        if count <= max {
+            return true;
+        }
+        self.server.refuse("too_many_names");
         warn!(
             r#type = type_url.short(),
-            nonce,
-            error = message,
-            "proxy rejected config (NACK)"
+            count, max, "refusing a subscription: too many names"
         );
+        let _ = self.tx.try_send(Err(Status::resource_exhausted(format!(
+            "subscribed to {count} names of {}; at most {max} per stream",
+            type_url.short()
+        ))));
+        false
+    }
+
+    /// Records a NACK: logged with the proxy's error, counted, kept in the status. The last good
+    /// config stays in force on the proxy; nothing is resent until config changes. The error text
+    /// is the client's: it is cut to `NACK_TEXT` bytes, and a stream's NACKs are logged at most
+    /// once per `NACK_LOG_EVERY` (the others counted as `nack_log_suppressed`), so a client
+    /// cannot flood the log.
+    pub(super) fn record_nack(&mut self, type_url: TypeUrl, nonce: &str, message: &str) {
+        let text = truncate(message, NACK_TEXT);
+        let now = Instant::now();
+        if self
+            .last_nack_log
+            .is_none_or(|at| now.duration_since(at) >= NACK_LOG_EVERY)
+        {
+            warn!(
+                r#type = type_url.short(),
+                nonce,
+                error = text.as_ref(),
+                suppressed_since_last = self.nack_logs_suppressed,
+                "proxy rejected config (NACK)"
+            );
+            self.last_nack_log = Some(now);
+            self.nack_logs_suppressed = 0;
+        } else {
+            self.nack_logs_suppressed += 1;
+            self.server.refuse("nack_log_suppressed");
+        }
         self.server
             .metrics
             .xds_rejects
@@ -127,7 +165,7 @@ impl StreamState {
                 r#type: type_url.short().into(),
             })
             .inc();
-        self.watch_mut(type_url).last_nack = Some(message.to_string());
+        self.watch_mut(type_url).last_nack = Some(text.to_string());
     }
 
     /// The push context and this proxy's view of it, for one response or one whole push.
@@ -256,6 +294,23 @@ impl StreamState {
     }
 }
 
+/// NACK text kept and logged, in bytes.
+const NACK_TEXT: usize = 1024;
+/// A stream's NACKs are logged at most this often.
+const NACK_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+fn truncate(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &text[..end], text.len() - end).into()
+}
+
 /// The digest of a subscription (`None`: wildcard), for the per-scope resource list cache.
 fn names_digest(names: Option<&BTreeSet<String>>) -> u64 {
     use std::hash::BuildHasher;
@@ -285,6 +340,8 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         reserved: Vec::new(),
         registration,
         watches: Arc::default(),
+        last_nack_log: None,
+        nack_logs_suppressed: 0,
     });
     let mut next = Some(first);
     loop {
@@ -332,4 +389,18 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         server.metrics.xds_connections.dec();
     }
     info!("proxy disconnected");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn long_client_text_is_cut_on_a_character_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        let text = "é".repeat(1000);
+        let cut = truncate(&text, 11);
+        assert!(cut.starts_with("ééééé…"), "{cut}");
+        assert!(cut.ends_with("(1990 bytes cut)"), "{cut}");
+    }
 }
