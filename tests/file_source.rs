@@ -4,7 +4,7 @@ mod common;
 
 use rudder::config::{ConfigKey, Kind, Spec};
 use rudder::metrics::{Metrics, Registry};
-use rudder::source::file::FileSource;
+use rudder::source::file::{FileDebounce, FileSource};
 use rudder::source::metrics::FileMetrics;
 use rudder::store::Store;
 use std::path::Path;
@@ -254,7 +254,10 @@ async fn watcher_applies_changes_without_restart() {
     // A long resync interval proves the watcher, not the periodic rescan, delivered the change.
     let task = tokio::spawn(source.run(
         cancel.clone(),
-        Duration::from_millis(50),
+        FileDebounce {
+            quiet: Duration::from_millis(50),
+            max: Duration::from_secs(1),
+        },
         Duration::from_secs(3600),
     ));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -455,4 +458,70 @@ fn mesh_config_file_applies_reloads_and_fails_fast() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("--mesh-config"), "{err}");
     }
+}
+
+#[test]
+fn symlink_loops_are_read_once_and_reported_once() {
+    let (dir, store, metrics, mut source) = setup();
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    write(&dir.path().join("sub"), "b.yaml", &se("b", "b.com"));
+    // Two loops back to the top (each way around them is a new path, 2^n of them) and a second
+    // link to a file.
+    std::os::unix::fs::symlink(dir.path(), dir.path().join("loop")).unwrap();
+    std::os::unix::fs::symlink("..", dir.path().join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("a.yaml", dir.path().join("again.yaml")).unwrap();
+    let scan = rudder::source::file::scan_dir(dir.path()).unwrap();
+    assert_eq!(scan.files.len(), 2, "{scan:?}");
+    assert_eq!(scan.repeated.len(), 3, "{scan:?}");
+    source.sync();
+    source.sync();
+    assert!(host_of(&store, "a").is_some() && host_of(&store, "b").is_some());
+    let status = source.status_handle().lock().unwrap().clone();
+    let skipped: Vec<_> = status.iter().filter(|s| s.error.is_some()).collect();
+    assert_eq!(skipped.len(), 3, "no 'defined twice' errors: {status:?}");
+    assert!(
+        metrics
+            .render()
+            .contains("rudder_config_file_errors_total{reason=\"repeated_path\"} 3"),
+        "each counted once, not once per scan"
+    );
+}
+
+/// A file rewritten without pause does not hold back another file's change past the maximum delay.
+#[tokio::test]
+async fn a_file_rewritten_without_pause_does_not_hold_back_other_changes() {
+    let (dir, store, _, mut source) = setup();
+    write(dir.path(), "noisy.yaml", &se("noisy", "n0.com"));
+    source.sync();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(source.run(
+        cancel.clone(),
+        FileDebounce {
+            quiet: Duration::from_millis(200),
+            max: Duration::from_millis(500),
+        },
+        Duration::from_secs(3600),
+    ));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Rewritten every 50 ms (under the quiet period) for 20 s.
+    let noisy_dir = dir.path().to_path_buf();
+    let noisy = tokio::spawn(async move {
+        for i in 0..400 {
+            write(&noisy_dir, "noisy.yaml", &se("noisy", &format!("n{i}.com")));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    write(dir.path(), "b.yaml", &se("b", "b.com"));
+    while host_of(&store, "b").is_none() {
+        assert!(
+            !noisy.is_finished(),
+            "the change waited until the noisy writer stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    noisy.abort();
+    cancel.cancel();
+    task.await.unwrap();
 }

@@ -120,6 +120,10 @@ pub struct ServeArgs {
     /// Quiet period before a burst of file changes is applied.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub file_debounce: Duration,
+    /// Longest a file change waits for the quiet period: a file rewritten without pause does not
+    /// hold back the others.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub file_debounce_max: Duration,
     /// Full rescan of the config directory, in case a file event is lost.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub file_resync: Duration,
@@ -639,7 +643,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     info!(trust_domain, "CA ready");
     if let Some(fs) = file_source {
-        tasks.spawn(fs.run(cancel.clone(), args.file_debounce, args.file_resync));
+        let debounce = crate::source::file::FileDebounce {
+            quiet: args.file_debounce,
+            max: args.file_debounce_max,
+        };
+        tasks.spawn(fs.run(cancel.clone(), debounce, args.file_resync));
     }
     ready.store(true, Ordering::Release);
     tasks.close();

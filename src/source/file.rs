@@ -10,7 +10,7 @@ use crate::source::metrics::FileMetrics;
 use crate::store::{Change, Store};
 use crate::validation::{Warning, check};
 use notify::{RecursiveMode, Watcher};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -68,28 +68,65 @@ fn is_hidden(path: &Path) -> bool {
 /// are skipped: that also skips the `..data` indirection of Kubernetes ConfigMap volumes, whose visible
 /// files are symlinks into it.
 pub fn collect_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    scan_dir(path).map(|scan| scan.files)
+}
+
+/// What a scan of the config directory found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Scan {
+    /// Config files, sorted, each real file once.
+    pub files: Vec<PathBuf>,
+    /// Symlinks (and paths) leading to a directory or file already scanned: a loop, or a second way
+    /// to the same place. Skipped, so a loop costs one entry, not a path per way around it.
+    pub repeated: Vec<PathBuf>,
+}
+
+/// As `collect_files`, and says which paths led back to something already scanned. Symlinks are
+/// followed (a ConfigMap mount needs it); each directory and file is visited once, by its device
+/// and inode.
+pub fn scan_dir(path: &Path) -> std::io::Result<Scan> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path)?;
     if meta.is_file() {
-        return Ok(vec![path.to_path_buf()]);
+        return Ok(Scan {
+            files: vec![path.to_path_buf()],
+            ..Default::default()
+        });
     }
-    let mut out = Vec::new();
+    let mut scan = Scan::default();
+    let mut seen: HashSet<(u64, u64)> = HashSet::from([(meta.dev(), meta.ino())]);
     let mut dirs = vec![path.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let p = entry?.path();
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()?;
+        // Sorted, so which of two ways to one file is kept does not depend on the file system.
+        entries.sort();
+        for p in entries {
             if is_hidden(&p) {
                 continue;
             }
-            // metadata() follows symlinks, as a ConfigMap mount needs.
-            match std::fs::metadata(&p) {
-                Ok(m) if m.is_dir() => dirs.push(p),
-                Ok(m) if m.is_file() && is_config_file(&p) => out.push(p),
-                _ => {}
+            let Ok(m) = std::fs::metadata(&p) else {
+                continue;
+            };
+            let wanted = m.is_dir() || (m.is_file() && is_config_file(&p));
+            if !wanted {
+                continue;
+            }
+            if !seen.insert((m.dev(), m.ino())) {
+                scan.repeated.push(p);
+                continue;
+            }
+            if m.is_dir() {
+                dirs.push(p);
+            } else {
+                scan.files.push(p);
             }
         }
     }
-    out.sort();
-    Ok(out)
+    scan.files.sort();
+    scan.repeated.sort();
+    Ok(scan)
 }
 
 /// One YAML document of a loaded file, parsed and validated; `skipped` is numbered from 1 within it.
@@ -252,6 +289,15 @@ pub struct FileStatus {
     pub warnings: Vec<String>,
 }
 
+/// How file events are batched before a rescan.
+#[derive(Debug, Clone, Copy)]
+pub struct FileDebounce {
+    /// A rescan waits until no event came for this long...
+    pub quiet: Duration,
+    /// ...but never longer than this after the first event.
+    pub max: Duration,
+}
+
 pub struct FileSource {
     dir: PathBuf,
     default_namespace: String,
@@ -261,6 +307,8 @@ pub struct FileSource {
     status: Arc<Mutex<Vec<FileStatus>>>,
     /// `--mesh-config`: a MeshConfig file, loaded as ConfigMap `istio` of the root namespace.
     mesh_file: Option<(PathBuf, String)>,
+    /// Paths the last scan skipped as leading somewhere already read (`Scan::repeated`).
+    repeated: BTreeSet<PathBuf>,
 }
 
 fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -284,6 +332,7 @@ impl FileSource {
             files: BTreeMap::new(),
             status: Arc::default(),
             mesh_file: None,
+            repeated: BTreeSet::new(),
         }
     }
 
@@ -302,8 +351,10 @@ impl FileSource {
     /// Rescans the directory and applies what changed to the store in one batch.
     /// Returns the number of store events the scan caused.
     pub fn sync(&mut self) -> usize {
-        let paths = match collect_files(&self.dir) {
-            Ok(mut p) => {
+        let paths = match scan_dir(&self.dir) {
+            Ok(scan) => {
+                self.note_repeated(scan.repeated);
+                let mut p = scan.files;
                 if let Some((mesh, _)) = &self.mesh_file
                     && !p.contains(mesh)
                 {
@@ -470,6 +521,16 @@ impl FileSource {
         events.len()
     }
 
+    /// Warns about (and counts) each path newly found leading somewhere already read, once.
+    fn note_repeated(&mut self, repeated: Vec<PathBuf>) {
+        let repeated: BTreeSet<PathBuf> = repeated.into_iter().collect();
+        for path in repeated.difference(&self.repeated) {
+            warn!(path = %path.display(), "skipping a path to a directory or file already read (a symlink loop, or a second link to it)");
+            self.metrics.file_error("repeated_path");
+        }
+        self.repeated = repeated;
+    }
+
     fn publish_status(&self) {
         let status: Vec<FileStatus> = self
             .files
@@ -480,6 +541,15 @@ impl FileSource {
                 error: s.error.clone(),
                 warnings: s.warnings.clone(),
             })
+            .chain(self.repeated.iter().map(|path| FileStatus {
+                path: path.clone(),
+                objects: 0,
+                error: Some(
+                    "skipped: leads to a directory or file already read (a symlink loop, or a second link to it)"
+                        .into(),
+                ),
+                warnings: Vec::new(),
+            }))
             .collect();
         let invalid = status.iter().filter(|s| s.error.is_some()).count();
         self.metrics.config_files_invalid.set(invalid as i64);
@@ -495,9 +565,16 @@ impl FileSource {
         *self.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
     }
 
-    /// Watches the directory until `cancel` fires. Edits are applied after `debounce` of quiet; a full
-    /// rescan also runs every `resync` in case the platform drops a watch event.
-    pub async fn run(mut self, cancel: CancellationToken, debounce: Duration, resync: Duration) {
+    /// Watches the directory until `cancel` fires. Edits are applied after `debounce.quiet` of
+    /// quiet, and at the latest `debounce.max` after the first (a file rewritten without pause must
+    /// not hold back every other change); a full rescan also runs every `resync` in case the
+    /// platform drops a watch event.
+    pub async fn run(
+        mut self,
+        cancel: CancellationToken,
+        debounce: FileDebounce,
+        resync: Duration,
+    ) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             let _ = tx.send(res);
@@ -531,11 +608,13 @@ impl FileSource {
                         warn!(error = %e, "file watch error");
                     }
                     // Let a burst of writes (editors, ConfigMap symlink swaps) settle before rescanning.
+                    let latest = tokio::time::Instant::now() + debounce.max;
                     loop {
+                        let quiet_until = (tokio::time::Instant::now() + debounce.quiet).min(latest);
                         tokio::select! {
                             _ = cancel.cancelled() => return,
-                            more = tokio::time::timeout(debounce, rx.recv()) => match more {
-                                Ok(Some(_)) => continue,
+                            more = tokio::time::timeout_at(quiet_until, rx.recv()) => match more {
+                                Ok(Some(_)) if tokio::time::Instant::now() < latest => continue,
                                 _ => break,
                             },
                         }
