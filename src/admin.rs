@@ -25,6 +25,8 @@ pub struct AdminState {
     pub xds: Arc<OnceLock<XdsStatus>>,
     /// Who may use `/debug` from elsewhere than localhost; set once the CA's authenticator exists.
     pub debug_access: Arc<OnceLock<DebugAccess>>,
+    /// The bounds on clients, for `/debug/limitz`.
+    pub limits: Arc<Vec<crate::metrics::Limit>>,
 }
 
 /// Debug endpoints show every proxy's config and set log levels: as istiod, a request from
@@ -48,6 +50,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/ambientz", get(ambientz))
         .route("/debug/push_status", get(push_status))
         .route("/debug/mesh", get(mesh))
+        .route("/debug/limitz", get(limitz))
         .route("/debug/log", get(log_get).put(log_set).post(log_set))
         .route("/debug", get(ui))
         .route("/debug/", get(ui))
@@ -263,6 +266,24 @@ async fn mesh(State(s): State<AdminState>) -> Json<serde_json::Value> {
         xds(&s)
             .map(|x| serde_json::to_value(&x.context().mesh).unwrap_or_default())
             .unwrap_or_default(),
+    )
+}
+
+/// Every bound on what a client can cost, its setting, and how often it refused something.
+async fn limitz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
+    Json(
+        s.limits
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "name": l.name,
+                    "setting": l.setting,
+                    "value": l.value,
+                    "refusedSeries": l.refused_series,
+                    "refused": s.metrics.sample(l.refused_series),
+                })
+            })
+            .collect(),
     )
 }
 

@@ -253,7 +253,28 @@ pub struct Metrics {
     process: ProcessMetrics,
 }
 
+/// One bound on what a client can cost, as `/debug/limitz` lists it: the setting, its value, and
+/// the series that counts what it refused.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Limit {
+    pub name: &'static str,
+    /// The flag (and environment variable) that sets it.
+    pub setting: &'static str,
+    pub value: String,
+    /// The metric series (name and labels) counting refusals.
+    pub refused_series: &'static str,
+}
+
 impl Metrics {
+    /// The sum of the samples of `series` (a name with its labels, e.g. `x_total{reason="y"}`).
+    pub fn sample(&self, series: &str) -> f64 {
+        self.render()
+            .lines()
+            .filter(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Names of every metric family (counters without `_total`, histograms without `_bucket`).
     pub fn names(&self) -> &[&'static str] {
         &self.names

@@ -527,6 +527,18 @@ fn idle_connections_and_silent_streams_are_closed() {
             "rudder_xds_errors_total{reason=\"first_request_timeout\"}"
         ) >= 1.0
     );
+    // Each bound is listed in /debug with its setting and what it refused.
+    let (status, body) = http_get(d.addr("http"), "/debug/limitz");
+    assert_eq!(status, 200);
+    let limits: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let silent = limits
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "xDS stream without its first request")
+        .unwrap();
+    assert_eq!(silent["value"], "1s");
+    assert!(silent["refused"].as_f64().unwrap() >= 1.0, "{silent}");
     // The connection without a stream, and the silent stream's once it ended.
     assert!(metric(&d, "rudder_xds_errors_total{reason=\"idle_connection\"}") >= 1.0);
 }

@@ -218,6 +218,89 @@ pub struct ServeArgs {
     pub drain_duration: Duration,
 }
 
+/// The bounds on clients, as `/debug/limitz` shows them (docs/reliability.md explains each).
+fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
+    use crate::metrics::Limit;
+    let rate = match args.max_requests_per_second {
+        0 => automatic_request_limit(),
+        n => n,
+    };
+    vec![
+        Limit {
+            name: "new xDS streams per second",
+            setting: "--max-requests-per-second, PILOT_MAX_REQUESTS_PER_SECOND",
+            value: rate.to_string(),
+            refused_series: "rudder_xds_errors_total{reason=\"rate_limited\"}",
+        },
+        Limit {
+            name: "xDS response wait for a client that does not read",
+            setting: "--xds-send-timeout",
+            value: format!("{:?}", args.xds_send_timeout),
+            refused_series: "rudder_xds_errors_total{reason=\"send_timeout\"}",
+        },
+        Limit {
+            name: "gRPC request size",
+            setting: "--max-grpc-message-size",
+            value: args.max_grpc_message_size.to_string(),
+            refused_series: "rudder_xds_errors_total{reason=\"message_too_large\"}",
+        },
+        Limit {
+            name: "names subscribed per stream and type",
+            setting: "--xds-max-subscribed-names, RUDDER_XDS_MAX_SUBSCRIBED_NAMES",
+            value: args.xds_max_subscribed_names.to_string(),
+            refused_series: "rudder_xds_errors_total{reason=\"too_many_names\"}",
+        },
+        Limit {
+            name: "gRPC connection without a stream",
+            setting: "--xds-idle-timeout, RUDDER_XDS_IDLE_TIMEOUT",
+            value: format!("{:?}", args.xds_idle_timeout),
+            refused_series: "rudder_xds_errors_total{reason=\"idle_connection\"}",
+        },
+        Limit {
+            name: "xDS stream without its first request",
+            setting: "--xds-idle-timeout, RUDDER_XDS_IDLE_TIMEOUT",
+            value: format!("{:?}", args.xds_idle_timeout),
+            refused_series: "rudder_xds_errors_total{reason=\"first_request_timeout\"}",
+        },
+        Limit {
+            name: "NACK log lines per stream (one per 10 s, text cut to 1 KiB)",
+            setting: "fixed",
+            value: "1 per 10s".into(),
+            refused_series: "rudder_xds_errors_total{reason=\"nack_log_suppressed\"}",
+        },
+        Limit {
+            name: "webhook body bytes in flight",
+            setting: "--webhook-max-inflight-bytes, RUDDER_WEBHOOK_MAX_INFLIGHT_BYTES",
+            value: args.webhook_max_inflight_bytes.to_string(),
+            refused_series: "rudder_webhook_refused_total{reason=\"bytes_in_flight\"}",
+        },
+        Limit {
+            name: "webhook reviews judged at once, per lane",
+            setting: "--webhook-max-concurrent-reviews, RUDDER_WEBHOOK_MAX_CONCURRENT_REVIEWS",
+            value: args.webhook_max_concurrent_reviews.to_string(),
+            refused_series: "rudder_webhook_refused_total{reason=\"busy\"}",
+        },
+        Limit {
+            name: "JSON values per review",
+            setting: "--webhook-max-json-values, RUDDER_WEBHOOK_MAX_JSON_VALUES",
+            value: args.webhook_max_json_values.to_string(),
+            refused_series: "rudder_webhook_refused_total{reason=\"too_many_json_values\"}",
+        },
+        Limit {
+            name: "webhook body arrival",
+            setting: "--webhook-body-timeout, RUDDER_WEBHOOK_BODY_TIMEOUT",
+            value: format!("{:?}", args.webhook_body_timeout),
+            refused_series: "rudder_webhook_refused_total{reason=\"body_timeout\"}",
+        },
+        Limit {
+            name: "config paths leading somewhere already read (symlink loops)",
+            setting: "fixed",
+            value: "each directory and file once".into(),
+            refused_series: "rudder_config_file_errors_total{reason=\"repeated_path\"}",
+        },
+    ]
+}
+
 /// New xDS streams per second when none is set: 500 per core. A new stream costs its first full
 /// generation; at this rate a reconnect storm keeps part of the CPU for the streams already there.
 fn automatic_request_limit() -> u32 {
@@ -357,6 +440,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ready: ready.clone(),
         xds: xds_status.clone(),
         debug_access: debug_access.clone(),
+        limits: Arc::new(limits(&args)),
     };
     for (addr, what) in [
         (args.monitoring_addr, "monitoring"),
