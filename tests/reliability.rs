@@ -386,61 +386,63 @@ fn sigterm_ends_streams_so_proxies_reconnect_elsewhere_and_exits_in_time() {
     });
 }
 
+/// A Delta stream that subscribes to 1,000 more endpoint names at a time (of services that do not
+/// exist) until it is ended; returns the status it was ended with.
+async fn subscribe_until_ended(addr: std::net::SocketAddr, id: usize) -> tonic::Status {
+    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+    let mut greedy = common::ads::Delta::open(
+        addr,
+        DeltaDiscoveryRequest {
+            node: common::ads::node(&node_id(id)),
+            type_url: common::ads::EDS.into(),
+            resource_names_subscribe: vec!["outbound|80||svc-0.example.com".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let _ = greedy.recv().await;
+    for batch in 0..20 {
+        let names = (0..1000)
+            .map(|i| format!("outbound|80||n{batch}-{i}.example.com"))
+            .collect();
+        let request = DeltaDiscoveryRequest {
+            type_url: common::ads::EDS.into(),
+            resource_names_subscribe: names,
+            ..Default::default()
+        };
+        if greedy.tx.send(request).await.is_err() {
+            break;
+        }
+        loop {
+            match tokio::time::timeout(Duration::from_millis(500), greedy.rx.message()).await {
+                Ok(Ok(Some(_))) => continue,
+                Ok(Err(status)) => return status,
+                _ => break,
+            }
+        }
+    }
+    panic!("the stream was not ended");
+}
+
 #[test]
 fn a_delta_stream_subscribing_without_end_is_refused_and_others_converge() {
-    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), 5, 0);
-    let d = daemon(dir.path(), &["--xds-max-subscribed-names", "5000"]);
+    let d = daemon(
+        dir.path(),
+        &[
+            "--xds-max-subscribed-names",
+            "5000",
+            "--xds-max-unknown-names",
+            "100000",
+        ],
+    );
     let rt = runtime();
     rt.block_on(async {
         let addr = d.addr("grpc-xds");
         let mut good = Sotw::open(addr, &node_id(0)).await.unwrap();
         converge(&mut good, &marker(0)).await;
-        let mut greedy = common::ads::Delta::open(
-            addr,
-            DeltaDiscoveryRequest {
-                node: common::ads::node(&node_id(1)),
-                type_url: common::ads::EDS.into(),
-                resource_names_subscribe: vec!["outbound|80||svc-0.example.com".into()],
-                ..Default::default()
-            },
-        )
-        .await;
-        let _ = greedy.recv().await;
-        // Batches of 1,000 new names until the stream is ended.
-        let mut ended = None;
-        for batch in 0..20 {
-            let names = (0..1000)
-                .map(|i| format!("outbound|80||n{batch}-{i}.example.com"))
-                .collect();
-            if greedy
-                .tx
-                .send(DeltaDiscoveryRequest {
-                    type_url: common::ads::EDS.into(),
-                    resource_names_subscribe: names,
-                    ..Default::default()
-                })
-                .await
-                .is_err()
-            {
-                break;
-            }
-            loop {
-                match tokio::time::timeout(Duration::from_millis(500), greedy.rx.message()).await {
-                    Ok(Ok(Some(_))) => continue,
-                    Ok(Err(status)) => {
-                        ended = Some(status);
-                        break;
-                    }
-                    _ => break,
-                }
-            }
-            if ended.is_some() {
-                break;
-            }
-        }
-        let status = ended.expect("the stream was ended");
+        let status = subscribe_until_ended(addr, 1).await;
         assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
         assert!(status.message().contains("at most 5000"), "{status:?}");
         write_config(dir.path(), 5, 1);
@@ -448,6 +450,33 @@ fn a_delta_stream_subscribing_without_end_is_refused_and_others_converge() {
     });
     assert_eq!(
         metric(&d, "rudder_xds_errors_total{reason=\"too_many_names\"}"),
+        1.0
+    );
+}
+
+/// Names of services that do not exist cost the daemon an (empty) assignment each: far fewer of
+/// them are accepted than names of the mesh.
+#[test]
+fn a_stream_subscribing_to_made_up_names_is_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(dir.path(), &["--xds-max-unknown-names", "2500"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let status = subscribe_until_ended(d.addr("grpc-xds"), 1).await;
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(
+            status
+                .message()
+                .contains("3000 names of eds that do not exist"),
+            "{status:?}"
+        );
+    });
+    assert_eq!(
+        metric(
+            &d,
+            "rudder_xds_errors_total{reason=\"too_many_unknown_names\"}"
+        ),
         1.0
     );
 }

@@ -74,6 +74,22 @@ pub struct LoadgenArgs {
     /// measured on its own; 0 starts an endpoint push in the tail of the full push before it.
     #[arg(long, default_value_t = 1000)]
     pub settle_ms: u64,
+    /// Soak: repeat full and endpoint changes for this many seconds instead of `--changes`, and
+    /// report the daemon's RSS over time.
+    #[arg(long, default_value_t = 0)]
+    pub soak_seconds: u64,
+    /// Hostile clients beside the proxies, a quarter of each kind: streams that never read, streams
+    /// that NACK every response with 10 KiB of text, clients that connect and leave every second,
+    /// and Delta streams that subscribe to names until they are refused.
+    #[arg(long, default_value_t = 0)]
+    pub attackers: usize,
+    /// Which hostile kinds `--attackers` are dealt among.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "stuck,nack,churn,subscribe"
+    )]
+    pub attack_kinds: Vec<String>,
 }
 
 /// One received response, as the coordinator sees it.
@@ -451,6 +467,160 @@ async fn delta_proxy(
     }
 }
 
+/// Hostile clients, for `--attackers`: each loops until the process ends.
+mod attack {
+    use super::*;
+
+    fn attacker_node(i: usize) -> Option<Node> {
+        Some(Node {
+            id: format!(
+                "sidecar~10.250.{}.{}~attacker-{i}.load-0~load-0.svc.cluster.local",
+                (i / 250) % 250,
+                i % 250
+            ),
+            user_agent_name: "envoy".into(),
+            ..Default::default()
+        })
+    }
+
+    fn first(i: usize, t: &str) -> DiscoveryRequest {
+        DiscoveryRequest {
+            node: attacker_node(i),
+            type_url: t.into(),
+            ..Default::default()
+        }
+    }
+
+    async fn channel(addr: SocketAddr) -> Option<Channel> {
+        Channel::from_shared(format!("http://{addr}"))
+            .ok()?
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .connect()
+            .await
+            .ok()
+    }
+
+    /// Subscribes to everything and never reads: pushes fill its window and queue.
+    async fn stuck(i: usize, addr: SocketAddr) {
+        loop {
+            if let Some(ch) = channel(addr).await {
+                let (tx, rx) = mpsc::channel(4);
+                let _ = tx.send(first(i, CDS)).await;
+                let _ = tx.send(first(i, LDS)).await;
+                if let Ok(stream) = open_ads::<_, light::Response>(ch, SOTW_METHOD, rx).await {
+                    // Held, never read. The daemon drops it after its send timeout; the client
+                    // does not notice, as a stuck process would not.
+                    let _held = (stream, tx);
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Rejects every response with 10 KiB of error text.
+    async fn nacker(i: usize, addr: SocketAddr) {
+        let text = "rejected ".repeat(1200);
+        loop {
+            if let Some(ch) = channel(addr).await {
+                let (tx, rx) = mpsc::channel(16);
+                let _ = tx.send(first(i, CDS)).await;
+                if let Ok(mut stream) = open_ads::<_, light::Response>(ch, SOTW_METHOD, rx).await {
+                    while let Ok(Some(r)) = stream.message().await {
+                        for _ in 0..10 {
+                            let nack = DiscoveryRequest {
+                                type_url: r.type_url.clone(),
+                                response_nonce: r.nonce.clone(),
+                                error_detail: Some(envoy_types::pb::google::rpc::Status {
+                                    code: 3,
+                                    message: text.clone(),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            };
+                            if tx.send(nack).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Connects, subscribes, reads its first response and leaves, every second.
+    async fn churner(i: usize, addr: SocketAddr) {
+        loop {
+            if let Some(ch) = channel(addr).await {
+                let (tx, rx) = mpsc::channel(4);
+                let _ = tx.send(first(i, CDS)).await;
+                if let Ok(mut stream) = open_ads::<_, light::Response>(ch, SOTW_METHOD, rx).await {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), stream.message()).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Subscribes to 10,000 more endpoint names at a time until the stream is ended, then again.
+    async fn subscriber(i: usize, addr: SocketAddr) {
+        loop {
+            if let Some(ch) = channel(addr).await {
+                let (tx, rx) = mpsc::channel(4);
+                let _ = tx
+                    .send(DeltaDiscoveryRequest {
+                        node: attacker_node(i),
+                        type_url: EDS.into(),
+                        ..Default::default()
+                    })
+                    .await;
+                if let Ok(mut stream) =
+                    open_ads::<_, light::DeltaResponse>(ch, DELTA_METHOD, rx).await
+                {
+                    let mut batch = 0usize;
+                    loop {
+                        let names = (0..10_000)
+                            .map(|n| format!("outbound|80||a{i}-{batch}-{n}.example.com"))
+                            .collect();
+                        batch += 1;
+                        let req = DeltaDiscoveryRequest {
+                            type_url: EDS.into(),
+                            resource_names_subscribe: names,
+                            ..Default::default()
+                        };
+                        if tx.send(req).await.is_err() {
+                            break;
+                        }
+                        match tokio::time::timeout(Duration::from_millis(200), stream.message())
+                            .await
+                        {
+                            Ok(Ok(Some(_))) | Err(_) => {}
+                            _ => break,
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    pub fn spawn(n: usize, kinds: &[String], addr: SocketAddr) -> anyhow::Result<()> {
+        anyhow::ensure!(!kinds.is_empty(), "--attack-kinds is empty");
+        for i in 0..n {
+            match kinds[i % kinds.len()].as_str() {
+                "stuck" => tokio::spawn(stuck(i, addr)),
+                "nack" => tokio::spawn(nacker(i, addr)),
+                "churn" => tokio::spawn(churner(i, addr)),
+                "subscribe" => tokio::spawn(subscriber(i, addr)),
+                other => anyhow::bail!("unknown attack kind {other:?}"),
+            };
+        }
+        Ok(())
+    }
+}
+
 /// The replay baseline: the responses the daemon sent one sidecar (CDS, EDS, LDS, RDS), encoded
 /// once and written through the daemon's own framing (`wire::serve_rpc`). Each request is answered
 /// with its type's bytes; each trigger sends every type, in push order, to every stream: what a
@@ -798,12 +968,39 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let before = scrape(args.monitoring_addr, "/metrics").await;
     let own_cpu_before = rudder::metrics::process_cpu_seconds();
 
+    if args.attackers > 0 {
+        attack::spawn(args.attackers, &args.attack_kinds, target)?;
+        println!("attackers: {} started", args.attackers);
+    }
     let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let churn_start = Instant::now();
     let bytes_before = bytes;
     let quiet = Duration::from_millis(args.settle_ms);
-    for k in 1..=args.changes {
+    let soak = Duration::from_secs(args.soak_seconds);
+    let mut rss: Vec<(f64, f64)> = Vec::new();
+    let mut k = 0usize;
+    loop {
+        k += 1;
+        let more = if soak.is_zero() {
+            k <= args.changes
+        } else {
+            churn_start.elapsed() < soak
+        };
+        if !more {
+            break;
+        }
+        if !soak.is_zero()
+            && rss
+                .last()
+                .is_none_or(|(t, _)| churn_start.elapsed().as_secs_f64() - t >= 30.0)
+        {
+            let text = scrape(args.monitoring_addr, "/metrics").await;
+            rss.push((
+                churn_start.elapsed().as_secs_f64(),
+                metric(&text, "process_resident_memory_bytes") / 1048576.0,
+            ));
+        }
         settle(&mut rx, quiet, &mut bytes).await;
         // Full push: a new service every Envoy-like proxy must learn about.
         let t0 = Instant::now();
@@ -863,6 +1060,18 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     }
     let churn = churn_start.elapsed().as_secs_f64();
     let after = scrape(args.monitoring_addr, "/metrics").await;
+    if !rss.is_empty() {
+        rss.push((
+            churn,
+            metric(&after, "process_resident_memory_bytes") / 1048576.0,
+        ));
+        let line: Vec<String> = rss.iter().map(|(t, m)| format!("{t:.0}s {m:.0}")).collect();
+        println!(
+            "daemon RSS over time (MiB): {} ({} changes)",
+            line.join(", "),
+            k - 1
+        );
+    }
     let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
     println!(
         "mode: {}",

@@ -171,6 +171,10 @@ pub struct ServeArgs {
         env = "RUDDER_XDS_MAX_SUBSCRIBED_NAMES"
     )]
     pub xds_max_subscribed_names: usize,
+    /// Of the names one xDS stream subscribes to per type, how many may match no resource the
+    /// proxy can get (a proxy asks for what it was told exists); past it the stream is ended.
+    #[arg(long, default_value_t = 10_000, env = "RUDDER_XDS_MAX_UNKNOWN_NAMES")]
+    pub xds_max_unknown_names: usize,
     /// Largest gRPC request accepted on the xDS and CA ports, in bytes (istiod: 4 MiB).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_grpc_message_size: usize,
@@ -249,6 +253,12 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
             setting: "--xds-max-subscribed-names, RUDDER_XDS_MAX_SUBSCRIBED_NAMES",
             value: args.xds_max_subscribed_names.to_string(),
             refused_series: "rudder_xds_errors_total{reason=\"too_many_names\"}",
+        },
+        Limit {
+            name: "names subscribed per stream and type that match nothing",
+            setting: "--xds-max-unknown-names, RUDDER_XDS_MAX_UNKNOWN_NAMES",
+            value: args.xds_max_unknown_names.to_string(),
+            refused_series: "rudder_xds_errors_total{reason=\"too_many_unknown_names\"}",
         },
         Limit {
             name: "gRPC connection without a stream",
@@ -652,6 +662,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             },
             idle_timeout: args.xds_idle_timeout,
             max_subscribed_names: args.xds_max_subscribed_names,
+            max_unknown_names: args.xds_max_unknown_names,
             max_message_bytes: args.max_grpc_message_size,
         },
     );

@@ -155,10 +155,20 @@ impl Delta {
         mut updated: Option<&mut UpdatedClusters>,
     ) -> bool {
         let started = Instant::now();
+        if !explicit.is_empty() && !self.stream.within_unknown_limit(ctx, type_url, None) {
+            return false;
+        }
         let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
             return true;
         };
         let resources = &list.resources;
+        if !explicit.is_empty()
+            && !self
+                .stream
+                .within_unknown_limit(ctx, type_url, Some(resources))
+        {
+            return false;
+        }
         if type_url == TypeUrl::Secret {
             self.stream.count_unavailable_secrets(&explicit, resources);
         }

@@ -49,6 +49,8 @@ pub struct XdsLimits {
     pub idle_timeout: Duration,
     /// Names one stream may subscribe to per type; a stream asking for more is ended.
     pub max_subscribed_names: usize,
+    /// Of those, names that match no resource the proxy can get; a stream with more is ended.
+    pub max_unknown_names: usize,
 }
 
 impl Default for XdsLimits {
@@ -59,6 +61,7 @@ impl Default for XdsLimits {
             max_message_bytes: 4 * 1024 * 1024,
             idle_timeout: Duration::from_secs(30),
             max_subscribed_names: 100_000,
+            max_unknown_names: 10_000,
         }
     }
 }

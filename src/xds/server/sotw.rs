@@ -134,6 +134,9 @@ impl Sotw {
         requested: bool,
     ) -> Option<bool> {
         let started = Instant::now();
+        if requested && !self.stream.within_unknown_limit(ctx, type_url, None) {
+            return None;
+        }
         let Some(list) = self.stream.resources(ctx, scope, type_url, only_hosts) else {
             return Some(false);
         };
@@ -143,6 +146,13 @@ impl Sotw {
         {
             self.stream
                 .count_unavailable_secrets(&watch.names, &list.resources);
+        }
+        if requested
+            && !self
+                .stream
+                .within_unknown_limit(ctx, type_url, Some(&list.resources))
+        {
+            return None;
         }
         if only_hosts.is_some() && list.resources.is_empty() {
             return Some(false);

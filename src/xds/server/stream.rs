@@ -133,6 +133,64 @@ impl StreamState {
         false
     }
 
+    /// False (and the stream is ended, logged and counted) when more than the limit of the names
+    /// subscribed to `type_url` match nothing in the mesh. A proxy asks for what it was told
+    /// exists, so its subscriptions are bounded by the mesh; names made up by a client are bounded
+    /// by this limit. Endpoint names are judged by their service, before anything is generated
+    /// (every endpoint name gets an assignment, empty for an unknown service); other types by
+    /// what was generated (`generated`, `None` before generation).
+    pub(super) fn within_unknown_limit(
+        &self,
+        ctx: &PushContext,
+        type_url: TypeUrl,
+        generated: Option<&[Arc<Resource>]>,
+    ) -> bool {
+        let max = self.server.limits.max_unknown_names;
+        let Some(watch) = self.watches.get(&type_url) else {
+            return true;
+        };
+        if watch.wildcard || watch.names.len() <= max {
+            return true;
+        }
+        let unknown = if type_url == TypeUrl::Endpoint {
+            watch
+                .names
+                .iter()
+                .filter(|n| {
+                    parse_outbound_cluster(n)
+                        .is_none_or(|(_, _, host)| !ctx.registry.services.contains_key(host))
+                })
+                .count()
+        } else {
+            let Some(resources) = generated else {
+                return true;
+            };
+            let known: std::collections::HashSet<&str> = resources
+                .iter()
+                .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
+                .map(String::as_str)
+                .collect();
+            watch
+                .names
+                .iter()
+                .filter(|n| !known.contains(n.as_str()))
+                .count()
+        };
+        if unknown <= max {
+            return true;
+        }
+        self.server.refuse("too_many_unknown_names");
+        warn!(
+            r#type = type_url.short(),
+            unknown, max, "ending a stream subscribed to too many names that do not exist"
+        );
+        let _ = self.tx.try_send(Err(Status::resource_exhausted(format!(
+            "subscribed to {unknown} names of {} that do not exist; at most {max} per stream",
+            type_url.short()
+        ))));
+        false
+    }
+
     /// Records a NACK: logged with the proxy's error, counted, kept in the status. The last good
     /// config stays in force on the proxy; nothing is resent until config changes. The error text
     /// is the client's: it is cut to `NACK_TEXT` bytes, and a stream's NACKs are logged at most
