@@ -41,7 +41,12 @@ pub struct Authority {
     signing_cert_pem: String,
     /// Certificates between the signing cert and the root (exclusive), leaf-most first.
     intermediates: Vec<String>,
-    root_pem: String,
+    /// The root this CA's chain ends at.
+    chain_root: String,
+    /// Every root workloads are to trust: this CA's root, then the other roots of `root-cert.pem`
+    /// (during a root rotation it holds the old root and the new, so workloads with certificates
+    /// from either keep talking).
+    trust_bundle: String,
     pub default_ttl: Duration,
     pub max_ttl: Duration,
 }
@@ -65,6 +70,21 @@ fn leaf_params(params: &mut CertificateParams) -> Result<(), CaError> {
     params.serial_number = Some(random_serial()?);
     params.use_authority_key_identifier_extension = true;
     Ok(())
+}
+
+/// True when `issuer_pem`'s subject is `cert_pem`'s issuer (and the key verifies its signature).
+fn issued(issuer_pem: &str, cert_pem: &str) -> bool {
+    let parse = |text: &str| ::pem::parse(text).ok().map(|p| p.into_contents());
+    let (Some(issuer_der), Some(cert_der)) = (parse(issuer_pem), parse(cert_pem)) else {
+        return false;
+    };
+    let (Ok((_, issuer)), Ok((_, cert))) = (
+        X509Certificate::from_der(&issuer_der),
+        X509Certificate::from_der(&cert_der),
+    ) else {
+        return false;
+    };
+    issuer.subject() == cert.issuer() && cert.verify_signature(Some(issuer.public_key())).is_ok()
 }
 
 /// PEM blocks re-encoded with LF line endings, so the same certificate is the same text everywhere
@@ -122,19 +142,28 @@ impl Authority {
             .ok_or_else(|| CaError::Material("ca-cert.pem has no certificate".into()))?;
         Issuer::from_ca_cert_pem(&signing_cert_pem, &signing_key)
             .map_err(|e| CaError::Material(format!("ca-cert.pem: {e}")))?;
-        let root_pem = pem_blocks(root_pem)
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| signing_cert_pem.clone());
+        let roots = pem_blocks(root_pem);
         let intermediates: Vec<String> = pem_blocks(chain_pem)
             .into_iter()
-            .filter(|c| *c != signing_cert_pem && *c != root_pem)
+            .filter(|c| *c != signing_cert_pem && !roots.contains(c))
             .collect();
+        // The root the chain ends at: the one that issued its top certificate.
+        let top = intermediates.last().unwrap_or(&signing_cert_pem);
+        let root_pem = roots
+            .iter()
+            .find(|r| issued(r, top))
+            .or(roots.first())
+            .cloned()
+            .unwrap_or_else(|| signing_cert_pem.clone());
+        let mut trust: Vec<&String> = vec![&root_pem];
+        trust.extend(roots.iter().filter(|r| **r != root_pem));
+        let trust_bundle = trust.into_iter().map(String::as_str).collect();
         Ok(Authority {
             signing_key,
             signing_cert_pem,
             intermediates,
-            root_pem,
+            chain_root: root_pem,
+            trust_bundle,
             default_ttl,
             max_ttl,
         })
@@ -152,21 +181,23 @@ impl Authority {
                 })
                 .unwrap_or(0)
         };
-        (not_after(&self.root_pem), not_after(&self.signing_cert_pem))
+        (not_after(&self.chain_root), not_after(&self.signing_cert_pem))
     }
 
+    /// Every root workloads are to trust (PEM, this CA's root first): what ROOTCA, the
+    /// `istio-ca-root-cert` ConfigMaps and the CA port's client verification use.
     pub fn root_pem(&self) -> &str {
-        &self.root_pem
+        &self.trust_bundle
     }
 
     /// Leaf, then the signing cert (unless it is the root), intermediates, and the root last.
     fn chain_for(&self, leaf_pem: String) -> Vec<String> {
         let mut chain = vec![leaf_pem];
-        if self.signing_cert_pem != self.root_pem {
+        if self.signing_cert_pem != self.chain_root {
             chain.push(self.signing_cert_pem.clone());
         }
         chain.extend(self.intermediates.iter().cloned());
-        chain.push(self.root_pem.clone());
+        chain.push(self.chain_root.clone());
         chain
     }
 
@@ -371,6 +402,28 @@ mod tests {
             namespace: "foo".into(),
             service_account: "bar".into(),
         }
+    }
+
+    #[test]
+    fn every_root_of_root_cert_pem_is_trusted_and_chains_end_at_our_own() {
+        // A root rotation in progress: root-cert.pem lists the old root first, then the new one,
+        // which is this CA's (self-signed here; both have the same subject, as istiod's do).
+        let (old_root, _) = Authority::generate_root("cluster.local").unwrap();
+        let (new_root, new_key) = Authority::generate_root("cluster.local").unwrap();
+        let ca = Authority::from_pem(
+            &new_root,
+            &new_key,
+            "",
+            &format!("{old_root}{new_root}"),
+            Duration::from_secs(86400),
+            Duration::from_secs(86400),
+        )
+        .unwrap();
+        let bundle = pem_blocks(ca.root_pem());
+        assert_eq!(bundle, pem_blocks(&format!("{new_root}{old_root}")));
+        let (chain, _) = ca.issue_workload(&id()).unwrap();
+        assert_eq!(chain.last(), pem_blocks(&new_root).first());
+        assert_eq!(chain.len(), 2, "leaf and our root, not the old one");
     }
 
     #[test]
