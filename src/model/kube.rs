@@ -68,6 +68,56 @@ pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
     parts[..last].join("/")
 }
 
+/// Running pods as the workloads a ServiceEntry's `workloadSelector` selects (istiod selects pods
+/// as well as WorkloadEntries): namespace, the pod as a WorkloadEntry (IP, labels, service account,
+/// its node's locality), and whether it is ready. Pods without an IP, finished or being deleted are
+/// left out; host-network pods too (their IP is the node's).
+pub fn pod_workloads(
+    snapshot: &Snapshot,
+) -> Vec<(String, crate::config::networking::WorkloadEntry, bool)> {
+    let nodes: HashMap<&str, &Node> = snapshot
+        .list(Kind::Node)
+        .filter_map(|e| match &e.config.spec {
+            Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
+            _ => None,
+        })
+        .collect();
+    snapshot
+        .list(Kind::Pod)
+        .filter_map(|e| {
+            let Spec::Pod(pod) = &e.config.spec else {
+                return None;
+            };
+            let status = pod.status.as_ref()?;
+            let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
+            let spec = pod.spec.as_ref();
+            let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+            if finished
+                || pod.metadata.deletion_timestamp.is_some()
+                || spec.and_then(|s| s.host_network) == Some(true)
+            {
+                return None;
+            }
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let node = spec.and_then(|s| s.node_name.as_deref());
+            let entry = crate::config::networking::WorkloadEntry {
+                address: ip,
+                labels: e.config.metadata.labels.clone(),
+                locality: node_locality(node.and_then(|n| nodes.get(n).copied()), None),
+                service_account: spec
+                    .and_then(|s| s.service_account_name.clone())
+                    .unwrap_or_else(|| "default".into()),
+                ..Default::default()
+            };
+            Some((e.config.metadata.namespace.clone(), entry, ready))
+        })
+        .collect()
+}
+
 pub fn add_kubernetes(
     reg: &mut Registry,
     snapshot: &Snapshot,

@@ -160,12 +160,14 @@ impl Registry {
     ) -> Registry {
         let mut reg = Registry::default();
         kube::add_kubernetes(&mut reg, snapshot, domain_suffix, selectors);
-        let workload_entries: Vec<(String, &WorkloadEntry)> = snapshot
+        let pods = kube::pod_workloads(snapshot);
+        let workload_entries: Vec<(String, &WorkloadEntry, bool)> = snapshot
             .list(Kind::WorkloadEntry)
             .filter_map(|e| match &e.config.spec {
-                Spec::WorkloadEntry(we) => Some((e.config.metadata.namespace.clone(), we)),
+                Spec::WorkloadEntry(we) => Some((e.config.metadata.namespace.clone(), we, true)),
                 _ => None,
             })
+            .chain(pods.iter().map(|(ns, we, ready)| (ns.clone(), we, *ready)))
             .collect();
         for entry in snapshot.list(Kind::ServiceEntry) {
             let Spec::ServiceEntry(se) = &entry.config.spec else {
@@ -263,16 +265,18 @@ fn endpoint_from(we: &WorkloadEntry, port: &ServicePort, address: &str) -> Endpo
     }
 }
 
+/// A ServiceEntry's endpoints on `port`: its own, or the workloads its `workloadSelector` selects
+/// in its namespace (WorkloadEntries and pods; each with whether it is ready).
 fn endpoints_for(
     se: &ServiceEntry,
     port: &ServicePort,
     ns: &str,
-    workload_entries: &[(String, &WorkloadEntry)],
+    workload_entries: &[(String, &WorkloadEntry, bool)],
 ) -> Vec<Endpoint> {
     let mut eps: Vec<Endpoint> = if let Some(selector) = &se.workload_selector {
         workload_entries
             .iter()
-            .filter(|(we_ns, we)| {
+            .filter(|(we_ns, we, _)| {
                 we_ns == ns
                     && !we.address.is_empty()
                     && selector
@@ -280,7 +284,10 @@ fn endpoints_for(
                         .iter()
                         .all(|(k, v)| we.labels.get(k) == Some(v))
             })
-            .map(|(_, we)| endpoint_from(we, port, &we.address))
+            .map(|(_, we, ready)| Endpoint {
+                healthy: *ready,
+                ..endpoint_from(we, port, &we.address)
+            })
             .collect()
     } else {
         se.endpoints
@@ -306,6 +313,74 @@ mod tests {
 spec:\n  hosts: [reviews]\n  ports: [{number: 9080, name: http, protocol: HTTP, targetPort: 8080}, {number: 9090, name: grpc, protocol: GRPC}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: reviews}}\n\
 ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: v1, namespace: shop}\nspec: {address: 10.0.0.1, labels: {app: reviews, version: v1}, ports: {grpc: 7070}, locality: us/east}\n\
 ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: other-ns, namespace: elsewhere}\nspec: {address: 10.0.0.9, labels: {app: reviews}}\n";
+
+    fn pod(name: &str, app: &str, status: serde_json::Value) -> crate::config::Config {
+        let json = serde_json::json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"serviceAccountName": "reviews", "containers": []},
+            "status": status,
+        });
+        crate::config::Config {
+            api_version: "v1".into(),
+            kind: Kind::Pod,
+            metadata: crate::config::ObjectMeta {
+                name: name.into(),
+                namespace: "shop".into(),
+                labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+                ..Default::default()
+            },
+            spec: Spec::Pod(Box::new(serde_json::from_value(json).unwrap())),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn a_workload_selector_selects_pods_too() {
+        use serde_json::json;
+        let store = Store::from_yaml(SE);
+        let ready = json!([{"type": "Ready", "status": "True"}]);
+        let not_ready = json!([{"type": "Ready", "status": "False"}]);
+        store.apply(
+            [
+                pod(
+                    "reviews-1",
+                    "reviews",
+                    json!({"phase": "Running", "podIP": "10.1.0.5", "conditions": ready}),
+                ),
+                pod(
+                    "reviews-2",
+                    "reviews",
+                    json!({"phase": "Running", "podIP": "10.1.0.6", "conditions": not_ready}),
+                ),
+                pod(
+                    "done",
+                    "reviews",
+                    json!({"phase": "Succeeded", "podIP": "10.1.0.7"}),
+                ),
+                pod(
+                    "other",
+                    "ratings",
+                    json!({"phase": "Running", "podIP": "10.1.0.8"}),
+                ),
+            ]
+            .into_iter()
+            .map(crate::store::Change::Upsert)
+            .collect(),
+        );
+        let reg = Registry::build(&store.snapshot(), "cluster.local");
+        let eps = reg.endpoints("reviews.shop.svc.cluster.local", 9080);
+        let by_ip: BTreeMap<&str, &Endpoint> =
+            eps.iter().map(|e| (e.address.as_str(), e)).collect();
+        assert_eq!(
+            by_ip.keys().copied().collect::<Vec<_>>(),
+            ["10.0.0.1", "10.1.0.5", "10.1.0.6"],
+            "the WorkloadEntry and the two running pods with the label"
+        );
+        assert_eq!(by_ip["10.1.0.5"].port, 8080, "targetPort");
+        assert_eq!(by_ip["10.1.0.5"].service_account, "reviews");
+        assert!(by_ip["10.1.0.5"].healthy);
+        assert!(!by_ip["10.1.0.6"].healthy, "not ready");
+    }
 
     #[test]
     fn short_hosts_resolve_and_workload_entries_select_by_label_and_namespace() {
