@@ -10,16 +10,66 @@ type Handle = reload::Handle<EnvFilter, Registry>;
 
 static HANDLE: OnceLock<(Handle, std::sync::Mutex<String>)> = OnceLock::new();
 
-/// Istio's scope names, mapped to Rudder's modules; anything else is used as a target as given.
+/// Istio's scope names, mapped to the Rudder module that does that work (the first name of a module
+/// is what JSON log lines call it). Istio scopes for work Rudder does not do are refused.
 const SCOPES: &[(&str, &str)] = &[
     ("ads", "rudder::xds"),
     ("xds", "rudder::xds"),
+    ("delta", "rudder::xds"),
+    ("grpcgen", "rudder::xds"),
+    ("authorization", "rudder::xds"),
+    ("authn", "rudder::xds"),
+    ("gateway", "rudder::xds"),
     ("kube", "rudder::k8s"),
+    ("klog", "rudder::k8s"),
+    ("controllers", "rudder::k8s"),
+    ("status", "rudder::k8s"),
     ("ca", "rudder::ca"),
+    ("security", "rudder::ca"),
+    ("spiffe", "rudder::ca"),
+    ("trustBundle", "rudder::ca"),
     ("validation", "rudder::validation"),
+    ("webhook", "rudder::webhook"),
+    ("validationServer", "rudder::webhook"),
+    ("inject", "rudder::webhook"),
     ("file", "rudder::source"),
     ("model", "rudder::model"),
+    ("serviceentry", "rudder::model"),
+    ("wle", "rudder::model"),
+    ("monitor", "rudder::admin"),
 ];
+
+/// Crates whose own log lines may be asked for by name (`h2:debug`, `rustls=trace`).
+const CRATES: &[&str] = &[
+    "h2",
+    "hyper",
+    "hyper_util",
+    "tonic",
+    "tower",
+    "kube",
+    "kube_client",
+    "kube_runtime",
+    "rustls",
+    "tokio_rustls",
+    "notify",
+    "rudder",
+];
+
+/// The tracing target a scope name stands for; an error naming the known scopes for any other.
+fn target_of(scope: &str) -> Result<&str, String> {
+    if let Some((_, target)) = SCOPES.iter().find(|(name, _)| *name == scope) {
+        return Ok(target);
+    }
+    let krate = scope.split("::").next().unwrap_or(scope);
+    if CRATES.contains(&krate) {
+        return Ok(scope);
+    }
+    let known: Vec<&str> = SCOPES.iter().map(|(name, _)| *name).collect();
+    Err(format!(
+        "unknown scope {scope:?}; Rudder's scopes: default, {} (or a module such as rudder::xds)",
+        known.join(", ")
+    ))
+}
 
 /// Turns `ads:debug,default:info` (istioctl style) or `rudder::xds=debug,info` into a filter string.
 pub fn to_filter(spec: &str) -> Result<String, String> {
@@ -51,13 +101,7 @@ pub fn to_filter(spec: &str) -> Result<String, String> {
         };
         match scope {
             None | Some("default") | Some("all") => parts.push(level),
-            Some(s) => {
-                let target = SCOPES
-                    .iter()
-                    .find(|(name, _)| *name == s)
-                    .map_or(s, |(_, t)| *t);
-                parts.push(format!("{target}={level}"));
-            }
+            Some(s) => parts.push(format!("{}={level}", target_of(s)?)),
         }
     }
     if parts.is_empty() {
@@ -80,11 +124,106 @@ pub fn init(level: &str, json: bool, ansi: bool) {
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
     if json {
-        registry.with(fmt.json()).init();
+        registry.with(fmt.event_format(IstioJson)).init();
     } else {
         registry.with(fmt).init();
     }
     let _ = HANDLE.set((handle, std::sync::Mutex::new(initial)));
+}
+
+/// The Istio scope a log line of `target` belongs to: the scope `SCOPES` maps to its module, else
+/// the module under `rudder::` (`webhook`, `admin`, ...), else the crate.
+fn scope_of(target: &str) -> &str {
+    if let Some((scope, _)) = SCOPES
+        .iter()
+        .find(|(_, module)| target == *module || target.starts_with(&format!("{module}::")))
+    {
+        return scope;
+    }
+    let mut parts = target.split("::");
+    match (parts.next(), parts.next()) {
+        (Some("rudder"), Some(module)) => module,
+        (Some(krate), _) => krate,
+        _ => target,
+    }
+}
+
+/// An event's fields as JSON values.
+#[derive(Default)]
+struct JsonFields(serde_json::Map<String, serde_json::Value>);
+
+impl tracing::field::Visit for JsonFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().into(), format!("{value:?}").into());
+    }
+}
+
+/// istiod's JSON log lines (`--log_as_json`): `time` (RFC 3339, UTC), `level` (lower case),
+/// `scope`, `msg`, then the event's own fields, and the spans it happened in (`span`).
+struct IstioJson;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for IstioJson
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let mut fields = JsonFields::default();
+        event.record(&mut fields);
+        let meta = event.metadata();
+        let mut line = serde_json::Map::new();
+        let time = ::time::OffsetDateTime::now_utc()
+            .format(&::time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        line.insert("time".into(), time.into());
+        line.insert(
+            "level".into(),
+            meta.level().as_str().to_ascii_lowercase().into(),
+        );
+        line.insert("scope".into(), scope_of(meta.target()).into());
+        let msg = fields.0.remove("message").unwrap_or_default();
+        line.insert("msg".into(), msg);
+        if let Some(scope) = ctx.event_scope() {
+            let spans: Vec<String> = scope
+                .from_root()
+                .map(|span| {
+                    let ext = span.extensions();
+                    match ext.get::<tracing_subscriber::fmt::FormattedFields<N>>() {
+                        Some(f) if !f.is_empty() => format!("{}{{{f}}}", span.name()),
+                        _ => span.name().to_string(),
+                    }
+                })
+                .collect();
+            if !spans.is_empty() {
+                line.insert("span".into(), spans.join(":").into());
+            }
+        }
+        for (k, v) in fields.0 {
+            line.entry(k).or_insert(v);
+        }
+        writeln!(writer, "{}", serde_json::Value::Object(line))
+    }
 }
 
 /// The filter in force.
@@ -111,6 +250,14 @@ mod tests {
     use super::to_filter;
 
     #[test]
+    fn json_lines_name_the_istio_scope() {
+        assert_eq!(super::scope_of("rudder::xds::server::stream"), "ads");
+        assert_eq!(super::scope_of("rudder::k8s"), "kube");
+        assert_eq!(super::scope_of("rudder::webhook::inject"), "webhook");
+        assert_eq!(super::scope_of("h2::proto"), "h2");
+    }
+
+    #[test]
     fn istioctl_style_scopes_map_to_modules() {
         assert_eq!(
             to_filter("ads:debug,default:info").unwrap(),
@@ -120,6 +267,16 @@ mod tests {
         assert_eq!(to_filter("warn").unwrap(), "warn");
         assert_eq!(to_filter("ca:none").unwrap(), "rudder::ca=off");
         assert!(to_filter("ads:loud").is_err());
+        assert_eq!(to_filter("h2:debug").unwrap(), "h2=debug");
+        let unknown = to_filter("nosuchscope:debug").unwrap_err();
+        assert!(
+            unknown.contains("unknown scope \"nosuchscope\""),
+            "{unknown}"
+        );
+        assert!(
+            to_filter("telemetry:debug").is_err(),
+            "an Istio scope for work Rudder does not do"
+        );
         assert!(to_filter("").is_err());
     }
 }

@@ -288,6 +288,16 @@ fn log_levels_change_at_runtime() {
         String::from_utf8_lossy(&bad.stderr).contains("unknown level"),
         "{bad:?}"
     );
+    let unknown = rudder()
+        .args(["log", "--addr", &addr, "nosuchscope:debug"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        said.contains("unknown scope \"nosuchscope\"") && said.contains("ads"),
+        "{unknown:?}"
+    );
     // Debug lines of the push pipeline appear only after the change.
     let set = rudder()
         .args(["log", "--addr", &addr, "ads:debug,default:info"])
@@ -358,4 +368,55 @@ fn debug_ui_shows_connected_proxies_in_a_browser() {
             "services tab rendered"
         );
     });
+}
+
+/// `--log-format json` writes istiod's keys: time, level, scope, msg.
+#[test]
+fn json_logs_use_istiods_keys() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), MESH);
+    let ca = tempfile::tempdir().unwrap();
+    let mut child = rudder()
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--config-source",
+            "files",
+            "--config-dir",
+        ])
+        .arg(dir.path())
+        .arg("--ca-dir")
+        .arg(ca.path())
+        .args([
+            "--monitoring-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--secure-grpc-addr",
+            "127.0.0.1:0",
+            "--https-addr",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let line = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("listening"))
+        .expect("a listening line");
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["level"], "info", "{line}");
+    assert_eq!(v["msg"], "listening", "{line}");
+    assert_eq!(v["scope"], "cmd", "{line}");
+    assert!(v["time"].as_str().unwrap().ends_with('Z'), "{line}");
+    assert!(v["server"].is_string(), "fields follow: {line}");
 }
