@@ -122,19 +122,19 @@ pub struct ServeArgs {
     pub file_debounce: Duration,
     /// Longest a file change waits for the quiet period: a file rewritten without pause does not
     /// hold back the others.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_duration, env = "RUDDER_FILE_DEBOUNCE_MAX")]
     pub file_debounce_max: Duration,
     /// Full rescan of the config directory, in case a file event is lost.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub file_resync: Duration,
     /// Quiet period before config changes are pushed (istiod: PILOT_DEBOUNCE_AFTER).
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = parse_duration, env = "PILOT_DEBOUNCE_AFTER")]
     pub debounce_after: Duration,
     /// Longest a change waits for the quiet period (istiod: PILOT_DEBOUNCE_MAX).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "PILOT_DEBOUNCE_MAX")]
     pub debounce_max: Duration,
-    /// Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE).
-    #[arg(long, default_value_t = 100)]
+    /// Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE); 0: the default.
+    #[arg(long, default_value_t = 100, env = "PILOT_PUSH_THROTTLE")]
     pub push_concurrency: usize,
     /// DNS suffix of Kubernetes services.
     #[arg(long, default_value = "cluster.local")]
@@ -153,7 +153,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "Kubernetes")]
     pub cluster_id: String,
     /// Longest a push waits for a proxy to read; a proxy that stops reading is dropped after it.
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_duration, env = "RUDDER_XDS_SEND_TIMEOUT")]
     pub xds_send_timeout: Duration,
     /// New xDS streams accepted per second, both gRPC ports together (istiod:
     /// PILOT_MAX_REQUESTS_PER_SECOND); 0: automatic, 500 per CPU core (docs/decisions.md).
@@ -176,10 +176,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 10_000, env = "RUDDER_XDS_MAX_UNKNOWN_NAMES")]
     pub xds_max_unknown_names: usize,
     /// Largest gRPC request accepted on the xDS and CA ports, in bytes (istiod: 4 MiB).
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, default_value_t = 4 * 1024 * 1024, env = "ISTIO_GPRC_MAXRECVMSGSIZE")]
     pub max_grpc_message_size: usize,
     /// Concurrent gRPC streams allowed on one client connection.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, env = "ISTIO_GPRC_MAXSTREAMS")]
     pub max_concurrent_streams: u32,
     /// Connections older than this are asked to reconnect (GOAWAY), rebalancing proxies across
     /// replicas (istiod: 30m).
@@ -652,7 +652,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let xds = XdsServer::new(
         initial,
         metrics.xds.clone(),
-        args.push_concurrency,
+        // istiod reads PILOT_PUSH_THROTTLE=0 as "automatic"; ours is the default, 100.
+        match args.push_concurrency {
+            0 => 100,
+            n => n,
+        },
         cancel.clone(),
         XdsLimits {
             send_timeout: args.xds_send_timeout,
