@@ -173,7 +173,7 @@ pub struct ServeArgs {
     pub xds_max_subscribed_names: usize,
     /// Of the names one xDS stream subscribes to per type, how many may match no resource the
     /// proxy can get (a proxy asks for what it was told exists); past it the stream is ended.
-    #[arg(long, default_value_t = 10_000, env = "RUDDER_XDS_MAX_UNKNOWN_NAMES")]
+    #[arg(long, default_value_t = 1_000, env = "RUDDER_XDS_MAX_UNKNOWN_NAMES")]
     pub xds_max_unknown_names: usize,
     /// Largest gRPC request accepted on the xDS and CA ports, in bytes (istiod: 4 MiB).
     #[arg(long, default_value_t = 4 * 1024 * 1024, env = "ISTIO_GPRC_MAXRECVMSGSIZE")]

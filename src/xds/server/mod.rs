@@ -61,7 +61,7 @@ impl Default for XdsLimits {
             max_message_bytes: 4 * 1024 * 1024,
             idle_timeout: Duration::from_secs(30),
             max_subscribed_names: 100_000,
-            max_unknown_names: 10_000,
+            max_unknown_names: 1_000,
         }
     }
 }
