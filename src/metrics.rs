@@ -16,6 +16,13 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// `istio_build{component, tag}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub component: String,
+    pub tag: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TypeLabels {
     pub r#type: String,
@@ -180,6 +187,18 @@ pub struct K8sEventLabels {
 /// written for istiod name these boundaries (`le="1"`).
 pub fn istiod_push_histogram() -> Histogram {
     Histogram::new([0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0])
+}
+
+/// istiod's buckets for `pilot_xds_config_size_bytes` (10 KB, 1 MB, gRPC's 4 MB default, 10 MB, 40 MB).
+pub fn istiod_config_size_histogram() -> Histogram {
+    Histogram::new([
+        1.0,
+        10_000.0,
+        1_000_000.0,
+        4_000_000.0,
+        10_000_000.0,
+        40_000_000.0,
+    ])
 }
 
 /// istiod's buckets for `pilot_proxy_convergence_time` and `pilot_proxy_queue_time`.

@@ -232,6 +232,30 @@ fn metrics_move_as_pushes_happen() {
         );
         let m = http_get(d.addr("monitoring"), "/metrics").1;
         assert!(m.contains("# TYPE pilot_xds_push_time histogram"), "{m}");
+        // More of istiod's series, with its names, labels and buckets.
+        assert!(
+            m.contains(&format!(
+                "istio_build{{component=\"pilot\",tag=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{m}"
+        );
+        assert!(
+            metric(d, "pilot_xds_config_size_bytes_count{type=\"cds\"}") >= 1.0,
+            "{m}"
+        );
+        assert!(
+            m.contains("pilot_xds_config_size_bytes_bucket{le=\"4000000\",type=\"cds\"}"),
+            "{m}"
+        );
+        assert!(metric(d, "pilot_xds_send_time_count") >= 1.0, "{m}");
+        for series in [
+            "pilot_xds_write_timeout ",
+            "pilot_virt_services ",
+            "pilot_eds_no_instances ",
+        ] {
+            assert!(m.contains(series), "{series}: {m}");
+        }
         // Prometheus text 0.0.4, as the content type says, with istiod's counter names (no
         // `_total`, which istiod's exporter does not write); every sample under its TYPE's name.
         assert!(!m.contains("# EOF") && !m.contains("# UNIT"), "{m}");

@@ -181,7 +181,10 @@ impl Authority {
                 })
                 .unwrap_or(0)
         };
-        (not_after(&self.chain_root), not_after(&self.signing_cert_pem))
+        (
+            not_after(&self.chain_root),
+            not_after(&self.signing_cert_pem),
+        )
     }
 
     /// Every root workloads are to trust (PEM, this CA's root first): what ROOTCA, the

@@ -382,6 +382,21 @@ impl DaemonMetrics {
         let xds = Arc::new(crate::xds::metrics::XdsMetrics::register(&mut r));
         let ca = Arc::new(crate::ca::metrics::CaMetrics::register(&mut r));
         let webhook = Arc::new(crate::webhook::metrics::WebhookMetrics::register(&mut r));
+        // istiod's build info: dashboards track rollouts by it.
+        let build = r.register(
+            "istio_build",
+            "Build info of the control plane (component, tag)",
+            prometheus_client::metrics::family::Family::<
+                crate::metrics::BuildLabels,
+                prometheus_client::metrics::gauge::Gauge,
+            >::default(),
+        );
+        build
+            .get_or_create(&crate::metrics::BuildLabels {
+                component: "pilot".into(),
+                tag: env!("CARGO_PKG_VERSION").into(),
+            })
+            .set(1);
         DaemonMetrics {
             registry: Arc::new(r.finish()),
             file,

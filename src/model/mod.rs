@@ -193,6 +193,15 @@ impl Registry {
         reg
     }
 
+    /// Service ports with no endpoint at all (`pilot_eds_no_instances`).
+    pub fn ports_without_endpoints(&self) -> usize {
+        self.services
+            .values()
+            .flat_map(|svc| svc.ports.iter().map(move |p| (svc, p.number)))
+            .filter(|(svc, port)| self.endpoints(&svc.hostname, *port).is_empty())
+            .count()
+    }
+
     pub fn endpoints(&self, hostname: &str, port: u32) -> &[Endpoint] {
         self.endpoints
             .get(&(hostname.to_string(), port))

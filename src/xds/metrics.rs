@@ -30,6 +30,16 @@ pub struct XdsMetrics {
     pub push_triggers: Family<TypeLabels, Counter>,
     /// Services known (`pilot_services`).
     pub services: Gauge,
+    /// Size of each response sent, by type (`pilot_xds_config_size_bytes`).
+    pub config_size: Family<TypeLabels, Histogram>,
+    /// Seconds a generated response took to be handed to its stream (`pilot_xds_send_time`).
+    pub send_time: Histogram,
+    /// Responses dropped because the proxy did not read in time (`pilot_xds_write_timeout`).
+    pub write_timeouts: Counter,
+    /// VirtualServices in the mesh (`pilot_virt_services`).
+    pub virtual_services: Gauge,
+    /// Service ports without any endpoint (`pilot_eds_no_instances`).
+    pub no_instances: Gauge,
 }
 
 impl XdsMetrics {
@@ -85,6 +95,33 @@ impl XdsMetrics {
             services: registry.register(
                 "pilot_services",
                 "Services in the registry",
+                Gauge::default(),
+            ),
+            config_size: registry.register(
+                "pilot_xds_config_size_bytes",
+                "Size of the xDS responses sent, by type",
+                Family::<TypeLabels, Histogram>::new_with_constructor(
+                    crate::metrics::istiod_config_size_histogram as fn() -> Histogram,
+                ),
+            ),
+            send_time: registry.register(
+                "pilot_xds_send_time",
+                "Seconds a generated response took to be handed to its stream",
+                istiod_push_histogram(),
+            ),
+            write_timeouts: registry.register(
+                "pilot_xds_write_timeout",
+                "xDS responses dropped because the proxy did not read in time",
+                Counter::default(),
+            ),
+            virtual_services: registry.register(
+                "pilot_virt_services",
+                "VirtualServices in the mesh",
+                Gauge::default(),
+            ),
+            no_instances: registry.register(
+                "pilot_eds_no_instances",
+                "Service ports without any endpoint",
                 Gauge::default(),
             ),
         }

@@ -175,6 +175,12 @@ pub async fn run(
                 })
                 .inc();
             metrics.services.set(next.services.len() as i64);
+            metrics
+                .virtual_services
+                .set(snapshot.count(Kind::VirtualService) as i64);
+            metrics
+                .no_instances
+                .set(next.ports_without_endpoints() as i64);
             info!(
                 full = decision.full,
                 eds_services = decision.eds_hosts.len(),

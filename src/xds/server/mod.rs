@@ -163,6 +163,7 @@ impl XdsServer {
 
     fn send_timed_out(&self) {
         self.refuse("send_timeout");
+        self.metrics.write_timeouts.inc();
         warn!(
             timeout = ?self.limits.send_timeout,
             "proxy is not reading its stream; dropping it"

@@ -323,11 +323,17 @@ impl StreamState {
         count: usize,
         started: Instant,
     ) -> bool {
+        let size = response.encoded_len() as f64;
+        let handed = Instant::now();
         if let Some(permit) = self.reserved.pop() {
             permit.send(Ok(response));
         } else if !self.server.deliver(&self.tx, response).await {
             return false;
         }
+        self.server
+            .metrics
+            .send_time
+            .observe(handed.elapsed().as_secs_f64());
         if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(&type_url) {
             watch.nonce_sent = nonce;
             watch.version_sent = version;
@@ -338,6 +344,11 @@ impl StreamState {
             r#type: type_url.short().into(),
         };
         self.server.metrics.xds_pushes.get_or_create(&labels).inc();
+        self.server
+            .metrics
+            .config_size
+            .get_or_create(&labels)
+            .observe(size);
         self.server
             .metrics
             .xds_push_time
