@@ -249,7 +249,7 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
 /// that does not exist stops `serve` at start with a clear error instead of serving an empty mesh.
 #[test]
 fn serve_takes_global_flags_first_and_refuses_a_missing_config_dir() {
-    let (code, _, err) = run(&[
+    let mut args = vec![
         "--log-format",
         "json",
         "--log-level=debug",
@@ -258,17 +258,9 @@ fn serve_takes_global_flags_first_and_refuses_a_missing_config_dir() {
         "files",
         "--config-dir",
         "/nonexistent/istio-config",
-        "--monitoring-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--secure-grpc-addr",
-        "127.0.0.1:0",
-        "--https-addr",
-        "127.0.0.1:0",
-    ]);
+    ];
+    args.extend(common::LOOPBACK_PORTS);
+    let (code, _, err) = run(&args);
     assert_ne!(code, 0);
     assert!(
         err.contains("--config-dir /nonexistent/istio-config: not a directory"),

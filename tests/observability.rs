@@ -413,18 +413,7 @@ fn json_logs_use_istiods_keys() {
         .arg(dir.path())
         .arg("--ca-dir")
         .arg(ca.path())
-        .args([
-            "--monitoring-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--secure-grpc-addr",
-            "127.0.0.1:0",
-            "--https-addr",
-            "127.0.0.1:0",
-        ])
+        .args(common::LOOPBACK_PORTS)
         .env_remove("RUST_LOG")
         .stderr(std::process::Stdio::piped())
         .spawn()

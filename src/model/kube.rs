@@ -68,6 +68,17 @@ pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
     parts[..last].join("/")
 }
 
+/// The cluster's nodes by name (for localities).
+fn nodes_by_name(snapshot: &Snapshot) -> HashMap<&str, &Node> {
+    snapshot
+        .list(Kind::Node)
+        .filter_map(|e| match &e.config.spec {
+            Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Running pods as the workloads a ServiceEntry's `workloadSelector` selects (istiod selects pods
 /// as well as WorkloadEntries): namespace, the pod as a WorkloadEntry (IP, labels, service account,
 /// its node's locality), and whether it is ready. Pods without an IP, finished or being deleted are
@@ -75,13 +86,7 @@ pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
 pub fn pod_workloads(
     snapshot: &Snapshot,
 ) -> Vec<(String, crate::config::networking::WorkloadEntry, bool)> {
-    let nodes: HashMap<&str, &Node> = snapshot
-        .list(Kind::Node)
-        .filter_map(|e| match &e.config.spec {
-            Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
-            _ => None,
-        })
-        .collect();
+    let nodes = nodes_by_name(snapshot);
     snapshot
         .list(Kind::Pod)
         .filter_map(|e| {
@@ -139,13 +144,7 @@ pub fn add_kubernetes(
             _ => None,
         })
         .collect();
-    let nodes: HashMap<&str, &Node> = snapshot
-        .list(Kind::Node)
-        .filter_map(|e| match &e.config.spec {
-            Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
-            _ => None,
-        })
-        .collect();
+    let nodes = nodes_by_name(snapshot);
     let mut slices: HashMap<(String, String), Vec<&EndpointSlice>> = HashMap::new();
     for e in snapshot.list(Kind::EndpointSlice) {
         let Spec::EndpointSlice(s) = &e.config.spec else {

@@ -16,6 +16,20 @@ pub fn rudder() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rudder"))
 }
 
+/// `rudder serve` flags that put every server on a loopback ephemeral port.
+pub const LOOPBACK_PORTS: [&str; 10] = [
+    "--monitoring-addr",
+    "127.0.0.1:0",
+    "--http-addr",
+    "127.0.0.1:0",
+    "--grpc-addr",
+    "127.0.0.1:0",
+    "--secure-grpc-addr",
+    "127.0.0.1:0",
+    "--https-addr",
+    "127.0.0.1:0",
+];
+
 /// A running `rudder serve`, killed on drop.
 pub struct Daemon {
     pub child: Child,

@@ -113,6 +113,14 @@ impl StreamState {
         self.registration.publish(&self.watches);
     }
 
+    /// Tells the client why its stream ends (RESOURCE_EXHAUSTED), logs it and counts `reason`;
+    /// the caller then ends the stream.
+    fn end_exhausted(&self, reason: &str, message: String) {
+        self.server.refuse(reason);
+        warn!(reason, error = message, "ending an xDS stream");
+        let _ = self.tx.try_send(Err(Status::resource_exhausted(message)));
+    }
+
     /// False (and the stream is ended with RESOURCE_EXHAUSTED, logged and counted) when `count`
     /// names of `type_url` are more than one stream may subscribe to: every name costs memory
     /// for the stream's life, and a Delta client can add names without end.
@@ -121,15 +129,13 @@ impl StreamState {
         if count <= max {
             return true;
         }
-        self.server.refuse("too_many_names");
-        warn!(
-            r#type = type_url.short(),
-            count, max, "refusing a subscription: too many names"
+        self.end_exhausted(
+            "too_many_names",
+            format!(
+                "subscribed to {count} names of {}; at most {max} per stream",
+                type_url.short()
+            ),
         );
-        let _ = self.tx.try_send(Err(Status::resource_exhausted(format!(
-            "subscribed to {count} names of {}; at most {max} per stream",
-            type_url.short()
-        ))));
         false
     }
 
@@ -179,15 +185,13 @@ impl StreamState {
         if unknown <= max {
             return true;
         }
-        self.server.refuse("too_many_unknown_names");
-        warn!(
-            r#type = type_url.short(),
-            unknown, max, "ending a stream subscribed to too many names that do not exist"
+        self.end_exhausted(
+            "too_many_unknown_names",
+            format!(
+                "subscribed to {unknown} names of {} that do not exist; at most {max} per stream",
+                type_url.short()
+            ),
         );
-        let _ = self.tx.try_send(Err(Status::resource_exhausted(format!(
-            "subscribed to {unknown} names of {} that do not exist; at most {max} per stream",
-            type_url.short()
-        ))));
         false
     }
 
