@@ -166,6 +166,16 @@ fn istio_crd_installed_late_is_watched_and_invalid_objects_are_refused() {
         c.remove(crd("destinationrules", "DestinationRule")).await;
         cds_until(&mut s, &subset_cluster, false).await;
     });
+    // Istio config events are counted apart from the registry's, as istiod counts them.
+    let (_, metrics) = http_get(daemon.addr("monitoring"), "/metrics");
+    assert!(
+        metrics.contains("pilot_k8s_cfg_events{type=\"DestinationRule\""),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("pilot_k8s_reg_events{type=\"DestinationRule\""),
+        "{metrics}"
+    );
 }
 
 #[test]

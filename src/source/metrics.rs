@@ -48,6 +48,9 @@ impl FileMetrics {
 pub struct KubeMetrics {
     /// Kubernetes watch events applied, by resource type and event (`pilot_k8s_reg_events`).
     pub k8s_events: Family<K8sEventLabels, Counter>,
+    /// Istio config watch events applied, by kind and event (`pilot_k8s_cfg_events`), kept apart
+    /// from the registry's as istiod keeps them.
+    pub k8s_cfg_events: Family<K8sEventLabels, Counter>,
     /// Kubernetes watch failures (retried with backoff), by resource type.
     pub k8s_watch_errors: Family<TypeLabels, Counter>,
     /// Istio objects from the API server that failed validation and were not applied, by kind.
@@ -71,6 +74,11 @@ impl KubeMetrics {
             k8s_events: registry.register(
                 "pilot_k8s_reg_events",
                 "Kubernetes watch events applied to the registry, by type and event",
+                Family::<K8sEventLabels, Counter>::default(),
+            ),
+            k8s_cfg_events: registry.register(
+                "pilot_k8s_cfg_events",
+                "Istio config watch events applied, by kind and event",
                 Family::<K8sEventLabels, Counter>::default(),
             ),
             k8s_watch_errors: registry.register(

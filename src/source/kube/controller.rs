@@ -121,9 +121,13 @@ async fn run_watch<K>(
         .boxed();
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
     let type_label = kind.name().to_string();
+    let family = if kind.is_istio() {
+        &ctx.metrics.k8s_cfg_events
+    } else {
+        &ctx.metrics.k8s_events
+    };
     let count = |event: &str| {
-        ctx.metrics
-            .k8s_events
+        family
             .get_or_create(&K8sEventLabels {
                 r#type: type_label.clone(),
                 event: event.into(),
