@@ -294,6 +294,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// How istiod orders objects that compete for the same thing (a host, a gateway port): the
+    /// oldest first (creationTimestamp), then namespace and name.
+    pub fn age_key(&self) -> (Option<&str>, &str, &str) {
+        (
+            self.metadata.creation_timestamp.as_deref(),
+            self.metadata.namespace.as_str(),
+            self.metadata.name.as_str(),
+        )
+    }
+
     pub fn key(&self) -> ConfigKey {
         ConfigKey {
             kind: self.kind,

@@ -257,19 +257,7 @@ impl PushContext {
         }
         // As istiod: when several objects claim a host, the oldest (creationTimestamp, then
         // namespace and name) wins, so a newer object cannot silently take a host over.
-        let age = |a: &Config, b: &Config| {
-            let (a, b) = (&a.metadata, &b.metadata);
-            (
-                a.creation_timestamp.as_deref(),
-                a.namespace.as_str(),
-                a.name.as_str(),
-            )
-                .cmp(&(
-                    b.creation_timestamp.as_deref(),
-                    b.namespace.as_str(),
-                    b.name.as_str(),
-                ))
-        };
+        let age = |a: &Config, b: &Config| a.age_key().cmp(&b.age_key());
         virtual_services.sort_by(|a, b| age(&a.config, &b.config));
         gateway_virtual_services.sort_by(|a, b| age(&a.config, &b.config));
         let mut destination_rules: Vec<DrEntry> = snapshot

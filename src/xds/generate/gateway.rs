@@ -110,10 +110,14 @@ impl BoundServer<'_> {
     }
 }
 
-/// Gateways whose selector matches the proxy's labels (any namespace, as istiod by default).
+/// Gateways whose selector matches the proxy's labels (any namespace, as istiod by default), the
+/// oldest first: where two servers claim the same connections, the older Gateway's keeps them, as
+/// istiod merges gateways in creation order.
 fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer<'a>> {
     let mut out = Vec::new();
-    for e in ctx.snapshot.list(Kind::Gateway) {
+    let mut gateways: Vec<_> = ctx.snapshot.list(Kind::Gateway).collect();
+    gateways.sort_by(|a, b| a.config.age_key().cmp(&b.config.age_key()));
+    for e in gateways {
         let Spec::Gateway(gw) = &e.config.spec else {
             continue;
         };

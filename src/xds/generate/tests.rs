@@ -768,6 +768,24 @@ fn gateway_servers_sharing_a_port_never_produce_conflicting_chains() {
 }
 
 #[test]
+fn the_oldest_gateway_keeps_a_port_two_gateways_claim() {
+    let gateway = |name: &str, created: &str, credential: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: a, creationTimestamp: \"{created}\"}}\n\
+spec:\n  selector: {{app: gw}}\n  servers:\n  - {{port: {{number: 8443, name: tls, protocol: HTTPS}}, hosts: ['*'], tls: {{mode: SIMPLE, credentialName: {credential}}}}}\n"
+        )
+    };
+    // "a-new" sorts first by name, but "z-old" was created first.
+    let yaml = gateway("a-new", "2026-02-01T00:00:00Z", "new")
+        + &gateway("z-old", "2026-01-01T00:00:00Z", "old");
+    let c = ctx(&yaml);
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let l = listener_named(&c, &gw, "0.0.0.0_8443");
+    let names: Vec<&str> = l.filter_chains.iter().map(|ch| ch.name.as_str()).collect();
+    assert_eq!(names, ["https.8443.tls.z-old.a"]);
+}
+
+#[test]
 fn allow_rules_never_admit_more_than_written() {
     // serviceAccounts and trustDomains become identity matches; a `when` key the translation
     // cannot express leaves its ALLOW rule out (it allows nothing) instead of dropping the
