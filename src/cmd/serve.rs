@@ -409,8 +409,42 @@ impl DaemonMetrics {
     }
 }
 
+/// istiod's environment variables Rudder reads (through the flags above); docs/install.md has the
+/// table.
+const ISTIOD_ENV_READ: &[&str] = &[
+    "PILOT_DEBOUNCE_AFTER",
+    "PILOT_DEBOUNCE_MAX",
+    "PILOT_PUSH_THROTTLE",
+    "PILOT_MAX_REQUESTS_PER_SECOND",
+    "ISTIO_GPRC_MAXRECVMSGSIZE",
+    "ISTIO_GPRC_MAXSTREAMS",
+    "CA_TRUSTED_NODE_ACCOUNTS",
+];
+
+/// The `PILOT_*` (and `ISTIO_GPRC_*`, `CITADEL_*`) variables set in `vars` that Rudder does not
+/// read: an istiod Deployment's settings that would otherwise be ignored without a word.
+fn unread_istiod_env(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
+    let mut unread: Vec<String> = vars
+        .map(|(k, _)| k)
+        .filter(|k| {
+            ["PILOT_", "ISTIO_GPRC_", "CITADEL_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
+        .filter(|k| !ISTIOD_ENV_READ.contains(&k.as_str()))
+        .collect();
+    unread.sort();
+    unread
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     super::raise_fd_limit();
+    for name in unread_istiod_env(std::env::vars()) {
+        warn!(
+            variable = name,
+            "istiod environment variable is not read by Rudder; it has no effect (docs/install.md lists those that are)"
+        );
+    }
     let store = Arc::new(Store::default());
     let metrics = DaemonMetrics::register(store.clone());
     let ready = Arc::new(AtomicBool::new(false));
@@ -797,5 +831,26 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unread_istiod_env;
+
+    #[test]
+    fn istiod_variables_rudder_does_not_read_are_named() {
+        let vars = [
+            ("PILOT_DEBOUNCE_AFTER", "100ms"),
+            ("PILOT_ENABLE_STATUS", "true"),
+            ("CITADEL_SELF_SIGNED_CA_CERT_TTL", "87600h"),
+            ("HOME", "/root"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(
+            unread_istiod_env(vars),
+            ["CITADEL_SELF_SIGNED_CA_CERT_TTL", "PILOT_ENABLE_STATUS"]
+        );
     }
 }
