@@ -205,7 +205,6 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
             "60",
             "--namespaces",
             "3",
-            "--sidecar-scope",
             "--proxies",
             "40",
             "--changes",
@@ -225,7 +224,7 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         )
     };
 
-    let (code, out, err) = loadgen(&[]);
+    let (code, out, err) = loadgen(&["--sidecar-scope"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("connected and synced 40/40"), "{out}");
     for line in [
@@ -235,6 +234,15 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         assert!(out.contains(line), "{line}: {out}");
     }
     assert!(out.contains("daemon: 40 xDS streams"), "{out}");
+
+    // Unscoped, with proxyless gRPC clients: each watches only the service it calls, so only the
+    // clients of service 0 are waited for when its endpoints move.
+    let (code, out, err) = loadgen(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("endpoint push convergence, from push start"),
+        "{out}"
+    );
 
     let (code, out, err) = loadgen(&["--replay", "--delta-percent", "0", "--grpc-percent", "0"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -918,8 +918,10 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         if !grpc {
             envoy.insert(i);
         }
-        // Who watches service 0's endpoints: everyone, or with Sidecar scoping its namespace only.
-        if !args.sidecar_scope || i % args.namespaces.max(1) == 0 {
+        // Who watches service 0's endpoints: an Envoy sees every service (with Sidecar scoping,
+        // those of its namespace); a gRPC client only the one it calls, service `i % namespaces`.
+        let calls_svc0 = i % args.namespaces.max(1) == 0;
+        if calls_svc0 || (!grpc && !args.sidecar_scope) {
             watch_svc0.insert(i);
         }
         let (a, t) = (args.clone(), tx.clone());
