@@ -1,5 +1,6 @@
 //! Rudder: an Istio-compatible service-mesh control plane. See `docs/architecture.md`.
 
+pub mod activity;
 pub mod admin;
 pub mod ca;
 pub mod cmd;

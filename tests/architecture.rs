@@ -14,6 +14,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("model", &["config", "store"]),
     ("metrics", &[]),
     ("logging", &[]),
+    ("activity", &[]),
     ("k8s", &["metrics"]),
     (
         "source",
@@ -74,6 +75,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "xds::server",
         &[
+            "activity",
             "metrics",
             "model::identity",
             "xds::context",
@@ -90,7 +92,15 @@ const RULES: &[(&str, &[&str])] = &[
     ("ca", &["config", "store", "model", "metrics"]),
     (
         "webhook",
-        &["config", "validation", "store", "model", "metrics", "k8s"],
+        &[
+            "activity",
+            "config",
+            "validation",
+            "store",
+            "model",
+            "metrics",
+            "k8s",
+        ],
     ),
     (
         "admin",

@@ -8,6 +8,7 @@ pub mod limits;
 pub mod metrics;
 pub mod validate;
 
+use crate::activity::Activity;
 use crate::metrics::StatusLabels;
 use crate::store::Store;
 use crate::webhook::metrics::WebhookMetrics;
@@ -193,52 +194,12 @@ pub fn tls_config(
     Ok(Arc::new(config))
 }
 
-/// When a connection last had a request in flight, so an idle one can be closed.
-#[derive(Default)]
-struct Activity {
-    inflight: std::sync::atomic::AtomicUsize,
-    last: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
-/// A request in flight on a connection; dropping it marks the connection active now.
-struct InFlight(Arc<Activity>);
-
-impl Activity {
-    fn begin(self: &Arc<Self>) -> InFlight {
-        self.inflight.fetch_add(1, Ordering::AcqRel);
-        InFlight(self.clone())
-    }
-
-    /// True when nothing is in flight and nothing was since `since`.
-    fn idle_since(&self, since: std::time::Instant) -> bool {
-        self.inflight.load(Ordering::Acquire) == 0
-            && self
-                .last
-                .lock()
-                .map(|l| l.is_none_or(|at| at < since))
-                .unwrap_or(false)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Ok(mut last) = self.0.last.lock() {
-            *last = Some(std::time::Instant::now());
-        }
-        self.0.inflight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// Ends when a connection has had no request in flight for `idle`: a caller that connects and
 /// sends nothing (or trickles a request's headers) does not keep a socket and task forever.
 async fn idle_for(activity: &Activity, idle: Duration) {
-    let opened = std::time::Instant::now();
     loop {
         tokio::time::sleep(idle / 2).await;
-        if let Some(since) = std::time::Instant::now().checked_sub(idle)
-            && since >= opened
-            && activity.idle_since(since)
-        {
+        if activity.idle_for(idle) {
             return;
         }
     }
@@ -285,7 +246,7 @@ pub async fn serve(
                         return;
                     }
                 };
-                let activity = Arc::new(Activity::default());
+                let activity = Activity::new();
                 let tracked = activity.clone();
                 let service = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
                     let in_flight = tracked.begin();

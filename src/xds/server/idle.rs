@@ -8,14 +8,14 @@
 //! without a connect-info type of our own (that would hide the peer address and certificates
 //! tonic's `Request` reads from `TcpConnectInfo`).
 
+use crate::activity::{Activity, InUse};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
@@ -29,24 +29,6 @@ pub struct IdleConnections {
     live: Mutex<HashMap<Key, Arc<Activity>>>,
     /// Connections closed for being idle (`rudder_xds_errors_total{reason="idle_connection"}`).
     closed: Box<dyn Fn() + Send + Sync>,
-}
-
-#[derive(Default)]
-struct Activity {
-    streams: AtomicUsize,
-    last: Mutex<Option<Instant>>,
-}
-
-/// A stream open on a connection; dropping it marks the connection active now.
-pub struct OpenStream(Arc<Activity>);
-
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        if let Ok(mut last) = self.0.last.lock() {
-            *last = Some(Instant::now());
-        }
-        self.0.streams.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 impl IdleConnections {
@@ -75,10 +57,7 @@ impl IdleConnections {
             tcp.local_addr().unwrap_or(([0, 0, 0, 0], 0).into()),
             tcp.peer_addr().unwrap_or(([0, 0, 0, 0], 0).into()),
         );
-        let activity = Arc::new(Activity {
-            streams: AtomicUsize::new(0),
-            last: Mutex::new(Some(Instant::now())),
-        });
+        let activity = Activity::new();
         if let Ok(mut live) = self.live.lock() {
             live.insert(key, activity.clone());
         }
@@ -96,11 +75,10 @@ impl IdleConnections {
         &self,
         local: Option<SocketAddr>,
         remote: Option<SocketAddr>,
-    ) -> Option<OpenStream> {
+    ) -> Option<InUse> {
         let key = (local?, remote?);
         let activity = self.live.lock().ok()?.get(&key)?.clone();
-        activity.streams.fetch_add(1, Ordering::AcqRel);
-        Some(OpenStream(activity))
+        Some(activity.begin())
     }
 }
 
@@ -111,20 +89,6 @@ pub struct Tracked {
     activity: Arc<Activity>,
     registry: Arc<IdleConnections>,
     check: Pin<Box<Sleep>>,
-}
-
-impl Tracked {
-    /// True when no stream is open and none was for the idle timeout.
-    fn idle(&self) -> bool {
-        let timeout = self.registry.timeout;
-        self.activity.streams.load(Ordering::Acquire) == 0
-            && self
-                .activity
-                .last
-                .lock()
-                .map(|l| l.is_none_or(|at| at.elapsed() >= timeout))
-                .unwrap_or(false)
-    }
 }
 
 impl Drop for Tracked {
@@ -150,7 +114,7 @@ impl AsyncRead for Tracked {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         while self.check.as_mut().poll(cx).is_ready() {
-            if self.idle() {
+            if self.activity.idle_for(self.registry.timeout) {
                 (self.registry.closed)();
                 tracing::debug!(peer = %self.key.1, "closing an idle gRPC connection");
                 // End of stream: the HTTP/2 server closes the connection.
