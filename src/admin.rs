@@ -271,16 +271,19 @@ async fn mesh(State(s): State<AdminState>) -> Json<serde_json::Value> {
 
 /// Every bound on what a client can cost, its setting, and how often it refused something.
 async fn limitz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
+    let series: Vec<&str> = s.limits.iter().map(|l| l.refused_series).collect();
+    let refused = s.metrics.samples(&series);
     Json(
         s.limits
             .iter()
-            .map(|l| {
+            .zip(refused)
+            .map(|(l, refused)| {
                 serde_json::json!({
                     "name": l.name,
                     "setting": l.setting,
                     "value": l.value,
                     "refusedSeries": l.refused_series,
-                    "refused": s.metrics.sample(l.refused_series),
+                    "refused": refused,
                 })
             })
             .collect(),

@@ -285,13 +285,19 @@ pub struct Limit {
 }
 
 impl Metrics {
-    /// The sum of the samples of `series` (a name with its labels, e.g. `x_total{reason="y"}`).
-    pub fn sample(&self, series: &str) -> f64 {
-        self.render()
-            .lines()
-            .filter(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    /// The sum of the samples of each of `series` (a name with its labels, e.g.
+    /// `x_total{reason="y"}`), from one rendering.
+    pub fn samples(&self, series: &[&str]) -> Vec<f64> {
+        let text = self.render();
+        series
+            .iter()
+            .map(|name| {
+                text.lines()
+                    .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum()
+            })
+            .collect()
     }
 
     /// Names of every metric family (counters without `_total`, histograms without `_bucket`).

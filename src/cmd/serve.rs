@@ -225,10 +225,7 @@ pub struct ServeArgs {
 /// The bounds on clients, as `/debug/limitz` shows them (docs/reliability.md explains each).
 fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
     use crate::metrics::Limit;
-    let rate = match args.max_requests_per_second {
-        0 => automatic_request_limit(),
-        n => n,
-    };
+    let rate = request_limit(args);
     vec![
         Limit {
             name: "new xDS streams per second",
@@ -311,9 +308,12 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
     ]
 }
 
-/// New xDS streams per second when none is set: 500 per core. A new stream costs its first full
+/// New xDS streams per second: as set, or when 0, 500 per core. A new stream costs its first full
 /// generation; at this rate a reconnect storm keeps part of the CPU for the streams already there.
-fn automatic_request_limit() -> u32 {
+fn request_limit(args: &ServeArgs) -> u32 {
+    if args.max_requests_per_second > 0 {
+        return args.max_requests_per_second;
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     u32::try_from(cores * 500).unwrap_or(u32::MAX)
 }
@@ -709,10 +709,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cancel.clone(),
         XdsLimits {
             send_timeout: args.xds_send_timeout,
-            new_streams_per_second: match args.max_requests_per_second {
-                0 => automatic_request_limit(),
-                n => n,
-            },
+            new_streams_per_second: request_limit(&args),
             idle_timeout: args.xds_idle_timeout,
             max_subscribed_names: args.xds_max_subscribed_names,
             max_unknown_names: args.xds_max_unknown_names,

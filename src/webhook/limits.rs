@@ -74,7 +74,7 @@ pub struct Refusal {
 /// What a request holds while it is judged; dropping it gives the budget back.
 pub struct Held {
     _bytes: Option<OwnedSemaphorePermit>,
-    _review: Option<OwnedSemaphorePermit>,
+    _review: OwnedSemaphorePermit,
 }
 
 impl Budget {
@@ -137,7 +137,7 @@ impl Budget {
         // Counted as long as the review is judged, not only while it arrives.
         let held = Held {
             _bytes: bytes_held,
-            _review: Some(review),
+            _review: review,
         };
         Ok((bytes, held))
     }
