@@ -72,14 +72,45 @@ impl Cluster {
             fake.add_token(&token, ns, sa, &["istio-ca"]);
             return token;
         }
+        let sa_obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}});
+        self.apply(sa_obj);
+        self.request_token(ns, sa, None)
+    }
+
+    /// A token of `ns/sa` bound to pod `ns/pod` (which must exist), as the kubelet projects it.
+    pub fn pod_token(&self, ns: &str, sa: &str, pod: &str) -> String {
+        let uid = self
+            .get_json(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ns}}))
+            .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+            .expect("pod uid");
+        if let Some(fake) = &self.fake {
+            let token = format!("token-{ns}-{sa}-{pod}");
+            fake.add_pod_token(&token, ns, sa, (pod, &uid));
+            return token;
+        }
+        let pod_ref = k8s_openapi::api::authentication::v1::BoundObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.into()),
+            uid: Some(uid),
+        };
+        self.request_token(ns, sa, Some(pod_ref))
+    }
+
+    /// A real API server's token for `ns/sa` with audience `istio-ca`, bound to `bound` if given.
+    fn request_token(
+        &self,
+        ns: &str,
+        sa: &str,
+        bound: Option<k8s_openapi::api::authentication::v1::BoundObjectReference>,
+    ) -> String {
         use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
         use k8s_openapi::api::core::v1::ServiceAccount;
         let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
-        let sa_obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}});
-        self.apply(sa_obj);
         let req = TokenRequest {
             spec: TokenRequestSpec {
                 audiences: vec!["istio-ca".into()],
+                bound_object_ref: bound,
                 ..Default::default()
             },
             ..Default::default()
@@ -94,43 +125,6 @@ impl Cluster {
 
     /// The root Rudder's CA keeps in Secret `istio-ca-secret` of this cluster's namespace (where the
     /// daemon runs), PEM.
-    /// A token of `ns/sa` bound to pod `ns/pod` (which must exist), as the kubelet projects it.
-    pub fn pod_token(&self, ns: &str, sa: &str, pod: &str) -> String {
-        let uid = self
-            .get_json(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ns}}))
-            .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
-            .expect("pod uid");
-        if let Some(fake) = &self.fake {
-            let token = format!("token-{ns}-{sa}-{pod}");
-            fake.add_pod_token(&token, ns, sa, (pod, &uid));
-            return token;
-        }
-        use k8s_openapi::api::authentication::v1::{
-            BoundObjectReference, TokenRequest, TokenRequestSpec,
-        };
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
-        let req = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences: vec!["istio-ca".into()],
-                bound_object_ref: Some(BoundObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("Pod".into()),
-                    name: Some(pod.into()),
-                    uid: Some(uid),
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        self.rt
-            .block_on(api.create_token_request(sa, &PostParams::default(), &req))
-            .expect("token request")
-            .status
-            .map(|s| s.token)
-            .unwrap_or_default()
-    }
-
     pub fn ca_root(&self) -> String {
         let secret = self
             .get_json(json!({"apiVersion": "v1", "kind": "Secret",

@@ -679,8 +679,14 @@ impl FakeApi {
         service_account: &str,
         audiences: &[&str],
     ) {
-        let status = json!({"authenticated": true, "audiences": audiences,
-                            "user": {"username": format!("system:serviceaccount:{namespace}:{service_account}")}});
+        let user =
+            json!({"username": format!("system:serviceaccount:{namespace}:{service_account}")});
+        self.vouch(token, audiences, user);
+    }
+
+    /// Makes TokenReview accept `token` for `audiences` as `user`.
+    fn vouch(&self, token: &str, audiences: &[&str], user: Value) {
+        let status = json!({"authenticated": true, "audiences": audiences, "user": user});
         self.shared
             .inner
             .lock()
@@ -697,16 +703,10 @@ impl FakeApi {
         service_account: &str,
         pod: (&str, &str),
     ) {
-        let status = json!({"authenticated": true, "audiences": ["istio-ca"],
-                            "user": {"username": format!("system:serviceaccount:{namespace}:{service_account}"),
-                                     "extra": {"authentication.kubernetes.io/pod-name": [pod.0],
-                                               "authentication.kubernetes.io/pod-uid": [pod.1]}}});
-        self.shared
-            .inner
-            .lock()
-            .unwrap()
-            .tokens
-            .insert(token.into(), status);
+        let user = json!({"username": format!("system:serviceaccount:{namespace}:{service_account}"),
+                          "extra": {"authentication.kubernetes.io/pod-name": [pod.0],
+                                    "authentication.kubernetes.io/pod-uid": [pod.1]}});
+        self.vouch(token, &["istio-ca"], user);
     }
 
     /// A token TokenReview rejects with `error` (expired, revoked...).
