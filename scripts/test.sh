@@ -7,6 +7,14 @@ cd "$(dirname "$0")/.."
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
+# Free disk decides whether the build can finish; print it so a failed run says why.
+echo "== disk"
+df -h . | tail -1
+free_kib=$(df -Pk . | awk 'NR == 2 {print $4}')
+if [ "${free_kib:-0}" -lt 3000000 ]; then
+  echo "warning: under 3 GB free; a full test build needs about 3 GB" >&2
+fi
+
 echo "== peers (Envoy, grpcio, grpc-js-xds)"
 bash scripts/setup-peers.sh
 # End-to-end tests must not skip for want of peers here.
