@@ -3,6 +3,8 @@
 //! the chart passes, the CRDs are the ones generated from the config model, and the dashboard only
 //! queries metrics Rudder exports. With KUBECONFIG, a real API server dry-runs everything.
 
+#![recursion_limit = "256"]
+
 mod common;
 
 use clap::{Args, FromArgMatches};
@@ -23,13 +25,15 @@ struct Rendered {
     /// Every object of every template, by "Kind/name".
     objects: BTreeMap<String, Value>,
     crds: Vec<Value>,
+    /// What `helm install` prints afterwards.
+    notes: String,
 }
 
 fn render(values: Value) -> Option<Rendered> {
     render_in(NS, values)
 }
 
-fn render_in(namespace: &str, values: Value) -> Option<Rendered> {
+fn run_helm(namespace: &str, values: &Value) -> Option<std::process::Output> {
     let python = peer("venv/bin/python")?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/helm_chart.py");
     let out = std::process::Command::new(python)
@@ -39,6 +43,18 @@ fn render_in(namespace: &str, values: Value) -> Option<Rendered> {
         .arg(values.to_string())
         .output()
         .expect("run helm_chart.py");
+    Some(out)
+}
+
+/// Helm's error for values the chart must refuse (None when Helm is not installed).
+fn render_error(namespace: &str, values: Value) -> Option<String> {
+    let out = run_helm(namespace, &values)?;
+    assert!(!out.status.success(), "{values} rendered; it should fail");
+    Some(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn render_in(namespace: &str, values: Value) -> Option<Rendered> {
+    let out = run_helm(namespace, &values)?;
     assert!(
         out.status.success(),
         "helm render failed: {}",
@@ -46,8 +62,10 @@ fn render_in(namespace: &str, values: Value) -> Option<Rendered> {
     );
     let result: Value = serde_json::from_slice(&out.stdout).expect("JSON from helm_chart.py");
     let mut objects = BTreeMap::new();
+    let mut notes = String::new();
     for (template, text) in result["manifests"].as_object().unwrap() {
         if template.ends_with("NOTES.txt") {
+            notes = text.as_str().unwrap_or_default().to_string();
             continue;
         }
         for doc in yaml_documents(text.as_str().unwrap()) {
@@ -72,6 +90,7 @@ fn render_in(namespace: &str, values: Value) -> Option<Rendered> {
         lint: result["lint"].clone(),
         objects,
         crds,
+        notes,
     })
 }
 
@@ -110,6 +129,9 @@ fn check_object(obj: &Value) {
         "MutatingWebhookConfiguration" => drop(typed::<adm::MutatingWebhookConfiguration>(obj)),
         "PodDisruptionBudget" => drop(typed::<policy::PodDisruptionBudget>(obj)),
         "HorizontalPodAutoscaler" => drop(typed::<hpa::HorizontalPodAutoscaler>(obj)),
+        "NetworkPolicy" => drop(typed::<k8s_openapi::api::networking::v1::NetworkPolicy>(
+            obj,
+        )),
         other => panic!("unexpected kind {other} in the chart"),
     }
 }
@@ -186,7 +208,7 @@ fn chart_lints_and_renders_valid_objects() {
         assert!(ports.contains(&want), "{ports:?}");
     }
 
-    let deploy = get(&r, "Deployment/rudder");
+    let deploy = get(&r, "Deployment/istiod");
     let pod = &deploy["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready");
@@ -231,8 +253,8 @@ fn chart_lints_and_renders_valid_objects() {
     // RBAC: every permission the controllers use, granted to the Deployment's service account.
     let sa = pod["serviceAccountName"].as_str().unwrap();
     assert!(r.objects.contains_key(&format!("ServiceAccount/{sa}")));
-    let cluster_role = get(&r, "ClusterRole/rudder-istio-system");
-    let role = get(&r, "Role/rudder");
+    let cluster_role = get(&r, "ClusterRole/istiod-clusterrole-istio-system");
+    let role = get(&r, "Role/istiod");
     for p in PERMISSIONS {
         let rules = match p.scope {
             Scope::Cluster => &cluster_role["rules"],
@@ -273,8 +295,8 @@ fn chart_lints_and_renders_valid_objects() {
         }
     }
     for binding in [
-        "ClusterRoleBinding/rudder-istio-system",
-        "RoleBinding/rudder",
+        "ClusterRoleBinding/istiod-clusterrole-istio-system",
+        "RoleBinding/istiod",
     ] {
         let b = get(&r, binding);
         assert_eq!(b["subjects"][0]["name"], sa);
@@ -306,7 +328,7 @@ fn chart_lints_and_renders_valid_objects() {
         serde_json::from_value(get(&r, "ConfigMap/istio-sidecar-injector").clone()).unwrap();
     let template = rudder::webhook::inject::Template::from_configmap(&injector_cm.data.unwrap())
         .expect("injector ConfigMap parses");
-    assert_eq!(template.image, "docker.io/istio/proxyv2:1.28.0");
+    assert_eq!(template.image, "docker.io/istio/proxyv2:1.30.0");
     assert!(template.policy_enabled);
     let mesh = get(&r, "ConfigMap/istio")["data"]["mesh"]
         .as_str()
@@ -316,8 +338,13 @@ fn chart_lints_and_renders_valid_objects() {
         serde_saphyr::from_str(&mesh).expect("mesh parses");
     assert_eq!(mesh.trust_domain.as_deref(), Some("cluster.local"));
 
-    assert!(r.objects.contains_key("PodDisruptionBudget/rudder"));
-    assert!(r.objects.contains_key("HorizontalPodAutoscaler/rudder"));
+    assert!(r.objects.contains_key("PodDisruptionBudget/istiod"));
+    assert!(r.objects.contains_key("HorizontalPodAutoscaler/istiod"));
+    assert!(
+        !r.notes.contains("WARNING"),
+        "the defaults are all honoured: {}",
+        r.notes
+    );
     assert!(
         deploy["spec"]["replicas"].is_null(),
         "the HPA owns the replica count"
@@ -326,19 +353,25 @@ fn chart_lints_and_renders_valid_objects() {
     dry_run_on_real_cluster();
 }
 
-#[test]
-fn chart_values_for_a_canary_revision() {
-    let values = json!({
-        "revision": "canary",
-        "service": {"istiodName": false},
-        "autoscaling": {"enabled": false},
-        "replicaCount": 3,
-        "pdb": {"enabled": false},
-        "dashboard": {"enabled": false},
-        "webhooks": {"validation": {"failurePolicy": "Ignore"}},
-        "global": {"hub": "registry.example.com/istio", "tag": "1.29.1"},
-    });
-    let Some(r) = render(values) else { return };
+fn args_of(deploy: &Value) -> Vec<String> {
+    deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn env_of(deploy: &Value) -> BTreeMap<String, Value> {
+    deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e["value"].clone()))
+        .collect()
+}
+
+fn assert_clean(r: &Rendered) {
     assert!(
         r.lint["errors"].as_array().unwrap().is_empty(),
         "{}",
@@ -347,18 +380,31 @@ fn chart_values_for_a_canary_revision() {
     for obj in r.objects.values() {
         check_object(obj);
     }
-    assert!(r.objects.contains_key("Service/rudder-canary"));
-    let deploy = get(&r, "Deployment/rudder-canary");
+}
+
+#[test]
+fn chart_values_for_a_canary_revision() {
+    let values = json!({
+        "revision": "canary",
+        "autoscaleEnabled": false,
+        "replicaCount": 3,
+        "global": {
+            "hub": "registry.example.com/istio",
+            "tag": "1.29.1",
+            "defaultPodDisruptionBudget": {"enabled": false},
+        },
+        "base": {"validationFailurePolicy": "Ignore"},
+        "rudder": {"dashboard": {"enabled": false}},
+    });
+    let Some(r) = render(values) else { return };
+    assert_clean(&r);
+    assert!(r.objects.contains_key("Service/istiod-canary"));
+    let deploy = get(&r, "Deployment/istiod-canary");
     assert_eq!(deploy["spec"]["replicas"], 3);
-    let args: Vec<String> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
+    let args = args_of(deploy);
     parse_args(&args);
     assert!(args.contains(&"--revision=canary".to_string()));
-    assert!(args.contains(&"--discovery-address=rudder-canary.istio-system.svc:15012".to_string()));
+    assert!(args.contains(&"--discovery-address=istiod-canary.istio-system.svc:15012".to_string()));
     assert!(
         !r.objects.contains_key("ConfigMap/istio"),
         "the shared mesh ConfigMap belongs to the default revision"
@@ -396,11 +442,333 @@ fn chart_values_for_a_canary_revision() {
         json!({"key": "istio.io/rev", "operator": "In", "values": ["canary"]})
     );
     for absent in [
-        "PodDisruptionBudget/rudder-canary",
-        "HorizontalPodAutoscaler/rudder-canary",
+        "PodDisruptionBudget/istiod-canary",
+        "HorizontalPodAutoscaler/istiod-canary",
         "ConfigMap/rudder-canary-dashboard",
     ] {
         assert!(!r.objects.contains_key(absent), "{absent}");
+    }
+}
+
+/// A values file as an istiod operator writes it (istio-discovery's layout, written here from its
+/// documented keys): every key it sets takes effect, in the object istiod's chart puts it in.
+#[test]
+fn an_istiod_values_file_installs_rudder() {
+    let values = json!({
+        "autoscaleEnabled": true,
+        "autoscaleMin": 2,
+        "autoscaleMax": 7,
+        "autoscaleBehavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
+        "cpu": {"targetAverageUtilization": 65},
+        "memory": {"targetAverageUtilization": 75},
+        "rollingMaxSurge": 1,
+        "rollingMaxUnavailable": 0,
+        "image": "mirror.example.com/rudder/rudder:0.1.0",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        "env": {"PILOT_PUSH_THROTTLE": 50, "PILOT_DEBOUNCE_AFTER": "200ms"},
+        "extraContainerArgs": ["--xds-send-timeout=30s"],
+        "nodeSelector": {"pool": "system"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {"app": "istiod"}}}}]}},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "istiod"}}}],
+        "podAnnotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+        "podLabels": {"team": "mesh"},
+        "deploymentLabels": {"cost-center": "platform"},
+        "deploymentAnnotations": {"reloader.example.com/auto": "true"},
+        "serviceAnnotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"},
+        "serviceAccountAnnotations": {"iam.example.com/role": "istiod"},
+        "sidecarInjectorWebhookAnnotations": {"example.com/owner": "mesh"},
+        "volumes": [{"name": "extra", "emptyDir": {}}],
+        "volumeMounts": [{"name": "extra", "mountPath": "/extra"}],
+        "keepaliveMaxServerConnectionAge": "1h",
+        "ipFamilyPolicy": "PreferDualStack",
+        "ipFamilies": ["IPv4", "IPv6"],
+        "trustedZtunnelNamespace": "kube-system",
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "pdb": {"maxUnavailable": 1},
+        "sidecarInjectorWebhook": {
+            "neverInjectSelector": [{"matchLabels": {"job": "batch"}}],
+            "rewriteAppHTTPProbe": false,
+            "reinvocationPolicy": "IfNeeded",
+            "enableNamespacesByDefault": true,
+        },
+        "meshConfig": {"trustDomain": "corp.example", "accessLogFile": "/dev/stdout"},
+        "revisionTags": ["prod"],
+        "global": {
+            "hub": "mirror.example.com/istio",
+            "tag": "1.30.0",
+            "variant": "distroless",
+            "imagePullPolicy": "Always",
+            "imagePullSecrets": ["mirror-pull"],
+            "logAsJson": true,
+            "logging": {"level": "default:info,ads:debug"},
+            "priorityClassName": "system-cluster-critical",
+            "proxy": {"clusterDomain": "corp.local", "logLevel": "info", "autoInject": "disabled"},
+            "multiCluster": {"clusterName": "east-1"},
+            "meshID": "corp",
+            "network": "net-east",
+            "networkPolicy": {"enabled": true},
+        },
+    });
+    let Some(r) = render(values) else { return };
+    assert_clean(&r);
+    assert!(!r.notes.contains("WARNING"), "{}", r.notes);
+
+    let deploy = get(&r, "Deployment/istiod");
+    assert!(deploy["spec"]["replicas"].is_null());
+    assert_eq!(deploy["metadata"]["labels"]["cost-center"], "platform");
+    assert_eq!(
+        deploy["metadata"]["annotations"]["reloader.example.com/auto"],
+        "true"
+    );
+    assert_eq!(
+        deploy["spec"]["strategy"]["rollingUpdate"],
+        json!({"maxSurge": 1, "maxUnavailable": 0})
+    );
+    let template = &deploy["spec"]["template"];
+    assert_eq!(template["metadata"]["labels"]["team"], "mesh");
+    assert_eq!(
+        template["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"],
+        "true"
+    );
+    let pod = &template["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"pool": "system"}));
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["imagePullSecrets"], json!([{"name": "mirror-pull"}]));
+    assert!(pod["affinity"]["podAntiAffinity"].is_object());
+    assert_eq!(pod["topologySpreadConstraints"][0]["maxSkew"], 1);
+    assert!(
+        pod["tolerations"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"key": "dedicated", "operator": "Exists"}))
+    );
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "extra")
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"], "mirror.example.com/rudder/rudder:0.1.0",
+        "Rudder's image is its own; global.hub/tag/variant are the proxies'"
+    );
+    assert_eq!(container["imagePullPolicy"], "Always");
+    assert_eq!(container["resources"]["requests"]["cpu"], "1");
+    assert_eq!(container["volumeMounts"][1]["mountPath"], "/extra");
+    let args = args_of(deploy);
+    parse_args(&args);
+    for want in [
+        "--log-format=json",
+        "--log-level=default:info,ads:debug",
+        "--domain-suffix=corp.local",
+        "--cluster-id=east-1",
+        "--trust-domain=corp.example",
+        "--keepalive-max-server-connection-age=1h",
+        "--revision-tags=prod",
+        "--xds-send-timeout=30s",
+    ] {
+        assert!(args.contains(&want.to_string()), "{want} not in {args:?}");
+    }
+    let env = env_of(deploy);
+    assert_eq!(env["PILOT_PUSH_THROTTLE"], "50");
+    assert_eq!(env["PILOT_DEBOUNCE_AFTER"], "200ms");
+    assert_eq!(env["CA_TRUSTED_NODE_ACCOUNTS"], "kube-system/ztunnel");
+
+    let hpa = get(&r, "HorizontalPodAutoscaler/istiod");
+    assert_eq!(hpa["spec"]["minReplicas"], 2);
+    assert_eq!(hpa["spec"]["maxReplicas"], 7);
+    assert_eq!(
+        hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+        300
+    );
+    let targets: Vec<(&str, i64)> = hpa["spec"]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["resource"]["name"].as_str().unwrap(),
+                m["resource"]["target"]["averageUtilization"]
+                    .as_i64()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(targets, [("cpu", 65), ("memory", 75)]);
+    assert_eq!(
+        get(&r, "PodDisruptionBudget/istiod")["spec"]["maxUnavailable"],
+        1
+    );
+
+    let svc = get(&r, "Service/istiod");
+    assert_eq!(svc["spec"]["ipFamilyPolicy"], "PreferDualStack");
+    assert_eq!(
+        svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"],
+        "true"
+    );
+    assert_eq!(
+        get(&r, "ServiceAccount/istiod")["metadata"]["annotations"]["iam.example.com/role"],
+        "istiod"
+    );
+    assert!(r.objects.contains_key("NetworkPolicy/istiod"));
+    assert!(r.objects.contains_key("Service/istiod-revision-tag-prod"));
+
+    let injector = get(&r, "MutatingWebhookConfiguration/istio-sidecar-injector");
+    assert_eq!(
+        injector["metadata"]["annotations"]["example.com/owner"],
+        "mesh"
+    );
+    let names: Vec<&str> = injector["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            assert_eq!(w["reinvocationPolicy"], "IfNeeded");
+            w["name"].as_str().unwrap()
+        })
+        .collect();
+    assert!(
+        names.contains(&"auto.sidecar-injector.istio.io"),
+        "{names:?}"
+    );
+    let tag = get(&r, "MutatingWebhookConfiguration/istio-revision-tag-prod");
+    assert_eq!(tag["metadata"]["labels"]["istio.io/tag"], "prod");
+    assert_eq!(
+        tag["metadata"]["labels"]["istio.io/rev"], "default",
+        "labelled with the revision, so its leader keeps the caBundle"
+    );
+    assert_eq!(
+        tag["webhooks"][0]["namespaceSelector"]["matchExpressions"][0],
+        json!({"key": "istio.io/rev", "operator": "In", "values": ["prod"]})
+    );
+
+    let cm: BTreeMap<String, String> =
+        serde_json::from_value(get(&r, "ConfigMap/istio-sidecar-injector")["data"].clone())
+            .unwrap();
+    let t = rudder::webhook::inject::Template::from_configmap(&cm).unwrap();
+    assert_eq!(
+        t.image,
+        "mirror.example.com/istio/proxyv2:1.30.0-distroless"
+    );
+    assert_eq!(t.pull_policy.as_deref(), Some("Always"));
+    assert_eq!(t.log_level, "info");
+    assert!(!t.policy_enabled && !t.rewrite_probes && t.namespaces_by_default);
+    assert_eq!(t.never_inject.len(), 1);
+    assert_eq!(t.cluster_id.as_deref(), Some("east-1"));
+    assert_eq!(t.mesh_id.as_deref(), Some("corp"));
+    assert_eq!(t.network.as_deref(), Some("net-east"));
+    let mesh: rudder::config::mesh::MeshConfig =
+        serde_saphyr::from_str(get(&r, "ConfigMap/istio")["data"]["mesh"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(mesh.trust_domain.as_deref(), Some("corp.example"));
+}
+
+/// The older layout (`pilot.*`, as IstioOperator's `values.pilot` and istiod charts before 1.24
+/// write it) and `profile: ambient` are read; the user's values win over the profile.
+#[test]
+fn pilot_layout_and_ambient_profile() {
+    let values = json!({
+        "profile": "ambient",
+        "pilot": {
+            "autoscaleEnabled": false,
+            "replicaCount": 2,
+            "env": {"PILOT_PUSH_THROTTLE": 20},
+            "extraContainerArgs": ["--xds-idle-timeout=60s"],
+        },
+        "global": {"variant": ""},
+    });
+    let Some(r) = render(values) else { return };
+    assert_clean(&r);
+    let deploy = get(&r, "Deployment/istiod");
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    assert!(!r.objects.contains_key("HorizontalPodAutoscaler/istiod"));
+    let env = env_of(deploy);
+    assert_eq!(env["PILOT_PUSH_THROTTLE"], "20");
+    assert_eq!(env["PILOT_ENABLE_AMBIENT"], "true", "from the profile");
+    let args = args_of(deploy);
+    parse_args(&args);
+    assert!(args.contains(&"--xds-idle-timeout=60s".to_string()));
+    let mesh = get(&r, "ConfigMap/istio")["data"]["mesh"].as_str().unwrap();
+    assert!(mesh.contains("ISTIO_META_ENABLE_HBONE"), "{mesh}");
+    let cm: BTreeMap<String, String> =
+        serde_json::from_value(get(&r, "ConfigMap/istio-sidecar-injector")["data"].clone())
+            .unwrap();
+    assert_eq!(
+        rudder::webhook::inject::Template::from_configmap(&cm)
+            .unwrap()
+            .image,
+        "docker.io/istio/proxyv2:1.30.0",
+        "the user's global.variant beats the profile's"
+    );
+}
+
+/// Keys istiod's chart does not have, or values of the wrong shape, fail the install with a
+/// message naming them; keys istiod has that Rudder does not act on are named after the install.
+#[test]
+fn typos_fail_and_unhonoured_values_are_named() {
+    for (values, want) in [
+        (json!({"autoscaleEnabeld": false}), "autoscaleEnabeld"),
+        (json!({"image": {"repository": "x"}}), "/image"),
+        (json!({"global": {"proxy": {"imag": "x"}}}), "imag"),
+        (json!({"pilot": {"envv": {}}}), "envv"),
+        (
+            json!({"sidecarInjectorWebhook": {"reinvocationPolicy": "Sometimes"}}),
+            "reinvocationPolicy",
+        ),
+        (json!({"profile": "openshift"}), "profile"),
+    ] {
+        let Some(err) = render_error(NS, values.clone()) else {
+            return;
+        };
+        assert!(err.contains(want), "{values}: {err}");
+    }
+    let values = json!({
+        "cni": {"enabled": true},
+        "global": {"pilotCertProvider": "kubernetes", "proxy": {"tracer": "zipkin"}},
+        "telemetry": {"enabled": false},
+    });
+    let Some(r) = render(values) else { return };
+    let notes = &r.notes;
+    assert!(notes.contains("WARNING"), "{notes}");
+    for path in [
+        "cni.enabled",
+        "global.pilotCertProvider",
+        "global.proxy.tracer",
+        "telemetry",
+    ] {
+        assert!(notes.contains(path), "{path} not named: {notes}");
+    }
+}
+
+/// `global.resourceScope` splits an install between a cluster admin (cluster-scoped objects) and
+/// a namespace owner, as istiod's chart does.
+#[test]
+fn resource_scope_splits_cluster_and_namespace_objects() {
+    let cluster_scoped = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ];
+    for scope in ["cluster", "namespace"] {
+        let Some(r) = render(json!({"global": {"resourceScope": scope}})) else {
+            return;
+        };
+        assert!(!r.objects.is_empty());
+        for key in r.objects.keys() {
+            let kind = key.split('/').next().unwrap();
+            assert_eq!(
+                cluster_scoped.contains(&kind),
+                scope == "cluster",
+                "{key} rendered with resourceScope {scope}"
+            );
+        }
     }
 }
 

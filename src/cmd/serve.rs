@@ -144,8 +144,12 @@ pub struct ServeArgs {
     pub https_addr: SocketAddr,
     /// This control plane's revision: injected pods' `istio.io/rev`, namespaces labelled
     /// `istio.io/rev=<revision>` are injected, webhook configurations labelled with it get our caBundle.
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", env = "REVISION")]
     pub revision: String,
+    /// Revision tags pointing at this revision (comma-separated): namespaces and pods labelled
+    /// `istio.io/rev=<tag>` are injected as if they named the revision.
+    #[arg(long, value_delimiter = ',', env = "REVISION_TAGS")]
+    pub revision_tags: Vec<String>,
     /// Address injected proxies dial for xDS and certificates (default: istiod.<system-namespace>.svc:15012).
     #[arg(long)]
     pub discovery_address: Option<String>,
@@ -421,10 +425,19 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "CA_TRUSTED_NODE_ACCOUNTS",
 ];
 
+/// istiod feature switches whose value here is what Rudder always does: set that way they change
+/// nothing, so they are not warned about (`profile: ambient` sets the first).
+const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[("PILOT_ENABLE_AMBIENT", "true")];
+
 /// The `PILOT_*` (and `ISTIO_GPRC_*`, `CITADEL_*`) variables set in `vars` that Rudder does not
 /// read: an istiod Deployment's settings that would otherwise be ignored without a word.
 fn unread_istiod_env(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
     let mut unread: Vec<String> = vars
+        .filter(|(k, v)| {
+            !ISTIOD_ENV_ALWAYS
+                .iter()
+                .any(|(name, always)| k == name && v.eq_ignore_ascii_case(always))
+        })
         .map(|(k, _)| k)
         .filter(|k| {
             ["PILOT_", "ISTIO_GPRC_", "CITADEL_"]
@@ -649,6 +662,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let injector = Injector::new(
         InjectorSettings {
             revision: args.revision.clone(),
+            revision_tags: args.revision_tags.clone(),
             system_namespace: args.system_namespace.clone(),
             domain_suffix: args.domain_suffix.clone(),
             trust_domain: trust_domain.clone(),
@@ -842,6 +856,7 @@ mod tests {
             ("PILOT_ENABLE_STATUS", "true"),
             ("CITADEL_SELF_SIGNED_CA_CERT_TTL", "87600h"),
             ("HOME", "/root"),
+            ("PILOT_ENABLE_AMBIENT", "true"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()));
@@ -849,5 +864,7 @@ mod tests {
             unread_istiod_env(vars),
             ["CITADEL_SELF_SIGNED_CA_CERT_TTL", "PILOT_ENABLE_STATUS"]
         );
+        let off = std::iter::once(("PILOT_ENABLE_AMBIENT".to_string(), "false".to_string()));
+        assert_eq!(unread_istiod_env(off), ["PILOT_ENABLE_AMBIENT"]);
     }
 }

@@ -121,7 +121,10 @@ impl Injector {
     pub fn decide(&self, template: &Template, namespace: &str, pod: &Value) -> Decision {
         policy::decide(
             template,
-            &self.settings.revision,
+            &policy::Revision {
+                name: self.settings.revision.clone(),
+                tags: self.settings.revision_tags.clone(),
+            },
             &self.namespace_labels(namespace),
             namespace,
             pod,

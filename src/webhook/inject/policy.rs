@@ -13,6 +13,20 @@ pub enum Decision {
     Skip(String),
 }
 
+/// This control plane's revision and its tags (istiod's revision tags: other names for it).
+#[derive(Debug, Clone)]
+pub struct Revision {
+    pub name: String,
+    pub tags: Vec<String>,
+}
+
+impl Revision {
+    /// Whether an `istio.io/rev` label's value names this revision.
+    pub fn answers_to(&self, label: &str) -> bool {
+        self.name == label || self.tags.iter().any(|t| t == label)
+    }
+}
+
 /// Namespaces istiod never injects into.
 const IGNORED_NAMESPACES: &[&str] = &[
     "kube-system",
@@ -25,7 +39,7 @@ const IGNORED_NAMESPACES: &[&str] = &[
 /// too, so a webhook registered without them behaves the same), then the injection policy.
 pub fn decide(
     template: &Template,
-    revision: &str,
+    revision: &Revision,
     ns_labels: &BTreeMap<String, String>,
     namespace: &str,
     pod: &Value,
@@ -47,16 +61,20 @@ pub fn decide(
         Some("enabled") => pod_label != Some("false"),
         Some(_) => false,
         None => match ns_labels.get("istio.io/rev") {
-            Some(rev) => rev == revision && pod_label != Some("false"),
-            None => {
-                pod_label == Some("true")
-                    || labels.get("istio.io/rev").map(String::as_str) == Some(revision)
-            }
+            Some(rev) => revision.answers_to(rev) && pod_label != Some("false"),
+            None => match labels.get("istio.io/rev") {
+                Some(rev) => revision.answers_to(rev) && pod_label != Some("false"),
+                None => {
+                    pod_label == Some("true")
+                        || (template.namespaces_by_default && pod_label.is_none())
+                }
+            },
         },
     };
     if !selected {
         return Decision::Skip(format!(
-            "namespace {namespace} is not labelled istio-injection=enabled or istio.io/rev={revision}, and the pod does not opt in"
+            "namespace {namespace} is not labelled istio-injection=enabled or istio.io/rev={}, and the pod does not opt in",
+            revision.name
         ));
     }
     let explicit = pod_label.or(annotations.get(INJECT_LABEL).map(String::as_str));

@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone)]
 pub struct InjectorSettings {
     pub revision: String,
+    /// Other names of this revision (istiod's revision tags): namespaces and pods labelled
+    /// `istio.io/rev=<tag>` are ours too.
+    pub revision_tags: Vec<String>,
     pub system_namespace: String,
     pub domain_suffix: String,
     pub trust_domain: String,
@@ -22,6 +25,7 @@ impl Default for InjectorSettings {
     fn default() -> Self {
         InjectorSettings {
             revision: "default".into(),
+            revision_tags: Vec::new(),
             system_namespace: "istio-system".into(),
             domain_suffix: "cluster.local".into(),
             trust_domain: "cluster.local".into(),
@@ -52,6 +56,9 @@ pub struct Template {
     pub exclude_inbound_ports: String,
     pub exclude_outbound_ports: String,
     pub rewrite_probes: bool,
+    /// `sidecarInjectorWebhook.enableNamespacesByDefault`: pods in namespaces without injection
+    /// labels are injected unless they say no.
+    pub namespaces_by_default: bool,
     pub mesh_id: Option<String>,
     pub network: Option<String>,
     pub cluster_id: Option<String>,
@@ -59,7 +66,7 @@ pub struct Template {
 }
 
 pub const DEFAULT_HUB: &str = "docker.io/istio";
-pub const DEFAULT_TAG: &str = "1.28.0";
+pub const DEFAULT_TAG: &str = "1.30.0";
 
 impl Default for Template {
     fn default() -> Self {
@@ -85,6 +92,7 @@ impl Default for Template {
             exclude_inbound_ports: String::new(),
             exclude_outbound_ports: String::new(),
             rewrite_probes: true,
+            namespaces_by_default: false,
             mesh_id: None,
             network: None,
             cluster_id: None,
@@ -152,11 +160,16 @@ impl Template {
         let hub = scalar(&global["hub"]).unwrap_or_else(|| DEFAULT_HUB.into());
         let tag = scalar(&global["tag"]).unwrap_or_else(|| DEFAULT_TAG.into());
         let image = scalar(&proxy["image"]).unwrap_or_else(|| "proxyv2".into());
+        // `distroless` or `debug`: the tag's suffix, as istiod's template appends it.
+        let variant = scalar(&proxy["variant"])
+            .or_else(|| scalar(&global["variant"]))
+            .map(|v| format!("-{v}"))
+            .unwrap_or_default();
         // As the chart does: a value with a slash is a whole image reference.
         self.image = if image.contains('/') {
             image
         } else {
-            format!("{hub}/{image}:{tag}")
+            format!("{hub}/{image}:{tag}{variant}")
         };
         self.pull_policy = scalar(&global["imagePullPolicy"]);
         if proxy["resources"].is_object() {
@@ -197,6 +210,9 @@ impl Template {
         }
         if let Some(b) = v["sidecarInjectorWebhook"]["rewriteAppHTTPProbe"].as_bool() {
             self.rewrite_probes = b;
+        }
+        if let Some(b) = v["sidecarInjectorWebhook"]["enableNamespacesByDefault"].as_bool() {
+            self.namespaces_by_default = b;
         }
         self.mesh_id = scalar(&global["meshID"]);
         self.network = scalar(&global["network"]);

@@ -111,6 +111,73 @@ fn selection_follows_namespace_labels_then_pod_label_and_annotation() {
     );
 }
 
+/// istiod's revision tags: namespaces and pods labelled with a tag of this revision are ours; a
+/// tag of another revision is not.
+#[test]
+fn revision_tags_select_like_the_revision() {
+    let store = Arc::new(Store::default());
+    store.apply(vec![
+        Change::Upsert(namespace("stable", &[("istio.io/rev", "prod-stable")])),
+        Change::Upsert(namespace("other", &[("istio.io/rev", "prod-canary")])),
+        Change::Upsert(namespace("plain", &[])),
+    ]);
+    let settings = InjectorSettings {
+        revision: "1-30".into(),
+        revision_tags: vec!["prod-stable".into()],
+        ..InjectorSettings::default()
+    };
+    let inj = Injector::new(settings, store);
+    let t = Template::default();
+    let none = || pod(json!({}), json!({}));
+    let tagged = |tag: &str| pod(json!({"istio.io/rev": tag}), json!({}));
+    for (ns, p, want) in [
+        ("stable", none(), true),
+        (
+            "stable",
+            pod(json!({INJECT_LABEL: "false"}), json!({})),
+            false,
+        ),
+        ("other", none(), false),
+        ("plain", tagged("prod-stable"), true),
+        ("plain", tagged("1-30"), true),
+        ("plain", tagged("prod-canary"), false),
+        ("plain", none(), false),
+    ] {
+        let got = inj.decide(&t, ns, &p) == Decision::Inject;
+        assert_eq!(got, want, "namespace {ns}, pod {p}");
+    }
+}
+
+/// `enableNamespacesByDefault`: unlabelled namespaces are injected unless the pod says no or
+/// names another revision.
+#[test]
+fn namespaces_by_default_injects_unlabelled_namespaces() {
+    let inj = injector();
+    let data = BTreeMap::from([(
+        "values".to_string(),
+        r#"{"sidecarInjectorWebhook": {"enableNamespacesByDefault": true}}"#.to_string(),
+    )]);
+    let t = Template::from_configmap(&data).unwrap();
+    assert!(t.namespaces_by_default);
+    assert_eq!(
+        inj.decide(&t, "plain", &pod(json!({}), json!({}))),
+        Decision::Inject
+    );
+    for p in [
+        pod(json!({INJECT_LABEL: "false"}), json!({})),
+        pod(json!({"istio.io/rev": "canary"}), json!({})),
+    ] {
+        assert!(
+            matches!(inj.decide(&t, "plain", &p), Decision::Skip(_)),
+            "{p}"
+        );
+    }
+    assert!(matches!(
+        inj.decide(&t, "off", &pod(json!({}), json!({}))),
+        Decision::Skip(_)
+    ));
+}
+
 #[test]
 fn policy_and_selectors_from_the_configmap() {
     let inj = injector();
@@ -188,6 +255,13 @@ fn values_set_image_resources_and_capture() {
     assert_eq!(t.exclude_ip_ranges, "10.0.0.0/8");
     assert!(t.hold_application && !t.rewrite_probes);
     assert_eq!(t.cluster_id.as_deref(), Some("east"));
+
+    let distroless = r#"{"global": {"tag": "1.30.1", "variant": "distroless"}}"#;
+    let data = [("values".to_string(), distroless.to_string())].into();
+    assert_eq!(
+        Template::from_configmap(&data).unwrap().image,
+        "docker.io/istio/proxyv2:1.30.1-distroless"
+    );
 
     let full = r#"{"global": {"proxy": {"image": "my.registry/proxy:v1"}}}"#;
     let data = [("values".to_string(), full.to_string())].into();
