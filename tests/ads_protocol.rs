@@ -83,6 +83,14 @@ async fn nack_keeps_last_good_config_is_logged_and_counted() {
     eventually(10, "reject counted", || {
         metrics(&daemon).contains("pilot_total_xds_rejects{type=\"cds\"} 1")
     });
+    // istiod's older per-type series, by proxy and error code.
+    let m = metrics(&daemon);
+    assert!(
+        m.contains(&format!(
+            "pilot_xds_cds_reject{{node=\"{ID}\",err=\"3\"}} 1"
+        )) && m.contains("# TYPE pilot_xds_cds_reject gauge"),
+        "{m}"
+    );
     let syncz = http_get(daemon.addr("monitoring"), "/debug/syncz").1;
     assert!(
         syncz.contains("NACKED") && syncz.contains("test says no"),

@@ -504,6 +504,9 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
         let host = std::env::var("RUDDER_TEST_WEBHOOK_HOST").unwrap_or_else(|_| "127.0.0.1".into());
         c.apply(ns_obj(&ns));
         c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apps, "labels": {"istio.io/rev": rev}}}));
+        // A namespace labelled with a revision tag of ours (istiod's revision tags).
+        let tagged = format!("{ns}-tagged");
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tagged, "labels": {"istio.io/rev": "prod-stable"}}}));
         c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("istio-sidecar-injector-{rev}"), "namespace": ns},
             "data": {"config": "policy: enabled\n", "values": "{\"global\": {\"hub\": \"registry.example.com/istio\", \"tag\": \"9.9\"}}"}}));
@@ -514,6 +517,8 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
             "0.0.0.0:0",
             "--serving-dns-names",
             &host,
+            "--revision-tags",
+            "prod-stable",
         ]);
         wait_ready(&daemon);
         let port = daemon.addr("webhook").port();
@@ -572,6 +577,14 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
         eventually(20, "caBundle repaired", || {
             ca_bundles(&c, &validator) == vec![root.clone()]
         });
+        // istiod's patch series, by configuration.
+        let validator_name = validator["metadata"]["name"].as_str().unwrap().to_string();
+        eventually(10, "patch attempts counted", || {
+            common::metric(
+                &daemon,
+                &format!("webhook_patch_attempts_total{{name=\"{validator_name}\"}}"),
+            ) >= 2.0
+        });
 
         // The injector: namespace label and the cluster's template.
         let review = |pod_ns: &str| {
@@ -607,6 +620,10 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
             "{patch}"
         );
         assert!(inject(&ns).is_none(), "unlabelled namespace: not injected");
+        assert!(
+            inject(&tagged).is_some(),
+            "namespace labelled with a tag of our revision: injected"
+        );
 
         if !c.is_fake() {
             let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -642,6 +659,7 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
                 c.delete(obj);
             }
             c.delete(ns_obj(&apps));
+            c.delete(ns_obj(&tagged));
         }
     }
 }

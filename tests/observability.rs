@@ -253,6 +253,8 @@ fn metrics_move_as_pushes_happen() {
             "pilot_xds_write_timeout ",
             "pilot_virt_services ",
             "pilot_eds_no_instances ",
+            "pilot_vservice_dup_domain ",
+            "pilot_destrule_subsets ",
         ] {
             assert!(m.contains(series), "{series}: {m}");
         }

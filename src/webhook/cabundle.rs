@@ -4,7 +4,7 @@
 //! an edit that removes or changes the bundle is repaired from the watch.
 
 use crate::metrics::ReasonLabels;
-use crate::webhook::metrics::WebhookMetrics;
+use crate::webhook::metrics::{ConfigFailureLabels, ConfigNameLabels, WebhookMetrics};
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -140,9 +140,23 @@ impl CaBundlePatcher {
 
     async fn patch<K: WebhookConfiguration>(&self, api: &Api<K>, mut object: K) {
         let name = object.meta().name.clone().unwrap_or_default();
+        let labels = ConfigNameLabels { name: name.clone() };
+        let failed = |reason: &str| {
+            self.metrics
+                .patch_failures
+                .get_or_create(&ConfigFailureLabels {
+                    name: name.clone(),
+                    reason: reason.into(),
+                })
+                .inc();
+        };
         for attempt in 0..5u32 {
             if !set_bundle(&mut object, self.root_pem.as_bytes()) {
                 return;
+            }
+            self.metrics.patch_attempts.get_or_create(&labels).inc();
+            if attempt > 0 {
+                self.metrics.patch_retries.get_or_create(&labels).inc();
             }
             // A replace carries the resourceVersion we read: a concurrent edit wins, and we re-read.
             let result = api.replace(&name, &PostParams::default(), &object).await;
@@ -165,11 +179,13 @@ impl CaBundlePatcher {
                         Ok(fresh) => object = fresh,
                         Err(e) => {
                             warn!(name, error = %e, "webhook configuration cannot be re-read");
+                            failed("webhook_config_not_found");
                             return;
                         }
                     }
                 }
             }
         }
+        failed("webhook_update_failure");
     }
 }

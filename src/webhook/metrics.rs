@@ -6,6 +6,19 @@ use crate::metrics::{
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
+/// A webhook configuration's name (istiod's `webhook_patch_*` label).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct ConfigNameLabels {
+    pub name: String,
+}
+
+/// A webhook configuration and why patching it failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct ConfigFailureLabels {
+    pub name: String,
+    pub reason: String,
+}
+
 /// What the admission webhooks count: istiod's `galley_validation_*` and `sidecar_injection_*` series.
 pub struct WebhookMetrics {
     /// Admission requests the validation webhook allowed (`galley_validation_passed`).
@@ -24,6 +37,12 @@ pub struct WebhookMetrics {
     pub injection_failures: Family<TypeLabels, Counter>,
     /// caBundle writes into webhook configurations, by outcome.
     pub webhook_ca_patches: Family<ReasonLabels, Counter>,
+    /// caBundle writes tried, by configuration (istiod's `webhook_patch_attempts_total{name}`).
+    pub patch_attempts: Family<ConfigNameLabels, Counter>,
+    /// caBundle writes retried after a conflict or error (`webhook_patch_retries_total{name}`).
+    pub patch_retries: Family<ConfigNameLabels, Counter>,
+    /// caBundle writes given up (`webhook_patch_failures_total{name,reason}`).
+    pub patch_failures: Family<ConfigFailureLabels, Counter>,
     /// Requests refused by a limit of the webhook port, by which (`webhook::limits`).
     pub webhook_refused: Family<ReasonLabels, Counter>,
 }
@@ -65,6 +84,21 @@ impl WebhookMetrics {
                 "sidecar_injection_failure",
                 "Injections that failed, by type",
                 Family::<TypeLabels, Counter>::default(),
+            ),
+            patch_attempts: registry.register(
+                "webhook_patch_attempts",
+                "caBundle writes into webhook configurations tried, by configuration",
+                Family::default(),
+            ),
+            patch_retries: registry.register(
+                "webhook_patch_retries",
+                "caBundle writes into webhook configurations retried, by configuration",
+                Family::default(),
+            ),
+            patch_failures: registry.register(
+                "webhook_patch_failures",
+                "caBundle writes into webhook configurations given up, by configuration and reason",
+                Family::default(),
             ),
             webhook_ca_patches: registry.register(
                 "rudder_webhook_ca_bundle_patches",

@@ -49,6 +49,13 @@ pub fn gateway_key(gateway: &str, vs_ns: &str) -> String {
 }
 
 /// A DestinationRule with its host resolved to an FQDN.
+/// What `PushContext::conflicts` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Conflicts {
+    pub duplicate_domains: usize,
+    pub duplicate_subsets: usize,
+}
+
 pub struct DrEntry {
     pub config: Arc<Config>,
     pub spec: DestinationRule,
@@ -363,6 +370,29 @@ impl PushContext {
     }
 
     /// The workload certificates every proxy of this context is served.
+    /// The conflicts istiod counts in gauges: hosts that more than one mesh VirtualService claims
+    /// (the oldest wins; `pilot_vservice_dup_domain`), and subset names repeated among the
+    /// DestinationRules of one host in one namespace (`pilot_destrule_subsets`).
+    pub fn conflicts(&self) -> Conflicts {
+        let duplicate_domains = self.vs_by_host.values().filter(|v| v.len() > 1).count();
+        let mut subsets: HashMap<(&str, &str, &str), usize> = HashMap::new();
+        for dr in &self.destination_rules {
+            for subset in &dr.spec.subsets {
+                *subsets
+                    .entry((
+                        dr.config.metadata.namespace.as_str(),
+                        dr.host.as_str(),
+                        subset.name.as_str(),
+                    ))
+                    .or_default() += 1;
+            }
+        }
+        Conflicts {
+            duplicate_domains,
+            duplicate_subsets: subsets.values().filter(|n| **n > 1).count(),
+        }
+    }
+
     pub fn with_certificates(mut self, certificates: Certificates) -> PushContext {
         self.certificates = certificates;
         self

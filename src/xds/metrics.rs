@@ -7,6 +7,19 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A NACK's proxy and error code, as istiod labels its per-type reject gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct NodeErrLabels {
+    pub node: String,
+    pub err: String,
+}
+
+/// Distinct (proxy, code) series the per-type reject gauges keep; NACKs from further proxies are
+/// counted under `node="other"`, so a NACK storm from many proxies cannot grow `/metrics` without
+/// bound.
+pub const MAX_REJECT_SERIES: usize = 1_000;
 
 /// What the xDS server and its push pipeline count: istiod's `pilot_*` series.
 pub struct XdsMetrics {
@@ -40,6 +53,41 @@ pub struct XdsMetrics {
     pub virtual_services: Gauge,
     /// Service ports without any endpoint (`pilot_eds_no_instances`).
     pub no_instances: Gauge,
+    /// Hosts claimed by more than one mesh VirtualService (`pilot_vservice_dup_domain`).
+    pub duplicate_domains: Gauge,
+    /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
+    pub duplicate_subsets: Gauge,
+    /// NACKs by proxy and error code, one family per type, as istiod keeps them for older
+    /// dashboards (`pilot_xds_cds_reject`, `_eds_`, `_lds_`, `_rds_`; istiod makes them gauges).
+    pub cds_rejects: Family<NodeErrLabels, Gauge>,
+    pub eds_rejects: Family<NodeErrLabels, Gauge>,
+    pub lds_rejects: Family<NodeErrLabels, Gauge>,
+    pub rds_rejects: Family<NodeErrLabels, Gauge>,
+    reject_series: AtomicUsize,
+}
+
+impl XdsMetrics {
+    /// Counts a NACK of `short` type (`cds`...) in istiod's per-type reject gauge.
+    pub fn record_typed_reject(&self, short: &str, node: &str, code: i32) {
+        let family = match short {
+            "cds" => &self.cds_rejects,
+            "eds" => &self.eds_rejects,
+            "lds" => &self.lds_rejects,
+            "rds" => &self.rds_rejects,
+            _ => return,
+        };
+        let mut labels = NodeErrLabels {
+            node: node.to_string(),
+            err: code.to_string(),
+        };
+        if family.get(&labels).is_none()
+            && self.reject_series.fetch_add(1, Ordering::Relaxed) >= MAX_REJECT_SERIES
+        {
+            self.reject_series.fetch_sub(1, Ordering::Relaxed);
+            labels.node = "other".into();
+        }
+        family.get_or_create(&labels).inc();
+    }
 }
 
 impl XdsMetrics {
@@ -124,6 +172,65 @@ impl XdsMetrics {
                 "Service ports without any endpoint",
                 Gauge::default(),
             ),
+            duplicate_domains: registry.register(
+                "pilot_vservice_dup_domain",
+                "Hosts claimed by more than one VirtualService (the oldest wins)",
+                Gauge::default(),
+            ),
+            duplicate_subsets: registry.register(
+                "pilot_destrule_subsets",
+                "Subset names repeated among the DestinationRules of one host",
+                Gauge::default(),
+            ),
+            cds_rejects: registry.register(
+                "pilot_xds_cds_reject",
+                "CDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            eds_rejects: registry.register(
+                "pilot_xds_eds_reject",
+                "EDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            lds_rejects: registry.register(
+                "pilot_xds_lds_reject",
+                "LDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            rds_rejects: registry.register(
+                "pilot_xds_rds_reject",
+                "RDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            reject_series: AtomicUsize::new(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Past `MAX_REJECT_SERIES` proxies, NACKs still count, under `node="other"`.
+    #[test]
+    fn reject_series_are_bounded() {
+        let mut registry = Registry::default();
+        let m = XdsMetrics::register(&mut registry);
+        for i in 0..MAX_REJECT_SERIES + 10 {
+            m.record_typed_reject("cds", &format!("proxy-{i}"), 3);
+        }
+        m.record_typed_reject("cds", "proxy-0", 3);
+        m.record_typed_reject("sds", "proxy-0", 3);
+        let labels = |node: &str| NodeErrLabels {
+            node: node.into(),
+            err: "3".into(),
+        };
+        assert_eq!(m.cds_rejects.get(&labels("proxy-0")).unwrap().get(), 2);
+        assert_eq!(m.cds_rejects.get(&labels("other")).unwrap().get(), 10);
+        assert!(
+            m.cds_rejects
+                .get(&labels(&format!("proxy-{MAX_REJECT_SERIES}")))
+                .is_none()
+        );
     }
 }

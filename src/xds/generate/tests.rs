@@ -1494,3 +1494,36 @@ spec: {{workloadSelector: {{labels: {{app: x}}}}, egress: [{{hosts: [\"./{host}\
         .collect();
     assert_eq!(names, ["outbound|80||web.a.svc.cluster.local"]);
 }
+
+/// The conflicts istiod counts: a host two mesh VirtualServices claim, a subset two
+/// DestinationRules of one host and namespace both name (another namespace's rule is no conflict).
+#[test]
+fn conflicts_are_counted_as_istiod_does() {
+    let vs = |name: &str, host: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: a}}\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination: {{host: {host}}}\n---\n"
+        )
+    };
+    let dr = |name: &str, ns: &str, subset: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  host: web.a.svc.cluster.local\n  subsets:\n  - name: {subset}\n    labels: {{version: {subset}}}\n---\n"
+        )
+    };
+    let yaml = [
+        vs("one", "web.a.svc.cluster.local"),
+        vs("two", "web.a.svc.cluster.local"),
+        vs("three", "other.a.svc.cluster.local"),
+        dr("d1", "a", "v1"),
+        dr("d2", "a", "v1"),
+        dr("d3", "b", "v1"),
+        dr("d4", "a", "v2"),
+    ]
+    .concat();
+    assert_eq!(
+        ctx(&yaml).conflicts(),
+        crate::xds::context::Conflicts {
+            duplicate_domains: 1,
+            duplicate_subsets: 1,
+        }
+    );
+}

@@ -189,6 +189,13 @@ pub async fn run(
             );
             let context = PushContext::new(version, snapshot, next.clone(), next_mesh)
                 .with_certificates(certificates.clone());
+            let conflicts = context.conflicts();
+            metrics
+                .duplicate_domains
+                .set(conflicts.duplicate_domains as i64);
+            metrics
+                .duplicate_subsets
+                .set(conflicts.duplicate_subsets as i64);
             let record = PushRecord {
                 version,
                 at_unix_ms: std::time::SystemTime::now()

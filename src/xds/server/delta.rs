@@ -104,9 +104,10 @@ impl Delta {
             && req.response_nonce == self.stream.watch_mut(type_url).nonce_sent
         {
             match &req.error_detail {
-                Some(e) => self
-                    .stream
-                    .record_nack(type_url, &req.response_nonce, &e.message),
+                Some(e) => {
+                    self.stream
+                        .record_nack(type_url, &req.response_nonce, e.code, &e.message)
+                }
                 None => {
                     let watch = self.stream.watch_mut(type_url);
                     watch.version_acked = watch.version_sent.clone();

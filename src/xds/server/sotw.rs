@@ -77,7 +77,10 @@ impl Sotw {
             return false;
         }
         let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
-        let nack = req.error_detail.as_ref().map(|e| e.message.clone());
+        let nack = req
+            .error_detail
+            .as_ref()
+            .map(|e| (e.code, e.message.clone()));
         let watch = self.stream.watch_mut(type_url);
         let subscription_changed = names != *watch.names;
         let respond = if req.response_nonce.is_empty() {
@@ -96,9 +99,10 @@ impl Sotw {
         } else {
             let wildcard = watch.wildcard;
             match &nack {
-                Some(message) => self
-                    .stream
-                    .record_nack(type_url, &req.response_nonce, message),
+                Some((code, message)) => {
+                    self.stream
+                        .record_nack(type_url, &req.response_nonce, *code, message)
+                }
                 None => {
                     watch.version_acked = req.version_info.clone();
                     watch.last_nack = None;

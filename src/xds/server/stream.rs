@@ -200,7 +200,7 @@ impl StreamState {
     /// is the client's: it is cut to `NACK_TEXT` bytes, and a stream's NACKs are logged at most
     /// once per `NACK_LOG_EVERY` (the others counted as `nack_log_suppressed`), so a client
     /// cannot flood the log.
-    pub(super) fn record_nack(&mut self, type_url: TypeUrl, nonce: &str, message: &str) {
+    pub(super) fn record_nack(&mut self, type_url: TypeUrl, nonce: &str, code: i32, message: &str) {
         let text = truncate(message, NACK_TEXT);
         let now = Instant::now();
         if self
@@ -227,6 +227,9 @@ impl StreamState {
                 r#type: type_url.short().into(),
             })
             .inc();
+        self.server
+            .metrics
+            .record_typed_reject(type_url.short(), &self.proxy.id, code);
         self.watch_mut(type_url).last_nack = Some(text.to_string());
     }
 
