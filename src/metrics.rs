@@ -3,6 +3,7 @@
 //! Istio's metric names are used wherever Istio has one.
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
@@ -35,7 +36,7 @@ pub struct EventLabels {
 }
 
 const PROCESS_METRICS: [&str; 6] = [
-    "process_cpu_seconds_total",
+    "process_cpu_seconds",
     "process_resident_memory_bytes",
     "process_virtual_memory_bytes",
     "process_open_fds",
@@ -67,7 +68,7 @@ pub struct StatusLabels {
 /// runtime's; these are the portable equivalents).
 #[derive(Default)]
 struct ProcessMetrics {
-    cpu_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     resident_bytes: Gauge,
     virtual_bytes: Gauge,
     open_fds: Gauge,
@@ -77,9 +78,10 @@ struct ProcessMetrics {
 
 impl ProcessMetrics {
     fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        // A gauge set from /proc, named like the conventional counter so `rate()` panels work unchanged.
+        // A counter (`process_cpu_seconds_total`, as every Prometheus client names it) that follows
+        // /proc.
         registry.register(
-            "process_cpu_seconds_total",
+            "process_cpu_seconds",
             "User and system CPU time spent, in seconds",
             self.cpu_seconds.clone(),
         );
@@ -111,7 +113,10 @@ impl ProcessMetrics {
         // SAFETY: sysconf only reads a configuration value.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE).max(1) as i64 };
         if let Some(stat) = ProcStat::read() {
-            self.cpu_seconds.set(stat.cpu_seconds());
+            let grown = stat.cpu_seconds() - self.cpu_seconds.get();
+            if grown > 0.0 {
+                self.cpu_seconds.inc_by(grown);
+            }
             self.threads.set(stat.field(17) as i64);
             self.virtual_bytes.set(stat.field(20) as i64);
             self.resident_bytes.set(stat.field(21) as i64 * page);
@@ -317,7 +322,7 @@ impl Metrics {
 
 /// The families istiod exports under these names: its exporter writes counters without the
 /// `_total` suffix, and dashboards and alerts query them that way.
-const ISTIOD_PREFIXES: [&str; 4] = ["pilot_", "galley_", "citadel_", "sidecar_injection_"];
+const ISTIOD_PREFIXES: [&str; 3] = ["pilot_", "galley_", "citadel_"];
 
 /// OpenMetrics text (what the encoder writes) as Prometheus text 0.0.4: no `# EOF` or `# UNIT`
 /// lines; a counter's samples under the name its `# TYPE` line gives, which is istiod's name

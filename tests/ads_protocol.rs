@@ -158,7 +158,10 @@ async fn bad_clients_get_clear_errors_and_others_keep_serving() {
         m.contains("rudder_xds_errors_total{reason=\"unknown_type\"} 1"),
         "{m}"
     );
-    assert!(m.contains("pilot_xds 1"), "{m}");
+    assert!(
+        m.contains("pilot_xds{version=\"") && m.contains("\"} 1\n"),
+        "{m}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -124,7 +124,8 @@ fn refusals_are_clear_and_sign_nothing() {
         "only the last request was signed: {m}"
     );
     assert!(
-        m.contains("citadel_server_csr_errors{reason=\"identity\"} 1"),
+        m.contains("citadel_server_csr_errors{reason=\"identity\"} 1")
+            && m.contains("citadel_server_id_extraction_err_count 1"),
         "{m}"
     );
 }

@@ -938,7 +938,7 @@ fn dashboard_queries_only_metrics_rudder_exports() {
         "pilot_total_xds_rejects",
         "citadel_server_csr_count",
         "process_resident_memory_bytes",
-        "process_cpu_seconds_total",
+        "process_cpu_seconds",
     ] {
         assert!(used.contains(must), "dashboard lacks {must}");
     }

@@ -188,7 +188,7 @@ fn metrics_move_as_pushes_happen() {
             before("pilot_proxy_queue_time_count"),
             before("pilot_push_triggers{type=\"config\"}"),
         );
-        assert_eq!(before("pilot_xds"), 1.0);
+        assert_eq!(before("pilot_xds{"), 1.0);
         assert!(before("pilot_services") >= 1.0);
         assert!(before("process_resident_memory_bytes") > 1e6);
         assert!(before("process_cpu_seconds_total") > 0.0);

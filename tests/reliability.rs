@@ -188,7 +188,7 @@ fn a_thousand_streams_vanishing_at_once_lose_nothing() {
             let r = s.recv().await;
             assert_eq!(r.type_url, CDS);
         }
-        eventually(20, "1005 connected", || metric(&d, "pilot_xds ") == 1005.0);
+        eventually(20, "1005 connected", || metric(&d, "pilot_xds{") == 1005.0);
         // ...then gone without a goodbye, while config changes.
         drop(doomed);
         write_config(dir.path(), 50, 1);
@@ -198,7 +198,7 @@ fn a_thousand_streams_vanishing_at_once_lose_nothing() {
         survivors
     });
     eventually(20, "only survivors counted", || {
-        metric(&d, "pilot_xds ") == 5.0
+        metric(&d, "pilot_xds{") == 5.0
     });
     let (_, after) = http_get(d.addr("http"), "/debug/configz");
     let count = |t: &str| {

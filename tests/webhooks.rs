@@ -392,7 +392,7 @@ fn injection_output_matches_the_expected_pods() {
         assert!(r["patch"].is_null(), "{r}");
         assert_eq!(again, pod);
     }
-    assert_eq!(metric(&d, "sidecar_injection_success"), 2.0);
+    assert_eq!(metric(&d, "sidecar_injection_success_total"), 2.0);
 }
 
 #[test]
@@ -471,11 +471,11 @@ fn injection_respects_the_pod_opt_in_and_opt_out() {
         "{r}"
     );
     assert_eq!(
-        metric(&d, "sidecar_injection_failure{type=\"proxy_config\"}"),
+        metric(&d, "sidecar_injection_failure_total{type=\"proxy_config\"}"),
         1.0
     );
-    assert!(metric(&d, "sidecar_injection_skip") >= 4.0);
-    assert_eq!(metric(&d, "sidecar_injection_requests"), 7.0);
+    assert!(metric(&d, "sidecar_injection_skip_total") >= 4.0);
+    assert_eq!(metric(&d, "sidecar_injection_requests_total"), 7.0);
 }
 
 /// The daemon's peak resident memory, in MiB (Linux).

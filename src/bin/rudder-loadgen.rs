@@ -809,12 +809,12 @@ async fn scrape(addr: SocketAddr, path: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The sum of the samples whose line starts with `name` (a name, or a name and labels).
 fn metric(text: &str, name: &str) -> f64 {
     text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Waits until `want` proxies saw `type_url` after `since` (matching `filter`), returning each first time.
@@ -1123,7 +1123,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     );
     println!(
         "daemon: {} xDS streams, RSS {:.0} MiB, CPU {:.1} s total, {:.1} s during churn",
-        metric(&after, "pilot_xds "),
+        metric(&after, "pilot_xds{"),
         metric(&after, "process_resident_memory_bytes") / 1048576.0,
         metric(&after, "process_cpu_seconds_total"),
         metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")

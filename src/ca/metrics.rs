@@ -13,6 +13,13 @@ pub struct CaMetrics {
     pub cert_issued: Counter,
     /// CSR requests refused, by reason (authentication, identity, csr, signing).
     pub csr_errors: Family<ReasonLabels, Counter>,
+    /// istiod's per-cause refusal counters, which its alerts use: callers not authenticated
+    /// (or not allowed to impersonate), CSRs that do not parse, CSRs asking for another identity,
+    /// and signing failures.
+    pub authentication_failures: Counter,
+    pub csr_parsing_errors: Counter,
+    pub id_extraction_errors: Counter,
+    pub csr_sign_errors: Counter,
     /// Root ConfigMap writes by the leader, by outcome.
     pub root_cert_writes: Family<ReasonLabels, Counter>,
     /// When the root and the signing certificate expire, in Unix seconds: what operators alert on
@@ -38,6 +45,26 @@ impl CaMetrics {
                 "citadel_server_csr_errors",
                 "Certificate signing requests refused, by reason",
                 Family::<ReasonLabels, Counter>::default(),
+            ),
+            authentication_failures: registry.register(
+                "citadel_server_authentication_failure_count",
+                "Certificate requests whose caller was not authenticated or not allowed",
+                Counter::default(),
+            ),
+            csr_parsing_errors: registry.register(
+                "citadel_server_csr_parsing_err_count",
+                "Certificate requests whose CSR did not parse",
+                Counter::default(),
+            ),
+            id_extraction_errors: registry.register(
+                "citadel_server_id_extraction_err_count",
+                "Certificate requests whose CSR asked for an identity the caller does not have",
+                Counter::default(),
+            ),
+            csr_sign_errors: registry.register(
+                "citadel_server_csr_sign_err_count",
+                "Certificate requests that failed to be signed",
+                Counter::default(),
             ),
             root_cert_writes: registry.register(
                 "rudder_root_cert_configmap_writes",

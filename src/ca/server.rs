@@ -35,6 +35,13 @@ impl CaService {
                 reason: reason.into(),
             })
             .inc();
+        let istiod = match reason {
+            "authentication" | "impersonation" => &self.metrics.authentication_failures,
+            "csr" => &self.metrics.csr_parsing_errors,
+            "identity" => &self.metrics.id_extraction_errors,
+            _ => &self.metrics.csr_sign_errors,
+        };
+        istiod.inc();
         warn!(
             reason,
             error = status.message(),

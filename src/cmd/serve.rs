@@ -868,3 +868,141 @@ mod tests {
         assert_eq!(unread_istiod_env(off), ["PILOT_ENABLE_AMBIENT"]);
     }
 }
+
+/// docs/metrics.md lists istiod's series; each marked "yes" must be exported with istiod's name,
+/// type and label names.
+#[cfg(test)]
+mod istiod_series {
+    use super::DaemonMetrics;
+    use crate::metrics::{
+        K8sEventLabels, ReasonLabels, ResourceLabels, StatusLabels, TypeLabels,
+        ValidationFailLabels,
+    };
+    use crate::store::Store;
+    use crate::webhook::metrics::{ConfigFailureLabels, ConfigNameLabels};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+
+    /// Gives every labelled family one sample, so that it is rendered.
+    fn touch_every_family(m: &DaemonMetrics) {
+        let t = |s: &str| TypeLabels { r#type: s.into() };
+        let xds = &m.xds;
+        xds.xds_connections
+            .get_or_create(&xds.connection_labels("1.30.0"))
+            .inc();
+        xds.xds_pushes.get_or_create(&t("cds")).inc();
+        xds.xds_rejects.get_or_create(&t("cds")).inc();
+        for short in ["cds", "eds", "lds", "rds"] {
+            xds.record_typed_reject(short, "sidecar~10.0.0.1~a.b~b.svc.cluster.local", 3);
+        }
+        xds.xds_push_time.get_or_create(&t("cds")).observe(0.1);
+        xds.config_size.get_or_create(&t("cds")).observe(10.0);
+        xds.push_triggers.get_or_create(&t("config")).inc();
+        let event = K8sEventLabels {
+            r#type: "Services".into(),
+            event: "add".into(),
+        };
+        m.kube.k8s_events.get_or_create(&event).inc();
+        m.kube.k8s_cfg_events.get_or_create(&event).inc();
+        let resource = ResourceLabels {
+            group: "networking.istio.io".into(),
+            version: "v1".into(),
+            resource: "virtualservices".into(),
+        };
+        let w = &m.webhook;
+        w.validation_passed.get_or_create(&resource).inc();
+        w.validation_failed
+            .get_or_create(&ValidationFailLabels {
+                group: resource.group.clone(),
+                version: resource.version.clone(),
+                resource: resource.resource.clone(),
+                reason: "invalid_resource".into(),
+            })
+            .inc();
+        w.webhook_http_errors
+            .get_or_create(&StatusLabels {
+                status: "400".into(),
+            })
+            .inc();
+        w.injection_failures.get_or_create(&t("pod")).inc();
+        let name = ConfigNameLabels {
+            name: "istio-sidecar-injector".into(),
+        };
+        w.patch_attempts.get_or_create(&name).inc();
+        w.patch_retries.get_or_create(&name).inc();
+        w.patch_failures
+            .get_or_create(&ConfigFailureLabels {
+                name: name.name.clone(),
+                reason: "webhook_update_failure".into(),
+            })
+            .inc();
+        m.ca.csr_errors
+            .get_or_create(&ReasonLabels {
+                reason: "csr".into(),
+            })
+            .inc();
+    }
+
+    /// Family name -> (type, label names), from Prometheus text.
+    fn families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+        let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.insert(name.into(), (kind.into(), BTreeSet::new()));
+            }
+        }
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            let sample = &line[..name_end];
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| sample.strip_suffix(s).filter(|f| out.contains_key(*f)))
+                .unwrap_or(sample);
+            let Some((_, labels)) = out.get_mut(family) else {
+                continue;
+            };
+            if let Some(set) = line[name_end..]
+                .strip_prefix('{')
+                .and_then(|r| r.split_once('}'))
+            {
+                for pair in set.0.split(',') {
+                    if let Some((k, _)) = pair.split_once('=')
+                        && k != "le"
+                    {
+                        labels.insert(k.to_string());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_istiod_series_in_docs_metrics_md_is_exported() {
+        let m = DaemonMetrics::register(Arc::new(Store::default()));
+        touch_every_family(&m);
+        let exported = families(&m.registry.render());
+        let table = include_str!("../../docs/metrics.md");
+        let mut checked = 0;
+        for row in table.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            if !cells[4].starts_with("yes") {
+                continue;
+            }
+            let name = cells[1].trim_matches('`');
+            let want_labels: BTreeSet<String> = cells[3]
+                .split(',')
+                .map(|l| l.trim().trim_matches('`').to_string())
+                .filter(|l| !l.is_empty())
+                .collect();
+            let Some((kind, labels)) = exported.get(name) else {
+                panic!("{name} is not exported; have {:?}", exported.keys());
+            };
+            assert_eq!(kind, cells[2], "{name}: type");
+            assert_eq!(labels, &want_labels, "{name}: labels");
+            checked += 1;
+        }
+        assert!(checked >= 40, "only {checked} rows checked");
+    }
+}

@@ -5,6 +5,7 @@ use crate::metrics::{
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 
 /// A webhook configuration's name (istiod's `webhook_patch_*` label).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -35,6 +36,8 @@ pub struct WebhookMetrics {
     pub injection_skipped: Counter,
     /// Injections that failed, by type (`sidecar_injection_failure{type}`).
     pub injection_failures: Family<TypeLabels, Counter>,
+    /// Seconds to judge and render one injection (`sidecar_injection_time_seconds`).
+    pub injection_time: Histogram,
     /// caBundle writes into webhook configurations, by outcome.
     pub webhook_ca_patches: Family<ReasonLabels, Counter>,
     /// caBundle writes tried, by configuration (istiod's `webhook_patch_attempts_total{name}`).
@@ -84,6 +87,11 @@ impl WebhookMetrics {
                 "sidecar_injection_failure",
                 "Injections that failed, by type",
                 Family::<TypeLabels, Counter>::default(),
+            ),
+            injection_time: registry.register(
+                "sidecar_injection_time_seconds",
+                "Seconds to judge and render one sidecar injection",
+                Histogram::new([0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0]),
             ),
             patch_attempts: registry.register(
                 "webhook_patch_attempts",

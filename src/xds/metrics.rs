@@ -16,6 +16,15 @@ pub struct NodeErrLabels {
     pub err: String,
 }
 
+/// A proxy's Istio version (its `ISTIO_VERSION` metadata), as istiod labels `pilot_xds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct VersionLabels {
+    pub version: String,
+}
+
+/// Distinct versions `pilot_xds` keeps; clients claiming further versions count under "other".
+pub const MAX_VERSION_SERIES: usize = 100;
+
 /// Distinct (proxy, code) series the per-type reject gauges keep; NACKs from further proxies are
 /// counted under `node="other"`, so a NACK storm from many proxies cannot grow `/metrics` without
 /// bound.
@@ -23,8 +32,9 @@ pub const MAX_REJECT_SERIES: usize = 1_000;
 
 /// What the xDS server and its push pipeline count: istiod's `pilot_*` series.
 pub struct XdsMetrics {
-    /// Connected xDS clients (Istio: `pilot_xds`).
-    pub xds_connections: Gauge,
+    /// Connected xDS clients, by the proxy's Istio version (`pilot_xds{version}`).
+    pub xds_connections: Family<VersionLabels, Gauge>,
+    connection_versions: AtomicUsize,
     /// Responses pushed, by xDS type (`pilot_xds_pushes{type}`).
     pub xds_pushes: Family<TypeLabels, Counter>,
     /// NACKs received, by type (`pilot_total_xds_rejects{type}`).
@@ -53,6 +63,18 @@ pub struct XdsMetrics {
     pub virtual_services: Gauge,
     /// Service ports without any endpoint (`pilot_eds_no_instances`).
     pub no_instances: Gauge,
+    /// Secrets a proxy asked for and did not get (`pilot_sds_certificate_errors_total`).
+    pub sds_errors: Counter,
+    /// Responses that failed to build (`pilot_total_xds_internal_errors`). Rudder's generators
+    /// cannot fail, so it stays 0; istiod's dashboards chart it.
+    pub internal_errors: Counter,
+    /// Requests answering a response other than the latest sent (`pilot_xds_expired_nonce`).
+    pub expired_nonces: Counter,
+    /// The largest request received so far, in bytes, to watch against the gRPC receive limit
+    /// (`pilot_xds_recv_max`).
+    pub recv_max: Gauge,
+    /// Seconds to build a push context (`pilot_pushcontext_init_seconds`).
+    pub push_context_init: Histogram,
     /// Hosts claimed by more than one mesh VirtualService (`pilot_vservice_dup_domain`).
     pub duplicate_domains: Gauge,
     /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
@@ -67,6 +89,39 @@ pub struct XdsMetrics {
 }
 
 impl XdsMetrics {
+    /// The `pilot_xds` series a proxy of `version` counts in (bounded: see `MAX_VERSION_SERIES`).
+    pub fn connection_labels(&self, version: &str) -> VersionLabels {
+        let labels = VersionLabels {
+            version: version.to_string(),
+        };
+        if self.xds_connections.get(&labels).is_some()
+            || self.connection_versions.fetch_add(1, Ordering::Relaxed) < MAX_VERSION_SERIES
+        {
+            return labels;
+        }
+        self.connection_versions.fetch_sub(1, Ordering::Relaxed);
+        VersionLabels {
+            version: "other".into(),
+        }
+    }
+
+    /// Raises `pilot_xds_recv_max` to `bytes` when larger.
+    pub fn record_request_size(&self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let mut seen = self.recv_max.get();
+        while bytes > seen {
+            match self.recv_max.inner().compare_exchange_weak(
+                seen,
+                bytes,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
     /// Counts a NACK of `short` type (`cds`...) in istiod's per-type reject gauge.
     pub fn record_typed_reject(&self, short: &str, node: &str, code: i32) {
         let family = match short {
@@ -95,9 +150,10 @@ impl XdsMetrics {
         XdsMetrics {
             xds_connections: registry.register(
                 "pilot_xds",
-                "xDS streams currently connected",
-                Gauge::default(),
+                "xDS streams currently connected, by the proxy's Istio version",
+                Family::default(),
             ),
+            connection_versions: AtomicUsize::new(0),
             xds_pushes: registry.register(
                 "pilot_xds_pushes",
                 "xDS responses sent, by type",
@@ -171,6 +227,31 @@ impl XdsMetrics {
                 "pilot_eds_no_instances",
                 "Service ports without any endpoint",
                 Gauge::default(),
+            ),
+            sds_errors: registry.register(
+                "pilot_sds_certificate_errors_total",
+                "Secrets a proxy asked for and did not get",
+                Counter::default(),
+            ),
+            internal_errors: registry.register(
+                "pilot_total_xds_internal_errors",
+                "xDS responses that failed to build (Rudder's generators cannot fail)",
+                Counter::default(),
+            ),
+            expired_nonces: registry.register(
+                "pilot_xds_expired_nonce",
+                "xDS requests answering a response other than the latest sent",
+                Counter::default(),
+            ),
+            recv_max: registry.register(
+                "pilot_xds_recv_max",
+                "Largest xDS request received so far, in bytes",
+                Gauge::default(),
+            ),
+            push_context_init: registry.register(
+                "pilot_pushcontext_init_seconds",
+                "Seconds to build a push context",
+                Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0]),
             ),
             duplicate_domains: registry.register(
                 "pilot_vservice_dup_domain",

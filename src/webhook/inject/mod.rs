@@ -157,7 +157,12 @@ fn string_map(v: &Value) -> BTreeMap<String, String> {
 
 pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
     judge_review(&s, &headers, body, |s, request| {
-        admit(&s.injector, &s.metrics, request)
+        let started = std::time::Instant::now();
+        let response = admit(&s.injector, &s.metrics, request);
+        s.metrics
+            .injection_time
+            .observe(started.elapsed().as_secs_f64());
+        response
     })
     .await
 }

@@ -187,8 +187,12 @@ pub async fn run(
                 ?kinds,
                 "pushing"
             );
+            let init = Instant::now();
             let context = PushContext::new(version, snapshot, next.clone(), next_mesh)
                 .with_certificates(certificates.clone());
+            metrics
+                .push_context_init
+                .observe(init.elapsed().as_secs_f64());
             let conflicts = context.conflicts();
             metrics
                 .duplicate_domains

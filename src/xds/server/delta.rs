@@ -114,6 +114,8 @@ impl Delta {
                     watch.last_nack = None;
                 }
             }
+        } else if !req.response_nonce.is_empty() {
+            self.stream.server.metrics.expired_nonces.inc();
         }
         let watch = self.stream.watch_mut(type_url);
         let mut newly: BTreeSet<String> = BTreeSet::new();

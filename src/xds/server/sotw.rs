@@ -81,6 +81,7 @@ impl Sotw {
             .error_detail
             .as_ref()
             .map(|e| (e.code, e.message.clone()));
+        let server = self.stream.server.clone();
         let watch = self.stream.watch_mut(type_url);
         let subscription_changed = names != *watch.names;
         let respond = if req.response_nonce.is_empty() {
@@ -90,6 +91,7 @@ impl Sotw {
             true
         } else if req.response_nonce != watch.nonce_sent {
             // Stale: the client had not seen our latest response. Only a new subscription list counts.
+            server.metrics.expired_nonces.inc();
             if subscription_changed && !watch.wildcard {
                 watch.names = Arc::new(names);
                 true

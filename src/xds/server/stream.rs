@@ -284,6 +284,7 @@ impl StreamState {
         for name in asked {
             if !got.iter().any(|r| &r.name == name) {
                 self.server.refuse("secret_unavailable");
+                self.server.metrics.sds_errors.inc();
             }
         }
     }
@@ -335,6 +336,14 @@ impl StreamState {
         if let Some(permit) = self.reserved.pop() {
             permit.send(Ok(response));
         } else if !self.server.deliver(&self.tx, response).await {
+            // As istiod: a response that could not be sent counts as `<type>_senderr`.
+            self.server
+                .metrics
+                .xds_pushes
+                .get_or_create(&TypeLabels {
+                    r#type: format!("{}_senderr", type_url.short()),
+                })
+                .inc();
             return false;
         }
         self.server
@@ -406,7 +415,8 @@ pub(super) async fn serve_stream<H: StreamHandler>(
     let registration = server
         .connections
         .register(proxy.clone(), H::MODE == "delta");
-    server.metrics.xds_connections.inc();
+    let version = server.metrics.connection_labels(&proxy.istio_version);
+    server.metrics.xds_connections.get_or_create(&version).inc();
     let (id, mailbox) = (registration.id, registration.mailbox.clone());
     info!(generator = ?proxy.generator, "proxy connected");
     let mut handler = H::new(StreamState {
@@ -428,7 +438,10 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         }
         tokio::select! {
             msg = inbound.message() => match msg {
-                Ok(Some(req)) => next = Some(req),
+                Ok(Some(req)) => {
+                    server.metrics.record_request_size(prost::Message::encoded_len(&req));
+                    next = Some(req);
+                }
                 Ok(None) => { debug!("client closed the stream"); break; }
                 Err(e) => {
                     server.stream_failed(&e);
@@ -462,7 +475,7 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         }
     }
     if server.connections.unregister(id) {
-        server.metrics.xds_connections.dec();
+        server.metrics.xds_connections.get_or_create(&version).dec();
     }
     info!("proxy disconnected");
 }
