@@ -624,6 +624,22 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
             inject(&tagged).is_some(),
             "namespace labelled with a tag of our revision: injected"
         );
+        // A tag made outside the daemon's flags, as `istioctl tag set` makes one: a webhook
+        // configuration labelled with the tag and our revision. Namespaces using it are ours.
+        let blue = format!("{ns}-blue");
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": blue, "labels": {"istio.io/rev": "blue"}}}));
+        assert!(inject(&blue).is_none(), "no such tag yet");
+        let mut tag_config = webhook_configuration(
+            "MutatingWebhookConfiguration",
+            &format!("istio-revision-tag-blue-{rev}"),
+            &rev,
+            &format!("https://{host}:{port}/inject"),
+            json!({"name": "rev.namespace.sidecar-injector.istio.io", "rules": [],
+                "namespaceSelector": {"matchLabels": {"istio.io/rev": "blue"}}}),
+        );
+        tag_config["metadata"]["labels"]["istio.io/tag"] = json!("blue");
+        c.apply(tag_config.clone());
+        eventually(20, "tag from the cluster", || inject(&blue).is_some());
 
         if !c.is_fake() {
             let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -660,6 +676,8 @@ fn webhooks_get_our_ca_bundle_and_follow_cluster_config() {
             }
             c.delete(ns_obj(&apps));
             c.delete(ns_obj(&tagged));
+            c.delete(ns_obj(&blue));
+            c.delete(tag_config);
         }
     }
 }

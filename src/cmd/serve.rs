@@ -674,6 +674,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         store.clone(),
     );
+    if let Some(client) = &kube_client {
+        let watch_tags = crate::webhook::tags::run(
+            client.clone(),
+            args.revision.clone(),
+            injector.cluster_tags(),
+            cancel.clone(),
+        );
+        tasks.spawn(tracing::Instrument::instrument(
+            watch_tags,
+            tracing::info_span!("revision-tags"),
+        ));
+    }
     let webhook_limits = crate::webhook::WebhookLimits {
         max_inflight_bytes: args.webhook_max_inflight_bytes,
         max_concurrent_reviews: args.webhook_max_concurrent_reviews,

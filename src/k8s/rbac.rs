@@ -143,7 +143,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
         &["get", "list", "watch", "update"],
-        "webhook::cabundle",
+        "webhook::cabundle, webhook::tags",
     ),
     rule(
         Scope::SystemNamespace,

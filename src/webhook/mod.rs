@@ -6,6 +6,7 @@ pub mod cabundle;
 pub mod inject;
 pub mod limits;
 pub mod metrics;
+pub mod tags;
 pub mod validate;
 
 use crate::activity::Activity;

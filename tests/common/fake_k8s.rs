@@ -180,10 +180,15 @@ fn matches_selectors(obj: &Value, q: &HashMap<String, String>) -> bool {
     }
     if let Some(ls) = q.get("labelSelector").filter(|s| !s.is_empty()) {
         for term in ls.split(',') {
-            let Some((k, v)) = term.split_once('=') else {
-                continue;
+            let ok = match term.split_once('=') {
+                Some((k, v)) => meta["labels"][k].as_str() == Some(v),
+                // `key` (exists) and `!key` (does not).
+                None => match term.strip_prefix('!') {
+                    Some(k) => meta["labels"][k].is_null(),
+                    None => !meta["labels"][term].is_null(),
+                },
             };
-            if meta["labels"][k].as_str() != Some(v) {
+            if !ok {
                 return false;
             }
         }

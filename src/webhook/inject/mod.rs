@@ -79,6 +79,8 @@ pub struct Injector {
     store: Arc<Store>,
     /// The parsed template and the store version of the ConfigMap it came from (0: none).
     cached: Mutex<(u64, Arc<Template>)>,
+    /// Revision tags found in the cluster (`webhook::tags`), besides those of the settings.
+    cluster_tags: crate::webhook::tags::ClusterTags,
 }
 
 impl Injector {
@@ -87,7 +89,13 @@ impl Injector {
             settings,
             store,
             cached: Mutex::new((0, Arc::new(Template::default()))),
+            cluster_tags: crate::webhook::tags::ClusterTags::default(),
         }
+    }
+
+    /// Where `webhook::tags` publishes the revision tags it finds in the cluster.
+    pub fn cluster_tags(&self) -> crate::webhook::tags::ClusterTags {
+        self.cluster_tags.clone()
     }
 
     /// The current template. A ConfigMap that does not parse is logged and the last good one kept.
@@ -123,7 +131,13 @@ impl Injector {
             template,
             &policy::Revision {
                 name: self.settings.revision.clone(),
-                tags: self.settings.revision_tags.clone(),
+                tags: self
+                    .settings
+                    .revision_tags
+                    .iter()
+                    .chain(self.cluster_tags.load().iter())
+                    .cloned()
+                    .collect(),
             },
             &self.namespace_labels(namespace),
             namespace,
