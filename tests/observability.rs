@@ -435,3 +435,64 @@ fn json_logs_use_istiods_keys() {
     assert!(v["time"].as_str().unwrap().ends_with('Z'), "{line}");
     assert!(v["server"].is_string(), "fields follow: {line}");
 }
+
+/// `/metrics` as Prometheus reads it: `promtool check metrics` parses it (a body that does not
+/// match its content type fails here), and its lint finds nothing but istiod's own names, which
+/// Rudder keeps on purpose (docs/metrics.md lists them).
+#[test]
+fn metrics_pass_promtool() {
+    let promtool = Path::new("/usr/bin/promtool");
+    if !promtool.exists() {
+        if std::env::var("RUDDER_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+            panic!("promtool is missing: run scripts/setup-peers.sh");
+        }
+        eprintln!("skipping: promtool not installed");
+        return;
+    }
+    let istiod_names: Vec<String> = include_str!("../docs/metrics.md")
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| {
+            l.split('|')
+                .nth(1)
+                .unwrap_or_default()
+                .split(',')
+                .map(|n| n.trim().trim_matches('`').to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    with_proxy(&[], |d, _dir, _rt, _s| {
+        let body = http_get(d.addr("monitoring"), "/metrics").1;
+        let mut child = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run promtool");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !report.contains("error while linting"),
+            "promtool cannot parse /metrics: {report}"
+        );
+        for line in report.lines().filter(|l| !l.trim().is_empty()) {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            assert!(
+                istiod_names.iter().any(|n| n == name),
+                "promtool lint on a series that is not istiod's: {line}"
+            );
+        }
+    });
+}
