@@ -12,7 +12,7 @@ use crate::model::{Protocol, Registry, Service, resolve_host};
 use crate::store::Snapshot;
 use std::any::{Any, TypeId};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
@@ -49,6 +49,23 @@ pub fn gateway_key(gateway: &str, vs_ns: &str) -> String {
 }
 
 /// A DestinationRule with its host resolved to an FQDN.
+/// The guarded value, also after a panic elsewhere poisoned the lock (the sets stay usable).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Each workload IP's service ports, and the IPs where two services disagree on a port's protocol.
+struct InboundIndex {
+    ports: HashMap<String, Arc<BTreeMap<u32, Protocol>>>,
+    conflicting: HashSet<String>,
+}
+
+#[derive(Default)]
+struct ListenerConflicts {
+    inbound: HashSet<String>,
+    outbound_tcp: HashSet<String>,
+}
+
 /// What `PushContext::conflicts` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Conflicts {
@@ -117,7 +134,11 @@ pub struct PushContext {
     cache: Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>,
     /// Each workload IP's own service ports and protocols, built on first use (inbound listeners and
     /// clusters), instead of a scan of every endpoint for every proxy.
-    inbound_by_ip: OnceLock<HashMap<String, Arc<BTreeMap<u32, Protocol>>>>,
+    inbound_by_ip: OnceLock<InboundIndex>,
+    /// Listener conflicts met while generating for this context, as istiod counts them: proxies
+    /// whose pod port two services of different protocols select, and outbound listeners where a
+    /// TCP service lost its connections to another (`pilot_conflict_*`).
+    listener_conflicts: Mutex<ListenerConflicts>,
     scopes: Mutex<HashMap<u64, Arc<ScopeView>>>,
     /// Signs workload certificates served over SDS (`default`); none when the CA is not running.
     pub certificates: Certificates,
@@ -318,6 +339,7 @@ impl PushContext {
             dr_wildcards,
             cache: Mutex::default(),
             inbound_by_ip: OnceLock::new(),
+            listener_conflicts: Mutex::default(),
             scopes: Mutex::default(),
             certificates: None,
             derived: Mutex::default(),
@@ -639,11 +661,16 @@ impl PushContext {
         )
     }
 
-    /// The service ports (and their protocols) served at `ip`: the endpoints at that address.
+    /// The service ports (and their protocols) served at `ip`: the endpoints at that address. Where
+    /// two services select one pod port with different protocols, the first (by hostname) wins and
+    /// the proxy is counted as an inbound conflict, as istiod does.
     fn inbound_ports(&self, ip: &str) -> Arc<BTreeMap<u32, Protocol>> {
         let index = self.inbound_by_ip.get_or_init(|| {
-            let mut index: HashMap<String, BTreeMap<u32, Protocol>> = HashMap::new();
-            for ((host, svc_port), eps) in &self.registry.endpoints {
+            let mut ports: HashMap<String, BTreeMap<u32, (Protocol, &str)>> = HashMap::new();
+            let mut conflicting = HashSet::new();
+            let mut endpoints: Vec<_> = self.registry.endpoints.iter().collect();
+            endpoints.sort_by(|a, b| a.0.cmp(b.0));
+            for ((host, svc_port), eps) in endpoints {
                 let Some(protocol) = self
                     .registry
                     .services
@@ -654,19 +681,47 @@ impl PushContext {
                     continue;
                 };
                 for e in eps.iter() {
-                    index
+                    let (first, first_host) = *ports
                         .entry(e.address.clone())
                         .or_default()
                         .entry(e.port)
-                        .or_insert(protocol);
+                        .or_insert((protocol, host.as_str()));
+                    if first != protocol && first_host != host {
+                        conflicting.insert(e.address.clone());
+                    }
                 }
             }
-            index
-                .into_iter()
-                .map(|(ip, ports)| (ip, Arc::new(ports)))
-                .collect()
+            InboundIndex {
+                ports: ports
+                    .into_iter()
+                    .map(|(ip, ports)| {
+                        let ports = ports.into_iter().map(|(n, (p, _))| (n, p)).collect();
+                        (ip, Arc::new(ports))
+                    })
+                    .collect(),
+                conflicting,
+            }
         });
-        index.get(ip).cloned().unwrap_or_default()
+        if index.conflicting.contains(ip) {
+            lock(&self.listener_conflicts)
+                .inbound
+                .insert(ip.to_string());
+        }
+        index.ports.get(ip).cloned().unwrap_or_default()
+    }
+
+    /// Notes an outbound listener on which a TCP service's connections went to another service.
+    pub fn record_outbound_tcp_conflict(&self, listener: &str) {
+        lock(&self.listener_conflicts)
+            .outbound_tcp
+            .insert(listener.to_string());
+    }
+
+    /// Listener conflicts met so far in this push: (proxies with an inbound conflict, outbound
+    /// listeners with a TCP conflict).
+    pub fn listener_conflicts(&self) -> (usize, usize) {
+        let c = lock(&self.listener_conflicts);
+        (c.inbound.len(), c.outbound_tcp.len())
     }
 
     /// Services by hostname within a scope (for route generation).

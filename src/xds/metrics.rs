@@ -75,6 +75,12 @@ pub struct XdsMetrics {
     pub recv_max: Gauge,
     /// Seconds to build a push context (`pilot_pushcontext_init_seconds`).
     pub push_context_init: Histogram,
+    /// Proxies whose pod port two services of different protocols select, in the current push
+    /// (`pilot_conflict_inbound_listener`).
+    pub inbound_conflicts: Gauge,
+    /// Outbound listeners where a TCP service lost its connections to another, in the current
+    /// push (`pilot_conflict_outbound_listener_tcp_over_current_tcp`).
+    pub outbound_tcp_conflicts: Gauge,
     /// Hosts claimed by more than one mesh VirtualService (`pilot_vservice_dup_domain`).
     pub duplicate_domains: Gauge,
     /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
@@ -252,6 +258,16 @@ impl XdsMetrics {
                 "pilot_pushcontext_init_seconds",
                 "Seconds to build a push context",
                 Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0]),
+            ),
+            inbound_conflicts: registry.register(
+                "pilot_conflict_inbound_listener",
+                "Proxies whose pod port two services of different protocols select",
+                Gauge::default(),
+            ),
+            outbound_tcp_conflicts: registry.register(
+                "pilot_conflict_outbound_listener_tcp_over_current_tcp",
+                "Outbound listeners where a TCP service lost its connections to another",
+                Gauge::default(),
             ),
             duplicate_domains: registry.register(
                 "pilot_vservice_dup_domain",

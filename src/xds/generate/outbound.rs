@@ -49,6 +49,9 @@ struct Entry {
     http_inspector: bool,
     /// Where connections that match no chain go: passthrough or blackhole.
     fallback_cluster: String,
+    /// A TCP chain lost its connections to an earlier one (istiod's
+    /// `pilot_conflict_outbound_listener_tcp_over_current_tcp`).
+    tcp_conflict: bool,
 }
 
 impl Entry {
@@ -66,12 +69,14 @@ impl Entry {
             if self.default.is_none() {
                 self.default = Some(chain);
             } else {
+                self.tcp_conflict |= is_tcp(&chain);
                 tracing::debug!(listener, chain = %chain.name,
                     "two services take every connection on this listener; the first keeps it");
             }
             return;
         };
         if !self.matches.insert(format!("{m:?}")) {
+            self.tcp_conflict |= is_tcp(&chain);
             tracing::debug!(listener, chain = %chain.name,
                 "two filter chains match the same connections; the first keeps them");
             return;
@@ -127,6 +132,14 @@ impl Entry {
             ..Default::default()
         }
     }
+}
+
+/// Whether `chain` proxies TCP (it ends in `tcp_proxy`).
+fn is_tcp(chain: &FilterChain) -> bool {
+    chain
+        .filters
+        .iter()
+        .any(|f| f.name == "envoy.filters.network.tcp_proxy")
 }
 
 fn listener_filter_named(
@@ -281,6 +294,14 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<A
                 chain.filter_chain_match = Some(plaintext_http_match());
             }
             shared.add(&wildcard_name, chain);
+        }
+        if shared.tcp_conflict {
+            ctx.record_outbound_tcp_conflict(&wildcard_name);
+        }
+        for (ip, entry) in &by_vip {
+            if entry.tcp_conflict {
+                ctx.record_outbound_tcp_conflict(&format!("{ip}_{port}"));
+            }
         }
         if !shared.chains.is_empty() || shared.default.is_some() {
             out.push(listener_resource(shared.into_listener(

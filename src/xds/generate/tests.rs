@@ -1527,3 +1527,33 @@ fn conflicts_are_counted_as_istiod_does() {
         }
     );
 }
+
+/// istiod's listener conflicts: two TCP services without addresses on one port (the first keeps
+/// the listener's connections), and a pod port two services select with different protocols.
+#[test]
+fn listener_conflicts_are_counted_as_istiod_does() {
+    let se = |name: &str, port: u32, proto: &str, target: u32| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: a}}\nspec: {{hosts: [{name}.example.com], ports: [{{number: {port}, name: p, protocol: {proto}, targetPort: {target}}}], resolution: STATIC, endpoints: [{{address: 10.0.0.9}}]}}\n"
+        )
+    };
+    let quiet = ctx(&[se("one", 9000, "TCP", 9000), se("two", 9001, "TCP", 9001)].concat());
+    let p = proxy("a", &[]);
+    generate(&quiet, &p, &quiet.scope(&p), TypeUrl::Listener, None);
+    assert_eq!(quiet.listener_conflicts(), (0, 0));
+
+    let yaml = [
+        se("db-a", 5432, "TCP", 5432),
+        se("db-b", 5432, "TCP", 5432),
+        se("web", 80, "HTTP", 8080),
+        se("raw", 81, "TCP", 8080),
+    ]
+    .concat();
+    let c = ctx(&yaml);
+    generate(&c, &p, &c.scope(&p), TypeUrl::Listener, None);
+    assert_eq!(
+        c.listener_conflicts(),
+        (1, 1),
+        "the proxy at 10.0.0.9 has two protocols on 8080; 0.0.0.0_5432 has two TCP services"
+    );
+}

@@ -259,6 +259,12 @@ impl StreamState {
         } else {
             Arc::new(ResourceList::new(generate()))
         };
+        if type_url == TypeUrl::Listener {
+            let (inbound, outbound) = ctx.listener_conflicts();
+            let metrics = &self.server.metrics;
+            metrics.inbound_conflicts.set(inbound as i64);
+            metrics.outbound_tcp_conflicts.set(outbound as i64);
+        }
         let Some(hosts) = only_hosts else {
             return Some(list);
         };
