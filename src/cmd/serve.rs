@@ -401,6 +401,18 @@ impl DaemonMetrics {
                 tag: env!("CARGO_PKG_VERSION").into(),
             })
             .set(1);
+        r.register(
+            "pilot_info",
+            "Control-plane version",
+            prometheus_client::metrics::family::Family::<
+                crate::xds::metrics::VersionLabels,
+                prometheus_client::metrics::gauge::Gauge,
+            >::default(),
+        )
+        .get_or_create(&crate::xds::metrics::VersionLabels {
+            version: concat!("rudder-", env!("CARGO_PKG_VERSION")).into(),
+        })
+        .set(1);
         DaemonMetrics {
             registry: Arc::new(r.finish()),
             file,

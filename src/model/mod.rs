@@ -135,6 +135,9 @@ pub struct Registry {
     pub services: BTreeMap<String, Arc<Service>>,
     /// (hostname, service port) → endpoints, sorted.
     pub endpoints: BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
+    /// ServiceEntry hosts dropped because another service already has the hostname (istiod's
+    /// `pilot_duplicate_envoy_clusters` counts the clusters they would have made).
+    pub duplicate_hosts: usize,
 }
 
 /// Short names in Istio config are relative to the config's namespace.
@@ -178,6 +181,7 @@ impl Registry {
             for host in &se.hosts {
                 let hostname = resolve_host(host, ns, domain_suffix);
                 if reg.services.contains_key(&hostname) {
+                    reg.duplicate_hosts += 1;
                     continue;
                 }
                 let mut service = service_from_entry(se, &hostname, ns, &source);
@@ -322,6 +326,16 @@ mod tests {
 spec:\n  hosts: [reviews]\n  ports: [{number: 9080, name: http, protocol: HTTP, targetPort: 8080}, {number: 9090, name: grpc, protocol: GRPC}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: reviews}}\n\
 ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: v1, namespace: shop}\nspec: {address: 10.0.0.1, labels: {app: reviews, version: v1}, ports: {grpc: 7070}, locality: us/east}\n\
 ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: other-ns, namespace: elsewhere}\nspec: {address: 10.0.0.9, labels: {app: reviews}}\n";
+
+    /// A second ServiceEntry for a hostname another already has is dropped and counted.
+    #[test]
+    fn duplicate_hosts_are_counted() {
+        let second = "\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s, namespace: shop}\nspec: {hosts: [reviews], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC}\n";
+        assert_eq!(registry(SE).duplicate_hosts, 0);
+        let reg = registry(&format!("{SE}{second}"));
+        assert_eq!(reg.duplicate_hosts, 1);
+        assert_eq!(reg.services.len(), 1);
+    }
 
     fn pod(name: &str, app: &str, status: serde_json::Value) -> crate::config::Config {
         let json = serde_json::json!({

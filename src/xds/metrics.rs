@@ -81,6 +81,9 @@ pub struct XdsMetrics {
     /// Outbound listeners where a TCP service lost its connections to another, in the current
     /// push (`pilot_conflict_outbound_listener_tcp_over_current_tcp`).
     pub outbound_tcp_conflicts: Gauge,
+    /// ServiceEntry hosts dropped because another service has the hostname
+    /// (`pilot_duplicate_envoy_clusters`).
+    pub duplicate_clusters: Gauge,
     /// Hosts claimed by more than one mesh VirtualService (`pilot_vservice_dup_domain`).
     pub duplicate_domains: Gauge,
     /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
@@ -267,6 +270,11 @@ impl XdsMetrics {
             outbound_tcp_conflicts: registry.register(
                 "pilot_conflict_outbound_listener_tcp_over_current_tcp",
                 "Outbound listeners where a TCP service lost its connections to another",
+                Gauge::default(),
+            ),
+            duplicate_clusters: registry.register(
+                "pilot_duplicate_envoy_clusters",
+                "ServiceEntry hosts dropped because another service has the hostname",
                 Gauge::default(),
             ),
             duplicate_domains: registry.register(

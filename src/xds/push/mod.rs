@@ -181,6 +181,7 @@ pub async fn run(
             metrics
                 .no_instances
                 .set(next.ports_without_endpoints() as i64);
+            metrics.duplicate_clusters.set(next.duplicate_hosts as i64);
             info!(
                 full = decision.full,
                 eds_services = decision.eds_hosts.len(),
