@@ -2,6 +2,7 @@
 
 pub mod activity;
 pub mod admin;
+pub mod analysis;
 pub mod ca;
 pub mod cmd;
 pub mod config;

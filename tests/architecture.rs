@@ -90,6 +90,7 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("ca", &["config", "store", "model", "metrics"]),
+    ("analysis", &["config", "store", "model", "metrics", "k8s"]),
     (
         "webhook",
         &[

@@ -511,6 +511,7 @@ fn an_istiod_values_file_installs_rudder() {
             "meshID": "corp",
             "network": "net-east",
             "networkPolicy": {"enabled": true},
+            "istiod": {"enableAnalysis": true},
         },
     });
     let Some(r) = render(values) else { return };
@@ -579,6 +580,7 @@ fn an_istiod_values_file_installs_rudder() {
     assert_eq!(env["PILOT_PUSH_THROTTLE"], "50");
     assert_eq!(env["PILOT_DEBOUNCE_AFTER"], "200ms");
     assert_eq!(env["CA_TRUSTED_NODE_ACCOUNTS"], "kube-system/ztunnel");
+    assert_eq!(env["PILOT_ENABLE_ANALYSIS"], "true");
 
     let hpa = get(&r, "HorizontalPodAutoscaler/istiod");
     assert_eq!(hpa["spec"]["minReplicas"], 2);

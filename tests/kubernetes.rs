@@ -722,3 +722,77 @@ fn watchers_catch_up_at_once_after_an_api_server_outage() {
         );
     });
 }
+
+/// PILOT_ENABLE_ANALYSIS: the leader writes istiod's analysis messages into the status of the
+/// objects (IST0101 for a destination that does not exist), clears them once the reference
+/// resolves, and a status write is not config: it pushes nothing.
+#[test]
+fn analysis_results_are_written_into_status_and_push_nothing() {
+    for c in Cluster::all("analysis") {
+        let ns = c.ns.clone();
+        if c.is_fake() {
+            c.rt.block_on(async {
+                c.put(crd("virtualservices", "VirtualService")).await;
+                c.put(crd("gateways", "Gateway")).await;
+            });
+        } else if c
+            .get_json(
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "virtualservices.networking.istio.io"}}),
+            )
+            .is_none()
+        {
+            eprintln!("VirtualService CRD not installed: skipping the analysis check");
+            continue;
+        }
+        c.apply(ns_obj(&ns));
+        let daemon = c.rudder(&["--enable-analysis", "true", "--analysis-interval", "1s"]);
+        wait_ready(&daemon);
+        eventually(20, "leading", || leads(&daemon));
+        let triggers = || common::metric(&daemon, "pilot_push_triggers{");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let before = triggers();
+
+        let vs = json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "reviews", "namespace": ns},
+            "spec": {"hosts": ["reviews"], "http": [{"route": [{"destination": {"host": "ratings"}}]}]}});
+        c.apply(vs.clone());
+        let status = || {
+            c.get_json(vs.clone())
+                .map(|o| o["status"].clone())
+                .unwrap_or_default()
+        };
+        eventually(20, "IST0101 written", || {
+            status()["validationMessages"][0]["type"]["code"] == "IST0101"
+        });
+        let written = status();
+        assert_eq!(
+            written["validationMessages"][0]["level"], "ERROR",
+            "{written}"
+        );
+        assert_eq!(
+            written["validationMessages"][0]["documentationUrl"],
+            "https://istio.io/v1.30/docs/reference/config/analysis/ist0101/"
+        );
+        assert_eq!(written["observedGeneration"], "1", "{written}");
+        if let Some(fake) = &c.fake {
+            // One push for the VirtualService; the status write that followed pushed nothing,
+            // and unchanged findings are not written again.
+            let writes = fake.status_writes();
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            assert_eq!(triggers() - before, 1.0, "pushes since the VirtualService");
+            assert_eq!(fake.status_writes(), writes, "unchanged findings rewritten");
+        }
+
+        // The reference resolves: the message goes.
+        c.apply(service(&ns, "ratings", 80));
+        eventually(20, "messages cleared", || {
+            status()["validationMessages"] == json!([])
+        });
+        assert!(common::metric(&daemon, "rudder_status_writes_total{reason=\"written\"}") >= 2.0);
+        if !c.is_fake() {
+            c.delete(vs);
+            c.delete(service(&ns, "ratings", 80));
+        }
+    }
+}

@@ -224,6 +224,16 @@ pub struct ServeArgs {
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
+    /// Kubernetes mode: analyze Istio config across objects and write the findings into each
+    /// object's `status.validationMessages` (leader only), as istiod's PILOT_ENABLE_ANALYSIS.
+    #[arg(long, env = "PILOT_ENABLE_ANALYSIS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub enable_analysis: bool,
+    /// Time between full analyses; under 1s means the default (istiod's PILOT_ANALYSIS_INTERVAL).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "PILOT_ANALYSIS_INTERVAL")]
+    pub analysis_interval: Duration,
+    /// Most status writes per second, so analysis never floods the API server.
+    #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
+    pub status_writes_per_second: u32,
 }
 
 /// The bounds on clients, as `/debug/limitz` shows them (docs/reliability.md explains each).
@@ -374,6 +384,7 @@ pub struct DaemonMetrics {
     pub xds: Arc<crate::xds::metrics::XdsMetrics>,
     pub ca: Arc<crate::ca::metrics::CaMetrics>,
     pub webhook: Arc<crate::webhook::metrics::WebhookMetrics>,
+    pub status: Arc<crate::analysis::status::StatusMetrics>,
 }
 
 impl DaemonMetrics {
@@ -386,6 +397,7 @@ impl DaemonMetrics {
         let xds = Arc::new(crate::xds::metrics::XdsMetrics::register(&mut r));
         let ca = Arc::new(crate::ca::metrics::CaMetrics::register(&mut r));
         let webhook = Arc::new(crate::webhook::metrics::WebhookMetrics::register(&mut r));
+        let status = Arc::new(crate::analysis::status::StatusMetrics::register(&mut r));
         // istiod's build info: dashboards track rollouts by it.
         let build = r.register(
             "istio_build",
@@ -421,6 +433,7 @@ impl DaemonMetrics {
             xds,
             ca,
             webhook,
+            status,
         }
     }
 }
@@ -435,6 +448,8 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "ISTIO_GPRC_MAXRECVMSGSIZE",
     "ISTIO_GPRC_MAXSTREAMS",
     "CA_TRUSTED_NODE_ACCOUNTS",
+    "PILOT_ENABLE_ANALYSIS",
+    "PILOT_ANALYSIS_INTERVAL",
 ];
 
 /// istiod feature switches whose value here is what Rudder always does: set that way they change
@@ -661,6 +676,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             metrics.ca.clone(),
             cancel.clone(),
         ));
+        if args.enable_analysis {
+            let interval = if args.analysis_interval < Duration::from_secs(1) {
+                warn!(
+                    interval = ?args.analysis_interval,
+                    "analysis interval under 1s; using the default 10s (as istiod)"
+                );
+                Duration::from_secs(10)
+            } else {
+                args.analysis_interval
+            };
+            let writer = crate::analysis::status::StatusWriter {
+                client: client.clone(),
+                store: store.clone(),
+                domain_suffix: args.domain_suffix.clone(),
+                interval,
+                writes_per_second: std::num::NonZeroU32::new(args.status_writes_per_second)
+                    .unwrap_or(std::num::NonZeroU32::MIN),
+                metrics: metrics.status.clone(),
+            };
+            tasks.spawn(tracing::Instrument::instrument(
+                writer.run(leading.clone(), cancel.clone()),
+                tracing::info_span!("analysis-status"),
+            ));
+        }
         let patcher = CaBundlePatcher {
             client: client.clone(),
             label_selector: format!("istio.io/rev={}", args.revision),

@@ -91,6 +91,20 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "networking.istio.io",
+        "virtualservices/status",
+        &["patch"],
+        "analysis::status (PILOT_ENABLE_ANALYSIS)",
+    ),
+    rule(
+        Scope::Cluster,
+        "networking.istio.io",
+        "gateways/status",
+        &["patch"],
+        "analysis::status (PILOT_ENABLE_ANALYSIS)",
+    ),
+    rule(
+        Scope::Cluster,
         "security.istio.io",
         "*",
         WATCH,

@@ -38,6 +38,8 @@ struct Inner {
     blocked: Vec<String>,
     /// token → TokenReview status
     tokens: HashMap<String, Value>,
+    /// Status subresource writes served.
+    status_writes: u64,
 }
 
 struct Shared {
@@ -110,6 +112,8 @@ struct Target {
     namespaced: bool,
     ns: Option<String>,
     name: Option<String>,
+    /// `status` for the status subresource.
+    subresource: Option<String>,
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Response {
@@ -159,6 +163,24 @@ fn urlencoding_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).to_string()
+}
+
+/// RFC 7386: objects merge key by key, `null` deletes, anything else replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Some(fields) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    for (k, v) in fields {
+        if v.is_null() {
+            target.as_object_mut().map(|o| o.remove(k));
+        } else {
+            merge_patch(&mut target[k], v);
+        }
+    }
 }
 
 fn matches_selectors(obj: &Value, q: &HashMap<String, String>) -> bool {
@@ -212,19 +234,22 @@ impl Shared {
             ),
             _ => return None,
         };
-        let (ns, plural, name) = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
-            (
-                Some(rest[1].to_string()),
-                rest[2].to_string(),
-                rest.get(3).map(|s| s.to_string()),
-            )
-        } else {
-            (
-                None,
-                rest.first()?.to_string(),
-                rest.get(1).map(|s| s.to_string()),
-            )
-        };
+        let (ns, plural, name, subresource) =
+            if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
+                (
+                    Some(rest[1].to_string()),
+                    rest[2].to_string(),
+                    rest.get(3).map(|s| s.to_string()),
+                    rest.get(4).map(|s| s.to_string()),
+                )
+            } else {
+                (
+                    None,
+                    rest.first()?.to_string(),
+                    rest.get(1).map(|s| s.to_string()),
+                    rest.get(2).map(|s| s.to_string()),
+                )
+            };
         let (kind, namespaced) = if let Some(b) = BUILTIN
             .iter()
             .find(|b| b.0 == group && b.1 == version && b.2 == plural)
@@ -257,6 +282,7 @@ impl Shared {
             namespaced,
             ns,
             name,
+            subresource,
         })
     }
 
@@ -436,8 +462,32 @@ async fn handle(
             obj["metadata"]["resourceVersion"] = rv.to_string().into();
             obj["metadata"]["uid"] = format!("uid-{rv}").into();
             obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
+            obj["metadata"]["generation"] = 1.into();
             let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "ADDED");
             (StatusCode::CREATED, axum::Json(obj)).into_response()
+        }
+        (Method::PATCH, Some(name)) if t.subresource.as_deref() == Some("status") => {
+            // A JSON merge patch of the status subresource: only `status` changes, the generation
+            // does not, the resourceVersion does.
+            let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let ns = t.ns.clone().unwrap_or_default();
+            let mut inner = shared.inner.lock().unwrap();
+            let Some(mut obj) = inner
+                .objects
+                .get(&t.coll)
+                .and_then(|m| m.get(&(ns.clone(), name.clone())))
+                .cloned()
+            else {
+                return status(404, "NotFound", &format!("{} \"{name}\" not found", t.kind));
+            };
+            merge_patch(&mut obj["status"], &patch["status"]);
+            inner.rv += 1;
+            obj["metadata"]["resourceVersion"] = inner.rv.to_string().into();
+            inner.status_writes += 1;
+            let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "MODIFIED");
+            axum::Json(obj).into_response()
         }
         (Method::PUT, Some(name)) => {
             let Ok(mut obj) = serde_json::from_slice::<Value>(&body) else {
@@ -468,6 +518,13 @@ async fn handle(
             let rv = inner.rv;
             obj["metadata"]["resourceVersion"] = rv.to_string().into();
             obj["metadata"]["uid"] = current["metadata"]["uid"].clone();
+            let generation = current["metadata"]["generation"].as_i64().unwrap_or(1);
+            obj["metadata"]["generation"] = if obj["spec"] == current["spec"] {
+                generation
+            } else {
+                generation + 1
+            }
+            .into();
             if t.namespaced {
                 obj["metadata"]["namespace"] = ns.clone().into();
             }
@@ -639,6 +696,11 @@ impl FakeApi {
     }
 
     /// The next `n` requests whose path starts with `prefix` fail with `code` (e.g. 429).
+    /// How many status subresource writes the fake has served.
+    pub fn status_writes(&self) -> u64 {
+        self.shared.inner.lock().unwrap().status_writes
+    }
+
     pub fn fail_next(&self, prefix: &str, code: u16, n: usize) {
         self.shared
             .inner

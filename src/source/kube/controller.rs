@@ -534,8 +534,15 @@ async fn supervise_istio_kind(
                     };
                     let mut value =
                         serde_json::to_value(&obj).map_err(|e| (key.clone(), e.to_string()))?;
+                    // Status (analysis results, written by the leader) and the resourceVersion
+                    // it bumps are not config: without them a status write is an unchanged
+                    // object to the store, and pushes nothing.
                     if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
                         meta.remove("managedFields");
+                        meta.remove("resourceVersion");
+                    }
+                    if let Some(obj) = value.as_object_mut() {
+                        obj.remove("status");
                     }
                     let config = Config::from_json(value, "default")
                         .map_err(|e| (key.clone(), e.to_string()))?
