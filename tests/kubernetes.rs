@@ -796,3 +796,53 @@ fn analysis_results_are_written_into_status_and_push_nothing() {
         }
     }
 }
+
+/// A namespace deleted: its services leave every proxy's config, and its root ConfigMap, deleted
+/// with it, is not written again while the namespace terminates (the API server would refuse).
+#[test]
+fn a_deleted_namespace_leaves_the_mesh_and_is_not_written_to() {
+    for c in Cluster::all("nsdelete") {
+        let ns = c.ns.clone();
+        let gone = format!("{ns}-gone");
+        c.apply(ns_obj(&ns));
+        c.apply(ns_obj(&gone));
+        c.apply(service(&gone, "web", 80));
+        let daemon = c.rudder(&[]);
+        wait_ready(&daemon);
+        eventually(20, "leading", || leads(&daemon));
+        eventually(20, "root ConfigMap in the namespace", || {
+            c.get_json(root_cert_cm(&gone, "")).is_some()
+        });
+        let writes = |reason: &str| {
+            common::metric(
+                &daemon,
+                &format!("rudder_root_cert_configmap_writes_total{{reason=\"{reason}\"}}"),
+            )
+        };
+        let (created, errors) = (writes("created"), writes("error"));
+        let web = format!("outbound|80||{}", host(&gone, "web"));
+        c.rt.block_on(async {
+            let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns))
+                .await
+                .unwrap();
+            cds_until(&mut s, &web, true).await;
+            c.remove(ns_obj(&gone)).await;
+            cds_until(&mut s, &web, false).await;
+        });
+        eventually(120, "namespace gone", || {
+            c.get_json(ns_obj(&gone)).is_none()
+        });
+        // Some resyncs later, still nothing written into it.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        assert_eq!(
+            writes("error"),
+            errors,
+            "writes refused by a terminating namespace"
+        );
+        assert_eq!(
+            writes("created"),
+            created,
+            "ConfigMap recreated in a deleted namespace"
+        );
+    }
+}

@@ -50,10 +50,23 @@ pub async fn run(
     }
 }
 
+/// A namespace being deleted: its ConfigMap goes with it and must not be written again (the API
+/// server would refuse, and the namespace would be kept alive by a new object).
+fn terminating(spec: &Spec) -> bool {
+    match spec {
+        Spec::Namespace(ns) => {
+            ns.metadata.deletion_timestamp.is_some()
+                || ns.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
+        }
+        _ => false,
+    }
+}
+
 async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics: &CaMetrics) {
     let snapshot = store.snapshot();
     for ns in snapshot
         .list(Kind::Namespace)
+        .filter(|e| !terminating(&e.config.spec))
         .map(|e| e.config.metadata.name.clone())
     {
         let key = ConfigKey {
@@ -91,6 +104,15 @@ async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics
                     .await
                     .map(|_| "repaired")
             }
+        };
+        let result = match result {
+            // Created a moment ago (by us, or by another replica), and not yet seen by our watch:
+            // the watch brings it, and its content is checked then.
+            Err(kube::Error::Api(e)) if existing.is_none() && e.code == 409 => {
+                debug!(namespace = %ns, "root cert ConfigMap already exists");
+                continue;
+            }
+            other => other,
         };
         match result {
             Ok(outcome) => {

@@ -443,6 +443,20 @@ async fn handle(
             }
             let ns = t.ns.clone().unwrap_or_default();
             let mut inner = shared.inner.lock().unwrap();
+            let terminating = inner
+                .objects
+                .get("/namespaces")
+                .and_then(|m| m.get(&(String::new(), ns.clone())))
+                .is_some_and(|n| !n["metadata"]["deletionTimestamp"].is_null());
+            if t.namespaced && terminating {
+                return status(
+                    403,
+                    "Forbidden",
+                    &format!(
+                        "unable to create new content in namespace {ns} because it is being terminated"
+                    ),
+                );
+            }
             if inner
                 .objects
                 .get(&t.coll)
@@ -529,6 +543,73 @@ async fn handle(
                 obj["metadata"]["namespace"] = ns.clone().into();
             }
             let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "MODIFIED");
+            axum::Json(obj).into_response()
+        }
+        (Method::DELETE, Some(name)) if t.coll == "/namespaces" => {
+            // As the API server: the namespace turns Terminating, its objects are deleted, and
+            // the namespace itself goes a moment later; meanwhile nothing can be created in it.
+            let mut inner = shared.inner.lock().unwrap();
+            let key = (String::new(), name.clone());
+            let Some(mut obj) = inner
+                .objects
+                .get("/namespaces")
+                .and_then(|m| m.get(&key))
+                .cloned()
+            else {
+                return status(404, "NotFound", &format!("Namespace \"{name}\" not found"));
+            };
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z".into();
+            obj["status"] = json!({"phase": "Terminating"});
+            inner.rv += 1;
+            obj["metadata"]["resourceVersion"] = inner.rv.to_string().into();
+            let obj = Shared::store(
+                &mut inner,
+                &shared.events,
+                &t,
+                "",
+                name.clone(),
+                obj,
+                "MODIFIED",
+            );
+            let contents: Vec<(String, (String, String))> = inner
+                .objects
+                .iter()
+                .flat_map(|(coll, m)| {
+                    m.keys()
+                        .filter(|(ns, _)| ns == &name)
+                        .map(|k| (coll.clone(), k.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for (coll, k) in contents {
+                if let Some(mut gone) = inner.objects.get_mut(&coll).and_then(|m| m.remove(&k)) {
+                    inner.rv += 1;
+                    gone["metadata"]["resourceVersion"] = inner.rv.to_string().into();
+                    Shared::record(&mut inner, &shared.events, &coll, &k.0, "DELETED", gone);
+                }
+            }
+            drop(inner);
+            let later = shared.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let mut inner = later.inner.lock().unwrap();
+                if let Some(mut gone) = inner
+                    .objects
+                    .get_mut("/namespaces")
+                    .and_then(|m| m.remove(&key))
+                {
+                    inner.rv += 1;
+                    gone["metadata"]["resourceVersion"] = inner.rv.to_string().into();
+                    Shared::record(
+                        &mut inner,
+                        &later.events,
+                        "/namespaces",
+                        "",
+                        "DELETED",
+                        gone,
+                    );
+                }
+            });
             axum::Json(obj).into_response()
         }
         (Method::DELETE, Some(name)) => {
