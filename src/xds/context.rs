@@ -154,6 +154,9 @@ pub struct PushContext {
     /// of one scope subscribed to the same names (every sidecar of a namespace) share one list per
     /// push instead of each looking up every name.
     lists: Mutex<FastMap<ListKey, Arc<ResourceList>>>,
+    /// How many of a subscription's endpoint names name no service, by the subscription's digest
+    /// (the streams of an unscoped mesh share a few subscriptions of thousands of names).
+    unknown_endpoint_names: Mutex<FastMap<u64, usize>>,
 }
 
 /// The value `get` finds in `map`, else `build`'s, stored by `put`. Built outside the lock: two
@@ -345,6 +348,7 @@ impl PushContext {
             derived: Mutex::default(),
             encoded: Mutex::default(),
             lists: Mutex::default(),
+            unknown_endpoint_names: Mutex::default(),
         }
     }
 
@@ -708,6 +712,16 @@ impl PushContext {
                 .insert(ip.to_string());
         }
         index.ports.get(ip).cloned().unwrap_or_default()
+    }
+
+    /// `count`'s answer for the endpoint subscription with this digest, computed once per push.
+    pub fn unknown_endpoint_names(&self, digest: u64, count: impl FnOnce() -> usize) -> usize {
+        if let Some(n) = lock(&self.unknown_endpoint_names).get(&digest) {
+            return *n;
+        }
+        let n = count();
+        lock(&self.unknown_endpoint_names).insert(digest, n);
+        n
     }
 
     /// Notes an outbound listener on which a TCP service's connections went to another service.

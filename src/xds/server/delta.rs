@@ -123,17 +123,26 @@ impl Delta {
             if name == "*" {
                 watch.wildcard = true;
             } else if !watch.names.contains(name) {
-                Arc::make_mut(&mut watch.names).insert(name.clone());
                 newly.insert(name.clone());
             }
         }
+        let gone: Vec<&String> = req
+            .resource_names_unsubscribe
+            .iter()
+            .filter(|n| watch.names.contains(n.as_str()))
+            .collect();
+        if req.resource_names_unsubscribe.iter().any(|n| n == "*") {
+            watch.wildcard = false;
+        }
+        if !newly.is_empty() || !gone.is_empty() {
+            watch.edit_names(|names| {
+                names.extend(newly.iter().cloned());
+                for name in &gone {
+                    names.remove(name.as_str());
+                }
+            });
+        }
         for name in &req.resource_names_unsubscribe {
-            if name == "*" {
-                watch.wildcard = false;
-            }
-            if watch.names.contains(name) {
-                Arc::make_mut(&mut watch.names).remove(name);
-            }
             sent.remove(name);
         }
         self.stream.publish();

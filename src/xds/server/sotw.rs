@@ -7,7 +7,7 @@ use crate::xds::wire::EncodedResponse;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+
 use std::time::Instant;
 use tracing::debug;
 
@@ -16,6 +16,17 @@ pub(super) struct Sotw {
     /// Digest of the last response per type, to skip pushes that would change nothing.
     /// One hash per type: at 10,000 proxies a list of names would cost hundreds of megabytes.
     last_sent: HashMap<TypeUrl, u64>,
+    /// Hash of the last request's resource names per type, in the order sent. A SotW client
+    /// repeats its whole subscription in every ACK (thousands of EDS names for a sidecar of an
+    /// unscoped mesh); when the list is the same as last time, the subscription is unchanged and
+    /// no set is built or compared.
+    last_requested: HashMap<TypeUrl, u64>,
+}
+
+/// The resource names of a request, hashed in order.
+fn requested_digest(names: &[String]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(1).hash_one(names)
 }
 
 impl StreamHandler for Sotw {
@@ -55,6 +66,7 @@ impl StreamHandler for Sotw {
         Sotw {
             stream,
             last_sent: HashMap::new(),
+            last_requested: HashMap::new(),
         }
     }
 }
@@ -76,24 +88,31 @@ impl Sotw {
         {
             return false;
         }
-        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+        let digest = requested_digest(&req.resource_names);
+        let repeated = self.last_requested.insert(type_url, digest) == Some(digest);
         let nack = req
             .error_detail
             .as_ref()
             .map(|e| (e.code, e.message.clone()));
         let server = self.stream.server.clone();
         let watch = self.stream.watch_mut(type_url);
-        let subscription_changed = names != *watch.names;
+        // The same list as the last request: the same subscription, without building a set.
+        let names: Option<BTreeSet<String>> =
+            (!repeated).then(|| req.resource_names.iter().cloned().collect());
+        let subscription_changed = names.as_ref().is_some_and(|n| *n != *watch.names);
         let respond = if req.response_nonce.is_empty() {
             // A new subscription, or a reconnecting client telling us what it has.
-            watch.wildcard = type_url.is_wildcard() && (names.is_empty() || names.contains("*"));
-            watch.names = Arc::new(names);
+            watch.wildcard = type_url.is_wildcard()
+                && (req.resource_names.is_empty() || req.resource_names.iter().any(|n| n == "*"));
+            if let Some(names) = names {
+                watch.set_names(names);
+            }
             true
         } else if req.response_nonce != watch.nonce_sent {
             // Stale: the client had not seen our latest response. Only a new subscription list counts.
             server.metrics.expired_nonces.inc();
             if subscription_changed && !watch.wildcard {
-                watch.names = Arc::new(names);
+                watch.set_names(names.unwrap_or_default());
                 true
             } else {
                 false
@@ -111,7 +130,9 @@ impl Sotw {
                 }
             }
             if subscription_changed && !wildcard {
-                self.stream.watch_mut(type_url).names = Arc::new(names);
+                self.stream
+                    .watch_mut(type_url)
+                    .set_names(names.unwrap_or_default());
                 true
             } else {
                 false

@@ -16,7 +16,12 @@ use std::sync::Arc;
 pub struct TypeStatus {
     pub wildcard: bool,
     /// Shared, so recording what was sent (every response) never copies the subscribed names.
+    /// Change it only through `set_names` or `edit_names`, which keep `names_digest` true.
     pub names: Arc<BTreeSet<String>>,
+    /// Hash of `names`: with the scope, the key under which streams share built resource lists.
+    /// Kept here so a push does not hash every subscribed name of every stream.
+    #[serde(skip)]
+    pub names_digest: u64,
     pub nonce_sent: String,
     pub version_sent: String,
     pub version_acked: String,
@@ -25,6 +30,18 @@ pub struct TypeStatus {
 }
 
 impl TypeStatus {
+    /// Replaces the subscribed names.
+    pub fn set_names(&mut self, names: BTreeSet<String>) {
+        self.names = Arc::new(names);
+        self.names_digest = names_digest(&self.names);
+    }
+
+    /// Changes the subscribed names in place.
+    pub fn edit_names(&mut self, edit: impl FnOnce(&mut BTreeSet<String>)) {
+        edit(Arc::make_mut(&mut self.names));
+        self.names_digest = names_digest(&self.names);
+    }
+
     /// What `istioctl proxy-status` calls the sync state.
     pub fn state(&self) -> &'static str {
         if self.last_nack.is_some() {
@@ -37,6 +54,12 @@ impl TypeStatus {
             "STALE"
         }
     }
+}
+
+/// The digest of a set of subscribed names.
+pub fn names_digest(names: &BTreeSet<String>) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(names)
 }
 
 /// A stream's subscriptions by type, shared between the stream and its published status.
@@ -165,4 +188,30 @@ fn ztunnel_dump(ctx: &PushContext, conn: &ConnectionStatus) -> serde_json::Value
         }
     }
     dump
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The digest follows every change of the names, so two streams share a built list only when
+    /// they subscribe to the same names.
+    #[test]
+    fn the_names_digest_follows_the_names() {
+        let mut w = TypeStatus::default();
+        w.set_names(["a".to_string(), "b".to_string()].into());
+        let ab = w.names_digest;
+        assert_eq!(ab, names_digest(&w.names));
+        w.edit_names(|n| {
+            n.remove("b");
+            n.insert("c".into());
+        });
+        assert_ne!(w.names_digest, ab);
+        assert_eq!(w.names_digest, names_digest(&w.names));
+        w.edit_names(|n| {
+            n.remove("c");
+            n.insert("b".into());
+        });
+        assert_eq!(w.names_digest, ab);
+    }
 }

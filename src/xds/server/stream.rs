@@ -159,14 +159,16 @@ impl StreamState {
             return true;
         }
         let unknown = if type_url == TypeUrl::Endpoint {
-            watch
-                .names
-                .iter()
-                .filter(|n| {
-                    parse_outbound_cluster(n)
-                        .is_none_or(|(_, _, host)| !ctx.registry.services.contains_key(host))
-                })
-                .count()
+            ctx.unknown_endpoint_names(watch.names_digest, || {
+                watch
+                    .names
+                    .iter()
+                    .filter(|n| {
+                        parse_outbound_cluster(n)
+                            .is_none_or(|(_, _, host)| !ctx.registry.services.contains_key(host))
+                    })
+                    .count()
+            })
         } else {
             let Some(resources) = generated else {
                 return true;
@@ -253,9 +255,14 @@ impl StreamState {
     ) -> Option<Arc<ResourceList>> {
         let watch = self.watches.get(&type_url)?;
         let names = (!watch.wildcard).then_some(watch.names.as_ref());
+        let digest = if watch.wildcard {
+            WILDCARD_DIGEST
+        } else {
+            watch.names_digest
+        };
         let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
         let list = if type_url.is_scoped() {
-            ctx.resource_list(type_url, scope.key, names_digest(names), generate)
+            ctx.resource_list(type_url, scope.key, digest, generate)
         } else {
             Arc::new(ResourceList::new(generate()))
         };
@@ -268,15 +275,31 @@ impl StreamState {
         let Some(hosts) = only_hosts else {
             return Some(list);
         };
-        Some(Arc::new(ResourceList::new(
+        let filter = || {
             list.resources
                 .iter()
                 .filter(|r| {
                     parse_outbound_cluster(&r.name).is_some_and(|(_, _, h)| hosts.contains(h))
                 })
                 .cloned()
-                .collect(),
-        )))
+                .collect()
+        };
+        // The streams of a scope with the same subscription share one filtered list per set of
+        // hosts (a stream whose mailbox merged two pushes has more hosts than the others).
+        Some(if type_url.is_scoped() {
+            let hosts_digest = {
+                use std::hash::BuildHasher;
+                foldhash::fast::FixedState::with_seed(2).hash_one(hosts)
+            };
+            ctx.resource_list(
+                type_url,
+                scope.key,
+                digest ^ PARTIAL_SALT ^ hosts_digest,
+                filter,
+            )
+        } else {
+            Arc::new(ResourceList::new(filter()))
+        })
     }
 
     /// Secrets a proxy asked for and does not get (refused, or missing): already logged with the
@@ -402,11 +425,11 @@ fn truncate(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     format!("{}… ({} bytes cut)", &text[..end], text.len() - end).into()
 }
 
-/// The digest of a subscription (`None`: wildcard), for the per-scope resource list cache.
-fn names_digest(names: Option<&BTreeSet<String>>) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0).hash_one(names)
-}
+/// The resource-list key of a wildcard subscription (names do not matter).
+const WILDCARD_DIGEST: u64 = 0x5743_4152_445f_414c;
+
+/// Mixed into the key of a list filtered for a partial push, so it never meets the whole list.
+const PARTIAL_SALT: u64 = 0x5041_5254_4941_4c21;
 
 /// The life of one ADS stream, SotW or Delta: registered while it lives, it handles the first
 /// request, then client requests and pushes as they come, until the client leaves, the stream fails
