@@ -105,6 +105,16 @@ fn a_proxy_that_stops_reading_is_dropped_and_never_delays_the_others() {
                 converge(s, &marker(generation)).await;
             }
         }
+        // Its send timeout ends it while it is still connected (the good proxies may have
+        // converged faster than that).
+        let dropped = async {
+            while metric(&d, "rudder_xds_errors_total{reason=\"send_timeout\"}") < 1.0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), dropped)
+            .await
+            .expect("the stuck proxy's send timed out");
         drop(stuck);
     });
     assert!(
@@ -496,6 +506,16 @@ fn nack_text_is_cut_and_a_nack_flood_does_not_flood_the_log() {
         for _ in 0..200 {
             s.send(&r.type_url, &[], &r.nonce, "", Some(&huge)).await;
         }
+        // Every NACK is read before the change: one that arrives after the next response names
+        // an older nonce and is stale, not a rejection.
+        let flood_read = async {
+            while metric(&d, "pilot_total_xds_rejects{type=\"cds\"}") < 200.0 {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), flood_read)
+            .await
+            .expect("200 NACKs counted");
         // Still served: a change arrives.
         write_config(dir.path(), 5, 1);
         converge(&mut s, &marker(1)).await;

@@ -42,6 +42,16 @@ struct Inner {
     status_writes: u64,
 }
 
+impl Inner {
+    /// A copy of the object `name` in `ns` of collection `coll`.
+    fn object(&self, coll: &str, ns: &str, name: &str) -> Option<Value> {
+        self.objects
+            .get(coll)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+}
+
 struct Shared {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Event>,
@@ -488,12 +498,7 @@ async fn handle(
             };
             let ns = t.ns.clone().unwrap_or_default();
             let mut inner = shared.inner.lock().unwrap();
-            let Some(mut obj) = inner
-                .objects
-                .get(&t.coll)
-                .and_then(|m| m.get(&(ns.clone(), name.clone())))
-                .cloned()
-            else {
+            let Some(mut obj) = inner.object(&t.coll, &ns, &name) else {
                 return status(404, "NotFound", &format!("{} \"{name}\" not found", t.kind));
             };
             merge_patch(&mut obj["status"], &patch["status"]);
@@ -509,12 +514,7 @@ async fn handle(
             };
             let ns = t.ns.clone().unwrap_or_default();
             let mut inner = shared.inner.lock().unwrap();
-            let Some(current) = inner
-                .objects
-                .get(&t.coll)
-                .and_then(|m| m.get(&(ns.clone(), name.clone())))
-                .cloned()
-            else {
+            let Some(current) = inner.object(&t.coll, &ns, &name) else {
                 return status(404, "NotFound", &format!("{} \"{name}\" not found", t.kind));
             };
             if let Some(rv) = obj["metadata"]["resourceVersion"]
