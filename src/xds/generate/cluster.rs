@@ -389,18 +389,24 @@ fn build(
 }
 
 /// The identities a service port's servers may present, as istiod pins them: the SPIFFE
-/// identities of its endpoints' service accounts (in the service's namespace) and a ServiceEntry's
-/// `subjectAltNames`.
+/// identities of its endpoints' service accounts (in the service's namespace), in the mesh's
+/// trust domain and in each of its `trustDomainAliases` (a server may still hold a certificate of
+/// the old domain during a migration), and a ServiceEntry's `subjectAltNames`.
 fn identities(ctx: &PushContext, svc: &Service, port: &ServicePort) -> Vec<String> {
+    let domains: Vec<&str> = std::iter::once(ctx.mesh.trust_domain.as_str())
+        .chain(ctx.mesh.trust_domain_aliases.iter().map(String::as_str))
+        .collect();
     ctx.registry
         .endpoints(&svc.hostname, port.number)
         .iter()
         .filter(|e| !e.service_account.is_empty())
-        .map(|e| {
-            format!(
-                "spiffe://{}/ns/{}/sa/{}",
-                ctx.mesh.trust_domain, svc.namespace, e.service_account
-            )
+        .flat_map(|e| {
+            domains.iter().map(move |td| {
+                format!(
+                    "spiffe://{td}/ns/{}/sa/{}",
+                    svc.namespace, e.service_account
+                )
+            })
         })
         .chain(svc.subject_alt_names.iter().cloned())
         .collect::<std::collections::BTreeSet<_>>()

@@ -1557,3 +1557,22 @@ fn listener_conflicts_are_counted_as_istiod_does() {
         "the proxy at 10.0.0.9 has two protocols on 8080; 0.0.0.0_5432 has two TCP services"
     );
 }
+
+/// With `trustDomainAliases`, a client accepts its server's identity in every alias trust domain
+/// too (istiod expands the pinned service accounts the same way), so a server still holding a
+/// certificate of the old domain keeps working during a trust-domain migration.
+#[test]
+fn pinned_server_identities_cover_trust_domain_aliases() {
+    let yaml = workload_yaml("").replace("tlsMode: istio}", "tlsMode: istio}, serviceAccount: db");
+    let snap = Store::from_yaml(&yaml).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let mesh = MeshSettings {
+        trust_domain_aliases: vec!["old.example".into()],
+        ..MeshSettings::default()
+    };
+    let c = PushContext::new(1, snap, reg, mesh);
+    let bytes = cluster(&c, &verified("b"), "outbound|80||app.a.svc.cluster.local").encode_to_vec();
+    let has = |uri: &str| bytes.windows(uri.len()).any(|w| w == uri.as_bytes());
+    assert!(has("spiffe://cluster.local/ns/a/sa/db"));
+    assert!(has("spiffe://old.example/ns/a/sa/db"));
+}
