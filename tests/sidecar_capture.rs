@@ -392,6 +392,7 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
                     last == (200, "app /allowed".into())
                 });
                 assert_eq!(request_at(app, host, "/denied", &[]).0, 403);
+                authorization_keys_through_real_sidecars(cfg, app, host);
             }));
             let _ = done_tx.send(());
             if let Err(e) = outcome {
@@ -400,6 +401,75 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
             }
         });
     });
+}
+
+/// Each AuthorizationPolicy key in turn on the server's sidecar, each case proven by requests
+/// through both sidecars: the first probe of a case differs from the previous case's answer, so
+/// waiting for it waits for the new policy.
+fn authorization_keys_through_real_sidecars(cfg: &Path, app: SocketAddr, host: &str) {
+    let base = MTLS_MESH
+        .split("---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy")
+        .next()
+        .unwrap();
+    type Probe<'a> = (&'a str, &'a [(&'a str, &'a str)], u16);
+    let cases: &[(&str, &[Probe])] = &[
+        (
+            "rules: [{from: [{source: {principals: [cluster.local/ns/shop/sa/client]}}]}]",
+            &[("/other", &[], 200)],
+        ),
+        (
+            "rules: [{from: [{source: {principals: [cluster.local/ns/shop/sa/other]}}]}]",
+            &[("/other", &[], 403)],
+        ),
+        (
+            "rules: [{from: [{source: {serviceAccounts: [shop/client]}}]}]",
+            &[("/other", &[], 200)],
+        ),
+        (
+            "rules: [{from: [{source: {serviceAccounts: [shop/other]}}]}]",
+            &[("/other", &[], 403)],
+        ),
+        (
+            "rules: [{when: [{key: 'request.headers[x-team]', values: [blue]}]}]",
+            &[
+                ("/", &[("x-team", "blue")], 200),
+                ("/", &[("x-team", "red")], 403),
+                ("/", &[], 403),
+            ],
+        ),
+        (
+            "rules: [{from: [{source: {namespaces: [shop]}}]}]",
+            &[("/", &[], 200)],
+        ),
+        (
+            "rules: [{from: [{source: {namespaces: [other]}}]}]",
+            &[("/", &[], 403)],
+        ),
+        (
+            "action: DENY\n  rules: [{to: [{operation: {paths: [/admin]}}]}]",
+            &[
+                ("/ok", &[], 200),
+                ("/admin", &[], 403),
+                // Normalized before matching (meshConfig pathNormalization BASE).
+                ("/x/../admin", &[], 403),
+            ],
+        ),
+    ];
+    for (rules, probes) in cases {
+        let policy = format!(
+            "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: app, namespace: shop}}\nspec:\n  selector: {{matchLabels: {{app: server}}}}\n  {rules}\n"
+        );
+        write(cfg, "mesh.yaml", &format!("{base}{policy}"));
+        let (path, headers, want) = probes[0];
+        eventually(30, rules, || request_at(app, host, path, headers).0 == want);
+        for (path, headers, want) in &probes[1..] {
+            assert_eq!(
+                request_at(app, host, path, headers).0,
+                *want,
+                "{rules}: {path} {headers:?}"
+            );
+        }
+    }
 }
 
 /// A Sidecar's `ingress` listener defines the inbound port and sends it to its `defaultEndpoint`

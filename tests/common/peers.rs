@@ -237,6 +237,12 @@ static_resources:
                 "warning",
                 "--concurrency",
                 "1",
+                // As istio's agent starts Envoy: connections on a changed listener are told to
+                // close at once, so new config (an AuthorizationPolicy) reaches pooled connections.
+                "--drain-time-s",
+                "45",
+                "--drain-strategy",
+                "immediate",
             ])
             .arg("--admin-address-path")
             .arg(&admin_file)
