@@ -229,6 +229,11 @@ fn jwt(key: &rcgen::KeyPair, sub: &str) -> String {
 }
 
 fn jwt_from(key: &rcgen::KeyPair, issuer: &str, sub: &str) -> String {
+    jwt_with(key, json!({"iss": issuer, "sub": sub}))
+}
+
+/// A token with `claims` (and an expiry an hour away).
+fn jwt_with(key: &rcgen::KeyPair, mut claims: serde_json::Value) -> String {
     use base64::Engine;
     use rcgen::SigningKey;
     let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
@@ -240,9 +245,8 @@ fn jwt_from(key: &rcgen::KeyPair, issuer: &str, sub: &str) -> String {
     let head = b64(json!({"alg": "ES256", "typ": "JWT", "kid": "k1"})
         .to_string()
         .as_bytes());
-    let body = b64(json!({"iss": issuer, "sub": sub, "exp": exp})
-        .to_string()
-        .as_bytes());
+    claims["exp"] = exp.into();
+    let body = b64(claims.to_string().as_bytes());
     let signing_input = format!("{head}.{body}");
     let der = key.sign(signing_input.as_bytes()).unwrap();
     // SEQUENCE { INTEGER r, INTEGER s }, each integer possibly with a leading zero byte.
@@ -496,6 +500,54 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             401,
             "an invalid token is refused even where no policy asks for one"
         );
+        // The token's claims, audiences and presenter as AuthorizationPolicy `when` keys: each
+        // DENY below refuses its path unless the token says so.
+        for (path, key, value) in [
+            ("/team", "request.auth.claims[team]", "blue"),
+            ("/aud", "request.auth.audiences", "svc-a"),
+            ("/azp", "request.auth.presenter", "app-1"),
+        ] {
+            c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+                "metadata": {"name": format!("when{}", path.replace('/', "-")), "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                         "rules": [{"to": [{"operation": {"paths": [path], "ports": [ports.http.to_string()]}}],
+                                    "when": [{"key": key, "notValues": [value]}]}]}}));
+        }
+        let token = |claims: serde_json::Value| {
+            let mut all = json!({"iss": ISSUER, "sub": "alice"});
+            for (k, v) in claims.as_object().unwrap() {
+                all[k] = v.clone();
+            }
+            format!("Bearer {}", jwt_with(&signer, all))
+        };
+        let cases = [
+            ("/team", json!({"team": "blue"}), json!({"team": "red"})),
+            ("/aud", json!({"aud": "svc-a"}), json!({"aud": "svc-b"})),
+            ("/azp", json!({"azp": "app-1"}), json!({"azp": "app-2"})),
+        ];
+        for (path, good, bad) in cases {
+            let good = token(good);
+            let mut last = Default::default();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(60, path, || {
+                    last = (
+                        request(ports.http, HOST, path, &[]),
+                        request(ports.http, HOST, path, &[("authorization", &good)]),
+                    );
+                    last.0.0 == 403 && last.1 == (200, format!("backend {path}"))
+                })
+            }));
+            if let Err(e) = outcome {
+                eprintln!("{path}: without a token {:?}, with {:?}", last.0, last.1);
+                std::panic::resume_unwind(e);
+            }
+            assert_eq!(
+                request(ports.http, HOST, path, &[("authorization", &token(bad))]).0,
+                403,
+                "{path}: a token that says otherwise"
+            );
+        }
+
         // Keys published at a jwksUri: Envoy fetches them itself (a cluster for the host is added).
         let (remote_signer, remote_jwks) = jwt_issuer();
         let remote = "https://remote.example";

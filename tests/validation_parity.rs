@@ -1748,9 +1748,8 @@ fn families() -> Vec<Case> {
     }
     // Conditions Rudder cannot enforce yet warn (and are handled fail-closed).
     for key in [
-        "request.auth.claims[groups]",
         "connection.sni",
-        "request.auth.audiences",
+        "experimental.envoy.filters.network.mysql_proxy[db.table]",
     ] {
         v.push(case(
             &format!("unhonoured/when-{key}"),

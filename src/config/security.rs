@@ -273,9 +273,28 @@ pub fn when_key_expressible(key: &str) -> bool {
             | "source.serviceAccount"
             | "source.trustDomain"
             | "request.auth.principal"
+            | "request.auth.audiences"
+            | "request.auth.presenter"
     ) || key
         .strip_prefix("request.headers[")
         .is_some_and(|k| k.ends_with(']'))
+        || jwt_claim_path(key).is_some()
+}
+
+/// The claim path of a `request.auth.claims[a]` or `request.auth.claims[a][b]` key (a nested
+/// claim), as istiod reads it; `None` for anything else.
+pub fn jwt_claim_path(key: &str) -> Option<Vec<&str>> {
+    let mut rest = key.strip_prefix("request.auth.claims")?;
+    let mut path = Vec::new();
+    while !rest.is_empty() {
+        let (name, after) = rest.strip_prefix('[')?.split_once(']')?;
+        if name.is_empty() || name.contains('[') {
+            return None;
+        }
+        path.push(name);
+        rest = after;
+    }
+    (!path.is_empty()).then_some(path)
 }
 
 /// Marks an AuthorizationPolicy (ALLOW or DENY) as dry run: evaluated and logged, never enforced.
@@ -296,4 +315,30 @@ pub fn is_dry_run(annotations: &std::collections::BTreeMap<String, String>) -> b
         .get(DRY_RUN)
         .and_then(|v| parse_go_bool(v))
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod claim_path_tests {
+    use super::jwt_claim_path;
+
+    #[test]
+    fn claim_keys_name_a_path_in_the_token() {
+        assert_eq!(
+            jwt_claim_path("request.auth.claims[groups]"),
+            Some(vec!["groups"])
+        );
+        assert_eq!(
+            jwt_claim_path("request.auth.claims[org][team]"),
+            Some(vec!["org", "team"])
+        );
+        for bad in [
+            "request.auth.claims",
+            "request.auth.claims[]",
+            "request.auth.claims[a",
+            "request.auth.claims[a]b",
+            "request.auth.claimsx[a]",
+        ] {
+            assert_eq!(jwt_claim_path(bad), None, "{bad}");
+        }
+    }
 }

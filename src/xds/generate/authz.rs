@@ -721,6 +721,23 @@ fn principal_for<'a>(
             }
             ("source.trustDomain", _) => Box::new(trust_domain),
             ("request.auth.principal", _) => Box::new(request_principal),
+            ("request.auth.audiences", _) => Box::new(|v: &str| {
+                Some(super::jwt::claim_principal(&["aud"], matcher(v, "", false)))
+            }),
+            ("request.auth.presenter", _) => Box::new(|v: &str| {
+                Some(super::jwt::claim_principal(&["azp"], matcher(v, "", false)))
+            }),
+            (k, _) if crate::config::security::jwt_claim_path(k).is_some() => {
+                let path: Vec<String> = crate::config::security::jwt_claim_path(k)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(String::from)
+                    .collect();
+                Box::new(move |v: &str| {
+                    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                    Some(super::jwt::claim_principal(&path, matcher(v, "", false)))
+                })
+            }
             (_, Some(name)) => Box::new(move |v: &str| {
                 Some(Principal {
                     identifier: Some(principal::Identifier::Header(header(&name, v, false))),

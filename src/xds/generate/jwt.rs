@@ -18,7 +18,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpFilter, http_filter,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{
-    MetadataMatcher, StringMatcher, ValueMatcher, metadata_matcher, string_matcher, value_matcher,
+    ListMatcher, MetadataMatcher, OrMatcher, StringMatcher, ValueMatcher, list_matcher,
+    metadata_matcher, string_matcher, value_matcher,
 };
 use envoy_types::pb::google::protobuf::{Any, Empty};
 use std::collections::BTreeMap;
@@ -296,13 +297,40 @@ pub fn http_filter(ctx: &PushContext, scope: &ScopeView) -> Option<HttpFilter> {
 }
 
 fn payload(field: &str, value: value_matcher::MatchPattern) -> Principal {
+    payload_at(&[field], value)
+}
+
+/// A claim (`claims` is its path in the verified payload: `[groups]`, or `[org, team]` for a
+/// nested one) that is `value` or, for a list claim, holds an element that is: istiod's
+/// translation of `request.auth.claims[…]`, `request.auth.audiences` (`aud`) and
+/// `request.auth.presenter` (`azp`).
+pub fn claim_principal(claims: &[&str], value: StringMatcher) -> Principal {
+    let one = ValueMatcher {
+        match_pattern: Some(value_matcher::MatchPattern::StringMatch(value)),
+    };
+    let list = ValueMatcher {
+        match_pattern: Some(value_matcher::MatchPattern::ListMatch(Box::new(
+            ListMatcher {
+                match_pattern: Some(list_matcher::MatchPattern::OneOf(Box::new(one.clone()))),
+            },
+        ))),
+    };
+    payload_at(
+        claims,
+        value_matcher::MatchPattern::OrMatch(OrMatcher {
+            value_matchers: vec![list, one],
+        }),
+    )
+}
+
+fn payload_at(fields: &[&str], value: value_matcher::MatchPattern) -> Principal {
     Principal {
         identifier: Some(principal::Identifier::SourcedMetadata(SourcedMetadata {
             metadata_source: 0,
             metadata_matcher: Some(MetadataMatcher {
                 filter: JWT_FILTER.into(),
-                path: [PAYLOAD_KEY, field]
-                    .iter()
+                path: std::iter::once(PAYLOAD_KEY)
+                    .chain(fields.iter().copied())
                     .map(|k| metadata_matcher::PathSegment {
                         segment: Some(metadata_matcher::path_segment::Segment::Key(k.to_string())),
                     })

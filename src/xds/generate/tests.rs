@@ -828,11 +828,16 @@ spec: {action: DENY, rules: [{to: [{operation: {paths: [/admin]}}], when: [{key:
         "{by_sa}"
     );
     assert!(by_sa.contains("spiffe://[^/]*\\\\.corp/.*"), "{by_sa}");
+    let by_claim = format!(
+        "{:?}",
+        rbac("by-claim").policies["ns[a]-policy[by-claim]-rule[0]"].principals
+    );
     assert!(
-        !allow
-            .policies
-            .contains_key("ns[a]-policy[by-claim]-rule[0]"),
-        "a claim condition cannot be enforced yet: its ALLOW rule admits nobody"
+        by_claim.contains("envoy.filters.http.jwt_authn")
+            && by_claim.contains("\"group\"")
+            && by_claim.contains("\"admins\"")
+            && by_claim.contains("ListMatch"),
+        "a claim is matched in the verified payload, as a value or a list element: {by_claim}"
     );
     let deny = rbac("deny-sni");
     let rule = &deny.policies["ns[a]-policy[deny-sni]-rule[0]"];
