@@ -442,6 +442,14 @@ fn authorization_keys_through_real_sidecars(cfg: &Path, app: SocketAddr, host: &
             &[("/", &[], 200)],
         ),
         (
+            "rules: [{when: [{key: connection.sni, values: ['outbound_.9080_._.app.example.org']}]}]",
+            &[("/", &[], 403)],
+        ),
+        (
+            "rules: [{when: [{key: connection.sni, values: ['outbound_.9080_._.app.shop.svc.cluster.local']}]}]",
+            &[("/", &[], 200)],
+        ),
+        (
             "rules: [{from: [{source: {namespaces: [other]}}]}]",
             &[("/", &[], 403)],
         ),

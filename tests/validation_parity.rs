@@ -1746,18 +1746,14 @@ fn families() -> Vec<Case> {
             Deny(msg),
         ));
     }
-    // Conditions Rudder cannot enforce yet warn (and are handled fail-closed).
-    for key in [
-        "connection.sni",
-        "experimental.envoy.filters.network.mysql_proxy[db.table]",
-    ] {
-        v.push(case(
-            &format!("unhonoured/when-{key}"),
-            "AuthorizationPolicy",
-            &when(key, "[x]"),
-            Warn("is not enforced"),
-        ));
-    }
+    // A condition Rudder cannot enforce yet warns (and is handled fail-closed).
+    let key = "experimental.envoy.filters.network.mysql_proxy[db.table]";
+    v.push(case(
+        &format!("unhonoured/when-{key}"),
+        "AuthorizationPolicy",
+        &when(key, "[x]"),
+        Warn("is not enforced"),
+    ));
     // Sources.
     let from = |src: &str| format!("rules: [{{from: [{{source: {src}}}]}}]");
     for src in [

@@ -275,6 +275,7 @@ pub fn when_key_expressible(key: &str) -> bool {
             | "request.auth.principal"
             | "request.auth.audiences"
             | "request.auth.presenter"
+            | "connection.sni"
     ) || key
         .strip_prefix("request.headers[")
         .is_some_and(|k| k.ends_with(']'))

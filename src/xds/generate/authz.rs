@@ -514,6 +514,7 @@ fn permission_for<'a>(
             "destination.port" => &port,
             "destination.ip" => &destination_ip,
             "request.headers[:authority]" => &header_perm_auth,
+            "connection.sni" => &server_name,
             _ => continue,
         };
         if let Some(p) = any_of_p(&c.values, each) {
@@ -524,6 +525,13 @@ fn permission_for<'a>(
         }
     }
     and_rules(all)
+}
+
+/// The TLS server name the connection asked for (istiod's `connection.sni`).
+fn server_name(v: &str) -> Option<Permission> {
+    Some(Permission {
+        rule: Some(permission::Rule::RequestedServerName(matcher(v, "", false))),
+    })
 }
 
 fn header_perm_auth(v: &str) -> Option<Permission> {

@@ -375,10 +375,21 @@ fn build(
             ),
         );
     }
+    // As istiod, mesh mTLS names the cluster in the TLS server name
+    // (`outbound_.<port>_.<subset>_.<host>`), which `connection.sni` policies and gateways routing
+    // by SNI read.
+    let istio_sni = name.replacen('|', "_.", 3);
     match &policy.tls {
+        Some(tls) if tls.mode == ClientTlsMode::ISTIO_MUTUAL && tls.sni.is_empty() => {
+            let tls = ClientTlsSettings {
+                sni: istio_sni,
+                ..tls.clone()
+            };
+            c.transport_socket = tls_socket(&tls, &identities(ctx, svc, port));
+        }
         Some(tls) => c.transport_socket = tls_socket(tls, &identities(ctx, svc, port)),
         None if auto_mtls && svc.location == crate::config::networking::Location::MESH_INTERNAL => {
-            c.transport_socket_matches = auto_mtls_sockets(&identities(ctx, svc, port));
+            c.transport_socket_matches = auto_mtls_sockets(&identities(ctx, svc, port), istio_sni);
         }
         None => {}
     }
@@ -422,11 +433,13 @@ pub const TLS_MODE_MATCH: &str = "envoy.transport_socket_match";
 /// proxy), plaintext to the others.
 fn auto_mtls_sockets(
     identities: &[String],
+    sni: String,
 ) -> Vec<envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch> {
     use envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch;
     use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
     let istio = ClientTlsSettings {
         mode: ClientTlsMode::ISTIO_MUTUAL,
+        sni,
         ..Default::default()
     };
     vec![

@@ -610,6 +610,10 @@ fn automatic_mtls_for_mesh_endpoints_when_the_proxy_has_an_identity() {
         .map(|m| m.name.as_str())
         .collect();
     assert_eq!(names, ["tlsMode-istio", "tlsMode-disabled"]);
+    // The TLS server name names the cluster, as istiod's (`connection.sni` policies read it).
+    let sni = b"outbound_.80_._.app.a.svc.cluster.local";
+    let bytes = with.encode_to_vec();
+    assert!(bytes.windows(sni.len()).any(|w| w == sni));
     let without = cluster(&c, &proxy("b", &[]), "outbound|80||app.a.svc.cluster.local");
     assert!(without.transport_socket_matches.is_empty());
 
