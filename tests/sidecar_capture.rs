@@ -449,6 +449,11 @@ fn authorization_keys_through_real_sidecars(cfg: &Path, app: SocketAddr, host: &
             "rules: [{when: [{key: connection.sni, values: ['outbound_.9080_._.app.shop.svc.cluster.local']}]}]",
             &[("/", &[], 200)],
         ),
+        // Another filter's metadata (none here sets it): Envoy takes the rule, which admits nobody.
+        (
+            "rules: [{when: [{key: 'experimental.envoy.filters.network.mysql_proxy[db.table]', values: ['[update]']}]}]",
+            &[("/", &[], 403)],
+        ),
         (
             "rules: [{from: [{source: {namespaces: [other]}}]}]",
             &[("/", &[], 403)],

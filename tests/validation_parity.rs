@@ -1746,14 +1746,6 @@ fn families() -> Vec<Case> {
             Deny(msg),
         ));
     }
-    // A condition Rudder cannot enforce yet warns (and is handled fail-closed).
-    let key = "experimental.envoy.filters.network.mysql_proxy[db.table]";
-    v.push(case(
-        &format!("unhonoured/when-{key}"),
-        "AuthorizationPolicy",
-        &when(key, "[x]"),
-        Warn("is not enforced"),
-    ));
     // Sources.
     let from = |src: &str| format!("rules: [{{from: [{{source: {src}}}]}}]");
     for src in [

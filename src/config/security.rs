@@ -280,6 +280,15 @@ pub fn when_key_expressible(key: &str) -> bool {
         .strip_prefix("request.headers[")
         .is_some_and(|k| k.ends_with(']'))
         || jwt_claim_path(key).is_some()
+        || envoy_filter_key(key).is_some()
+}
+
+/// The filter and metadata key of an `experimental.envoy.filters.<filter>[<key>]` condition.
+pub fn envoy_filter_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix("experimental.")?;
+    let (filter, field) = rest.strip_suffix(']')?.split_once('[')?;
+    (filter.starts_with("envoy.filters.") && !filter.is_empty() && !field.is_empty())
+        .then_some((filter, field))
 }
 
 /// The claim path of a `request.auth.claims[a]` or `request.auth.claims[a][b]` key (a nested
@@ -340,6 +349,27 @@ mod claim_path_tests {
             "request.auth.claimsx[a]",
         ] {
             assert_eq!(jwt_claim_path(bad), None, "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod envoy_filter_key_tests {
+    use super::envoy_filter_key;
+
+    #[test]
+    fn filter_keys_name_a_filter_and_a_field() {
+        assert_eq!(
+            envoy_filter_key("experimental.envoy.filters.network.mysql_proxy[db.table]"),
+            Some(("envoy.filters.network.mysql_proxy", "db.table"))
+        );
+        for bad in [
+            "experimental.envoy.filters.x",
+            "experimental.other[a]",
+            "experimental.envoy.filters.x[]",
+            "envoy.filters.x[a]",
+        ] {
+            assert_eq!(envoy_filter_key(bad), None, "{bad}");
         }
     }
 }

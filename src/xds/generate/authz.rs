@@ -32,6 +32,7 @@ use tracing::warn;
 type ToPermission<'a> = &'a dyn Fn(&str) -> Option<Permission>;
 type ToPrincipal<'a> = &'a dyn Fn(&str) -> Option<Principal>;
 type OwnedToPrincipal = Box<dyn Fn(&str) -> Option<Principal>>;
+type OwnedToPermission = Box<dyn Fn(&str) -> Option<Permission>>;
 
 /// The AuthorizationPolicies that apply to `proxy`, with their namespace, name and whether they
 /// are dry run.
@@ -510,11 +511,13 @@ fn permission_for<'a>(
         all.push(or_rules(ops));
     }
     for c in when {
-        let each: ToPermission = match c.key.as_str() {
-            "destination.port" => &port,
-            "destination.ip" => &destination_ip,
-            "request.headers[:authority]" => &header_perm_auth,
-            "connection.sni" => &server_name,
+        let filter_value = filter_metadata(&c.key);
+        let each: ToPermission = match (c.key.as_str(), &filter_value) {
+            ("destination.port", _) => &port,
+            ("destination.ip", _) => &destination_ip,
+            ("request.headers[:authority]", _) => &header_perm_auth,
+            ("connection.sni", _) => &server_name,
+            (_, Some(f)) => f,
             _ => continue,
         };
         if let Some(p) = any_of_p(&c.values, each) {
@@ -525,6 +528,53 @@ fn permission_for<'a>(
         }
     }
     and_rules(all)
+}
+
+/// `experimental.envoy.filters.<filter>[<key>]`: a value another filter put in its dynamic
+/// metadata (istiod's translation; a value written `[v]` matches an element of a list).
+fn filter_metadata(key: &str) -> Option<OwnedToPermission> {
+    let (filter, field) = crate::config::security::envoy_filter_key(key)?;
+    let (filter, field) = (filter.to_string(), field.to_string());
+    Some(Box::new(move |v: &str| {
+        use envoy_types::pb::envoy::r#type::matcher::v3::{
+            ListMatcher, MetadataMatcher, ValueMatcher, list_matcher, metadata_matcher,
+            value_matcher,
+        };
+        let string = |v: &str| ValueMatcher {
+            match_pattern: Some(value_matcher::MatchPattern::StringMatch(matcher(
+                v, "", false,
+            ))),
+        };
+        let value = match v.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+            Some(element) => ValueMatcher {
+                match_pattern: Some(value_matcher::MatchPattern::ListMatch(Box::new(
+                    ListMatcher {
+                        match_pattern: Some(list_matcher::MatchPattern::OneOf(Box::new(string(
+                            element,
+                        )))),
+                    },
+                ))),
+            },
+            None => string(v),
+        };
+        Some(Permission {
+            rule: Some(permission::Rule::SourcedMetadata(
+                envoy_types::pb::envoy::config::rbac::v3::SourcedMetadata {
+                    metadata_source: 0,
+                    metadata_matcher: Some(MetadataMatcher {
+                        filter: filter.clone(),
+                        path: vec![metadata_matcher::PathSegment {
+                            segment: Some(metadata_matcher::path_segment::Segment::Key(
+                                field.clone(),
+                            )),
+                        }],
+                        value: Some(value),
+                        invert: false,
+                    }),
+                },
+            )),
+        })
+    }))
 }
 
 /// The TLS server name the connection asked for (istiod's `connection.sni`).
