@@ -168,11 +168,11 @@ fn memoized<M, V: Clone>(
     put: impl FnOnce(&mut M, V) -> V,
     build: impl FnOnce() -> V,
 ) -> V {
-    if let Some(hit) = get(&map.lock().unwrap_or_else(|p| p.into_inner())) {
+    if let Some(hit) = get(&lock(map)) {
         return hit;
     }
     let built = build();
-    put(&mut map.lock().unwrap_or_else(|p| p.into_inner()), built)
+    put(&mut lock(map), built)
 }
 
 /// `memoized` for a map keyed by an owned key.
@@ -716,12 +716,7 @@ impl PushContext {
 
     /// `count`'s answer for the endpoint subscription with this digest, computed once per push.
     pub fn unknown_endpoint_names(&self, digest: u64, count: impl FnOnce() -> usize) -> usize {
-        if let Some(n) = lock(&self.unknown_endpoint_names).get(&digest) {
-            return *n;
-        }
-        let n = count();
-        lock(&self.unknown_endpoint_names).insert(digest, n);
-        n
+        memoized_by_key(&self.unknown_endpoint_names, digest, count)
     }
 
     /// Notes an outbound listener on which a TCP service's connections went to another service.

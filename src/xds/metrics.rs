@@ -97,18 +97,34 @@ pub struct XdsMetrics {
     reject_series: AtomicUsize,
 }
 
+/// Whether `labels` may have a series of its own in `family`: it has one already, or fewer than
+/// `max` series were given out (`given` counts them). Families labelled with what clients send
+/// (versions, proxy ids) stay bounded; the caller counts the rest under "other".
+fn series_allowed<S, M>(family: &Family<S, M>, labels: &S, given: &AtomicUsize, max: usize) -> bool
+where
+    S: Clone + std::hash::Hash + Eq,
+{
+    if family.get(labels).is_some() || given.fetch_add(1, Ordering::Relaxed) < max {
+        return true;
+    }
+    given.fetch_sub(1, Ordering::Relaxed);
+    false
+}
+
 impl XdsMetrics {
     /// The `pilot_xds` series a proxy of `version` counts in (bounded: see `MAX_VERSION_SERIES`).
     pub fn connection_labels(&self, version: &str) -> VersionLabels {
         let labels = VersionLabels {
             version: version.to_string(),
         };
-        if self.xds_connections.get(&labels).is_some()
-            || self.connection_versions.fetch_add(1, Ordering::Relaxed) < MAX_VERSION_SERIES
-        {
+        if series_allowed(
+            &self.xds_connections,
+            &labels,
+            &self.connection_versions,
+            MAX_VERSION_SERIES,
+        ) {
             return labels;
         }
-        self.connection_versions.fetch_sub(1, Ordering::Relaxed);
         VersionLabels {
             version: "other".into(),
         }
@@ -144,10 +160,7 @@ impl XdsMetrics {
             node: node.to_string(),
             err: code.to_string(),
         };
-        if family.get(&labels).is_none()
-            && self.reject_series.fetch_add(1, Ordering::Relaxed) >= MAX_REJECT_SERIES
-        {
-            self.reject_series.fetch_sub(1, Ordering::Relaxed);
+        if !series_allowed(family, &labels, &self.reject_series, MAX_REJECT_SERIES) {
             labels.node = "other".into();
         }
         family.get_or_create(&labels).inc();

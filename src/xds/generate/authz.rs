@@ -763,40 +763,35 @@ fn principal_for<'a>(
     }
     for c in when {
         let key = c.key.as_str();
+        let claim_path: Option<Vec<String>> = crate::config::security::jwt_claim_path(key)
+            .map(|p| p.into_iter().map(String::from).collect());
         let header_name = key
             .strip_prefix("request.headers[")
             .and_then(|k| k.strip_suffix(']'))
             .filter(|k| *k != ":authority")
             .map(str::to_string);
-        let each: OwnedToPrincipal = match (key, header_name) {
-            ("source.ip", _) => Box::new(direct_ip),
-            ("remote.ip", _) => Box::new(remote_ip),
-            ("source.principal", _) => Box::new(authenticated),
-            ("source.namespace", _) => Box::new(namespace),
-            ("source.serviceAccount", _) => {
+        let each: OwnedToPrincipal = match (key, header_name, claim_path) {
+            ("source.ip", ..) => Box::new(direct_ip),
+            ("remote.ip", ..) => Box::new(remote_ip),
+            ("source.principal", ..) => Box::new(authenticated),
+            ("source.namespace", ..) => Box::new(namespace),
+            ("source.serviceAccount", ..) => {
                 let ns = policy_ns.to_string();
                 Box::new(move |v: &str| self::service_account(&ns, v))
             }
-            ("source.trustDomain", _) => Box::new(trust_domain),
-            ("request.auth.principal", _) => Box::new(request_principal),
-            ("request.auth.audiences", _) => Box::new(|v: &str| {
+            ("source.trustDomain", ..) => Box::new(trust_domain),
+            ("request.auth.principal", ..) => Box::new(request_principal),
+            ("request.auth.audiences", ..) => Box::new(|v: &str| {
                 Some(super::jwt::claim_principal(&["aud"], matcher(v, "", false)))
             }),
-            ("request.auth.presenter", _) => Box::new(|v: &str| {
+            ("request.auth.presenter", ..) => Box::new(|v: &str| {
                 Some(super::jwt::claim_principal(&["azp"], matcher(v, "", false)))
             }),
-            (k, _) if crate::config::security::jwt_claim_path(k).is_some() => {
-                let path: Vec<String> = crate::config::security::jwt_claim_path(k)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(String::from)
-                    .collect();
-                Box::new(move |v: &str| {
-                    let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                    Some(super::jwt::claim_principal(&path, matcher(v, "", false)))
-                })
-            }
-            (_, Some(name)) => Box::new(move |v: &str| {
+            (_, _, Some(path)) => Box::new(move |v: &str| {
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                Some(super::jwt::claim_principal(&path, matcher(v, "", false)))
+            }),
+            (_, Some(name), _) => Box::new(move |v: &str| {
                 Some(Principal {
                     identifier: Some(principal::Identifier::Header(header(&name, v, false))),
                 })

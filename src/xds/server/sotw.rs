@@ -7,7 +7,6 @@ use crate::xds::wire::EncodedResponse;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use std::collections::{BTreeSet, HashMap};
-
 use std::time::Instant;
 use tracing::debug;
 
@@ -21,12 +20,6 @@ pub(super) struct Sotw {
     /// unscoped mesh); when the list is the same as last time, the subscription is unchanged and
     /// no set is built or compared.
     last_requested: HashMap<TypeUrl, u64>,
-}
-
-/// The resource names of a request, hashed in order.
-fn requested_digest(names: &[String]) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(1).hash_one(names)
 }
 
 impl StreamHandler for Sotw {
@@ -88,7 +81,8 @@ impl Sotw {
         {
             return false;
         }
-        let digest = requested_digest(&req.resource_names);
+        // The resource names hashed in order.
+        let digest = super::status::digest(1, &req.resource_names[..]);
         let repeated = self.last_requested.insert(type_url, digest) == Some(digest);
         let nack = req
             .error_detail

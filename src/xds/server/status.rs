@@ -56,10 +56,15 @@ impl TypeStatus {
     }
 }
 
+/// A stable hash of `value`; `seed` keeps digests of different things apart.
+pub fn digest<T: std::hash::Hash + ?Sized>(seed: u64, value: &T) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(seed).hash_one(value)
+}
+
 /// The digest of a set of subscribed names.
 pub fn names_digest(names: &BTreeSet<String>) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0).hash_one(names)
+    digest(0, names)
 }
 
 /// A stream's subscriptions by type, shared between the stream and its published status.

@@ -287,16 +287,8 @@ impl StreamState {
         // The streams of a scope with the same subscription share one filtered list per set of
         // hosts (a stream whose mailbox merged two pushes has more hosts than the others).
         Some(if type_url.is_scoped() {
-            let hosts_digest = {
-                use std::hash::BuildHasher;
-                foldhash::fast::FixedState::with_seed(2).hash_one(hosts)
-            };
-            ctx.resource_list(
-                type_url,
-                scope.key,
-                digest ^ PARTIAL_SALT ^ hosts_digest,
-                filter,
-            )
+            let key = digest ^ PARTIAL_SALT ^ super::status::digest(2, hosts);
+            ctx.resource_list(type_url, scope.key, key, filter)
         } else {
             Arc::new(ResourceList::new(filter()))
         })
