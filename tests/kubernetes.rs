@@ -846,3 +846,48 @@ fn a_deleted_namespace_leaves_the_mesh_and_is_not_written_to() {
         );
     }
 }
+
+/// Rudder as a pod runs it: no kubeconfig anywhere, the API server from
+/// `KUBERNETES_SERVICE_HOST`/`PORT` over HTTPS, trusted through the mounted `ca.crt`, and the
+/// mounted projected token, which the kubelet replaces before it expires. A daemon that read the
+/// token once would lose the API server when the old token expired (every hour by default).
+/// Fake only: a real cluster's kubelet does the rotating.
+#[test]
+fn runs_in_a_pod_on_the_mounted_service_account_and_follows_token_rotation() {
+    let c = Cluster::fake_in_cluster("in-pod");
+    let fake = c.fake.as_ref().expect("fake");
+    let ns = c.ns.clone();
+    c.apply(service(&ns, "before", 80));
+    let daemon = c.rudder_in_pod(&[]);
+    wait_ready(&daemon);
+    assert!(fake.api_token_uses("first-projected-token") > 0);
+    let before = format!("outbound|80||{}", host(&ns, "before"));
+    let mut s = c.rt.block_on(async {
+        let mut s = Sotw::open(daemon.addr("grpc-xds"), &proxy_id(&ns))
+            .await
+            .unwrap();
+        cds_until(&mut s, &before, true).await;
+        s
+    });
+
+    fake.rotate_api_token("second-projected-token");
+    // The client re-reads the token file about once a minute.
+    eventually(120, "requests with the rotated token", || {
+        fake.api_token_uses("second-projected-token") > 0
+    });
+    fake.revoke_api_token("first-projected-token");
+    let first_uses = fake.api_token_uses("first-projected-token");
+
+    c.apply(service(&ns, "after", 80));
+    let after = format!("outbound|80||{}", host(&ns, "after"));
+    c.rt.block_on(cds_until(&mut s, &after, true));
+    assert_eq!(
+        fake.api_token_uses("first-projected-token"),
+        first_uses,
+        "the expired token is not sent again"
+    );
+    assert!(
+        http_get(daemon.addr("http"), "/ready").0 == 200,
+        "still ready"
+    );
+}

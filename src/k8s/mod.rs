@@ -6,22 +6,105 @@ pub mod leader;
 pub mod metrics;
 pub mod rbac;
 
-/// Builds a client from `kubeconfig` if given, else from the environment (KUBECONFIG, ~/.kube/config,
-/// or the in-cluster service account).
-pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, kube::Error> {
+/// Where the kubelet mounts a pod's service-account credentials (token, CA bundle, namespace).
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// Overrides [`SERVICE_ACCOUNT_DIR`]: for tests, and for running outside a pod with a copy of a
+/// pod's credentials.
+pub const SERVICE_ACCOUNT_DIR_ENV: &str = "RUDDER_SERVICE_ACCOUNT_DIR";
+
+/// Why no Kubernetes client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no kubeconfig ({kubeconfig}) and no in-cluster service account ({dir}: {in_cluster})")]
+    NoConfig {
+        kubeconfig: kube::config::KubeconfigError,
+        dir: String,
+        in_cluster: String,
+    },
+    #[error(transparent)]
+    Client(#[from] kube::Error),
+}
+
+/// Builds a client from `kubeconfig` if given, else as client-go (and so istiod) does: KUBECONFIG
+/// or ~/.kube/config, else the pod's service account.
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, ClientError> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc =
-                kube::config::Kubeconfig::read_from(path).map_err(kube::Error::InferKubeconfig)?;
+            let kubeconfig_error = |source| ClientError::Kubeconfig {
+                path: path.display().to_string(),
+                source,
+            };
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
-                .map_err(kube::Error::InferKubeconfig)?
+                .map_err(kubeconfig_error)?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(kube::Error::InferConfig)?,
+        None => match kube::Config::from_kubeconfig(&Default::default()).await {
+            Ok(config) => config,
+            Err(kubeconfig) => {
+                let dir = std::env::var_os(SERVICE_ACCOUNT_DIR_ENV)
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(|| SERVICE_ACCOUNT_DIR.into());
+                in_cluster(&dir).map_err(|e| ClientError::NoConfig {
+                    kubeconfig,
+                    dir: dir.display().to_string(),
+                    in_cluster: e,
+                })?
+            }
+        },
     };
-    kube::Client::try_from(config)
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// The in-cluster configuration from `dir`: the API server from KUBERNETES_SERVICE_HOST/PORT, its
+/// CA from `ca.crt` and the bearer token from `token`. Both files are named, not read once: the
+/// kubelet rotates projected tokens (and the CA bundle may rotate), and the client re-reads them
+/// every minute, so a daemon that runs for weeks keeps a valid token.
+fn in_cluster(dir: &std::path::Path) -> Result<kube::Config, String> {
+    let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
+    let host = var("KUBERNETES_SERVICE_HOST")?;
+    let port: u16 = var("KUBERNETES_SERVICE_PORT")?
+        .parse()
+        .map_err(|e| format!("KUBERNETES_SERVICE_PORT: {e}"))?;
+    let authority = match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+        _ => format!("{host}:{port}"),
+    };
+    let url: axum::http::Uri = format!("https://{authority}")
+        .parse()
+        .map_err(|e| format!("API server address {authority}: {e}"))?;
+    let ca_file = dir.join("ca.crt");
+    let ca = std::fs::read(&ca_file).map_err(|e| format!("{}: {e}", ca_file.display()))?;
+    let roots: Vec<Vec<u8>> = pem::parse_many(&ca)
+        .map_err(|e| format!("{}: {e}", ca_file.display()))?
+        .into_iter()
+        .filter(|p| p.tag() == "CERTIFICATE")
+        .map(|p| p.into_contents())
+        .collect();
+    if roots.is_empty() {
+        return Err(format!("{} holds no certificate", ca_file.display()));
+    }
+    let token_file = dir.join("token");
+    if !token_file.is_file() {
+        return Err(format!("{} does not exist", token_file.display()));
+    }
+    let namespace = std::fs::read_to_string(dir.join("namespace"))
+        .map(|ns| ns.trim().to_string())
+        .unwrap_or_default();
+    let mut config = kube::Config::new(url);
+    if !namespace.is_empty() {
+        config.default_namespace = namespace;
+    }
+    config.root_cert = Some(roots);
+    config.root_cert_file = Some(ca_file);
+    config.auth_info.token_file = Some(token_file.display().to_string());
+    Ok(config)
 }
 
 /// True when a Kubernetes API is configured in the environment.

@@ -35,6 +35,17 @@ impl Cluster {
         c
     }
 
+    /// The fake as a pod sees it (HTTPS, bearer tokens, a mounted service account); `rudder_in_pod`
+    /// starts the daemon with no kubeconfig, as it runs in a cluster.
+    pub fn fake_in_cluster(name: &str) -> Cluster {
+        let ns = format!("{name}-ns");
+        let fake = FakeApi::start_in_cluster(&ns);
+        let kubeconfig = fake.kubeconfig.clone();
+        let mut c = Cluster::connect(kubeconfig, ns);
+        c.fake = Some(fake);
+        c
+    }
+
     pub fn real(kubeconfig: PathBuf, name: &str) -> Cluster {
         let c = Cluster::connect(kubeconfig, format!("rudder-{name}-{}", std::process::id()));
         c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.ns}}));
@@ -238,6 +249,39 @@ impl Cluster {
         ];
         args.extend_from_slice(extra);
         Daemon::spawn("127.0.0.1:0", &args)
+    }
+
+    /// `rudder serve` as a pod of a `fake_in_cluster` runs it: no kubeconfig anywhere, the API
+    /// server from `KUBERNETES_SERVICE_HOST`/`PORT` and the mounted service account.
+    pub fn rudder_in_pod(&self, extra: &[&str]) -> Daemon {
+        let fake = self.fake.as_ref().expect("an in-cluster fake");
+        let port = fake.addr.port().to_string();
+        let sa = fake.sa_dir().to_string_lossy().to_string();
+        let home = fake.sa_dir().join("..").to_string_lossy().to_string();
+        let mut args = vec![
+            "--config-source",
+            "kubernetes",
+            "--system-namespace",
+            &self.ns,
+            "--lease-duration",
+            "2s",
+            "--lease-renew",
+            "200ms",
+            "--debounce-after",
+            "20ms",
+        ];
+        args.extend_from_slice(extra);
+        Daemon::spawn_env(
+            "127.0.0.1:0",
+            &args,
+            &[
+                ("KUBECONFIG", None),
+                ("HOME", Some(&home)),
+                ("KUBERNETES_SERVICE_HOST", Some("127.0.0.1")),
+                ("KUBERNETES_SERVICE_PORT", Some(&port)),
+                ("RUDDER_SERVICE_ACCOUNT_DIR", Some(&sa)),
+            ],
+        )
     }
 }
 

@@ -40,6 +40,10 @@ struct Inner {
     tokens: HashMap<String, Value>,
     /// Status subresource writes served.
     status_writes: u64,
+    /// When set (the in-cluster mode), the bearer tokens the API accepts; anything else is 401.
+    api_tokens: Option<Vec<String>>,
+    /// Requests served per bearer token.
+    token_uses: HashMap<String, u64>,
 }
 
 impl Inner {
@@ -105,6 +109,9 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
         false,
     ),
 ];
+
+/// The token of the tests' own client in the in-cluster mode.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 pub struct FakeApi {
     pub addr: SocketAddr,
@@ -354,11 +361,24 @@ async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
     {
         let mut inner = shared.inner.lock().unwrap();
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default()
+            .to_string();
+        if let Some(accepted) = &inner.api_tokens {
+            if !accepted.contains(&bearer) {
+                return status(401, "Unauthorized", "Unauthorized");
+            }
+            *inner.token_uses.entry(bearer).or_default() += 1;
+        }
         if let Some(f) = inner
             .failures
             .iter_mut()
@@ -736,6 +756,50 @@ async fn watch_response(shared: Arc<Shared>, t: Target, q: HashMap<String, Strin
 
 impl FakeApi {
     pub fn start() -> FakeApi {
+        FakeApi::start_with(None)
+    }
+
+    /// The fake as a pod sees the API server: HTTPS with its own CA, every request authenticated
+    /// by a bearer token, and a service-account directory (`sa_dir`: token, ca.crt, namespace) as
+    /// the kubelet mounts it. `KUBERNETES_SERVICE_HOST`/`PORT` come from `addr`.
+    pub fn start_in_cluster(namespace: &str) -> FakeApi {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "fake-apiserver-ca");
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let server_key = rcgen::KeyPair::generate().unwrap();
+        let mut server_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        server_params.subject_alt_names = vec![rcgen::SanType::IpAddress(std::net::IpAddr::V4(
+            std::net::Ipv4Addr::LOCALHOST,
+        ))];
+        let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![server_cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
+        )
+        .unwrap();
+        let fake = FakeApi::start_with(Some((Arc::new(tls), ca_cert.pem())));
+        let sa = fake.sa_dir();
+        std::fs::create_dir_all(&sa).unwrap();
+        std::fs::write(sa.join("ca.crt"), ca_cert.pem()).unwrap();
+        std::fs::write(sa.join("namespace"), namespace).unwrap();
+        fake.rotate_api_token("first-projected-token");
+        fake
+    }
+
+    /// The plain fake, or with `tls` (server config, CA PEM) the in-cluster one, whose kubeconfig
+    /// trusts that CA and carries an administrator's token.
+    fn start_with(tls: Option<(Arc<rustls::ServerConfig>, String)>) -> FakeApi {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -748,6 +812,9 @@ impl FakeApi {
             watch_epoch: watch::channel(0).0,
             unblocked: tokio::sync::Notify::new(),
         });
+        if tls.is_some() {
+            shared.inner.lock().unwrap().api_tokens = Some(vec![ADMIN_TOKEN.to_string()]);
+        }
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
@@ -755,15 +822,29 @@ impl FakeApi {
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(shared.clone());
-        runtime.spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (server, user) = match tls {
+            None => {
+                runtime.spawn(async move {
+                    let _ = axum::serve(listener, app).await;
+                });
+                (format!("server: \"http://{addr}\""), String::new())
+            }
+            Some((tls, ca_pem)) => {
+                use base64::Engine;
+                runtime.spawn(serve_tls(listener, app, tls));
+                let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+                (
+                    format!("server: \"https://{addr}\", certificate-authority-data: {ca}"),
+                    format!("token: {ADMIN_TOKEN}"),
+                )
+            }
+        };
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(
             &kubeconfig,
             format!(
-                "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: \"http://{addr}\"}}}}]\nusers: [{{name: fake, user: {{}}}}]\ncontexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: default}}}}]\ncurrent-context: fake\n"
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{{server}}}}}]\nusers: [{{name: fake, user: {{{user}}}}}]\ncontexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: default}}}}]\ncurrent-context: fake\n"
             ),
         )
         .unwrap();
@@ -774,6 +855,39 @@ impl FakeApi {
             _dir: dir,
             runtime: Some(runtime),
         }
+    }
+
+    /// The service-account directory of the in-cluster mode.
+    pub fn sa_dir(&self) -> PathBuf {
+        self._dir.path().join("serviceaccount")
+    }
+
+    /// What the kubelet does when it refreshes a projected token: the new token replaces the
+    /// file at once (by rename, so no reader sees half a token) and the API accepts it. Older
+    /// tokens stay valid until `revoke_api_token`, as they do until they expire.
+    pub fn rotate_api_token(&self, token: &str) {
+        let sa = self.sa_dir();
+        let next = sa.join(".token.next");
+        std::fs::write(&next, token).unwrap();
+        std::fs::rename(&next, sa.join("token")).unwrap();
+        let mut inner = self.shared.inner.lock().unwrap();
+        inner
+            .api_tokens
+            .get_or_insert_with(Vec::new)
+            .push(token.to_string());
+    }
+
+    /// The API refuses `token` from now on (it expired).
+    pub fn revoke_api_token(&self, token: &str) {
+        if let Some(tokens) = self.shared.inner.lock().unwrap().api_tokens.as_mut() {
+            tokens.retain(|t| t != token);
+        }
+    }
+
+    /// How many requests `token` authenticated.
+    pub fn api_token_uses(&self, token: &str) -> u64 {
+        let inner = self.shared.inner.lock().unwrap();
+        inner.token_uses.get(token).copied().unwrap_or(0)
     }
 
     /// The next `n` requests whose path starts with `prefix` fail with `code` (e.g. 429).
@@ -870,6 +984,31 @@ impl FakeApi {
         let mut inner = self.shared.inner.lock().unwrap();
         inner.compacted = inner.rv;
         inner.log.clear();
+    }
+}
+
+/// Serves `app` over TLS, HTTP/1.1 or HTTP/2 as the client offers.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: Arc<rustls::ServerConfig>,
+) {
+    let mut tls = (*tls).clone();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    while let Ok((tcp, _)) = listener.accept().await {
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+        });
     }
 }
 

@@ -57,6 +57,11 @@ impl Daemon {
 
     /// `rudder serve` with arbitrary flags (after the listen addresses).
     pub fn spawn(grpc_addr: &str, extra: &[&str]) -> Daemon {
+        Daemon::spawn_env(grpc_addr, extra, &[])
+    }
+
+    /// `spawn` with environment changes: `(name, Some(value))` sets, `(name, None)` removes.
+    pub fn spawn_env(grpc_addr: &str, extra: &[&str], env: &[(&str, Option<&str>)]) -> Daemon {
         let ca_dir = tempfile::tempdir().unwrap();
         let ca_path = ca_dir.path().to_string_lossy().to_string();
         // Loopback ephemeral ports unless `extra` gives an address of its own.
@@ -73,7 +78,14 @@ impl Daemon {
                 args.extend([flag, value]);
             }
         }
-        let mut child = rudder()
+        let mut command = rudder();
+        for (name, value) in env {
+            match value {
+                Some(v) => command.env(name, v),
+                None => command.env_remove(name),
+            };
+        }
+        let mut child = command
             .args(&args)
             .args(extra)
             .env("RUST_LOG", "info")
