@@ -90,7 +90,10 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("ca", &["config", "store", "model", "metrics"]),
-    ("analysis", &["config", "store", "model", "metrics", "k8s"]),
+    (
+        "analysis",
+        &["config", "store", "model", "metrics", "k8s", "xds"],
+    ),
     (
         "webhook",
         &[

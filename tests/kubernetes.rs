@@ -891,3 +891,168 @@ fn runs_in_a_pod_on_the_mounted_service_account_and_follows_token_rotation() {
         "still ready"
     );
 }
+
+/// In an ambient install the leader writes istiod's ambient conditions: `istio.io/WaypointBound`
+/// on services that name a waypoint (bound when it exists, not ready when it does not),
+/// `ZtunnelAccepted` on AuthorizationPolicies (accepted, accepted without the HTTP parts, or not
+/// enforceable by ztunnel). Another controller's conditions are kept; a removed binding removes
+/// ours; the writes push nothing.
+#[test]
+fn ambient_conditions_are_written_into_status_and_push_nothing() {
+    for c in Cluster::all("ambient-status") {
+        let ns = c.ns.clone();
+        if c.is_fake() {
+            c.rt.block_on(async {
+                c.put(crd("serviceentries", "ServiceEntry")).await;
+                c.put(istio_crd(
+                    "security.istio.io",
+                    "authorizationpolicies",
+                    "AuthorizationPolicy",
+                ))
+                .await;
+            });
+        } else if c
+            .get_json(
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "authorizationpolicies.security.istio.io"}}),
+            )
+            .is_none()
+        {
+            eprintln!("Istio CRDs not installed: skipping the ambient status check");
+            continue;
+        }
+        c.apply(ns_obj(&ns));
+        let mut waypoint = service(&ns, "waypoint", 15008);
+        waypoint["metadata"]["labels"] =
+            json!({"gateway.istio.io/managed": "istio.io-mesh-controller"});
+        c.apply(waypoint.clone());
+        let mut bound = service(&ns, "reviews", 80);
+        bound["metadata"]["labels"] = json!({"istio.io/use-waypoint": "waypoint"});
+        c.apply(bound.clone());
+        let missing = json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "external", "namespace": ns, "labels": {"istio.io/use-waypoint": "ghost"}},
+            "spec": {"hosts": ["api.example.com"], "ports": [{"number": 443, "name": "tls", "protocol": "TLS"}],
+                     "resolution": "DNS"}});
+        c.apply(missing.clone());
+        let policy = |name: &str, action: &str, rules: Value| {
+            json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+                   "metadata": {"name": name, "namespace": ns},
+                   "spec": {"action": action, "rules": rules}})
+        };
+        let l4 = policy(
+            "l4",
+            "ALLOW",
+            json!([{"from": [{"source": {"namespaces": [ns]}}]}]),
+        );
+        let l7 = policy(
+            "l7",
+            "ALLOW",
+            json!([{"to": [{"operation": {"paths": ["/admin"]}}]}]),
+        );
+        let audit = policy(
+            "audit",
+            "AUDIT",
+            json!([{"to": [{"operation": {"ports": ["80"]}}]}]),
+        );
+        for p in [&l4, &l7, &audit] {
+            c.apply(p.clone());
+        }
+
+        let daemon = c.rudder(&["--enable-ambient", "true"]);
+        wait_ready(&daemon);
+        eventually(20, "leading", || leads(&daemon));
+        let condition = |obj: &Value, kind: &str| -> Value {
+            c.get_json(obj.clone())
+                .and_then(|o| {
+                    o["status"]["conditions"]
+                        .as_array()
+                        .and_then(|l| l.iter().find(|x| x["type"] == kind).cloned())
+                })
+                .unwrap_or_default()
+        };
+        eventually(20, "conditions written", || {
+            condition(&audit, "ZtunnelAccepted")["status"] == "False"
+        });
+        let got = condition(&bound, "istio.io/WaypointBound");
+        assert_eq!(
+            (&got["status"], &got["reason"]),
+            (&json!("True"), &json!("WaypointAccepted")),
+            "{got}"
+        );
+        assert!(got["lastTransitionTime"].is_string(), "{got}");
+        let got = condition(&missing, "istio.io/WaypointBound");
+        assert_eq!(
+            (&got["status"], &got["reason"]),
+            (&json!("False"), &json!("WaypointIsNotReady")),
+            "{got}"
+        );
+        assert_eq!(
+            condition(&waypoint, "istio.io/WaypointBound"),
+            Value::Null,
+            "a waypoint has no waypoint"
+        );
+        let got = condition(&l4, "ZtunnelAccepted");
+        assert_eq!(
+            (&got["status"], &got["reason"], &got["observedGeneration"]),
+            (&json!("True"), &json!("Accepted"), &json!("1")),
+            "{got}"
+        );
+        let got = condition(&l7, "ZtunnelAccepted");
+        assert_eq!(
+            (&got["status"], &got["reason"]),
+            (&json!("True"), &json!("UnsupportedValue")),
+            "{got}"
+        );
+        assert!(
+            got["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("paths"),
+            "{got}"
+        );
+
+        // Nothing more to write: the writes pushed nothing and are not repeated.
+        let triggers = || common::metric(&daemon, "pilot_push_triggers{");
+        let writes = || common::metric(&daemon, "rudder_status_writes_total{reason=\"written\"}");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let (pushes, written) = (triggers(), writes());
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        assert_eq!(triggers(), pushes, "a status write pushed");
+        assert_eq!(writes(), written, "unchanged conditions rewritten");
+
+        // Another controller's condition stays when ours goes with the binding; the label change
+        // is one push, and neither status write (theirs, ours) is another.
+        let ours = condition(&bound, "istio.io/WaypointBound");
+        c.rt.block_on(async {
+            c.api(&bound)
+                .patch_status(
+                    "reviews",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"status": {"conditions": [
+                        ours,
+                        {"type": "example.com/Audited", "status": "True", "reason": "Checked",
+                         "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+                )
+                .await
+                .expect("status patch");
+        });
+        let mut unbound = bound.clone();
+        unbound["metadata"]["labels"] = json!({});
+        c.apply(unbound);
+        eventually(20, "binding condition removed", || {
+            condition(&bound, "istio.io/WaypointBound") == Value::Null
+        });
+        assert_eq!(
+            condition(&bound, "example.com/Audited")["reason"],
+            "Checked"
+        );
+        if c.is_fake() {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            assert_eq!(triggers() - pushes, 1.0, "pushes since the label change");
+        } else {
+            for obj in [waypoint, bound, missing, l4, l7, audit] {
+                c.delete(obj);
+            }
+        }
+    }
+}

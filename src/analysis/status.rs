@@ -5,12 +5,19 @@
 //! sets only `validationMessages` and `observedGeneration`, so fields other writers own are left
 //! alone; writes are rate-limited. The store never sees status (the Kubernetes source drops it),
 //! so a write does not cause a push.
+//!
+//! The same writer sets ambient's conditions (`istio.io/WaypointBound`, `ZtunnelAccepted`) on
+//! Services, ServiceEntries, WorkloadEntries and AuthorizationPolicies, as istiod's ambient status
+//! queue does. Conditions of other types on those objects (other controllers') are kept; a write
+//! names the resourceVersion it read, so a concurrent writer makes it retry instead of losing
+//! theirs.
 
 use super::{Findings, analyze};
 use crate::config::{ConfigKey, Kind};
 use crate::metrics::{ReasonLabels, Registry};
 use crate::model::Registry as ServiceRegistry;
 use crate::store::Store;
+use crate::xds::generate::ambient::status as ambient;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -59,7 +66,15 @@ pub struct StatusWriter {
     pub interval: Duration,
     pub writes_per_second: NonZeroU32,
     pub metrics: Arc<StatusMetrics>,
+    /// Write analysis findings (`PILOT_ENABLE_ANALYSIS`).
+    pub analysis: bool,
+    /// Write ambient's conditions (`PILOT_ENABLE_AMBIENT` and `AMBIENT_ENABLE_STATUS`).
+    pub ambient: bool,
+    pub root_namespace: String,
 }
+
+/// The ambient conditions an object carries now, by type (only the types ambient owns).
+type ConditionsWritten = BTreeMap<ConfigKey, BTreeMap<String, ambient::Condition>>;
 
 /// What an object's status says, as far as this writer owns it.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,13 +97,32 @@ impl StatusWriter {
             governor::RateLimiter::direct(governor::Quota::per_second(self.writes_per_second));
         loop {
             if *leading.borrow_and_update() {
-                info!("leading: writing analysis results into object status");
-                let mut written = self.read_current().await;
+                info!(
+                    analysis = self.analysis,
+                    ambient = self.ambient,
+                    "leading: writing analysis results and ambient conditions into object status"
+                );
+                let mut written = if self.analysis {
+                    self.read_current().await
+                } else {
+                    BTreeMap::new()
+                };
+                let mut conditions = if self.ambient {
+                    self.read_current_conditions().await
+                } else {
+                    BTreeMap::new()
+                };
                 let mut events = self.store.subscribe();
                 let mut tick = tokio::time::interval(self.interval);
                 loop {
-                    self.write_differences(&mut written, &limiter, &leading, &cancel)
-                        .await;
+                    if self.analysis {
+                        self.write_differences(&mut written, &limiter, &leading, &cancel)
+                            .await;
+                    }
+                    if self.ambient {
+                        self.write_conditions(&mut conditions, &limiter, &leading, &cancel)
+                            .await;
+                    }
                     // The next run: the interval, or a quiet second after a change.
                     let lost = tokio::select! {
                         _ = cancel.cancelled() => return,
@@ -218,6 +252,140 @@ impl StatusWriter {
         }
     }
 
+    /// The ambient conditions objects carry now (from an earlier leader, or istiod).
+    async fn read_current_conditions(&self) -> ConditionsWritten {
+        let mut out = BTreeMap::new();
+        for &kind in ambient::KINDS {
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(kind));
+            let list = match api.list(&Default::default()).await {
+                Ok(l) => l,
+                Err(e) => {
+                    warn!(kind = kind.name(), error = %e, "cannot read current conditions");
+                    continue;
+                }
+            };
+            for obj in list.items {
+                let ours = owned_conditions(&obj.data["status"]["conditions"]);
+                if ours.is_empty() {
+                    continue;
+                }
+                let key = ConfigKey {
+                    kind,
+                    namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                    name: obj.metadata.name.clone().unwrap_or_default(),
+                };
+                out.insert(key, ours);
+            }
+        }
+        out
+    }
+
+    /// Computes ambient's conditions for the current snapshot and writes each object whose
+    /// conditions differ from what it carries.
+    async fn write_conditions(
+        &self,
+        written: &mut ConditionsWritten,
+        limiter: &governor::DefaultDirectRateLimiter,
+        leading: &watch::Receiver<bool>,
+        cancel: &CancellationToken,
+    ) {
+        let snapshot = self.store.snapshot();
+        let registry = ServiceRegistry::build(&snapshot, &self.domain_suffix);
+        let wanted = ambient::conditions(
+            &snapshot,
+            &registry,
+            &self.domain_suffix,
+            &self.root_namespace,
+        );
+        written.retain(|k, _| snapshot.get(k).is_some());
+        for (key, owned) in wanted {
+            let now = written.get(&key);
+            let same = owned
+                .iter()
+                .all(|(t, want)| now.and_then(|n| n.get(*t)) == want.as_ref());
+            if same {
+                continue;
+            }
+            if cancel.is_cancelled() || !*leading.borrow() {
+                return;
+            }
+            limiter.until_ready().await;
+            match self.patch_conditions(&key, &owned).await {
+                Ok(carried) => {
+                    self.metrics.count("written");
+                    if carried.is_empty() {
+                        written.remove(&key);
+                    } else {
+                        written.insert(key, carried);
+                    }
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                    self.metrics.count("conflict");
+                    debug!(object = %key, error = %e, "conditions not written; the object changed");
+                }
+                Err(e) => {
+                    self.metrics.count("error");
+                    warn!(object = %key, error = %e, "conditions not written; will retry");
+                }
+            }
+        }
+    }
+
+    /// Reads the object, replaces the condition types ambient owns and keeps every other, and
+    /// writes the list back at the resourceVersion read. Returns ambient's conditions as the
+    /// object now carries them.
+    async fn patch_conditions(
+        &self,
+        key: &ConfigKey,
+        owned: &BTreeMap<&'static str, Option<ambient::Condition>>,
+    ) -> Result<BTreeMap<String, ambient::Condition>, kube::Error> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
+        let Some(obj) = api.get_opt(&key.name).await? else {
+            return Ok(BTreeMap::new());
+        };
+        let current: Vec<Value> = obj.data["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut next: Vec<Value> = current
+            .iter()
+            .filter(|c| c["type"].as_str().is_none_or(|t| !owned.contains_key(t)))
+            .cloned()
+            .collect();
+        for (kind, want) in owned {
+            let Some(want) = want else { continue };
+            let status = if want.status { "True" } else { "False" };
+            let previous = current.iter().find(|c| c["type"].as_str() == Some(kind));
+            // The transition time moves only when the status does, as Kubernetes asks.
+            let since = previous
+                .filter(|p| p["status"].as_str() == Some(status))
+                .and_then(|p| p["lastTransitionTime"].as_str())
+                .map(str::to_string)
+                .unwrap_or_else(now_rfc3339);
+            let mut c = json!({"type": kind, "status": status, "reason": want.reason,
+                               "message": want.message, "lastTransitionTime": since});
+            if let Some(g) = want.observed_generation {
+                // Istio's status types write int64 as a string (proto JSON).
+                c["observedGeneration"] = g.to_string().into();
+            }
+            next.push(c);
+        }
+        let carried = owned_conditions(&Value::Array(next.clone()));
+        if carried == owned_conditions(&Value::Array(current.clone()))
+            && next.len() == current.len()
+        {
+            return Ok(carried);
+        }
+        let mut patch = json!({"status": {"conditions": next}});
+        if let Some(rv) = &obj.metadata.resource_version {
+            patch["metadata"] = json!({"resourceVersion": rv});
+        }
+        api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(carried)
+    }
+
     async fn patch(&self, key: &ConfigKey, want: &Written) -> Result<(), kube::Error> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
@@ -233,6 +401,47 @@ impl StatusWriter {
         .await
         .map(|_| ())
     }
+}
+
+/// The conditions of the types ambient owns in a `status.conditions` list.
+fn owned_conditions(list: &Value) -> BTreeMap<String, ambient::Condition> {
+    let mut out = BTreeMap::new();
+    for c in list.as_array().into_iter().flatten() {
+        let Some(kind) = c["type"].as_str() else {
+            continue;
+        };
+        if kind != ambient::WAYPOINT_BOUND && kind != ambient::ZTUNNEL_ACCEPTED {
+            continue;
+        }
+        let generation = c["observedGeneration"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .or_else(|| c["observedGeneration"].as_i64());
+        out.insert(
+            kind.to_string(),
+            ambient::Condition {
+                status: c["status"].as_str() == Some("True"),
+                reason: c["reason"].as_str().unwrap_or_default().to_string(),
+                message: c["message"].as_str().unwrap_or_default().to_string(),
+                observed_generation: generation,
+            },
+        );
+    }
+    out
+}
+
+/// Now, as Kubernetes writes times (RFC 3339, whole seconds, UTC).
+fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    )
 }
 
 /// Resolves once a store change has been followed by a second without another.

@@ -231,6 +231,15 @@ pub struct ServeArgs {
     /// Time between full analyses; under 1s means the default (istiod's PILOT_ANALYSIS_INTERVAL).
     #[arg(long, default_value = "10s", value_parser = parse_duration, env = "PILOT_ANALYSIS_INTERVAL")]
     pub analysis_interval: Duration,
+    /// An ambient install (the chart's `profile: ambient`): ambient's status conditions are
+    /// written, as istiod's. ztunnel is served either way.
+    #[arg(long, env = "PILOT_ENABLE_AMBIENT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub enable_ambient: bool,
+    /// Kubernetes mode, ambient installs: the leader writes `istio.io/WaypointBound` on Services,
+    /// ServiceEntries and WorkloadEntries and `ZtunnelAccepted` on AuthorizationPolicies, as
+    /// istiod's AMBIENT_ENABLE_STATUS.
+    #[arg(long, env = "AMBIENT_ENABLE_STATUS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ambient_status: bool,
     /// Most status writes per second, so analysis never floods the API server.
     #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
     pub status_writes_per_second: u32,
@@ -676,7 +685,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             metrics.ca.clone(),
             cancel.clone(),
         ));
-        if args.enable_analysis {
+        let ambient_status = args.enable_ambient && args.ambient_status;
+        if args.enable_analysis || ambient_status {
             let interval = if args.analysis_interval < Duration::from_secs(1) {
                 warn!(
                     interval = ?args.analysis_interval,
@@ -694,6 +704,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 writes_per_second: std::num::NonZeroU32::new(args.status_writes_per_second)
                     .unwrap_or(std::num::NonZeroU32::MIN),
                 metrics: metrics.status.clone(),
+                analysis: args.enable_analysis,
+                ambient: ambient_status,
+                root_namespace: args.system_namespace.clone(),
             };
             tasks.spawn(tracing::Instrument::instrument(
                 writer.run(leading.clone(), cancel.clone()),

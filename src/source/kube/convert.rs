@@ -39,7 +39,10 @@ fn slim_meta(m: &mut K8sMeta) {
 impl IntoConfig for k8s_openapi::api::core::v1::Service {
     fn into_config(mut self) -> Config {
         slim_meta(&mut self.metadata);
+        // Status (ambient's conditions, written by the leader) and the resourceVersion it bumps
+        // are not config: a status write leaves the store unchanged and pushes nothing.
         self.status = None;
+        self.metadata.resource_version = None;
         let m = self.metadata.clone();
         config(Kind::Service, "v1", &m, Spec::Service(Box::new(self)))
     }

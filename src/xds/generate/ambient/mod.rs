@@ -5,6 +5,7 @@
 pub mod authorization;
 pub mod dump;
 pub mod peer_auth;
+pub mod status;
 
 /// ztunnel's xDS types, compiled from `proto/istio/{workload,security}`.
 #[allow(clippy::large_enum_variant)]
@@ -46,8 +47,8 @@ pub fn index(ctx: &PushContext) -> Arc<AmbientIndex> {
 /// On a namespace (or a pod): `ambient` captures its pods; `none` on a pod opts it out.
 pub const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
 /// On a pod, service or namespace: the waypoint (a Service name) its traffic goes through.
-const USE_WAYPOINT: &str = "istio.io/use-waypoint";
-const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
+pub(crate) const USE_WAYPOINT: &str = "istio.io/use-waypoint";
+pub(crate) const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
 const NETWORK_LABEL: &str = "topology.istio.io/network";
 /// The port waypoints accept HBONE on.
 const HBONE_PORT: u32 = 15008;

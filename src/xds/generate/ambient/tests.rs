@@ -251,3 +251,60 @@ fn config_dump_has_ztunnel_shape() {
         json!([[[{"principals": [{"Exact": "cluster.local/ns/amb/sa/client"}]}]]])
     );
 }
+
+#[test]
+fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() {
+    let store = Store::new(64);
+    let service = |ns: &str, name: &str, labels: serde_json::Value| {
+        k8s::<k8s_openapi::api::core::v1::Service>(json!({
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"clusterIP": "10.96.0.11", "ports": [{"name": "http", "port": 80}]}}))
+    };
+    for c in [
+        namespace("team", json!({"istio.io/use-waypoint": "wp"})),
+        namespace("infra", json!({})),
+        service("infra", "shared-wp", json!({})),
+        service("team", "wp", json!({})),
+        service("team", "inherits", json!({})),
+        service("team", "opts-out", json!({"istio.io/use-waypoint": "none"})),
+        service(
+            "team",
+            "elsewhere",
+            json!({"istio.io/use-waypoint": "shared-wp", "istio.io/use-waypoint-namespace": "infra"}),
+        ),
+        service(
+            "infra",
+            "unbound",
+            json!({"istio.io/use-waypoint": "shared-wp", "istio.io/use-waypoint-namespace": "team"}),
+        ),
+    ] {
+        store.upsert(c);
+    }
+    let snapshot = store.snapshot();
+    let registry = Registry::build(&snapshot, "cluster.local");
+    let all = status::conditions(&snapshot, &registry, "cluster.local", "istio-system");
+    let bound = |ns: &str, name: &str| {
+        let key = ConfigKey {
+            kind: Kind::Service,
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        all[&key][status::WAYPOINT_BOUND]
+            .as_ref()
+            .map(|c| (c.status, c.reason.clone()))
+    };
+    let accepted = Some((true, "WaypointAccepted".to_string()));
+    assert_eq!(
+        bound("team", "inherits"),
+        accepted,
+        "the namespace's waypoint"
+    );
+    assert_eq!(bound("team", "elsewhere"), accepted, "another namespace's");
+    assert_eq!(bound("team", "opts-out"), None);
+    assert_eq!(bound("infra", "shared-wp"), None, "no label anywhere");
+    assert_eq!(
+        bound("infra", "unbound"),
+        Some((false, "WaypointIsNotReady".to_string())),
+        "team/shared-wp does not exist"
+    );
+}

@@ -1,0 +1,219 @@
+//! The conditions istiod's ambient controller writes into the status of the objects it reads
+//! (`AMBIENT_ENABLE_STATUS`): `istio.io/WaypointBound` on a Service, ServiceEntry or WorkloadEntry
+//! that names a waypoint, and `ZtunnelAccepted` on an AuthorizationPolicy, saying whether ztunnel
+//! enforces it and what it leaves out. Pure over a snapshot; the leader's status writer
+//! (`analysis::status`) writes them. Types and reasons are istiod's, so `kubectl wait
+//! --for=condition=istio.io/WaypointBound` and dashboards keyed on them work unchanged.
+
+use super::authorization;
+use super::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
+use crate::config::security::AuthorizationAction;
+use crate::config::{ConfigKey, Kind, Spec};
+use crate::model::Registry;
+use crate::store::Snapshot;
+use std::collections::{BTreeMap, HashMap};
+
+pub const WAYPOINT_BOUND: &str = "istio.io/WaypointBound";
+pub const ZTUNNEL_ACCEPTED: &str = "ZtunnelAccepted";
+/// On a waypoint's own Service (and an east-west gateway's): such a service has no waypoint.
+const GATEWAY_MANAGED: &str = "gateway.istio.io/managed";
+
+/// One condition as istiod sets it (the writer adds the transition time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+    /// Set on policies (the generation judged), not on services, as istiod.
+    pub observed_generation: Option<i64>,
+}
+
+/// Per object: every condition type ambient owns on it, with the condition it should carry;
+/// `None` means it should carry none (an earlier one is removed).
+pub type Conditions = BTreeMap<ConfigKey, BTreeMap<&'static str, Option<Condition>>>;
+
+/// The kinds these conditions are written on.
+pub const KINDS: &[Kind] = &[
+    Kind::Service,
+    Kind::ServiceEntry,
+    Kind::WorkloadEntry,
+    Kind::AuthorizationPolicy,
+];
+
+/// Every ambient condition of `snapshot`.
+pub fn conditions(
+    snapshot: &Snapshot,
+    registry: &Registry,
+    domain_suffix: &str,
+    root_namespace: &str,
+) -> Conditions {
+    let namespaces: HashMap<&str, &BTreeMap<String, String>> = snapshot
+        .list(Kind::Namespace)
+        .map(|e| (e.config.metadata.name.as_str(), &e.config.metadata.labels))
+        .collect();
+    let mut out = Conditions::new();
+    for kind in [Kind::Service, Kind::ServiceEntry] {
+        for e in snapshot.list(kind) {
+            let meta = &e.config.metadata;
+            let condition = if is_gateway(&meta.labels) {
+                None
+            } else {
+                let namespace_labels = namespaces.get(meta.namespace.as_str()).copied();
+                service_waypoint(&meta.labels, namespace_labels, &meta.namespace)
+                    .map(|(name, ns)| waypoint_condition(&name, &ns, registry, domain_suffix))
+            };
+            out.insert(
+                key(kind, meta),
+                BTreeMap::from([(WAYPOINT_BOUND, condition)]),
+            );
+        }
+    }
+    for e in snapshot.list(Kind::WorkloadEntry) {
+        let Spec::WorkloadEntry(we) = &e.config.spec else {
+            continue;
+        };
+        let meta = &e.config.metadata;
+        let labels: BTreeMap<String, String> = meta
+            .labels
+            .iter()
+            .chain(we.labels.iter())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        // A workload uses a waypoint only when it names one itself (a namespace's waypoint is
+        // for service traffic), so only its own label counts.
+        let condition = service_waypoint(&labels, None, &meta.namespace)
+            .map(|(name, ns)| waypoint_condition(&name, &ns, registry, domain_suffix));
+        out.insert(
+            key(Kind::WorkloadEntry, meta),
+            BTreeMap::from([(WAYPOINT_BOUND, condition)]),
+        );
+    }
+    for e in snapshot.list(Kind::AuthorizationPolicy) {
+        let Spec::AuthorizationPolicy(policy) = &e.config.spec else {
+            continue;
+        };
+        let meta = &e.config.metadata;
+        let condition = if policy.target_ref.is_some() || !policy.target_refs.is_empty() {
+            // Bound to a waypoint or gateway: not ztunnel's business.
+            None
+        } else if !matches!(
+            policy.action,
+            AuthorizationAction::ALLOW | AuthorizationAction::DENY
+        ) {
+            Some(Condition {
+                status: false,
+                reason: "UnsupportedValue".into(),
+                message: format!(
+                    "ztunnel cannot enforce {:?} policies; this policy does not apply to ambient workloads",
+                    policy.action
+                ),
+                observed_generation: meta.generation,
+            })
+        } else {
+            let dry_run = crate::config::security::is_dry_run(&meta.annotations);
+            let converted = authorization::convert(
+                root_namespace,
+                &meta.namespace,
+                &meta.name,
+                dry_run,
+                policy,
+            );
+            Some(if converted.ignored_http.is_empty() {
+                Condition {
+                    status: true,
+                    reason: "Accepted".into(),
+                    message: "enforced by ztunnel".into(),
+                    observed_generation: meta.generation,
+                }
+            } else {
+                let effect = if policy.action == AuthorizationAction::DENY {
+                    "ztunnel denies without the HTTP conditions, so more is denied than written"
+                } else {
+                    "ztunnel drops the rules that have them, so less is allowed than written"
+                };
+                Condition {
+                    status: true,
+                    reason: "UnsupportedValue".into(),
+                    message: format!(
+                        "ztunnel does not see HTTP, so these attributes need a waypoint: {}; {effect}",
+                        converted.ignored_http.join(", ")
+                    ),
+                    observed_generation: meta.generation,
+                }
+            })
+        };
+        out.insert(
+            key(Kind::AuthorizationPolicy, meta),
+            BTreeMap::from([(ZTUNNEL_ACCEPTED, condition)]),
+        );
+    }
+    out
+}
+
+fn key(kind: Kind, meta: &crate::config::ObjectMeta) -> ConfigKey {
+    ConfigKey {
+        kind,
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+    }
+}
+
+fn is_gateway(labels: &BTreeMap<String, String>) -> bool {
+    labels
+        .get(GATEWAY_MANAGED)
+        .is_some_and(|v| v == "istio.io-mesh-controller" || v == "istio.io-eastwest-controller")
+}
+
+/// The waypoint (name, namespace) an object's labels, or else its namespace's, name; `None`
+/// when neither names one or the object opts out with `none`.
+fn service_waypoint(
+    labels: &BTreeMap<String, String>,
+    namespace_labels: Option<&BTreeMap<String, String>>,
+    namespace: &str,
+) -> Option<(String, String)> {
+    let own = labels.get(USE_WAYPOINT);
+    let (name, source) = match own {
+        Some(name) => (name, labels),
+        None => {
+            let ns_labels = namespace_labels?;
+            (ns_labels.get(USE_WAYPOINT)?, ns_labels)
+        }
+    };
+    if name.is_empty() || name == "none" {
+        return None;
+    }
+    let ns = source
+        .get(USE_WAYPOINT_NAMESPACE)
+        .cloned()
+        .unwrap_or_else(|| namespace.to_string());
+    Some((name.clone(), ns))
+}
+
+/// Bound when the waypoint's Service exists; otherwise istiod's "not ready".
+fn waypoint_condition(
+    name: &str,
+    namespace: &str,
+    registry: &Registry,
+    domain_suffix: &str,
+) -> Condition {
+    let waypoint = format!("{namespace}/{name}");
+    if !registry
+        .services
+        .contains_key(&format!("{name}.{namespace}.svc.{domain_suffix}"))
+    {
+        return Condition {
+            status: false,
+            reason: "WaypointIsNotReady".into(),
+            message: format!(
+                "waypoint {waypoint} does not exist (no such Service) or is not ready"
+            ),
+            observed_generation: None,
+        };
+    }
+    Condition {
+        status: true,
+        reason: "WaypointAccepted".into(),
+        message: format!("bound to waypoint {waypoint}"),
+        observed_generation: None,
+    }
+}
