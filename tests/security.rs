@@ -291,3 +291,125 @@ fn node_agents_get_certificates_only_for_pods_on_their_node() {
         );
     }
 }
+
+/// A self-signed root (Secret `istio-ca-secret`) entering the last fifth of its life is renewed
+/// as istiod renews it: same key and subject, new validity, written back into the Secret. A
+/// proxy already connected gets the new root over SDS (`ROOTCA`) and a workload certificate
+/// whose chain ends at it; the root ConfigMaps follow; the old root keeps verifying.
+#[test]
+fn a_self_signed_root_near_its_end_is_renewed_and_pushed() {
+    for c in Cluster::all("rootrotate") {
+        let ns = c.ns.clone();
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        // Ten days of life; the last fifth (two days) starts 20 s from now.
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "cluster.local");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let now = time::OffsetDateTime::now_utc();
+        let grace_starts = now + time::Duration::seconds(20);
+        params.not_after = grace_starts + time::Duration::days(2);
+        params.not_before = params.not_after - time::Duration::days(10);
+        let old_root = params.self_signed(&key).unwrap().pem();
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        c.apply(
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "istio.io/ca-root",
+            "metadata": {"name": "istio-ca-secret", "namespace": ns},
+            "data": {"ca-cert.pem": b64(&old_root), "ca-key.pem": b64(&key.serialize_pem()),
+                     "cert-chain.pem": "", "root-cert.pem": ""}}),
+        );
+        let daemon = c.rudder(&["--self-signed-root-check-interval", "1s"]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        assert_eq!(
+            c.ca_root().trim(),
+            old_root.trim(),
+            "the persisted root is used"
+        );
+        let token = c.token_in(&ns, "gateway");
+        let pushed_root = c.rt.block_on(async {
+            let tls = channel(daemon.addr("grpc-xds-tls"), &old_root, DOMAIN, None)
+                .await
+                .unwrap();
+            let auth = format!("Bearer {token}");
+            let mut gw = Delta::open_on(
+                tls,
+                ask(&ns, &["default", "ROOTCA"]),
+                &[("authorization", auth.as_str())],
+            )
+            .await
+            .unwrap();
+            let first = gw.recv().await;
+            let root_of = |resp: &DeltaDiscoveryResponse| {
+                secrets(resp)
+                    .iter()
+                    .find(|s| s.name == "ROOTCA")
+                    .and_then(|s| match &s.r#type {
+                        Some(secret::Type::ValidationContext(v)) => Some(inline(&v.trusted_ca)),
+                        _ => None,
+                    })
+            };
+            assert_eq!(
+                root_of(&first).as_deref().map(str::trim),
+                Some(old_root.trim()),
+                "before the grace period"
+            );
+            gw.ack(&first).await;
+            // The push that follows the rotation.
+            let pushed = tokio::time::timeout(std::time::Duration::from_secs(60), gw.rx.message())
+                .await
+                .expect("a push after the rotation")
+                .expect("stream open")
+                .expect("a response");
+            let root = root_of(&pushed).expect("ROOTCA pushed");
+            let chain = secrets(&pushed)
+                .iter()
+                .find(|s| s.name == "default")
+                .and_then(|s| match &s.r#type {
+                    Some(secret::Type::TlsCertificate(t)) => Some(inline(&t.certificate_chain)),
+                    _ => None,
+                })
+                .expect("a new workload chain");
+            assert!(
+                chain.trim_end().ends_with(root.trim()),
+                "the chain ends at the new root"
+            );
+            root
+        });
+        assert_ne!(pushed_root.trim(), old_root.trim(), "a new root");
+        assert_eq!(
+            c.ca_root().trim(),
+            pushed_root.trim(),
+            "written to the Secret"
+        );
+        let parse = |text: &str| pem::parse(text).unwrap().into_contents();
+        let (new_der, old_der) = (parse(&pushed_root), parse(&old_root));
+        let (_, new) = x509_parser::parse_x509_certificate(&new_der).unwrap();
+        let (_, old) = x509_parser::parse_x509_certificate(&old_der).unwrap();
+        assert_eq!(new.subject(), old.subject());
+        assert_eq!(new.public_key().raw, old.public_key().raw, "same key");
+        assert!(new.validity().not_after > old.validity().not_after);
+        eventually(20, "root ConfigMap follows", || {
+            c.get_json(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "istio-ca-root-cert", "namespace": ns}}))
+                .is_some_and(|cm| cm["data"]["root-cert.pem"] == pushed_root.as_str())
+        });
+        assert_eq!(
+            common::metric(&daemon, "rudder_ca_root_rotations_total"),
+            1.0
+        );
+        assert_eq!(
+            common::metric(&daemon, "citadel_server_root_cert_expiry_timestamp"),
+            new.validity().not_after.timestamp() as f64
+        );
+    }
+}

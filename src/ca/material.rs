@@ -20,6 +20,17 @@ pub const ROOT_CERT: &str = "root-cert.pem";
 pub struct Ttls {
     pub default: Duration,
     pub max: Duration,
+    /// A self-signed root's lifetime (istiod's `CITADEL_SELF_SIGNED_CA_CERT_TTL`).
+    pub root: Duration,
+}
+
+/// Where the Kubernetes-mode CA came from: only a self-signed root is Rudder's to rotate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaSource {
+    /// Secret `cacerts`: the operator's CA, rotated by the operator.
+    PluggedIn,
+    /// Secret `istio-ca-secret`: a root Rudder (or istiod) generated.
+    SelfSigned,
 }
 
 /// The four files, as text; missing ones are empty.
@@ -32,11 +43,11 @@ pub struct Files {
 }
 
 impl Files {
-    fn usable(&self) -> bool {
+    pub fn usable(&self) -> bool {
         !self.cert.trim().is_empty() && !self.key.trim().is_empty()
     }
 
-    fn authority(&self, ttls: Ttls) -> Result<Authority, CaError> {
+    pub fn authority(&self, ttls: Ttls) -> Result<Authority, CaError> {
         Authority::from_pem(
             &self.cert,
             &self.key,
@@ -82,7 +93,7 @@ pub fn from_dir(dir: &Path, trust_domain: &str, ttls: Ttls) -> Result<Authority,
             present.join(", ")
         )));
     }
-    let (cert, key) = Authority::generate_root(trust_domain)?;
+    let (cert, key) = Authority::generate_root_for(trust_domain, ttls.root)?;
     std::fs::create_dir_all(dir)
         .map_err(|e| CaError::Material(format!("{}: {e}", dir.display())))?;
     for (name, text, mode) in [
@@ -131,7 +142,7 @@ fn warn_if_key_readable(path: &Path) {
     }
 }
 
-fn secret_files(s: &Secret) -> Files {
+pub fn secret_files(s: &Secret) -> Files {
     let get = |k: &str| {
         s.data
             .as_ref()
@@ -153,7 +164,7 @@ pub async fn from_kubernetes(
     namespace: &str,
     trust_domain: &str,
     ttls: Ttls,
-) -> Result<Authority, CaError> {
+) -> Result<(Authority, CaSource), CaError> {
     let api: Api<Secret> = Api::namespaced(client, namespace);
     let get = |name: &'static str| {
         let api = api.clone();
@@ -167,7 +178,7 @@ pub async fn from_kubernetes(
         && secret_files(&plugged).usable()
     {
         info!(namespace, "CA: using the plugged-in CA from Secret cacerts");
-        return secret_files(&plugged).authority(ttls);
+        return Ok((secret_files(&plugged).authority(ttls)?, CaSource::PluggedIn));
     }
     for attempt in 0..3 {
         if let Some(existing) = get("istio-ca-secret").await?
@@ -177,9 +188,12 @@ pub async fn from_kubernetes(
                 namespace,
                 "CA: using the self-signed root in Secret istio-ca-secret"
             );
-            return secret_files(&existing).authority(ttls);
+            return Ok((
+                secret_files(&existing).authority(ttls)?,
+                CaSource::SelfSigned,
+            ));
         }
-        let (cert, key) = Authority::generate_root(trust_domain)?;
+        let (cert, key) = Authority::generate_root_for(trust_domain, ttls.root)?;
         let data: BTreeMap<String, ByteString> = [
             (CA_CERT, cert.clone()),
             (CA_KEY, key.clone()),
@@ -205,7 +219,8 @@ pub async fn from_kubernetes(
                     namespace,
                     "CA: generated a self-signed root and stored it in Secret istio-ca-secret"
                 );
-                return Authority::from_pem(&cert, &key, "", "", ttls.default, ttls.max);
+                let authority = Authority::from_pem(&cert, &key, "", "", ttls.default, ttls.max)?;
+                return Ok((authority, CaSource::SelfSigned));
             }
             // Another replica created it first: use theirs.
             Err(kube::Error::Api(e)) if e.code == 409 && attempt < 2 => continue,
@@ -229,6 +244,7 @@ mod tests {
     const TTLS: Ttls = Ttls {
         default: Duration::from_secs(3600),
         max: Duration::from_secs(7200),
+        root: Duration::from_secs(10 * 365 * 86400),
     };
 
     #[test]

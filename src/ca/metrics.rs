@@ -26,6 +26,8 @@ pub struct CaMetrics {
     /// (`citadel_server_root_cert_expiry_timestamp`, `citadel_server_cert_chain_expiry_timestamp`).
     pub root_cert_expiry: Gauge,
     pub cert_chain_expiry: Gauge,
+    /// Self-signed roots renewed by this replica before they expired.
+    pub root_rotations: Counter,
 }
 
 impl CaMetrics {
@@ -80,6 +82,11 @@ impl CaMetrics {
                 "citadel_server_cert_chain_expiry_timestamp",
                 "Unix time at which the CA's signing certificate expires",
                 Gauge::default(),
+            ),
+            root_rotations: registry.register(
+                "rudder_ca_root_rotations",
+                "Self-signed roots renewed (same key, new validity) before they expired",
+                Counter::default(),
             ),
         }
     }

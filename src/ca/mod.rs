@@ -8,7 +8,9 @@ pub mod material;
 pub mod metrics;
 pub mod node_auth;
 pub mod rootcert;
+pub mod rotation;
 pub mod server;
+pub mod shared;
 
 pub mod pb {
     tonic::include_proto!("istio.v1.auth");
@@ -101,6 +103,14 @@ fn pem_blocks(text: &str) -> Vec<String> {
 impl Authority {
     /// A new self-signed root, as istiod creates on first start (10 years).
     pub fn generate_root(trust_domain: &str) -> Result<(String, String), CaError> {
+        Authority::generate_root_for(trust_domain, Duration::from_secs(3650 * 86400))
+    }
+
+    /// A new self-signed root valid for `ttl` (istiod's `CITADEL_SELF_SIGNED_CA_CERT_TTL`).
+    pub fn generate_root_for(
+        trust_domain: &str,
+        ttl: Duration,
+    ) -> Result<(String, String), CaError> {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
             .map_err(|e| CaError::Sign(e.to_string()))?;
         let mut params = CertificateParams::new(Vec::<String>::new())
@@ -117,11 +127,60 @@ impl Authority {
         ];
         let now = ::time::OffsetDateTime::now_utc();
         params.not_before = now - ::time::Duration::minutes(5);
-        params.not_after = now + ::time::Duration::days(3650);
+        params.not_after =
+            now + ::time::Duration::try_from(ttl).map_err(|e| CaError::Sign(e.to_string()))?;
         let cert = params
             .self_signed(&key)
             .map_err(|e| CaError::Sign(e.to_string()))?;
         Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// A self-signed root of the same key and subject as `cert_pem`, valid from now for `ttl`: what
+    /// istiod's root rotator makes before the old one expires. Every certificate the old root
+    /// signed verifies under the new one (same issuer name, same key), so proxies can switch
+    /// trust at any time without a window where either side fails.
+    pub fn renew_root(cert_pem: &str, key_pem: &str, ttl: Duration) -> Result<String, CaError> {
+        let key = KeyPair::from_pem(key_pem)
+            .map_err(|e| CaError::Material(format!("ca-key.pem: {e}")))?;
+        let der =
+            ::pem::parse(cert_pem).map_err(|e| CaError::Material(format!("ca-cert.pem: {e}")))?;
+        let (_, old) = X509Certificate::from_der(der.contents())
+            .map_err(|e| CaError::Material(format!("ca-cert.pem: {e}")))?;
+        if old.subject() != old.issuer() {
+            return Err(CaError::Material(
+                "ca-cert.pem is not self-signed; only a self-signed root is renewed".into(),
+            ));
+        }
+        let mut dn = DistinguishedName::new();
+        for attr in old.subject().iter_attributes() {
+            let oid: Vec<u64> = attr
+                .attr_type()
+                .iter()
+                .map(|arcs| arcs.collect())
+                .unwrap_or_default();
+            let value = attr
+                .as_str()
+                .map_err(|e| CaError::Material(format!("ca-cert.pem subject: {e}")))?;
+            dn.push(DnType::from_oid(&oid), value);
+        }
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.serial_number = Some(random_serial()?);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let now = ::time::OffsetDateTime::now_utc();
+        params.not_before = now - ::time::Duration::minutes(5);
+        params.not_after =
+            now + ::time::Duration::try_from(ttl).map_err(|e| CaError::Sign(e.to_string()))?;
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+        Ok(cert.pem())
     }
 
     /// Builds the authority from PEM material. `chain_pem` is `cert-chain.pem` (signing cert and
@@ -167,6 +226,11 @@ impl Authority {
             default_ttl,
             max_ttl,
         })
+    }
+
+    /// The signing certificate (PEM), which is the root for a self-signed CA.
+    pub fn signing_cert_pem(&self) -> &str {
+        &self.signing_cert_pem
     }
 
     /// When the root and the signing certificate expire (Unix seconds; 0 when unreadable).

@@ -20,7 +20,7 @@ pub const KEY: &str = "root-cert.pem";
 pub async fn run(
     client: kube::Client,
     store: Arc<Store>,
-    root_pem: String,
+    mut roots: watch::Receiver<Arc<str>>,
     mut leading: watch::Receiver<bool>,
     metrics: Arc<CaMetrics>,
     cancel: CancellationToken,
@@ -29,11 +29,14 @@ pub async fn run(
     let mut resync = tokio::time::interval(Duration::from_secs(60));
     loop {
         if *leading.borrow_and_update() {
+            let root_pem = roots.borrow_and_update().clone();
             reconcile(&client, &store, &root_pem, &metrics).await;
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
             changed = leading.changed() => if changed.is_err() { return },
+            // A root rotation: every namespace's ConfigMap gets the new bundle.
+            changed = roots.changed() => if changed.is_err() { return },
             _ = resync.tick() => {}
             ev = events.recv() => {
                 let relevant = match &ev {

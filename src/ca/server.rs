@@ -5,7 +5,7 @@ use super::pb::istio_certificate_service_server::{
     IstioCertificateService, IstioCertificateServiceServer,
 };
 use super::pb::{IstioCertificateRequest, IstioCertificateResponse};
-use super::{Authority, CaError, Identity};
+use super::{CaError, Identity};
 use crate::ca::metrics::CaMetrics;
 use crate::metrics::ReasonLabels;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use tracing::{info, warn};
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 pub struct CaService {
-    pub authority: Arc<Authority>,
+    pub authority: Arc<crate::ca::shared::SharedAuthority>,
     pub auth: Arc<Authenticator>,
     pub metrics: Arc<CaMetrics>,
     /// Node-mode ztunnel's impersonation check; `None` (files mode): impersonation is refused.
@@ -112,6 +112,7 @@ impl IstioCertificateService for CaService {
         };
         match self
             .authority
+            .load()
             .sign_workload(&body.csr, &identity, body.validity_duration)
         {
             Ok(cert_chain) => {

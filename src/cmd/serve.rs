@@ -92,6 +92,17 @@ pub struct ServeArgs {
     /// default `<system namespace>/ztunnel` (what istiod's chart sets); empty: nobody.
     #[arg(long, env = "CA_TRUSTED_NODE_ACCOUNTS")]
     pub ca_trusted_node_accounts: Option<String>,
+    /// Lifetime of a self-signed root, new or renewed (istiod's CITADEL_SELF_SIGNED_CA_CERT_TTL).
+    #[arg(long, default_value = "87600h", value_parser = parse_duration, env = "CITADEL_SELF_SIGNED_CA_CERT_TTL")]
+    pub self_signed_root_ttl: Duration,
+    /// Kubernetes mode: how often each replica checks the self-signed root in `istio-ca-secret`
+    /// (istiod's CITADEL_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL).
+    #[arg(long, default_value = "1h", value_parser = parse_duration, env = "CITADEL_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL")]
+    pub self_signed_root_check_interval: Duration,
+    /// A self-signed root is renewed (same key) once less than this percentage of its life is left
+    /// (istiod's CITADEL_SELF_SIGNED_CA_CERT_GRACE_PERIOD_PERCENTILE).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100), env = "CITADEL_SELF_SIGNED_CA_CERT_GRACE_PERIOD_PERCENTILE")]
+    pub self_signed_root_grace_percent: u32,
     /// Who may use `/debug` on the monitoring and HTTP ports from elsewhere than localhost:
     /// `token` (as istiod: a bearer token of a service account in the system namespace) or `none`
     /// (anyone: only where the ports are not reachable from the mesh).
@@ -457,6 +468,9 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "ISTIO_GPRC_MAXRECVMSGSIZE",
     "ISTIO_GPRC_MAXSTREAMS",
     "CA_TRUSTED_NODE_ACCOUNTS",
+    "CITADEL_SELF_SIGNED_CA_CERT_TTL",
+    "CITADEL_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL",
+    "CITADEL_SELF_SIGNED_CA_CERT_GRACE_PERIOD_PERCENTILE",
     "PILOT_ENABLE_ANALYSIS",
     "PILOT_ANALYSIS_INTERVAL",
 ];
@@ -575,6 +589,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let ttls = Ttls {
         default: args.workload_cert_ttl,
         max: args.max_workload_cert_ttl,
+        root: args.self_signed_root_ttl,
     };
     let mut kube_client = None;
     let mut leading = None;
@@ -637,14 +652,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     .with_mesh_config(&store.snapshot())
     .0
     .trust_domain;
-    let (authority, tokens) = match &kube_client {
-        Some(client) => (
-            material::from_kubernetes(client.clone(), &args.system_namespace, &trust_domain, ttls)
-                .await?,
-            TokenAuthority::Kubernetes(client.clone()),
-        ),
+    let (authority, ca_source, tokens) = match &kube_client {
+        Some(client) => {
+            let (authority, source) = material::from_kubernetes(
+                client.clone(),
+                &args.system_namespace,
+                &trust_domain,
+                ttls,
+            )
+            .await?;
+            (
+                authority,
+                Some(source),
+                TokenAuthority::Kubernetes(client.clone()),
+            )
+        }
         None => (
             material::from_dir(&args.ca_dir, &trust_domain, ttls)?,
+            None,
             match &args.ca_token_file {
                 Some(path) => TokenAuthority::from_file(path)
                     .map_err(|e| anyhow::anyhow!("--ca-token-file: {e}"))?,
@@ -652,8 +677,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             },
         ),
     };
-    let authority = Arc::new(authority);
     let (root_expiry, chain_expiry) = authority.expiry_timestamps();
+    let authority = crate::ca::shared::SharedAuthority::new(authority);
     metrics.ca.root_cert_expiry.set(root_expiry);
     metrics.ca.cert_chain_expiry.set(chain_expiry);
     // Entries that are IP addresses become IP SANs (a webhook registered by `url` may use one).
@@ -675,12 +700,31 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     let (serving_chain, serving_key) =
-        authority.serving_cert(&dns_names, &ips, Duration::from_secs(365 * 86400))?;
+        authority
+            .load()
+            .serving_cert(&dns_names, &ips, Duration::from_secs(365 * 86400))?;
     if let (Some(client), Some(leading)) = (&kube_client, leading) {
+        if ca_source == Some(material::CaSource::SelfSigned) {
+            let rotator = crate::ca::rotation::RootRotator {
+                client: client.clone(),
+                namespace: args.system_namespace.clone(),
+                authority: authority.clone(),
+                ttls,
+                check_every: args
+                    .self_signed_root_check_interval
+                    .max(Duration::from_secs(1)),
+                grace_percent: args.self_signed_root_grace_percent,
+                metrics: metrics.ca.clone(),
+            };
+            tasks.spawn(tracing::Instrument::instrument(
+                rotator.run(cancel.clone()),
+                tracing::info_span!("ca-root-rotation"),
+            ));
+        }
         tasks.spawn(crate::ca::rootcert::run(
             client.clone(),
             store.clone(),
-            authority.root_pem().to_string(),
+            authority.roots(),
             leading.clone(),
             metrics.ca.clone(),
             cancel.clone(),
@@ -716,7 +760,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let patcher = CaBundlePatcher {
             client: client.clone(),
             label_selector: format!("istio.io/rev={}", args.revision),
-            root_pem: authority.root_pem().to_string(),
+            roots: authority.roots(),
             metrics: metrics.webhook.clone(),
         };
         tasks.spawn(patcher.run(leading, cancel.clone()));
@@ -787,7 +831,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         crate::ca::issuer::WorkloadIssuer::new(authority.clone()),
     ));
     let initial = push::initial_context(&store, &mesh, certificates);
-    let start = push::Start::from(&initial, mesh);
+    let mut start = push::Start::from(&initial, mesh);
+    start.roots = Some(authority.roots());
     let xds = XdsServer::new(
         initial,
         metrics.xds.clone(),
@@ -860,7 +905,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         node_auth,
     };
     let secure_ads = AdsService::authenticated(xds.clone(), auth).into_server();
-    let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, authority.root_pem());
+    let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, &authority.root_pem());
     let stop = cancel.clone();
     let secure_incoming = xds.incoming(secure_listener);
     let secure = grpc_server(&args)
@@ -930,7 +975,7 @@ mod tests {
         let vars = [
             ("PILOT_DEBOUNCE_AFTER", "100ms"),
             ("PILOT_ENABLE_STATUS", "true"),
-            ("CITADEL_SELF_SIGNED_CA_CERT_TTL", "87600h"),
+            ("CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR", "true"),
             ("HOME", "/root"),
             ("PILOT_ENABLE_AMBIENT", "true"),
         ]
@@ -938,7 +983,10 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(
             unread_istiod_env(vars),
-            ["CITADEL_SELF_SIGNED_CA_CERT_TTL", "PILOT_ENABLE_STATUS"]
+            [
+                "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
+                "PILOT_ENABLE_STATUS"
+            ]
         );
         let off = std::iter::once(("PILOT_ENABLE_AMBIENT".to_string(), "false".to_string()));
         assert_eq!(unread_istiod_env(off), ["PILOT_ENABLE_AMBIENT"]);

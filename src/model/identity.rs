@@ -67,6 +67,6 @@ pub trait Authenticate: Send + Sync {
 pub trait WorkloadCertificates: Send + Sync {
     /// The chain (leaf first) and private key for `id`, PEM.
     fn certificate(&self, id: &Identity) -> Result<(Arc<String>, Arc<String>), String>;
-    /// The mesh root, PEM.
-    fn root_pem(&self) -> &str;
+    /// The mesh's trust bundle now, PEM (it changes when the root rotates).
+    fn root_pem(&self) -> std::sync::Arc<str>;
 }

@@ -65,12 +65,14 @@ pub fn set_bundle<K: WebhookConfiguration>(config: &mut K, bundle: &[u8]) -> boo
 pub struct CaBundlePatcher {
     pub client: kube::Client,
     pub label_selector: String,
-    pub root_pem: String,
+    /// The trust bundle to set; a new one (a root rotation) re-lists and re-patches every
+    /// configuration.
+    pub roots: watch::Receiver<Arc<str>>,
     pub metrics: Arc<WebhookMetrics>,
 }
 
 impl CaBundlePatcher {
-    pub async fn run(self, mut leading: watch::Receiver<bool>, cancel: CancellationToken) {
+    pub async fn run(mut self, mut leading: watch::Receiver<bool>, cancel: CancellationToken) {
         loop {
             if *leading.borrow_and_update() {
                 let stop = cancel.child_token();
@@ -96,6 +98,11 @@ impl CaBundlePatcher {
                         changed = leading.changed() => {
                             if changed.is_err() { break false }
                             if !*leading.borrow_and_update() { break true }
+                        }
+                        changed = self.roots.changed() => {
+                            if changed.is_err() { break false }
+                            info!("CA root changed: patching every webhook configuration again");
+                            break true;
                         }
                     }
                 };
@@ -150,8 +157,9 @@ impl CaBundlePatcher {
                 })
                 .inc();
         };
+        let bundle = self.roots.borrow().clone();
         for attempt in 0..5u32 {
-            if !set_bundle(&mut object, self.root_pem.as_bytes()) {
+            if !set_bundle(&mut object, bundle.as_bytes()) {
                 return;
             }
             self.metrics.patch_attempts.get_or_create(&labels).inc();

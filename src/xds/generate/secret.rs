@@ -81,7 +81,7 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Arc<Resour
     let issuer = ctx.certificates.as_ref();
     if name == ROOT_CA {
         let issuer = issuer.ok_or("the CA is not running")?;
-        return Ok(validation(name, issuer.root_pem()));
+        return Ok(validation(name, &issuer.root_pem()));
     }
     let identity = proxy.identity.as_ref().ok_or(
         "the stream is not authenticated (connect to the TLS port with a token or certificate)",

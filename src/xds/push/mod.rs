@@ -76,6 +76,9 @@ pub struct Start {
     pub registry: Arc<Registry>,
     pub certificates: Certificates,
     pub mesh: MeshSettings,
+    /// The CA's trust bundle: a new one (a root rotation) pushes SDS (`ROOTCA`, and chains that
+    /// end at the new root) to every proxy.
+    pub roots: Option<tokio::sync::watch::Receiver<Arc<str>>>,
 }
 
 impl Start {
@@ -85,8 +88,20 @@ impl Start {
             registry: initial.registry.clone(),
             certificates: initial.certificates.clone(),
             mesh,
+            roots: None,
         }
     }
+}
+
+/// Resolves when the trust bundle changes; never when there is none to follow.
+async fn root_changed(roots: &mut Option<tokio::sync::watch::Receiver<Arc<str>>>) {
+    if let Some(rx) = roots.as_mut()
+        && rx.changed().await.is_ok()
+    {
+        return;
+    }
+    *roots = None;
+    std::future::pending::<()>().await
 }
 
 /// `events` must be subscribed before the initial push context was built, so nothing falls between.
@@ -104,6 +119,7 @@ pub async fn run(
         mut registry,
         certificates,
         mesh,
+        mut roots,
     } = start;
     metrics.services.set(registry.services.len() as i64);
     let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
@@ -118,6 +134,10 @@ pub async fn run(
             _ = refresh.tick() => {
                 kinds.insert(Kind::Secret);
                 triggers.push("workload certificate refresh".into());
+            }
+            _ = root_changed(&mut roots) => {
+                kinds.insert(Kind::Secret);
+                triggers.push("CA root changed".into());
             }
             ev = events.recv() => match ev {
                 Ok(ev) => { kinds.insert(ev.key.kind); triggers.push(format!("{:?} {}", ev.kind, ev.key)); }
