@@ -255,7 +255,7 @@ fn chart_lints_and_renders_valid_objects() {
     assert!(r.objects.contains_key(&format!("ServiceAccount/{sa}")));
     let cluster_role = get(&r, "ClusterRole/istiod-clusterrole-istio-system");
     let role = get(&r, "Role/istiod");
-    for p in PERMISSIONS {
+    for p in PERMISSIONS.iter().filter(|p| !p.external_ca_only) {
         let rules = match p.scope {
             Scope::Cluster => &cluster_role["rules"],
             Scope::SystemNamespace => &role["rules"],
@@ -280,7 +280,8 @@ fn chart_lints_and_renders_valid_objects() {
                 for res in rule["resources"].as_array().unwrap() {
                     for verb in rule["verbs"].as_array().unwrap() {
                         let needed = PERMISSIONS.iter().any(|p| {
-                            p.scope == scope
+                            !p.external_ca_only
+                                && p.scope == scope
                                 && p.group == group
                                 && p.resource == res
                                 && p.verbs.contains(&verb.as_str().unwrap())
@@ -991,4 +992,51 @@ fn dry_run_on_real_cluster() {
         "API server refused: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `env.EXTERNAL_CA` (istiod's RA mode): the CSR API permissions are granted, approval only for
+/// the signers in `global.certSigners`; without it, none of them.
+#[test]
+fn an_external_ca_is_granted_the_csr_api_for_its_signers_only() {
+    let values = json!({"env": {"EXTERNAL_CA": "ISTIOD_RA_KUBERNETES_API", "K8S_SIGNER": "example.com/mesh"},
+                        "global": {"certSigners": ["example.com/mesh"]}});
+    let Some(r) = render(values) else { return };
+    let cluster_role = get(&r, "ClusterRole/istiod-clusterrole-istio-system");
+    for p in PERMISSIONS.iter().filter(|p| p.external_ca_only) {
+        for verb in p.verbs {
+            assert!(
+                rule_allows(&cluster_role["rules"], p.group, p.resource, verb),
+                "{verb} {}/{} is not granted",
+                p.group,
+                p.resource
+            );
+        }
+    }
+    let signers = cluster_role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resources"] == json!(["signers"]))
+        .expect("signers rule");
+    assert_eq!(signers["resourceNames"], json!(["example.com/mesh"]));
+    let env = &get(&r, "Deployment/istiod")["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "K8S_SIGNER" && e["value"] == "example.com/mesh"),
+        "{env}"
+    );
+    assert!(!r.notes.contains("certSigners"), "{}", r.notes);
+
+    let Some(plain) = render(json!({})) else {
+        return;
+    };
+    let rules = &get(&plain, "ClusterRole/istiod-clusterrole-istio-system")["rules"];
+    assert!(!rule_allows(
+        rules,
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        "create"
+    ));
 }

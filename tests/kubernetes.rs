@@ -1056,3 +1056,175 @@ fn ambient_conditions_are_written_into_status_and_push_nothing() {
         }
     }
 }
+
+/// A signer outside the mesh, as cert-manager's CSR controller or a cloud CA is: it signs
+/// approved `CertificateSigningRequest`s for `signer` with `issuer` (returning leaf and
+/// intermediate, not the root) and denies those that ask for service account `denied`.
+async fn run_signer(
+    api: kube::Api<kube::api::DynamicObject>,
+    signer: &str,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    intermediate_pem: String,
+) {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    loop {
+        let list = api
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        for csr in list {
+            let spec = &csr.data["spec"];
+            let status = &csr.data["status"];
+            let approved = status["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Approved"));
+            if spec["signerName"] != signer
+                || !approved
+                || !status["certificate"].is_null()
+                || status["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Denied"))
+            {
+                continue;
+            }
+            let name = csr.metadata.name.clone().unwrap_or_default();
+            let request = b64
+                .decode(spec["request"].as_str().unwrap_or_default())
+                .unwrap_or_default();
+            let request = String::from_utf8(request).unwrap_or_default();
+            let patch = if request.is_empty() {
+                continue;
+            } else {
+                let params = rcgen::CertificateSigningRequestParams::from_pem(&request).unwrap();
+                let asks_denied = params
+                    .params
+                    .subject_alt_names
+                    .iter()
+                    .any(|s| format!("{s:?}").contains("/sa/denied"));
+                if asks_denied {
+                    json!({"status": {"conditions": [status["conditions"][0].clone(),
+                        {"type": "Denied", "status": "True", "reason": "Policy", "message": "not this one"}]}})
+                } else {
+                    let leaf = params.signed_by(&issuer).unwrap();
+                    let pem = format!("{}{}", leaf.pem(), intermediate_pem);
+                    json!({"status": {"certificate": b64.encode(pem)}})
+                }
+            };
+            let _ = api
+                .patch_status(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(patch),
+                )
+                .await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API with K8S_SIGNER, as istiod's RA mode: Rudder holds no key.
+/// Its serving certificate and every workload certificate come from the signer through the CSR
+/// API (created, approved, read, deleted); chains end at the external root, which is what the
+/// root ConfigMaps carry; a CSR for another identity never reaches the signer, and a refusal by
+/// the signer is the caller's error. Fake only: a real cluster has no signer of this name.
+#[test]
+fn an_external_ca_signs_through_the_kubernetes_csr_api() {
+    let c = Cluster::fake("external-ca");
+    let fake = c.fake.as_ref().unwrap();
+    fake.add_token("good", "foo", "bar", &["istio-ca"]);
+    fake.add_token("denied", "foo", "denied", &["istio-ca"]);
+    c.apply(ns_obj(&c.ns));
+    let root_key = rcgen::KeyPair::generate().unwrap();
+    let mut root_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    root_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    root_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "External Root");
+    root_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let root = root_params.self_signed(&root_key).unwrap();
+    let inter_key = rcgen::KeyPair::generate().unwrap();
+    let mut inter_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    inter_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    inter_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "External Intermediate");
+    inter_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let inter = inter_params
+        .signed_by(
+            &inter_key,
+            &rcgen::Issuer::new(root_params.clone(), &root_key),
+        )
+        .unwrap();
+    let csrs = c.api(
+        &json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "any"}}),
+    );
+    let signer = c.rt.spawn(run_signer(
+        csrs.clone(),
+        "example.com/mesh",
+        rcgen::Issuer::new(inter_params, inter_key),
+        inter.pem(),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let root_file = dir.path().join("root-cert.pem");
+    std::fs::write(&root_file, root.pem()).unwrap();
+    let root_arg = root_file.to_string_lossy().to_string();
+    let daemon = c.rudder(&[
+        "--external-ca",
+        "ISTIOD_RA_KUBERNETES_API",
+        "--k8s-signer",
+        "example.com/mesh",
+        "--external-ca-root",
+        &root_arg,
+    ]);
+    wait_ready(&daemon);
+    c.rt.block_on(async {
+        let ch = common::ca::channel(
+            daemon.addr("grpc-xds-tls"),
+            &root.pem(),
+            "istiod.istio-system.svc",
+            None,
+        )
+        .await
+        .expect("the serving certificate comes from the external CA");
+        let (csr, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/bar"]);
+        let chain = common::ca::create(ch.clone(), &csr, Some("good"), 0)
+            .await
+            .expect("signed by the external CA");
+        assert_eq!(chain.len(), 3, "leaf, intermediate, and the root appended");
+        assert_eq!(chain[1].trim(), inter.pem().trim());
+        assert_eq!(chain[2].trim(), root.pem().trim());
+        let (ok, out) = common::ca::openssl_verify(dir.path(), &chain);
+        assert!(ok, "{out}");
+
+        let (other, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/admin"]);
+        let err = common::ca::create(ch.clone(), &other, Some("good"), 0)
+            .await
+            .expect_err("another identity");
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+
+        let (refused, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/denied"]);
+        let err = common::ca::create(ch, &refused, Some("denied"), 0)
+            .await
+            .expect_err("the signer refuses");
+        assert!(err.message().contains("refused"), "{err:?}");
+    });
+    eventually(20, "CSR objects cleaned up", || {
+        c.rt.block_on(csrs.list(&Default::default()))
+            .is_ok_and(|l| l.items.is_empty())
+    });
+    eventually(20, "root ConfigMap carries the external root", || {
+        c.get_json(root_cert_cm(&c.ns, ""))
+            .is_some_and(|cm| cm["data"]["root-cert.pem"] == root.pem().as_str())
+    });
+    signer.abort();
+}

@@ -78,3 +78,22 @@ impl crate::model::identity::WorkloadCertificates for WorkloadIssuer {
         WorkloadIssuer::root_pem(self)
     }
 }
+
+/// With an external CA Rudder has no key to issue certificates over SDS: proxies send CSRs (the
+/// Istio agent does). The root is still served (`ROOTCA`).
+pub struct ExternalRoots {
+    pub root_pem: Arc<str>,
+}
+
+impl crate::model::identity::WorkloadCertificates for ExternalRoots {
+    fn certificate(&self, _id: &Identity) -> Result<(Arc<String>, Arc<String>), String> {
+        Err(
+            "with an external CA (EXTERNAL_CA) workload certificates come from CSRs, not over SDS"
+                .into(),
+        )
+    }
+
+    fn root_pem(&self) -> Arc<str> {
+        self.root_pem.clone()
+    }
+}

@@ -3,6 +3,7 @@
 //! persisted self-signed root (`istio-ca-secret`), or a directory in file mode.
 
 pub mod auth;
+pub mod external;
 pub mod issuer;
 pub mod material;
 pub mod metrics;
@@ -36,6 +37,30 @@ pub enum CaError {
 }
 
 pub use crate::model::identity::Identity;
+
+/// Who signs workload CSRs: Rudder's own CA, or an external CA through the Kubernetes CSR API.
+pub enum Signer {
+    Local(std::sync::Arc<shared::SharedAuthority>),
+    External(std::sync::Arc<external::KubernetesRa>),
+}
+
+impl Signer {
+    pub async fn sign_workload(
+        &self,
+        csr_pem: &str,
+        caller: &Identity,
+        requested_ttl_secs: i64,
+    ) -> Result<Vec<String>, CaError> {
+        match self {
+            Signer::Local(authority) => {
+                authority
+                    .load()
+                    .sign_workload(csr_pem, caller, requested_ttl_secs)
+            }
+            Signer::External(ra) => ra.sign_workload(csr_pem, caller, requested_ttl_secs).await,
+        }
+    }
+}
 
 /// The signing CA: its key and certificate, the chain up to the root, and the root.
 pub struct Authority {
@@ -289,24 +314,8 @@ impl Authority {
         caller: &Identity,
         requested_ttl_secs: i64,
     ) -> Result<Vec<String>, CaError> {
-        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-            .map_err(|e| CaError::BadCsr(e.to_string()))?;
-        check_key(csr_pem)?;
+        let csr = check_csr(csr_pem, caller)?;
         let caller_uri = caller.uri();
-        for san in &csr.params.subject_alt_names {
-            let requested = match san {
-                SanType::URI(u) => u.as_str().to_string(),
-                SanType::DnsName(d) => d.as_str().to_string(),
-                SanType::IpAddress(ip) => ip.to_string(),
-                other => format!("{other:?}"),
-            };
-            if requested != caller_uri {
-                return Err(CaError::IdentityMismatch {
-                    requested,
-                    caller: caller_uri,
-                });
-            }
-        }
         let mut params = CertificateParams::new(Vec::<String>::new())
             .map_err(|e| CaError::Sign(e.to_string()))?;
         params.subject_alt_names = vec![SanType::URI(
@@ -398,6 +407,33 @@ impl Authority {
 }
 
 /// RSA of at least 2048 bits, or ECDSA on P-256/P-384: what Envoy and istio-agent use.
+/// The CSR checks every signer makes, local or external: well-formed, correctly self-signed, an
+/// RSA (2048+ bits) or ECDSA P-256/P-384 key, and no identity other than the caller's.
+pub fn check_csr(
+    csr_pem: &str,
+    caller: &Identity,
+) -> Result<CertificateSigningRequestParams, CaError> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| CaError::BadCsr(e.to_string()))?;
+    check_key(csr_pem)?;
+    let caller_uri = caller.uri();
+    for san in &csr.params.subject_alt_names {
+        let requested = match san {
+            SanType::URI(u) => u.as_str().to_string(),
+            SanType::DnsName(d) => d.as_str().to_string(),
+            SanType::IpAddress(ip) => ip.to_string(),
+            other => format!("{other:?}"),
+        };
+        if requested != caller_uri {
+            return Err(CaError::IdentityMismatch {
+                requested,
+                caller: caller_uri,
+            });
+        }
+    }
+    Ok(csr)
+}
+
 fn check_key(csr_pem: &str) -> Result<(), CaError> {
     let block = ::pem::parse(csr_pem).map_err(|e| CaError::BadCsr(e.to_string()))?;
     let (_, req) = X509CertificationRequest::from_der(block.contents())

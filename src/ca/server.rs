@@ -16,7 +16,7 @@ use tracing::{info, warn};
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 pub struct CaService {
-    pub authority: Arc<crate::ca::shared::SharedAuthority>,
+    pub signer: crate::ca::Signer,
     pub auth: Arc<Authenticator>,
     pub metrics: Arc<CaMetrics>,
     /// Node-mode ztunnel's impersonation check; `None` (files mode): impersonation is refused.
@@ -111,9 +111,9 @@ impl IstioCertificateService for CaService {
             }
         };
         match self
-            .authority
-            .load()
+            .signer
             .sign_workload(&body.csr, &identity, body.validity_duration)
+            .await
         {
             Ok(cert_chain) => {
                 self.metrics.cert_issued.inc();

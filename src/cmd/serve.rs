@@ -92,6 +92,17 @@ pub struct ServeArgs {
     /// default `<system namespace>/ztunnel` (what istiod's chart sets); empty: nobody.
     #[arg(long, env = "CA_TRUSTED_NODE_ACCOUNTS")]
     pub ca_trusted_node_accounts: Option<String>,
+    /// An external CA signs workload certificates instead of Rudder's own: only
+    /// `ISTIOD_RA_KUBERNETES_API` (the Kubernetes CSR API, with `--k8s-signer`), as istiod's EXTERNAL_CA.
+    #[arg(long, env = "EXTERNAL_CA")]
+    pub external_ca: Option<String>,
+    /// The signer name CSRs are addressed to with an external CA (istiod's K8S_SIGNER).
+    #[arg(long, env = "K8S_SIGNER")]
+    pub k8s_signer: Option<String>,
+    /// The external CA's root (PEM), what proxies are told to trust; where istiod's chart mounts
+    /// it. When the file is missing, the service account's `ca.crt`, as istiod.
+    #[arg(long, default_value = crate::ca::external::DEFAULT_ROOT_FILE)]
+    pub external_ca_root: PathBuf,
     /// Lifetime of a self-signed root, new or renewed (istiod's CITADEL_SELF_SIGNED_CA_CERT_TTL).
     #[arg(long, default_value = "87600h", value_parser = parse_duration, env = "CITADEL_SELF_SIGNED_CA_CERT_TTL")]
     pub self_signed_root_ttl: Duration,
@@ -356,6 +367,114 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::config::common::parse_go_duration(s)
 }
 
+/// The CA as configured: who signs, the trust bundle everything distributes, and the control
+/// plane's own serving certificate.
+struct CaSetup {
+    signer: crate::ca::Signer,
+    /// Rudder's own CA (none with an external CA).
+    local: Option<Arc<crate::ca::shared::SharedAuthority>>,
+    source: Option<material::CaSource>,
+    roots: tokio::sync::watch::Receiver<Arc<str>>,
+    /// Keeps an external CA's (fixed) trust bundle open for its followers.
+    _fixed_roots: Option<tokio::sync::watch::Sender<Arc<str>>>,
+    certificates: Arc<dyn crate::model::identity::WorkloadCertificates>,
+    serving: (Vec<String>, String),
+}
+
+async fn ca_setup(
+    args: &ServeArgs,
+    kube_client: Option<&kube::Client>,
+    trust_domain: &str,
+    ttls: Ttls,
+    (dns_names, ips): (&[String], &[std::net::IpAddr]),
+    metrics: &DaemonMetrics,
+) -> anyhow::Result<CaSetup> {
+    let serving_ttl = Duration::from_secs(365 * 86400);
+    if let Some(kind) = &args.external_ca {
+        if kind != crate::ca::external::KUBERNETES_RA {
+            anyhow::bail!(
+                "EXTERNAL_CA={kind}: the only external CA is {} (the Kubernetes CSR API)",
+                crate::ca::external::KUBERNETES_RA
+            );
+        }
+        let client = kube_client
+            .ok_or_else(|| anyhow::anyhow!("EXTERNAL_CA needs Kubernetes mode (the CSR API)"))?;
+        let signer = args
+            .k8s_signer
+            .clone()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("EXTERNAL_CA needs K8S_SIGNER, the signer to ask"))?;
+        let root_file = if args.external_ca_root.exists() {
+            args.external_ca_root.clone()
+        } else {
+            let dir = std::env::var_os(crate::k8s::SERVICE_ACCOUNT_DIR_ENV)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| crate::k8s::SERVICE_ACCOUNT_DIR.into());
+            info!(missing = %args.external_ca_root.display(), "external CA root not mounted; using the service account's ca.crt, as istiod");
+            dir.join("ca.crt")
+        };
+        let root_pem = std::fs::read_to_string(&root_file)
+            .map_err(|e| anyhow::anyhow!("external CA root {}: {e}", root_file.display()))?;
+        if !root_pem.contains("BEGIN CERTIFICATE") {
+            anyhow::bail!(
+                "external CA root {} holds no certificate",
+                root_file.display()
+            );
+        }
+        metrics
+            .ca
+            .root_cert_expiry
+            .set(crate::ca::external::root_expiry(&root_pem));
+        let ra = Arc::new(crate::ca::external::KubernetesRa {
+            client: client.clone(),
+            signer: signer.clone(),
+            root_pem: root_pem.clone(),
+            default_ttl: ttls.default,
+            max_ttl: ttls.max,
+        });
+        let serving = ra.serving_cert(dns_names, ips, serving_ttl).await?;
+        info!(signer, root = %root_file.display(), "CA: workload certificates are signed by an external CA through the Kubernetes CSR API");
+        let bundle: Arc<str> = Arc::from(root_pem.as_str());
+        let (fixed, roots) = tokio::sync::watch::channel(bundle.clone());
+        return Ok(CaSetup {
+            signer: crate::ca::Signer::External(ra),
+            local: None,
+            source: None,
+            roots,
+            _fixed_roots: Some(fixed),
+            certificates: Arc::new(crate::ca::issuer::ExternalRoots { root_pem: bundle }),
+            serving,
+        });
+    }
+    let (authority, source) = match kube_client {
+        Some(client) => {
+            let (authority, source) = material::from_kubernetes(
+                client.clone(),
+                &args.system_namespace,
+                trust_domain,
+                ttls,
+            )
+            .await?;
+            (authority, Some(source))
+        }
+        None => (material::from_dir(&args.ca_dir, trust_domain, ttls)?, None),
+    };
+    let (root_expiry, chain_expiry) = authority.expiry_timestamps();
+    metrics.ca.root_cert_expiry.set(root_expiry);
+    metrics.ca.cert_chain_expiry.set(chain_expiry);
+    let serving = authority.serving_cert(dns_names, ips, serving_ttl)?;
+    let authority = crate::ca::shared::SharedAuthority::new(authority);
+    Ok(CaSetup {
+        signer: crate::ca::Signer::Local(authority.clone()),
+        roots: authority.roots(),
+        _fixed_roots: None,
+        certificates: Arc::new(crate::ca::issuer::WorkloadIssuer::new(authority.clone())),
+        local: Some(authority),
+        source,
+        serving,
+    })
+}
+
 /// Listens with a deep backlog: a fleet of proxies reconnecting at once (a rollout, a network blip)
 /// must not overflow tokio's default of 1,024 pending connections and fall into SYN retry backoff.
 async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
@@ -475,6 +594,10 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_ANALYSIS_INTERVAL",
 ];
 
+/// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an
+/// external CA (`CERT_SIGNER_DOMAIN`, with MeshConfig `caCertificates[].certSigners`).
+const ISTIOD_ENV_OTHER: &[&str] = &["CERT_SIGNER_DOMAIN"];
+
 /// istiod feature switches whose value here is what Rudder always does: set that way they change
 /// nothing, so they are not warned about (`profile: ambient` sets the first).
 const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[("PILOT_ENABLE_AMBIENT", "true")];
@@ -493,6 +616,7 @@ fn unread_istiod_env(vars: impl Iterator<Item = (String, String)>) -> Vec<String
             ["PILOT_", "ISTIO_GPRC_", "CITADEL_"]
                 .iter()
                 .any(|p| k.starts_with(p))
+                || ISTIOD_ENV_OTHER.contains(&k.as_str())
         })
         .filter(|k| !ISTIOD_ENV_READ.contains(&k.as_str()))
         .collect();
@@ -652,35 +776,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     .with_mesh_config(&store.snapshot())
     .0
     .trust_domain;
-    let (authority, ca_source, tokens) = match &kube_client {
-        Some(client) => {
-            let (authority, source) = material::from_kubernetes(
-                client.clone(),
-                &args.system_namespace,
-                &trust_domain,
-                ttls,
-            )
-            .await?;
-            (
-                authority,
-                Some(source),
-                TokenAuthority::Kubernetes(client.clone()),
-            )
-        }
-        None => (
-            material::from_dir(&args.ca_dir, &trust_domain, ttls)?,
-            None,
-            match &args.ca_token_file {
-                Some(path) => TokenAuthority::from_file(path)
-                    .map_err(|e| anyhow::anyhow!("--ca-token-file: {e}"))?,
-                None => TokenAuthority::None,
-            },
-        ),
+    let tokens = match &kube_client {
+        Some(client) => TokenAuthority::Kubernetes(client.clone()),
+        None => match &args.ca_token_file {
+            Some(path) => TokenAuthority::from_file(path)
+                .map_err(|e| anyhow::anyhow!("--ca-token-file: {e}"))?,
+            None => TokenAuthority::None,
+        },
     };
-    let (root_expiry, chain_expiry) = authority.expiry_timestamps();
-    let authority = crate::ca::shared::SharedAuthority::new(authority);
-    metrics.ca.root_cert_expiry.set(root_expiry);
-    metrics.ca.cert_chain_expiry.set(chain_expiry);
     // Entries that are IP addresses become IP SANs (a webhook registered by `url` may use one).
     let (ip_names, dns_names): (Vec<String>, Vec<String>) = args
         .serving_dns_names
@@ -699,12 +802,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             ips.push(ip);
         }
     }
-    let (serving_chain, serving_key) =
-        authority
-            .load()
-            .serving_cert(&dns_names, &ips, Duration::from_secs(365 * 86400))?;
+    let ca = ca_setup(
+        &args,
+        kube_client.as_ref(),
+        &trust_domain,
+        ttls,
+        (&dns_names, &ips),
+        &metrics,
+    )
+    .await?;
+    let (serving_chain, serving_key) = ca.serving.clone();
     if let (Some(client), Some(leading)) = (&kube_client, leading) {
-        if ca_source == Some(material::CaSource::SelfSigned) {
+        if let (Some(authority), Some(material::CaSource::SelfSigned)) = (&ca.local, ca.source) {
             let rotator = crate::ca::rotation::RootRotator {
                 client: client.clone(),
                 namespace: args.system_namespace.clone(),
@@ -724,7 +833,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tasks.spawn(crate::ca::rootcert::run(
             client.clone(),
             store.clone(),
-            authority.roots(),
+            ca.roots.clone(),
             leading.clone(),
             metrics.ca.clone(),
             cancel.clone(),
@@ -760,7 +869,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let patcher = CaBundlePatcher {
             client: client.clone(),
             label_selector: format!("istio.io/rev={}", args.revision),
-            roots: authority.roots(),
+            roots: ca.roots.clone(),
             metrics: metrics.webhook.clone(),
         };
         tasks.spawn(patcher.run(leading, cancel.clone()));
@@ -827,12 +936,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cluster_id: args.cluster_id.clone(),
         ..Default::default()
     };
-    let certificates: crate::xds::context::Certificates = Some(Arc::new(
-        crate::ca::issuer::WorkloadIssuer::new(authority.clone()),
-    ));
+    let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());
     let initial = push::initial_context(&store, &mesh, certificates);
     let mut start = push::Start::from(&initial, mesh);
-    start.roots = Some(authority.roots());
+    start.roots = Some(ca.roots.clone());
     let xds = XdsServer::new(
         initial,
         metrics.xds.clone(),
@@ -898,21 +1005,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             store: store.clone(),
             trusted,
         });
-    let ca = CaService {
-        authority: authority.clone(),
+    let root_pem = ca.roots.borrow().clone();
+    let ca_service = CaService {
+        signer: ca.signer,
         auth: auth.clone(),
         metrics: metrics.ca.clone(),
         node_auth,
     };
     let secure_ads = AdsService::authenticated(xds.clone(), auth).into_server();
-    let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, &authority.root_pem());
+    let tls = crate::ca::server::tls_config(&serving_chain, &serving_key, &root_pem);
     let stop = cancel.clone();
     let secure_incoming = xds.incoming(secure_listener);
     let secure = grpc_server(&args)
         .tls_config(tls)
         .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?
         .add_service(secure_ads)
-        .add_service(ca.into_server());
+        .add_service(ca_service.into_server());
     tasks.spawn(async move {
         let served = secure
             .serve_with_incoming_shutdown(secure_incoming, stop.cancelled_owned())
@@ -976,6 +1084,7 @@ mod tests {
             ("PILOT_DEBOUNCE_AFTER", "100ms"),
             ("PILOT_ENABLE_STATUS", "true"),
             ("CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR", "true"),
+            ("CERT_SIGNER_DOMAIN", "example.com"),
             ("HOME", "/root"),
             ("PILOT_ENABLE_AMBIENT", "true"),
         ]
@@ -984,6 +1093,7 @@ mod tests {
         assert_eq!(
             unread_istiod_env(vars),
             [
+                "CERT_SIGNER_DOMAIN",
                 "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
                 "PILOT_ENABLE_STATUS"
             ]

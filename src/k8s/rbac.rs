@@ -19,6 +19,8 @@ pub struct Permission {
     pub verbs: &'static [&'static str],
     /// Which module needs it, for the reader of a failing test.
     pub used_by: &'static str,
+    /// Granted only when the chart sets `env.EXTERNAL_CA` (as istiod's chart).
+    pub external_ca_only: bool,
 }
 
 const WATCH: &[&str] = &["get", "list", "watch"];
@@ -36,10 +38,30 @@ const fn rule(
         resource,
         verbs,
         used_by,
+        external_ca_only: false,
+    }
+}
+
+/// A permission only an external CA (`EXTERNAL_CA`) needs.
+const fn external_ca_rule(resource: &'static str, verbs: &'static [&'static str]) -> Permission {
+    Permission {
+        scope: Scope::Cluster,
+        group: "certificates.k8s.io",
+        resource,
+        verbs,
+        used_by: "ca::external (EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API)",
+        external_ca_only: true,
     }
 }
 
 pub const PERMISSIONS: &[Permission] = &[
+    external_ca_rule(
+        "certificatesigningrequests",
+        &["create", "list", "watch", "delete"],
+    ),
+    external_ca_rule("certificatesigningrequests/approval", &["patch"]),
+    // For the signers named in `global.certSigners` only.
+    external_ca_rule("signers", &["approve"]),
     rule(
         Scope::Cluster,
         "",

@@ -165,6 +165,7 @@ impl Cluster {
             "Namespace" => ("namespaces".to_string(), false),
             "Node" => ("nodes".to_string(), false),
             "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
+            "CertificateSigningRequest" => ("certificatesigningrequests".to_string(), false),
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
                 (format!("{}s", kind.to_lowercase()), false)
             }

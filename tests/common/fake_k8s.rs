@@ -108,6 +108,13 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
         "TokenReview",
         false,
     ),
+    (
+        "certificates.k8s.io",
+        "v1",
+        "certificatesigningrequests",
+        "CertificateSigningRequest",
+        false,
+    ),
 ];
 
 /// The token of the tests' own client in the in-cluster mode.
@@ -464,10 +471,18 @@ async fn handle(
             let Ok(mut obj) = serde_json::from_slice::<Value>(&body) else {
                 return status(400, "BadRequest", "invalid JSON");
             };
-            let name = obj["metadata"]["name"]
+            let mut name = obj["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
+            if name.is_empty()
+                && let Some(prefix) = obj["metadata"]["generateName"].as_str()
+            {
+                // As the API server: the prefix and a suffix of its own.
+                let n = shared.inner.lock().unwrap().rv + 1;
+                name = format!("{prefix}{n:05x}");
+                obj["metadata"]["name"] = name.clone().into();
+            }
             if name.is_empty() {
                 return status(422, "Invalid", "metadata.name is required");
             }
@@ -510,7 +525,9 @@ async fn handle(
             let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "ADDED");
             (StatusCode::CREATED, axum::Json(obj)).into_response()
         }
-        (Method::PATCH, Some(name)) if t.subresource.as_deref() == Some("status") => {
+        (Method::PATCH, Some(name))
+            if matches!(t.subresource.as_deref(), Some("status" | "approval")) =>
+        {
             // A JSON merge patch of the status subresource: only `status` changes, the generation
             // does not, the resourceVersion does.
             let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
