@@ -288,6 +288,49 @@ fn ext_authz_server() -> u16 {
     port
 }
 
+/// An external authorizer speaking Envoy's gRPC ext_authz protocol: OK while `allow` is set,
+/// PERMISSION_DENIED otherwise. Runs until the test process ends.
+fn grpc_ext_authz_server(allow: Arc<std::sync::atomic::AtomicBool>) -> u16 {
+    use envoy_types::pb::envoy::service::auth::v3::authorization_server::{
+        Authorization, AuthorizationServer,
+    };
+    use envoy_types::pb::envoy::service::auth::v3::{CheckRequest, CheckResponse};
+    struct Authz(Arc<std::sync::atomic::AtomicBool>);
+    #[tonic::async_trait]
+    impl Authorization for Authz {
+        async fn check(
+            &self,
+            _request: tonic::Request<CheckRequest>,
+        ) -> Result<tonic::Response<CheckResponse>, tonic::Status> {
+            let allowed = self.0.load(std::sync::atomic::Ordering::SeqCst);
+            Ok(tonic::Response::new(CheckResponse {
+                status: Some(envoy_types::pb::google::rpc::Status {
+                    code: if allowed { 0 } else { 7 },
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }))
+        }
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let _ = tonic::transport::Server::builder()
+                .add_service(AuthorizationServer::new(Authz(allow)))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .await;
+        });
+    });
+    port
+}
+
 /// Serves `body` (a JWKS) to every HTTP request, as an identity provider's keys endpoint.
 fn jwks_server(body: String) -> u16 {
     use std::io::{BufReader, Write};
@@ -649,6 +692,48 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
 
         // Plain TCP through the gateway (the HTTP backend, proxied at L4).
         eventually(60, "gateway proxies TCP", || {
+            request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
+        });
+
+        // CUSTOM with a gRPC provider decides TCP connections too (network ext_authz), and a
+        // provider MeshConfig does not define denies instead of letting connections through.
+        let grpc_allow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let grpc_port = grpc_ext_authz_server(grpc_allow.clone());
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "authz-grpc", "namespace": ns},
+            "spec": {"hosts": [format!("authz-grpc.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                     "ports": [{"number": 9000, "name": "grpc", "protocol": "GRPC"}], "resolution": "STATIC",
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"grpc": grpc_port}}]}}));
+        let mesh = format!(
+            "{mesh}- name: ext-grpc\n  envoyExtAuthzGrpc:\n    service: authz-grpc.{ns}.svc.cluster.local\n    port: 9000\n"
+        );
+        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "istio", "namespace": ns}, "data": {"mesh": mesh}}));
+        // One provider per workload: the HTTP one's policy goes first.
+        c.delete(
+            json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "ext", "namespace": ns}}),
+        );
+        let tcp_custom = |provider: &str| {
+            json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+                "metadata": {"name": "ext-tcp", "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "CUSTOM", "provider": {"name": provider},
+                         "rules": [{"to": [{"operation": {"ports": [ports.tcp.to_string()]}}]}]}})
+        };
+        c.apply(tcp_custom("ext-grpc"));
+        eventually(60, "the gRPC authorizer refuses the TCP connection", || {
+            request(ports.tcp, HOST, "/tcp", &[]).0 == 0
+        });
+        grpc_allow.store(true, std::sync::atomic::Ordering::SeqCst);
+        eventually(60, "the gRPC authorizer admits the TCP connection", || {
+            request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
+        });
+        c.apply(tcp_custom("undefined"));
+        eventually(60, "an undefined provider denies", || {
+            request(ports.tcp, HOST, "/tcp", &[]).0 == 0
+        });
+        c.delete(tcp_custom("undefined"));
+        eventually(60, "TCP open again without the CUSTOM policy", || {
             request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
         });
 

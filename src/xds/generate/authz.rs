@@ -60,9 +60,12 @@ struct Rules {
     deny: BTreeMap<String, Policy>,
     allow: BTreeMap<String, Policy>,
     audit: BTreeMap<String, Policy>,
-    /// CUSTOM rules (named `istio-ext-authz-…`) and the one provider they use.
+    /// CUSTOM rules (named `istio-ext-authz-…`) and the provider they use.
     custom: BTreeMap<String, Policy>,
     provider: Option<String>,
+    /// CUSTOM policies name more than one provider: as istiod (without its multi-provider
+    /// feature), every CUSTOM rule denies instead.
+    several_providers: bool,
     /// An ALLOW policy without (usable) rules still applies: it allows nothing.
     any_allow: bool,
     /// Dry-run (`istio.io/dry-run`) ALLOW and DENY rules: Envoy evaluates them as shadow rules,
@@ -71,6 +74,17 @@ struct Rules {
     dry_deny: BTreeMap<String, Policy>,
     /// As `any_allow`, for dry-run ALLOW policies.
     any_dry_allow: bool,
+}
+
+impl Rules {
+    fn custom_provider(&self) -> super::extauthz::CustomProvider<'_> {
+        use super::extauthz::CustomProvider;
+        match (&self.provider, self.several_providers) {
+            (_, true) => CustomProvider::Several,
+            (Some(p), false) => CustomProvider::One(p),
+            (None, false) => CustomProvider::None,
+        }
+    }
 }
 
 /// Fields only HTTP requests have. On TCP, istiod drops an ALLOW rule using them (it can never
@@ -164,10 +178,10 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
                     None => out.provider = Some(wanted),
                     Some(chosen) if *chosen == wanted => {}
                     Some(chosen) => {
-                        // istiod allows one provider per workload as well.
-                        warn!(policy = %format!("{ns}/{name}"), provider = %wanted, using = %chosen,
-                            "only one CUSTOM provider per workload; this policy is ignored");
-                        continue;
+                        // istiod allows one provider per workload as well, and denies instead.
+                        warn!(policy = %format!("{ns}/{name}"), provider = %wanted, other = %chosen,
+                            "only one CUSTOM provider per workload; what the CUSTOM policies match is denied");
+                        out.several_providers = true;
                     }
                 }
                 &mut out.custom
@@ -230,7 +244,7 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
 /// (none when no policy applies).
 pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
     let rules = rules_for(ctx, scope, false);
-    let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.provider.as_deref());
+    let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.custom_provider());
     out.extend(
         rbac_configs(&rules, Layer::Http)
             .into_iter()
@@ -249,16 +263,19 @@ pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
 /// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
 pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
     let rules = rules_for(ctx, scope, true);
-    rbac_configs(&rules, Layer::Network)
-        .into_iter()
-        .map(|value| Filter {
-            name: NETWORK_RBAC_FILTER.into(),
-            config_type: Some(filter::ConfigType::TypedConfig(Any {
-                type_url: <NetworkRbac as prost::Name>::type_url(),
-                value,
-            })),
-        })
-        .collect()
+    let mut out = super::extauthz::network_filters(ctx, &rules.custom, rules.custom_provider());
+    out.extend(
+        rbac_configs(&rules, Layer::Network)
+            .into_iter()
+            .map(|value| Filter {
+                name: NETWORK_RBAC_FILTER.into(),
+                config_type: Some(filter::ConfigType::TypedConfig(Any {
+                    type_url: <NetworkRbac as prost::Name>::type_url(),
+                    value,
+                })),
+            }),
+    );
+    out
 }
 
 /// The encoded RBAC configs, one per action in istiod's order (AUDIT on HTTP only, DENY, ALLOW),

@@ -1585,3 +1585,85 @@ fn pinned_server_identities_cover_trust_domain_aliases() {
     assert!(has("spiffe://cluster.local/ns/a/sa/db"));
     assert!(has("spiffe://old.example/ns/a/sa/db"));
 }
+
+#[test]
+fn custom_policies_ask_grpc_providers_on_tcp_and_deny_when_no_provider_can_be_asked() {
+    let custom = |name: &str, provider: &str, port: &str| {
+        format!(
+            "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: {name}, namespace: a}}\n\
+spec: {{action: CUSTOM, provider: {{name: {provider}}}, rules: [{{to: [{{operation: {{ports: [\"{port}\"]}}}}]}}]}}\n"
+        )
+    };
+    let providers: Vec<crate::config::mesh::ExtensionProvider> = serde_json::from_value(serde_json::json!([
+        {"name": "grpc", "envoyExtAuthzGrpc": {"service": "authz.a.svc.cluster.local", "port": 9000}},
+        {"name": "http", "envoyExtAuthzHttp": {"service": "authz.a.svc.cluster.local", "port": 8000}}
+    ]))
+    .unwrap();
+    let p = verified("a");
+    let built = |policies: &str| {
+        let mut c = ctx(&workload_yaml(policies));
+        c.mesh.extension_providers = providers.clone();
+        let http: Vec<String> = super::authz::http_filters(&c, &c.scope(&p))
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        let tcp = super::authz::network_filters(&c, &c.scope(&p));
+        (http, tcp)
+    };
+    let network_rbac =
+        |f: &envoy_types::pb::envoy::config::listener::v3::Filter| match &f.config_type {
+            Some(
+                envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a),
+            ) => envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac::decode(
+                a.value.as_slice(),
+            )
+            .unwrap(),
+            _ => panic!("typed config"),
+        };
+
+    // A gRPC provider is asked for TCP too: shadow rules mark the connection, ext_authz asks.
+    let (http, tcp) = built(&custom("ask", "grpc", "5432"));
+    assert_eq!(
+        http,
+        ["envoy.filters.http.rbac", "envoy.filters.http.ext_authz"]
+    );
+    let names: Vec<&str> = tcp.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.network.rbac",
+            "envoy.filters.network.ext_authz"
+        ]
+    );
+    let shadow = network_rbac(&tcp[0]);
+    assert!(shadow.rules.is_none(), "the shadow filter enforces nothing");
+    assert_eq!(shadow.shadow_rules_stat_prefix, "istio_ext_authz_");
+    assert!(
+        shadow
+            .shadow_rules
+            .unwrap()
+            .policies
+            .contains_key("istio-ext-authz-ns[a]-policy[ask]-rule[0]")
+    );
+
+    // An HTTP provider does not apply to TCP (as istiod).
+    let (_, tcp) = built(&custom("ask", "http", "5432"));
+    assert!(tcp.is_empty());
+
+    // A provider MeshConfig does not define, or two providers for one workload: what the rules
+    // match is denied, on HTTP and on TCP.
+    for policies in [
+        custom("missing", "nope", "5432"),
+        custom("one", "grpc", "5432") + &custom("two", "http", "5432"),
+    ] {
+        let (http, tcp) = built(&policies);
+        assert_eq!(http, ["envoy.filters.http.rbac"], "{policies}");
+        assert_eq!(tcp.len(), 1, "{policies}");
+        let deny = network_rbac(&tcp[0]).rules.expect("enforced");
+        assert_eq!(
+            deny.action,
+            envoy_types::pb::envoy::config::rbac::v3::rbac::Action::Deny as i32
+        );
+        assert!(!deny.policies.is_empty());
+    }
+}
