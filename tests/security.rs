@@ -65,6 +65,8 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
             "metadata": {"name": "gw-cert", "namespace": ns},
             "data": {"tls.crt": b64(cert), "tls.key": b64(key), "ca.crt": b64(cert)}}),
         );
+        c.grant_secret_list(&ns, "gateway");
+        c.refuse_secret_list(&ns, "unprivileged");
         let daemon = c.rudder(&[]);
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
@@ -72,6 +74,7 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
         let root = c.ca_root();
         let own = c.token_in(&ns, "gateway");
         let foreign = c.token_in(&other, "gateway");
+        let unprivileged = c.token_in(&ns, "unprivileged");
         c.rt.block_on(async {
             let tls = channel(daemon.addr("grpc-xds-tls"), &root, DOMAIN, None)
                 .await
@@ -146,6 +149,30 @@ fn gateway_secrets_are_served_only_to_their_namespace() {
                 ) >= 1.0,
                 "a refused secret is counted"
             );
+
+            // A gateway whose service account may not list its namespace's secrets (no RBAC)
+            // gets the CA certificate, which is public, but not the key (istiod's
+            // SubjectAccessReview).
+            let auth = format!("Bearer {unprivileged}");
+            let mut unprivileged_gw = Delta::open_on(
+                tls.clone(),
+                ask(
+                    &ns,
+                    &[
+                        "kubernetes://gw-cert",
+                        "kubernetes://gw-cert-cacert",
+                        "ROOTCA",
+                    ],
+                ),
+                &[("authorization", auth.as_str())],
+            )
+            .await
+            .unwrap();
+            let resp = unprivileged_gw.recv().await;
+            let mut names: Vec<String> = secrets(&resp).into_iter().map(|s| s.name).collect();
+            names.sort();
+            assert_eq!(names, ["ROOTCA", "kubernetes://gw-cert-cacert"]);
+            assert_eq!(resp.removed_resources, ["kubernetes://gw-cert"]);
 
             // A token of one namespace cannot speak for a node of another (istiod's identity check).
             let auth = format!("Bearer {own}");

@@ -147,6 +147,73 @@ async fn review(
 pub struct Authenticator {
     pub tokens: TokenAuthority,
     pub trust_domain: String,
+    /// SubjectAccessReview answers by identity, for a minute (as istiod caches them).
+    pub secret_access: SecretAccessCache,
+}
+
+/// Recent answers to "may this service account list secrets in its namespace?".
+#[derive(Default)]
+pub struct SecretAccessCache {
+    answers: std::sync::Mutex<HashMap<Identity, (std::time::Instant, Option<String>)>>,
+}
+
+const SECRET_ACCESS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl SecretAccessCache {
+    fn get(&self, id: &Identity) -> Option<Option<String>> {
+        let answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        answers
+            .get(id)
+            .filter(|(at, _)| at.elapsed() < SECRET_ACCESS_TTL)
+            .map(|(_, answer)| answer.clone())
+    }
+
+    fn put(&self, id: &Identity, answer: Option<String>) {
+        let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        answers.retain(|_, (at, _)| at.elapsed() < SECRET_ACCESS_TTL);
+        answers.insert(id.clone(), (std::time::Instant::now(), answer));
+    }
+}
+
+/// Asks the API server whether `id`'s service account may list secrets in its namespace: `None`
+/// when it may, else why not.
+async fn review_secret_access(
+    client: &kube::Client,
+    id: &Identity,
+) -> Result<Option<String>, String> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(id.namespace.clone()),
+                verb: Some("list".into()),
+                resource: Some("secrets".into()),
+                ..Default::default()
+            }),
+            user: Some(format!(
+                "system:serviceaccount:{}:{}",
+                id.namespace, id.service_account
+            )),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
+    let answer = api
+        .create(&kube::api::PostParams::default(), &review)
+        .await
+        .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
+    let status = answer.status.unwrap_or_default();
+    Ok((!status.allowed).then(|| {
+        format!(
+            "{}/{} is not authorized to read secrets: {}",
+            id.namespace,
+            id.service_account,
+            status.reason.unwrap_or_default()
+        )
+    }))
 }
 
 impl Authenticator {
@@ -211,5 +278,23 @@ impl crate::model::identity::Authenticate for Authenticator {
         peer_certs: Option<&'a [tonic::transport::CertificateDer<'static>]>,
     ) -> crate::model::identity::BoxFuture<'a, Result<Option<Identity>, AuthError>> {
         Box::pin(Authenticator::identify(self, metadata, peer_certs))
+    }
+
+    fn secrets_refused<'a>(
+        &'a self,
+        id: &'a Identity,
+    ) -> crate::model::identity::BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move {
+            let TokenAuthority::Kubernetes(client) = &self.tokens else {
+                return Ok(None);
+            };
+            if let Some(answer) = self.secret_access.get(id) {
+                return Ok(answer);
+            }
+            // Only answers are kept: a failed review is asked again by the next stream.
+            let answer = review_secret_access(client, id).await?;
+            self.secret_access.put(id, answer.clone());
+            Ok(answer)
+        })
     }
 }

@@ -985,6 +985,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     });
     let auth = Arc::new(crate::ca::auth::Authenticator {
+        secret_access: Default::default(),
         tokens,
         trust_domain: trust_domain.clone(),
     });

@@ -55,6 +55,13 @@ const fn external_ca_rule(resource: &'static str, verbs: &'static [&'static str]
 }
 
 pub const PERMISSIONS: &[Permission] = &[
+    rule(
+        Scope::Cluster,
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        &["create"],
+        "ca::auth (may a gateway read its namespace's secrets)",
+    ),
     external_ca_rule(
         "certificatesigningrequests",
         &["create", "list", "watch", "delete"],

@@ -61,6 +61,18 @@ pub trait Authenticate: Send + Sync {
         metadata: &'a tonic::metadata::MetadataMap,
         peer_certs: Option<&'a [tonic::transport::CertificateDer<'static>]>,
     ) -> BoxFuture<'a, Result<Option<Identity>, AuthError>>;
+
+    /// Whether `id` may be sent the Kubernetes Secrets of its own namespace over SDS (gateway
+    /// `credentialName`s), as istiod asks the API server: may its service account list secrets
+    /// there? `Ok(Some(reason))` when it may not; `Err` when the answer could not be had.
+    /// Without an API server (files mode) it may.
+    fn secrets_refused<'a>(
+        &'a self,
+        id: &'a Identity,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        let _ = id;
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// Workload certificates for proxies that ask for them over SDS.

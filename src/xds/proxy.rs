@@ -44,6 +44,9 @@ pub struct Proxy {
     /// plaintext port or when nothing was presented. Workload certificates and gateway secrets are
     /// only served to a verified identity.
     pub identity: Option<crate::model::identity::Identity>,
+    /// Why this identity may not be sent its namespace's Secrets (its service account may not list
+    /// them, as istiod checks); `None` when it may.
+    pub secrets_refused: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -150,6 +153,7 @@ impl Proxy {
                 .is_some_and(|m| m == "NONE"),
             istio_version: metadata.get("ISTIO_VERSION").cloned().unwrap_or_default(),
             identity: None,
+            secrets_refused: None,
             metadata,
             generator,
             user_agent,

@@ -166,6 +166,8 @@ impl Cluster {
             "Node" => ("nodes".to_string(), false),
             "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
             "CertificateSigningRequest" => ("certificatesigningrequests".to_string(), false),
+            "Role" => ("roles".to_string(), true),
+            "RoleBinding" => ("rolebindings".to_string(), true),
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
                 (format!("{}s", kind.to_lowercase()), false)
             }
@@ -228,6 +230,31 @@ impl Cluster {
 
     pub fn delete(&self, obj: Value) {
         self.rt.block_on(self.remove(obj));
+    }
+
+    /// Lets `sa` list the secrets of `ns`, as a gateway's chart grants it (a real cluster: a Role
+    /// and RoleBinding; the fake allows everything not refused).
+    pub fn grant_secret_list(&self, ns: &str, sa: &str) {
+        if self.is_fake() {
+            return;
+        }
+        let name = format!("{sa}-secrets");
+        self.apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": ns},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "watch", "list"]}]}));
+        self.apply(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]}),
+        );
+    }
+
+    /// `sa` may not list the secrets of `ns` (on a real cluster nothing grants it by default).
+    pub fn refuse_secret_list(&self, ns: &str, sa: &str) {
+        if let Some(fake) = &self.fake {
+            fake.refuse_access(ns, sa);
+        }
     }
 
     /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in

@@ -38,6 +38,8 @@ struct Inner {
     blocked: Vec<String>,
     /// token → TokenReview status
     tokens: HashMap<String, Value>,
+    /// Users SubjectAccessReview refuses (everything else is allowed).
+    refused_users: Vec<String>,
     /// Status subresource writes served.
     status_writes: u64,
     /// When set (the in-cluster mode), the bearer tokens the API accepts; anything else is 401.
@@ -106,6 +108,13 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
         "v1",
         "tokenreviews",
         "TokenReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
         false,
     ),
     (
@@ -434,6 +443,25 @@ async fn handle(
             review["status"] = inner.tokens.get(&token).cloned().unwrap_or_else(
                 || json!({"authenticated": false, "error": "invalid bearer token"}),
             );
+            (StatusCode::CREATED, axum::Json(review)).into_response()
+        }
+        (Method::POST, None) if t.coll == "authorization.k8s.io/subjectaccessreviews" => {
+            let Ok(mut review) = serde_json::from_slice::<Value>(&body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let user = review["spec"]["user"].as_str().unwrap_or_default();
+            let refused = shared
+                .inner
+                .lock()
+                .unwrap()
+                .refused_users
+                .iter()
+                .any(|u| u == user);
+            review["status"] = if refused {
+                json!({"allowed": false, "reason": "no RBAC rule allows it"})
+            } else {
+                json!({"allowed": true, "reason": "allowed by the fake"})
+            };
             (StatusCode::CREATED, axum::Json(review)).into_response()
         }
         (Method::GET, None) if is_watch => watch_response(shared, t, q).await,
@@ -993,6 +1021,19 @@ impl FakeApi {
                           "extra": {"authentication.kubernetes.io/pod-name": [pod.0],
                                     "authentication.kubernetes.io/pod-uid": [pod.1]}});
         self.vouch(token, &["istio-ca"], user);
+    }
+
+    /// SubjectAccessReview refuses everything for this service account (as a cluster whose RBAC
+    /// grants it nothing).
+    pub fn refuse_access(&self, namespace: &str, service_account: &str) {
+        self.shared
+            .inner
+            .lock()
+            .unwrap()
+            .refused_users
+            .push(format!(
+                "system:serviceaccount:{namespace}:{service_account}"
+            ));
     }
 
     /// A token TokenReview rejects with `error` (expired, revoked...).

@@ -133,6 +133,11 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Arc<Resour
             .ok_or_else(|| format!("no CA certificate in Secret {namespace}/{base}"))?;
         return Ok(validation(name, &ca));
     }
+    // A certificate and its key: only for a service account that may list the namespace's
+    // Secrets itself (istiod's check; CA certificates above are public).
+    if let Some(why) = &proxy.secrets_refused {
+        return Err(why.clone());
+    }
     let d = data(secret_name).ok_or_else(|| format!("no Secret {namespace}/{secret_name}"))?;
     let chain = text(&d, &["tls.crt", "cert"])
         .ok_or_else(|| format!("Secret {namespace}/{secret_name} has no tls.crt or cert"))?;

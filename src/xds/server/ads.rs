@@ -120,7 +120,23 @@ impl AdsService {
                     "authorization failed: {reason}"
                 )));
             }
-            Arc::make_mut(&mut proxy).identity = Some(identity);
+            let secrets_refused = match &self.auth {
+                Some(auth) => match auth.secrets_refused(&identity).await {
+                    Ok(answer) => answer,
+                    // A gateway lives on its secrets: refuse the stream (fail closed) and let it
+                    // reconnect and be asked again. A sidecar is served, without secrets.
+                    Err(e) if proxy.proxy_type == crate::xds::proxy::ProxyType::Router => {
+                        self.server.refuse("authorization_unavailable");
+                        warn!(peer, proxy = %proxy.id, error = %e, "refusing xDS stream: cannot check the gateway's access to secrets");
+                        return Err(Status::unavailable(e));
+                    }
+                    Err(e) => Some(format!("access to secrets could not be checked: {e}")),
+                },
+                None => None,
+            };
+            let proxy = Arc::make_mut(&mut proxy);
+            proxy.identity = Some(identity);
+            proxy.secrets_refused = secrets_refused;
         }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
