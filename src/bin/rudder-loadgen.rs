@@ -641,7 +641,7 @@ impl Replay {
 
     async fn stream(
         self: Arc<Self>,
-        req: tonic::Request<wire::RequestStream<DiscoveryRequest>>,
+        req: tonic::Request<wire::RequestStream<wire::SotwRequest>>,
     ) -> Result<
         tonic::Response<ReceiverStream<Result<EncodedResponse, tonic::Status>>>,
         tonic::Status,
@@ -655,7 +655,7 @@ impl Replay {
             loop {
                 tokio::select! {
                     msg = inbound.message() => match msg {
-                        Ok(Some(r)) if r.response_nonce.is_empty() => {
+                        Ok(Some(wire::SotwRequest { request: r, .. })) if r.response_nonce.is_empty() => {
                             if let Some(bytes) = self.bytes(&r.type_url) {
                                 nonce += 1;
                                 let resp = EncodedResponse::new(&version.to_string(), &r.type_url, &nonce.to_string(), bytes.clone());
@@ -717,7 +717,7 @@ where
         }
         Box::pin(async move {
             Ok(
-                wire::serve_rpc::<DiscoveryRequest, _, _>(req, 4 * 1024 * 1024, |r| {
+                wire::serve_rpc::<wire::SotwRequest, _, _>(req, 4 * 1024 * 1024, |r| {
                     replay.stream(r)
                 })
                 .await,

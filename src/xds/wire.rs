@@ -204,6 +204,92 @@ impl<R: prost::Message + Default> RequestStream<R> {
     }
 }
 
+/// A State-of-the-World request as the server reads it: every field decoded as usual except the
+/// resource names, which stay slices of the received message. A SotW client resends its whole
+/// subscription in every ACK (thousands of names in an unscoped mesh, for every proxy, after every
+/// push); the server only needs them as strings when they differ from the last list, which a
+/// digest of the slices tells without allocating a string per name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SotwRequest {
+    /// Everything but `resource_names` (left empty).
+    pub request: DiscoveryRequest,
+    /// `resource_names`, in order, checked to be UTF-8.
+    pub names: Vec<Bytes>,
+}
+
+/// `DiscoveryRequest.resource_names`.
+const RESOURCE_NAMES: u32 = 3;
+
+impl SotwRequest {
+    /// The names, as strings.
+    pub fn name_strings(&self) -> impl Iterator<Item = &str> {
+        // Checked in `merge_field`.
+        self.names
+            .iter()
+            .map(|n| std::str::from_utf8(n).unwrap_or_default())
+    }
+
+    /// A digest of the names in order: equal lists, equal digests.
+    pub fn names_digest(&self) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = foldhash::fast::FixedState::with_seed(1).build_hasher();
+        h.write_usize(self.names.len());
+        for n in &self.names {
+            h.write_usize(n.len());
+            h.write(n);
+        }
+        h.finish()
+    }
+
+    /// Subscribes to everything: no names, or `*` among them.
+    pub fn is_wildcard(&self) -> bool {
+        self.names.is_empty() || self.names.iter().any(|n| n.as_ref() == b"*")
+    }
+}
+
+impl prost::Message for SotwRequest {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        self.request.encode_raw(buf);
+        for n in &self.names {
+            prost::encoding::bytes::encode(RESOURCE_NAMES, n, buf);
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        if tag != RESOURCE_NAMES {
+            return self.request.merge_field(tag, wire_type, buf, ctx);
+        }
+        let mut name = Bytes::new();
+        prost::encoding::bytes::merge(wire_type, &mut name, buf, ctx.clone())?;
+        if std::str::from_utf8(&name).is_err() {
+            // prost's own error for a string that is not UTF-8 (only on this path).
+            let mut framed = Vec::new();
+            prost::encoding::encode_varint(name.len() as u64, &mut framed);
+            framed.extend_from_slice(&name);
+            let mut text = String::new();
+            prost::encoding::string::merge(wire_type, &mut text, &mut framed.as_slice(), ctx)?;
+        }
+        self.names.push(name);
+        Ok(())
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.request.encoded_len()
+            + prost::encoding::bytes::encoded_len_repeated(RESOURCE_NAMES, &self.names)
+    }
+
+    fn clear(&mut self) {
+        self.request.clear();
+        self.names.clear();
+    }
+}
+
 /// Resource bytes at least this long go to HTTP/2 as they are; shorter ones are copied together.
 const SHARED_CHUNK_MIN: usize = 4096;
 /// The most small chunks copied into one frame's buffer.
@@ -364,7 +450,7 @@ where
 pub trait AdsHandler: Send + Sync + 'static {
     fn stream_aggregated_resources(
         &self,
-        request: tonic::Request<RequestStream<DiscoveryRequest>>,
+        request: tonic::Request<RequestStream<SotwRequest>>,
     ) -> impl std::future::Future<Output = AdsResult> + Send;
     fn delta_aggregated_resources(
         &self,
@@ -418,12 +504,14 @@ where
         let ads = self.ads.clone();
         let max = self.max_decoding_message_size;
         match req.uri().path() {
-            SOTW_PATH => Box::pin(async move {
-                Ok(serve_rpc::<DiscoveryRequest, _, _>(req, max, |r| {
-                    ads.stream_aggregated_resources(r)
+            SOTW_PATH => {
+                Box::pin(async move {
+                    Ok(serve_rpc::<SotwRequest, _, _>(req, max, |r| {
+                        ads.stream_aggregated_resources(r)
+                    })
+                    .await)
                 })
-                .await)
-            }),
+            }
             DELTA_PATH => Box::pin(async move {
                 Ok(serve_rpc::<DeltaDiscoveryRequest, _, _>(req, max, |r| {
                     ads.delta_aggregated_resources(r)
@@ -686,5 +774,68 @@ mod tests {
         let compressed = vec![1, 0, 0, 0, 0];
         let err = request_body(vec![compressed]).message().await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::Internal);
+    }
+}
+
+#[cfg(test)]
+mod sotw_request_tests {
+    use super::*;
+    use prost::Message;
+
+    fn request(names: &[&str]) -> DiscoveryRequest {
+        DiscoveryRequest {
+            version_info: "7".into(),
+            type_url: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment".into(),
+            response_nonce: "n1".into(),
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn names_stay_bytes_and_everything_else_decodes_as_usual() {
+        let full = request(&["outbound|80||a", "outbound|80||b"]);
+        let bytes = Bytes::from(full.encode_to_vec());
+        let sotw = SotwRequest::decode(bytes.clone()).unwrap();
+        assert_eq!(
+            sotw.request,
+            DiscoveryRequest {
+                resource_names: vec![],
+                ..full.clone()
+            }
+        );
+        let names: Vec<&str> = sotw.name_strings().collect();
+        assert_eq!(names, ["outbound|80||a", "outbound|80||b"]);
+        assert_eq!(
+            DiscoveryRequest::decode(Bytes::from(sotw.encode_to_vec())).unwrap(),
+            full,
+            "encodes back to the same request"
+        );
+        assert!(!sotw.is_wildcard());
+        assert!(
+            SotwRequest::decode(Bytes::from(request(&[]).encode_to_vec()))
+                .unwrap()
+                .is_wildcard()
+        );
+    }
+
+    #[test]
+    fn equal_lists_have_equal_digests_and_order_counts() {
+        let digest = |names: &[&str]| {
+            SotwRequest::decode(Bytes::from(request(names).encode_to_vec()))
+                .unwrap()
+                .names_digest()
+        };
+        assert_eq!(digest(&["a", "b"]), digest(&["a", "b"]));
+        assert_ne!(digest(&["a", "b"]), digest(&["b", "a"]));
+        assert_ne!(digest(&["ab"]), digest(&["a", "b"]));
+        assert_ne!(digest(&[]), digest(&[""]));
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_a_malformed_request() {
+        let mut bytes = Vec::new();
+        prost::encoding::bytes::encode(RESOURCE_NAMES, &vec![0xffu8, 0xfe], &mut bytes);
+        assert!(SotwRequest::decode(Bytes::from(bytes)).is_err());
     }
 }

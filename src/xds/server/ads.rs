@@ -9,7 +9,7 @@ use crate::model::identity::{AuthError, Authenticate, Identity};
 use crate::xds::proxy::Proxy;
 use crate::xds::wire::{AdsHandler, AdsServer, RequestStream};
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -155,7 +155,7 @@ impl AdsService {
 impl AdsHandler for AdsService {
     async fn stream_aggregated_resources(
         &self,
-        request: Request<RequestStream<DiscoveryRequest>>,
+        request: Request<RequestStream<crate::xds::wire::SotwRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.open::<Sotw>(request).await
     }

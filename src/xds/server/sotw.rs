@@ -3,9 +3,8 @@
 use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::types::TypeUrl;
-use crate::xds::wire::EncodedResponse;
+use crate::xds::wire::{EncodedResponse, SotwRequest};
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 use tracing::debug;
@@ -23,10 +22,10 @@ pub(super) struct Sotw {
 }
 
 impl StreamHandler for Sotw {
-    type Request = DiscoveryRequest;
+    type Request = SotwRequest;
     const MODE: &'static str = "sotw";
-    fn node(req: &DiscoveryRequest) -> Option<&Node> {
-        req.node.as_ref()
+    fn node(req: &SotwRequest) -> Option<&Node> {
+        req.request.node.as_ref()
     }
     fn stream(&self) -> &StreamState {
         &self.stream
@@ -66,7 +65,8 @@ impl StreamHandler for Sotw {
 
 impl Sotw {
     /// Returns false when the stream is gone.
-    async fn on_request(&mut self, req: DiscoveryRequest) -> bool {
+    async fn on_request(&mut self, sotw: SotwRequest) -> bool {
+        let req = &sotw.request;
         let Some(type_url) = TypeUrl::parse(&req.type_url) else {
             self.stream.server.refuse("unknown_type");
             debug!(
@@ -75,14 +75,11 @@ impl Sotw {
             );
             return true;
         };
-        if !self
-            .stream
-            .within_name_limit(type_url, req.resource_names.len())
-        {
+        if !self.stream.within_name_limit(type_url, sotw.names.len()) {
             return false;
         }
-        // The resource names hashed in order.
-        let digest = super::status::digest(1, &req.resource_names[..]);
+        // The resource names hashed in order, from the bytes received.
+        let digest = sotw.names_digest();
         let repeated = self.last_requested.insert(type_url, digest) == Some(digest);
         let nack = req
             .error_detail
@@ -92,12 +89,11 @@ impl Sotw {
         let watch = self.stream.watch_mut(type_url);
         // The same list as the last request: the same subscription, without building a set.
         let names: Option<BTreeSet<String>> =
-            (!repeated).then(|| req.resource_names.iter().cloned().collect());
+            (!repeated).then(|| sotw.name_strings().map(str::to_string).collect());
         let subscription_changed = names.as_ref().is_some_and(|n| *n != *watch.names);
         let respond = if req.response_nonce.is_empty() {
             // A new subscription, or a reconnecting client telling us what it has.
-            watch.wildcard = type_url.is_wildcard()
-                && (req.resource_names.is_empty() || req.resource_names.iter().any(|n| n == "*"));
+            watch.wildcard = type_url.is_wildcard() && sotw.is_wildcard();
             if let Some(names) = names {
                 watch.set_names(names);
             }
