@@ -8,7 +8,7 @@ use crate::xds::types::TypeUrl;
 use crate::xds::wire::EncodedResponse;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::debug;
@@ -16,8 +16,9 @@ use tracing::debug;
 pub(super) struct Delta {
     stream: StreamState,
     /// What the client holds, per type: name → version digest (a number, not the version text:
-    /// thousands of Delta streams each hold every name they were sent).
-    sent: HashMap<TypeUrl, BTreeMap<String, u64>>,
+    /// thousands of Delta streams each hold every name they were sent). Hashed, not ordered: a
+    /// push looks up every resource it considers, and ordered lookups compared strings.
+    sent: HashMap<TypeUrl, HashMap<String, u64, foldhash::fast::RandomState>>,
 }
 
 impl StreamHandler for Delta {
@@ -189,29 +190,34 @@ impl Delta {
             _ => BTreeSet::new(),
         };
         let sent = self.sent.entry(type_url).or_default();
-        // A resource found by an alias (ztunnel's lookup by IP) answers for that name too.
-        let current: BTreeSet<&str> = resources
-            .iter()
-            .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
-            .map(String::as_str)
-            .collect();
         let changed: Vec<&Arc<Resource>> = resources
             .iter()
             .filter(|r| sent.get(&r.name) != Some(&r.digest) || resend.contains(&r.name))
             .collect();
-        let mut removed: Vec<String> = if only_hosts.is_some() {
-            Vec::new()
-        } else {
-            sent.keys()
-                .filter(|n| !current.contains(n.as_str()))
-                .cloned()
-                .collect()
-        };
-        removed.extend(
-            explicit
-                .into_iter()
-                .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
-        );
+        // What the client should drop: only a full list (not a push limited to some hosts) or
+        // names asked for explicitly can tell. A resource found by an alias (ztunnel's lookup by
+        // IP) answers for that name too.
+        let mut removed: Vec<String> = Vec::new();
+        if only_hosts.is_none() || !explicit.is_empty() {
+            let current: HashSet<&str, foldhash::fast::RandomState> = resources
+                .iter()
+                .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
+                .map(String::as_str)
+                .collect();
+            if only_hosts.is_none() {
+                removed.extend(
+                    sent.keys()
+                        .filter(|n| !current.contains(n.as_str()))
+                        .cloned(),
+                );
+                removed.sort_unstable();
+            }
+            removed.extend(
+                explicit
+                    .into_iter()
+                    .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
+            );
+        }
         if changed.is_empty() && removed.is_empty() {
             return true;
         }
