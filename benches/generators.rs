@@ -1,6 +1,7 @@
 //! Generator and store benchmarks: CDS/EDS/LDS/RDS for one sidecar in meshes of 1,000 and 5,000
-//! services, the push context build, the store's batch apply, and the file source reloading an
-//! edited file. `cargo bench --bench generators`.
+//! services, the push context build, the store's batch apply, the file source reloading an
+//! edited file, and what one endpoint change costs the push loop as the mesh grows (1,000, 5,000
+//! and 20,000 services). `cargo bench --bench generators`.
 //! Each generation uses a fresh push context, so the per-scope cache does not hide the work.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -13,6 +14,10 @@ use rudder::xds::generate;
 use rudder::xds::proxy::Proxy;
 use rudder::xds::types::TypeUrl;
 use std::hint::black_box;
+
+/// The daemon's allocator, so allocation-heavy work (a registry rebuild) costs what it costs there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `n` ServiceEntries across 10 namespaces, each with 3 endpoints and an HTTP and a TCP port, and a
 /// VirtualService for every tenth.
@@ -92,6 +97,33 @@ fn generators(c: &mut Criterion) {
     }
 }
 
+/// One endpoint of one service moves: what the push loop does before any proxy is written to (the
+/// snapshot, the registry rebuilt from it, and the decision of what to push). Today the registry
+/// is rebuilt whole, so this grows with the mesh; the goal is that it grows with the change.
+fn one_change(c: &mut Criterion) {
+    let mut group = c.benchmark_group("one-endpoint-change");
+    group.sample_size(10);
+    for n in [1000, 5000, 20000] {
+        let store = store_with(n);
+        let old = rudder::model::Registry::build(&store.snapshot(), "cluster.local");
+        let moved = parse_yaml(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: svc0, namespace: ns0}\nspec:\n  hosts: [svc0.ns0.svc.cluster.local]\n  addresses: [240.0.0.0]\n  ports: [{number: 80, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.1}, {address: 10.0.0.2}, {address: 10.0.0.9}]\n",
+            "default",
+        )
+        .configs;
+        store.apply(moved.into_iter().map(Change::Upsert).collect());
+        let kinds = [rudder::config::Kind::ServiceEntry].into();
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                let snapshot = store.snapshot();
+                let new = rudder::model::Registry::build(&snapshot, "cluster.local");
+                black_box(rudder::xds::push::decide::decide(&kinds, false, &old, &new))
+            })
+        });
+    }
+    group.finish();
+}
+
 fn store(c: &mut Criterion) {
     let mut group = c.benchmark_group("store");
     group.sample_size(10);
@@ -160,5 +192,5 @@ fn file_source(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, generators, store, file_source);
+criterion_group!(benches, generators, one_change, store, file_source);
 criterion_main!(benches);

@@ -215,15 +215,40 @@ impl Registry {
 
     /// Services whose endpoints differ between `self` and `other` (for EDS-only pushes).
     pub fn changed_endpoints(&self, other: &Registry) -> BTreeSet<String> {
-        let keys: BTreeSet<&(String, u32)> = self
-            .endpoints
-            .keys()
-            .chain(other.endpoints.keys())
-            .collect();
-        keys.into_iter()
-            .filter(|k| self.endpoints.get(*k) != other.endpoints.get(*k))
-            .map(|(h, _)| h.clone())
-            .collect()
+        // Both maps are ordered by the same key: walk them side by side (one comparison per
+        // step), instead of collecting and sorting every key and looking each up in both.
+        use std::cmp::Ordering;
+        let mut out = BTreeSet::new();
+        let mut old = self.endpoints.iter().peekable();
+        let mut new = other.endpoints.iter().peekable();
+        loop {
+            let order = match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((a, _)), Some((b, _))) => a.cmp(b),
+            };
+            match order {
+                Ordering::Less => {
+                    if let Some(((host, _), _)) = old.next() {
+                        out.insert(host.clone());
+                    }
+                }
+                Ordering::Greater => {
+                    if let Some(((host, _), _)) = new.next() {
+                        out.insert(host.clone());
+                    }
+                }
+                Ordering::Equal => {
+                    if let (Some(((host, _), a)), Some((_, b))) = (old.next(), new.next())
+                        && a != b
+                    {
+                        out.insert(host.clone());
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// True when the services themselves (not their endpoints) are identical.

@@ -120,6 +120,34 @@ spec:
     }
 
     #[test]
+    fn changed_endpoints_names_added_removed_and_moved_services_only() {
+        let entry = |name: &str, ip: &str| SERVICE.replace("db", name).replace("10.0.0.1", ip);
+        let old = registry(
+            &[
+                entry("a", "10.0.0.1"),
+                entry("b", "10.0.0.2"),
+                entry("d", "10.0.0.4"),
+            ]
+            .join("---\n"),
+        );
+        let new = registry(
+            &[
+                entry("b", "10.0.0.3"),
+                entry("c", "10.0.0.5"),
+                entry("d", "10.0.0.4"),
+            ]
+            .join("---\n"),
+        );
+        let host = |h: &str| format!("{h}.shop.svc.cluster.local");
+        assert_eq!(
+            old.changed_endpoints(&new),
+            [host("a"), host("b"), host("c")].into(),
+            "removed, moved and added; not the unchanged"
+        );
+        assert!(old.changed_endpoints(&old).is_empty());
+    }
+
+    #[test]
     fn nothing_changed_pushes_nothing_and_lost_events_push_everything() {
         let old = registry(SERVICE);
         let same = registry(SERVICE);
