@@ -128,6 +128,32 @@ fn crd(plural: &str, kind: &str) -> Value {
     istio_crd("networking.istio.io", plural, kind)
 }
 
+/// The fake gets `crds`; a real cluster must have them already (else the caller skips, saying so).
+fn crds_installed<const N: usize>(c: &Cluster, crds: [Value; N]) -> bool {
+    if c.is_fake() {
+        c.rt.block_on(async {
+            for crd in crds {
+                c.put(crd).await;
+            }
+        });
+        return true;
+    }
+    let missing: Vec<String> = crds
+        .iter()
+        .filter(|crd| c.get_json((*crd).clone()).is_none())
+        .map(|crd| {
+            crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    if !missing.is_empty() {
+        eprintln!("CRDs not installed ({missing:?}): skipping");
+    }
+    missing.is_empty()
+}
+
 fn destination_rule(ns: &str, subset: &str) -> Value {
     json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule", "metadata": {"name": "web", "namespace": ns},
            "spec": {"host": "web", "subsets": [{"name": subset, "labels": {"version": "v1"}}]}})
@@ -401,46 +427,20 @@ fn plugged_in_cacerts_sign_under_the_given_root() {
         .unwrap()
         .add_token("good", "foo", "bar", &["istio-ca"]);
     // A root, and an intermediate signed by it, as `istioctl`/cert-manager would provide.
-    let root_key = rcgen::KeyPair::generate().unwrap();
-    let mut root_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    root_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    root_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "Plugged Root");
-    root_params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-    ];
-    let root = root_params.self_signed(&root_key).unwrap();
-    let inter_key = rcgen::KeyPair::generate().unwrap();
-    let mut inter_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    inter_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    inter_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "Cluster Intermediate");
-    inter_params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    let inter = inter_params
-        .signed_by(
-            &inter_key,
-            &rcgen::Issuer::new(root_params.clone(), &root_key),
-        )
-        .unwrap();
+    let ca = common::ca::two_level_ca("Plugged Root", "Cluster Intermediate");
+    let (root_pem, inter_pem) = (ca.root_pem.clone(), ca.intermediate_pem.clone());
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     c.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cacerts", "namespace": c.ns}, "data": {
-        "ca-cert.pem": b64(&inter.pem()), "ca-key.pem": b64(&inter_key.serialize_pem()),
-        "root-cert.pem": b64(&root.pem()), "cert-chain.pem": b64(&format!("{}{}", inter.pem(), root.pem()))}}));
+        "ca-cert.pem": b64(&inter_pem), "ca-key.pem": b64(&ca.intermediate_key.serialize_pem()),
+        "root-cert.pem": b64(&root_pem), "cert-chain.pem": b64(&format!("{inter_pem}{root_pem}"))}}));
     let daemon = c.rudder(&[]);
     wait_ready(&daemon);
     let dir = tempfile::tempdir().unwrap();
     c.rt.block_on(async {
         let ch = common::ca::channel(
             daemon.addr("grpc-xds-tls"),
-            &root.pem(),
+            &root_pem,
             "istiod.istio-system.svc",
             None,
         )
@@ -449,7 +449,7 @@ fn plugged_in_cacerts_sign_under_the_given_root() {
         let (csr, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/bar"]);
         let chain = common::ca::create(ch, &csr, Some("good"), 0).await.unwrap();
         assert_eq!(chain.len(), 3, "leaf, intermediate, root");
-        assert_eq!(chain[2].trim(), root.pem().trim());
+        assert_eq!(chain[2].trim(), root_pem.trim());
         let (ok, out) = common::ca::openssl_verify(dir.path(), &chain);
         assert!(ok, "{out}");
     });
@@ -730,19 +730,13 @@ fn watchers_catch_up_at_once_after_an_api_server_outage() {
 fn analysis_results_are_written_into_status_and_push_nothing() {
     for c in Cluster::all("analysis") {
         let ns = c.ns.clone();
-        if c.is_fake() {
-            c.rt.block_on(async {
-                c.put(crd("virtualservices", "VirtualService")).await;
-                c.put(crd("gateways", "Gateway")).await;
-            });
-        } else if c
-            .get_json(
-                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": "virtualservices.networking.istio.io"}}),
-            )
-            .is_none()
-        {
-            eprintln!("VirtualService CRD not installed: skipping the analysis check");
+        if !crds_installed(
+            &c,
+            [
+                crd("virtualservices", "VirtualService"),
+                crd("gateways", "Gateway"),
+            ],
+        ) {
             continue;
         }
         c.apply(ns_obj(&ns));
@@ -901,24 +895,17 @@ fn runs_in_a_pod_on_the_mounted_service_account_and_follows_token_rotation() {
 fn ambient_conditions_are_written_into_status_and_push_nothing() {
     for c in Cluster::all("ambient-status") {
         let ns = c.ns.clone();
-        if c.is_fake() {
-            c.rt.block_on(async {
-                c.put(crd("serviceentries", "ServiceEntry")).await;
-                c.put(istio_crd(
+        if !crds_installed(
+            &c,
+            [
+                crd("serviceentries", "ServiceEntry"),
+                istio_crd(
                     "security.istio.io",
                     "authorizationpolicies",
                     "AuthorizationPolicy",
-                ))
-                .await;
-            });
-        } else if c
-            .get_json(
-                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": "authorizationpolicies.security.istio.io"}}),
-            )
-            .is_none()
-        {
-            eprintln!("Istio CRDs not installed: skipping the ambient status check");
+                ),
+            ],
+        ) {
             continue;
         }
         c.apply(ns_obj(&ns));
@@ -1136,34 +1123,8 @@ fn an_external_ca_signs_through_the_kubernetes_csr_api() {
     fake.add_token("good", "foo", "bar", &["istio-ca"]);
     fake.add_token("denied", "foo", "denied", &["istio-ca"]);
     c.apply(ns_obj(&c.ns));
-    let root_key = rcgen::KeyPair::generate().unwrap();
-    let mut root_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    root_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    root_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "External Root");
-    root_params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-    ];
-    let root = root_params.self_signed(&root_key).unwrap();
-    let inter_key = rcgen::KeyPair::generate().unwrap();
-    let mut inter_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    inter_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    inter_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "External Intermediate");
-    inter_params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    let inter = inter_params
-        .signed_by(
-            &inter_key,
-            &rcgen::Issuer::new(root_params.clone(), &root_key),
-        )
-        .unwrap();
+    let ca = common::ca::two_level_ca("External Root", "External Intermediate");
+    let (root_pem, inter_pem) = (ca.root_pem.clone(), ca.intermediate_pem.clone());
     let csrs = c.api(
         &json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
         "metadata": {"name": "any"}}),
@@ -1171,12 +1132,12 @@ fn an_external_ca_signs_through_the_kubernetes_csr_api() {
     let signer = c.rt.spawn(run_signer(
         csrs.clone(),
         "example.com/mesh",
-        rcgen::Issuer::new(inter_params, inter_key),
-        inter.pem(),
+        rcgen::Issuer::new(ca.intermediate_params, ca.intermediate_key),
+        inter_pem.clone(),
     ));
     let dir = tempfile::tempdir().unwrap();
     let root_file = dir.path().join("root-cert.pem");
-    std::fs::write(&root_file, root.pem()).unwrap();
+    std::fs::write(&root_file, &root_pem).unwrap();
     let root_arg = root_file.to_string_lossy().to_string();
     let daemon = c.rudder(&[
         "--external-ca",
@@ -1190,7 +1151,7 @@ fn an_external_ca_signs_through_the_kubernetes_csr_api() {
     c.rt.block_on(async {
         let ch = common::ca::channel(
             daemon.addr("grpc-xds-tls"),
-            &root.pem(),
+            &root_pem,
             "istiod.istio-system.svc",
             None,
         )
@@ -1201,8 +1162,8 @@ fn an_external_ca_signs_through_the_kubernetes_csr_api() {
             .await
             .expect("signed by the external CA");
         assert_eq!(chain.len(), 3, "leaf, intermediate, and the root appended");
-        assert_eq!(chain[1].trim(), inter.pem().trim());
-        assert_eq!(chain[2].trim(), root.pem().trim());
+        assert_eq!(chain[1].trim(), inter_pem.trim());
+        assert_eq!(chain[2].trim(), root_pem.trim());
         let (ok, out) = common::ca::openssl_verify(dir.path(), &chain);
         assert!(ok, "{out}");
 
@@ -1224,7 +1185,7 @@ fn an_external_ca_signs_through_the_kubernetes_csr_api() {
     });
     eventually(20, "root ConfigMap carries the external root", || {
         c.get_json(root_cert_cm(&c.ns, ""))
-            .is_some_and(|cm| cm["data"]["root-cert.pem"] == root.pem().as_str())
+            .is_some_and(|cm| cm["data"]["root-cert.pem"] == root_pem.as_str())
     });
     signer.abort();
 }

@@ -11,10 +11,8 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
 use std::time::Duration;
 use tracing::{debug, warn};
-use x509_parser::prelude::*;
 
 /// istiod's only external CA type.
 pub const KUBERNETES_RA: &str = "ISTIOD_RA_KUBERNETES_API";
@@ -52,11 +50,7 @@ impl KubernetesRa {
         requested_ttl_secs: i64,
     ) -> Result<Vec<String>, CaError> {
         super::check_csr(csr_pem, caller)?;
-        let ttl = if requested_ttl_secs <= 0 {
-            self.default_ttl
-        } else {
-            Duration::from_secs(requested_ttl_secs as u64).min(self.max_ttl)
-        };
+        let ttl = super::workload_ttl(requested_ttl_secs, self.default_ttl, self.max_ttl);
         self.sign(csr_pem, WORKLOAD_USAGES, "csr-workload-", ttl)
             .await
     }
@@ -68,18 +62,7 @@ impl KubernetesRa {
         ips: &[std::net::IpAddr],
         ttl: Duration,
     ) -> Result<(Vec<String>, String), CaError> {
-        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
-            .map_err(|e| CaError::Sign(e.to_string()))?;
-        let mut params =
-            CertificateParams::new(dns_names.to_vec()).map_err(|e| CaError::Sign(e.to_string()))?;
-        params
-            .subject_alt_names
-            .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
-        let mut dn = DistinguishedName::new();
-        if let Some(first) = dns_names.first() {
-            dn.push(DnType::CommonName, first.clone());
-        }
-        params.distinguished_name = dn;
+        let (key, params) = super::serving_request(dns_names, ips)?;
         let csr = params
             .serialize_request(&key)
             .and_then(|r| r.pem())
@@ -208,16 +191,4 @@ impl KubernetesRa {
         chain.push(root.clone());
         Ok(chain)
     }
-}
-
-/// When `root_pem`'s first certificate expires (Unix seconds; 0 when unreadable).
-pub fn root_expiry(root_pem: &str) -> i64 {
-    ::pem::parse(root_pem)
-        .ok()
-        .and_then(|p| {
-            X509Certificate::from_der(p.contents())
-                .ok()
-                .map(|(_, c)| c.validity().not_after.timestamp())
-        })
-        .unwrap_or(0)
 }

@@ -99,6 +99,79 @@ fn leaf_params(params: &mut CertificateParams) -> Result<(), CaError> {
     Ok(())
 }
 
+/// A workload certificate's lifetime: the default when none is asked for, else what is asked, at
+/// most `max`.
+pub fn workload_ttl(requested_secs: i64, default: Duration, max: Duration) -> Duration {
+    if requested_secs <= 0 {
+        default
+    } else {
+        Duration::from_secs(requested_secs as u64).min(max)
+    }
+}
+
+/// When the first certificate of `pem` expires (Unix seconds; 0 when unreadable).
+pub fn not_after(pem: &str) -> i64 {
+    ::pem::parse(pem)
+        .ok()
+        .and_then(|p| {
+            X509Certificate::from_der(p.contents())
+                .ok()
+                .map(|(_, c)| c.validity().not_after.timestamp())
+        })
+        .unwrap_or(0)
+}
+
+/// A self-signed root certificate (PEM) named `dn`, of `key`, valid from five minutes ago for `ttl`.
+fn self_signed_root(
+    dn: DistinguishedName,
+    key: &KeyPair,
+    ttl: Duration,
+) -> Result<String, CaError> {
+    let mut params =
+        CertificateParams::new(Vec::<String>::new()).map_err(|e| CaError::Sign(e.to_string()))?;
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.serial_number = Some(random_serial()?);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = ::time::OffsetDateTime::now_utc();
+    params.not_before = now - ::time::Duration::minutes(5);
+    params.not_after =
+        now + ::time::Duration::try_from(ttl).map_err(|e| CaError::Sign(e.to_string()))?;
+    let cert = params
+        .self_signed(key)
+        .map_err(|e| CaError::Sign(e.to_string()))?;
+    Ok(cert.pem())
+}
+
+/// A fresh key and the parameters of a serving certificate for `dns_names` and `ips` (the first
+/// name as common name): what Rudder's CA signs itself or asks an external CA to sign.
+pub fn serving_request(
+    dns_names: &[String],
+    ips: &[std::net::IpAddr],
+) -> Result<(KeyPair, CertificateParams), CaError> {
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(|e| CaError::Sign(e.to_string()))?;
+    let mut params =
+        CertificateParams::new(dns_names.to_vec()).map_err(|e| CaError::Sign(e.to_string()))?;
+    params
+        .subject_alt_names
+        .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+    let mut dn = DistinguishedName::new();
+    dn.push(
+        DnType::CommonName,
+        dns_names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "rudder".into()),
+    );
+    params.distinguished_name = dn;
+    Ok((key, params))
+}
+
 /// True when `issuer_pem`'s subject is `cert_pem`'s issuer (and the key verifies its signature).
 fn issued(issuer_pem: &str, cert_pem: &str) -> bool {
     let parse = |text: &str| ::pem::parse(text).ok().map(|p| p.into_contents());
@@ -138,26 +211,9 @@ impl Authority {
     ) -> Result<(String, String), CaError> {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
             .map_err(|e| CaError::Sign(e.to_string()))?;
-        let mut params = CertificateParams::new(Vec::<String>::new())
-            .map_err(|e| CaError::Sign(e.to_string()))?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::OrganizationName, trust_domain);
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.serial_number = Some(random_serial()?);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let now = ::time::OffsetDateTime::now_utc();
-        params.not_before = now - ::time::Duration::minutes(5);
-        params.not_after =
-            now + ::time::Duration::try_from(ttl).map_err(|e| CaError::Sign(e.to_string()))?;
-        let cert = params
-            .self_signed(&key)
-            .map_err(|e| CaError::Sign(e.to_string()))?;
-        Ok((cert.pem(), key.serialize_pem()))
+        Ok((self_signed_root(dn, &key, ttl)?, key.serialize_pem()))
     }
 
     /// A self-signed root of the same key and subject as `cert_pem`, valid from now for `ttl`: what
@@ -188,24 +244,7 @@ impl Authority {
                 .map_err(|e| CaError::Material(format!("ca-cert.pem subject: {e}")))?;
             dn.push(DnType::from_oid(&oid), value);
         }
-        let mut params = CertificateParams::new(Vec::<String>::new())
-            .map_err(|e| CaError::Sign(e.to_string()))?;
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.serial_number = Some(random_serial()?);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let now = ::time::OffsetDateTime::now_utc();
-        params.not_before = now - ::time::Duration::minutes(5);
-        params.not_after =
-            now + ::time::Duration::try_from(ttl).map_err(|e| CaError::Sign(e.to_string()))?;
-        let cert = params
-            .self_signed(&key)
-            .map_err(|e| CaError::Sign(e.to_string()))?;
-        Ok(cert.pem())
+        self_signed_root(dn, &key, ttl)
     }
 
     /// Builds the authority from PEM material. `chain_pem` is `cert-chain.pem` (signing cert and
@@ -260,16 +299,6 @@ impl Authority {
 
     /// When the root and the signing certificate expire (Unix seconds; 0 when unreadable).
     pub fn expiry_timestamps(&self) -> (i64, i64) {
-        let not_after = |pem: &str| {
-            ::pem::parse(pem)
-                .ok()
-                .and_then(|p| {
-                    X509Certificate::from_der(p.contents())
-                        .ok()
-                        .map(|(_, c)| c.validity().not_after.timestamp())
-                })
-                .unwrap_or(0)
-        };
         (
             not_after(&self.chain_root),
             not_after(&self.signing_cert_pem),
@@ -299,11 +328,7 @@ impl Authority {
     }
 
     fn ttl(&self, requested_secs: i64) -> Duration {
-        if requested_secs <= 0 {
-            self.default_ttl
-        } else {
-            Duration::from_secs(requested_secs as u64).min(self.max_ttl)
-        }
+        workload_ttl(requested_secs, self.default_ttl, self.max_ttl)
     }
 
     /// Signs `csr_pem` for `caller`. The CSR must be well-formed, correctly self-signed, carry an RSA
@@ -373,22 +398,7 @@ impl Authority {
         ips: &[std::net::IpAddr],
         ttl: Duration,
     ) -> Result<(Vec<String>, String), CaError> {
-        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
-            .map_err(|e| CaError::Sign(e.to_string()))?;
-        let mut params =
-            CertificateParams::new(dns_names.to_vec()).map_err(|e| CaError::Sign(e.to_string()))?;
-        params
-            .subject_alt_names
-            .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
-        let mut dn = DistinguishedName::new();
-        dn.push(
-            DnType::CommonName,
-            dns_names
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "rudder".into()),
-        );
-        params.distinguished_name = dn;
+        let (key, mut params) = serving_request(dns_names, ips)?;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,

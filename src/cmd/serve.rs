@@ -424,7 +424,7 @@ async fn ca_setup(
         metrics
             .ca
             .root_cert_expiry
-            .set(crate::ca::external::root_expiry(&root_pem));
+            .set(crate::ca::not_after(&root_pem));
         let ra = Arc::new(crate::ca::external::KubernetesRa {
             client: client.clone(),
             signer: signer.clone(),

@@ -101,3 +101,42 @@ pub fn openssl_verify(dir: &std::path::Path, chain: &[String]) -> (bool, String)
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
     )
 }
+
+/// A root and an intermediate it signed, as `istioctl`, cert-manager or an external CA provide.
+pub struct TwoLevelCa {
+    pub root_pem: String,
+    pub intermediate_pem: String,
+    pub intermediate_params: rcgen::CertificateParams,
+    pub intermediate_key: rcgen::KeyPair,
+}
+
+pub fn two_level_ca(root_name: &str, intermediate_name: &str) -> TwoLevelCa {
+    let ca_params = |name: &str, usages: Vec<rcgen::KeyUsagePurpose>| {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        p.key_usages = usages;
+        p
+    };
+    use rcgen::KeyUsagePurpose::{CrlSign, DigitalSignature, KeyCertSign};
+    let root_key = rcgen::KeyPair::generate().unwrap();
+    let root_params = ca_params(root_name, vec![KeyCertSign, CrlSign]);
+    let root = root_params.self_signed(&root_key).unwrap();
+    let intermediate_key = rcgen::KeyPair::generate().unwrap();
+    let intermediate_params = ca_params(
+        intermediate_name,
+        vec![KeyCertSign, CrlSign, DigitalSignature],
+    );
+    let intermediate = intermediate_params
+        .signed_by(
+            &intermediate_key,
+            &rcgen::Issuer::new(root_params, &root_key),
+        )
+        .unwrap();
+    TwoLevelCa {
+        root_pem: root.pem(),
+        intermediate_pem: intermediate.pem(),
+        intermediate_params,
+        intermediate_key,
+    }
+}

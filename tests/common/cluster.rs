@@ -257,15 +257,12 @@ impl Cluster {
         }
     }
 
-    /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in
-    /// this cluster's test namespace.
-    pub fn rudder(&self, extra: &[&str]) -> Daemon {
-        let kc = self.kubeconfig.to_string_lossy().to_string();
-        let mut args = vec![
+    /// Kubernetes mode, the lease and mesh ConfigMap in this cluster's test namespace, and timings
+    /// short enough for tests.
+    fn daemon_args(&self) -> Vec<&str> {
+        vec![
             "--config-source",
             "kubernetes",
-            "--kubeconfig",
-            &kc,
             "--system-namespace",
             &self.ns,
             "--lease-duration",
@@ -274,7 +271,15 @@ impl Cluster {
             "200ms",
             "--debounce-after",
             "20ms",
-        ];
+        ]
+    }
+
+    /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in
+    /// this cluster's test namespace.
+    pub fn rudder(&self, extra: &[&str]) -> Daemon {
+        let kc = self.kubeconfig.to_string_lossy().to_string();
+        let mut args = self.daemon_args();
+        args.extend(["--kubeconfig", kc.as_str()]);
         args.extend_from_slice(extra);
         Daemon::spawn("127.0.0.1:0", &args)
     }
@@ -286,18 +291,7 @@ impl Cluster {
         let port = fake.addr.port().to_string();
         let sa = fake.sa_dir().to_string_lossy().to_string();
         let home = fake.sa_dir().join("..").to_string_lossy().to_string();
-        let mut args = vec![
-            "--config-source",
-            "kubernetes",
-            "--system-namespace",
-            &self.ns,
-            "--lease-duration",
-            "2s",
-            "--lease-renew",
-            "200ms",
-            "--debounce-after",
-            "20ms",
-        ];
+        let mut args = self.daemon_args();
         args.extend_from_slice(extra);
         Daemon::spawn_env(
             "127.0.0.1:0",

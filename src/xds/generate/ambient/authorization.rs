@@ -26,6 +26,16 @@ pub struct Converted {
     pub ignored_http: Vec<String>,
 }
 
+/// Converts one stored policy (its name, namespace and dry-run annotation from `meta`).
+pub fn convert_stored(
+    root_namespace: &str,
+    meta: &crate::config::ObjectMeta,
+    policy: &AuthorizationPolicy,
+) -> Converted {
+    let dry_run = crate::config::security::is_dry_run(&meta.annotations);
+    convert(root_namespace, &meta.namespace, &meta.name, dry_run, policy)
+}
+
 /// Converts one policy. `None` when it is not for ztunnel: bound to a waypoint or gateway with
 /// `targetRef(s)`, or an AUDIT/CUSTOM action, which ztunnel cannot enforce.
 pub fn convert(

@@ -330,14 +330,7 @@ impl AmbientIndex {
                 continue;
             };
             let meta = &e.config.metadata;
-            let dry_run = crate::config::security::is_dry_run(&meta.annotations);
-            let converted = authorization::convert(
-                root_namespace,
-                &meta.namespace,
-                &meta.name,
-                dry_run,
-                policy,
-            );
+            let converted = authorization::convert_stored(root_namespace, meta, policy);
             if !converted.ignored_http.is_empty() {
                 tracing::debug!(
                     policy = %format!("{}/{}", meta.namespace, meta.name),

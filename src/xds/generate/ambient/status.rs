@@ -110,14 +110,7 @@ pub fn conditions(
                 observed_generation: meta.generation,
             })
         } else {
-            let dry_run = crate::config::security::is_dry_run(&meta.annotations);
-            let converted = authorization::convert(
-                root_namespace,
-                &meta.namespace,
-                &meta.name,
-                dry_run,
-                policy,
-            );
+            let converted = authorization::convert_stored(root_namespace, meta, policy);
             Some(if converted.ignored_http.is_empty() {
                 Condition {
                     status: true,
