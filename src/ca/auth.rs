@@ -7,6 +7,7 @@ use super::node_auth::{Caller, PodRef};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 use std::collections::HashMap;
+use std::sync::Arc;
 use x509_parser::prelude::*;
 
 pub const AUDIENCE: &str = "istio-ca";
@@ -155,6 +156,9 @@ pub struct Authenticator {
 #[derive(Default)]
 pub struct SecretAccessCache {
     answers: std::sync::Mutex<HashMap<Identity, (std::time::Instant, Option<String>)>>,
+    /// One review at a time per identity: a thousand pods of one service account reconnecting
+    /// together (a control-plane restart) make one review, not a thousand.
+    turns: std::sync::Mutex<HashMap<Identity, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 const SECRET_ACCESS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -172,6 +176,33 @@ impl SecretAccessCache {
         let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
         answers.retain(|_, (at, _)| at.elapsed() < SECRET_ACCESS_TTL);
         answers.insert(id.clone(), (std::time::Instant::now(), answer));
+    }
+
+    /// The lock whose holder asks for `id`; turns nobody waits for are dropped.
+    fn turn(&self, id: &Identity) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        turns.retain(|_, t| Arc::strong_count(t) > 1);
+        turns.entry(id.clone()).or_default().clone()
+    }
+
+    /// The cached answer for `id`, else `review`'s (asked once however many callers wait).
+    async fn answer(
+        &self,
+        id: &Identity,
+        review: impl std::future::Future<Output = Result<Option<String>, String>>,
+    ) -> Result<Option<String>, String> {
+        if let Some(answer) = self.get(id) {
+            return Ok(answer);
+        }
+        let turn = self.turn(id);
+        let _mine = turn.lock().await;
+        if let Some(answer) = self.get(id) {
+            return Ok(answer);
+        }
+        // Only answers are kept: a failed review is asked again by the next stream.
+        let answer = review.await?;
+        self.put(id, answer.clone());
+        Ok(answer)
     }
 }
 
@@ -288,13 +319,60 @@ impl crate::model::identity::Authenticate for Authenticator {
             let TokenAuthority::Kubernetes(client) = &self.tokens else {
                 return Ok(None);
             };
-            if let Some(answer) = self.secret_access.get(id) {
-                return Ok(answer);
-            }
-            // Only answers are kept: a failed review is asked again by the next stream.
-            let answer = review_secret_access(client, id).await?;
-            self.secret_access.put(id, answer.clone());
-            Ok(answer)
+            self.secret_access
+                .answer(id, review_secret_access(client, id))
+                .await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A thousand pods of one service account reconnecting together make one review.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_review_per_identity_however_many_streams_wait() {
+        let cache = Arc::new(SecretAccessCache::default());
+        let reviews = Arc::new(AtomicUsize::new(0));
+        let id = Identity {
+            trust_domain: "cluster.local".into(),
+            namespace: "gw".into(),
+            service_account: "ingress".into(),
+        };
+        let waiting: Vec<_> = (0..50)
+            .map(|_| {
+                let (cache, reviews, id) = (cache.clone(), reviews.clone(), id.clone());
+                tokio::spawn(async move {
+                    cache
+                        .answer(&id, async {
+                            reviews.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            Ok(Some("no RBAC rule allows it".to_string()))
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for w in waiting {
+            assert_eq!(
+                w.await.expect("task"),
+                Ok(Some("no RBAC rule allows it".to_string()))
+            );
+        }
+        assert_eq!(reviews.load(Ordering::SeqCst), 1);
+
+        // A failed review is not kept: the next caller asks again.
+        let other = Identity {
+            service_account: "egress".into(),
+            ..id
+        };
+        let failed = cache
+            .answer(&other, async { Err("API server unavailable".to_string()) })
+            .await;
+        assert!(failed.is_err());
+        let asked = cache.answer(&other, async { Ok(None) }).await;
+        assert_eq!(asked, Ok(None));
     }
 }
