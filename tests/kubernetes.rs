@@ -957,8 +957,13 @@ fn ambient_conditions_are_written_into_status_and_push_nothing() {
                 })
                 .unwrap_or_default()
         };
+        // Written in no particular order, at most RUDDER_STATUS_QPS a second: wait for all.
         eventually(20, "conditions written", || {
             condition(&audit, "ZtunnelAccepted")["status"] == "False"
+                && condition(&l4, "ZtunnelAccepted").is_object()
+                && condition(&l7, "ZtunnelAccepted").is_object()
+                && condition(&bound, "istio.io/WaypointBound").is_object()
+                && condition(&missing, "istio.io/WaypointBound").is_object()
         });
         let got = condition(&bound, "istio.io/WaypointBound");
         assert_eq!(

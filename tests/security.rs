@@ -328,7 +328,8 @@ fn a_self_signed_root_near_its_end_is_renewed_and_pushed() {
     for c in Cluster::all("rootrotate") {
         let ns = c.ns.clone();
         c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
-        // Ten days of life; the last fifth (two days) starts 20 s from now.
+        // Ten days of life; the last fifth (two days) starts 30 s from now: time enough for the
+        // daemon to start and the proxy to connect first, even on a loaded machine.
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params
@@ -341,7 +342,7 @@ fn a_self_signed_root_near_its_end_is_renewed_and_pushed() {
             rcgen::KeyUsagePurpose::DigitalSignature,
         ];
         let now = time::OffsetDateTime::now_utc();
-        let grace_starts = now + time::Duration::seconds(20);
+        let grace_starts = now + time::Duration::seconds(30);
         params.not_after = grace_starts + time::Duration::days(2);
         params.not_before = params.not_after - time::Duration::days(10);
         let old_root = params.self_signed(&key).unwrap().pem();
