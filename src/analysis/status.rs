@@ -115,13 +115,21 @@ impl StatusWriter {
                 let mut events = self.store.subscribe();
                 let mut tick = tokio::time::interval(self.interval);
                 loop {
+                    // One snapshot and one registry serve both writers of a round.
+                    let snapshot = self.store.snapshot();
+                    let registry = ServiceRegistry::build(&snapshot, &self.domain_suffix);
+                    let round = Round {
+                        snapshot: &snapshot,
+                        registry: &registry,
+                        limiter: &limiter,
+                        leading: &leading,
+                        cancel: &cancel,
+                    };
                     if self.analysis {
-                        self.write_differences(&mut written, &limiter, &leading, &cancel)
-                            .await;
+                        self.write_differences(&mut written, &round).await;
                     }
                     if self.ambient {
-                        self.write_conditions(&mut conditions, &limiter, &leading, &cancel)
-                            .await;
+                        self.write_conditions(&mut conditions, &round).await;
                     }
                     // The next run: the interval, or a quiet second after a change.
                     let lost = tokio::select! {
@@ -190,13 +198,10 @@ impl StatusWriter {
     async fn write_differences(
         &self,
         written: &mut BTreeMap<ConfigKey, Written>,
-        limiter: &governor::DefaultDirectRateLimiter,
-        leading: &watch::Receiver<bool>,
-        cancel: &CancellationToken,
+        round: &Round<'_>,
     ) {
-        let snapshot = self.store.snapshot();
-        let registry = ServiceRegistry::build(&snapshot, &self.domain_suffix);
-        let findings: Findings = analyze(&snapshot, &registry, &self.domain_suffix);
+        let snapshot = round.snapshot;
+        let findings: Findings = analyze(snapshot, round.registry, &self.domain_suffix);
         for (key, messages) in &findings {
             for m in messages {
                 debug!(object = %key, code = m.code, "configuration analysis: {}", m.text);
@@ -227,26 +232,15 @@ impl StatusWriter {
             {
                 continue;
             }
-            if cancel.is_cancelled() || !*leading.borrow() {
+            if !round.turn().await {
                 return;
             }
-            limiter.until_ready().await;
-            match self.patch(&key, &want).await {
-                Ok(()) => {
-                    self.metrics.count("written");
-                    if want.messages.is_empty() {
-                        written.remove(&key);
-                    } else {
-                        written.insert(key, want);
-                    }
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
-                    self.metrics.count("conflict");
-                    debug!(object = %key, error = %e, "status not written; the object changed");
-                }
-                Err(e) => {
-                    self.metrics.count("error");
-                    warn!(object = %key, error = %e, "status not written; will retry");
+            let result = self.patch(&key, &want).await;
+            if self.outcome(&key, result).is_some() {
+                if want.messages.is_empty() {
+                    written.remove(&key);
+                } else {
+                    written.insert(key, want);
                 }
             }
         }
@@ -265,7 +259,11 @@ impl StatusWriter {
                 }
             };
             for obj in list.items {
-                let ours = owned_conditions(&obj.data["status"]["conditions"]);
+                let ours = owned_conditions(
+                    obj.data["status"]["conditions"]
+                        .as_array()
+                        .map_or(&[][..], Vec::as_slice),
+                );
                 if ours.is_empty() {
                     continue;
                 }
@@ -282,18 +280,11 @@ impl StatusWriter {
 
     /// Computes ambient's conditions for the current snapshot and writes each object whose
     /// conditions differ from what it carries.
-    async fn write_conditions(
-        &self,
-        written: &mut ConditionsWritten,
-        limiter: &governor::DefaultDirectRateLimiter,
-        leading: &watch::Receiver<bool>,
-        cancel: &CancellationToken,
-    ) {
-        let snapshot = self.store.snapshot();
-        let registry = ServiceRegistry::build(&snapshot, &self.domain_suffix);
+    async fn write_conditions(&self, written: &mut ConditionsWritten, round: &Round<'_>) {
+        let snapshot = round.snapshot;
         let wanted = ambient::conditions(
-            &snapshot,
-            &registry,
+            snapshot,
+            round.registry,
             &self.domain_suffix,
             &self.root_namespace,
         );
@@ -306,26 +297,15 @@ impl StatusWriter {
             if same {
                 continue;
             }
-            if cancel.is_cancelled() || !*leading.borrow() {
+            if !round.turn().await {
                 return;
             }
-            limiter.until_ready().await;
-            match self.patch_conditions(&key, &owned).await {
-                Ok(carried) => {
-                    self.metrics.count("written");
-                    if carried.is_empty() {
-                        written.remove(&key);
-                    } else {
-                        written.insert(key, carried);
-                    }
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
-                    self.metrics.count("conflict");
-                    debug!(object = %key, error = %e, "conditions not written; the object changed");
-                }
-                Err(e) => {
-                    self.metrics.count("error");
-                    warn!(object = %key, error = %e, "conditions not written; will retry");
+            let result = self.patch_conditions(&key, &owned).await;
+            if let Some(carried) = self.outcome(&key, result) {
+                if carried.is_empty() {
+                    written.remove(&key);
+                } else {
+                    written.insert(key, carried);
                 }
             }
         }
@@ -371,10 +351,8 @@ impl StatusWriter {
             }
             next.push(c);
         }
-        let carried = owned_conditions(&Value::Array(next.clone()));
-        if carried == owned_conditions(&Value::Array(current.clone()))
-            && next.len() == current.len()
-        {
+        let carried = owned_conditions(&next);
+        if carried == owned_conditions(&current) && next.len() == current.len() {
             return Ok(carried);
         }
         let mut patch = json!({"status": {"conditions": next}});
@@ -384,6 +362,26 @@ impl StatusWriter {
         api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
         Ok(carried)
+    }
+
+    /// Counts (and logs) how a status write went; the written value when it did.
+    fn outcome<T>(&self, key: &ConfigKey, result: Result<T, kube::Error>) -> Option<T> {
+        match result {
+            Ok(value) => {
+                self.metrics.count("written");
+                Some(value)
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                self.metrics.count("conflict");
+                debug!(object = %key, error = %e, "status not written; the object changed");
+                None
+            }
+            Err(e) => {
+                self.metrics.count("error");
+                warn!(object = %key, error = %e, "status not written; will retry");
+                None
+            }
+        }
     }
 
     async fn patch(&self, key: &ConfigKey, want: &Written) -> Result<(), kube::Error> {
@@ -403,10 +401,30 @@ impl StatusWriter {
     }
 }
 
+/// What one round of writes shares: the snapshot judged, its registry, and what may stop it.
+struct Round<'a> {
+    snapshot: &'a crate::store::Snapshot,
+    registry: &'a ServiceRegistry,
+    limiter: &'a governor::DefaultDirectRateLimiter,
+    leading: &'a watch::Receiver<bool>,
+    cancel: &'a CancellationToken,
+}
+
+impl Round<'_> {
+    /// Waits for the rate limit; false when the round must stop (shutdown, leadership lost).
+    async fn turn(&self) -> bool {
+        if self.cancel.is_cancelled() || !*self.leading.borrow() {
+            return false;
+        }
+        self.limiter.until_ready().await;
+        true
+    }
+}
+
 /// The conditions of the types ambient owns in a `status.conditions` list.
-fn owned_conditions(list: &Value) -> BTreeMap<String, ambient::Condition> {
+fn owned_conditions(list: &[Value]) -> BTreeMap<String, ambient::Condition> {
     let mut out = BTreeMap::new();
-    for c in list.as_array().into_iter().flatten() {
+    for c in list {
         let Some(kind) = c["type"].as_str() else {
             continue;
         };

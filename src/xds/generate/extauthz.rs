@@ -117,8 +117,8 @@ pub fn network_filters(
     let name = match provider {
         _ if rules.is_empty() => return Vec::new(),
         CustomProvider::None => return Vec::new(),
-        CustomProvider::One(name) => name,
-        CustomProvider::Several => "",
+        CustomProvider::One(name) => Some(name),
+        CustomProvider::Several => None,
     };
     let rbac_filter = |value: Vec<u8>| Filter {
         name: NETWORK_RBAC_FILTER.into(),
@@ -127,12 +127,7 @@ pub fn network_filters(
             value,
         })),
     };
-    let service = if name.is_empty() {
-        None
-    } else {
-        provider_service(ctx, name)
-    };
-    let grpc = match service {
+    let grpc = match name.and_then(|name| provider_service(ctx, name)) {
         None => {
             let mut deny = Vec::new();
             put_field(1, &rbac_bytes(rbac::Action::Deny, rules), &mut deny);
@@ -140,7 +135,10 @@ pub fn network_filters(
             return vec![rbac_filter(deny)];
         }
         Some(Service::Http(_)) => {
-            debug!(provider = %name, "an HTTP ext_authz provider does not apply to TCP traffic (as istiod)");
+            debug!(
+                provider = name.unwrap_or_default(),
+                "an HTTP ext_authz provider does not apply to TCP traffic (as istiod)"
+            );
             return Vec::new();
         }
         Some(Service::Grpc(p)) => p,

@@ -211,12 +211,7 @@ impl AmbientIndex {
                 continue;
             };
             let ns = ns_info(&meta.namespace);
-            let labels: BTreeMap<String, String> = meta
-                .labels
-                .iter()
-                .chain(we.labels.iter())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let labels = workload_entry_labels(meta, we);
             let (canonical_name, canonical_revision) =
                 crate::model::workload::canonical(&labels, &meta.name);
             let mut w = Workload {
@@ -614,6 +609,18 @@ fn pod_workload(
         } as i32,
         ..Default::default()
     })
+}
+
+/// A WorkloadEntry's labels: the object's, then its spec's (which win).
+pub(crate) fn workload_entry_labels(
+    meta: &crate::config::ObjectMeta,
+    we: &crate::config::networking::WorkloadEntry,
+) -> BTreeMap<String, String> {
+    meta.labels
+        .iter()
+        .chain(we.labels.iter())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// A workload uses a waypoint only when it names one itself: a namespace's waypoint is for service

@@ -73,12 +73,7 @@ pub fn conditions(
             continue;
         };
         let meta = &e.config.metadata;
-        let labels: BTreeMap<String, String> = meta
-            .labels
-            .iter()
-            .chain(we.labels.iter())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let labels = super::workload_entry_labels(meta, we);
         // A workload uses a waypoint only when it names one itself (a namespace's waypoint is
         // for service traffic), so only its own label counts.
         let condition = service_waypoint(&labels, None, &meta.namespace)
