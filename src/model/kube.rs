@@ -1,6 +1,6 @@
 //! Kubernetes Services, EndpointSlices, Pods and Nodes into the service model.
 
-use super::{Endpoint, Protocol, Registry, Service, ServicePort};
+use super::{Endpoint, Protocol, Service, ServicePort};
 use crate::config::mesh::selector_matches;
 use crate::config::networking::{Location, Resolution};
 use crate::config::{Kind, Spec};
@@ -8,8 +8,7 @@ use crate::store::Snapshot;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Istio's protocol selection: `appProtocol` first, then the port name's prefix (`http-web`).
 pub fn port_protocol(name: &str, app_protocol: Option<&str>) -> Protocol {
@@ -68,240 +67,246 @@ pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
     parts[..last].join("/")
 }
 
-/// The cluster's nodes by name (for localities).
-fn nodes_by_name(snapshot: &Snapshot) -> HashMap<&str, &Node> {
-    snapshot
-        .list(Kind::Node)
-        .filter_map(|e| match &e.config.spec {
-            Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
-            _ => None,
+/// A node by name (for localities). Nodes are cluster-scoped: stored without a namespace.
+pub fn node<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a Node> {
+    let key = crate::config::ConfigKey {
+        kind: Kind::Node,
+        namespace: String::new(),
+        name: name.to_string(),
+    };
+    match &snapshot.get(&key)?.config.spec {
+        Spec::Node(n) => Some(n.as_ref()),
+        _ => None,
+    }
+}
+
+/// A running pod as a workload a ServiceEntry's `workloadSelector` selects (istiod selects pods as
+/// well as WorkloadEntries): the pod as a WorkloadEntry (IP, labels, service account, its node's
+/// locality), and whether it is ready. Pods without an IP, finished or being deleted are left out;
+/// host-network pods too (their IP is the node's).
+pub fn pod_workload(
+    snapshot: &Snapshot,
+    config: &crate::config::Config,
+) -> Option<(crate::config::networking::WorkloadEntry, bool)> {
+    let Spec::Pod(pod) = &config.spec else {
+        return None;
+    };
+    let status = pod.status.as_ref()?;
+    let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
+    let spec = pod.spec.as_ref();
+    let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+    if finished
+        || pod.metadata.deletion_timestamp.is_some()
+        || spec.and_then(|s| s.host_network) == Some(true)
+    {
+        return None;
+    }
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let node_name = spec.and_then(|s| s.node_name.as_deref());
+    let entry = crate::config::networking::WorkloadEntry {
+        address: ip,
+        labels: config.metadata.labels.clone(),
+        locality: node_locality(node_name.and_then(|n| node(snapshot, n)), None),
+        service_account: spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "default".into()),
+        ..Default::default()
+    };
+    Some((entry, ready))
+}
+
+/// The hostname of Kubernetes Service `namespace/name`.
+pub fn service_hostname(namespace: &str, name: &str, domain_suffix: &str) -> String {
+    format!("{name}.{namespace}.svc.{domain_suffix}")
+}
+
+/// The Service `(namespace, name)` a hostname would belong to, if it has a Service's shape.
+pub fn service_of_hostname(hostname: &str, domain_suffix: &str) -> Option<(String, String)> {
+    let rest = hostname
+        .strip_suffix(domain_suffix)?
+        .strip_suffix(".svc.")?;
+    let (name, namespace) = rest.split_once('.')?;
+    (!name.is_empty() && !namespace.is_empty() && !namespace.contains('.'))
+        .then(|| (namespace.to_string(), name.to_string()))
+}
+
+/// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
+pub fn slice_service(config: &crate::config::Config) -> Option<&str> {
+    config
+        .metadata
+        .labels
+        .get("kubernetes.io/service-name")
+        .map(String::as_str)
+}
+
+/// The pods an EndpointSlice's endpoints point at, as `(namespace, name)`.
+pub fn slice_pods(config: &crate::config::Config) -> Vec<(String, String)> {
+    let Spec::EndpointSlice(slice) = &config.spec else {
+        return Vec::new();
+    };
+    slice
+        .endpoints
+        .iter()
+        .filter_map(|ep| ep.target_ref.as_ref())
+        .filter(|r| r.kind.as_deref() == Some("Pod"))
+        .map(|r| {
+            (
+                r.namespace
+                    .clone()
+                    .unwrap_or_else(|| config.metadata.namespace.clone()),
+                r.name.clone().unwrap_or_default(),
+            )
         })
         .collect()
 }
 
-/// Running pods as the workloads a ServiceEntry's `workloadSelector` selects (istiod selects pods
-/// as well as WorkloadEntries): namespace, the pod as a WorkloadEntry (IP, labels, service account,
-/// its node's locality), and whether it is ready. Pods without an IP, finished or being deleted are
-/// left out; host-network pods too (their IP is the node's).
-pub fn pod_workloads(
+/// Kubernetes Service `entry` as a service with its endpoints per port, from `slices` (its
+/// EndpointSlices), the pods they point at and the nodes those run on. `None` for a Service
+/// without a spec.
+pub fn kubernetes_service(
     snapshot: &Snapshot,
-) -> Vec<(String, crate::config::networking::WorkloadEntry, bool)> {
-    let nodes = nodes_by_name(snapshot);
-    snapshot
-        .list(Kind::Pod)
-        .filter_map(|e| {
-            let Spec::Pod(pod) = &e.config.spec else {
-                return None;
-            };
-            let status = pod.status.as_ref()?;
-            let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
-            let spec = pod.spec.as_ref();
-            let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
-            if finished
-                || pod.metadata.deletion_timestamp.is_some()
-                || spec.and_then(|s| s.host_network) == Some(true)
-            {
-                return None;
-            }
-            let ready = status
-                .conditions
-                .iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            let node = spec.and_then(|s| s.node_name.as_deref());
-            let entry = crate::config::networking::WorkloadEntry {
-                address: ip,
-                labels: e.config.metadata.labels.clone(),
-                locality: node_locality(node.and_then(|n| nodes.get(n).copied()), None),
-                service_account: spec
-                    .and_then(|s| s.service_account_name.clone())
-                    .unwrap_or_else(|| "default".into()),
-                ..Default::default()
-            };
-            Some((e.config.metadata.namespace.clone(), entry, ready))
-        })
-        .collect()
-}
-
-pub fn add_kubernetes(
-    reg: &mut Registry,
-    snapshot: &Snapshot,
+    entry: &crate::config::Config,
+    slices: &[&EndpointSlice],
     domain_suffix: &str,
-    selectors: &[LabelSelector],
-) {
-    let admitted = namespace_filter(snapshot, selectors);
-    let allowed = |ns: &str| admitted.as_ref().is_none_or(|set| set.contains(ns));
-    let pods: HashMap<(String, String), &Pod> = snapshot
-        .list(Kind::Pod)
-        .filter_map(|e| match &e.config.spec {
-            Spec::Pod(p) => Some((
-                (
-                    e.config.metadata.namespace.clone(),
-                    e.config.metadata.name.clone(),
-                ),
-                p.as_ref(),
-            )),
-            _ => None,
+) -> Option<super::registry::Built> {
+    let Spec::Service(svc) = &entry.spec else {
+        return None;
+    };
+    let (ns, name) = (&entry.metadata.namespace, &entry.metadata.name);
+    let spec = svc.spec.as_ref()?;
+    let hostname = service_hostname(ns, name, domain_suffix);
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let external = spec.type_.as_deref() == Some("ExternalName");
+    let ports: Vec<ServicePort> = spec
+        .ports
+        .iter()
+        .flatten()
+        .filter(|p| p.protocol.as_deref().unwrap_or("TCP") != "UDP")
+        .map(|p| {
+            let pname = p.name.clone().unwrap_or_default();
+            ServicePort {
+                protocol: port_protocol(&pname, p.app_protocol.as_deref()),
+                name: pname,
+                number: p.port as u32,
+                target_port: match &p.target_port {
+                    Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => {
+                        *n as u32
+                    }
+                    _ => 0,
+                },
+            }
         })
         .collect();
-    let nodes = nodes_by_name(snapshot);
-    let mut slices: HashMap<(String, String), Vec<&EndpointSlice>> = HashMap::new();
-    for e in snapshot.list(Kind::EndpointSlice) {
-        let Spec::EndpointSlice(s) = &e.config.spec else {
-            continue;
+    let export_to = entry
+        .metadata
+        .annotations
+        .get("networking.istio.io/exportTo")
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let pod = |r: &k8s_openapi::api::core::v1::ObjectReference| -> Option<&Pod> {
+        let key = crate::config::ConfigKey {
+            kind: Kind::Pod,
+            namespace: r.namespace.clone().unwrap_or_else(|| ns.clone()),
+            name: r.name.clone().unwrap_or_default(),
         };
-        if let Some(svc) = e.config.metadata.labels.get("kubernetes.io/service-name") {
-            slices
-                .entry((e.config.metadata.namespace.clone(), svc.clone()))
-                .or_default()
-                .push(s);
+        match &snapshot.get(&key)?.config.spec {
+            Spec::Pod(p) => Some(p.as_ref()),
+            _ => None,
         }
-    }
-    for entry in snapshot.list(Kind::Service) {
-        let Spec::Service(svc) = &entry.config.spec else {
-            continue;
-        };
-        let (ns, name) = (
-            &entry.config.metadata.namespace,
-            &entry.config.metadata.name,
-        );
-        if !allowed(ns) {
-            continue;
+    };
+    let mut endpoints = Vec::with_capacity(ports.len());
+    for port in &ports {
+        let mut eps: BTreeSet<Endpoint> = BTreeSet::new();
+        if external && let Some(target) = &spec.external_name {
+            eps.insert(Endpoint {
+                address: target.clone(),
+                port: port.number,
+                weight: 1,
+                healthy: true,
+                ..Default::default()
+            });
         }
-        let Some(spec) = svc.spec.as_ref() else {
-            continue;
-        };
-        let hostname = format!("{name}.{ns}.svc.{domain_suffix}");
-        let headless = spec.cluster_ip.as_deref() == Some("None");
-        let external = spec.type_.as_deref() == Some("ExternalName");
-        let ports: Vec<ServicePort> = spec
-            .ports
-            .iter()
-            .flatten()
-            .filter(|p| p.protocol.as_deref().unwrap_or("TCP") != "UDP")
-            .map(|p| {
-                let pname = p.name.clone().unwrap_or_default();
-                ServicePort {
-                    protocol: port_protocol(&pname, p.app_protocol.as_deref()),
-                    name: pname,
-                    number: p.port as u32,
-                    target_port: match &p.target_port {
-                        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => {
-                            *n as u32
-                        }
-                        _ => 0,
-                    },
-                }
-            })
-            .collect();
-        let export_to = entry
-            .config
-            .metadata
-            .annotations
-            .get("networking.istio.io/exportTo")
-            .map(|v| {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let service = Service {
-            hostname: hostname.clone(),
-            namespace: ns.clone(),
-            ports: ports.clone(),
-            // `clusterIPs` holds both families; objects written without it have only `clusterIP`.
-            addresses: spec
-                .cluster_ips
-                .clone()
-                .filter(|ips| !ips.is_empty())
-                .or_else(|| spec.cluster_ip.clone().map(|ip| vec![ip]))
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|ip| ip != "None" && !ip.is_empty())
-                .collect(),
-            resolution: if external {
-                Resolution::DNS
-            } else if headless {
-                Resolution::NONE
-            } else {
-                Resolution::STATIC
-            },
-            location: Location::MESH_INTERNAL,
-            export_to,
-            source: format!("Service/{ns}/{name}"),
-            subject_alt_names: Vec::new(),
-            labels: svc.metadata.labels.clone().unwrap_or_default(),
-        };
-        for port in &ports {
-            let mut eps: BTreeSet<Endpoint> = BTreeSet::new();
-            if external && let Some(target) = &spec.external_name {
-                eps.insert(Endpoint {
-                    address: target.clone(),
-                    port: port.number,
-                    weight: 1,
-                    healthy: true,
-                    ..Default::default()
-                });
-            }
-            for slice in slices
-                .get(&(ns.clone(), name.clone()))
-                .into_iter()
+        for slice in slices {
+            let Some(slice_port) = slice
+                .ports
+                .iter()
                 .flatten()
-            {
-                let Some(slice_port) = slice
-                    .ports
-                    .iter()
-                    .flatten()
-                    .find(|sp| sp.name.as_deref().unwrap_or("") == port.name)
-                else {
-                    continue;
-                };
-                let Some(number) = slice_port.port else {
-                    continue;
-                };
-                for ep in &slice.endpoints {
-                    let pod = ep
-                        .target_ref
-                        .as_ref()
-                        .filter(|r| r.kind.as_deref() == Some("Pod"))
-                        .and_then(|r| {
-                            pods.get(&(
-                                r.namespace.clone().unwrap_or_else(|| ns.clone()),
-                                r.name.clone().unwrap_or_default(),
-                            ))
-                        });
-                    let node = ep
-                        .node_name
-                        .as_deref()
-                        .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()))
-                        .and_then(|n| nodes.get(n).copied());
-                    let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-                    for address in ep.addresses.iter().take(1) {
-                        eps.insert(Endpoint {
-                            address: address.clone(),
-                            port: number as u32,
-                            labels: pod
-                                .and_then(|p| p.metadata.labels.clone())
-                                .unwrap_or_default(),
-                            locality: node_locality(node, ep.zone.as_deref()),
-                            weight: 1,
-                            service_account: pod
-                                .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
-                                .unwrap_or_default(),
-                            network: String::new(),
-                            healthy: ready,
-                        });
-                    }
+                .find(|sp| sp.name.as_deref().unwrap_or("") == port.name)
+            else {
+                continue;
+            };
+            let Some(number) = slice_port.port else {
+                continue;
+            };
+            for ep in &slice.endpoints {
+                let pod = ep
+                    .target_ref
+                    .as_ref()
+                    .filter(|r| r.kind.as_deref() == Some("Pod"))
+                    .and_then(pod);
+                let node = ep
+                    .node_name
+                    .as_deref()
+                    .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()))
+                    .and_then(|n| node(snapshot, n));
+                let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                for address in ep.addresses.iter().take(1) {
+                    eps.insert(Endpoint {
+                        address: address.clone(),
+                        port: number as u32,
+                        labels: pod
+                            .and_then(|p| p.metadata.labels.clone())
+                            .unwrap_or_default(),
+                        locality: node_locality(node, ep.zone.as_deref()),
+                        weight: 1,
+                        service_account: pod
+                            .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
+                            .unwrap_or_default(),
+                        network: String::new(),
+                        healthy: ready,
+                    });
                 }
             }
-            reg.endpoints.insert(
-                (hostname.clone(), port.number),
-                Arc::new(eps.into_iter().collect()),
-            );
         }
-        reg.services.insert(hostname, Arc::new(service));
+        endpoints.push((port.number, eps.into_iter().collect()));
     }
+    let service = Service {
+        hostname,
+        namespace: ns.clone(),
+        ports,
+        // `clusterIPs` holds both families; objects written without it have only `clusterIP`.
+        addresses: spec
+            .cluster_ips
+            .clone()
+            .filter(|ips| !ips.is_empty())
+            .or_else(|| spec.cluster_ip.clone().map(|ip| vec![ip]))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|ip| ip != "None" && !ip.is_empty())
+            .collect(),
+        resolution: if external {
+            Resolution::DNS
+        } else if headless {
+            Resolution::NONE
+        } else {
+            Resolution::STATIC
+        },
+        location: Location::MESH_INTERNAL,
+        export_to,
+        source: format!("Service/{ns}/{name}"),
+        subject_alt_names: Vec::new(),
+        labels: svc.metadata.labels.clone().unwrap_or_default(),
+    };
+    Some((service, endpoints))
 }
 
 impl Default for Endpoint {

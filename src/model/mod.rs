@@ -1,13 +1,11 @@
 //! The service model: what services exist and where their endpoints are, built from the store.
 //!
-//! Today from ServiceEntry + WorkloadEntry (Kubernetes Services and EndpointSlices join later, feeding
-//! the same types). Hostnames are fully qualified; ports carry their protocol.
+//! From Kubernetes Services with their EndpointSlices, and ServiceEntries with their own endpoints
+//! or the WorkloadEntries and pods they select (`registry`). Hostnames are fully qualified; ports
+//! carry their protocol.
 
-use crate::config::networking::{Location, Resolution, ServiceEntry, WorkloadEntry};
-use crate::config::{Kind, Spec};
-use crate::store::Snapshot;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use crate::config::networking::{Location, Resolution};
+use std::collections::BTreeMap;
 
 pub mod delegate;
 pub mod identity;
@@ -15,7 +13,10 @@ pub mod kube;
 pub mod mesh;
 pub mod peer_auth;
 pub mod policy;
+mod registry;
 pub mod workload;
+
+pub use registry::{Registry, RegistryDelta};
 
 /// Port protocols as Istio classifies them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -127,19 +128,6 @@ impl Endpoint {
     }
 }
 
-/// Services and endpoints at one moment.
-#[derive(Debug, Default, Clone)]
-pub struct Registry {
-    /// hostname → service. When two ServiceEntries claim a host, the older-named one (by namespace/name)
-    /// wins, so the choice is stable.
-    pub services: BTreeMap<String, Arc<Service>>,
-    /// (hostname, service port) → endpoints, sorted.
-    pub endpoints: BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
-    /// ServiceEntry hosts dropped because another service already has the hostname (istiod's
-    /// `pilot_duplicate_envoy_clusters` counts the clusters they would have made).
-    pub duplicate_hosts: usize,
-}
-
 /// Short names in Istio config are relative to the config's namespace.
 pub fn resolve_host(host: &str, namespace: &str, domain_suffix: &str) -> String {
     if host.contains('.') || host.starts_with('*') {
@@ -149,198 +137,10 @@ pub fn resolve_host(host: &str, namespace: &str, domain_suffix: &str) -> String 
     }
 }
 
-impl Registry {
-    /// Kubernetes services first, then ServiceEntries (a ServiceEntry cannot take over a Kubernetes
-    /// service's hostname). `selectors` are MeshConfig discoverySelectors.
-    pub fn build(snapshot: &Snapshot, domain_suffix: &str) -> Registry {
-        Registry::build_with(snapshot, domain_suffix, &[])
-    }
-
-    pub fn build_with(
-        snapshot: &Snapshot,
-        domain_suffix: &str,
-        selectors: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector],
-    ) -> Registry {
-        let mut reg = Registry::default();
-        kube::add_kubernetes(&mut reg, snapshot, domain_suffix, selectors);
-        let pods = kube::pod_workloads(snapshot);
-        let workload_entries: Vec<(String, &WorkloadEntry, bool)> = snapshot
-            .list(Kind::WorkloadEntry)
-            .filter_map(|e| match &e.config.spec {
-                Spec::WorkloadEntry(we) => Some((e.config.metadata.namespace.clone(), we, true)),
-                _ => None,
-            })
-            .chain(pods.iter().map(|(ns, we, ready)| (ns.clone(), we, *ready)))
-            .collect();
-        for entry in snapshot.list(Kind::ServiceEntry) {
-            let Spec::ServiceEntry(se) = &entry.config.spec else {
-                continue;
-            };
-            let ns = &entry.config.metadata.namespace;
-            let source = format!("ServiceEntry/{ns}/{}", entry.config.metadata.name);
-            for host in &se.hosts {
-                let hostname = resolve_host(host, ns, domain_suffix);
-                if reg.services.contains_key(&hostname) {
-                    reg.duplicate_hosts += 1;
-                    continue;
-                }
-                let mut service = service_from_entry(se, &hostname, ns, &source);
-                service.labels.clone_from(&entry.config.metadata.labels);
-                for port in &service.ports {
-                    let eps = endpoints_for(se, port, ns, &workload_entries);
-                    reg.endpoints
-                        .insert((hostname.clone(), port.number), Arc::new(eps));
-                }
-                reg.services.insert(hostname, Arc::new(service));
-            }
-        }
-        reg
-    }
-
-    /// Service ports with no endpoint at all (`pilot_eds_no_instances`).
-    pub fn ports_without_endpoints(&self) -> usize {
-        self.services
-            .values()
-            .flat_map(|svc| svc.ports.iter().map(move |p| (svc, p.number)))
-            .filter(|(svc, port)| self.endpoints(&svc.hostname, *port).is_empty())
-            .count()
-    }
-
-    pub fn endpoints(&self, hostname: &str, port: u32) -> &[Endpoint] {
-        self.endpoints
-            .get(&(hostname.to_string(), port))
-            .map(|v| v.as_slice())
-            .unwrap_or(&[])
-    }
-
-    /// Services whose endpoints differ between `self` and `other` (for EDS-only pushes).
-    pub fn changed_endpoints(&self, other: &Registry) -> BTreeSet<String> {
-        // Both maps are ordered by the same key: walk them side by side (one comparison per
-        // step), instead of collecting and sorting every key and looking each up in both.
-        use std::cmp::Ordering;
-        let mut out = BTreeSet::new();
-        let mut old = self.endpoints.iter().peekable();
-        let mut new = other.endpoints.iter().peekable();
-        loop {
-            let order = match (old.peek(), new.peek()) {
-                (None, None) => break,
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-                (Some((a, _)), Some((b, _))) => a.cmp(b),
-            };
-            match order {
-                Ordering::Less => {
-                    if let Some(((host, _), _)) = old.next() {
-                        out.insert(host.clone());
-                    }
-                }
-                Ordering::Greater => {
-                    if let Some(((host, _), _)) = new.next() {
-                        out.insert(host.clone());
-                    }
-                }
-                Ordering::Equal => {
-                    if let (Some(((host, _), a)), Some((_, b))) = (old.next(), new.next())
-                        && a != b
-                    {
-                        out.insert(host.clone());
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// True when the services themselves (not their endpoints) are identical.
-    pub fn same_services(&self, other: &Registry) -> bool {
-        self.services == other.services
-    }
-}
-
-fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str) -> Service {
-    Service {
-        hostname: hostname.to_string(),
-        namespace: ns.to_string(),
-        ports: se
-            .ports
-            .iter()
-            .map(|p| ServicePort {
-                name: p.name.clone(),
-                number: p.number,
-                protocol: Protocol::parse(&p.protocol),
-                target_port: p.target_port,
-            })
-            .collect(),
-        addresses: se.addresses.clone(),
-        resolution: se.resolution,
-        location: se.location,
-        export_to: se.export_to.clone(),
-        source: source.to_string(),
-        subject_alt_names: se.subject_alt_names.clone(),
-        labels: BTreeMap::new(),
-    }
-}
-
-fn endpoint_from(we: &WorkloadEntry, port: &ServicePort, address: &str) -> Endpoint {
-    let number = we
-        .ports
-        .get(&port.name)
-        .copied()
-        .unwrap_or(if port.target_port != 0 {
-            port.target_port
-        } else {
-            port.number
-        });
-    Endpoint {
-        address: address.to_string(),
-        port: number,
-        labels: we.labels.clone(),
-        locality: we.locality.clone(),
-        weight: if we.weight == 0 { 1 } else { we.weight },
-        service_account: we.service_account.clone(),
-        network: we.network.clone(),
-        healthy: true,
-    }
-}
-
-/// A ServiceEntry's endpoints on `port`: its own, or the workloads its `workloadSelector` selects
-/// in its namespace (WorkloadEntries and pods; each with whether it is ready).
-fn endpoints_for(
-    se: &ServiceEntry,
-    port: &ServicePort,
-    ns: &str,
-    workload_entries: &[(String, &WorkloadEntry, bool)],
-) -> Vec<Endpoint> {
-    let mut eps: Vec<Endpoint> = if let Some(selector) = &se.workload_selector {
-        workload_entries
-            .iter()
-            .filter(|(we_ns, we, _)| {
-                we_ns == ns
-                    && !we.address.is_empty()
-                    && selector
-                        .labels
-                        .iter()
-                        .all(|(k, v)| we.labels.get(k) == Some(v))
-            })
-            .map(|(_, we, ready)| Endpoint {
-                healthy: *ready,
-                ..endpoint_from(we, port, &we.address)
-            })
-            .collect()
-    } else {
-        se.endpoints
-            .iter()
-            .map(|we| endpoint_from(we, port, &we.address))
-            .collect()
-    };
-    eps.sort();
-    eps.dedup();
-    eps
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Kind, Spec};
     use crate::store::Store;
 
     fn registry(yaml: &str) -> Registry {

@@ -18,6 +18,13 @@ pub struct Entry {
     pub version: u64,
 }
 
+/// Versions are store revisions, unique to each write: equal versions are the same object.
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.version == other.version
+    }
+}
+
 type NameMap = imbl::OrdMap<(String, String), Entry>;
 
 /// An immutable view of the whole store at one revision.
@@ -50,9 +57,28 @@ impl Snapshot {
         kind: Kind,
         namespace: &'n str,
     ) -> impl Iterator<Item = &'a Entry> + use<'a, 'n> {
-        self.list(kind)
-            .skip_while(move |e| e.config.metadata.namespace.as_str() < namespace)
+        self.kinds
+            .get(&kind)
+            .into_iter()
+            .flat_map(move |m| m.range((namespace.to_string(), String::new())..))
+            .map(|(_, e)| e)
             .take_while(move |e| e.config.metadata.namespace == namespace)
+    }
+
+    /// The (namespace, name) of every object of `kind` added, changed or removed since `older`,
+    /// found without visiting what the two snapshots share: the cost follows the changes, not the
+    /// store.
+    pub fn changed_since(&self, older: &Snapshot, kind: Kind) -> Vec<(String, String)> {
+        let empty = NameMap::default();
+        let old = older.kinds.get(&kind).unwrap_or(&empty);
+        let new = self.kinds.get(&kind).unwrap_or(&empty);
+        old.diff(new)
+            .map(|d| match d {
+                imbl::ordmap::DiffItem::Add(k, _)
+                | imbl::ordmap::DiffItem::Remove(k, _)
+                | imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k.clone(),
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {

@@ -1,10 +1,10 @@
-//! The push decision, kept pure so it can be tested on its own: from the kinds that changed and the
-//! registry before and after, whether to push at all, and whether a partial push (endpoints,
+//! The push decision, kept pure so it can be tested on its own: from the kinds that changed and
+//! what changed in the registry, whether to push at all, and whether a partial push (endpoints,
 //! ambient addresses, secrets) is enough.
 
 use crate::config::Kind;
 use crate::config::networking::Resolution;
-use crate::model::Registry;
+use crate::model::{Registry, RegistryDelta};
 use crate::xds::types::TypeUrl;
 use std::collections::BTreeSet;
 
@@ -30,14 +30,18 @@ fn endpoint_kind(kind: Kind) -> bool {
 }
 
 /// `None`: the changes affect nothing any proxy is sent. `lagged`: events were lost, so nothing
-/// about them is known and everything is pushed.
+/// about them is known and everything is pushed. `delta` is what changed between the registry
+/// before and `new`.
 pub fn decide(
     kinds: &BTreeSet<Kind>,
     lagged: bool,
-    old: &Registry,
+    delta: RegistryDelta,
     new: &Registry,
 ) -> Option<Decision> {
-    let eds_hosts = old.changed_endpoints(new);
+    let RegistryDelta {
+        eds_hosts,
+        services_changed,
+    } = delta;
     let all_static = eds_hosts.iter().all(|h| {
         new.services
             .get(h)
@@ -49,7 +53,7 @@ pub fn decide(
         && kinds
             .iter()
             .all(|k| endpoint_kind(*k) || *k == Kind::Secret)
-        && old.same_services(new)
+        && !services_changed
         && all_static;
     // Pods and workload entries are ambient workloads even when no endpoint moved.
     let addresses = kinds
@@ -101,6 +105,16 @@ spec:
         Registry::build(&store.snapshot(), "cluster.local")
     }
 
+    /// The decision for two registries compared whole.
+    fn between(
+        kinds: &BTreeSet<Kind>,
+        lagged: bool,
+        old: &Registry,
+        new: &Registry,
+    ) -> Option<Decision> {
+        decide(kinds, lagged, old.delta(new), new)
+    }
+
     fn kinds(k: &[Kind]) -> BTreeSet<Kind> {
         k.iter().copied().collect()
     }
@@ -109,7 +123,7 @@ spec:
     fn an_endpoint_move_is_a_partial_push_of_endpoints_and_addresses() {
         let old = registry(SERVICE);
         let new = registry(&SERVICE.replace("10.0.0.1", "10.0.0.2"));
-        let d = decide(&kinds(&[Kind::ServiceEntry]), false, &old, &new).unwrap();
+        let d = between(&kinds(&[Kind::ServiceEntry]), false, &old, &new).unwrap();
         assert!(!d.full);
         assert_eq!(d.reason, "endpoint");
         assert_eq!(d.types, [TypeUrl::Endpoint, TypeUrl::Address].into());
@@ -152,17 +166,17 @@ spec:
         let old = registry(SERVICE);
         let same = registry(SERVICE);
         assert_eq!(
-            decide(&kinds(&[Kind::ServiceEntry]), false, &old, &same),
+            between(&kinds(&[Kind::ServiceEntry]), false, &old, &same),
             None
         );
-        let d = decide(&kinds(&[Kind::ServiceEntry]), true, &old, &same).unwrap();
+        let d = between(&kinds(&[Kind::ServiceEntry]), true, &old, &same).unwrap();
         assert!(d.full, "a lagged event bus is a full push");
     }
 
     #[test]
     fn routing_kinds_and_new_services_are_full_pushes() {
         let old = registry(SERVICE);
-        let d = decide(&kinds(&[Kind::VirtualService]), false, &old, &old).unwrap();
+        let d = between(&kinds(&[Kind::VirtualService]), false, &old, &old).unwrap();
         assert!(d.full);
         assert_eq!(d.reason, "config");
         let more = registry(&format!(
@@ -172,7 +186,7 @@ spec:
                 .replace("db.shop", "cache.shop")
         ));
         assert!(
-            decide(&kinds(&[Kind::ServiceEntry]), false, &old, &more)
+            between(&kinds(&[Kind::ServiceEntry]), false, &old, &more)
                 .unwrap()
                 .full
         );
@@ -186,7 +200,7 @@ spec:
             "metadata: {name: db, namespace: shop, labels: {istio.io/use-waypoint: wp}}",
         ));
         let without = registry(SERVICE);
-        let d = decide(&kinds(&[Kind::ServiceEntry]), false, &with, &without)
+        let d = between(&kinds(&[Kind::ServiceEntry]), false, &with, &without)
             .expect("the label change is pushed");
         assert!(d.full);
     }
@@ -194,7 +208,7 @@ spec:
     #[test]
     fn a_secret_change_pushes_only_secrets() {
         let old = registry(SERVICE);
-        let d = decide(&kinds(&[Kind::Secret]), false, &old, &old).unwrap();
+        let d = between(&kinds(&[Kind::Secret]), false, &old, &old).unwrap();
         assert!(!d.full);
         assert_eq!(d.reason, "secret");
         assert_eq!(d.types, [TypeUrl::Secret].into());

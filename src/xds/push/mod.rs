@@ -48,12 +48,18 @@ impl Default for Debounce {
 /// is reissued and pushed (a proxy with an agent would rotate its own).
 const CERTIFICATE_REFRESH: Duration = Duration::from_secs(600);
 
-/// The mesh settings and registry for a snapshot: MeshConfig applied, discoverySelectors honoured.
-fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSettings, Registry) {
+/// The mesh settings for a snapshot: MeshConfig applied.
+fn mesh_settings(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> MeshSettings {
     let (mesh, error) = base.with_mesh_config(snapshot);
     if let Some(e) = error {
         warn!(error = %e, "invalid mesh config; keeping the previous settings");
     }
+    mesh
+}
+
+/// The mesh settings and registry for a snapshot: MeshConfig applied, discoverySelectors honoured.
+fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSettings, Registry) {
+    let mesh = mesh_settings(snapshot, base);
     let registry = Registry::build_with(snapshot, &mesh.domain_suffix, &mesh.discovery_selectors);
     (mesh, registry)
 }
@@ -69,10 +75,12 @@ pub fn initial_context(
     PushContext::new(1, snapshot, Arc::new(registry), mesh).with_certificates(certificates)
 }
 
-/// What the push loop starts from: the version and registry of the context the server was started
-/// with, the certificates every context it builds serves, and the mesh settings before MeshConfig.
+/// What the push loop starts from: the version, snapshot and registry of the context the server was
+/// started with, the certificates every context it builds serves, and the mesh settings before
+/// MeshConfig.
 pub struct Start {
     pub version: u64,
+    pub snapshot: Arc<crate::store::Snapshot>,
     pub registry: Arc<Registry>,
     pub certificates: Certificates,
     pub mesh: MeshSettings,
@@ -85,6 +93,7 @@ impl Start {
     pub fn from(initial: &PushContext, mesh: MeshSettings) -> Start {
         Start {
             version: initial.version,
+            snapshot: initial.snapshot.clone(),
             registry: initial.registry.clone(),
             certificates: initial.certificates.clone(),
             mesh,
@@ -116,6 +125,7 @@ pub async fn run(
 ) {
     let Start {
         mut version,
+        mut snapshot,
         mut registry,
         certificates,
         mesh,
@@ -176,10 +186,18 @@ pub async fn run(
         }
         let span = info_span!("push", version = version + 1);
         async {
-            let snapshot = store.snapshot();
-            let (next_mesh, next) = build(&snapshot, &mesh);
+            let previous = std::mem::replace(&mut snapshot, store.snapshot());
+            let next_mesh = mesh_settings(&snapshot, &mesh);
+            // Only the hostnames fed by objects that differ between the two snapshots are
+            // recomputed: the cost follows the change, not the mesh.
+            let (next, delta) = registry.update(
+                &previous,
+                &snapshot,
+                &next_mesh.domain_suffix,
+                &next_mesh.discovery_selectors,
+            );
             let next = Arc::new(next);
-            let Some(decision) = decide::decide(&kinds, lagged, &registry, &next) else {
+            let Some(decision) = decide::decide(&kinds, lagged, delta, &next) else {
                 debug!(
                     ?kinds,
                     "change affects no service or endpoint; nothing to push"
@@ -209,7 +227,7 @@ pub async fn run(
                 "pushing"
             );
             let init = Instant::now();
-            let context = PushContext::new(version, snapshot, next.clone(), next_mesh)
+            let context = PushContext::new(version, snapshot.clone(), next.clone(), next_mesh)
                 .with_certificates(certificates.clone());
             metrics
                 .push_context_init

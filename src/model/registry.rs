@@ -1,0 +1,786 @@
+//! The registry of services and endpoints, built from a snapshot and then kept up to date by
+//! rebuilding only the hostnames a change can touch.
+//!
+//! Each hostname's service and endpoints are a function of a few objects: the Kubernetes Service of
+//! that name or the oldest-named ServiceEntry listing it, that Service's EndpointSlices with the
+//! pods and nodes they name, or the WorkloadEntries and pods a ServiceEntry's `workloadSelector`
+//! selects in its namespace. The registry keeps the indexes that lead from a changed object back to
+//! the hostnames it feeds; an update finds the changed objects by diffing two store snapshots (the
+//! store's persistent maps skip what they share), and recomputes those hostnames alone. The maps are
+//! persistent too, so the registry of the previous push is kept at no cost while the next is built.
+
+use super::kube;
+use super::{Endpoint, Protocol, Service, ServicePort, resolve_host};
+use crate::config::networking::{ServiceEntry, WorkloadEntry};
+use crate::config::{Config, Kind, Spec};
+use crate::store::Snapshot;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+type Key = (String, String);
+
+/// Services and endpoints at one moment.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    /// hostname → service. When two ServiceEntries claim a host, the older-named one (by namespace/name)
+    /// wins, so the choice is stable.
+    pub services: imbl::OrdMap<String, Arc<Service>>,
+    /// (hostname, service port) → endpoints, sorted.
+    pub endpoints: imbl::OrdMap<(String, u32), Arc<Vec<Endpoint>>>,
+    /// ServiceEntry hosts dropped because another service already has the hostname (istiod's
+    /// `pilot_duplicate_envoy_clusters` counts the clusters they would have made).
+    pub duplicate_hosts: usize,
+    /// Service ports without any endpoint (`pilot_eds_no_instances`).
+    empty_ports: usize,
+    index: Index,
+}
+
+/// What leads from a changed object to the hostnames it feeds, and the settings the registry was
+/// built under (an update under other settings rebuilds).
+#[derive(Debug, Default, Clone)]
+struct Index {
+    domain_suffix: String,
+    selectors: Vec<LabelSelector>,
+    /// hostname → the ServiceEntries listing it, by (namespace, name), with how many times each
+    /// lists it. The first wins unless a Kubernetes Service has the name.
+    claims: imbl::OrdMap<String, imbl::OrdMap<Key, usize>>,
+    /// Kubernetes Service (namespace, name) → the names of its EndpointSlices.
+    slices: imbl::OrdMap<Key, imbl::OrdSet<String>>,
+    /// (pod namespace, pod name, slice namespace, slice name) for every pod an EndpointSlice
+    /// points at: a pod's labels, service account and node are its endpoints'.
+    pod_refs: imbl::OrdSet<(String, String, String, String)>,
+}
+
+/// What an update changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RegistryDelta {
+    /// Hostnames whose endpoints differ (ports added or removed included).
+    pub eds_hosts: BTreeSet<String>,
+    /// Whether any service itself (not only its endpoints) differs.
+    pub services_changed: bool,
+}
+
+/// One hostname's service with its endpoints per port.
+pub(super) type Built = (Service, Vec<(u32, Vec<Endpoint>)>);
+
+impl Registry {
+    /// Kubernetes services first, then ServiceEntries (a ServiceEntry cannot take over a Kubernetes
+    /// service's hostname).
+    pub fn build(snapshot: &Snapshot, domain_suffix: &str) -> Registry {
+        Registry::build_with(snapshot, domain_suffix, &[])
+    }
+
+    /// `selectors` are MeshConfig discoverySelectors.
+    pub fn build_with(
+        snapshot: &Snapshot,
+        domain_suffix: &str,
+        selectors: &[LabelSelector],
+    ) -> Registry {
+        let mut reg = Registry {
+            index: Index {
+                domain_suffix: domain_suffix.to_string(),
+                selectors: selectors.to_vec(),
+                ..Index::default()
+            },
+            ..Registry::default()
+        };
+        for entry in snapshot.list(Kind::ServiceEntry) {
+            reg.index.claim(&entry.config, domain_suffix, 1);
+        }
+        for entry in snapshot.list(Kind::EndpointSlice) {
+            reg.index.add_slice(&entry.config);
+        }
+        let mut hosts: BTreeSet<String> = reg.index.claims.keys().cloned().collect();
+        hosts.extend(snapshot.list(Kind::Service).map(|e| {
+            kube::service_hostname(
+                &e.config.metadata.namespace,
+                &e.config.metadata.name,
+                domain_suffix,
+            )
+        }));
+        let mut build = HostBuilder::new(snapshot, &reg.index);
+        let built: Vec<(String, Option<Built>)> = hosts
+            .into_iter()
+            .map(|h| {
+                let b = build.host(&h);
+                (h, b)
+            })
+            .collect();
+        for (host, b) in built {
+            reg.put(&host, b);
+            reg.add_share(&host);
+        }
+        reg
+    }
+
+    /// The registry for `new`, from this one built for `old`: only hostnames fed by objects that
+    /// differ between the two snapshots are recomputed. Changes of discovery selectors, the domain
+    /// suffix, namespaces (when selectors are set) or nodes rebuild it whole.
+    pub fn update(
+        &self,
+        old: &Snapshot,
+        new: &Snapshot,
+        domain_suffix: &str,
+        selectors: &[LabelSelector],
+    ) -> (Registry, RegistryDelta) {
+        let whole = self.index.domain_suffix != domain_suffix
+            || self.index.selectors != selectors
+            || !new.changed_since(old, Kind::Node).is_empty()
+            || (!selectors.is_empty() && !new.changed_since(old, Kind::Namespace).is_empty());
+        if whole {
+            let next = Registry::build_with(new, domain_suffix, selectors);
+            let delta = self.delta(&next);
+            return (next, delta);
+        }
+        let mut next = self.clone();
+        let mut hosts: BTreeSet<String> = BTreeSet::new();
+        let get = |s: &'_ Snapshot, kind: Kind, (ns, name): &Key| {
+            s.get(&crate::config::ConfigKey {
+                kind,
+                namespace: ns.clone(),
+                name: name.clone(),
+            })
+            .map(|e| e.config.clone())
+        };
+        for key in new.changed_since(old, Kind::ServiceEntry) {
+            for (snapshot, weight) in [(old, -1), (new, 1)] {
+                if let Some(config) = get(snapshot, Kind::ServiceEntry, &key) {
+                    hosts.extend(entry_hosts(&config, domain_suffix));
+                    next.index.claim(&config, domain_suffix, weight);
+                }
+            }
+        }
+        for key in new.changed_since(old, Kind::EndpointSlice) {
+            if let Some(config) = get(old, Kind::EndpointSlice, &key) {
+                next.index.remove_slice(&config);
+                hosts.extend(slice_host(&config, domain_suffix));
+            }
+            if let Some(config) = get(new, Kind::EndpointSlice, &key) {
+                next.index.add_slice(&config);
+                hosts.extend(slice_host(&config, domain_suffix));
+            }
+        }
+        for (ns, name) in new.changed_since(old, Kind::Service) {
+            hosts.insert(kube::service_hostname(&ns, &name, domain_suffix));
+        }
+        for kind in [Kind::WorkloadEntry, Kind::Pod] {
+            for key in new.changed_since(old, kind) {
+                let labels: Vec<BTreeMap<String, String>> = [old, new]
+                    .into_iter()
+                    .filter_map(|s| get(s, kind, &key))
+                    .map(|c| workload_labels(&c))
+                    .collect();
+                hosts.extend(selecting_hosts(new, &key.0, &labels, domain_suffix));
+                if kind == Kind::Pod {
+                    hosts.extend(next.index.slices_of_pod(&key).filter_map(|slice| {
+                        get(new, Kind::EndpointSlice, &slice)
+                            .and_then(|c| slice_host(&c, domain_suffix))
+                    }));
+                }
+            }
+        }
+        for host in &hosts {
+            let (empty, duplicates) = self.share(host);
+            next.empty_ports -= empty;
+            next.duplicate_hosts -= duplicates;
+        }
+        let mut build = HostBuilder::new(new, &next.index);
+        let built: Vec<(&String, Option<Built>)> =
+            hosts.iter().map(|h| (h, build.host(h))).collect();
+        let mut delta = RegistryDelta::default();
+        for (host, b) in built {
+            let before = self.host_endpoints(host);
+            next.put(host, b);
+            next.add_share(host);
+            if before != next.host_endpoints(host) {
+                delta.eds_hosts.insert(host.clone());
+            }
+            if self.services.get(host) != next.services.get(host) {
+                delta.services_changed = true;
+            }
+        }
+        (next, delta)
+    }
+
+    /// What differs between this registry and `other`, found by comparing them whole.
+    pub fn delta(&self, other: &Registry) -> RegistryDelta {
+        RegistryDelta {
+            eds_hosts: self.changed_endpoints(other),
+            services_changed: !self.same_services(other),
+        }
+    }
+
+    /// Replaces a hostname's service and endpoints.
+    fn put(&mut self, host: &str, built: Option<Built>) {
+        if let Some(old) = self.services.remove(host) {
+            for port in &old.ports {
+                self.endpoints.remove(&(host.to_string(), port.number));
+            }
+        }
+        if let Some((service, endpoints)) = built {
+            for (port, eps) in endpoints {
+                self.endpoints
+                    .insert((host.to_string(), port), Arc::new(eps));
+            }
+            self.services.insert(host.to_string(), Arc::new(service));
+        }
+    }
+
+    /// A hostname's share of the counters: its ports without endpoints, and the ServiceEntry
+    /// claims on it that lost.
+    fn share(&self, host: &str) -> (usize, usize) {
+        let service = self.services.get(host);
+        let empty = service.map_or(0, |svc| {
+            svc.ports
+                .iter()
+                .filter(|p| self.endpoints(host, p.number).is_empty())
+                .count()
+        });
+        let claims: usize = self.index.claims.get(host).map_or(0, |c| c.values().sum());
+        let won = service.is_some_and(|s| s.source.starts_with("ServiceEntry/"));
+        (empty, claims.saturating_sub(usize::from(won)))
+    }
+
+    fn add_share(&mut self, host: &str) {
+        let (empty, duplicates) = self.share(host);
+        self.empty_ports += empty;
+        self.duplicate_hosts += duplicates;
+    }
+
+    /// A hostname's endpoints, port by port.
+    fn host_endpoints(&self, host: &str) -> Vec<(u32, Arc<Vec<Endpoint>>)> {
+        self.endpoints
+            .range((host.to_string(), 0)..=(host.to_string(), u32::MAX))
+            .map(|((_, port), eps)| (*port, eps.clone()))
+            .collect()
+    }
+
+    /// Service ports with no endpoint at all (`pilot_eds_no_instances`).
+    pub fn ports_without_endpoints(&self) -> usize {
+        self.empty_ports
+    }
+
+    pub fn endpoints(&self, hostname: &str, port: u32) -> &[Endpoint] {
+        self.endpoints
+            .get(&(hostname.to_string(), port))
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Services whose endpoints differ between `self` and `other` (for EDS-only pushes).
+    pub fn changed_endpoints(&self, other: &Registry) -> BTreeSet<String> {
+        self.endpoints
+            .diff(&other.endpoints)
+            .map(|d| match d {
+                imbl::ordmap::DiffItem::Add((host, _), _)
+                | imbl::ordmap::DiffItem::Remove((host, _), _)
+                | imbl::ordmap::DiffItem::Update {
+                    new: ((host, _), _),
+                    ..
+                } => host.clone(),
+            })
+            .collect()
+    }
+
+    /// True when the services themselves (not their endpoints) are identical.
+    pub fn same_services(&self, other: &Registry) -> bool {
+        self.services.diff(&other.services).next().is_none()
+    }
+}
+
+impl Index {
+    /// Adds (`weight` 1) or takes away (-1) a ServiceEntry's claims on its hostnames.
+    fn claim(&mut self, config: &Config, domain_suffix: &str, weight: isize) {
+        let key = (
+            config.metadata.namespace.clone(),
+            config.metadata.name.clone(),
+        );
+        for host in entry_hosts(config, domain_suffix) {
+            let mut by = self.claims.get(&host).cloned().unwrap_or_default();
+            let n = by
+                .get(&key)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add_signed(weight);
+            if n == 0 {
+                by.remove(&key);
+            } else {
+                by.insert(key.clone(), n);
+            }
+            if by.is_empty() {
+                self.claims.remove(&host);
+            } else {
+                self.claims.insert(host, by);
+            }
+        }
+    }
+
+    fn add_slice(&mut self, config: &Config) {
+        let ns = &config.metadata.namespace;
+        let Some(service) = kube::slice_service(config) else {
+            return;
+        };
+        let key = (ns.clone(), service.to_string());
+        let mut names = self.slices.get(&key).cloned().unwrap_or_default();
+        names.insert(config.metadata.name.clone());
+        self.slices.insert(key, names);
+        for (pod_ns, pod) in kube::slice_pods(config) {
+            self.pod_refs
+                .insert((pod_ns, pod, ns.clone(), config.metadata.name.clone()));
+        }
+    }
+
+    fn remove_slice(&mut self, config: &Config) {
+        let ns = &config.metadata.namespace;
+        if let Some(service) = kube::slice_service(config) {
+            let key = (ns.clone(), service.to_string());
+            if let Some(mut names) = self.slices.get(&key).cloned() {
+                names.remove(&config.metadata.name);
+                if names.is_empty() {
+                    self.slices.remove(&key);
+                } else {
+                    self.slices.insert(key, names);
+                }
+            }
+        }
+        for (pod_ns, pod) in kube::slice_pods(config) {
+            self.pod_refs
+                .remove(&(pod_ns, pod, ns.clone(), config.metadata.name.clone()));
+        }
+    }
+
+    /// The EndpointSlices, as (namespace, name), that point at a pod.
+    fn slices_of_pod<'a>(&'a self, (ns, name): &'a Key) -> impl Iterator<Item = Key> + 'a {
+        let from = (ns.clone(), name.clone(), String::new(), String::new());
+        self.pod_refs
+            .range(from..)
+            .take_while(move |(n, p, _, _)| n == ns && p == name)
+            .map(|(_, _, slice_ns, slice)| (slice_ns.clone(), slice.clone()))
+    }
+}
+
+/// The hostnames a ServiceEntry lists, resolved.
+fn entry_hosts(config: &Config, domain_suffix: &str) -> Vec<String> {
+    match &config.spec {
+        Spec::ServiceEntry(se) => se
+            .hosts
+            .iter()
+            .map(|h| resolve_host(h, &config.metadata.namespace, domain_suffix))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The hostname of the Service an EndpointSlice belongs to.
+fn slice_host(config: &Config, domain_suffix: &str) -> Option<String> {
+    kube::slice_service(config)
+        .map(|svc| kube::service_hostname(&config.metadata.namespace, svc, domain_suffix))
+}
+
+/// Hostnames of the ServiceEntries in `ns` whose `workloadSelector` selects any of `labels`.
+fn selecting_hosts(
+    snapshot: &Snapshot,
+    ns: &str,
+    labels: &[BTreeMap<String, String>],
+    domain_suffix: &str,
+) -> Vec<String> {
+    snapshot
+        .list_namespace(Kind::ServiceEntry, ns)
+        .filter(|e| match &e.config.spec {
+            Spec::ServiceEntry(se) => se
+                .workload_selector
+                .as_ref()
+                .is_some_and(|sel| labels.iter().any(|l| selects(&sel.labels, l))),
+            _ => false,
+        })
+        .flat_map(|e| entry_hosts(&e.config, domain_suffix))
+        .collect()
+}
+
+/// The labels a `workloadSelector` matches: a WorkloadEntry's own, a pod's metadata labels.
+fn workload_labels(config: &Config) -> BTreeMap<String, String> {
+    match &config.spec {
+        Spec::WorkloadEntry(we) => we.labels.clone(),
+        _ => config.metadata.labels.clone(),
+    }
+}
+
+fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Computes hostnames from one snapshot and index, with what several hostnames share (a
+/// namespace's workloads) read once.
+struct HostBuilder<'a> {
+    snapshot: &'a Snapshot,
+    index: &'a Index,
+    admitted: Option<BTreeSet<String>>,
+    workloads: HashMap<String, Arc<Vec<(WorkloadEntry, bool)>>>,
+}
+
+impl<'a> HostBuilder<'a> {
+    fn new(snapshot: &'a Snapshot, index: &'a Index) -> HostBuilder<'a> {
+        HostBuilder {
+            snapshot,
+            index,
+            admitted: kube::namespace_filter(snapshot, &index.selectors),
+            workloads: HashMap::new(),
+        }
+    }
+
+    /// The service at `host` with its endpoints: the Kubernetes Service of that name when there is
+    /// one in a discovered namespace, else the first ServiceEntry (by namespace, then name) that
+    /// lists it.
+    fn host(&mut self, host: &str) -> Option<Built> {
+        self.kubernetes(host).or_else(|| {
+            let (ns, name) = self.index.claims.get(host)?.keys().next()?.clone();
+            let key = crate::config::ConfigKey {
+                kind: Kind::ServiceEntry,
+                namespace: ns,
+                name,
+            };
+            let config = self.snapshot.get(&key)?.config.clone();
+            let Spec::ServiceEntry(se) = &config.spec else {
+                return None;
+            };
+            Some(self.service_entry(&config, se, host))
+        })
+    }
+
+    fn kubernetes(&self, host: &str) -> Option<Built> {
+        let (ns, name) = kube::service_of_hostname(host, &self.index.domain_suffix)?;
+        if self.admitted.as_ref().is_some_and(|set| !set.contains(&ns)) {
+            return None;
+        }
+        let key = crate::config::ConfigKey {
+            kind: Kind::Service,
+            namespace: ns.clone(),
+            name: name.clone(),
+        };
+        let entry = self.snapshot.get(&key)?;
+        let slice_names = self.index.slices.get(&(ns.clone(), name));
+        let slices: Vec<&k8s_openapi::api::discovery::v1::EndpointSlice> = slice_names
+            .into_iter()
+            .flatten()
+            .filter_map(|slice| {
+                let key = crate::config::ConfigKey {
+                    kind: Kind::EndpointSlice,
+                    namespace: ns.clone(),
+                    name: slice.clone(),
+                };
+                match &self.snapshot.get(&key)?.config.spec {
+                    Spec::EndpointSlice(s) => Some(s.as_ref()),
+                    _ => None,
+                }
+            })
+            .collect();
+        kube::kubernetes_service(
+            self.snapshot,
+            &entry.config,
+            &slices,
+            &self.index.domain_suffix,
+        )
+    }
+
+    fn service_entry(&mut self, config: &Config, se: &ServiceEntry, host: &str) -> Built {
+        let ns = &config.metadata.namespace;
+        let source = format!("ServiceEntry/{ns}/{}", config.metadata.name);
+        let mut service = service_from_entry(se, host, ns, &source);
+        service.labels.clone_from(&config.metadata.labels);
+        let workloads = se.workload_selector.as_ref().map(|_| self.workloads_in(ns));
+        let endpoints = service
+            .ports
+            .iter()
+            .map(|port| {
+                let eps = endpoints_for(se, port, workloads.as_deref().map(Vec::as_slice));
+                (port.number, eps)
+            })
+            .collect();
+        (service, endpoints)
+    }
+
+    /// The WorkloadEntries and running pods of a namespace, each with whether it is ready.
+    fn workloads_in(&mut self, ns: &str) -> Arc<Vec<(WorkloadEntry, bool)>> {
+        if let Some(found) = self.workloads.get(ns) {
+            return found.clone();
+        }
+        let snapshot = self.snapshot;
+        let entries = snapshot
+            .list_namespace(Kind::WorkloadEntry, ns)
+            .filter_map(|e| match &e.config.spec {
+                Spec::WorkloadEntry(we) => Some((we.clone(), true)),
+                _ => None,
+            });
+        let pods = snapshot
+            .list_namespace(Kind::Pod, ns)
+            .filter_map(|e| kube::pod_workload(snapshot, &e.config));
+        let found: Arc<Vec<_>> = Arc::new(entries.chain(pods).collect());
+        self.workloads.insert(ns.to_string(), found.clone());
+        found
+    }
+}
+
+fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str) -> Service {
+    Service {
+        hostname: hostname.to_string(),
+        namespace: ns.to_string(),
+        ports: se
+            .ports
+            .iter()
+            .map(|p| ServicePort {
+                name: p.name.clone(),
+                number: p.number,
+                protocol: Protocol::parse(&p.protocol),
+                target_port: p.target_port,
+            })
+            .collect(),
+        addresses: se.addresses.clone(),
+        resolution: se.resolution,
+        location: se.location,
+        export_to: se.export_to.clone(),
+        source: source.to_string(),
+        subject_alt_names: se.subject_alt_names.clone(),
+        labels: BTreeMap::new(),
+    }
+}
+
+fn endpoint_from(we: &WorkloadEntry, port: &ServicePort, address: &str) -> Endpoint {
+    let number = we
+        .ports
+        .get(&port.name)
+        .copied()
+        .unwrap_or(if port.target_port != 0 {
+            port.target_port
+        } else {
+            port.number
+        });
+    Endpoint {
+        address: address.to_string(),
+        port: number,
+        labels: we.labels.clone(),
+        locality: we.locality.clone(),
+        weight: if we.weight == 0 { 1 } else { we.weight },
+        service_account: we.service_account.clone(),
+        network: we.network.clone(),
+        healthy: true,
+    }
+}
+
+/// A ServiceEntry's endpoints on `port`: its own, or the workloads of its namespace (each with
+/// whether it is ready) that its `workloadSelector` selects.
+fn endpoints_for(
+    se: &ServiceEntry,
+    port: &ServicePort,
+    workloads: Option<&[(WorkloadEntry, bool)]>,
+) -> Vec<Endpoint> {
+    let mut eps: Vec<Endpoint> = match (&se.workload_selector, workloads) {
+        (Some(selector), Some(workloads)) => workloads
+            .iter()
+            .filter(|(we, _)| !we.address.is_empty() && selects(&selector.labels, &we.labels))
+            .map(|(we, ready)| Endpoint {
+                healthy: *ready,
+                ..endpoint_from(we, port, &we.address)
+            })
+            .collect(),
+        _ => se
+            .endpoints
+            .iter()
+            .map(|we| endpoint_from(we, port, &we.address))
+            .collect(),
+    };
+    eps.sort();
+    eps.dedup();
+    eps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::kube::convert::IntoConfig;
+    use crate::store::{Change, Store};
+    use serde_json::{Value, json};
+
+    const SUFFIX: &str = "cluster.local";
+
+    fn kube<T: serde::de::DeserializeOwned + IntoConfig>(v: Value) -> Config {
+        serde_json::from_value::<T>(v)
+            .expect("a valid Kubernetes object")
+            .into_config()
+    }
+
+    fn istio(yaml: &str) -> Config {
+        let parsed = crate::config::parse_yaml(yaml, "default");
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        parsed.configs.into_iter().next().expect("one object")
+    }
+
+    /// Small deterministic pseudo-random numbers, so a failing sequence can be replayed.
+    struct Dice(u64);
+
+    impl Dice {
+        fn roll(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+    }
+
+    /// One version of object `slot` (0..12), or `None` to delete it. The objects fight over the
+    /// same hostnames, select the same workloads and point at the same pods and nodes, so every
+    /// path from a changed object to a hostname is exercised.
+    fn variant(slot: usize, dice: &mut Dice) -> Result<Config, crate::config::ConfigKey> {
+        let app = ["reviews", "ratings"][dice.roll(2)];
+        let host = ["reviews", "db.shop.svc.cluster.local", "ext.example.com"][dice.roll(3)];
+        let ip = format!("10.0.{}.{}", slot, dice.roll(3) + 1);
+        let ready = dice.roll(2) == 0;
+        let node = ["n1", "n2"][dice.roll(2)];
+        let pod = ["p1", "p2"][dice.roll(2)];
+        let pick = [["db", "web"], ["z1", "z2"], ["on", "off"]][slot % 3][dice.roll(2)];
+        let (kind, ns, name) = match slot {
+            0 | 1 => (Kind::ServiceEntry, "shop", ["se-a", "se-b"][slot]),
+            2 => (Kind::ServiceEntry, "edge", "se-c"),
+            3 | 4 => (Kind::WorkloadEntry, "shop", ["we1", "we2"][slot - 3]),
+            5 | 6 => (Kind::Pod, "shop", ["p1", "p2"][slot - 5]),
+            7 => (Kind::Service, "shop", "db"),
+            8 | 9 => (Kind::EndpointSlice, "shop", ["db-x", "db-y"][slot - 8]),
+            10 => (Kind::Node, "", node),
+            _ => (Kind::Namespace, "", "shop"),
+        };
+        if dice.roll(5) == 0 {
+            return Err(crate::config::ConfigKey {
+                kind,
+                namespace: ns.into(),
+                name: name.into(),
+            });
+        }
+        Ok(match kind {
+            Kind::ServiceEntry => {
+                let workloads = if dice.roll(2) == 0 {
+                    format!("workloadSelector: {{labels: {{app: {app}}}}}")
+                } else {
+                    format!("endpoints: [{{address: {ip}}}]")
+                };
+                istio(&format!(
+                    "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  hosts: [{host}, other-{slot}.example.com]\n  ports: [{{number: {}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  {workloads}\n",
+                    80 + dice.roll(2)
+                ))
+            }
+            Kind::WorkloadEntry => istio(&format!(
+                "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{address: {ip}, labels: {{app: {app}}}}}\n"
+            )),
+            Kind::Pod => kube::<k8s_openapi::api::core::v1::Pod>(json!({
+                "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+                "spec": {"nodeName": node, "serviceAccountName": app, "containers": []},
+                "status": {"phase": "Running", "podIP": ip,
+                    "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]},
+            })),
+            Kind::Service => kube::<k8s_openapi::api::core::v1::Service>(json!({
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"clusterIP": "10.96.0.9", "ports": [{"name": "tcp", "port": 5432 + dice.roll(2)}]},
+            })),
+            Kind::EndpointSlice => kube::<k8s_openapi::api::discovery::v1::EndpointSlice>(json!({
+                "metadata": {"name": name, "namespace": ns,
+                    "labels": {"kubernetes.io/service-name": pick}},
+                "addressType": "IPv4",
+                "ports": [{"name": "tcp", "port": 5432}],
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": ready},
+                    "targetRef": {"kind": "Pod", "name": pod, "namespace": ns}}],
+            })),
+            Kind::Node => kube::<k8s_openapi::api::core::v1::Node>(json!({
+                "metadata": {"name": name,
+                    "labels": {"topology.kubernetes.io/zone": pick}},
+            })),
+            _ => kube::<k8s_openapi::api::core::v1::Namespace>(json!({
+                "metadata": {"name": name, "labels": {"mesh": pick}},
+            })),
+        })
+    }
+
+    fn assert_same(incremental: &Registry, whole: &Registry, step: usize) {
+        assert!(
+            incremental.services == whole.services,
+            "services differ at step {step}: {:#?}\nagainst {:#?}",
+            incremental.services,
+            whole.services
+        );
+        assert!(
+            incremental.endpoints == whole.endpoints,
+            "endpoints differ at step {step}: {:#?}\nagainst {:#?}",
+            incremental.endpoints,
+            whole.endpoints
+        );
+        assert_eq!(
+            incremental.duplicate_hosts, whole.duplicate_hosts,
+            "step {step}"
+        );
+        assert_eq!(
+            incremental.ports_without_endpoints(),
+            whole.ports_without_endpoints(),
+            "step {step}"
+        );
+    }
+
+    /// Thousands of random changes, one or a few at a time: after each, the registry updated from
+    /// the changed objects equals the one built whole from the store, and so does what it reports
+    /// as changed. With and without discovery selectors.
+    #[test]
+    fn updates_agree_with_whole_rebuilds() {
+        let only_on: LabelSelector = serde_json::from_value(json!({"matchLabels": {"mesh": "on"}}))
+            .expect("a label selector");
+        for selectors in [Vec::new(), vec![only_on]] {
+            let mut dice = Dice(7);
+            let store = Store::default();
+            let mut snapshot = store.snapshot();
+            let mut registry = Registry::build_with(&snapshot, SUFFIX, &selectors);
+            for step in 0..3000 {
+                let changes: Vec<Change> = (0..1 + dice.roll(3))
+                    .map(|_| {
+                        let slot = dice.roll(12);
+                        match variant(slot, &mut dice) {
+                            Ok(config) => Change::Upsert(config),
+                            Err(key) => Change::Delete(key),
+                        }
+                    })
+                    .collect();
+                if std::env::var("REGISTRY_TRACE").is_ok() {
+                    for c in &changes {
+                        match c {
+                            Change::Upsert(c) => eprintln!("{step} upsert {:?}", c),
+                            Change::Delete(k) => eprintln!("{step} delete {k}"),
+                        }
+                    }
+                }
+                store.apply(changes);
+                let next = store.snapshot();
+                let (updated, delta) = registry.update(&snapshot, &next, SUFFIX, &selectors);
+                let whole = Registry::build_with(&next, SUFFIX, &selectors);
+                assert_same(&updated, &whole, step);
+                assert_eq!(delta, registry.delta(&whole), "step {step}");
+                registry = updated;
+                snapshot = next;
+            }
+            assert!(!registry.services.is_empty());
+        }
+    }
+
+    /// An update that changes nothing the registry reads keeps it as it was, and reports nothing.
+    #[test]
+    fn unrelated_changes_leave_the_registry_alone() {
+        let store = Store::default();
+        store.apply(vec![Change::Upsert(istio(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.0.0.1}]}\n",
+        ))]);
+        let before = store.snapshot();
+        let registry = Registry::build(&before, SUFFIX);
+        store.apply(vec![Change::Upsert(istio(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], http: [{route: [{destination: {host: a.example.com}}]}]}\n",
+        ))]);
+        let (updated, delta) = registry.update(&before, &store.snapshot(), SUFFIX, &[]);
+        assert_eq!(delta, RegistryDelta::default());
+        assert!(updated.services.ptr_eq(&registry.services));
+        assert!(updated.endpoints.ptr_eq(&registry.endpoints));
+    }
+}
