@@ -80,7 +80,7 @@ fn generators(c: &mut Criterion) {
                             TypeUrl::Endpoint => {
                                 generate::generate(&ctx, &proxy, &scope, TypeUrl::Cluster, None)
                                     .iter()
-                                    .map(|r| r.name.clone())
+                                    .map(|r| r.name.to_string())
                                     .collect()
                             }
                             TypeUrl::Route => ["80".to_string(), "9000".to_string()].into(),

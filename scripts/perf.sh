@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs a release daemon on a fresh config directory and `rudder-loadgen` against it, as
 # docs/performance.md does: scripts/perf.sh PROXIES [more loadgen flags, e.g. --replay].
-# The mesh is 5,000 services in 50 Sidecar-scoped namespaces. Build first: cargo build --release
+# The mesh is 5,000 services in 50 Sidecar-scoped namespaces; with UNSCOPED=1, the load generator's
+# own shape (1,000 services in 10 namespaces, no Sidecar) unless flags say otherwise. Later flags
+# override earlier ones. Build first: cargo build --release
 set -euo pipefail
 proxies=$1
 shift
@@ -16,9 +18,10 @@ bin="$(dirname "$0")/../target/release/rudder"
 daemon=$!
 sleep 2
 status=0
+shape=(--services 5000 --namespaces 50 --sidecar-scope)
+if [[ "${UNSCOPED:-0}" == 1 ]]; then shape=(); fi
 "$bin-loadgen" --xds-addr 127.0.0.1:35010 --monitoring-addr 127.0.0.1:35014 \
-  --config-dir "$work/cfg" --services 5000 --namespaces 50 --sidecar-scope \
-  --proxies "$proxies" "$@" || status=$?
+  --config-dir "$work/cfg" "${shape[@]}" --proxies "$proxies" "$@" || status=$?
 kill "$daemon"
 wait "$daemon" 2>/dev/null || true
 exit "$status"

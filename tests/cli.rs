@@ -244,6 +244,38 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         "{out}"
     );
 
+    // The realistic mesh (VirtualServices, DestinationRules with subsets, AuthorizationPolicies,
+    // Gateways) is valid config, and the results come out as JSON too.
+    let json = dir.path().join("results.json");
+    let (code, out, err) = loadgen(&["--realistic", "--json", &json.to_string_lossy()]);
+    assert_eq!(code, 0, "{out}{err}");
+    for counted in [
+        "rudder_config_files_invalid",
+        "rudder_config_file_errors",
+        "rudder_config_unhonoured_fields",
+    ] {
+        assert_eq!(common::metric(&d, counted), 0.0, "{counted}");
+    }
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON results")).unwrap();
+    assert_eq!(results["proxies"], 40);
+    assert_eq!(results["realistic"], true);
+    assert!(results["endpoint_push_from_push_start"]["samples"].as_u64() > Some(0));
+    assert!(results["daemon_rss_mib"].as_f64() > Some(0.0));
+    // ... which the plot script draws.
+    let svg = dir.path().join("plot.svg");
+    let plotted = std::process::Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/plot.py"))
+        .args([&svg, &json])
+        .output()
+        .expect("run scripts/plot.py");
+    assert!(plotted.status.success(), "{plotted:?}");
+    let svg = std::fs::read_to_string(&svg).expect("the SVG");
+    assert!(
+        svg.starts_with("<svg") && svg.matches("<polyline").count() == 3,
+        "{svg}"
+    );
+
     let (code, out, err) = loadgen(&["--replay", "--delta-percent", "0", "--grpc-percent", "0"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("mode: replay baseline"), "{out}");

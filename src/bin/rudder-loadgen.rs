@@ -32,7 +32,7 @@ const DELTA_METHOD: &str =
 /// Opens many real ADS streams against a running `rudder serve`, drives config churn through its
 /// config directory, and reports convergence, throughput, memory and CPU.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "rudder-loadgen", version)]
+#[command(name = "rudder-loadgen", version, args_override_self = true)]
 pub struct LoadgenArgs {
     /// The daemon's plaintext xDS address.
     #[arg(long, default_value = "127.0.0.1:15010")]
@@ -67,6 +67,15 @@ pub struct LoadgenArgs {
     /// as production meshes scope visibility.
     #[arg(long)]
     pub sidecar_scope: bool,
+    /// A realistic mesh rather than bare ServiceEntries: per service a VirtualService (a header
+    /// match to a canary subset, a weighted split with retries and a timeout) and a
+    /// DestinationRule with two subsets and a traffic policy; endpoints labelled by version; an
+    /// AuthorizationPolicy per namespace; three ingress Gateways with VirtualServices bound to them.
+    #[arg(long)]
+    pub realistic: bool,
+    /// Also write the results as JSON to this file (`scripts/plot.py` draws them).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
     /// Measure the replay baseline instead of the daemon.
     #[arg(long)]
     pub replay: bool,
@@ -237,6 +246,9 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
             ));
         }
     }
+    if args.realistic {
+        realistic_policies(args, &mut y);
+    }
     for i in 0..args.services {
         let eps: Vec<String> = (0..args.endpoints_per_service)
             .map(|e| {
@@ -245,9 +257,21 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
                 } else {
                     10 + e
                 };
-                format!("{{address: 10.{}.{}.{last}}}", (i / 250) % 250, i % 250)
+                let labels = if args.realistic {
+                    format!(", labels: {{app: svc-{i}, version: v{}}}", 1 + e % 2)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{{address: 10.{}.{}.{last}{labels}}}",
+                    (i / 250) % 250,
+                    i % 250
+                )
             })
             .collect();
+        if args.realistic {
+            realistic_routing(args, i, &mut y);
+        }
         y.push_str(&format!(
             "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: svc-{i}, namespace: {}}}\nspec: {{hosts: [{}], ports: [{{number: {}, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{}]}}\n",
             ns(i, args.namespaces),
@@ -257,6 +281,49 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
         ));
     }
     y
+}
+
+/// Service `i`'s VirtualService and DestinationRule in the realistic mesh.
+fn realistic_routing(args: &LoadgenArgs, i: usize, y: &mut String) {
+    let (namespace, host) = (ns(i, args.namespaces), host(i, args.namespaces));
+    y.push_str(&format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: svc-{i}, namespace: {namespace}}}\nspec:\n  host: {host}\n  trafficPolicy:\n    connectionPool: {{http: {{http1MaxPendingRequests: 100, maxRequestsPerConnection: 10}}}}\n    outlierDetection: {{consecutive5xxErrors: 5, interval: 10s, baseEjectionTime: 30s}}\n  subsets:\n  - {{name: v1, labels: {{version: v1}}}}\n  - {{name: v2, labels: {{version: v2}}, trafficPolicy: {{loadBalancer: {{simple: LEAST_REQUEST}}}}}}\n"
+    ));
+    y.push_str(&format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: svc-{i}, namespace: {namespace}}}\nspec:\n  hosts: [{host}]\n  http:\n  - match: [{{headers: {{x-canary: {{exact: \"1\"}}}}}}]\n    route: [{{destination: {{host: {host}, subset: v2}}}}]\n  - match: [{{uri: {{prefix: /api/}}}}]\n    route:\n    - {{destination: {{host: {host}, subset: v1}}, weight: 90}}\n    - {{destination: {{host: {host}, subset: v2}}, weight: 10}}\n    retries: {{attempts: 3, perTryTimeout: 2s, retryOn: \"5xx,reset\"}}\n    timeout: 10s\n  - route: [{{destination: {{host: {host}, subset: v1}}}}]\n"
+    ));
+}
+
+/// The realistic mesh's namespace-wide AuthorizationPolicies, ingress Gateways and the
+/// VirtualServices bound to them (each exposing ten services).
+fn realistic_policies(args: &LoadgenArgs, y: &mut String) {
+    for n in 0..args.namespaces {
+        let namespace = ns(n, args.namespaces);
+        y.push_str(&format!(
+            "---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: allow-mesh, namespace: {namespace}}}\nspec:\n  action: ALLOW\n  rules:\n  - from: [{{source: {{namespaces: [{namespace}, load-0]}}}}]\n    to: [{{operation: {{methods: [GET, POST], paths: [/api/*, /healthz]}}}}]\n"
+        ));
+    }
+    let gateway_ns = ns(0, args.namespaces);
+    for g in 0..3 {
+        y.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: ingress-{g}, namespace: {gateway_ns}}}\nspec:\n  selector: {{istio: ingressgateway}}\n  servers: [{{port: {{number: {}, name: http-{g}, protocol: HTTP}}, hosts: [\"*.example{g}.com\"]}}]\n",
+            8080 + g
+        ));
+        let routes: Vec<String> = (0..10.min(args.services))
+            .map(|k| {
+                let i = g * 10 + k;
+                format!(
+                    "  - match: [{{uri: {{prefix: /svc-{i}/}}}}]\n    route: [{{destination: {{host: {}, port: {{number: {}}}}}}}]\n",
+                    host(i % args.services.max(1), args.namespaces),
+                    8000 + (i % args.services.max(1)) % 50
+                )
+            })
+            .collect();
+        y.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: ingress-{g}, namespace: {gateway_ns}}}\nspec:\n  hosts: [\"www.example{g}.com\"]\n  gateways: [ingress-{g}]\n  http:\n{}",
+            routes.concat()
+        ));
+    }
 }
 
 fn node(i: usize, args: &LoadgenArgs, grpc: bool) -> Option<Node> {
@@ -957,14 +1024,14 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         &mut bytes,
     )
     .await;
+    let synced_in = connect_start.elapsed().as_secs_f64();
     println!(
-        "proxies: {} ({} Envoy-like, {} gRPC), connected and synced {}/{} in {:.1}s",
+        "proxies: {} ({} Envoy-like, {} gRPC), connected and synced {}/{} in {synced_in:.1}s",
         args.proxies,
         envoy.len(),
         all.len() - envoy.len(),
         synced.len(),
         args.proxies,
-        connect_start.elapsed().as_secs_f64()
     );
     anyhow::ensure!(ok, "not every proxy synced");
     let before = scrape(args.monitoring_addr, "/metrics").await;
@@ -1128,11 +1195,35 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         metric(&after, "process_cpu_seconds_total"),
         metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
     );
+    let own_cpu = rudder::metrics::process_cpu_seconds() - own_cpu_before;
     println!(
-        "load generator: CPU {:.1} s during churn ({:.1} s of churn, settling included)",
-        rudder::metrics::process_cpu_seconds() - own_cpu_before,
-        churn
+        "load generator: CPU {own_cpu:.1} s during churn ({churn:.1} s of churn, settling included)"
     );
+    if let Some(path) = &args.json {
+        let summary = |v: &Vec<f64>| serde_json::json!({"p50_ms": ms(v, 0.5), "p99_ms": ms(v, 0.99), "samples": v.len()});
+        let report = serde_json::json!({
+            "mode": if args.replay { "replay" } else { "rudder" },
+            "proxies": args.proxies,
+            "services": args.services,
+            "namespaces": args.namespaces,
+            "sidecar_scope": args.sidecar_scope,
+            "realistic": args.realistic,
+            "delta_percent": args.delta_percent,
+            "grpc_percent": args.grpc_percent,
+            "connect_and_sync_s": synced_in,
+            "full_push_from_trigger": summary(&full_e2e),
+            "full_push_from_push_start": summary(&full_push),
+            "endpoint_push_from_write": summary(&eds_e2e),
+            "endpoint_push_from_push_start": summary(&eds_push),
+            "bytes_received_during_churn": bytes - bytes_before,
+            "daemon_rss_mib": metric(&after, "process_resident_memory_bytes") / 1048576.0,
+            "daemon_cpu_during_churn_s": metric(&after, "process_cpu_seconds_total")
+                - metric(&before, "process_cpu_seconds_total"),
+            "loadgen_cpu_during_churn_s": own_cpu,
+            "rss_over_time": rss.iter().map(|(t, m)| serde_json::json!({"s": t, "mib": m})).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+    }
     Ok(())
 }
 

@@ -15,7 +15,9 @@ const RESOURCES: u32 = 2;
 /// pushes that would change nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
-    pub name: String,
+    /// Shared: a Delta stream keeps the name of everything it sent, and thousands of streams
+    /// holding their own copy of every name cost hundreds of MiB.
+    pub name: Arc<str>,
     pub any: Any,
     pub version: String,
     /// The digest `version` is written from.
@@ -28,13 +30,13 @@ pub struct Resource {
 }
 
 impl Resource {
-    pub fn new(name: impl Into<String>, any: Any) -> Arc<Resource> {
+    pub fn new(name: impl AsRef<str>, any: Any) -> Arc<Resource> {
         let mut h = DefaultHasher::new();
         any.type_url.hash(&mut h);
         any.value.hash(&mut h);
         let digest = h.finish();
         Arc::new(Resource {
-            name: name.into(),
+            name: Arc::from(name.as_ref()),
             any,
             version: format!("{digest:016x}"),
             digest,
@@ -100,7 +102,7 @@ pub fn encode_delta_entry(r: &Resource) -> Bytes {
     use envoy_types::pb::envoy::service::discovery::v3::Resource as DeltaResource;
     use prost::Message;
     let entry = DeltaResource {
-        name: r.name.clone(),
+        name: r.name.to_string(),
         version: r.version.clone(),
         resource: Some(r.any.clone()),
         aliases: r.aliases.clone(),

@@ -588,7 +588,7 @@ mod tests {
             resources: resources[..2]
                 .iter()
                 .map(|r| DeltaResource {
-                    name: r.name.clone(),
+                    name: r.name.to_string(),
                     version: r.version.clone(),
                     resource: Some(r.any.clone()),
                     ..Default::default()

@@ -54,7 +54,7 @@ pub fn generate(
             None => all.iter().cloned().collect(),
             Some(n) => all
                 .iter()
-                .filter(|r| n.contains(&r.name))
+                .filter(|r| n.contains(&*r.name))
                 .cloned()
                 .collect(),
         }
@@ -113,7 +113,10 @@ pub fn generate(
                         ambient::index(ctx).lookup_address(name)
                     });
                     for r in found.iter() {
-                        by_name.entry(r.name.clone()).or_default().push(r.clone());
+                        by_name
+                            .entry(r.name.to_string())
+                            .or_default()
+                            .push(r.clone());
                     }
                 }
                 by_name

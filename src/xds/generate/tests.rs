@@ -370,7 +370,7 @@ fn listeners_follow_interception_mode() {
     let names = |p: &Proxy| -> Vec<String> {
         generate(&c, p, &c.scope(p), TypeUrl::Listener, None)
             .iter()
-            .map(|r| r.name.clone())
+            .map(|r| r.name.to_string())
             .collect()
     };
     assert_eq!(

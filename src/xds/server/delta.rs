@@ -18,7 +18,7 @@ pub(super) struct Delta {
     /// What the client holds, per type: name → version digest (a number, not the version text:
     /// thousands of Delta streams each hold every name they were sent). Hashed, not ordered: a
     /// push looks up every resource it considers, and ordered lookups compared strings.
-    sent: HashMap<TypeUrl, HashMap<String, u64, foldhash::fast::RandomState>>,
+    sent: HashMap<TypeUrl, HashMap<Arc<str>, u64, foldhash::fast::RandomState>>,
 }
 
 impl StreamHandler for Delta {
@@ -96,7 +96,7 @@ impl Delta {
             // Versions we did not write (another control plane's) never match: resent.
             sent.extend(req.initial_resource_versions.iter().map(|(name, version)| {
                 (
-                    name.clone(),
+                    Arc::from(name.as_str()),
                     Resource::parse_version(version).unwrap_or(u64::MAX),
                 )
             }));
@@ -144,7 +144,7 @@ impl Delta {
             });
         }
         for name in &req.resource_names_unsubscribe {
-            sent.remove(name);
+            sent.remove(name.as_str());
         }
         self.stream.publish();
         if first_for_type || !newly.is_empty() {
@@ -186,13 +186,13 @@ impl Delta {
             self.stream.count_unavailable_secrets(&explicit, resources);
         }
         let resend = match updated.as_deref_mut() {
-            Some(u) if type_url == TypeUrl::Endpoint => std::mem::take(&mut u.names),
-            _ => BTreeSet::new(),
+            Some(u) if type_url == TypeUrl::Endpoint => std::mem::take(u),
+            _ => UpdatedClusters::default(),
         };
         let sent = self.sent.entry(type_url).or_default();
         let changed: Vec<&Arc<Resource>> = resources
             .iter()
-            .filter(|r| sent.get(&r.name) != Some(&r.digest) || resend.contains(&r.name))
+            .filter(|r| sent.get(&*r.name) != Some(&r.digest) || resend.contains(&r.name))
             .collect();
         // What the client should drop: only a full list (not a push limited to some hosts) or
         // names asked for explicitly can tell. A resource found by an alias (ztunnel's lookup by
@@ -201,21 +201,20 @@ impl Delta {
         if only_hosts.is_none() || !explicit.is_empty() {
             let current: HashSet<&str, foldhash::fast::RandomState> = resources
                 .iter()
-                .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
-                .map(String::as_str)
+                .flat_map(|r| std::iter::once(&*r.name).chain(r.aliases.iter().map(String::as_str)))
                 .collect();
             if only_hosts.is_none() {
                 removed.extend(
                     sent.keys()
-                        .filter(|n| !current.contains(n.as_str()))
-                        .cloned(),
+                        .filter(|n| !current.contains(&***n))
+                        .map(|n| n.to_string()),
                 );
                 removed.sort_unstable();
             }
             removed.extend(
                 explicit
                     .into_iter()
-                    .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n)),
+                    .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n.as_str())),
             );
         }
         if changed.is_empty() && removed.is_empty() {
@@ -229,10 +228,10 @@ impl Delta {
             sent.insert(r.name.clone(), r.digest);
         }
         for name in &removed {
-            sent.remove(name);
+            sent.remove(name.as_str());
         }
         if let Some(u) = updated.filter(|_| type_url == TypeUrl::Cluster) {
-            u.names.extend(changed.iter().map(|r| r.name.clone()));
+            changed.iter().for_each(|r| u.add(&r.name));
         }
         if !self
             .stream

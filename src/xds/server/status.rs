@@ -174,7 +174,7 @@ fn ztunnel_dump(ctx: &PushContext, conn: &ConnectionStatus) -> serde_json::Value
             Some(&status.names),
         )
         .into_iter()
-        .map(|r| r.name.clone())
+        .map(|r| r.name.to_string())
         .collect();
         for (list, key) in [("workloads", "uid"), ("services", "hostname")] {
             if let Some(items) = dump[list].as_array_mut() {

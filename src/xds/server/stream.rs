@@ -14,7 +14,7 @@ use crate::xds::resource::{Resource, ResourceList};
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::{EncodedResponse, RequestStream};
 use envoy_types::pb::envoy::config::core::v3::Node;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -52,11 +52,29 @@ pub(super) trait StreamHandler: Send + Sized + 'static {
 }
 
 /// The clusters a push has sent so far: all of them (SotW responses carry every cluster) or these
-/// names (Delta sends only what changed).
+/// names (Delta sends only what changed), kept as hashes of the names: a collision only resends an
+/// assignment, and a full push of thousands of clusters to each Delta stream then neither copies
+/// every name nor compares names in a tree.
 #[derive(Default)]
 pub(super) struct UpdatedClusters {
     pub(super) all: bool,
-    pub(super) names: BTreeSet<String>,
+    names: HashSet<u64, foldhash::fast::RandomState>,
+}
+
+impl UpdatedClusters {
+    fn hash(name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        foldhash::fast::FixedState::default().hash_one(name)
+    }
+
+    pub(super) fn add(&mut self, name: &str) {
+        self.names.insert(Self::hash(name));
+    }
+
+    /// Whether cluster `name` was sent earlier in this push.
+    pub(super) fn contains(&self, name: &str) -> bool {
+        !self.names.is_empty() && self.names.contains(&Self::hash(name))
+    }
 }
 
 /// The watched types a push touches, in push order (CDS before EDS).
@@ -175,8 +193,7 @@ impl StreamState {
             };
             let known: std::collections::HashSet<&str> = resources
                 .iter()
-                .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases))
-                .map(String::as_str)
+                .flat_map(|r| std::iter::once(&*r.name).chain(r.aliases.iter().map(String::as_str)))
                 .collect();
             watch
                 .names
@@ -303,7 +320,7 @@ impl StreamState {
         got: &[Arc<Resource>],
     ) {
         for name in asked {
-            if !got.iter().any(|r| &r.name == name) {
+            if !got.iter().any(|r| *r.name == **name) {
                 self.server.refuse("secret_unavailable");
                 self.server.metrics.sds_errors.inc();
             }

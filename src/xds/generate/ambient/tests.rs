@@ -166,11 +166,11 @@ fn lookups_by_ip_answer_with_an_alias_and_a_vip_brings_its_workloads() {
     let idx = index(&store());
     let by_pod_ip = idx.lookup_address("/10.1.0.5");
     assert_eq!(by_pod_ip.len(), 1);
-    assert_eq!(by_pod_ip[0].name, "Kubernetes//Pod/amb/web-0");
+    assert_eq!(&*by_pod_ip[0].name, "Kubernetes//Pod/amb/web-0");
     assert_eq!(by_pod_ip[0].aliases, ["/10.1.0.5"]);
 
     let by_vip = idx.lookup_address("/10.96.0.10");
-    let names: Vec<&str> = by_vip.iter().map(|r| r.name.as_str()).collect();
+    let names: Vec<&str> = by_vip.iter().map(|r| &*r.name).collect();
     assert_eq!(
         names,
         [
