@@ -281,9 +281,21 @@ pub fn https_request(
         body.len()
     );
     tls.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
-    // A server may answer (413) before reading a large body; the answer is what matters then.
-    let _ = tls.write_all(body);
+    // A server may answer (413) before reading a large body and close; the answer is what
+    // matters then. It is read without writing: the TLS records of the unsent body are still
+    // queued, and a plain read would try to send them first and fail on the closed socket.
     let mut raw = Vec::new();
+    if tls.write_all(body).is_err() {
+        let (conn, sock) = (&mut tls.conn, &mut tls.sock);
+        while conn.read_tls(sock).is_ok_and(|n| n > 0) && conn.process_new_packets().is_ok() {
+            let _ = conn.reader().read_to_end(&mut raw);
+        }
+        return if raw.is_empty() {
+            Err("the server closed without answering".into())
+        } else {
+            Ok(parse_response(&raw))
+        };
+    }
     if let Err(e) = tls.read_to_end(&mut raw)
         && raw.is_empty()
     {
