@@ -10,10 +10,12 @@ use rudder::config::parse_yaml;
 use rudder::model::mesh::MeshSettings;
 use rudder::source::file::{FileSource, check_text};
 use rudder::store::{Change, Store};
+use rudder::xds::context::PushContext;
 use rudder::xds::generate;
 use rudder::xds::proxy::Proxy;
 use rudder::xds::types::TypeUrl;
 use std::hint::black_box;
+use std::sync::Arc;
 
 /// The daemon's allocator, so allocation-heavy work (a registry rebuild) costs what it costs there.
 #[global_allocator]
@@ -98,8 +100,9 @@ fn generators(c: &mut Criterion) {
 }
 
 /// One endpoint of one service moves: what the push loop does before any proxy is written to (the
-/// snapshot, the registry updated from it, and the decision of what to push), against rebuilding
-/// the registry whole as every push did before. The first should grow with the change, not the mesh.
+/// snapshot, the registry updated from it, the routing index kept, the decision of what to push and
+/// the new push context), against rebuilding the registry and routing index whole as every push did
+/// before. The first should grow with the change, not the mesh.
 fn one_change(c: &mut Criterion) {
     let mut group = c.benchmark_group("one-endpoint-change");
     group.sample_size(10);
@@ -114,14 +117,18 @@ fn one_change(c: &mut Criterion) {
         .configs;
         store.apply(moved.into_iter().map(Change::Upsert).collect());
         let kinds: std::collections::BTreeSet<_> = [rudder::config::Kind::ServiceEntry].into();
+        let mesh = MeshSettings::default();
+        let routing = Arc::new(rudder::xds::context::Routing::build(&before, &mesh));
         group.bench_function(BenchmarkId::new("incremental", n), |b| {
             b.iter(|| {
                 let snapshot = store.snapshot();
                 let (new, delta) = old.update(&before, &snapshot, "cluster.local", &[]);
                 assert_eq!(delta.eds_hosts.len(), 1);
-                black_box(rudder::xds::push::decide::decide(
-                    &kinds, false, delta, &new,
-                ))
+                let routing = routing.reuse_or_build(&before, &snapshot, &mesh);
+                let decision = rudder::xds::push::decide::decide(&kinds, false, delta, &new);
+                let context =
+                    PushContext::with_routing(2, snapshot, Arc::new(new), mesh.clone(), routing);
+                black_box((decision, context))
             })
         });
         group.bench_function(BenchmarkId::new("whole-rebuild", n), |b| {
@@ -129,9 +136,9 @@ fn one_change(c: &mut Criterion) {
                 let snapshot = store.snapshot();
                 let new = rudder::model::Registry::build(&snapshot, "cluster.local");
                 let delta = old.delta(&new);
-                black_box(rudder::xds::push::decide::decide(
-                    &kinds, false, delta, &new,
-                ))
+                let decision = rudder::xds::push::decide::decide(&kinds, false, delta, &new);
+                let context = PushContext::new(2, snapshot, Arc::new(new), mesh.clone());
+                black_box((decision, context))
             })
         });
     }

@@ -113,11 +113,8 @@ type ListKey = (TypeUrl, u64, u64);
 /// Signs the workload certificates a push context serves over SDS (none: the CA is not running).
 pub type Certificates = Option<Arc<dyn WorkloadCertificates>>;
 
-pub struct PushContext {
-    pub version: u64,
-    pub snapshot: Arc<Snapshot>,
-    pub registry: Arc<Registry>,
-    pub mesh: MeshSettings,
+/// The VirtualServices and DestinationRules of a snapshot, resolved and indexed by host.
+pub struct Routing {
     virtual_services: Vec<VsEntry>,
     /// VirtualServices bound to at least one gateway (other than `mesh`).
     pub gateway_virtual_services: Vec<GatewayVsEntry>,
@@ -129,6 +126,19 @@ pub struct PushContext {
     vs_wildcards: Vec<usize>,
     dr_by_host: HashMap<String, Vec<usize>>,
     dr_wildcards: Vec<usize>,
+    /// What the index was built under: another domain suffix or default exportTo rebuilds it.
+    domain_suffix: String,
+    default_export_to: Vec<String>,
+}
+
+pub struct PushContext {
+    pub version: u64,
+    pub snapshot: Arc<Snapshot>,
+    pub registry: Arc<Registry>,
+    pub mesh: MeshSettings,
+    /// VirtualServices and DestinationRules, indexed; shared with the previous context when
+    /// neither kind changed, so an endpoint push does not re-read every route.
+    pub routing: Arc<Routing>,
     /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
     /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
     cache: Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>,
@@ -228,13 +238,29 @@ fn delegate_for(
     }
 }
 
-impl PushContext {
-    pub fn new(
-        version: u64,
-        snapshot: Arc<Snapshot>,
-        registry: Arc<Registry>,
-        mesh: MeshSettings,
-    ) -> PushContext {
+impl Routing {
+    /// This index if it still holds for `new` (built from `old`): no VirtualService or
+    /// DestinationRule differs between the snapshots and the settings it read are the same; else
+    /// one built for `new`.
+    pub fn reuse_or_build(
+        self: &Arc<Routing>,
+        old: &Snapshot,
+        new: &Snapshot,
+        mesh: &MeshSettings,
+    ) -> Arc<Routing> {
+        let same = self.domain_suffix == mesh.domain_suffix
+            && self.default_export_to == mesh.default_virtual_service_export_to
+            && [Kind::VirtualService, Kind::DestinationRule]
+                .into_iter()
+                .all(|kind| new.changed_since(old, kind).is_empty());
+        if same {
+            self.clone()
+        } else {
+            Arc::new(Routing::build(new, mesh))
+        }
+    }
+
+    pub fn build(snapshot: &Snapshot, mesh: &MeshSettings) -> Routing {
         let suffix = mesh.domain_suffix.clone();
         // One pass: a VirtualService may serve the mesh (no gateways, or `mesh`), gateways, or both.
         let mut virtual_services: Vec<VsEntry> = Vec::new();
@@ -248,7 +274,7 @@ impl PushContext {
             let vs = if vs.http.iter().any(|r| r.delegate.is_some()) {
                 expanded = crate::model::delegate::expand(ns, vs, &suffix, &|name, d_ns| {
                     delegate_for(
-                        &snapshot,
+                        snapshot,
                         &mesh.default_virtual_service_export_to,
                         ns,
                         name,
@@ -328,11 +354,7 @@ impl PushContext {
                 dr_by_host.entry(d.host.clone()).or_default().push(i);
             }
         }
-        PushContext {
-            version,
-            snapshot,
-            registry,
-            mesh,
+        Routing {
             virtual_services,
             gateway_virtual_services,
             destination_rules,
@@ -340,6 +362,38 @@ impl PushContext {
             vs_wildcards,
             dr_by_host,
             dr_wildcards,
+            domain_suffix: suffix,
+            default_export_to: mesh.default_virtual_service_export_to.clone(),
+        }
+    }
+}
+
+impl PushContext {
+    pub fn new(
+        version: u64,
+        snapshot: Arc<Snapshot>,
+        registry: Arc<Registry>,
+        mesh: MeshSettings,
+    ) -> PushContext {
+        let routing = Arc::new(Routing::build(&snapshot, &mesh));
+        PushContext::with_routing(version, snapshot, registry, mesh, routing)
+    }
+
+    /// A context whose routing index was built (or kept) by the caller: it must be the one for
+    /// `snapshot` and `mesh` (`Routing::reuse_or_build`).
+    pub fn with_routing(
+        version: u64,
+        snapshot: Arc<Snapshot>,
+        registry: Arc<Registry>,
+        mesh: MeshSettings,
+        routing: Arc<Routing>,
+    ) -> PushContext {
+        PushContext {
+            version,
+            snapshot,
+            registry,
+            mesh,
+            routing,
             cache: Mutex::default(),
             inbound_by_ip: OnceLock::new(),
             listener_conflicts: Mutex::default(),
@@ -400,9 +454,14 @@ impl PushContext {
     /// (the oldest wins; `pilot_vservice_dup_domain`), and subset names repeated among the
     /// DestinationRules of one host in one namespace (`pilot_destrule_subsets`).
     pub fn conflicts(&self) -> Conflicts {
-        let duplicate_domains = self.vs_by_host.values().filter(|v| v.len() > 1).count();
+        let duplicate_domains = self
+            .routing
+            .vs_by_host
+            .values()
+            .filter(|v| v.len() > 1)
+            .count();
         let mut subsets: HashMap<(&str, &str, &str), usize> = HashMap::new();
-        for dr in &self.destination_rules {
+        for dr in &self.routing.destination_rules {
             for subset in &dr.spec.subsets {
                 *subsets
                     .entry((
@@ -555,16 +614,19 @@ impl PushContext {
                 namespace,
             )
         };
-        self.vs_by_host
+        let routing = &self.routing;
+        routing
+            .vs_by_host
             .get(hostname)
             .into_iter()
             .flatten()
-            .map(|&i| &self.virtual_services[i])
+            .map(|&i| &routing.virtual_services[i])
             .find(visible)
             .or_else(|| {
-                self.vs_wildcards
+                routing
+                    .vs_wildcards
                     .iter()
-                    .map(|&i| &self.virtual_services[i])
+                    .map(|&i| &routing.virtual_services[i])
                     .filter(visible)
                     .filter_map(|v| {
                         v.hosts
@@ -589,13 +651,14 @@ impl PushContext {
         proxy_labels: &BTreeMap<String, String>,
         service: &Service,
     ) -> Option<&DrEntry> {
-        let candidates: Vec<&DrEntry> = self
+        let routing = &self.routing;
+        let candidates: Vec<&DrEntry> = routing
             .dr_by_host
             .get(&service.hostname)
             .into_iter()
             .flatten()
-            .chain(&self.dr_wildcards)
-            .map(|&i| &self.destination_rules[i])
+            .chain(&routing.dr_wildcards)
+            .map(|&i| &routing.destination_rules[i])
             .filter(|d| {
                 exported_to(
                     &d.spec.export_to,
@@ -793,4 +856,39 @@ fn egress_allows(hosts: &[String], proxy_ns: &str, service: &Service) -> bool {
                 || h == service.hostname
                 || (h.starts_with('*') && host::subset_of(&service.hostname, h)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.0.0.1}]}\n";
+    const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], http: [{timeout: 5s, route: [{destination: {host: a.example.com}}]}]}\n";
+
+    /// The routing index is kept across an endpoint change and rebuilt when a VirtualService
+    /// changes, so a context never routes with a stale one.
+    #[test]
+    fn routing_is_reused_only_while_routes_are_unchanged() {
+        let mesh = MeshSettings::default();
+        let store = Store::from_yaml(&format!("{SE}---\n{VS}"));
+        let first = store.snapshot();
+        let routing = Arc::new(Routing::build(&first, &mesh));
+        store.apply_yaml(&SE.replace("10.0.0.1", "10.0.0.2"));
+        let second = store.snapshot();
+        let kept = routing.reuse_or_build(&first, &second, &mesh);
+        assert!(Arc::ptr_eq(&kept, &routing));
+        store.apply_yaml(&VS.replace("5s", "7s"));
+        let third = store.snapshot();
+        let rebuilt = kept.reuse_or_build(&second, &third, &mesh);
+        assert!(!Arc::ptr_eq(&rebuilt, &kept));
+        let timeout = |r: &Routing| r.virtual_services[0].spec.http[0].timeout;
+        assert_ne!(timeout(&rebuilt), timeout(&kept));
+        let other_suffix = MeshSettings {
+            domain_suffix: "example.internal".into(),
+            ..MeshSettings::default()
+        };
+        let resuffixed = rebuilt.reuse_or_build(&third, &third, &other_suffix);
+        assert!(!Arc::ptr_eq(&resuffixed, &rebuilt));
+    }
 }

@@ -221,7 +221,8 @@ fn bound_virtual_services<'a>(
     ctx: &'a PushContext,
     server: &BoundServer,
 ) -> Vec<(&'a GatewayVsEntry, Vec<String>)> {
-    ctx.gateway_virtual_services
+    ctx.routing
+        .gateway_virtual_services
         .iter()
         .filter(|vs| vs.gateways.contains(&server.gateway))
         .filter_map(|vs| {

@@ -82,6 +82,7 @@ pub struct Start {
     pub version: u64,
     pub snapshot: Arc<crate::store::Snapshot>,
     pub registry: Arc<Registry>,
+    pub routing: Arc<crate::xds::context::Routing>,
     pub certificates: Certificates,
     pub mesh: MeshSettings,
     /// The CA's trust bundle: a new one (a root rotation) pushes SDS (`ROOTCA`, and chains that
@@ -95,6 +96,7 @@ impl Start {
             version: initial.version,
             snapshot: initial.snapshot.clone(),
             registry: initial.registry.clone(),
+            routing: initial.routing.clone(),
             certificates: initial.certificates.clone(),
             mesh,
             roots: None,
@@ -127,6 +129,7 @@ pub async fn run(
         mut version,
         mut snapshot,
         mut registry,
+        mut routing,
         certificates,
         mesh,
         mut roots,
@@ -197,6 +200,9 @@ pub async fn run(
                 &next_mesh.discovery_selectors,
             );
             let next = Arc::new(next);
+            // Kept in step with `snapshot` in every round, pushed or not: the next round diffs
+            // from this snapshot.
+            routing = routing.reuse_or_build(&previous, &snapshot, &next_mesh);
             let Some(decision) = decide::decide(&kinds, lagged, delta, &next) else {
                 debug!(
                     ?kinds,
@@ -227,8 +233,14 @@ pub async fn run(
                 "pushing"
             );
             let init = Instant::now();
-            let context = PushContext::new(version, snapshot.clone(), next.clone(), next_mesh)
-                .with_certificates(certificates.clone());
+            let context = PushContext::with_routing(
+                version,
+                snapshot.clone(),
+                next.clone(),
+                next_mesh,
+                routing.clone(),
+            )
+            .with_certificates(certificates.clone());
             metrics
                 .push_context_init
                 .observe(init.elapsed().as_secs_f64());
