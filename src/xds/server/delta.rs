@@ -118,6 +118,7 @@ impl Delta {
         } else if !req.response_nonce.is_empty() {
             self.stream.server.metrics.expired_nonces.inc();
         }
+        let server = self.stream.server.clone();
         let watch = self.stream.watch_mut(type_url);
         let mut newly: BTreeSet<String> = BTreeSet::new();
         for name in &req.resource_names_subscribe {
@@ -136,12 +137,15 @@ impl Delta {
             watch.wildcard = false;
         }
         if !newly.is_empty() || !gone.is_empty() {
-            watch.edit_names(|names| {
-                names.extend(newly.iter().cloned());
-                for name in &gone {
-                    names.remove(name.as_str());
-                }
-            });
+            watch.edit_names(
+                |names| {
+                    names.extend(newly.iter().cloned());
+                    for name in &gone {
+                        names.remove(name.as_str());
+                    }
+                },
+                &server.shared_names,
+            );
         }
         for name in &req.resource_names_unsubscribe {
             sent.remove(name.as_str());

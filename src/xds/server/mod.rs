@@ -87,6 +87,8 @@ pub struct XdsServer {
     rate_limiter: Option<governor::DefaultDirectRateLimiter>,
     /// The connections of both gRPC ports, closed when idle (`XdsLimits::idle_timeout`).
     idle: Arc<idle::IdleConnections>,
+    /// Equal subscriptions of different streams, held once.
+    shared_names: status::SharedNames,
 }
 
 impl XdsServer {
@@ -108,6 +110,7 @@ impl XdsServer {
         });
         Arc::new(XdsServer {
             idle,
+            shared_names: status::SharedNames::default(),
             context: ArcSwap::from_pointee(initial),
             connections: Connections::default(),
             history: Mutex::default(),

@@ -95,14 +95,14 @@ impl Sotw {
             // A new subscription, or a reconnecting client telling us what it has.
             watch.wildcard = type_url.is_wildcard() && sotw.is_wildcard();
             if let Some(names) = names {
-                watch.set_names(names);
+                watch.set_names(names, &server.shared_names);
             }
             true
         } else if req.response_nonce != watch.nonce_sent {
             // Stale: the client had not seen our latest response. Only a new subscription list counts.
             server.metrics.expired_nonces.inc();
             if subscription_changed && !watch.wildcard {
-                watch.set_names(names.unwrap_or_default());
+                watch.set_names(names.unwrap_or_default(), &server.shared_names);
                 true
             } else {
                 false
@@ -122,7 +122,7 @@ impl Sotw {
             if subscription_changed && !wildcard {
                 self.stream
                     .watch_mut(type_url)
-                    .set_names(names.unwrap_or_default());
+                    .set_names(names.unwrap_or_default(), &server.shared_names);
                 true
             } else {
                 false

@@ -30,16 +30,18 @@ pub struct TypeStatus {
 }
 
 impl TypeStatus {
-    /// Replaces the subscribed names.
-    pub fn set_names(&mut self, names: BTreeSet<String>) {
+    /// Replaces the subscribed names, sharing an equal set another stream holds.
+    pub fn set_names(&mut self, names: BTreeSet<String>, shared: &SharedNames) {
         self.names = Arc::new(names);
         self.names_digest = names_digest(&self.names);
+        shared.share(&mut self.names, self.names_digest);
     }
 
-    /// Changes the subscribed names in place.
-    pub fn edit_names(&mut self, edit: impl FnOnce(&mut BTreeSet<String>)) {
+    /// Changes the subscribed names in place, then shares an equal set another stream holds.
+    pub fn edit_names(&mut self, edit: impl FnOnce(&mut BTreeSet<String>), shared: &SharedNames) {
         edit(Arc::make_mut(&mut self.names));
         self.names_digest = names_digest(&self.names);
+        shared.share(&mut self.names, self.names_digest);
     }
 
     /// What `istioctl proxy-status` calls the sync state.
@@ -52,6 +54,41 @@ impl TypeStatus {
             "SYNCED"
         } else {
             "STALE"
+        }
+    }
+}
+
+/// Subscribed-name sets shared between streams: the sidecars of a namespace subscribe to the same
+/// names, and each keeping its own copy of an unscoped mesh's thousands of names costs tens of KiB
+/// per stream. Sets are found by digest and compared before sharing; only weak references are
+/// kept, so a set lives as long as a stream holds it.
+#[derive(Default)]
+pub struct SharedNames {
+    sets: std::sync::Mutex<
+        std::collections::HashMap<
+            u64,
+            std::sync::Weak<BTreeSet<String>>,
+            foldhash::fast::FixedState,
+        >,
+    >,
+}
+
+impl SharedNames {
+    /// Replaces `names` (whose digest is `digest`) by an equal set already held elsewhere, or
+    /// offers it to the streams that come next.
+    fn share(&self, names: &mut Arc<BTreeSet<String>>, digest: u64) {
+        let mut sets = self.sets.lock().unwrap_or_else(|p| p.into_inner());
+        match sets.get(&digest).and_then(std::sync::Weak::upgrade) {
+            Some(held) if Arc::ptr_eq(&held, names) => {}
+            Some(held) if *held == **names => *names = held,
+            _ => {
+                // Sets no stream holds any more are dropped each time the table doubles, so it
+                // stays within twice the live sets.
+                if sets.len() >= 1024 && sets.len().is_power_of_two() {
+                    sets.retain(|_, set| set.strong_count() > 0);
+                }
+                sets.insert(digest, Arc::downgrade(names));
+            }
         }
     }
 }
@@ -203,20 +240,54 @@ mod tests {
     /// they subscribe to the same names.
     #[test]
     fn the_names_digest_follows_the_names() {
+        let shared = SharedNames::default();
         let mut w = TypeStatus::default();
-        w.set_names(["a".to_string(), "b".to_string()].into());
+        w.set_names(["a".to_string(), "b".to_string()].into(), &shared);
         let ab = w.names_digest;
         assert_eq!(ab, names_digest(&w.names));
-        w.edit_names(|n| {
-            n.remove("b");
-            n.insert("c".into());
-        });
+        w.edit_names(
+            |n| {
+                n.remove("b");
+                n.insert("c".into());
+            },
+            &shared,
+        );
         assert_ne!(w.names_digest, ab);
         assert_eq!(w.names_digest, names_digest(&w.names));
-        w.edit_names(|n| {
-            n.remove("c");
-            n.insert("b".into());
-        });
+        w.edit_names(
+            |n| {
+                n.remove("c");
+                n.insert("b".into());
+            },
+            &shared,
+        );
         assert_eq!(w.names_digest, ab);
+    }
+
+    /// Two streams subscribed to the same names hold one set; a stream that changes its names
+    /// gets its own, and the other keeps the set unchanged.
+    #[test]
+    fn equal_subscriptions_share_one_set() {
+        let shared = SharedNames::default();
+        let names = || -> BTreeSet<String> { (0..100).map(|i| format!("name-{i}")).collect() };
+        let (mut a, mut b) = (TypeStatus::default(), TypeStatus::default());
+        a.set_names(names(), &shared);
+        b.set_names(names(), &shared);
+        assert!(Arc::ptr_eq(&a.names, &b.names));
+        b.edit_names(
+            |n| {
+                n.insert("extra".into());
+            },
+            &shared,
+        );
+        assert!(!Arc::ptr_eq(&a.names, &b.names));
+        assert_eq!(*a.names, names());
+        a.edit_names(
+            |n| {
+                n.insert("extra".into());
+            },
+            &shared,
+        );
+        assert!(Arc::ptr_eq(&a.names, &b.names), "equal again: shared again");
     }
 }
