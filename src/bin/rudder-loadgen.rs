@@ -57,6 +57,11 @@ pub struct LoadgenArgs {
     /// Share of proxies that are proxyless gRPC clients (percent).
     #[arg(long, default_value_t = 10)]
     pub grpc_percent: usize,
+    /// Local addresses the proxies connect from, 127.0.0.1 up to 127.0.0.N, dealt round: one
+    /// source address has ~28,000 ephemeral ports, too few for 25,000 proxies and the
+    /// connections a previous run left in TIME_WAIT.
+    #[arg(long, default_value_t = 1)]
+    pub source_addresses: u8,
     /// ADS streams multiplexed on one HTTP/2 connection.
     #[arg(long, default_value_t = 1)]
     pub streams_per_connection: usize,
@@ -324,6 +329,18 @@ fn realistic_policies(args: &LoadgenArgs, y: &mut String) {
             routes.concat()
         ));
     }
+}
+
+/// A lazily connected channel to `target` from local address `source`.
+fn channel_from(target: SocketAddr, source: std::net::Ipv4Addr) -> anyhow::Result<Channel> {
+    let connect = tower::service_fn(move |_: tonic::codegen::http::Uri| async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(source.into(), 0))?;
+        let stream = socket.connect(target).await?;
+        stream.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+    });
+    Ok(Channel::from_shared(format!("http://{target}"))?.connect_with_connector_lazy(connect))
 }
 
 fn node(i: usize, args: &LoadgenArgs, grpc: bool) -> Option<Node> {
@@ -972,7 +989,13 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     for i in 0..args.proxies {
         if i % args.streams_per_connection.max(1) == 0 || channel.is_none() {
             // Lazy: every proxy connects at once, as a fleet restarting would.
-            channel = Some(Channel::from_shared(format!("http://{target}"))?.connect_lazy());
+            let source = std::net::Ipv4Addr::new(
+                127,
+                0,
+                0,
+                1 + (i % usize::from(args.source_addresses.max(1))) as u8,
+            );
+            channel = Some(channel_from(target, source)?);
         }
         let ch = channel.clone().unwrap_or_else(|| unreachable!());
         // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
