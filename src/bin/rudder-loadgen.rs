@@ -81,6 +81,9 @@ pub struct LoadgenArgs {
     /// Also write the results as JSON to this file (`scripts/plot.py` draws them).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Only endpoint pushes, no full pushes: to measure or profile the endpoint path alone.
+    #[arg(long)]
+    pub endpoint_only: bool,
     /// Measure the replay baseline instead of the daemon.
     #[arg(long)]
     pub replay: bool,
@@ -1094,14 +1097,24 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             ));
         }
         settle(&mut rx, quiet, &mut bytes).await;
+        // The mesh keeps the services of `churn` full pushes; with `--endpoint-only`, none.
+        let churn = if args.endpoint_only && trigger.is_none() {
+            0
+        } else {
+            k
+        };
         // Full push: a new service every Envoy-like proxy must learn about.
         let t0 = Instant::now();
         if let Some(trigger) = &trigger {
             let _ = trigger.send(k as u64);
-        } else {
-            std::fs::write(&file, mesh_yaml(&args, k, k - 1))?;
+        } else if churn > 0 {
+            std::fs::write(&file, mesh_yaml(&args, churn, k - 1))?;
         }
-        let (got, ok) = collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes).await;
+        let (got, ok) = if churn > 0 || trigger.is_some() {
+            collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes).await
+        } else {
+            (HashMap::new(), true)
+        };
         anyhow::ensure!(
             ok,
             "full push {k}: only {}/{} proxies converged",
@@ -1125,7 +1138,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
         settle(&mut rx, quiet, &mut bytes).await;
         let t0 = Instant::now();
-        std::fs::write(&file, mesh_yaml(&args, k, k))?;
+        std::fs::write(&file, mesh_yaml(&args, churn, k))?;
         let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
         let (got, ok) = collect(
             &mut rx,

@@ -115,6 +115,17 @@ async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics
                 debug!(namespace = %ns, "root cert ConfigMap already exists");
                 continue;
             }
+            // The namespace is being deleted, and our watch of Namespaces has not said so yet
+            // (its ConfigMap's deletion can arrive first: watches of two kinds keep no order
+            // between them). Nothing to write; the Namespace event follows.
+            Err(kube::Error::Api(e))
+                if existing.is_none()
+                    && ((e.code == 403 && e.message.contains("being terminated"))
+                        || e.code == 404) =>
+            {
+                debug!(namespace = %ns, "namespace is going away; root cert ConfigMap not written");
+                continue;
+            }
             other => other,
         };
         match result {
