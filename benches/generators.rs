@@ -213,5 +213,104 @@ fn file_source(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, generators, one_change, store, file_source);
+/// A Kubernetes-sourced mesh of `n` Services in 10 namespaces, each with one EndpointSlice of
+/// three endpoints pointing at its three pods, as the Kubernetes source stores them.
+fn kubernetes_store(n: usize) -> Store {
+    use rudder::source::kube::convert::IntoConfig;
+    use serde_json::json;
+    let mut configs = Vec::new();
+    for i in 0..n {
+        let ns = format!("ns{}", i % 10);
+        let name = format!("svc{i}");
+        configs.push(
+            serde_json::from_value::<k8s_openapi::api::core::v1::Service>(json!({
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"clusterIP": format!("10.96.{}.{}", i / 250, i % 250),
+                    "selector": {"app": name}, "ports": [{"name": "http", "port": 80}]},
+            }))
+            .expect("a Service")
+            .into_config(),
+        );
+        let endpoints: Vec<serde_json::Value> = (0..3)
+            .map(|p| {
+                let pod = format!("{name}-{p}");
+                let ip = format!("10.{}.{}.{}", 1 + p, i / 250, i % 250);
+                configs.push(
+                    serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(json!({
+                        "metadata": {"name": pod, "namespace": ns, "labels": {"app": name}},
+                        "spec": {"nodeName": "node-1", "containers": []},
+                        "status": {"phase": "Running", "podIP": ip,
+                            "conditions": [{"type": "Ready", "status": "True"}]},
+                    }))
+                    .expect("a Pod")
+                    .into_config(),
+                );
+                json!({"addresses": [ip], "conditions": {"ready": true},
+                    "targetRef": {"kind": "Pod", "name": pod, "namespace": ns}})
+            })
+            .collect();
+        configs.push(slice(&ns, &name, endpoints));
+    }
+    let store = Store::default();
+    store.apply(configs.into_iter().map(Change::Upsert).collect());
+    store
+}
+
+fn slice(ns: &str, service: &str, endpoints: Vec<serde_json::Value>) -> rudder::config::Config {
+    use rudder::source::kube::convert::IntoConfig;
+    serde_json::from_value::<k8s_openapi::api::discovery::v1::EndpointSlice>(serde_json::json!({
+        "metadata": {"name": format!("{service}-abcde"), "namespace": ns,
+            "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080}],
+        "endpoints": endpoints,
+    }))
+    .expect("an EndpointSlice")
+    .into_config()
+}
+
+/// One EndpointSlice update (a pod of service 0 goes unready) in a Kubernetes-sourced mesh: the
+/// registry updated from it against rebuilt whole, as `one-endpoint-change` for ServiceEntries.
+fn one_slice_change(c: &mut Criterion) {
+    let mut group = c.benchmark_group("one-slice-change");
+    group.sample_size(10);
+    for n in [1000, 5000, 20000] {
+        let store = kubernetes_store(n);
+        let before = store.snapshot();
+        let old = rudder::model::Registry::build(&before, "cluster.local");
+        let endpoints = (0..3)
+            .map(|p| {
+                serde_json::json!({"addresses": [format!("10.{}.0.0", 1 + p)],
+                    "conditions": {"ready": p != 0},
+                    "targetRef": {"kind": "Pod", "name": format!("svc0-{p}"), "namespace": "ns0"}})
+            })
+            .collect();
+        store.apply(vec![Change::Upsert(slice("ns0", "svc0", endpoints))]);
+        group.bench_function(BenchmarkId::new("incremental", n), |b| {
+            b.iter(|| {
+                let (new, delta) = old.update(&before, &store.snapshot(), "cluster.local", &[]);
+                assert_eq!(delta.eds_hosts.len(), 1);
+                black_box(new)
+            })
+        });
+        group.bench_function(BenchmarkId::new("whole-rebuild", n), |b| {
+            b.iter(|| {
+                black_box(rudder::model::Registry::build(
+                    &store.snapshot(),
+                    "cluster.local",
+                ))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    generators,
+    one_change,
+    one_slice_change,
+    store,
+    file_source
+);
 criterion_main!(benches);
