@@ -116,7 +116,8 @@ impl Registry {
 
     /// The registry for `new`, from this one built for `old`: only hostnames fed by objects that
     /// differ between the two snapshots are recomputed. Changes of discovery selectors, the domain
-    /// suffix, namespaces (when selectors are set) or nodes rebuild it whole.
+    /// suffix, namespaces (when selectors are set) or nodes rebuild it whole, and so does an `old`
+    /// older than the store's change log reaches.
     pub fn update(
         &self,
         old: &Snapshot,
@@ -124,15 +125,33 @@ impl Registry {
         domain_suffix: &str,
         selectors: &[LabelSelector],
     ) -> (Registry, RegistryDelta) {
-        let whole = self.index.domain_suffix != domain_suffix
-            || self.index.selectors != selectors
-            || !new.changed_since(old, Kind::Node).is_empty()
-            || (!selectors.is_empty() && !new.changed_since(old, Kind::Namespace).is_empty());
-        if whole {
+        let changed = |kind| new.changed_since(old, kind);
+        let kinds = [
+            Kind::ServiceEntry,
+            Kind::EndpointSlice,
+            Kind::Service,
+            Kind::WorkloadEntry,
+            Kind::Pod,
+            Kind::Node,
+            Kind::Namespace,
+        ]
+        .map(|kind| changed(kind).map(|keys| (kind, keys)));
+        let changes: Option<HashMap<Kind, Vec<Key>>> = kinds.into_iter().collect();
+        let whole = match &changes {
+            None => true,
+            Some(c) => {
+                self.index.domain_suffix != domain_suffix
+                    || self.index.selectors != selectors
+                    || !c[&Kind::Node].is_empty()
+                    || (!selectors.is_empty() && !c[&Kind::Namespace].is_empty())
+            }
+        };
+        let (false, Some(mut changes)) = (whole, changes) else {
             let next = Registry::build_with(new, domain_suffix, selectors);
             let delta = self.delta(&next);
             return (next, delta);
-        }
+        };
+        let mut take = |kind: Kind| changes.remove(&kind).unwrap_or_default();
         let mut next = self.clone();
         let mut hosts: BTreeSet<String> = BTreeSet::new();
         let get = |s: &'_ Snapshot, kind: Kind, (ns, name): &Key| {
@@ -143,7 +162,7 @@ impl Registry {
             })
             .map(|e| e.config.clone())
         };
-        for key in new.changed_since(old, Kind::ServiceEntry) {
+        for key in take(Kind::ServiceEntry) {
             for (snapshot, weight) in [(old, -1), (new, 1)] {
                 if let Some(config) = get(snapshot, Kind::ServiceEntry, &key) {
                     hosts.extend(entry_hosts(&config, domain_suffix));
@@ -151,7 +170,7 @@ impl Registry {
                 }
             }
         }
-        for key in new.changed_since(old, Kind::EndpointSlice) {
+        for key in take(Kind::EndpointSlice) {
             if let Some(config) = get(old, Kind::EndpointSlice, &key) {
                 next.index.remove_slice(&config);
                 hosts.extend(slice_host(&config, domain_suffix));
@@ -161,11 +180,11 @@ impl Registry {
                 hosts.extend(slice_host(&config, domain_suffix));
             }
         }
-        for (ns, name) in new.changed_since(old, Kind::Service) {
+        for (ns, name) in take(Kind::Service) {
             hosts.insert(kube::service_hostname(&ns, &name, domain_suffix));
         }
         for kind in [Kind::WorkloadEntry, Kind::Pod] {
-            for key in new.changed_since(old, kind) {
+            for key in take(kind) {
                 let labels: Vec<BTreeMap<String, String>> = [old, new]
                     .into_iter()
                     .filter_map(|s| get(s, kind, &key))
@@ -270,22 +289,50 @@ impl Registry {
 
     /// Services whose endpoints differ between `self` and `other` (for EDS-only pushes).
     pub fn changed_endpoints(&self, other: &Registry) -> BTreeSet<String> {
-        self.endpoints
-            .diff(&other.endpoints)
-            .map(|d| match d {
-                imbl::ordmap::DiffItem::Add((host, _), _)
-                | imbl::ordmap::DiffItem::Remove((host, _), _)
-                | imbl::ordmap::DiffItem::Update {
-                    new: ((host, _), _),
-                    ..
-                } => host.clone(),
-            })
-            .collect()
+        // Both maps are ordered by the same key: walk them side by side. (Not imbl's `diff`,
+        // which skips shared subtrees and was found to miss changes.)
+        use std::cmp::Ordering;
+        let mut out = BTreeSet::new();
+        let mut old = self.endpoints.iter().peekable();
+        let mut new = other.endpoints.iter().peekable();
+        loop {
+            let order = match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((a, _)), Some((b, _))) => a.cmp(b),
+            };
+            match order {
+                Ordering::Less => {
+                    if let Some(((host, _), _)) = old.next() {
+                        out.insert(host.clone());
+                    }
+                }
+                Ordering::Greater => {
+                    if let Some(((host, _), _)) = new.next() {
+                        out.insert(host.clone());
+                    }
+                }
+                Ordering::Equal => {
+                    if let (Some(((host, _), a)), Some((_, b))) = (old.next(), new.next())
+                        && a != b
+                    {
+                        out.insert(host.clone());
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// True when the services themselves (not their endpoints) are identical.
     pub fn same_services(&self, other: &Registry) -> bool {
-        self.services.diff(&other.services).next().is_none()
+        self.services.len() == other.services.len()
+            && self
+                .services
+                .iter()
+                .zip(other.services.iter())
+                .all(|((h1, a), (h2, b))| h1 == h2 && (Arc::ptr_eq(a, b) || a == b))
     }
 }
 
@@ -701,13 +748,13 @@ mod tests {
 
     fn assert_same(incremental: &Registry, whole: &Registry, step: usize) {
         assert!(
-            incremental.services == whole.services,
+            incremental.services.iter().eq(whole.services.iter()),
             "services differ at step {step}: {:#?}\nagainst {:#?}",
             incremental.services,
             whole.services
         );
         assert!(
-            incremental.endpoints == whole.endpoints,
+            incremental.endpoints.iter().eq(whole.endpoints.iter()),
             "endpoints differ at step {step}: {:#?}\nagainst {:#?}",
             incremental.endpoints,
             whole.endpoints

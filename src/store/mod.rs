@@ -32,7 +32,14 @@ type NameMap = imbl::OrdMap<(String, String), Entry>;
 pub struct Snapshot {
     revision: u64,
     kinds: imbl::OrdMap<Kind, NameMap>,
+    /// The keys written at each recent revision, so a reader holding an older snapshot finds what
+    /// changed since without comparing the stores (`changed_since`). The oldest are dropped
+    /// beyond `CHANGE_LOG`.
+    changes: imbl::OrdMap<u64, ConfigKey>,
 }
+
+/// How many recent changes a snapshot remembers; a reader further behind rebuilds what it derives.
+const CHANGE_LOG: usize = 100_000;
 
 impl Snapshot {
     /// The store revision this snapshot reflects: every event with `revision <= this` is included.
@@ -65,20 +72,27 @@ impl Snapshot {
             .take_while(move |e| e.config.metadata.namespace == namespace)
     }
 
-    /// The (namespace, name) of every object of `kind` added, changed or removed since `older`,
-    /// found without visiting what the two snapshots share: the cost follows the changes, not the
-    /// store.
-    pub fn changed_since(&self, older: &Snapshot, kind: Kind) -> Vec<(String, String)> {
-        let empty = NameMap::default();
-        let old = older.kinds.get(&kind).unwrap_or(&empty);
-        let new = self.kinds.get(&kind).unwrap_or(&empty);
-        old.diff(new)
-            .map(|d| match d {
-                imbl::ordmap::DiffItem::Add(k, _)
-                | imbl::ordmap::DiffItem::Remove(k, _)
-                | imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k.clone(),
-            })
-            .collect()
+    /// The (namespace, name) of every object of `kind` added, changed or removed since `older`
+    /// (an earlier snapshot of the same store), read from the change log: the cost follows the
+    /// changes, not the store. `None` when `older` is further behind than the log reaches.
+    pub fn changed_since(&self, older: &Snapshot, kind: Kind) -> Option<Vec<(String, String)>> {
+        if older.revision >= self.revision {
+            return Some(Vec::new());
+        }
+        let reaches = self
+            .changes
+            .get_min()
+            .is_some_and(|(first, _)| *first <= older.revision + 1);
+        if !reaches {
+            return None;
+        }
+        let keys: std::collections::BTreeSet<(String, String)> = self
+            .changes
+            .range(older.revision + 1..=self.revision)
+            .filter(|(_, key)| key.kind == kind)
+            .map(|(_, key)| (key.namespace.clone(), key.name.clone()))
+            .collect();
+        Some(keys.into_iter().collect())
     }
 
     pub fn len(&self) -> usize {
@@ -206,6 +220,7 @@ impl Store {
                     let old_version = old.map(|e| e.version);
                     next.revision += 1;
                     let version = next.revision;
+                    next.changes.insert(version, key.clone());
                     names.insert(
                         name_key,
                         Entry {
@@ -233,6 +248,7 @@ impl Store {
                         continue;
                     };
                     next.revision += 1;
+                    next.changes.insert(next.revision, key.clone());
                     events.push(Event {
                         key,
                         kind: EventKind::Deleted,
@@ -245,6 +261,12 @@ impl Store {
         }
         if events.is_empty() {
             return events;
+        }
+        while next.changes.len() > CHANGE_LOG {
+            let Some((oldest, _)) = next.changes.get_min().map(|(r, k)| (*r, k.clone())) else {
+                break;
+            };
+            next.changes.remove(&oldest);
         }
         self.current.store(Arc::new(next));
         for event in &events {

@@ -252,7 +252,10 @@ impl Routing {
             && self.default_export_to == mesh.default_virtual_service_export_to
             && [Kind::VirtualService, Kind::DestinationRule]
                 .into_iter()
-                .all(|kind| new.changed_since(old, kind).is_empty());
+                .all(|kind| {
+                    new.changed_since(old, kind)
+                        .is_some_and(|keys| keys.is_empty())
+                });
         if same {
             self.clone()
         } else {
