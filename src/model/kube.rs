@@ -69,12 +69,7 @@ pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
 
 /// A node by name (for localities). Nodes are cluster-scoped: stored without a namespace.
 pub fn node<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a Node> {
-    let key = crate::config::ConfigKey {
-        kind: Kind::Node,
-        namespace: String::new(),
-        name: name.to_string(),
-    };
-    match &snapshot.get(&key)?.config.spec {
+    match &snapshot.get_named(Kind::Node, "", name)?.config.spec {
         Spec::Node(n) => Some(n.as_ref()),
         _ => None,
     }
@@ -213,12 +208,9 @@ pub fn kubernetes_service(
         })
         .unwrap_or_default();
     let pod = |r: &k8s_openapi::api::core::v1::ObjectReference| -> Option<&Pod> {
-        let key = crate::config::ConfigKey {
-            kind: Kind::Pod,
-            namespace: r.namespace.clone().unwrap_or_else(|| ns.clone()),
-            name: r.name.clone().unwrap_or_default(),
-        };
-        match &snapshot.get(&key)?.config.spec {
+        let namespace = r.namespace.as_deref().unwrap_or(ns);
+        let name = r.name.as_deref().unwrap_or_default();
+        match &snapshot.get_named(Kind::Pod, namespace, name)?.config.spec {
             Spec::Pod(p) => Some(p.as_ref()),
             _ => None,
         }

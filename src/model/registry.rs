@@ -125,28 +125,13 @@ impl Registry {
         domain_suffix: &str,
         selectors: &[LabelSelector],
     ) -> (Registry, RegistryDelta) {
-        let changed = |kind| new.changed_since(old, kind);
-        let kinds = [
-            Kind::ServiceEntry,
-            Kind::EndpointSlice,
-            Kind::Service,
-            Kind::WorkloadEntry,
-            Kind::Pod,
-            Kind::Node,
-            Kind::Namespace,
-        ]
-        .map(|kind| changed(kind).map(|keys| (kind, keys)));
-        let changes: Option<HashMap<Kind, Vec<Key>>> = kinds.into_iter().collect();
-        let whole = match &changes {
-            None => true,
-            Some(c) => {
-                self.index.domain_suffix != domain_suffix
-                    || self.index.selectors != selectors
-                    || !c[&Kind::Node].is_empty()
-                    || (!selectors.is_empty() && !c[&Kind::Namespace].is_empty())
-            }
-        };
-        let (false, Some(mut changes)) = (whole, changes) else {
+        let changes = new.changes_since(old).filter(|c| {
+            self.index.domain_suffix == domain_suffix
+                && self.index.selectors == selectors
+                && !c.contains_key(&Kind::Node)
+                && (selectors.is_empty() || !c.contains_key(&Kind::Namespace))
+        });
+        let Some(mut changes) = changes else {
             let next = Registry::build_with(new, domain_suffix, selectors);
             let delta = self.delta(&next);
             return (next, delta);
@@ -155,12 +140,7 @@ impl Registry {
         let mut next = self.clone();
         let mut hosts: BTreeSet<String> = BTreeSet::new();
         let get = |s: &'_ Snapshot, kind: Kind, (ns, name): &Key| {
-            s.get(&crate::config::ConfigKey {
-                kind,
-                namespace: ns.clone(),
-                name: name.clone(),
-            })
-            .map(|e| e.config.clone())
+            s.get_named(kind, ns, name).map(|e| e.config.clone())
         };
         for key in take(Kind::ServiceEntry) {
             for (snapshot, weight) in [(old, -1), (new, 1)] {
@@ -481,13 +461,12 @@ impl<'a> HostBuilder<'a> {
     /// lists it.
     fn host(&mut self, host: &str) -> Option<Built> {
         self.kubernetes(host).or_else(|| {
-            let (ns, name) = self.index.claims.get(host)?.keys().next()?.clone();
-            let key = crate::config::ConfigKey {
-                kind: Kind::ServiceEntry,
-                namespace: ns,
-                name,
-            };
-            let config = self.snapshot.get(&key)?.config.clone();
+            let (ns, name) = self.index.claims.get(host)?.keys().next()?;
+            let config = self
+                .snapshot
+                .get_named(Kind::ServiceEntry, ns, name)?
+                .config
+                .clone();
             let Spec::ServiceEntry(se) = &config.spec else {
                 return None;
             };
@@ -500,23 +479,18 @@ impl<'a> HostBuilder<'a> {
         if self.admitted.as_ref().is_some_and(|set| !set.contains(&ns)) {
             return None;
         }
-        let key = crate::config::ConfigKey {
-            kind: Kind::Service,
-            namespace: ns.clone(),
-            name: name.clone(),
-        };
-        let entry = self.snapshot.get(&key)?;
+        let entry = self.snapshot.get_named(Kind::Service, &ns, &name)?;
         let slice_names = self.index.slices.get(&(ns.clone(), name));
         let slices: Vec<&k8s_openapi::api::discovery::v1::EndpointSlice> = slice_names
             .into_iter()
             .flatten()
             .filter_map(|slice| {
-                let key = crate::config::ConfigKey {
-                    kind: Kind::EndpointSlice,
-                    namespace: ns.clone(),
-                    name: slice.clone(),
-                };
-                match &self.snapshot.get(&key)?.config.spec {
+                match &self
+                    .snapshot
+                    .get_named(Kind::EndpointSlice, &ns, slice)?
+                    .config
+                    .spec
+                {
                     Spec::EndpointSlice(s) => Some(s.as_ref()),
                     _ => None,
                 }

@@ -8,6 +8,7 @@
 
 use crate::config::{Config, ConfigKey, Kind};
 use arc_swap::ArcSwap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
@@ -33,7 +34,7 @@ pub struct Snapshot {
     revision: u64,
     kinds: imbl::OrdMap<Kind, NameMap>,
     /// The keys written at each recent revision, so a reader holding an older snapshot finds what
-    /// changed since without comparing the stores (`changed_since`). The oldest are dropped
+    /// changed since without comparing the stores (`changes_since`). The oldest are dropped
     /// beyond `CHANGE_LOG`.
     changes: imbl::OrdMap<u64, ConfigKey>,
 }
@@ -48,9 +49,14 @@ impl Snapshot {
     }
 
     pub fn get(&self, key: &ConfigKey) -> Option<&Entry> {
+        self.get_named(key.kind, &key.namespace, &key.name)
+    }
+
+    /// The object of `kind` named `namespace/name` (namespace empty for cluster-scoped kinds).
+    pub fn get_named(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Entry> {
         self.kinds
-            .get(&key.kind)?
-            .get(&(key.namespace.clone(), key.name.clone()))
+            .get(&kind)?
+            .get(&(namespace.to_string(), name.to_string()))
     }
 
     /// All objects of `kind`, ordered by namespace then name.
@@ -72,12 +78,16 @@ impl Snapshot {
             .take_while(move |e| e.config.metadata.namespace == namespace)
     }
 
-    /// The (namespace, name) of every object of `kind` added, changed or removed since `older`
-    /// (an earlier snapshot of the same store), read from the change log: the cost follows the
+    /// The (namespace, name) of every object added, changed or removed since `older` (an earlier
+    /// snapshot of the same store), by kind, read from the change log: the cost follows the
     /// changes, not the store. `None` when `older` is further behind than the log reaches.
-    pub fn changed_since(&self, older: &Snapshot, kind: Kind) -> Option<Vec<(String, String)>> {
+    pub fn changes_since(
+        &self,
+        older: &Snapshot,
+    ) -> Option<BTreeMap<Kind, BTreeSet<(String, String)>>> {
+        let mut changes: BTreeMap<Kind, BTreeSet<(String, String)>> = BTreeMap::new();
         if older.revision >= self.revision {
-            return Some(Vec::new());
+            return Some(changes);
         }
         let reaches = self
             .changes
@@ -86,13 +96,13 @@ impl Snapshot {
         if !reaches {
             return None;
         }
-        let keys: std::collections::BTreeSet<(String, String)> = self
-            .changes
-            .range(older.revision + 1..=self.revision)
-            .filter(|(_, key)| key.kind == kind)
-            .map(|(_, key)| (key.namespace.clone(), key.name.clone()))
-            .collect();
-        Some(keys.into_iter().collect())
+        for (_, key) in self.changes.range(older.revision + 1..=self.revision) {
+            changes
+                .entry(key.kind)
+                .or_default()
+                .insert((key.namespace.clone(), key.name.clone()));
+        }
+        Some(changes)
     }
 
     pub fn len(&self) -> usize {
@@ -263,7 +273,7 @@ impl Store {
             return events;
         }
         while next.changes.len() > CHANGE_LOG {
-            let Some((oldest, _)) = next.changes.get_min().map(|(r, k)| (*r, k.clone())) else {
+            let Some(oldest) = next.changes.get_min().map(|(revision, _)| *revision) else {
                 break;
             };
             next.changes.remove(&oldest);

@@ -250,12 +250,10 @@ impl Routing {
     ) -> Arc<Routing> {
         let same = self.domain_suffix == mesh.domain_suffix
             && self.default_export_to == mesh.default_virtual_service_export_to
-            && [Kind::VirtualService, Kind::DestinationRule]
-                .into_iter()
-                .all(|kind| {
-                    new.changed_since(old, kind)
-                        .is_some_and(|keys| keys.is_empty())
-                });
+            && new.changes_since(old).is_some_and(|changes| {
+                !changes.contains_key(&Kind::VirtualService)
+                    && !changes.contains_key(&Kind::DestinationRule)
+            });
         if same {
             self.clone()
         } else {
