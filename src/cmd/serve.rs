@@ -155,6 +155,10 @@ pub struct ServeArgs {
     /// Longest a change waits for the quiet period (istiod: PILOT_DEBOUNCE_MAX).
     #[arg(long, default_value = "10s", value_parser = parse_duration, env = "PILOT_DEBOUNCE_MAX")]
     pub debounce_max: Duration,
+    /// Whether changes to endpoints alone wait for the debounce like config changes (istiod:
+    /// PILOT_ENABLE_EDS_DEBOUNCE); false pushes them as they come.
+    #[arg(long, env = "PILOT_ENABLE_EDS_DEBOUNCE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_eds_debounce: bool,
     /// Proxies pushed to at once (istiod: PILOT_PUSH_THROTTLE); 0: the default.
     #[arg(long, default_value_t = 100, env = "PILOT_PUSH_THROTTLE")]
     pub push_concurrency: usize,
@@ -582,6 +586,7 @@ impl DaemonMetrics {
 const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_DEBOUNCE_AFTER",
     "PILOT_DEBOUNCE_MAX",
+    "PILOT_ENABLE_EDS_DEBOUNCE",
     "PILOT_PUSH_THROTTLE",
     "PILOT_MAX_REQUESTS_PER_SECOND",
     "ISTIO_GPRC_MAXRECVMSGSIZE",
@@ -963,6 +968,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let debounce = Debounce {
         quiet: args.debounce_after,
         max: args.debounce_max,
+        endpoints: args.enable_eds_debounce,
     };
     tasks.spawn(push::run(
         store.clone(),

@@ -16,7 +16,7 @@ use request::{PushRecord, PushRequest};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -33,6 +33,15 @@ pub struct Debounce {
     pub quiet: Duration,
     /// ...but never longer than this after the first change.
     pub max: Duration,
+    /// Whether changes to endpoints alone (EndpointSlices, pods) wait for the quiet period too
+    /// (istiod: PILOT_ENABLE_EDS_DEBOUNCE). Off, they are pushed as they come: under steady
+    /// churn there is never a quiet period, so every batch would otherwise wait `max`.
+    pub endpoints: bool,
+}
+
+/// Kinds whose changes alter only endpoints, which `Debounce::endpoints` off pushes at once.
+fn endpoint_kind(kind: &Kind) -> bool {
+    matches!(kind, Kind::EndpointSlice | Kind::Pod)
 }
 
 impl Default for Debounce {
@@ -40,6 +49,7 @@ impl Default for Debounce {
         Debounce {
             quiet: Duration::from_millis(100),
             max: Duration::from_secs(10),
+            endpoints: true,
         }
     }
 }
@@ -161,22 +171,41 @@ pub async fn run(
         let started = Instant::now();
         let mut quiet_until = started + debounce.quiet;
         let max_until = started + debounce.max;
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
-                ev = events.recv() => {
-                    match ev {
-                        Ok(ev) => {
-                            kinds.insert(ev.key.kind);
-                            if triggers.len() < 20 {
-                                triggers.push(format!("{:?} {}", ev.kind, ev.key));
-                            }
+        if !debounce.endpoints && kinds.iter().all(endpoint_kind) {
+            // Take what is already queued into this batch, without waiting for more.
+            loop {
+                match events.try_recv() {
+                    Ok(ev) => {
+                        kinds.insert(ev.key.kind);
+                        if triggers.len() < 20 {
+                            triggers.push(format!("{:?} {}", ev.kind, ev.key));
                         }
-                        Err(RecvError::Lagged(_)) => lagged = true,
-                        Err(RecvError::Closed) => return,
                     }
-                    quiet_until = Instant::now() + debounce.quiet;
+                    Err(TryRecvError::Lagged(_)) => lagged = true,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Closed) => return,
+                }
+            }
+        }
+        let debounced = debounce.endpoints || lagged || !kinds.iter().all(endpoint_kind);
+        if debounced {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
+                    ev = events.recv() => {
+                        match ev {
+                            Ok(ev) => {
+                                kinds.insert(ev.key.kind);
+                                if triggers.len() < 20 {
+                                    triggers.push(format!("{:?} {}", ev.kind, ev.key));
+                                }
+                            }
+                            Err(RecvError::Lagged(_)) => lagged = true,
+                            Err(RecvError::Closed) => return,
+                        }
+                        quiet_until = Instant::now() + debounce.quiet;
+                    }
                 }
             }
         }
