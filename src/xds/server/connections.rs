@@ -1,7 +1,9 @@
 //! The registry of connected streams and the push fan-out. Each stream has a one-slot mailbox (a
 //! new push merges into a pending one, so a proxy never has more than one push queued) and routing
 //! state derived from its subscriptions, which the fan-out reads to wake only the streams a partial
-//! push concerns. The debug status is published beside it and never read by the fan-out.
+//! push concerns. A partial push finds its streams through an index (the streams watching each
+//! type, and each service's endpoints), so its cost follows the streams it reaches, not the
+//! streams connected. The debug status is published beside it and never read by the fan-out.
 
 use super::status::{ConnectionStatus, Watches};
 use crate::xds::generate::util::parse_outbound_cluster;
@@ -55,7 +57,9 @@ impl Routing {
     /// A partial push matters only to streams watching one of its types, and for EDS an endpoint of
     /// a changed service; the fan-out does not even wake the others (a change to one service would
     /// otherwise wake every proxy of the mesh and queue the ones that need it behind the ones that
-    /// do not).
+    /// do not). The fan-out's index answers the same (`FanOutIndex::streams`); this is its
+    /// specification, which the tests hold it to.
+    #[cfg(test)]
     fn wants(&self, push: &PushRequest) -> bool {
         if push.full
             || push
@@ -101,6 +105,70 @@ impl Routing {
     }
 }
 
+/// Which streams watch which types, and which services' endpoints: the streams a partial push
+/// concerns, found without visiting the others.
+#[derive(Default)]
+struct FanOutIndex {
+    /// Streams by watched type, EDS aside.
+    by_type: HashMap<TypeUrl, HashSet<u64>>,
+    by_host: HashMap<String, HashSet<u64>>,
+    /// Streams watching every endpoint (a wildcard EDS subscription).
+    wildcard: HashSet<u64>,
+}
+
+impl FanOutIndex {
+    /// Moves stream `id` from the types of `old` to those of `new`.
+    fn retype(&mut self, id: u64, old: &BTreeSet<TypeUrl>, new: &BTreeSet<TypeUrl>) {
+        for t in old.difference(new) {
+            if let Some(ids) = self.by_type.get_mut(t) {
+                ids.remove(&id);
+            }
+        }
+        for t in new.difference(old) {
+            self.by_type.entry(*t).or_default().insert(id);
+        }
+    }
+
+    /// Moves stream `id` from the services of `old` to those of `new`.
+    fn reindex(&mut self, id: u64, old: &HashSet<String>, new: &HashSet<String>, wildcard: bool) {
+        for host in old.difference(new) {
+            if let Some(ids) = self.by_host.get_mut(host) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.by_host.remove(host);
+                }
+            }
+        }
+        for host in new.difference(old) {
+            self.by_host.entry(host.clone()).or_default().insert(id);
+        }
+        if wildcard {
+            self.wildcard.insert(id);
+        } else {
+            self.wildcard.remove(&id);
+        }
+    }
+
+    /// The streams a partial push concerns: those watching one of its types other than EDS, and
+    /// for EDS those watching an endpoint of a changed service (`Routing::wants`).
+    fn streams(&self, push: &PushRequest) -> HashSet<u64> {
+        let mut out = HashSet::new();
+        for t in &push.types {
+            if *t == TypeUrl::Endpoint {
+                out.extend(&self.wildcard);
+                for host in &push.eds_hosts {
+                    if let Some(ids) = self.by_host.get(host) {
+                        out.extend(ids);
+                    }
+                }
+            } else if let Some(ids) = self.by_type.get(t) {
+                out.extend(ids);
+            }
+        }
+        out
+    }
+}
+
 struct Entry {
     mailbox: Arc<Mailbox>,
     routing: Arc<Mutex<Routing>>,
@@ -111,6 +179,7 @@ struct Entry {
 #[derive(Default)]
 pub(super) struct Connections {
     entries: Mutex<HashMap<u64, Entry>>,
+    fan_out_index: Arc<Mutex<FanOutIndex>>,
     next_id: AtomicU64,
 }
 
@@ -120,12 +189,26 @@ pub(super) struct Registration {
     pub(super) mailbox: Arc<Mailbox>,
     routing: Arc<Mutex<Routing>>,
     status: Arc<Mutex<ConnectionStatus>>,
+    fan_out_index: Arc<Mutex<FanOutIndex>>,
 }
 
 impl Registration {
     /// Publishes the stream's subscriptions to the fan-out and to `/debug`.
     pub(super) fn publish(&self, watches: &Watches) {
-        lock(&self.routing).update(watches);
+        let mut routing = lock(&self.routing);
+        let (old, old_wildcard) = (routing.eds_hosts.clone(), routing.eds_wildcard);
+        let old_types = routing.types.clone();
+        routing.update(watches);
+        let hosts_changed =
+            !Arc::ptr_eq(&old, &routing.eds_hosts) || old_wildcard != routing.eds_wildcard;
+        if hosts_changed || old_types != routing.types {
+            let mut index = lock(&self.fan_out_index);
+            index.retype(self.id, &old_types, &routing.types);
+            if hosts_changed {
+                index.reindex(self.id, &old, &routing.eds_hosts, routing.eds_wildcard);
+            }
+        }
+        drop(routing);
         lock(&self.status).types = watches.clone();
     }
 }
@@ -161,22 +244,38 @@ impl Connections {
             mailbox,
             routing,
             status,
+            fan_out_index: self.fan_out_index.clone(),
         }
     }
 
     /// False when the stream was not registered.
     pub(super) fn unregister(&self, id: u64) -> bool {
-        lock(&self.entries).remove(&id).is_some()
+        let Some(entry) = lock(&self.entries).remove(&id) else {
+            return false;
+        };
+        let routing = lock(&entry.routing);
+        let mut index = lock(&self.fan_out_index);
+        index.retype(id, &routing.types, &BTreeSet::new());
+        index.reindex(id, &routing.eds_hosts, &HashSet::new(), false);
+        true
     }
 
     /// Queues `request` in the mailbox of every stream it concerns; returns how many streams
     /// are connected.
     pub(super) fn fan_out(&self, request: &PushRequest) -> usize {
+        if !request.full {
+            let streams = lock(&self.fan_out_index).streams(request);
+            let entries = lock(&self.entries);
+            for id in streams {
+                if let Some(entry) = entries.get(&id) {
+                    entry.mailbox.put(request);
+                }
+            }
+            return entries.len();
+        }
         let entries = lock(&self.entries);
         for entry in entries.values() {
-            if request.full || lock(&entry.routing).wants(request) {
-                entry.mailbox.put(request);
-            }
+            entry.mailbox.put(request);
         }
         entries.len()
     }
@@ -269,5 +368,91 @@ mod tests {
             ..Default::default()
         }));
         assert!(routing.wants(&push(false, &["z.ns.svc.cluster.local"])));
+    }
+
+    fn eds_watch(hosts: &[&str]) -> Watches {
+        watching(TypeStatus {
+            names: Arc::new(
+                hosts
+                    .iter()
+                    .map(|h| format!("outbound|80||{h}.ns.svc.cluster.local"))
+                    .collect(),
+            ),
+            ..Default::default()
+        })
+    }
+
+    /// The streams an endpoint push for `host` left mail for (taking it), checked against what
+    /// each stream's `Routing::wants`, for that push and for pushes of other types.
+    fn reached(streams: &[&Registration], host: &str, connections: &Connections) -> Vec<usize> {
+        let eds = push(false, &[&format!("{host}.ns.svc.cluster.local")]);
+        let mut address_and_eds = eds.clone();
+        address_and_eds.types.insert(TypeUrl::Address);
+        let mut secret = push(false, &[]);
+        secret.types.insert(TypeUrl::Secret);
+        let mut result = Vec::new();
+        for p in [secret, address_and_eds, eds] {
+            connections.fan_out(&p);
+            result = (0..streams.len())
+                .filter(|&i| streams[i].mailbox.take().is_some())
+                .collect();
+            let wanted: Vec<usize> = (0..streams.len())
+                .filter(|&i| {
+                    lock(&connections.entries).contains_key(&streams[i].id)
+                        && lock(&streams[i].routing).wants(&p)
+                })
+                .collect();
+            assert_eq!(result, wanted, "{p:?}");
+        }
+        result
+    }
+
+    #[test]
+    fn endpoint_pushes_follow_the_index_as_subscriptions_change() {
+        let connections = Connections::default();
+        let node = envoy_types::pb::envoy::config::core::v3::Node {
+            id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local".into(),
+            ..Default::default()
+        };
+        let proxy = Arc::new(Proxy::from_node(Some(&node)).unwrap());
+        let [a, b, c] = [0; 3].map(|_| connections.register(proxy.clone(), false));
+        a.publish(&eds_watch(&["x", "y"]));
+        b.publish(&eds_watch(&["y"]));
+        let streams = [&a, &b, &c];
+        assert_eq!(reached(&streams, "x", &connections), [0]);
+        assert_eq!(reached(&streams, "y", &connections), [0, 1]);
+        assert_eq!(reached(&streams, "z", &connections), Vec::<usize>::new());
+
+        // A new subscription moves the stream; a wildcard one reaches it for every service; other
+        // types are found by type.
+        a.publish(&eds_watch(&["z"]));
+        b.publish(&Arc::new(BTreeMap::from([
+            (
+                TypeUrl::Endpoint,
+                TypeStatus {
+                    names: eds_watch(&["y"])[&TypeUrl::Endpoint].names.clone(),
+                    ..Default::default()
+                },
+            ),
+            (TypeUrl::Address, TypeStatus::default()),
+            (TypeUrl::Secret, TypeStatus::default()),
+        ])));
+        c.publish(&watching(TypeStatus {
+            wildcard: true,
+            ..Default::default()
+        }));
+        assert_eq!(reached(&streams, "x", &connections), [2]);
+        assert_eq!(reached(&streams, "z", &connections), [0, 2]);
+
+        // A stream that leaves is no longer reached; a full push still reaches every stream.
+        assert!(connections.unregister(a.id));
+        assert_eq!(reached(&streams, "z", &connections), [2]);
+        assert!(
+            !lock(&connections.fan_out_index)
+                .by_host
+                .contains_key("z.ns.svc.cluster.local")
+        );
+        connections.fan_out(&push(true, &[]));
+        assert!(b.mailbox.take().is_some() && c.mailbox.take().is_some());
     }
 }
