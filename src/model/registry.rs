@@ -28,6 +28,9 @@ pub struct Registry {
     pub services: imbl::OrdMap<String, Arc<Service>>,
     /// (hostname, service port) → endpoints, sorted.
     pub endpoints: imbl::OrdMap<(String, u32), Arc<Vec<Endpoint>>>,
+    /// Endpoint address → (hostname, service port, endpoint port) of every endpoint there: what a
+    /// proxy at that address serves inbound, found without a scan of every endpoint.
+    pub by_address: imbl::OrdMap<String, imbl::OrdSet<(String, u32, u32)>>,
     /// ServiceEntry hosts dropped because another service already has the hostname (istiod's
     /// `pilot_duplicate_envoy_clusters` counts the clusters they would have made).
     pub duplicate_hosts: usize,
@@ -214,11 +217,27 @@ impl Registry {
     fn put(&mut self, host: &str, built: Option<Built>) {
         if let Some(old) = self.services.remove(host) {
             for port in &old.ports {
-                self.endpoints.remove(&(host.to_string(), port.number));
+                let Some(eps) = self.endpoints.remove(&(host.to_string(), port.number)) else {
+                    continue;
+                };
+                for e in eps.iter() {
+                    if let Some(at) = self.by_address.get_mut(&e.address) {
+                        at.remove(&(host.to_string(), port.number, e.port));
+                        if at.is_empty() {
+                            self.by_address.remove(&e.address);
+                        }
+                    }
+                }
             }
         }
         if let Some((service, endpoints)) = built {
             for (port, eps) in endpoints {
+                for e in &eps {
+                    self.by_address
+                        .entry(e.address.clone())
+                        .or_default()
+                        .insert((host.to_string(), port, e.port));
+                }
                 self.endpoints
                     .insert((host.to_string(), port), Arc::new(eps));
             }
@@ -732,6 +751,12 @@ mod tests {
             "endpoints differ at step {step}: {:#?}\nagainst {:#?}",
             incremental.endpoints,
             whole.endpoints
+        );
+        assert!(
+            incremental.by_address.iter().eq(whole.by_address.iter()),
+            "addresses differ at step {step}: {:#?}\nagainst {:#?}",
+            incremental.by_address,
+            whole.by_address
         );
         assert_eq!(
             incremental.duplicate_hosts, whole.duplicate_hosts,

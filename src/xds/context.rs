@@ -54,12 +54,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Each workload IP's service ports, and the IPs where two services disagree on a port's protocol.
-struct InboundIndex {
-    ports: HashMap<String, Arc<BTreeMap<u32, Protocol>>>,
-    conflicting: HashSet<String>,
-}
-
 #[derive(Default)]
 struct ListenerConflicts {
     inbound: HashSet<String>,
@@ -142,9 +136,6 @@ pub struct PushContext {
     /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
     /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
     cache: Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>,
-    /// Each workload IP's own service ports and protocols, built on first use (inbound listeners and
-    /// clusters), instead of a scan of every endpoint for every proxy.
-    inbound_by_ip: OnceLock<InboundIndex>,
     /// Listener conflicts met while generating for this context, as istiod counts them: proxies
     /// whose pod port two services of different protocols select, and outbound listeners where a
     /// TCP service lost its connections to another (`pilot_conflict_*`).
@@ -396,7 +387,6 @@ impl PushContext {
             mesh,
             routing,
             cache: Mutex::default(),
-            inbound_by_ip: OnceLock::new(),
             listener_conflicts: Mutex::default(),
             scopes: Mutex::default(),
             certificates: None,
@@ -733,49 +723,31 @@ impl PushContext {
     /// two services select one pod port with different protocols, the first (by hostname) wins and
     /// the proxy is counted as an inbound conflict, as istiod does.
     fn inbound_ports(&self, ip: &str) -> Arc<BTreeMap<u32, Protocol>> {
-        let index = self.inbound_by_ip.get_or_init(|| {
-            let mut ports: HashMap<String, BTreeMap<u32, (Protocol, &str)>> = HashMap::new();
-            let mut conflicting = HashSet::new();
-            let mut endpoints: Vec<_> = self.registry.endpoints.iter().collect();
-            endpoints.sort_by(|a, b| a.0.cmp(b.0));
-            for ((host, svc_port), eps) in endpoints {
-                let Some(protocol) = self
-                    .registry
-                    .services
-                    .get(host)
-                    .and_then(|s| s.port(*svc_port))
-                    .map(|p| p.protocol)
-                else {
-                    continue;
-                };
-                for e in eps.iter() {
-                    let (first, first_host) = *ports
-                        .entry(e.address.clone())
-                        .or_default()
-                        .entry(e.port)
-                        .or_insert((protocol, host.as_str()));
-                    if first != protocol && first_host != host {
-                        conflicting.insert(e.address.clone());
-                    }
-                }
-            }
-            InboundIndex {
-                ports: ports
-                    .into_iter()
-                    .map(|(ip, ports)| {
-                        let ports = ports.into_iter().map(|(n, (p, _))| (n, p)).collect();
-                        (ip, Arc::new(ports))
-                    })
-                    .collect(),
-                conflicting,
-            }
-        });
-        if index.conflicting.contains(ip) {
+        let Some(at) = self.registry.by_address.get(ip) else {
+            return Arc::default();
+        };
+        let mut ports: BTreeMap<u32, (Protocol, &str)> = BTreeMap::new();
+        let mut conflicting = false;
+        // By hostname, then service port: the order in which the first service wins.
+        for (host, service_port, port) in at.iter() {
+            let Some(protocol) = self
+                .registry
+                .services
+                .get(host)
+                .and_then(|s| s.port(*service_port))
+                .map(|p| p.protocol)
+            else {
+                continue;
+            };
+            let (first, first_host) = *ports.entry(*port).or_insert((protocol, host.as_str()));
+            conflicting |= first != protocol && first_host != host;
+        }
+        if conflicting {
             lock(&self.listener_conflicts)
                 .inbound
                 .insert(ip.to_string());
         }
-        index.ports.get(ip).cloned().unwrap_or_default()
+        Arc::new(ports.into_iter().map(|(n, (p, _))| (n, p)).collect())
     }
 
     /// `count`'s answer for the endpoint subscription with this digest, computed once per push.
