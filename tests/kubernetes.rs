@@ -1194,3 +1194,57 @@ fn an_external_ca_signs_through_the_kubernetes_csr_api() {
     });
     signer.abort();
 }
+
+/// `rudder-loadgen --kubeconfig` as docs/performance.md runs it, scaled down: the mesh is written as
+/// Services, pods and EndpointSlices; every scaling and rolling-restart event reaches every proxy
+/// watching it, and new Services reach every Envoy-like proxy. With `PILOT_ENABLE_EDS_DEBOUNCE`
+/// off, endpoint changes do not wait for the (here 2 s) quiet period that config changes wait for.
+#[test]
+fn loadgen_kubernetes_churn_reaches_every_watching_proxy() {
+    for c in Cluster::all("loadgen") {
+        if !crds_installed(&c, [crd("sidecars", "Sidecar")]) {
+            continue;
+        }
+        let daemon = c.rudder_env(
+            &[
+                "--max-requests-per-second",
+                "100000",
+                "--debounce-after",
+                "2s",
+            ],
+            &[("PILOT_ENABLE_EDS_DEBOUNCE", Some("false"))],
+        );
+        wait_ready(&daemon);
+        let json = tempfile::NamedTempFile::new().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder-loadgen"))
+            .args(["--xds-addr", &daemon.addr("grpc-xds").to_string()])
+            .args(["--monitoring-addr", &daemon.addr("monitoring").to_string()])
+            .args(["--kubeconfig", &c.kubeconfig.to_string_lossy()])
+            .args(["--services", "24", "--namespaces", "3", "--sidecar-scope"])
+            .args(["--proxies", "30", "--settle-ms", "300", "--changes", "2"])
+            .args(["--scale-rate", "20", "--scale-seconds", "2"])
+            .args(["--restart-pods", "12", "--restart-rate", "20"])
+            .args(["--json", &json.path().to_string_lossy()])
+            .output()
+            .expect("run rudder-loadgen");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert!(stdout.contains("connected and synced 30/30"), "{stdout}");
+        let report: Value = serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+        for phase in ["scaling", "rolling_restart"] {
+            let p = &report["churn"][phase];
+            assert!(p["events"].as_u64().unwrap() > 0, "{phase}: {p}");
+            assert!(p["proxy_updates"].as_u64().unwrap() > 0, "{phase}: {p}");
+            assert_eq!(p["unconverged"], 0, "{phase}: {p}");
+            // A debounced push waits at least the quiet period after its last event.
+            assert!(p["max_ms"].as_f64().unwrap() < 2000.0, "{phase}: {p}");
+        }
+        // 12 pods restarted: each a slice write with the new pod and one without the old.
+        assert_eq!(report["churn"]["rolling_restart"]["slice_writes"], 24);
+        // Two new Services for each of the 20 Envoy-like proxies (the other 10 are gRPC clients).
+        assert_eq!(report["churn"]["new_services"]["samples"], 40, "{report}");
+    }
+}

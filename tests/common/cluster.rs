@@ -277,11 +277,16 @@ impl Cluster {
     /// `rudder serve` in Kubernetes mode against this cluster, with the lease and mesh ConfigMap in
     /// this cluster's test namespace.
     pub fn rudder(&self, extra: &[&str]) -> Daemon {
+        self.rudder_env(extra, &[])
+    }
+
+    /// `rudder` with environment changes, as `Daemon::spawn_env` takes them.
+    pub fn rudder_env(&self, extra: &[&str], env: &[(&str, Option<&str>)]) -> Daemon {
         let kc = self.kubeconfig.to_string_lossy().to_string();
         let mut args = self.daemon_args();
         args.extend(["--kubeconfig", kc.as_str()]);
         args.extend_from_slice(extra);
-        Daemon::spawn("127.0.0.1:0", &args)
+        Daemon::spawn_env("127.0.0.1:0", &args, env)
     }
 
     /// `rudder serve` as a pod of a `fake_in_cluster` runs it: no kubeconfig anywhere, the API

@@ -20,6 +20,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
+mod kube;
+
 const CDS: &str = TypeUrl::Cluster.url();
 const EDS: &str = TypeUrl::Endpoint.url();
 const LDS: &str = TypeUrl::Listener.url();
@@ -41,8 +43,26 @@ pub struct LoadgenArgs {
     #[arg(long, default_value = "127.0.0.1:15014")]
     pub monitoring_addr: SocketAddr,
     /// The daemon's config directory: loadgen writes its generated mesh there.
-    #[arg(long)]
-    pub config_dir: PathBuf,
+    #[arg(long, required_unless_present = "kubeconfig")]
+    pub config_dir: Option<PathBuf>,
+    /// Write the mesh to this Kubernetes API server instead (Services, pods, EndpointSlices; the
+    /// daemon watching it), and churn it as a cluster does: scaling, a rolling restart, new
+    /// Services.
+    #[arg(long, conflicts_with_all = ["config_dir", "replay", "realistic", "soak_seconds", "attackers", "endpoint_only"])]
+    pub kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig`: EndpointSlice updates per second while deployments scale up and down.
+    #[arg(long, default_value_t = 100.0)]
+    pub scale_rate: f64,
+    /// With `--kubeconfig`: how long deployments scale.
+    #[arg(long, default_value_t = 30)]
+    pub scale_seconds: u64,
+    /// With `--kubeconfig`: pods replaced one by one in a rolling restart (0: none).
+    #[arg(long, default_value_t = 1000)]
+    pub restart_pods: usize,
+    /// With `--kubeconfig`: pods replaced per second in the rolling restart (each is four API
+    /// writes: the new pod, the slice with it, the slice without the old one, the old pod deleted).
+    #[arg(long, default_value_t = 50.0)]
+    pub restart_rate: f64,
     #[arg(long, default_value_t = 1000)]
     pub services: usize,
     #[arg(long, default_value_t = 2)]
@@ -117,6 +137,8 @@ struct Seen {
     at: Instant,
     wall_ms: u128,
     names: Vec<String>,
+    /// With `--kubeconfig`, for EDS: each resource's encoded ClusterLoadAssignment, beside `names`.
+    bodies: Vec<Bytes>,
 }
 
 fn wall_ms() -> u128 {
@@ -142,6 +164,17 @@ fn ns(i: usize, n: usize) -> String {
 
 fn host(i: usize, n: usize) -> String {
     format!("svc-{i}.{}.svc.cluster.local", ns(i, n))
+}
+
+/// Whether proxy `i` watches service `j`'s endpoints: an Envoy every service it sees (with Sidecar
+/// scoping, those of its namespace); a gRPC client only the one it calls, service `i % namespaces`.
+fn watches(i: usize, j: usize, args: &LoadgenArgs, grpc: bool) -> bool {
+    let namespaces = args.namespaces.max(1);
+    if grpc {
+        i % namespaces == j
+    } else {
+        !args.sidecar_scope || i % namespaces == j % namespaces
+    }
 }
 
 /// What a simulated proxy reads of the responses: only what its bookkeeping needs (names, nonces,
@@ -455,8 +488,14 @@ async fn sotw_proxy(
     let mut subscribed: HashMap<&'static str, Vec<String>> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
+        let kube = args.kubeconfig.is_some();
         let names = match t {
             EDS => names(r.resources.iter()).collect(),
+            CDS if kube => names(r.resources.iter()).collect(),
+            _ => Vec::new(),
+        };
+        let bodies = match t {
+            EDS if kube => r.resources.iter().map(|a| a.value.clone()).collect(),
             _ => Vec::new(),
         };
         let _ = tx.send(Seen {
@@ -466,6 +505,7 @@ async fn sotw_proxy(
             at: Instant::now(),
             wall_ms: wall_ms(),
             names,
+            bodies,
         });
         let mine = subscribed.get(t).cloned().unwrap_or_default();
         let _ = req_tx
@@ -519,13 +559,27 @@ async fn delta_proxy(
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let names: Vec<String> = r.resources.iter().map(|x| x.name.clone()).collect();
+        let bodies = match t {
+            EDS if args.kubeconfig.is_some() => r
+                .resources
+                .iter()
+                .map(|x| {
+                    x.resource
+                        .as_ref()
+                        .map(|a| a.value.clone())
+                        .unwrap_or_default()
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let _ = tx.send(Seen {
             proxy: i,
             type_url: t,
             bytes: r.encoded_len(),
             at: Instant::now(),
             wall_ms: wall_ms(),
-            names: names.clone(),
+            names,
+            bodies,
         });
         let _ = req_tx
             .send(DeltaDiscoveryRequest {
@@ -942,8 +996,25 @@ async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: 
 
 async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let args = Arc::new(args);
-    let file = args.config_dir.join("loadgen-mesh.yaml");
-    std::fs::write(&file, mesh_yaml(&args, 0, 0))?;
+    let (file, mesh) = match (&args.config_dir, &args.kubeconfig) {
+        (_, Some(kubeconfig)) => {
+            let client = rudder::k8s::client(Some(kubeconfig)).await?;
+            let written = Instant::now();
+            let mesh = kube::Mesh::write(client, &args).await?;
+            println!(
+                "wrote {} Services with their pods and EndpointSlices in {:.1}s",
+                args.services,
+                written.elapsed().as_secs_f64()
+            );
+            (PathBuf::new(), Some(mesh))
+        }
+        (Some(dir), None) => {
+            let file = dir.join("loadgen-mesh.yaml");
+            std::fs::write(&file, mesh_yaml(&args, 0, 0))?;
+            (file, None)
+        }
+        (None, None) => anyhow::bail!("--config-dir or --kubeconfig is required"),
+    };
     // Wait for the daemon to load the generated services.
     let started = Instant::now();
     while metric(
@@ -1011,10 +1082,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         if !grpc {
             envoy.insert(i);
         }
-        // Who watches service 0's endpoints: an Envoy sees every service (with Sidecar scoping,
-        // those of its namespace); a gRPC client only the one it calls, service `i % namespaces`.
-        let calls_svc0 = i % args.namespaces.max(1) == 0;
-        if calls_svc0 || (!grpc && !args.sidecar_scope) {
+        if watches(i, 0, &args, grpc) {
             watch_svc0.insert(i);
         }
         let (a, t) = (args.clone(), tx.clone());
@@ -1060,6 +1128,27 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         args.proxies,
     );
     anyhow::ensure!(ok, "not every proxy synced");
+    if let Some(mesh) = mesh {
+        let watchers = kube::Watchers {
+            args: &args,
+            envoy: &envoy,
+            all: &all,
+        };
+        let report = kube::churn(mesh, watchers, &mut rx, &mut bytes).await?;
+        if let Some(path) = &args.json {
+            let report = serde_json::json!({
+                "mode": "kubernetes",
+                "proxies": args.proxies,
+                "services": args.services,
+                "namespaces": args.namespaces,
+                "sidecar_scope": args.sidecar_scope,
+                "connect_and_sync_s": synced_in,
+                "churn": report,
+            });
+            std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+        }
+        return Ok(());
+    }
     let before = scrape(args.monitoring_addr, "/metrics").await;
     let own_cpu_before = rudder::metrics::process_cpu_seconds();
 

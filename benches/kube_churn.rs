@@ -1,0 +1,116 @@
+//! The Kubernetes-sourced churn benchmark of docs/performance.md: the in-process fake API server
+//! (the tests' own, speaking the real list/watch protocol), a release `rudder serve` watching it,
+//! and `rudder-loadgen --kubeconfig` writing the mesh there and churning it: deployments scaling
+//! (EndpointSlice updates at `--scale-rate`), a rolling restart, new Services.
+//!
+//! `cargo bench --bench kube_churn -- [loadgen flags]`. The defaults are 1,000 Services in 50
+//! Sidecar-scoped namespaces and 10,000 proxies; flags given here override them. The daemon gets
+//! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`).
+
+#[path = "../tests/common/fake_k8s.rs"]
+mod fake_k8s;
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+const XDS: &str = "127.0.0.1:36010";
+const MONITORING: &str = "127.0.0.1:36014";
+
+fn sidecar_crd() -> serde_json::Value {
+    serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "sidecars.networking.istio.io"},
+        "spec": {"group": "networking.istio.io", "scope": "Namespaced",
+                 "names": {"plural": "sidecars", "kind": "Sidecar", "singular": "sidecar"},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]}})
+}
+
+fn ready(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+fn main() -> ExitCode {
+    // `cargo test --all-targets` runs benches without `--bench`: nothing to measure then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return ExitCode::SUCCESS;
+    }
+    let extra: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let fake = fake_k8s::FakeApi::start();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let client = rudder::k8s::client(Some(&fake.kubeconfig))
+            .await
+            .expect("client");
+        let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            kube::Api::all(client);
+        let crd = serde_json::from_value(sidecar_crd()).expect("CRD");
+        crds.create(&Default::default(), &crd).await.expect("create the Sidecar CRD");
+    });
+    let work = tempfile::tempdir().expect("temporary directory");
+    let http = "127.0.0.1:36080";
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .args(["serve", "--config-source", "kubernetes", "--kubeconfig"])
+        .arg(&fake.kubeconfig)
+        .args(["--system-namespace", "istio-system", "--ca-dir"])
+        .arg(work.path().join("ca"))
+        .args([
+            "--grpc-addr",
+            XDS,
+            "--monitoring-addr",
+            MONITORING,
+            "--http-addr",
+            http,
+        ])
+        .args([
+            "--secure-grpc-addr",
+            "127.0.0.1:36012",
+            "--https-addr",
+            "127.0.0.1:36017",
+        ])
+        .args([
+            "--log-level",
+            "warn",
+            "--max-requests-per-second",
+            "1000000",
+        ])
+        .spawn()
+        .expect("start rudder");
+    let started = Instant::now();
+    while !ready(http) && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = Command::new(env!("CARGO_BIN_EXE_rudder-loadgen"))
+        .args([
+            "--xds-addr",
+            XDS,
+            "--monitoring-addr",
+            MONITORING,
+            "--kubeconfig",
+        ])
+        .arg(&fake.kubeconfig)
+        .args([
+            "--services",
+            "1000",
+            "--namespaces",
+            "50",
+            "--sidecar-scope",
+        ])
+        .args(["--proxies", "10000"])
+        .args(&extra)
+        .status();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}
