@@ -101,6 +101,11 @@ pub struct ScopeView {
 /// One derived index, built at most once.
 type DerivedSlot = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
 
+/// Proxy views by scope key. A push that changes only endpoints keeps its predecessor's: what a
+/// view holds (the services in scope, the Sidecar) is then the same, and what does depend on
+/// endpoints (the ports served at the proxy's address) is part of the key.
+pub type ScopeCache = Arc<Mutex<HashMap<u64, Arc<ScopeView>>>>;
+
 /// (type, scope key, digest of the subscribed names).
 type ListKey = (TypeUrl, u64, u64);
 
@@ -140,7 +145,7 @@ pub struct PushContext {
     /// whose pod port two services of different protocols select, and outbound listeners where a
     /// TCP service lost its connections to another (`pilot_conflict_*`).
     listener_conflicts: Mutex<ListenerConflicts>,
-    scopes: Mutex<HashMap<u64, Arc<ScopeView>>>,
+    scopes: ScopeCache,
     /// Signs workload certificates served over SDS (`default`); none when the CA is not running.
     pub certificates: Certificates,
     /// Indexes derived from this context by the generators that need them (the ambient view), built
@@ -388,13 +393,25 @@ impl PushContext {
             routing,
             cache: Mutex::default(),
             listener_conflicts: Mutex::default(),
-            scopes: Mutex::default(),
+            scopes: ScopeCache::default(),
             certificates: None,
             derived: Mutex::default(),
             encoded: Mutex::default(),
             lists: Mutex::default(),
             unknown_endpoint_names: Mutex::default(),
         }
+    }
+
+    /// This context with `previous`'s proxy views: only for a push that changes nothing but
+    /// endpoints since the context `previous` came from (`ScopeCache`).
+    pub fn sharing_scopes(mut self, previous: &ScopeCache) -> PushContext {
+        self.scopes = previous.clone();
+        self
+    }
+
+    /// The proxy views of this context, for the next one to share.
+    pub fn scope_cache(&self) -> ScopeCache {
+        self.scopes.clone()
     }
 
     /// The Sidecar resource that applies to `proxy`: one selecting its labels, else its namespace's

@@ -115,6 +115,31 @@ fn vm_at(ip: &str) -> Proxy {
     labelled(&format!("sidecar~{ip}~vm.vms~vms.svc.cluster.local"), "vm")
 }
 
+/// An endpoint-only push keeps its predecessor's proxy views: a proxy whose address a moved
+/// endpoint now serves must still get that service's inbound cluster, never the view it had.
+#[test]
+fn shared_views_follow_the_ports_a_moved_endpoint_serves() {
+    let at = |ip: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: billing, namespace: vms}}\nspec: {{hosts: [billing.vms.svc.cluster.local], ports: [{{number: 8080, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: {ip}}}]}}\n"
+        )
+    };
+    let vm = vm_at("10.9.0.1");
+    let inbound = |c: &PushContext| -> Vec<String> {
+        clusters_of(c, &vm)
+            .into_iter()
+            .map(|cl| cl.name)
+            .filter(|n| n.starts_with("inbound|"))
+            .collect()
+    };
+    let before = ctx(&at("10.9.0.2"));
+    assert!(inbound(&before).is_empty());
+    let after = ctx(&at("10.9.0.1")).sharing_scopes(&before.scope_cache());
+    assert_eq!(inbound(&after), ["inbound|8080||"]);
+    let back = ctx(&at("10.9.0.2")).sharing_scopes(&after.scope_cache());
+    assert!(inbound(&back).is_empty());
+}
+
 #[test]
 fn same_label_proxies_at_different_ips_get_their_own_inbound_config() {
     // Two VMs with the same labels behind different services: each must get the inbound

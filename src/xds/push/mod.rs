@@ -145,6 +145,8 @@ pub async fn run(
         mut roots,
     } = start;
     metrics.services.set(registry.services.len() as i64);
+    // The proxy views of the last context pushed, which an endpoint-only push keeps.
+    let mut scopes: Option<crate::xds::context::ScopeCache> = None;
     let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     refresh.tick().await;
@@ -270,6 +272,11 @@ pub async fn run(
                 routing.clone(),
             )
             .with_certificates(certificates.clone());
+            let context = match &scopes {
+                Some(previous) if !decision.full => context.sharing_scopes(previous),
+                _ => context,
+            };
+            scopes = Some(context.scope_cache());
             metrics
                 .push_context_init
                 .observe(init.elapsed().as_secs_f64());
