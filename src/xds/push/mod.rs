@@ -303,7 +303,7 @@ pub async fn run(
             let request = PushRequest {
                 full: decision.full,
                 types: decision.types,
-                eds_hosts: decision.eds_hosts,
+                eds_hosts: Arc::new(decision.eds_hosts),
                 started: started.into_std(),
                 reason: decision.reason.into(),
                 queued: std::time::Instant::now(),

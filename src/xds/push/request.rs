@@ -2,9 +2,11 @@
 
 use crate::xds::types::TypeUrl;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What must be pushed to a proxy. Merging two requests keeps the union of what both needed.
+/// The fan-out puts a copy in every stream's mailbox: the sets are shared, copied only to merge.
 #[derive(Debug, Clone)]
 pub struct PushRequest {
     /// Everything may have changed: regenerate every watched type.
@@ -13,10 +15,10 @@ pub struct PushRequest {
     /// that watch them.
     pub types: BTreeSet<TypeUrl>,
     /// Services whose endpoints changed: a partial push sends EDS only for their clusters.
-    pub eds_hosts: BTreeSet<String>,
+    pub eds_hosts: Arc<BTreeSet<String>>,
     /// When the first change behind this push happened (for convergence time).
     pub started: Instant,
-    pub reason: String,
+    pub reason: Arc<str>,
     /// When it entered this proxy's mailbox (for queue time); set by the fan-out.
     pub queued: Instant,
 }
@@ -25,11 +27,17 @@ impl PushRequest {
     pub fn merge(&mut self, other: PushRequest) {
         self.full |= other.full;
         self.types.extend(other.types);
-        self.eds_hosts.extend(other.eds_hosts);
+        if !Arc::ptr_eq(&self.eds_hosts, &other.eds_hosts) && !other.eds_hosts.is_empty() {
+            if self.eds_hosts.is_empty() {
+                self.eds_hosts = other.eds_hosts;
+            } else {
+                Arc::make_mut(&mut self.eds_hosts).extend(other.eds_hosts.iter().cloned());
+            }
+        }
         self.started = self.started.min(other.started);
         self.queued = self.queued.min(other.queued);
-        if !self.reason.contains(&other.reason) {
-            self.reason = format!("{},{}", self.reason, other.reason);
+        if !self.reason.contains(&*other.reason) {
+            self.reason = format!("{},{}", self.reason, other.reason).into();
         }
     }
 

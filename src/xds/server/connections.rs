@@ -156,7 +156,7 @@ impl FanOutIndex {
         for t in &push.types {
             if *t == TypeUrl::Endpoint {
                 out.extend(&self.wildcard);
-                for host in &push.eds_hosts {
+                for host in push.eds_hosts.iter() {
                     if let Some(ids) = self.by_host.get(host) {
                         out.extend(ids);
                     }
@@ -305,7 +305,7 @@ mod tests {
             } else {
                 [TypeUrl::Endpoint].into()
             },
-            eds_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            eds_hosts: Arc::new(hosts.iter().map(|h| h.to_string()).collect()),
             started: Instant::now(),
             reason: "test".into(),
             queued: Instant::now(),

@@ -102,7 +102,11 @@ impl Delta {
             }));
         }
         if !req.response_nonce.is_empty()
-            && req.response_nonce == self.stream.watch_mut(type_url).nonce_sent
+            && self
+                .stream
+                .watches
+                .get(&type_url)
+                .is_some_and(|w| *w.nonce_sent == *req.response_nonce)
         {
             match &req.error_detail {
                 Some(e) => {

@@ -98,7 +98,7 @@ impl Sotw {
                 watch.set_names(names, &server.shared_names);
             }
             true
-        } else if req.response_nonce != watch.nonce_sent {
+        } else if *req.response_nonce != *watch.nonce_sent {
             // Stale: the client had not seen our latest response. Only a new subscription list counts.
             server.metrics.expired_nonces.inc();
             if subscription_changed && !watch.wildcard {
@@ -115,7 +115,7 @@ impl Sotw {
                         .record_nack(type_url, &req.response_nonce, *code, message)
                 }
                 None => {
-                    watch.version_acked = req.version_info.clone();
+                    watch.version_acked = req.version_info.as_str().into();
                     watch.last_nack = None;
                 }
             }

@@ -22,10 +22,12 @@ pub struct TypeStatus {
     /// Kept here so a push does not hash every subscribed name of every stream.
     #[serde(skip)]
     pub names_digest: u64,
-    pub nonce_sent: String,
-    pub version_sent: String,
-    pub version_acked: String,
-    pub last_nack: Option<String>,
+    /// Shared strings: the watch map is copied whenever a stream changes it while `/debug` holds
+    /// the previous one (twice per push), and these fields are what changes.
+    pub nonce_sent: Arc<str>,
+    pub version_sent: Arc<str>,
+    pub version_acked: Arc<str>,
+    pub last_nack: Option<Arc<str>>,
     pub resources_sent: usize,
 }
 

@@ -91,7 +91,7 @@ async fn push_all<H: StreamHandler>(
     let (ctx, scope) = handler.stream().view();
     let mut updated_clusters = UpdatedClusters::default();
     for t in types {
-        let only = (!push.full && t == TypeUrl::Endpoint).then_some(&push.eds_hosts);
+        let only = (!push.full && t == TypeUrl::Endpoint).then_some(&*push.eds_hosts);
         if !handler
             .send_pushed(&ctx, &scope, t, only, &mut updated_clusters)
             .await
@@ -249,7 +249,7 @@ impl StreamState {
         self.server
             .metrics
             .record_typed_reject(type_url.short(), &self.proxy.id, code);
-        self.watch_mut(type_url).last_nack = Some(text.to_string());
+        self.watch_mut(type_url).last_nack = Some(text.into());
     }
 
     /// The push context and this proxy's view of it, for one response or one whole push.
@@ -389,8 +389,8 @@ impl StreamState {
             .send_time
             .observe(handed.elapsed().as_secs_f64());
         if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(&type_url) {
-            watch.nonce_sent = nonce;
-            watch.version_sent = version;
+            watch.nonce_sent = nonce.into();
+            watch.version_sent = version.into();
             watch.resources_sent = count;
         }
         self.publish();
