@@ -12,7 +12,7 @@ use crate::xds::push::request::PushRequest;
 use crate::xds::types::TypeUrl;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Notify;
 
 /// Locks a mutex whose holder may have panicked: the data is still the last value written.
@@ -81,7 +81,12 @@ impl Routing {
             }
     }
 
-    fn update(&mut self, watches: &Watches) {
+    /// Follows `watches`; `derive` gives the services of a set of EDS names.
+    fn update(
+        &mut self,
+        watches: &Watches,
+        derive: impl FnOnce(&Arc<BTreeSet<String>>) -> Arc<HashSet<String>>,
+    ) {
         self.types = watches.keys().copied().collect();
         let eds = watches.get(&TypeUrl::Endpoint);
         self.eds_wildcard = eds.is_some_and(|w| w.wildcard);
@@ -92,17 +97,29 @@ impl Routing {
             _ => false,
         };
         if !unchanged {
-            self.eds_hosts = Arc::new(
-                names
-                    .iter()
-                    .flat_map(|n| n.iter())
-                    .filter_map(|name| parse_outbound_cluster(name))
-                    .map(|(_, _, host)| host.to_string())
-                    .collect(),
-            );
+            self.eds_hosts = names.as_ref().map(derive).unwrap_or_default();
             self.eds_names = names;
         }
     }
+}
+
+/// The services of a set of EDS names.
+fn services_of(names: &BTreeSet<String>) -> HashSet<String> {
+    names
+        .iter()
+        .filter_map(|name| parse_outbound_cluster(name))
+        .map(|(_, _, host)| host.to_string())
+        .collect()
+}
+
+/// A set of EDS names and the services derived from it, both held weakly.
+type DerivedServices = (Weak<BTreeSet<String>>, Weak<HashSet<String>>);
+
+/// Streams whose EDS subscriptions name the same services: equal subscriptions share one set of
+/// names (`SharedNames`), so they share one set of services and one group.
+struct HostGroup {
+    hosts: Arc<HashSet<String>>,
+    streams: HashSet<u64>,
 }
 
 /// Which streams watch which types, and which services' endpoints: the streams a partial push
@@ -111,9 +128,17 @@ impl Routing {
 struct FanOutIndex {
     /// Streams by watched type, EDS aside.
     by_type: HashMap<TypeUrl, HashSet<u64>>,
-    by_host: HashMap<String, HashSet<u64>>,
+    /// Groups by the address of their set of services (which the group holds, so the address is
+    /// not reused while it lives).
+    groups: HashMap<usize, HostGroup>,
+    /// Service → the groups watching its endpoints. In a mesh where every proxy watches every
+    /// service, each service is here once, not once per stream.
+    by_host: HashMap<String, HashSet<usize>>,
     /// Streams watching every endpoint (a wildcard EDS subscription).
     wildcard: HashSet<u64>,
+    /// Sets of EDS names (by address; the weak reference keeps the address from being reused)
+    /// → the services derived from them, shared by the streams subscribed to the same names.
+    derived: HashMap<usize, DerivedServices>,
 }
 
 impl FanOutIndex {
@@ -129,18 +154,67 @@ impl FanOutIndex {
         }
     }
 
-    /// Moves stream `id` from the services of `old` to those of `new`.
-    fn reindex(&mut self, id: u64, old: &HashSet<String>, new: &HashSet<String>, wildcard: bool) {
-        for host in old.difference(new) {
-            if let Some(ids) = self.by_host.get_mut(host) {
-                ids.remove(&id);
-                if ids.is_empty() {
-                    self.by_host.remove(host);
+    /// The services of `names`, shared with the streams subscribed to the same set.
+    fn services_of(&mut self, names: &Arc<BTreeSet<String>>) -> Arc<HashSet<String>> {
+        let key = Arc::as_ptr(names) as usize;
+        if let Some((n, h)) = self.derived.get(&key)
+            && let (Some(n), Some(h)) = (n.upgrade(), h.upgrade())
+            && Arc::ptr_eq(&n, names)
+        {
+            return h;
+        }
+        let hosts = Arc::new(services_of(names));
+        self.derived
+            .insert(key, (Arc::downgrade(names), Arc::downgrade(&hosts)));
+        if self.derived.len() > 2 * self.groups.len() + 64 {
+            self.derived
+                .retain(|_, (n, h)| n.strong_count() > 0 && h.strong_count() > 0);
+        }
+        hosts
+    }
+
+    /// Moves stream `id` from the group of `old` to the group of `new`.
+    fn reindex(
+        &mut self,
+        id: u64,
+        old: &Arc<HashSet<String>>,
+        new: &Arc<HashSet<String>>,
+        wildcard: bool,
+    ) {
+        let old_key = Arc::as_ptr(old) as usize;
+        if let Some(group) = self.groups.get_mut(&old_key) {
+            group.streams.remove(&id);
+            if group.streams.is_empty()
+                && let Some(group) = self.groups.remove(&old_key)
+            {
+                for host in group.hosts.iter() {
+                    if let Some(keys) = self.by_host.get_mut(host) {
+                        keys.remove(&old_key);
+                        if keys.is_empty() {
+                            self.by_host.remove(host);
+                        }
+                    }
                 }
             }
         }
-        for host in new.difference(old) {
-            self.by_host.entry(host.clone()).or_default().insert(id);
+        if !new.is_empty() {
+            let new_key = Arc::as_ptr(new) as usize;
+            if !self.groups.contains_key(&new_key) {
+                for host in new.iter() {
+                    self.by_host
+                        .entry(host.clone())
+                        .or_default()
+                        .insert(new_key);
+                }
+            }
+            self.groups
+                .entry(new_key)
+                .or_insert_with(|| HostGroup {
+                    hosts: new.clone(),
+                    streams: HashSet::new(),
+                })
+                .streams
+                .insert(id);
         }
         if wildcard {
             self.wildcard.insert(id);
@@ -156,9 +230,16 @@ impl FanOutIndex {
         for t in &push.types {
             if *t == TypeUrl::Endpoint {
                 out.extend(&self.wildcard);
-                for host in push.eds_hosts.iter() {
-                    if let Some(ids) = self.by_host.get(host) {
-                        out.extend(ids);
+                let groups: HashSet<usize> = push
+                    .eds_hosts
+                    .iter()
+                    .filter_map(|host| self.by_host.get(host))
+                    .flatten()
+                    .copied()
+                    .collect();
+                for key in groups {
+                    if let Some(group) = self.groups.get(&key) {
+                        out.extend(&group.streams);
                     }
                 }
             } else if let Some(ids) = self.by_type.get(t) {
@@ -198,7 +279,9 @@ impl Registration {
         let mut routing = lock(&self.routing);
         let (old, old_wildcard) = (routing.eds_hosts.clone(), routing.eds_wildcard);
         let old_types = routing.types.clone();
-        routing.update(watches);
+        routing.update(watches, |names| {
+            lock(&self.fan_out_index).services_of(names)
+        });
         let hosts_changed =
             !Arc::ptr_eq(&old, &routing.eds_hosts) || old_wildcard != routing.eds_wildcard;
         if hosts_changed || old_types != routing.types {
@@ -256,7 +339,7 @@ impl Connections {
         let routing = lock(&entry.routing);
         let mut index = lock(&self.fan_out_index);
         index.retype(id, &routing.types, &BTreeSet::new());
-        index.reindex(id, &routing.eds_hosts, &HashSet::new(), false);
+        index.reindex(id, &routing.eds_hosts, &Arc::default(), false);
         true
     }
 
@@ -312,6 +395,10 @@ mod tests {
         }
     }
 
+    fn follow(routing: &mut Routing, watches: Watches) {
+        routing.update(&watches, |names| Arc::new(services_of(names)));
+    }
+
     fn watching(eds: TypeStatus) -> Watches {
         Arc::new(BTreeMap::from([(TypeUrl::Endpoint, eds)]))
     }
@@ -331,10 +418,13 @@ mod tests {
             "outbound|80||a.ns.svc.cluster.local".to_string(),
             "outbound|80|v1|c.ns.svc.cluster.local".to_string(),
         ]));
-        routing.update(&watching(TypeStatus {
-            names: names.clone(),
-            ..Default::default()
-        }));
+        follow(
+            &mut routing,
+            watching(TypeStatus {
+                names: names.clone(),
+                ..Default::default()
+            }),
+        );
         for changed in [&["a.ns.svc.cluster.local"][..], &["c.ns.svc.cluster.local"]] {
             assert!(routing.wants(&push(false, changed)), "{changed:?}");
         }
@@ -350,23 +440,32 @@ mod tests {
 
         // Recording a response (same names) keeps the derived hosts; a new subscription replaces them.
         let kept = routing.eds_hosts.clone();
-        routing.update(&watching(TypeStatus {
-            names: names.clone(),
-            nonce_sent: "2".into(),
-            ..Default::default()
-        }));
+        follow(
+            &mut routing,
+            watching(TypeStatus {
+                names: names.clone(),
+                nonce_sent: "2".into(),
+                ..Default::default()
+            }),
+        );
         assert!(Arc::ptr_eq(&kept, &routing.eds_hosts));
-        routing.update(&watching(TypeStatus {
-            names: Arc::new(["outbound|80||b.ns.svc.cluster.local".to_string()].into()),
-            ..Default::default()
-        }));
+        follow(
+            &mut routing,
+            watching(TypeStatus {
+                names: Arc::new(["outbound|80||b.ns.svc.cluster.local".to_string()].into()),
+                ..Default::default()
+            }),
+        );
         assert!(routing.wants(&push(false, &["b.ns.svc.cluster.local"])));
         assert!(!routing.wants(&push(false, &["a.ns.svc.cluster.local"])));
 
-        routing.update(&watching(TypeStatus {
-            wildcard: true,
-            ..Default::default()
-        }));
+        follow(
+            &mut routing,
+            watching(TypeStatus {
+                wildcard: true,
+                ..Default::default()
+            }),
+        );
         assert!(routing.wants(&push(false, &["z.ns.svc.cluster.local"])));
     }
 
@@ -454,5 +553,26 @@ mod tests {
         );
         connections.fan_out(&push(true, &[]));
         assert!(b.mailbox.take().is_some() && c.mailbox.take().is_some());
+
+        // Streams subscribed to one shared set of names share one set of services and one group:
+        // each service is indexed once, however many streams watch it.
+        let shared = eds_watch(&["w1", "w2"]);
+        let [d, e] = [0; 2].map(|_| connections.register(proxy.clone(), false));
+        d.publish(&shared);
+        e.publish(&shared);
+        assert!(Arc::ptr_eq(
+            &lock(&d.routing).eds_hosts,
+            &lock(&e.routing).eds_hosts
+        ));
+        let groups_of_w1 = |c: &Connections| {
+            lock(&c.fan_out_index)
+                .by_host
+                .get("w1.ns.svc.cluster.local")
+                .map_or(0, HashSet::len)
+        };
+        assert_eq!(groups_of_w1(&connections), 1);
+        assert_eq!(reached(&[&d, &e], "w1", &connections), [0, 1]);
+        assert!(connections.unregister(d.id) && connections.unregister(e.id));
+        assert_eq!(groups_of_w1(&connections), 0);
     }
 }
