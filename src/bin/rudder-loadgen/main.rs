@@ -166,6 +166,14 @@ fn host(i: usize, n: usize) -> String {
     format!("svc-{i}.{}.svc.cluster.local", ns(i, n))
 }
 
+/// Replaces the mesh file in one step (a hidden file renamed over it): the daemon's file watcher
+/// could otherwise read it half written, and push the services missing from that half.
+fn write_mesh(file: &std::path::Path, yaml: String) -> std::io::Result<()> {
+    let staged = file.with_file_name(".loadgen-mesh.yaml.tmp");
+    std::fs::write(&staged, yaml)?;
+    std::fs::rename(&staged, file)
+}
+
 /// Whether proxy `i` watches service `j`'s endpoints: an Envoy every service it sees (with Sidecar
 /// scoping, those of its namespace); a gRPC client only the one it calls, service `i % namespaces`.
 fn watches(i: usize, j: usize, args: &LoadgenArgs, grpc: bool) -> bool {
@@ -1010,7 +1018,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         }
         (Some(dir), None) => {
             let file = dir.join("loadgen-mesh.yaml");
-            std::fs::write(&file, mesh_yaml(&args, 0, 0))?;
+            write_mesh(&file, mesh_yaml(&args, 0, 0))?;
             (file, None)
         }
         (None, None) => anyhow::bail!("--config-dir or --kubeconfig is required"),
@@ -1197,7 +1205,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         if let Some(trigger) = &trigger {
             let _ = trigger.send(k as u64);
         } else if churn > 0 {
-            std::fs::write(&file, mesh_yaml(&args, churn, k - 1))?;
+            write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
         }
         let (got, ok) = if churn > 0 || trigger.is_some() {
             collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes).await
@@ -1227,7 +1235,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
         settle(&mut rx, quiet, &mut bytes).await;
         let t0 = Instant::now();
-        std::fs::write(&file, mesh_yaml(&args, churn, k))?;
+        write_mesh(&file, mesh_yaml(&args, churn, k))?;
         let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
         let (got, ok) = collect(
             &mut rx,

@@ -277,6 +277,23 @@ impl StreamState {
         } else {
             watch.names_digest
         };
+        // A partial EDS push to a stream that names its clusters: only the changed services'
+        // assignments are built, not the whole subscription's (per-name generation, so the same
+        // resources the whole list would hold).
+        if let (Some(hosts), Some(names), TypeUrl::Endpoint) = (only_hosts, names, type_url) {
+            let build = || {
+                let changed: BTreeSet<String> = names
+                    .iter()
+                    .filter(|n| {
+                        parse_outbound_cluster(n).is_some_and(|(_, _, h)| hosts.contains(h))
+                    })
+                    .cloned()
+                    .collect();
+                generate::generate(ctx, &self.proxy, scope, type_url, Some(&changed))
+            };
+            let key = digest ^ PARTIAL_SALT ^ super::status::digest(2, hosts);
+            return Some(ctx.resource_list(type_url, scope.key, key, build));
+        }
         let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
         let list = if type_url.is_scoped() {
             ctx.resource_list(type_url, scope.key, digest, generate)
