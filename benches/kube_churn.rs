@@ -13,8 +13,9 @@ mod fake_k8s;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-const XDS: &str = "127.0.0.1:36010";
-const MONITORING: &str = "127.0.0.1:36014";
+/// Below the ephemeral port range, which the proxies' connections fill.
+const XDS: &str = "127.0.0.1:26010";
+const MONITORING: &str = "127.0.0.1:26014";
 
 fn sidecar_crd() -> serde_json::Value {
     serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
         crds.create(&Default::default(), &crd).await.expect("create the Sidecar CRD");
     });
     let work = tempfile::tempdir().expect("temporary directory");
-    let http = "127.0.0.1:36080";
+    let http = "127.0.0.1:26080";
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_rudder"))
         .args(["serve", "--config-source", "kubernetes", "--kubeconfig"])
         .arg(&fake.kubeconfig)
@@ -72,9 +73,9 @@ fn main() -> ExitCode {
         ])
         .args([
             "--secure-grpc-addr",
-            "127.0.0.1:36012",
+            "127.0.0.1:26012",
             "--https-addr",
-            "127.0.0.1:36017",
+            "127.0.0.1:26017",
         ])
         .args([
             "--log-level",

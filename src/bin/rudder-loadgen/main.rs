@@ -141,6 +141,27 @@ struct Seen {
     bodies: Vec<Bytes>,
 }
 
+impl Seen {
+    /// A response proxy `proxy` received just now.
+    fn now(
+        proxy: usize,
+        type_url: &'static str,
+        bytes: usize,
+        names: Vec<String>,
+        bodies: Vec<Bytes>,
+    ) -> Seen {
+        Seen {
+            proxy,
+            type_url,
+            bytes,
+            at: Instant::now(),
+            wall_ms: wall_ms(),
+            names,
+            bodies,
+        }
+    }
+}
+
 fn wall_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -506,15 +527,7 @@ async fn sotw_proxy(
             EDS if kube => r.resources.iter().map(|a| a.value.clone()).collect(),
             _ => Vec::new(),
         };
-        let _ = tx.send(Seen {
-            proxy: i,
-            type_url: t,
-            bytes: r.encoded_len(),
-            at: Instant::now(),
-            wall_ms: wall_ms(),
-            names,
-            bodies,
-        });
+        let _ = tx.send(Seen::now(i, t, r.encoded_len(), names, bodies));
         let mine = subscribed.get(t).cloned().unwrap_or_default();
         let _ = req_tx
             .send(send(t, mine, &r.nonce, &r.version_info, false))
@@ -580,15 +593,7 @@ async fn delta_proxy(
                 .collect(),
             _ => Vec::new(),
         };
-        let _ = tx.send(Seen {
-            proxy: i,
-            type_url: t,
-            bytes: r.encoded_len(),
-            at: Instant::now(),
-            wall_ms: wall_ms(),
-            names,
-            bodies,
-        });
+        let _ = tx.send(Seen::now(i, t, r.encoded_len(), names, bodies));
         let _ = req_tx
             .send(DeltaDiscoveryRequest {
                 type_url: t.into(),

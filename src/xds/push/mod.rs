@@ -39,6 +39,14 @@ pub struct Debounce {
     pub endpoints: bool,
 }
 
+/// Adds a store event to the batch being collected: its kind, and the first few as triggers.
+fn add_event(ev: &crate::store::Event, kinds: &mut BTreeSet<Kind>, triggers: &mut Vec<String>) {
+    kinds.insert(ev.key.kind);
+    if triggers.len() < 20 {
+        triggers.push(format!("{:?} {}", ev.kind, ev.key));
+    }
+}
+
 /// Kinds whose changes alter only endpoints, which `Debounce::endpoints` off pushes at once.
 fn endpoint_kind(kind: &Kind) -> bool {
     matches!(kind, Kind::EndpointSlice | Kind::Pod)
@@ -165,7 +173,7 @@ pub async fn run(
                 triggers.push("CA root changed".into());
             }
             ev = events.recv() => match ev {
-                Ok(ev) => { kinds.insert(ev.key.kind); triggers.push(format!("{:?} {}", ev.kind, ev.key)); }
+                Ok(ev) => add_event(&ev, &mut kinds, &mut triggers),
                 Err(RecvError::Lagged(_)) => lagged = true,
                 Err(RecvError::Closed) => break,
             },
@@ -177,12 +185,7 @@ pub async fn run(
             // Take what is already queued into this batch, without waiting for more.
             loop {
                 match events.try_recv() {
-                    Ok(ev) => {
-                        kinds.insert(ev.key.kind);
-                        if triggers.len() < 20 {
-                            triggers.push(format!("{:?} {}", ev.kind, ev.key));
-                        }
-                    }
+                    Ok(ev) => add_event(&ev, &mut kinds, &mut triggers),
                     Err(TryRecvError::Lagged(_)) => lagged = true,
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Closed) => return,
@@ -197,12 +200,7 @@ pub async fn run(
                     _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
                     ev = events.recv() => {
                         match ev {
-                            Ok(ev) => {
-                                kinds.insert(ev.key.kind);
-                                if triggers.len() < 20 {
-                                    triggers.push(format!("{:?} {}", ev.kind, ev.key));
-                                }
-                            }
+                            Ok(ev) => add_event(&ev, &mut kinds, &mut triggers),
                             Err(RecvError::Lagged(_)) => lagged = true,
                             Err(RecvError::Closed) => return,
                         }
