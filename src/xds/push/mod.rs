@@ -47,8 +47,10 @@ fn add_event(ev: &crate::store::Event, kinds: &mut BTreeSet<Kind>, triggers: &mu
     }
 }
 
-/// Kinds whose changes alter only endpoints, which `Debounce::endpoints` off pushes at once.
-fn endpoint_kind(kind: &Kind) -> bool {
+/// Kinds whose changes alter only endpoints, which `Debounce::endpoints` off pushes at once
+/// (istiod's EDS updates). Narrower than `decide`'s kinds that can only move endpoints: a
+/// ServiceEntry or Service edit is config, debounced as istiod does.
+fn eds_update_kind(kind: &Kind) -> bool {
     matches!(kind, Kind::EndpointSlice | Kind::Pod)
 }
 
@@ -181,7 +183,8 @@ pub async fn run(
         let started = Instant::now();
         let mut quiet_until = started + debounce.quiet;
         let max_until = started + debounce.max;
-        if !debounce.endpoints && kinds.iter().all(endpoint_kind) {
+        let mut debounced = debounce.endpoints || !kinds.iter().all(eds_update_kind);
+        if !debounced {
             // Take what is already queued into this batch, without waiting for more.
             loop {
                 match events.try_recv() {
@@ -191,8 +194,8 @@ pub async fn run(
                     Err(TryRecvError::Closed) => return,
                 }
             }
+            debounced = lagged || !kinds.iter().all(eds_update_kind);
         }
-        let debounced = debounce.endpoints || lagged || !kinds.iter().all(endpoint_kind);
         if debounced {
             loop {
                 tokio::select! {

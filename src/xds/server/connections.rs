@@ -81,13 +81,16 @@ impl Routing {
             }
     }
 
-    /// Follows `watches`; `derive` gives the services of a set of EDS names.
+    /// Follows `watches`; `derive` gives the services of a set of EDS names. Returns the types
+    /// watched before, when they changed (most updates record a response or an ACK, and change
+    /// neither types nor names).
     fn update(
         &mut self,
         watches: &Watches,
         derive: impl FnOnce(&Arc<BTreeSet<String>>) -> Arc<HashSet<String>>,
-    ) {
-        self.types = watches.keys().copied().collect();
+    ) -> Option<BTreeSet<TypeUrl>> {
+        let old_types = (!self.types.iter().eq(watches.keys()))
+            .then(|| std::mem::replace(&mut self.types, watches.keys().copied().collect()));
         let eds = watches.get(&TypeUrl::Endpoint);
         self.eds_wildcard = eds.is_some_and(|w| w.wildcard);
         let names = eds.map(|w| w.names.clone());
@@ -100,6 +103,7 @@ impl Routing {
             self.eds_hosts = names.as_ref().map(derive).unwrap_or_default();
             self.eds_names = names;
         }
+        old_types
     }
 }
 
@@ -278,15 +282,16 @@ impl Registration {
     pub(super) fn publish(&self, watches: &Watches) {
         let mut routing = lock(&self.routing);
         let (old, old_wildcard) = (routing.eds_hosts.clone(), routing.eds_wildcard);
-        let old_types = routing.types.clone();
-        routing.update(watches, |names| {
+        let old_types = routing.update(watches, |names| {
             lock(&self.fan_out_index).services_of(names)
         });
         let hosts_changed =
             !Arc::ptr_eq(&old, &routing.eds_hosts) || old_wildcard != routing.eds_wildcard;
-        if hosts_changed || old_types != routing.types {
+        if hosts_changed || old_types.is_some() {
             let mut index = lock(&self.fan_out_index);
-            index.retype(self.id, &old_types, &routing.types);
+            if let Some(old_types) = &old_types {
+                index.retype(self.id, old_types, &routing.types);
+            }
             if hosts_changed {
                 index.reindex(self.id, &old, &routing.eds_hosts, routing.eds_wildcard);
             }
@@ -396,7 +401,7 @@ mod tests {
     }
 
     fn follow(routing: &mut Routing, watches: Watches) {
-        routing.update(&watches, |names| Arc::new(services_of(names)));
+        let _ = routing.update(&watches, |names| Arc::new(services_of(names)));
     }
 
     fn watching(eds: TypeStatus) -> Watches {

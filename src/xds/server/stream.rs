@@ -277,54 +277,50 @@ impl StreamState {
         } else {
             watch.names_digest
         };
-        // A partial EDS push to a stream that names its clusters: only the changed services'
-        // assignments are built, not the whole subscription's (per-name generation, so the same
-        // resources the whole list would hold).
-        if let (Some(hosts), Some(names), TypeUrl::Endpoint) = (only_hosts, names, type_url) {
-            let build = || {
-                let changed: BTreeSet<String> = names
-                    .iter()
-                    .filter(|n| {
-                        parse_outbound_cluster(n).is_some_and(|(_, _, h)| hosts.contains(h))
-                    })
-                    .cloned()
-                    .collect();
-                generate::generate(ctx, &self.proxy, scope, type_url, Some(&changed))
-            };
-            let key = digest ^ PARTIAL_SALT ^ super::status::digest(2, hosts);
-            return Some(ctx.resource_list(type_url, scope.key, key, build));
-        }
         let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
-        let list = if type_url.is_scoped() {
-            ctx.resource_list(type_url, scope.key, digest, generate)
-        } else {
-            Arc::new(ResourceList::new(generate()))
+        let whole = || {
+            if type_url.is_scoped() {
+                ctx.resource_list(type_url, scope.key, digest, generate)
+            } else {
+                Arc::new(ResourceList::new(generate()))
+            }
         };
-        if type_url == TypeUrl::Listener {
-            let (inbound, outbound) = ctx.listener_conflicts();
-            let metrics = &self.server.metrics;
-            metrics.inbound_conflicts.set(inbound as i64);
-            metrics.outbound_tcp_conflicts.set(outbound as i64);
-        }
         let Some(hosts) = only_hosts else {
+            let list = whole();
+            if type_url == TypeUrl::Listener {
+                let (inbound, outbound) = ctx.listener_conflicts();
+                let metrics = &self.server.metrics;
+                metrics.inbound_conflicts.set(inbound as i64);
+                metrics.outbound_tcp_conflicts.set(outbound as i64);
+            }
             return Some(list);
         };
-        let filter = || {
-            list.resources
+        // A partial push (EDS): only the changed services' resources.
+        let changed =
+            |name: &str| parse_outbound_cluster(name).is_some_and(|(_, _, h)| hosts.contains(h));
+        let partial = || match names {
+            // Named clusters: only those assignments are built (per name, so the same resources
+            // the whole list would hold), not the whole subscription's.
+            Some(names) => {
+                let names: BTreeSet<String> =
+                    names.iter().filter(|n| changed(n)).cloned().collect();
+                generate::generate(ctx, &self.proxy, scope, type_url, Some(&names))
+            }
+            // A wildcard subscription: the whole list, filtered.
+            None => whole()
+                .resources
                 .iter()
-                .filter(|r| {
-                    parse_outbound_cluster(&r.name).is_some_and(|(_, _, h)| hosts.contains(h))
-                })
+                .filter(|r| changed(&r.name))
                 .cloned()
-                .collect()
+                .collect(),
         };
-        // The streams of a scope with the same subscription share one filtered list per set of
+        // The streams of a scope with the same subscription share one partial list per set of
         // hosts (a stream whose mailbox merged two pushes has more hosts than the others).
         Some(if type_url.is_scoped() {
             let key = digest ^ PARTIAL_SALT ^ super::status::digest(2, hosts);
-            ctx.resource_list(type_url, scope.key, key, filter)
+            ctx.resource_list(type_url, scope.key, key, partial)
         } else {
-            Arc::new(ResourceList::new(filter()))
+            Arc::new(ResourceList::new(partial()))
         })
     }
 
