@@ -252,6 +252,8 @@ mod light {
         pub type_url: String,
         #[prost(string, tag = "5")]
         pub nonce: String,
+        #[prost(string, repeated, tag = "6")]
+        pub removed_resources: Vec<String>,
     }
 
     /// Field 1 of a Listener or ClusterLoadAssignment: its name.
@@ -296,6 +298,26 @@ where
     .map(tonic::Response::into_inner)
 }
 
+/// The churn services a mesh at step `churn` holds: all of them, or in a soak the last
+/// `SOAK_CHURN_WINDOW`, so a full push still adds a service every proxy must learn (and drops the
+/// oldest) while the mesh keeps one size and the daemon's memory can be judged flat or not.
+fn churn_services(args: &LoadgenArgs, churn: usize) -> std::ops::RangeInclusive<usize> {
+    let first = if args.soak_seconds > 0 {
+        churn.saturating_sub(SOAK_CHURN_WINDOW - 1).max(1)
+    } else {
+        1
+    };
+    first..=churn
+}
+
+/// How many churn services a soak's mesh keeps at once.
+const SOAK_CHURN_WINDOW: usize = 5;
+
+/// The moved endpoint's last octet: steps cycle through 200 addresses, so a long soak stays valid.
+fn moved_octet(moved_endpoint: usize) -> usize {
+    10 + moved_endpoint % 200
+}
+
 fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String {
     let mut y = String::with_capacity(args.services * 400);
     if args.sidecar_scope {
@@ -308,11 +330,12 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
     }
     // Churn step c adds one service in every namespace, so a full push reaches every proxy even
     // with Sidecar scoping.
-    for c in 1..=churn {
+    for c in churn_services(args, churn) {
         for n in 0..args.namespaces {
             y.push_str(&format!(
-                "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: churn-{c}, namespace: {0}}}\nspec: {{hosts: [churn-{c}.{0}.svc.cluster.local], ports: [{{number: 7000, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: 10.254.{c}.{n}}}]}}\n",
-                ns(n, args.namespaces)
+                "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: churn-{c}, namespace: {0}}}\nspec: {{hosts: [churn-{c}.{0}.svc.cluster.local], ports: [{{number: 7000, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: 10.254.{1}.{n}}}]}}\n",
+                ns(n, args.namespaces),
+                c % 250
             ));
         }
     }
@@ -323,7 +346,7 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
         let eps: Vec<String> = (0..args.endpoints_per_service)
             .map(|e| {
                 let last = if i == 0 && e == 0 {
-                    10 + moved_endpoint
+                    moved_octet(moved_endpoint)
                 } else {
                     10 + e
                 };
@@ -601,6 +624,26 @@ async fn delta_proxy(
                 ..Default::default()
             })
             .await;
+        // As Envoy does, a removed cluster's endpoints are unsubscribed: a client that kept them
+        // would make the daemon hold a growing subscription in a mesh of constant size.
+        if t == CDS && !r.removed_resources.is_empty() {
+            let set = known.entry(EDS).or_default();
+            let gone: Vec<String> = r
+                .removed_resources
+                .iter()
+                .filter(|n| set.remove(n.as_str()))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                let _ = req_tx
+                    .send(DeltaDiscoveryRequest {
+                        type_url: EDS.into(),
+                        resource_names_unsubscribe: gone,
+                        ..Default::default()
+                    })
+                    .await;
+            }
+        }
         let resources = r.resources.iter().filter_map(|x| x.resource.as_ref());
         if let Some((nt, wanted)) = envoy_follow(t, resources) {
             let set = known.entry(nt).or_default();
@@ -760,17 +803,36 @@ mod attack {
         }
     }
 
+    /// Starts `n` attackers on a runtime of their own, on one thread: their work (building
+    /// 10,000-name requests, reading pushes) must not delay the good proxies' tasks, whose
+    /// receive times are the measurement; the kernel shares the CPU between the two.
     pub fn spawn(n: usize, kinds: &[String], addr: SocketAddr) -> anyhow::Result<()> {
         anyhow::ensure!(!kinds.is_empty(), "--attack-kinds is empty");
-        for i in 0..n {
-            match kinds[i % kinds.len()].as_str() {
-                "stuck" => tokio::spawn(stuck(i, addr)),
-                "nack" => tokio::spawn(nacker(i, addr)),
-                "churn" => tokio::spawn(churner(i, addr)),
-                "subscribe" => tokio::spawn(subscriber(i, addr)),
-                other => anyhow::bail!("unknown attack kind {other:?}"),
-            };
+        if let Some(other) = kinds
+            .iter()
+            .find(|k| !["stuck", "nack", "churn", "subscribe"].contains(&k.as_str()))
+        {
+            anyhow::bail!("unknown attack kind {other:?}");
         }
+        let kinds = kinds.to_vec();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("attackers".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    for i in 0..n {
+                        match kinds[i % kinds.len()].as_str() {
+                            "stuck" => tokio::spawn(stuck(i, addr)),
+                            "nack" => tokio::spawn(nacker(i, addr)),
+                            "churn" => tokio::spawn(churner(i, addr)),
+                            _ => tokio::spawn(subscriber(i, addr)),
+                        };
+                    }
+                    std::future::pending::<()>().await
+                })
+            })?;
         Ok(())
     }
 }
