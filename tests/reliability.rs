@@ -159,12 +159,22 @@ fn more_stuck_streams_than_push_slots_never_delay_a_good_proxy() {
             write_config(dir.path(), 1500, generation);
             converge(&mut good, &marker(generation)).await;
         }
+        // New streams wait for pushes under way to connected proxies, but not for pushes that
+        // wait on clients that do not read: a newcomer starts at once.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut newcomer = Sotw::open(addr, &node_id(1)).await.unwrap();
+        converge(&mut newcomer, &marker(20)).await;
         drop(stuck);
     });
     assert_eq!(
         metric(&d, "rudder_xds_errors_total{reason=\"send_timeout\"}"),
         0.0,
         "the good proxy converged while the attack was still on"
+    );
+    assert_eq!(
+        metric(&d, "rudder_xds_new_stream_waits_total"),
+        0.0,
+        "no new stream waited on the stuck streams' pushes"
     );
 }
 

@@ -205,6 +205,11 @@ pub struct ServeArgs {
     /// proxy can get (a proxy asks for what it was told exists); past it the stream is ended.
     #[arg(long, default_value_t = 1_000, env = "RUDDER_XDS_MAX_UNKNOWN_NAMES")]
     pub xds_max_unknown_names: usize,
+    /// Longest a new xDS stream waits, before its first response, for pushes already under way
+    /// to connected proxies; 0: no wait. Connected proxies' updates go first, so clients that
+    /// connect in a loop cannot delay them.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, env = "RUDDER_XDS_NEW_STREAM_WAIT")]
+    pub xds_new_stream_wait: Duration,
     /// Largest gRPC request accepted on the xDS and CA ports, in bytes (istiod: 4 MiB).
     #[arg(long, default_value_t = 4 * 1024 * 1024, env = "ISTIO_GPRC_MAXRECVMSGSIZE")]
     pub max_grpc_message_size: usize,
@@ -317,6 +322,12 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
             setting: "--xds-idle-timeout, RUDDER_XDS_IDLE_TIMEOUT",
             value: format!("{:?}", args.xds_idle_timeout),
             refused_series: "rudder_xds_errors_total{reason=\"first_request_timeout\"}",
+        },
+        Limit {
+            name: "new xDS stream's wait for pushes under way (connected proxies go first)",
+            setting: "--xds-new-stream-wait, RUDDER_XDS_NEW_STREAM_WAIT",
+            value: format!("{:?}", args.xds_new_stream_wait),
+            refused_series: "rudder_xds_new_stream_waits_total",
         },
         Limit {
             name: "NACK log lines per stream (one per 10 s, text cut to 1 KiB)",
@@ -961,6 +972,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_subscribed_names: args.xds_max_subscribed_names,
             max_unknown_names: args.xds_max_unknown_names,
             max_message_bytes: args.max_grpc_message_size,
+            new_stream_wait: args.xds_new_stream_wait,
         },
     );
     // Set once, after the initial sync; the admin server answers "not started" until then.

@@ -59,6 +59,9 @@ pub struct XdsMetrics {
     pub send_time: Histogram,
     /// Responses dropped because the proxy did not read in time (`pilot_xds_write_timeout`).
     pub write_timeouts: Counter,
+    /// New streams that waited for pushes in flight before their first response
+    /// (`rudder_xds_new_stream_waits_total`; `XdsLimits::new_stream_wait`).
+    pub new_stream_waits: Counter,
     /// VirtualServices in the mesh (`pilot_virt_services`).
     pub virtual_services: Gauge,
     /// Service ports without any endpoint (`pilot_eds_no_instances`).
@@ -238,6 +241,11 @@ impl XdsMetrics {
             write_timeouts: registry.register(
                 "pilot_xds_write_timeout",
                 "xDS responses dropped because the proxy did not read in time",
+                Counter::default(),
+            ),
+            new_stream_waits: registry.register(
+                "rudder_xds_new_stream_waits",
+                "New xDS streams that waited for pushes to connected proxies before their first response",
                 Counter::default(),
             ),
             virtual_services: registry.register(

@@ -11,8 +11,9 @@ use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;
 use crate::xds::types::TypeUrl;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Locks a mutex whose holder may have panicked: the data is still the last value written.
@@ -20,22 +21,85 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How many streams hold a push they have not finished sending. New streams wait for it to reach
+/// zero (for a bounded time) before their first response: pushes to connected proxies go first,
+/// and clients that connect in a loop cannot slow them down.
+#[derive(Default)]
+pub(super) struct PushesInFlight {
+    count: AtomicUsize,
+    settled: Notify,
+}
+
+impl PushesInFlight {
+    /// Returns once no stream holds an unsent push, or after `max`, whichever comes first; true
+    /// when it had to wait.
+    pub(super) async fn settled(&self, max: Duration) -> bool {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let _ = tokio::time::timeout(max, async {
+            loop {
+                let notified = self.settled.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.count.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        true
+    }
+
+    fn ticket(self: &Arc<Self>) -> PushTicket {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        PushTicket(self.clone())
+    }
+}
+
+/// One stream's unsent push, counted in `PushesInFlight` until it is dropped: when the stream has
+/// sent it, or when the stream ends.
+pub(super) struct PushTicket(Arc<PushesInFlight>);
+
+impl Drop for PushTicket {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.settled.notify_waiters();
+        }
+    }
+}
+
 pub(super) struct Mailbox {
-    pending: Mutex<Option<PushRequest>>,
+    pending: Mutex<Option<(PushRequest, Option<PushTicket>)>>,
     pub(super) notify: Notify,
+    in_flight: Arc<PushesInFlight>,
+    /// Set while the stream waits for its client to read: its pushes are not counted in flight,
+    /// or one client that does not read would hold every new stream back.
+    waiting_on_client: AtomicBool,
 }
 
 impl Mailbox {
-    /// The pending push, if any, leaving the slot empty.
-    pub(super) fn take(&self) -> Option<PushRequest> {
+    /// The pending push, if any, leaving the slot empty; its ticket (none while the stream waits
+    /// on its client) counts it as in flight until the caller drops it.
+    pub(super) fn take(&self) -> Option<(PushRequest, Option<PushTicket>)> {
         lock(&self.pending).take()
+    }
+
+    /// Whether the stream is waiting for its client to read (see `waiting_on_client`).
+    pub(super) fn set_waiting_on_client(&self, waiting: bool) {
+        self.waiting_on_client.store(waiting, Ordering::Release);
     }
 
     fn put(&self, request: &PushRequest) {
         let mut pending = lock(&self.pending);
         match pending.as_mut() {
-            Some(p) => p.merge(request.clone()),
-            None => *pending = Some(request.clone()),
+            Some((p, _)) => p.merge(request.clone()),
+            None => {
+                let ticket = (!self.waiting_on_client.load(Ordering::Acquire))
+                    .then(|| self.in_flight.ticket());
+                *pending = Some((request.clone(), ticket));
+            }
         }
         drop(pending);
         self.notify.notify_one();
@@ -266,6 +330,7 @@ pub(super) struct Connections {
     entries: Mutex<HashMap<u64, Entry>>,
     fan_out_index: Arc<Mutex<FanOutIndex>>,
     next_id: AtomicU64,
+    pub(super) in_flight: Arc<PushesInFlight>,
 }
 
 /// A stream's side of its registry entry.
@@ -307,6 +372,8 @@ impl Connections {
         let mailbox = Arc::new(Mailbox {
             pending: Mutex::new(None),
             notify: Notify::new(),
+            in_flight: self.in_flight.clone(),
+            waiting_on_client: AtomicBool::new(false),
         });
         let routing = Arc::new(Mutex::new(Routing::default()));
         let status = Arc::new(Mutex::new(ConnectionStatus {
@@ -579,5 +646,59 @@ mod tests {
         assert_eq!(reached(&[&d, &e], "w1", &connections), [0, 1]);
         assert!(connections.unregister(d.id) && connections.unregister(e.id));
         assert_eq!(groups_of_w1(&connections), 0);
+    }
+
+    #[tokio::test]
+    async fn new_streams_wait_for_unsent_pushes_within_a_bound() {
+        let connections = Connections::default();
+        let node = envoy_types::pb::envoy::config::core::v3::Node {
+            id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local".into(),
+            ..Default::default()
+        };
+        let proxy = Arc::new(Proxy::from_node(Some(&node)).unwrap());
+        let in_flight = connections.in_flight.clone();
+        assert!(
+            !in_flight.settled(Duration::from_secs(60)).await,
+            "nothing to wait for"
+        );
+
+        let [a, b] = [0; 2].map(|_| connections.register(proxy.clone(), false));
+        connections.fan_out(&push(true, &[]));
+        connections.fan_out(&push(true, &[]));
+        let waiter = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move { in_flight.settled(Duration::from_secs(60)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !waiter.is_finished(),
+            "two unsent pushes (merged ones count once)"
+        );
+        let (_, sent) = a.mailbox.take().unwrap();
+        assert!(sent.is_some());
+        drop(sent);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished(), "one unsent push left");
+        // A stream that ends takes its unsent push with it, and the waiter goes on at once (its
+        // own bound is a minute away).
+        assert!(connections.unregister(b.id));
+        drop(b);
+        let woke = tokio::time::timeout(Duration::from_secs(30), waiter).await;
+        assert!(matches!(woke, Ok(Ok(true))), "{woke:?}");
+
+        // A stream waiting for its client to read holds nobody back.
+        assert!(connections.unregister(a.id));
+        let c = connections.register(proxy.clone(), false);
+        c.mailbox.set_waiting_on_client(true);
+        connections.fan_out(&push(true, &[]));
+        assert!(!in_flight.settled(Duration::from_secs(60)).await);
+        c.mailbox.set_waiting_on_client(false);
+        assert!(c.mailbox.take().is_some_and(|(_, ticket)| ticket.is_none()));
+
+        // Bounded: a push that is never sent holds a new stream back only for the limit.
+        connections.fan_out(&push(true, &[]));
+        let started = std::time::Instant::now();
+        assert!(in_flight.settled(Duration::from_millis(200)).await);
+        assert!(started.elapsed() >= Duration::from_millis(200));
     }
 }

@@ -154,7 +154,12 @@ impl Delta {
         for name in &req.resource_names_unsubscribe {
             sent.remove(name.as_str());
         }
-        self.stream.publish();
+        if !self
+            .stream
+            .publish_subscription((!newly.is_empty()).then_some(type_url))
+        {
+            return false;
+        }
         if first_for_type || !newly.is_empty() {
             let (ctx, scope) = self.stream.view();
             return self.send(&ctx, &scope, type_url, None, newly, None).await;

@@ -51,6 +51,10 @@ pub struct XdsLimits {
     pub max_subscribed_names: usize,
     /// Of those, names that match no resource the proxy can get; a stream with more is ended.
     pub max_unknown_names: usize,
+    /// Longest a new stream waits, before its first response, for the pushes already handed to
+    /// connected streams to be sent: a lower-priority lane for newcomers, so clients that connect
+    /// in a loop cannot slow pushes down. 0: no wait.
+    pub new_stream_wait: Duration,
 }
 
 impl Default for XdsLimits {
@@ -62,6 +66,7 @@ impl Default for XdsLimits {
             idle_timeout: Duration::from_secs(30),
             max_subscribed_names: 100_000,
             max_unknown_names: 1_000,
+            new_stream_wait: Duration::from_millis(500),
         }
     }
 }

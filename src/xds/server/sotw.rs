@@ -128,7 +128,12 @@ impl Sotw {
                 false
             }
         };
-        self.stream.publish();
+        if !self
+            .stream
+            .publish_subscription(respond.then_some(type_url))
+        {
+            return false;
+        }
         if respond {
             let (ctx, scope) = self.stream.view();
             return self

@@ -131,6 +131,20 @@ impl StreamState {
         self.registration.publish(&self.watches);
     }
 
+    /// Publishes the subscriptions after a request; when it subscribed to names of `changed`, only
+    /// if they keep within the unknown-names limit. Otherwise the stream is ended (false) before
+    /// the fan-out indexes services that do not exist: indexing a made-up subscription's thousands
+    /// of services, only to drop them when the stream ends, was most of what such a client cost.
+    pub(super) fn publish_subscription(&self, changed: Option<TypeUrl>) -> bool {
+        if let Some(type_url) = changed
+            && !self.within_unknown_limit(&self.server.context(), type_url, None)
+        {
+            return false;
+        }
+        self.publish();
+        true
+    }
+
     /// Tells the client why its stream ends (RESOURCE_EXHAUSTED), logs it and counts `reason`;
     /// the caller then ends the stream.
     fn end_exhausted(&self, reason: &str, message: String) {
@@ -366,6 +380,11 @@ impl StreamState {
         }
     }
 
+    /// Whether the response queue has room for `responses` (at most its size) right now.
+    fn has_room(&self, responses: usize) -> bool {
+        self.tx.capacity() >= responses.min(super::ads::STREAM_BUFFER)
+    }
+
     /// Gives back queue room a push reserved and did not use.
     fn release_reserved(&mut self) {
         self.reserved.clear();
@@ -463,6 +482,15 @@ pub(super) async fn serve_stream<H: StreamHandler>(
     first: H::Request,
     mut inbound: RequestStream<H::Request>,
 ) {
+    if !server.limits.new_stream_wait.is_zero()
+        && server
+            .connections
+            .in_flight
+            .settled(server.limits.new_stream_wait)
+            .await
+    {
+        server.metrics.new_stream_waits.inc();
+    }
     let registration = server
         .connections
         .register(proxy.clone(), H::MODE == "delta");
@@ -502,13 +530,25 @@ pub(super) async fn serve_stream<H: StreamHandler>(
                 }
             },
             _ = mailbox.notify.notified() => {
-                if let Some(push) = mailbox.take() {
+                if let Some((push, in_flight)) = mailbox.take() {
                     server.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     let types = pushed_types(&handler, &push);
+                    // The ticket keeps new streams waiting until this push is sent, unless the
+                    // client is not reading: then the stream waits on its client, not on us, and
+                    // its pushes are not counted until it reads again.
+                    let mut in_flight = in_flight;
+                    let waiting_on_client = !handler.stream().has_room(types.len());
+                    if waiting_on_client {
+                        drop(in_flight.take());
+                        mailbox.set_waiting_on_client(true);
+                    }
                     // Room to send first, without a push slot: a client that does not read waits
                     // here (and is dropped after the send timeout) instead of holding a slot.
                     if !handler.stream_mut().reserve(types.len()).await {
                         break;
+                    }
+                    if waiting_on_client {
+                        mailbox.set_waiting_on_client(false);
                     }
                     // Bounded concurrency: a push storm cannot starve the runtime.
                     let lane = if push.full { &server.push_permits } else { &server.partial_push_permits };
