@@ -205,27 +205,57 @@ impl<R: prost::Message + Default> RequestStream<R> {
 }
 
 /// A State-of-the-World request as the server reads it: every field decoded as usual except the
-/// resource names, which stay slices of the received message. A SotW client resends its whole
+/// resource names, which are kept one after another in one buffer. A SotW client resends its whole
 /// subscription in every ACK (thousands of names in an unscoped mesh, for every proxy, after every
 /// push); the server only needs them as strings when they differ from the last list, which a
-/// digest of the slices tells without allocating a string per name.
+/// digest of the buffer tells. One buffer, not a shared slice per name: making, counting and
+/// dropping a slice for each name was most of what reading an ACK cost.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SotwRequest {
     /// Everything but `resource_names` (left empty).
     pub request: DiscoveryRequest,
-    /// `resource_names`, in order, checked to be UTF-8.
-    pub names: Vec<Bytes>,
+    /// `resource_names`, in order, end to end; each checked to be UTF-8.
+    names: BytesMut,
+    /// Where each name ends in `names`.
+    ends: Vec<u32>,
 }
 
 /// `DiscoveryRequest.resource_names`.
 const RESOURCE_NAMES: u32 = 3;
 
 impl SotwRequest {
+    /// A request with `names` as its resource names (a client's side: the load generator, tests).
+    pub fn new<N: AsRef<[u8]>>(
+        request: DiscoveryRequest,
+        names: impl IntoIterator<Item = N>,
+    ) -> SotwRequest {
+        let mut sotw = SotwRequest {
+            request,
+            ..Default::default()
+        };
+        for name in names {
+            sotw.names.extend_from_slice(name.as_ref());
+            sotw.ends.push(sotw.names.len() as u32);
+        }
+        sotw
+    }
+
+    /// How many names the request carries.
+    pub fn name_count(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn names(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.names[start as usize..end as usize])
+    }
+
     /// The names, as strings.
     pub fn name_strings(&self) -> impl Iterator<Item = &str> {
         // Checked in `merge_field`.
-        self.names
-            .iter()
+        self.names()
             .map(|n| std::str::from_utf8(n).unwrap_or_default())
     }
 
@@ -233,25 +263,47 @@ impl SotwRequest {
     pub fn names_digest(&self) -> u64 {
         use std::hash::{BuildHasher, Hasher};
         let mut h = foldhash::fast::FixedState::with_seed(1).build_hasher();
-        h.write_usize(self.names.len());
-        for n in &self.names {
-            h.write_usize(n.len());
-            h.write(n);
+        h.write_usize(self.ends.len());
+        h.write(&self.names);
+        for end in &self.ends {
+            h.write_u32(*end);
         }
         h.finish()
     }
 
     /// Subscribes to everything: no names, or `*` among them.
     pub fn is_wildcard(&self) -> bool {
-        self.names.is_empty() || self.names.iter().any(|n| n.as_ref() == b"*")
+        self.ends.is_empty() || self.names().any(|n| n == b"*")
+    }
+}
+
+/// The error prost gives for a length-delimited field whose length prefix and following bytes are
+/// `framed`: so a malformed name reads as it would to any protobuf decoder.
+fn prost_string_error(
+    wire_type: prost::encoding::WireType,
+    framed: &[u8],
+    ctx: prost::encoding::DecodeContext,
+) -> prost::DecodeError {
+    let mut text = String::new();
+    match prost::encoding::string::merge(wire_type, &mut text, &mut &framed[..], ctx) {
+        Err(e) => e,
+        // Not reached with the inputs given; still an error, never a silent accept.
+        #[allow(deprecated)]
+        Ok(()) => prost::DecodeError::new("malformed resource name"),
     }
 }
 
 impl prost::Message for SotwRequest {
     fn encode_raw(&self, buf: &mut impl BufMut) {
         self.request.encode_raw(buf);
-        for n in &self.names {
-            prost::encoding::bytes::encode(RESOURCE_NAMES, n, buf);
+        for n in self.names() {
+            prost::encoding::encode_key(
+                RESOURCE_NAMES,
+                prost::encoding::WireType::LengthDelimited,
+                buf,
+            );
+            prost::encoding::encode_varint(n.len() as u64, buf);
+            buf.put_slice(n);
         }
     }
 
@@ -265,28 +317,67 @@ impl prost::Message for SotwRequest {
         if tag != RESOURCE_NAMES {
             return self.request.merge_field(tag, wire_type, buf, ctx);
         }
-        let mut name = Bytes::new();
-        prost::encoding::bytes::merge(wire_type, &mut name, buf, ctx.clone())?;
-        if std::str::from_utf8(&name).is_err() {
-            // prost's own error for a string that is not UTF-8 (only on this path).
-            let mut framed = Vec::new();
-            prost::encoding::encode_varint(name.len() as u64, &mut framed);
-            framed.extend_from_slice(&name);
-            let mut text = String::new();
-            prost::encoding::string::merge(wire_type, &mut text, &mut framed.as_slice(), ctx)?;
+        if wire_type != prost::encoding::WireType::LengthDelimited {
+            return Err(prost_string_error(wire_type, &[], ctx));
         }
-        self.names.push(name);
-        Ok(())
+        let encoded_len = prost::encoding::decode_varint(buf)?;
+        let framed = |name: &[u8]| {
+            let mut framed = Vec::new();
+            prost::encoding::encode_varint(encoded_len, &mut framed);
+            framed.extend_from_slice(name);
+            framed
+        };
+        let Some(len) = usize::try_from(encoded_len)
+            .ok()
+            .filter(|l| *l <= buf.remaining())
+        else {
+            return Err(prost_string_error(wire_type, &framed(&[]), ctx));
+        };
+        if self.names.is_empty() {
+            // The rest of the message bounds the names: one allocation, not one per doubling.
+            self.names.reserve(buf.remaining());
+        }
+        let start = self.names.len();
+        let mut left = len;
+        while left > 0 {
+            let chunk = buf.chunk();
+            let n = chunk.len().min(left);
+            self.names.extend_from_slice(&chunk[..n]);
+            buf.advance(n);
+            left -= n;
+        }
+        let name = &self.names[start..];
+        // Names are ASCII in practice; the full UTF-8 check only for the others.
+        let text = name.is_ascii() || std::str::from_utf8(name).is_ok();
+        match u32::try_from(self.names.len()) {
+            Ok(end) if text => {
+                self.ends.push(end);
+                Ok(())
+            }
+            _ => {
+                let framed = framed(name);
+                self.names.truncate(start);
+                Err(prost_string_error(wire_type, &framed, ctx))
+            }
+        }
     }
 
     fn encoded_len(&self) -> usize {
         self.request.encoded_len()
-            + prost::encoding::bytes::encoded_len_repeated(RESOURCE_NAMES, &self.names)
+            + self
+                .names()
+                .map(|n| {
+                    prost::encoding::key_len(RESOURCE_NAMES)
+                        + prost::encoding::encoded_len_varint(n.len() as u64)
+                        + n.len()
+                })
+                .sum::<usize>()
     }
 
     fn clear(&mut self) {
         self.request.clear();
         self.names.clear();
+        self.ends.clear();
     }
 }
 
@@ -837,5 +928,37 @@ mod sotw_request_tests {
         let mut bytes = Vec::new();
         prost::encoding::bytes::encode(RESOURCE_NAMES, &vec![0xffu8, 0xfe], &mut bytes);
         assert!(SotwRequest::decode(Bytes::from(bytes)).is_err());
+    }
+
+    #[test]
+    fn names_decode_as_any_protobuf_decoder_reads_them() {
+        // Not ASCII, still UTF-8: kept as sent.
+        let full = request(&["outbound|80||é.example", "", "*"]);
+        let sotw = SotwRequest::decode(Bytes::from(full.encode_to_vec())).unwrap();
+        let names: Vec<&str> = sotw.name_strings().collect();
+        assert_eq!(names, ["outbound|80||é.example", "", "*"]);
+        assert_eq!(sotw.name_count(), 3);
+        assert!(sotw.is_wildcard());
+        assert_eq!(
+            sotw,
+            SotwRequest::new(
+                DiscoveryRequest {
+                    resource_names: vec![],
+                    ..full
+                },
+                ["outbound|80||é.example", "", "*"]
+            )
+        );
+        // A name longer than what is left of the message, and a name of the wrong wire type,
+        // are errors, as they are to prost.
+        let mut truncated = Vec::new();
+        prost::encoding::bytes::encode(RESOURCE_NAMES, &b"abcdef".to_vec(), &mut truncated);
+        truncated.truncate(truncated.len() - 2);
+        assert!(DiscoveryRequest::decode(&truncated[..]).is_err());
+        assert!(SotwRequest::decode(Bytes::from(truncated)).is_err());
+        let mut varint = Vec::new();
+        prost::encoding::uint32::encode(RESOURCE_NAMES, &7, &mut varint);
+        assert!(DiscoveryRequest::decode(&varint[..]).is_err());
+        assert!(SotwRequest::decode(Bytes::from(varint)).is_err());
     }
 }

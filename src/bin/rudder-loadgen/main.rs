@@ -509,15 +509,21 @@ async fn sotw_proxy(
     tx: mpsc::UnboundedSender<Seen>,
 ) {
     let (req_tx, req_rx) = mpsc::channel(16);
-    let send =
-        |t: &str, names: Vec<String>, nonce: &str, version: &str, first: bool| DiscoveryRequest {
-            node: if first { node(i, &args, grpc) } else { None },
-            type_url: t.into(),
-            resource_names: names,
-            response_nonce: nonce.into(),
-            version_info: version.into(),
-            ..Default::default()
-        };
+    // Names are kept as bytes and copied into one buffer per request: every ACK repeats the whole
+    // subscription (1,000 names in an unscoped mesh), and cloning it as strings for each ACK cost
+    // the generator more CPU than the daemon spent answering, on the machine they share.
+    let send = |t: &str, names: Vec<Bytes>, nonce: &str, version: &str, first: bool| {
+        wire::SotwRequest::new(
+            DiscoveryRequest {
+                node: if first { node(i, &args, grpc) } else { None },
+                type_url: t.into(),
+                response_nonce: nonce.into(),
+                version_info: version.into(),
+                ..Default::default()
+            },
+            names,
+        )
+    };
     // A service in the proxy's own namespace (visible under Sidecar scoping too).
     let svc = i % args.namespaces.max(1);
     let target = format!("{}:{}", host(svc, args.namespaces), 8000 + (svc % 50));
@@ -528,7 +534,7 @@ async fn sotw_proxy(
     );
     if grpc {
         let _ = req_tx
-            .send(send(LDS, vec![target.clone()], "", "", true))
+            .send(send(LDS, vec![Bytes::from(target.clone())], "", "", true))
             .await;
     } else {
         let _ = req_tx.send(send(CDS, vec![], "", "", true)).await;
@@ -537,7 +543,7 @@ async fn sotw_proxy(
     let Ok(mut stream) = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await else {
         return;
     };
-    let mut subscribed: HashMap<&'static str, Vec<String>> = HashMap::new();
+    let mut subscribed: HashMap<&'static str, Vec<Bytes>> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let kube = args.kubeconfig.is_some();
@@ -561,6 +567,8 @@ async fn sotw_proxy(
             (RDS, true) => Some((CDS, vec![target_cluster.clone()])),
             _ => envoy_follow(t, r.resources.iter()),
         };
+        let next =
+            next.map(|(nt, names)| (nt, names.into_iter().map(Bytes::from).collect::<Vec<_>>()));
         if let Some((nt, names)) = next
             && !names.is_empty()
             && subscribed.get(nt) != Some(&names)
@@ -569,7 +577,7 @@ async fn sotw_proxy(
             let _ = req_tx.send(send(nt, names, "", "", false)).await;
         }
         if t == CDS && grpc {
-            subscribed.insert(CDS, vec![target_cluster.clone()]);
+            subscribed.insert(CDS, vec![Bytes::from(target_cluster.clone())]);
         }
     }
 }

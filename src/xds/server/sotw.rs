@@ -75,7 +75,7 @@ impl Sotw {
             );
             return true;
         };
-        if !self.stream.within_name_limit(type_url, sotw.names.len()) {
+        if !self.stream.within_name_limit(type_url, sotw.name_count()) {
             return false;
         }
         // The resource names hashed in order, from the bytes received.
