@@ -632,42 +632,41 @@ async fn delta_proxy(
                 ..Default::default()
             })
             .await;
+        // Subscriptions to change: (type, names to add, names to drop).
+        let mut edits: Vec<(&'static str, Vec<String>, Vec<String>)> = Vec::new();
         // As Envoy does, a removed cluster's endpoints are unsubscribed: a client that kept them
         // would make the daemon hold a growing subscription in a mesh of constant size.
         if t == CDS && !r.removed_resources.is_empty() {
             let set = known.entry(EDS).or_default();
-            let gone: Vec<String> = r
+            let gone = r
                 .removed_resources
                 .iter()
                 .filter(|n| set.remove(n.as_str()))
                 .cloned()
                 .collect();
-            if !gone.is_empty() {
-                let _ = req_tx
-                    .send(DeltaDiscoveryRequest {
-                        type_url: EDS.into(),
-                        resource_names_unsubscribe: gone,
-                        ..Default::default()
-                    })
-                    .await;
-            }
+            edits.push((EDS, Vec::new(), gone));
         }
         let resources = r.resources.iter().filter_map(|x| x.resource.as_ref());
         if let Some((nt, wanted)) = envoy_follow(t, resources) {
             let set = known.entry(nt).or_default();
-            let new: Vec<String> = wanted
+            let new = wanted
                 .into_iter()
                 .filter(|n| set.insert(n.clone()))
                 .collect();
-            if !new.is_empty() {
-                let _ = req_tx
-                    .send(DeltaDiscoveryRequest {
-                        type_url: nt.into(),
-                        resource_names_subscribe: new,
-                        ..Default::default()
-                    })
-                    .await;
+            edits.push((nt, new, Vec::new()));
+        }
+        for (nt, subscribe, unsubscribe) in edits {
+            if subscribe.is_empty() && unsubscribe.is_empty() {
+                continue;
             }
+            let _ = req_tx
+                .send(DeltaDiscoveryRequest {
+                    type_url: nt.into(),
+                    resource_names_subscribe: subscribe,
+                    resource_names_unsubscribe: unsubscribe,
+                    ..Default::default()
+                })
+                .await;
         }
     }
 }
