@@ -530,13 +530,12 @@ pub(super) async fn serve_stream<H: StreamHandler>(
                 }
             },
             _ = mailbox.notify.notified() => {
-                if let Some((push, in_flight)) = mailbox.take() {
+                if let Some((push, mut in_flight)) = mailbox.take() {
                     server.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     let types = pushed_types(&handler, &push);
                     // The ticket keeps new streams waiting until this push is sent, unless the
                     // client is not reading: then the stream waits on its client, not on us, and
                     // its pushes are not counted until it reads again.
-                    let mut in_flight = in_flight;
                     let waiting_on_client = !handler.stream().has_room(types.len());
                     if waiting_on_client {
                         drop(in_flight.take());
