@@ -500,6 +500,57 @@ fn envoy_follow<'a>(
     }
 }
 
+/// A subscription's `resource_names`, encoded once as the fields of a `DiscoveryRequest`: every
+/// ACK repeats the whole subscription (1,000 names in an unscoped mesh), and building it anew for
+/// each ACK cost the generator more CPU than the daemon spent answering, on the cores they share.
+#[derive(Clone, Default, PartialEq)]
+struct EncodedNames(Bytes);
+
+impl EncodedNames {
+    fn new<N: AsRef<[u8]>>(names: impl IntoIterator<Item = N>) -> EncodedNames {
+        let mut fields = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            prost::encoding::encode_key(3, prost::encoding::WireType::LengthDelimited, &mut fields);
+            prost::encoding::encode_varint(name.len() as u64, &mut fields);
+            fields.extend_from_slice(name);
+        }
+        EncodedNames(fields.into())
+    }
+}
+
+/// A SotW request with its names already encoded (only sent, never decoded, by the generator).
+#[derive(Clone, Default)]
+struct SotwAck {
+    request: DiscoveryRequest,
+    names: EncodedNames,
+}
+
+impl prost::Message for SotwAck {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        self.request.encode_raw(buf);
+        buf.put_slice(&self.names.0);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        self.request.merge_field(tag, wire_type, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.request.encoded_len() + self.names.0.len()
+    }
+
+    fn clear(&mut self) {
+        *self = SotwAck::default();
+    }
+}
+
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
 async fn sotw_proxy(
     i: usize,
@@ -509,20 +560,15 @@ async fn sotw_proxy(
     tx: mpsc::UnboundedSender<Seen>,
 ) {
     let (req_tx, req_rx) = mpsc::channel(16);
-    // Names are kept as bytes and copied into one buffer per request: every ACK repeats the whole
-    // subscription (1,000 names in an unscoped mesh), and cloning it as strings for each ACK cost
-    // the generator more CPU than the daemon spent answering, on the machine they share.
-    let send = |t: &str, names: Vec<Bytes>, nonce: &str, version: &str, first: bool| {
-        wire::SotwRequest::new(
-            DiscoveryRequest {
-                node: if first { node(i, &args, grpc) } else { None },
-                type_url: t.into(),
-                response_nonce: nonce.into(),
-                version_info: version.into(),
-                ..Default::default()
-            },
-            names,
-        )
+    let send = |t: &str, names: EncodedNames, nonce: &str, version: &str, first: bool| SotwAck {
+        request: DiscoveryRequest {
+            node: if first { node(i, &args, grpc) } else { None },
+            type_url: t.into(),
+            response_nonce: nonce.into(),
+            version_info: version.into(),
+            ..Default::default()
+        },
+        names,
     };
     // A service in the proxy's own namespace (visible under Sidecar scoping too).
     let svc = i % args.namespaces.max(1);
@@ -534,16 +580,20 @@ async fn sotw_proxy(
     );
     if grpc {
         let _ = req_tx
-            .send(send(LDS, vec![Bytes::from(target.clone())], "", "", true))
+            .send(send(LDS, EncodedNames::new([&target]), "", "", true))
             .await;
     } else {
-        let _ = req_tx.send(send(CDS, vec![], "", "", true)).await;
-        let _ = req_tx.send(send(LDS, vec![], "", "", false)).await;
+        let _ = req_tx
+            .send(send(CDS, EncodedNames::default(), "", "", true))
+            .await;
+        let _ = req_tx
+            .send(send(LDS, EncodedNames::default(), "", "", false))
+            .await;
     }
     let Ok(mut stream) = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await else {
         return;
     };
-    let mut subscribed: HashMap<&'static str, Vec<Bytes>> = HashMap::new();
+    let mut subscribed: HashMap<&'static str, EncodedNames> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let kube = args.kubeconfig.is_some();
@@ -567,17 +617,17 @@ async fn sotw_proxy(
             (RDS, true) => Some((CDS, vec![target_cluster.clone()])),
             _ => envoy_follow(t, r.resources.iter()),
         };
-        let next =
-            next.map(|(nt, names)| (nt, names.into_iter().map(Bytes::from).collect::<Vec<_>>()));
+        let next = next
+            .filter(|(_, names)| !names.is_empty())
+            .map(|(nt, names)| (nt, EncodedNames::new(&names)));
         if let Some((nt, names)) = next
-            && !names.is_empty()
             && subscribed.get(nt) != Some(&names)
         {
             subscribed.insert(nt, names.clone());
             let _ = req_tx.send(send(nt, names, "", "", false)).await;
         }
         if t == CDS && grpc {
-            subscribed.insert(CDS, vec![Bytes::from(target_cluster.clone())]);
+            subscribed.insert(CDS, EncodedNames::new([&target_cluster]));
         }
     }
 }
