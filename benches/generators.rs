@@ -1,7 +1,7 @@
 //! Generator and store benchmarks: CDS/EDS/LDS/RDS for one sidecar in meshes of 1,000 and 5,000
 //! services, the push context build, the store's batch apply, the file source reloading an
 //! edited file, and what one endpoint change costs the push loop as the mesh grows (1,000, 5,000
-//! and 20,000 services). `cargo bench --bench generators`.
+//! and 20,000 services), and reading a SotW ACK of 1,000 names. `cargo bench --bench generators`.
 //! Each generation uses a fresh push context, so the per-scope cache does not hide the work.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -305,8 +305,41 @@ fn one_slice_change(c: &mut Criterion) {
     group.finish();
 }
 
+/// Reading a SotW ACK of an unscoped mesh: 1,000 endpoint names, each ~60 bytes, as every SotW
+/// proxy resends them after every push.
+fn sotw_ack(c: &mut Criterion) {
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use prost::Message;
+    let ack = DiscoveryRequest {
+        version_info: "2026-12-04T02:00:00Z/42".into(),
+        type_url: TypeUrl::Endpoint.url().into(),
+        response_nonce: "a1b2c3".into(),
+        resource_names: (0..1000)
+            .map(|i| {
+                format!(
+                    "outbound|{}||svc-{i}.ns{}.svc.cluster.local",
+                    8000 + i % 50,
+                    i % 10
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let encoded = prost::bytes::Bytes::from(ack.encode_to_vec());
+    c.bench_function("sotw-ack/decode-and-digest/1000", |b| {
+        b.iter(|| {
+            let sotw = rudder::xds::wire::SotwRequest::decode(encoded.clone()).unwrap();
+            black_box(sotw.names_digest())
+        })
+    });
+    c.bench_function("sotw-ack/decode/1000", |b| {
+        b.iter(|| black_box(rudder::xds::wire::SotwRequest::decode(encoded.clone()).unwrap()))
+    });
+}
+
 criterion_group!(
     benches,
+    sotw_ack,
     generators,
     one_change,
     one_slice_change,

@@ -205,23 +205,30 @@ impl<R: prost::Message + Default> RequestStream<R> {
 }
 
 /// A State-of-the-World request as the server reads it: every field decoded as usual except the
-/// resource names, which are kept one after another in one buffer. A SotW client resends its whole
-/// subscription in every ACK (thousands of names in an unscoped mesh, for every proxy, after every
-/// push); the server only needs them as strings when they differ from the last list, which a
-/// digest of the buffer tells. One buffer, not a shared slice per name: making, counting and
-/// dropping a slice for each name was most of what reading an ACK cost.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// resource names, which stay where they are in the received message. A SotW client resends its
+/// whole subscription in every ACK (thousands of names in an unscoped mesh, for every proxy, after
+/// every push); the server only needs them as strings when they differ from the last list, which a
+/// digest tells. Names are not copied, nor made a shared slice each: copying every ACK's names and
+/// making, counting and dropping a slice per name were most of what reading an ACK cost.
+#[derive(Clone, Default)]
 pub struct SotwRequest {
     /// Everything but `resource_names` (left empty).
     pub request: DiscoveryRequest,
-    /// `resource_names`, in order, end to end; each checked to be UTF-8.
-    names: BytesMut,
-    /// Where each name ends in `names`.
-    ends: Vec<u32>,
+    /// The bytes the names are in: the received message itself, or the names end to end when
+    /// built by a client or merged field by field.
+    names: Bytes,
+    /// Where each name starts and ends in `names`; each checked to be UTF-8.
+    spans: Vec<(u32, u32)>,
+    /// Where in `names` the whole list lies as its canonical encoding (each name's field right
+    /// after the one before, a one-byte key, the shortest length prefix): the digest hashes it in
+    /// place. `None` when it does not, or when there are no names.
+    canonical: Option<(u32, u32)>,
 }
 
 /// `DiscoveryRequest.resource_names`.
 const RESOURCE_NAMES: u32 = 3;
+/// The key of a `resource_names` field: tag 3, length-delimited.
+const RESOURCE_NAMES_KEY: u8 = (RESOURCE_NAMES as u8) << 3 | 2;
 
 impl SotwRequest {
     /// A request with `names` as its resource names (a client's side: the load generator, tests).
@@ -229,52 +236,140 @@ impl SotwRequest {
         request: DiscoveryRequest,
         names: impl IntoIterator<Item = N>,
     ) -> SotwRequest {
-        let mut sotw = SotwRequest {
-            request,
-            ..Default::default()
-        };
+        let mut buf = BytesMut::new();
+        let mut spans = Vec::new();
         for name in names {
-            sotw.names.extend_from_slice(name.as_ref());
-            sotw.ends.push(sotw.names.len() as u32);
+            let start = buf.len() as u32;
+            buf.extend_from_slice(name.as_ref());
+            spans.push((start, buf.len() as u32));
         }
-        sotw
+        SotwRequest {
+            request,
+            names: buf.freeze(),
+            spans,
+            canonical: None,
+        }
     }
 
     /// How many names the request carries.
     pub fn name_count(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     fn names(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(start, end)| &self.names[start as usize..end as usize])
+        self.spans
+            .iter()
+            .map(|&(start, end)| &self.names[start as usize..end as usize])
     }
 
     /// The names, as strings.
     pub fn name_strings(&self) -> impl Iterator<Item = &str> {
-        // Checked in `merge_field`.
+        // Checked when decoded.
         self.names()
             .map(|n| std::str::from_utf8(n).unwrap_or_default())
     }
 
-    /// A digest of the names in order: equal lists, equal digests.
+    /// A digest of the names in order: equal lists, equal digests, however they were encoded.
+    /// It hashes the list's canonical encoding, which a received message usually holds as it is.
     pub fn names_digest(&self) -> u64 {
         use std::hash::{BuildHasher, Hasher};
-        let mut h = foldhash::fast::FixedState::with_seed(1).build_hasher();
-        h.write_usize(self.ends.len());
-        h.write(&self.names);
-        for end in &self.ends {
-            h.write_u32(*end);
+        let mut h = foldhash::fast::FixedState::with_seed(self.spans.len() as u64).build_hasher();
+        match self.canonical {
+            Some((start, end)) => h.write(&self.names[start as usize..end as usize]),
+            None => {
+                let mut encoded = Vec::new();
+                for name in self.names() {
+                    encode_name(name, &mut encoded);
+                }
+                h.write(&encoded);
+            }
         }
         h.finish()
     }
 
     /// Subscribes to everything: no names, or `*` among them.
     pub fn is_wildcard(&self) -> bool {
-        self.ends.is_empty() || self.names().any(|n| n == b"*")
+        self.spans.is_empty() || self.names().any(|n| n == b"*")
     }
+
+    /// Reads the name whose length prefix follows the key at `field_start` of `message`, returning
+    /// where the name ends. `message` is at most `u32::MAX` bytes long.
+    fn read_name(
+        &mut self,
+        message: &[u8],
+        field_start: usize,
+        prefix_start: usize,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<usize, prost::DecodeError> {
+        let mut rest = &message[prefix_start..];
+        let encoded_len = prost::encoding::decode_varint(&mut rest)?;
+        let start = message.len() - rest.len();
+        let framed_error = |end: usize| {
+            prost_string_error(
+                prost::encoding::WireType::LengthDelimited,
+                &message[prefix_start..end],
+                ctx.clone(),
+            )
+        };
+        let Some(len) = usize::try_from(encoded_len)
+            .ok()
+            .filter(|l| *l <= rest.len())
+        else {
+            return Err(framed_error(message.len()));
+        };
+        let end = start + len;
+        let name = &message[start..end];
+        // Names are ASCII in practice; the full UTF-8 check only for the others.
+        if !(name.is_ascii() || std::str::from_utf8(name).is_ok()) {
+            return Err(framed_error(end));
+        }
+        let canonical = prefix_start - field_start == 1
+            && start - prefix_start == prost::encoding::encoded_len_varint(encoded_len);
+        self.push_name(field_start, start, end, canonical);
+        Ok(end)
+    }
+
+    /// Checks every name of `message` to be UTF-8, failing as prost does on the first that is not.
+    fn check_names(
+        &self,
+        message: &[u8],
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        for &(start, end) in &self.spans {
+            let (start, end) = (start as usize, end as usize);
+            let name = &message[start..end];
+            if !(name.is_ascii() || std::str::from_utf8(name).is_ok()) {
+                // Names that were not checked as they were read have a one-byte length.
+                return Err(prost_string_error(
+                    prost::encoding::WireType::LengthDelimited,
+                    &message[start - 1..end],
+                    ctx,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a name at `start..end` whose field starts at `field_start`; `canonical` when the
+    /// field is encoded as prost would encode it.
+    fn push_name(&mut self, field_start: usize, start: usize, end: usize, canonical: bool) {
+        self.canonical = match self.canonical {
+            _ if !canonical => None,
+            None if self.spans.is_empty() => Some((field_start as u32, end as u32)),
+            Some((first, last_end)) if last_end as usize == field_start => {
+                Some((first, end as u32))
+            }
+            _ => None,
+        };
+        self.spans.push((start as u32, end as u32));
+    }
+}
+
+/// Appends the canonical encoding of one `resource_names` field.
+fn encode_name(name: &[u8], buf: &mut impl BufMut) {
+    buf.put_u8(RESOURCE_NAMES_KEY);
+    prost::encoding::encode_varint(name.len() as u64, buf);
+    buf.put_slice(name);
 }
 
 /// The error prost gives for a length-delimited field whose length prefix and following bytes are
@@ -293,20 +388,76 @@ fn prost_string_error(
     }
 }
 
+impl PartialEq for SotwRequest {
+    fn eq(&self, other: &SotwRequest) -> bool {
+        self.request == other.request && self.names().eq(other.names())
+    }
+}
+
+impl std::fmt::Debug for SotwRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SotwRequest")
+            .field("request", &self.request)
+            .field("resource_names", &self.name_strings().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
 impl prost::Message for SotwRequest {
+    /// Reads the message once, as prost would, except that names are only checked and located
+    /// in it: `copy_to_bytes` of a received message (`Bytes`) shares it rather than copying.
+    fn decode(mut buf: impl Buf) -> Result<SotwRequest, prost::DecodeError> {
+        let message = buf.copy_to_bytes(buf.remaining());
+        if u32::try_from(message.len()).is_err() {
+            #[allow(deprecated)]
+            return Err(prost::DecodeError::new("request too large"));
+        }
+        let ctx = prost::encoding::DecodeContext::default();
+        let mut sotw = SotwRequest::default();
+        let mut unchecked = false;
+        let mut pos = 0;
+        while pos < message.len() {
+            // The usual shape first: a name shorter than 128 bytes, as prost encodes it; checked
+            // to be UTF-8 after the loop, all at once.
+            if let [RESOURCE_NAMES_KEY, len, ..] = message[pos..]
+                && len < 0x80
+                && pos + 2 + (len as usize) <= message.len()
+            {
+                let end = pos + 2 + len as usize;
+                sotw.push_name(pos, pos + 2, end, true);
+                unchecked = true;
+                pos = end;
+                continue;
+            }
+            let mut rest = &message[pos..];
+            let (tag, wire_type) = prost::encoding::decode_key(&mut rest)?;
+            if tag == RESOURCE_NAMES && wire_type == prost::encoding::WireType::LengthDelimited {
+                let prefix_start = message.len() - rest.len();
+                pos = sotw.read_name(&message, pos, prefix_start, ctx.clone())?;
+            } else {
+                sotw.merge_field(tag, wire_type, &mut rest, ctx.clone())?;
+                pos = message.len() - rest.len();
+            }
+        }
+        // A canonical run of names is ASCII when its names are (its keys and lengths are).
+        let ascii_run = sotw
+            .canonical
+            .is_some_and(|(start, end)| message[start as usize..end as usize].is_ascii());
+        if unchecked && !ascii_run {
+            sotw.check_names(&message, ctx)?;
+        }
+        sotw.names = message;
+        Ok(sotw)
+    }
+
     fn encode_raw(&self, buf: &mut impl BufMut) {
         self.request.encode_raw(buf);
         for n in self.names() {
-            prost::encoding::encode_key(
-                RESOURCE_NAMES,
-                prost::encoding::WireType::LengthDelimited,
-                buf,
-            );
-            prost::encoding::encode_varint(n.len() as u64, buf);
-            buf.put_slice(n);
+            encode_name(n, buf);
         }
     }
 
+    /// Field by field (not reached through `decode`): names are copied, one after another.
     fn merge_field(
         &mut self,
         tag: u32,
@@ -317,47 +468,23 @@ impl prost::Message for SotwRequest {
         if tag != RESOURCE_NAMES {
             return self.request.merge_field(tag, wire_type, buf, ctx);
         }
-        if wire_type != prost::encoding::WireType::LengthDelimited {
-            return Err(prost_string_error(wire_type, &[], ctx));
-        }
-        let encoded_len = prost::encoding::decode_varint(buf)?;
-        let framed = |name: &[u8]| {
-            let mut framed = Vec::new();
-            prost::encoding::encode_varint(encoded_len, &mut framed);
-            framed.extend_from_slice(name);
-            framed
-        };
-        let Some(len) = usize::try_from(encoded_len)
-            .ok()
-            .filter(|l| *l <= buf.remaining())
-        else {
-            return Err(prost_string_error(wire_type, &framed(&[]), ctx));
-        };
-        if self.names.is_empty() {
-            // The rest of the message bounds the names: one allocation, not one per doubling.
-            self.names.reserve(buf.remaining());
-        }
-        let start = self.names.len();
-        let mut left = len;
-        while left > 0 {
-            let chunk = buf.chunk();
-            let n = chunk.len().min(left);
-            self.names.extend_from_slice(&chunk[..n]);
-            buf.advance(n);
-            left -= n;
-        }
-        let name = &self.names[start..];
-        // Names are ASCII in practice; the full UTF-8 check only for the others.
-        let text = name.is_ascii() || std::str::from_utf8(name).is_ok();
-        match u32::try_from(self.names.len()) {
-            Ok(end) if text => {
-                self.ends.push(end);
+        let mut name = String::new();
+        prost::encoding::string::merge(wire_type, &mut name, buf, ctx)?;
+        let mut names = BytesMut::from(std::mem::take(&mut self.names));
+        let start = names.len();
+        names.extend_from_slice(name.as_bytes());
+        match (u32::try_from(start), u32::try_from(names.len())) {
+            (Ok(start), Ok(end)) => {
+                self.spans.push((start, end));
+                self.canonical = None;
+                self.names = names.freeze();
                 Ok(())
             }
             _ => {
-                let framed = framed(name);
-                self.names.truncate(start);
-                Err(prost_string_error(wire_type, &framed, ctx))
+                names.truncate(start);
+                self.names = names.freeze();
+                #[allow(deprecated)]
+                Err(prost::DecodeError::new("request too large"))
             }
         }
     }
@@ -375,9 +502,7 @@ impl prost::Message for SotwRequest {
     }
 
     fn clear(&mut self) {
-        self.request.clear();
-        self.names.clear();
-        self.ends.clear();
+        *self = SotwRequest::default();
     }
 }
 
@@ -921,6 +1046,29 @@ mod sotw_request_tests {
         assert_ne!(digest(&["a", "b"]), digest(&["b", "a"]));
         assert_ne!(digest(&["ab"]), digest(&["a", "b"]));
         assert_ne!(digest(&[]), digest(&[""]));
+    }
+
+    #[test]
+    fn the_digest_does_not_depend_on_how_the_names_were_encoded() {
+        let names = ["outbound|80||a", "outbound|80||b", ""];
+        let canonical = request(&names).encode_to_vec();
+        let decoded = SotwRequest::decode(Bytes::from(canonical)).unwrap();
+        assert!(decoded.canonical.is_some(), "hashed in place");
+        // Names split by other fields, and a length prefix longer than it needs to be.
+        let mut odd = Vec::new();
+        prost::encoding::string::encode(RESOURCE_NAMES, &names[0].to_string(), &mut odd);
+        prost::encoding::string::encode(4, &request(&[]).type_url, &mut odd);
+        prost::encoding::string::encode(RESOURCE_NAMES, &names[1].to_string(), &mut odd);
+        odd.extend_from_slice(&[RESOURCE_NAMES_KEY, 0x80, 0x00]);
+        let interleaved = SotwRequest::decode(Bytes::from(odd)).unwrap();
+        let built = SotwRequest::new(DiscoveryRequest::default(), names);
+        assert_eq!(interleaved.name_strings().collect::<Vec<_>>(), names);
+        assert_eq!(decoded.names_digest(), built.names_digest());
+        assert_eq!(interleaved.names_digest(), built.names_digest());
+        let mut merged = SotwRequest::default();
+        merged.merge(&request(&names).encode_to_vec()[..]).unwrap();
+        assert_eq!(merged.names_digest(), built.names_digest());
+        assert_eq!(merged, decoded);
     }
 
     #[test]
