@@ -157,13 +157,16 @@ impl Routing {
             .then(|| std::mem::replace(&mut self.types, watches.keys().copied().collect()));
         let eds = watches.get(&TypeUrl::Endpoint);
         self.eds_wildcard = eds.is_some_and(|w| w.wildcard);
-        let names = eds.map(|w| w.names.clone());
-        let unchanged = match (&names, &self.eds_names) {
+        // Compared by address before anything is cloned: the names are shared by every stream
+        // with the same subscription, and this runs after every response and every ACK.
+        let names = eds.map(|w| &w.names);
+        let unchanged = match (names, &self.eds_names) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             (None, None) => true,
             _ => false,
         };
         if !unchanged {
+            let names = names.cloned();
             self.eds_hosts = names.as_ref().map(derive).unwrap_or_default();
             self.eds_names = names;
         }

@@ -113,6 +113,13 @@ impl AsyncRead for Tracked {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        // The check's timer only needs the task's waker while the task waits for the socket: a
+        // read that gets bytes skips it (HTTP/2 reads a large request in several reads, and
+        // polling the timer on each was a measurable part of reading it).
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if read.is_ready() {
+            return read;
+        }
         while self.check.as_mut().poll(cx).is_ready() {
             if self.activity.idle_for(self.registry.timeout) {
                 (self.registry.closed)();
@@ -123,7 +130,7 @@ impl AsyncRead for Tracked {
             let next = tokio::time::Instant::now() + self.registry.timeout / 2;
             self.check.as_mut().reset(next);
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        Poll::Pending
     }
 }
 
