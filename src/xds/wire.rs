@@ -256,14 +256,14 @@ impl SotwRequest {
         self.spans.len()
     }
 
-    fn names(&self) -> impl Iterator<Item = &[u8]> {
+    fn names(&self) -> impl Iterator<Item = &[u8]> + Clone {
         self.spans
             .iter()
             .map(|&(start, end)| &self.names[start as usize..end as usize])
     }
 
     /// The names, as strings.
-    pub fn name_strings(&self) -> impl Iterator<Item = &str> {
+    pub fn name_strings(&self) -> impl Iterator<Item = &str> + Clone {
         // Checked when decoded.
         self.names()
             .map(|n| std::str::from_utf8(n).unwrap_or_default())
@@ -285,6 +285,13 @@ impl SotwRequest {
             }
         }
         h.finish()
+    }
+
+    /// The names as the message holds them, when that is their canonical encoding (as it
+    /// usually is): equal bytes, equal lists.
+    pub fn encoded_names(&self) -> Option<&[u8]> {
+        self.canonical
+            .map(|(start, end)| &self.names[start as usize..end as usize])
     }
 
     /// Subscribes to everything: no names, or `*` among them.

@@ -88,21 +88,27 @@ impl Sotw {
         let server = self.stream.server.clone();
         let watch = self.stream.watch_mut(type_url);
         // The same list as the last request: the same subscription, without building a set.
-        let names: Option<BTreeSet<String>> =
-            (!repeated).then(|| sotw.name_strings().map(str::to_string).collect());
-        let subscription_changed = names.as_ref().is_some_and(|n| *n != *watch.names);
+        let listed = (!repeated).then(|| {
+            server
+                .shared_names
+                .listed(digest, sotw.encoded_names(), sotw.name_strings())
+        });
+        let subscription_changed = listed.as_ref().is_some_and(|l| !l.is(&watch.names));
         let respond = if req.response_nonce.is_empty() {
             // A new subscription, or a reconnecting client telling us what it has.
             watch.wildcard = type_url.is_wildcard() && sotw.is_wildcard();
-            if let Some(names) = names {
-                watch.set_names(names, &server.shared_names);
+            if let Some(listed) = &listed {
+                watch.set_listed(listed);
             }
             true
         } else if *req.response_nonce != *watch.nonce_sent {
             // Stale: the client had not seen our latest response. Only a new subscription list counts.
             server.metrics.expired_nonces.inc();
-            if subscription_changed && !watch.wildcard {
-                watch.set_names(names.unwrap_or_default(), &server.shared_names);
+            if let Some(listed) = listed
+                .as_ref()
+                .filter(|_| subscription_changed && !watch.wildcard)
+            {
+                watch.set_listed(listed);
                 true
             } else {
                 false
@@ -119,10 +125,11 @@ impl Sotw {
                     watch.last_nack = None;
                 }
             }
-            if subscription_changed && !wildcard {
-                self.stream
-                    .watch_mut(type_url)
-                    .set_names(names.unwrap_or_default(), &server.shared_names);
+            if let Some(listed) = listed
+                .as_ref()
+                .filter(|_| subscription_changed && !wildcard)
+            {
+                self.stream.watch_mut(type_url).set_listed(listed);
                 true
             } else {
                 false
