@@ -192,6 +192,58 @@ async fn endpoint_only_changes_push_only_eds() {
     assert!(s.quiet(300).await);
 }
 
+/// After a full push's clusters, a SotW client gets again the endpoints of the clusters that
+/// changed (so Envoy does not keep them warming), and not those of unchanged ones; a new cluster's
+/// endpoints come when the client asks for them (istiod's partial EDS push).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_push_resends_only_the_endpoints_of_changed_clusters() {
+    let (dir, daemon) = start();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(EDS, &[A, B], "", "", None).await;
+    let eds = s.recv().await;
+    s.send(EDS, &[A, B], &eds.nonce, &eds.version_info, None)
+        .await;
+
+    // A new service: new clusters, the others unchanged.
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(true));
+    let cds = s.recv().await;
+    assert_eq!(cds.type_url, CDS);
+    assert!(cluster_names(&cds).contains(&C.to_string()));
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    assert!(
+        s.quiet(300).await,
+        "no endpoints resent for unchanged clusters"
+    );
+    s.send(EDS, &[A, B, C], &eds.nonce, &eds.version_info, None)
+        .await;
+    let eds = s.recv().await;
+    assert_eq!(cla_names(&eds), [A, B, C], "asked for: all of them");
+    s.send(EDS, &[A, B, C], &eds.nonce, &eds.version_info, None)
+        .await;
+
+    // A policy that changes b's cluster only.
+    let rule = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: b, namespace: ns}\nspec:\n  host: b.ns.svc.cluster.local\n  trafficPolicy: {connectionPool: {tcp: {maxConnections: 7}}}\n";
+    common::write_atomic(
+        &dir.path().join("mesh.yaml"),
+        &format!("{}{rule}", mesh(true)),
+    );
+    let cds = s.recv().await;
+    assert_eq!(cds.type_url, CDS);
+    let resent = s.recv().await;
+    assert_eq!(resent.type_url, EDS);
+    assert_eq!(
+        cla_names(&resent),
+        [B],
+        "the changed cluster's endpoints, unchanged"
+    );
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(EDS, &[A, B, C], &resent.nonce, &resent.version_info, None)
+        .await;
+    assert!(s.quiet(300).await);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn delta_resumes_from_known_versions_and_reports_removals() {
     let (dir, daemon) = start();

@@ -163,6 +163,10 @@ pub struct PushContext {
     /// How many of a subscription's endpoint names name no service, by the subscription's digest
     /// (the streams of an unscoped mesh share a few subscriptions of thousands of names).
     unknown_endpoint_names: Mutex<FastMap<u64, usize>>,
+    /// The services whose clusters differ between two cluster lists, by the lists' digests
+    /// (`changed_cluster_hosts`).
+    changed_cluster_hosts:
+        Mutex<FastMap<(u64, u64), Option<Arc<std::collections::BTreeSet<String>>>>>,
 }
 
 /// The value `get` finds in `map`, else `build`'s, stored by `put`. Built outside the lock: two
@@ -399,6 +403,7 @@ impl PushContext {
             encoded: Mutex::default(),
             lists: Mutex::default(),
             unknown_endpoint_names: Mutex::default(),
+            changed_cluster_hosts: Mutex::default(),
         }
     }
 
@@ -770,6 +775,33 @@ impl PushContext {
     /// `count`'s answer for the endpoint subscription with this digest, computed once per push.
     pub fn unknown_endpoint_names(&self, digest: u64, count: impl FnOnce() -> usize) -> usize {
         memoized_by_key(&self.unknown_endpoint_names, digest, count)
+    }
+
+    /// The services of the outbound clusters that are new or changed in `new` against `old`, once
+    /// per pair of lists in a push (the SotW streams of a scope were sent the same lists). `None`
+    /// when a changed cluster is not an outbound one, whose endpoints cannot be told by service.
+    pub fn changed_cluster_hosts(
+        &self,
+        old: &ResourceList,
+        new: &ResourceList,
+    ) -> Option<Arc<std::collections::BTreeSet<String>>> {
+        memoized_by_key(
+            &self.changed_cluster_hosts,
+            (old.digest, new.digest),
+            || {
+                let before: HashMap<&str, u64> =
+                    old.resources.iter().map(|r| (&*r.name, r.digest)).collect();
+                let mut hosts = std::collections::BTreeSet::new();
+                for r in &new.resources {
+                    if before.get(&*r.name) == Some(&r.digest) {
+                        continue;
+                    }
+                    let (_, _, host) = super::generate::util::parse_outbound_cluster(&r.name)?;
+                    hosts.insert(host.to_string());
+                }
+                Some(Arc::new(hosts))
+            },
+        )
     }
 
     /// Notes an outbound listener on which a TCP service's connections went to another service.

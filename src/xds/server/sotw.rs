@@ -2,10 +2,12 @@
 
 use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::resource::ResourceList;
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::{EncodedResponse, SotwRequest};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::debug;
 
@@ -19,6 +21,11 @@ pub(super) struct Sotw {
     /// unscoped mesh); when the list is the same as last time, the subscription is unchanged and
     /// no set is built or compared.
     last_requested: HashMap<TypeUrl, u64>,
+    /// The clusters last sent, to tell which of the next ones changed.
+    sent_clusters: Option<Arc<ResourceList>>,
+    /// The services whose clusters the last CDS response added or changed; `None` when not known
+    /// (the first response, or a changed cluster that is not an outbound one).
+    cluster_changes: Option<Arc<BTreeSet<String>>>,
 }
 
 impl StreamHandler for Sotw {
@@ -44,11 +51,29 @@ impl StreamHandler for Sotw {
         only_hosts: Option<&BTreeSet<String>>,
         updated_clusters: &mut UpdatedClusters,
     ) -> bool {
-        // Endpoints are resent, unchanged or not, after clusters were (see `send_pushed`).
-        let resend = type_url == TypeUrl::Endpoint && updated_clusters.all;
-        let Some(sent) = self.send(ctx, scope, type_url, only_hosts, resend).await else {
+        // After clusters were sent, the endpoints of those that changed are resent, changed or not
+        // (see `send_pushed`); all of them when which changed is not known. As istiod's partial
+        // EDS pushes, the others are not: an unchanged cluster is not warming, and a new one's
+        // endpoints go out when the client asks for them.
+        let after_clusters = type_url == TypeUrl::Endpoint && updated_clusters.all;
+        let changes = if after_clusters {
+            self.cluster_changes.take()
+        } else {
+            None
+        };
+        let resend_all = after_clusters && changes.is_none();
+        let Some(mut sent) = self
+            .send(ctx, scope, type_url, only_hosts, resend_all)
+            .await
+        else {
             return false;
         };
+        if let Some(hosts) = changes.filter(|h| !sent && !h.is_empty() && only_hosts.is_none()) {
+            let Some(resent) = self.send(ctx, scope, type_url, Some(&hosts), true).await else {
+                return false;
+            };
+            sent = resent;
+        }
         if type_url == TypeUrl::Cluster && sent {
             updated_clusters.all = true;
         }
@@ -59,6 +84,8 @@ impl StreamHandler for Sotw {
             stream,
             last_sent: HashMap::new(),
             last_requested: HashMap::new(),
+            sent_clusters: None,
+            cluster_changes: None,
         }
     }
 }
@@ -203,6 +230,11 @@ impl Sotw {
         }
         if only_hosts.is_none() {
             self.last_sent.insert(type_url, digest);
+            if type_url == TypeUrl::Cluster {
+                let previous = self.sent_clusters.replace(list.clone());
+                self.cluster_changes =
+                    previous.and_then(|old| ctx.changed_cluster_hosts(&old, &list));
+            }
         }
         debug!(r#type = type_url.short(), resources = count, "pushed");
         Some(true)

@@ -38,9 +38,9 @@ pub(super) trait StreamHandler: Send + Sized + 'static {
     fn request(&mut self, req: Self::Request) -> impl std::future::Future<Output = bool> + Send;
     /// Sends what a push changed of one watched type; `only_hosts` limits EDS to those services.
     /// `updated_clusters` carries what CDS sent to EDS later in the same push: the handler adds the
-    /// clusters it sends, and resends their endpoints even when unchanged, because Envoy keeps an
-    /// updated cluster warming (and the old one serving) until its ClusterLoadAssignment arrives,
-    /// up to its 15 s initial-fetch timeout.
+    /// clusters it sends, and resends the endpoints of those that changed even when the endpoints
+    /// did not, because Envoy keeps an updated cluster warming (and the old one serving) until its
+    /// ClusterLoadAssignment arrives, up to its 15 s initial-fetch timeout.
     fn send_pushed(
         &mut self,
         ctx: &PushContext,
