@@ -165,9 +165,11 @@ pub struct PushContext {
     unknown_endpoint_names: Mutex<FastMap<u64, usize>>,
     /// The services whose clusters differ between two cluster lists, by the lists' digests
     /// (`changed_cluster_hosts`).
-    changed_cluster_hosts:
-        Mutex<FastMap<(u64, u64), Option<Arc<std::collections::BTreeSet<String>>>>>,
+    changed_cluster_hosts: Mutex<FastMap<(u64, u64), Option<ChangedHosts>>>,
 }
+
+/// Services whose clusters changed between two cluster lists.
+pub type ChangedHosts = Arc<std::collections::BTreeSet<String>>;
 
 /// The value `get` finds in `map`, else `build`'s, stored by `put`. Built outside the lock: two
 /// streams racing both build, one value is kept and shared. `get` may look up by a borrowed key, so
