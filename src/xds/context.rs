@@ -779,31 +779,15 @@ impl PushContext {
         memoized_by_key(&self.unknown_endpoint_names, digest, count)
     }
 
-    /// The services of the outbound clusters that are new or changed in `new` against `old`, once
-    /// per pair of lists in a push (the SotW streams of a scope were sent the same lists). `None`
-    /// when a changed cluster is not an outbound one, whose endpoints cannot be told by service.
+    /// `build`'s services whose clusters changed between two cluster lists (by their digests),
+    /// once per pair of lists in a push: the SotW streams of a scope were sent the same lists.
     pub fn changed_cluster_hosts(
         &self,
         old: &ResourceList,
         new: &ResourceList,
-    ) -> Option<Arc<std::collections::BTreeSet<String>>> {
-        memoized_by_key(
-            &self.changed_cluster_hosts,
-            (old.digest, new.digest),
-            || {
-                let before: HashMap<&str, u64> =
-                    old.resources.iter().map(|r| (&*r.name, r.digest)).collect();
-                let mut hosts = std::collections::BTreeSet::new();
-                for r in &new.resources {
-                    if before.get(&*r.name) == Some(&r.digest) {
-                        continue;
-                    }
-                    let (_, _, host) = super::generate::util::parse_outbound_cluster(&r.name)?;
-                    hosts.insert(host.to_string());
-                }
-                Some(Arc::new(hosts))
-            },
-        )
+        build: impl FnOnce() -> Option<ChangedHosts>,
+    ) -> Option<ChangedHosts> {
+        memoized_by_key(&self.changed_cluster_hosts, (old.digest, new.digest), build)
     }
 
     /// Notes an outbound listener on which a TCP service's connections went to another service.

@@ -1,7 +1,8 @@
 //! State of the World: every response carries all of a type's resources the stream subscribes to.
 
 use super::stream::{StreamHandler, StreamState, UpdatedClusters};
-use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::context::{ChangedHosts, PushContext, ScopeView};
+use crate::xds::generate::util::parse_outbound_cluster;
 use crate::xds::resource::ResourceList;
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::{EncodedResponse, SotwRequest};
@@ -232,11 +233,27 @@ impl Sotw {
             self.last_sent.insert(type_url, digest);
             if type_url == TypeUrl::Cluster {
                 let previous = self.sent_clusters.replace(list.clone());
-                self.cluster_changes =
-                    previous.and_then(|old| ctx.changed_cluster_hosts(&old, &list));
+                self.cluster_changes = previous.and_then(|old| {
+                    ctx.changed_cluster_hosts(&old, &list, || changed_cluster_hosts(&old, &list))
+                });
             }
         }
         debug!(r#type = type_url.short(), resources = count, "pushed");
         Some(true)
     }
+}
+
+/// The services of the outbound clusters that are new or changed in `new` against `old`; `None`
+/// when a changed cluster is not an outbound one, whose endpoints cannot be told by service.
+fn changed_cluster_hosts(old: &ResourceList, new: &ResourceList) -> Option<ChangedHosts> {
+    let before: HashMap<&str, u64> = old.resources.iter().map(|r| (&*r.name, r.digest)).collect();
+    let mut hosts = BTreeSet::new();
+    for r in &new.resources {
+        if before.get(&*r.name) == Some(&r.digest) {
+            continue;
+        }
+        let (_, _, host) = parse_outbound_cluster(&r.name)?;
+        hosts.insert(host.to_string());
+    }
+    Some(Arc::new(hosts))
 }
