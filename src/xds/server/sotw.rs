@@ -216,6 +216,10 @@ impl Sotw {
         }
         let (resources, digest) = (&list.resources, list.digest);
         if !requested && only_hosts.is_none() && self.last_sent.get(&type_url) == Some(&digest) {
+            if type_url == TypeUrl::Cluster {
+                // The same clusters as sent: hold this push's list, not a copy from an older one.
+                self.sent_clusters = Some(list.clone());
+            }
             return Some(false);
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
