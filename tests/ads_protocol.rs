@@ -6,7 +6,7 @@ mod common;
 use common::ads::{Delta, Sotw as Client, cla_names, cluster_names, node};
 use common::{Daemon, eventually, http_get};
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryResponse};
 use prost::Message;
 use std::collections::HashMap;
 
@@ -42,6 +42,19 @@ fn metrics(daemon: &Daemon) -> String {
 }
 
 const ID: &str = "sidecar~10.9.9.9~app-1.ns~ns.svc.cluster.local";
+
+/// A daemon and a SotW client that has ACKed the clusters and the endpoints of a and b.
+async fn synced_to_a_and_b() -> (tempfile::TempDir, Daemon, Client, DiscoveryResponse) {
+    let (dir, daemon) = start();
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(EDS, &[A, B], "", "", None).await;
+    let eds = s.recv().await;
+    s.send(EDS, &[A, B], &eds.nonce, &eds.version_info, None)
+        .await;
+    (dir, daemon, s, eds)
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn wildcard_gets_everything_and_named_gets_exactly_what_was_asked() {
@@ -166,14 +179,7 @@ async fn bad_clients_get_clear_errors_and_others_keep_serving() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn endpoint_only_changes_push_only_eds() {
-    let (dir, daemon) = start();
-    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
-    let cds = s.recv().await;
-    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
-    s.send(EDS, &[A, B], "", "", None).await;
-    let eds = s.recv().await;
-    s.send(EDS, &[A, B], &eds.nonce, &eds.version_info, None)
-        .await;
+    let (dir, _daemon, mut s, _) = synced_to_a_and_b().await;
     common::write_atomic(
         &dir.path().join("mesh.yaml"),
         &mesh(false).replace("10.0.0.2", "10.0.0.22"),
@@ -197,14 +203,7 @@ async fn endpoint_only_changes_push_only_eds() {
 /// endpoints come when the client asks for them (istiod's partial EDS push).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_push_resends_only_the_endpoints_of_changed_clusters() {
-    let (dir, daemon) = start();
-    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
-    let cds = s.recv().await;
-    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
-    s.send(EDS, &[A, B], "", "", None).await;
-    let eds = s.recv().await;
-    s.send(EDS, &[A, B], &eds.nonce, &eds.version_info, None)
-        .await;
+    let (dir, _daemon, mut s, eds) = synced_to_a_and_b().await;
 
     // A new service: new clusters, the others unchanged.
     common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(true));
