@@ -70,7 +70,8 @@ impl StreamHandler for Sotw {
             return false;
         };
         if let Some(hosts) = changes.filter(|h| !sent && !h.is_empty() && only_hosts.is_none()) {
-            let Some(resent) = self.send(ctx, scope, type_url, Some(&hosts), true).await else {
+            // A partial list is always sent; the subscription's limits were checked on request.
+            let Some(resent) = self.send(ctx, scope, type_url, Some(&hosts), false).await else {
                 return false;
             };
             sent = resent;
