@@ -231,7 +231,8 @@ const RESOURCE_NAMES: u32 = 3;
 const RESOURCE_NAMES_KEY: u8 = (RESOURCE_NAMES as u8) << 3 | 2;
 
 impl SotwRequest {
-    /// A request with `names` as its resource names (a client's side: the load generator, tests).
+    /// A request with `names` as its resource names (a client's side: the load generator, tests),
+    /// held in their canonical encoding, so encoding the request again copies them at once.
     pub fn new<N: AsRef<[u8]>>(
         request: DiscoveryRequest,
         names: impl IntoIterator<Item = N>,
@@ -239,15 +240,27 @@ impl SotwRequest {
         let mut buf = BytesMut::new();
         let mut spans = Vec::new();
         for name in names {
-            let start = buf.len() as u32;
-            buf.extend_from_slice(name.as_ref());
-            spans.push((start, buf.len() as u32));
+            let name = name.as_ref();
+            encode_name(name, &mut buf);
+            spans.push(((buf.len() - name.len()) as u32, buf.len() as u32));
         }
+        let canonical = (!spans.is_empty()).then_some((0, buf.len() as u32));
         SotwRequest {
             request,
             names: buf.freeze(),
             spans,
-            canonical: None,
+            canonical,
+        }
+    }
+
+    /// This request's names with `request`'s other fields: a client's ACK repeats its
+    /// subscription, and this shares the names rather than encoding them again.
+    pub fn with_request(&self, request: DiscoveryRequest) -> SotwRequest {
+        SotwRequest {
+            request,
+            names: self.names.clone(),
+            spans: self.spans.clone(),
+            canonical: self.canonical,
         }
     }
 
@@ -256,14 +269,14 @@ impl SotwRequest {
         self.spans.len()
     }
 
-    fn names(&self) -> impl Iterator<Item = &[u8]> + Clone {
+    fn names(&self) -> impl Iterator<Item = &[u8]> {
         self.spans
             .iter()
             .map(|&(start, end)| &self.names[start as usize..end as usize])
     }
 
     /// The names, as strings.
-    pub fn name_strings(&self) -> impl Iterator<Item = &str> + Clone {
+    pub fn name_strings(&self) -> impl Iterator<Item = &str> {
         // Checked when decoded.
         self.names()
             .map(|n| std::str::from_utf8(n).unwrap_or_default())
@@ -459,8 +472,13 @@ impl prost::Message for SotwRequest {
 
     fn encode_raw(&self, buf: &mut impl BufMut) {
         self.request.encode_raw(buf);
-        for n in self.names() {
-            encode_name(n, buf);
+        match self.encoded_names() {
+            Some(encoded) => buf.put_slice(encoded),
+            None => {
+                for n in self.names() {
+                    encode_name(n, buf);
+                }
+            }
         }
     }
 
@@ -497,15 +515,18 @@ impl prost::Message for SotwRequest {
     }
 
     fn encoded_len(&self) -> usize {
-        self.request.encoded_len()
-            + self
+        let names = match self.encoded_names() {
+            Some(encoded) => encoded.len(),
+            None => self
                 .names()
                 .map(|n| {
                     prost::encoding::key_len(RESOURCE_NAMES)
                         + prost::encoding::encoded_len_varint(n.len() as u64)
                         + n.len()
                 })
-                .sum::<usize>()
+                .sum::<usize>(),
+        };
+        self.request.encoded_len() + names
     }
 
     fn clear(&mut self) {
@@ -1076,6 +1097,13 @@ mod sotw_request_tests {
         merged.merge(&request(&names).encode_to_vec()[..]).unwrap();
         assert_eq!(merged.names_digest(), built.names_digest());
         assert_eq!(merged, decoded);
+        // A built request shares its names with the next one, and both encode as prost does.
+        let ack = built.with_request(request(&[]));
+        assert_eq!(
+            DiscoveryRequest::decode(&ack.encode_to_vec()[..]).unwrap(),
+            request(&names)
+        );
+        assert_eq!(ack.encoded_len(), request(&names).encoded_len());
     }
 
     #[test]

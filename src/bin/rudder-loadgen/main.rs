@@ -506,57 +506,6 @@ fn envoy_follow<'a>(
     }
 }
 
-/// A subscription's `resource_names`, encoded once as the fields of a `DiscoveryRequest`: every
-/// ACK repeats the whole subscription (1,000 names in an unscoped mesh), and building it anew for
-/// each ACK cost the generator more CPU than the daemon spent answering, on the cores they share.
-#[derive(Clone, Default, PartialEq)]
-struct EncodedNames(Bytes);
-
-impl EncodedNames {
-    fn new<N: AsRef<[u8]>>(names: impl IntoIterator<Item = N>) -> EncodedNames {
-        let mut fields = Vec::new();
-        for name in names {
-            let name = name.as_ref();
-            prost::encoding::encode_key(3, prost::encoding::WireType::LengthDelimited, &mut fields);
-            prost::encoding::encode_varint(name.len() as u64, &mut fields);
-            fields.extend_from_slice(name);
-        }
-        EncodedNames(fields.into())
-    }
-}
-
-/// A SotW request with its names already encoded (only sent, never decoded, by the generator).
-#[derive(Clone, Default)]
-struct SotwAck {
-    request: DiscoveryRequest,
-    names: EncodedNames,
-}
-
-impl prost::Message for SotwAck {
-    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
-        self.request.encode_raw(buf);
-        buf.put_slice(&self.names.0);
-    }
-
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: prost::encoding::WireType,
-        buf: &mut impl prost::bytes::Buf,
-        ctx: prost::encoding::DecodeContext,
-    ) -> Result<(), prost::DecodeError> {
-        self.request.merge_field(tag, wire_type, buf, ctx)
-    }
-
-    fn encoded_len(&self) -> usize {
-        self.request.encoded_len() + self.names.0.len()
-    }
-
-    fn clear(&mut self) {
-        *self = SotwAck::default();
-    }
-}
-
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
 async fn sotw_proxy(
     i: usize,
@@ -566,16 +515,22 @@ async fn sotw_proxy(
     tx: mpsc::UnboundedSender<Seen>,
 ) {
     let (req_tx, req_rx) = mpsc::channel(16);
-    let send = |t: &str, names: EncodedNames, nonce: &str, version: &str, first: bool| SotwAck {
-        request: DiscoveryRequest {
+    // A subscription is encoded once, when it changes, and each ACK shares those bytes: every
+    // ACK repeats the whole subscription (1,000 names in an unscoped mesh), and building it anew
+    // for each ACK cost the generator more CPU than the daemon spent answering, on the cores they
+    // share.
+    let send = |t: &str, names: &wire::SotwRequest, nonce: &str, version: &str, first: bool| {
+        names.with_request(DiscoveryRequest {
             node: if first { node(i, &args, grpc) } else { None },
             type_url: t.into(),
             response_nonce: nonce.into(),
             version_info: version.into(),
             ..Default::default()
-        },
-        names,
+        })
     };
+    let subscription =
+        |names: &[String]| wire::SotwRequest::new(DiscoveryRequest::default(), names);
+    let unsubscribed = wire::SotwRequest::default();
     // A service in the proxy's own namespace (visible under Sidecar scoping too).
     let svc = i % args.namespaces.max(1);
     let target = format!("{}:{}", host(svc, args.namespaces), 8000 + (svc % 50));
@@ -586,20 +541,22 @@ async fn sotw_proxy(
     );
     if grpc {
         let _ = req_tx
-            .send(send(LDS, EncodedNames::new([&target]), "", "", true))
+            .send(send(
+                LDS,
+                &subscription(std::slice::from_ref(&target)),
+                "",
+                "",
+                true,
+            ))
             .await;
     } else {
-        let _ = req_tx
-            .send(send(CDS, EncodedNames::default(), "", "", true))
-            .await;
-        let _ = req_tx
-            .send(send(LDS, EncodedNames::default(), "", "", false))
-            .await;
+        let _ = req_tx.send(send(CDS, &unsubscribed, "", "", true)).await;
+        let _ = req_tx.send(send(LDS, &unsubscribed, "", "", false)).await;
     }
     let Ok(mut stream) = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await else {
         return;
     };
-    let mut subscribed: HashMap<&'static str, EncodedNames> = HashMap::new();
+    let mut subscribed: HashMap<&'static str, wire::SotwRequest> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let kube = args.kubeconfig.is_some();
@@ -613,7 +570,7 @@ async fn sotw_proxy(
             _ => Vec::new(),
         };
         let _ = tx.send(Seen::now(i, t, r.encoded_len(), names, bodies));
-        let mine = subscribed.get(t).cloned().unwrap_or_default();
+        let mine = subscribed.get(t).unwrap_or(&unsubscribed);
         let _ = req_tx
             .send(send(t, mine, &r.nonce, &r.version_info, false))
             .await;
@@ -625,15 +582,15 @@ async fn sotw_proxy(
         };
         let next = next
             .filter(|(_, names)| !names.is_empty())
-            .map(|(nt, names)| (nt, EncodedNames::new(&names)));
+            .map(|(nt, names)| (nt, subscription(&names)));
         if let Some((nt, names)) = next
             && subscribed.get(nt) != Some(&names)
         {
             subscribed.insert(nt, names.clone());
-            let _ = req_tx.send(send(nt, names, "", "", false)).await;
+            let _ = req_tx.send(send(nt, &names, "", "", false)).await;
         }
         if t == CDS && grpc {
-            subscribed.insert(CDS, EncodedNames::new([&target_cluster]));
+            subscribed.insert(CDS, subscription(std::slice::from_ref(&target_cluster)));
         }
     }
 }

@@ -113,17 +113,6 @@ impl ListedNames {
     }
 }
 
-/// Drops the entries whose set no stream holds any more, each time the table doubles, so it
-/// stays within twice the live sets.
-fn drop_unheld<V>(
-    table: &mut std::collections::HashMap<u64, V, foldhash::fast::FixedState>,
-    held: impl Fn(&V) -> bool,
-) {
-    if table.len() >= 1024 && table.len().is_power_of_two() {
-        table.retain(|_, v| held(v));
-    }
-}
-
 impl SharedNames {
     /// Replaces `names` (whose digest is `digest`) by an equal set already held elsewhere, or
     /// offers it to the streams that come next.
@@ -133,7 +122,11 @@ impl SharedNames {
             Some(held) if Arc::ptr_eq(&held, names) => {}
             Some(held) if *held == **names => *names = held,
             _ => {
-                drop_unheld(&mut sets, |set| set.strong_count() > 0);
+                // Sets no stream holds any more are dropped each time the table doubles, so it
+                // stays within twice the live sets.
+                if sets.len() >= 1024 && sets.len().is_power_of_two() {
+                    sets.retain(|_, set| set.strong_count() > 0);
+                }
                 sets.insert(digest, Arc::downgrade(names));
             }
         }
