@@ -367,3 +367,65 @@ async fn delta_resumes_from_known_versions_and_reports_removals() {
     .unwrap();
     assert!(d.quiet(300).await, "unsubscribing needs no response");
 }
+
+/// Delta streams brought level with the same clusters share one record of what they hold; each
+/// still gets exactly its own difference, and later pushes add and remove from there.
+#[tokio::test(flavor = "multi_thread")]
+async fn delta_streams_holding_the_same_clusters_each_get_exactly_what_changed() {
+    let (dir, daemon) = start();
+    let first = DeltaDiscoveryRequest {
+        node: node(ID),
+        type_url: CDS.into(),
+        ..Default::default()
+    };
+    let names = |r: &envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse| {
+        let mut v: Vec<String> = r.resources.iter().map(|r| r.name.clone()).collect();
+        v.sort();
+        v
+    };
+    let mut fresh = Delta::open(daemon.addr("grpc-xds"), first.clone()).await;
+    let all = fresh.recv().await;
+    fresh.ack(&all).await;
+    // A second client resumes holding an old version of b: it gets b only.
+    let mut known: HashMap<String, String> = all
+        .resources
+        .iter()
+        .map(|r| (r.name.clone(), r.version.clone()))
+        .collect();
+    known.insert(B.into(), "old".into());
+    let mut resumed = Delta::open(
+        daemon.addr("grpc-xds"),
+        DeltaDiscoveryRequest {
+            initial_resource_versions: known,
+            ..first
+        },
+    )
+    .await;
+    let only_b = resumed.recv().await;
+    assert_eq!(names(&only_b), [B]);
+    assert!(only_b.removed_resources.is_empty());
+    resumed.ack(&only_b).await;
+
+    // b goes and c comes: both clients hold the same clusters, and both get the same change.
+    let with_c = mesh(true);
+    let without_b: Vec<&str> = with_c
+        .split("---\n")
+        .filter(|doc| !doc.contains("name: b,"))
+        .collect();
+    common::write_atomic(&dir.path().join("mesh.yaml"), &without_b.join("---\n"));
+    for client in [&mut fresh, &mut resumed] {
+        let change = client.recv().await;
+        assert_eq!(names(&change), [C]);
+        assert_eq!(change.removed_resources, [B]);
+        client.ack(&change).await;
+    }
+    // And back: b again, c removed; nothing else resent.
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(false));
+    for client in [&mut fresh, &mut resumed] {
+        let change = client.recv().await;
+        assert_eq!(names(&change), [B]);
+        assert_eq!(change.removed_resources, [C]);
+        client.ack(&change).await;
+        assert!(client.quiet(300).await);
+    }
+}

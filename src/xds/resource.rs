@@ -78,6 +78,18 @@ pub type Resources = Arc<Vec<Arc<Resource>>>;
 pub struct ResourceList {
     pub resources: Vec<Arc<Resource>>,
     pub digest: u64,
+    /// Each resource's digest by name, built on first use: the record of what a Delta client
+    /// holds when it was sent this list, shared by every stream sent it. Kept apart from the
+    /// resources, so a stream's record does not keep old resources alive.
+    index: std::sync::OnceLock<Arc<NameIndex>>,
+}
+
+/// The names and digests of a `ResourceList`.
+#[derive(Debug)]
+pub struct NameIndex {
+    /// The list's digest.
+    pub digest: u64,
+    pub digests: std::collections::HashMap<Arc<str>, u64, foldhash::fast::RandomState>,
 }
 
 impl ResourceList {
@@ -92,7 +104,22 @@ impl ResourceList {
         ResourceList {
             digest: h.finish(),
             resources,
+            index: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Each resource's digest by name (the last one, should a name repeat).
+    pub fn index(&self) -> &Arc<NameIndex> {
+        self.index.get_or_init(|| {
+            Arc::new(NameIndex {
+                digest: self.digest,
+                digests: self
+                    .resources
+                    .iter()
+                    .map(|r| (r.name.clone(), r.digest))
+                    .collect(),
+            })
+        })
     }
 }
 

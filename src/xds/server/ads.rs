@@ -7,7 +7,7 @@ use super::sotw::Sotw;
 use super::stream::{ResponseStream, StreamHandler, serve_stream};
 use crate::model::identity::{AuthError, Authenticate, Identity};
 use crate::xds::proxy::Proxy;
-use crate::xds::wire::{AdsHandler, AdsServer, RequestStream};
+use crate::xds::wire::{AdsHandler, AdsServer, MessageStream};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use std::sync::Arc;
@@ -99,7 +99,7 @@ impl AdsService {
     /// the stream on its own task.
     async fn open<H: StreamHandler>(
         &self,
-        request: Request<RequestStream<H::Request>>,
+        request: Request<MessageStream<H::Request>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.admit().await?;
         // The connection is in use while this stream lives (see `idle`).
@@ -155,14 +155,14 @@ impl AdsService {
 impl AdsHandler for AdsService {
     async fn stream_aggregated_resources(
         &self,
-        request: Request<RequestStream<crate::xds::wire::SotwRequest>>,
+        request: Request<MessageStream<crate::xds::wire::SotwRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.open::<Sotw>(request).await
     }
 
     async fn delta_aggregated_resources(
         &self,
-        request: Request<RequestStream<DeltaDiscoveryRequest>>,
+        request: Request<MessageStream<DeltaDiscoveryRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
         self.open::<Delta>(request).await
     }
@@ -190,9 +190,9 @@ fn node_matches_identity(proxy: &Proxy, identity: &Identity) -> Result<(), Strin
 /// Reads a stream's first request (which must carry the node), within `wait`, and the peer
 /// address.
 async fn accept<R: prost::Message + Default>(
-    request: Request<RequestStream<R>>,
+    request: Request<MessageStream<R>>,
     wait: Duration,
-) -> Result<(String, R, RequestStream<R>), Status> {
+) -> Result<(String, R, MessageStream<R>), Status> {
     let peer = request
         .remote_addr()
         .map(|a| a.to_string())

@@ -1,6 +1,7 @@
 //! Delta (incremental) xDS: responses carry only what changed since what the client holds, and the
 //! names it no longer gets.
 
+use super::held::Held;
 use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::resource::Resource;
@@ -15,10 +16,8 @@ use tracing::debug;
 
 pub(super) struct Delta {
     stream: StreamState,
-    /// What the client holds, per type: name → version digest (a number, not the version text:
-    /// thousands of Delta streams each hold every name they were sent). Hashed, not ordered: a
-    /// push looks up every resource it considers, and ordered lookups compared strings.
-    sent: HashMap<TypeUrl, HashMap<Arc<str>, u64, foldhash::fast::RandomState>>,
+    /// What the client holds, per type (see `held`).
+    held: HashMap<TypeUrl, Held>,
 }
 
 impl StreamHandler for Delta {
@@ -57,7 +56,7 @@ impl StreamHandler for Delta {
     fn new(stream: StreamState) -> Self {
         Delta {
             stream,
-            sent: HashMap::new(),
+            held: HashMap::new(),
         }
     }
 }
@@ -88,18 +87,16 @@ impl Delta {
         if !self.stream.within_name_limit(type_url, asked) {
             return false;
         }
-        let sent = self.sent.entry(type_url).or_default();
+        let held = self.held.entry(type_url).or_default();
         if first_for_type {
             self.stream.watch_mut(type_url).wildcard =
                 type_url.is_wildcard() && req.resource_names_subscribe.is_empty();
             // A reconnecting client tells us what it has; we resend only what differs.
             // Versions we did not write (another control plane's) never match: resent.
-            sent.extend(req.initial_resource_versions.iter().map(|(name, version)| {
-                (
-                    Arc::from(name.as_str()),
-                    Resource::parse_version(version).unwrap_or(u64::MAX),
-                )
-            }));
+            for (name, version) in &req.initial_resource_versions {
+                let digest = Resource::parse_version(version).unwrap_or(u64::MAX);
+                held.insert(&Arc::from(name.as_str()), digest);
+            }
         }
         if !req.response_nonce.is_empty()
             && self
@@ -152,7 +149,7 @@ impl Delta {
             );
         }
         for name in &req.resource_names_unsubscribe {
-            sent.remove(name.as_str());
+            held.remove(name);
         }
         if !self
             .stream
@@ -202,46 +199,67 @@ impl Delta {
             Some(u) if type_url == TypeUrl::Endpoint => std::mem::take(u),
             _ => UpdatedClusters::default(),
         };
-        let sent = self.sent.entry(type_url).or_default();
+        let whole = only_hosts.is_none();
+        let held = self.held.entry(type_url).or_default();
+        if whole && explicit.is_empty() && resend.is_empty() && held.level_with(&list) {
+            return true;
+        }
         let changed: Vec<&Arc<Resource>> = resources
             .iter()
-            .filter(|r| sent.get(&*r.name) != Some(&r.digest) || resend.contains(&r.name))
+            .filter(|r| held.get(&r.name) != Some(r.digest) || resend.contains(&r.name))
             .collect();
         // What the client should drop: only a full list (not a push limited to some hosts) or
         // names asked for explicitly can tell. A resource found by an alias (ztunnel's lookup by
         // IP) answers for that name too.
         let mut removed: Vec<String> = Vec::new();
-        if only_hosts.is_none() || !explicit.is_empty() {
+        // Names held that the list answers by an alias, not by name.
+        let mut by_alias: Vec<(Arc<str>, u64)> = Vec::new();
+        if whole || !explicit.is_empty() {
             let current: HashSet<&str, foldhash::fast::RandomState> = resources
                 .iter()
                 .flat_map(|r| std::iter::once(&*r.name).chain(r.aliases.iter().map(String::as_str)))
                 .collect();
-            if only_hosts.is_none() {
-                removed.extend(
-                    sent.keys()
-                        .filter(|n| !current.contains(&***n))
-                        .map(|n| n.to_string()),
-                );
+            if whole {
+                let listed = &list.index().digests;
+                for (name, digest) in held.iter() {
+                    if !current.contains(&**name) {
+                        removed.push(name.to_string());
+                    } else if !listed.contains_key(name) {
+                        by_alias.push((name.clone(), digest));
+                    }
+                }
                 removed.sort_unstable();
             }
             removed.extend(
                 explicit
                     .into_iter()
-                    .filter(|n| !current.contains(n.as_str()) && !sent.contains_key(n.as_str())),
+                    .filter(|n| !current.contains(n.as_str()) && !held.contains(n)),
             );
         }
         if changed.is_empty() && removed.is_empty() {
+            if whole {
+                held.set(&list, by_alias);
+            }
             return true;
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
         let entries = changed.iter().map(|r| r.delta_entry()).collect();
         let response = EncodedResponse::delta(&version, type_url.url(), &nonce, &removed, entries);
         let count = changed.len();
-        for r in &changed {
-            sent.insert(r.name.clone(), r.digest);
-        }
-        for name in &removed {
-            sent.remove(name.as_str());
+        if whole {
+            held.set(&list, by_alias);
+        } else {
+            for r in &changed {
+                held.insert(&r.name, r.digest);
+            }
+            for name in &removed {
+                held.remove(name);
+            }
+            if held.wants_compaction()
+                && let Some(whole_list) = self.stream.resources(ctx, scope, type_url, None)
+            {
+                held.compact(&whole_list);
+            }
         }
         if let Some(u) = updated.filter(|_| type_url == TypeUrl::Cluster) {
             changed.iter().for_each(|r| u.add(&r.name));

@@ -9,6 +9,7 @@
 mod ads;
 mod connections;
 mod delta;
+mod held;
 pub mod idle;
 mod sotw;
 pub mod status;

@@ -12,7 +12,7 @@ use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;
 use crate::xds::resource::{Resource, ResourceList};
 use crate::xds::types::TypeUrl;
-use crate::xds::wire::{EncodedResponse, RequestStream};
+use crate::xds::wire::{EncodedResponse, MessageStream};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -69,6 +69,10 @@ impl UpdatedClusters {
 
     pub(super) fn add(&mut self, name: &str) {
         self.names.insert(Self::hash(name));
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        !self.all && self.names.is_empty()
     }
 
     /// Whether cluster `name` was sent earlier in this push.
@@ -480,7 +484,7 @@ pub(super) async fn serve_stream<H: StreamHandler>(
     proxy: Arc<Proxy>,
     tx: mpsc::Sender<Result<EncodedResponse, Status>>,
     first: H::Request,
-    mut inbound: RequestStream<H::Request>,
+    mut inbound: MessageStream<H::Request>,
 ) {
     if !server.limits.new_stream_wait.is_zero()
         && server
