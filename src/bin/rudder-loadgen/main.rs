@@ -530,6 +530,47 @@ fn envoy_follow<'a>(
     }
 }
 
+/// Values equal across simulated proxies, held once: every sidecar of an unscoped mesh subscribes
+/// to the same thousands of names, and each holding its own copy cost the generator gigabytes at
+/// 10,000 proxies (a real proxy has a machine of its own). Only weak references are kept, so a
+/// value lives as long as a proxy holds it.
+struct Interned<T> {
+    by_key: std::sync::Mutex<HashMap<u64, std::sync::Weak<T>>>,
+}
+
+impl<T: PartialEq> Interned<T> {
+    fn new() -> Interned<T> {
+        Interned {
+            by_key: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `value`, or an equal one a proxy already holds; `key` is a digest of it.
+    fn share(&self, key: u64, value: T) -> Arc<T> {
+        let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = by_key.get(&key).and_then(std::sync::Weak::upgrade)
+            && *held == value
+        {
+            return held;
+        }
+        let value = Arc::new(value);
+        by_key.insert(key, Arc::downgrade(&value));
+        value
+    }
+}
+
+static SUBSCRIPTIONS: std::sync::LazyLock<Interned<wire::SotwRequest>> =
+    std::sync::LazyLock::new(Interned::new);
+static NAME_SETS: std::sync::LazyLock<Interned<BTreeSet<String>>> =
+    std::sync::LazyLock::new(Interned::new);
+
+/// `names`, shared with the proxies that hold the same set.
+fn shared_names(names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
+    use std::hash::BuildHasher;
+    let key = foldhash::fast::FixedState::with_seed(0).hash_one(&names);
+    NAME_SETS.share(key, names)
+}
+
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
 async fn sotw_proxy(
     i: usize,
@@ -552,9 +593,11 @@ async fn sotw_proxy(
             ..Default::default()
         })
     };
-    let subscription =
-        |names: &[String]| wire::SotwRequest::new(DiscoveryRequest::default(), names);
-    let unsubscribed = wire::SotwRequest::default();
+    let subscription = |names: &[String]| {
+        let request = wire::SotwRequest::new(DiscoveryRequest::default(), names);
+        SUBSCRIPTIONS.share(request.names_digest(), request)
+    };
+    let unsubscribed = Arc::new(wire::SotwRequest::default());
     // A service in the proxy's own namespace (visible under Sidecar scoping too).
     let svc = i % args.namespaces.max(1);
     let target = format!("{}:{}", host(svc, args.namespaces), 8000 + (svc % 50));
@@ -580,7 +623,7 @@ async fn sotw_proxy(
     let Ok(mut stream) = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await else {
         return;
     };
-    let mut subscribed: HashMap<&'static str, wire::SotwRequest> = HashMap::new();
+    let mut subscribed: HashMap<&'static str, Arc<wire::SotwRequest>> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let kube = args.kubeconfig.is_some();
@@ -644,7 +687,7 @@ async fn delta_proxy(
     else {
         return;
     };
-    let mut known: HashMap<&'static str, BTreeSet<String>> = HashMap::new();
+    let mut known: HashMap<&'static str, Arc<BTreeSet<String>>> = HashMap::new();
     while let Ok(Some(r)) = stream.message().await {
         let t = static_type(&r.type_url);
         let names: Vec<String> = r.resources.iter().map(|x| x.name.clone()).collect();
@@ -675,21 +718,32 @@ async fn delta_proxy(
         // would make the daemon hold a growing subscription in a mesh of constant size.
         if t == CDS && !r.removed_resources.is_empty() {
             let set = known.entry(EDS).or_default();
-            let gone = r
+            let gone: Vec<String> = r
                 .removed_resources
                 .iter()
-                .filter(|n| set.remove(n.as_str()))
+                .filter(|n| set.contains(n.as_str()))
                 .cloned()
                 .collect();
+            if !gone.is_empty() {
+                let mut held = (**set).clone();
+                gone.iter().for_each(|n| {
+                    held.remove(n);
+                });
+                *set = shared_names(held);
+            }
             edits.push((EDS, Vec::new(), gone));
         }
         let resources = r.resources.iter().filter_map(|x| x.resource.as_ref());
         if let Some((nt, wanted)) = envoy_follow(t, resources) {
             let set = known.entry(nt).or_default();
-            let new = wanted
-                .into_iter()
-                .filter(|n| set.insert(n.clone()))
-                .collect();
+            let mut new: Vec<String> = wanted.into_iter().filter(|n| !set.contains(n)).collect();
+            new.sort_unstable();
+            new.dedup();
+            if !new.is_empty() {
+                let mut held = (**set).clone();
+                held.extend(new.iter().cloned());
+                *set = shared_names(held);
+            }
             edits.push((nt, new, Vec::new()));
         }
         for (nt, subscribe, unsubscribe) in edits {
