@@ -91,6 +91,11 @@ pub struct LoadgenArgs {
     /// ADS streams multiplexed on one HTTP/2 connection.
     #[arg(long, default_value_t = 1)]
     pub streams_per_connection: usize,
+    /// Proxies connecting per second at the start (default: all at once, as a fleet restarting
+    /// does). A mesh where each proxy is sent megabytes can be ramped, so the generator's
+    /// thousands of half-received first responses fit in this machine's memory beside the daemon.
+    #[arg(long)]
+    pub connects_per_second: Option<f64>,
     /// Full pushes (a new service) and endpoint-only pushes to measure, each.
     #[arg(long, default_value_t = 5)]
     pub changes: usize,
@@ -1139,9 +1144,10 @@ async fn collect(
     since: Instant,
     filter: impl Fn(&Seen) -> bool,
     bytes: &mut usize,
+    patience: Duration,
 ) -> (HashMap<usize, (Instant, u128)>, bool) {
     let mut got: HashMap<usize, (Instant, u128)> = HashMap::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let deadline = tokio::time::Instant::now() + patience;
     while got.len() < want.len() {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Some(s)) => {
@@ -1165,6 +1171,60 @@ async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: 
     while let Ok(Some(s)) = tokio::time::timeout(quiet, rx.recv()).await {
         *bytes += s.bytes;
     }
+}
+
+/// How long a phase waits for every proxy to get a response.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Starts every simulated proxy: `kinds[i]` is (gRPC, Delta) for proxy `i`.
+async fn connect_proxies(
+    args: Arc<LoadgenArgs>,
+    target: SocketAddr,
+    kinds: Vec<(bool, bool)>,
+    tx: mpsc::UnboundedSender<Seen>,
+    connect_start: Instant,
+) -> anyhow::Result<()> {
+    let mut channel = None;
+    for (i, (grpc, delta)) in kinds.into_iter().enumerate() {
+        if i % args.streams_per_connection.max(1) == 0 || channel.is_none() {
+            // Lazy: every proxy connects at once, as a fleet restarting would.
+            let source = std::net::Ipv4Addr::new(
+                127,
+                0,
+                0,
+                1 + (i % usize::from(args.source_addresses.max(1))) as u8,
+            );
+            channel = Some(channel_from(target, source)?);
+        }
+        let ch = channel.clone().unwrap_or_else(|| unreachable!());
+        let (a, t) = (args.clone(), tx.clone());
+        if delta {
+            // A proxy whose stream fails reconnects after a pause, as Envoy and gRPC do.
+            tokio::spawn(async move {
+                while !t.is_closed() {
+                    delta_proxy(i, ch.clone(), a.clone(), t.clone()).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
+        } else {
+            tokio::spawn(async move {
+                while !t.is_closed() {
+                    sotw_proxy(i, ch.clone(), a.clone(), grpc, t.clone()).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
+        }
+        match args.connects_per_second.filter(|r| *r > 0.0) {
+            Some(rate) => {
+                let at = Duration::from_secs_f64((i + 1) as f64 / rate);
+                tokio::time::sleep_until((connect_start + at).into()).await;
+            }
+            // Ramp like a fleet does: a few hundred new connections at a time.
+            None if i % 500 == 499 => tokio::time::sleep(Duration::from_millis(50)).await,
+            None => {}
+        }
+    }
+    Ok(())
 }
 
 async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
@@ -1230,56 +1290,40 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     };
 
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut channel = None;
     let (mut envoy, mut all, mut watch_svc0) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    let connect_start = Instant::now();
-    for i in 0..args.proxies {
-        if i % args.streams_per_connection.max(1) == 0 || channel.is_none() {
-            // Lazy: every proxy connects at once, as a fleet restarting would.
-            let source = std::net::Ipv4Addr::new(
-                127,
-                0,
-                0,
-                1 + (i % usize::from(args.source_addresses.max(1))) as u8,
-            );
-            channel = Some(channel_from(target, source)?);
-        }
-        let ch = channel.clone().unwrap_or_else(|| unreachable!());
-        // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
-        let slot = i % 100;
-        let grpc = !args.replay && slot < args.grpc_percent;
-        let delta = !args.replay
-            && !grpc
-            && slot < args.grpc_percent + (100 - args.grpc_percent) * args.delta_percent / 100;
+    // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
+    let kinds: Vec<(bool, bool)> = (0..args.proxies)
+        .map(|i| {
+            let slot = i % 100;
+            let grpc = !args.replay && slot < args.grpc_percent;
+            let delta = !args.replay
+                && !grpc
+                && slot < args.grpc_percent + (100 - args.grpc_percent) * args.delta_percent / 100;
+            (grpc, delta)
+        })
+        .collect();
+    for (i, (grpc, _)) in kinds.iter().enumerate() {
         all.insert(i);
         if !grpc {
             envoy.insert(i);
         }
-        if watches(i, 0, &args, grpc) {
+        if watches(i, 0, &args, *grpc) {
             watch_svc0.insert(i);
         }
-        let (a, t) = (args.clone(), tx.clone());
-        if delta {
-            // A proxy whose stream fails reconnects after a pause, as Envoy and gRPC do.
-            tokio::spawn(async move {
-                while !t.is_closed() {
-                    delta_proxy(i, ch.clone(), a.clone(), t.clone()).await;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            });
-        } else {
-            tokio::spawn(async move {
-                while !t.is_closed() {
-                    sotw_proxy(i, ch.clone(), a.clone(), grpc, t.clone()).await;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            });
-        }
-        // Ramp like a fleet does: a few hundred new connections at a time.
-        if i % 500 == 499 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
+    let connect_start = Instant::now();
+    // Proxies connect from a task of their own, so their first responses are counted (and let go)
+    // while the rest are still connecting.
+    let connecting = {
+        let (args, tx) = (args.clone(), tx.clone());
+        tokio::spawn(async move { connect_proxies(args, target, kinds, tx, connect_start).await })
+    };
+    let ramp = args
+        .connects_per_second
+        .filter(|r| *r > 0.0)
+        .map_or(Duration::ZERO, |rate| {
+            Duration::from_secs_f64(args.proxies as f64 / rate)
+        });
     let mut bytes = 0usize;
     // Connected and synced: every proxy got its endpoints.
     let (synced, ok) = collect(
@@ -1289,8 +1333,10 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         connect_start,
         |_| true,
         &mut bytes,
+        ramp + PATIENCE,
     )
     .await;
+    connecting.await??;
     let synced_in = connect_start.elapsed().as_secs_f64();
     println!(
         "proxies: {} ({} Envoy-like, {} gRPC), connected and synced {}/{} in {synced_in:.1}s",
@@ -1373,7 +1419,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
         }
         let (got, ok) = if churn > 0 || trigger.is_some() {
-            collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes).await
+            collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes, PATIENCE).await
         } else {
             (HashMap::new(), true)
         };
@@ -1409,6 +1455,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             t0,
             |s| s.names.contains(&cluster),
             &mut bytes,
+            PATIENCE,
         )
         .await;
         anyhow::ensure!(
