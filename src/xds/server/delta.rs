@@ -243,7 +243,11 @@ impl Delta {
             return true;
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
-        let entries = changed.iter().map(|r| r.delta_entry()).collect();
+        let entries = if changed.len() == resources.len() {
+            list.delta_frames().to_vec()
+        } else {
+            changed.iter().map(|r| r.delta_entry()).collect()
+        };
         let response = EncodedResponse::delta(&version, type_url.url(), &nonce, &removed, entries);
         let count = changed.len();
         if whole {
