@@ -243,14 +243,35 @@ async fn a_full_push_resends_only_the_endpoints_of_changed_clusters() {
     assert!(s.quiet(300).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn delta_resumes_from_known_versions_and_reports_removals() {
-    let (dir, daemon) = start();
-    let first = DeltaDiscoveryRequest {
+/// A Delta client's first request: every cluster.
+fn first_cds() -> DeltaDiscoveryRequest {
+    DeltaDiscoveryRequest {
         node: node(ID),
         type_url: CDS.into(),
         ..Default::default()
-    };
+    }
+}
+
+/// A Delta stream opened with `first`, the client saying it holds `known` (name → version).
+async fn resume(
+    daemon: &Daemon,
+    first: DeltaDiscoveryRequest,
+    known: HashMap<String, String>,
+) -> Delta {
+    Delta::open(
+        daemon.addr("grpc-xds"),
+        DeltaDiscoveryRequest {
+            initial_resource_versions: known,
+            ..first
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delta_resumes_from_known_versions_and_reports_removals() {
+    let (dir, daemon) = start();
+    let first = first_cds();
     let mut d = Delta::open(daemon.addr("grpc-xds"), first.clone()).await;
     let all = d.recv().await;
     let versions: HashMap<String, String> = all
@@ -267,14 +288,7 @@ async fn delta_resumes_from_known_versions_and_reports_removals() {
         "outbound|80||gone.ns.svc.cluster.local".into(),
         "old".into(),
     );
-    let mut d = Delta::open(
-        daemon.addr("grpc-xds"),
-        DeltaDiscoveryRequest {
-            initial_resource_versions: known,
-            ..first
-        },
-    )
-    .await;
+    let mut d = resume(&daemon, first, known).await;
     let resumed = d.recv().await;
     assert!(
         resumed.resources.is_empty(),
@@ -373,11 +387,7 @@ async fn delta_resumes_from_known_versions_and_reports_removals() {
 #[tokio::test(flavor = "multi_thread")]
 async fn delta_streams_holding_the_same_clusters_each_get_exactly_what_changed() {
     let (dir, daemon) = start();
-    let first = DeltaDiscoveryRequest {
-        node: node(ID),
-        type_url: CDS.into(),
-        ..Default::default()
-    };
+    let first = first_cds();
     let names = |r: &envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse| {
         let mut v: Vec<String> = r.resources.iter().map(|r| r.name.clone()).collect();
         v.sort();
@@ -393,14 +403,7 @@ async fn delta_streams_holding_the_same_clusters_each_get_exactly_what_changed()
         .map(|r| (r.name.clone(), r.version.clone()))
         .collect();
     known.insert(B.into(), "old".into());
-    let mut resumed = Delta::open(
-        daemon.addr("grpc-xds"),
-        DeltaDiscoveryRequest {
-            initial_resource_versions: known,
-            ..first
-        },
-    )
-    .await;
+    let mut resumed = resume(&daemon, first, known).await;
     let only_b = resumed.recv().await;
     assert_eq!(names(&only_b), [B]);
     assert!(only_b.removed_resources.is_empty());
