@@ -166,7 +166,13 @@ pub struct PushContext {
     /// The services whose clusters differ between two cluster lists, by the lists' digests
     /// (`changed_cluster_hosts`).
     changed_cluster_hosts: Mutex<FastMap<(u64, u64), Option<ChangedHosts>>>,
+    /// The names of a subscription that belong to the services an endpoint push changed, by the
+    /// subscription's and the services' digests (`subscribed_of_changed`).
+    subscribed_of_changed: Mutex<FastMap<(u64, u64), SubscribedNames>>,
 }
+
+/// Some of a subscription's resource names.
+pub type SubscribedNames = Arc<std::collections::BTreeSet<String>>;
 
 /// Services whose clusters changed between two cluster lists.
 pub type ChangedHosts = Arc<std::collections::BTreeSet<String>>;
@@ -406,6 +412,7 @@ impl PushContext {
             lists: Mutex::default(),
             unknown_endpoint_names: Mutex::default(),
             changed_cluster_hosts: Mutex::default(),
+            subscribed_of_changed: Mutex::default(),
         }
     }
 
@@ -788,6 +795,18 @@ impl PushContext {
         build: impl FnOnce() -> Option<ChangedHosts>,
     ) -> Option<ChangedHosts> {
         memoized_by_key(&self.changed_cluster_hosts, (old.digest, new.digest), build)
+    }
+
+    /// `build`'s names of a subscription (by its digest) that belong to changed services (by
+    /// their digest), once per push: every scope whose streams subscribe to the same names (the
+    /// sidecars of an unscoped mesh, one scope per namespace) would otherwise scan them all.
+    pub fn subscribed_of_changed(
+        &self,
+        subscription: u64,
+        changed: u64,
+        build: impl FnOnce() -> SubscribedNames,
+    ) -> SubscribedNames {
+        memoized_by_key(&self.subscribed_of_changed, (subscription, changed), build)
     }
 
     /// Notes an outbound listener on which a TCP service's connections went to another service.

@@ -316,12 +316,14 @@ impl StreamState {
         // A partial push (EDS): only the changed services' resources.
         let changed =
             |name: &str| parse_outbound_cluster(name).is_some_and(|(_, _, h)| hosts.contains(h));
+        let hosts_digest = super::status::digest(2, hosts);
         let partial = || match names {
             // Named clusters: only those assignments are built (per name, so the same resources
             // the whole list would hold), not the whole subscription's.
             Some(names) => {
-                let names: BTreeSet<String> =
-                    names.iter().filter(|n| changed(n)).cloned().collect();
+                let names = ctx.subscribed_of_changed(digest, hosts_digest, || {
+                    Arc::new(names.iter().filter(|n| changed(n)).cloned().collect())
+                });
                 generate::generate(ctx, &self.proxy, scope, type_url, Some(&names))
             }
             // A wildcard subscription: the whole list, filtered.
@@ -335,7 +337,7 @@ impl StreamState {
         // The streams of a scope with the same subscription share one partial list per set of
         // hosts (a stream whose mailbox merged two pushes has more hosts than the others).
         Some(if type_url.is_scoped() {
-            let key = digest ^ PARTIAL_SALT ^ super::status::digest(2, hosts);
+            let key = digest ^ PARTIAL_SALT ^ hosts_digest;
             ctx.resource_list(type_url, scope.key, key, partial)
         } else {
             Arc::new(ResourceList::new(partial()))
