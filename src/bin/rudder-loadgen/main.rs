@@ -15,6 +15,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Disc
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 use prost::bytes::Bytes;
+use rudder::xds::server::status::{self, Interner};
 use rudder::xds::types::TypeUrl;
 use rudder::xds::wire::{self, EncodedResponse};
 use std::collections::{BTreeSet, HashMap};
@@ -537,43 +538,18 @@ fn envoy_follow<'a>(
 
 /// Values equal across simulated proxies, held once: every sidecar of an unscoped mesh subscribes
 /// to the same thousands of names, and each holding its own copy cost the generator gigabytes at
-/// 10,000 proxies (a real proxy has a machine of its own). Only weak references are kept, so a
-/// value lives as long as a proxy holds it.
-struct Interned<T> {
-    by_key: std::sync::Mutex<HashMap<u64, std::sync::Weak<T>>>,
-}
-
-impl<T: PartialEq> Interned<T> {
-    fn new() -> Interned<T> {
-        Interned {
-            by_key: std::sync::Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// `value`, or an equal one a proxy already holds; `key` is a digest of it.
-    fn share(&self, key: u64, value: T) -> Arc<T> {
-        let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = by_key.get(&key).and_then(std::sync::Weak::upgrade)
-            && *held == value
-        {
-            return held;
-        }
-        let value = Arc::new(value);
-        by_key.insert(key, Arc::downgrade(&value));
-        value
-    }
-}
-
-static SUBSCRIPTIONS: std::sync::LazyLock<Interned<wire::SotwRequest>> =
-    std::sync::LazyLock::new(Interned::new);
-static NAME_SETS: std::sync::LazyLock<Interned<BTreeSet<String>>> =
-    std::sync::LazyLock::new(Interned::new);
+/// 10,000 proxies (a real proxy has a machine of its own).
+static SUBSCRIPTIONS: std::sync::LazyLock<Interner<wire::SotwRequest>> =
+    std::sync::LazyLock::new(Interner::default);
+static NAME_SETS: std::sync::LazyLock<Interner<BTreeSet<String>>> =
+    std::sync::LazyLock::new(Interner::default);
 
 /// `names`, shared with the proxies that hold the same set.
 fn shared_names(names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-    use std::hash::BuildHasher;
-    let key = foldhash::fast::FixedState::with_seed(0).hash_one(&names);
-    NAME_SETS.share(key, names)
+    let digest = status::names_digest(&names);
+    let mut names = Arc::new(names);
+    NAME_SETS.share(&mut names, digest);
+    names
 }
 
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
@@ -599,8 +575,10 @@ async fn sotw_proxy(
         })
     };
     let subscription = |names: &[String]| {
-        let request = wire::SotwRequest::new(DiscoveryRequest::default(), names);
-        SUBSCRIPTIONS.share(request.names_digest(), request)
+        let mut request = Arc::new(wire::SotwRequest::new(DiscoveryRequest::default(), names));
+        let digest = request.names_digest();
+        SUBSCRIPTIONS.share(&mut request, digest);
+        request
     };
     let unsubscribed = Arc::new(wire::SotwRequest::default());
     // A service in the proxy's own namespace (visible under Sidecar scoping too).

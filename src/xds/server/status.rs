@@ -67,19 +67,48 @@ impl TypeStatus {
     }
 }
 
+/// Equal values held once by everyone who holds them. Values are found by digest and compared
+/// before sharing; only weak references are kept, so a value lives as long as a holder does.
+pub struct Interner<T> {
+    by_digest: std::sync::Mutex<
+        std::collections::HashMap<u64, std::sync::Weak<T>, foldhash::fast::FixedState>,
+    >,
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            by_digest: std::sync::Mutex::default(),
+        }
+    }
+}
+
+impl<T: PartialEq> Interner<T> {
+    /// Replaces `value` (whose digest is `digest`) by an equal one already held elsewhere, or
+    /// offers it to the holders that come next.
+    pub fn share(&self, value: &mut Arc<T>, digest: u64) {
+        let mut by_digest = self.by_digest.lock().unwrap_or_else(|p| p.into_inner());
+        match by_digest.get(&digest).and_then(std::sync::Weak::upgrade) {
+            Some(held) if Arc::ptr_eq(&held, value) => {}
+            Some(held) if *held == **value => *value = held,
+            _ => {
+                // Values no one holds any more are dropped each time the table doubles, so it
+                // stays within twice the live values.
+                if by_digest.len() >= 1024 && by_digest.len().is_power_of_two() {
+                    by_digest.retain(|_, held| held.strong_count() > 0);
+                }
+                by_digest.insert(digest, Arc::downgrade(value));
+            }
+        }
+    }
+}
+
 /// Subscribed-name sets shared between streams: the sidecars of a namespace subscribe to the same
 /// names, and each keeping its own copy of an unscoped mesh's thousands of names costs tens of KiB
-/// per stream. Sets are found by digest and compared before sharing; only weak references are
-/// kept, so a set lives as long as a stream holds it.
+/// per stream.
 #[derive(Default)]
 pub struct SharedNames {
-    sets: std::sync::Mutex<
-        std::collections::HashMap<
-            u64,
-            std::sync::Weak<BTreeSet<String>>,
-            foldhash::fast::FixedState,
-        >,
-    >,
+    sets: Interner<BTreeSet<String>>,
     /// Sets by the digest of a SotW request's list as sent.
     lists: std::sync::Mutex<Lists>,
 }
@@ -114,22 +143,9 @@ impl ListedNames {
 }
 
 impl SharedNames {
-    /// Replaces `names` (whose digest is `digest`) by an equal set already held elsewhere, or
-    /// offers it to the streams that come next.
+    /// Replaces `names` (whose digest is `digest`) by an equal set another stream holds.
     fn share(&self, names: &mut Arc<BTreeSet<String>>, digest: u64) {
-        let mut sets = self.sets.lock().unwrap_or_else(|p| p.into_inner());
-        match sets.get(&digest).and_then(std::sync::Weak::upgrade) {
-            Some(held) if Arc::ptr_eq(&held, names) => {}
-            Some(held) if *held == **names => *names = held,
-            _ => {
-                // Sets no stream holds any more are dropped each time the table doubles, so it
-                // stays within twice the live sets.
-                if sets.len() >= 1024 && sets.len().is_power_of_two() {
-                    sets.retain(|_, set| set.strong_count() > 0);
-                }
-                sets.insert(digest, Arc::downgrade(names));
-            }
-        }
+        self.sets.share(names, digest);
     }
 
     /// The set of the names a SotW request lists: `list_digest` is the digest of the list as sent,
