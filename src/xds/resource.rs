@@ -87,9 +87,6 @@ pub struct ResourceList {
     delta_frames: std::sync::OnceLock<Vec<Bytes>>,
 }
 
-/// The most bytes `ResourceList::delta_frames` copies into one frame (HTTP/2's default frame size).
-const DELTA_FRAME_MAX: usize = 16 * 1024;
-
 /// The names and digests of a `ResourceList`.
 #[derive(Debug)]
 pub struct NameIndex {
@@ -115,35 +112,13 @@ impl ResourceList {
         }
     }
 
-    /// Every resource's Delta entry, in order, copied together into frames of up to 16 KiB (a
-    /// longer entry is a frame of its own). A Delta stream sent the whole list (its first response)
-    /// sends these, shared with every other stream sent it: entries copied per stream put a copy of
-    /// the list in each stream's HTTP/2 send buffer, gigabytes in a reconnect storm of thousands
-    /// of proxies.
-    pub fn delta_frames(&self) -> &[Bytes] {
-        self.delta_frames.get_or_init(|| {
-            let mut frames = Vec::new();
-            let mut frame: Vec<u8> = Vec::new();
-            for r in &self.resources {
-                let entry = r.delta_entry();
-                if !frame.is_empty() && frame.len() + entry.len() > DELTA_FRAME_MAX {
-                    frames.push(Bytes::from(std::mem::take(&mut frame)));
-                }
-                if entry.len() >= DELTA_FRAME_MAX {
-                    frames.push(entry);
-                } else {
-                    if frame.is_empty() {
-                        frame.reserve_exact(DELTA_FRAME_MAX);
-                    }
-                    frame.extend_from_slice(&entry);
-                }
-            }
-            if !frame.is_empty() {
-                frame.shrink_to_fit();
-                frames.push(Bytes::from(frame));
-            }
-            frames
-        })
+    /// Every resource's Delta entry, in order, made into frames by `build` (`wire::frames`) on
+    /// first use. A Delta stream sent the whole list (its first response) sends these, shared with
+    /// every other stream sent it: entries copied per stream put a copy of the list in each
+    /// stream's HTTP/2 send buffer, gigabytes in a reconnect storm of thousands of proxies.
+    pub fn delta_frames(&self, build: impl FnOnce(Vec<Bytes>) -> Vec<Bytes>) -> &[Bytes] {
+        self.delta_frames
+            .get_or_init(|| build(self.resources.iter().map(|r| r.delta_entry()).collect()))
     }
 
     /// Each resource's digest by name (the last one, should a name repeat).
@@ -204,43 +179,4 @@ pub fn encode_resources(resources: &[Arc<Resource>]) -> Bytes {
         let _ = r.any.encode(&mut buf);
     }
     Bytes::from(buf)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn delta_frames_are_the_entries_in_order_a_frame_at_most_16_kib_unless_one_entry_is_longer() {
-        let sizes = [100, 3_000, 20_000, 50, 16_000, 10, 9_000, 9_000];
-        let list = ResourceList::new(
-            sizes
-                .iter()
-                .enumerate()
-                .map(|(i, len)| {
-                    Resource::new(
-                        format!("r{i}"),
-                        Any {
-                            type_url: "t".into(),
-                            value: vec![i as u8; *len],
-                        },
-                    )
-                })
-                .collect(),
-        );
-        let frames = list.delta_frames();
-        let entries: Vec<Bytes> = list.resources.iter().map(|r| r.delta_entry()).collect();
-        assert_eq!(frames.concat(), entries.concat());
-        for frame in frames {
-            let one_entry = entries.iter().any(|e| e == frame);
-            assert!(
-                frame.len() <= DELTA_FRAME_MAX || one_entry,
-                "{}",
-                frame.len()
-            );
-        }
-        assert!(frames.len() < entries.len(), "small entries share frames");
-        // Built once: every stream gets the same bytes.
-        assert_eq!(list.delta_frames()[0].as_ptr(), frames[0].as_ptr());
-    }
 }

@@ -539,6 +539,48 @@ const SHARED_CHUNK_MIN: usize = 4096;
 /// The most small chunks copied into one frame's buffer.
 const COALESCED_FRAME_MAX: usize = 16 * 1024;
 
+/// The next frame of `rest` after `start`: a chunk of at least `SHARED_CHUNK_MIN` bytes as it is
+/// (when nothing comes before it), or `start` and the small chunks that follow copied together,
+/// up to `COALESCED_FRAME_MAX`.
+fn take_frame(start: &[u8], rest: &mut std::vec::IntoIter<Bytes>) -> Bytes {
+    if start.is_empty()
+        && rest
+            .as_slice()
+            .first()
+            .is_some_and(|c| c.len() >= SHARED_CHUNK_MIN)
+        && let Some(chunk) = rest.next()
+    {
+        return chunk;
+    }
+    let mut len = start.len();
+    let mut taken = 0;
+    for chunk in rest.as_slice() {
+        let too_long = len > 0 && len + chunk.len() > COALESCED_FRAME_MAX;
+        if chunk.len() >= SHARED_CHUNK_MIN || too_long {
+            break;
+        }
+        len += chunk.len();
+        taken += 1;
+    }
+    let mut frame = BytesMut::with_capacity(len);
+    frame.put_slice(start);
+    for chunk in rest.take(taken) {
+        frame.put_slice(&chunk);
+    }
+    frame.freeze()
+}
+
+/// `chunks` in the frames a response body would send them in, built at once: a list's Delta
+/// entries, shared by every stream that sends the whole list.
+pub fn frames(chunks: Vec<Bytes>) -> Vec<Bytes> {
+    let mut rest = chunks.into_iter();
+    let mut frames = Vec::new();
+    while !rest.as_slice().is_empty() {
+        frames.push(take_frame(&[], &mut rest));
+    }
+    frames
+}
+
 /// The body of an ADS response: each message as a gRPC length prefix with the stream's head
 /// fields, then its shared resource bytes as they are; `grpc-status` trailers at the end.
 struct ResponseBody {
@@ -561,36 +603,14 @@ impl ResponseBody {
     }
 
     /// The next frame of the message being written, after `start` (the message's first bytes,
-    /// or nothing): a large chunk as it is, or small chunks copied together.
+    /// or nothing).
     fn next_frame(&mut self, start: &[u8]) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let remaining = self.rest.as_slice();
-        if start.is_empty()
-            && let Some(first) = remaining.first().filter(|c| c.len() >= SHARED_CHUNK_MIN)
-        {
-            let chunk = first.clone();
-            self.rest.next();
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
-        }
-        let mut len = start.len();
-        let mut taken = 0;
-        for chunk in remaining {
-            let too_long = len > 0 && len + chunk.len() > COALESCED_FRAME_MAX;
-            if chunk.len() >= SHARED_CHUNK_MIN || too_long {
-                break;
-            }
-            len += chunk.len();
-            taken += 1;
-        }
-        let mut frame = BytesMut::with_capacity(len);
-        frame.put_slice(start);
-        for chunk in self.rest.by_ref().take(taken) {
-            frame.put_slice(&chunk);
-        }
+        let frame = take_frame(start, &mut self.rest);
         if self.rest.as_slice().is_empty() {
             // Give the message's chunk list back between messages.
             self.rest = Vec::new().into_iter();
         }
-        Poll::Ready(Some(Ok(Frame::data(frame.freeze()))))
+        Poll::Ready(Some(Ok(Frame::data(frame))))
     }
 
     fn trailers(&mut self, status: Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
@@ -943,6 +963,37 @@ mod tests {
             vec![199u8; 40]
         );
         assert_eq!(trailers.unwrap()["grpc-status"], "0");
+    }
+
+    #[test]
+    fn frames_keep_large_chunks_and_copy_small_ones_together_up_to_16_kib() {
+        let sizes = [100, 3_000, 20_000, 50, 16_000, 10, 9_000, 9_000, 4_000, 20];
+        let chunks: Vec<Bytes> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, len)| Bytes::from(vec![i as u8; *len]))
+            .collect();
+        let frames = frames(chunks.clone());
+        assert_eq!(frames.concat(), chunks.concat());
+        for frame in &frames {
+            let shared = chunks.iter().any(|c| c.as_ptr() == frame.as_ptr());
+            if shared {
+                assert!(frame.len() >= SHARED_CHUNK_MIN, "{}", frame.len());
+            } else {
+                assert!(frame.len() <= COALESCED_FRAME_MAX, "{}", frame.len());
+            }
+        }
+        assert!(frames.len() < chunks.len(), "small chunks share frames");
+    }
+
+    #[test]
+    fn a_lists_delta_frames_are_built_once_and_shared() {
+        let list = crate::xds::resource::ResourceList::new(resources(300, 100));
+        let first = list.delta_frames(frames).to_vec();
+        let again = list.delta_frames(|_| unreachable!("built once"));
+        assert_eq!(first[0].as_ptr(), again[0].as_ptr());
+        let entries: Vec<Bytes> = list.resources.iter().map(|r| r.delta_entry()).collect();
+        assert_eq!(first.concat(), entries.concat());
     }
 
     #[tokio::test]

@@ -244,7 +244,7 @@ impl Delta {
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
         let entries = if changed.len() == resources.len() {
-            list.delta_frames().to_vec()
+            list.delta_frames(crate::xds::wire::frames).to_vec()
         } else {
             changed.iter().map(|r| r.delta_entry()).collect()
         };
