@@ -544,12 +544,12 @@ static SUBSCRIPTIONS: std::sync::LazyLock<Interner<wire::SotwRequest>> =
 static NAME_SETS: std::sync::LazyLock<Interner<BTreeSet<String>>> =
     std::sync::LazyLock::new(Interner::default);
 
-/// `names`, shared with the proxies that hold the same set.
-fn shared_names(names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-    let digest = status::names_digest(&names);
-    let mut names = Arc::new(names);
-    NAME_SETS.share(&mut names, digest);
-    names
+/// Changes a proxy's set of names by `edit`, then shares the result with the proxies that hold
+/// the same set.
+fn edit_names(names: &mut Arc<BTreeSet<String>>, edit: impl FnOnce(&mut BTreeSet<String>)) {
+    edit(Arc::make_mut(names));
+    let digest = status::names_digest(names);
+    NAME_SETS.share(names, digest);
 }
 
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
@@ -708,11 +708,7 @@ async fn delta_proxy(
                 .cloned()
                 .collect();
             if !gone.is_empty() {
-                let mut held = (**set).clone();
-                gone.iter().for_each(|n| {
-                    held.remove(n);
-                });
-                *set = shared_names(held);
+                edit_names(set, |held| gone.iter().for_each(|n| _ = held.remove(n)));
             }
             edits.push((EDS, Vec::new(), gone));
         }
@@ -723,9 +719,7 @@ async fn delta_proxy(
             new.sort_unstable();
             new.dedup();
             if !new.is_empty() {
-                let mut held = (**set).clone();
-                held.extend(new.iter().cloned());
-                *set = shared_names(held);
+                edit_names(set, |held| held.extend(new.iter().cloned()));
             }
             edits.push((nt, new, Vec::new()));
         }
