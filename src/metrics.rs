@@ -29,6 +29,12 @@ pub struct TypeLabels {
     pub r#type: String,
 }
 
+/// What started a piece of work (e.g. a config directory rescan).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TriggerLabels {
+    pub trigger: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub kind: String,

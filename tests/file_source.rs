@@ -525,3 +525,47 @@ async fn a_file_rewritten_without_pause_does_not_hold_back_other_changes() {
     cancel.cancel();
     task.await.unwrap();
 }
+
+/// A rescan opens every file it reads; the watcher must not take those opens for changes. An idle
+/// daemon kept rescanning its directory every debounce period (ten times a second by default).
+#[tokio::test]
+async fn an_idle_directory_is_not_rescanned() {
+    let (dir, store, metrics, mut source) = setup();
+    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    source.sync();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(source.run(
+        cancel.clone(),
+        FileDebounce {
+            quiet: Duration::from_millis(50),
+            max: Duration::from_secs(1),
+        },
+        Duration::from_secs(3600),
+    ));
+    let watch_scans = || {
+        let rendered = metrics.render();
+        rendered
+            .lines()
+            .find_map(|l| l.strip_prefix("rudder_config_dir_scans_total{trigger=\"watch\"} "))
+            .map_or(0, |n| n.trim().parse::<u64>().unwrap())
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(watch_scans(), 0, "rescanned with nothing changed");
+
+    write(dir.path(), "a.yaml", &se("a", "edited.com"));
+    for _ in 0..100 {
+        if host_of(&store, "a").as_deref() == Some("edited.com") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(host_of(&store, "a").as_deref(), Some("edited.com"));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after_edit = watch_scans();
+    assert!(
+        (1..=2).contains(&after_edit),
+        "one edit, {after_edit} rescans"
+    );
+    cancel.cancel();
+    task.await.unwrap();
+}

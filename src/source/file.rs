@@ -565,6 +565,17 @@ impl FileSource {
         *self.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
     }
 
+    /// `sync`, counted by what started it.
+    fn rescan(&mut self, trigger: &str) {
+        self.metrics
+            .config_dir_scans
+            .get_or_create(&crate::metrics::TriggerLabels {
+                trigger: trigger.to_string(),
+            })
+            .inc();
+        self.sync();
+    }
+
     /// Watches the directory until `cancel` fires. Edits are applied after `debounce.quiet` of
     /// quiet, and at the latest `debounce.max` after the first (a file rewritten without pause must
     /// not hold back every other change); a full rescan also runs every `resync` in case the
@@ -577,6 +588,9 @@ impl FileSource {
     ) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.as_ref().is_ok_and(|e| changes_nothing(&e.kind)) {
+                return;
+            }
             let _ = tx.send(res);
         })
         .and_then(|mut w| w.watch(&self.dir, RecursiveMode::Recursive).map(|_| w));
@@ -597,7 +611,7 @@ impl FileSource {
         // Changes made between the first scan and the watch starting would otherwise wait for the
         // next resync: scan once more now that the watch is in place (unchanged files are skipped
         // by their hash).
-        self.sync();
+        self.rescan("start");
         let mut ticker = tokio::time::interval(resync);
         ticker.tick().await;
         loop {
@@ -619,13 +633,28 @@ impl FileSource {
                             },
                         }
                     }
-                    self.sync();
+                    self.rescan("watch");
                 }
-                _ = ticker.tick() => { self.sync(); }
+                _ = ticker.tick() => { self.rescan("resync"); }
             }
         }
         info!(dir = %self.dir.display(), "file source stopped");
     }
+}
+
+/// Whether a watch event only says a file was opened or read. The scan opens every file it
+/// reads, so waking on these would rescan the directory again and again while nothing changes.
+/// A file closed after writing (`Close(Write)`) is a change.
+fn changes_nothing(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    matches!(
+        kind,
+        EventKind::Access(
+            AccessKind::Open(_)
+                | AccessKind::Read
+                | AccessKind::Close(AccessMode::Read | AccessMode::Execute)
+        )
+    )
 }
 
 /// A MeshConfig file's bytes as the mesh ConfigMap's YAML (text that is not UTF-8 is left as it

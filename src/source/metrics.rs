@@ -1,6 +1,8 @@
 //! The config sources' metrics, registered by `cmd`.
 
-use crate::metrics::{EventLabels, K8sEventLabels, KindLabels, ReasonLabels, Registry, TypeLabels};
+use crate::metrics::{
+    EventLabels, K8sEventLabels, KindLabels, ReasonLabels, Registry, TriggerLabels, TypeLabels,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -15,6 +17,8 @@ pub struct FileMetrics {
     pub config_objects: Family<KindLabels, Gauge>,
     /// Store changes per kind and event type.
     pub config_events: Family<EventLabels, Counter>,
+    /// Rescans of the config directory, by what started them (`start`, `watch`, `resync`).
+    pub config_dir_scans: Family<TriggerLabels, Counter>,
 }
 
 impl FileMetrics {
@@ -39,6 +43,11 @@ impl FileMetrics {
                 "rudder_config_events",
                 "Changes applied to the config store, by kind and event",
                 Family::<EventLabels, Counter>::default(),
+            ),
+            config_dir_scans: registry.register(
+                "rudder_config_dir_scans",
+                "Rescans of the config directory, by trigger (start, watch, resync)",
+                Family::<TriggerLabels, Counter>::default(),
             ),
         }
     }
