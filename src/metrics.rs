@@ -156,7 +156,12 @@ struct ProcStat {
 #[cfg(target_os = "linux")]
 impl ProcStat {
     fn read() -> Option<ProcStat> {
-        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        ProcStat::read_of("self")
+    }
+
+    /// `/proc/<pid>/stat`; `pid` may be `self`.
+    fn read_of(pid: &str) -> Option<ProcStat> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         let (_, rest) = stat.rsplit_once(')')?;
         // SAFETY: sysconf only reads a configuration value.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK).max(1) as f64 };
@@ -181,10 +186,17 @@ impl ProcStat {
 
 /// This process's CPU time so far, user plus system (0 where /proc cannot tell).
 pub fn process_cpu_seconds() -> f64 {
+    cpu_seconds_of("self")
+}
+
+/// Another process's CPU time so far (the load generator's replay server); `pid` may be `self`.
+pub fn cpu_seconds_of(pid: &str) -> f64 {
     #[cfg(target_os = "linux")]
-    if let Some(stat) = ProcStat::read() {
+    if let Some(stat) = ProcStat::read_of(pid) {
         return stat.cpu_seconds();
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pid;
     0.0
 }
 

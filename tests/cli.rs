@@ -283,6 +283,8 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         out.contains("full push convergence, from the trigger"),
         "{out}"
     );
+    // The replay server is a process of its own, as the daemon is; its CPU is reported apart.
+    assert!(out.contains("replay server: CPU "), "{out}");
 }
 
 /// Global flags may come before the subcommand (as `--help` lists them), and a `--config-dir`

@@ -1,7 +1,8 @@
 //! `rudder-loadgen`: opens N real ADS streams against a running `rudder serve` (files mode), behaves like
 //! the proxies would (subscribe, ACK), drives config churn through the config directory, and reports
 //! convergence, throughput and the daemon's memory and CPU. `--replay` measures the same streams against
-//! an in-process server that only sends pre-encoded responses: the ceiling for the push path.
+//! a server that only sends pre-encoded responses, run as a process of its own as the daemon is:
+//! the ceiling for the push path.
 
 /// The daemon's allocator: the generator allocates for every resource of every response it reads
 /// (a name, a type URL), and with the system allocator that was two fifths of its CPU, taken from
@@ -119,6 +120,10 @@ pub struct LoadgenArgs {
     /// Measure the replay baseline instead of the daemon.
     #[arg(long)]
     pub replay: bool,
+    /// Internal: be the replay server that `--replay` starts (capture from the daemon, print the
+    /// address served, then send a full push for each number read from standard input).
+    #[arg(long, hide = true)]
+    pub serve_replay: bool,
     /// Before each change, wait until no proxy received anything for this long, so each push is
     /// measured on its own; 0 starts an endpoint push in the tail of the full push before it.
     #[arg(long, default_value_t = 1000)]
@@ -1027,9 +1032,102 @@ fn resource_bytes(resp: &light::Response) -> Bytes {
     .into()
 }
 
+/// The replay server, run as a process of its own (this binary with `--serve-replay`), as the
+/// daemon is: the two then share the cores with the generator alike, and each process holds one end
+/// of every connection (one process holding both ends could not open 25,000 proxies' connections
+/// under this machine's limit of 20,000 open files).
+struct ReplayProcess {
+    child: tokio::process::Child,
+    pushes: tokio::process::ChildStdin,
+    addr: SocketAddr,
+}
+
+impl ReplayProcess {
+    /// Starts the server with this run's arguments and waits for the address it serves.
+    async fn start() -> anyhow::Result<ReplayProcess> {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+            .args(std::env::args_os().skip(1))
+            .arg("--serve-replay")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let (Some(pushes), Some(out)) = (child.stdin.take(), child.stdout.take()) else {
+            anyhow::bail!("the replay server's standard input and output are not piped");
+        };
+        let mut out = tokio::io::BufReader::new(out).lines();
+        let line = tokio::time::timeout(Duration::from_secs(120), out.next_line())
+            .await??
+            .unwrap_or_default();
+        // Anything it prints later is passed on, so a full pipe never stops it.
+        tokio::spawn(async move {
+            while let Ok(Some(more)) = out.next_line().await {
+                println!("replay server: {more}");
+            }
+        });
+        let addr = line
+            .trim()
+            .strip_prefix(REPLAY_SERVING)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("the replay server did not start: {line:?}"))?;
+        Ok(ReplayProcess {
+            child,
+            pushes,
+            addr,
+        })
+    }
+
+    /// Has the server send version `version` of every type to every stream.
+    async fn push(&mut self, version: u64) -> anyhow::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.pushes
+            .write_all(format!("{version}\n").as_bytes())
+            .await?;
+        Ok(self.pushes.flush().await?)
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        self.child
+            .id()
+            .map_or(0.0, |pid| rudder::metrics::cpu_seconds_of(&pid.to_string()))
+    }
+}
+
+/// What the replay server prints before the address it serves.
+const REPLAY_SERVING: &str = "replay serving on ";
+
+/// The replay server's process: captures what the daemon sends a sidecar, serves it, and sends a
+/// full push for each version read from standard input; it ends with its input.
+async fn serve_replay(args: LoadgenArgs) -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let responses = capture(&args).await?;
+    let (trigger, _) = broadcast::channel(16);
+    let replay = Arc::new(Replay {
+        responses,
+        trigger: trigger.clone(),
+    });
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind("127.0.0.1:0".parse()?)?;
+    let listener = socket.listen(16_384)?;
+    println!("{REPLAY_SERVING}{}", listener.local_addr()?);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ReplayServer(replay))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let mut versions = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = versions.next_line().await? {
+        if let Ok(version) = line.trim().parse::<u64>() {
+            let _ = trigger.send(version);
+        }
+    }
+    Ok(())
+}
+
 /// Captures what the daemon sends an Envoy-like sidecar of namespace 0 (following CDS to EDS and
 /// LDS to RDS as the simulated proxies do), for the replay server.
-async fn capture(args: &Arc<LoadgenArgs>) -> anyhow::Result<Vec<(&'static str, Bytes)>> {
+async fn capture(args: &LoadgenArgs) -> anyhow::Result<Vec<(&'static str, Bytes)>> {
     let channel = Channel::from_shared(format!("http://{}", args.xds_addr))?
         .connect()
         .await?;
@@ -1240,23 +1338,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
-    let (target, trigger) = if args.replay {
-        let responses = capture(&args).await?;
-        let (trigger, _) = broadcast::channel(16);
-        let replay = Arc::new(Replay {
-            responses,
-            trigger: trigger.clone(),
-        });
-        let socket = tokio::net::TcpSocket::new_v4()?;
-        socket.bind("127.0.0.1:0".parse()?)?;
-        let listener = socket.listen(16_384)?;
-        let addr = listener.local_addr()?;
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(ReplayServer(replay))
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-        );
-        (addr, Some(trigger))
+    let (target, mut trigger) = if args.replay {
+        let replay = ReplayProcess::start().await?;
+        (replay.addr, Some(replay))
     } else {
         (args.xds_addr, None)
     };
@@ -1342,6 +1426,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     }
     let before = scrape(args.monitoring_addr, "/metrics").await;
     let own_cpu_before = rudder::metrics::process_cpu_seconds();
+    let replay_cpu_before = trigger.as_ref().map_or(0.0, |r| r.cpu_seconds());
 
     if args.attackers > 0 {
         attack::spawn(args.attackers, &args.attack_kinds, target)?;
@@ -1385,8 +1470,8 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         };
         // Full push: a new service every Envoy-like proxy must learn about.
         let t0 = Instant::now();
-        if let Some(trigger) = &trigger {
-            let _ = trigger.send(k as u64);
+        if let Some(trigger) = &mut trigger {
+            trigger.push(k as u64).await?;
         } else if churn > 0 {
             write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
         }
@@ -1516,6 +1601,12 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     println!(
         "load generator: CPU {own_cpu:.1} s during churn ({churn:.1} s of churn, settling included)"
     );
+    let replay_cpu = trigger
+        .as_ref()
+        .map(|r| r.cpu_seconds() - replay_cpu_before);
+    if let Some(cpu) = replay_cpu {
+        println!("replay server: CPU {cpu:.1} s during churn");
+    }
     if let Some(path) = &args.json {
         let summary = |v: &Vec<f64>| serde_json::json!({"p50_ms": ms(v, 0.5), "p99_ms": ms(v, 0.99), "samples": v.len()});
         let report = serde_json::json!({
@@ -1537,6 +1628,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             "daemon_cpu_during_churn_s": metric(&after, "process_cpu_seconds_total")
                 - metric(&before, "process_cpu_seconds_total"),
             "loadgen_cpu_during_churn_s": own_cpu,
+            "replay_cpu_during_churn_s": replay_cpu,
             "rss_over_time": rss.iter().map(|(t, m)| serde_json::json!({"s": t, "mib": m})).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
@@ -1566,7 +1658,14 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    let work = async {
+        if args.serve_replay {
+            serve_replay(args).await
+        } else {
+            run(args).await
+        }
+    };
+    match runtime.block_on(work) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
