@@ -1434,6 +1434,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     }
     let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut eds_push_p99s: Vec<f64> = Vec::new();
     let churn_start = Instant::now();
     let bytes_before = bytes;
     let quiet = Duration::from_millis(args.settle_ms);
@@ -1522,12 +1523,17 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             watch_svc0.len()
         );
         let push_start = last_push_ms(&args).await;
+        let mut this_push = Vec::new();
         for (at, wall) in got.values() {
             eds_e2e.push(at.duration_since(t0).as_secs_f64());
             if let Some(p) = push_start {
-                eds_push.push(wall.saturating_sub(p) as f64 / 1000.0);
+                this_push.push(wall.saturating_sub(p) as f64 / 1000.0);
             }
         }
+        if !this_push.is_empty() {
+            eds_push_p99s.push(percentile(this_push.clone(), 0.99) * 1000.0);
+        }
+        eds_push.extend(this_push);
     }
     let churn = churn_start.elapsed().as_secs_f64();
     let after = scrape(args.monitoring_addr, "/metrics").await;
@@ -1577,6 +1583,8 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             ms(&eds_push, 0.5),
             ms(&eds_push, 0.99)
         );
+        let each: Vec<String> = eds_push_p99s.iter().map(|p| format!("{p:.0}")).collect();
+        println!("endpoint push p99 of each push (ms): {}", each.join(" "));
     }
     let pushes: f64 = ["cds", "eds", "lds", "rds"]
         .iter()
@@ -1623,6 +1631,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             "full_push_from_push_start": summary(&full_push),
             "endpoint_push_from_write": summary(&eds_e2e),
             "endpoint_push_from_push_start": summary(&eds_push),
+            "endpoint_push_p99_of_each_push_ms": eds_push_p99s,
             "bytes_received_during_churn": bytes - bytes_before,
             "daemon_rss_mib": metric(&after, "process_resident_memory_bytes") / 1048576.0,
             "daemon_cpu_during_churn_s": metric(&after, "process_cpu_seconds_total")

@@ -11,6 +11,7 @@ mod connections;
 mod delta;
 mod held;
 pub mod idle;
+mod retire;
 mod sotw;
 pub mod status;
 mod stream;
@@ -95,6 +96,8 @@ pub struct XdsServer {
     idle: Arc<idle::IdleConnections>,
     /// Equal subscriptions of different streams, held once.
     shared_names: status::SharedNames,
+    /// Frees replaced push contexts after the push that replaced them is handed out.
+    retired_contexts: retire::Retirer<Arc<PushContext>>,
 }
 
 impl XdsServer {
@@ -118,6 +121,7 @@ impl XdsServer {
             idle,
             shared_names: status::SharedNames::default(),
             context: ArcSwap::from_pointee(initial),
+            retired_contexts: retire::Retirer::new("rudder-retire"),
             connections: Connections::default(),
             history: Mutex::default(),
             metrics,
@@ -207,9 +211,10 @@ impl XdsServer {
 impl PushSink for XdsServer {
     /// Installs a new push context and queues `request` for every connected proxy it concerns.
     fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
-        self.context.store(Arc::new(context));
+        let replaced = self.context.swap(Arc::new(context));
         request.queued = Instant::now();
         let proxies = self.connections.fan_out(&request);
+        self.retired_contexts.retire(replaced);
         let mut history = lock(&self.history);
         if history.len() == PUSH_HISTORY {
             history.pop_front();

@@ -23,8 +23,8 @@ pub struct TypeStatus {
     /// Kept here so a push does not hash every subscribed name of every stream.
     #[serde(skip)]
     pub names_digest: u64,
-    /// Shared strings: the watch map is copied whenever a stream changes it while `/debug` holds
-    /// the previous one (twice per push), and these fields are what changes.
+    /// Shared strings: publishing copies them into the status `/debug` reads after every
+    /// response and every ACK.
     pub nonce_sent: Arc<str>,
     pub version_sent: Arc<str>,
     pub version_acked: Arc<str>,
@@ -211,7 +211,7 @@ pub fn names_digest(names: &BTreeSet<String>) -> u64 {
     digest(0, names)
 }
 
-/// A stream's subscriptions by type, shared between the stream and its published status.
+/// A stream's subscriptions by type (the stream's own, and a copy in its published status).
 pub type Watches = Arc<BTreeMap<TypeUrl, TypeStatus>>;
 
 #[derive(Debug, Clone, serde::Serialize)]
