@@ -185,7 +185,7 @@ fn serve_fails_clearly_when_the_port_is_taken() {
 
 /// `rudder-loadgen` as docs/performance.md runs it, scaled down: every proxy kind syncs (wildcard
 /// CDS/LDS followed by EDS/RDS, Delta and proxyless gRPC), full and endpoint pushes converge, and the
-/// replay baseline replays what the daemon sent.
+/// replay baseline replays what the daemon sent (a full push, or one endpoint push).
 #[test]
 fn loadgen_drives_the_daemon_and_the_replay_baseline() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,6 +285,25 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
     );
     // The replay server is a process of its own, as the daemon is; its CPU is reported apart.
     assert!(out.contains("replay server: CPU "), "{out}");
+
+    // The endpoint-push floor: the one changed ClusterLoadAssignment replayed to every stream.
+    let (code, out, err) = loadgen(&[
+        "--replay",
+        "--endpoint-only",
+        "--delta-percent",
+        "0",
+        "--grpc-percent",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("replay baseline (service 0's captured ClusterLoadAssignment"),
+        "{out}"
+    );
+    assert!(
+        out.contains("endpoint push convergence, from the trigger"),
+        "{out}"
+    );
 }
 
 /// Global flags may come before the subcommand (as `--help` lists them), and a `--config-dir`

@@ -114,7 +114,8 @@ pub struct LoadgenArgs {
     /// Also write the results as JSON to this file (`scripts/plot.py` draws them).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Only endpoint pushes, no full pushes: to measure or profile the endpoint path alone.
+    /// Only endpoint pushes, no full pushes: to measure or profile the endpoint path alone. With
+    /// `--replay`, the replay server sends each one: service 0's ClusterLoadAssignment.
     #[arg(long)]
     pub endpoint_only: bool,
     /// Measure the replay baseline instead of the daemon.
@@ -924,6 +925,9 @@ mod attack {
 struct Replay {
     /// Resource bytes by type, in push order.
     responses: Vec<(&'static str, Bytes)>,
+    /// With `--endpoint-only`: what each trigger sends instead, EDS with the one
+    /// ClusterLoadAssignment an endpoint push changes (as SotW incremental EDS does).
+    endpoint_push: Option<Bytes>,
     trigger: broadcast::Sender<u64>,
 }
 
@@ -964,6 +968,12 @@ impl Replay {
                     v = trigger.recv() => {
                         let Ok(v) = v else { return };
                         version = v;
+                        if let Some(bytes) = &self.endpoint_push {
+                            nonce += 1;
+                            let resp = EncodedResponse::new(&v.to_string(), EDS, &nonce.to_string(), bytes.clone());
+                            if tx.send(Ok(resp)).await.is_err() { return }
+                            continue;
+                        }
                         for (type_url, bytes) in &self.responses {
                             nonce += 1;
                             let resp = EncodedResponse::new(&v.to_string(), type_url, &nonce.to_string(), bytes.clone());
@@ -1102,9 +1112,30 @@ const REPLAY_SERVING: &str = "replay serving on ";
 async fn serve_replay(args: LoadgenArgs) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt;
     let responses = capture(&args).await?;
+    let endpoint_push = if args.endpoint_only {
+        let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
+        let eds = responses
+            .iter()
+            .find(|(t, _)| *t == EDS)
+            .and_then(|(_, b)| light::Response::decode(b.clone()).ok())
+            .ok_or_else(|| anyhow::anyhow!("no EDS response was captured"))?;
+        let changed: Vec<light::Any> = eds
+            .resources
+            .into_iter()
+            .filter(|a| light::Named::decode(a.value.clone()).is_ok_and(|n| n.name == cluster))
+            .collect();
+        anyhow::ensure!(changed.len() == 1, "{cluster} was not captured");
+        Some(resource_bytes(&light::Response {
+            resources: changed,
+            ..Default::default()
+        }))
+    } else {
+        None
+    };
     let (trigger, _) = broadcast::channel(16);
     let replay = Arc::new(Replay {
         responses,
+        endpoint_push,
         trigger: trigger.clone(),
     });
     let socket = tokio::net::TcpSocket::new_v4()?;
@@ -1469,42 +1500,48 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         } else {
             k
         };
-        // Full push: a new service every Envoy-like proxy must learn about.
-        let t0 = Instant::now();
-        if let Some(trigger) = &mut trigger {
-            trigger.push(k as u64).await?;
-        } else if churn > 0 {
-            write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
-        }
-        let (got, ok) = if churn > 0 || trigger.is_some() {
-            collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes, PATIENCE).await
-        } else {
-            (HashMap::new(), true)
-        };
-        anyhow::ensure!(
-            ok,
-            "full push {k}: only {}/{} proxies converged",
-            got.len(),
-            envoy.len()
-        );
-        let push_start = if trigger.is_some() {
-            None
-        } else {
-            last_push_ms(&args).await
-        };
-        for (at, wall) in got.values() {
-            full_e2e.push(at.duration_since(t0).as_secs_f64());
-            if let Some(p) = push_start {
-                full_push.push(wall.saturating_sub(p) as f64 / 1000.0);
+        // With `--replay --endpoint-only` the replay server sends the endpoint pushes.
+        if !(args.endpoint_only && trigger.is_some()) {
+            // Full push: a new service every Envoy-like proxy must learn about.
+            let t0 = Instant::now();
+            if let Some(trigger) = &mut trigger {
+                trigger.push(k as u64).await?;
+            } else if churn > 0 {
+                write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
             }
-        }
-        if trigger.is_some() {
-            continue;
+            let (got, ok) = if churn > 0 || trigger.is_some() {
+                collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes, PATIENCE).await
+            } else {
+                (HashMap::new(), true)
+            };
+            anyhow::ensure!(
+                ok,
+                "full push {k}: only {}/{} proxies converged",
+                got.len(),
+                envoy.len()
+            );
+            let push_start = if trigger.is_some() {
+                None
+            } else {
+                last_push_ms(&args).await
+            };
+            for (at, wall) in got.values() {
+                full_e2e.push(at.duration_since(t0).as_secs_f64());
+                if let Some(p) = push_start {
+                    full_push.push(wall.saturating_sub(p) as f64 / 1000.0);
+                }
+            }
+            if trigger.is_some() {
+                continue;
+            }
+            settle(&mut rx, quiet, &mut bytes).await;
         }
         // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
-        settle(&mut rx, quiet, &mut bytes).await;
         let t0 = Instant::now();
-        write_mesh(&file, mesh_yaml(&args, churn, k))?;
+        match &mut trigger {
+            Some(trigger) => trigger.push(k as u64).await?,
+            None => write_mesh(&file, mesh_yaml(&args, churn, k))?,
+        }
         let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
         let (got, ok) = collect(
             &mut rx,
@@ -1522,18 +1559,28 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             got.len(),
             watch_svc0.len()
         );
-        let push_start = last_push_ms(&args).await;
+        // The replay has no push start: its pushes are measured from the trigger.
+        let push_start = if trigger.is_some() {
+            None
+        } else {
+            last_push_ms(&args).await
+        };
         let mut this_push = Vec::new();
         for (at, wall) in got.values() {
-            eds_e2e.push(at.duration_since(t0).as_secs_f64());
-            if let Some(p) = push_start {
-                this_push.push(wall.saturating_sub(p) as f64 / 1000.0);
+            let from_trigger = at.duration_since(t0).as_secs_f64();
+            eds_e2e.push(from_trigger);
+            match push_start {
+                Some(p) => this_push.push(wall.saturating_sub(p) as f64 / 1000.0),
+                None if trigger.is_some() => this_push.push(from_trigger),
+                None => {}
             }
         }
         if !this_push.is_empty() {
             eds_push_p99s.push(percentile(this_push.clone(), 0.99) * 1000.0);
         }
-        eds_push.extend(this_push);
+        if trigger.is_none() {
+            eds_push.extend(this_push);
+        }
     }
     let churn = churn_start.elapsed().as_secs_f64();
     let after = scrape(args.monitoring_addr, "/metrics").await;
@@ -1552,7 +1599,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
     println!(
         "mode: {}",
-        if args.replay {
+        if args.replay && args.endpoint_only {
+            "replay baseline (service 0's captured ClusterLoadAssignment, pre-encoded, to every stream)"
+        } else if args.replay {
             "replay baseline (the captured CDS, EDS, LDS and RDS, pre-encoded, to every stream)"
         } else {
             "rudder"
@@ -1573,16 +1622,23 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     }
     if !eds_e2e.is_empty() {
         println!(
-            "endpoint push convergence, from the write: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
+            "endpoint push convergence, from the {}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
+            if trigger.is_some() {
+                "trigger"
+            } else {
+                "write"
+            },
             ms(&eds_e2e, 0.5),
             ms(&eds_e2e, 0.99),
             eds_e2e.len()
         );
-        println!(
-            "endpoint push convergence, from push start: p50 {:.0} ms, p99 {:.0} ms",
-            ms(&eds_push, 0.5),
-            ms(&eds_push, 0.99)
-        );
+        if !eds_push.is_empty() {
+            println!(
+                "endpoint push convergence, from push start: p50 {:.0} ms, p99 {:.0} ms",
+                ms(&eds_push, 0.5),
+                ms(&eds_push, 0.99)
+            );
+        }
         let each: Vec<String> = eds_push_p99s.iter().map(|p| format!("{p:.0}")).collect();
         println!("endpoint push p99 of each push (ms): {}", each.join(" "));
     }
