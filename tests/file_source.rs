@@ -49,6 +49,36 @@ fn setup() -> (tempfile::TempDir, Arc<Store>, Arc<Metrics>, FileSource) {
     (dir, store, Arc::new(registry.finish()), source)
 }
 
+/// Runs the watcher with this debounce and no periodic rescan within the test, so whatever is
+/// applied was delivered by the watcher.
+fn watch(
+    source: FileSource,
+    quiet_ms: u64,
+    max_ms: u64,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(source.run(
+        cancel.clone(),
+        FileDebounce {
+            quiet: Duration::from_millis(quiet_ms),
+            max: Duration::from_millis(max_ms),
+        },
+        Duration::from_secs(3600),
+    ));
+    (cancel, task)
+}
+
+/// Waits up to 10 s for `cond`.
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
 #[test]
 fn loads_directory_recursively_and_ignores_other_files() {
     let (dir, store, _, mut source) = setup();
@@ -250,27 +280,8 @@ async fn watcher_applies_changes_without_restart() {
     let (dir, store, _, mut source) = setup();
     write(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
-    let cancel = CancellationToken::new();
-    // A long resync interval proves the watcher, not the periodic rescan, delivered the change.
-    let task = tokio::spawn(source.run(
-        cancel.clone(),
-        FileDebounce {
-            quiet: Duration::from_millis(50),
-            max: Duration::from_secs(1),
-        },
-        Duration::from_secs(3600),
-    ));
+    let (cancel, task) = watch(source, 50, 1000);
     tokio::time::sleep(Duration::from_millis(200)).await;
-
-    async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-        for _ in 0..200 {
-            if cond() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("timed out waiting for: {what}");
-    }
     write(dir.path(), "a.yaml", &se("a", "edited.com"));
     eventually("edit applied", || {
         host_of(&store, "a").as_deref() == Some("edited.com")
@@ -494,15 +505,7 @@ async fn a_file_rewritten_without_pause_does_not_hold_back_other_changes() {
     let (dir, store, _, mut source) = setup();
     write(dir.path(), "noisy.yaml", &se("noisy", "n0.com"));
     source.sync();
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(source.run(
-        cancel.clone(),
-        FileDebounce {
-            quiet: Duration::from_millis(200),
-            max: Duration::from_millis(500),
-        },
-        Duration::from_secs(3600),
-    ));
+    let (cancel, task) = watch(source, 200, 500);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Rewritten every 50 ms (under the quiet period) for 20 s.
     let noisy_dir = dir.path().to_path_buf();
@@ -533,15 +536,7 @@ async fn an_idle_directory_is_not_rescanned() {
     let (dir, store, metrics, mut source) = setup();
     write(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(source.run(
-        cancel.clone(),
-        FileDebounce {
-            quiet: Duration::from_millis(50),
-            max: Duration::from_secs(1),
-        },
-        Duration::from_secs(3600),
-    ));
+    let (cancel, task) = watch(source, 50, 1000);
     let watch_scans = || {
         let rendered = metrics.render();
         rendered
@@ -553,13 +548,10 @@ async fn an_idle_directory_is_not_rescanned() {
     assert_eq!(watch_scans(), 0, "rescanned with nothing changed");
 
     write(dir.path(), "a.yaml", &se("a", "edited.com"));
-    for _ in 0..100 {
-        if host_of(&store, "a").as_deref() == Some("edited.com") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(host_of(&store, "a").as_deref(), Some("edited.com"));
+    eventually("edit applied", || {
+        host_of(&store, "a").as_deref() == Some("edited.com")
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let after_edit = watch_scans();
     assert!(

@@ -1520,11 +1520,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 got.len(),
                 envoy.len()
             );
-            let push_start = if trigger.is_some() {
-                None
-            } else {
-                last_push_ms(&args).await
-            };
+            let push_start = daemon_push_start(&args, trigger.is_some()).await;
             for (at, wall) in got.values() {
                 full_e2e.push(at.duration_since(t0).as_secs_f64());
                 if let Some(p) = push_start {
@@ -1559,12 +1555,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             got.len(),
             watch_svc0.len()
         );
-        // The replay has no push start: its pushes are measured from the trigger.
-        let push_start = if trigger.is_some() {
-            None
-        } else {
-            last_push_ms(&args).await
-        };
+        let push_start = daemon_push_start(&args, trigger.is_some()).await;
         let mut this_push = Vec::new();
         for (at, wall) in got.values() {
             let from_trigger = at.duration_since(t0).as_secs_f64();
@@ -1699,6 +1690,16 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
     Ok(())
+}
+
+/// When the daemon started the push just measured; `None` when replaying (the replay has no push
+/// start: its pushes are measured from the trigger).
+async fn daemon_push_start(args: &LoadgenArgs, replaying: bool) -> Option<u128> {
+    if replaying {
+        None
+    } else {
+        last_push_ms(args).await
+    }
 }
 
 /// When the daemon started its most recent push (from /debug/push_status).

@@ -561,6 +561,14 @@ mod tests {
         assert!(routing.wants(&push(false, &["z.ns.svc.cluster.local"])));
     }
 
+    fn sidecar() -> Arc<Proxy> {
+        let node = envoy_types::pb::envoy::config::core::v3::Node {
+            id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local".into(),
+            ..Default::default()
+        };
+        Arc::new(Proxy::from_node(Some(&node)).unwrap())
+    }
+
     fn eds_watch(hosts: &[&str]) -> Watches {
         watching(TypeStatus {
             names: Arc::new(
@@ -601,11 +609,7 @@ mod tests {
     #[test]
     fn endpoint_pushes_follow_the_index_as_subscriptions_change() {
         let connections = Connections::default();
-        let node = envoy_types::pb::envoy::config::core::v3::Node {
-            id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local".into(),
-            ..Default::default()
-        };
-        let proxy = Arc::new(Proxy::from_node(Some(&node)).unwrap());
+        let proxy = sidecar();
         let [a, b, c] = [0; 3].map(|_| connections.register(proxy.clone(), false));
         a.publish(&eds_watch(&["x", "y"]));
         b.publish(&eds_watch(&["y"]));
@@ -671,11 +675,7 @@ mod tests {
     #[tokio::test]
     async fn new_streams_wait_for_unsent_pushes_within_a_bound() {
         let connections = Connections::default();
-        let node = envoy_types::pb::envoy::config::core::v3::Node {
-            id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local".into(),
-            ..Default::default()
-        };
-        let proxy = Arc::new(Proxy::from_node(Some(&node)).unwrap());
+        let proxy = sidecar();
         let in_flight = connections.in_flight.clone();
         assert!(
             !in_flight.settled(Duration::from_secs(60)).await,
@@ -727,12 +727,7 @@ mod tests {
     #[test]
     fn published_status_follows_the_stream_without_sharing_its_map() {
         let connections = Connections::default();
-        let node = envoy_types::pb::envoy::config::core::v3::Node {
-            id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local".into(),
-            ..Default::default()
-        };
-        let proxy = Arc::new(Proxy::from_node(Some(&node)).unwrap());
-        let stream = connections.register(proxy, false);
+        let stream = connections.register(sidecar(), false);
         let mut watches = eds_watch(&["x"]);
         stream.publish(&watches);
         assert_eq!(
