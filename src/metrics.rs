@@ -118,7 +118,7 @@ impl ProcessMetrics {
     fn refresh(&self) {
         // SAFETY: sysconf only reads a configuration value.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE).max(1) as i64 };
-        if let Some(stat) = ProcStat::read() {
+        if let Some(stat) = ProcStat::read_of("self") {
             let grown = stat.cpu_seconds() - self.cpu_seconds.get();
             if grown > 0.0 {
                 self.cpu_seconds.inc_by(grown);
@@ -155,10 +155,6 @@ struct ProcStat {
 
 #[cfg(target_os = "linux")]
 impl ProcStat {
-    fn read() -> Option<ProcStat> {
-        ProcStat::read_of("self")
-    }
-
     /// `/proc/<pid>/stat`; `pid` may be `self`.
     fn read_of(pid: &str) -> Option<ProcStat> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -211,8 +211,11 @@ pub fn names_digest(names: &BTreeSet<String>) -> u64 {
     digest(0, names)
 }
 
-/// A stream's subscriptions by type (the stream's own, and a copy in its published status).
-pub type Watches = Arc<BTreeMap<TypeUrl, TypeStatus>>;
+/// A stream's subscriptions by type.
+pub type WatchMap = BTreeMap<TypeUrl, TypeStatus>;
+
+/// A copy of a stream's subscriptions in its published status, shared with `/debug` readers.
+pub type Watches = Arc<WatchMap>;
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ConnectionStatus {

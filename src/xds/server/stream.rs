@@ -4,7 +4,7 @@
 
 use super::XdsServer;
 use super::connections::Registration;
-use super::status::{TypeStatus, Watches};
+use super::status::{TypeStatus, WatchMap};
 use crate::metrics::TypeLabels;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::{self, util::parse_outbound_cluster};
@@ -115,9 +115,9 @@ pub(super) struct StreamState {
     /// while waiting for this client to read (see `reserve`).
     reserved: Vec<mpsc::OwnedPermit<Result<EncodedResponse, Status>>>,
     registration: Registration,
-    /// Shared with the connection status (what `/debug` shows): one copy of every subscribed name,
-    /// cloned only when it changes.
-    pub(super) watches: Watches,
+    /// The stream's own; publishing copies its entries into the status `/debug` reads. The
+    /// subscribed names inside are shared, so neither copy repeats them.
+    pub(super) watches: WatchMap,
     last_nack_log: Option<Instant>,
     nack_logs_suppressed: u64,
 }
@@ -125,9 +125,7 @@ pub(super) struct StreamState {
 impl StreamState {
     /// The watch of `type_url`, created when new.
     pub(super) fn watch_mut(&mut self, type_url: TypeUrl) -> &mut TypeStatus {
-        Arc::make_mut(&mut self.watches)
-            .entry(type_url)
-            .or_default()
+        self.watches.entry(type_url).or_default()
     }
 
     /// Publishes the subscriptions to the fan-out and `/debug`.
@@ -426,7 +424,7 @@ impl StreamState {
             .metrics
             .send_time
             .observe(handed.elapsed().as_secs_f64());
-        if let Some(watch) = Arc::make_mut(&mut self.watches).get_mut(&type_url) {
+        if let Some(watch) = self.watches.get_mut(&type_url) {
             watch.nonce_sent = nonce.into();
             watch.version_sent = version.into();
             watch.resources_sent = count;
@@ -510,7 +508,7 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         tx: tx.clone(),
         reserved: Vec::new(),
         registration,
-        watches: Arc::default(),
+        watches: WatchMap::new(),
         last_nack_log: None,
         nack_logs_suppressed: 0,
     });
