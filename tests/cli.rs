@@ -185,7 +185,8 @@ fn serve_fails_clearly_when_the_port_is_taken() {
 
 /// `rudder-loadgen` as docs/performance.md runs it, scaled down: every proxy kind syncs (wildcard
 /// CDS/LDS followed by EDS/RDS, Delta and proxyless gRPC), full and endpoint pushes converge, and the
-/// replay baseline replays what the daemon sent (a full push, or one endpoint push).
+/// replay baseline replays what the daemon sent (a full push, or one endpoint push) to SotW and
+/// Delta streams.
 #[test]
 fn loadgen_drives_the_daemon_and_the_replay_baseline() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,9 +277,14 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         "{svg}"
     );
 
-    let (code, out, err) = loadgen(&["--replay", "--delta-percent", "0", "--grpc-percent", "0"]);
+    // The replay serves SotW and Delta streams alike.
+    let (code, out, err) = loadgen(&["--replay", "--delta-percent", "25", "--grpc-percent", "0"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("mode: replay baseline"), "{out}");
+    assert!(
+        out.contains("(40 Envoy-like, 25 of them Delta, 0 gRPC), connected and synced 40/40"),
+        "{out}"
+    );
     assert!(
         out.contains("full push convergence, from the trigger"),
         "{out}"
@@ -291,11 +297,12 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
         "--replay",
         "--endpoint-only",
         "--delta-percent",
-        "0",
+        "25",
         "--grpc-percent",
         "0",
     ]);
     assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("25 of them Delta"), "{out}");
     assert!(
         out.contains("replay baseline (service 0's captured ClusterLoadAssignment"),
         "{out}"

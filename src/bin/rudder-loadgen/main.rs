@@ -118,7 +118,8 @@ pub struct LoadgenArgs {
     /// `--replay`, the replay server sends each one: service 0's ClusterLoadAssignment.
     #[arg(long)]
     pub endpoint_only: bool,
-    /// Measure the replay baseline instead of the daemon.
+    /// Measure the replay baseline instead of the daemon: SotW and Delta streams as
+    /// `--delta-percent` deals them; no gRPC clients.
     #[arg(long)]
     pub replay: bool,
     /// Internal: be the replay server that `--replay` starts (capture from the daemon, print the
@@ -921,14 +922,47 @@ mod attack {
 /// The replay baseline: the responses the daemon sent one sidecar (CDS, EDS, LDS, RDS), encoded
 /// once and written through the daemon's own framing (`wire::serve_rpc`). Each request is answered
 /// with its type's bytes; each trigger sends every type, in push order, to every stream: what a
-/// full push sends, without computing anything.
+/// full push sends, without computing anything. Delta streams get the same resources as Delta
+/// entries.
 struct Replay {
-    /// Resource bytes by type, in push order.
+    /// Resource bytes by type, in push order: the `resources` field of a SotW response.
     responses: Vec<(&'static str, Bytes)>,
+    /// The same resources as the `resources` field of a Delta response, by type.
+    delta: Vec<(&'static str, Bytes)>,
     /// With `--endpoint-only`: what each trigger sends instead, EDS with the one
-    /// ClusterLoadAssignment an endpoint push changes (as SotW incremental EDS does).
-    endpoint_push: Option<Bytes>,
+    /// ClusterLoadAssignment an endpoint push changes (as SotW incremental EDS does); SotW and
+    /// Delta encodings.
+    endpoint_push: Option<(Bytes, Bytes)>,
     trigger: broadcast::Sender<u64>,
+}
+
+/// A Delta response's `Resource`, as the replay server writes it (the simulated proxies read only
+/// `light::Resource`).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ReplayResource {
+    #[prost(string, tag = "1")]
+    version: String,
+    #[prost(message, optional, tag = "2")]
+    resource: Option<light::Any>,
+    #[prost(string, tag = "3")]
+    name: String,
+}
+
+/// The `resources` field of a Delta response carrying the resources of `sotw` (the `resources`
+/// field of a SotW response), each named by its field 1, as every xDS type here is.
+fn delta_resources(sotw: &Bytes) -> anyhow::Result<Bytes> {
+    let sotw = light::Response::decode(sotw.clone())?;
+    let mut out = Vec::new();
+    for any in sotw.resources {
+        let name = light::Named::decode(any.value.clone())?.name;
+        let entry = ReplayResource {
+            version: "1".into(),
+            resource: Some(any),
+            name,
+        };
+        prost::encoding::message::encode(2, &entry, &mut out);
+    }
+    Ok(out.into())
 }
 
 impl Replay {
@@ -942,10 +976,7 @@ impl Replay {
     async fn stream(
         self: Arc<Self>,
         req: tonic::Request<wire::MessageStream<wire::SotwRequest>>,
-    ) -> Result<
-        tonic::Response<ReceiverStream<Result<EncodedResponse, tonic::Status>>>,
-        tonic::Status,
-    > {
+    ) -> wire::AdsResult {
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(8);
         tokio::spawn(async move {
@@ -968,7 +999,7 @@ impl Replay {
                     v = trigger.recv() => {
                         let Ok(v) = v else { return };
                         version = v;
-                        if let Some(bytes) = &self.endpoint_push {
+                        if let Some((bytes, _)) = &self.endpoint_push {
                             nonce += 1;
                             let resp = EncodedResponse::new(&v.to_string(), EDS, &nonce.to_string(), bytes.clone());
                             if tx.send(Ok(resp)).await.is_err() { return }
@@ -985,9 +1016,63 @@ impl Replay {
         });
         Ok(tonic::Response::new(ReceiverStream::new(rx)))
     }
+    /// A Delta stream: each request without a nonce (a first request or a subscription) is
+    /// answered with its type's resources; ACKs are read and dropped.
+    async fn delta_stream(
+        self: Arc<Self>,
+        req: tonic::Request<wire::MessageStream<DeltaDiscoveryRequest>>,
+    ) -> wire::AdsResult {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(8);
+        tokio::spawn(async move {
+            let mut trigger = self.trigger.subscribe();
+            let mut nonce = 0u64;
+            let entries = |type_url: &str| {
+                self.delta
+                    .iter()
+                    .find(|(t, _)| *t == type_url)
+                    .map(|(_, b)| b.clone())
+            };
+            loop {
+                let mut send = Vec::new();
+                let version = tokio::select! {
+                    msg = inbound.message() => match msg {
+                        Ok(Some(r)) if r.response_nonce.is_empty() => {
+                            send.extend(entries(&r.type_url).map(|b| (static_type(&r.type_url), b)));
+                            String::new()
+                        }
+                        Ok(Some(_)) => continue,
+                        _ => return,
+                    },
+                    v = trigger.recv() => {
+                        let Ok(v) = v else { return };
+                        match &self.endpoint_push {
+                            Some((_, bytes)) => send.push((EDS, bytes.clone())),
+                            None => send.extend(self.delta.iter().cloned()),
+                        }
+                        v.to_string()
+                    }
+                };
+                for (type_url, bytes) in send {
+                    nonce += 1;
+                    let resp = EncodedResponse::delta(
+                        &version,
+                        type_url,
+                        &nonce.to_string(),
+                        &[],
+                        vec![bytes],
+                    );
+                    if tx.send(Ok(resp)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(tonic::Response::new(ReceiverStream::new(rx)))
+    }
 }
 
-/// The replay server as a gRPC service for tonic's router (SotW only).
+/// The replay server as a gRPC service for tonic's router (SotW and Delta).
 #[derive(Clone)]
 struct ReplayServer(Arc<Replay>);
 
@@ -1013,22 +1098,26 @@ where
 
     fn call(&mut self, req: tonic::codegen::http::Request<B>) -> Self::Future {
         let replay = self.0.clone();
-        if req.uri().path() != SOTW_METHOD {
-            return Box::pin(async move {
+        const MAX: usize = 4 * 1024 * 1024;
+        match req.uri().path() {
+            SOTW_METHOD => Box::pin(async move {
                 Ok(
-                    tonic::Status::unimplemented("the replay baseline is State of the World")
-                        .into_http(),
+                    wire::serve_rpc::<wire::SotwRequest, _, _>(req, MAX, |r| replay.stream(r))
+                        .await,
                 )
-            });
+            }),
+            DELTA_METHOD => Box::pin(async move {
+                Ok(
+                    wire::serve_rpc::<DeltaDiscoveryRequest, _, _>(req, MAX, |r| {
+                        replay.delta_stream(r)
+                    })
+                    .await,
+                )
+            }),
+            _ => Box::pin(async move {
+                Ok(tonic::Status::unimplemented("not an ADS method").into_http())
+            }),
         }
-        Box::pin(async move {
-            Ok(
-                wire::serve_rpc::<wire::SotwRequest, _, _>(req, 4 * 1024 * 1024, |r| {
-                    replay.stream(r)
-                })
-                .await,
-            )
-        })
     }
 }
 
@@ -1125,16 +1214,23 @@ async fn serve_replay(args: LoadgenArgs) -> anyhow::Result<()> {
             .filter(|a| light::Named::decode(a.value.clone()).is_ok_and(|n| n.name == cluster))
             .collect();
         anyhow::ensure!(changed.len() == 1, "{cluster} was not captured");
-        Some(resource_bytes(&light::Response {
+        let sotw = resource_bytes(&light::Response {
             resources: changed,
             ..Default::default()
-        }))
+        });
+        let delta = delta_resources(&sotw)?;
+        Some((sotw, delta))
     } else {
         None
     };
+    let delta = responses
+        .iter()
+        .map(|(t, b)| Ok((*t, delta_resources(b)?)))
+        .collect::<anyhow::Result<_>>()?;
     let (trigger, _) = broadcast::channel(16);
     let replay = Arc::new(Replay {
         responses,
+        delta,
         endpoint_push,
         trigger: trigger.clone(),
     });
@@ -1382,13 +1478,15 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let kinds: Vec<(bool, bool)> = (0..args.proxies)
         .map(|i| {
             let slot = i % 100;
-            let grpc = !args.replay && slot < args.grpc_percent;
-            let delta = !args.replay
-                && !grpc
+            // The replay serves no gRPC clients: their slots are SotW Envoys there.
+            let grpc_slot = slot < args.grpc_percent;
+            let grpc = !args.replay && grpc_slot;
+            let delta = !grpc_slot
                 && slot < args.grpc_percent + (100 - args.grpc_percent) * args.delta_percent / 100;
             (grpc, delta)
         })
         .collect();
+    let delta = kinds.iter().filter(|(_, d)| *d).count();
     for (i, (grpc, _)) in kinds.iter().enumerate() {
         all.insert(i);
         if !grpc {
@@ -1426,7 +1524,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     connecting.await??;
     let synced_in = connect_start.elapsed().as_secs_f64();
     println!(
-        "proxies: {} ({} Envoy-like, {} gRPC), connected and synced {}/{} in {synced_in:.1}s",
+        "proxies: {} ({} Envoy-like, {delta} of them Delta, {} gRPC), connected and synced {}/{} in {synced_in:.1}s",
         args.proxies,
         envoy.len(),
         all.len() - envoy.len(),
