@@ -28,6 +28,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
+mod digest;
 mod kube;
 
 const CDS: &str = TypeUrl::Cluster.url();
@@ -292,10 +293,10 @@ mod light {
     }
 }
 
-/// An ADS stream as a simulated proxy opens it: requests encoded in full, responses read `light`ly.
-/// Responses are read with the daemon's own message reader, not tonic's: tonic keeps each stream's
-/// buffer at the size of the largest message it read (megabytes of clusters in an unscoped mesh),
-/// which for thousands of simulated proxies was gigabytes the generator held for nothing.
+/// An ADS stream whose responses are read whole and decoded `light`ly (the replay's capture and
+/// the attackers). Responses are read with the daemon's own message reader, not tonic's: tonic
+/// keeps each stream's buffer at the size of the largest message it read (megabytes of clusters in
+/// an unscoped mesh), which for thousands of streams was gigabytes held for nothing.
 async fn open_ads<Req, Resp>(
     channel: Channel,
     method: &'static str,
@@ -304,6 +305,34 @@ async fn open_ads<Req, Resp>(
 where
     Req: Message + Send + Sync + 'static,
     Resp: Message + Default + Send + 'static,
+{
+    let body = open_stream(channel, method, requests).await?;
+    Ok(wire::MessageStream::new(body, 256 * 1024 * 1024))
+}
+
+/// An ADS stream as a simulated proxy opens it: requests encoded in full, each response digested
+/// as it arrives (`digest`).
+async fn open_digests<Req>(
+    channel: Channel,
+    method: &'static str,
+    requests: mpsc::Receiver<Req>,
+    reading: digest::Reading,
+) -> Result<digest::DigestStream, tonic::Status>
+where
+    Req: Message + Send + Sync + 'static,
+{
+    let body = open_stream(channel, method, requests).await?;
+    Ok(digest::DigestStream::new(body, reading))
+}
+
+/// Opens an ADS stream that sends `requests`; the response body, once the server accepted.
+async fn open_stream<Req>(
+    channel: Channel,
+    method: &'static str,
+    requests: mpsc::Receiver<Req>,
+) -> Result<tonic::body::Body, tonic::Status>
+where
+    Req: Message + Send + Sync + 'static,
 {
     use tokio_stream::StreamExt;
     use tonic::codegen::http;
@@ -335,10 +364,7 @@ where
     {
         return Err(status);
     }
-    Ok(wire::MessageStream::new(
-        response.into_body(),
-        256 * 1024 * 1024,
-    ))
+    Ok(response.into_body())
 }
 
 /// The churn services a mesh at step `churn` holds: all of them, or in a soak the last
@@ -506,15 +532,20 @@ fn names<'a>(resources: impl Iterator<Item = &'a light::Any>) -> impl Iterator<I
     resources.filter_map(|a| light::Named::decode(a.value.clone()).ok().map(|n| n.name))
 }
 
+/// The route an Envoy asks for after a listener named `listener`: its port, for an HTTP
+/// listener (named address_port).
+fn route_name(listener: &str) -> Option<String> {
+    listener
+        .rsplit('_')
+        .next()
+        .filter(|p| p.parse::<u32>().is_ok())
+        .map(str::to_string)
+}
+
 /// Route names an Envoy asks for: one per HTTP listener port.
 fn route_names<'a>(listeners: impl Iterator<Item = &'a light::Any>) -> Vec<String> {
     let mut v: Vec<String> = names(listeners)
-        .filter_map(|name| {
-            name.rsplit('_')
-                .next()
-                .filter(|p| p.parse::<u32>().is_ok())
-                .map(str::to_string)
-        })
+        .filter_map(|name| route_name(&name))
         .collect();
     v.sort();
     v.dedup();
@@ -610,32 +641,34 @@ async fn sotw_proxy(
         let _ = req_tx.send(send(CDS, &unsubscribed, "", "", true)).await;
         let _ = req_tx.send(send(LDS, &unsubscribed, "", "", false)).await;
     }
-    let Ok(mut stream) = open_ads::<_, light::Response>(channel, SOTW_METHOD, req_rx).await else {
+    let kube = args.kubeconfig.is_some();
+    let reading = digest::Reading {
+        delta: false,
+        // Cluster names too under `--kubeconfig`, where new Services are told by name.
+        names: kube,
+        bodies: kube,
+    };
+    let Ok(mut stream) = open_digests(channel, SOTW_METHOD, req_rx, reading).await else {
         return;
     };
     let mut subscribed: HashMap<&'static str, Arc<wire::SotwRequest>> = HashMap::new();
-    while let Ok(Some(r)) = stream.message().await {
-        let t = static_type(&r.type_url);
-        let kube = args.kubeconfig.is_some();
+    while let Ok(Some(mut r)) = stream.message().await {
+        let t = r.type_url;
         let names = match t {
-            EDS => names(r.resources.iter()).collect(),
-            CDS if kube => names(r.resources.iter()).collect(),
+            EDS | CDS => std::mem::take(&mut r.names),
             _ => Vec::new(),
         };
-        let bodies = match t {
-            EDS if kube => r.resources.iter().map(|a| a.value.clone()).collect(),
-            _ => Vec::new(),
-        };
-        let _ = tx.send(Seen::now(i, t, r.encoded_len(), names, bodies));
+        let bodies = std::mem::take(&mut r.bodies);
+        let _ = tx.send(Seen::now(i, t, r.len, names, bodies));
         let mine = subscribed.get(t).unwrap_or(&unsubscribed);
         let _ = req_tx
-            .send(send(t, mine, &r.nonce, &r.version_info, false))
+            .send(send(t, mine, &r.nonce, &r.version, false))
             .await;
         // Follow the dependency chain, as a proxy would.
         let next = match (t, grpc) {
             (LDS, true) => Some((RDS, vec![target.clone()])),
             (RDS, true) => Some((CDS, vec![target_cluster.clone()])),
-            _ => envoy_follow(t, r.resources.iter()),
+            _ => r.envoy_follow(),
         };
         let next = next
             .filter(|(_, names)| !names.is_empty())
@@ -673,28 +706,20 @@ async fn delta_proxy(
             ..Default::default()
         })
         .await;
-    let Ok(mut stream) = open_ads::<_, light::DeltaResponse>(channel, DELTA_METHOD, req_rx).await
-    else {
+    let reading = digest::Reading {
+        delta: true,
+        names: true,
+        bodies: args.kubeconfig.is_some(),
+    };
+    let Ok(mut stream) = open_digests(channel, DELTA_METHOD, req_rx, reading).await else {
         return;
     };
     let mut known: HashMap<&'static str, Arc<BTreeSet<String>>> = HashMap::new();
-    while let Ok(Some(r)) = stream.message().await {
-        let t = static_type(&r.type_url);
-        let names: Vec<String> = r.resources.iter().map(|x| x.name.clone()).collect();
-        let bodies = match t {
-            EDS if args.kubeconfig.is_some() => r
-                .resources
-                .iter()
-                .map(|x| {
-                    x.resource
-                        .as_ref()
-                        .map(|a| a.value.clone())
-                        .unwrap_or_default()
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let _ = tx.send(Seen::now(i, t, r.encoded_len(), names, bodies));
+    while let Ok(Some(mut r)) = stream.message().await {
+        let t = r.type_url;
+        let names = std::mem::take(&mut r.names);
+        let bodies = std::mem::take(&mut r.bodies);
+        let _ = tx.send(Seen::now(i, t, r.len, names, bodies));
         let _ = req_tx
             .send(DeltaDiscoveryRequest {
                 type_url: t.into(),
@@ -706,10 +731,10 @@ async fn delta_proxy(
         let mut edits: Vec<(&'static str, Vec<String>, Vec<String>)> = Vec::new();
         // As Envoy does, a removed cluster's endpoints are unsubscribed: a client that kept them
         // would make the daemon hold a growing subscription in a mesh of constant size.
-        if t == CDS && !r.removed_resources.is_empty() {
+        if t == CDS && !r.removed.is_empty() {
             let set = known.entry(EDS).or_default();
             let gone: Vec<String> = r
-                .removed_resources
+                .removed
                 .iter()
                 .filter(|n| set.contains(n.as_str()))
                 .cloned()
@@ -719,8 +744,7 @@ async fn delta_proxy(
             }
             edits.push((EDS, Vec::new(), gone));
         }
-        let resources = r.resources.iter().filter_map(|x| x.resource.as_ref());
-        if let Some((nt, wanted)) = envoy_follow(t, resources) {
+        if let Some((nt, wanted)) = r.envoy_follow() {
             let set = known.entry(nt).or_default();
             let mut new: Vec<String> = wanted.into_iter().filter(|n| !set.contains(n)).collect();
             new.sort_unstable();
@@ -1514,7 +1538,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let (synced, ok) = collect(
         &mut rx,
         &all,
-        if args.replay { CDS } else { EDS },
+        EDS,
         connect_start,
         |_| true,
         &mut bytes,
@@ -1751,8 +1775,18 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
     );
     let own_cpu = rudder::metrics::process_cpu_seconds() - own_cpu_before;
+    // The generator's own peak memory: what a run at this size needs of the machine beside the
+    // daemon's.
+    let own_peak_mib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0);
     println!(
-        "load generator: CPU {own_cpu:.1} s during churn ({churn:.1} s of churn, settling included)"
+        "load generator: CPU {own_cpu:.1} s during churn ({churn:.1} s of churn, settling included), peak RSS {own_peak_mib:.0} MiB"
     );
     let replay_cpu = trigger
         .as_ref()
