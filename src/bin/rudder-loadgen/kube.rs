@@ -9,8 +9,8 @@
 //! scheduled or run.
 
 use super::{
-    CDS, EDS, LoadgenArgs, PATIENCE, Seen, collect, host, last_push_ms, metric, ns, percentile,
-    scrape, settle,
+    CDS, EDS, LoadgenArgs, Seen, collect, host, last_push_ms, metric, ns, percentile, scrape,
+    settle,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
@@ -541,7 +541,7 @@ async fn new_services(
             t0,
             |s| s.names.iter().any(|n| n.contains(&want)),
             bytes,
-            PATIENCE,
+            Duration::from_secs(args.patience_seconds),
         )
         .await;
         anyhow::ensure!(

@@ -119,6 +119,9 @@ pub struct LoadgenArgs {
     /// `--replay`, the replay server sends each one: service 0's ClusterLoadAssignment.
     #[arg(long)]
     pub endpoint_only: bool,
+    /// How long to wait for every proxy to sync (after the ramp) and to converge after each change.
+    #[arg(long, default_value_t = 120)]
+    pub patience_seconds: u64,
     /// Measure the replay baseline instead of the daemon: SotW and Delta streams as
     /// `--delta-percent` deals them; no gRPC clients.
     #[arg(long)]
@@ -590,6 +593,79 @@ fn edit_names(names: &mut Arc<BTreeSet<String>>, edit: impl FnOnce(&mut BTreeSet
     NAME_SETS.share(names, digest);
 }
 
+/// Simulated proxies whose stream ended: each would otherwise be only a proxy missing from the
+/// count of those that converged.
+struct Lost {
+    count: std::sync::atomic::AtomicUsize,
+    first: std::sync::Mutex<Option<String>>,
+}
+
+static STAGES: std::sync::LazyLock<std::sync::Mutex<HashMap<usize, &'static str>>> =
+    std::sync::LazyLock::new(Default::default);
+
+static LOST: Lost = Lost {
+    count: std::sync::atomic::AtomicUsize::new(0),
+    first: std::sync::Mutex::new(None),
+};
+
+impl Lost {
+    fn record(&self, proxy: usize, why: String) {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut first) = self.first.lock() {
+            first.get_or_insert_with(|| format!("proxy {proxy}: {why}"));
+        }
+    }
+
+    /// The stream's next response; `None`, recorded, when the stream ended.
+    async fn next(
+        &self,
+        proxy: usize,
+        stream: &mut digest::DigestStream,
+    ) -> Option<digest::Digest> {
+        match stream.message().await {
+            Ok(Some(r)) => {
+                self.reached(proxy, r.type_url);
+                Some(r)
+            }
+            Ok(None) => {
+                self.record(proxy, "the server ended its stream".into());
+                None
+            }
+            Err(status) => {
+                self.record(proxy, format!("its stream failed: {status}"));
+                None
+            }
+        }
+    }
+
+    /// Notes how far proxy `proxy` got, for the report on proxies that did not converge.
+    fn reached(&self, proxy: usize, stage: &'static str) {
+        if let Ok(mut stages) = STAGES.lock() {
+            stages.insert(proxy, stage);
+        }
+    }
+
+    /// Where each of `proxies` got to (at most five of them).
+    fn stages_of<'a>(&self, proxies: impl Iterator<Item = &'a usize>) -> String {
+        let Ok(stages) = STAGES.lock() else {
+            return String::new();
+        };
+        let shown: Vec<String> = proxies
+            .take(5)
+            .map(|p| format!("proxy {p}: {}", stages.get(p).unwrap_or(&"not started")))
+            .collect();
+        shown.join("; ")
+    }
+
+    /// A line for the report, if any stream ended.
+    fn report(&self) -> Option<String> {
+        let n = self.count.load(std::sync::atomic::Ordering::Relaxed);
+        let first = self.first.lock().ok()?.clone()?;
+        Some(format!("proxy streams lost: {n} (first: {first})"))
+    }
+}
+
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
 async fn sotw_proxy(
     i: usize,
@@ -648,11 +724,14 @@ async fn sotw_proxy(
         names: kube,
         bodies: kube,
     };
-    let Ok(mut stream) = open_digests(channel, SOTW_METHOD, req_rx, reading).await else {
-        return;
+    LOST.reached(i, "opening its stream");
+    let mut stream = match open_digests(channel, SOTW_METHOD, req_rx, reading).await {
+        Ok(stream) => stream,
+        Err(status) => return LOST.record(i, format!("could not open its stream: {status}")),
     };
+    LOST.reached(i, "stream open, nothing received");
     let mut subscribed: HashMap<&'static str, Arc<wire::SotwRequest>> = HashMap::new();
-    while let Ok(Some(mut r)) = stream.message().await {
+    while let Some(mut r) = LOST.next(i, &mut stream).await {
         let t = r.type_url;
         let names = match t {
             EDS | CDS => std::mem::take(&mut r.names),
@@ -706,16 +785,23 @@ async fn delta_proxy(
             ..Default::default()
         })
         .await;
+    let kube = args.kubeconfig.is_some();
+    // Endpoint names are always kept (a push is converged by them); the others only under
+    // `--kubeconfig`, as for SotW: 5,000 names per response per proxy were gigabytes waiting in
+    // the collector's queue while 10,000 proxies synced.
     let reading = digest::Reading {
         delta: true,
-        names: true,
-        bodies: args.kubeconfig.is_some(),
+        names: kube,
+        bodies: kube,
     };
-    let Ok(mut stream) = open_digests(channel, DELTA_METHOD, req_rx, reading).await else {
-        return;
+    LOST.reached(i, "opening its stream");
+    let mut stream = match open_digests(channel, DELTA_METHOD, req_rx, reading).await {
+        Ok(stream) => stream,
+        Err(status) => return LOST.record(i, format!("could not open its stream: {status}")),
     };
+    LOST.reached(i, "stream open, nothing received");
     let mut known: HashMap<&'static str, Arc<BTreeSet<String>>> = HashMap::new();
-    while let Ok(Some(mut r)) = stream.message().await {
+    while let Some(mut r) = LOST.next(i, &mut stream).await {
         let t = r.type_url;
         let names = std::mem::take(&mut r.names);
         let bodies = std::mem::take(&mut r.bodies);
@@ -1394,9 +1480,6 @@ async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: 
     }
 }
 
-/// How long a phase waits for every proxy to get a response.
-const PATIENCE: Duration = Duration::from_secs(120);
-
 /// Starts every simulated proxy: `kinds[i]` is (gRPC, Delta) for proxy `i`.
 async fn connect_proxies(
     args: Arc<LoadgenArgs>,
@@ -1534,6 +1617,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             Duration::from_secs_f64(args.proxies as f64 / rate)
         });
     let mut bytes = 0usize;
+    let patience = Duration::from_secs(args.patience_seconds);
     // Connected and synced: every proxy got its endpoints.
     let (synced, ok) = collect(
         &mut rx,
@@ -1542,7 +1626,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         connect_start,
         |_| true,
         &mut bytes,
-        ramp + PATIENCE,
+        ramp + patience,
     )
     .await;
     connecting.await??;
@@ -1555,6 +1639,16 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         synced.len(),
         args.proxies,
     );
+    if let Some(lost) = LOST.report() {
+        println!("{lost}");
+    }
+    if !ok {
+        let missing = all.iter().filter(|p| !synced.contains_key(*p));
+        println!(
+            "not synced, last response received: {}",
+            LOST.stages_of(missing)
+        );
+    }
     anyhow::ensure!(ok, "not every proxy synced");
     if let Some(mesh) = mesh {
         let watchers = kube::Watchers {
@@ -1632,7 +1726,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
             }
             let (got, ok) = if churn > 0 || trigger.is_some() {
-                collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes, PATIENCE).await
+                collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes, patience).await
             } else {
                 (HashMap::new(), true)
             };
@@ -1668,7 +1762,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             t0,
             |s| s.names.contains(&cluster),
             &mut bytes,
-            PATIENCE,
+            patience,
         )
         .await;
         anyhow::ensure!(
@@ -1774,6 +1868,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         metric(&after, "process_cpu_seconds_total"),
         metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
     );
+    if let Some(lost) = LOST.report() {
+        println!("after churn, {lost}");
+    }
     let own_cpu = rudder::metrics::process_cpu_seconds() - own_cpu_before;
     // The generator's own peak memory: what a run at this size needs of the machine beside the
     // daemon's.
