@@ -593,9 +593,9 @@ fn edit_names(names: &mut Arc<BTreeSet<String>>, edit: impl FnOnce(&mut BTreeSet
     NAME_SETS.share(names, digest);
 }
 
-/// Simulated proxies whose stream ended: each would otherwise be only a proxy missing from the
-/// count of those that converged.
-struct Lost {
+/// What became of the simulated proxies' streams: those that ended (each would otherwise be only
+/// a proxy missing from the count of those that converged), and what each received last.
+struct ProxyStreams {
     count: std::sync::atomic::AtomicUsize,
     first: std::sync::Mutex<Option<String>>,
 }
@@ -603,12 +603,12 @@ struct Lost {
 static STAGES: std::sync::LazyLock<std::sync::Mutex<HashMap<usize, &'static str>>> =
     std::sync::LazyLock::new(Default::default);
 
-static LOST: Lost = Lost {
+static STREAMS: ProxyStreams = ProxyStreams {
     count: std::sync::atomic::AtomicUsize::new(0),
     first: std::sync::Mutex::new(None),
 };
 
-impl Lost {
+impl ProxyStreams {
     fn record(&self, proxy: usize, why: String) {
         self.count
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -724,14 +724,14 @@ async fn sotw_proxy(
         names: kube,
         bodies: kube,
     };
-    LOST.reached(i, "opening its stream");
+    STREAMS.reached(i, "opening its stream");
     let mut stream = match open_digests(channel, SOTW_METHOD, req_rx, reading).await {
         Ok(stream) => stream,
-        Err(status) => return LOST.record(i, format!("could not open its stream: {status}")),
+        Err(status) => return STREAMS.record(i, format!("could not open its stream: {status}")),
     };
-    LOST.reached(i, "stream open, nothing received");
+    STREAMS.reached(i, "stream open, nothing received");
     let mut subscribed: HashMap<&'static str, Arc<wire::SotwRequest>> = HashMap::new();
-    while let Some(mut r) = LOST.next(i, &mut stream).await {
+    while let Some(mut r) = STREAMS.next(i, &mut stream).await {
         let t = r.type_url;
         let names = match t {
             EDS | CDS => std::mem::take(&mut r.names),
@@ -794,14 +794,14 @@ async fn delta_proxy(
         names: kube,
         bodies: kube,
     };
-    LOST.reached(i, "opening its stream");
+    STREAMS.reached(i, "opening its stream");
     let mut stream = match open_digests(channel, DELTA_METHOD, req_rx, reading).await {
         Ok(stream) => stream,
-        Err(status) => return LOST.record(i, format!("could not open its stream: {status}")),
+        Err(status) => return STREAMS.record(i, format!("could not open its stream: {status}")),
     };
-    LOST.reached(i, "stream open, nothing received");
+    STREAMS.reached(i, "stream open, nothing received");
     let mut known: HashMap<&'static str, Arc<BTreeSet<String>>> = HashMap::new();
-    while let Some(mut r) = LOST.next(i, &mut stream).await {
+    while let Some(mut r) = STREAMS.next(i, &mut stream).await {
         let t = r.type_url;
         let names = std::mem::take(&mut r.names);
         let bodies = std::mem::take(&mut r.bodies);
@@ -1033,7 +1033,8 @@ mod attack {
 /// once and written through the daemon's own framing (`wire::serve_rpc`). Each request is answered
 /// with its type's bytes; each trigger sends every type, in push order, to every stream: what a
 /// full push sends, without computing anything. Delta streams get the same resources as Delta
-/// entries.
+/// entries; on a full-push trigger that is all of them, more than a Delta push sends, so the full
+/// push ceiling is a SotW one.
 struct Replay {
     /// Resource bytes by type, in push order: the `resources` field of a SotW response.
     responses: Vec<(&'static str, Bytes)>,
@@ -1126,6 +1127,7 @@ impl Replay {
         });
         Ok(tonic::Response::new(ReceiverStream::new(rx)))
     }
+
     /// A Delta stream: each request without a nonce (a first request or a subscription) is
     /// answered with its type's resources; ACKs are read and dropped.
     async fn delta_stream(
@@ -1639,14 +1641,14 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         synced.len(),
         args.proxies,
     );
-    if let Some(lost) = LOST.report() {
+    if let Some(lost) = STREAMS.report() {
         println!("{lost}");
     }
     if !ok {
         let missing = all.iter().filter(|p| !synced.contains_key(*p));
         println!(
             "not synced, last response received: {}",
-            LOST.stages_of(missing)
+            STREAMS.stages_of(missing)
         );
     }
     anyhow::ensure!(ok, "not every proxy synced");
@@ -1868,7 +1870,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         metric(&after, "process_cpu_seconds_total"),
         metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
     );
-    if let Some(lost) = LOST.report() {
+    if let Some(lost) = STREAMS.report() {
         println!("after churn, {lost}");
     }
     let own_cpu = rudder::metrics::process_cpu_seconds() - own_cpu_before;
