@@ -362,9 +362,20 @@ impl StreamState {
     /// most its size). A push takes a shared push slot only after this, so a client that does not
     /// read waits here holding nothing the other proxies need. False when the stream is gone.
     async fn reserve(&mut self, responses: usize) -> bool {
+        let wanted = responses.min(super::ads::STREAM_BUFFER);
+        // A client that keeps up leaves room: taken at once, without arming a timer, as nearly
+        // every push to nearly every stream does.
+        while self.reserved.len() < wanted {
+            match self.tx.clone().try_reserve_owned() {
+                Ok(permit) => self.reserved.push(permit),
+                Err(_) => break,
+            }
+        }
+        if self.reserved.len() >= wanted {
+            return true;
+        }
         let server = self.server.clone();
         let tx = self.tx.clone();
-        let wanted = responses.min(super::ads::STREAM_BUFFER);
         let reserved = &mut self.reserved;
         let wait = async move {
             while reserved.len() < wanted {
@@ -513,6 +524,10 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         nack_logs_suppressed: 0,
     });
     let mut next = Some(first);
+    // One wait for the mailbox, kept across requests and made anew only after it fired: a new
+    // one for each ACK registered and unregistered a waiter, twice per stream per push.
+    let pushed = mailbox.notify.notified();
+    tokio::pin!(pushed);
     loop {
         if let Some(req) = next.take()
             && !handler.request(req).await
@@ -533,7 +548,8 @@ pub(super) async fn serve_stream<H: StreamHandler>(
                     break;
                 }
             },
-            _ = mailbox.notify.notified() => {
+            _ = &mut pushed => {
+                pushed.set(mailbox.notify.notified());
                 if let Some((push, mut in_flight)) = mailbox.take() {
                     server.metrics.proxy_queue_time.observe(push.queued.elapsed().as_secs_f64());
                     let types = pushed_types(&handler, &push);
