@@ -617,6 +617,40 @@ impl ProxyStreams {
         }
     }
 
+    /// Opens proxy `proxy`'s stream; `None`, recorded, when it could not. Endpoint names are
+    /// always kept (a push is converged by them); the other names and endpoint bodies only under
+    /// `--kubeconfig`, where new Services are told by name: 5,000 names per response per proxy
+    /// were gigabytes waiting in the collector's queue while 10,000 proxies synced.
+    async fn open<Req>(
+        &self,
+        proxy: usize,
+        channel: Channel,
+        method: &'static str,
+        requests: mpsc::Receiver<Req>,
+        args: &LoadgenArgs,
+    ) -> Option<digest::DigestStream>
+    where
+        Req: Message + Send + Sync + 'static,
+    {
+        let kube = args.kubeconfig.is_some();
+        let reading = digest::Reading {
+            delta: method == DELTA_METHOD,
+            names: kube,
+            bodies: kube,
+        };
+        self.reached(proxy, "opening its stream");
+        match open_digests(channel, method, requests, reading).await {
+            Ok(stream) => {
+                self.reached(proxy, "stream open, nothing received");
+                Some(stream)
+            }
+            Err(status) => {
+                self.record(proxy, format!("could not open its stream: {status}"));
+                None
+            }
+        }
+    }
+
     /// The stream's next response; `None`, recorded, when the stream ended.
     async fn next(
         &self,
@@ -717,19 +751,9 @@ async fn sotw_proxy(
         let _ = req_tx.send(send(CDS, &unsubscribed, "", "", true)).await;
         let _ = req_tx.send(send(LDS, &unsubscribed, "", "", false)).await;
     }
-    let kube = args.kubeconfig.is_some();
-    let reading = digest::Reading {
-        delta: false,
-        // Cluster names too under `--kubeconfig`, where new Services are told by name.
-        names: kube,
-        bodies: kube,
+    let Some(mut stream) = STREAMS.open(i, channel, SOTW_METHOD, req_rx, &args).await else {
+        return;
     };
-    STREAMS.reached(i, "opening its stream");
-    let mut stream = match open_digests(channel, SOTW_METHOD, req_rx, reading).await {
-        Ok(stream) => stream,
-        Err(status) => return STREAMS.record(i, format!("could not open its stream: {status}")),
-    };
-    STREAMS.reached(i, "stream open, nothing received");
     let mut subscribed: HashMap<&'static str, Arc<wire::SotwRequest>> = HashMap::new();
     while let Some(mut r) = STREAMS.next(i, &mut stream).await {
         let t = r.type_url;
@@ -785,21 +809,9 @@ async fn delta_proxy(
             ..Default::default()
         })
         .await;
-    let kube = args.kubeconfig.is_some();
-    // Endpoint names are always kept (a push is converged by them); the others only under
-    // `--kubeconfig`, as for SotW: 5,000 names per response per proxy were gigabytes waiting in
-    // the collector's queue while 10,000 proxies synced.
-    let reading = digest::Reading {
-        delta: true,
-        names: kube,
-        bodies: kube,
+    let Some(mut stream) = STREAMS.open(i, channel, DELTA_METHOD, req_rx, &args).await else {
+        return;
     };
-    STREAMS.reached(i, "opening its stream");
-    let mut stream = match open_digests(channel, DELTA_METHOD, req_rx, reading).await {
-        Ok(stream) => stream,
-        Err(status) => return STREAMS.record(i, format!("could not open its stream: {status}")),
-    };
-    STREAMS.reached(i, "stream open, nothing received");
     let mut known: HashMap<&'static str, Arc<BTreeSet<String>>> = HashMap::new();
     while let Some(mut r) = STREAMS.next(i, &mut stream).await {
         let t = r.type_url;
@@ -1076,104 +1088,80 @@ fn delta_resources(sotw: &Bytes) -> anyhow::Result<Bytes> {
     Ok(out.into())
 }
 
+/// What the replay reads of a request of either protocol.
+trait ReplayRequest: Message + Default + Send + 'static {
+    /// Whether Delta; the responses are encoded for it.
+    const DELTA: bool;
+    /// The type asked for, when the request asks for something: a first request or a
+    /// subscription. An ACK (it carries a nonce) asks for nothing.
+    fn asks(&self) -> Option<&str>;
+}
+
+impl ReplayRequest for wire::SotwRequest {
+    const DELTA: bool = false;
+    fn asks(&self) -> Option<&str> {
+        let r = &self.request;
+        r.response_nonce.is_empty().then_some(r.type_url.as_str())
+    }
+}
+
+impl ReplayRequest for DeltaDiscoveryRequest {
+    const DELTA: bool = true;
+    fn asks(&self) -> Option<&str> {
+        self.response_nonce
+            .is_empty()
+            .then_some(self.type_url.as_str())
+    }
+}
+
 impl Replay {
-    fn bytes(&self, type_url: &str) -> Option<&Bytes> {
-        self.responses
-            .iter()
-            .find(|(t, _)| *t == type_url)
-            .map(|(_, b)| b)
+    /// The captured responses, as written to a stream of this protocol.
+    fn all(&self, delta: bool) -> &[(&'static str, Bytes)] {
+        if delta { &self.delta } else { &self.responses }
     }
 
-    async fn stream(
+    /// A stream of either protocol: each request that asks for a type is answered with its
+    /// resources, ACKs are read and dropped, and each trigger sends a push.
+    async fn stream<Req: ReplayRequest>(
         self: Arc<Self>,
-        req: tonic::Request<wire::MessageStream<wire::SotwRequest>>,
+        req: tonic::Request<wire::MessageStream<Req>>,
     ) -> wire::AdsResult {
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(8);
         tokio::spawn(async move {
             let mut trigger = self.trigger.subscribe();
-            let mut nonce = 0u64;
-            let mut version = 0u64;
+            let (mut nonce, mut version) = (0u64, 0u64);
             loop {
+                let mut send: Vec<(&'static str, Bytes)> = Vec::new();
                 tokio::select! {
                     msg = inbound.message() => match msg {
-                        Ok(Some(wire::SotwRequest { request: r, .. })) if r.response_nonce.is_empty() => {
-                            if let Some(bytes) = self.bytes(&r.type_url) {
-                                nonce += 1;
-                                let resp = EncodedResponse::new(&version.to_string(), &r.type_url, &nonce.to_string(), bytes.clone());
-                                if tx.send(Ok(resp)).await.is_err() { return }
-                            }
+                        Ok(Some(r)) => {
+                            let asked = r.asks().and_then(|t| {
+                                self.all(Req::DELTA).iter().find(|(k, _)| *k == t)
+                            });
+                            send.extend(asked.cloned());
                         }
-                        Ok(Some(_)) => {}
                         _ => return,
                     },
                     v = trigger.recv() => {
                         let Ok(v) = v else { return };
                         version = v;
-                        if let Some((bytes, _)) = &self.endpoint_push {
-                            nonce += 1;
-                            let resp = EncodedResponse::new(&v.to_string(), EDS, &nonce.to_string(), bytes.clone());
-                            if tx.send(Ok(resp)).await.is_err() { return }
-                            continue;
-                        }
-                        for (type_url, bytes) in &self.responses {
-                            nonce += 1;
-                            let resp = EncodedResponse::new(&v.to_string(), type_url, &nonce.to_string(), bytes.clone());
-                            if tx.send(Ok(resp)).await.is_err() { return }
+                        match &self.endpoint_push {
+                            Some((sotw, delta)) => {
+                                send.push((EDS, if Req::DELTA { delta } else { sotw }.clone()));
+                            }
+                            None => send.extend(self.all(Req::DELTA).iter().cloned()),
                         }
                     }
                 }
-            }
-        });
-        Ok(tonic::Response::new(ReceiverStream::new(rx)))
-    }
-
-    /// A Delta stream: each request without a nonce (a first request or a subscription) is
-    /// answered with its type's resources; ACKs are read and dropped.
-    async fn delta_stream(
-        self: Arc<Self>,
-        req: tonic::Request<wire::MessageStream<DeltaDiscoveryRequest>>,
-    ) -> wire::AdsResult {
-        let mut inbound = req.into_inner();
-        let (tx, rx) = mpsc::channel(8);
-        tokio::spawn(async move {
-            let mut trigger = self.trigger.subscribe();
-            let mut nonce = 0u64;
-            let entries = |type_url: &str| {
-                self.delta
-                    .iter()
-                    .find(|(t, _)| *t == type_url)
-                    .map(|(_, b)| b.clone())
-            };
-            loop {
-                let mut send = Vec::new();
-                let version = tokio::select! {
-                    msg = inbound.message() => match msg {
-                        Ok(Some(r)) if r.response_nonce.is_empty() => {
-                            send.extend(entries(&r.type_url).map(|b| (static_type(&r.type_url), b)));
-                            String::new()
-                        }
-                        Ok(Some(_)) => continue,
-                        _ => return,
-                    },
-                    v = trigger.recv() => {
-                        let Ok(v) = v else { return };
-                        match &self.endpoint_push {
-                            Some((_, bytes)) => send.push((EDS, bytes.clone())),
-                            None => send.extend(self.delta.iter().cloned()),
-                        }
-                        v.to_string()
-                    }
-                };
                 for (type_url, bytes) in send {
                     nonce += 1;
-                    let resp = EncodedResponse::delta(
-                        &version,
-                        type_url,
-                        &nonce.to_string(),
-                        &[],
-                        vec![bytes],
-                    );
+                    let (v, n) = (version.to_string(), nonce.to_string());
+                    let resp = if Req::DELTA {
+                        EncodedResponse::delta(&v, type_url, &n, &[], vec![bytes])
+                    } else {
+                        EncodedResponse::new(&v, type_url, &n, bytes)
+                    };
                     if tx.send(Ok(resp)).await.is_err() {
                         return;
                     }
@@ -1220,10 +1208,8 @@ where
             }),
             DELTA_METHOD => Box::pin(async move {
                 Ok(
-                    wire::serve_rpc::<DeltaDiscoveryRequest, _, _>(req, MAX, |r| {
-                        replay.delta_stream(r)
-                    })
-                    .await,
+                    wire::serve_rpc::<DeltaDiscoveryRequest, _, _>(req, MAX, |r| replay.stream(r))
+                        .await,
                 )
             }),
             _ => Box::pin(async move {
