@@ -13,11 +13,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/cfg"
 bin="$(dirname "$0")/../target/release/rudder"
-# DAEMON_BIN=path runs another daemon build against this load generator (an A/B comparison).
+# DAEMON_BIN=path runs another daemon build against this load generator (an A/B comparison);
+# DAEMON_ARGS adds flags to the daemon's command line.
+# shellcheck disable=SC2086
 "${DAEMON_BIN:-$bin}" serve --config-source files --config-dir "$work/cfg" --ca-dir "$work/ca" \
   --grpc-addr 127.0.0.1:25010 --secure-grpc-addr 127.0.0.1:25012 --https-addr 127.0.0.1:25017 \
   --monitoring-addr 127.0.0.1:25014 --http-addr 127.0.0.1:25080 --log-level warn \
-  --max-requests-per-second 1000000 &
+  --max-requests-per-second 1000000 ${DAEMON_ARGS:-} &
 daemon=$!
 sleep 2
 status=0
