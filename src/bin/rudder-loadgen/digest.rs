@@ -155,17 +155,19 @@ impl DigestStream {
             let Some((tag, wire_type, head)) = field_head(&self.buf)? else {
                 return Ok(None);
             };
-            let size = match wire_type {
+            // The field's size after its key, and where a length-delimited value starts (after
+            // its length; only those are read).
+            let (size, value_at) = match wire_type {
                 0 => match varint(&self.buf[head..])? {
-                    Some((_, n)) => n,
+                    Some((_, n)) => (n, 0),
                     None => return Ok(None),
                 },
-                1 => 8,
+                1 => (8, 0),
                 2 => match varint(&self.buf[head..])? {
-                    Some((len, n)) => n + len as usize,
+                    Some((len, n)) => (n + len as usize, n),
                     None => return Ok(None),
                 },
-                5 => 4,
+                5 => (4, 0),
                 other => {
                     return Err(tonic::Status::internal(format!(
                         "malformed response: wire type {other}"
@@ -186,9 +188,7 @@ impl DigestStream {
             if wire_type != 2 {
                 continue;
             }
-            field.advance(head);
-            let (_, n) = varint(&field)?.unwrap_or_default();
-            field.advance(n);
+            field.advance(head + value_at);
             self.read_field(tag, field)?;
         }
     }

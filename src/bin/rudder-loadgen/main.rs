@@ -598,14 +598,14 @@ fn edit_names(names: &mut Arc<BTreeSet<String>>, edit: impl FnOnce(&mut BTreeSet
 struct ProxyStreams {
     count: std::sync::atomic::AtomicUsize,
     first: std::sync::Mutex<Option<String>>,
+    /// What each proxy last received (or how far it got before that).
+    stages: std::sync::Mutex<std::collections::BTreeMap<usize, &'static str>>,
 }
-
-static STAGES: std::sync::LazyLock<std::sync::Mutex<HashMap<usize, &'static str>>> =
-    std::sync::LazyLock::new(Default::default);
 
 static STREAMS: ProxyStreams = ProxyStreams {
     count: std::sync::atomic::AtomicUsize::new(0),
     first: std::sync::Mutex::new(None),
+    stages: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 
 impl ProxyStreams {
@@ -675,14 +675,14 @@ impl ProxyStreams {
 
     /// Notes how far proxy `proxy` got, for the report on proxies that did not converge.
     fn reached(&self, proxy: usize, stage: &'static str) {
-        if let Ok(mut stages) = STAGES.lock() {
+        if let Ok(mut stages) = self.stages.lock() {
             stages.insert(proxy, stage);
         }
     }
 
     /// Where each of `proxies` got to (at most five of them).
     fn stages_of<'a>(&self, proxies: impl Iterator<Item = &'a usize>) -> String {
-        let Ok(stages) = STAGES.lock() else {
+        let Ok(stages) = self.stages.lock() else {
             return String::new();
         };
         let shown: Vec<String> = proxies
