@@ -314,7 +314,8 @@ impl Metrics {
                 text.lines()
                     .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
                     .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                    .sum()
+                    // Not `sum()`: a float sum of nothing is -0.0, which /debug/limitz showed.
+                    .fold(0.0, |total, v| total + v)
             })
             .collect()
     }

@@ -601,3 +601,117 @@ fn idle_connections_and_silent_streams_are_closed() {
     // The connection without a stream, and the silent stream's once it ended.
     assert!(metric(&d, "rudder_xds_errors_total{reason=\"idle_connection\"}") >= 1.0);
 }
+
+/// A TCP relay in front of `target` whose direction towards the client can be held: what the
+/// server sends (responses, its keepalive pings) waits in the relay, as it waits in socket buffers
+/// when a proxy reads a large push slowly. What the client sends always goes through.
+async fn relay(
+    target: std::net::SocketAddr,
+) -> (std::net::SocketAddr, tokio::sync::watch::Sender<bool>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (hold, held) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(target).await.unwrap();
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut from_client, &mut to_server).await });
+            let mut held = held.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    let n = match from_server.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    // What arrived while held is held too.
+                    if held.wait_for(|h| !*h).await.is_err()
+                        || to_client.write_all(&buf[..n]).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, hold)
+}
+
+/// istiod's keepalive (grpc-go) keeps a client from which anything arrives after its ping; it
+/// does not need the ping's own answer, which may queue behind the responses still on their way.
+/// A proxy that keeps talking while what the server sends it is held up stays connected; one
+/// that goes silent is closed after the keepalive interval plus its timeout, and counted.
+#[test]
+fn keepalive_keeps_a_proxy_that_talks_and_closes_a_silent_one() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 5, 0);
+    let d = daemon(
+        dir.path(),
+        &["--keepalive-interval", "1s", "--keepalive-timeout", "2s"],
+    );
+    let keepalive_closes = || metric(&d, "rudder_xds_errors_total{reason=\"keepalive_timeout\"}");
+    let rt = runtime();
+    rt.block_on(async {
+        let (addr, hold) = relay(d.addr("grpc-xds")).await;
+        let mut talking = Sotw::open(addr, &node_id(0)).await.unwrap();
+        let last = converge(&mut talking, &marker(0)).await;
+        // Held: the server's ping (sent after 1 s without a request) cannot be answered. The
+        // proxy is quiet long enough for that ping, then re-sends its ACK every 250 ms.
+        hold.send_replace(true);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        for _ in 0..20 {
+            talking.ack(&last, &[]).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        hold.send_replace(false);
+        write_config(dir.path(), 5, 1);
+        converge(&mut talking, &marker(1)).await;
+        assert_eq!(keepalive_closes(), 0.0, "the talking proxy was kept");
+
+        // A proxy that sends nothing at all while held is closed.
+        let (addr, hold) = relay(d.addr("grpc-xds")).await;
+        let mut silent = Sotw::open(addr, &node_id(1)).await.unwrap();
+        converge(&mut silent, &marker(1)).await;
+        hold.send_replace(true);
+        let closed = async {
+            while keepalive_closes() < 1.0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(15), closed)
+            .await
+            .expect("the silent proxy's connection was closed");
+        hold.send_replace(false);
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match silent.rx.message().await {
+                    Ok(Some(_)) => continue,
+                    other => return other.map(|_| ()),
+                }
+            }
+        })
+        .await
+        .expect("the silent proxy's stream ended");
+        assert!(
+            ended.is_err(),
+            "ended with an error, as a dropped connection does"
+        );
+    });
+    // The bound is listed with its setting.
+    let (_, body) = http_get(d.addr("http"), "/debug/limitz");
+    assert!(
+        !body.contains("-0.0"),
+        "a bound that refused nothing shows 0: {body}"
+    );
+    let limits: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let keepalive = limits
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["refusedSeries"] == "rudder_xds_errors_total{reason=\"keepalive_timeout\"}")
+        .unwrap_or_else(|| panic!("{limits}"));
+    assert_eq!(keepalive["value"], "3s");
+    assert!(keepalive["refused"].as_f64().unwrap() >= 1.0, "{keepalive}");
+}

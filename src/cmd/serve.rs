@@ -223,8 +223,9 @@ pub struct ServeArgs {
     /// After the GOAWAY of an aged connection, how long its streams may finish before it is closed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub keepalive_max_server_connection_age_grace: Duration,
-    /// HTTP/2 keepalive: ping after this much silence; a client that does not answer within
-    /// the keepalive timeout is dropped.
+    /// HTTP/2 keepalive (istiod: 30s): ping after this much silence; a client from which nothing
+    /// arrives within the keepalive timeout after it (the ping's answer or any other frame) is
+    /// dropped.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub keepalive_interval: Duration,
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -316,6 +317,16 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
             setting: "--xds-idle-timeout, RUDDER_XDS_IDLE_TIMEOUT",
             value: format!("{:?}", args.xds_idle_timeout),
             refused_series: "rudder_xds_errors_total{reason=\"idle_connection\"}",
+        },
+        Limit {
+            name: "gRPC connection from which nothing arrives (keepalive)",
+            setting: "--keepalive-interval + --keepalive-timeout",
+            value: format!(
+                "{:?}",
+                args.keepalive_interval
+                    .saturating_add(args.keepalive_timeout)
+            ),
+            refused_series: "rudder_xds_errors_total{reason=\"keepalive_timeout\"}",
         },
         Limit {
             name: "xDS stream without its first request",
@@ -510,11 +521,15 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     Ok(listener)
 }
 
-/// A gRPC server with the transport settings both gRPC ports share.
+/// A gRPC server with the transport settings both gRPC ports share. hyper sends the keepalive
+/// pings, but does not time them out: it would wait for the ping's own answer, which queues behind
+/// the responses already on their way to the client; the connection wrapper closes a connection
+/// from which nothing at all arrives instead (`XdsLimits::max_silence`), as istiod does.
 fn grpc_server(args: &ServeArgs) -> tonic::transport::Server {
+    const PING_ANSWER_WAIT: Duration = Duration::from_secs(24 * 3600);
     tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.keepalive_interval))
-        .http2_keepalive_timeout(Some(args.keepalive_timeout))
+        .http2_keepalive_timeout(Some(PING_ANSWER_WAIT))
         .max_connection_age(args.keepalive_max_server_connection_age)
         .max_connection_age_grace(args.keepalive_max_server_connection_age_grace)
         .max_concurrent_streams(args.max_concurrent_streams)
@@ -969,6 +984,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             send_timeout: args.xds_send_timeout,
             new_streams_per_second: request_limit(&args),
             idle_timeout: args.xds_idle_timeout,
+            max_silence: Some(
+                args.keepalive_interval
+                    .saturating_add(args.keepalive_timeout),
+            ),
             max_subscribed_names: args.xds_max_subscribed_names,
             max_unknown_names: args.xds_max_unknown_names,
             max_message_bytes: args.max_grpc_message_size,

@@ -1,7 +1,16 @@
-//! Idle connections on the gRPC ports: a connection that has had no stream open for the idle
-//! timeout is closed. Proxies keep their ADS stream open for the connection's whole life, so only a
-//! client that connects and does nothing (or whose streams all ended) is affected; without this,
-//! every such socket and its HTTP/2 state would be kept until the maximum connection age.
+//! The gRPC ports' connections: one that has had no stream open for the idle timeout is closed,
+//! and so is one from which nothing has arrived for the keepalive's interval plus its timeout.
+//! Proxies keep their ADS stream open for the connection's whole life, so only a client that
+//! connects and does nothing (or whose streams all ended) is idle; without this, every such
+//! socket and its HTTP/2 state would be kept until the maximum connection age.
+//!
+//! Keepalive as istiod's gRPC server (grpc-go) judges it: after the interval without a frame from
+//! the client the server pings, and the client is alive if *anything* arrives within the timeout,
+//! not only the ping's answer. hyper's own keepalive waits for the answer itself, which queues
+//! behind every response byte already on the way: a proxy still reading a large push on a slow
+//! link or CPU (acknowledging, updating HTTP/2 windows) was dropped, reconnected and was sent it
+//! all again. So hyper only sends the pings here, and this wrapper, which sees every byte read,
+//! decides.
 //!
 //! Each accepted socket is wrapped (`Tracked`) and registered by its address pair, which tonic
 //! also hands to every request (`TcpConnectInfo`), so a stream finds its connection's activity
@@ -18,23 +27,48 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
 type Key = (SocketAddr, SocketAddr);
 
-/// The live connections of the gRPC ports and how long one may go without a stream.
+/// Why a connection was closed, for `rudder_xds_errors_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// No stream open for the idle timeout (`idle_connection`).
+    Idle,
+    /// Nothing received for the keepalive's interval plus its timeout (`keepalive_timeout`).
+    Silent,
+}
+
+impl Closed {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Closed::Idle => "idle_connection",
+            Closed::Silent => "keepalive_timeout",
+        }
+    }
+}
+
+/// The live connections of the gRPC ports and how long one may go without a stream, or without
+/// a byte from its client.
 pub struct IdleConnections {
     timeout: Duration,
+    /// Keepalive interval plus timeout; None: a silent connection is kept.
+    max_silence: Option<Duration>,
     live: Mutex<HashMap<Key, Arc<Activity>>>,
-    /// Connections closed for being idle (`rudder_xds_errors_total{reason="idle_connection"}`).
-    closed: Box<dyn Fn() + Send + Sync>,
+    closed: Box<dyn Fn(Closed) + Send + Sync>,
 }
 
 impl IdleConnections {
-    pub fn new(timeout: Duration, closed: impl Fn() + Send + Sync + 'static) -> Arc<Self> {
+    pub fn new(
+        timeout: Duration,
+        max_silence: Option<Duration>,
+        closed: impl Fn(Closed) + Send + Sync + 'static,
+    ) -> Arc<Self> {
         Arc::new(IdleConnections {
             timeout,
+            max_silence,
             live: Mutex::default(),
             closed: Box::new(closed),
         })
@@ -61,12 +95,24 @@ impl IdleConnections {
         if let Ok(mut live) = self.live.lock() {
             live.insert(key, activity.clone());
         }
+        let now = Instant::now();
         Tracked {
             inner: tcp,
             key,
             activity,
             registry: self.clone(),
-            check: Box::pin(tokio::time::sleep(self.timeout)),
+            last_read: now,
+            check: Box::pin(tokio::time::sleep_until(self.next_check(now, now))),
+        }
+    }
+
+    /// When a connection last read from at `last_read` is next checked: half an idle timeout on,
+    /// or when its silence would reach the limit, whichever is first.
+    fn next_check(&self, now: Instant, last_read: Instant) -> Instant {
+        let idle = now + self.timeout / 2;
+        match self.max_silence {
+            Some(max) => idle.min(last_read + max),
+            None => idle,
         }
     }
 
@@ -82,12 +128,15 @@ impl IdleConnections {
     }
 }
 
-/// An accepted socket that ends (reads end of stream) once its connection has been idle too long.
+/// An accepted socket that ends once its connection has been idle too long, and fails once its
+/// client has been silent too long.
 pub struct Tracked {
     inner: TcpStream,
     key: Key,
     activity: Arc<Activity>,
     registry: Arc<IdleConnections>,
+    /// When bytes last arrived from the client (or were seen waiting to be read).
+    last_read: Instant,
     check: Pin<Box<Sleep>>,
 }
 
@@ -107,6 +156,62 @@ impl Connected for Tracked {
     }
 }
 
+impl Tracked {
+    /// Runs the checks that are due; `Some` closes the connection. Called only when the socket
+    /// has nothing to read (`reading`), or when it cannot take more to write: then HTTP/2 stops
+    /// reading until it can write, so bytes may be waiting unread, and waiting bytes count as
+    /// having arrived.
+    fn poll_checks(&mut self, cx: &mut Context<'_>, reading: bool) -> Option<Closed> {
+        while self.check.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            if reading && self.activity.idle_for(self.registry.timeout) {
+                (self.registry.closed)(Closed::Idle);
+                tracing::debug!(peer = %self.key.1, "closing an idle gRPC connection");
+                return Some(Closed::Idle);
+            }
+            if let Some(max) = self.registry.max_silence
+                && now.duration_since(self.last_read) >= max
+            {
+                if reading || !self.bytes_waiting(cx) {
+                    (self.registry.closed)(Closed::Silent);
+                    tracing::debug!(peer = %self.key.1, silent_for = ?max, "closing a gRPC connection whose client sent nothing");
+                    return Some(Closed::Silent);
+                }
+                self.last_read = now;
+            }
+            let next = self.registry.next_check(now, self.last_read);
+            self.check.as_mut().reset(next);
+        }
+        None
+    }
+
+    /// Whether the client has sent bytes not read yet (or closed its side).
+    fn bytes_waiting(&self, cx: &mut Context<'_>) -> bool {
+        let mut one = [0u8; 1];
+        self.inner
+            .poll_peek(cx, &mut ReadBuf::new(&mut one))
+            .is_ready()
+    }
+
+    /// A write that could not proceed: the checks, then the write's own result.
+    fn blocked<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        match self.poll_checks(cx, false) {
+            Some(_) => Poll::Ready(Err(self.silence_error())),
+            None => Poll::Pending,
+        }
+    }
+
+    fn silence_error(&self) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "keepalive: nothing received from the client for {:?}",
+                self.registry.max_silence.unwrap_or_default()
+            ),
+        )
+    }
+}
+
 impl AsyncRead for Tracked {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -118,19 +223,17 @@ impl AsyncRead for Tracked {
         // polling the timer on each was a measurable part of reading it).
         let read = Pin::new(&mut self.inner).poll_read(cx, buf);
         if read.is_ready() {
+            if self.registry.max_silence.is_some() {
+                self.last_read = Instant::now();
+            }
             return read;
         }
-        while self.check.as_mut().poll(cx).is_ready() {
-            if self.activity.idle_for(self.registry.timeout) {
-                (self.registry.closed)();
-                tracing::debug!(peer = %self.key.1, "closing an idle gRPC connection");
-                // End of stream: the HTTP/2 server closes the connection.
-                return Poll::Ready(Ok(()));
-            }
-            let next = tokio::time::Instant::now() + self.registry.timeout / 2;
-            self.check.as_mut().reset(next);
+        match self.poll_checks(cx, true) {
+            // End of stream: the HTTP/2 server closes the connection.
+            Some(Closed::Idle) => Poll::Ready(Ok(())),
+            Some(Closed::Silent) => Poll::Ready(Err(self.silence_error())),
+            None => Poll::Pending,
         }
-        Poll::Pending
     }
 }
 
@@ -140,11 +243,17 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Pending => self.blocked(cx),
+            ready => ready,
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Pending => self.blocked(cx),
+            ready => ready,
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -156,10 +265,106 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => self.blocked(cx),
+            ready => ready,
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Closed, IdleConnections, Tracked};
+    use futures::StreamExt;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    const SILENCE: Duration = Duration::from_millis(300);
+
+    /// A tracked server side and its client, with the closes it counted.
+    async fn pair() -> (Tracked, TcpStream, Arc<Mutex<Vec<Closed>>>) {
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let counted = closed.clone();
+        let registry = IdleConnections::new(Duration::from_secs(60), Some(SILENCE), move |c| {
+            counted.lock().unwrap().push(c)
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = Box::pin(registry.incoming(listener));
+        let client = TcpStream::connect(addr).await.unwrap();
+        let server = incoming.next().await.unwrap().unwrap();
+        (server, client, closed)
+    }
+
+    /// Sends a byte every 100 ms until dropped.
+    fn chatter(mut client: TcpStream) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while client.write_all(b"x").await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_closed_and_counted() {
+        let (mut server, _client, closed) = pair().await;
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), server.read(&mut buf))
+            .await
+            .expect("closed in time");
+        assert_eq!(read.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(*closed.lock().unwrap(), vec![Closed::Silent]);
+    }
+
+    #[tokio::test]
+    async fn any_byte_from_the_client_keeps_the_connection() {
+        let (mut server, client, closed) = pair().await;
+        let talking = chatter(client);
+        let mut buf = [0u8; 16];
+        let kept = tokio::time::timeout(SILENCE * 4, async {
+            loop {
+                assert!(server.read(&mut buf).await.unwrap() > 0);
+            }
+        })
+        .await;
+        assert!(kept.is_err(), "still reading when the time was up");
+        assert!(closed.lock().unwrap().is_empty());
+        talking.abort();
+    }
+
+    /// The server cannot write (the client reads nothing) and, blocked on writing, does not read.
+    async fn write_until_blocked(server: &mut Tracked, within: Duration) -> std::io::Result<()> {
+        let chunk = vec![0u8; 1 << 20];
+        tokio::time::timeout(within, async {
+            loop {
+                server.write_all(&chunk).await?;
+            }
+        })
+        .await
+        .unwrap_or(Ok(()))
+    }
+
+    #[tokio::test]
+    async fn a_client_that_neither_reads_nor_sends_is_closed_while_the_server_waits_to_write() {
+        let (mut server, _client, closed) = pair().await;
+        let written = write_until_blocked(&mut server, Duration::from_secs(5)).await;
+        assert_eq!(written.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(*closed.lock().unwrap(), vec![Closed::Silent]);
+    }
+
+    #[tokio::test]
+    async fn bytes_waiting_unread_keep_a_connection_blocked_on_writing() {
+        let (mut server, client, closed) = pair().await;
+        let talking = chatter(client);
+        let written = write_until_blocked(&mut server, SILENCE * 4).await;
+        assert!(written.is_ok(), "{written:?}");
+        assert!(closed.lock().unwrap().is_empty());
+        talking.abort();
     }
 }

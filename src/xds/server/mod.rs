@@ -49,6 +49,10 @@ pub struct XdsLimits {
     /// A connection without a stream, or a stream without its first request, for this long is
     /// closed.
     pub idle_timeout: Duration,
+    /// A connection from which nothing arrives for this long (the keepalive interval plus its
+    /// timeout) is closed: any byte proves the client alive, as istiod's gRPC server counts any
+    /// frame (`idle`). None: kept however silent.
+    pub max_silence: Option<Duration>,
     /// Names one stream may subscribe to per type; a stream asking for more is ended.
     pub max_subscribed_names: usize,
     /// Of those, names that match no resource the proxy can get; a stream with more is ended.
@@ -66,6 +70,7 @@ impl Default for XdsLimits {
             new_streams_per_second: 0,
             max_message_bytes: 4 * 1024 * 1024,
             idle_timeout: Duration::from_secs(30),
+            max_silence: Some(Duration::from_secs(40)),
             max_subscribed_names: 100_000,
             max_unknown_names: 1_000,
             new_stream_wait: Duration::from_millis(500),
@@ -109,14 +114,18 @@ impl XdsServer {
         limits: XdsLimits,
     ) -> Arc<XdsServer> {
         let counted = metrics.clone();
-        let idle = idle::IdleConnections::new(limits.idle_timeout, move || {
-            counted
-                .xds_errors
-                .get_or_create(&ReasonLabels {
-                    reason: "idle_connection".into(),
-                })
-                .inc();
-        });
+        let idle = idle::IdleConnections::new(
+            limits.idle_timeout,
+            limits.max_silence,
+            move |closed: idle::Closed| {
+                counted
+                    .xds_errors
+                    .get_or_create(&ReasonLabels {
+                        reason: closed.reason().into(),
+                    })
+                    .inc();
+            },
+        );
         Arc::new(XdsServer {
             idle,
             shared_names: status::SharedNames::default(),
