@@ -702,6 +702,15 @@ impl ProxyStreams {
     }
 }
 
+/// Says what the proxies a push did not reach last received.
+fn not_converged<V>(got: &HashMap<usize, V>, expected: &std::collections::BTreeSet<usize>) {
+    let missing = expected.iter().filter(|p| !got.contains_key(*p));
+    println!(
+        "not converged, last response received: {}",
+        STREAMS.stages_of(missing)
+    );
+}
+
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
 async fn sotw_proxy(
     i: usize,
@@ -1720,6 +1729,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             } else {
                 (HashMap::new(), true)
             };
+            if !ok {
+                not_converged(&got, &envoy);
+            }
             anyhow::ensure!(
                 ok,
                 "full push {k}: only {}/{} proxies converged",
@@ -1755,6 +1767,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             patience,
         )
         .await;
+        if !ok {
+            not_converged(&got, &watch_svc0);
+        }
         anyhow::ensure!(
             ok,
             "endpoint push {k}: only {}/{} watching proxies converged",
