@@ -702,13 +702,59 @@ impl ProxyStreams {
     }
 }
 
-/// Says what the proxies a push did not reach last received.
-fn not_converged<V>(got: &HashMap<usize, V>, expected: &std::collections::BTreeSet<usize>) {
-    let missing = expected.iter().filter(|p| !got.contains_key(*p));
+/// Why the daemon ended streams or closed connections, if it did (the other side of "proxy
+/// streams ended"), from its metrics text.
+fn daemon_errors(metrics: &str) -> Option<String> {
+    let refused: Vec<String> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("rudder_xds_errors_total{reason=\""))
+        .filter_map(|rest| {
+            let (reason, value) = rest.split_once("\"} ")?;
+            let value: f64 = value.trim().parse().ok()?;
+            (value > 0.0).then(|| format!("{reason} {value:.0}"))
+        })
+        .collect();
+    (!refused.is_empty()).then(|| {
+        format!(
+            "daemon's xDS errors (whole run, by reason): {}",
+            refused.join(", ")
+        )
+    })
+}
+
+/// Says what the proxies a push did not reach last received, and what the daemon says it sent
+/// them and they acknowledged (its `/debug/syncz`).
+async fn not_converged<V>(
+    args: &LoadgenArgs,
+    got: &HashMap<usize, V>,
+    expected: &std::collections::BTreeSet<usize>,
+) {
+    let missing: Vec<usize> = expected
+        .iter()
+        .filter(|p| !got.contains_key(*p))
+        .take(5)
+        .copied()
+        .collect();
     println!(
         "not converged, last response received: {}",
-        STREAMS.stages_of(missing)
+        STREAMS.stages_of(missing.iter())
     );
+    if let Some(errors) = daemon_errors(&scrape(args.monitoring_addr, "/metrics").await) {
+        println!("{errors}");
+    }
+    let body = scrape(args.monitoring_addr, "/debug/syncz").await;
+    let Ok(serde_json::Value::Array(proxies)) = serde_json::from_str(&body) else {
+        return;
+    };
+    for i in missing {
+        let tag = format!("~load-{i}.");
+        for p in proxies
+            .iter()
+            .filter(|p| p["proxy"].as_str().is_some_and(|id| id.contains(&tag)))
+        {
+            println!("  the daemon on proxy {i}: {}", p["types"]);
+        }
+    }
 }
 
 /// One State-of-the-World proxy: Envoy-like (wildcard CDS/LDS, then EDS/RDS by name) or gRPC.
@@ -1730,7 +1776,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 (HashMap::new(), true)
             };
             if !ok {
-                not_converged(&got, &envoy);
+                not_converged(&args, &got, &envoy).await;
             }
             anyhow::ensure!(
                 ok,
@@ -1768,7 +1814,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         )
         .await;
         if !ok {
-            not_converged(&got, &watch_svc0);
+            not_converged(&args, &got, &watch_svc0).await;
         }
         anyhow::ensure!(
             ok,
@@ -1873,6 +1919,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         metric(&after, "process_cpu_seconds_total"),
         metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
     );
+    if let Some(errors) = daemon_errors(&after) {
+        println!("{errors}");
+    }
     if let Some(lost) = STREAMS.report() {
         println!("after churn, {lost}");
     }
