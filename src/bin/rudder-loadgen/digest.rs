@@ -31,6 +31,8 @@ pub struct Digest {
     pub eds_clusters: Vec<String>,
     /// The routes the HTTP listeners among the listeners name, sorted, each once.
     pub routes: Vec<String>,
+    /// The encoded ClusterLoadAssignment of `Reading::watched`, when this response has it.
+    pub watched: Option<Bytes>,
 }
 
 impl Digest {
@@ -54,6 +56,9 @@ pub struct Reading {
     pub names: bool,
     /// Keep endpoint resources' bodies.
     pub bodies: bool,
+    /// The endpoint resource whose body is kept in any case: the one an endpoint push changes,
+    /// so that a push counts as received only once its new endpoints are.
+    pub watched: Option<&'static str>,
 }
 
 /// A stream of responses, each digested as its bytes arrive.
@@ -244,7 +249,11 @@ impl DigestStream {
             _ => {}
         }
         if kind == EDS || self.reading.names {
-            d.names.push(name()?);
+            let name = name()?;
+            if kind == EDS && self.reading.watched == Some(name.as_str()) {
+                d.watched = Some(entry.any.value.clone());
+            }
+            d.names.push(name);
         }
         if kind == EDS && self.reading.bodies {
             d.bodies.push(entry.any.value);
@@ -348,6 +357,7 @@ mod tests {
             let mut stream = DigestStream::new(
                 body,
                 Reading {
+                    watched: None,
                     delta: false,
                     names: true,
                     bodies: false,
@@ -377,7 +387,8 @@ mod tests {
         }
     }
 
-    /// A Delta response's resources are named by their entries, and its removals are kept.
+    /// A Delta response's resources are named by their entries, and its removals and the watched
+    /// resource's body are kept.
     #[test]
     fn a_delta_response_keeps_names_bodies_and_removals() {
         let cla = |name: &str| light::Resource {
@@ -402,6 +413,7 @@ mod tests {
                 delta: true,
                 names: true,
                 bodies: true,
+                watched: Some("y"),
             },
         );
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -412,6 +424,11 @@ mod tests {
         assert_eq!(got.names, ["x", "y"]);
         assert_eq!(got.removed, ["z"]);
         assert_eq!(got.bodies.len(), 2);
+        assert_eq!(
+            got.watched.as_ref(),
+            Some(&got.bodies[1]),
+            "the watched one's body"
+        );
         assert_eq!(got.len, response.len());
     }
 }

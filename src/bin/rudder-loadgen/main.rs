@@ -162,6 +162,8 @@ struct Seen {
     names: Vec<String>,
     /// With `--kubeconfig`, for EDS: each resource's encoded ClusterLoadAssignment, beside `names`.
     bodies: Vec<Bytes>,
+    /// The encoded ClusterLoadAssignment of the cluster endpoint pushes move, if in this response.
+    watched: Option<Bytes>,
 }
 
 impl Seen {
@@ -172,6 +174,7 @@ impl Seen {
         bytes: usize,
         names: Vec<String>,
         bodies: Vec<Bytes>,
+        watched: Option<Bytes>,
     ) -> Seen {
         Seen {
             proxy,
@@ -181,6 +184,7 @@ impl Seen {
             wall_ms: wall_ms(),
             names,
             bodies,
+            watched,
         }
     }
 }
@@ -388,6 +392,19 @@ const SOAK_CHURN_WINDOW: usize = 5;
 /// The moved endpoint's last octet: steps cycle through 200 addresses, so a long soak stays valid.
 fn moved_octet(moved_endpoint: usize) -> usize {
     10 + moved_endpoint % 200
+}
+
+/// The cluster of service 0, whose endpoint each endpoint push moves (set once, at start).
+static WATCHED_CLUSTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Whether an encoded ClusterLoadAssignment has service 0's endpoint as endpoint push `moved`
+/// left it: its address as a whole string field (a length-prefixed `SocketAddress.address`), so
+/// that 10.0.0.15 is not found in 10.0.0.150.
+fn has_moved_endpoint(assignment: &[u8], moved: usize) -> bool {
+    let address = format!("10.0.0.{}", moved_octet(moved));
+    let mut field = vec![0x12, address.len() as u8];
+    field.extend_from_slice(address.as_bytes());
+    assignment.windows(field.len()).any(|w| w == field)
 }
 
 fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String {
@@ -637,6 +654,7 @@ impl ProxyStreams {
             delta: method == DELTA_METHOD,
             names: kube,
             bodies: kube,
+            watched: WATCHED_CLUSTER.get().map(String::as_str),
         };
         self.reached(proxy, "opening its stream");
         match open_digests(channel, method, requests, reading).await {
@@ -819,7 +837,7 @@ async fn sotw_proxy(
             _ => Vec::new(),
         };
         let bodies = std::mem::take(&mut r.bodies);
-        let _ = tx.send(Seen::now(i, t, r.len, names, bodies));
+        let _ = tx.send(Seen::now(i, t, r.len, names, bodies, r.watched.take()));
         let mine = subscribed.get(t).unwrap_or(&unsubscribed);
         let _ = req_tx
             .send(send(t, mine, &r.nonce, &r.version, false))
@@ -874,7 +892,7 @@ async fn delta_proxy(
         let t = r.type_url;
         let names = std::mem::take(&mut r.names);
         let bodies = std::mem::take(&mut r.bodies);
-        let _ = tx.send(Seen::now(i, t, r.len, names, bodies));
+        let _ = tx.send(Seen::now(i, t, r.len, names, bodies, r.watched.take()));
         let _ = req_tx
             .send(DeltaDiscoveryRequest {
                 type_url: t.into(),
@@ -1625,6 +1643,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     };
 
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let _ = WATCHED_CLUSTER.set(format!("outbound|8000||{}", host(0, args.namespaces)));
     let (mut envoy, mut all, mut watch_svc0) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
     let kinds: Vec<(bool, bool)> = (0..args.proxies)
@@ -1803,12 +1822,19 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             None => write_mesh(&file, mesh_yaml(&args, churn, k))?,
         }
         let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
+        // The daemon's push must carry the moved endpoint: a slow proxy may still be reading an
+        // older response with service 0's endpoints in it (the replay sends one captured
+        // assignment, so only its name is checked).
+        let replaying = trigger.is_some();
         let (got, ok) = collect(
             &mut rx,
             &watch_svc0,
             EDS,
             t0,
-            |s| s.names.contains(&cluster),
+            |s| {
+                s.names.contains(&cluster)
+                    && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
+            },
             &mut bytes,
             patience,
         )
@@ -2020,5 +2046,53 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{has_moved_endpoint, moved_octet};
+    use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address};
+    use envoy_types::pb::envoy::config::endpoint::v3::{
+        ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+    };
+    use prost::Message;
+
+    fn assignment(address: &str) -> Vec<u8> {
+        let endpoint = LbEndpoint {
+            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                address: Some(Address {
+                    address: Some(address::Address::SocketAddress(SocketAddress {
+                        address: address.into(),
+                        port_specifier: Some(
+                            envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(8000),
+                        ),
+                        ..Default::default()
+                    })),
+                }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        ClusterLoadAssignment {
+            cluster_name: "outbound|8000||svc-0".into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![endpoint],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    /// An endpoint push counts only with its own endpoint: not an older one, nor one whose
+    /// address merely starts with it.
+    #[test]
+    fn the_moved_endpoint_is_matched_as_a_whole_address() {
+        let push = 5;
+        let moved = format!("10.0.0.{}", moved_octet(push));
+        assert!(has_moved_endpoint(&assignment(&moved), push));
+        assert!(!has_moved_endpoint(&assignment(&moved), push + 1));
+        assert!(!has_moved_endpoint(&assignment(&format!("{moved}0")), push));
     }
 }
