@@ -9,7 +9,7 @@
 //! scheduled or run.
 
 use super::{
-    CDS, EDS, LoadgenArgs, Seen, collect, host, last_push_ms, metric, ns, percentile, scrape,
+    CDS, EDS, LoadgenArgs, Seen, collect, host, metric, ns, percentile, push_start_after, scrape,
     settle,
 };
 use futures::StreamExt;
@@ -517,7 +517,7 @@ async fn new_services(
     let (mut from_write, mut from_push) = (Vec::new(), Vec::new());
     for c in 1..=args.changes {
         settle(rx, Duration::from_millis(args.settle_ms), bytes).await;
-        let t0 = Instant::now();
+        let (t0, t0_wall) = (Instant::now(), super::wall_ms());
         let name = format!("churn-{c}");
         let writes = (0..args.namespaces).map(|n| {
             let (client, name, namespace) =
@@ -550,7 +550,7 @@ async fn new_services(
             got.len(),
             watchers.envoy.len()
         );
-        let push_start = last_push_ms(args).await;
+        let push_start = push_start_after(args, t0_wall).await;
         for (at, wall) in got.values() {
             from_write.push(at.duration_since(t0).as_secs_f64());
             if let Some(p) = push_start {

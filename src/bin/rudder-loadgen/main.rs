@@ -1783,7 +1783,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         // With `--replay --endpoint-only` the replay server sends the endpoint pushes.
         if !(args.endpoint_only && trigger.is_some()) {
             // Full push: a new service every Envoy-like proxy must learn about.
-            let t0 = Instant::now();
+            let (t0, t0_wall) = (Instant::now(), wall_ms());
             if let Some(trigger) = &mut trigger {
                 trigger.push(k as u64).await?;
             } else if churn > 0 {
@@ -1803,7 +1803,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 got.len(),
                 envoy.len()
             );
-            let push_start = daemon_push_start(&args, trigger.is_some()).await;
+            let push_start = daemon_push_start(&args, trigger.is_some(), t0_wall).await;
             for (at, wall) in got.values() {
                 full_e2e.push(at.duration_since(t0).as_secs_f64());
                 if let Some(p) = push_start {
@@ -1816,7 +1816,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             settle(&mut rx, quiet, &mut bytes).await;
         }
         // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
-        let t0 = Instant::now();
+        let (t0, t0_wall) = (Instant::now(), wall_ms());
         match &mut trigger {
             Some(trigger) => trigger.push(k as u64).await?,
             None => write_mesh(&file, mesh_yaml(&args, churn, k))?,
@@ -1848,7 +1848,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             got.len(),
             watch_svc0.len()
         );
-        let push_start = daemon_push_start(&args, trigger.is_some()).await;
+        let push_start = daemon_push_start(&args, trigger.is_some(), t0_wall).await;
         let mut this_push = Vec::new();
         for (at, wall) in got.values() {
             let from_trigger = at.duration_since(t0).as_secs_f64();
@@ -2001,23 +2001,28 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// When the daemon started the push just measured; `None` when replaying (the replay has no push
-/// start: its pushes are measured from the trigger).
-async fn daemon_push_start(args: &LoadgenArgs, replaying: bool) -> Option<u128> {
+/// When the daemon started the push just measured, triggered at `since_ms`; `None` when
+/// replaying (the replay has no push start: its pushes are measured from the trigger).
+async fn daemon_push_start(args: &LoadgenArgs, replaying: bool, since_ms: u128) -> Option<u128> {
     if replaying {
         None
     } else {
-        last_push_ms(args).await
+        push_start_after(args, since_ms).await
     }
 }
 
-/// When the daemon started its most recent push (from /debug/push_status).
-async fn last_push_ms(args: &LoadgenArgs) -> Option<u128> {
+/// When the daemon started the first push at or after `since_ms` (wall clock, from
+/// /debug/push_status): the push a change written then caused. Not the most recent push: when
+/// the slowest proxies take minutes, another push may have started since.
+async fn push_start_after(args: &LoadgenArgs, since_ms: u128) -> Option<u128> {
     let body = scrape(args.monitoring_addr, "/debug/push_status").await;
     let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["pushes"].as_array()?.last()?["at_unix_ms"]
-        .as_u64()
-        .map(u128::from)
+    v["pushes"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| p["at_unix_ms"].as_u64().map(u128::from))
+        .filter(|&at| at >= since_ms)
+        .min()
 }
 
 fn main() -> std::process::ExitCode {
