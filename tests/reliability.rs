@@ -698,6 +698,11 @@ fn keepalive_keeps_a_proxy_that_talks_and_closes_a_silent_one() {
             ended.is_err(),
             "ended with an error, as a dropped connection does"
         );
+        assert_eq!(
+            keepalive_closes(),
+            1.0,
+            "one connection closed, counted once"
+        );
     });
     // The bound is listed with its setting.
     let (_, body) = http_get(d.addr("http"), "/debug/limitz");

@@ -103,6 +103,7 @@ impl IdleConnections {
             registry: self.clone(),
             last_read: now,
             check: Box::pin(tokio::time::sleep_until(self.next_check(now, now))),
+            closed: None,
         }
     }
 
@@ -138,6 +139,9 @@ pub struct Tracked {
     /// When bytes last arrived from the client (or were seen waiting to be read).
     last_read: Instant,
     check: Pin<Box<Sleep>>,
+    /// Why the connection was closed, once it was: HTTP/2 may poll again before it lets go, and
+    /// each close is counted once.
+    closed: Option<Closed>,
 }
 
 impl Drop for Tracked {
@@ -162,12 +166,16 @@ impl Tracked {
     /// reading until it can write, so bytes may be waiting unread, and waiting bytes count as
     /// having arrived.
     fn poll_checks(&mut self, cx: &mut Context<'_>, reading: bool) -> Option<Closed> {
+        if self.closed.is_some() {
+            return self.closed;
+        }
         while self.check.as_mut().poll(cx).is_ready() {
             let now = Instant::now();
             if reading && self.activity.idle_for(self.registry.timeout) {
                 (self.registry.closed)(Closed::Idle);
                 tracing::debug!(peer = %self.key.1, "closing an idle gRPC connection");
-                return Some(Closed::Idle);
+                self.closed = Some(Closed::Idle);
+                return self.closed;
             }
             if let Some(max) = self.registry.max_silence
                 && now.duration_since(self.last_read) >= max
@@ -175,7 +183,8 @@ impl Tracked {
                 if reading || !self.bytes_waiting(cx) {
                     (self.registry.closed)(Closed::Silent);
                     tracing::debug!(peer = %self.key.1, silent_for = ?max, "closing a gRPC connection whose client sent nothing");
-                    return Some(Closed::Silent);
+                    self.closed = Some(Closed::Silent);
+                    return self.closed;
                 }
                 self.last_read = now;
             }
@@ -196,7 +205,8 @@ impl Tracked {
     /// A write that could not proceed: the checks, then the write's own result.
     fn blocked<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
         match self.poll_checks(cx, false) {
-            Some(_) => Poll::Ready(Err(self.silence_error())),
+            Some(Closed::Silent) => Poll::Ready(Err(self.silence_error())),
+            Some(Closed::Idle) => Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
             None => Poll::Pending,
         }
     }
@@ -319,7 +329,13 @@ mod tests {
             .await
             .expect("closed in time");
         assert_eq!(read.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(*closed.lock().unwrap(), vec![Closed::Silent]);
+        let again = server.read(&mut buf).await;
+        assert_eq!(again.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(
+            *closed.lock().unwrap(),
+            vec![Closed::Silent],
+            "counted once"
+        );
     }
 
     #[tokio::test]
