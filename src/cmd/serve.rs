@@ -321,11 +321,7 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
         Limit {
             name: "gRPC connection from which nothing arrives (keepalive)",
             setting: "--keepalive-interval + --keepalive-timeout",
-            value: format!(
-                "{:?}",
-                args.keepalive_interval
-                    .saturating_add(args.keepalive_timeout)
-            ),
+            value: format!("{:?}", keepalive_silence(args)),
             refused_series: "rudder_xds_errors_total{reason=\"keepalive_timeout\"}",
         },
         Limit {
@@ -519,6 +515,13 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     // Tests bind port 0 and read the real address from this line.
     info!(server = what, addr = %listener.local_addr()?, "listening");
     Ok(listener)
+}
+
+/// How long a gRPC connection may send nothing: a ping after the keepalive interval, then the
+/// keepalive timeout for anything to arrive.
+fn keepalive_silence(args: &ServeArgs) -> Duration {
+    args.keepalive_interval
+        .saturating_add(args.keepalive_timeout)
 }
 
 /// A gRPC server with the transport settings both gRPC ports share. hyper sends the keepalive
@@ -984,10 +987,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             send_timeout: args.xds_send_timeout,
             new_streams_per_second: request_limit(&args),
             idle_timeout: args.xds_idle_timeout,
-            max_silence: Some(
-                args.keepalive_interval
-                    .saturating_add(args.keepalive_timeout),
-            ),
+            max_silence: Some(keepalive_silence(&args)),
             max_subscribed_names: args.xds_max_subscribed_names,
             max_unknown_names: args.xds_max_unknown_names,
             max_message_bytes: args.max_grpc_message_size,
