@@ -394,17 +394,27 @@ fn moved_octet(moved_endpoint: usize) -> usize {
     10 + moved_endpoint % 200
 }
 
-/// The cluster of service 0, whose endpoint each endpoint push moves (set once, at start).
+/// The cluster of service 0, whose endpoint each endpoint push moves.
+fn moved_cluster(args: &LoadgenArgs) -> String {
+    format!("outbound|8000||{}", host(0, args.namespaces))
+}
+
+/// `moved_cluster`, which the simulated proxies keep the body of (set once, at start).
 static WATCHED_CLUSTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Whether an encoded ClusterLoadAssignment has service 0's endpoint as endpoint push `moved`
 /// left it: its address as a whole string field (a length-prefixed `SocketAddress.address`), so
 /// that 10.0.0.15 is not found in 10.0.0.150.
 fn has_moved_endpoint(assignment: &[u8], moved: usize) -> bool {
-    let address = format!("10.0.0.{}", moved_octet(moved));
+    let address = endpoint_address(0, moved_octet(moved));
     let mut field = vec![0x12, address.len() as u8];
     field.extend_from_slice(address.as_bytes());
     assignment.windows(field.len()).any(|w| w == field)
+}
+
+/// The address of service `service`'s endpoint whose last octet is `last`.
+fn endpoint_address(service: usize, last: usize) -> String {
+    format!("10.{}.{}.{last}", (service / 250) % 250, service % 250)
 }
 
 fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String {
@@ -444,11 +454,7 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
                 } else {
                     String::new()
                 };
-                format!(
-                    "{{address: 10.{}.{}.{last}{labels}}}",
-                    (i / 250) % 250,
-                    i % 250
-                )
+                format!("{{address: {}{labels}}}", endpoint_address(i, last))
             })
             .collect();
         if args.realistic {
@@ -698,13 +704,13 @@ impl ProxyStreams {
         }
     }
 
-    /// Where each of `proxies` got to (at most five of them).
-    fn stages_of<'a>(&self, proxies: impl Iterator<Item = &'a usize>) -> String {
+    /// Where each of `proxies` got to.
+    fn stages_of(&self, proxies: &[usize]) -> String {
         let Ok(stages) = self.stages.lock() else {
             return String::new();
         };
         let shown: Vec<String> = proxies
-            .take(5)
+            .iter()
             .map(|p| format!("proxy {p}: {}", stages.get(p).unwrap_or(&"not started")))
             .collect();
         shown.join("; ")
@@ -740,8 +746,8 @@ fn daemon_errors(metrics: &str) -> Option<String> {
     })
 }
 
-/// Says what the proxies a push did not reach last received, and what the daemon says it sent
-/// them and they acknowledged (its `/debug/syncz`).
+/// Says what the proxies a sync or a push did not reach last received, and what the daemon says
+/// it sent them and they acknowledged (its `/debug/syncz`).
 async fn not_converged<V>(
     args: &LoadgenArgs,
     got: &HashMap<usize, V>,
@@ -755,7 +761,7 @@ async fn not_converged<V>(
         .collect();
     println!(
         "not converged, last response received: {}",
-        STREAMS.stages_of(missing.iter())
+        STREAMS.stages_of(&missing)
     );
     if let Some(errors) = daemon_errors(&scrape(args.monitoring_addr, "/metrics").await) {
         println!("{errors}");
@@ -1375,7 +1381,7 @@ async fn serve_replay(args: LoadgenArgs) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt;
     let responses = capture(&args).await?;
     let endpoint_push = if args.endpoint_only {
-        let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
+        let cluster = moved_cluster(&args);
         let eds = responses
             .iter()
             .find(|(t, _)| *t == EDS)
@@ -1643,7 +1649,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     };
 
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let _ = WATCHED_CLUSTER.set(format!("outbound|8000||{}", host(0, args.namespaces)));
+    let cluster = WATCHED_CLUSTER.get_or_init(|| moved_cluster(&args));
     let (mut envoy, mut all, mut watch_svc0) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
     let kinds: Vec<(bool, bool)> = (0..args.proxies)
@@ -1707,11 +1713,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         println!("{lost}");
     }
     if !ok {
-        let missing = all.iter().filter(|p| !synced.contains_key(*p));
-        println!(
-            "not synced, last response received: {}",
-            STREAMS.stages_of(missing)
-        );
+        not_converged(&args, &synced, &all).await;
     }
     anyhow::ensure!(ok, "not every proxy synced");
     if let Some(mesh) = mesh {
@@ -1821,7 +1823,6 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             Some(trigger) => trigger.push(k as u64).await?,
             None => write_mesh(&file, mesh_yaml(&args, churn, k))?,
         }
-        let cluster = format!("outbound|8000||{}", host(0, args.namespaces));
         // The daemon's push must carry the moved endpoint: a slow proxy may still be reading an
         // older response with service 0's endpoints in it (the replay sends one captured
         // assignment, so only its name is checked).
@@ -1832,7 +1833,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             EDS,
             t0,
             |s| {
-                s.names.contains(&cluster)
+                s.names.contains(cluster)
                     && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
             },
             &mut bytes,
@@ -2056,7 +2057,7 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_moved_endpoint, moved_octet};
+    use super::{endpoint_address, has_moved_endpoint, moved_octet};
     use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address};
     use envoy_types::pb::envoy::config::endpoint::v3::{
         ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -2095,7 +2096,7 @@ mod tests {
     #[test]
     fn the_moved_endpoint_is_matched_as_a_whole_address() {
         let push = 5;
-        let moved = format!("10.0.0.{}", moved_octet(push));
+        let moved = endpoint_address(0, moved_octet(push));
         assert!(has_moved_endpoint(&assignment(&moved), push));
         assert!(!has_moved_endpoint(&assignment(&moved), push + 1));
         assert!(!has_moved_endpoint(&assignment(&format!("{moved}0")), push));
