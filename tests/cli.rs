@@ -291,6 +291,12 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
     );
     // The replay server is a process of its own, as the daemon is; its CPU is reported apart.
     assert!(out.contains("replay server: CPU "), "{out}");
+    // What the proxies received is counted by the generator, so a replay run reports it too.
+    assert!(out.contains("responses received during churn: "), "{out}");
+    assert!(
+        !out.contains("responses received during churn: 0 "),
+        "{out}"
+    );
 
     // The endpoint-push floor: the one changed ClusterLoadAssignment replayed to every stream.
     let (code, out, err) = loadgen(&[

@@ -9,8 +9,8 @@
 //! scheduled or run.
 
 use super::{
-    CDS, EDS, LoadgenArgs, Seen, collect, host, metric, ns, percentile, push_start_after, scrape,
-    settle,
+    CDS, EDS, LoadgenArgs, Received, Seen, collect, host, metric, ns, percentile, push_start_after,
+    scrape, settle,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
@@ -294,7 +294,7 @@ impl Watchers<'_> {
 async fn track(
     rx: &mut mpsc::UnboundedReceiver<Seen>,
     mut notes: mpsc::UnboundedReceiver<Pending>,
-    bytes: &mut usize,
+    received: &mut Received,
     phase: &mut Phase,
 ) {
     let mut pending: HashMap<String, Vec<Pending>> = HashMap::new();
@@ -327,7 +327,7 @@ async fn track(
             },
             seen = rx.recv() => {
                 let Some(s) = seen else { return };
-                *bytes += s.bytes;
+                received.add(&s);
                 if s.type_url != EDS {
                     continue;
                 }
@@ -437,10 +437,10 @@ async fn run_phase(
     churn: Churn,
     watchers: &Watchers<'_>,
     rx: &mut mpsc::UnboundedReceiver<Seen>,
-    bytes: &mut usize,
+    received: &mut Received,
 ) -> anyhow::Result<Phase> {
     let args = watchers.args;
-    settle(rx, Duration::from_millis(args.settle_ms), bytes).await;
+    settle(rx, Duration::from_millis(args.settle_ms), received).await;
     let cpu_before = metric(
         &scrape(args.monitoring_addr, "/metrics").await,
         "process_cpu_seconds_total",
@@ -450,7 +450,7 @@ async fn run_phase(
     let (tx, notes) = mpsc::unbounded_channel();
     let (written, ()) = tokio::join!(
         write_churn(mesh, &churn, watchers, tx),
-        track(rx, notes, bytes, &mut phase),
+        track(rx, notes, received, &mut phase),
     );
     phase.seconds = written?;
     phase.writes = mesh.writes - writes;
@@ -511,12 +511,12 @@ async fn new_services(
     mesh: &mut Mesh,
     watchers: &Watchers<'_>,
     rx: &mut mpsc::UnboundedReceiver<Seen>,
-    bytes: &mut usize,
+    received: &mut Received,
 ) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     let args = watchers.args;
     let (mut from_write, mut from_push) = (Vec::new(), Vec::new());
     for c in 1..=args.changes {
-        settle(rx, Duration::from_millis(args.settle_ms), bytes).await;
+        settle(rx, Duration::from_millis(args.settle_ms), received).await;
         let (t0, t0_wall) = (Instant::now(), super::wall_ms());
         let name = format!("churn-{c}");
         let writes = (0..args.namespaces).map(|n| {
@@ -540,7 +540,7 @@ async fn new_services(
             CDS,
             t0,
             |s| s.names.iter().any(|n| n.contains(&want)),
-            bytes,
+            received,
             Duration::from_secs(args.patience_seconds),
         )
         .await;
@@ -566,7 +566,7 @@ pub async fn churn(
     mut mesh: Mesh,
     watchers: Watchers<'_>,
     rx: &mut mpsc::UnboundedReceiver<Seen>,
-    bytes: &mut usize,
+    received: &mut Received,
 ) -> anyhow::Result<serde_json::Value> {
     let args = watchers.args;
     let mut report = serde_json::Map::new();
@@ -574,17 +574,17 @@ pub async fn churn(
         rate: args.scale_rate,
         seconds: args.scale_seconds,
     };
-    let phase = run_phase(&mut mesh, scale, &watchers, rx, bytes).await?;
+    let phase = run_phase(&mut mesh, scale, &watchers, rx, received).await?;
     report.insert("scaling".into(), phase.report("scaling"));
     if args.restart_pods > 0 {
         let restart = Churn::Restart {
             rate: args.restart_rate,
             pods: args.restart_pods,
         };
-        let phase = run_phase(&mut mesh, restart, &watchers, rx, bytes).await?;
+        let phase = run_phase(&mut mesh, restart, &watchers, rx, received).await?;
         report.insert("rolling_restart".into(), phase.report("rolling restart"));
     }
-    let (from_write, from_push) = new_services(&mut mesh, &watchers, rx, bytes).await?;
+    let (from_write, from_push) = new_services(&mut mesh, &watchers, rx, received).await?;
     let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
     println!(
         "new Services: full push convergence from the write: p50 {:.0} ms, p99 {:.0} ms; from push start: p50 {:.0} ms, p99 {:.0} ms ({} samples)",

@@ -152,6 +152,21 @@ pub struct LoadgenArgs {
     pub attack_kinds: Vec<String>,
 }
 
+/// What the simulated proxies received, counted by the generator itself (the replay server
+/// keeps no metrics, so only this count is comparable between the daemon and the replay).
+#[derive(Clone, Copy, Default)]
+struct Received {
+    responses: usize,
+    bytes: usize,
+}
+
+impl Received {
+    fn add(&mut self, s: &Seen) {
+        self.responses += 1;
+        self.bytes += s.bytes;
+    }
+}
+
 /// One received response, as the coordinator sees it.
 struct Seen {
     proxy: usize,
@@ -1519,7 +1534,7 @@ async fn collect(
     type_url: &str,
     since: Instant,
     filter: impl Fn(&Seen) -> bool,
-    bytes: &mut usize,
+    received: &mut Received,
     patience: Duration,
 ) -> (HashMap<usize, (Instant, u128)>, bool) {
     let mut got: HashMap<usize, (Instant, u128)> = HashMap::new();
@@ -1527,7 +1542,7 @@ async fn collect(
     while got.len() < want.len() {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Some(s)) => {
-                *bytes += s.bytes;
+                received.add(&s);
                 if s.type_url == type_url && s.at >= since && want.contains(&s.proxy) && filter(&s)
                 {
                     got.entry(s.proxy).or_insert((s.at, s.wall_ms));
@@ -1540,12 +1555,12 @@ async fn collect(
 }
 
 /// Waits until no response arrived for `quiet` (the proxies finished following the last push).
-async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, bytes: &mut usize) {
+async fn settle(rx: &mut mpsc::UnboundedReceiver<Seen>, quiet: Duration, received: &mut Received) {
     if quiet.is_zero() {
         return;
     }
     while let Ok(Some(s)) = tokio::time::timeout(quiet, rx.recv()).await {
-        *bytes += s.bytes;
+        received.add(&s);
     }
 }
 
@@ -1686,7 +1701,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         .map_or(Duration::ZERO, |rate| {
             Duration::from_secs_f64(args.proxies as f64 / rate)
         });
-    let mut bytes = 0usize;
+    let mut received = Received::default();
     let patience = Duration::from_secs(args.patience_seconds);
     // Connected and synced: every proxy got its endpoints.
     let (synced, ok) = collect(
@@ -1695,7 +1710,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         EDS,
         connect_start,
         |_| true,
-        &mut bytes,
+        &mut received,
         ramp + patience,
     )
     .await;
@@ -1722,7 +1737,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             envoy: &envoy,
             all: &all,
         };
-        let report = kube::churn(mesh, watchers, &mut rx, &mut bytes).await?;
+        let report = kube::churn(mesh, watchers, &mut rx, &mut received).await?;
         if let Some(path) = &args.json {
             let report = serde_json::json!({
                 "mode": "kubernetes",
@@ -1749,7 +1764,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut eds_push_p99s: Vec<f64> = Vec::new();
     let churn_start = Instant::now();
-    let bytes_before = bytes;
+    let received_before = received;
     let quiet = Duration::from_millis(args.settle_ms);
     let soak = Duration::from_secs(args.soak_seconds);
     let mut rss: Vec<(f64, f64)> = Vec::new();
@@ -1775,7 +1790,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 metric(&text, "process_resident_memory_bytes") / 1048576.0,
             ));
         }
-        settle(&mut rx, quiet, &mut bytes).await;
+        settle(&mut rx, quiet, &mut received).await;
         // The mesh keeps the services of `churn` full pushes; with `--endpoint-only`, none.
         let churn = if args.endpoint_only && trigger.is_none() {
             0
@@ -1792,7 +1807,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
             }
             let (got, ok) = if churn > 0 || trigger.is_some() {
-                collect(&mut rx, &envoy, CDS, t0, |_| true, &mut bytes, patience).await
+                collect(&mut rx, &envoy, CDS, t0, |_| true, &mut received, patience).await
             } else {
                 (HashMap::new(), true)
             };
@@ -1815,7 +1830,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             if trigger.is_some() {
                 continue;
             }
-            settle(&mut rx, quiet, &mut bytes).await;
+            settle(&mut rx, quiet, &mut received).await;
         }
         // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
         let (t0, t0_wall) = (Instant::now(), wall_ms());
@@ -1836,7 +1851,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 s.names.contains(cluster)
                     && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
             },
-            &mut bytes,
+            &mut received,
             patience,
         )
         .await;
@@ -1892,12 +1907,20 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             "rudder"
         }
     );
-    println!(
-        "full push convergence, from the trigger: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
-        ms(&full_e2e, 0.5),
-        ms(&full_e2e, 0.99),
-        full_e2e.len()
-    );
+    // The replay is measured from its trigger; the daemon from the config write that caused it.
+    let origin = if trigger.is_some() {
+        "trigger"
+    } else {
+        "write"
+    };
+    if !full_e2e.is_empty() {
+        println!(
+            "full push convergence, from the {origin}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
+            ms(&full_e2e, 0.5),
+            ms(&full_e2e, 0.99),
+            full_e2e.len()
+        );
+    }
     if !full_push.is_empty() {
         println!(
             "full push convergence, from push start:   p50 {:.0} ms, p99 {:.0} ms",
@@ -1907,12 +1930,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     }
     if !eds_e2e.is_empty() {
         println!(
-            "endpoint push convergence, from the {}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
-            if trigger.is_some() {
-                "trigger"
-            } else {
-                "write"
-            },
+            "endpoint push convergence, from the {origin}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
             ms(&eds_e2e, 0.5),
             ms(&eds_e2e, 0.99),
             eds_e2e.len()
@@ -1927,20 +1945,25 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         let each: Vec<String> = eds_push_p99s.iter().map(|p| format!("{p:.0}")).collect();
         println!("endpoint push p99 of each push (ms): {}", each.join(" "));
     }
-    let pushes: f64 = ["cds", "eds", "lds", "rds"]
+    let during = Received {
+        responses: received.responses - received_before.responses,
+        bytes: received.bytes - received_before.bytes,
+    };
+    println!(
+        "responses received during churn: {} ({:.0}/s), {:.1} MiB",
+        during.responses,
+        during.responses as f64 / churn,
+        during.bytes as f64 / 1048576.0
+    );
+    let sent: f64 = ["cds", "eds", "lds", "rds"]
         .iter()
         .map(|t| {
-            metric(&after, &format!("pilot_xds_pushes{{type=\"{t}\"}}"))
-                - metric(&before, &format!("pilot_xds_pushes{{type=\"{t}\"}}"))
+            let pushes = format!("pilot_xds_pushes{{type=\"{t}\"}}");
+            metric(&after, &pushes) - metric(&before, &pushes)
         })
         .sum();
     println!(
-        "responses during churn: {pushes:.0} ({:.0}/s); bytes received during churn: {:.1} MiB",
-        pushes / churn,
-        (bytes - bytes_before) as f64 / 1048576.0
-    );
-    println!(
-        "daemon: {} xDS streams, RSS {:.0} MiB, CPU {:.1} s total, {:.1} s during churn",
+        "daemon: {} xDS streams, {sent:.0} responses sent during churn, RSS {:.0} MiB, CPU {:.1} s total, {:.1} s during churn",
         metric(&after, "pilot_xds{"),
         metric(&after, "process_resident_memory_bytes") / 1048576.0,
         metric(&after, "process_cpu_seconds_total"),
@@ -1989,7 +2012,8 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             "endpoint_push_from_write": summary(&eds_e2e),
             "endpoint_push_from_push_start": summary(&eds_push),
             "endpoint_push_p99_of_each_push_ms": eds_push_p99s,
-            "bytes_received_during_churn": bytes - bytes_before,
+            "responses_received_during_churn": during.responses,
+            "bytes_received_during_churn": during.bytes,
             "daemon_rss_mib": metric(&after, "process_resident_memory_bytes") / 1048576.0,
             "daemon_cpu_during_churn_s": metric(&after, "process_cpu_seconds_total")
                 - metric(&before, "process_cpu_seconds_total"),
