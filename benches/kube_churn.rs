@@ -5,7 +5,8 @@
 //!
 //! `cargo bench --bench kube_churn -- [loadgen flags]`. The defaults are 1,000 Services in 50
 //! Sidecar-scoped namespaces and 10,000 proxies; flags given here override them. The daemon gets
-//! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`).
+//! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`); `RUDDER_BIN=path` runs
+//! another daemon build instead of this one's.
 
 #[path = "../tests/common/fake_k8s.rs"]
 mod fake_k8s;
@@ -58,7 +59,9 @@ fn main() -> ExitCode {
     });
     let work = tempfile::tempdir().expect("temporary directory");
     let http = "127.0.0.1:26080";
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_rudder"))
+    // RUDDER_BIN runs another daemon build against this bench (an A/B comparison).
+    let rudder = std::env::var_os("RUDDER_BIN").unwrap_or(env!("CARGO_BIN_EXE_rudder").into());
+    let mut daemon = Command::new(rudder)
         .args(["serve", "--config-source", "kubernetes", "--kubeconfig"])
         .arg(&fake.kubeconfig)
         .args(["--system-namespace", "istio-system", "--ca-dir"])
