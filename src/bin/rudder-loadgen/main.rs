@@ -2135,7 +2135,7 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{endpoint_address, has_moved_endpoint, moved_octet};
+    use super::{bind_source, endpoint_address, has_moved_endpoint, moved_octet};
     use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address};
     use envoy_types::pb::envoy::config::endpoint::v3::{
         ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -2178,5 +2178,24 @@ mod tests {
         assert!(has_moved_endpoint(&assignment(&moved), push));
         assert!(!has_moved_endpoint(&assignment(&moved), push + 1));
         assert!(!has_moved_endpoint(&assignment(&format!("{moved}0")), push));
+    }
+
+    /// With the port left to `connect`, connections still leave from the source address asked
+    /// for (`--source-addresses` spreads them over several), each on a port of its own.
+    #[tokio::test]
+    async fn connections_leave_from_their_source_address() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = listener.local_addr().unwrap();
+        let (mut ports, mut open) = (std::collections::HashSet::new(), Vec::new());
+        for _ in 0..3 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            bind_source(&socket, std::net::Ipv4Addr::new(127, 0, 0, 2)).unwrap();
+            let stream = socket.connect(target).await.unwrap();
+            let (accepted, from) = listener.accept().await.unwrap();
+            assert_eq!(from.ip(), std::net::Ipv4Addr::new(127, 0, 0, 2));
+            assert_eq!(stream.local_addr().unwrap(), from);
+            assert!(ports.insert(from.port()));
+            open.push((stream, accepted));
+        }
     }
 }
