@@ -263,6 +263,9 @@ fn loadgen_drives_the_daemon_and_the_replay_baseline() {
     assert_eq!(results["realistic"], true);
     assert!(results["endpoint_push_from_push_start"]["samples"].as_u64() > Some(0));
     assert!(results["daemon_rss_mib"].as_f64() > Some(0.0));
+    // Who limited the sync: both sides' CPU while the proxies connected.
+    assert!(results["loadgen_cpu_while_syncing_s"].as_f64() > Some(0.0));
+    assert!(results["server_cpu_while_syncing_s"].as_f64().is_some());
     // ... which the plot script draws.
     let svg = dir.path().join("plot.svg");
     let plotted = std::process::Command::new("python3")

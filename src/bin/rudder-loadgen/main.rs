@@ -1547,7 +1547,6 @@ async fn scrape(addr: SocketAddr, path: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The sum of the samples whose line starts with `name` (a name, or a name and labels).
 /// The CPU time of the server under measure: the replay's process, or the daemon's own count.
 async fn server_cpu_seconds(args: &LoadgenArgs, replay: Option<&ReplayProcess>) -> f64 {
     match replay {
@@ -1559,6 +1558,7 @@ async fn server_cpu_seconds(args: &LoadgenArgs, replay: Option<&ReplayProcess>) 
     }
 }
 
+/// The sum of the samples whose line starts with `name` (a name, or a name and labels).
 fn metric(text: &str, name: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name))
@@ -1798,8 +1798,8 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 "namespaces": args.namespaces,
                 "sidecar_scope": args.sidecar_scope,
                 "connect_and_sync_s": synced_in,
-            "loadgen_cpu_while_syncing_s": sync_cpu.0,
-            "server_cpu_while_syncing_s": sync_cpu.1,
+                "loadgen_cpu_while_syncing_s": sync_cpu.0,
+                "server_cpu_while_syncing_s": sync_cpu.1,
                 "churn": report,
             });
             std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
@@ -2061,6 +2061,8 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             "delta_percent": args.delta_percent,
             "grpc_percent": args.grpc_percent,
             "connect_and_sync_s": synced_in,
+            "loadgen_cpu_while_syncing_s": sync_cpu.0,
+            "server_cpu_while_syncing_s": sync_cpu.1,
             "full_push_from_trigger": summary(&full_e2e),
             "full_push_from_push_start": summary(&full_push),
             "endpoint_push_from_write": summary(&eds_e2e),
