@@ -378,7 +378,7 @@ fn mirror(status: &mut Watches, watches: &WatchMap) {
     status.retain(|t, _| watches.contains_key(t));
     for (t, w) in watches.iter() {
         match status.get_mut(t) {
-            Some(s) => s.clone_from(w),
+            Some(s) => s.copy_from(w),
             None => {
                 status.insert(*t, w.clone());
             }

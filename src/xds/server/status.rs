@@ -53,6 +53,39 @@ impl TypeStatus {
         shared.share(&mut self.names, self.names_digest);
     }
 
+    /// Makes this a copy of `other`, leaving alone what already points where `other`'s does.
+    /// The names are shared by every stream with the same subscription: taking and dropping a
+    /// reference to them on each publish (after every response and ACK) had both cores contend
+    /// for their count, the larger part of publishing.
+    pub fn copy_from(&mut self, other: &TypeStatus) {
+        fn shared<T: ?Sized>(mine: &mut Arc<T>, theirs: &Arc<T>) {
+            if !Arc::ptr_eq(mine, theirs) {
+                *mine = theirs.clone();
+            }
+        }
+        let TypeStatus {
+            wildcard,
+            names,
+            names_digest,
+            nonce_sent,
+            version_sent,
+            version_acked,
+            last_nack,
+            resources_sent,
+        } = other;
+        self.wildcard = *wildcard;
+        shared(&mut self.names, names);
+        self.names_digest = *names_digest;
+        shared(&mut self.nonce_sent, nonce_sent);
+        shared(&mut self.version_sent, version_sent);
+        shared(&mut self.version_acked, version_acked);
+        match (&mut self.last_nack, last_nack) {
+            (Some(mine), Some(theirs)) => shared(mine, theirs),
+            (mine, theirs) => mine.clone_from(theirs),
+        }
+        self.resources_sent = *resources_sent;
+    }
+
     /// What `istioctl proxy-status` calls the sync state.
     pub fn state(&self) -> &'static str {
         if self.last_nack.is_some() {
@@ -345,6 +378,32 @@ fn ztunnel_dump(ctx: &PushContext, conn: &ConnectionStatus) -> serde_json::Value
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A copy equals its source in every field, and one that already shares the source's names
+    /// takes no new reference to them.
+    #[test]
+    fn a_copied_status_equals_its_source_and_keeps_shared_names() {
+        let shared = SharedNames::default();
+        let mut source = TypeStatus::default();
+        source.set_names(["a".to_string(), "b".to_string()].into(), &shared);
+        source.nonce_sent = "3".into();
+        source.version_sent = "v3".into();
+        source.version_acked = "v2".into();
+        source.last_nack = Some("bad".into());
+        source.resources_sent = 2;
+        source.wildcard = true;
+        let mut copy = TypeStatus::default();
+        copy.copy_from(&source);
+        let as_json = |s: &TypeStatus| serde_json::to_value(s).unwrap();
+        assert_eq!(as_json(&copy), as_json(&source));
+        assert_eq!(copy.names_digest, source.names_digest);
+        let holders = Arc::strong_count(&source.names);
+        source.last_nack = None;
+        source.version_acked = "v3".into();
+        copy.copy_from(&source);
+        assert_eq!(Arc::strong_count(&source.names), holders);
+        assert_eq!(as_json(&copy), as_json(&source));
+    }
 
     /// The digest follows every change of the names, so two streams share a built list only when
     /// they subscribe to the same names.
