@@ -5,8 +5,8 @@
 //!
 //! `cargo bench --bench kube_churn -- [loadgen flags]`. The defaults are 1,000 Services in 50
 //! Sidecar-scoped namespaces and 10,000 proxies; flags given here override them. The daemon gets
-//! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`); `RUDDER_BIN=path` runs
-//! another daemon build instead of this one's.
+//! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`); `RUDDER_BIN=path` and
+//! `LOADGEN_BIN=path` run other builds of the daemon and the generator instead of this one's.
 
 #[path = "../tests/common/fake_k8s.rs"]
 mod fake_k8s;
@@ -59,6 +59,12 @@ fn main() -> ExitCode {
     });
     let work = tempfile::tempdir().expect("temporary directory");
     let http = "127.0.0.1:26080";
+    for port in [XDS, MONITORING, http] {
+        if std::net::TcpListener::bind(port).is_err() {
+            eprintln!("error: {port} is in use (is an earlier run still going?)");
+            return ExitCode::FAILURE;
+        }
+    }
     // RUDDER_BIN runs another daemon build against this bench (an A/B comparison).
     let rudder = std::env::var_os("RUDDER_BIN").unwrap_or(env!("CARGO_BIN_EXE_rudder").into());
     let mut daemon = Command::new(rudder)
@@ -92,7 +98,15 @@ fn main() -> ExitCode {
     while !ready(http) && started.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let status = Command::new(env!("CARGO_BIN_EXE_rudder-loadgen"))
+    // A daemon that could not start (a port still held by an earlier run's) must not leave the
+    // generator measuring whatever else answers on these ports.
+    if let Ok(Some(exit)) = daemon.try_wait() {
+        eprintln!("error: rudder exited before the run: {exit}");
+        return ExitCode::FAILURE;
+    }
+    let loadgen =
+        std::env::var_os("LOADGEN_BIN").unwrap_or(env!("CARGO_BIN_EXE_rudder-loadgen").into());
+    let status = Command::new(loadgen)
         .args([
             "--xds-addr",
             XDS,
