@@ -70,6 +70,8 @@ pub struct DigestStream {
     current: Digest,
     reading: Reading,
     ended: bool,
+    /// The type of the last response, which the caller notes when it changes.
+    pub last_type: &'static str,
 }
 
 /// One resource, as an entry of either kind of response names it.
@@ -93,6 +95,7 @@ impl DigestStream {
             current: Digest::default(),
             reading,
             ended: false,
+            last_type: "",
         }
     }
 

@@ -726,7 +726,12 @@ impl ProxyStreams {
     ) -> Option<digest::Digest> {
         match stream.message().await {
             Ok(Some(r)) => {
-                self.reached(proxy, r.type_url);
+                // Only a change of type: the lock, shared by every proxy, taken on every response
+                // cost the generator CPU it shares with the daemon.
+                if stream.last_type != r.type_url {
+                    stream.last_type = r.type_url;
+                    self.reached(proxy, r.type_url);
+                }
                 Some(r)
             }
             Ok(None) => {
@@ -1788,6 +1793,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             args: &args,
             envoy: &envoy,
             all: &all,
+            known: Default::default(),
         };
         let report = kube::churn(mesh, watchers, &mut rx, &mut received).await?;
         if let Some(path) = &args.json {
@@ -2107,6 +2113,7 @@ async fn push_start_after(args: &LoadgenArgs, since_ms: u128) -> Option<u128> {
 }
 
 fn main() -> std::process::ExitCode {
+    rudder::cmd::without_transparent_huge_pages();
     rudder::cmd::raise_fd_limit();
     let args = LoadgenArgs::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
