@@ -107,6 +107,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     return_freed_memory_promptly();
+    cmd::without_transparent_huge_pages();
     let cli = Cli::parse_from(global_flags_after_subcommand(std::env::args_os().collect()));
     match cli.command {
         Some(Command::Log { level, addr }) => match cmd::log::run(&addr, level.as_deref()) {

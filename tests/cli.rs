@@ -163,6 +163,36 @@ fn serve_loads_watches_and_shuts_down_cleanly() {
     assert!(status.success(), "SIGTERM is a clean shutdown: {status:?}");
 }
 
+/// The THP flag of a process, from `/proc/PID/status` (None on kernels that do not show it).
+fn thp_enabled(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))?;
+    Some(line.trim() == "1")
+}
+
+/// The daemon turns transparent huge pages off for itself (docs/performance.md: with them on,
+/// memory mimalloc gave back came back as zeroed 2 MiB pages); `MIMALLOC_ALLOW_THP` leaves them
+/// as the system has them.
+#[test]
+fn serve_runs_without_transparent_huge_pages_unless_told() {
+    if thp_enabled(std::process::id()).is_none() {
+        eprintln!("skipped: this kernel does not show THP_enabled in /proc/PID/status");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().to_string_lossy().to_string();
+    let files = ["--config-source", "files", "--config-dir", cfg.as_str()];
+    let daemon = Daemon::spawn_env("127.0.0.1:0", &files, &[("MIMALLOC_ALLOW_THP", None)]);
+    assert_eq!(thp_enabled(daemon.child.id()), Some(false));
+    let told = Daemon::spawn_env("127.0.0.1:0", &files, &[("MIMALLOC_ALLOW_THP", Some("1"))]);
+    assert_eq!(
+        thp_enabled(told.child.id()),
+        thp_enabled(std::process::id())
+    );
+}
+
 #[test]
 fn serve_fails_clearly_when_the_port_is_taken() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
