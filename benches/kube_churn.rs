@@ -95,14 +95,14 @@ fn main() -> ExitCode {
         .spawn()
         .expect("start rudder");
     let started = Instant::now();
+    // A daemon that could not start ends the bench at once, rather than after the wait below
+    // with the generator measuring nothing.
     while !ready(http) && started.elapsed() < Duration::from_secs(60) {
+        if let Ok(Some(exit)) = daemon.try_wait() {
+            eprintln!("error: rudder exited before the run: {exit}");
+            return ExitCode::FAILURE;
+        }
         std::thread::sleep(Duration::from_millis(100));
-    }
-    // A daemon that could not start (a port still held by an earlier run's) must not leave the
-    // generator measuring whatever else answers on these ports.
-    if let Ok(Some(exit)) = daemon.try_wait() {
-        eprintln!("error: rudder exited before the run: {exit}");
-        return ExitCode::FAILURE;
     }
     let loadgen =
         std::env::var_os("LOADGEN_BIN").unwrap_or(env!("CARGO_BIN_EXE_rudder-loadgen").into());

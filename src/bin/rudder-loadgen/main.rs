@@ -1973,14 +1973,17 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     } else {
         "write"
     };
-    if !full_e2e.is_empty() {
-        println!(
-            "full push convergence, from the {origin}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
-            ms(&full_e2e, 0.5),
-            ms(&full_e2e, 0.99),
-            full_e2e.len()
-        );
-    }
+    let from_origin = |kind: &str, samples: &Vec<f64>| {
+        if !samples.is_empty() {
+            println!(
+                "{kind} push convergence, from the {origin}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
+                ms(samples, 0.5),
+                ms(samples, 0.99),
+                samples.len()
+            );
+        }
+    };
+    from_origin("full", &full_e2e);
     if !full_push.is_empty() {
         println!(
             "full push convergence, from push start:   p50 {:.0} ms, p99 {:.0} ms",
@@ -1989,12 +1992,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         );
     }
     if !eds_e2e.is_empty() {
-        println!(
-            "endpoint push convergence, from the {origin}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
-            ms(&eds_e2e, 0.5),
-            ms(&eds_e2e, 0.99),
-            eds_e2e.len()
-        );
+        from_origin("endpoint", &eds_e2e);
         if !eds_push.is_empty() {
             println!(
                 "endpoint push convergence, from push start: p50 {:.0} ms, p99 {:.0} ms",
