@@ -33,6 +33,9 @@ pub struct Digest {
     pub routes: Vec<String>,
     /// The encoded ClusterLoadAssignment of `Reading::watched`, when this response has it.
     pub watched: Option<Bytes>,
+    /// CDS: the highest churn step among the clusters (`super::churn_step`), so that a full push
+    /// counts as received only once the new service is in it.
+    pub newest_churn: Option<u32>,
 }
 
 impl Digest {
@@ -244,6 +247,7 @@ impl DigestStream {
             CDS => {
                 let head =
                     light::ClusterHead::decode(entry.any.value.clone()).map_err(malformed)?;
+                d.newest_churn = d.newest_churn.max(super::churn_step(&head.name));
                 if head.discovery_type == 3 {
                     d.eds_clusters.push(head.name);
                 }
@@ -298,6 +302,8 @@ mod tests {
         }
     }
 
+    const CHURN_2: &str = "outbound|7000||churn-2.ns-1.svc.cluster.local";
+
     /// A response split into chunks of every size from 1 byte reads the same as whole.
     #[test]
     fn a_response_reads_the_same_in_any_chunks() {
@@ -313,7 +319,7 @@ mod tests {
         };
         let response = light::Response {
             version_info: "7".into(),
-            resources: vec![cluster("a", 3), cluster("b", 1), cluster("c", 3)],
+            resources: vec![cluster("a", 3), cluster(CHURN_2, 1), cluster("c", 3)],
             type_url: CDS.into(),
             nonce: "n1".into(),
         };
@@ -381,8 +387,9 @@ mod tests {
                 (clusters.version.as_str(), clusters.nonce.as_str()),
                 ("7", "n1")
             );
-            assert_eq!(clusters.names, ["a", "b", "c"]);
+            assert_eq!(clusters.names, ["a", CHURN_2, "c"]);
             assert_eq!(clusters.eds_clusters, ["a", "c"]);
+            assert_eq!(clusters.newest_churn, Some(2), "the churn service's step");
             assert_eq!(clusters.len, response.encoded_len());
             assert_eq!(listeners.type_url, LDS);
             assert_eq!(listeners.routes, ["8000", "9000"]);

@@ -179,27 +179,23 @@ struct Seen {
     bodies: Vec<Bytes>,
     /// The encoded ClusterLoadAssignment of the cluster endpoint pushes move, if in this response.
     watched: Option<Bytes>,
+    /// CDS: the highest churn step whose service has a cluster in this response.
+    newest_churn: Option<u32>,
 }
 
 impl Seen {
-    /// A response proxy `proxy` received just now.
-    fn now(
-        proxy: usize,
-        type_url: &'static str,
-        bytes: usize,
-        names: Vec<String>,
-        bodies: Vec<Bytes>,
-        watched: Option<Bytes>,
-    ) -> Seen {
+    /// Response `r`, which proxy `proxy` received just now; `names` are the resource names kept.
+    fn of(proxy: usize, r: &mut digest::Digest, names: Vec<String>) -> Seen {
         Seen {
             proxy,
-            type_url,
-            bytes,
+            type_url: r.type_url,
+            bytes: r.len,
             at: Instant::now(),
             wall_ms: wall_ms(),
             names,
-            bodies,
-            watched,
+            bodies: std::mem::take(&mut r.bodies),
+            watched: r.watched.take(),
+            newest_churn: r.newest_churn,
         }
     }
 }
@@ -399,6 +395,12 @@ fn churn_services(args: &LoadgenArgs, churn: usize) -> std::ops::RangeInclusive<
         1
     };
     first..=churn
+}
+
+/// The churn step whose service cluster `cluster` is (`outbound|7000||churn-{step}.{namespace}...`).
+fn churn_step(cluster: &str) -> Option<u32> {
+    let host = cluster.strip_prefix("outbound|7000||churn-")?;
+    host.split_once('.')?.0.parse().ok()
 }
 
 /// How many churn services a soak's mesh keeps at once.
@@ -890,8 +892,7 @@ async fn sotw_proxy(
             EDS | CDS => std::mem::take(&mut r.names),
             _ => Vec::new(),
         };
-        let bodies = std::mem::take(&mut r.bodies);
-        let _ = tx.send(Seen::now(i, t, r.len, names, bodies, r.watched.take()));
+        let _ = tx.send(Seen::of(i, &mut r, names));
         let mine = subscribed.get(t).unwrap_or(&unsubscribed);
         let _ = req_tx
             .send(send(t, mine, &r.nonce, &r.version, false))
@@ -945,8 +946,7 @@ async fn delta_proxy(
     while let Some(mut r) = STREAMS.next(i, &mut stream).await {
         let t = r.type_url;
         let names = std::mem::take(&mut r.names);
-        let bodies = std::mem::take(&mut r.bodies);
-        let _ = tx.send(Seen::now(i, t, r.len, names, bodies, r.watched.take()));
+        let _ = tx.send(Seen::of(i, &mut r, names));
         let _ = req_tx
             .send(DeltaDiscoveryRequest {
                 type_url: t.into(),
@@ -1866,8 +1866,23 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             } else if churn > 0 {
                 write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
             }
-            let (got, ok) = if churn > 0 || trigger.is_some() {
-                collect(&mut rx, &envoy, CDS, t0, |_| true, &mut received, patience).await
+            // A proxy has the push once its CDS has the new service: a CDS of an earlier push
+            // still in flight (the daemon loading the mesh this run wrote at its start, say) does
+            // not count. The replay sends one captured CDS, so any counts.
+            let new_step = u32::try_from(churn).ok();
+            let replaying = trigger.is_some();
+            let has_new_service = |s: &Seen| replaying || s.newest_churn >= new_step;
+            let (got, ok) = if churn > 0 || replaying {
+                collect(
+                    &mut rx,
+                    &envoy,
+                    CDS,
+                    t0,
+                    has_new_service,
+                    &mut received,
+                    patience,
+                )
+                .await
             } else {
                 (HashMap::new(), true)
             };
@@ -2142,7 +2157,7 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{bind_source, endpoint_address, has_moved_endpoint, moved_octet};
+    use super::{bind_source, churn_step, endpoint_address, has_moved_endpoint, moved_octet};
     use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address};
     use envoy_types::pb::envoy::config::endpoint::v3::{
         ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -2178,6 +2193,23 @@ mod tests {
 
     /// An endpoint push counts only with its own endpoint: not an older one, nor one whose
     /// address merely starts with it.
+    /// Only a churn service's own cluster names a churn step.
+    #[test]
+    fn churn_step_is_read_from_the_churn_services_cluster() {
+        assert_eq!(
+            churn_step("outbound|7000||churn-14.ns-3.svc.cluster.local"),
+            Some(14)
+        );
+        for other in [
+            "outbound|7000||svc-14.ns-3.svc.cluster.local",
+            "outbound|7000|v1|churn-14.ns-3.svc.cluster.local",
+            "outbound|80||churn-14.ns-3.svc.cluster.local",
+            "outbound|7000||churn-x.ns-3.svc.cluster.local",
+        ] {
+            assert_eq!(churn_step(other), None, "{other}");
+        }
+    }
+
     #[test]
     fn the_moved_endpoint_is_matched_as_a_whole_address() {
         let push = 5;

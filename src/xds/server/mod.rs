@@ -221,13 +221,25 @@ impl PushSink for XdsServer {
     /// Installs a new push context and queues `request` for every connected proxy it concerns.
     fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
         let replaced = self.context.swap(Arc::new(context));
+        let version = record.version;
+        // Recorded before the fan-out: a proxy may have the push before `fan_out` returns, and
+        // whoever then reads `/debug/push_status` must find the push it received.
+        {
+            let mut history = lock(&self.history);
+            if history.len() == PUSH_HISTORY {
+                history.pop_front();
+            }
+            history.push_back(record);
+        }
         request.queued = Instant::now();
         let proxies = self.connections.fan_out(&request);
         self.retired_contexts.retire(replaced);
-        let mut history = lock(&self.history);
-        if history.len() == PUSH_HISTORY {
-            history.pop_front();
+        if let Some(pushed) = lock(&self.history)
+            .iter_mut()
+            .rev()
+            .find(|r| r.version == version)
+        {
+            pushed.proxies = proxies;
         }
-        history.push_back(PushRecord { proxies, ..record });
     }
 }
