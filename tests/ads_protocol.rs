@@ -432,3 +432,35 @@ async fn delta_streams_holding_the_same_clusters_each_get_exactly_what_changed()
         assert!(client.quiet(300).await);
     }
 }
+
+/// The gRPC port lets a client send frames of up to 1 MiB (`SETTINGS_MAX_FRAME_SIZE` in the
+/// daemon's first SETTINGS frame), so a SotW ACK that repeats thousands of names arrives in one
+/// frame rather than in one per 16 KiB, the protocol's default.
+#[test]
+fn clients_may_send_frames_of_up_to_a_mebibyte() {
+    use std::io::{Read, Write};
+    let (_dir, daemon) = start();
+    let mut conn = std::net::TcpStream::connect(daemon.addr("grpc-xds")).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    // The client preface, then an empty SETTINGS frame.
+    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    let settings = loop {
+        let mut head = [0u8; 9];
+        conn.read_exact(&mut head).unwrap();
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        conn.read_exact(&mut payload).unwrap();
+        const SETTINGS: u8 = 4;
+        const ACK: u8 = 1;
+        if head[3] == SETTINGS && head[4] & ACK == 0 {
+            break payload;
+        }
+    };
+    let max_frame_size = settings
+        .chunks_exact(6)
+        .find(|s| u16::from_be_bytes([s[0], s[1]]) == 5)
+        .map(|s| u32::from_be_bytes([s[2], s[3], s[4], s[5]]));
+    assert_eq!(max_frame_size, Some(1 << 20), "{settings:?}");
+}

@@ -536,7 +536,15 @@ fn grpc_server(args: &ServeArgs) -> tonic::transport::Server {
         .max_connection_age(args.keepalive_max_server_connection_age)
         .max_connection_age_grace(args.keepalive_max_server_connection_age_grace)
         .max_concurrent_streams(args.max_concurrent_streams)
+        .max_frame_size(Some(MAX_REQUEST_FRAME))
 }
+
+/// The largest HTTP/2 frame a client may send us (`SETTINGS_MAX_FRAME_SIZE`; the protocol's
+/// default is 16 KiB). A SotW proxy repeats its whole subscription in every ACK: in an unscoped
+/// mesh of 1,000 services an endpoint ACK is ~47 KB, which in 16 KiB frames is four frames to read,
+/// account and reassemble instead of one. Frames stay bounded by the flow-control window and by
+/// `--max-message-bytes`. See docs/decisions.md.
+const MAX_REQUEST_FRAME: u32 = 1 << 20;
 
 fn identity() -> String {
     std::env::var("POD_NAME").unwrap_or_else(|_| {
