@@ -13,8 +13,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/cfg"
 bin="$(dirname "$0")/../target/release/rudder"
-# DAEMON_BIN=path runs another daemon build against this load generator (an A/B comparison);
-# DAEMON_ARGS adds flags to the daemon's command line.
+# DAEMON_BIN=path runs another daemon build against this load generator (an A/B comparison),
+# LOADGEN_BIN=path another load generator build against this daemon; DAEMON_ARGS adds flags to the
+# daemon's command line.
 # shellcheck disable=SC2086
 "${DAEMON_BIN:-$bin}" serve --config-source files --config-dir "$work/cfg" --ca-dir "$work/ca" \
   --grpc-addr 127.0.0.1:25010 --secure-grpc-addr 127.0.0.1:25012 --https-addr 127.0.0.1:25017 \
@@ -25,7 +26,7 @@ sleep 2
 status=0
 shape=(--services 5000 --namespaces 50 --sidecar-scope)
 if [[ "${UNSCOPED:-0}" == 1 ]]; then shape=(); fi
-"$bin-loadgen" --xds-addr 127.0.0.1:25010 --monitoring-addr 127.0.0.1:25014 \
+"${LOADGEN_BIN:-$bin-loadgen}" --xds-addr 127.0.0.1:25010 --monitoring-addr 127.0.0.1:25014 \
   --config-dir "$work/cfg" "${shape[@]}" --proxies "$proxies" "$@" || status=$?
 kill "$daemon"
 wait "$daemon" 2>/dev/null || true
