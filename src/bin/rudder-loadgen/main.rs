@@ -2199,8 +2199,6 @@ mod tests {
         .encode_to_vec()
     }
 
-    /// An endpoint push counts only with its own endpoint: not an older one, nor one whose
-    /// address merely starts with it.
     /// Only a churn service's own cluster names a churn step.
     #[test]
     fn churn_step_is_read_from_the_churn_services_cluster() {
@@ -2218,6 +2216,8 @@ mod tests {
         }
     }
 
+    /// An endpoint push counts only with its own endpoint: not an older one, nor one whose
+    /// address merely starts with it.
     #[test]
     fn the_moved_endpoint_is_matched_as_a_whole_address() {
         let push = 5;
