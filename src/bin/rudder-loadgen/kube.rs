@@ -278,10 +278,23 @@ pub struct Watchers<'a> {
     pub all: &'a BTreeSet<usize>,
     /// Each service's watchers, worked out once: asking all 10,000 proxies for every one of 100
     /// events a second was a twentieth of the generator's CPU, taken from the daemon's machine.
-    pub known: std::sync::Mutex<HashMap<usize, HashSet<usize>>>,
+    known: std::sync::Mutex<HashMap<usize, HashSet<usize>>>,
 }
 
-impl Watchers<'_> {
+impl<'a> Watchers<'a> {
+    pub fn new(
+        args: &'a LoadgenArgs,
+        envoy: &'a BTreeSet<usize>,
+        all: &'a BTreeSet<usize>,
+    ) -> Watchers<'a> {
+        Watchers {
+            args,
+            envoy,
+            all,
+            known: Default::default(),
+        }
+    }
+
     fn of(&self, j: usize) -> HashSet<usize> {
         let work_out = || {
             self.all

@@ -1789,12 +1789,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(ok, "not every proxy synced");
     if let Some(mesh) = mesh {
-        let watchers = kube::Watchers {
-            args: &args,
-            envoy: &envoy,
-            all: &all,
-            known: Default::default(),
-        };
+        let watchers = kube::Watchers::new(&args, &envoy, &all);
         let report = kube::churn(mesh, watchers, &mut rx, &mut received).await?;
         if let Some(path) = &args.json {
             let report = serde_json::json!({
