@@ -302,7 +302,13 @@ mod tests {
         }
     }
 
-    const CHURN_2: &str = "outbound|7000||churn-2.ns-1.svc.cluster.local";
+    fn churn_2() -> String {
+        format!(
+            "outbound|{}||{}",
+            super::super::CHURN_PORT,
+            super::super::churn_host(2, super::super::run_id(), "ns-1")
+        )
+    }
 
     /// A response split into chunks of every size from 1 byte reads the same as whole.
     #[test]
@@ -319,7 +325,7 @@ mod tests {
         };
         let response = light::Response {
             version_info: "7".into(),
-            resources: vec![cluster("a", 3), cluster(CHURN_2, 1), cluster("c", 3)],
+            resources: vec![cluster("a", 3), cluster(&churn_2(), 1), cluster("c", 3)],
             type_url: CDS.into(),
             nonce: "n1".into(),
         };
@@ -387,7 +393,7 @@ mod tests {
                 (clusters.version.as_str(), clusters.nonce.as_str()),
                 ("7", "n1")
             );
-            assert_eq!(clusters.names, ["a", CHURN_2, "c"]);
+            assert_eq!(clusters.names, ["a", churn_2().as_str(), "c"]);
             assert_eq!(clusters.eds_clusters, ["a", "c"]);
             assert_eq!(clusters.newest_churn, Some(2), "the churn service's step");
             assert_eq!(clusters.len, response.encoded_len());

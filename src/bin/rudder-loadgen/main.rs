@@ -397,10 +397,49 @@ fn churn_services(args: &LoadgenArgs, churn: usize) -> std::ops::RangeInclusive<
     first..=churn
 }
 
-/// The churn step whose service cluster `cluster` is (`outbound|7000||churn-{step}.{namespace}...`).
+/// This run's id, in the names of what only this run writes: a daemon still serving an earlier
+/// run's mesh (from the same config directory) shows neither this run's marker nor its churn
+/// services. Set once, at start.
+static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn run_id() -> &'static str {
+    RUN.get_or_init(|| {
+        use std::hash::BuildHasher;
+        // Randomly seeded: two runs, even of one process, get different ids.
+        let id = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+        format!("{:08x}", id as u32)
+    })
+}
+
+/// The port of every churn service.
+const CHURN_PORT: u16 = 7000;
+
+/// The host of churn step `step`'s service in `namespace`, in run `run`.
+fn churn_host(step: usize, run: &str, namespace: &str) -> String {
+    format!("churn-{step}-{run}.{namespace}.svc.cluster.local")
+}
+
+/// The churn step whose service cluster `cluster` is in this run (`outbound|7000||` and
+/// `churn_host`); another run's churn services have none.
 fn churn_step(cluster: &str) -> Option<u32> {
-    let host = cluster.strip_prefix("outbound|7000||churn-")?;
-    host.split_once('.')?.0.parse().ok()
+    churn_step_of(cluster, run_id())
+}
+
+fn churn_step_of(cluster: &str, run: &str) -> Option<u32> {
+    let host = cluster.strip_prefix(&format!("outbound|{CHURN_PORT}||churn-"))?;
+    let (step, rest) = host.split_once('-')?;
+    let domain = rest.strip_prefix(run)?;
+    if domain.starts_with('.') {
+        step.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// The host of the marker ServiceEntry of run `run`: the daemon serves this run's mesh once its
+/// registry has it. Exported to no namespace, so no proxy is sent anything for it.
+fn marker_host(run: &str) -> String {
+    format!("loadgen-run-{run}.loadgen.invalid")
 }
 
 /// How many churn services a soak's mesh keeps at once.
@@ -444,13 +483,20 @@ fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize) -> String 
             ));
         }
     }
+    let run = run_id();
+    y.push_str(&format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: loadgen-run, namespace: {}}}\nspec: {{hosts: [{}], exportTo: [\"~\"], ports: [{{number: 9, name: tcp, protocol: TCP}}], resolution: STATIC}}\n",
+        ns(0, args.namespaces),
+        marker_host(run)
+    ));
     // Churn step c adds one service in every namespace, so a full push reaches every proxy even
     // with Sidecar scoping.
     for c in churn_services(args, churn) {
         for n in 0..args.namespaces {
+            let namespace = ns(n, args.namespaces);
             y.push_str(&format!(
-                "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: churn-{c}, namespace: {0}}}\nspec: {{hosts: [churn-{c}.{0}.svc.cluster.local], ports: [{{number: 7000, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: 10.254.{1}.{n}}}]}}\n",
-                ns(n, args.namespaces),
+                "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: churn-{c}-{run}, namespace: {namespace}}}\nspec: {{hosts: [{}], ports: [{{number: {CHURN_PORT}, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: 10.254.{}.{n}}}]}}\n",
+                churn_host(c, run, &namespace),
                 c % 250
             ));
         }
@@ -1680,17 +1726,29 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("--config-dir or --kubeconfig is required"),
     };
-    // Wait for the daemon to load the generated services.
+    // Wait for the daemon to serve the generated services: in files mode, this run's mesh (its
+    // marker), not a mesh of the same size an earlier run left in the directory. Proxies that
+    // synced with that one would already hold what this run's changes add.
     let started = Instant::now();
-    while metric(
-        &scrape(args.monitoring_addr, "/metrics").await,
-        "pilot_services ",
-    ) < args.services as f64
-    {
+    let marker = marker_host(run_id());
+    loop {
+        let loaded = metric(
+            &scrape(args.monitoring_addr, "/metrics").await,
+            "pilot_services ",
+        ) >= args.services as f64;
+        if loaded
+            && (mesh.is_some()
+                || scrape(args.monitoring_addr, "/debug/registryz")
+                    .await
+                    .contains(&marker))
+        {
+            break;
+        }
         anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(120),
-            "the daemon did not load {} services",
-            args.services
+            started.elapsed() < Duration::from_secs(args.patience_seconds),
+            "the daemon did not load the {} services of this run (marker {marker}) in {} s",
+            args.services,
+            args.patience_seconds
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -2160,7 +2218,10 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{bind_source, churn_step, endpoint_address, has_moved_endpoint, moved_octet};
+    use super::{
+        CHURN_PORT, bind_source, churn_host, churn_step, churn_step_of, endpoint_address,
+        has_moved_endpoint, moved_octet, run_id,
+    };
     use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address};
     use envoy_types::pb::envoy::config::endpoint::v3::{
         ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -2194,20 +2255,35 @@ mod tests {
         .encode_to_vec()
     }
 
-    /// Only a churn service's own cluster names a churn step.
+    /// Only this run's churn service clusters name a churn step: not another run's, whose
+    /// services a daemon may still serve from the same directory.
     #[test]
-    fn churn_step_is_read_from_the_churn_services_cluster() {
+    fn churn_step_is_read_from_this_runs_churn_service_cluster() {
+        let cluster = |host: String| format!("outbound|{CHURN_PORT}||{host}");
         assert_eq!(
-            churn_step("outbound|7000||churn-14.ns-3.svc.cluster.local"),
+            churn_step(&cluster(churn_host(14, run_id(), "ns-3"))),
+            Some(14)
+        );
+        assert_eq!(
+            churn_step_of(
+                "outbound|7000||churn-14-0badcafe.ns-3.svc.cluster.local",
+                "0badcafe"
+            ),
             Some(14)
         );
         for other in [
-            "outbound|7000||svc-14.ns-3.svc.cluster.local",
-            "outbound|7000|v1|churn-14.ns-3.svc.cluster.local",
-            "outbound|80||churn-14.ns-3.svc.cluster.local",
-            "outbound|7000||churn-x.ns-3.svc.cluster.local",
+            cluster(churn_host(14, "0badcafe", "ns-3")),
+            cluster(churn_host(14, &format!("{}0", run_id()), "ns-3")),
+            format!("outbound|7000||svc-14-{}.ns-3.svc.cluster.local", run_id()),
+            format!(
+                "outbound|7000|v1|churn-14-{}.ns-3.svc.cluster.local",
+                run_id()
+            ),
+            format!("outbound|80||churn-14-{}.ns-3.svc.cluster.local", run_id()),
+            format!("outbound|7000||churn-x-{}.ns-3.svc.cluster.local", run_id()),
+            "outbound|7000||churn-14.ns-3.svc.cluster.local".to_string(),
         ] {
-            assert_eq!(churn_step(other), None, "{other}");
+            assert_eq!(churn_step(&other), None, "{other}");
         }
     }
 
