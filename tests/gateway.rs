@@ -512,6 +512,53 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             403,
             "a valid token of another principal"
         );
+        // istiod's other principal forms: any issuer (`*/sub`) and a subject prefix (`iss/svc-*`).
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "deny-mallory-anywhere", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                     "rules": [{"from": [{"source": {"requestPrincipals": ["*/mallory"]}}],
+                                "to": [{"operation": {"paths": ["/forms"], "ports": [ports.http.to_string()]}}]}]}}));
+        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "only-services", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                     "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{ISSUER}/svc-*")]}}],
+                                "to": [{"operation": {"paths": ["/services"], "ports": [ports.http.to_string()]}}]}]}}));
+        eventually(60, "principal forms enforced", || {
+            request(
+                ports.http,
+                HOST,
+                "/forms",
+                &[("authorization", &bearer("mallory"))],
+            )
+            .0 == 403
+                && request(
+                    ports.http,
+                    HOST,
+                    "/services",
+                    &[("authorization", &bearer("svc-billing"))],
+                ) == (200, "backend /services".into())
+        });
+        assert_eq!(
+            request(
+                ports.http,
+                HOST,
+                "/forms",
+                &[("authorization", &bearer("alice"))]
+            ),
+            (200, "backend /forms".into()),
+            "`*/mallory` is mallory only"
+        );
+        assert_eq!(
+            request(
+                ports.http,
+                HOST,
+                "/services",
+                &[("authorization", &bearer("alice"))]
+            )
+            .0,
+            403,
+            "`iss/svc-*` admits only subjects with that prefix"
+        );
         eventually(30, "claims copied to headers", || {
             request(
                 ports.http,

@@ -351,31 +351,208 @@ fn string(pattern: string_matcher::MatchPattern) -> value_matcher::MatchPattern 
     })
 }
 
-/// A `requestPrincipals` value (`iss/sub`; `*` any verified token; `iss/*` any subject of an
-/// issuer) as a match on the verified payload.
+/// A `requestPrincipals` value (or `request.auth.principal`) as a match on the verified payload's
+/// `iss` and `sub`, as istiod translates it: the value splits at its last `/` (an issuer may be a
+/// URL); `*` is any issuer and subject; a leading `*` matches the issuer's suffix (`*/sub`: any
+/// issuer) or, without a `/`, the subject's; a trailing `*` the subject's prefix (`iss/*`: any
+/// subject) or, without a `/`, the issuer's; anything else is exact (a value without `/` is an
+/// issuer with an empty subject). "Any" is a non-empty string, so a token without the claim
+/// never matches it.
 pub fn request_principal(value: &str) -> Option<Principal> {
-    if value == "*" {
-        return Some(payload(
-            "iss",
-            value_matcher::MatchPattern::PresentMatch(true),
-        ));
-    }
-    let (iss, sub) = value.rsplit_once('/')?;
-    let issuer = payload(
-        "iss",
-        string(string_matcher::MatchPattern::Exact(iss.into())),
-    );
-    let subject = if sub == "*" {
-        payload("sub", value_matcher::MatchPattern::PresentMatch(true))
+    use string_matcher::MatchPattern as M;
+    let any = || {
+        M::SafeRegex(envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher {
+            regex: ".+".into(),
+            ..Default::default()
+        })
+    };
+    let split = value.rsplit_once('/');
+    let (iss, sub) = split.unwrap_or((value, ""));
+    let (issuer, subject) = if value == "*" {
+        (any(), any())
+    } else if let Some(rest) = value.strip_prefix('*') {
+        match split {
+            Some(("*", _)) => (any(), M::Exact(sub.into())),
+            Some(_) => (
+                M::Suffix(iss.strip_prefix('*').unwrap_or(iss).into()),
+                M::Exact(sub.into()),
+            ),
+            None => (any(), M::Suffix(rest.into())),
+        }
+    } else if let Some(rest) = value.strip_suffix('*') {
+        match split {
+            Some((_, "*")) => (M::Exact(iss.into()), any()),
+            Some(_) => (
+                M::Exact(iss.into()),
+                M::Prefix(sub.strip_suffix('*').unwrap_or(sub).into()),
+            ),
+            None => (M::Prefix(rest.into()), any()),
+        }
     } else {
-        payload(
-            "sub",
-            string(string_matcher::MatchPattern::Exact(sub.into())),
-        )
+        (M::Exact(iss.into()), M::Exact(sub.into()))
     };
     Some(Principal {
         identifier: Some(principal::Identifier::AndIds(principal::Set {
-            ids: vec![issuer, subject],
+            ids: vec![
+                payload("iss", string(issuer)),
+                payload("sub", string(subject)),
+            ],
         })),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `p` admits a request whose verified token has these `iss` and `sub` claims (`None`:
+    /// the claim is absent), as Envoy's RBAC filter evaluates the matchers built here.
+    fn admits(p: &Principal, iss: Option<&str>, sub: Option<&str>) -> bool {
+        use principal::Identifier as I;
+        match p.identifier.as_ref().expect("an identifier") {
+            I::AndIds(set) => set.ids.iter().all(|p| admits(p, iss, sub)),
+            I::OrIds(set) => set.ids.iter().any(|p| admits(p, iss, sub)),
+            I::NotId(p) => !admits(p, iss, sub),
+            I::SourcedMetadata(m) => {
+                let m = m.metadata_matcher.as_ref().expect("a matcher");
+                assert_eq!(m.filter, JWT_FILTER);
+                let keys: Vec<&str> = m
+                    .path
+                    .iter()
+                    .map(|s| match &s.segment {
+                        Some(metadata_matcher::path_segment::Segment::Key(k)) => k.as_str(),
+                        None => "",
+                    })
+                    .collect();
+                let claim = match keys.as_slice() {
+                    [PAYLOAD_KEY, "iss"] => iss,
+                    [PAYLOAD_KEY, "sub"] => sub,
+                    other => panic!("unexpected path {other:?}"),
+                };
+                let Some(value) = claim else {
+                    return false;
+                };
+                let pattern = m.value.as_ref().and_then(|v| v.match_pattern.as_ref());
+                let Some(value_matcher::MatchPattern::StringMatch(s)) = pattern else {
+                    panic!("unexpected value matcher {pattern:?}");
+                };
+                match s.match_pattern.as_ref().expect("a pattern") {
+                    string_matcher::MatchPattern::Exact(e) => value == e,
+                    string_matcher::MatchPattern::Prefix(e) => value.starts_with(e.as_str()),
+                    string_matcher::MatchPattern::Suffix(e) => value.ends_with(e.as_str()),
+                    string_matcher::MatchPattern::SafeRegex(r) => {
+                        regex::Regex::new(&format!("^(?:{})$", r.regex))
+                            .unwrap()
+                            .is_match(value)
+                    }
+                    other => panic!("unexpected string matcher {other:?}"),
+                }
+            }
+            other => panic!("unexpected identifier {other:?}"),
+        }
+    }
+
+    /// Every form istiod 1.30 translates (`requestPrincipalGenerator`), with the tokens each
+    /// admits and refuses.
+    #[test]
+    fn request_principals_match_as_istiod_translates_them() {
+        let iss = "https://accounts.example.com";
+        // (value, admitted (iss, sub) pairs, refused pairs)
+        type Claims<'a> = (Option<&'a str>, Option<&'a str>);
+        let cases: [(&str, &[Claims], &[Claims]); 12] = [
+            (
+                "*",
+                &[(Some(iss), Some("bob"))],
+                &[
+                    (Some(iss), None),
+                    (None, Some("bob")),
+                    (Some(iss), Some("")),
+                ],
+            ),
+            (
+                "https://accounts.example.com/bob",
+                &[(Some(iss), Some("bob"))],
+                &[
+                    (Some(iss), Some("bobby")),
+                    (Some("https://accounts.example.co"), Some("bob")),
+                ],
+            ),
+            (
+                "https://accounts.example.com/*",
+                &[(Some(iss), Some("anyone"))],
+                &[
+                    (Some(iss), Some("")),
+                    (Some(iss), None),
+                    (Some("https://other"), Some("bob")),
+                ],
+            ),
+            (
+                "*/bob",
+                &[(Some(iss), Some("bob")), (Some("x"), Some("bob"))],
+                &[(Some(iss), Some("alice")), (None, Some("bob"))],
+            ),
+            (
+                "*example.com/bob",
+                &[(Some(iss), Some("bob")), (Some("example.com"), Some("bob"))],
+                &[
+                    (Some("https://example.org"), Some("bob")),
+                    (Some(iss), Some("bo")),
+                ],
+            ),
+            (
+                "https://accounts.example.com/svc-*",
+                &[(Some(iss), Some("svc-a")), (Some(iss), Some("svc-"))],
+                &[
+                    (Some(iss), Some("user-a")),
+                    (Some("https://other"), Some("svc-a")),
+                ],
+            ),
+            (
+                "*-admin",
+                &[(Some(iss), Some("ops-admin"))],
+                &[(Some(iss), Some("ops-user")), (Some(iss), None)],
+            ),
+            (
+                "issuer-*",
+                &[(Some("issuer-a"), Some("x")), (Some("issuer-"), Some("y"))],
+                &[(Some("other"), Some("x")), (Some("issuer-a"), None)],
+            ),
+            // The last `/` splits, so a URL issuer with a trailing `*` is a subject prefix.
+            (
+                "https://accounts*",
+                &[(Some("https:/"), Some("accounts-x"))],
+                &[(Some(iss), Some("x"))],
+            ),
+            // No `/`: an issuer whose subject is empty.
+            (
+                "https:",
+                &[(Some("https:"), Some(""))],
+                &[(Some("https:"), Some("x"))],
+            ),
+            // istiod's quirk kept: `*/*` is any issuer with the subject `*` itself.
+            (
+                "*/*",
+                &[(Some(iss), Some("*"))],
+                &[(Some(iss), Some("bob"))],
+            ),
+            // A `*` inside is literal.
+            (
+                "https://a*b/c",
+                &[(Some("https://a*b"), Some("c"))],
+                &[(Some("https://axb"), Some("c"))],
+            ),
+        ];
+        for (value, admitted, refused) in cases {
+            let p = request_principal(value).expect("every form translates");
+            for (i, s) in admitted {
+                assert!(admits(&p, *i, *s), "{value} must admit iss={i:?} sub={s:?}");
+            }
+            for (i, s) in refused {
+                assert!(
+                    !admits(&p, *i, *s),
+                    "{value} must refuse iss={i:?} sub={s:?}"
+                );
+            }
+        }
+    }
 }
