@@ -26,6 +26,9 @@ struct WebCerts {
     key: String,
     client_chain: String,
     client_key: String,
+    /// Another client of the same CA, whose identity no pin names.
+    stranger_chain: String,
+    stranger_key: String,
 }
 
 fn web_certificates() -> WebCerts {
@@ -49,12 +52,21 @@ fn web_certificates() -> WebCerts {
             service_account: "partner".into(),
         })
         .unwrap();
+    let (stranger_chain, stranger_key) = ca
+        .issue_workload(&rudder::ca::Identity {
+            trust_domain: "example".into(),
+            namespace: "outside".into(),
+            service_account: "stranger".into(),
+        })
+        .unwrap();
     WebCerts {
         ca: ca_cert,
         chain: chain.concat(),
         key,
         client_chain: client_chain.concat(),
         client_key,
+        stranger_chain: stranger_chain.concat(),
+        stranger_key,
     }
 }
 
@@ -802,6 +814,184 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
             0,
             "TCP has no principal either: the network RBAC filter closes the connection"
         );
+        drop(daemon);
+    }
+}
+
+/// A self-signed certificate for `HOST` made by `openssl` with `newkey` (`rsa:2048`, or `ec` with
+/// P-256): (certificate file, key file), both in `dir`.
+fn openssl_certificate(dir: &std::path::Path, name: &str, newkey: &[&str]) -> (String, String) {
+    let (crt, key) = (
+        dir.join(format!("{name}.crt")),
+        dir.join(format!("{name}.key")),
+    );
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-nodes", "-days", "1", "-subj"])
+        .arg(format!("/CN={HOST}"))
+        .arg("-addext")
+        .arg(format!("subjectAltName=DNS:{HOST}"))
+        .args(["-newkey"])
+        .args(newkey)
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "{out:?}");
+    (
+        crt.to_string_lossy().into_owned(),
+        key.to_string_lossy().into_owned(),
+    )
+}
+
+/// The size in bits of the public key the server on `port` presents to a client offering only
+/// `sigalgs` (TLS 1.3), or `None` when the handshake fails.
+fn served_key_bits(port: u16, sigalgs: &str) -> Option<u32> {
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-tls1_3", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", HOST, "-sigalgs", sigalgs])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Server public key is "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+/// Gateway server TLS as istiod configures it: MUTUAL and OPTIONAL_MUTUAL admit only client
+/// certificates whose SAN is in `subjectAltNames` (any certificate of the CA got in before), and a
+/// server with several certificates (`tlsCertificates` files, `credentialNames` Secrets: RSA and
+/// ECDSA) presents the one each client can verify (before, neither was read).
+#[test]
+fn gateway_pins_client_certificates_and_serves_several_certificates() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    for c in Cluster::all("gateway-tls") {
+        let ns = c.ns.clone();
+        if c.is_fake() {
+            for (group, plural, kind) in [
+                ("networking.istio.io", "gateways", "Gateway"),
+                ("networking.istio.io", "virtualservices", "VirtualService"),
+                ("networking.istio.io", "serviceentries", "ServiceEntry"),
+            ] {
+                c.apply(istio_crd(group, plural, kind));
+            }
+            c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        }
+        let backend = Backend::start("backend");
+        let cert = web_certificates();
+        let files = tempfile::tempdir().unwrap();
+        let rsa = openssl_certificate(files.path(), "rsa", &["rsa:2048"]);
+        let ec = openssl_certificate(
+            files.path(),
+            "ec",
+            &["ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
+        );
+        let (pinned, optional, several_files, several_secrets) =
+            (free_port(), free_port(), free_port(), free_port());
+        let b64 = |s: &str| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(s)
+        };
+        let read = |p: &str| std::fs::read_to_string(p).unwrap();
+        let partner = "spiffe://example/ns/outside/sa/partner";
+        for obj in [
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": "web-mtls", "namespace": ns},
+                "data": {"tls.crt": b64(&cert.chain), "tls.key": b64(&cert.key), "ca.crt": b64(&cert.ca)}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": "web-rsa", "namespace": ns},
+                "data": {"tls.crt": b64(&read(&rsa.0)), "tls.key": b64(&read(&rsa.1))}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": "web-ec", "namespace": ns},
+                "data": {"tls.crt": b64(&read(&ec.0)), "tls.key": b64(&read(&ec.1))}}),
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                "metadata": {"name": "backend", "namespace": ns},
+                "spec": {"hosts": [format!("backend.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                         "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}], "resolution": "STATIC",
+                         "endpoints": [{"address": "127.0.0.1", "ports": {"http": backend.port}}]}}),
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+                "metadata": {"name": "gw", "namespace": ns},
+                "spec": {"selector": {"app": "gw"}, "servers": [
+                    {"port": {"number": pinned, "name": "pinned", "protocol": "HTTPS"}, "hosts": [HOST],
+                     "tls": {"mode": "MUTUAL", "credentialName": "web-mtls", "subjectAltNames": [partner]}},
+                    {"port": {"number": optional, "name": "optional", "protocol": "HTTPS"}, "hosts": [HOST],
+                     "tls": {"mode": "OPTIONAL_MUTUAL", "credentialName": "web-mtls", "subjectAltNames": [partner]}},
+                    {"port": {"number": several_files, "name": "files", "protocol": "HTTPS"}, "hosts": [HOST],
+                     "tls": {"mode": "SIMPLE", "tlsCertificates": [
+                         {"serverCertificate": rsa.0, "privateKey": rsa.1},
+                         {"serverCertificate": ec.0, "privateKey": ec.1}]}},
+                    {"port": {"number": several_secrets, "name": "secrets", "protocol": "HTTPS"}, "hosts": [HOST],
+                     "tls": {"mode": "SIMPLE", "credentialNames": ["web-rsa", "web-ec"]}}]}}),
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+                "metadata": {"name": "web", "namespace": ns},
+                "spec": {"hosts": [HOST], "gateways": ["gw"],
+                         "http": [{"route": [{"destination": {"host": format!("backend.{ns}.svc.cluster.local"), "port": {"number": 80}}}]}]}}),
+        ] {
+            c.apply(obj);
+        }
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let root_dir = tempfile::tempdir().unwrap();
+        let root_path = root_dir.path().join("root.pem");
+        std::fs::write(&root_path, c.ca_root()).unwrap();
+        let token = c.token("gateway");
+        let _gateway = Envoy::boot(
+            &envoy_bin,
+            daemon.addr("grpc-xds-tls"),
+            &Bootstrap {
+                node_type: "router",
+                pod: "gw-0",
+                namespace: &ns,
+                labels: "app: gw",
+                metadata: "",
+                tls: Some((&root_path, DOMAIN)),
+                token: Some(&token),
+                ..Bootstrap::default()
+            },
+        );
+        let partner_cert = Some((cert.client_chain.as_str(), cert.client_key.as_str()));
+        let stranger = Some((cert.stranger_chain.as_str(), cert.stranger_key.as_str()));
+        eventually(60, "the pinned client gets in", || {
+            https_get_as(pinned, &cert.ca, "/pinned", partner_cert)
+                == (200, "backend /pinned".into())
+        });
+        assert_eq!(
+            https_get_as(pinned, &cert.ca, "/pinned", stranger)
+                .1
+                .contains("backend"),
+            false,
+            "a certificate of the same CA for another identity"
+        );
+        assert_eq!(
+            https_get(pinned, &cert.ca, "/pinned").0,
+            0,
+            "no certificate"
+        );
+        // OPTIONAL_MUTUAL with pins: Envoy then asks every client for a certificate (it does
+        // so for istiod's identical configuration), and checks it against the pins.
+        eventually(60, "OPTIONAL_MUTUAL admits the pinned client", || {
+            https_get_as(optional, &cert.ca, "/optional", partner_cert)
+                == (200, "backend /optional".into())
+        });
+        assert!(
+            !https_get_as(optional, &cert.ca, "/optional", stranger)
+                .1
+                .contains("backend"),
+            "OPTIONAL_MUTUAL: a certificate that is presented is checked against the pins"
+        );
+        for port in [several_files, several_secrets] {
+            eventually(60, "both certificates served", || {
+                served_key_bits(port, "ECDSA+SHA256") == Some(256)
+                    && served_key_bits(port, "RSA-PSS+SHA256") == Some(2048)
+            });
+        }
         drop(daemon);
     }
 }

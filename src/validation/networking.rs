@@ -1653,31 +1653,12 @@ fn gateway_server(r: &mut Report, path: &str, server: &Server) {
     }
 }
 
-/// Cipher suites Envoy (BoringSSL) knows, as istiod lists them.
-const CIPHER_SUITES: &[&str] = &[
-    "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "ECDHE-RSA-AES128-GCM-SHA256",
-    "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "ECDHE-RSA-AES256-GCM-SHA384",
-    "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "ECDHE-RSA-CHACHA20-POLY1305",
-    "ECDHE-ECDSA-AES128-SHA",
-    "ECDHE-RSA-AES128-SHA",
-    "ECDHE-ECDSA-AES256-SHA",
-    "ECDHE-RSA-AES256-SHA",
-    "AES128-GCM-SHA256",
-    "AES256-GCM-SHA384",
-    "AES128-SHA",
-    "AES256-SHA",
-    "DES-CBC3-SHA",
-];
-
 /// A cipher name, `ALL`, or an expression (`-…`, `+…`) istiod lets through unparsed.
 fn cipher_suite_valid(cs: &str) -> bool {
     cs.is_empty()
         || cs == "ALL"
         || !cs.starts_with(|c: char| c.is_alphanumeric())
-        || CIPHER_SUITES.contains(&cs)
+        || crate::config::networking::CIPHER_SUITES.contains(&cs)
 }
 
 /// istiod's validateTLSOptions for a server (gateways, Sidecar ingress).
@@ -1709,6 +1690,23 @@ fn server_tls(r: &mut Report, path: &str, tls: &ServerTlsSettings) {
                 format!("ignoring {what} cipher suites: [{}]", list.join(" ")),
             );
         }
+    }
+    // Expressions istiod lets through but Envoy could reject are not sent (never NACKed).
+    let sent = crate::config::networking::envoy_cipher_suites(&tls.cipher_suites);
+    let mut unsent: Vec<&str> = seen
+        .iter()
+        .copied()
+        .filter(|cs| !cs.is_empty() && !sent.iter().any(|s| s == cs))
+        .collect();
+    if !unsent.is_empty() {
+        unsent.sort();
+        r.warn(
+            format!("{path}.cipherSuites"),
+            format!(
+                "not sent to Envoy, which may reject them: [{}] (Rudder passes on cipher names, ALL, and names behind -, + or ! or in [a|b] groups)",
+                unsent.join(" ")
+            ),
+        );
     }
     if tls.mode == ServerTlsMode::ISTIO_MUTUAL {
         for (set, what) in [

@@ -19,7 +19,8 @@ pub struct Unhonoured {
     pub note: &'static str,
     /// Which VirtualServices it concerns: those sidecars apply, those gateways apply, or any.
     pub applies: Applies,
-    /// Only when the field has this value (an enum's name).
+    /// Only when the field has this value (an enum's name), or starts with it when it ends in
+    /// `*` (a reference's scheme, `configmap://*`).
     pub value: Option<&'static str>,
 }
 
@@ -81,41 +82,27 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "servers[].defaultEndpoint",
         "not used by gateways",
     ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.caCrl",
-        "no certificate revocation list is checked",
-    ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.credentialNames",
-        "only credentialName is read",
-    ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.verifyCertificateSpki",
-        "client certificates are not pinned",
-    ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.verifyCertificateHash",
-        "client certificates are not pinned",
-    ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.minProtocolVersion",
-        "Envoy's default TLS versions apply",
-    ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.maxProtocolVersion",
-        "Envoy's default TLS versions apply",
-    ),
-    field(
-        Kind::Gateway,
-        "servers[].tls.cipherSuites",
-        "Envoy's default cipher suites apply",
-    ),
+    Unhonoured {
+        kind: Kind::Gateway,
+        path: "servers[].tls.credentialName",
+        note: "external SDS (sds://) is not served: the server waits for certificates that never come",
+        applies: Applies::Everywhere,
+        value: Some("sds://*"),
+    },
+    Unhonoured {
+        kind: Kind::Gateway,
+        path: "servers[].tls.credentialNames[]",
+        note: "external SDS (sds://) is not served: the server waits for certificates that never come",
+        applies: Applies::Everywhere,
+        value: Some("sds://*"),
+    },
+    Unhonoured {
+        kind: Kind::Gateway,
+        path: "servers[].tls.caCertCredentialName",
+        note: "CA certificates from ConfigMaps are not served: the server admits no client until they come",
+        applies: Applies::Everywhere,
+        value: Some("configmap://*"),
+    },
     // ServiceEntry
     Unhonoured {
         kind: Kind::ServiceEntry,
@@ -297,7 +284,7 @@ fn find(v: &Value, pattern: &str, value: Option<&str>, at: String, out: &mut Vec
     if !each {
         match rest {
             Some(r) => find(child, r, value, here, out),
-            None if value.is_some_and(|want| child.as_str() != Some(want)) => {}
+            None if value.is_some_and(|want| !value_matches(child, want)) => {}
             None if is_set(child) => out.push(here),
             None => {}
         }
@@ -310,8 +297,20 @@ fn find(v: &Value, pattern: &str, value: Option<&str>, at: String, out: &mut Vec
         let here = format!("{here}[{i}]");
         match rest {
             Some(r) => find(item, r, value, here, out),
+            None if value.is_some_and(|want| !value_matches(item, want)) => {}
             None => out.push(here),
         }
+    }
+}
+
+/// Whether a field's value is `want`, or starts with it without its trailing `*`.
+fn value_matches(v: &Value, want: &str) -> bool {
+    let Some(v) = v.as_str() else {
+        return false;
+    };
+    match want.strip_suffix('*') {
+        Some(prefix) => v.starts_with(prefix),
+        None => v == want,
     }
 }
 
@@ -344,13 +343,13 @@ mod tests {
     #[test]
     fn finds_set_fields_at_every_level_and_ignores_unset_ones() {
         let gw = config(
-            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: ns}\nspec:\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls: {mode: SIMPLE, credentialName: c, minProtocolVersion: TLSV1_3}\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [a.example.com]\n",
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: ns}\nspec:\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls: {mode: SIMPLE, credentialName: \"sds://c\", minProtocolVersion: TLSV1_3}\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [b.example.com]\n    tls: {mode: SIMPLE, credentialName: \"kubernetes://c\"}\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [a.example.com]\n",
         );
         assert_eq!(
             fields(&gw),
             [(
-                "spec.servers[0].tls.minProtocolVersion".to_string(),
-                "Envoy's default TLS versions apply"
+                "spec.servers[0].tls.credentialName".to_string(),
+                "external SDS (sds://) is not served: the server waits for certificates that never come"
             )]
         );
         let vs = config(

@@ -6,7 +6,7 @@
 use super::cluster::{file, sds};
 use super::listener::{RouteSource, behind_rbac, security_filters, server_hcm_filter};
 use super::route::virtual_service_routes;
-use super::tls::{downstream_socket, mesh_tls};
+use super::tls::{any_san_of, downstream_socket, mesh_tls, server_tls_params};
 use super::util::any;
 use crate::config::host;
 use crate::config::networking::{
@@ -23,7 +23,7 @@ use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost,
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, CommonTlsContext, TlsCertificate,
-    common_tls_context::ValidationContextType,
+    common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,56 +142,154 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
     out
 }
 
-/// The server side of TLS per the server's mode: its certificate from `credentialName` over SDS
-/// (or files), client certificates required for MUTUAL and ISTIO_MUTUAL (the mesh's own
-/// certificates, `default` and `ROOTCA`).
+/// The server side of TLS per the server's mode, as istiod builds it
+/// (`BuildListenerTLSContext`): the certificates of `credentialName(s)` over SDS, or of files
+/// (`serverCertificate`/`privateKey`, or each of `tlsCertificates`); for MUTUAL and
+/// OPTIONAL_MUTUAL, client certificates checked against the CA (`caCertCredentialName`, the
+/// first credential's `-cacert`, or `caCertificates`) and, when given, `subjectAltNames`,
+/// `verifyCertificateSpki`/`Hash` and a CRL (`caCrl`, or the credential's); ISTIO_MUTUAL uses
+/// the mesh's own certificates, pinned to `subjectAltNames` when given. TLS versions and cipher
+/// suites as the server asks.
 fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
     let tls = server.tls.as_ref()?;
-    let mut common = CommonTlsContext {
-        alpn_protocols: if http {
-            vec!["h2".into(), "http/1.1".into()]
-        } else {
-            Vec::new()
-        },
+    let alpn: Vec<String> = if http {
+        vec!["h2".into(), "http/1.1".into()]
+    } else {
+        Vec::new()
+    };
+    let pins = CertificateValidationContext {
+        match_typed_subject_alt_names: any_san_of(&tls.subject_alt_names),
+        verify_certificate_spki: tls.verify_certificate_spki.clone(),
+        verify_certificate_hash: tls.verify_certificate_hash.clone(),
         ..Default::default()
     };
-    let credential =
-        (!tls.credential_name.is_empty()).then(|| format!("kubernetes://{}", tls.credential_name));
-    let mut require_client = false;
-    match tls.mode {
+    let common = match tls.mode {
         ServerTlsMode::ISTIO_MUTUAL => {
-            common = mesh_tls(common.alpn_protocols);
-            require_client = true;
+            let mut common = mesh_tls(alpn);
+            if !tls.subject_alt_names.is_empty() || !tls.ca_crl.is_empty() {
+                common.validation_context_type = Some(combined(
+                    CertificateValidationContext {
+                        match_typed_subject_alt_names: any_san_of(&tls.subject_alt_names),
+                        crl: file(&tls.ca_crl),
+                        ..Default::default()
+                    },
+                    super::secret::ROOT_CA,
+                ));
+            }
+            common
         }
         ServerTlsMode::SIMPLE | ServerTlsMode::MUTUAL | ServerTlsMode::OPTIONAL_MUTUAL => {
-            match &credential {
-                Some(name) => common.tls_certificate_sds_secret_configs = vec![sds(name)],
-                None => {
-                    common.tls_certificates = vec![TlsCertificate {
-                        certificate_chain: file(&tls.server_certificate),
-                        private_key: file(&tls.private_key),
-                        ..Default::default()
-                    }]
+            let mutual = tls.mode != ServerTlsMode::SIMPLE;
+            let credentials: Vec<&str> = if tls.credential_names.is_empty() {
+                Some(tls.credential_name.as_str())
+                    .filter(|c| !c.is_empty())
+                    .into_iter()
+                    .collect()
+            } else {
+                tls.credential_names.iter().map(String::as_str).collect()
+            };
+            let mut common = CommonTlsContext {
+                alpn_protocols: alpn,
+                tls_params: server_tls_params(
+                    tls.min_protocol_version,
+                    tls.max_protocol_version,
+                    &tls.cipher_suites,
+                ),
+                ..Default::default()
+            };
+            if let Some(first) = credentials.first() {
+                common.tls_certificate_sds_secret_configs = credentials
+                    .iter()
+                    .map(|c| sds(&credential_resource(c)))
+                    .collect();
+                if mutual {
+                    let ca = if tls.ca_cert_credential_name.is_empty() {
+                        credential_ca_resource(first)
+                    } else {
+                        ca_resource(&tls.ca_cert_credential_name)
+                    };
+                    common.validation_context_type = Some(combined(pins, &ca));
                 }
-            }
-            if tls.mode != ServerTlsMode::SIMPLE {
-                common.validation_context_type = Some(match &credential {
-                    Some(name) => ValidationContextType::ValidationContextSdsSecretConfig(sds(
-                        &format!("{name}-cacert"),
-                    )),
-                    None => {
+            } else {
+                let files: Vec<(&str, &str)> = if tls.tls_certificates.is_empty() {
+                    vec![(&tls.server_certificate, &tls.private_key)]
+                } else {
+                    tls.tls_certificates
+                        .iter()
+                        .map(|c| (c.server_certificate.as_str(), c.private_key.as_str()))
+                        .collect()
+                };
+                common.tls_certificates = files
+                    .into_iter()
+                    .map(|(chain, key)| TlsCertificate {
+                        certificate_chain: file(chain),
+                        private_key: file(key),
+                        ..Default::default()
+                    })
+                    .collect();
+                if mutual {
+                    common.validation_context_type = Some(
                         ValidationContextType::ValidationContext(CertificateValidationContext {
                             trusted_ca: file(&tls.ca_certificates),
-                            ..Default::default()
-                        })
-                    }
-                });
-                require_client = tls.mode == ServerTlsMode::MUTUAL;
+                            crl: file(&tls.ca_crl),
+                            ..pins
+                        }),
+                    );
+                }
             }
+            common
         }
         _ => return None,
-    }
+    };
+    let require_client = matches!(
+        tls.mode,
+        ServerTlsMode::MUTUAL | ServerTlsMode::ISTIO_MUTUAL
+    );
     Some(downstream_socket(common, require_client))
+}
+
+/// The SDS resource of a `credentialName`: a Kubernetes Secret (`kubernetes://[ns/]name`), the
+/// gateway's own workload certificate for `builtin://` (as istiod), or the name as given when it
+/// already names its source (`kubernetes://`, `sds://`, ...).
+fn credential_resource(name: &str) -> String {
+    if name == BUILTIN {
+        super::secret::WORKLOAD_CERT.to_string()
+    } else if name.contains("://") {
+        name.to_string()
+    } else {
+        format!("kubernetes://{name}")
+    }
+}
+
+/// `credentialName: builtin://`: the gateway's own workload certificate and the mesh root.
+const BUILTIN: &str = "builtin://";
+
+/// The SDS resource of the CA bundle that comes with a `credentialName`.
+fn credential_ca_resource(name: &str) -> String {
+    if name == BUILTIN {
+        super::secret::ROOT_CA.to_string()
+    } else {
+        format!("{}-cacert", credential_resource(name))
+    }
+}
+
+/// The SDS resource of a `caCertCredentialName`: a Secret's CA bundle (`-cacert`, which SDS
+/// answers from `<name>-cacert` or `<name>` itself), or a `configmap://` reference as given.
+fn ca_resource(name: &str) -> String {
+    if name.contains("://") {
+        name.to_string()
+    } else {
+        format!("kubernetes://{name}-cacert")
+    }
+}
+
+/// Client certificates checked against the CA of SDS resource `ca`, and by `pins`.
+fn combined(pins: CertificateValidationContext, ca: &str) -> ValidationContextType {
+    ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+        default_validation_context: Some(pins),
+        validation_context_sds_secret_config: Some(sds(ca)),
+        ..Default::default()
+    })
 }
 
 /// The TCP proxy for an L4 route's destinations (split by weight when there are several).

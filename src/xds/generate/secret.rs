@@ -29,6 +29,15 @@ fn inline(text: &str) -> Option<DataSource> {
 }
 
 fn certificate(name: &str, chain: &str, key: &str) -> Arc<Resource> {
+    certificate_with_staple(name, chain, key, None)
+}
+
+fn certificate_with_staple(
+    name: &str,
+    chain: &str,
+    key: &str,
+    ocsp_staple: Option<&[u8]>,
+) -> Arc<Resource> {
     Resource::new(
         name,
         any(&Secret {
@@ -36,6 +45,7 @@ fn certificate(name: &str, chain: &str, key: &str) -> Arc<Resource> {
             r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
                 certificate_chain: inline(chain),
                 private_key: inline(key),
+                ocsp_staple: ocsp_staple.map(inline_bytes),
                 ..Default::default()
             })),
         }),
@@ -43,18 +53,31 @@ fn certificate(name: &str, chain: &str, key: &str) -> Arc<Resource> {
 }
 
 fn validation(name: &str, ca: &str) -> Arc<Resource> {
+    validation_with_crl(name, ca.as_bytes(), None)
+}
+
+/// A CA bundle, with the revocation list a client certificate is also checked against.
+fn validation_with_crl(name: &str, ca: &[u8], crl: Option<&[u8]>) -> Arc<Resource> {
     Resource::new(
         name,
         any(&Secret {
             name: name.into(),
             r#type: Some(secret::Type::ValidationContext(
                 CertificateValidationContext {
-                    trusted_ca: inline(ca),
+                    trusted_ca: Some(inline_bytes(ca)),
+                    crl: crl.map(inline_bytes),
                     ..Default::default()
                 },
             )),
         }),
     )
+}
+
+fn inline_bytes(bytes: &[u8]) -> DataSource {
+    DataSource {
+        specifier: Some(data_source::Specifier::InlineBytes(bytes.to_vec())),
+        ..Default::default()
+    }
 }
 
 /// The secrets among `names` this proxy may have. Secrets it may not have, or that do not exist,
@@ -120,18 +143,23 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Arc<Resour
             _ => None,
         }
     };
-    let text = |d: &std::collections::BTreeMap<String, Vec<u8>>, keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| d.get(*k))
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-    };
     if let Some(base) = secret_name.strip_suffix(CACERT_SUFFIX) {
-        // A separate `<name>-cacert` Secret, else the `ca.crt` of `<name>` itself.
-        let ca = data(secret_name)
-            .and_then(|d| text(&d, &["ca.crt", "cacert"]))
-            .or_else(|| data(base).and_then(|d| text(&d, &["ca.crt", "cacert"])))
-            .ok_or_else(|| format!("no CA certificate in Secret {namespace}/{base}"))?;
-        return Ok(validation(name, &ca));
+        // As istiod: the `<name>-cacert` Secret when there is one, else `<name>` itself; its
+        // CA bundle and revocation list (`cacert`/`crl`, or `ca.crt`/`ca.crl`).
+        let d = data(secret_name)
+            .or_else(|| data(base))
+            .ok_or_else(|| format!("no Secret {namespace}/{base}"))?;
+        let (ca, crl) = [("cacert", "crl"), ("ca.crt", "ca.crl")]
+            .into_iter()
+            .find_map(|(ca, crl)| {
+                d.get(ca)
+                    .filter(|v| !v.is_empty())
+                    .map(|ca| (ca, d.get(crl).filter(|v| !v.is_empty())))
+            })
+            .ok_or_else(|| {
+                format!("no CA certificate (cacert or ca.crt) in Secret {namespace}/{base}")
+            })?;
+        return Ok(validation_with_crl(name, ca, crl.map(Vec::as_slice)));
     }
     // A certificate and its key: only for a service account that may list the namespace's
     // Secrets itself (istiod's check; CA certificates above are public).
@@ -139,9 +167,28 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Arc<Resour
         return Err(why.clone());
     }
     let d = data(secret_name).ok_or_else(|| format!("no Secret {namespace}/{secret_name}"))?;
-    let chain = text(&d, &["tls.crt", "cert"])
-        .ok_or_else(|| format!("Secret {namespace}/{secret_name} has no tls.crt or cert"))?;
-    let key = text(&d, &["tls.key", "key"])
-        .ok_or_else(|| format!("Secret {namespace}/{secret_name} has no tls.key or key"))?;
-    Ok(certificate(name, &chain, &key))
+    // As istiod: `cert`/`key` first, then `tls.crt`/`tls.key` (with an OCSP staple).
+    let (chain, key, staple) = [
+        ("cert", "key", None),
+        ("tls.crt", "tls.key", Some("tls.ocsp-staple")),
+    ]
+    .into_iter()
+    .find_map(|(cert, key, staple)| {
+        let cert = d.get(cert).filter(|v| !v.is_empty())?;
+        let key = d.get(key).filter(|v| !v.is_empty())?;
+        Some((
+            cert,
+            key,
+            staple.and_then(|s| d.get(s)).filter(|v| !v.is_empty()),
+        ))
+    })
+    .ok_or_else(|| {
+        format!("Secret {namespace}/{secret_name} has no cert and key, nor tls.crt and tls.key")
+    })?;
+    Ok(certificate_with_staple(
+        name,
+        &String::from_utf8_lossy(chain),
+        &String::from_utf8_lossy(key),
+        staple.map(Vec::as_slice),
+    ))
 }

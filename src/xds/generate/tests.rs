@@ -1692,3 +1692,84 @@ spec: {{action: CUSTOM, provider: {{name: {provider}}}, rules: [{{to: [{{operati
         assert!(!deny.policies.is_empty());
     }
 }
+
+/// A credential's CA bundle carries its revocation list, as istiod serves it (`ca.crl` of a TLS
+/// Secret, `crl` of a generic one): without it a revoked client certificate got in.
+#[test]
+fn credential_ca_bundles_carry_their_revocation_list() {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        Secret, secret as sds_secret,
+    };
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    use crate::source::kube::convert::IntoConfig;
+    let store = Store::default();
+    for (name, data) in [
+        (
+            "tls-style",
+            serde_json::json!({"tls.crt": b64("CERT"), "tls.key": b64("KEY"), "ca.crt": b64("CA"), "ca.crl": b64("CRL")}),
+        ),
+        (
+            "generic",
+            serde_json::json!({"cert": b64("CERT"), "key": b64("KEY"), "cacert": b64("CA"), "crl": b64("CRL")}),
+        ),
+        ("no-crl", serde_json::json!({"ca.crt": b64("CA")})),
+    ] {
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "gw"}, "data": data
+            }))
+            .unwrap();
+        store.upsert(secret.into_config());
+    }
+    let snap = store.snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let ctx = PushContext::new(1, snap, reg, MeshSettings::default());
+    let mut p = proxy("gw", &[]);
+    p.identity = Some(crate::model::identity::Identity {
+        trust_domain: "cluster.local".into(),
+        namespace: "gw".into(),
+        service_account: "gateway".into(),
+    });
+    let names: std::collections::BTreeSet<String> = [
+        "kubernetes://tls-style-cacert",
+        "kubernetes://generic-cacert",
+        "kubernetes://no-crl-cacert",
+    ]
+    .map(String::from)
+    .into();
+    let served: std::collections::BTreeMap<String, (Vec<u8>, Option<Vec<u8>>)> =
+        secret::secrets(&ctx, &p, Some(&names))
+            .iter()
+            .map(|r| {
+                let s = Secret::decode(r.any.value.as_slice()).unwrap();
+                let Some(sds_secret::Type::ValidationContext(v)) = s.r#type else {
+                    panic!("{} is not a CA bundle", s.name);
+                };
+                let bytes = |d: Option<envoy_types::pb::envoy::config::core::v3::DataSource>| {
+                    d.and_then(|d| {
+                        match d.specifier {
+                Some(
+                    envoy_types::pb::envoy::config::core::v3::data_source::Specifier::InlineBytes(
+                        b,
+                    ),
+                ) => Some(b),
+                _ => None,
+            }
+                    })
+                };
+                (s.name, (bytes(v.trusted_ca).unwrap(), bytes(v.crl)))
+            })
+            .collect();
+    assert_eq!(
+        served["kubernetes://tls-style-cacert"],
+        (b"CA".to_vec(), Some(b"CRL".to_vec()))
+    );
+    assert_eq!(
+        served["kubernetes://generic-cacert"],
+        (b"CA".to_vec(), Some(b"CRL".to_vec()))
+    );
+    assert_eq!(served["kubernetes://no-crl-cacert"], (b"CA".to_vec(), None));
+}

@@ -3,10 +3,69 @@
 use super::cluster::sds;
 use super::util::any;
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::subject_alt_name_matcher::SanType;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::tls_parameters::TlsProtocol as EnvoyTlsProtocol;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, DownstreamTlsContext, common_tls_context::ValidationContextType,
+    CommonTlsContext, DownstreamTlsContext, SubjectAltNameMatcher, TlsParameters,
+    common_tls_context::ValidationContextType,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use envoy_types::pb::google::protobuf::BoolValue;
+
+/// A SAN of `kind` that must equal `name` exactly.
+pub fn exact_san(kind: SanType, name: &str) -> SubjectAltNameMatcher {
+    SubjectAltNameMatcher {
+        san_type: kind as i32,
+        matcher: Some(StringMatcher {
+            match_pattern: Some(MatchPattern::Exact(name.to_string())),
+            ignore_case: false,
+        }),
+        oid: String::new(),
+    }
+}
+
+/// `subjectAltNames` as istiod writes them (Envoy's untyped `match_subject_alt_names`, which
+/// compares a name with every DNS, URI, email and IP SAN of the certificate): each name as an
+/// exact match of each of those types.
+pub fn any_san_of(names: &[String]) -> Vec<SubjectAltNameMatcher> {
+    names
+        .iter()
+        .flat_map(|name| {
+            [
+                SanType::Dns,
+                SanType::Uri,
+                SanType::Email,
+                SanType::IpAddress,
+            ]
+            .map(|kind| exact_san(kind, name))
+        })
+        .collect()
+}
+
+/// TLS parameters for a server's `minProtocolVersion`, `maxProtocolVersion` and `cipherSuites`,
+/// or none when all are left to Envoy.
+pub fn server_tls_params(
+    min: Option<crate::config::networking::TlsProtocol>,
+    max: Option<crate::config::networking::TlsProtocol>,
+    cipher_suites: &[String],
+) -> Option<TlsParameters> {
+    use crate::config::networking::TlsProtocol as P;
+    let version = |v: Option<P>| match v {
+        Some(P::TLSV1_0) => EnvoyTlsProtocol::TlSv10 as i32,
+        Some(P::TLSV1_1) => EnvoyTlsProtocol::TlSv11 as i32,
+        Some(P::TLSV1_2) => EnvoyTlsProtocol::TlSv12 as i32,
+        Some(P::TLSV1_3) => EnvoyTlsProtocol::TlSv13 as i32,
+        Some(P::TLS_AUTO) | None => EnvoyTlsProtocol::TlsAuto as i32,
+    };
+    let params = TlsParameters {
+        tls_minimum_protocol_version: version(min),
+        tls_maximum_protocol_version: version(max),
+        cipher_suites: crate::config::networking::envoy_cipher_suites(cipher_suites),
+        ..Default::default()
+    };
+    (params != TlsParameters::default()).then_some(params)
+}
 
 /// The mesh's own TLS: the workload certificate (`default`) checked against the mesh root
 /// (`ROOTCA`), both over SDS.
