@@ -818,6 +818,56 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
     }
 }
 
+/// Istio's CRDs of `kinds` and the scenario's namespace, on the fake API server (a real cluster
+/// has both already).
+fn prepare(c: &Cluster, kinds: &[(&str, &str, &str)]) {
+    if c.is_fake() {
+        for (group, plural, kind) in kinds {
+            c.apply(istio_crd(group, plural, kind));
+        }
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.ns}}));
+    }
+}
+
+/// A gateway Envoy (pod `pod`, labels `labels`, extra node metadata `metadata`) connected to
+/// `daemon` over its TLS port with the `gateway` service account's token; the directory holding
+/// the root it trusts lives as long as it.
+fn boot_gateway(
+    c: &Cluster,
+    daemon: &common::Daemon,
+    envoy_bin: &std::path::Path,
+    pod: &str,
+    labels: &str,
+    metadata: &str,
+) -> (Envoy, tempfile::TempDir) {
+    let root_dir = tempfile::tempdir().unwrap();
+    let root_path = root_dir.path().join("root.pem");
+    std::fs::write(&root_path, c.ca_root()).unwrap();
+    let token = c.token("gateway");
+    let envoy = Envoy::boot(
+        envoy_bin,
+        daemon.addr("grpc-xds-tls"),
+        &Bootstrap {
+            node_type: "router",
+            pod,
+            namespace: &c.ns,
+            labels,
+            metadata,
+            tls: Some((&root_path, DOMAIN)),
+            token: Some(&token),
+            ..Bootstrap::default()
+        },
+    );
+    (envoy, root_dir)
+}
+
+/// The CRDs of the networking kinds gateway scenarios write.
+const NETWORKING_KINDS: [(&str, &str, &str); 3] = [
+    ("networking.istio.io", "gateways", "Gateway"),
+    ("networking.istio.io", "virtualservices", "VirtualService"),
+    ("networking.istio.io", "serviceentries", "ServiceEntry"),
+];
+
 /// A self-signed certificate for `HOST` made by `openssl` with `newkey` (`rsa:2048`, or `ec` with
 /// P-256): (certificate file, key file), both in `dir`.
 fn openssl_certificate(dir: &std::path::Path, name: &str, newkey: &[&str]) -> (String, String) {
@@ -872,16 +922,7 @@ fn gateway_pins_client_certificates_and_serves_several_certificates() {
     };
     for c in Cluster::all("gateway-tls") {
         let ns = c.ns.clone();
-        if c.is_fake() {
-            for (group, plural, kind) in [
-                ("networking.istio.io", "gateways", "Gateway"),
-                ("networking.istio.io", "virtualservices", "VirtualService"),
-                ("networking.istio.io", "serviceentries", "ServiceEntry"),
-            ] {
-                c.apply(istio_crd(group, plural, kind));
-            }
-            c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
-        }
+        prepare(&c, &NETWORKING_KINDS);
         let backend = Backend::start("backend");
         let cert = web_certificates();
         let files = tempfile::tempdir().unwrap();
@@ -938,35 +979,17 @@ fn gateway_pins_client_certificates_and_serves_several_certificates() {
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
         });
-        let root_dir = tempfile::tempdir().unwrap();
-        let root_path = root_dir.path().join("root.pem");
-        std::fs::write(&root_path, c.ca_root()).unwrap();
-        let token = c.token("gateway");
-        let _gateway = Envoy::boot(
-            &envoy_bin,
-            daemon.addr("grpc-xds-tls"),
-            &Bootstrap {
-                node_type: "router",
-                pod: "gw-0",
-                namespace: &ns,
-                labels: "app: gw",
-                metadata: "",
-                tls: Some((&root_path, DOMAIN)),
-                token: Some(&token),
-                ..Bootstrap::default()
-            },
-        );
+        let _gateway = boot_gateway(&c, &daemon, &envoy_bin, "gw-0", "app: gw", "");
         let partner_cert = Some((cert.client_chain.as_str(), cert.client_key.as_str()));
         let stranger = Some((cert.stranger_chain.as_str(), cert.stranger_key.as_str()));
         eventually(60, "the pinned client gets in", || {
             https_get_as(pinned, &cert.ca, "/pinned", partner_cert)
                 == (200, "backend /pinned".into())
         });
-        assert_eq!(
-            https_get_as(pinned, &cert.ca, "/pinned", stranger)
+        assert!(
+            !https_get_as(pinned, &cert.ca, "/pinned", stranger)
                 .1
                 .contains("backend"),
-            false,
             "a certificate of the same CA for another identity"
         );
         assert_eq!(
@@ -992,6 +1015,97 @@ fn gateway_pins_client_certificates_and_serves_several_certificates() {
                     && served_key_bits(port, "RSA-PSS+SHA256") == Some(2048)
             });
         }
+        drop(daemon);
+    }
+}
+
+/// A gateway decides who the client is as istiod configures it: from the connection
+/// (`use_remote_address`), trusting `X-Forwarded-For` only as far as `gatewayTopology`'s
+/// `numTrustedProxies` (the proxy's ProxyConfig, here its node metadata). Before, any client
+/// wrote the address an ALLOW on `remoteIpBlocks` wanted into `X-Forwarded-For` and got in.
+#[test]
+fn gateways_trust_forwarded_addresses_only_from_trusted_proxies() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    for c in Cluster::all("gateway-xff") {
+        let ns = c.ns.clone();
+        let mut kinds = NETWORKING_KINDS.to_vec();
+        kinds.push((
+            "security.istio.io",
+            "authorizationpolicies",
+            "AuthorizationPolicy",
+        ));
+        prepare(&c, &kinds);
+        let backend = Backend::start("backend");
+        let (direct, behind_lb) = (free_port(), free_port());
+        for (name, app, port) in [
+            ("direct", "gw-direct", direct),
+            ("behind-lb", "gw-behind-lb", behind_lb),
+        ] {
+            c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"selector": {"app": app}, "servers": [
+                    {"port": {"number": port, "name": "http", "protocol": "HTTP"}, "hosts": ["*"]}]}}));
+            c.apply(
+                json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+                "metadata": {"name": format!("only-office-{name}"), "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"app": app}}, "action": "ALLOW",
+                         "rules": [{"from": [{"source": {"remoteIpBlocks": ["10.9.9.9/32"]}}]}]}}),
+            );
+        }
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "backend", "namespace": ns},
+            "spec": {"hosts": [format!("backend.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                     "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}], "resolution": "STATIC",
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"http": backend.port}}]}}));
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"hosts": ["*"], "gateways": ["direct", "behind-lb"],
+                     "http": [{"route": [{"destination": {"host": format!("backend.{ns}.svc.cluster.local"), "port": {"number": 80}}}]}]}}));
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let _direct_gw = boot_gateway(&c, &daemon, &envoy_bin, "gw-direct-0", "app: gw-direct", "");
+        let _lb_gw = boot_gateway(
+            &c,
+            &daemon,
+            &envoy_bin,
+            "gw-behind-lb-0",
+            "app: gw-behind-lb",
+            "PROXY_CONFIG: {gatewayTopology: {numTrustedProxies: 1}}, ",
+        );
+        let forged = [("x-forwarded-for", "10.9.9.9")];
+        // Behind one trusted proxy, the address it forwarded is the client.
+        eventually(60, "the trusted proxy's forwarded address admitted", || {
+            request(behind_lb, HOST, "/lb", &forged) == (200, "backend /lb".into())
+        });
+        assert_eq!(
+            request(
+                behind_lb,
+                HOST,
+                "/lb",
+                &[("x-forwarded-for", "10.9.9.9, 10.1.1.1")]
+            )
+            .0,
+            403,
+            "only the last hop is trusted: the client is 10.1.1.1"
+        );
+        assert_eq!(
+            request(behind_lb, HOST, "/lb", &[]).0,
+            403,
+            "no forwarded address"
+        );
+        // Facing clients directly, a forwarded address is only what the client wrote.
+        eventually(60, "the direct gateway's policy in force", || {
+            request(direct, HOST, "/direct", &[]).0 == 403
+        });
+        assert_eq!(
+            request(direct, HOST, "/direct", &forged).0,
+            403,
+            "a client forging X-Forwarded-For"
+        );
         drop(daemon);
     }
 }

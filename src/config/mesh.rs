@@ -96,6 +96,45 @@ pub struct ExtAuthzProvider {
     pub headers_to_downstream_on_deny: Vec<String>,
 }
 
+/// ProxyConfig `gatewayTopology`: what stands in front of a gateway (mesh `defaultConfig`, or a
+/// proxy's own `PROXY_CONFIG`, which its agent builds from that and `proxy.istio.io/config`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayTopology {
+    /// Trusted proxies in front of the gateway: the client is the Nth address from the right of
+    /// `X-Forwarded-For` (0: the connection's own peer).
+    #[serde(default)]
+    pub num_trusted_proxies: u32,
+    #[serde(default)]
+    pub forward_client_cert_details: ForwardClientCertDetails,
+    /// PROXY protocol on the gateway's listeners (an empty object turns it on).
+    #[serde(default)]
+    pub proxy_protocol: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// How a proxy treats `X-Forwarded-Client-Cert` (ProxyConfig's enum, Envoy's names).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash, serde::Serialize)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+pub enum ForwardClientCertDetails {
+    #[default]
+    UNDEFINED,
+    SANITIZE,
+    FORWARD_ONLY,
+    APPEND_FORWARD,
+    SANITIZE_SET,
+    ALWAYS_FORWARD_ONLY,
+}
+
+impl GatewayTopology {
+    /// The `gatewayTopology` of a ProxyConfig given as JSON; none when it has none or it does not
+    /// parse (validation refuses such a mesh config; a proxy's metadata is its agent's).
+    pub fn of_proxy_config(proxy_config: &serde_json::Value) -> Option<GatewayTopology> {
+        proxy_config
+            .get("gatewayTopology")
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct OutboundTrafficPolicy {
     #[serde(default)]

@@ -56,6 +56,8 @@ pub struct MeshSettings {
     pub default_destination_rule_export_to: Vec<String>,
     /// MeshConfig `localityLbSetting` (istiod's default: enabled, no rules).
     pub locality_lb: Option<crate::config::networking::LocalityLoadBalancerSetting>,
+    /// MeshConfig `defaultConfig.gatewayTopology`: for gateways whose node sends no ProxyConfig.
+    pub default_gateway_topology: Option<crate::config::mesh::GatewayTopology>,
 }
 
 impl MeshSettings {
@@ -78,6 +80,10 @@ impl MeshSettings {
                 out.trust_domain_aliases = mc.trust_domain_aliases;
                 out.default_virtual_service_export_to = mc.default_virtual_service_export_to;
                 out.default_destination_rule_export_to = mc.default_destination_rule_export_to;
+                out.default_gateway_topology = mc
+                    .default_config
+                    .as_ref()
+                    .and_then(crate::config::mesh::GatewayTopology::of_proxy_config);
                 if let Some(l) = mc.locality_lb_setting {
                     out.locality_lb = Some(l);
                 }
@@ -111,6 +117,7 @@ impl Default for MeshSettings {
                 enabled: Some(true),
                 ..Default::default()
             }),
+            default_gateway_topology: None,
         }
     }
 }

@@ -96,6 +96,9 @@ pub struct ScopeView {
     /// The proxy proved an identity, so it can get a workload certificate: mesh traffic may use
     /// mTLS (automatic mTLS upstream, PeerAuthentication inbound).
     pub mtls: bool,
+    /// A gateway's `gatewayTopology` (its own ProxyConfig, else the mesh default; istiod's
+    /// `ProxyConfigOrDefault`); the default for other proxies.
+    pub gateway_topology: crate::config::mesh::GatewayTopology,
 }
 
 /// One derived index, built at most once.
@@ -565,6 +568,15 @@ impl PushContext {
         });
         let inbound = from_sidecar.unwrap_or_else(|| self.inbound_ports(&proxy.ip));
         let mtls = proxy.identity.is_some();
+        let gateway_topology = if proxy.proxy_type == ProxyType::Router {
+            match &proxy.proxy_config {
+                Some(pc) => crate::config::mesh::GatewayTopology::of_proxy_config(pc),
+                None => self.mesh.default_gateway_topology.clone(),
+            }
+            .unwrap_or_default()
+        } else {
+            Default::default()
+        };
         let mut h = DefaultHasher::new();
         proxy.namespace.hash(&mut h);
         proxy.labels.hash(&mut h);
@@ -576,6 +588,7 @@ impl PushContext {
         inbound.hash(&mut h);
         sidecar.as_ref().map(|c| c.key()).hash(&mut h);
         mtls.hash(&mut h);
+        gateway_topology.hash(&mut h);
         let key = h.finish();
         let mut scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
         scopes
@@ -608,6 +621,7 @@ impl PushContext {
                     services,
                     sidecar: sidecar.clone(),
                     mtls,
+                    gateway_topology,
                 })
             })
             .clone()

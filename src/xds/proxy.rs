@@ -47,6 +47,9 @@ pub struct Proxy {
     /// Why this identity may not be sent its namespace's Secrets (its service account may not list
     /// them, as istiod checks); `None` when it may.
     pub secrets_refused: Option<String>,
+    /// `PROXY_CONFIG` of the node metadata (what istio-agent sends: mesh `defaultConfig` with the
+    /// pod's `proxy.istio.io/config`), as JSON; istiod reads it before the mesh default.
+    pub proxy_config: Option<serde_json::Value>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -65,6 +68,32 @@ fn value_string(v: &Value) -> Option<String> {
         ValueKind::NumberValue(n) => Some(n.to_string()),
         ValueKind::BoolValue(b) => Some(b.to_string()),
         _ => None,
+    }
+}
+
+/// A protobuf `Value` as JSON.
+fn value_json(v: &Value) -> serde_json::Value {
+    match v.kind.as_ref() {
+        Some(ValueKind::StringValue(s)) => serde_json::Value::String(s.clone()),
+        Some(ValueKind::NumberValue(n)) => serde_json::Number::from_f64(*n)
+            .map(|n| {
+                // Integral numbers as integers, so they read back as the integers they were.
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9e15)
+                    .map_or(serde_json::Value::Number(n), |f| (f as i64).into())
+            })
+            .unwrap_or(serde_json::Value::Null),
+        Some(ValueKind::BoolValue(b)) => serde_json::Value::Bool(*b),
+        Some(ValueKind::StructValue(s)) => serde_json::Value::Object(
+            s.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), value_json(v)))
+                .collect(),
+        ),
+        Some(ValueKind::ListValue(l)) => {
+            serde_json::Value::Array(l.values.iter().map(value_json).collect())
+        }
+        Some(ValueKind::NullValue(_)) | None => serde_json::Value::Null,
     }
 }
 
@@ -154,6 +183,7 @@ impl Proxy {
             istio_version: metadata.get("ISTIO_VERSION").cloned().unwrap_or_default(),
             identity: None,
             secrets_refused: None,
+            proxy_config: meta_struct.fields.get("PROXY_CONFIG").map(value_json),
             metadata,
             generator,
             user_agent,

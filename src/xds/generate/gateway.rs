@@ -4,7 +4,7 @@
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
 use super::cluster::{file, sds};
-use super::listener::{RouteSource, behind_rbac, security_filters, server_hcm_filter};
+use super::listener::{RouteSource, behind_rbac, network_filter, security_filters, server_hcm};
 use super::route::virtual_service_routes;
 use super::tls::{any_san_of, downstream_socket, mesh_tls, server_tls_params};
 use super::util::any;
@@ -292,6 +292,49 @@ fn combined(pins: CertificateValidationContext, ca: &str) -> ValidationContextTy
     })
 }
 
+/// A gateway's HTTP connection manager, as istiod's `buildGatewayConnectionManager`: the client
+/// is the connection's peer (`use_remote_address`), or the address `gatewayTopology`'s
+/// `numTrustedProxies` trusted hops back in `X-Forwarded-For`, never an address the client
+/// wrote itself; `X-Forwarded-Client-Cert` as the topology says (SANITIZE_SET by default, with
+/// the client certificate's subject, URI, DNS names and certificate).
+fn gateway_hcm_filter(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    stat_prefix: &str,
+    routes: RouteSource,
+    security: Vec<envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter>,
+) -> envoy_types::pb::envoy::config::listener::v3::Filter {
+    use crate::config::mesh::ForwardClientCertDetails as Xfcc;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::{
+        ForwardClientCertDetails, SetCurrentClientCertDetails,
+    };
+    let topology = &scope.gateway_topology;
+    let mut manager = server_hcm(ctx, stat_prefix, routes, security);
+    manager.use_remote_address = Some(BoolValue { value: true });
+    manager.xff_num_trusted_hops = topology.num_trusted_proxies;
+    let xfcc = match topology.forward_client_cert_details {
+        Xfcc::UNDEFINED | Xfcc::SANITIZE_SET => ForwardClientCertDetails::SanitizeSet,
+        Xfcc::SANITIZE => ForwardClientCertDetails::Sanitize,
+        Xfcc::FORWARD_ONLY => ForwardClientCertDetails::ForwardOnly,
+        Xfcc::APPEND_FORWARD => ForwardClientCertDetails::AppendForward,
+        Xfcc::ALWAYS_FORWARD_ONLY => ForwardClientCertDetails::AlwaysForwardOnly,
+    };
+    manager.forward_client_cert_details = xfcc as i32;
+    if matches!(
+        xfcc,
+        ForwardClientCertDetails::SanitizeSet | ForwardClientCertDetails::AppendForward
+    ) {
+        manager.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
+            subject: Some(BoolValue { value: true }),
+            cert: true,
+            dns: true,
+            uri: true,
+            ..Default::default()
+        });
+    }
+    network_filter("envoy.filters.network.http_connection_manager", &manager)
+}
+
 /// The TCP proxy for an L4 route's destinations (split by weight when there are several).
 fn l4_filter(
     ctx: &PushContext,
@@ -363,8 +406,9 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
         if servers.iter().any(|s| s.plain_http()) {
             chains.push(FilterChain {
                 name: format!("http.{port}"),
-                filters: vec![server_hcm_filter(
+                filters: vec![gateway_hcm_filter(
                     ctx,
+                    scope,
                     &format!("outbound_0.0.0.0_{port}"),
                     RouteSource::Rds(format!("http.{port}")),
                     security.clone(),
@@ -377,8 +421,9 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                 inspect_tls = true;
                 let http = s.protocol() == "HTTPS";
                 let filters = if http {
-                    vec![server_hcm_filter(
+                    vec![gateway_hcm_filter(
                         ctx,
+                        scope,
                         &format!("outbound_0.0.0.0_{port}"),
                         RouteSource::Rds(s.https_route_name()),
                         security.clone(),
@@ -494,22 +539,33 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                 name: name.clone(),
                 address: Some(super::cluster::socket("0.0.0.0", port)),
                 filter_chains: chains,
-                listener_filters: if inspect_tls {
-                    vec![ListenerFilter {
-                        name: "envoy.filters.listener.tls_inspector".into(),
-                        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                            &TlsInspector::default(),
-                        ))),
-                        ..Default::default()
-                    }]
-                } else {
-                    Vec::new()
-                },
+                listener_filters: gateway_listener_filters(scope, inspect_tls),
                 ..Default::default()
             }),
         ));
     }
     out
+}
+
+/// A gateway listener's filters: the PROXY protocol header stripped first when
+/// `gatewayTopology.proxyProtocol` asks for it (the client's address is then the one the header
+/// carries), then the TLS inspector when a chain matches on SNI.
+fn gateway_listener_filters(scope: &ScopeView, inspect_tls: bool) -> Vec<ListenerFilter> {
+    let proxy_protocol = scope.gateway_topology.proxy_protocol.is_some().then(|| ListenerFilter {
+        name: "envoy.filters.listener.proxy_protocol".into(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &envoy_types::pb::envoy::extensions::filters::listener::proxy_protocol::v3::ProxyProtocol::default(),
+        ))),
+        ..Default::default()
+    });
+    let tls = inspect_tls.then(|| ListenerFilter {
+        name: "envoy.filters.listener.tls_inspector".into(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &TlsInspector::default(),
+        ))),
+        ..Default::default()
+    });
+    proxy_protocol.into_iter().chain(tls).collect()
 }
 
 /// `http.<port>` (every plaintext HTTP server on the port) or one terminated server's

@@ -128,6 +128,19 @@ pub(super) fn server_hcm_filter(
     routes: RouteSource,
     security: Vec<HttpFilter>,
 ) -> Filter {
+    network_filter(
+        "envoy.filters.network.http_connection_manager",
+        &server_hcm(ctx, stat_prefix, routes, security),
+    )
+}
+
+/// The HTTP connection manager `server_hcm_filter` wraps.
+pub(super) fn server_hcm(
+    ctx: &PushContext,
+    stat_prefix: &str,
+    routes: RouteSource,
+    security: Vec<HttpFilter>,
+) -> HttpConnectionManager {
     let mut manager = hcm(
         stat_prefix,
         routes,
@@ -156,7 +169,7 @@ pub(super) fn server_hcm_filter(
         upgrade_type: "websocket".into(),
         ..Default::default()
     }];
-    network_filter("envoy.filters.network.http_connection_manager", &manager)
+    manager
 }
 
 /// The server-side HTTP filters for `proxy`: JWT verification, then authorization.

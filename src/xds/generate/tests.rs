@@ -1773,3 +1773,66 @@ fn credential_ca_bundles_carry_their_revocation_list() {
     );
     assert_eq!(served["kubernetes://no-crl-cacert"], (b"CA".to_vec(), None));
 }
+
+/// A gateway's HTTP connection manager as istiod's `buildGatewayConnectionManager` writes it:
+/// the client from the connection, `X-Forwarded-For` trusted as far as `gatewayTopology` says
+/// (the mesh `defaultConfig`, unless the node sends a ProxyConfig of its own), XFCC handling,
+/// and the PROXY protocol listener filter.
+#[test]
+fn gateway_topology_decides_the_client_address_and_xfcc() {
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        HttpConnectionManager, http_connection_manager::ForwardClientCertDetails,
+    };
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n\
+spec:\n  selector: {app: gw}\n  servers:\n  - {port: {number: 8080, name: http, protocol: HTTP}, hosts: ['*']}\n---\n\
+apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultConfig:\n      gatewayTopology: {numTrustedProxies: 2, forwardClientCertDetails: FORWARD_ONLY, proxyProtocol: {}}\n";
+    let snap = Store::from_yaml(yaml).snapshot();
+    let (mesh, error) = MeshSettings::default().with_mesh_config(&snap);
+    assert_eq!(error, None);
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let c = PushContext::new(1, snap, reg, mesh);
+    let hcm_of = |l: &Listener| {
+        let f = &l.filter_chains[0].filters[0];
+        let Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) =
+            &f.config_type
+        else {
+            panic!("no HCM");
+        };
+        HttpConnectionManager::decode(a.value.as_slice()).unwrap()
+    };
+    let listener_filters = |l: &Listener| {
+        l.listener_filters
+            .iter()
+            .map(|f| f.name.clone())
+            .collect::<Vec<_>>()
+    };
+    // The mesh default.
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let l = listener_named(&c, &gw, "0.0.0.0_8080");
+    let hcm = hcm_of(&l);
+    assert_eq!(hcm.use_remote_address.map(|b| b.value), Some(true));
+    assert_eq!(hcm.xff_num_trusted_hops, 2);
+    assert_eq!(
+        hcm.forward_client_cert_details,
+        ForwardClientCertDetails::ForwardOnly as i32
+    );
+    assert!(hcm.set_current_client_cert_details.is_none());
+    assert_eq!(
+        listener_filters(&l),
+        ["envoy.filters.listener.proxy_protocol"]
+    );
+    // The node's own ProxyConfig wins, even without a topology (istiod's ProxyConfigOrDefault).
+    let mut own = gw.clone();
+    own.proxy_config = Some(serde_json::json!({"concurrency": 2}));
+    let l = listener_named(&c, &own, "0.0.0.0_8080");
+    let hcm = hcm_of(&l);
+    assert_eq!(hcm.use_remote_address.map(|b| b.value), Some(true));
+    assert_eq!(hcm.xff_num_trusted_hops, 0);
+    assert_eq!(
+        hcm.forward_client_cert_details,
+        ForwardClientCertDetails::SanitizeSet as i32
+    );
+    let set = hcm.set_current_client_cert_details.unwrap();
+    assert!(set.subject.is_some_and(|b| b.value) && set.cert && set.dns && set.uri);
+    assert!(listener_filters(&l).is_empty());
+}
