@@ -392,6 +392,7 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
                     last == (200, "app /allowed".into())
                 });
                 assert_eq!(request_at(app, host, "/denied", &[]).0, 403);
+                peers_of_another_trust_domain_are_refused(ca_dir);
                 authorization_keys_through_real_sidecars(cfg, app, host);
             }));
             let _ = done_tx.send(());
@@ -401,6 +402,74 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
             }
         });
     });
+}
+
+/// Straight to the server's sidecar (as the proxy's user, so the client pod's capture lets it
+/// by), with certificates of the mesh's own root: one of the mesh's trust domain is served, one
+/// of another trust domain is refused, as istiod validates the peer's trust domain.
+fn peers_of_another_trust_domain_are_refused(ca_dir: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let read = |f: &str| std::fs::read_to_string(ca_dir.join(f)).unwrap();
+    let ca = rudder::ca::Authority::from_pem(
+        &read("ca-cert.pem"),
+        &read("ca-key.pem"),
+        "",
+        "",
+        Duration::from_secs(3600),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let probe = |trust_domain: &str| {
+        let (chain, key) = ca
+            .issue_workload(&rudder::ca::Identity {
+                trust_domain: trust_domain.into(),
+                namespace: "shop".into(),
+                service_account: "client".into(),
+            })
+            .unwrap();
+        let (cert_file, key_file) = (
+            dir.path().join(format!("{trust_domain}.pem")),
+            dir.path().join(format!("{trust_domain}.key")),
+        );
+        std::fs::write(&cert_file, chain.concat()).unwrap();
+        std::fs::write(&key_file, key).unwrap();
+        for f in [&cert_file, &key_file] {
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let mut child = std::process::Command::new("timeout")
+            .args(["10", "openssl", "s_client", "-quiet", "-connect"])
+            .arg(format!("{SERVER_IP}:9080"))
+            .arg("-cert")
+            .arg(&cert_file)
+            .arg("-key")
+            .arg(&key_file)
+            .args(["-alpn", "istio-http/1.1"])
+            .uid(PROXY_UID)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run openssl");
+        let _ = child.stdin.take().unwrap().write_all(
+            b"GET /allowed HTTP/1.1\r\nHost: app.shop.svc.cluster.local\r\nConnection: close\r\n\r\n",
+        );
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let own = probe("cluster.local");
+    assert!(
+        own.starts_with("HTTP/1.1 200"),
+        "the mesh's own trust domain: {own}"
+    );
+    let foreign = probe("evil.example");
+    assert!(
+        !foreign.contains("200"),
+        "a certificate of the mesh root for another trust domain: {foreign}"
+    );
 }
 
 /// Each AuthorizationPolicy key in turn on the server's sidecar, each case proven by requests

@@ -483,7 +483,11 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                 }),
                 transport_socket: opt.terminate_tls.then(|| {
                     super::tls::downstream_socket(
-                        super::tls::mesh_tls(MESH_ALPN.iter().map(|a| a.to_string()).collect()),
+                        super::tls::inbound_mesh_tls(
+                            MESH_ALPN.iter().map(|a| a.to_string()).collect(),
+                            &ctx.mesh.trust_domain,
+                            &ctx.mesh.trust_domain_aliases,
+                        ),
                         true,
                     )
                 }),

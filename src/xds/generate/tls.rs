@@ -80,6 +80,49 @@ pub fn mesh_tls(alpn_protocols: Vec<String>) -> CommonTlsContext {
     }
 }
 
+/// The mesh's own TLS on a sidecar's inbound side, as istiod: a peer certificate must chain to
+/// the mesh root and carry a SPIFFE identity of the mesh's trust domain or one of its
+/// `trustDomainAliases` (istiod's `TrustDomainsForValidation`); another domain's workload with a
+/// certificate of the same root is refused.
+pub fn inbound_mesh_tls(
+    alpn_protocols: Vec<String>,
+    trust_domain: &str,
+    aliases: &[String],
+) -> CommonTlsContext {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::CertificateValidationContext;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::CombinedCertificateValidationContext;
+    let mut domains: Vec<&str> = Vec::new();
+    for td in std::iter::once(trust_domain).chain(aliases.iter().map(String::as_str)) {
+        if !td.is_empty() && !domains.contains(&td) {
+            domains.push(td);
+        }
+    }
+    let sans = domains
+        .into_iter()
+        .map(|td| SubjectAltNameMatcher {
+            san_type: SanType::Uri as i32,
+            matcher: Some(StringMatcher {
+                match_pattern: Some(MatchPattern::Prefix(format!("spiffe://{td}/"))),
+                ignore_case: false,
+            }),
+            oid: String::new(),
+        })
+        .collect();
+    CommonTlsContext {
+        validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+            CombinedCertificateValidationContext {
+                default_validation_context: Some(CertificateValidationContext {
+                    match_typed_subject_alt_names: sans,
+                    ..Default::default()
+                }),
+                validation_context_sds_secret_config: Some(sds(super::secret::ROOT_CA)),
+                ..Default::default()
+            },
+        )),
+        ..mesh_tls(alpn_protocols)
+    }
+}
+
 /// `common` as the server side of a TLS connection.
 pub fn downstream_socket(common: CommonTlsContext, require_client: bool) -> TransportSocket {
     let ctx = DownstreamTlsContext {
