@@ -391,7 +391,8 @@ impl Drop for TlsServer {
 
 /// DestinationRule TLS origination verifies the server as istiod configures it: against
 /// `caCertificates`, else the system roots (a self-signed server is refused, never trusted
-/// blindly), with `subjectAltNames` pinned; only `insecureSkipVerify` turns verification off.
+/// blindly), for the requested host when nothing pins it (automatic SNI and SAN validation),
+/// with `subjectAltNames` pinned; only `insecureSkipVerify` turns verification off.
 #[test]
 fn envoy_originates_tls_and_verifies_the_server() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
@@ -431,6 +432,28 @@ fn envoy_originates_tls_and_verifies_the_server() {
     eventually(30, "server verified against caCertificates", || {
         status("/") == 200
     });
+
+    // Automatic SAN validation (istiod's VERIFY_CERTIFICATE_AT_CLIENT, on by default): the same
+    // server reached as another host, with no `sni` or `subjectAltNames`, must present a
+    // certificate for that host; a certificate of a trusted CA for another name is refused.
+    let alias = "alias.shop.svc.cluster.local";
+    write(
+        dir.path(),
+        "alias.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: alias, namespace: {NS}}}\nspec:\n  hosts: [{alias}]\n  location: MESH_INTERNAL\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{http: {}}}}}]\n---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: alias, namespace: {NS}}}\nspec:\n  host: {alias}\n  trafficPolicy: {{tls: {trusted}}}\n",
+            server.port
+        ),
+    );
+    eventually(30, "the alias is routed", || {
+        request(port, alias, "/", &[]).0 != 404 && request(port, alias, "/", &[]).0 != 0
+    });
+    assert_eq!(
+        request(port, alias, "/", &[]).0,
+        503,
+        "a trusted certificate for another name"
+    );
+    assert_eq!(status("/"), 200, "the server's own name still verifies");
 
     let pinned = format!(
         "{{mode: SIMPLE, caCertificates: {}, subjectAltNames: [other.example.com]}}",

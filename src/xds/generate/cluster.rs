@@ -19,7 +19,7 @@ use envoy_types::pb::envoy::config::cluster::v3::{
 use envoy_types::pb::envoy::config::core::v3::{
     Address, DataSource, Http1ProtocolOptions, Http2ProtocolOptions,
     HttpProtocolOptions as CommonHttpOptions, SocketAddress, TcpKeepalive, TransportSocket,
-    address, data_source, socket_address, transport_socket,
+    UpstreamHttpProtocolOptions, address, data_source, socket_address, transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -332,6 +332,7 @@ fn build(
         policy.connection_pool.as_ref(),
         port.protocol,
         sniffed,
+        policy.tls.as_ref().and_then(auto_sni_and_san),
     );
     if let Some(budget) = &policy.retry_budget
         && let Some(t) = c
@@ -383,6 +384,19 @@ fn build(
         Some(tls) if tls.mode == ClientTlsMode::ISTIO_MUTUAL && tls.sni.is_empty() => {
             let tls = ClientTlsSettings {
                 sni: istio_sni,
+                ..tls.clone()
+            };
+            c.transport_socket = tls_socket(&tls, &identities(ctx, svc, port));
+        }
+        // As istiod: a ServiceEntry's `subjectAltNames` pin its servers when the
+        // DestinationRule names none.
+        Some(tls)
+            if matches!(tls.mode, ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL)
+                && tls.subject_alt_names.is_empty()
+                && !svc.subject_alt_names.is_empty() =>
+        {
+            let tls = ClientTlsSettings {
+                subject_alt_names: svc.subject_alt_names.clone(),
                 ..tls.clone()
             };
             c.transport_socket = tls_socket(&tls, &identities(ctx, svc, port));
@@ -571,6 +585,7 @@ pub(super) fn apply_connection_pool(
     pool: Option<&ConnectionPoolSettings>,
     protocol: Protocol,
     sniffed: bool,
+    upstream_http: Option<UpstreamHttpProtocolOptions>,
 ) {
     // Istio lifts Envoy's conservative defaults (1024) to effectively unlimited unless configured.
     const UNLIMITED: u32 = u32::MAX;
@@ -645,7 +660,7 @@ pub(super) fn apply_connection_pool(
         }
         opts
     };
-    if protocol.is_http2() || upgrade || any_common || client_protocol {
+    if protocol.is_http2() || upgrade || any_common || client_protocol || upstream_http.is_some() {
         // Envoy requires an upstream protocol whenever these options are present; like istiod,
         // HTTP/1.1 is written out explicitly when nothing asks for HTTP/2.
         let upstream = if client_protocol {
@@ -665,6 +680,7 @@ pub(super) fn apply_connection_pool(
         };
         let opts = HttpProtocolOptions {
             common_http_protocol_options: any_common.then_some(common),
+            upstream_http_protocol_options: upstream_http,
             upstream_protocol_options: Some(upstream),
             ..Default::default()
         };
@@ -811,6 +827,23 @@ fn sds_validation(
             ..Default::default()
         }),
         validation_context_sds_secret_config: Some(roots),
+        ..Default::default()
+    })
+}
+
+/// istiod's automatic SNI and SAN validation for TLS origination (`ENABLE_AUTO_SNI`,
+/// `VERIFY_CERTIFICATE_AT_CLIENT`, both on by default): SIMPLE or MUTUAL without `sni` sends the
+/// request's host as SNI, and without `subjectAltNames` (and unless `insecureSkipVerify`) the
+/// server's certificate must be for that host. Otherwise any publicly trusted certificate for
+/// any name would do, and a service hosted by SNI would not answer.
+fn auto_sni_and_san(tls: &ClientTlsSettings) -> Option<UpstreamHttpProtocolOptions> {
+    if !matches!(tls.mode, ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL) || !tls.sni.is_empty() {
+        return None;
+    }
+    Some(UpstreamHttpProtocolOptions {
+        auto_sni: true,
+        auto_san_validation: tls.subject_alt_names.is_empty()
+            && tls.insecure_skip_verify != Some(true),
         ..Default::default()
     })
 }

@@ -323,6 +323,7 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
                 pool,
                 protocol,
                 protocol == Protocol::Unsupported,
+                None,
             );
             Resource::new(&name, any(&cluster))
         })

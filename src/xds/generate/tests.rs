@@ -1836,3 +1836,74 @@ apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system
     assert!(set.subject.is_some_and(|b| b.value) && set.cert && set.dns && set.uri);
     assert!(listener_filters(&l).is_empty());
 }
+
+/// TLS origination gets istiod's automatic SNI and SAN validation: SNI from the request's host
+/// unless `sni` is set, the server's certificate checked against that host unless
+/// `subjectAltNames` pin it or `insecureSkipVerify` is set; a ServiceEntry's `subjectAltNames`
+/// pin its servers when the DestinationRule names none.
+#[test]
+fn tls_origination_sends_the_host_as_sni_and_checks_the_certificate_for_it() {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        UpstreamTlsContext, common_tls_context::ValidationContextType,
+    };
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+    let service = |name: &str, tls: &str, sans: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: a}}\n\
+spec: {{hosts: [{name}.example.com], ports: [{{number: 443, name: https, protocol: HTTP}}], resolution: DNS, location: MESH_EXTERNAL{sans}}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: {name}, namespace: a}}\n\
+spec: {{host: {name}.example.com, trafficPolicy: {{tls: {tls}}}}}\n"
+        )
+    };
+    let yaml = [
+        service("plain", "{mode: SIMPLE}", ""),
+        service("named", "{mode: SIMPLE, sni: api.example.com}", ""),
+        service(
+            "pinned",
+            "{mode: SIMPLE, subjectAltNames: [x.example.com]}",
+            "",
+        ),
+        service("skip", "{mode: SIMPLE, insecureSkipVerify: true}", ""),
+        service(
+            "se-pinned",
+            "{mode: SIMPLE}",
+            ", subjectAltNames: [se.example.com]",
+        ),
+    ]
+    .concat();
+    let c = ctx(&yaml);
+    let p = proxy("a", &[]);
+    let auto = |name: &str| {
+        let cl = cluster(&c, &p, &format!("outbound|443||{name}.example.com"));
+        cl.typed_extension_protocol_options
+            .get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions")
+            .map(|a| HttpProtocolOptions::decode(a.value.as_slice()).unwrap())
+            .and_then(|o| o.upstream_http_protocol_options)
+            .map(|u| (u.auto_sni, u.auto_san_validation))
+    };
+    assert_eq!(auto("plain"), Some((true, true)));
+    assert_eq!(auto("named"), None, "an explicit SNI");
+    assert_eq!(auto("pinned"), Some((true, false)), "SANs pin the server");
+    assert_eq!(auto("skip"), Some((true, false)), "verification off");
+    assert_eq!(auto("se-pinned"), Some((true, true)));
+    let cl = cluster(&c, &p, "outbound|443||se-pinned.example.com");
+    let Some(envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+        a,
+    )) = cl.transport_socket.and_then(|t| t.config_type)
+    else {
+        panic!("no TLS");
+    };
+    let tls = UpstreamTlsContext::decode(a.value.as_slice()).unwrap();
+    let Some(ValidationContextType::ValidationContext(v)) =
+        tls.common_tls_context.unwrap().validation_context_type
+    else {
+        panic!("no validation context");
+    };
+    assert!(
+        v.match_typed_subject_alt_names.iter().any(|m| m
+            .matcher
+            .as_ref()
+            .is_some_and(|m| format!("{m:?}").contains("se.example.com"))),
+        "{v:?}"
+    );
+}
