@@ -1109,3 +1109,61 @@ fn gateways_trust_forwarded_addresses_only_from_trusted_proxies() {
         drop(daemon);
     }
 }
+
+/// A RequestAuthentication with only an `issuer` (istiod finds its keys by OIDC discovery,
+/// Rudder does not): the issuer's tokens are refused, and a request without a token still
+/// passes, as with any RequestAuthentication. Before, the rule was dropped and a token signed
+/// by anyone reached the application.
+#[test]
+fn an_issuer_rudder_cannot_resolve_has_its_tokens_refused() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    for c in Cluster::all("gateway-oidc") {
+        let ns = c.ns.clone();
+        let mut kinds = NETWORKING_KINDS.to_vec();
+        kinds.push((
+            "security.istio.io",
+            "requestauthentications",
+            "RequestAuthentication",
+        ));
+        prepare(&c, &kinds);
+        let backend = Backend::start("backend");
+        let port = free_port();
+        let oidc = "https://oidc.example";
+        for obj in [
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+                "metadata": {"name": "gw", "namespace": ns},
+                "spec": {"selector": {"app": "gw"}, "servers": [
+                    {"port": {"number": port, "name": "http", "protocol": "HTTP"}, "hosts": ["*"]}]}}),
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                "metadata": {"name": "backend", "namespace": ns},
+                "spec": {"hosts": [format!("backend.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                         "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}], "resolution": "STATIC",
+                         "endpoints": [{"address": "127.0.0.1", "ports": {"http": backend.port}}]}}),
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+                "metadata": {"name": "web", "namespace": ns},
+                "spec": {"hosts": ["*"], "gateways": ["gw"],
+                         "http": [{"route": [{"destination": {"host": format!("backend.{ns}.svc.cluster.local"), "port": {"number": 80}}}]}]}}),
+            json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+                "metadata": {"name": "oidc", "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"app": "gw"}}, "jwtRules": [{"issuer": oidc}]}}),
+        ] {
+            c.apply(obj);
+        }
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let _gw = boot_gateway(&c, &daemon, &envoy_bin, "gw-0", "app: gw", "");
+        let (signer, _) = jwt_issuer();
+        let token = format!("Bearer {}", jwt_from(&signer, oidc, "mallory"));
+        eventually(60, "the gateway serves", || {
+            request(port, HOST, "/open", &[]) == (200, "backend /open".into())
+        });
+        eventually(60, "the issuer's tokens refused", || {
+            request(port, HOST, "/token", &[("authorization", &token)]).0 == 401
+        });
+        drop(daemon);
+    }
+}

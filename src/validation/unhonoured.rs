@@ -167,11 +167,22 @@ pub fn fields(config: &Config) -> Vec<(String, &'static str)> {
     if let Some(mesh) = mesh_text(config) {
         return crate::config::mesh::unhonoured_mesh_fields(mesh);
     }
-    entries(config)
+    let mut out: Vec<(String, &'static str)> = entries(config)
         .into_iter()
         .map(|(path, u)| (path, u.note))
-        .collect()
+        .collect();
+    if let Spec::RequestAuthentication(ra) = &config.spec {
+        for (i, rule) in ra.jwt_rules.iter().enumerate() {
+            if rule.jwks.is_empty() && rule.jwks_uri.is_empty() {
+                out.push((format!("spec.jwtRules[{i}].issuer"), ISSUER_ONLY));
+            }
+        }
+    }
+    out
 }
+
+/// A jwt rule with only an `issuer`: istiod finds its keys by OIDC discovery, Rudder does not.
+pub const ISSUER_ONLY: &str = "no OIDC discovery of the issuer's jwksUri: every token of this issuer is refused (401) until jwksUri or jwks is given";
 
 /// The mesh config a ConfigMap carries (`data.mesh`), when it is one.
 fn mesh_text(config: &Config) -> Option<&str> {

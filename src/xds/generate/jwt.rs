@@ -65,6 +65,10 @@ fn jwks_source(ctx: &PushContext, uri: &str) -> Option<JwksSource> {
     })
 }
 
+/// A JWKS whose only key (a P-256 public key whose private half was discarded when it was made)
+/// verifies no token: the keys of an issuer Rudder cannot resolve.
+const UNUSABLE_JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","alg":"ES256","kid":"rudder-unresolved","use":"sig","x":"ipWT9p_3uyHqdBfSguqfbo2RVj7ejMiphHkHJ3s2tDU","y":"3gT7ar4hmg51MVhsr1UqCfmyp2GzpqWrn0sJdO5iR-I"}]}"#;
+
 /// Where Envoy finds the keys: inline `jwks`, else fetched from `jwksUri` by Envoy itself (istiod's
 /// PILOT_JWT_ENABLE_REMOTE_JWKS mode: the control plane never opens a connection a config author
 /// chose).
@@ -76,8 +80,15 @@ fn keys(ctx: &PushContext, rule: &JwtRule) -> Option<jwt_provider::JwksSourceSpe
         }));
     }
     let Some(source) = jwks_source(ctx, &rule.jwks_uri) else {
-        debug!(issuer = %rule.issuer, uri = %rule.jwks_uri, "jwt rule without usable jwks or jwksUri is not enforced");
-        return None;
+        // No keys Rudder can point Envoy at (no OIDC discovery of an issuer's `jwksUri`): the
+        // issuer's tokens are refused, as istiod refuses them when it cannot fetch keys, rather
+        // than the rule being dropped and every token let through. Warned at admission
+        // (`validation::unhonoured`).
+        debug!(issuer = %rule.issuer, uri = %rule.jwks_uri, "jwt rule without usable jwks or jwksUri: its tokens are refused");
+        return Some(jwt_provider::JwksSourceSpecifier::LocalJwks(DataSource {
+            specifier: Some(data_source::Specifier::InlineString(UNUSABLE_JWKS.into())),
+            ..Default::default()
+        }));
     };
     Some(jwt_provider::JwksSourceSpecifier::RemoteJwks(RemoteJwks {
         http_uri: Some(HttpUri {
