@@ -428,7 +428,13 @@ fn owned_conditions(list: &[Value]) -> BTreeMap<String, ambient::Condition> {
         let Some(kind) = c["type"].as_str() else {
             continue;
         };
-        if kind != ambient::WAYPOINT_BOUND && kind != ambient::ZTUNNEL_ACCEPTED {
+        if ![
+            ambient::WAYPOINT_BOUND,
+            ambient::ZTUNNEL_ACCEPTED,
+            ambient::WAYPOINT_ACCEPTED,
+        ]
+        .contains(&kind)
+        {
             continue;
         }
         let generation = c["observedGeneration"]

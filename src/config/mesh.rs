@@ -289,12 +289,21 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
 /// What Rudder says of a MeshConfig field it does not act on.
 pub const MESH_FIELD_NOT_APPLIED: &str = "this MeshConfig field is not applied";
 
+/// Whether `labels` carry every label of `selector` (an empty selector selects everything): the
+/// rule of Istio's workload selectors and Kubernetes `matchLabels`.
+pub fn labels_match(
+    selector: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
 /// Kubernetes label selector semantics (matchLabels AND every matchExpression).
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
     let labels_ok = sel
         .match_labels
         .as_ref()
-        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+        .is_none_or(|m| labels_match(m, labels));
     let exprs_ok = sel.match_expressions.as_ref().is_none_or(|exprs| {
         exprs.iter().all(|e| {
             let values = e.values.clone().unwrap_or_default();

@@ -453,7 +453,7 @@ fn workload_labels(config: &Config) -> BTreeMap<String, String> {
 }
 
 fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    crate::config::mesh::labels_match(selector, labels)
 }
 
 /// Computes hostnames from one snapshot and index, with what several hostnames share (a

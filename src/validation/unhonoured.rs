@@ -51,6 +51,19 @@ const fn on_gateways(kind: Kind, path: &'static str, note: &'static str) -> Unho
     }
 }
 
+/// What a policy attached to a Service, ServiceEntry or GatewayClass does under Rudder.
+const WAYPOINT_TARGET: &str = "waypoints are not served yet: a policy attached to a Service, ServiceEntry or GatewayClass is enforced nowhere";
+
+const fn target_ref(kind: Kind, path: &'static str, target_kind: &'static str) -> Unhonoured {
+    Unhonoured {
+        kind,
+        path,
+        note: WAYPOINT_TARGET,
+        applies: Applies::Everywhere,
+        value: Some(target_kind),
+    }
+}
+
 /// Every field Rudder accepts and does not honour. Keep it true: a field leaves this list in the
 /// change that makes a generator honour it.
 pub const UNHONOURED: &[Unhonoured] = &[
@@ -103,6 +116,44 @@ pub const UNHONOURED: &[Unhonoured] = &[
         applies: Applies::Everywhere,
         value: Some("configmap://*"),
     },
+    // AuthorizationPolicy and RequestAuthentication attached by targetRefs to what only a
+    // waypoint serves.
+    target_ref(Kind::AuthorizationPolicy, "targetRefs[].kind", "Service"),
+    target_ref(
+        Kind::AuthorizationPolicy,
+        "targetRefs[].kind",
+        "ServiceEntry",
+    ),
+    target_ref(
+        Kind::AuthorizationPolicy,
+        "targetRefs[].kind",
+        "GatewayClass",
+    ),
+    target_ref(Kind::AuthorizationPolicy, "targetRef.kind", "Service"),
+    target_ref(Kind::AuthorizationPolicy, "targetRef.kind", "ServiceEntry"),
+    target_ref(Kind::AuthorizationPolicy, "targetRef.kind", "GatewayClass"),
+    target_ref(Kind::RequestAuthentication, "targetRefs[].kind", "Service"),
+    target_ref(
+        Kind::RequestAuthentication,
+        "targetRefs[].kind",
+        "ServiceEntry",
+    ),
+    target_ref(
+        Kind::RequestAuthentication,
+        "targetRefs[].kind",
+        "GatewayClass",
+    ),
+    target_ref(Kind::RequestAuthentication, "targetRef.kind", "Service"),
+    target_ref(
+        Kind::RequestAuthentication,
+        "targetRef.kind",
+        "ServiceEntry",
+    ),
+    target_ref(
+        Kind::RequestAuthentication,
+        "targetRef.kind",
+        "GatewayClass",
+    ),
     // ServiceEntry
     Unhonoured {
         kind: Kind::ServiceEntry,

@@ -635,6 +635,7 @@ impl PushContext {
             &self.mesh.root_namespace,
             &scope.namespace,
             &scope.labels,
+            scope.proxy_type == ProxyType::Waypoint,
             kind,
         )
     }

@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 
 pub const WAYPOINT_BOUND: &str = "istio.io/WaypointBound";
 pub const ZTUNNEL_ACCEPTED: &str = "ZtunnelAccepted";
+/// On an AuthorizationPolicy attached by `targetRef(s)`: whether a waypoint enforces it.
+pub const WAYPOINT_ACCEPTED: &str = "WaypointAccepted";
 /// On a waypoint's own Service (and an east-west gateway's): such a service has no waypoint.
 const GATEWAY_MANAGED: &str = "gateway.istio.io/managed";
 
@@ -88,10 +90,26 @@ pub fn conditions(
             continue;
         };
         let meta = &e.config.metadata;
-        let condition = if policy.target_ref.is_some() || !policy.target_refs.is_empty() {
-            // Bound to a waypoint or gateway: not ztunnel's business.
-            None
-        } else if !matches!(
+        let targets: Vec<&crate::config::common::PolicyTargetReference> =
+            if policy.target_refs.is_empty() {
+                policy.target_ref.iter().collect()
+            } else {
+                policy.target_refs.iter().collect()
+            };
+        if !targets.is_empty() {
+            // Bound to a waypoint or gateway: not ztunnel's business; whether a waypoint takes
+            // it is, as istiod reports it (none does under Rudder yet).
+            let condition = waypoint_accepted(snapshot, root_namespace, meta, &targets);
+            out.insert(
+                key(Kind::AuthorizationPolicy, meta),
+                BTreeMap::from([
+                    (ZTUNNEL_ACCEPTED, None),
+                    (WAYPOINT_ACCEPTED, Some(condition)),
+                ]),
+            );
+            continue;
+        }
+        let condition = if !matches!(
             policy.action,
             AuthorizationAction::ALLOW | AuthorizationAction::DENY
         ) {
@@ -132,10 +150,80 @@ pub fn conditions(
         };
         out.insert(
             key(Kind::AuthorizationPolicy, meta),
-            BTreeMap::from([(ZTUNNEL_ACCEPTED, condition)]),
+            BTreeMap::from([(ZTUNNEL_ACCEPTED, condition), (WAYPOINT_ACCEPTED, None)]),
         );
     }
     out
+}
+
+/// istiod's `WaypointAccepted` for a policy attached by `targets`: one binding per target, with
+/// istiod's reasons (`Invalid`, `TargetNotFound`, `AncestorNotBound`), flattened as istiod
+/// flattens them. Rudder serves no waypoint yet, so no target is bound and the messages say the
+/// policy is enforced nowhere (a Gateway API gateway's own pods do enforce a policy attached to
+/// their Gateway: `model::policy`).
+fn waypoint_accepted(
+    snapshot: &Snapshot,
+    root_namespace: &str,
+    meta: &crate::config::ObjectMeta,
+    targets: &[&crate::config::common::PolicyTargetReference],
+) -> Condition {
+    const NOT_SERVED: &str =
+        "Rudder does not serve waypoints yet, so this policy is enforced nowhere";
+    let bindings: Vec<(String, String, String)> = targets
+        .iter()
+        .map(|t| {
+            let namespace = if t.namespace.is_empty() {
+                meta.namespace.as_str()
+            } else {
+                t.namespace.as_str()
+            };
+            let target = format!("{namespace}/{}", t.name);
+            let exists = |kind: Kind| snapshot.get_named(kind, namespace, &t.name).is_some();
+            let (reason, message) = match t.kind.as_str() {
+                "GatewayClass" if meta.namespace != root_namespace => (
+                    "Invalid",
+                    format!("AuthorizationPolicy must be in the root namespace `{root_namespace}` when referencing a GatewayClass"),
+                ),
+                "Service" | "ServiceEntry" => {
+                    let kind = if t.kind == "Service" {
+                        Kind::Service
+                    } else {
+                        Kind::ServiceEntry
+                    };
+                    if exists(kind) {
+                        (
+                            "AncestorNotBound",
+                            format!("{} {target} is not bound to a waypoint Rudder serves: {NOT_SERVED}", t.kind),
+                        )
+                    } else {
+                        ("TargetNotFound", format!("{} {target} was not found", t.kind))
+                    }
+                }
+                "Gateway" => (
+                    "TargetNotFound",
+                    format!("not bound to a waypoint ({NOT_SERVED}); the pods of Gateway {target} enforce it"),
+                ),
+                _ => ("TargetNotFound", format!("not bound: {NOT_SERVED}")),
+            };
+            let group = if t.group.is_empty() { "core" } else { t.group.as_str() };
+            (format!("{}.{group}:{target}", t.kind), reason.to_string(), message)
+        })
+        .collect();
+    if let [(_, reason, message)] = bindings.as_slice() {
+        return Condition {
+            status: false,
+            reason: reason.clone(),
+            message: message.clone(),
+            observed_generation: meta.generation,
+        };
+    }
+    let unbound: Vec<&str> = bindings.iter().map(|(a, _, _)| a.as_str()).collect();
+    Condition {
+        status: false,
+        reason: "Invalid".into(),
+        message: format!("Invalid targetRefs: {}", unbound.join(", ")),
+        observed_generation: meta.generation,
+    }
 }
 
 fn key(kind: Kind, meta: &crate::config::ObjectMeta) -> ConfigKey {

@@ -308,3 +308,76 @@ fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() 
         "team/shared-wp does not exist"
     );
 }
+
+/// A policy attached by targetRefs tells, on its status as istiod's `WaypointAccepted` does,
+/// that no waypoint enforces it (Rudder serves none yet): why per target, flattened over several.
+#[test]
+fn policies_attached_to_waypoint_targets_say_they_are_enforced_nowhere() {
+    let store = crate::store::Store::from_yaml(
+        "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec: {hosts: [web.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: to-se, namespace: shop}
+spec: {targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: web}]}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: to-missing, namespace: shop}
+spec: {targetRef: {kind: ServiceEntry, group: networking.istio.io, name: gone}}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: to-class, namespace: shop}
+spec: {targetRefs: [{kind: GatewayClass, group: gateway.networking.k8s.io, name: istio-waypoint}]}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: to-both, namespace: shop}
+spec: {targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: web}, {kind: Gateway, group: gateway.networking.k8s.io, name: ingress}]}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: by-selector, namespace: shop}
+spec: {}
+",
+    );
+    let snapshot = store.snapshot();
+    let registry = Registry::build(&snapshot, "cluster.local");
+    let all = status::conditions(&snapshot, &registry, "cluster.local", "istio-system");
+    let of = |name: &str, condition: &str| {
+        let key = ConfigKey {
+            kind: Kind::AuthorizationPolicy,
+            namespace: "shop".into(),
+            name: name.into(),
+        };
+        all[&key][condition]
+            .as_ref()
+            .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+    };
+    let (status, reason, message) = of("to-se", status::WAYPOINT_ACCEPTED).unwrap();
+    assert_eq!((status, reason.as_str()), (false, "AncestorNotBound"));
+    assert!(message.contains("enforced nowhere"), "{message}");
+    assert_eq!(
+        of("to-missing", status::WAYPOINT_ACCEPTED).map(|c| c.1),
+        Some("TargetNotFound".into())
+    );
+    assert_eq!(
+        of("to-class", status::WAYPOINT_ACCEPTED).map(|c| c.1),
+        Some("Invalid".into()),
+        "a GatewayClass outside the root namespace"
+    );
+    let (_, reason, message) = of("to-both", status::WAYPOINT_ACCEPTED).unwrap();
+    assert_eq!(reason, "Invalid");
+    assert_eq!(
+        message,
+        "Invalid targetRefs: ServiceEntry.networking.istio.io:shop/web, Gateway.gateway.networking.k8s.io:shop/ingress"
+    );
+    assert_eq!(of("to-se", status::ZTUNNEL_ACCEPTED), None);
+    assert_eq!(of("by-selector", status::WAYPOINT_ACCEPTED), None);
+    assert!(of("by-selector", status::ZTUNNEL_ACCEPTED).is_some());
+}
