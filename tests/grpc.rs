@@ -335,3 +335,131 @@ spec:\n  selector: {{matchLabels: {{app: echo}}}}\n  action: DENY\n  rules:\n  -
     assert!(only(&client.calls(3, &[]), "guarded"));
     drop(server);
 }
+
+/// A bootstrap for a proxyless gRPC peer (`id` its node id, `metadata` its node metadata) whose
+/// certificate provider `default` serves the workload certificate of `identity` (namespace, service
+/// account) issued by the daemon's CA, as istio-agent would write it.
+fn mtls_bootstrap(
+    daemon: &Daemon,
+    dir: &Path,
+    file: &str,
+    id: &str,
+    metadata: serde_json::Value,
+    identity: (&str, &str),
+) -> PathBuf {
+    // The daemon writes its root once it listens.
+    eventually(30, "the CA's root written", || {
+        daemon.ca_dir.path().join("ca-key.pem").exists()
+    });
+    let read = |f: &str| std::fs::read_to_string(daemon.ca_dir.path().join(f)).unwrap();
+    let ca = rudder::ca::Authority::from_pem(
+        &read("ca-cert.pem"),
+        &read("ca-key.pem"),
+        "",
+        "",
+        Duration::from_secs(3600),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let (chain, key) = ca
+        .issue_workload(&rudder::ca::Identity {
+            trust_domain: "cluster.local".into(),
+            namespace: identity.0.into(),
+            service_account: identity.1.into(),
+        })
+        .unwrap();
+    let (cert_file, key_file, root_file) = (
+        dir.join(format!("{file}-cert.pem")),
+        dir.join(format!("{file}-key.pem")),
+        dir.join(format!("{file}-root.pem")),
+    );
+    std::fs::write(&cert_file, chain.concat()).unwrap();
+    std::fs::write(&key_file, key).unwrap();
+    std::fs::write(&root_file, read("ca-cert.pem")).unwrap();
+    let path = dir.join(format!("{file}.json"));
+    let doc = serde_json::json!({
+        "xds_servers": [{"server_uri": daemon.addr("grpc-xds").to_string(), "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+        "node": {"id": id, "metadata": metadata, "locality": {}},
+        "certificate_providers": {"default": {"plugin_name": "file_watcher", "config": {
+            "certificate_file": cert_file, "private_key_file": key_file,
+            "ca_certificate_file": root_file, "refresh_interval": "600s"}}},
+        "server_listener_resource_name_template": "xds.istio.io/grpc/lds/inbound/%s"
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+/// A proxyless gRPC server under PeerAuthentication STRICT takes mTLS only, as istiod
+/// configures it (its certificate provider), and its RBAC then sees its clients' identities: a
+/// client of the mesh (DestinationRule ISTIO_MUTUAL: mTLS from its own certificate provider) is
+/// served, a DENY on another namespace refuses that namespace's client, a plaintext client gets
+/// nothing. Before, the server's listener had no TLS, so STRICT and identity rules did nothing.
+#[test]
+fn proxyless_grpc_server_takes_mtls_under_strict_and_denies_by_namespace() {
+    let Some(python) = peer("venv/bin/python") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    let daemon = Daemon::start(
+        &cfg,
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let server_boot = mtls_bootstrap(
+        &daemon,
+        dir.path(),
+        "server",
+        &format!("sidecar~127.0.0.1~echo-server.{NS}~{NS}.svc.cluster.local"),
+        serde_json::json!({"GENERATOR": "grpc", "NAMESPACE": NS, "LABELS": {"app": "echo"}}),
+        (NS, "echo"),
+    );
+    let server = EchoServer::launch(&python, "xds-server", "secure", Some(&server_boot));
+    let port = free_port();
+    common::write_atomic(
+        &cfg.join("mesh.yaml"),
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\nspec:\n  hosts: [{HOST}]\n  location: MESH_INTERNAL\n  ports: [{{number: {port}, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{grpc: {}}}, serviceAccount: echo}}]\n\
+---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: echo, namespace: {NS}}}\nspec: {{host: {HOST}, trafficPolicy: {{tls: {{mode: ISTIO_MUTUAL}}}}}}\n\
+---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: default, namespace: {NS}}}\nspec: {{mtls: {{mode: STRICT}}}}\n\
+---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: deny-evil, namespace: {NS}}}\nspec:\n  selector: {{matchLabels: {{app: echo}}}}\n  action: DENY\n  rules: [{{from: [{{source: {{namespaces: [evil]}}}}]}}]\n",
+            server.port
+        ),
+    );
+    let client_in = |ns: &str| {
+        let boot = mtls_bootstrap(
+            &daemon,
+            dir.path(),
+            &format!("client-{ns}"),
+            &format!("sidecar~127.0.0.1~client.{ns}~{ns}.svc.cluster.local"),
+            serde_json::json!({"GENERATOR": "grpc", "NAMESPACE": ns}),
+            (ns, "client"),
+        );
+        let mut cmd = Command::new(&python);
+        cmd.arg(script("grpc_peer.py"))
+            .args(["xds-client", &format!("xds:///{HOST}:{port}")])
+            .env("GRPC_XDS_BOOTSTRAP", boot);
+        Client::start(cmd)
+    };
+    let mut mesh_client = client_in(NS);
+    eventually(60, "a mesh client served over mTLS", || {
+        only(&mesh_client.calls(1, &[]), "secure")
+    });
+    let mut evil = client_in("evil");
+    eventually(
+        60,
+        "the DENY on its namespace refuses the other client",
+        || only(&evil.calls(1, &[]), "error:PERMISSION_DENIED"),
+    );
+    let mut plain = Command::new(&python);
+    plain
+        .arg(script("grpc_peer.py"))
+        .args(["client", &format!("127.0.0.1:{}", server.port)]);
+    let mut plain = Client::start(plain);
+    assert!(
+        !plain.calls(2, &[]).contains_key("secure"),
+        "a plaintext client of a STRICT server"
+    );
+    assert!(only(&mesh_client.calls(3, &[]), "secure"));
+    drop(server);
+}

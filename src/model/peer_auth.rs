@@ -75,7 +75,7 @@ pub fn levels<'a>(
             c.metadata.namespace == namespace
                 && p.selector.as_ref().is_some_and(|s| {
                     !s.match_labels.is_empty()
-                        && s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+                        && crate::config::mesh::labels_match(&s.match_labels, labels)
                 })
         }),
     }

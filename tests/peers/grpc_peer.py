@@ -5,12 +5,15 @@
                         its listener arrives, and enforces the RBAC filters in it
   client TARGET [AUTH]  read lines "N [key=value ...]" on stdin; for each, make N calls on ONE channel
                         (so config changes must reach the same xDS stream) and print a JSON tally
+  xds-client TARGET     the same with xDS credentials: TLS as the control plane configures it, from
+                        the bootstrap's certificate providers
 """
 import json
 import sys
 from concurrent import futures
 
 import grpc
+import grpc.experimental
 
 SERVICE, METHOD = "rudder.test.Echo", "Who"
 
@@ -44,9 +47,13 @@ def xds_serve(name, port):
     server.wait_for_termination()
 
 
-def client(target, authority=None):
+def client(target, authority=None, xds_credentials=False):
     options = [("grpc.default_authority", authority)] if authority else []
-    channel = grpc.insecure_channel(target, options=options)
+    if xds_credentials:
+        creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
+        channel = grpc.secure_channel(target, creds, options=options)
+    else:
+        channel = grpc.insecure_channel(target, options=options)
     call = channel.unary_unary(f"/{SERVICE}/{METHOD}")
     for line in sys.stdin:
         parts = line.split()
@@ -68,5 +75,7 @@ if __name__ == "__main__":
         serve(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "xds-server":
         xds_serve(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "xds-client":
+        client(sys.argv[2], xds_credentials=True)
     else:
         client(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)

@@ -204,12 +204,31 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opti
         Some(dr?.subsets.iter().find(|s| s.name == subset)?)
     };
     let built = build(ctx, svc, sp, dr, subset, false, scope);
-    Some(for_grpc(&built).unwrap_or(built))
+    let tls = EffectivePolicy::resolve(dr, subset, port).tls;
+    let grpc_tls = match tls {
+        // As istiod's grpcgen: the mesh's mTLS from the client's certificate provider, pinned
+        // to the servers' identities (the DestinationRule's `subjectAltNames` when it names some).
+        Some(t) if t.mode == ClientTlsMode::ISTIO_MUTUAL => {
+            let sans = if t.subject_alt_names.is_empty() {
+                identities(ctx, svc, sp)
+            } else {
+                t.subject_alt_names
+            };
+            Some(super::tls::grpc_mesh_tls(&sans))
+        }
+        _ => None,
+    };
+    Some(for_grpc(&built, grpc_tls).unwrap_or(built))
 }
 
 /// gRPC's xDS client implements a subset of Envoy's cluster: round robin or ring hash, no Envoy
-/// upstream protocol options. Anything else would be NACKed or silently differ.
-fn for_grpc(resource: &Resource) -> Option<Arc<Resource>> {
+/// upstream protocol options, TLS only from certificate providers. Anything else would be NACKed
+/// or silently differ: as istiod, only ISTIO_MUTUAL originates TLS for gRPC (`tls`), SIMPLE and
+/// MUTUAL do not (gRPC cannot take their SDS or file secrets; docs/xds.md).
+fn for_grpc(
+    resource: &Resource,
+    tls: Option<envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::CommonTlsContext>,
+) -> Option<Arc<Resource>> {
     use prost::Message;
     let mut c = Cluster::decode(resource.any.value.as_slice()).ok()?;
     if c.lb_policy != LbPolicy::RingHash as i32 {
@@ -218,6 +237,16 @@ fn for_grpc(resource: &Resource) -> Option<Arc<Resource>> {
     }
     c.typed_extension_protocol_options.clear();
     c.upstream_connection_options = None;
+    c.transport_socket_matches.clear();
+    c.transport_socket = tls.map(|common| TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+            &UpstreamTlsContext {
+                common_tls_context: Some(common),
+                ..Default::default()
+            },
+        ))),
+    });
     Some(Resource::new(resource.name.clone(), any(&c)))
 }
 

@@ -754,7 +754,10 @@ pub const GRPC_INBOUND_PREFIX: &str = "xds.istio.io/grpc/lds/inbound/";
 
 /// A proxyless gRPC server's listener: every request is served locally (non-forwarding route)
 /// after the AuthorizationPolicy RBAC filters. gRPC runs only the filters it implements on the
-/// server side, so no fault or JWT filter here.
+/// server side, so no fault or JWT filter here. PeerAuthentication as istiod's `grpcgen` applies
+/// it: STRICT (or PERMISSIVE on a workload labelled `security.istio.io/tlsMode: istio`, whose
+/// clients use mTLS) takes mTLS only, with the server's certificate provider; gRPC cannot tell
+/// TLS from plaintext on one port, so PERMISSIVE otherwise, and DISABLE, take plaintext.
 pub fn grpc_inbound_listener(
     ctx: &PushContext,
     scope: &ScopeView,
@@ -796,17 +799,48 @@ pub fn grpc_inbound_listener(
         http_filters: filters,
         ..Default::default()
     };
+    let peer_auth = crate::model::peer_auth::applicable(
+        &ctx.snapshot,
+        &ctx.mesh.root_namespace,
+        &scope.namespace,
+    );
+    let mode = match crate::model::peer_auth::mode_among(
+        &peer_auth,
+        &ctx.mesh.root_namespace,
+        &scope.namespace,
+        &scope.labels,
+        Some(port),
+    ) {
+        MtlsMode::PERMISSIVE
+            if scope
+                .labels
+                .get("security.istio.io/tlsMode")
+                .map(String::as_str)
+                == Some("istio") =>
+        {
+            MtlsMode::STRICT
+        }
+        mode => mode,
+    };
+    let mtls = mode == MtlsMode::STRICT;
     Some(Resource::new(
         name,
         any(&Listener {
             name: name.into(),
             address: Some(socket(host, port)),
             filter_chains: vec![FilterChain {
-                name: "inbound|grpc".into(),
+                name: if mtls {
+                    "inbound-mtls"
+                } else {
+                    "inbound-plaintext"
+                }
+                .into(),
                 filters: vec![network_filter(
                     "envoy.filters.network.http_connection_manager",
                     &manager,
                 )],
+                transport_socket: mtls
+                    .then(|| super::tls::downstream_socket(super::tls::grpc_mesh_tls(&[]), true)),
                 ..Default::default()
             }],
             ..Default::default()

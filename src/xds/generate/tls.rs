@@ -123,6 +123,55 @@ pub fn inbound_mesh_tls(
     }
 }
 
+/// The mesh's TLS as proxyless gRPC takes it (istiod's `grpcgen`): certificates from the
+/// bootstrap's certificate provider `default` (its `default` certificate and `ROOTCA` roots; gRPC
+/// has no SDS), in the current fields and in the deprecated ones older gRPC reads, and the
+/// peer's SANs in the untyped `match_subject_alt_names` gRPC checks (none on servers, where gRPC
+/// checks none).
+#[allow(deprecated)]
+pub fn grpc_mesh_tls(sans: &[String]) -> CommonTlsContext {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::{
+        CertificateProviderInstance, CombinedCertificateValidationContext,
+    };
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CertificateProviderPluginInstance, CertificateValidationContext,
+    };
+    let current = |name: &str| CertificateProviderPluginInstance {
+        instance_name: "default".into(),
+        certificate_name: name.into(),
+    };
+    let deprecated = |name: &str| CertificateProviderInstance {
+        instance_name: "default".into(),
+        certificate_name: name.into(),
+    };
+    CommonTlsContext {
+        tls_certificate_provider_instance: Some(current(super::secret::WORKLOAD_CERT)),
+        tls_certificate_certificate_provider_instance: Some(deprecated(
+            super::secret::WORKLOAD_CERT,
+        )),
+        validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+            CombinedCertificateValidationContext {
+                default_validation_context: Some(CertificateValidationContext {
+                    match_subject_alt_names: sans
+                        .iter()
+                        .map(|san| StringMatcher {
+                            match_pattern: Some(MatchPattern::Exact(san.clone())),
+                            ignore_case: false,
+                        })
+                        .collect(),
+                    ca_certificate_provider_instance: Some(current(super::secret::ROOT_CA)),
+                    ..Default::default()
+                }),
+                validation_context_certificate_provider_instance: Some(deprecated(
+                    super::secret::ROOT_CA,
+                )),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    }
+}
+
 /// `common` as the server side of a TLS connection.
 pub fn downstream_socket(common: CommonTlsContext, require_client: bool) -> TransportSocket {
     let ctx = DownstreamTlsContext {
