@@ -122,13 +122,83 @@ pub fn init(level: &str, json: bool, ansi: bool) {
     let registry = tracing_subscriber::registry().with(layer);
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+        .with_ansi(ansi)
+        .fmt_fields(EscapedFields);
     if json {
         registry.with(fmt.event_format(IstioJson)).init();
     } else {
         registry.with(fmt).init();
     }
     let _ = HANDLE.set((handle, std::sync::Mutex::new(initial)));
+}
+
+/// Event and span fields for text log lines, every value with its control characters escaped:
+/// a node id, CSR subject, header or object name a client chose cannot end the line and forge
+/// the next one (`\n`), rewrite the terminal (ESC sequences), or hide text (`\r`). JSON lines
+/// are escaped by the JSON encoder itself.
+pub struct EscapedFields;
+
+impl<'writer> tracing_subscriber::fmt::FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = EscapingVisitor {
+            writer: &mut writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct EscapingVisitor<'a, 'writer> {
+    writer: &'a mut tracing_subscriber::fmt::format::Writer<'writer>,
+    first: bool,
+    result: std::fmt::Result,
+}
+
+impl tracing::field::Visit for EscapingVisitor<'_, '_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        let formatted = format!("{value:?}");
+        let text = escape_controls(&formatted);
+        let separator = if self.first { "" } else { " " };
+        self.first = false;
+        self.result = match field.name() {
+            "message" => write!(self.writer, "{separator}{text}"),
+            name => write!(
+                self.writer,
+                "{separator}{}={text}",
+                name.strip_prefix("r#").unwrap_or(name)
+            ),
+        };
+    }
+}
+
+/// `text` with every control character (C0, DEL, C1) and the Unicode line and paragraph
+/// separators written as escapes (`\n`, `\r`, `\t`, `\u{1b}`), so it stays on one line and
+/// cannot drive a terminal.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The Istio scope a log line of `target` belongs to: the scope `SCOPES` maps to its module, else
@@ -248,6 +318,46 @@ pub fn set(spec: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::to_filter;
+
+    /// A client-chosen value with a newline, a carriage return and an ANSI sequence stays on its
+    /// log line, escaped, in the message and in every field of the event and its spans.
+    #[test]
+    fn client_values_cannot_forge_text_log_lines() {
+        use tracing_subscriber::layer::SubscriberExt;
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .fmt_fields(super::EscapedFields),
+        );
+        let forged = "sidecar~1.2.3.4~a.b~b.svc\n2026-01-01T00:00:00Z ERROR forged: CA key compromised\r\x1b[2K";
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("ads", proxy = %forged);
+            let _in = span.enter();
+            tracing::warn!(node = %forged, debug = ?forged, "connection from {forged}");
+        });
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "{text}");
+        assert_eq!(
+            text.matches("\\n2026-01-01T00:00:00Z ERROR forged").count(),
+            4,
+            "{text}"
+        );
+    }
 
     #[test]
     fn json_lines_name_the_istio_scope() {

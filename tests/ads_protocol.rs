@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryResponse};
 use prost::Message;
 use std::collections::HashMap;
+use std::time::Duration;
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
@@ -463,4 +464,37 @@ fn clients_may_send_frames_of_up_to_a_mebibyte() {
         .find(|s| u16::from_be_bytes([s[0], s[1]]) == 5)
         .map(|s| u32::from_be_bytes([s[2], s[3], s[4], s[5]]));
     assert_eq!(max_frame_size, Some(1 << 20), "{settings:?}");
+}
+
+/// A client cannot forge the daemon's log lines: a node id carrying a newline, a carriage
+/// return and an ANSI sequence is logged escaped, on the line of the event it belongs to.
+#[tokio::test(flavor = "multi_thread")]
+async fn node_ids_cannot_forge_log_lines() {
+    let (_dir, daemon) = start();
+    let forged = "2026-01-01T00:00:00.000000Z ERROR rudder::ca: forged: CA key compromised";
+    let bad = format!("not-a-node-id\n{forged}\r\x1b[2K");
+    let refused = Client::open(daemon.addr("grpc-xds"), &bad).await;
+    assert!(refused.is_err());
+    let id = format!("sidecar~10.0.0.1~evil\n{forged}\x1b[2K.shop~shop.svc.cluster.local");
+    if let Ok(mut s) = Client::open(daemon.addr("grpc-xds"), &id).await {
+        let _ = s.recv_within(Duration::from_secs(5)).await;
+    }
+    let mut lines = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match daemon.log.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with(forged) || l.contains('\x1b') || l.contains('\r')),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(&format!("\\n{forged}"))),
+        "the refused node id is logged, escaped: {lines:#?}"
+    );
 }
