@@ -12,6 +12,13 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// A server (`monitoring`, `http`, `webhook`) and why it did something (closed a connection).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServerReasonLabels {
+    pub server: String,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,

@@ -720,3 +720,72 @@ fn keepalive_keeps_a_proxy_that_talks_and_closes_a_silent_one() {
     assert_eq!(keepalive["value"], "3s");
     assert!(keepalive["refused"].as_f64().unwrap() >= 1.0, "{keepalive}");
 }
+
+/// Sockets that never speak, and callers that trickle a request's headers (slowloris), cost a
+/// descriptor for a bounded time on every port: the gRPC ports close a connection that opens no
+/// stream by the first-stream deadline (TLS handshake and HTTP/2 preface included), the
+/// monitoring, HTTP and webhook ports one with no request in flight by their idle deadline.
+/// Before, such sockets stayed open on 15010, 15012, 15014 and 8080.
+#[test]
+fn silent_sockets_and_trickled_requests_are_closed_on_every_port() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 1, 0);
+    let d = daemon(
+        dir.path(),
+        &[
+            "--xds-first-stream-timeout",
+            "1s",
+            "--http-idle-timeout",
+            "1s",
+            "--webhook-idle-timeout",
+            "1s",
+        ],
+    );
+    let ports = ["grpc-xds", "grpc-xds-tls", "monitoring", "http", "webhook"];
+    let mut sockets: Vec<(&str, std::net::TcpStream)> = ports
+        .iter()
+        .map(|p| (*p, std::net::TcpStream::connect(d.addr(p)).unwrap()))
+        .collect();
+    // Trickle a request's headers, a byte at a time, on the plaintext HTTP ports.
+    let trickle = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa";
+    let started = std::time::Instant::now();
+    for i in 0..trickle.len().min(15) {
+        for (name, s) in sockets.iter_mut() {
+            if matches!(*name, "monitoring" | "http") {
+                let _ = s.write_all(&trickle[i..i + 1]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for (name, mut s) in sockets {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 4096];
+        // Whatever the server sent first (HTTP/2 SETTINGS), then the end of the stream.
+        let closed = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        assert!(closed, "{name}: still open after {:?}", started.elapsed());
+    }
+    assert!(
+        metric(
+            &d,
+            "rudder_xds_errors_total{reason=\"first_stream_timeout\"}"
+        ) >= 2.0
+    );
+    for (server, reason) in [
+        ("monitoring", "idle"),
+        ("http", "idle"),
+        ("webhook", "handshake_timeout"),
+    ] {
+        let series = format!(
+            "rudder_http_connections_closed_total{{server=\"{server}\",reason=\"{reason}\"}}"
+        );
+        assert!(metric(&d, &series) >= 1.0, "{series}");
+    }
+}

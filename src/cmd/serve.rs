@@ -193,6 +193,14 @@ pub struct ServeArgs {
     /// this long is closed.
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "RUDDER_XDS_IDLE_TIMEOUT")]
     pub xds_idle_timeout: Duration,
+    /// gRPC ports: a new connection that has not opened its first stream (TLS handshake and
+    /// HTTP/2 preface included) within this long is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "RUDDER_XDS_FIRST_STREAM_TIMEOUT")]
+    pub xds_first_stream_timeout: Duration,
+    /// gRPC ports: connections without a stream yet that one source address may hold (loopback
+    /// exempt); more are closed at accept. 0: no bound.
+    #[arg(long, default_value_t = 64, env = "RUDDER_XDS_MAX_PENDING_PER_SOURCE")]
+    pub xds_max_pending_per_source: usize,
     /// Names one xDS stream may subscribe to per type; a stream asking for more is ended with
     /// RESOURCE_EXHAUSTED.
     #[arg(
@@ -253,6 +261,10 @@ pub struct ServeArgs {
     /// Webhook port: a connection without a request in flight for this long is closed.
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "RUDDER_WEBHOOK_IDLE_TIMEOUT")]
     pub webhook_idle_timeout: Duration,
+    /// Monitoring and HTTP ports (15014, 8080): a connection without a request in flight (a
+    /// caller trickling a request's headers included) for this long is closed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "RUDDER_HTTP_IDLE_TIMEOUT")]
+    pub http_idle_timeout: Duration,
     /// How long shutdown waits for tasks to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_duration: Duration,
@@ -319,6 +331,18 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
             refused_series: "rudder_xds_errors_total{reason=\"idle_connection\"}",
         },
         Limit {
+            name: "gRPC connection without its first stream (handshake, preface)",
+            setting: "--xds-first-stream-timeout, RUDDER_XDS_FIRST_STREAM_TIMEOUT",
+            value: format!("{:?}", args.xds_first_stream_timeout),
+            refused_series: "rudder_xds_errors_total{reason=\"first_stream_timeout\"}",
+        },
+        Limit {
+            name: "gRPC connections without a stream yet, per source address (loopback exempt)",
+            setting: "--xds-max-pending-per-source, RUDDER_XDS_MAX_PENDING_PER_SOURCE",
+            value: args.xds_max_pending_per_source.to_string(),
+            refused_series: "rudder_xds_errors_total{reason=\"too_many_pending_connections\"}",
+        },
+        Limit {
             name: "gRPC connection from which nothing arrives (keepalive)",
             setting: "--keepalive-interval + --keepalive-timeout",
             value: format!("{:?}", keepalive_silence(args)),
@@ -365,6 +389,18 @@ fn limits(args: &ServeArgs) -> Vec<crate::metrics::Limit> {
             setting: "--webhook-body-timeout, RUDDER_WEBHOOK_BODY_TIMEOUT",
             value: format!("{:?}", args.webhook_body_timeout),
             refused_series: "rudder_webhook_refused_total{reason=\"body_timeout\"}",
+        },
+        Limit {
+            name: "monitoring and HTTP ports' connection without a request in flight (slowloris)",
+            setting: "--http-idle-timeout, RUDDER_HTTP_IDLE_TIMEOUT",
+            value: format!("{:?}", args.http_idle_timeout),
+            refused_series: "rudder_http_connections_closed_total{server=\"monitoring\",reason=\"idle\"}",
+        },
+        Limit {
+            name: "webhook connection without a request in flight",
+            setting: "--webhook-idle-timeout, RUDDER_WEBHOOK_IDLE_TIMEOUT",
+            value: format!("{:?}", args.webhook_idle_timeout),
+            refused_series: "rudder_http_connections_closed_total{server=\"webhook\",reason=\"idle\"}",
         },
         Limit {
             name: "config paths leading somewhere already read (symlink loops)",
@@ -565,9 +601,27 @@ pub struct DaemonMetrics {
     pub ca: Arc<crate::ca::metrics::CaMetrics>,
     pub webhook: Arc<crate::webhook::metrics::WebhookMetrics>,
     pub status: Arc<crate::analysis::status::StatusMetrics>,
+    /// Connections the HTTP ports closed themselves, by server and reason.
+    pub http_closed: prometheus_client::metrics::family::Family<
+        crate::metrics::ServerReasonLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
 }
 
 impl DaemonMetrics {
+    /// What an HTTP port calls when it closes a connection itself (a deadline passed).
+    pub fn http_closed(&self, server: &'static str) -> crate::activity::http::OnClose {
+        let family = self.http_closed.clone();
+        Arc::new(move |reason| {
+            family
+                .get_or_create(&crate::metrics::ServerReasonLabels {
+                    server: server.into(),
+                    reason: reason.into(),
+                })
+                .inc();
+        })
+    }
+
     pub fn register(store: Arc<Store>) -> DaemonMetrics {
         let mut r = Registry::new();
         crate::source::metrics::UnhonouredFields::register(&mut r, store);
@@ -578,6 +632,11 @@ impl DaemonMetrics {
         let ca = Arc::new(crate::ca::metrics::CaMetrics::register(&mut r));
         let webhook = Arc::new(crate::webhook::metrics::WebhookMetrics::register(&mut r));
         let status = Arc::new(crate::analysis::status::StatusMetrics::register(&mut r));
+        let http_closed = r.register(
+            "rudder_http_connections_closed",
+            "Connections the HTTP ports (monitoring, http, webhook) closed because a deadline passed (idle: no request in flight, a trickled request's headers included; handshake_timeout)",
+            prometheus_client::metrics::family::Family::default(),
+        );
         // istiod's build info: dashboards track rollouts by it.
         let build = r.register(
             "istio_build",
@@ -614,6 +673,7 @@ impl DaemonMetrics {
             ca,
             webhook,
             status,
+            http_closed,
         }
     }
 }
@@ -736,18 +796,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     ] {
         let listener = bind(addr, what).await?;
         let app = router(state.clone());
-        let stop = cancel.clone();
-        tasks.spawn(async move {
-            if let Err(e) = axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-            )
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-            {
-                warn!(server = what, error = %e, "HTTP server failed");
-            }
-        });
+        tasks.spawn(crate::activity::http::serve(
+            what,
+            listener,
+            app,
+            None,
+            args.http_idle_timeout,
+            metrics.http_closed(what),
+            cancel.clone(),
+        ));
     }
     let grpc_listener = bind(args.grpc_addr, "grpc-xds").await?;
     let webhook_listener = bind(args.https_addr, "webhook").await?;
@@ -966,6 +1023,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         webhook_app,
         webhook_tls,
         webhook_limits.idle_timeout,
+        metrics.http_closed("webhook"),
         cancel.clone(),
     ));
 
@@ -995,6 +1053,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             send_timeout: args.xds_send_timeout,
             new_streams_per_second: request_limit(&args),
             idle_timeout: args.xds_idle_timeout,
+            first_stream_timeout: args.xds_first_stream_timeout,
+            max_pending_per_source: args.xds_max_pending_per_source,
             max_silence: Some(keepalive_silence(&args)),
             max_subscribed_names: args.xds_max_subscribed_names,
             max_unknown_names: args.xds_max_unknown_names,

@@ -9,7 +9,6 @@ pub mod metrics;
 pub mod tags;
 pub mod validate;
 
-use crate::activity::Activity;
 use crate::metrics::StatusLabels;
 use crate::store::Store;
 use crate::webhook::metrics::WebhookMetrics;
@@ -19,23 +18,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::warn;
 
 pub use limits::{MAX_BODY_BYTES, WebhookLimits};
-
-/// A TLS handshake that takes longer than this is dropped, so idle sockets cannot pile up.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct WebhookState {
@@ -195,89 +187,24 @@ pub fn tls_config(
     Ok(Arc::new(config))
 }
 
-/// Ends when a connection has had no request in flight for `idle`: a caller that connects and
-/// sends nothing (or trickles a request's headers) does not keep a socket and task forever.
-async fn idle_for(activity: &Activity, idle: Duration) {
-    loop {
-        tokio::time::sleep(idle / 2).await;
-        if activity.idle_for(idle) {
-            return;
-        }
-    }
-}
-
 /// Serves `app` over TLS until `cancel` fires, then lets open requests finish. A connection idle
-/// for `idle_timeout` (no request in flight) is closed.
+/// for `idle_timeout` (no request in flight) is closed (`activity::http`).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     tls: Arc<rustls::ServerConfig>,
     idle_timeout: Duration,
+    on_close: crate::activity::http::OnClose,
     cancel: CancellationToken,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = cancel.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    warn!(error = %e, "webhook accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(
-            async move {
-                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-                {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        debug!("TLS handshake timed out");
-                        return;
-                    }
-                };
-                let activity = Activity::new();
-                let tracked = activity.clone();
-                let service = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
-                    let in_flight = tracked.begin();
-                    let response = tower::ServiceExt::oneshot(app.clone(), req);
-                    async move {
-                        let r = response.await;
-                        drop(in_flight);
-                        r
-                    }
-                });
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection_with_upgrades(
-                    TokioIo::new(tls),
-                    TowerToHyperService::new(service),
-                );
-                tokio::select! {
-                    r = watcher.watch(conn.into_owned()) => if let Err(e) = r {
-                        debug!(error = %e, "webhook connection ended with an error");
-                    },
-                    _ = idle_for(&activity, idle_timeout) => debug!("closing an idle webhook connection"),
-                }
-            }
-            .instrument(info_span!("webhook-conn", %peer)),
-        );
-    }
-    drop(listener);
-    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
-        .await
-        .is_err()
-    {
-        warn!("webhook connections still open after 5s; closing");
-    }
+    crate::activity::http::serve(
+        "webhook",
+        listener,
+        app,
+        Some(crate::activity::http::acceptor(tls)),
+        idle_timeout,
+        on_close,
+        cancel,
+    )
+    .await
 }

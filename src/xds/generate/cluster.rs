@@ -1,5 +1,6 @@
 //! CDS: one cluster per service port, plus one per DestinationRule subset, with the rule's policies.
 
+use super::tls::sds;
 use super::util::{ads, any, duration, outbound_cluster};
 use crate::config::networking::{
     ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, DestinationRule,
@@ -809,12 +810,6 @@ pub(super) fn file(path: &str) -> Option<DataSource> {
     })
 }
 
-pub(super) fn sds(name: &str) -> SdsSecretConfig {
-    SdsSecretConfig {
-        name: name.into(),
-        sds_config: Some(ads()),
-    }
-}
 
 /// The system trust store of Istio's proxy image (Debian/Ubuntu and distroless layout), where
 /// istio-agent finds the roots istiod's `system` CA path stands for. Rudder serves Envoy directly,

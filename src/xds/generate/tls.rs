@@ -1,12 +1,11 @@
 //! TLS contexts shared by sidecar inbound chains and gateway servers.
 
-use super::cluster::sds;
 use super::util::any;
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::subject_alt_name_matcher::SanType;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::tls_parameters::TlsProtocol as EnvoyTlsProtocol;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, DownstreamTlsContext, SubjectAltNameMatcher, TlsParameters,
+    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, SubjectAltNameMatcher, TlsParameters,
     common_tls_context::ValidationContextType,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
@@ -65,6 +64,14 @@ pub fn server_tls_params(
         ..Default::default()
     };
     (params != TlsParameters::default()).then_some(params)
+}
+
+/// A secret Envoy fetches over SDS on its ADS stream.
+pub fn sds(name: &str) -> SdsSecretConfig {
+    SdsSecretConfig {
+        name: name.into(),
+        sds_config: Some(super::util::ads()),
+    }
 }
 
 /// The mesh's own TLS: the workload certificate (`default`) checked against the mesh root

@@ -1,5 +1,9 @@
 //! The gRPC ports' connections: one that has had no stream open for the idle timeout is closed,
 //! and so is one from which nothing has arrived for the keepalive's interval plus its timeout.
+//! A new connection must open its first stream (TLS handshake and HTTP/2 preface included) within
+//! the first-stream timeout, and one source address may hold only so many connections that have
+//! not yet: a pod that opens sockets and says nothing costs a bounded number of descriptors for a
+//! bounded time (loopback is exempt: the generator and tests on the daemon's own host).
 //! Proxies keep their ADS stream open for the connection's whole life, so only a client that
 //! connects and does nothing (or whose streams all ended) is idle; without this, every such
 //! socket and its HTTP/2 state would be kept until the maximum connection age.
@@ -20,7 +24,7 @@
 use crate::activity::{Activity, InUse};
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -32,13 +36,22 @@ use tonic::transport::server::{Connected, TcpConnectInfo};
 
 type Key = (SocketAddr, SocketAddr);
 
-/// Why a connection was closed, for `rudder_xds_errors_total{reason}`.
+/// Deadlines are checked at most this often per connection (a deadline that just passed is
+/// checked again after this, not in a loop).
+const CHECK_GRANULARITY: Duration = Duration::from_millis(50);
+
+/// Why a connection was closed (or refused), for `rudder_xds_errors_total{reason}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Closed {
     /// No stream open for the idle timeout (`idle_connection`).
     Idle,
     /// Nothing received for the keepalive's interval plus its timeout (`keepalive_timeout`).
     Silent,
+    /// No first stream within the first-stream timeout (`first_stream_timeout`).
+    NoFirstStream,
+    /// Refused at accept: its source already holds the most connections without a stream yet
+    /// (`too_many_pending_connections`).
+    TooManyPending,
 }
 
 impl Closed {
@@ -46,74 +59,131 @@ impl Closed {
         match self {
             Closed::Idle => "idle_connection",
             Closed::Silent => "keepalive_timeout",
+            Closed::NoFirstStream => "first_stream_timeout",
+            Closed::TooManyPending => "too_many_pending_connections",
         }
     }
+}
+
+/// How long a gRPC connection may go without a stream, without its first one, or without a byte
+/// from its client, and how many connections without a stream yet one source may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub idle_timeout: Duration,
+    /// Keepalive interval plus timeout; None: a silent connection is kept.
+    pub max_silence: Option<Duration>,
+    pub first_stream_timeout: Duration,
+    /// Per source address (not loopback); 0: no bound.
+    pub max_pending_per_source: usize,
+}
+
+/// A live connection: its activity, and its source address while it has opened no stream yet
+/// (counted in `pending`).
+struct Live {
+    activity: Arc<Activity>,
+    pending: Option<IpAddr>,
 }
 
 /// The live connections of the gRPC ports and how long one may go without a stream, or without
 /// a byte from its client.
 pub struct IdleConnections {
-    timeout: Duration,
-    /// Keepalive interval plus timeout; None: a silent connection is kept.
-    max_silence: Option<Duration>,
-    live: Mutex<HashMap<Key, Arc<Activity>>>,
+    bounds: Bounds,
+    live: Mutex<HashMap<Key, Live>>,
+    /// Connections without a stream yet, by source address.
+    pending: Mutex<HashMap<IpAddr, usize>>,
     closed: Box<dyn Fn(Closed) + Send + Sync>,
 }
 
 impl IdleConnections {
-    pub fn new(
-        timeout: Duration,
-        max_silence: Option<Duration>,
-        closed: impl Fn(Closed) + Send + Sync + 'static,
-    ) -> Arc<Self> {
+    pub fn new(bounds: Bounds, closed: impl Fn(Closed) + Send + Sync + 'static) -> Arc<Self> {
         Arc::new(IdleConnections {
-            timeout,
-            max_silence,
+            bounds,
             live: Mutex::default(),
+            pending: Mutex::default(),
             closed: Box::new(closed),
         })
     }
 
-    /// Wraps the sockets `listener` accepts (for `serve_with_incoming`).
+    /// Wraps the sockets `listener` accepts (for `serve_with_incoming`); a socket from a source
+    /// that already holds `max_pending_per_source` connections without a stream is closed at once.
     pub fn incoming(
         self: &Arc<Self>,
         listener: TcpListener,
     ) -> impl tokio_stream::Stream<Item = std::io::Result<Tracked>> + use<> {
         let me = self.clone();
         futures::stream::unfold((listener, me), |(listener, me)| async move {
-            let accepted = listener.accept().await.map(|(tcp, _)| me.track(tcp));
-            Some((accepted, (listener, me)))
+            loop {
+                let accepted = match listener.accept().await {
+                    Ok((tcp, peer)) => me.admit(tcp, peer.ip()).map(Ok),
+                    Err(e) => Some(Err(e)),
+                };
+                if let Some(accepted) = accepted {
+                    return Some((accepted, (listener, me)));
+                }
+            }
         })
     }
 
-    fn track(self: &Arc<Self>, tcp: TcpStream) -> Tracked {
+    /// Tracks `tcp` from `source`, or refuses it (`None`) when that source holds too many
+    /// connections without a stream.
+    fn admit(self: &Arc<Self>, tcp: TcpStream, source: IpAddr) -> Option<Tracked> {
+        let counted = !source.is_loopback() && self.bounds.max_pending_per_source > 0;
+        if counted {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let n = pending.entry(source).or_default();
+            if *n >= self.bounds.max_pending_per_source {
+                drop(pending);
+                (self.closed)(Closed::TooManyPending);
+                tracing::debug!(%source, "refusing a gRPC connection: its source holds too many without a stream");
+                return None;
+            }
+            *n += 1;
+        }
+        Some(self.track(tcp, counted.then_some(source)))
+    }
+
+    fn track(self: &Arc<Self>, tcp: TcpStream, pending: Option<IpAddr>) -> Tracked {
         let key = (
             tcp.local_addr().unwrap_or(([0, 0, 0, 0], 0).into()),
             tcp.peer_addr().unwrap_or(([0, 0, 0, 0], 0).into()),
         );
         let activity = Activity::new();
         if let Ok(mut live) = self.live.lock() {
-            live.insert(key, activity.clone());
+            live.insert(
+                key,
+                Live {
+                    activity: activity.clone(),
+                    pending,
+                },
+            );
         }
         let now = Instant::now();
-        Tracked {
+        let mut tracked = Tracked {
             inner: tcp,
             key,
             activity,
             registry: self.clone(),
+            opened: now,
             last_read: now,
-            check: Box::pin(tokio::time::sleep_until(self.next_check(now, now))),
+            check: Box::pin(tokio::time::sleep_until(now)),
             closed: None,
-        }
+        };
+        let next = tracked.next_check();
+        tracked.check.as_mut().reset(next);
+        tracked
     }
 
-    /// When a connection last read from at `last_read` is next checked: half an idle timeout on,
-    /// or when its silence would reach the limit, whichever is first.
-    fn next_check(&self, now: Instant, last_read: Instant) -> Instant {
-        let idle = now + self.timeout / 2;
-        match self.max_silence {
-            Some(max) => idle.min(last_read + max),
-            None => idle,
+    /// No longer counts a connection from `source` as pending.
+    fn settle(&self, source: Option<IpAddr>) {
+        let Some(source) = source else {
+            return;
+        };
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = pending.get_mut(&source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                pending.remove(&source);
+            }
         }
     }
 
@@ -124,7 +194,12 @@ impl IdleConnections {
         remote: Option<SocketAddr>,
     ) -> Option<InUse> {
         let key = (local?, remote?);
-        let activity = self.live.lock().ok()?.get(&key)?.clone();
+        let (activity, pending) = {
+            let mut live = self.live.lock().ok()?;
+            let entry = live.get_mut(&key)?;
+            (entry.activity.clone(), entry.pending.take())
+        };
+        self.settle(pending);
         Some(activity.begin())
     }
 }
@@ -136,6 +211,7 @@ pub struct Tracked {
     key: Key,
     activity: Arc<Activity>,
     registry: Arc<IdleConnections>,
+    opened: Instant,
     /// When bytes last arrived from the client (or were seen waiting to be read).
     last_read: Instant,
     check: Pin<Box<Sleep>>,
@@ -146,9 +222,14 @@ pub struct Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if let Ok(mut live) = self.registry.live.lock() {
-            live.remove(&self.key);
-        }
+        let pending = self
+            .registry
+            .live
+            .lock()
+            .ok()
+            .and_then(|mut live| live.remove(&self.key))
+            .and_then(|l| l.pending);
+        self.registry.settle(pending);
     }
 }
 
@@ -169,15 +250,25 @@ impl Tracked {
         if self.closed.is_some() {
             return self.closed;
         }
+        let bounds = self.registry.bounds;
         while self.check.as_mut().poll(cx).is_ready() {
             let now = Instant::now();
-            if reading && self.activity.idle_for(self.registry.timeout) {
+            if reading
+                && !self.activity.ever_used()
+                && now.duration_since(self.opened) >= bounds.first_stream_timeout
+            {
+                (self.registry.closed)(Closed::NoFirstStream);
+                tracing::debug!(peer = %self.key.1, "closing a gRPC connection that opened no stream");
+                self.closed = Some(Closed::NoFirstStream);
+                return self.closed;
+            }
+            if reading && self.activity.idle_for(bounds.idle_timeout) {
                 (self.registry.closed)(Closed::Idle);
                 tracing::debug!(peer = %self.key.1, "closing an idle gRPC connection");
                 self.closed = Some(Closed::Idle);
                 return self.closed;
             }
-            if let Some(max) = self.registry.max_silence
+            if let Some(max) = bounds.max_silence
                 && now.duration_since(self.last_read) >= max
             {
                 if reading || !self.bytes_waiting(cx) {
@@ -188,10 +279,28 @@ impl Tracked {
                 }
                 self.last_read = now;
             }
-            let next = self.registry.next_check(now, self.last_read);
+            let next = self.next_check().max(now + CHECK_GRANULARITY);
             self.check.as_mut().reset(next);
         }
         None
+    }
+
+    /// When a deadline of this connection next falls due: its first stream's, its idleness's
+    /// (none while a stream is open; checked again after an idle timeout), its silence's.
+    fn next_check(&self) -> Instant {
+        let bounds = self.registry.bounds;
+        let now = Instant::now();
+        let mut next = match self.activity.idle_at(bounds.idle_timeout) {
+            Some(at) => Instant::from_std(at),
+            None => now + bounds.idle_timeout,
+        };
+        if !self.activity.ever_used() {
+            next = next.min(self.opened + bounds.first_stream_timeout);
+        }
+        if let Some(max) = bounds.max_silence {
+            next = next.min(self.last_read + max);
+        }
+        next
     }
 
     /// Whether the client has sent bytes not read yet (or closed its side).
@@ -206,7 +315,7 @@ impl Tracked {
     fn blocked<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
         match self.poll_checks(cx, false) {
             Some(Closed::Silent) => Poll::Ready(Err(self.silence_error())),
-            Some(Closed::Idle) => Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
+            Some(_) => Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
             None => Poll::Pending,
         }
     }
@@ -216,7 +325,7 @@ impl Tracked {
             std::io::ErrorKind::TimedOut,
             format!(
                 "keepalive: nothing received from the client for {:?}",
-                self.registry.max_silence.unwrap_or_default()
+                self.registry.bounds.max_silence.unwrap_or_default()
             ),
         )
     }
@@ -233,15 +342,15 @@ impl AsyncRead for Tracked {
         // polling the timer on each was a measurable part of reading it).
         let read = Pin::new(&mut self.inner).poll_read(cx, buf);
         if read.is_ready() {
-            if self.registry.max_silence.is_some() {
+            if self.registry.bounds.max_silence.is_some() {
                 self.last_read = Instant::now();
             }
             return read;
         }
         match self.poll_checks(cx, true) {
-            // End of stream: the HTTP/2 server closes the connection.
-            Some(Closed::Idle) => Poll::Ready(Ok(())),
             Some(Closed::Silent) => Poll::Ready(Err(self.silence_error())),
+            // End of stream: the HTTP/2 server closes the connection.
+            Some(_) => Poll::Ready(Ok(())),
             None => Poll::Pending,
         }
     }
@@ -301,9 +410,15 @@ mod tests {
     async fn pair() -> (Tracked, TcpStream, Arc<Mutex<Vec<Closed>>>) {
         let closed = Arc::new(Mutex::new(Vec::new()));
         let counted = closed.clone();
-        let registry = IdleConnections::new(Duration::from_secs(60), Some(SILENCE), move |c| {
-            counted.lock().unwrap().push(c)
-        });
+        let registry = IdleConnections::new(
+            super::Bounds {
+                idle_timeout: Duration::from_secs(60),
+                max_silence: Some(SILENCE),
+                first_stream_timeout: Duration::from_secs(60),
+                max_pending_per_source: 0,
+            },
+            move |c| counted.lock().unwrap().push(c),
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut incoming = Box::pin(registry.incoming(listener));
@@ -319,6 +434,84 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
+    }
+
+    /// A connection that opens no stream is closed at the first-stream deadline, counted once.
+    #[tokio::test]
+    async fn a_connection_without_a_first_stream_is_closed() {
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let counted = closed.clone();
+        let registry = IdleConnections::new(
+            super::Bounds {
+                idle_timeout: Duration::from_secs(60),
+                max_silence: None,
+                first_stream_timeout: Duration::from_millis(300),
+                max_pending_per_source: 0,
+            },
+            move |c| counted.lock().unwrap().push(c),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = Box::pin(registry.incoming(listener));
+        let _client = TcpStream::connect(addr).await.unwrap();
+        let mut server = incoming.next().await.unwrap().unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), server.read(&mut buf))
+            .await
+            .expect("closed in time");
+        assert_eq!(read.unwrap(), 0, "end of stream");
+        assert_eq!(*closed.lock().unwrap(), vec![Closed::NoFirstStream]);
+    }
+
+    /// One source may hold only so many connections without a stream: the next is refused and
+    /// counted, and a slot frees when one opens a stream or closes. Loopback is never bounded.
+    #[tokio::test]
+    async fn a_source_holds_a_bounded_number_of_connections_without_a_stream() {
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let counted = closed.clone();
+        let registry = IdleConnections::new(
+            super::Bounds {
+                idle_timeout: Duration::from_secs(60),
+                max_silence: None,
+                first_stream_timeout: Duration::from_secs(60),
+                max_pending_per_source: 2,
+            },
+            move |c| counted.lock().unwrap().push(c),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pod: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let client = TcpStream::connect(addr).await.unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            held.push((client, registry.admit(tcp, pod)));
+        }
+        assert!(held[0].1.is_some() && held[1].1.is_some());
+        assert!(held[2].1.is_none(), "the third is refused");
+        assert_eq!(*closed.lock().unwrap(), vec![Closed::TooManyPending]);
+        // A stream on the first frees its slot.
+        let first = held[0].1.as_ref().unwrap();
+        let _stream = registry.stream_opened(Some(first.key.0), Some(first.key.1));
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        let fourth = registry.admit(tcp, pod);
+        assert!(fourth.is_some());
+        drop(client);
+        // Closing the second frees another.
+        held.remove(1);
+        let _client = TcpStream::connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        assert!(registry.admit(tcp, pod).is_some());
+        // Another source, and loopback, are not bounded by this one.
+        let _client = TcpStream::connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        assert!(registry.admit(tcp, "10.9.9.9".parse().unwrap()).is_some());
+        for _ in 0..5 {
+            let _client = TcpStream::connect(addr).await.unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            assert!(registry.admit(tcp, "127.0.0.1".parse().unwrap()).is_some());
+        }
     }
 
     #[tokio::test]

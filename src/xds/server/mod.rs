@@ -49,6 +49,12 @@ pub struct XdsLimits {
     /// A connection without a stream, or a stream without its first request, for this long is
     /// closed.
     pub idle_timeout: Duration,
+    /// A new connection must open its first stream (TLS handshake and HTTP/2 preface included)
+    /// within this.
+    pub first_stream_timeout: Duration,
+    /// Connections without a stream yet one source address may hold (loopback exempt); 0: no
+    /// bound.
+    pub max_pending_per_source: usize,
     /// A connection from which nothing arrives for this long (the keepalive interval plus its
     /// timeout) is closed: any byte proves the client alive, as istiod's gRPC server counts any
     /// frame (`idle`). None: kept however silent.
@@ -70,6 +76,8 @@ impl Default for XdsLimits {
             new_streams_per_second: 0,
             max_message_bytes: 4 * 1024 * 1024,
             idle_timeout: Duration::from_secs(30),
+            first_stream_timeout: Duration::from_secs(10),
+            max_pending_per_source: 64,
             max_silence: Some(Duration::from_secs(40)),
             max_subscribed_names: 100_000,
             max_unknown_names: 1_000,
@@ -115,8 +123,12 @@ impl XdsServer {
     ) -> Arc<XdsServer> {
         let counted = metrics.clone();
         let idle = idle::IdleConnections::new(
-            limits.idle_timeout,
-            limits.max_silence,
+            idle::Bounds {
+                idle_timeout: limits.idle_timeout,
+                max_silence: limits.max_silence,
+                first_stream_timeout: limits.first_stream_timeout,
+                max_pending_per_source: limits.max_pending_per_source,
+            },
             move |closed: idle::Closed| {
                 counted
                     .xds_errors

@@ -1,12 +1,17 @@
 //! Whether a connection is in use, for closing idle ones: the number of requests (or streams)
-//! open on it, and when the last one ended. The webhook port and the gRPC ports share it.
+//! open on it, and when the last one ended. The webhook port and the gRPC ports share it; `http`
+//! is the HTTP ports' connection loop built on it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub mod http;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Activity {
     in_use: AtomicUsize,
+    /// Something was opened on the connection at least once.
+    ever: AtomicBool,
     /// When the connection opened, or the last request on it ended.
     last: Mutex<Instant>,
 }
@@ -19,13 +24,29 @@ impl Activity {
     pub fn new() -> Arc<Activity> {
         Arc::new(Activity {
             in_use: AtomicUsize::new(0),
+            ever: AtomicBool::new(false),
             last: Mutex::new(Instant::now()),
         })
     }
 
     pub fn begin(self: &Arc<Self>) -> InUse {
         self.in_use.fetch_add(1, Ordering::AcqRel);
+        self.ever.store(true, Ordering::Release);
         InUse(self.clone())
+    }
+
+    /// When the connection turns idle for `timeout` if nothing opens on it before: `None` while
+    /// something is open.
+    pub fn idle_at(&self, timeout: Duration) -> Option<Instant> {
+        if self.in_use.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        self.last.lock().ok().map(|last| *last + timeout)
+    }
+
+    /// Whether anything was ever opened on the connection.
+    pub fn ever_used(&self) -> bool {
+        self.ever.load(Ordering::Acquire)
     }
 
     /// True when nothing is open and nothing was for `timeout`.
