@@ -789,3 +789,88 @@ fn silent_sockets_and_trickled_requests_are_closed_on_every_port() {
         assert!(metric(&d, &series) >= 1.0, "{series}");
     }
 }
+
+/// A mass deletion disconnects no one: proxies still subscribed to the endpoints of thousands of
+/// services just deleted (a namespace removed at once) are behind, not making names up, and the
+/// unknown-names bound (`--xds-max-unknown-names`, 1,000 here by default) leaves them alone while
+/// they follow: a SotW proxy whose next EDS request still lists them with a new name, and a Delta
+/// proxy that subscribes to one more name while holding them. Before, both streams were ended.
+#[test]
+fn a_mass_deletion_disconnects_no_proxy() {
+    use common::ads::{Delta, EDS};
+    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), 2000, 0);
+    let d = daemon(dir.path(), &[]);
+    let rt = runtime();
+    rt.block_on(async {
+        let addr = d.addr("grpc-xds");
+        let doomed: Vec<String> = (0..2000)
+            .map(|i| format!("outbound|80||svc-{i}.example.com"))
+            .collect();
+        let mut sotw = Sotw::open(addr, &node_id(1)).await.unwrap();
+        converge(&mut sotw, &marker(0)).await;
+        let mut names: Vec<&str> = doomed.iter().map(String::as_str).collect();
+        let m0 = marker(0);
+        names.push(&m0);
+        sotw.send(EDS, &names, "", "", None).await;
+        let mut delta = Delta::open(
+            addr,
+            DeltaDiscoveryRequest {
+                node: common::ads::node(&node_id(2)),
+                type_url: EDS.into(),
+                resource_names_subscribe: doomed.clone(),
+                ..Default::default()
+            },
+        )
+        .await;
+        let first = delta.recv().await;
+        delta.ack(&first).await;
+        // The whole namespace goes at once.
+        write_config(dir.path(), 0, 1);
+        converge(&mut sotw, &marker(1)).await;
+        // The SotW proxy's next EDS request, sent before it took the new clusters in, still names
+        // the deleted ones, and the new marker.
+        let m1 = marker(1);
+        let mut stale = names.clone();
+        stale.push(&m1);
+        sotw.send(EDS, &stale, "", "", None).await;
+        let mut got_eds = false;
+        while let Some(r) = sotw.recv_within(Duration::from_secs(10)).await {
+            if r.type_url == EDS {
+                got_eds = true;
+                break;
+            }
+        }
+        assert!(got_eds, "the SotW stream is served, not ended");
+        // The Delta proxy subscribes to one more name while it still holds the deleted ones.
+        delta
+            .send(DeltaDiscoveryRequest {
+                type_url: EDS.into(),
+                resource_names_subscribe: vec![m1.clone()],
+                ..Default::default()
+            })
+            .await;
+        let mut served = false;
+        for _ in 0..5 {
+            match tokio::time::timeout(Duration::from_secs(10), delta.rx.message()).await {
+                Ok(Ok(Some(r))) => {
+                    delta.ack(&r).await;
+                    if r.resources.iter().any(|res| res.name == m1) {
+                        served = true;
+                        break;
+                    }
+                }
+                other => panic!("the Delta stream ended: {other:?}"),
+            }
+        }
+        assert!(served, "the Delta stream is served the new name");
+    });
+    assert_eq!(
+        metric(
+            &d,
+            "rudder_xds_errors_total{reason=\"too_many_unknown_names\"}"
+        ),
+        0.0
+    );
+}

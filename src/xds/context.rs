@@ -133,6 +133,48 @@ pub struct Routing {
     default_export_to: Vec<String>,
 }
 
+/// Hostnames removed from the registry within `REMOVED_HOSTS_KEPT` (at most
+/// `REMOVED_HOSTS_MAX`, the oldest dropped first), with when: the push loop records each push's
+/// removals, every context shares the record.
+#[derive(Debug, Default, Clone)]
+pub struct RemovedHosts {
+    at: HashMap<String, std::time::Instant>,
+}
+
+/// How long a removed hostname's names count as known: a proxy follows a deletion within its
+/// next push, so this is far longer than any proxy lags behind.
+const REMOVED_HOSTS_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
+/// Bounds the record whatever the churn (a deletion of more services than this at once keeps the
+/// newest).
+const REMOVED_HOSTS_MAX: usize = 200_000;
+
+impl RemovedHosts {
+    /// This record with `removed` added now and what has aged out dropped.
+    pub fn with(&self, removed: impl IntoIterator<Item = String>) -> RemovedHosts {
+        let now = std::time::Instant::now();
+        let mut at = self.at.clone();
+        at.retain(|_, t| now.duration_since(*t) < REMOVED_HOSTS_KEPT);
+        for host in removed {
+            at.insert(host, now);
+        }
+        if at.len() > REMOVED_HOSTS_MAX {
+            let mut by_age: Vec<(String, std::time::Instant)> = at.into_iter().collect();
+            by_age.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+            by_age.truncate(REMOVED_HOSTS_MAX);
+            at = by_age.into_iter().collect();
+        }
+        RemovedHosts { at }
+    }
+
+    pub fn contains(&self, host: &str) -> bool {
+        self.at.contains_key(host)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+}
+
 pub struct PushContext {
     pub version: u64,
     pub snapshot: Arc<Snapshot>,
@@ -151,6 +193,9 @@ pub struct PushContext {
     scopes: ScopeCache,
     /// Signs workload certificates served over SDS (`default`); none when the CA is not running.
     pub certificates: Certificates,
+    /// Hostnames removed from the registry lately (`RemovedHosts`): a proxy still subscribed to
+    /// their clusters after a mass deletion is behind, not making names up.
+    pub removed_hosts: Arc<RemovedHosts>,
     /// Indexes derived from this context by the generators that need them (the ambient view), built
     /// on first use, at most once, and shared for the life of the push.
     derived: Mutex<HashMap<TypeId, DerivedSlot>>,
@@ -410,6 +455,7 @@ impl PushContext {
             listener_conflicts: Mutex::default(),
             scopes: ScopeCache::default(),
             certificates: None,
+            removed_hosts: Arc::default(),
             derived: Mutex::default(),
             encoded: Mutex::default(),
             lists: Mutex::default(),
@@ -505,6 +551,11 @@ impl PushContext {
 
     pub fn with_certificates(mut self, certificates: Certificates) -> PushContext {
         self.certificates = certificates;
+        self
+    }
+
+    pub fn with_removed_hosts(mut self, removed: Arc<RemovedHosts>) -> PushContext {
+        self.removed_hosts = removed;
         self
     }
 

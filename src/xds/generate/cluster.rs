@@ -810,7 +810,6 @@ pub(super) fn file(path: &str) -> Option<DataSource> {
     })
 }
 
-
 /// The system trust store of Istio's proxy image (Debian/Ubuntu and distroless layout), where
 /// istio-agent finds the roots istiod's `system` CA path stands for. Rudder serves Envoy directly,
 /// so the path is named here (docs/decisions.md).

@@ -155,6 +155,7 @@ pub async fn run(
         mut roots,
     } = start;
     metrics.services.set(registry.services.len() as i64);
+    let mut removed_hosts: Arc<crate::xds::context::RemovedHosts> = Arc::default();
     // The proxy views of the last context pushed, which an endpoint-only push keeps.
     let mut scopes: Option<crate::xds::context::ScopeCache> = None;
     let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
@@ -232,6 +233,19 @@ pub async fn run(
                 &next_mesh.discovery_selectors,
             );
             let next = Arc::new(next);
+            // Hostnames this change removed: proxies still subscribed to their clusters until
+            // they follow the push are behind, not making names up (the unknown-names bound).
+            if delta.services_changed {
+                let gone: Vec<String> = registry
+                    .services
+                    .keys()
+                    .filter(|h| !next.services.contains_key(*h))
+                    .cloned()
+                    .collect();
+                if !gone.is_empty() || !removed_hosts.is_empty() {
+                    removed_hosts = Arc::new(removed_hosts.with(gone));
+                }
+            }
             // Kept in step with `snapshot` in every round, pushed or not: the next round diffs
             // from this snapshot.
             routing = routing.reuse_or_build(&previous, &snapshot, &next_mesh);
@@ -272,7 +286,8 @@ pub async fn run(
                 next_mesh,
                 routing.clone(),
             )
-            .with_certificates(certificates.clone());
+            .with_certificates(certificates.clone())
+            .with_removed_hosts(removed_hosts.clone());
             let context = match &scopes {
                 Some(previous) if !decision.full => context.sharing_scopes(previous),
                 _ => context,

@@ -122,6 +122,15 @@ pub(super) struct StreamState {
     nack_logs_suppressed: u64,
 }
 
+/// The service hostname a resource name is about: a cluster's (`outbound|port|subset|host`), or
+/// a proxyless gRPC listener's or route's (`host:port`).
+fn name_host(name: &str) -> Option<&str> {
+    if let Some((_, _, host)) = parse_outbound_cluster(name) {
+        return Some(host);
+    }
+    name.rsplit_once(':').map(|(host, _)| host)
+}
+
 impl StreamState {
     /// The watch of `type_url`, created when new.
     pub(super) fn watch_mut(&mut self, type_url: TypeUrl) -> &mut TypeStatus {
@@ -192,6 +201,12 @@ impl StreamState {
         if watch.wildcard || watch.names.len() <= max {
             return true;
         }
+        // A name of a service removed lately is not made up: its proxy has not followed the
+        // removal yet (a namespace of thousands of services deleted at once).
+        let removed_lately = |name: &str| {
+            !ctx.removed_hosts.is_empty()
+                && name_host(name).is_some_and(|host| ctx.removed_hosts.contains(host))
+        };
         let unknown = if type_url == TypeUrl::Endpoint {
             ctx.unknown_endpoint_names(watch.names_digest, || {
                 watch
@@ -200,6 +215,7 @@ impl StreamState {
                     .filter(|n| {
                         parse_outbound_cluster(n)
                             .is_none_or(|(_, _, host)| !ctx.registry.services.contains_key(host))
+                            && !removed_lately(n)
                     })
                     .count()
             })
@@ -214,7 +230,7 @@ impl StreamState {
             watch
                 .names
                 .iter()
-                .filter(|n| !known.contains(n.as_str()))
+                .filter(|n| !known.contains(n.as_str()) && !removed_lately(n))
                 .count()
         };
         if unknown <= max {
