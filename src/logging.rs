@@ -2,6 +2,7 @@
 //! through `/debug/log` or `rudder log`.
 
 use std::sync::OnceLock;
+use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
@@ -124,12 +125,68 @@ pub fn init(level: &str, json: bool, ansi: bool) {
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .fmt_fields(EscapedFields);
+    let quieted = QuietRepeats::default();
     if json {
-        registry.with(fmt.event_format(IstioJson)).init();
+        registry
+            .with(fmt.event_format(IstioJson).with_filter(quieted))
+            .init();
     } else {
-        registry.with(fmt).init();
+        registry.with(fmt.with_filter(quieted)).init();
     }
     let _ = HANDLE.set((handle, std::sync::Mutex::new(initial)));
+}
+
+/// Crates that log every failed API request themselves (kube's client logs each non-2xx
+/// response at ERROR), which Rudder's own callers log with what they were doing: during an API
+/// server outage each watcher retrying every second wrote a line per retry, hundreds in seconds.
+const REPEATING_TARGETS: &[&str] = &["kube_client", "kube_runtime"];
+
+/// How often one log statement of a `REPEATING_TARGETS` crate may write a line.
+const REPEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Lets a log statement of the crates in `REPEATING_TARGETS` through at most once per
+/// `REPEAT_EVERY` (Rudder's own watchers rate-limit their lines the same way); everything else
+/// passes untouched.
+#[derive(Default, Clone)]
+pub struct QuietRepeats {
+    last: std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<tracing::callsite::Identifier, std::time::Instant>,
+        >,
+    >,
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::layer::Filter<S> for QuietRepeats {
+    fn enabled(
+        &self,
+        _meta: &tracing::Metadata<'_>,
+        _cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        true
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        let meta = event.metadata();
+        if !REPEATING_TARGETS
+            .iter()
+            .any(|t| meta.target() == *t || meta.target().starts_with(&format!("{t}::")))
+        {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        match last.get(&meta.callsite()) {
+            Some(at) if now.duration_since(*at) < REPEAT_EVERY => false,
+            _ => {
+                last.insert(meta.callsite(), now);
+                true
+            }
+        }
+    }
 }
 
 /// Event and span fields for text log lines, every value with its control characters escaped:

@@ -723,6 +723,62 @@ fn watchers_catch_up_at_once_after_an_api_server_outage() {
     });
 }
 
+/// An API server outage is logged, not shouted: each watcher says once that it fails (and later
+/// how many failures it left out), then that it recovered, instead of a line per retry (hundreds
+/// in seconds before). Every failure is still counted in `rudder_k8s_watch_errors_total`.
+#[test]
+fn an_api_server_outage_writes_a_line_per_watcher_not_per_retry() {
+    let c = Cluster::fake("outage-log");
+    let fake = c.fake.as_ref().unwrap();
+    c.apply(service(&c.ns, "a", 80));
+    let daemon = c.rudder(&[]);
+    wait_ready(&daemon);
+    while daemon.log.try_recv().is_ok() {}
+    fake.fail_next("/", 500, usize::MAX);
+    fake.pause_watches();
+    let outage = std::time::Instant::now();
+    let mut lines = Vec::new();
+    while outage.elapsed() < std::time::Duration::from_secs(8) {
+        if let Ok(line) = daemon
+            .log
+            .recv_timeout(std::time::Duration::from_millis(200))
+        {
+            lines.push(line);
+        }
+    }
+    fake.end_failures();
+    fake.resume_watches();
+    // Every line about a failure: kube's own request errors, and each watcher's or lease's.
+    let failed: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    let failing = failed
+        .iter()
+        .filter_map(|l| l.split(" what=\"").nth(1)?.split('"').next())
+        .collect::<std::collections::BTreeSet<_>>();
+    let client_lines = failed.iter().filter(|l| l.contains("kube_client")).count();
+    assert!(!failing.is_empty(), "the outage is logged: {lines:#?}");
+    assert!(
+        failed.len() <= failing.len() + 1 && client_lines <= 1,
+        "a line per failing watcher or lease, and kube's own request errors once, in an 8 s outage: {failed:#?}"
+    );
+    let retries = common::metric(&daemon, "rudder_k8s_watch_errors_total{");
+    assert!(
+        retries > failed.len() as f64,
+        "every retry is still counted ({retries} > {})",
+        failed.len()
+    );
+    // A watcher that resumed its watch says so with its next event.
+    c.apply(service(&c.ns, "b", 80));
+    eventually(30, "the Service watcher says it recovered", || {
+        daemon
+            .log
+            .try_iter()
+            .any(|l| l.contains("watch recovered") && l.contains("what=\"Service\""))
+    });
+}
+
 /// PILOT_ENABLE_ANALYSIS: the leader writes istiod's analysis messages into the status of the
 /// objects (IST0101 for a destination that does not exist), clears them once the reference
 /// resolves, and a status write is not config: it pushes nothing.

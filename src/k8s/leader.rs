@@ -40,6 +40,7 @@ impl LeaderElection {
             let api: Api<Lease> = Api::namespaced(client, &self.namespace);
             let mut ticker = tokio::time::interval(self.renew_every);
             let mut last_renewed: Option<tokio::time::Instant> = None;
+            let mut errors = super::RepeatLog::default();
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -47,13 +48,14 @@ impl LeaderElection {
                 }
                 let leading = match self.try_acquire_or_renew(&api).await {
                     Ok(won) => {
+                        errors.recovered(&self.name, "lease updates work again");
                         if won {
                             last_renewed = Some(tokio::time::Instant::now());
                         }
                         won
                     }
                     Err(e) => {
-                        warn!(lease = %self.name, error = %e, "lease update failed");
+                        errors.failed(&self.name, "lease update failed", &e);
                         // Keep leading only while our last renewal is still within the TTL.
                         *tx.borrow()
                             && last_renewed.is_some_and(|t| t.elapsed() < self.lease_duration)

@@ -148,3 +148,62 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
         self.next = Self::FIRST;
     }
 }
+
+/// How often one repeating failure (a watcher retrying, a lease renewal failing) is logged: the
+/// first at once, then one line per this long saying how many were left out (each still counted
+/// in its metric). During an API server outage every watcher retries every second; logging each
+/// retry wrote hundreds of lines in seconds.
+const REPEAT_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One repeating failure's log: at most a line per `REPEAT_LOG_EVERY`, and a line when it ends.
+#[derive(Debug, Default)]
+pub struct RepeatLog {
+    last_logged: Option<std::time::Instant>,
+    not_logged: u64,
+    failures: u64,
+}
+
+impl RepeatLog {
+    /// Notes a failure of `what` (a kind, a lease), logging `message` with it when due.
+    pub fn failed(&mut self, what: &str, message: &str, error: &dyn std::fmt::Display) {
+        self.failures += 1;
+        if self
+            .last_logged
+            .is_some_and(|at| at.elapsed() < REPEAT_LOG_EVERY)
+        {
+            self.not_logged += 1;
+            return;
+        }
+        tracing::warn!(what, %error, failures_not_logged = self.not_logged, "{message}");
+        self.last_logged = Some(std::time::Instant::now());
+        self.not_logged = 0;
+    }
+
+    /// Logs `message` once when `what` works again after failures.
+    pub fn recovered(&mut self, what: &str, message: &str) {
+        if self.failures > 0 {
+            tracing::info!(what, failures = self.failures, "{message}");
+            *self = RepeatLog::default();
+        }
+    }
+}
+
+#[cfg(test)]
+mod repeat_log_tests {
+    use super::RepeatLog;
+
+    #[test]
+    fn a_repeating_failure_is_logged_once_per_period_and_its_end_once() {
+        let mut log = RepeatLog::default();
+        for _ in 0..100 {
+            log.failed("Service", "watch failed", &"503");
+        }
+        assert_eq!((log.failures, log.not_logged), (100, 99));
+        assert!(log.last_logged.is_some());
+        log.recovered("Service", "watch recovered");
+        assert_eq!(log.failures, 0, "reset once recovered");
+        log.recovered("Service", "watch recovered");
+        log.failed("Service", "watch failed", &"503");
+        assert_eq!(log.not_logged, 0, "a new failure after recovery is logged");
+    }
+}

@@ -127,15 +127,20 @@ impl CaBundlePatcher {
         let mut stream = watcher::watcher(api.clone(), config)
             .backoff(crate::k8s::WatchBackoff::default())
             .boxed();
+        let mut errors = crate::k8s::RepeatLog::default();
+        let kind = <K as kube::Resource>::kind(&()).to_string();
         loop {
             let event = tokio::select! {
                 _ = stop.cancelled() => return,
                 e = stream.next() => e,
             };
+            if matches!(event, Some(Ok(_))) {
+                errors.recovered(&kind, "webhook configuration watch recovered");
+            }
             let object = match event {
                 None => return,
                 Some(Err(e)) => {
-                    warn!(error = %e, "webhook configuration watch failed; retrying");
+                    errors.failed(&kind, "webhook configuration watch failed; retrying", &e);
                     continue;
                 }
                 Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => o,

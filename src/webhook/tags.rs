@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 /// The tag label on a webhook configuration.
 pub const TAG_LABEL: &str = "istio.io/tag";
@@ -90,6 +90,7 @@ pub async fn run(
         .backoff(crate::k8s::WatchBackoff::default())
         .boxed();
     let mut tracked = Tracked::default();
+    let mut errors = crate::k8s::RepeatLog::default();
     loop {
         let event = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -97,8 +98,14 @@ pub async fn run(
         };
         match event {
             None => return,
-            Some(Err(e)) => warn!(error = %e, "revision tag watch failed; retrying"),
+            Some(Err(e)) => {
+                errors.failed("revision tags", "revision tag watch failed; retrying", &e)
+            }
             Some(Ok(event)) => {
+                errors.recovered(
+                    "MutatingWebhookConfiguration",
+                    "revision tag watch recovered",
+                );
                 if tracked.apply(event) {
                     let now = tracked.tags();
                     if **tags.load() != now {

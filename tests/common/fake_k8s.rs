@@ -948,6 +948,11 @@ impl FakeApi {
         self.shared.inner.lock().unwrap().status_writes
     }
 
+    /// Ends every injected failure (an outage made with `fail_next(.., usize::MAX)`).
+    pub fn end_failures(&self) {
+        self.shared.inner.lock().unwrap().failures.clear();
+    }
+
     pub fn fail_next(&self, prefix: &str, code: u16, n: usize) {
         self.shared
             .inner

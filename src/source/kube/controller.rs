@@ -120,6 +120,7 @@ async fn run_watch<K>(
         .backoff(crate::k8s::WatchBackoff::default())
         .boxed();
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
+    let mut errors = crate::k8s::RepeatLog::default();
     let type_label = kind.name().to_string();
     let family = if kind.is_istio() {
         &ctx.metrics.k8s_cfg_events
@@ -142,7 +143,11 @@ async fn run_watch<K>(
         let event = match next {
             None => return,
             Some(Err(e)) => {
-                warn!(kind = %kind, error = %e, "watch failed; retrying with backoff");
+                errors.failed(
+                    part.trim_start_matches("watch/"),
+                    "watch failed; retrying with backoff",
+                    &e,
+                );
                 ctx.metrics
                     .k8s_watch_errors
                     .get_or_create(&TypeLabels {
@@ -151,7 +156,10 @@ async fn run_watch<K>(
                     .inc();
                 continue;
             }
-            Some(Ok(event)) => event,
+            Some(Ok(event)) => {
+                errors.recovered(part.trim_start_matches("watch/"), "watch recovered");
+                event
+            }
         };
         match event {
             Event::Init => relist = Some((Vec::new(), BTreeSet::new())),
@@ -419,6 +427,7 @@ async fn watch_crds(
         .boxed();
     let mut installed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut relist: Option<BTreeMap<String, Vec<String>>> = None;
+    let mut crd_errors = crate::k8s::RepeatLog::default();
     let served = |crd: &CustomResourceDefinition| -> Vec<String> {
         crd.spec
             .versions
@@ -436,7 +445,11 @@ async fn watch_crds(
         match next {
             None => return,
             Some(Err(e)) => {
-                warn!(error = %e, "CRD watch failed; retrying with backoff");
+                crd_errors.failed(
+                    "CustomResourceDefinition",
+                    "watch failed; retrying with backoff",
+                    &e,
+                );
                 ctx.metrics
                     .k8s_watch_errors
                     .get_or_create(&TypeLabels {
@@ -452,6 +465,7 @@ async fn watch_crds(
                     .insert(name(&crd), served(&crd));
             }
             Some(Ok(Event::InitDone)) => {
+                crd_errors.recovered("CustomResourceDefinition", "watch recovered");
                 installed = relist.take().unwrap_or_default();
                 ctx.readiness.set("watch/CustomResourceDefinition");
             }
