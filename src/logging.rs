@@ -113,11 +113,20 @@ pub fn to_filter(spec: &str) -> Result<String, String> {
     Ok(filter)
 }
 
+/// Starts logging at `level`: istiod's scope form (`default:info,ads:debug`, what its chart and
+/// `--log_output_level` pass) or a tracing filter (`rudder::xds=debug,info`); `RUST_LOG`, when
+/// set, wins. A level neither form reads logs at `info` and says so on the first line.
 pub fn init(level: &str, json: bool, ansi: bool) {
-    let initial = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| level.to_string());
+    let (initial, refused) = match std::env::var("RUST_LOG").ok().filter(|s| !s.is_empty()) {
+        Some(filter) => match EnvFilter::try_new(&filter) {
+            Ok(_) => (filter, None),
+            Err(e) => ("info".to_string(), Some((filter, e.to_string()))),
+        },
+        None => match to_filter(level) {
+            Ok(filter) => (filter, None),
+            Err(e) => ("info".to_string(), Some((level.to_string(), e))),
+        },
+    };
     let filter = EnvFilter::try_new(&initial).unwrap_or_else(|_| EnvFilter::new("info"));
     let (layer, handle) = reload::Layer::new(filter);
     let registry = tracing_subscriber::registry().with(layer);
@@ -134,6 +143,9 @@ pub fn init(level: &str, json: bool, ansi: bool) {
         registry.with(fmt.with_filter(quieted)).init();
     }
     let _ = HANDLE.set((handle, std::sync::Mutex::new(initial)));
+    if let Some((level, error)) = refused {
+        tracing::warn!(level, error, "log level not understood; logging at info");
+    }
 }
 
 /// Crates that log every failed API request themselves (kube's client logs each non-2xx

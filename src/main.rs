@@ -108,7 +108,8 @@ enum Command {
 fn main() -> std::process::ExitCode {
     return_freed_memory_promptly();
     cmd::without_transparent_huge_pages();
-    let cli = Cli::parse_from(global_flags_after_subcommand(std::env::args_os().collect()));
+    let (args, istiod_flags_not_read) = cmd::istiod_flags::translate(std::env::args_os().collect());
+    let cli = Cli::parse_from(global_flags_after_subcommand(args));
     match cli.command {
         Some(Command::Log { level, addr }) => match cmd::log::run(&addr, level.as_deref()) {
             Ok(out) => {
@@ -140,6 +141,9 @@ fn main() -> std::process::ExitCode {
                 matches!(cli.log_format, LogFormat::Json),
                 std::io::stderr().is_terminal(),
             );
+            for (flag, why) in &istiod_flags_not_read {
+                tracing::warn!(flag, why, "istiod flag accepted but not acted on");
+            }
             let args = match command {
                 Some(Command::Serve(args)) => *args,
                 _ => cli.serve,

@@ -1040,3 +1040,91 @@ fn an_external_ca_is_granted_the_csr_api_for_its_signers_only() {
         "create"
     ));
 }
+
+/// The daemon runs with exactly what the chart renders (its arguments, and its environment with
+/// the pod fields filled in, as the kubelet would; only the listen addresses are moved to free
+/// loopback ports) against an in-cluster API server, and logs: at istiod's scope levels the chart
+/// passes (`default:info,ads:debug`), the debug lines of `ads` included; istiod's own flags in
+/// `extraContainerArgs` are read as Rudder's, or named as not acted on. Before, the daemon took
+/// `--log-level=default:info` for a filter it could not read and wrote no log line at all, and
+/// stopped at the first istiod flag.
+#[test]
+fn the_daemon_runs_and_logs_with_the_charts_rendered_arguments() {
+    let Some(r) = render_in(
+        "chart-run-ns",
+        json!({"global": {"logging": {"level": "default:info,ads:debug"}},
+               // istiod's own flags, as an istiod values file carries them.
+               "extraContainerArgs": ["--keepaliveMaxServerConnectionAge", "45m", "--profile"]}),
+    ) else {
+        return;
+    };
+    let deploy = r
+        .objects
+        .iter()
+        .find(|(k, _)| k.starts_with("Deployment/"))
+        .map(|(_, v)| v.clone())
+        .expect("a Deployment");
+    let args = args_of(&deploy);
+    let env: Vec<(String, String)> = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap().to_string();
+            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.name") => "rudder-0".to_string(),
+                Some("metadata.namespace") => "chart-run-ns".to_string(),
+                Some(other) => panic!("a field the test does not fill: {other}"),
+                None => e["value"].as_str().unwrap_or_default().to_string(),
+            };
+            (name, value)
+        })
+        .collect();
+    let c = common::cluster::Cluster::fake_in_cluster("chart-run");
+    // `serve` is the chart's first argument; the test harness puts it first itself.
+    assert_eq!(args[0], "serve");
+    let mut all: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+    all.extend(common::LOOPBACK_PORTS);
+    let env: Vec<(&str, Option<&str>)> = env
+        .iter()
+        .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+        .collect();
+    let daemon = c.rudder_in_pod_with(&all, &env);
+    let after_start = (0..200)
+        .map_while(|_| {
+            daemon
+                .log
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .ok()
+        })
+        .take_while(|l| !l.contains("Kubernetes initial sync done"));
+    let seen: Vec<String> = daemon.startup.iter().cloned().chain(after_start).collect();
+    assert!(
+        seen.iter().any(|l| l.contains(" INFO ")),
+        "info lines at default:info: {seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.contains("log level not understood")),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("istiod flag accepted but not acted on") && l.contains("--profile")),
+        "an istiod flag Rudder does not act on is named: {seen:#?}"
+    );
+    common::eventually(30, "ads debug lines at ads:debug", || {
+        let ads = common::ads::Sotw::open(
+            daemon.addr("grpc-xds"),
+            "sidecar~10.0.0.1~a.chart-run-ns~chart-run-ns.svc.cluster.local",
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _stream = rt.block_on(ads);
+        daemon
+            .log
+            .try_iter()
+            .any(|l| l.contains(" DEBUG ") && l.contains("rudder::xds"))
+    });
+}

@@ -1,5 +1,6 @@
 //! Subcommands of the `rudder` binary.
 
+pub mod istiod_flags;
 pub mod log;
 pub mod serve;
 pub mod validate;

@@ -292,23 +292,28 @@ impl Cluster {
     /// `rudder serve` as a pod of a `fake_in_cluster` runs it: no kubeconfig anywhere, the API
     /// server from `KUBERNETES_SERVICE_HOST`/`PORT` and the mounted service account.
     pub fn rudder_in_pod(&self, extra: &[&str]) -> Daemon {
+        let mut args = self.daemon_args();
+        args.extend_from_slice(extra);
+        self.rudder_in_pod_with(&args, &[])
+    }
+
+    /// `rudder` in a pod of a `fake_in_cluster` with exactly `args` (the subcommand included, as a
+    /// chart renders them) and `env` besides the pod's own.
+    pub fn rudder_in_pod_with(&self, args: &[&str], env: &[(&str, Option<&str>)]) -> Daemon {
         let fake = self.fake.as_ref().expect("an in-cluster fake");
         let port = fake.addr.port().to_string();
         let sa = fake.sa_dir().to_string_lossy().to_string();
         let home = fake.sa_dir().join("..").to_string_lossy().to_string();
-        let mut args = self.daemon_args();
-        args.extend_from_slice(extra);
-        Daemon::spawn_env(
-            "127.0.0.1:0",
-            &args,
-            &[
-                ("KUBECONFIG", None),
-                ("HOME", Some(&home)),
-                ("KUBERNETES_SERVICE_HOST", Some("127.0.0.1")),
-                ("KUBERNETES_SERVICE_PORT", Some(&port)),
-                ("RUDDER_SERVICE_ACCOUNT_DIR", Some(&sa)),
-            ],
-        )
+        let mut all: Vec<(&str, Option<&str>)> = vec![
+            ("KUBECONFIG", None),
+            ("RUST_LOG", None),
+            ("HOME", Some(&home)),
+            ("KUBERNETES_SERVICE_HOST", Some("127.0.0.1")),
+            ("KUBERNETES_SERVICE_PORT", Some(&port)),
+            ("RUDDER_SERVICE_ACCOUNT_DIR", Some(&sa)),
+        ];
+        all.extend_from_slice(env);
+        Daemon::spawn_env("127.0.0.1:0", args, &all)
     }
 }
 

@@ -37,6 +37,8 @@ pub struct Daemon {
     pub ca_dir: tempfile::TempDir,
     /// Listening addresses by server name ("monitoring", "http", ...), read from the log.
     pub addrs: HashMap<String, SocketAddr>,
+    /// The log lines up to the last listening address (`log` has the ones after).
+    pub startup: Vec<String>,
     pub log: mpsc::Receiver<String>,
 }
 
@@ -85,10 +87,12 @@ impl Daemon {
                 None => command.env_remove(name),
             };
         }
+        if !env.iter().any(|(name, _)| *name == "RUST_LOG") {
+            command.env("RUST_LOG", "info");
+        }
         let mut child = command
             .args(&args)
             .args(extra)
-            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -104,6 +108,7 @@ impl Daemon {
             }
         });
         let mut addrs = HashMap::new();
+        let mut startup = Vec::new();
         while addrs.len() < 5 {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
@@ -111,11 +116,13 @@ impl Daemon {
             if let Some((server, addr)) = parse_listening(&line) {
                 addrs.insert(server, addr);
             }
+            startup.push(line);
         }
         Daemon {
             child,
             ca_dir,
             addrs,
+            startup,
             log: rx,
         }
     }
