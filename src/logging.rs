@@ -365,6 +365,93 @@ where
     }
 }
 
+/// One Istio scope and the level it logs at now (ControlZ's `scopej`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScopeLevel {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_level: String,
+    /// Rudder writes no stack traces: always `none`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stack_trace_level: String,
+    #[serde(default)]
+    pub log_callers: bool,
+}
+
+/// A filter's directives: the default level, and a level per target.
+fn directives(filter: &str) -> (String, std::collections::BTreeMap<String, String>) {
+    let mut default = "info".to_string();
+    let mut targets = std::collections::BTreeMap::new();
+    for d in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        match d.split_once('=') {
+            Some((target, level)) => {
+                targets.insert(target.to_string(), level.to_string());
+            }
+            None => default = d.to_string(),
+        }
+    }
+    (default, targets)
+}
+
+/// A tracing level as Istio names it (`off` is `none`).
+fn istio_level(level: &str) -> String {
+    match level {
+        "off" => "none".into(),
+        "trace" => "debug".into(),
+        other => other.into(),
+    }
+}
+
+/// Every Istio scope Rudder answers to (`default` first) with the level it logs at now.
+pub fn scopes() -> Vec<ScopeLevel> {
+    let (default, targets) = directives(&current());
+    std::iter::once(("default", "the default for every scope not set on its own"))
+        .chain(SCOPES.iter().map(|(name, module)| (*name, *module)))
+        .map(|(name, module)| {
+            let level = if name == "default" {
+                default.clone()
+            } else {
+                targets
+                    .get(module)
+                    .cloned()
+                    .unwrap_or_else(|| default.clone())
+            };
+            ScopeLevel {
+                name: name.to_string(),
+                description: if name == "default" {
+                    module.to_string()
+                } else {
+                    format!("Rudder's {module}")
+                },
+                output_level: istio_level(&level),
+                stack_trace_level: "none".into(),
+                log_callers: false,
+            }
+        })
+        .collect()
+}
+
+/// Sets one Istio scope's level (`none`, `error`, `warn`, `info`, `debug`), leaving the others as
+/// they are; returns the filter now in force. Scopes served by the same Rudder module change
+/// together (`ads`, `xds` and `delta` are all `rudder::xds`).
+pub fn set_scope(scope: &str, level: &str) -> Result<String, String> {
+    let single = to_filter(&format!("{scope}:{level}"))?;
+    let (mut default, mut targets) = directives(&current());
+    let (_, new_targets) = directives(&single);
+    if new_targets.is_empty() {
+        default = single;
+    } else {
+        targets.extend(new_targets);
+    }
+    let filter = std::iter::once(default)
+        .chain(targets.into_iter().map(|(t, l)| format!("{t}={l}")))
+        .collect::<Vec<_>>()
+        .join(",");
+    set(&filter)
+}
+
 /// The filter in force.
 pub fn current() -> String {
     HANDLE

@@ -496,3 +496,54 @@ fn metrics_pass_promtool() {
         }
     });
 }
+
+/// ControlZ, as `istioctl admin log` uses it (its requests: `GET /scopej/`, `PUT /scopej/<scope>`
+/// with its `ScopeInfo`, expecting 202 Accepted): the scopes and their levels, a level changed
+/// for one scope, the others left as they are, and the change in force (the same filter
+/// `/debug/log` shows). Before, nothing listened on 9876.
+#[test]
+fn istioctl_admin_log_reads_and_sets_levels_through_controlz() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), MESH);
+    let daemon = Daemon::start(dir.path(), &[]);
+    let ctrlz = daemon.addr("controlz");
+    let (status, body) = http_get(ctrlz, "/scopej/");
+    assert_eq!(status, 200, "{body}");
+    let scopes: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    let level = |scopes: &[serde_json::Value], name: &str| {
+        scopes
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["output_level"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(level(&scopes, "default").as_deref(), Some("info"));
+    assert_eq!(level(&scopes, "ads").as_deref(), Some("info"));
+    let (status, _) = common::http_send_json(
+        ctrlz,
+        "PUT",
+        "/scopej/ads",
+        r#"{"name":"ads","output_level":"debug","stack_trace_level":"none"}"#,
+    );
+    assert_eq!(status, 202);
+    let (_, one) = http_get(ctrlz, "/scopej/ads");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&one).unwrap()["output_level"],
+        "debug"
+    );
+    let (_, all) = http_get(ctrlz, "/scopej/");
+    let scopes: Vec<serde_json::Value> = serde_json::from_str(&all).unwrap();
+    assert_eq!(level(&scopes, "default").as_deref(), Some("info"));
+    assert_eq!(level(&scopes, "ca").as_deref(), Some("info"));
+    let (_, filter) = http_get(daemon.addr("monitoring"), "/debug/log");
+    assert!(filter.contains("rudder::xds=debug"), "{filter}");
+    let (status, _) = common::http_send_json(
+        ctrlz,
+        "PUT",
+        "/scopej/nosuchscope",
+        r#"{"name":"nosuchscope","output_level":"debug"}"#,
+    );
+    assert_eq!(status, 404);
+    let (status, page) = http_get(ctrlz, "/");
+    assert_eq!(status, 200);
+    assert!(page.contains("ControlZ") && page.contains("ads"), "{page}");
+}

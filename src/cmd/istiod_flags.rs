@@ -81,8 +81,6 @@ const NOT_READ: &[(&str, &str)] = &[
         "kubernetesApiBurst",
         "Kubernetes API calls are not rate-limited here",
     ),
-    ("ctrlz_port", "see docs/decisions.md (ControlZ)"),
-    ("ctrlz_address", "see docs/decisions.md (ControlZ)"),
     ("vklog", "kube client logging follows the log level"),
 ];
 
@@ -129,6 +127,18 @@ pub fn translate(args: Vec<OsString>) -> (Vec<OsString>, Vec<(String, &'static s
                 }
                 Some(v) => out.push(format!("{rudder}={v}").into()),
                 None => out.push((*rudder).into()),
+            }
+        } else if name == "ctrlz_port" || name == "ctrlz_address" {
+            // Rudder takes ControlZ's address whole: the port with loopback, or the host on 9876.
+            if let Some(v) = value(&mut iter) {
+                let addr = if name == "ctrlz_port" {
+                    format!("127.0.0.1:{v}")
+                } else if v == "localhost" {
+                    "127.0.0.1:9876".to_string()
+                } else {
+                    format!("{v}:9876")
+                };
+                out.push(format!("--ctrlz-addr={addr}").into());
             }
         } else if name == "log_as_json" {
             let on = inline.as_deref().is_none_or(|v| v != "false");

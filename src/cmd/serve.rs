@@ -136,6 +136,10 @@ pub struct ServeArgs {
     /// Metrics and debug HTTP address (istiod: 15014).
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
+    /// ControlZ address (istiod's `--ctrlz_address`/`--ctrlz_port`: loopback, 9876): log levels
+    /// by scope for `istioctl admin log`; `none` to not serve it.
+    #[arg(long, default_value = "127.0.0.1:9876", value_parser = parse_optional_addr)]
+    pub ctrlz_addr: OptionalAddr,
     /// Readiness and debug HTTP address (istiod: 8080).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
@@ -419,6 +423,19 @@ fn request_limit(args: &ServeArgs) -> u32 {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     u32::try_from(cores * 500).unwrap_or(u32::MAX)
+}
+
+/// A listen address, or none (`none` on the command line).
+#[derive(Debug, Clone, Copy)]
+pub struct OptionalAddr(pub Option<SocketAddr>);
+
+fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
+    if s == "none" {
+        return Ok(OptionalAddr(None));
+    }
+    s.parse()
+        .map(|a| OptionalAddr(Some(a)))
+        .map_err(|e| format!("{s:?}: {e}"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -790,6 +807,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         debug_access: debug_access.clone(),
         limits: Arc::new(limits(&args)),
     };
+    // ControlZ (istiod's 9876, loopback by default): `istioctl admin log`, `istioctl dashboard
+    // controlz`. A debugging aid: a port already taken is logged, not fatal.
+    if let Some(addr) = args.ctrlz_addr.0 {
+        match bind(addr, "controlz").await {
+            Ok(listener) => {
+                tasks.spawn(crate::activity::http::serve(
+                    "controlz",
+                    listener,
+                    crate::admin::controlz::router(),
+                    None,
+                    args.http_idle_timeout,
+                    metrics.http_closed("controlz"),
+                    cancel.clone(),
+                ));
+            }
+            Err(e) => warn!(error = %e, "ControlZ not served"),
+        }
+    }
     for (addr, what) in [
         (args.monitoring_addr, "monitoring"),
         (args.http_addr, "http"),

@@ -17,7 +17,7 @@ pub fn rudder() -> Command {
 }
 
 /// `rudder serve` flags that put every server on a loopback ephemeral port.
-pub const LOOPBACK_PORTS: [&str; 10] = [
+pub const LOOPBACK_PORTS: [&str; 12] = [
     "--monitoring-addr",
     "127.0.0.1:0",
     "--http-addr",
@@ -27,6 +27,8 @@ pub const LOOPBACK_PORTS: [&str; 10] = [
     "--secure-grpc-addr",
     "127.0.0.1:0",
     "--https-addr",
+    "127.0.0.1:0",
+    "--ctrlz-addr",
     "127.0.0.1:0",
 ];
 
@@ -74,6 +76,7 @@ impl Daemon {
             ("--grpc-addr", grpc_addr),
             ("--secure-grpc-addr", "127.0.0.1:0"),
             ("--https-addr", "127.0.0.1:0"),
+            ("--ctrlz-addr", "127.0.0.1:0"),
             ("--ca-dir", ca_path.as_str()),
         ] {
             if !extra.contains(&flag) {
@@ -109,7 +112,8 @@ impl Daemon {
         });
         let mut addrs = HashMap::new();
         let mut startup = Vec::new();
-        while addrs.len() < 5 {
+        const SERVERS: [&str; 5] = ["monitoring", "http", "grpc-xds", "webhook", "grpc-xds-tls"];
+        while !SERVERS.iter().all(|s| addrs.contains_key(*s)) {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .expect("rudder did not start listening");
@@ -175,6 +179,21 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    parse_response(&raw)
+}
+
+/// A minimal HTTP/1.1 request with a JSON body (`PUT`, `POST`): the status code and body.
+pub fn http_send_json(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .expect("write");
     let mut raw = Vec::new();

@@ -1,5 +1,7 @@
 //! The monitoring/debug HTTP server (istiod's 15014 and 8080): metrics, readiness, version, and the
-//! debug views of the config store.
+//! debug views of the config store; and ControlZ (`controlz`, istiod's 9876).
+
+pub mod controlz;
 
 use crate::metrics::Metrics;
 use crate::source::file::FileStatus;
