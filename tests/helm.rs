@@ -86,6 +86,12 @@ fn render_in(namespace: &str, values: Value) -> Option<Rendered> {
         .iter()
         .flat_map(|c| yaml_documents(c["data"].as_str().unwrap()))
         .collect();
+    // Every object, as the API server would judge it: Kubernetes' own OpenAPI schemas, strictly.
+    let invalid = result["invalid"].as_array().cloned().unwrap_or_default();
+    assert!(
+        invalid.is_empty(),
+        "objects Kubernetes refuses: {invalid:#?}"
+    );
     Some(Rendered {
         lint: result["lint"].clone(),
         objects,
@@ -111,7 +117,57 @@ fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> T {
     t
 }
 
+/// A resource quantity (`500m`, `2`, `2048Mi`, `1Gi`, `1e3`) in its base unit.
+fn quantity(q: &Value) -> f64 {
+    let text = match q {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let units = [
+        ("Ki", 1024f64),
+        ("Mi", 1024f64.powi(2)),
+        ("Gi", 1024f64.powi(3)),
+        ("Ti", 1024f64.powi(4)),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+    ];
+    for (suffix, factor) in units {
+        if let Some(n) = text.strip_suffix(suffix) {
+            return n
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("quantity {text}"))
+                * factor;
+        }
+    }
+    text.parse().unwrap_or_else(|_| panic!("quantity {text}"))
+}
+
+/// No container asks for more of a resource than its limit allows (the API server refuses it).
+fn check_requests_within_limits(obj: &Value) {
+    let containers = obj["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    for c in containers {
+        let r = &c["resources"];
+        for (name, request) in r["requests"].as_object().into_iter().flatten() {
+            if let Some(limit) = r["limits"].get(name) {
+                assert!(
+                    quantity(request) <= quantity(limit),
+                    "{} {}: requests {name} {request} over its limit {limit}",
+                    obj["kind"],
+                    c["name"]
+                );
+            }
+        }
+    }
+}
+
 fn check_object(obj: &Value) {
+    check_requests_within_limits(obj);
     use k8s_openapi::api::{
         admissionregistration::v1 as adm, apps::v1 as apps, autoscaling::v2 as hpa,
         core::v1 as core, policy::v1 as policy, rbac::v1 as rbac,
@@ -339,7 +395,10 @@ fn chart_lints_and_renders_valid_objects() {
         serde_saphyr::from_str(&mesh).expect("mesh parses");
     assert_eq!(mesh.trust_domain.as_deref(), Some("cluster.local"));
 
-    assert!(r.objects.contains_key("PodDisruptionBudget/istiod"));
+    assert!(
+        !r.objects.contains_key("PodDisruptionBudget/istiod"),
+        "one replica by default: no budget, as istiod's chart"
+    );
     assert!(r.objects.contains_key("HorizontalPodAutoscaler/istiod"));
     assert!(
         !r.notes.contains("WARNING"),
@@ -1127,4 +1186,76 @@ fn the_daemon_runs_and_logs_with_the_charts_rendered_arguments() {
             .try_iter()
             .any(|l| l.contains(" DEBUG ") && l.contains("rudder::xds"))
     });
+}
+
+/// istiod's own values file for a production install (istiod's chart values as a platform team
+/// sets them: its resources, its image, hub and tag, its flags, its meshConfig, on a revision)
+/// renders objects the API server admits, with Rudder's image, the requests given and no limit
+/// below them, istiod's flags kept, the revision's mesh ConfigMap carrying meshConfig, and no
+/// disruption budget for one replica. Before: a 2048Mi request against a fixed 1Gi limit (refused
+/// by Kubernetes), Rudder's image turned into `docker.io/istio/pilot:1.30.0`, and meshConfig
+/// dropped on a revision.
+#[test]
+fn istiods_own_production_values_deploy_rudder() {
+    let values = json!({
+        "revision": "1-30",
+        "image": "pilot",
+        "hub": "docker.io/istio",
+        "tag": "1.30.0",
+        "variant": "distroless",
+        "autoscaleEnabled": false,
+        "replicaCount": 1,
+        "resources": {"requests": {"cpu": "500m", "memory": "2048Mi"}},
+        "env": {"PILOT_ENABLE_STATUS": "true", "PILOT_TRACE_SAMPLING": "1"},
+        "extraContainerArgs": ["--log_output_level=default:info,ads:debug", "--keepaliveMaxServerConnectionAge=30m"],
+        "meshConfig": {"accessLogFile": "/dev/stdout", "enableTracing": false,
+                       "defaultConfig": {"gatewayTopology": {"numTrustedProxies": 1}}},
+        "global": {"hub": "docker.io/istio", "tag": "1.30.0", "proxy": {"resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}},
+    });
+    let Some(r) = render_in("istio-system", values) else {
+        return;
+    };
+    let deploy = get(&r, "Deployment/istiod-1-30");
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    let image = container["image"].as_str().unwrap();
+    assert!(
+        image.starts_with("ghcr.io/rudder-mesh/rudder:") && !image.contains("pilot"),
+        "Rudder's image, not istiod's: {image}"
+    );
+    assert_eq!(container["resources"]["requests"]["memory"], "2048Mi");
+    assert!(
+        container["resources"]["limits"]["memory"].is_null(),
+        "{}",
+        container["resources"]
+    );
+    let args = args_of(deploy);
+    assert!(
+        args.iter()
+            .any(|a| a == "--log_output_level=default:info,ads:debug")
+    );
+    let mesh = get(&r, "ConfigMap/istio-1-30");
+    assert!(
+        mesh["data"]["mesh"]
+            .as_str()
+            .unwrap()
+            .contains("numTrustedProxies: 1"),
+        "{mesh}"
+    );
+    assert!(
+        !r.objects
+            .keys()
+            .any(|k| k.starts_with("PodDisruptionBudget/")),
+        "no budget for one replica: {:?}",
+        r.objects.keys()
+    );
+    // With more replicas, istiod's budget.
+    let Some(r) = render_in(
+        "istio-system",
+        json!({"autoscaleEnabled": true, "autoscaleMin": 2}),
+    ) else {
+        return;
+    };
+    let pdb = get(&r, "PodDisruptionBudget/istiod");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
 }

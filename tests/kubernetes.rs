@@ -1304,3 +1304,34 @@ fn loadgen_kubernetes_churn_reaches_every_watching_proxy() {
         assert_eq!(report["churn"]["new_services"]["samples"], 40, "{report}");
     }
 }
+
+/// A revision reads its own mesh ConfigMap, as istiod's chart names it (`istio-<revision>`), not
+/// the default revision's `istio`. Before, a revision's meshConfig was dropped.
+#[test]
+fn a_revision_reads_its_own_mesh_configmap() {
+    for c in Cluster::all("mesh-rev") {
+        let ns = c.ns.clone();
+        let mesh = |name: &str, td: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns},
+                "data": {"mesh": format!("trustDomain: {td}\n")}})
+        };
+        c.apply(mesh("istio", "default.example"));
+        c.apply(mesh("istio-canary", "canary.example"));
+        let daemon = c.rudder(&["--revision", "canary"]);
+        wait_ready(&daemon);
+        eventually(30, "the revision's mesh config", || {
+            http_get(daemon.addr("monitoring"), "/debug/mesh")
+                .1
+                .contains("\"trustDomain\":\"canary.example\"")
+        });
+        drop(daemon);
+        let daemon = c.rudder(&[]);
+        wait_ready(&daemon);
+        eventually(30, "the default revision's", || {
+            http_get(daemon.addr("monitoring"), "/debug/mesh")
+                .1
+                .contains("\"trustDomain\":\"default.example\"")
+        });
+    }
+}

@@ -425,6 +425,16 @@ fn request_limit(args: &ServeArgs) -> u32 {
     u32::try_from(cores * 500).unwrap_or(u32::MAX)
 }
 
+/// The mesh ConfigMap istiod's chart writes for `revision`: `istio` for the default revision,
+/// `istio-<revision>` for another.
+pub fn mesh_configmap(revision: &str) -> String {
+    if revision.is_empty() || revision == "default" {
+        crate::config::mesh::MESH_CONFIGMAP.to_string()
+    } else {
+        format!("{}-{revision}", crate::config::mesh::MESH_CONFIGMAP)
+    }
+}
+
 /// A listen address, or none (`none` on the command line).
 #[derive(Debug, Clone, Copy)]
 pub struct OptionalAddr(pub Option<SocketAddr>);
@@ -868,6 +878,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             KubeSourceConfig {
                 root_namespace: args.system_namespace.clone(),
                 injector_configmap: crate::webhook::inject::injector_configmap(&args.revision),
+                mesh_configmap: mesh_configmap(&args.revision),
             },
         )
         .spawn(&tasks, &cancel);

@@ -67,13 +67,19 @@ app: istiod
 istio.io/rev: {{ include "rudder.revision" . | quote }}
 {{- end -}}
 
+{{- /*
+Rudder's image: `image` when it is a whole reference (with a registry path) that is not istiod's
+own (`.../pilot`); otherwise Rudder's default. Its tag is the reference's, else the chart's
+appVersion. `hub`, `tag` and `variant` are istiod's (they name the pilot image and, under
+`global`, the proxies'), so an istiod values file never turns Rudder's image into `pilot:<tag>`.
+*/ -}}
 {{- define "rudder.image" -}}
-{{- $tag := .Values.tag | default .Chart.AppVersion -}}
-{{- if contains "/" .Values.image -}}
-{{- if contains ":" (last (splitList "/" .Values.image)) -}}{{ .Values.image }}{{- else -}}{{ .Values.image }}:{{ $tag }}{{- end -}}
-{{- else -}}
-{{ .Values.hub | default .Values.global.hub }}/{{ .Values.image }}:{{ $tag }}
+{{- $image := .Values.image | default "" -}}
+{{- $repo := first (splitList "@" (regexReplaceAll ":[^/]*$" $image "")) -}}
+{{- if or (not (contains "/" $image)) (hasSuffix "/pilot" $repo) -}}
+{{- $image = "ghcr.io/rudder-mesh/rudder" -}}
 {{- end -}}
+{{- if or (contains ":" (last (splitList "/" $image))) (contains "@" $image) -}}{{ $image }}{{- else -}}{{ $image }}:{{ .Chart.AppVersion }}{{- end -}}
 {{- end -}}
 
 {{/*

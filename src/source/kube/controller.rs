@@ -235,6 +235,9 @@ pub struct KubeSourceConfig {
     pub root_namespace: String,
     /// Name of the injector ConfigMap (`istio-sidecar-injector[-<revision>]`).
     pub injector_configmap: String,
+    /// Name of the mesh ConfigMap (`istio`, or `istio-<revision>` as istiod's chart names it for
+    /// a revision); stored as `istio`.
+    pub mesh_configmap: String,
 }
 
 pub struct KubeSource {
@@ -329,15 +332,36 @@ impl KubeSource {
                 .fields("type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1"),
             Arc::new(any_key)
         );
+        // The mesh ConfigMap of this revision (istiod's: `istio`, or `istio-<revision>`), kept in
+        // the store as `istio`, the name every reader of the mesh config looks for.
         let root = self.config.root_namespace.clone();
-        let mesh_only = move |k: &ConfigKey| k.namespace == root && k.name == "istio";
-        core!(
-            ConfigMap,
-            Kind::ConfigMap,
-            Api::namespaced(c.clone(), &self.config.root_namespace),
-            watcher::Config::default().fields("metadata.name=istio"),
-            Arc::new(mesh_only)
-        );
+        let mesh_only = move |k: &ConfigKey| {
+            k.namespace == root && k.name == crate::config::mesh::MESH_CONFIGMAP
+        };
+        {
+            let part = "watch/ConfigMap".to_string();
+            self.ctx.readiness.register(&part);
+            let spec = WatchSpec {
+                kind: Kind::ConfigMap,
+                part,
+                convert: Arc::new(|mut cm: ConfigMap| {
+                    cm.metadata.name = Some(crate::config::mesh::MESH_CONFIGMAP.to_string());
+                    Ok(cm.into_config())
+                }),
+                owns: Arc::new(mesh_only),
+            };
+            let fut = run_watch::<ConfigMap>(
+                self.ctx.clone(),
+                Api::namespaced(c.clone(), &self.config.root_namespace),
+                watcher::Config::default()
+                    .fields(&format!("metadata.name={}", self.config.mesh_configmap)),
+                spec,
+                cancel.clone(),
+            );
+            tasks.spawn(fut.instrument(
+                info_span!("k8s-watch", kind = "ConfigMap", name = %self.config.mesh_configmap),
+            ));
+        }
 
         // ConfigMaps watched by name, each with its own readiness part: the injector's template
         // (istiod's `istio-sidecar-injector`) in the root namespace, and the CA's root cert in every
