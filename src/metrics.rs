@@ -210,9 +210,10 @@ pub struct K8sEventLabels {
 }
 
 /// istiod's buckets for `pilot_xds_push_time` and `pilot_debounce_time`: alerts and dashboards
-/// written for istiod name these boundaries (`le="1"`).
+/// written for istiod name these boundaries (`le="1"`). istiod 1.31 adds `0.5`, which 1.30 lacks;
+/// it is here too, so both versions' queries find their bucket (an extra bucket changes no other).
 pub fn istiod_push_histogram() -> Histogram {
-    Histogram::new([0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0])
+    Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0])
 }
 
 /// istiod's buckets for `pilot_xds_config_size_bytes` (10 KB, 1 MB, gRPC's 4 MB default, 10 MB, 40 MB).
@@ -268,13 +269,13 @@ impl Registry {
         metric
     }
 
-    /// A collector computed on each scrape, under family `name`.
+    /// A collector computed on each scrape, writing the families `names`.
     pub fn register_collector(
         &mut self,
-        name: &'static str,
+        names: &[&'static str],
         collector: Box<dyn prometheus_client::collector::Collector>,
     ) {
-        self.names.push(name);
+        self.names.extend_from_slice(names);
         self.registry.register_collector(collector);
     }
 

@@ -965,7 +965,9 @@ fn metrics_in(expr: &str) -> Vec<String> {
 fn dashboard_queries_only_metrics_rudder_exports() {
     let text = std::fs::read_to_string(chart_dir().join("files/rudder-dashboard.json")).unwrap();
     let dash: Value = serde_json::from_str(&text).unwrap();
-    let metrics = rudder::cmd::serve::DaemonMetrics::register(Default::default()).registry;
+    let metrics =
+        rudder::cmd::serve::DaemonMetrics::register(Default::default(), Default::default())
+            .registry;
     let known = metrics.names();
     let mut exprs = Vec::new();
     for panel in dash["panels"].as_array().unwrap() {

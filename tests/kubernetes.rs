@@ -35,6 +35,15 @@ fn slice(ns: &str, svc: &str, ips: &[&str], pod: bool) -> Value {
            "addressType": "IPv4", "ports": [{"name": "http-web", "port": 8080, "protocol": "TCP"}], "endpoints": endpoints})
 }
 
+/// An integer gauge from `/metrics` (-1 when absent).
+fn gauge(d: &Daemon, name: &str) -> i64 {
+    let (_, metrics) = http_get(d.addr("monitoring"), "/metrics");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(-1)
+}
+
 fn wait_ready(d: &Daemon) {
     eventually(60, "rudder ready", || {
         http_get(d.addr("http"), "/ready").0 == 200
@@ -112,6 +121,21 @@ fn services_and_endpoint_slices_become_clusters_with_eds_only_updates() {
             assert_eq!(cla_names(&push), std::slice::from_ref(&cluster));
             assert!(format!("{:?}", claims(&push)[0]).contains("10.1.0.6"));
             s.ack(&push, &[&cluster]).await;
+            // The proxy's address is in no endpoint yet (istiod's pilot_no_ip); listed but not
+            // ready, it counts in pilot_endpoint_not_ready instead.
+            assert_eq!(
+                gauge(&daemon, "pilot_no_ip"),
+                1,
+                "one proxy, in no endpoint"
+            );
+            assert_eq!(gauge(&daemon, "pilot_endpoint_not_ready"), 0);
+            let mut not_ready = slice(&ns, "web", &["10.1.0.5", "10.9.9.9"], false);
+            not_ready["endpoints"][1]["conditions"]["ready"] = json!(false);
+            c.put(not_ready).await;
+            eventually(10, "the proxy's endpoint counted as not ready", || {
+                gauge(&daemon, "pilot_endpoint_not_ready") == 1
+            });
+            assert_eq!(gauge(&daemon, "pilot_no_ip"), 0);
 
             c.remove(service(&ns, "web", 80)).await;
             cds_until(&mut s, &cluster, false).await;
@@ -121,6 +145,13 @@ fn services_and_endpoint_slices_become_clusters_with_eds_only_updates() {
             metrics.contains("pilot_k8s_reg_events{type=\"EndpointSlice\""),
             "{metrics}"
         );
+        // What the push pipeline received, in istiod's types.
+        for kind in ["eds", "svcdelete"] {
+            assert!(
+                metrics.contains(&format!("pilot_inbound_updates{{type=\"{kind}\"}}")),
+                "{kind}: {metrics}"
+            );
+        }
     }
 }
 

@@ -272,6 +272,15 @@ fn metrics_move_as_pushes_happen() {
                 "le={le}: {m}"
             );
         }
+        // istiod 1.31's 0.5 s bucket on the push and debounce histograms (1.30 lacks it).
+        assert!(m.contains("pilot_debounce_time_bucket{le=\"0.5\"}"), "{m}");
+        // The CA's time left, computed when scraped: a fresh root has about ten years.
+        let left = metric(d, "citadel_server_root_cert_expiry_seconds ");
+        assert!(left > 86400.0 * 365.0, "root expiry seconds {left}: {m}");
+        assert!(
+            metric(d, "pilot_inbound_updates{type=\"config\"}") >= 1.0,
+            "{m}"
+        );
         let mut typed = std::collections::HashSet::new();
         for line in m.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {

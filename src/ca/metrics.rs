@@ -32,7 +32,7 @@ pub struct CaMetrics {
 
 impl CaMetrics {
     pub fn register(registry: &mut Registry) -> CaMetrics {
-        CaMetrics {
+        let metrics = CaMetrics {
             csr_count: registry.register(
                 "citadel_server_csr_count",
                 "Certificate signing requests received",
@@ -88,6 +88,52 @@ impl CaMetrics {
                 "Self-signed roots renewed (same key, new validity) before they expired",
                 Counter::default(),
             ),
+        };
+        registry.register_collector(
+            &["citadel_server_root_cert_expiry_seconds"],
+            Box::new(ExpiresIn {
+                name: "citadel_server_root_cert_expiry_seconds",
+                help: "Seconds until the CA's root certificate expires (negative once it has)",
+                at: metrics.root_cert_expiry.clone(),
+            }),
+        );
+        registry.register_collector(
+            &["citadel_server_cert_chain_expiry_seconds"],
+            Box::new(ExpiresIn {
+                name: "citadel_server_cert_chain_expiry_seconds",
+                help: "Seconds until the CA's signing certificate expires (negative once it has)",
+                at: metrics.cert_chain_expiry.clone(),
+            }),
+        );
+        metrics
+    }
+}
+
+/// istiod's derived gauge: the time left before an expiry timestamp, computed when scraped (none
+/// before the timestamp is known).
+#[derive(Debug)]
+struct ExpiresIn {
+    name: &'static str,
+    help: &'static str,
+    at: Gauge,
+}
+
+impl prometheus_client::collector::Collector for ExpiresIn {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let at = self.at.get();
+        if at == 0 {
+            return Ok(());
         }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let left = Gauge::<i64>::default();
+        left.set(at - now);
+        let metric = encoder.encode_descriptor(self.name, self.help, None, left.metric_type())?;
+        left.encode(metric)
     }
 }

@@ -649,9 +649,14 @@ impl DaemonMetrics {
         })
     }
 
-    pub fn register(store: Arc<Store>) -> DaemonMetrics {
+    /// `xds` is set once the xDS server has started: the per-proxy gauges read it.
+    pub fn register(store: Arc<Store>, xds: Arc<OnceLock<XdsStatus>>) -> DaemonMetrics {
         let mut r = Registry::new();
         crate::source::metrics::UnhonouredFields::register(&mut r, store);
+        r.register_collector(
+            &["pilot_no_ip", "pilot_endpoint_not_ready"],
+            Box::new(crate::xds::server::status::ProxyEndpointGauges { status: xds }),
+        );
         let file = Arc::new(crate::source::metrics::FileMetrics::register(&mut r));
         let kube = Arc::new(crate::source::metrics::KubeMetrics::register(&mut r));
         let leader = Arc::new(crate::k8s::metrics::LeaderMetrics::register(&mut r));
@@ -762,7 +767,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let store = Arc::new(Store::default());
-    let metrics = DaemonMetrics::register(store.clone());
+    let xds_status: Arc<OnceLock<XdsStatus>> = Arc::default();
+    let metrics = DaemonMetrics::register(store.clone(), xds_status.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -771,7 +777,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ConfigSource::Files => false,
         ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
     };
-    let xds_status: Arc<OnceLock<XdsStatus>> = Arc::default();
     let debug_access: Arc<OnceLock<crate::admin::DebugAccess>> = Arc::default();
     // A typo in --config-dir would otherwise give a ready daemon serving an empty mesh.
     if !use_kubernetes && !args.config_dir.is_dir() {
@@ -1284,6 +1289,9 @@ mod istiod_series {
         xds.xds_push_time.get_or_create(&t("cds")).observe(0.1);
         xds.config_size.get_or_create(&t("cds")).observe(10.0);
         xds.push_triggers.get_or_create(&t("config")).inc();
+        xds.inbound_updates.get_or_create(&t("config")).inc();
+        m.ca.root_cert_expiry.set(4_000_000_000);
+        m.ca.cert_chain_expiry.set(4_000_000_000);
         let event = K8sEventLabels {
             r#type: "Services".into(),
             event: "add".into(),
@@ -1366,7 +1374,7 @@ mod istiod_series {
 
     #[test]
     fn every_istiod_series_in_docs_metrics_md_is_exported() {
-        let m = DaemonMetrics::register(Arc::new(Store::default()));
+        let m = DaemonMetrics::register(Arc::new(Store::default()), Arc::default());
         touch_every_family(&m);
         let exported = families(&m.registry.render());
         let table = include_str!("../../docs/metrics.md");

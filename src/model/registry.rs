@@ -279,6 +279,18 @@ impl Registry {
         self.empty_ports
     }
 
+    /// Whether an endpoint of some service is at `address` and, if so, whether every one there is
+    /// ready: what istiod reports of a proxy's own pod (`pilot_no_ip`, `pilot_endpoint_not_ready`).
+    pub fn endpoint_readiness(&self, address: &str) -> Option<bool> {
+        let at = self.by_address.get(address)?;
+        Some(at.iter().all(|(host, port, _)| {
+            self.endpoints(host, *port)
+                .iter()
+                .filter(|e| e.address == address)
+                .all(|e| e.healthy)
+        }))
+    }
+
     pub fn endpoints(&self, hostname: &str, port: u32) -> &[Endpoint] {
         self.endpoints
             .get(&(hostname.to_string(), port))

@@ -127,7 +127,7 @@ impl std::fmt::Debug for UnhonouredFields {
 impl UnhonouredFields {
     pub fn register(registry: &mut Registry, store: std::sync::Arc<crate::store::Store>) {
         registry.register_collector(
-            "rudder_config_unhonoured_fields",
+            &["rudder_config_unhonoured_fields"],
             Box::new(UnhonouredFields {
                 store,
                 counted: std::sync::Mutex::new((u64::MAX, Vec::new())),

@@ -51,6 +51,9 @@ pub struct XdsMetrics {
     pub debounce_time: Histogram,
     /// Pushes started, by trigger (`pilot_push_triggers{type}`).
     pub push_triggers: Family<TypeLabels, Counter>,
+    /// Changes received, by what changed: Istio config, endpoints, a service, a service removed
+    /// (`pilot_inbound_updates{type=config|eds|svc|svcdelete}`).
+    pub inbound_updates: Family<TypeLabels, Counter>,
     /// Services known (`pilot_services`).
     pub services: Gauge,
     /// Size of each response sent, by type (`pilot_xds_config_size_bytes`).
@@ -219,6 +222,11 @@ impl XdsMetrics {
             push_triggers: registry.register(
                 "pilot_push_triggers",
                 "Pushes started, by what triggered them",
+                Family::<TypeLabels, Counter>::default(),
+            ),
+            inbound_updates: registry.register(
+                "pilot_inbound_updates",
+                "Changes received by the push pipeline, by type (config, eds, svc, svcdelete)",
                 Family::<TypeLabels, Counter>::default(),
             ),
             services: registry.register(

@@ -40,10 +40,32 @@ pub struct Debounce {
 }
 
 /// Adds a store event to the batch being collected: its kind, and the first few as triggers.
-fn add_event(ev: &crate::store::Event, kinds: &mut BTreeSet<Kind>, triggers: &mut Vec<String>) {
+fn add_event(
+    ev: &crate::store::Event,
+    kinds: &mut BTreeSet<Kind>,
+    triggers: &mut Vec<String>,
+    metrics: &XdsMetrics,
+) {
+    metrics
+        .inbound_updates
+        .get_or_create(&TypeLabels {
+            r#type: inbound_update_type(ev).into(),
+        })
+        .inc();
     kinds.insert(ev.key.kind);
     if triggers.len() < 20 {
         triggers.push(format!("{:?} {}", ev.kind, ev.key));
+    }
+}
+
+/// istiod's `pilot_inbound_updates` type of a change: endpoints (EDS updates), a Kubernetes
+/// Service added, changed or removed, or configuration (everything else).
+fn inbound_update_type(ev: &crate::store::Event) -> &'static str {
+    match ev.key.kind {
+        Kind::EndpointSlice | Kind::Pod | Kind::WorkloadEntry => "eds",
+        Kind::Service if ev.kind == crate::store::EventKind::Deleted => "svcdelete",
+        Kind::Service => "svc",
+        _ => "config",
     }
 }
 
@@ -176,7 +198,7 @@ pub async fn run(
                 triggers.push("CA root changed".into());
             }
             ev = events.recv() => match ev {
-                Ok(ev) => add_event(&ev, &mut kinds, &mut triggers),
+                Ok(ev) => add_event(&ev, &mut kinds, &mut triggers, &metrics),
                 Err(RecvError::Lagged(_)) => lagged = true,
                 Err(RecvError::Closed) => break,
             },
@@ -189,7 +211,7 @@ pub async fn run(
             // Take what is already queued into this batch, without waiting for more.
             loop {
                 match events.try_recv() {
-                    Ok(ev) => add_event(&ev, &mut kinds, &mut triggers),
+                    Ok(ev) => add_event(&ev, &mut kinds, &mut triggers, &metrics),
                     Err(TryRecvError::Lagged(_)) => lagged = true,
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Closed) => return,
@@ -204,7 +226,7 @@ pub async fn run(
                     _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
                     ev = events.recv() => {
                         match ev {
-                            Ok(ev) => add_event(&ev, &mut kinds, &mut triggers),
+                            Ok(ev) => add_event(&ev, &mut kinds, &mut triggers, &metrics),
                             Err(RecvError::Lagged(_)) => lagged = true,
                             Err(RecvError::Closed) => return,
                         }

@@ -259,6 +259,71 @@ pub struct ConnectionStatus {
     pub types: Watches,
 }
 
+/// istiod's per-proxy endpoint gauges, computed when scraped from the connected proxies and the
+/// registry being served: `pilot_no_ip` (proxies whose address no service's endpoints list) and
+/// `pilot_endpoint_not_ready` (proxies listed only as not ready). ztunnel, which serves a node
+/// rather than a pod, is not counted.
+pub struct ProxyEndpointGauges {
+    pub status: Arc<std::sync::OnceLock<XdsStatus>>,
+}
+
+impl std::fmt::Debug for ProxyEndpointGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProxyEndpointGauges")
+    }
+}
+
+impl ProxyEndpointGauges {
+    /// (proxies no endpoint lists, proxies whose endpoints are not ready), once per proxy.
+    fn count(status: &XdsStatus) -> (i64, i64) {
+        let registry = status.context().registry.clone();
+        let mut seen = BTreeSet::new();
+        let (mut no_ip, mut not_ready) = (0, 0);
+        for connection in status.connections() {
+            let proxy = &connection.proxy;
+            if proxy.proxy_type == ProxyType::Ztunnel || !seen.insert(proxy.id.clone()) {
+                continue;
+            }
+            match registry.endpoint_readiness(&proxy.ip) {
+                None => no_ip += 1,
+                Some(false) => not_ready += 1,
+                Some(true) => {}
+            }
+        }
+        (no_ip, not_ready)
+    }
+}
+
+impl prometheus_client::collector::Collector for ProxyEndpointGauges {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::gauge::Gauge;
+        // Before the xDS server starts no proxy is connected.
+        let (no_ip, not_ready) = self.status.get().map_or((0, 0), Self::count);
+        for (name, help, value) in [
+            (
+                "pilot_no_ip",
+                "Connected proxies whose address is in no service's endpoints",
+                no_ip,
+            ),
+            (
+                "pilot_endpoint_not_ready",
+                "Connected proxies whose endpoints are not ready",
+                not_ready,
+            ),
+        ] {
+            let gauge = Gauge::<i64>::default();
+            gauge.set(value);
+            let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
 /// Read-only access to the xDS server for the admin server.
 #[derive(Clone)]
 pub struct XdsStatus {
