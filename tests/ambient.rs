@@ -243,10 +243,27 @@ fn ztunnel_gets_workloads_and_policies_then_updates_and_removals() {
             assert_eq!(found.resources[0].aliases, std::slice::from_ref(&by_ip));
             assert_eq!(found.removed_resources, ["/10.255.255.1"]);
 
-            // While it is connected, the debug view of it has ztunnel's config_dump shape.
+            // While it is connected, istiod's config dump of it lists its addresses...
             let (code, body) = http_get(
                 daemon.addr("monitoring"),
                 "/debug/config_dump?proxyID=ztunnel",
+            );
+            assert_eq!(code, 200, "{body}");
+            let dump: Value = serde_json::from_str(&body).unwrap();
+            let configs = dump["configs"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{dump}"));
+            assert!(
+                configs.iter().any(
+                    |c| c["@type"] == "type.googleapis.com/istio.workload.Address"
+                        && c["workload"]["uid"] == uid("web-0").as_str()
+                ),
+                "{dump}"
+            );
+            // ...and Rudder's view of it has ztunnel's own config_dump shape.
+            let (code, body) = http_get(
+                daemon.addr("monitoring"),
+                "/debug/resourcez?proxyID=ztunnel",
             );
             assert_eq!(code, 200, "{body}");
             let dump: Value = serde_json::from_str(&body).unwrap();

@@ -100,10 +100,28 @@ fn debug_endpoints_answer_with_their_json_shapes() {
             json(d, "/debug/syncz")[0]["types"]["rds"]["state"] == "SYNCED"
         });
         let syncz = json(d, "/debug/syncz");
-        assert_eq!(syncz[0]["proxy"], PROXY);
+        // istiod's shape: the proxy by istiod's id, nonces sent and acknowledged per type...
+        assert_eq!(syncz[0]["proxy"], "client-1.shop", "{syncz}");
+        assert_eq!(syncz[0]["proxy_type"], "sidecar");
+        assert_eq!(syncz[0]["cluster_id"], "Kubernetes");
+        assert!(syncz[0]["cluster_sent"].is_string(), "{syncz}");
+        assert_eq!(syncz[0]["cluster_sent"], syncz[0]["cluster_acked"]);
+        assert_eq!(syncz[0]["route_sent"], syncz[0]["route_acked"]);
+        let rds =
+            &syncz[0]["resources"]["type.googleapis.com/envoy.config.route.v3.RouteConfiguration"];
+        assert_eq!(rds["sent"], syncz[0]["route_sent"], "{syncz}");
+        assert!(rds["sentTime"].as_str().unwrap().starts_with("20"), "{rds}");
+        // ...and Rudder's view beside it.
+        assert_eq!(syncz[0]["node"], PROXY);
         for t in ["cds", "eds", "rds"] {
             assert_eq!(syncz[0]["types"][t]["state"], "SYNCED", "{syncz}");
         }
+        assert_eq!(
+            json(d, "/debug/syncz?namespace=other"),
+            serde_json::json!([])
+        );
+        // istioctl version reads the build from /version.
+        assert!(json(d, "/version")["clientVersion"]["version"].is_string());
         let adsz = json(d, "/debug/adsz");
         assert_eq!(adsz["totalClients"], 1);
         assert_eq!(adsz["clients"][0]["proxy"]["namespace"], "shop");
@@ -117,8 +135,61 @@ fn debug_endpoints_answer_with_their_json_shapes() {
         assert!(json(d, "/debug/mesh")["trustDomain"] == "cluster.local");
         assert!(json(d, "/version")["version"].is_string());
 
+        // The config dump in istiod's shape: Envoy's admin ConfigDump in proto3 JSON, found by
+        // istiod's proxy id.
+        let dump = json(d, "/debug/config_dump?proxyID=client-1.shop");
+        let kinds: Vec<&str> = dump["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["@type"].as_str().unwrap().rsplit('.').next().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "BootstrapConfigDump",
+                "ClustersConfigDump",
+                "ListenersConfigDump",
+                "ScopedRoutesConfigDump",
+                "RoutesConfigDump",
+                "SecretsConfigDump",
+                "EcdsConfigDump"
+            ]
+        );
+        let clusters = &dump["configs"][1]["dynamicActiveClusters"];
+        assert!(
+            clusters
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["cluster"]["name"] == "outbound|9080|v1|reviews.shop.svc.cluster.local"),
+            "{clusters}"
+        );
+        let routes = &dump["configs"][4]["dynamicRouteConfigs"][0]["routeConfig"];
+        assert_eq!(routes["name"], "9080", "{routes}");
+        // Envoy's own field names on request, to diff with the proxy's /config_dump; one type.
+        let proto = json(d, "/debug/config_dump?proxyID=client-1.shop&names=proto");
+        assert!(
+            proto["configs"][1]["dynamic_active_clusters"].is_array(),
+            "{proto}"
+        );
+        let only = json(d, "/debug/config_dump?proxyID=client-1.shop&types=cds");
+        assert!(
+            only["configs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["@type"] == "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
+            "{only}"
+        );
+        let eds = json(d, "/debug/config_dump?proxyID=client-1.shop&include_eds");
+        assert!(
+            eds["configs"][2]["dynamicEndpointConfigs"].is_array(),
+            "{eds}"
+        );
+
         // Provenance: each generated resource names the objects it came from.
-        let dump = json(d, &format!("/debug/config_dump?proxyID={PROXY}"));
+        let dump = json(d, &format!("/debug/resourcez?proxyID={PROXY}"));
         let find = |t: &str, n: &str| {
             dump["resources"]
                 .as_array()
@@ -139,16 +210,15 @@ fn debug_endpoints_answer_with_their_json_shapes() {
                 .unwrap()
                 .contains(&"VirtualService/shop/reviews".into())
         );
-        assert!(
-            subset["config"]
-                .as_str()
-                .unwrap()
-                .contains("outbound|9080|v1|reviews"),
-            "decoded resource"
-        );
         assert_eq!(
-            http_get(d.addr("monitoring"), "/debug/config_dump?proxyID=nobody").0,
-            404
+            subset["config"]["name"], "outbound|9080|v1|reviews.shop.svc.cluster.local",
+            "the resource as proto3 JSON"
+        );
+        let (code, body) = http_get(d.addr("monitoring"), "/debug/config_dump?proxyID=nobody");
+        assert_eq!(code, 404);
+        assert!(
+            body.starts_with("Proxy not connected to this Pilot instance"),
+            "{body}"
         );
         assert_eq!(http_get(d.addr("monitoring"), "/debug/config_dump").0, 400);
 

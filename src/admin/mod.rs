@@ -49,6 +49,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
+        .route("/debug/resourcez", get(resourcez))
         .route("/debug/ambientz", get(ambientz))
         .route("/debug/push_status", get(push_status))
         .route("/debug/mesh", get(mesh))
@@ -68,6 +69,60 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
+/// A page read for an `istio.io/debug` request: the xDS stream already verified the caller, and
+/// `namespace` (a caller outside the system namespace) limits what it sees.
+#[derive(Clone)]
+struct InternalCaller {
+    namespace: Option<String>,
+}
+
+/// The caller's namespace when a page must be limited to it.
+fn caller_namespace(caller: &Option<axum::Extension<InternalCaller>>) -> Option<&str> {
+    caller.as_ref().and_then(|c| c.0.namespace.as_deref())
+}
+
+/// The debug pages served to `istio.io/debug` requests over xDS.
+struct XdsDebugPages {
+    router: Router,
+}
+
+impl crate::xds::server::debug::DebugPages for XdsDebugPages {
+    fn page(
+        &self,
+        path_and_query: String,
+        caller_namespace: Option<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<u8>> + Send>> {
+        let router = self.router.clone();
+        Box::pin(async move {
+            use tower::ServiceExt;
+            let uri = format!("/debug/{}", path_and_query.trim_start_matches('/'));
+            let Ok(mut req) = axum::http::Request::get(uri).body(axum::body::Body::empty()) else {
+                return format!("invalid debug path {path_and_query:?}\n").into_bytes();
+            };
+            req.extensions_mut().insert(InternalCaller {
+                namespace: caller_namespace,
+            });
+            match router.oneshot(req).await {
+                Ok(resp) => axum::body::to_bytes(resp.into_body(), DEBUG_PAGE_MAX)
+                    .await
+                    .map(|b| b.to_vec())
+                    .unwrap_or_else(|e| format!("debug page unreadable: {e}\n").into_bytes()),
+                Err(never) => match never {},
+            }
+        })
+    }
+}
+
+/// The largest debug page sent over xDS (a config dump of a big proxy is a few MiB).
+const DEBUG_PAGE_MAX: usize = 64 * 1024 * 1024;
+
+/// The HTTP debug pages, for the xDS server's `istio.io/debug` type.
+pub fn debug_pages(state: AdminState) -> Arc<dyn crate::xds::server::debug::DebugPages> {
+    Arc::new(XdsDebugPages {
+        router: router(state),
+    })
+}
+
 /// Lets a debug request through from localhost, or with a valid token of the system namespace.
 async fn debug_guard(
     State(s): State<AdminState>,
@@ -78,6 +133,9 @@ async fn debug_guard(
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .is_some_and(|c| c.0.ip().is_loopback());
+    if req.extensions().get::<InternalCaller>().is_some() {
+        return next.run(req).await;
+    }
     let Some(access) = s.debug_access.get() else {
         return if local {
             next.run(req).await
@@ -134,8 +192,11 @@ async fn ready(State(s): State<AdminState>) -> Response {
     }
 }
 
+/// The build, as istiod's `/version` for `istioctl version` (`clientVersion`), and Rudder's name
+/// and version.
 async fn version() -> Json<serde_json::Value> {
     Json(serde_json::json!({
+        "clientVersion": crate::xds::server::debug::build_info(),
         "name": env!("CARGO_PKG_NAME"),
         "version": env!("CARGO_PKG_VERSION"),
     }))
@@ -167,23 +228,15 @@ async fn adsz(State(s): State<AdminState>) -> Json<serde_json::Value> {
 }
 
 /// Per proxy and type: sent, acked or rejected (what `istioctl proxy-status` shows).
-async fn syncz(State(s): State<AdminState>) -> Json<Vec<serde_json::Value>> {
-    let conns = xds_connections(&s);
-    Json(
-        conns
-            .into_iter()
-            .map(|c| {
-                let types: serde_json::Map<String, serde_json::Value> = c
-                    .types
-                    .iter()
-                    .map(|(t, st)| {
-                        (t.short().to_string(), serde_json::json!({ "state": st.state(), "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }))
-                    })
-                    .collect();
-                serde_json::json!({ "generator": c.proxy.generator, "namespace": c.proxy.namespace, "proxy": c.proxy.id, "connection": c.id, "delta": c.delta, "types": types })
-            })
-            .collect(),
-    )
+/// Every proxy's sync state in istiod's shape (`?namespace=` for one namespace), with Rudder's
+/// per-type view added (`XdsStatus::syncz`).
+async fn syncz(
+    State(s): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+    caller: Option<axum::Extension<InternalCaller>>,
+) -> Json<Vec<serde_json::Value>> {
+    let namespace = caller_namespace(&caller).or(q.get("namespace").map(String::as_str));
+    Json(xds(&s).map(|x| x.syncz(namespace)).unwrap_or_default())
 }
 
 fn xds_connections(s: &AdminState) -> Vec<ConnectionStatus> {
@@ -224,8 +277,67 @@ async fn endpointz(State(s): State<AdminState>) -> Json<serde_json::Value> {
     Json(serde_json::Value::Array(out))
 }
 
-/// Everything a connected proxy receives right now, with the config objects behind each resource.
+/// What a proxy is sent, as Envoy's admin `ConfigDump` in proto3 JSON, as istiod answers
+/// `/debug/config_dump?proxyID=` (`include_eds` adds endpoints, `types=cds,lds` lists only those
+/// resources); `names=proto` writes Envoy's own field names, to diff with the proxy's
+/// `/config_dump`.
 async fn config_dump(
+    State(s): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+    caller: Option<axum::Extension<InternalCaller>>,
+) -> Response {
+    let Some(id) = q.get("proxyID").filter(|id| !id.is_empty()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "You must provide a proxyID in the query string\n",
+        )
+            .into_response();
+    };
+    let Some(x) = xds(&s) else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response();
+    };
+    let types: Option<Vec<crate::xds::types::TypeUrl>> = match q.get("types") {
+        Some(list) => {
+            let mut types = Vec::new();
+            for short in list.split(',').filter(|t| !t.is_empty()) {
+                match crate::xds::types::TypeUrl::from_short(short) {
+                    Some(t) => types.push(t),
+                    None => {
+                        return (
+                            StatusCode::BAD_REQUEST,
+                            format!("unknown type {short:?} in types\n"),
+                        )
+                            .into_response();
+                    }
+                }
+            }
+            Some(types)
+        }
+        None => None,
+    };
+    let names = match q.get("names").map(String::as_str) {
+        Some("proto") => crate::xds::json::Names::Proto,
+        _ => crate::xds::json::Names::Json,
+    };
+    match x.config_dump(
+        id,
+        q.contains_key("include_eds"),
+        types.as_deref(),
+        names,
+        caller_namespace(&caller),
+    ) {
+        Some(dump) => Json(dump).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("{}\n", crate::xds::server::debug::NOT_CONNECTED),
+        )
+            .into_response(),
+    }
+}
+
+/// Rudder's per-resource view of a proxy: each resource as proto3 JSON with the config objects
+/// that produced it.
+async fn resourcez(
     State(s): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -235,7 +347,7 @@ async fn config_dump(
     let Some(x) = xds(&s) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response();
     };
-    match x.config_dump(id) {
+    match x.resources(id) {
         Some(dump) => Json(dump).into_response(),
         None => (
             StatusCode::NOT_FOUND,

@@ -822,6 +822,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         debug_access: debug_access.clone(),
         limits: Arc::new(limits(&args)),
     };
+    // The same pages, for `istio.io/debug` requests over xDS (`istioctl x internal-debug`).
+    let debug_pages = crate::admin::debug_pages(state.clone());
     // ControlZ (istiod's 9876, loopback by default): `istioctl admin log`, `istioctl dashboard
     // controlz`. A debugging aid: a port already taken is logged, not fatal.
     if let Some(addr) = args.ctrlz_addr.0 {
@@ -1115,6 +1117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     // Set once, after the initial sync; the admin server answers "not started" until then.
     let _ = xds_status.set(xds.status());
+    xds.set_debug_pages(debug_pages);
     let debounce = Debounce {
         quiet: args.debounce_after,
         max: args.debounce_max,

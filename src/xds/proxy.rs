@@ -105,6 +105,25 @@ fn struct_strings(s: &Struct) -> BTreeMap<String, String> {
 }
 
 impl Proxy {
+    /// The id istiod knows a proxy by (`pod.namespace`, the node id's third part): what
+    /// `istioctl proxy-status` lists and `istioctl proxy-status <pod>` asks for.
+    pub fn istio_id(&self) -> &str {
+        self.id.split('~').nth(2).unwrap_or(&self.id)
+    }
+
+    /// The node type the node id starts with (`sidecar`, `router`, `ztunnel`), as istiod reports
+    /// it.
+    pub fn node_type(&self) -> &str {
+        self.id.split('~').next().unwrap_or_default()
+    }
+
+    /// A debugging client (istioctl and other ADSC-based tools: `GENERATOR=event`), not a proxy:
+    /// left out of the sync status and the proxy counts, as istiod leaves out nodes without proxy
+    /// config.
+    pub fn is_debug_client(&self) -> bool {
+        self.metadata.get("GENERATOR").is_some_and(|g| g == "event")
+    }
+
     pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
         let node = node.ok_or(ProxyError::MissingNode)?;
         let parts: Vec<&str> = node.id.split('~').collect();

@@ -47,6 +47,12 @@ impl TypeUrl {
     }
 
     /// The type a client names on the wire; `None` for a type Rudder does not serve.
+    /// The type of a short name (`cds`, `eds`, `lds`, `rds`, `sds`...), as istiod's debug
+    /// endpoints take them.
+    pub fn from_short(short: &str) -> Option<TypeUrl> {
+        TypeUrl::ALL.into_iter().find(|t| t.short() == short)
+    }
+
     pub fn parse(url: &str) -> Option<TypeUrl> {
         TypeUrl::ALL.into_iter().find(|t| t.url() == url)
     }

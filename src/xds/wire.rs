@@ -104,6 +104,14 @@ impl EncodedResponse {
         }
     }
 
+    /// A whole response built as a message (the debug types' few responses).
+    pub fn message(message: &impl prost::Message) -> EncodedResponse {
+        EncodedResponse {
+            head: message.encode_to_vec(),
+            body: Vec::new(),
+        }
+    }
+
     pub fn encoded_len(&self) -> usize {
         self.head.len() + self.body.iter().map(Bytes::len).sum::<usize>()
     }

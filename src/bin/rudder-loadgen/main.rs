@@ -870,7 +870,7 @@ async fn not_converged<V>(
         let tag = format!("~load-{i}.");
         for p in proxies
             .iter()
-            .filter(|p| p["proxy"].as_str().is_some_and(|id| id.contains(&tag)))
+            .filter(|p| p["node"].as_str().is_some_and(|id| id.contains(&tag)))
         {
             println!("  the daemon on proxy {i}: {}", p["types"]);
         }

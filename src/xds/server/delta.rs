@@ -63,6 +63,17 @@ impl StreamHandler for Delta {
 
 impl Delta {
     async fn on_request(&mut self, req: DeltaDiscoveryRequest) -> bool {
+        if super::debug::is_debug_type(&req.type_url) {
+            return self
+                .stream
+                .answer_debug(
+                    &req.type_url,
+                    req.resource_names_subscribe.clone(),
+                    &req.response_nonce,
+                    true,
+                )
+                .await;
+        }
         let Some(type_url) = TypeUrl::parse(&req.type_url) else {
             self.stream.server.refuse("unknown_type");
             debug!(
@@ -113,6 +124,7 @@ impl Delta {
                 None => {
                     let watch = self.stream.watch_mut(type_url);
                     watch.version_acked = watch.version_sent.clone();
+                    watch.nonce_acked = watch.nonce_sent.clone();
                     watch.last_nack = None;
                 }
             }

@@ -8,6 +8,7 @@
 
 mod ads;
 mod connections;
+pub mod debug;
 mod delta;
 mod held;
 pub mod idle;
@@ -111,6 +112,8 @@ pub struct XdsServer {
     shared_names: status::SharedNames,
     /// Frees replaced push contexts after the push that replaced them is handed out.
     retired_contexts: retire::Retirer<Arc<PushContext>>,
+    /// The HTTP debug pages `istio.io/debug` reads, once the admin server provides them.
+    debug_pages: std::sync::OnceLock<Arc<dyn debug::DebugPages>>,
 }
 
 impl XdsServer {
@@ -143,6 +146,7 @@ impl XdsServer {
             shared_names: status::SharedNames::default(),
             context: ArcSwap::from_pointee(initial),
             retired_contexts: retire::Retirer::new("rudder-retire"),
+            debug_pages: std::sync::OnceLock::new(),
             connections: Connections::default(),
             history: Mutex::default(),
             metrics,
@@ -172,6 +176,11 @@ impl XdsServer {
     /// The read-only handle for the admin server.
     pub fn status(self: &Arc<Self>) -> status::XdsStatus {
         status::XdsStatus::new(self.clone())
+    }
+
+    /// Where `istio.io/debug` requests read the HTTP debug pages (set once).
+    pub fn set_debug_pages(&self, pages: Arc<dyn debug::DebugPages>) {
+        let _ = self.debug_pages.set(pages);
     }
 
     fn history(&self) -> Vec<PushRecord> {

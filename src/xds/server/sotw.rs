@@ -96,6 +96,13 @@ impl Sotw {
     /// Returns false when the stream is gone.
     async fn on_request(&mut self, sotw: SotwRequest) -> bool {
         let req = &sotw.request;
+        if super::debug::is_debug_type(&req.type_url) {
+            let names = sotw.name_strings().map(str::to_string).collect();
+            return self
+                .stream
+                .answer_debug(&req.type_url, names, &req.response_nonce, false)
+                .await;
+        }
         let Some(type_url) = TypeUrl::parse(&req.type_url) else {
             self.stream.server.refuse("unknown_type");
             debug!(
@@ -151,6 +158,7 @@ impl Sotw {
                 }
                 None => {
                     watch.version_acked = req.version_info.as_str().into();
+                    watch.nonce_acked = watch.nonce_sent.clone();
                     watch.last_nack = None;
                 }
             }

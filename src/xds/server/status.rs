@@ -28,8 +28,12 @@ pub struct TypeStatus {
     pub nonce_sent: Arc<str>,
     pub version_sent: Arc<str>,
     pub version_acked: Arc<str>,
+    /// The nonce of the last response ACKed: `istioctl proxy-status` compares nonces.
+    pub nonce_acked: Arc<str>,
     pub last_nack: Option<Arc<str>>,
     pub resources_sent: usize,
+    /// When the last response was sent, in milliseconds since the epoch (0: never).
+    pub sent_at_ms: u64,
 }
 
 impl TypeStatus {
@@ -70,8 +74,10 @@ impl TypeStatus {
             nonce_sent,
             version_sent,
             version_acked,
+            nonce_acked,
             last_nack,
             resources_sent,
+            sent_at_ms,
         } = other;
         self.wildcard = *wildcard;
         shared(&mut self.names, names);
@@ -79,6 +85,8 @@ impl TypeStatus {
         shared(&mut self.nonce_sent, nonce_sent);
         shared(&mut self.version_sent, version_sent);
         shared(&mut self.version_acked, version_acked);
+        shared(&mut self.nonce_acked, nonce_acked);
+        self.sent_at_ms = *sent_at_ms;
         match (&mut self.last_nack, last_nack) {
             (Some(mine), Some(theirs)) => shared(mine, theirs),
             (mine, theirs) => mine.clone_from(theirs),
@@ -281,7 +289,10 @@ impl ProxyEndpointGauges {
         let (mut no_ip, mut not_ready) = (0, 0);
         for connection in status.connections() {
             let proxy = &connection.proxy;
-            if proxy.proxy_type == ProxyType::Ztunnel || !seen.insert(proxy.id.clone()) {
+            if proxy.proxy_type == ProxyType::Ztunnel
+                || proxy.is_debug_client()
+                || !seen.insert(proxy.id.clone())
+            {
                 continue;
             }
             match registry.endpoint_readiness(&proxy.ip) {
@@ -355,13 +366,113 @@ impl XdsStatus {
         ambient::dump::config_dump(&ambient::index(&self.context()))
     }
 
-    /// Everything the first connected proxy whose id contains `id` receives right now, with the
-    /// config objects behind each resource; `None` when no proxy matches.
-    pub fn config_dump(&self, id: &str) -> Option<serde_json::Value> {
-        let conn = self
-            .connections()
+    /// `/debug/syncz`: each proxy's sync state in istiod's `SyncStatus` shape (its field names;
+    /// `*_sent`/`*_acked` are nonces, as `istioctl proxy-status` compares them), optionally of one
+    /// namespace, with Rudder's view added: the full node id, the connection, the protocol and
+    /// each type's state, versions and NACK.
+    pub fn syncz(&self, namespace: Option<&str>) -> Vec<serde_json::Value> {
+        let cluster_id = self.context().mesh.cluster_id.clone();
+        self.connections()
             .into_iter()
-            .find(|c| c.proxy.id == id || c.proxy.id.contains(id))?;
+            .filter(|c| !c.proxy.is_debug_client())
+            .filter(|c| namespace.is_none_or(|ns| c.proxy.namespace == ns))
+            .map(|c| {
+                let proxy = &c.proxy;
+                let mut entry = serde_json::json!({
+                    "cluster_id": proxy.metadata.get("CLUSTER_ID").unwrap_or(&cluster_id),
+                    "proxy": proxy.istio_id(),
+                    "proxy_type": proxy.node_type(),
+                    "istio_version": proxy.istio_version,
+                });
+                let mut resources = serde_json::Map::new();
+                let mut types = serde_json::Map::new();
+                for (type_url, st) in c.types.iter() {
+                    let short = match type_url {
+                        TypeUrl::Cluster => Some("cluster"),
+                        TypeUrl::Listener => Some("listener"),
+                        TypeUrl::Route => Some("route"),
+                        TypeUrl::Endpoint => Some("endpoint"),
+                        _ => None,
+                    };
+                    if let Some(short) = short {
+                        if !st.nonce_sent.is_empty() {
+                            entry[format!("{short}_sent")] = (*st.nonce_sent).into();
+                        }
+                        if !st.nonce_acked.is_empty() {
+                            entry[format!("{short}_acked")] = (*st.nonce_acked).into();
+                        }
+                    }
+                    let mut resource = serde_json::Map::new();
+                    if !st.nonce_sent.is_empty() {
+                        resource.insert("sent".into(), (*st.nonce_sent).into());
+                    }
+                    if !st.nonce_acked.is_empty() {
+                        resource.insert("acked".into(), (*st.nonce_acked).into());
+                    }
+                    resource.insert("sentTime".into(), rfc3339(st.sent_at_ms).into());
+                    if let Some(nack) = &st.last_nack {
+                        resource.insert("lastError".into(), (**nack).into());
+                    }
+                    resources.insert(type_url.url().into(), resource.into());
+                    types.insert(
+                        type_url.short().into(),
+                        serde_json::json!({ "state": st.state(), "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }),
+                    );
+                }
+                entry["resources"] = resources.into();
+                entry["node"] = proxy.id.clone().into();
+                entry["connection"] = c.id.clone().into();
+                entry["generator"] = serde_json::to_value(proxy.generator).unwrap_or_default();
+                entry["namespace"] = proxy.namespace.clone().into();
+                entry["delta"] = c.delta.into();
+                entry["types"] = types.into();
+                entry
+            })
+            .collect()
+    }
+
+    /// `/debug/config_dump`: what the proxy istiod would pick for `proxy_id` (its id contains it) is
+    /// sent right now, as Envoy's admin `ConfigDump` in proto3 JSON, as istiod builds it
+    /// (`debug::config_dump`); with `types`, only those resources. `None` when no proxy matches,
+    /// or the proxy is outside `caller_namespace`.
+    pub fn config_dump(
+        &self,
+        proxy_id: &str,
+        include_endpoints: bool,
+        types: Option<&[TypeUrl]>,
+        names: crate::xds::json::Names,
+        caller_namespace: Option<&str>,
+    ) -> Option<serde_json::Value> {
+        let conn = super::debug::find_connection(self.connections(), proxy_id)?;
+        if caller_namespace.is_some_and(|ns| conn.proxy.namespace != ns) {
+            return None;
+        }
+        let ctx = self.context();
+        let dump = match types {
+            Some(types) => {
+                let scope = ctx.scope(&conn.proxy);
+                let configs = types
+                    .iter()
+                    .filter_map(|t| conn.types.get(t).map(|status| (*t, status)))
+                    .flat_map(|(t, status)| {
+                        let names = (!status.wildcard).then_some(status.names.as_ref());
+                        generate::generate(&ctx, &conn.proxy, &scope, t, names)
+                    })
+                    .map(|r| r.any.clone())
+                    .collect();
+                envoy_types::pb::envoy::admin::v3::ConfigDump { configs }
+            }
+            None => super::debug::config_dump(&ctx, &conn, include_endpoints),
+        };
+        Some(crate::xds::json::message_or_error(&dump, names))
+    }
+
+    /// `/debug/resourcez`: everything the first connected proxy whose id contains `id` receives
+    /// right now, resource by resource, with the config objects that produced each (provenance)
+    /// and the resource as proto3 JSON; a ztunnel's in ztunnel's own `/config_dump` shape. `None`
+    /// when no proxy matches.
+    pub fn resources(&self, id: &str) -> Option<serde_json::Value> {
+        let conn = super::debug::find_connection(self.connections(), id)?;
         let ctx = self.context();
         if conn.proxy.proxy_type == ProxyType::Ztunnel {
             return Some(ztunnel_dump(&ctx, &conn));
@@ -371,12 +482,23 @@ impl XdsStatus {
         for (&type_url, status) in conn.types.iter() {
             let names = (!status.wildcard).then_some(status.names.as_ref());
             for r in generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
+                let any = if type_url == TypeUrl::Secret {
+                    super::debug::redacted(&r.any)
+                } else {
+                    r.any.clone()
+                };
+                let config = crate::xds::json::to_json(
+                    &any.type_url,
+                    &any.value,
+                    crate::xds::json::Names::Json,
+                )
+                .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
                 resources.push(serde_json::json!({
                     "type": type_url.short(),
                     "name": r.name,
                     "version": r.version,
                     "sources": provenance::sources(&ctx, &conn.proxy.namespace, type_url, &r.name),
-                    "config": decoded(type_url, &r.any.value),
+                    "config": config,
                 }));
             }
         }
@@ -386,23 +508,16 @@ impl XdsStatus {
     }
 }
 
-fn decoded(type_url: TypeUrl, bytes: &[u8]) -> String {
-    use envoy_types::pb::envoy::config;
-    use prost::Message;
-    match type_url {
-        TypeUrl::Cluster => config::cluster::v3::Cluster::decode(bytes).map(|m| format!("{m:#?}")),
-        TypeUrl::Endpoint => {
-            config::endpoint::v3::ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        TypeUrl::Listener => {
-            config::listener::v3::Listener::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        TypeUrl::Route => {
-            config::route::v3::RouteConfiguration::decode(bytes).map(|m| format!("{m:#?}"))
-        }
-        _ => return format!("{} bytes", bytes.len()),
+/// Milliseconds since the epoch as RFC 3339 (istiod's Go `time.Time` in JSON); the zero time when
+/// never.
+fn rfc3339(ms: u64) -> String {
+    let at = ::time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .unwrap_or(::time::OffsetDateTime::UNIX_EPOCH);
+    if ms == 0 {
+        return "0001-01-01T00:00:00Z".into();
     }
-    .unwrap_or_else(|e| format!("undecodable: {e}"))
+    at.format(&::time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// What a ztunnel holds, in ztunnel's own `/config_dump` shape: everything for a wildcard
@@ -455,6 +570,8 @@ mod tests {
         source.version_sent = "v3".into();
         source.version_acked = "v2".into();
         source.last_nack = Some("bad".into());
+        source.nonce_acked = "2".into();
+        source.sent_at_ms = 1_700_000_000_000;
         source.resources_sent = 2;
         source.wildcard = true;
         let mut copy = TypeStatus::default();

@@ -4,6 +4,7 @@
 
 use super::XdsServer;
 use super::connections::Registration;
+use super::debug as debug_types;
 use super::status::{TypeStatus, WatchMap};
 use crate::metrics::TypeLabels;
 use crate::xds::context::{PushContext, ScopeView};
@@ -120,6 +121,8 @@ pub(super) struct StreamState {
     pub(super) watches: WatchMap,
     last_nack_log: Option<Instant>,
     nack_logs_suppressed: u64,
+    /// The nonce of the last debug response: a request carrying it is that response's ACK.
+    debug_nonce: Option<String>,
 }
 
 /// The service hostname a resource name is about: a cluster's (`outbound|port|subset|host`), or
@@ -455,6 +458,7 @@ impl StreamState {
             watch.nonce_sent = nonce.into();
             watch.version_sent = version.into();
             watch.resources_sent = count;
+            watch.sent_at_ms = debug_types::now_ms();
         }
         self.publish();
         let labels = TypeLabels {
@@ -477,6 +481,43 @@ impl StreamState {
     /// A fresh nonce and the push version, for one response.
     pub(super) fn nonce_and_version(&self, ctx: &PushContext) -> (String, String) {
         (self.server.nonce(), ctx.version.to_string())
+    }
+
+    /// Answers a request of istiod's debug types (`debug`); its ACK is not answered. A caller
+    /// that may not have the answer gets the stream ended with the reason, as from istiod.
+    /// False when the stream is gone.
+    pub(super) async fn answer_debug(
+        &mut self,
+        type_url: &str,
+        names: Vec<String>,
+        response_nonce: &str,
+        delta: bool,
+    ) -> bool {
+        if !response_nonce.is_empty() && self.debug_nonce.as_deref() == Some(response_nonce) {
+            return true;
+        }
+        match debug_types::answer(&self.server, &self.proxy, type_url, names).await {
+            Ok(answer) => {
+                let (nonce, version) = self.nonce_and_version(&self.server.context());
+                self.debug_nonce = Some(nonce.clone());
+                let response = if delta {
+                    EncodedResponse::message(&debug_types::delta_response(
+                        type_url, nonce, version, answer,
+                    ))
+                } else {
+                    EncodedResponse::message(&debug_types::sotw_response(
+                        type_url, nonce, version, answer,
+                    ))
+                };
+                debug!(r#type = type_url, "answered a debug request");
+                self.server.deliver(&self.tx, response).await
+            }
+            Err(status) => {
+                self.server.refuse("debug_refused");
+                let _ = self.tx.try_send(Err(status));
+                false
+            }
+        }
     }
 }
 
@@ -538,6 +579,7 @@ pub(super) async fn serve_stream<H: StreamHandler>(
         watches: WatchMap::new(),
         last_nack_log: None,
         nack_logs_suppressed: 0,
+        debug_nonce: None,
     });
     let mut next = Some(first);
     // One wait for the mailbox, kept across requests and made anew only after it fired: a new
