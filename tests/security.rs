@@ -44,6 +44,8 @@ fn inline(ds: &Option<envoy_types::pb::envoy::config::core::v3::DataSource>) -> 
     use envoy_types::pb::envoy::config::core::v3::data_source::Specifier;
     match ds.as_ref().and_then(|d| d.specifier.as_ref()) {
         Some(Specifier::InlineString(s)) => s.clone(),
+        // istiod's SDS sends certificates and keys as inline bytes.
+        Some(Specifier::InlineBytes(b)) => String::from_utf8(b.clone()).expect("PEM text"),
         other => panic!("expected inline data, got {other:?}"),
     }
 }
