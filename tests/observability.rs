@@ -125,6 +125,67 @@ fn debug_endpoints_answer_with_their_json_shapes() {
         let adsz = json(d, "/debug/adsz");
         assert_eq!(adsz["totalClients"], 1);
         assert_eq!(adsz["clients"][0]["proxy"]["namespace"], "shop");
+        // istiod's fields for each client.
+        let client = &adsz["clients"][0];
+        assert!(client["connectionId"].is_string() && client["connectedAt"].is_string());
+        assert!(
+            client["address"]
+                .as_str()
+                .unwrap()
+                .starts_with("127.0.0.1:"),
+            "{client}"
+        );
+        assert!(
+            client["watches"][EDS].as_array().unwrap().len() == 1,
+            "{client}"
+        );
+        let connections = json(d, "/debug/connections");
+        assert_eq!(connections["totalClients"], 1);
+        assert_eq!(connections["clients"][0]["address"], client["address"]);
+        // Every page istiod's index links to that Rudder has answers, in a shape of its own
+        // kind (JSON), with or without a proxy.
+        let pages: Vec<String> = serde_json::from_value(json(d, "/debug/list")).unwrap();
+        assert!(
+            pages.contains(&"syncz".to_string()) && pages.len() >= 20,
+            "{pages:?}"
+        );
+        for page in &pages {
+            for query in ["", "?proxyID=client-1.shop"] {
+                let (code, body) = http_get(d.addr("monitoring"), &format!("/debug/{page}{query}"));
+                let needs_proxy =
+                    ["config_dump", "edsz", "ndsz", "ecdsz", "resourcez"].contains(&page.as_str());
+                if needs_proxy && query.is_empty() {
+                    assert_eq!(code, 400, "{page}: {body}");
+                    continue;
+                }
+                assert_eq!(code, 200, "{page}{query}: {body}");
+                if page != "log" {
+                    serde_json::from_str::<Value>(&body)
+                        .unwrap_or_else(|e| panic!("{page}{query}: {e}: {body}"));
+                }
+            }
+        }
+        assert_eq!(
+            json(d, "/debug/instancesz")["client-1.shop"],
+            serde_json::json!([]),
+            "the client's address is in no endpoint"
+        );
+        assert!(json(d, "/debug/endpointShardz")["reviews.shop.svc.cluster.local"]["shop"]["Shards"]["Kubernetes"].as_array().unwrap().len() == 2);
+        let edsz = json(d, "/debug/edsz?proxyID=client-1.shop");
+        assert_eq!(
+            edsz["configs"][0]["clusterName"], "outbound|9080|v1|reviews.shop.svc.cluster.local",
+            "{edsz}"
+        );
+        assert_eq!(
+            json(d, "/debug/ndsz?proxyID=client-1.shop"),
+            serde_json::json!({})
+        );
+        assert_eq!(json(d, "/debug/clusterz")[0]["ID"], "Kubernetes");
+        assert!(json(d, "/debug/inject")["image"].is_string());
+        assert_eq!(
+            json(d, "/debug/telemetryz"),
+            serde_json::json!({"telemetries": []})
+        );
         let registry = json(d, "/debug/registryz");
         assert_eq!(registry[0]["hostname"], "reviews.shop.svc.cluster.local");
         assert_eq!(registry[0]["ports"][0]["number"], 9080);

@@ -2,6 +2,7 @@
 //! debug views of the config store; and ControlZ (`controlz`, istiod's 9876).
 
 pub mod controlz;
+mod istiod_pages;
 
 use crate::metrics::Metrics;
 use crate::source::file::FileStatus;
@@ -29,7 +30,12 @@ pub struct AdminState {
     pub debug_access: Arc<OnceLock<DebugAccess>>,
     /// The bounds on clients, for `/debug/limitz`.
     pub limits: Arc<Vec<crate::metrics::Limit>>,
+    /// The injection settings in force, for `/debug/inject`; set once the injector exists.
+    pub inject_template: Arc<OnceLock<InjectTemplate>>,
 }
+
+/// Reads the sidecar injection settings in force.
+pub type InjectTemplate = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// Debug endpoints show every proxy's config and set log levels: as istiod, a request from
 /// anywhere but localhost needs a bearer token (checked as the CA checks them) of a service
@@ -44,7 +50,17 @@ pub fn router(state: AdminState) -> Router {
     let debug = Router::new()
         .route("/debug/configz", get(configz))
         .route("/debug/sources", get(sources))
-        .route("/debug/adsz", get(adsz))
+        .route("/debug/adsz", get(istiod_pages::adsz))
+        .route("/debug/list", get(istiod_pages::list))
+        .route("/debug/connections", get(istiod_pages::connections))
+        .route("/debug/instancesz", get(istiod_pages::instancesz))
+        .route("/debug/telemetryz", get(istiod_pages::telemetryz))
+        .route("/debug/endpointShardz", get(istiod_pages::endpoint_shardz))
+        .route("/debug/edsz", get(istiod_pages::edsz))
+        .route("/debug/ndsz", get(istiod_pages::ndsz))
+        .route("/debug/ecdsz", get(istiod_pages::ecdsz))
+        .route("/debug/clusterz", get(istiod_pages::clusterz))
+        .route("/debug/inject", get(istiod_pages::inject))
         .route("/debug/syncz", get(syncz))
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
@@ -222,12 +238,6 @@ async fn sources(State(s): State<AdminState>) -> Json<Vec<FileStatus>> {
 }
 
 /// Connected proxies with their per-type subscription and sync state.
-async fn adsz(State(s): State<AdminState>) -> Json<serde_json::Value> {
-    let conns = xds_connections(&s);
-    Json(serde_json::json!({ "totalClients": conns.len(), "clients": conns }))
-}
-
-/// Per proxy and type: sent, acked or rejected (what `istioctl proxy-status` shows).
 /// Every proxy's sync state in istiod's shape (`?namespace=` for one namespace), with Rudder's
 /// per-type view added (`XdsStatus::syncz`).
 async fn syncz(

@@ -810,6 +810,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             None => source,
         }
     });
+    let inject_template: Arc<OnceLock<crate::admin::InjectTemplate>> = Arc::default();
     let state = AdminState {
         store: store.clone(),
         metrics: metrics.registry.clone(),
@@ -821,6 +822,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         xds: xds_status.clone(),
         debug_access: debug_access.clone(),
         limits: Arc::new(limits(&args)),
+        inject_template: inject_template.clone(),
     };
     // The same pages, for `istio.io/debug` requests over xDS (`istioctl x internal-debug`).
     let debug_pages = crate::admin::debug_pages(state.clone());
@@ -1063,10 +1065,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         idle_timeout: args.webhook_idle_timeout,
         ..Default::default()
     };
+    let injector = Arc::new(injector);
+    let injecting = injector.clone();
+    let _ = inject_template.set(Arc::new(move || {
+        serde_json::to_value(&*injecting.template()).unwrap_or_default()
+    }));
     let webhook_app = crate::webhook::router(WebhookState {
         store: store.clone(),
         metrics: metrics.webhook.clone(),
-        injector: Arc::new(injector),
+        injector,
         ready: ready.clone(),
         budget: Arc::new(crate::webhook::limits::Budget::new(webhook_limits.clone())),
     });

@@ -50,6 +50,8 @@ pub struct Proxy {
     /// `PROXY_CONFIG` of the node metadata (what istio-agent sends: mesh `defaultConfig` with the
     /// pod's `proxy.istio.io/config`), as JSON; istiod reads it before the mesh default.
     pub proxy_config: Option<serde_json::Value>,
+    /// The client's address (`ip:port`), for the debug pages.
+    pub peer: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -203,6 +205,7 @@ impl Proxy {
             identity: None,
             secrets_refused: None,
             proxy_config: meta_struct.fields.get("PROXY_CONFIG").map(value_json),
+            peer: String::new(),
             metadata,
             generator,
             user_agent,

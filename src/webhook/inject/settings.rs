@@ -36,7 +36,8 @@ impl Default for InjectorSettings {
 }
 
 /// The injection template's settings, with istiod chart defaults for anything the ConfigMap omits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Template {
     pub policy_enabled: bool,
     pub always_inject: Vec<LabelSelector>,

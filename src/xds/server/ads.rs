@@ -112,6 +112,7 @@ impl AdsService {
             .await
             .inspect_err(|e| self.server.stream_failed(e))?;
         let mut proxy = self.identify(&peer, H::node(&first), H::MODE)?;
+        Arc::make_mut(&mut proxy).peer = peer.clone();
         if let Some(identity) = identity {
             if let Err(reason) = node_matches_identity(&proxy, &identity) {
                 self.server.refuse("identity_mismatch");
