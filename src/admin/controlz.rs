@@ -22,6 +22,17 @@ pub fn router() -> Router {
         .route("/versionj/", get(version))
 }
 
+/// ControlZ's JSON topics, also served under the debug port's `/debug/controlz` for the debug UI.
+pub fn json_router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route("/scopej/", get(scopes))
+        .route("/scopej/{scope}", get(scope).put(set_scope))
+        .route("/procj/", get(process))
+        .route("/argsj/", get(arguments))
+        .route("/envj/", get(environment))
+        .route("/versionj/", get(version))
+}
+
 async fn scopes() -> Json<Vec<ScopeLevel>> {
     Json(crate::logging::scopes())
 }

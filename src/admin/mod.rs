@@ -3,6 +3,7 @@
 
 pub mod controlz;
 mod istiod_pages;
+mod views;
 
 use crate::metrics::Metrics;
 use crate::source::file::FileStatus;
@@ -71,6 +72,13 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/mesh", get(mesh))
         .route("/debug/limitz", get(limitz))
         .route("/debug/log", get(log_get).put(log_set).post(log_set))
+        .route("/debug/ui/summary", get(views::summary))
+        .route("/debug/ui/proxies", get(views::proxies))
+        .route("/debug/ui/objects", get(views::objects))
+        .route("/debug/ui/object", get(views::object))
+        .route("/debug/ui/services", get(views::services))
+        .route("/debug/ui/search", get(views::search))
+        .nest("/debug/controlz", controlz::json_router())
         .route("/debug", get(ui))
         .route("/debug/", get(ui))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -357,7 +365,8 @@ async fn resourcez(
     let Some(x) = xds(&s) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "xDS not started\n").into_response();
     };
-    match x.resources(id) {
+    let version = q.get("version").and_then(|v| v.parse().ok());
+    match x.resources(id, version) {
         Some(dump) => Json(dump).into_response(),
         None => (
             StatusCode::NOT_FOUND,

@@ -425,7 +425,47 @@ impl Routing {
     }
 }
 
+/// What a push context was built from, kept after its push so `/debug` can show a proxy's config
+/// as an earlier push made it: the objects are shared with later contexts (the store and registry
+/// are persistent maps), the caches are not kept. Workload certificates are left out: a past
+/// view never signs one.
+#[derive(Clone)]
+pub struct PushInputs {
+    pub version: u64,
+    pub snapshot: Arc<Snapshot>,
+    pub registry: Arc<Registry>,
+    pub mesh: MeshSettings,
+    pub routing: Arc<Routing>,
+    pub removed_hosts: Arc<RemovedHosts>,
+}
+
+impl PushInputs {
+    /// A context for these inputs, with caches of its own.
+    pub fn context(&self) -> PushContext {
+        PushContext::with_routing(
+            self.version,
+            self.snapshot.clone(),
+            self.registry.clone(),
+            self.mesh.clone(),
+            self.routing.clone(),
+        )
+        .with_removed_hosts(self.removed_hosts.clone())
+    }
+}
+
 impl PushContext {
+    /// What this context was built from (`PushInputs`).
+    pub fn inputs(&self) -> PushInputs {
+        PushInputs {
+            version: self.version,
+            snapshot: self.snapshot.clone(),
+            registry: self.registry.clone(),
+            mesh: self.mesh.clone(),
+            routing: self.routing.clone(),
+            removed_hosts: self.removed_hosts.clone(),
+        }
+    }
+
     pub fn new(
         version: u64,
         snapshot: Arc<Snapshot>,

@@ -114,7 +114,13 @@ pub struct XdsServer {
     retired_contexts: retire::Retirer<Arc<PushContext>>,
     /// The HTTP debug pages `istio.io/debug` reads, once the admin server provides them.
     debug_pages: std::sync::OnceLock<Arc<dyn debug::DebugPages>>,
+    /// The inputs of the latest pushes, newest last, so `/debug` can show what a proxy was sent
+    /// at each of them (a diff between two pushes).
+    past: Mutex<VecDeque<crate::xds::context::PushInputs>>,
 }
+
+/// How many pushes' inputs `past` keeps.
+const PAST_PUSHES: usize = 10;
 
 impl XdsServer {
     pub fn new(
@@ -141,12 +147,14 @@ impl XdsServer {
                     .inc();
             },
         );
+        let initial_inputs = initial.inputs();
         Arc::new(XdsServer {
             idle,
             shared_names: status::SharedNames::default(),
             context: ArcSwap::from_pointee(initial),
             retired_contexts: retire::Retirer::new("rudder-retire"),
             debug_pages: std::sync::OnceLock::new(),
+            past: Mutex::new(VecDeque::from([initial_inputs])),
             connections: Connections::default(),
             history: Mutex::default(),
             metrics,
@@ -241,6 +249,13 @@ impl XdsServer {
 impl PushSink for XdsServer {
     /// Installs a new push context and queues `request` for every connected proxy it concerns.
     fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
+        {
+            let mut past = lock(&self.past);
+            if past.len() == PAST_PUSHES {
+                past.pop_front();
+            }
+            past.push_back(context.inputs());
+        }
         let replaced = self.context.swap(Arc::new(context));
         let version = record.version;
         // Recorded before the fan-out: a proxy may have the push before `fan_out` returns, and

@@ -467,19 +467,41 @@ impl XdsStatus {
         Some(crate::xds::json::message_or_error(&dump, names))
     }
 
+    /// The versions of the pushes whose config `resources` can show, oldest first.
+    pub fn past_versions(&self) -> Vec<u64> {
+        super::connections::lock(&self.server.past)
+            .iter()
+            .map(|p| p.version)
+            .collect()
+    }
+
     /// `/debug/resourcez`: everything the first connected proxy whose id contains `id` receives
-    /// right now, resource by resource, with the config objects that produced each (provenance)
-    /// and the resource as proto3 JSON; a ztunnel's in ztunnel's own `/config_dump` shape. `None`
-    /// when no proxy matches.
-    pub fn resources(&self, id: &str) -> Option<serde_json::Value> {
+    /// right now (or as the push of `version` made it, while that push is kept: `past_versions`;
+    /// without its secrets), resource by resource, with the config objects that produced each
+    /// (provenance) and the resource as proto3 JSON; a ztunnel's in ztunnel's own `/config_dump`
+    /// shape. `None` when no proxy matches or the push is no longer kept.
+    pub fn resources(&self, id: &str, version: Option<u64>) -> Option<serde_json::Value> {
         let conn = super::debug::find_connection(self.connections(), id)?;
-        let ctx = self.context();
+        let current = self.context();
+        let ctx = match version {
+            Some(v) if v != current.version => Arc::new(
+                super::connections::lock(&self.server.past)
+                    .iter()
+                    .find(|p| p.version == v)?
+                    .context(),
+            ),
+            _ => current,
+        };
+        let past = ctx.version != self.context().version;
         if conn.proxy.proxy_type == ProxyType::Ztunnel {
             return Some(ztunnel_dump(&ctx, &conn));
         }
         let scope = ctx.scope(&conn.proxy);
         let mut resources = Vec::new();
         for (&type_url, status) in conn.types.iter() {
+            if past && type_url == TypeUrl::Secret {
+                continue;
+            }
             let names = (!status.wildcard).then_some(status.names.as_ref());
             for r in generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
                 let any = if type_url == TypeUrl::Secret {
