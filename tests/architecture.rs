@@ -1,6 +1,7 @@
-//! The layering rule of docs/architecture.md, checked: every `crate::` and `super::` path in `src/`
-//! (test code aside) must name a module its own module may import, and the generators of
-//! `xds::generate` must not import each other in a cycle. Run alone: `cargo test --test architecture`.
+//! The shape rules of docs/architecture.md, checked: every `crate::` and `super::` path in `src/`
+//! (test code aside) must name a module its own module may import, no module's files import each
+//! other in a cycle, no file is over 900 lines outside API types and validation rules, and
+//! `config`, `store` and `model` name no transport crate. Run alone: `cargo test --test architecture`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -168,11 +169,17 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The text of `file` that is not test code: test files are skipped, and a file's own
+/// The text of `file` that is not test code: test files (and folders) are skipped, and a file's own
 /// `#[cfg(test)]` module is cut off (it sits at the end, by convention here).
 fn non_test_code(file: &Path) -> Option<String> {
     let name = file.file_name()?.to_string_lossy();
-    if name == "tests.rs" || name.ends_with("_tests.rs") {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let in_tests_folder = file
+        .strip_prefix(&src)
+        .ok()
+        .and_then(Path::parent)
+        .is_some_and(|d| d.components().any(|c| c.as_os_str() == "tests"));
+    if name == "tests.rs" || name.ends_with("_tests.rs") || in_tests_folder {
         return None;
     }
     let text = std::fs::read_to_string(file).ok()?;
@@ -329,28 +336,32 @@ fn every_module_imports_only_what_its_layer_may() {
     );
 }
 
-#[test]
-fn generators_do_not_import_each_other_in_a_cycle() {
-    const GENERATE: &str = "xds::generate";
-    let sibling = |m: &str| -> Option<String> {
-        let rest = m.strip_prefix(GENERATE)?.strip_prefix("::")?;
-        Some(rest.split("::").next()?.to_string())
-    };
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for s in sources() {
-        let Some(from) = sibling(&s.module) else {
-            continue;
-        };
+/// Every module's children, as a graph: an edge `a -> b` when anything in child `a` (or below it)
+/// names child `b` (or below it). Keyed by the parent module (`""` for the crate root).
+fn sibling_graphs(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for s in sources {
+        let from: Vec<&str> = s.module.split("::").collect();
         for target in &s.imports {
-            if let Some(to) = sibling(target)
-                && to != from
-            {
-                graph.entry(from.clone()).or_default().insert(to);
+            let to: Vec<&str> = target.split("::").collect();
+            // The deepest parent both share, and the children of it each lies in.
+            let shared = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if shared >= from.len() || shared >= to.len() {
+                continue; // an import of an ancestor's item, or of one's own submodule
             }
+            graphs
+                .entry(from[..shared].join("::"))
+                .or_default()
+                .entry(from[shared].to_string())
+                .or_default()
+                .insert(to[shared].to_string());
         }
     }
-    assert!(!graph.is_empty(), "the generators were not found");
-    // Depth-first search for a back edge.
+    graphs
+}
+
+/// A cycle in `graph`, if there is one (depth-first search for a back edge).
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     fn visit(
         node: &str,
         graph: &BTreeMap<String, BTreeSet<String>>,
@@ -376,11 +387,98 @@ fn generators_do_not_import_each_other_in_a_cycle() {
         None
     }
     let mut done = BTreeSet::new();
-    for node in graph.keys() {
-        if let Some(cycle) = visit(node, &graph, &mut Vec::new(), &mut done) {
-            panic!("generators import each other: {}", cycle.join(" -> "));
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_module_has_files_that_import_each_other_in_a_cycle() {
+    let graphs = sibling_graphs(&sources());
+    assert!(
+        graphs.contains_key("xds::generate"),
+        "the generators were not found"
+    );
+    let cycles: Vec<String> = graphs
+        .iter()
+        .filter_map(|(parent, graph)| {
+            let cycle = find_cycle(graph)?;
+            Some(format!("in {parent:?}: {}", cycle.join(" -> ")))
+        })
+        .collect();
+    assert!(
+        cycles.is_empty(),
+        "files import each other in a cycle:\n{}",
+        cycles.join("\n")
+    );
+}
+
+/// Long files are where a reader gets lost; API types and validation rules are long lists by nature.
+const MAX_LINES: usize = 900;
+const LONG_BY_NATURE: &[&str] = &["src/config/", "src/validation/"];
+
+#[test]
+fn no_file_is_longer_than_a_reader_can_hold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut long = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(root)
+            .unwrap_or(&f)
+            .to_string_lossy()
+            .to_string();
+        if LONG_BY_NATURE.iter().any(|p| rel.starts_with(p)) {
+            continue;
+        }
+        let lines = std::fs::read_to_string(&f).map_or(0, |t| t.lines().count());
+        if lines > MAX_LINES {
+            long.push(format!("{rel}: {lines} lines"));
         }
     }
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines (split them by job):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_domain_does_not_know_the_transports() {
+    let mut found = Vec::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    for f in files {
+        let Some(module) = module_of(&src, &f) else {
+            continue;
+        };
+        if !["config", "store", "model"]
+            .iter()
+            .any(|m| within(&module, m))
+        {
+            continue;
+        }
+        let Some(code) = non_test_code(&f) else {
+            continue;
+        };
+        for transport in ["tonic", "kube"] {
+            let named = code
+                .match_indices(&format!("{transport}::"))
+                .any(|(at, _)| {
+                    !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+                });
+            if named {
+                found.push(format!("{module} names {transport}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "config, store and model take plain values, not transport types:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]

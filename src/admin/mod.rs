@@ -170,12 +170,19 @@ async fn debug_guard(
     if local || access.open {
         return next.run(req).await;
     }
-    let metadata = tonic::metadata::MetadataMap::from_headers(req.headers().clone());
+    let authorization = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let credentials = crate::model::identity::Credentials {
+        authorization,
+        client_cert: None,
+    };
     let refused = |status: StatusCode, why: String| {
         tracing::warn!(why, "debug request refused");
         (status, format!("{why}\n")).into_response()
     };
-    match access.auth.identify(&metadata, None).await {
+    match access.auth.identify(credentials).await {
         Ok(Some(id)) if id.namespace == access.system_namespace => next.run(req).await,
         Ok(Some(id)) => refused(
             StatusCode::FORBIDDEN,

@@ -4,6 +4,7 @@
 
 use super::Identity;
 use super::node_auth::{Caller, PodRef};
+use crate::model::identity::Credentials;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 use std::collections::HashMap;
@@ -251,40 +252,26 @@ impl Authenticator {
     /// `Ok(None)` when the caller presented nothing; an error when what it presented is refused.
     pub async fn identify(
         &self,
-        metadata: &tonic::metadata::MetadataMap,
-        peer_certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+        credentials: Credentials<'_>,
     ) -> Result<Option<Identity>, AuthError> {
-        Ok(self
-            .identify_caller(metadata, peer_certs)
-            .await?
-            .map(|c| c.identity))
+        Ok(self.identify_caller(credentials).await?.map(|c| c.identity))
     }
 
     /// As `identify`, with the pod a bound token names.
     pub async fn identify_caller(
         &self,
-        metadata: &tonic::metadata::MetadataMap,
-        peer_certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+        credentials: Credentials<'_>,
     ) -> Result<Option<Caller>, AuthError> {
-        let bearer = metadata
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        if let Some(token) = bearer {
+        if let Some(token) = credentials.bearer() {
             return self
                 .tokens
                 .authenticate_caller(token, &self.trust_domain)
                 .await
                 .map(Some);
         }
-        Ok(peer_certs
-            .and_then(|certs| certs.first())
-            .and_then(|c| from_client_cert(c.as_ref()))
+        Ok(credentials
+            .client_cert
+            .and_then(from_client_cert)
             .map(|identity| Caller {
                 identity,
                 pod: None,
@@ -305,10 +292,9 @@ pub fn from_client_cert(der: &[u8]) -> Option<Identity> {
 impl crate::model::identity::Authenticate for Authenticator {
     fn identify<'a>(
         &'a self,
-        metadata: &'a tonic::metadata::MetadataMap,
-        peer_certs: Option<&'a [tonic::transport::CertificateDer<'static>]>,
+        credentials: Credentials<'a>,
     ) -> crate::model::identity::BoxFuture<'a, Result<Option<Identity>, AuthError>> {
-        Box::pin(Authenticator::identify(self, metadata, peer_certs))
+        Box::pin(Authenticator::identify(self, credentials))
     }
 
     fn secrets_refused<'a>(

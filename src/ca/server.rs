@@ -57,7 +57,13 @@ impl CaService {
         let certs = req.peer_certs();
         match self
             .auth
-            .identify_caller(req.metadata(), certs.as_deref().map(|c| c.as_slice()))
+            .identify_caller(crate::model::identity::Credentials {
+                authorization: req
+                    .metadata()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok()),
+                client_cert: certs.as_deref().and_then(|c| c.first()).map(|c| c.as_ref()),
+            })
             .await
         {
             Ok(Some(id)) => Ok(id),

@@ -50,6 +50,26 @@ pub enum AuthError {
     Unavailable(String),
 }
 
+/// What a caller presented, in plain terms, so the domain does not depend on a transport.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// The `authorization` header's value, as sent.
+    pub authorization: Option<&'a str>,
+    /// The leaf of the client certificate chain TLS already verified, DER.
+    pub client_cert: Option<&'a [u8]>,
+}
+
+impl<'a> Credentials<'a> {
+    /// The bearer token of the `authorization` header, if it carries a non-empty one.
+    pub fn bearer(&self) -> Option<&'a str> {
+        let v = self.authorization?;
+        v.strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    }
+}
+
 /// A boxed future, so the traits below can be used as trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -58,8 +78,7 @@ pub trait Authenticate: Send + Sync {
     /// `Ok(None)`: nothing was presented; `Err`: something was presented and is not valid.
     fn identify<'a>(
         &'a self,
-        metadata: &'a tonic::metadata::MetadataMap,
-        peer_certs: Option<&'a [tonic::transport::CertificateDer<'static>]>,
+        credentials: Credentials<'a>,
     ) -> BoxFuture<'a, Result<Option<Identity>, AuthError>>;
 
     /// Whether `id` may be sent the Kubernetes Secrets of its own namespace over SDS (gateway

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 pub mod delegate;
 pub mod identity;
-pub mod kube;
+pub mod kubernetes;
 pub mod mesh;
 pub mod peer_auth;
 pub mod policy;
@@ -17,6 +17,9 @@ mod registry;
 pub mod workload;
 
 pub use registry::{Registry, RegistryDelta};
+
+/// One hostname's service with its endpoints per port, as `kube` and `registry` build it.
+type Built = (Service, Vec<(u32, Vec<Endpoint>)>);
 
 /// Port protocols as Istio classifies them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

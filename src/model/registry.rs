@@ -9,8 +9,8 @@
 //! store's persistent maps skip what they share), and recomputes those hostnames alone. The maps are
 //! persistent too, so the registry of the previous push is kept at no cost while the next is built.
 
-use super::kube;
-use super::{Endpoint, Protocol, Service, ServicePort, resolve_host};
+use super::kubernetes;
+use super::{Built, Endpoint, Protocol, Service, ServicePort, resolve_host};
 use crate::config::networking::{ServiceEntry, WorkloadEntry};
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
@@ -64,9 +64,6 @@ pub struct RegistryDelta {
     pub services_changed: bool,
 }
 
-/// One hostname's service with its endpoints per port.
-pub(super) type Built = (Service, Vec<(u32, Vec<Endpoint>)>);
-
 impl Registry {
     /// Kubernetes services first, then ServiceEntries (a ServiceEntry cannot take over a Kubernetes
     /// service's hostname).
@@ -96,7 +93,7 @@ impl Registry {
         }
         let mut hosts: BTreeSet<String> = reg.index.claims.keys().cloned().collect();
         hosts.extend(snapshot.list(Kind::Service).map(|e| {
-            kube::service_hostname(
+            kubernetes::service_hostname(
                 &e.config.metadata.namespace,
                 &e.config.metadata.name,
                 domain_suffix,
@@ -164,7 +161,7 @@ impl Registry {
             }
         }
         for (ns, name) in take(Kind::Service) {
-            hosts.insert(kube::service_hostname(&ns, &name, domain_suffix));
+            hosts.insert(kubernetes::service_hostname(&ns, &name, domain_suffix));
         }
         for kind in [Kind::WorkloadEntry, Kind::Pod] {
             for key in take(kind) {
@@ -376,14 +373,14 @@ impl Index {
 
     fn add_slice(&mut self, config: &Config) {
         let ns = &config.metadata.namespace;
-        let Some(service) = kube::slice_service(config) else {
+        let Some(service) = kubernetes::slice_service(config) else {
             return;
         };
         let key = (ns.clone(), service.to_string());
         let mut names = self.slices.get(&key).cloned().unwrap_or_default();
         names.insert(config.metadata.name.clone());
         self.slices.insert(key, names);
-        for (pod_ns, pod) in kube::slice_pods(config) {
+        for (pod_ns, pod) in kubernetes::slice_pods(config) {
             self.pod_refs
                 .insert((pod_ns, pod, ns.clone(), config.metadata.name.clone()));
         }
@@ -391,7 +388,7 @@ impl Index {
 
     fn remove_slice(&mut self, config: &Config) {
         let ns = &config.metadata.namespace;
-        if let Some(service) = kube::slice_service(config) {
+        if let Some(service) = kubernetes::slice_service(config) {
             let key = (ns.clone(), service.to_string());
             if let Some(mut names) = self.slices.get(&key).cloned() {
                 names.remove(&config.metadata.name);
@@ -402,7 +399,7 @@ impl Index {
                 }
             }
         }
-        for (pod_ns, pod) in kube::slice_pods(config) {
+        for (pod_ns, pod) in kubernetes::slice_pods(config) {
             self.pod_refs
                 .remove(&(pod_ns, pod, ns.clone(), config.metadata.name.clone()));
         }
@@ -432,8 +429,8 @@ fn entry_hosts(config: &Config, domain_suffix: &str) -> Vec<String> {
 
 /// The hostname of the Service an EndpointSlice belongs to.
 fn slice_host(config: &Config, domain_suffix: &str) -> Option<String> {
-    kube::slice_service(config)
-        .map(|svc| kube::service_hostname(&config.metadata.namespace, svc, domain_suffix))
+    kubernetes::slice_service(config)
+        .map(|svc| kubernetes::service_hostname(&config.metadata.namespace, svc, domain_suffix))
 }
 
 /// Hostnames of the ServiceEntries in `ns` whose `workloadSelector` selects any of `labels`.
@@ -482,7 +479,7 @@ impl<'a> HostBuilder<'a> {
         HostBuilder {
             snapshot,
             index,
-            admitted: kube::namespace_filter(snapshot, &index.selectors),
+            admitted: kubernetes::namespace_filter(snapshot, &index.selectors),
             workloads: HashMap::new(),
         }
     }
@@ -506,7 +503,7 @@ impl<'a> HostBuilder<'a> {
     }
 
     fn kubernetes(&self, host: &str) -> Option<Built> {
-        let (ns, name) = kube::service_of_hostname(host, &self.index.domain_suffix)?;
+        let (ns, name) = kubernetes::service_of_hostname(host, &self.index.domain_suffix)?;
         if self.admitted.as_ref().is_some_and(|set| !set.contains(&ns)) {
             return None;
         }
@@ -527,7 +524,7 @@ impl<'a> HostBuilder<'a> {
                 }
             })
             .collect();
-        kube::kubernetes_service(
+        kubernetes::kubernetes_service(
             self.snapshot,
             &entry.config,
             &slices,
@@ -566,7 +563,7 @@ impl<'a> HostBuilder<'a> {
             });
         let pods = snapshot
             .list_namespace(Kind::Pod, ns)
-            .filter_map(|e| kube::pod_workload(snapshot, &e.config));
+            .filter_map(|e| kubernetes::pod_workload(snapshot, &e.config));
         let found: Arc<Vec<_>> = Arc::new(entries.chain(pods).collect());
         self.workloads.insert(ns.to_string(), found.clone());
         found

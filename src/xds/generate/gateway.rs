@@ -3,10 +3,10 @@
 //! `0.0.0.0_<port>`, plaintext HTTP routes `http.<port>`, terminated HTTPS routes
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
-use super::cluster::file;
 use super::listener::{RouteSource, behind_rbac, network_filter, security_filters, server_hcm};
 use super::route::virtual_service_routes;
 use super::tls::{any_san_of, downstream_socket, mesh_tls, sds, server_tls_params};
+use super::upstream_tls::file;
 use super::util::any;
 use crate::config::host;
 use crate::config::networking::{

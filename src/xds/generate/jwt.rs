@@ -153,7 +153,7 @@ pub fn jwks_clusters(
                                     CertificateValidationContext {
                                         trusted_ca: Some(DataSource {
                                             specifier: Some(data_source::Specifier::Filename(
-                                                super::cluster::SYSTEM_ROOTS.into(),
+                                                super::upstream_tls::SYSTEM_ROOTS.into(),
                                             )),
                                             ..Default::default()
                                         }),

@@ -14,6 +14,7 @@ pub mod rbac;
 pub mod route;
 pub mod secret;
 pub mod tls;
+pub mod upstream_tls;
 pub mod util;
 
 use super::context::{PushContext, ScopeView};

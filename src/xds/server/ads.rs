@@ -4,8 +4,8 @@
 use super::XdsServer;
 use super::delta::Delta;
 use super::sotw::Sotw;
-use super::stream::{ResponseStream, StreamHandler, serve_stream};
-use crate::model::identity::{AuthError, Authenticate, Identity};
+use super::stream::{ResponseStream, STREAM_BUFFER, StreamHandler, serve_stream};
+use crate::model::identity::{AuthError, Authenticate, Credentials, Identity};
 use crate::xds::proxy::Proxy;
 use crate::xds::wire::{AdsHandler, AdsServer, MessageStream};
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -19,9 +19,6 @@ use tracing::{Instrument, info_span, warn};
 
 /// How long a new stream waits for the rate limiter before it is refused.
 const RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
-
-/// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
-pub(super) const STREAM_BUFFER: usize = 8;
 
 #[derive(Clone)]
 pub struct AdsService {
@@ -74,16 +71,21 @@ impl AdsService {
             return Ok(None);
         };
         let certs = request.peer_certs();
-        auth.identify(request.metadata(), certs.as_deref().map(|c| c.as_slice()))
-            .await
-            .map_err(|e| {
-                self.server.refuse("authentication");
-                warn!(error = %e, "refusing xDS stream: authentication failed");
-                match e {
-                    AuthError::Unavailable(_) => Status::unavailable(e.to_string()),
-                    _ => Status::unauthenticated(e.to_string()),
-                }
-            })
+        let credentials = Credentials {
+            authorization: request
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok()),
+            client_cert: certs.as_deref().and_then(|c| c.first()).map(|c| c.as_ref()),
+        };
+        auth.identify(credentials).await.map_err(|e| {
+            self.server.refuse("authentication");
+            warn!(error = %e, "refusing xDS stream: authentication failed");
+            match e {
+                AuthError::Unavailable(_) => Status::unavailable(e.to_string()),
+                _ => Status::unauthenticated(e.to_string()),
+            }
+        })
     }
 
     /// The proxy behind a stream; a node that is not Istio's is refused, logged and counted.

@@ -5,6 +5,7 @@
 //! type, and each service's endpoints), so its cost follows the streams it reaches, not the
 //! streams connected. The debug status is published beside it and never read by the fan-out.
 
+use super::lock;
 use super::status::{ConnectionStatus, WatchMap, Watches};
 use crate::xds::generate::util::parse_outbound_cluster;
 use crate::xds::proxy::Proxy;
@@ -15,11 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
-
-/// Locks a mutex whose holder may have panicked: the data is still the last value written.
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// How many streams hold a push they have not finished sending. New streams wait for it to reach
 /// zero (for a bounded time) before their first response: pushes to connected proxies go first,

@@ -10,8 +10,9 @@
 use super::XdsServer;
 use super::status::{ConnectionStatus, XdsStatus};
 use crate::xds::context::PushContext;
-use crate::xds::generate;
-use crate::xds::proxy::Proxy;
+use crate::xds::generate::{self, ambient};
+use crate::xds::provenance;
+use crate::xds::proxy::{Proxy, ProxyType};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::admin::v3 as admin;
 use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node, data_source};
@@ -24,6 +25,7 @@ use envoy_types::pb::envoy::service::status::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, Struct, Timestamp, Value, value::Kind};
 use prost::Message;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -448,4 +450,218 @@ pub fn delta_response(
         control_plane: answer.control_plane,
         ..Default::default()
     }
+}
+
+/// The debug views of the xDS server in istiod's shapes (and Rudder's resource view), read by the
+/// admin server.
+impl XdsStatus {
+    /// `/debug/syncz`: each proxy's sync state in istiod's `SyncStatus` shape (its field names;
+    /// `*_sent`/`*_acked` are nonces, as `istioctl proxy-status` compares them), optionally of one
+    /// namespace, with Rudder's view added: the full node id, the connection, the protocol and
+    /// each type's state, versions and NACK.
+    pub fn syncz(&self, namespace: Option<&str>) -> Vec<serde_json::Value> {
+        let cluster_id = self.context().mesh.cluster_id.clone();
+        self.connections()
+            .into_iter()
+            .filter(|c| !c.proxy.is_debug_client())
+            .filter(|c| namespace.is_none_or(|ns| c.proxy.namespace == ns))
+            .map(|c| {
+                let proxy = &c.proxy;
+                let mut entry = serde_json::json!({
+                    "cluster_id": proxy.metadata.get("CLUSTER_ID").unwrap_or(&cluster_id),
+                    "proxy": proxy.istio_id(),
+                    "proxy_type": proxy.node_type(),
+                    "istio_version": proxy.istio_version,
+                });
+                let mut resources = serde_json::Map::new();
+                let mut types = serde_json::Map::new();
+                for (type_url, st) in c.types.iter() {
+                    let short = match type_url {
+                        TypeUrl::Cluster => Some("cluster"),
+                        TypeUrl::Listener => Some("listener"),
+                        TypeUrl::Route => Some("route"),
+                        TypeUrl::Endpoint => Some("endpoint"),
+                        _ => None,
+                    };
+                    if let Some(short) = short {
+                        if !st.nonce_sent.is_empty() {
+                            entry[format!("{short}_sent")] = (*st.nonce_sent).into();
+                        }
+                        if !st.nonce_acked.is_empty() {
+                            entry[format!("{short}_acked")] = (*st.nonce_acked).into();
+                        }
+                    }
+                    let mut resource = serde_json::Map::new();
+                    if !st.nonce_sent.is_empty() {
+                        resource.insert("sent".into(), (*st.nonce_sent).into());
+                    }
+                    if !st.nonce_acked.is_empty() {
+                        resource.insert("acked".into(), (*st.nonce_acked).into());
+                    }
+                    resource.insert("sentTime".into(), rfc3339(st.sent_at_ms).into());
+                    if let Some(nack) = &st.last_nack {
+                        resource.insert("lastError".into(), (**nack).into());
+                    }
+                    resources.insert(type_url.url().into(), resource.into());
+                    types.insert(
+                        type_url.short().into(),
+                        serde_json::json!({ "state": st.state(), "sent": st.version_sent, "acked": st.version_acked, "error": st.last_nack }),
+                    );
+                }
+                entry["resources"] = resources.into();
+                entry["node"] = proxy.id.clone().into();
+                entry["connection"] = c.id.clone().into();
+                entry["generator"] = serde_json::to_value(proxy.generator).unwrap_or_default();
+                entry["namespace"] = proxy.namespace.clone().into();
+                entry["delta"] = c.delta.into();
+                entry["types"] = types.into();
+                entry
+            })
+            .collect()
+    }
+
+    /// `/debug/config_dump`: what the proxy istiod would pick for `proxy_id` (its id contains it) is
+    /// sent right now, as Envoy's admin `ConfigDump` in proto3 JSON, as istiod builds it
+    /// (`debug::config_dump`); with `types`, only those resources. `None` when no proxy matches,
+    /// or the proxy is outside `caller_namespace`.
+    pub fn config_dump(
+        &self,
+        proxy_id: &str,
+        include_endpoints: bool,
+        types: Option<&[TypeUrl]>,
+        names: crate::xds::json::Names,
+        caller_namespace: Option<&str>,
+    ) -> Option<serde_json::Value> {
+        let conn = find_connection(self.connections(), proxy_id)?;
+        if caller_namespace.is_some_and(|ns| conn.proxy.namespace != ns) {
+            return None;
+        }
+        let ctx = self.context();
+        let dump = match types {
+            Some(types) => {
+                let scope = ctx.scope(&conn.proxy);
+                let configs = types
+                    .iter()
+                    .filter_map(|t| conn.types.get(t).map(|status| (*t, status)))
+                    .flat_map(|(t, status)| {
+                        let names = (!status.wildcard).then_some(status.names.as_ref());
+                        generate::generate(&ctx, &conn.proxy, &scope, t, names)
+                    })
+                    .map(|r| r.any.clone())
+                    .collect();
+                envoy_types::pb::envoy::admin::v3::ConfigDump { configs }
+            }
+            None => config_dump(&ctx, &conn, include_endpoints),
+        };
+        Some(crate::xds::json::message_or_error(&dump, names))
+    }
+
+    /// The versions of the pushes whose config `resources` can show, oldest first.
+    pub fn past_versions(&self) -> Vec<u64> {
+        super::lock(&self.server.past)
+            .iter()
+            .map(|p| p.version)
+            .collect()
+    }
+
+    /// `/debug/resourcez`: everything the first connected proxy whose id contains `id` receives
+    /// right now (or as the push of `version` made it, while that push is kept: `past_versions`;
+    /// without its secrets), resource by resource, with the config objects that produced each
+    /// (provenance) and the resource as proto3 JSON; a ztunnel's in ztunnel's own `/config_dump`
+    /// shape. `None` when no proxy matches or the push is no longer kept.
+    pub fn resources(&self, id: &str, version: Option<u64>) -> Option<serde_json::Value> {
+        let conn = find_connection(self.connections(), id)?;
+        let current = self.context();
+        let ctx = match version {
+            Some(v) if v != current.version => Arc::new(
+                super::lock(&self.server.past)
+                    .iter()
+                    .find(|p| p.version == v)?
+                    .context(),
+            ),
+            _ => current,
+        };
+        let past = ctx.version != self.context().version;
+        if conn.proxy.proxy_type == ProxyType::Ztunnel {
+            return Some(ztunnel_dump(&ctx, &conn));
+        }
+        let scope = ctx.scope(&conn.proxy);
+        let mut resources = Vec::new();
+        for (&type_url, status) in conn.types.iter() {
+            if past && type_url == TypeUrl::Secret {
+                continue;
+            }
+            let names = (!status.wildcard).then_some(status.names.as_ref());
+            for r in generate::generate(&ctx, &conn.proxy, &scope, type_url, names) {
+                let any = if type_url == TypeUrl::Secret {
+                    redacted(&r.any)
+                } else {
+                    r.any.clone()
+                };
+                let config = crate::xds::json::to_json(
+                    &any.type_url,
+                    &any.value,
+                    crate::xds::json::Names::Json,
+                )
+                .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+                resources.push(serde_json::json!({
+                    "type": type_url.short(),
+                    "name": r.name,
+                    "version": r.version,
+                    "sources": provenance::sources(&ctx, &conn.proxy.namespace, type_url, &r.name),
+                    "config": config,
+                }));
+            }
+        }
+        Some(
+            serde_json::json!({ "proxy": conn.proxy, "pushVersion": ctx.version, "resources": resources }),
+        )
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 (istiod's Go `time.Time` in JSON); the zero time when
+/// never.
+fn rfc3339(ms: u64) -> String {
+    let at = ::time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .unwrap_or(::time::OffsetDateTime::UNIX_EPOCH);
+    if ms == 0 {
+        return "0001-01-01T00:00:00Z".into();
+    }
+    at.format(&::time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// What a ztunnel holds, in ztunnel's own `/config_dump` shape: everything for a wildcard
+/// subscription, else the workloads and services it looked up.
+fn ztunnel_dump(ctx: &PushContext, conn: &ConnectionStatus) -> serde_json::Value {
+    let mut dump = ambient::dump::config_dump(&ambient::index(ctx));
+    if let Some(status) = conn.types.get(&TypeUrl::Address).filter(|s| !s.wildcard) {
+        let scope = ctx.scope(&conn.proxy);
+        let held: BTreeSet<String> = generate::generate(
+            ctx,
+            &conn.proxy,
+            &scope,
+            TypeUrl::Address,
+            Some(&status.names),
+        )
+        .into_iter()
+        .map(|r| r.name.to_string())
+        .collect();
+        for (list, key) in [("workloads", "uid"), ("services", "hostname")] {
+            if let Some(items) = dump[list].as_array_mut() {
+                items.retain(|item| {
+                    let name = match list {
+                        "services" => format!(
+                            "{}/{}",
+                            item["namespace"].as_str().unwrap_or_default(),
+                            item[key].as_str().unwrap_or_default()
+                        ),
+                        _ => item[key].as_str().unwrap_or_default().to_string(),
+                    };
+                    held.contains(&name)
+                });
+            }
+        }
+    }
+    dump
 }

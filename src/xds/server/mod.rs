@@ -25,7 +25,7 @@ use crate::xds::metrics::XdsMetrics;
 use crate::xds::push::PushSink;
 use crate::xds::push::request::{PushRecord, PushRequest};
 use arc_swap::ArcSwap;
-use connections::{Connections, lock};
+use connections::Connections;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -85,6 +85,11 @@ impl Default for XdsLimits {
             new_stream_wait: Duration::from_millis(500),
         }
     }
+}
+
+/// Locks a mutex whose holder may have panicked: the data is still the last value written.
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How many pushes `/debug/push_status` keeps.

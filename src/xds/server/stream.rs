@@ -381,7 +381,7 @@ impl StreamState {
     /// most its size). A push takes a shared push slot only after this, so a client that does not
     /// read waits here holding nothing the other proxies need. False when the stream is gone.
     async fn reserve(&mut self, responses: usize) -> bool {
-        let wanted = responses.min(super::ads::STREAM_BUFFER);
+        let wanted = responses.min(STREAM_BUFFER);
         // A client that keeps up leaves room: taken at once, without arming a timer, as nearly
         // every push to nearly every stream does.
         while self.reserved.len() < wanted {
@@ -416,7 +416,7 @@ impl StreamState {
 
     /// Whether the response queue has room for `responses` (at most its size) right now.
     fn has_room(&self, responses: usize) -> bool {
-        self.tx.capacity() >= responses.min(super::ads::STREAM_BUFFER)
+        self.tx.capacity() >= responses.min(STREAM_BUFFER)
     }
 
     /// Gives back queue room a push reserved and did not use.
@@ -520,6 +520,9 @@ impl StreamState {
         }
     }
 }
+
+/// Outgoing responses per stream; small, so a client that stops reading blocks only its own task.
+pub(super) const STREAM_BUFFER: usize = 8;
 
 /// NACK text kept and logged, in bytes.
 const NACK_TEXT: usize = 1024;

@@ -104,7 +104,8 @@ impl AmbientIndex {
         let ns_info = |ns: &str| NamespaceInfo {
             labels: namespaces.get(ns).copied(),
         };
-        let admitted = crate::model::kube::namespace_filter(snapshot, &mesh.discovery_selectors);
+        let admitted =
+            crate::model::kubernetes::namespace_filter(snapshot, &mesh.discovery_selectors);
         let allowed = |ns: &str| admitted.as_ref().is_none_or(|set| set.contains(ns));
 
         // Policies first: workloads list the selector policies that apply to them.
@@ -183,7 +184,7 @@ impl AmbientIndex {
                 .collect();
             w.services = services_of(&ips);
             if let Some(node) = nodes.get(w.node.as_str()) {
-                let text = crate::model::kube::node_locality(Some(node), None);
+                let text = crate::model::kubernetes::node_locality(Some(node), None);
                 w.locality = (!text.is_empty()).then(|| locality(text));
             }
             w.authorization_policies = index.selected_policies(

@@ -4,11 +4,11 @@
 use super::proxy::{Generator, Proxy, ProxyType};
 use super::resource::{Resource, ResourceList, Resources};
 use super::types::TypeUrl;
-use crate::config::networking::{DestinationRule, Sidecar, VirtualService};
+use crate::config::networking::Sidecar;
 use crate::config::{Config, Kind, Spec, host};
 use crate::model::identity::WorkloadCertificates;
 use crate::model::mesh::MeshSettings;
-use crate::model::{Protocol, Registry, Service, resolve_host};
+use crate::model::{Protocol, Registry, Service};
 use crate::store::Snapshot;
 use std::any::{Any, TypeId};
 use std::collections::hash_map::DefaultHasher;
@@ -17,38 +17,16 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
+mod routing;
+use routing::exported_to;
+pub use routing::{DrEntry, GatewayVsEntry, Routing, VsEntry, gateway_key};
+
 /// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// One scope's built resources of one type, by name.
 type ResourcesByName = FastMap<String, Resources>;
 
-/// A VirtualService with its hosts resolved to FQDNs.
-pub struct VsEntry {
-    pub config: Arc<Config>,
-    pub spec: VirtualService,
-    pub hosts: Vec<String>,
-}
-
-/// A VirtualService bound to gateways: its hosts as written (resolved when short) and its gateways
-/// as `namespace/name`.
-pub struct GatewayVsEntry {
-    pub config: Arc<Config>,
-    pub spec: VirtualService,
-    pub hosts: Vec<String>,
-    pub gateways: Vec<String>,
-}
-
-/// `name` or `namespace/name` of a gateway, as written in a VirtualService of namespace `vs_ns`.
-pub fn gateway_key(gateway: &str, vs_ns: &str) -> String {
-    if gateway.contains('/') {
-        gateway.to_string()
-    } else {
-        format!("{vs_ns}/{gateway}")
-    }
-}
-
-/// A DestinationRule with its host resolved to an FQDN.
 /// The guarded value, also after a panic elsewhere poisoned the lock (the sets stay usable).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -65,12 +43,6 @@ struct ListenerConflicts {
 pub struct Conflicts {
     pub duplicate_domains: usize,
     pub duplicate_subsets: usize,
-}
-
-pub struct DrEntry {
-    pub config: Arc<Config>,
-    pub spec: DestinationRule,
-    pub host: String,
 }
 
 /// What generators may read of a proxy: exactly the inputs of its cache key, computed once per key
@@ -114,24 +86,6 @@ type ListKey = (TypeUrl, u64, u64);
 
 /// Signs the workload certificates a push context serves over SDS (none: the CA is not running).
 pub type Certificates = Option<Arc<dyn WorkloadCertificates>>;
-
-/// The VirtualServices and DestinationRules of a snapshot, resolved and indexed by host.
-pub struct Routing {
-    virtual_services: Vec<VsEntry>,
-    /// VirtualServices bound to at least one gateway (other than `mesh`).
-    pub gateway_virtual_services: Vec<GatewayVsEntry>,
-    destination_rules: Vec<DrEntry>,
-    /// Exact host → indexes into `virtual_services` / `destination_rules` (in list order), and the
-    /// entries with a wildcard host: lookups touch only candidates, not every object (a mesh of
-    /// 5,000 services with 500 VirtualServices would otherwise scan 2.5 million pairs per push).
-    vs_by_host: HashMap<String, Vec<usize>>,
-    vs_wildcards: Vec<usize>,
-    dr_by_host: HashMap<String, Vec<usize>>,
-    dr_wildcards: Vec<usize>,
-    /// What the index was built under: another domain suffix or default exportTo rebuilds it.
-    domain_suffix: String,
-    default_export_to: Vec<String>,
-}
 
 /// Hostnames removed from the registry within `REMOVED_HOSTS_KEPT` (at most
 /// `REMOVED_HOSTS_MAX`, the oldest dropped first), with when: the push loop records each push's
@@ -253,176 +207,6 @@ fn memoized_by_key<K: Hash + Eq + Copy, V: Clone>(
         |m, v| m.entry(key).or_insert(v).clone(),
         build,
     )
-}
-
-/// Istio's exportTo rule; `default` (the mesh's default exportTo for the kind) stands in for an
-/// empty list.
-fn exported_to(export_to: &[String], default: &[String], owner_ns: &str, ns: &str) -> bool {
-    let list = if export_to.is_empty() {
-        default
-    } else {
-        export_to
-    };
-    list.is_empty()
-        || list
-            .iter()
-            .any(|e| e == "*" || e == ns || (e == "." && owner_ns == ns))
-}
-
-/// The delegate VirtualService `namespace/name` a root in `root_ns` may use: one without hosts
-/// (a delegate serves only through its roots) exported to the root's namespace.
-fn delegate_for(
-    snapshot: &Snapshot,
-    default_export: &[String],
-    root_ns: &str,
-    name: &str,
-    namespace: &str,
-) -> Option<VirtualService> {
-    let key = crate::config::ConfigKey {
-        kind: Kind::VirtualService,
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-    };
-    match &snapshot.get(&key)?.config.spec {
-        Spec::VirtualService(d)
-            if d.hosts.is_empty()
-                && exported_to(&d.export_to, default_export, namespace, root_ns) =>
-        {
-            Some(d.clone())
-        }
-        _ => None,
-    }
-}
-
-impl Routing {
-    /// This index if it still holds for `new` (built from `old`): no VirtualService or
-    /// DestinationRule differs between the snapshots and the settings it read are the same; else
-    /// one built for `new`.
-    pub fn reuse_or_build(
-        self: &Arc<Routing>,
-        old: &Snapshot,
-        new: &Snapshot,
-        mesh: &MeshSettings,
-    ) -> Arc<Routing> {
-        let same = self.domain_suffix == mesh.domain_suffix
-            && self.default_export_to == mesh.default_virtual_service_export_to
-            && new.changes_since(old).is_some_and(|changes| {
-                !changes.contains_key(&Kind::VirtualService)
-                    && !changes.contains_key(&Kind::DestinationRule)
-            });
-        if same {
-            self.clone()
-        } else {
-            Arc::new(Routing::build(new, mesh))
-        }
-    }
-
-    pub fn build(snapshot: &Snapshot, mesh: &MeshSettings) -> Routing {
-        let suffix = mesh.domain_suffix.clone();
-        // One pass: a VirtualService may serve the mesh (no gateways, or `mesh`), gateways, or both.
-        let mut virtual_services: Vec<VsEntry> = Vec::new();
-        let mut gateway_virtual_services: Vec<GatewayVsEntry> = Vec::new();
-        for e in snapshot.list(Kind::VirtualService) {
-            let Spec::VirtualService(vs) = &e.config.spec else {
-                continue;
-            };
-            let ns = &e.config.metadata.namespace;
-            let expanded;
-            let vs = if vs.http.iter().any(|r| r.delegate.is_some()) {
-                expanded = crate::model::delegate::expand(ns, vs, &suffix, &|name, d_ns| {
-                    delegate_for(
-                        snapshot,
-                        &mesh.default_virtual_service_export_to,
-                        ns,
-                        name,
-                        d_ns,
-                    )
-                });
-                &expanded
-            } else {
-                vs
-            };
-            let hosts: Vec<String> = vs
-                .hosts
-                .iter()
-                .map(|h| resolve_host(h, ns, &suffix))
-                .collect();
-            let gateways: Vec<String> = vs
-                .gateways
-                .iter()
-                .filter(|g| *g != "mesh")
-                .map(|g| gateway_key(g, ns))
-                .collect();
-            if vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh") {
-                virtual_services.push(VsEntry {
-                    config: e.config.clone(),
-                    spec: vs.clone(),
-                    hosts: hosts.clone(),
-                });
-            }
-            if !gateways.is_empty() {
-                gateway_virtual_services.push(GatewayVsEntry {
-                    config: e.config.clone(),
-                    spec: vs.clone(),
-                    hosts,
-                    gateways,
-                });
-            }
-        }
-        // As istiod: when several objects claim a host, the oldest (creationTimestamp, then
-        // namespace and name) wins, so a newer object cannot silently take a host over.
-        let age = |a: &Config, b: &Config| a.age_key().cmp(&b.age_key());
-        virtual_services.sort_by(|a, b| age(&a.config, &b.config));
-        gateway_virtual_services.sort_by(|a, b| age(&a.config, &b.config));
-        let mut destination_rules: Vec<DrEntry> = snapshot
-            .list(Kind::DestinationRule)
-            .filter_map(|e| match &e.config.spec {
-                Spec::DestinationRule(dr) => Some(DrEntry {
-                    config: e.config.clone(),
-                    spec: dr.clone(),
-                    host: resolve_host(&dr.host, &e.config.metadata.namespace, &suffix),
-                }),
-                _ => None,
-            })
-            .collect();
-        destination_rules.sort_by(|a, b| age(&a.config, &b.config));
-        let mut vs_by_host: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut vs_wildcards = Vec::new();
-        for (i, v) in virtual_services.iter().enumerate() {
-            for h in &v.hosts {
-                if h.starts_with('*') {
-                    if vs_wildcards.last() != Some(&i) {
-                        vs_wildcards.push(i);
-                    }
-                } else {
-                    let slot = vs_by_host.entry(h.clone()).or_default();
-                    if slot.last() != Some(&i) {
-                        slot.push(i);
-                    }
-                }
-            }
-        }
-        let mut dr_by_host: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut dr_wildcards = Vec::new();
-        for (i, d) in destination_rules.iter().enumerate() {
-            if d.host.starts_with('*') {
-                dr_wildcards.push(i);
-            } else {
-                dr_by_host.entry(d.host.clone()).or_default().push(i);
-            }
-        }
-        Routing {
-            virtual_services,
-            gateway_virtual_services,
-            destination_rules,
-            vs_by_host,
-            vs_wildcards,
-            dr_by_host,
-            dr_wildcards,
-            domain_suffix: suffix,
-            default_export_to: mesh.default_virtual_service_export_to.clone(),
-        }
-    }
 }
 
 /// What a push context was built from, kept after its push so `/debug` can show a proxy's config
@@ -992,36 +776,4 @@ fn egress_allows(hosts: &[String], proxy_ns: &str, service: &Service) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::Store;
-
-    const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.0.0.1}]}\n";
-    const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], http: [{timeout: 5s, route: [{destination: {host: a.example.com}}]}]}\n";
-
-    /// The routing index is kept across an endpoint change and rebuilt when a VirtualService
-    /// changes, so a context never routes with a stale one.
-    #[test]
-    fn routing_is_reused_only_while_routes_are_unchanged() {
-        let mesh = MeshSettings::default();
-        let store = Store::from_yaml(&format!("{SE}---\n{VS}"));
-        let first = store.snapshot();
-        let routing = Arc::new(Routing::build(&first, &mesh));
-        store.apply_yaml(&SE.replace("10.0.0.1", "10.0.0.2"));
-        let second = store.snapshot();
-        let kept = routing.reuse_or_build(&first, &second, &mesh);
-        assert!(Arc::ptr_eq(&kept, &routing));
-        store.apply_yaml(&VS.replace("5s", "7s"));
-        let third = store.snapshot();
-        let rebuilt = kept.reuse_or_build(&second, &third, &mesh);
-        assert!(!Arc::ptr_eq(&rebuilt, &kept));
-        let timeout = |r: &Routing| r.virtual_services[0].spec.http[0].timeout;
-        assert_ne!(timeout(&rebuilt), timeout(&kept));
-        let other_suffix = MeshSettings {
-            domain_suffix: "example.internal".into(),
-            ..MeshSettings::default()
-        };
-        let resuffixed = rebuilt.reuse_or_build(&third, &third, &other_suffix);
-        assert!(!Arc::ptr_eq(&resuffixed, &rebuilt));
-    }
-}
+mod tests;

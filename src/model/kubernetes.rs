@@ -167,7 +167,7 @@ pub fn kubernetes_service(
     entry: &crate::config::Config,
     slices: &[&EndpointSlice],
     domain_suffix: &str,
-) -> Option<super::registry::Built> {
+) -> Option<super::Built> {
     let Spec::Service(svc) = &entry.spec else {
         return None;
     };

@@ -1,0 +1,78 @@
+//! istiod's environment variables: those Rudder reads, and a warning naming each one it does not.
+
+/// istiod's environment variables Rudder reads (through the flags above); docs/install.md has the
+/// table.
+const ISTIOD_ENV_READ: &[&str] = &[
+    "PILOT_DEBOUNCE_AFTER",
+    "PILOT_DEBOUNCE_MAX",
+    "PILOT_ENABLE_EDS_DEBOUNCE",
+    "PILOT_PUSH_THROTTLE",
+    "PILOT_MAX_REQUESTS_PER_SECOND",
+    "ISTIO_GPRC_MAXRECVMSGSIZE",
+    "ISTIO_GPRC_MAXSTREAMS",
+    "CA_TRUSTED_NODE_ACCOUNTS",
+    "CITADEL_SELF_SIGNED_CA_CERT_TTL",
+    "CITADEL_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL",
+    "CITADEL_SELF_SIGNED_CA_CERT_GRACE_PERIOD_PERCENTILE",
+    "PILOT_ENABLE_ANALYSIS",
+    "PILOT_ANALYSIS_INTERVAL",
+];
+
+/// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an
+/// external CA (`CERT_SIGNER_DOMAIN`, with MeshConfig `caCertificates[].certSigners`).
+const ISTIOD_ENV_OTHER: &[&str] = &["CERT_SIGNER_DOMAIN"];
+
+/// istiod feature switches whose value here is what Rudder always does: set that way they change
+/// nothing, so they are not warned about (`profile: ambient` sets the first).
+const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[("PILOT_ENABLE_AMBIENT", "true")];
+
+/// The `PILOT_*` (and `ISTIO_GPRC_*`, `CITADEL_*`) variables set in `vars` that Rudder does not
+/// read: an istiod Deployment's settings that would otherwise be ignored without a word.
+pub(super) fn unread_istiod_env(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
+    let mut unread: Vec<String> = vars
+        .filter(|(k, v)| {
+            !ISTIOD_ENV_ALWAYS
+                .iter()
+                .any(|(name, always)| k == name && v.eq_ignore_ascii_case(always))
+        })
+        .map(|(k, _)| k)
+        .filter(|k| {
+            ["PILOT_", "ISTIO_GPRC_", "CITADEL_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+                || ISTIOD_ENV_OTHER.contains(&k.as_str())
+        })
+        .filter(|k| !ISTIOD_ENV_READ.contains(&k.as_str()))
+        .collect();
+    unread.sort();
+    unread
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unread_istiod_env;
+
+    #[test]
+    fn istiod_variables_rudder_does_not_read_are_named() {
+        let vars = [
+            ("PILOT_DEBOUNCE_AFTER", "100ms"),
+            ("PILOT_ENABLE_STATUS", "true"),
+            ("CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR", "true"),
+            ("CERT_SIGNER_DOMAIN", "example.com"),
+            ("HOME", "/root"),
+            ("PILOT_ENABLE_AMBIENT", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(
+            unread_istiod_env(vars),
+            [
+                "CERT_SIGNER_DOMAIN",
+                "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
+                "PILOT_ENABLE_STATUS"
+            ]
+        );
+        let off = std::iter::once(("PILOT_ENABLE_AMBIENT".to_string(), "false".to_string()));
+        assert_eq!(unread_istiod_env(off), ["PILOT_ENABLE_AMBIENT"]);
+    }
+}

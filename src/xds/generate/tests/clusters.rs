@@ -1,0 +1,344 @@
+//! CDS: DestinationRule policies, TLS origination and automatic mTLS, DNS families, inbound clusters.
+
+use super::*;
+
+#[test]
+fn destination_rule_policies_become_cluster_settings() {
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: a}}\nspec:\n  host: web\n  trafficPolicy:\n    loadBalancer: {{consistentHash: {{httpHeaderName: x-user}}}}\n    connectionPool: {{tcp: {{maxConnections: 7, connectTimeout: 250ms}}, http: {{http2MaxRequests: 9}}}}\n    outlierDetection: {{consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s}}\n    tls: {{mode: SIMPLE, caCertificates: /etc/ca.pem, sni: web.example}}\n  subsets:\n  - name: v1\n    labels: {{version: v1}}\n    trafficPolicy: {{loadBalancer: {{simple: ROUND_ROBIN}}}}\n",
+        se("a", "web", "GRPC")
+    );
+    let c = ctx(&yaml);
+    let p = proxy("a", &[]);
+    let base = cluster(&c, &p, "outbound|80||web.a.svc.cluster.local");
+    assert_eq!(base.lb_policy, LbPolicy::RingHash as i32);
+    let t = &base.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(
+        (
+            t.max_connections.unwrap().value,
+            t.max_requests.unwrap().value
+        ),
+        (7, 9)
+    );
+    assert_eq!(base.connect_timeout.unwrap().nanos, 250_000_000);
+    let od = base.outlier_detection.as_ref().unwrap();
+    assert_eq!(
+        (
+            od.consecutive_5xx.unwrap().value,
+            od.enforcing_consecutive_5xx.unwrap().value
+        ),
+        (3, 100)
+    );
+    assert!(base.transport_socket.is_some(), "SIMPLE TLS");
+    assert!(
+        base.typed_extension_protocol_options
+            .contains_key("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"),
+        "gRPC port speaks HTTP/2 upstream"
+    );
+    let v1 = cluster(&c, &p, "outbound|80|v1|web.a.svc.cluster.local");
+    assert_eq!(
+        v1.lb_policy,
+        LbPolicy::RoundRobin as i32,
+        "subset policy overrides"
+    );
+    let rc = route_config(&c, &p, "80");
+    let Some(route::Action::Route(action)) = &rc.virtual_hosts[0].routes[0].action else {
+        panic!()
+    };
+    assert!(
+        format!("{:?}", action.hash_policy).contains("x-user"),
+        "hash policy on the route"
+    );
+}
+
+#[test]
+fn automatic_mtls_for_mesh_endpoints_when_the_proxy_has_an_identity() {
+    let c = ctx(&workload_yaml(""));
+    let with = cluster(&c, &verified("b"), "outbound|80||app.a.svc.cluster.local");
+    let names: Vec<&str> = with
+        .transport_socket_matches
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(names, ["tlsMode-istio", "tlsMode-disabled"]);
+    // The TLS server name names the cluster, as istiod's (`connection.sni` policies read it).
+    let sni = b"outbound_.80_._.app.a.svc.cluster.local";
+    let bytes = with.encode_to_vec();
+    assert!(bytes.windows(sni.len()).any(|w| w == sni));
+    let without = cluster(&c, &proxy("b", &[]), "outbound|80||app.a.svc.cluster.local");
+    assert!(without.transport_socket_matches.is_empty());
+
+    let scope = c.scope(&verified("b"));
+    let names = ["outbound|80||app.a.svc.cluster.local".to_string()]
+        .into_iter()
+        .collect();
+    let cla = generate(&c, &verified("b"), &scope, TypeUrl::Endpoint, Some(&names));
+    let cla = envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment::decode(
+        cla[0].any.value.as_slice(),
+    )
+    .unwrap();
+    let md = cla.endpoints[0].lb_endpoints[0].metadata.clone().unwrap();
+    assert!(
+        md.filter_metadata
+            .contains_key("envoy.transport_socket_match")
+    );
+}
+
+/// DNS clusters resolve the address family the proxy has, as istiod does with dual stack off:
+/// IPv6 only for a proxy whose every address is IPv6, IPv4 only otherwise.
+#[test]
+fn dns_clusters_resolve_the_proxys_address_family() {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::DnsLookupFamily;
+    let c = ctx("apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: default}
+spec: {hosts: [db.example.com], ports: [{number: 8080, name: http, protocol: HTTP}], resolution: DNS}
+");
+    let family = |p: &Proxy| cluster(&c, p, "outbound|8080||db.example.com").dns_lookup_family;
+    assert_eq!(family(&vm_at("10.0.0.5")), DnsLookupFamily::V4Only as i32);
+    assert_eq!(family(&vm_at("fd00::5")), DnsLookupFamily::V6Only as i32);
+    let dual = proxy("default", &[("INSTANCE_IPS", "fd00::9,10.0.0.9")]);
+    assert_eq!(family(&dual), DnsLookupFamily::V4Only as i32);
+}
+
+/// Inbound clusters speak the port's protocol to the application: HTTP/2 for gRPC and HTTP/2
+/// ports (a gRPC server would otherwise get HTTP/1.1), nothing added for HTTP/1.1 ports.
+#[test]
+fn inbound_clusters_speak_http2_to_grpc_apps() {
+    let c = ctx("
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: vms}
+spec:
+  hosts: [api.vms.svc.cluster.local]
+  ports: [{number: 7070, name: grpc, protocol: GRPC}, {number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.9.0.3}]
+");
+    let vm = vm_at("10.9.0.3");
+    let h2 = |name: &str| {
+        cluster(&c, &vm, name)
+            .typed_extension_protocol_options
+            .values()
+            .any(|opts| opts.type_url.ends_with("HttpProtocolOptions"))
+    };
+    assert!(h2("inbound|7070||"));
+    assert!(!h2("inbound|8080||"));
+}
+
+/// A ServiceEntry's `subjectAltNames` pin the identity its servers must present under mTLS, as
+/// istiod adds them to the service's accounts.
+#[test]
+fn service_entry_subject_alt_names_pin_the_server_identity() {
+    let c = ctx("apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: a}
+spec:
+  hosts: [db.a.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.2.0.1}]
+  subjectAltNames: [\"spiffe://cluster.local/ns/a/sa/db\"]
+");
+    let cl = cluster(&c, &verified("b"), "outbound|5432||db.a.svc.cluster.local");
+    let socket = format!("{:?}", cl.transport_socket_matches);
+    assert!(
+        String::from_utf8_lossy(
+            &cl.transport_socket_matches[0]
+                .transport_socket
+                .as_ref()
+                .and_then(|t| match &t.config_type {
+                    Some(envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(a)) => Some(a.value.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        )
+        .contains("spiffe://cluster.local/ns/a/sa/db"),
+        "{socket}"
+    );
+}
+
+/// `insecureSkipVerify` turns server verification off for `credentialName` origination too, as
+/// istiod; without it the secret's CA verifies the server.
+#[test]
+fn credential_name_origination_verifies_unless_told_not_to() {
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
+    let validated = |skip: bool| {
+        let c = ctx(&format!(
+            "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: a}}\nspec: {{host: web.a.svc.cluster.local, trafficPolicy: {{tls: {{mode: SIMPLE, credentialName: web-ca, insecureSkipVerify: {skip}}}}}}}\n",
+            se("a", "web", "HTTP")
+        ));
+        let cl = cluster(&c, &proxy("a", &[]), "outbound|80||web.a.svc.cluster.local");
+        let Some(ConfigType::TypedConfig(any)) = cl.transport_socket.and_then(|t| t.config_type)
+        else {
+            panic!("no TLS transport socket");
+        };
+        UpstreamTlsContext::decode(any.value.as_slice())
+            .unwrap()
+            .common_tls_context
+            .and_then(|c| c.validation_context_type)
+            .is_some()
+    };
+    assert!(validated(false));
+    assert!(!validated(true));
+}
+
+#[test]
+fn destination_rule_workload_selector_applies_to_selected_proxies_only() {
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: all, namespace: a}}\n\
+spec: {{host: web.a.svc.cluster.local, trafficPolicy: {{connectionPool: {{tcp: {{maxConnections: 5}}}}}}}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: for-x, namespace: a}}\n\
+spec: {{host: web.a.svc.cluster.local, workloadSelector: {{matchLabels: {{app: x}}}}, trafficPolicy: {{connectionPool: {{tcp: {{maxConnections: 7}}}}}}}}\n",
+        se("a", "web", "HTTP")
+    );
+    let c = ctx(&yaml);
+    let max = |p: &Proxy| {
+        cluster(&c, p, "outbound|80||web.a.svc.cluster.local")
+            .circuit_breakers
+            .unwrap()
+            .thresholds[0]
+            .max_connections
+            .unwrap()
+            .value
+    };
+    let x = labelled("sidecar~10.0.0.1~x-1.a~a.svc.cluster.local", "x");
+    let y = labelled("sidecar~10.0.0.2~y-1.a~a.svc.cluster.local", "y");
+    let elsewhere = labelled("sidecar~10.0.0.3~x-1.b~b.svc.cluster.local", "x");
+    assert_eq!(max(&x), 7, "the selected proxy gets its own rule");
+    assert_eq!(max(&y), 5, "others get the rule without a selector");
+    assert_eq!(
+        max(&elsewhere),
+        5,
+        "a selector applies in its own namespace only"
+    );
+}
+
+#[test]
+fn tcp_proxies_take_the_destination_rules_idle_timeout() {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+    let dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: db, namespace: a}\n\
+spec: {host: db.a.svc.cluster.local, trafficPolicy: {connectionPool: {tcp: {idleTimeout: 30s}}}}\n";
+    let c = ctx(&format!("{OUTBOUND_MESH}{dr}"));
+    let all = listeners_of(&c, &proxy("a", &[]));
+    let db = all.iter().find(|l| l.name == "10.96.0.5_3306").unwrap();
+    let Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) =
+        &db.filter_chains[0].filters[0].config_type
+    else {
+        panic!("typed config")
+    };
+    let tcp = TcpProxy::decode(a.value.as_slice()).unwrap();
+    assert_eq!(tcp.idle_timeout.unwrap().seconds, 30);
+}
+
+#[test]
+fn sidecar_inbound_connection_pool_limits_inbound_clusters() {
+    let sidecar = "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: a}\n\
+spec: {inboundConnectionPool: {tcp: {maxConnections: 9}, http: {http1MaxPendingRequests: 3}}}\n";
+    let c = ctx(&workload_yaml(sidecar));
+    let inbound = cluster(&c, &verified("a"), "inbound|80||");
+    let t = &inbound.circuit_breakers.unwrap().thresholds[0];
+    assert_eq!(t.max_connections.unwrap().value, 9);
+    assert_eq!(t.max_pending_requests.unwrap().value, 3);
+    // Without a Sidecar, inbound clusters are unlimited as istiod makes them (not Envoy's 1024).
+    let plain = cluster(&ctx(&workload_yaml("")), &verified("a"), "inbound|80||");
+    assert_eq!(
+        plain.circuit_breakers.unwrap().thresholds[0]
+            .max_connections
+            .unwrap()
+            .value,
+        u32::MAX
+    );
+}
+
+/// With `trustDomainAliases`, a client accepts its server's identity in every alias trust domain
+/// too (istiod expands the pinned service accounts the same way), so a server still holding a
+/// certificate of the old domain keeps working during a trust-domain migration.
+#[test]
+fn pinned_server_identities_cover_trust_domain_aliases() {
+    let yaml = workload_yaml("").replace("tlsMode: istio}", "tlsMode: istio}, serviceAccount: db");
+    let snap = Store::from_yaml(&yaml).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let mesh = MeshSettings {
+        trust_domain_aliases: vec!["old.example".into()],
+        ..MeshSettings::default()
+    };
+    let c = PushContext::new(1, snap, reg, mesh);
+    let bytes = cluster(&c, &verified("b"), "outbound|80||app.a.svc.cluster.local").encode_to_vec();
+    let has = |uri: &str| bytes.windows(uri.len()).any(|w| w == uri.as_bytes());
+    assert!(has("spiffe://cluster.local/ns/a/sa/db"));
+    assert!(has("spiffe://old.example/ns/a/sa/db"));
+}
+
+/// TLS origination gets istiod's automatic SNI and SAN validation: SNI from the request's host
+/// unless `sni` is set, the server's certificate checked against that host unless
+/// `subjectAltNames` pin it or `insecureSkipVerify` is set; a ServiceEntry's `subjectAltNames`
+/// pin its servers when the DestinationRule names none.
+#[test]
+fn tls_origination_sends_the_host_as_sni_and_checks_the_certificate_for_it() {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        UpstreamTlsContext, common_tls_context::ValidationContextType,
+    };
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+    let service = |name: &str, tls: &str, sans: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: a}}\n\
+spec: {{hosts: [{name}.example.com], ports: [{{number: 443, name: https, protocol: HTTP}}], resolution: DNS, location: MESH_EXTERNAL{sans}}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: {name}, namespace: a}}\n\
+spec: {{host: {name}.example.com, trafficPolicy: {{tls: {tls}}}}}\n"
+        )
+    };
+    let yaml = [
+        service("plain", "{mode: SIMPLE}", ""),
+        service("named", "{mode: SIMPLE, sni: api.example.com}", ""),
+        service(
+            "pinned",
+            "{mode: SIMPLE, subjectAltNames: [x.example.com]}",
+            "",
+        ),
+        service("skip", "{mode: SIMPLE, insecureSkipVerify: true}", ""),
+        service(
+            "se-pinned",
+            "{mode: SIMPLE}",
+            ", subjectAltNames: [se.example.com]",
+        ),
+    ]
+    .concat();
+    let c = ctx(&yaml);
+    let p = proxy("a", &[]);
+    let auto = |name: &str| {
+        let cl = cluster(&c, &p, &format!("outbound|443||{name}.example.com"));
+        cl.typed_extension_protocol_options
+            .get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions")
+            .map(|a| HttpProtocolOptions::decode(a.value.as_slice()).unwrap())
+            .and_then(|o| o.upstream_http_protocol_options)
+            .map(|u| (u.auto_sni, u.auto_san_validation))
+    };
+    assert_eq!(auto("plain"), Some((true, true)));
+    assert_eq!(auto("named"), None, "an explicit SNI");
+    assert_eq!(auto("pinned"), Some((true, false)), "SANs pin the server");
+    assert_eq!(auto("skip"), Some((true, false)), "verification off");
+    assert_eq!(auto("se-pinned"), Some((true, true)));
+    let cl = cluster(&c, &p, "outbound|443||se-pinned.example.com");
+    let Some(envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+        a,
+    )) = cl.transport_socket.and_then(|t| t.config_type)
+    else {
+        panic!("no TLS");
+    };
+    let tls = UpstreamTlsContext::decode(a.value.as_slice()).unwrap();
+    let Some(ValidationContextType::ValidationContext(v)) =
+        tls.common_tls_context.unwrap().validation_context_type
+    else {
+        panic!("no validation context");
+    };
+    assert!(
+        v.match_typed_subject_alt_names.iter().any(|m| m
+            .matcher
+            .as_ref()
+            .is_some_and(|m| format!("{m:?}").contains("se.example.com"))),
+        "{v:?}"
+    );
+}

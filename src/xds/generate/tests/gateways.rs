@@ -1,0 +1,200 @@
+//! Gateways: server ports, credentials with revocation lists, gatewayTopology and XFCC.
+
+use super::*;
+
+#[test]
+fn gateway_servers_sharing_a_port_never_produce_conflicting_chains() {
+    let yaml = concat!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n",
+        "spec:\n  selector: {app: gw}\n  servers:\n",
+        "  - {port: {number: 8443, name: one, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: one}}\n",
+        "  - {port: {number: 8443, name: two, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: two}}\n",
+        "  - {port: {number: 8443, name: plain, protocol: HTTP}, hosts: ['*']}\n",
+    );
+    let c = ctx(yaml);
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let l = listener_named(&c, &gw, "0.0.0.0_8443");
+    let chains: Vec<(String, String)> = l
+        .filter_chains
+        .iter()
+        .map(|ch| {
+            (
+                ch.name.clone(),
+                ch.filter_chain_match
+                    .clone()
+                    .unwrap_or_default()
+                    .transport_protocol,
+            )
+        })
+        .collect();
+    assert_eq!(
+        chains,
+        [
+            ("http.8443".to_string(), "raw_buffer".to_string()),
+            ("https.8443.one.gw.a".into(), "".into()),
+        ],
+        "the duplicate TLS server is dropped; plaintext takes only non-TLS connections"
+    );
+}
+
+#[test]
+fn the_oldest_gateway_keeps_a_port_two_gateways_claim() {
+    let gateway = |name: &str, created: &str, credential: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: a, creationTimestamp: \"{created}\"}}\n\
+spec:\n  selector: {{app: gw}}\n  servers:\n  - {{port: {{number: 8443, name: tls, protocol: HTTPS}}, hosts: ['*'], tls: {{mode: SIMPLE, credentialName: {credential}}}}}\n"
+        )
+    };
+    // "a-new" sorts first by name, but "z-old" was created first.
+    let yaml = gateway("a-new", "2026-02-01T00:00:00Z", "new")
+        + &gateway("z-old", "2026-01-01T00:00:00Z", "old");
+    let c = ctx(&yaml);
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let l = listener_named(&c, &gw, "0.0.0.0_8443");
+    let names: Vec<&str> = l.filter_chains.iter().map(|ch| ch.name.as_str()).collect();
+    assert_eq!(names, ["https.8443.tls.z-old.a"]);
+}
+
+/// A credential's CA bundle carries its revocation list, as istiod serves it (`ca.crl` of a TLS
+/// Secret, `crl` of a generic one): without it a revoked client certificate got in.
+#[test]
+fn credential_ca_bundles_carry_their_revocation_list() {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        Secret, secret as sds_secret,
+    };
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    use crate::source::kube::convert::IntoConfig;
+    let store = Store::default();
+    for (name, data) in [
+        (
+            "tls-style",
+            serde_json::json!({"tls.crt": b64("CERT"), "tls.key": b64("KEY"), "ca.crt": b64("CA"), "ca.crl": b64("CRL")}),
+        ),
+        (
+            "generic",
+            serde_json::json!({"cert": b64("CERT"), "key": b64("KEY"), "cacert": b64("CA"), "crl": b64("CRL")}),
+        ),
+        ("no-crl", serde_json::json!({"ca.crt": b64("CA")})),
+    ] {
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "gw"}, "data": data
+            }))
+            .unwrap();
+        store.upsert(secret.into_config());
+    }
+    let snap = store.snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let ctx = PushContext::new(1, snap, reg, MeshSettings::default());
+    let mut p = proxy("gw", &[]);
+    p.identity = Some(crate::model::identity::Identity {
+        trust_domain: "cluster.local".into(),
+        namespace: "gw".into(),
+        service_account: "gateway".into(),
+    });
+    let names: std::collections::BTreeSet<String> = [
+        "kubernetes://tls-style-cacert",
+        "kubernetes://generic-cacert",
+        "kubernetes://no-crl-cacert",
+    ]
+    .map(String::from)
+    .into();
+    let served: std::collections::BTreeMap<String, (Vec<u8>, Option<Vec<u8>>)> =
+        secret::secrets(&ctx, &p, Some(&names))
+            .iter()
+            .map(|r| {
+                let s = Secret::decode(r.any.value.as_slice()).unwrap();
+                let Some(sds_secret::Type::ValidationContext(v)) = s.r#type else {
+                    panic!("{} is not a CA bundle", s.name);
+                };
+                let bytes = |d: Option<envoy_types::pb::envoy::config::core::v3::DataSource>| {
+                    d.and_then(|d| {
+                        match d.specifier {
+                Some(
+                    envoy_types::pb::envoy::config::core::v3::data_source::Specifier::InlineBytes(
+                        b,
+                    ),
+                ) => Some(b),
+                _ => None,
+            }
+                    })
+                };
+                (s.name, (bytes(v.trusted_ca).unwrap(), bytes(v.crl)))
+            })
+            .collect();
+    assert_eq!(
+        served["kubernetes://tls-style-cacert"],
+        (b"CA".to_vec(), Some(b"CRL".to_vec()))
+    );
+    assert_eq!(
+        served["kubernetes://generic-cacert"],
+        (b"CA".to_vec(), Some(b"CRL".to_vec()))
+    );
+    assert_eq!(served["kubernetes://no-crl-cacert"], (b"CA".to_vec(), None));
+}
+
+/// A gateway's HTTP connection manager as istiod's `buildGatewayConnectionManager` writes it:
+/// the client from the connection, `X-Forwarded-For` trusted as far as `gatewayTopology` says
+/// (the mesh `defaultConfig`, unless the node sends a ProxyConfig of its own), XFCC handling,
+/// and the PROXY protocol listener filter.
+#[test]
+fn gateway_topology_decides_the_client_address_and_xfcc() {
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        HttpConnectionManager, http_connection_manager::ForwardClientCertDetails,
+    };
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n\
+spec:\n  selector: {app: gw}\n  servers:\n  - {port: {number: 8080, name: http, protocol: HTTP}, hosts: ['*']}\n---\n\
+apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultConfig:\n      gatewayTopology: {numTrustedProxies: 2, forwardClientCertDetails: FORWARD_ONLY, proxyProtocol: {}}\n";
+    let snap = Store::from_yaml(yaml).snapshot();
+    let (mesh, error) = MeshSettings::default().with_mesh_config(&snap);
+    assert_eq!(error, None);
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let c = PushContext::new(1, snap, reg, mesh);
+    let hcm_of = |l: &Listener| {
+        let f = &l.filter_chains[0].filters[0];
+        let Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) =
+            &f.config_type
+        else {
+            panic!("no HCM");
+        };
+        HttpConnectionManager::decode(a.value.as_slice()).unwrap()
+    };
+    let listener_filters = |l: &Listener| {
+        l.listener_filters
+            .iter()
+            .map(|f| f.name.clone())
+            .collect::<Vec<_>>()
+    };
+    // The mesh default.
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let l = listener_named(&c, &gw, "0.0.0.0_8080");
+    let hcm = hcm_of(&l);
+    assert_eq!(hcm.use_remote_address.map(|b| b.value), Some(true));
+    assert_eq!(hcm.xff_num_trusted_hops, 2);
+    assert_eq!(
+        hcm.forward_client_cert_details,
+        ForwardClientCertDetails::ForwardOnly as i32
+    );
+    assert!(hcm.set_current_client_cert_details.is_none());
+    assert_eq!(
+        listener_filters(&l),
+        ["envoy.filters.listener.proxy_protocol"]
+    );
+    // The node's own ProxyConfig wins, even without a topology (istiod's ProxyConfigOrDefault).
+    let mut own = gw.clone();
+    own.proxy_config = Some(serde_json::json!({"concurrency": 2}));
+    let l = listener_named(&c, &own, "0.0.0.0_8080");
+    let hcm = hcm_of(&l);
+    assert_eq!(hcm.use_remote_address.map(|b| b.value), Some(true));
+    assert_eq!(hcm.xff_num_trusted_hops, 0);
+    assert_eq!(
+        hcm.forward_client_cert_details,
+        ForwardClientCertDetails::SanitizeSet as i32
+    );
+    let set = hcm.set_current_client_cert_details.unwrap();
+    assert!(set.subject.is_some_and(|b| b.value) && set.cert && set.dns && set.uri);
+    assert!(listener_filters(&l).is_empty());
+}

@@ -1,0 +1,250 @@
+//! RDS: VirtualService features, delegation, precedence, and unknown hosts.
+
+use super::*;
+
+#[test]
+fn virtual_service_features_translate() {
+    let yaml = format!(
+        r#"{}---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: a}}
+spec:
+  hosts: [web]
+  http:
+  - match: [{{uri: {{regex: "^/v[0-9]+/.*"}}, ignoreUriCase: true, queryParams: {{debug: {{exact: "1"}}}}}}]
+    rewrite: {{uri: /new, authority: other.example}}
+    timeout: 3s
+    retries: {{attempts: 4, perTryTimeout: 1s, retryOn: "5xx,503", backoff: 250ms, retryIgnorePreviousHosts: false, retryRemoteLocalities: true}}
+    mirror: {{host: web}}
+    mirrorPercentage: {{value: 25}}
+    route: [{{destination: {{host: web}}}}]
+  - match: [{{uri: {{prefix: /old}}}}]
+    redirect: {{uri: /moved, redirectCode: 302}}
+  - match: [{{port: 8080}}]
+    directResponse: {{status: 204}}
+  - route: [{{destination: {{host: web}}}}]
+    retries: {{attempts: 0}}
+"#,
+        se("a", "web", "HTTP")
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let vh = &rc.virtual_hosts[0];
+    assert!(
+        vh.domains.contains(&"web".to_string()) && vh.domains.contains(&"web.a:80".to_string()),
+        "{:?}",
+        vh.domains
+    );
+    assert_eq!(
+        vh.routes.len(),
+        3,
+        "the port-8080 match does not apply on port 80"
+    );
+    let r0 = &vh.routes[0];
+    let m = r0.r#match.as_ref().unwrap();
+    assert!(!m.case_sensitive.unwrap().value);
+    assert_eq!(m.query_parameters[0].name, "debug");
+    let Some(route::Action::Route(a)) = &r0.action else {
+        panic!()
+    };
+    assert_eq!(a.prefix_rewrite, "/new");
+    assert!(
+        matches!(&a.host_rewrite_specifier, Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(h)) if h == "other.example")
+    );
+    assert_eq!(a.timeout.unwrap().seconds, 3);
+    let retry = a.retry_policy.as_ref().unwrap();
+    assert_eq!(retry.num_retries.unwrap().value, 4);
+    assert_eq!(retry.retriable_status_codes, [503]);
+    assert!(retry.retry_on.contains("5xx") && retry.retry_on.contains("retriable-status-codes"));
+    assert_eq!(
+        retry
+            .retry_back_off
+            .as_ref()
+            .unwrap()
+            .base_interval
+            .unwrap()
+            .nanos,
+        250_000_000
+    );
+    assert!(
+        retry.retry_host_predicate.is_empty(),
+        "retryIgnorePreviousHosts: false"
+    );
+    assert_eq!(
+        retry.retry_priority.as_ref().unwrap().name,
+        "envoy.retry_priorities.previous_priorities"
+    );
+    assert_eq!(
+        a.request_mirror_policies[0]
+            .runtime_fraction
+            .as_ref()
+            .unwrap()
+            .default_value
+            .unwrap()
+            .numerator,
+        250_000
+    );
+    let Some(route::Action::Redirect(rd)) = &vh.routes[1].action else {
+        panic!()
+    };
+    assert_eq!(rd.response_code, 1, "FOUND");
+    let Some(route::Action::Route(last)) = &vh.routes[2].action else {
+        panic!()
+    };
+    assert!(last.retry_policy.is_none(), "attempts: 0 disables retries");
+    let default_vs = route_config(&ctx(&se("a", "web", "HTTP")), &proxy("a", &[]), "80");
+    let Some(route::Action::Route(d)) = &default_vs.virtual_hosts[0].routes[0].action else {
+        panic!()
+    };
+    let default_retry = d.retry_policy.as_ref().unwrap();
+    assert_eq!(
+        default_retry.num_retries.unwrap().value,
+        2,
+        "Istio's default retry policy"
+    );
+    assert_eq!(
+        default_retry.retry_on,
+        "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+    );
+    assert!(
+        default_retry.retriable_status_codes.is_empty(),
+        "as istiod, a 503 is not retried unless retryOn lists it"
+    );
+    assert_eq!(default_retry.retry_host_predicate.len(), 1);
+    assert_eq!(
+        default_vs.virtual_hosts.last().unwrap().name,
+        "allow_any",
+        "ALLOW_ANY passthrough host"
+    );
+}
+
+#[test]
+fn grpc_clients_get_api_listeners_by_name() {
+    let c = ctx(&se("a", "echo", "GRPC"));
+    let p = proxy("a", &[("GENERATOR", "grpc")]);
+    let scope = c.scope(&p);
+    let want: std::collections::BTreeSet<String> = [
+        "echo.a.svc.cluster.local:80".to_string(),
+        "unknown.a.svc.cluster.local:80".to_string(),
+    ]
+    .into();
+    let lds = generate(&c, &p, &scope, TypeUrl::Listener, Some(&want));
+    assert_eq!(lds.len(), 1, "only existing targets");
+    let l =
+        envoy_types::pb::envoy::config::listener::v3::Listener::decode(lds[0].any.value.as_slice())
+            .unwrap();
+    assert!(l.api_listener.is_some() && l.address.is_none());
+    let cds = generate(
+        &c,
+        &p,
+        &scope,
+        TypeUrl::Cluster,
+        Some(&["outbound|80||echo.a.svc.cluster.local".to_string()].into()),
+    );
+    let cl = Cluster::decode(cds[0].any.value.as_slice()).unwrap();
+    assert_eq!(
+        cl.lb_policy,
+        LbPolicy::RoundRobin as i32,
+        "gRPC-supported policy"
+    );
+}
+
+/// Unknown hosts get istiod's answer: passed through under ALLOW_ANY, a 502 from `block_all` under
+/// REGISTRY_ONLY; a Sidecar's `outboundTrafficPolicy` overrides the mesh's.
+#[test]
+fn outbound_traffic_policy_decides_unknown_hosts() {
+    use envoy_types::pb::envoy::config::route::v3::route::Action;
+    let yaml = se("default", "web", "HTTP");
+    let fallback = |ctx: &PushContext| {
+        let rc = route_config(ctx, &proxy("default", &[]), "80");
+        let vh = rc
+            .virtual_hosts
+            .iter()
+            .find(|v| v.domains == ["*"])
+            .expect("catch-all virtual host")
+            .clone();
+        let status = match &vh.routes[0].action {
+            Some(Action::DirectResponse(d)) => d.status,
+            _ => 0,
+        };
+        (vh.name, status)
+    };
+    let snap = Store::from_yaml(&yaml).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let registry_only = MeshSettings {
+        outbound_allow_any: false,
+        ..MeshSettings::default()
+    };
+    let strict = PushContext::new(1, snap, reg, registry_only.clone());
+    assert_eq!(fallback(&strict), ("block_all".to_string(), 502));
+    assert_eq!(fallback(&ctx(&yaml)), ("allow_any".to_string(), 0));
+
+    let with_sidecar = format!(
+        "{yaml}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: default}}\nspec: {{outboundTrafficPolicy: {{mode: ALLOW_ANY}}}}\n"
+    );
+    let snap = Store::from_yaml(&with_sidecar).snapshot();
+    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
+    let overridden = PushContext::new(1, snap, reg, registry_only);
+    assert_eq!(fallback(&overridden), ("allow_any".to_string(), 0));
+}
+
+#[test]
+fn delegate_virtual_services_are_merged_into_their_root() {
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: web, namespace: a}}\n\
+spec: {{hosts: [web], http: [{{match: [{{uri: {{prefix: /api}}}}], delegate: {{name: api, namespace: b}}}}, {{route: [{{destination: {{host: web}}}}]}}]}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: api, namespace: b}}\n\
+spec: {{http: [{{match: [{{uri: {{prefix: /api/v2}}}}], route: [{{destination: {{host: web.a.svc.cluster.local, subset: v2}}}}]}}]}}\n",
+        se("a", "web", "HTTP")
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let routes = &rc.virtual_hosts[0].routes;
+    use envoy_types::pb::envoy::config::route::v3::{Route as EnvoyRoute, route_match};
+    let prefix = |r: &EnvoyRoute| match &r.r#match.as_ref().unwrap().path_specifier {
+        Some(route_match::PathSpecifier::Prefix(p)) => p.clone(),
+        other => format!("{other:?}"),
+    };
+    let Some(route::Action::Route(a)) = &routes[0].action else {
+        panic!("a route action")
+    };
+    assert_eq!(prefix(&routes[0]), "/api/v2");
+    assert!(
+        matches!(&a.cluster_specifier, Some(route_action::ClusterSpecifier::Cluster(c)) if c == "outbound|80|v2|web.a.svc.cluster.local"),
+        "{:?}",
+        a.cluster_specifier
+    );
+    assert_eq!(
+        routes.len(),
+        2,
+        "the delegate's route, then the root's default"
+    );
+}
+
+#[test]
+fn the_oldest_virtual_service_for_a_host_wins() {
+    let vs = |name: &str, created: &str, subset: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: a, creationTimestamp: \"{created}\"}}\n\
+spec: {{hosts: [web], http: [{{route: [{{destination: {{host: web, subset: {subset}}}}}]}}]}}\n"
+        )
+    };
+    // "a-newer" sorts first by name, but "z-older" was created first: it keeps the host.
+    let yaml = format!(
+        "{}{}{}",
+        se("a", "web", "HTTP"),
+        vs("a-newer", "2026-06-01T00:00:00Z", "v2"),
+        vs("z-older", "2025-01-01T00:00:00Z", "v1")
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let Some(route::Action::Route(a)) = &rc.virtual_hosts[0].routes[0].action else {
+        panic!("a route")
+    };
+    assert!(
+        matches!(&a.cluster_specifier, Some(route_action::ClusterSpecifier::Cluster(c)) if c == "outbound|80|v1|web.a.svc.cluster.local"),
+        "{:?}",
+        a.cluster_specifier
+    );
+}
