@@ -223,7 +223,7 @@ fn gateway_selectors(snapshot: &Snapshot, out: &mut Findings) {
         }
         let matched = pods
             .iter()
-            .any(|labels| gw.selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
+            .any(|labels| crate::config::mesh::labels_match(&gw.selector, labels));
         if !matched {
             let selector = gw
                 .selector

@@ -127,7 +127,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn matches(&self, selector: &BTreeMap<String, String>) -> bool {
-        selector.iter().all(|(k, v)| self.labels.get(k) == Some(v))
+        crate::config::mesh::labels_match(selector, &self.labels)
     }
 }
 

@@ -3,6 +3,7 @@
 //! namespace); UNSET inherits from the next level; the oldest policy wins a tie; PERMISSIVE when
 //! nothing says otherwise.
 
+use super::policy::{Attachment, Workload, attaches};
 use crate::config::security::{MtlsMode, PeerAuthentication};
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
@@ -44,7 +45,7 @@ pub fn namespace_wide(p: &PeerAuthentication) -> bool {
 pub struct Levels<'a> {
     pub mesh: Option<&'a PeerAuthentication>,
     pub namespace: Option<&'a PeerAuthentication>,
-    /// A policy of the workload's namespace whose selector matches its labels.
+    /// A policy of the workload's namespace (not the root) whose selector matches its labels.
     pub workload: Option<Policy<'a>>,
 }
 
@@ -71,12 +72,15 @@ pub fn levels<'a>(
             c.metadata.namespace == namespace && namespace != root_namespace && namespace_wide(p)
         })
         .map(|(_, p)| p),
+        // A selector in the root namespace is ignored, as istiod's ComposePeerAuthentication.
         workload: oldest(&|c, p| {
-            c.metadata.namespace == namespace
-                && p.selector.as_ref().is_some_and(|s| {
-                    !s.match_labels.is_empty()
-                        && crate::config::mesh::labels_match(&s.match_labels, labels)
-                })
+            let workload = Workload {
+                namespace,
+                labels,
+                waypoint: false,
+            };
+            attaches(&c.metadata.namespace, p, root_namespace, &workload)
+                == Some(Attachment::Selector)
         }),
     }
 }

@@ -1,8 +1,12 @@
-//! Which workload-selector policies attach to a workload: the one rule AuthorizationPolicy and
-//! RequestAuthentication share (sidecars, gateways and proxyless servers alike), istiod's
-//! `WorkloadPolicyMatcher.ShouldAttachPolicy`.
+//! Which policies attach to a workload: one rule for every attachable kind, istiod's
+//! `pilot/pkg/model/policyattachment.go` (`WorkloadPolicyMatcher.ShouldAttachPolicy`) with the
+//! per-kind scope of a selector written in the root namespace. AuthorizationPolicy,
+//! RequestAuthentication, PeerAuthentication, Sidecar, DestinationRule, EnvoyFilter, Telemetry,
+//! WasmPlugin and ProxyConfig implement [`Attachable`]; [`attaches`] decides for all of them.
+//! A new attachable kind (Gateway API policies) implements the trait and nothing else.
 
 use crate::config::common::PolicyTargetReference;
+use crate::config::mesh::labels_match;
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
@@ -11,59 +15,198 @@ use std::collections::BTreeMap;
 pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
 const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
 
-/// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) from a workload's
-/// namespace, then the root namespace, that attach to it, as istiod attaches them:
-/// - a workload that is not a Gateway API gateway: by `selector` (none: the whole namespace, or
-///   the mesh from the root namespace); a policy with `targetRef(s)` never attaches to it;
-/// - a Gateway API gateway (labelled with its Gateway's name): by a `targetRef` to that Gateway
-///   (group `gateway.networking.k8s.io`, kind `Gateway`, from the gateway's own namespace), or,
-///   without targetRefs, by `selector` (istiod's `ENABLE_SELECTOR_BASED_K8S_GATEWAY_POLICY`, on by
-///   default), except for waypoints, which never take selector policies.
+/// What a selector written in the root namespace applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootSelector {
+    /// Matching workloads of every namespace (AuthorizationPolicy, RequestAuthentication,
+    /// EnvoyFilter, WasmPlugin, Telemetry).
+    Mesh,
+    /// Only the root namespace's own workloads, as any namespace's selector (Sidecar,
+    /// DestinationRule, ProxyConfig).
+    OwnNamespace,
+    /// Nothing: istiod ignores a root-namespace PeerAuthentication with a selector.
+    Ignored,
+}
+
+/// A policy that names the workloads it applies to.
+pub trait Attachable {
+    /// The labels its selector requires (`selector.matchLabels`, `workloadSelector.labels`);
+    /// `None` when it has no selector, or an empty one: it applies namespace- or mesh-wide.
+    fn selector(&self) -> Option<&BTreeMap<String, String>>;
+    /// `targetRefs`, or the single `targetRef`; empty for kinds without them.
+    fn target_refs(&self) -> Vec<&PolicyTargetReference> {
+        Vec::new()
+    }
+    fn root_selector(&self) -> RootSelector;
+}
+
+/// A non-empty label map, as an `Option` (an empty selector selects everything).
+fn labels(selector: Option<&BTreeMap<String, String>>) -> Option<&BTreeMap<String, String>> {
+    selector.filter(|l| !l.is_empty())
+}
+
+fn targets<'a>(
+    one: Option<&'a PolicyTargetReference>,
+    many: &'a [PolicyTargetReference],
+) -> Vec<&'a PolicyTargetReference> {
+    if many.is_empty() {
+        one.into_iter().collect()
+    } else {
+        many.iter().collect()
+    }
+}
+
+macro_rules! attachable {
+    ($ty:ty, $root:expr, |$s:ident| $sel:expr $(, targets: |$t:ident| $refs:expr)?) => {
+        impl Attachable for $ty {
+            fn selector(&self) -> Option<&BTreeMap<String, String>> {
+                let $s = self;
+                labels($sel)
+            }
+            $(fn target_refs(&self) -> Vec<&PolicyTargetReference> {
+                let $t = self;
+                $refs
+            })?
+            fn root_selector(&self) -> RootSelector {
+                $root
+            }
+        }
+    };
+}
+
+use crate::config::extensions::WasmPlugin;
+use crate::config::networking::{DestinationRule, EnvoyFilter, ProxyConfig, Sidecar};
+use crate::config::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
+use crate::config::telemetry::Telemetry;
+
+attachable!(AuthorizationPolicy, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.match_labels),
+    targets: |p| targets(p.target_ref.as_ref(), &p.target_refs));
+attachable!(RequestAuthentication, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.match_labels),
+    targets: |p| targets(p.target_ref.as_ref(), &p.target_refs));
+attachable!(Telemetry, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.match_labels),
+    targets: |p| targets(p.target_ref.as_ref(), &p.target_refs));
+attachable!(WasmPlugin, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.match_labels),
+    targets: |p| targets(p.target_ref.as_ref(), &p.target_refs));
+attachable!(EnvoyFilter, RootSelector::Mesh, |p| p.workload_selector.as_ref().map(|s| &s.labels),
+    targets: |p| p.target_refs.iter().collect());
+attachable!(PeerAuthentication, RootSelector::Ignored, |p| p
+    .selector
+    .as_ref()
+    .map(|s| &s.match_labels));
+attachable!(Sidecar, RootSelector::OwnNamespace, |p| p
+    .workload_selector
+    .as_ref()
+    .map(|s| &s.labels));
+attachable!(DestinationRule, RootSelector::OwnNamespace, |p| p
+    .workload_selector
+    .as_ref()
+    .map(|s| &s.match_labels));
+attachable!(ProxyConfig, RootSelector::OwnNamespace, |p| p
+    .selector
+    .as_ref()
+    .map(|s| &s.match_labels));
+
+/// The attachable view of a spec, for the kinds that have one.
+pub fn attachable(spec: &Spec) -> Option<&dyn Attachable> {
+    Some(match spec {
+        Spec::AuthorizationPolicy(p) => p,
+        Spec::RequestAuthentication(p) => p,
+        Spec::PeerAuthentication(p) => p,
+        Spec::Sidecar(p) => p,
+        Spec::DestinationRule(p) => p,
+        Spec::EnvoyFilter(p) => p,
+        Spec::Telemetry(p) => p,
+        Spec::WasmPlugin(p) => p,
+        Spec::ProxyConfig(p) => p,
+        _ => return None,
+    })
+}
+
+/// The workload a policy may attach to.
+#[derive(Debug, Clone, Copy)]
+pub struct Workload<'a> {
+    pub namespace: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    /// A waypoint takes only policies that target it.
+    pub waypoint: bool,
+}
+
+/// How a policy attaches to a workload, when it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attachment {
+    /// No selector and no targetRefs: every workload of its namespace (of the mesh, from the
+    /// root namespace).
+    Namespace,
+    /// Its selector matches the workload's labels.
+    Selector,
+    /// A targetRef names the workload's Gateway.
+    TargetRef,
+}
+
+/// Whether the policy `policy` of namespace `policy_ns` attaches to `workload`, and how:
+/// - a policy from neither the workload's namespace nor the root namespace never does;
+/// - a workload that is not a Gateway API gateway takes policies by selector (none: the whole
+///   namespace); a policy with targetRefs never attaches to it;
+/// - a Gateway API gateway (labelled with its Gateway's name) takes a policy whose targetRef
+///   names that Gateway (group `gateway.networking.k8s.io`, kind `Gateway`, from the gateway's
+///   own namespace), or, without targetRefs, by selector (istiod's
+///   `ENABLE_SELECTOR_BASED_K8S_GATEWAY_POLICY`, on by default), except waypoints, which take
+///   only targeted policies.
 ///
 /// Attachment to Services, ServiceEntries and the waypoint GatewayClass is a waypoint's, which
 /// Rudder does not serve yet (such policies are warned about as enforced nowhere).
+pub fn attaches(
+    policy_ns: &str,
+    policy: &dyn Attachable,
+    root: &str,
+    workload: &Workload,
+) -> Option<Attachment> {
+    let own = policy_ns == workload.namespace;
+    if !own && policy_ns != root {
+        return None;
+    }
+    let targets = policy.target_refs();
+    let by_selector = || match policy.selector() {
+        None => Some(Attachment::Namespace),
+        Some(selector) => {
+            let in_scope = own && policy_ns != root
+                || match policy.root_selector() {
+                    RootSelector::Mesh => true,
+                    RootSelector::OwnNamespace => own,
+                    RootSelector::Ignored => false,
+                };
+            (in_scope && labels_match(selector, workload.labels)).then_some(Attachment::Selector)
+        }
+    };
+    match workload.labels.get(GATEWAY_NAME_LABEL) {
+        None if targets.is_empty() => by_selector(),
+        None => None,
+        Some(_) if targets.is_empty() => (!workload.waypoint).then(by_selector).flatten(),
+        Some(gateway) => (own
+            && targets.iter().any(|t| {
+                t.group == GATEWAY_API_GROUP
+                    && t.kind == "Gateway"
+                    && &t.name == gateway
+                    && (t.namespace.is_empty() || t.namespace == workload.namespace)
+            }))
+        .then_some(Attachment::TargetRef),
+    }
+}
+
+/// Policies of `kind` from a workload's namespace, then the root namespace, that attach to it
+/// ([`attaches`]), in that order.
 pub fn selecting<'a>(
     snapshot: &'a Snapshot,
     root: &str,
-    namespace: &str,
-    labels: &BTreeMap<String, String>,
-    waypoint: bool,
+    workload: &Workload,
     kind: Kind,
 ) -> Vec<&'a Config> {
-    let gateway = labels.get(GATEWAY_NAME_LABEL);
     let mut out = Vec::new();
-    for ns in [namespace, root] {
+    for ns in [workload.namespace, root] {
         for e in snapshot.list_namespace(kind, ns) {
-            let (selector, target_ref, target_refs) = match &e.config.spec {
-                Spec::AuthorizationPolicy(p) => {
-                    (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs)
-                }
-                Spec::RequestAuthentication(r) => {
-                    (r.selector.as_ref(), r.target_ref.as_ref(), &r.target_refs)
-                }
-                _ => continue,
-            };
-            let targets: Vec<&PolicyTargetReference> = if target_refs.is_empty() {
-                target_ref.into_iter().collect()
-            } else {
-                target_refs.iter().collect()
-            };
-            let selected = || {
-                selector.is_none_or(|s| crate::config::mesh::labels_match(&s.match_labels, labels))
-            };
-            let attached = match gateway {
-                None => targets.is_empty() && selected(),
-                Some(_) if targets.is_empty() => !waypoint && selected(),
-                Some(gateway) => {
-                    e.config.metadata.namespace == namespace
-                        && targets.iter().any(|t| {
-                            t.group == GATEWAY_API_GROUP
-                                && t.kind == "Gateway"
-                                && &t.name == gateway
-                                && (t.namespace.is_empty() || t.namespace == namespace)
-                        })
-                }
-            };
+            let attached = attachable(&e.config.spec)
+                .and_then(|p| attaches(ns, p, root, workload))
+                .is_some();
             if attached {
                 out.push(e.config.as_ref());
             }
@@ -124,17 +267,15 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        selecting(
-            &snap,
-            "istio-system",
-            "shop",
-            &labels,
+        let workload = Workload {
+            namespace: "shop",
+            labels: &labels,
             waypoint,
-            Kind::AuthorizationPolicy,
-        )
-        .into_iter()
-        .map(|c| c.metadata.name.clone())
-        .collect()
+        };
+        selecting(&snap, "istio-system", &workload, Kind::AuthorizationPolicy)
+            .into_iter()
+            .map(|c| c.metadata.name.clone())
+            .collect()
     }
 
     #[test]
@@ -158,5 +299,165 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
             ["to-gateway"],
             "a waypoint never takes selector policies"
         );
+    }
+
+    /// Each attachable kind: its header, its spec with a selector and without one, whether it has
+    /// targetRefs, and what a selector in the root namespace reaches.
+    const KINDS: &[(Kind, &str, &str, &str, bool, RootSelector)] = &[
+        (
+            Kind::AuthorizationPolicy,
+            "security.istio.io/v1",
+            "selector: {matchLabels: {app: web}}",
+            "",
+            true,
+            RootSelector::Mesh,
+        ),
+        (
+            Kind::RequestAuthentication,
+            "security.istio.io/v1",
+            "selector: {matchLabels: {app: web}}",
+            "",
+            true,
+            RootSelector::Mesh,
+        ),
+        (
+            Kind::PeerAuthentication,
+            "security.istio.io/v1",
+            "selector: {matchLabels: {app: web}}",
+            "",
+            false,
+            RootSelector::Ignored,
+        ),
+        (
+            Kind::Telemetry,
+            "telemetry.istio.io/v1",
+            "selector: {matchLabels: {app: web}}",
+            "",
+            true,
+            RootSelector::Mesh,
+        ),
+        (
+            Kind::WasmPlugin,
+            "extensions.istio.io/v1alpha1",
+            "url: oci://x, selector: {matchLabels: {app: web}}",
+            "url: oci://x",
+            true,
+            RootSelector::Mesh,
+        ),
+        (
+            Kind::EnvoyFilter,
+            "networking.istio.io/v1alpha3",
+            "workloadSelector: {labels: {app: web}}",
+            "",
+            true,
+            RootSelector::Mesh,
+        ),
+        (
+            Kind::Sidecar,
+            "networking.istio.io/v1",
+            "workloadSelector: {labels: {app: web}}",
+            "",
+            false,
+            RootSelector::OwnNamespace,
+        ),
+        (
+            Kind::DestinationRule,
+            "networking.istio.io/v1",
+            "host: a, workloadSelector: {matchLabels: {app: web}}",
+            "host: a",
+            false,
+            RootSelector::OwnNamespace,
+        ),
+        (
+            Kind::ProxyConfig,
+            "networking.istio.io/v1beta1",
+            "selector: {matchLabels: {app: web}}",
+            "",
+            false,
+            RootSelector::OwnNamespace,
+        ),
+    ];
+
+    /// How the object `p` of `kind` in `yaml` attaches to a workload of `ns` with `labels`.
+    fn attachment(kind: Kind, yaml: &str, ns: &str, labels: &[(&str, &str)]) -> Option<Attachment> {
+        let store = Store::from_yaml(yaml);
+        let snap = store.snapshot();
+        let e = snap.list(kind).next().expect("the object parses");
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let workload = Workload {
+            namespace: ns,
+            labels: &labels,
+            waypoint: false,
+        };
+        let policy = attachable(&e.config.spec).expect("an attachable kind");
+        attaches(
+            &e.config.metadata.namespace,
+            policy,
+            "istio-system",
+            &workload,
+        )
+    }
+
+    #[test]
+    fn every_attachable_kind_follows_the_one_rule() {
+        for (kind, api, selector, plain, has_targets, root) in KINDS {
+            let object = |ns: &str, spec: &str| {
+                format!(
+                    "apiVersion: {api}\nkind: {kind:?}\nmetadata: {{name: p, namespace: {ns}}}\nspec: {{{spec}}}\n"
+                )
+            };
+            let at =
+                |yaml: &str, ns: &str, labels: &[(&str, &str)]| attachment(*kind, yaml, ns, labels);
+            let web = [("app", "web")];
+            let db = [("app", "db")];
+            let own = object("shop", selector);
+            assert_eq!(
+                at(&own, "shop", &web),
+                Some(Attachment::Selector),
+                "{kind:?}"
+            );
+            assert_eq!(at(&own, "shop", &db), None, "{kind:?}");
+            assert_eq!(at(&own, "bank", &web), None, "{kind:?}: another namespace");
+            let from_root = object("istio-system", selector);
+            let want = (*root == RootSelector::Mesh).then_some(Attachment::Selector);
+            assert_eq!(
+                at(&from_root, "shop", &web),
+                want,
+                "{kind:?}: root selector"
+            );
+            let want = (*root != RootSelector::Ignored).then_some(Attachment::Selector);
+            assert_eq!(
+                at(&from_root, "istio-system", &web),
+                want,
+                "{kind:?}: root workload"
+            );
+            let wide = object("istio-system", plain);
+            assert_eq!(
+                at(&wide, "shop", &db),
+                Some(Attachment::Namespace),
+                "{kind:?}: mesh-wide"
+            );
+            if *has_targets {
+                let refs = "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingress}]";
+                let targeted = object(
+                    "shop",
+                    &[plain, refs].join(if plain.is_empty() { "" } else { ", " }),
+                );
+                let gateway = [(GATEWAY_NAME_LABEL, "ingress")];
+                assert_eq!(
+                    at(&targeted, "shop", &gateway),
+                    Some(Attachment::TargetRef),
+                    "{kind:?}"
+                );
+                assert_eq!(
+                    at(&targeted, "shop", &web),
+                    None,
+                    "{kind:?}: targeted, not selected"
+                );
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@ use crate::config::networking::Sidecar;
 use crate::config::{Config, Kind, Spec, host};
 use crate::model::identity::WorkloadCertificates;
 use crate::model::mesh::MeshSettings;
+use crate::model::policy::{Attachment, Workload, attachable, attaches};
 use crate::model::{Protocol, Registry, Service};
 use crate::store::Snapshot;
 use std::any::{Any, TypeId};
@@ -323,24 +324,29 @@ impl PushContext {
             });
             found
         };
-        let selector = |c: &Arc<Config>| match &c.spec {
-            Spec::Sidecar(sc) => sc.workload_selector.as_ref().map(|s| s.labels.clone()),
-            _ => None,
+        let workload = Workload {
+            namespace: &proxy.namespace,
+            labels: &proxy.labels,
+            waypoint: false,
+        };
+        let root = &self.mesh.root_namespace;
+        let attachment = |c: &Arc<Config>| {
+            attachable(&c.spec).and_then(|p| attaches(&c.metadata.namespace, p, root, &workload))
         };
         let local = in_ns(&proxy.namespace);
         local
             .iter()
-            .find(|c| {
-                selector(c).is_some_and(|l| {
-                    !l.is_empty() && l.iter().all(|(k, v)| proxy.labels.get(k) == Some(v))
-                })
+            .find(|c| attachment(c) == Some(Attachment::Selector))
+            .or_else(|| {
+                local
+                    .iter()
+                    .find(|c| attachment(c) == Some(Attachment::Namespace))
             })
-            .or_else(|| local.iter().find(|c| selector(c).is_none()))
             .cloned()
             .or_else(|| {
-                in_ns(&self.mesh.root_namespace)
+                in_ns(root)
                     .into_iter()
-                    .find(|c| selector(c).is_none())
+                    .find(|c| attachment(c) == Some(Attachment::Namespace))
             })
     }
 
@@ -505,14 +511,12 @@ impl PushContext {
     /// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) that select the
     /// proxy of `scope`.
     pub fn selecting(&self, scope: &ScopeView, kind: Kind) -> Vec<&Config> {
-        crate::model::policy::selecting(
-            &self.snapshot,
-            &self.mesh.root_namespace,
-            &scope.namespace,
-            &scope.labels,
-            scope.proxy_type == ProxyType::Waypoint,
-            kind,
-        )
+        let workload = crate::model::policy::Workload {
+            namespace: &scope.namespace,
+            labels: &scope.labels,
+            waypoint: scope.proxy_type == ProxyType::Waypoint,
+        };
+        crate::model::policy::selecting(&self.snapshot, &self.mesh.root_namespace, &workload, kind)
     }
 
     /// The VirtualService for `hostname` as seen from `namespace`: an exact host match first, then the
@@ -584,13 +588,16 @@ impl PushContext {
                     || (d.host.starts_with('*') && host::subset_of(&service.hostname, &d.host))
             })
             .filter(|d| {
-                d.spec.workload_selector.as_ref().is_none_or(|sel| {
-                    d.config.metadata.namespace == proxy_ns
-                        && sel
-                            .match_labels
-                            .iter()
-                            .all(|(k, v)| proxy_labels.get(k) == Some(v))
-                })
+                let workload = Workload {
+                    namespace: proxy_ns,
+                    labels: proxy_labels,
+                    waypoint: false,
+                };
+                // A rule with a selector is for its own namespace's workloads only.
+                d.spec.workload_selector.is_none()
+                    || (d.config.metadata.namespace == proxy_ns
+                        && attaches(proxy_ns, &d.spec, &self.mesh.root_namespace, &workload)
+                            .is_some())
             })
             .collect();
         let rank = |d: &&DrEntry| {

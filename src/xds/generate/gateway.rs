@@ -122,11 +122,7 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
             continue;
         };
         let gw: &'a Gateway = gw;
-        if !gw
-            .selector
-            .iter()
-            .all(|(k, v)| scope.labels.get(k) == Some(v))
-        {
+        if !crate::config::mesh::labels_match(&gw.selector, &scope.labels) {
             continue;
         }
         let meta = &e.config.metadata;

@@ -113,7 +113,7 @@ pub fn match_applies_to_sidecar(
     source_namespace: &str,
 ) -> bool {
     (match_port == 0 || match_port == port)
-        && labels.iter().all(|(k, v)| scope.labels.get(k) == Some(v))
+        && crate::config::mesh::labels_match(labels, &scope.labels)
         && (source_namespace.is_empty() || source_namespace == scope.namespace)
         && (gateways.is_empty() || gateways.iter().any(|g| g == "mesh"))
 }

@@ -378,7 +378,7 @@ impl AmbientIndex {
             .filter(|(key, _)| {
                 self.selectors
                     .get(*key)
-                    .is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+                    .is_some_and(|sel| crate::config::mesh::labels_match(sel, labels))
             })
             .map(|(key, _)| key.clone())
             .collect();
