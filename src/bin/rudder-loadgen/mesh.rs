@@ -118,7 +118,7 @@ pub(crate) fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize)
     }
     let run = run_id();
     y.push_str(&format!(
-        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: loadgen-run, namespace: {}}}\nspec: {{hosts: [{}], exportTo: [\"~\"], ports: [{{number: 9, name: tcp, protocol: TCP}}], resolution: STATIC}}\n",
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: loadgen-run, namespace: {}}}\nspec: {{hosts: [{}], exportTo: [\"~\"], ports: [{{number: 9, name: http, protocol: HTTP}}], resolution: STATIC}}\n",
         ns(0, args.namespaces),
         marker_host(run)
     ));

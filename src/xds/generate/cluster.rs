@@ -1,5 +1,6 @@
 //! CDS: one cluster per service port, plus one per DestinationRule subset, with the rule's policies.
 
+use super::finish::{Built, Class, Typed};
 use super::upstream_tls::{auto_mtls_sockets, auto_sni_and_san, tls_socket};
 use super::util::{ads, any, duration, outbound_cluster};
 use crate::config::networking::{
@@ -8,7 +9,6 @@ use crate::config::networking::{
 };
 use crate::model::{Protocol, Service, ServicePort};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::Thresholds;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
@@ -33,7 +33,6 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_optio
 };
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::{UInt32Value, UInt64Value};
-use std::sync::Arc;
 
 pub const BLACKHOLE: &str = "BlackHoleCluster";
 pub const PASSTHROUGH: &str = "PassthroughCluster";
@@ -122,7 +121,7 @@ impl EffectivePolicy {
     }
 }
 
-pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Vec<Arc<Resource>> {
+pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Vec<Typed> {
     let mut out = Vec::new();
     for svc in &scope.services {
         let dr = ctx
@@ -136,16 +135,17 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
         }
     }
     if with_builtins {
-        out.push(Resource::new(
+        out.push(Typed::new(
             BLACKHOLE,
-            any(&Cluster {
+            Class::outbound(scope),
+            Cluster {
                 name: BLACKHOLE.into(),
                 cluster_discovery_type: Some(ClusterDiscoveryType::Type(
                     DiscoveryType::Static as i32,
                 )),
                 connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
                 ..Default::default()
-            }),
+            },
         ));
         for name in [PASSTHROUGH, INBOUND_PASSTHROUGH] {
             let mut c = Cluster {
@@ -162,7 +162,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
                 // alone (from any other source the connection would be captured again).
                 c.upstream_bind_config = Some(inbound_bind(scope.ipv6_only));
             }
-            out.push(Resource::new(name, any(&c)));
+            out.push(Typed::new(name, Class::outbound(scope), c));
         }
     }
     out
@@ -184,7 +184,7 @@ pub(super) fn inbound_bind(
 }
 
 /// One cluster by name, for clients that ask for clusters by name (proxyless gRPC).
-pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
+pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     let (port, subset, host) = super::util::parse_outbound_cluster(name)?;
     let svc = scope.services.iter().find(|s| s.hostname == host)?;
     let sp = svc.port(port)?;
@@ -211,7 +211,7 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opti
         }
         _ => None,
     };
-    Some(for_grpc(&built, grpc_tls).unwrap_or(built))
+    Some(for_grpc(built, grpc_tls))
 }
 
 /// gRPC's xDS client implements a subset of Envoy's cluster: round robin or ring hash, no Envoy
@@ -219,11 +219,12 @@ pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opti
 /// or silently differ: as istiod, only ISTIO_MUTUAL originates TLS for gRPC (`tls`), SIMPLE and
 /// MUTUAL do not (gRPC cannot take their SDS or file secrets; docs/xds.md).
 fn for_grpc(
-    resource: &Resource,
+    mut typed: Typed,
     tls: Option<envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::CommonTlsContext>,
-) -> Option<Arc<Resource>> {
-    use prost::Message;
-    let mut c = Cluster::decode(resource.any.value.as_slice()).ok()?;
+) -> Typed {
+    let Built::Cluster(c) = &mut typed.built else {
+        return typed;
+    };
     if c.lb_policy != LbPolicy::RingHash as i32 {
         c.lb_policy = LbPolicy::RoundRobin as i32;
         c.lb_config = None;
@@ -240,7 +241,7 @@ fn for_grpc(
             },
         ))),
     });
-    Some(Resource::new(resource.name.clone(), any(&c)))
+    typed
 }
 
 fn build(
@@ -251,7 +252,7 @@ fn build(
     subset: Option<&Subset>,
     auto_mtls: bool,
     scope: &ScopeView,
-) -> Arc<Resource> {
+) -> Typed {
     let ipv6_only = scope.ipv6_only;
     let name = outbound_cluster(
         port.number,
@@ -432,7 +433,7 @@ fn build(
     if let Some(pp) = &policy.proxy_protocol {
         with_proxy_protocol(&mut c, pp);
     }
-    Resource::new(name, any(&c))
+    Typed::new(name, Class::outbound(scope), c)
 }
 
 /// The identities a service port's servers may present, as istiod pins them: the SPIFFE

@@ -1,21 +1,20 @@
 //! EDS: ClusterLoadAssignments, grouped by locality, filtered by subset labels.
 
 use super::cluster::{EffectivePolicy, socket};
-use super::util::{any, parse_outbound_cluster};
+use super::finish::{Class, Typed};
+use super::util::parse_outbound_cluster;
 use crate::model::Endpoint as ModelEndpoint;
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::HealthStatus;
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The load assignment for one outbound cluster, or an empty one for a cluster that does not exist
 /// (so a client that asked learns it has no endpoints instead of waiting forever).
-pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Arc<Resource> {
+pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Typed {
     let mut policy = None;
     let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster) {
         Some((port, subset, host)) => {
@@ -106,7 +105,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> A
             );
         }
     }
-    Resource::new(cluster, any(&cla))
+    Typed::new(cluster, Class::outbound(scope), cla)
 }
 
 /// Endpoints of workloads with a proxy (label `security.istio.io/tlsMode: istio`) are marked for

@@ -3,6 +3,7 @@
 //! `0.0.0.0_<port>`, plaintext HTTP routes `http.<port>`, terminated HTTPS routes
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
+use super::finish::{Class, Typed};
 use super::listener::{RouteSource, behind_rbac, network_filter, security_filters, server_hcm};
 use super::route::virtual_service_routes;
 use super::tls::{any_san_of, downstream_socket, mesh_tls, sds, server_tls_params};
@@ -14,7 +15,6 @@ use crate::config::networking::{
 };
 use crate::config::{Kind, Spec};
 use crate::xds::context::{GatewayVsEntry, PushContext, ScopeView};
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::{
     FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
@@ -27,7 +27,6 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// A server of a Gateway that selects this proxy, with the Gateway's `namespace/name`.
 struct BoundServer<'a> {
@@ -384,7 +383,7 @@ fn bound_virtual_services<'a>(
         .collect()
 }
 
-pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
+pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let servers = bound_servers(ctx, scope);
     let mut by_port: BTreeMap<u32, Vec<&BoundServer>> = BTreeMap::new();
     for s in &servers {
@@ -529,15 +528,16 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
                     .transport_protocol = "raw_buffer".into();
             }
         }
-        out.push(Resource::new(
+        out.push(Typed::new(
             &name,
-            any(&Listener {
+            Class::outbound(scope),
+            Listener {
                 name: name.clone(),
                 address: Some(super::cluster::socket("0.0.0.0", port)),
                 filter_chains: chains,
                 listener_filters: gateway_listener_filters(scope, inspect_tls),
                 ..Default::default()
-            }),
+            },
         ));
     }
     out
@@ -566,7 +566,7 @@ fn gateway_listener_filters(scope: &ScopeView, inspect_tls: bool) -> Vec<Listene
 
 /// `http.<port>` (every plaintext HTTP server on the port) or one terminated server's
 /// `https.<port>.<portName>.<gateway>.<namespace>`.
-pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
+pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     let servers = bound_servers(ctx, scope);
     let chosen: Vec<&BoundServer> = if let Some(port) = name.strip_prefix("http.") {
         let port: u32 = port.parse().ok()?;
@@ -611,14 +611,15 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
             }
         }
     }
-    Some(Resource::new(
+    Some(Typed::new(
         name,
-        any(&RouteConfiguration {
+        Class::outbound(scope),
+        RouteConfiguration {
             name: name.into(),
             virtual_hosts: hosts.into_values().collect(),
             validate_clusters: Some(BoolValue { value: false }),
             ..Default::default()
-        }),
+        },
     ))
 }
 

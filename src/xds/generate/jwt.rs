@@ -107,10 +107,7 @@ fn keys(ctx: &PushContext, rule: &JwtRule) -> Option<jwt_provider::JwksSourceSpe
 
 /// Clusters for `jwksUri` hosts that are not services of the mesh (DNS, TLS with the system CAs for
 /// https), for the RequestAuthentications that select `proxy`.
-pub fn jwks_clusters(
-    ctx: &PushContext,
-    scope: &ScopeView,
-) -> Vec<std::sync::Arc<crate::xds::resource::Resource>> {
+pub fn jwks_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<super::finish::Typed> {
     use envoy_types::pb::envoy::config::cluster::v3::Cluster;
     use envoy_types::pb::envoy::config::cluster::v3::cluster::{
         ClusterDiscoveryType, DiscoveryType,
@@ -167,9 +164,10 @@ pub fn jwks_clusters(
                     },
                 ))),
             });
-            crate::xds::resource::Resource::new(
+            super::finish::Typed::new(
                 &src.cluster,
-                super::util::any(&Cluster {
+                super::finish::Class::inbound(scope),
+                Cluster {
                     name: src.cluster.clone(),
                     cluster_discovery_type: Some(ClusterDiscoveryType::Type(kind as i32)),
                     connect_timeout: Some(super::util::duration(std::time::Duration::from_secs(5))),
@@ -194,7 +192,7 @@ pub fn jwks_clusters(
                     }),
                     transport_socket: tls,
                     ..Default::default()
-                }),
+                },
             )
         })
         .collect()

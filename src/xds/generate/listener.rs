@@ -1,6 +1,7 @@
 //! LDS and RDS entry points: Envoy sidecar listeners, and proxyless gRPC API listeners.
 
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
+use super::finish::{Class, Typed};
 use super::route::{CORS_FILTER, FAULT_FILTER, virtual_host};
 use super::util::{ads, any};
 use crate::config::Spec;
@@ -9,7 +10,6 @@ use crate::config::networking::OutboundTrafficPolicyMode;
 use crate::config::security::MtlsMode;
 use crate::model::{Protocol, Service};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::endpoint::v3::{
@@ -205,7 +205,7 @@ pub(super) fn behind_rbac(rbac: &[Filter], proxy: Filter) -> Vec<Filter> {
 /// The listeners that take captured traffic (none with interception NONE): `virtualOutbound` hands
 /// each connection to the outbound listener of its original destination, `virtualInbound` serves
 /// the workload's own ports.
-pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
+pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let mut out = Vec::new();
     if !scope.interception_none {
         let fallback = if allow_any(ctx, scope) {
@@ -213,9 +213,10 @@ pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resour
         } else {
             BLACKHOLE
         };
-        out.push(Resource::new(
+        out.push(Typed::new(
             "virtualOutbound",
-            any(&Listener {
+            Class::outbound(scope),
+            Listener {
                 name: "virtualOutbound".into(),
                 address: Some(socket("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
                 use_original_dst: Some(BoolValue { value: true }),
@@ -225,11 +226,12 @@ pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resour
                     ..Default::default()
                 }],
                 ..Default::default()
-            }),
+            },
         ));
-        out.push(Resource::new(
+        out.push(Typed::new(
             "virtualInbound",
-            any(&virtual_inbound(ctx, scope)),
+            Class::inbound(scope),
+            virtual_inbound(ctx, scope),
         ));
     }
     out
@@ -244,7 +246,7 @@ pub fn inbound_cluster_name(port: u32) -> String {
 /// (the pod's IP, as istiod since 1.10: applications listening on localhost only are not
 /// reached), from 127.0.0.6 so the capture rules let it through; or to a Sidecar ingress
 /// listener's `defaultEndpoint`.
-pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
+pub fn inbound_clusters(scope: &ScopeView) -> Vec<Typed> {
     if scope.interception_none {
         return Vec::new();
     }
@@ -325,7 +327,7 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Arc<Resource>> {
                 protocol == Protocol::Unsupported,
                 None,
             );
-            Resource::new(&name, any(&cluster))
+            Typed::new(&name, Class::inbound(scope), cluster)
         })
         .collect()
 }
@@ -644,7 +646,7 @@ pub(super) fn allow_any(ctx: &PushContext, scope: &ScopeView) -> bool {
 }
 
 /// The Envoy route configuration named after a port: one virtual host per HTTP service on that port.
-pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
+pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     if let Some((host, port)) = name.rsplit_once(':') {
         return sniffed_route_config(ctx, scope, name, host, port.parse().ok()?);
     }
@@ -694,14 +696,15 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
             ..Default::default()
         });
     }
-    Some(Resource::new(
+    Some(Typed::new(
         name,
-        any(&RouteConfiguration {
+        Class::outbound(scope),
+        RouteConfiguration {
             name: name.into(),
             virtual_hosts: hosts,
             validate_clusters: Some(BoolValue { value: false }),
             ..Default::default()
-        }),
+        },
     ))
 }
 
@@ -713,21 +716,22 @@ fn sniffed_route_config(
     name: &str,
     host: &str,
     port: u32,
-) -> Option<Arc<Resource>> {
+) -> Option<Typed> {
     let svc = scope
         .services
         .iter()
         .find(|s| s.hostname == host && s.port(port).is_some())?;
     let mut vh = virtual_host(ctx, scope, svc, port, false, &mut HashSet::new())?;
     vh.domains = vec!["*".into()];
-    Some(Resource::new(
+    Some(Typed::new(
         name,
-        any(&RouteConfiguration {
+        Class::outbound(scope),
+        RouteConfiguration {
             name: name.into(),
             virtual_hosts: vec![vh],
             validate_clusters: Some(BoolValue { value: false }),
             ..Default::default()
-        }),
+        },
     ))
 }
 
@@ -758,11 +762,7 @@ pub const GRPC_INBOUND_PREFIX: &str = "xds.istio.io/grpc/lds/inbound/";
 /// it: STRICT (or PERMISSIVE on a workload labelled `security.istio.io/tlsMode: istio`, whose
 /// clients use mTLS) takes mTLS only, with the server's certificate provider; gRPC cannot tell
 /// TLS from plaintext on one port, so PERMISSIVE otherwise, and DISABLE, take plaintext.
-pub fn grpc_inbound_listener(
-    ctx: &PushContext,
-    scope: &ScopeView,
-    name: &str,
-) -> Option<Arc<Resource>> {
+pub fn grpc_inbound_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     let address = name.strip_prefix(GRPC_INBOUND_PREFIX)?;
     let (host, port) = address.rsplit_once(':')?;
     let port: u32 = port.parse().ok()?;
@@ -823,9 +823,10 @@ pub fn grpc_inbound_listener(
         mode => mode,
     };
     let mtls = mode == MtlsMode::STRICT;
-    Some(Resource::new(
+    Some(Typed::new(
         name,
-        any(&Listener {
+        Class::inbound(scope),
+        Listener {
             name: name.into(),
             address: Some(socket(host, port)),
             filter_chains: vec![FilterChain {
@@ -844,45 +845,43 @@ pub fn grpc_inbound_listener(
                 ..Default::default()
             }],
             ..Default::default()
-        }),
+        },
     ))
 }
 
 /// A proxyless gRPC client's API listener for `host:port`.
-pub fn grpc_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Arc<Resource>> {
+pub fn grpc_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     grpc_target(ctx, scope, name)?;
     // istiod leaves path normalisation to gRPC itself on API listeners.
     let api = hcm(name, RouteSource::Rds(name.to_string()), Vec::new(), None);
-    Some(Resource::new(
+    Some(Typed::new(
         name,
-        any(&Listener {
+        Class::outbound(scope),
+        Listener {
             name: name.into(),
             api_listener: Some(ApiListener {
                 api_listener: Some(any(&api)),
             }),
             ..Default::default()
-        }),
+        },
     ))
 }
 
 /// The route configuration for a gRPC client's `host:port`.
-pub fn grpc_route_config(
-    ctx: &PushContext,
-    scope: &ScopeView,
-    name: &str,
-) -> Option<Arc<Resource>> {
+pub fn grpc_route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     let (svc, port) = grpc_target(ctx, scope, name)?;
     let mut seen = HashSet::new();
     let mut vh = virtual_host(ctx, scope, svc, port, true, &mut seen)?;
     if !vh.domains.iter().any(|d| d == name) {
         vh.domains.push(name.to_string());
     }
-    Some(Resource::new(
+    Some(Typed::new(
         name,
-        any(&RouteConfiguration {
+        Class::outbound(scope),
+        RouteConfiguration {
             name: name.into(),
             virtual_hosts: vec![vh],
             ..Default::default()
-        }),
+        },
     ))
 }

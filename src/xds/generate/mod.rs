@@ -5,6 +5,7 @@ pub mod authz;
 pub mod cluster;
 pub mod endpoint;
 pub mod extauthz;
+pub mod finish;
 pub mod gateway;
 pub mod jwt;
 pub mod listener;
@@ -50,6 +51,9 @@ pub fn generate(
         }
         out
     };
+    // Per-name types: one typed resource, finished and encoded.
+    let finished =
+        |typed: Option<finish::Typed>| typed.and_then(|t| finish::finish_one(ctx, scope, t));
     let filter = |all: Resources| -> Vec<Arc<Resource>> {
         match names {
             None => all.iter().cloned().collect(),
@@ -62,45 +66,40 @@ pub fn generate(
     };
     match type_url {
         TypeUrl::Cluster if grpc => per_name(TypeUrl::Cluster, scope.key, &|n| {
-            cluster::cluster_by_name(ctx, scope, n)
+            finished(cluster::cluster_by_name(ctx, scope, n))
         }),
         TypeUrl::Cluster => {
             let all = ctx.cached(TypeUrl::Cluster, scope.key, "*", || {
-                let mut v = cluster::clusters(ctx, scope, true);
-                v.extend(listener::inbound_clusters(scope));
-                v.extend(jwt::jwks_clusters(ctx, scope));
-                v
+                finish::finish(ctx, scope, build_all(ctx, scope, TypeUrl::Cluster))
             });
             filter(all)
         }
         TypeUrl::Endpoint => per_name(TypeUrl::Endpoint, scope.key, &|n| {
-            Some(endpoint::load_assignment(ctx, scope, n))
+            finished(Some(endpoint::load_assignment(ctx, scope, n)))
         }),
         TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
-            if n.starts_with(listener::GRPC_INBOUND_PREFIX) {
+            finished(if n.starts_with(listener::GRPC_INBOUND_PREFIX) {
                 listener::grpc_inbound_listener(ctx, scope, n)
             } else {
                 listener::grpc_listener(ctx, scope, n)
-            }
+            })
         }),
         TypeUrl::Listener if router => {
             filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-                gateway::listeners(ctx, scope)
+                finish::finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
             }))
         }
         TypeUrl::Listener => filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-            let mut v = outbound::listeners(ctx, scope, listener::allow_any(ctx, scope));
-            v.extend(listener::virtual_listeners(ctx, scope));
-            v
+            finish::finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
         })),
         TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
-            listener::grpc_route_config(ctx, scope, n)
+            finished(listener::grpc_route_config(ctx, scope, n))
         }),
         TypeUrl::Route if router => per_name(TypeUrl::Route, scope.key, &|n| {
-            gateway::route_config(ctx, scope, n)
+            finished(gateway::route_config(ctx, scope, n))
         }),
         TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
-            listener::route_config(ctx, scope, n)
+            finished(listener::route_config(ctx, scope, n))
         }),
         TypeUrl::Address => match names {
             None => ambient::index(ctx).addresses(),
@@ -137,7 +136,11 @@ pub fn generate(
                     .collect()
             }
         },
-        TypeUrl::Secret => secret::secrets(ctx, proxy, names),
+        TypeUrl::Secret => finish::finish(
+            ctx,
+            scope,
+            secret::secrets(ctx, proxy, finish::Class::outbound(scope), names),
+        ),
         TypeUrl::Authorization => {
             let index = ambient::index(ctx);
             match names {
@@ -148,6 +151,31 @@ pub fn generate(
                     .collect(),
             }
         }
+    }
+}
+
+/// Every typed cluster or listener an Envoy (sidecar or gateway) of `scope` is sent, before
+/// finishing; nothing for other types and for proxyless clients, which ask by name.
+pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec<finish::Typed> {
+    if scope.generator == Generator::Grpc {
+        return Vec::new();
+    }
+    match type_url {
+        TypeUrl::Cluster => {
+            let mut v = cluster::clusters(ctx, scope, true);
+            v.extend(listener::inbound_clusters(scope));
+            v.extend(jwt::jwks_clusters(ctx, scope));
+            v
+        }
+        TypeUrl::Listener if scope.proxy_type == ProxyType::Router => {
+            gateway::listeners(ctx, scope)
+        }
+        TypeUrl::Listener => {
+            let mut v = outbound::listeners(ctx, scope, listener::allow_any(ctx, scope));
+            v.extend(listener::virtual_listeners(ctx, scope));
+            v
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -10,6 +10,7 @@
 //!   (REGISTRY_ONLY) chain, so egress to hosts the mesh does not know keeps working on every port.
 
 use super::cluster::{BLACKHOLE, PASSTHROUGH, socket};
+use super::finish::{Class, Typed};
 use super::listener::{
     PLAINTEXT_HTTP_ALPN, RouteSource, cidr, hcm_filter, network_filter, tcp_filter,
 };
@@ -17,7 +18,6 @@ use super::util::{any, match_applies_to_sidecar, outbound_cluster};
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView, VsEntry};
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{
     SubstitutionFormatString, TrafficDirection, data_source, substitution_format_string,
 };
@@ -188,7 +188,7 @@ fn prefix_match(ranges: &[&str]) -> Option<FilterChainMatch> {
 
 /// Every outbound listener of a sidecar: per port, the wildcard listener and the VIP listeners.
 /// `allow_any`: unmatched connections pass through (else they are dropped).
-pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<Arc<Resource>> {
+pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<Typed> {
     let wildcard = if scope.interception_none {
         "127.0.0.1"
     } else {
@@ -304,27 +304,23 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<A
             }
         }
         if !shared.chains.is_empty() || shared.default.is_some() {
-            out.push(listener_resource(shared.into_listener(
-                &wildcard_name,
-                wildcard,
-                port,
-                scope.interception_none,
-            )));
+            out.push(listener_resource(
+                scope,
+                shared.into_listener(&wildcard_name, wildcard, port, scope.interception_none),
+            ));
         }
         for (ip, entry) in by_vip {
-            out.push(listener_resource(entry.into_listener(
-                &format!("{ip}_{port}"),
-                ip,
-                port,
-                false,
-            )));
+            out.push(listener_resource(
+                scope,
+                entry.into_listener(&format!("{ip}_{port}"), ip, port, false),
+            ));
         }
     }
     out
 }
 
-fn listener_resource(l: Listener) -> Arc<Resource> {
-    Resource::new(l.name.clone(), any(&l))
+fn listener_resource(scope: &ScopeView, l: Listener) -> Typed {
+    Typed::new(l.name.clone(), Class::outbound(scope), l)
 }
 
 fn plaintext_http_match() -> FilterChainMatch {

@@ -3,17 +3,15 @@
 //! (`credentialName`: a Kubernetes Secret, `-cacert` for its CA bundle). As in istiod, a Kubernetes
 //! Secret goes only to a verified proxy of the Secret's own namespace.
 
-use super::util::any;
+use super::finish::{Class, Typed};
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, Secret, TlsCertificate, secret,
 };
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use tracing::warn;
 
 pub const WORKLOAD_CERT: &str = "default";
@@ -28,7 +26,7 @@ fn inline(text: &str) -> Option<DataSource> {
     })
 }
 
-fn certificate(name: &str, chain: &str, key: &str) -> Arc<Resource> {
+fn certificate(name: &str, chain: &str, key: &str) -> Secret {
     certificate_with_staple(name, chain, key, None)
 }
 
@@ -37,40 +35,34 @@ fn certificate_with_staple(
     chain: &str,
     key: &str,
     ocsp_staple: Option<&[u8]>,
-) -> Arc<Resource> {
-    Resource::new(
-        name,
-        any(&Secret {
-            name: name.into(),
-            r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
-                certificate_chain: inline(chain),
-                private_key: inline(key),
-                ocsp_staple: ocsp_staple.map(inline_bytes),
-                ..Default::default()
-            })),
-        }),
-    )
+) -> Secret {
+    Secret {
+        name: name.into(),
+        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: inline(chain),
+            private_key: inline(key),
+            ocsp_staple: ocsp_staple.map(inline_bytes),
+            ..Default::default()
+        })),
+    }
 }
 
-fn validation(name: &str, ca: &str) -> Arc<Resource> {
+fn validation(name: &str, ca: &str) -> Secret {
     validation_with_crl(name, ca.as_bytes(), None)
 }
 
 /// A CA bundle, with the revocation list a client certificate is also checked against.
-fn validation_with_crl(name: &str, ca: &[u8], crl: Option<&[u8]>) -> Arc<Resource> {
-    Resource::new(
-        name,
-        any(&Secret {
-            name: name.into(),
-            r#type: Some(secret::Type::ValidationContext(
-                CertificateValidationContext {
-                    trusted_ca: Some(inline_bytes(ca)),
-                    crl: crl.map(inline_bytes),
-                    ..Default::default()
-                },
-            )),
-        }),
-    )
+fn validation_with_crl(name: &str, ca: &[u8], crl: Option<&[u8]>) -> Secret {
+    Secret {
+        name: name.into(),
+        r#type: Some(secret::Type::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: Some(inline_bytes(ca)),
+                crl: crl.map(inline_bytes),
+                ..Default::default()
+            },
+        )),
+    }
 }
 
 fn inline_bytes(bytes: &[u8]) -> DataSource {
@@ -81,17 +73,19 @@ fn inline_bytes(bytes: &[u8]) -> DataSource {
 }
 
 /// The secrets among `names` this proxy may have. Secrets it may not have, or that do not exist,
-/// are left out (logged): the proxy keeps waiting for them, as with istiod.
+/// are left out (logged): the proxy keeps waiting for them, as with istiod. They carry `class`
+/// (a sidecar's certificates serve both directions; its outbound class stands for both).
 pub fn secrets(
     ctx: &PushContext,
     proxy: &Proxy,
+    class: Class,
     names: Option<&BTreeSet<String>>,
-) -> Vec<Arc<Resource>> {
+) -> Vec<Typed> {
     names
         .into_iter()
         .flatten()
         .filter_map(|name| match secret_for(ctx, proxy, name) {
-            Ok(r) => Some(r),
+            Ok(r) => Some(Typed::new(name, class, r)),
             Err(why) => {
                 warn!(proxy = %proxy.id, secret = %name, "not sending secret: {why}");
                 None
@@ -100,7 +94,7 @@ pub fn secrets(
         .collect()
 }
 
-fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Arc<Resource>, String> {
+fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, String> {
     let issuer = ctx.certificates.as_ref();
     if name == ROOT_CA {
         let issuer = issuer.ok_or("the CA is not running")?;

@@ -103,7 +103,7 @@ fn credential_ca_bundles_carry_their_revocation_list() {
     .map(String::from)
     .into();
     let served: std::collections::BTreeMap<String, (Vec<u8>, Option<Vec<u8>>)> =
-        secret::secrets(&ctx, &p, Some(&names))
+        generate(&ctx, &p, &ctx.scope(&p), TypeUrl::Secret, Some(&names))
             .iter()
             .map(|r| {
                 let s = Secret::decode(r.any.value.as_slice()).unwrap();

@@ -14,6 +14,7 @@ use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 
 mod clusters;
+mod finishing;
 mod gateways;
 mod listeners;
 mod routes;

@@ -1,0 +1,189 @@
+//! Build typed, then finish, then encode, as istiod builds then patches
+//! (`pilot/pkg/networking/core`, `envoyfilter/*_patch.go`): every generator returns typed Envoy
+//! protos with the class of proxy config they are ([`Typed`]); [`finish`] runs the cross-cutting
+//! passes over them in a fixed order and only then encodes them.
+//!
+//! Where a cross-cutting feature goes: a [`Pass`] in [`PASSES`], in its place in the order
+//! (EnvoyFilter patches first, then access logs, tracing and stats). A pass sees every Cluster,
+//! Listener (with its HTTP connection managers), RouteConfiguration, ClusterLoadAssignment and
+//! Secret of a scope with its class; it reads the push context and the scope view, never the
+//! proxy, so what it does is cached with the rest. The list is empty for now.
+
+use super::util::any;
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::proxy::{Generator, ProxyType};
+use crate::xds::resource::Resource;
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+use prost::{Message, Name};
+use std::sync::Arc;
+
+/// Which part of which kind of proxy a resource configures: what istiod's EnvoyFilter match
+/// contexts (SIDECAR_INBOUND, SIDECAR_OUTBOUND, GATEWAY, waypoints) and Telemetry's modes select.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    SidecarInbound,
+    SidecarOutbound,
+    Gateway,
+    Waypoint,
+    /// A proxyless gRPC client or server (no filters of its own; passes that add Envoy filters
+    /// leave it alone).
+    Proxyless,
+}
+
+impl Class {
+    /// The class of what a scope's proxy sends toward services.
+    pub fn outbound(scope: &ScopeView) -> Class {
+        match (scope.generator, scope.proxy_type) {
+            (Generator::Grpc, _) => Class::Proxyless,
+            (_, ProxyType::Router) => Class::Gateway,
+            (_, ProxyType::Waypoint) => Class::Waypoint,
+            _ => Class::SidecarOutbound,
+        }
+    }
+
+    /// The class of what a scope's proxy receives for its own workload.
+    pub fn inbound(scope: &ScopeView) -> Class {
+        match Class::outbound(scope) {
+            Class::SidecarOutbound => Class::SidecarInbound,
+            other => other,
+        }
+    }
+}
+
+/// One typed Envoy resource, as a generator built it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Built {
+    Cluster(Box<Cluster>),
+    Listener(Box<Listener>),
+    Route(Box<RouteConfiguration>),
+    LoadAssignment(Box<ClusterLoadAssignment>),
+    Secret(Box<Secret>),
+}
+
+macro_rules! built_from {
+    ($($ty:ty => $variant:ident),*) => {$(
+        impl From<$ty> for Built {
+            fn from(r: $ty) -> Built {
+                Built::$variant(Box::new(r))
+            }
+        }
+    )*};
+}
+built_from!(Cluster => Cluster, Listener => Listener, RouteConfiguration => Route,
+    ClusterLoadAssignment => LoadAssignment, Secret => Secret);
+
+/// A built resource with the name it is served under and its class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Typed {
+    pub name: String,
+    pub class: Class,
+    pub built: Built,
+}
+
+impl Typed {
+    pub fn new(name: impl Into<String>, class: Class, built: impl Into<Built>) -> Typed {
+        Typed {
+            name: name.into(),
+            class,
+            built: built.into(),
+        }
+    }
+
+    /// Calls `edit` with every HTTP connection manager of a listener (by filter chain name),
+    /// decoded; what `edit` changes is written back. Nothing is decoded for other resources.
+    pub fn edit_http_connection_managers(
+        &mut self,
+        mut edit: impl FnMut(&str, &mut HttpConnectionManager),
+    ) {
+        let Built::Listener(listener) = &mut self.built else {
+            return;
+        };
+        let chains = listener
+            .filter_chains
+            .iter_mut()
+            .chain(listener.default_filter_chain.as_mut());
+        for chain in chains {
+            for f in &mut chain.filters {
+                edit_hcm(f, &chain.name, &mut edit);
+            }
+        }
+        // Proxyless gRPC listeners carry theirs as the API listener.
+        if let Some(api) = listener
+            .api_listener
+            .as_mut()
+            .and_then(|a| a.api_listener.as_mut())
+            && api.type_url == HttpConnectionManager::type_url()
+            && let Ok(mut hcm) = HttpConnectionManager::decode(api.value.as_slice())
+        {
+            edit("", &mut hcm);
+            api.value = hcm.encode_to_vec();
+        }
+    }
+
+    fn encode(self) -> Arc<Resource> {
+        let any = match &self.built {
+            Built::Cluster(r) => any(r.as_ref()),
+            Built::Listener(r) => any(r.as_ref()),
+            Built::Route(r) => any(r.as_ref()),
+            Built::LoadAssignment(r) => any(r.as_ref()),
+            Built::Secret(r) => any(r.as_ref()),
+        };
+        Resource::new(self.name, any)
+    }
+}
+
+fn edit_hcm(f: &mut Filter, chain: &str, edit: &mut impl FnMut(&str, &mut HttpConnectionManager)) {
+    let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() else {
+        return;
+    };
+    if config.type_url != HttpConnectionManager::type_url() {
+        return;
+    }
+    if let Ok(mut hcm) = HttpConnectionManager::decode(config.value.as_slice()) {
+        edit(chain, &mut hcm);
+        config.value = hcm.encode_to_vec();
+    }
+}
+
+/// A cross-cutting step over a scope's typed resources.
+pub trait Pass: Sync {
+    /// Named in logs and `/debug` when it skips or rejects something.
+    fn name(&self) -> &'static str;
+    /// Whether it has anything to do for this scope: when no pass does, resources go straight
+    /// to encoding.
+    fn applies(&self, ctx: &PushContext, scope: &ScopeView) -> bool;
+    fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>);
+}
+
+/// The passes, in the order they run: EnvoyFilter patches, then access logs, tracing and stats.
+pub static PASSES: &[&dyn Pass] = &[];
+
+/// Runs `passes` over `resources` in order, then encodes them.
+pub fn finish_with(
+    passes: &[&dyn Pass],
+    ctx: &PushContext,
+    scope: &ScopeView,
+    mut resources: Vec<Typed>,
+) -> Vec<Arc<Resource>> {
+    for pass in passes {
+        if pass.applies(ctx, scope) {
+            pass.apply(ctx, scope, &mut resources);
+        }
+    }
+    resources.into_iter().map(Typed::encode).collect()
+}
+
+/// [`finish_with`] the mesh's [`PASSES`].
+pub fn finish(ctx: &PushContext, scope: &ScopeView, resources: Vec<Typed>) -> Vec<Arc<Resource>> {
+    finish_with(PASSES, ctx, scope, resources)
+}
+
+/// [`finish`] for one resource, as per-name types are built (`None` when a pass removed it).
+pub fn finish_one(ctx: &PushContext, scope: &ScopeView, resource: Typed) -> Option<Arc<Resource>> {
+    finish(ctx, scope, vec![resource]).pop()
+}

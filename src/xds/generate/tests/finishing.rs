@@ -1,0 +1,150 @@
+//! The finishing step: a pass sees every typed Cluster, Listener and HTTP connection manager of a
+//! scope with its class, and what it changes is what gets encoded.
+
+use super::*;
+use crate::xds::generate::finish::{Built, Class, Pass, Typed, finish_with};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use std::sync::Mutex;
+
+/// Records what it sees and renames every HTTP connection manager's stat prefix.
+#[derive(Default)]
+struct Recording {
+    seen: Mutex<Vec<(String, String, Class)>>,
+}
+
+impl Pass for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn applies(&self, _: &PushContext, _: &ScopeView) -> bool {
+        true
+    }
+    fn apply(&self, _: &PushContext, _: &ScopeView, resources: &mut Vec<Typed>) {
+        let mut seen = self.seen.lock().unwrap();
+        for r in resources.iter_mut() {
+            let what = match &r.built {
+                Built::Cluster(_) => "cluster",
+                Built::Listener(_) => "listener",
+                Built::Route(_) => "route",
+                Built::LoadAssignment(_) => "endpoints",
+                Built::Secret(_) => "secret",
+            };
+            seen.push((what.into(), r.name.clone(), r.class));
+            let (name, class) = (r.name.clone(), r.class);
+            r.edit_http_connection_managers(|chain, hcm| {
+                seen.push(("hcm".into(), format!("{name}/{chain}"), class));
+                hcm.stat_prefix = "patched".into();
+            });
+        }
+    }
+}
+
+fn names(resources: &[Arc<crate::xds::resource::Resource>]) -> Vec<String> {
+    resources.iter().map(|r| r.name.to_string()).collect()
+}
+
+#[test]
+fn a_pass_sees_every_resource_of_a_scope_with_its_class() {
+    let c = ctx(&workload_yaml(""));
+    let p = verified("a");
+    let scope = c.scope(&p);
+    let pass = Recording::default();
+    let passes: [&dyn Pass; 1] = [&pass];
+    let clusters = finish_with(&passes, &c, &scope, build_all(&c, &scope, TypeUrl::Cluster));
+    let listeners = finish_with(
+        &passes,
+        &c,
+        &scope,
+        build_all(&c, &scope, TypeUrl::Listener),
+    );
+    // The pass saw exactly what the proxy is sent.
+    assert_eq!(
+        names(&clusters),
+        names(&generate(&c, &p, &scope, TypeUrl::Cluster, None))
+    );
+    assert_eq!(
+        names(&listeners),
+        names(&generate(&c, &p, &scope, TypeUrl::Listener, None))
+    );
+    let seen = pass.seen.lock().unwrap().clone();
+    let class_of = |what: &str, name: &str| {
+        seen.iter()
+            .find(|(w, n, _)| w == what && n == name)
+            .map(|(_, _, class)| *class)
+    };
+    assert_eq!(
+        class_of("cluster", "outbound|80||app.a.svc.cluster.local"),
+        Some(Class::SidecarOutbound)
+    );
+    assert_eq!(
+        class_of("cluster", "inbound|80||"),
+        Some(Class::SidecarInbound)
+    );
+    assert_eq!(
+        class_of("listener", "virtualInbound"),
+        Some(Class::SidecarInbound)
+    );
+    assert_eq!(
+        class_of("listener", "0.0.0.0_80"),
+        Some(Class::SidecarOutbound)
+    );
+    let hcms: Vec<&String> = seen
+        .iter()
+        .filter(|(w, _, _)| w == "hcm")
+        .map(|(_, n, _)| n)
+        .collect();
+    assert!(
+        hcms.iter().any(|n| n.starts_with("0.0.0.0_80/")),
+        "the outbound HTTP listener's connection manager: {hcms:?}"
+    );
+    assert!(
+        hcms.iter().any(|n| n.starts_with("virtualInbound/")),
+        "the inbound HTTP chain's connection manager: {hcms:?}"
+    );
+    // What the pass changed is what was encoded.
+    for r in &listeners {
+        let l = Listener::decode(r.any.value.as_slice()).unwrap();
+        let mut typed = Typed::new(l.name.clone(), Class::SidecarOutbound, l);
+        typed.edit_http_connection_managers(|_, hcm| assert_eq!(hcm.stat_prefix, "patched"));
+    }
+}
+
+#[test]
+fn gateways_are_their_own_class() {
+    let yaml = concat!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n",
+        "spec:\n  selector: {app: gw}\n  servers:\n",
+        "  - {port: {number: 8080, name: http, protocol: HTTP}, hosts: ['*']}\n",
+    );
+    let c = ctx(yaml);
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let scope = c.scope(&gw);
+    let listeners = build_all(&c, &scope, TypeUrl::Listener);
+    assert!(!listeners.is_empty());
+    assert!(listeners.iter().all(|l| l.class == Class::Gateway));
+    assert!(
+        build_all(&c, &scope, TypeUrl::Cluster)
+            .iter()
+            .all(|c| c.class == Class::Gateway)
+    );
+}
+
+#[test]
+fn no_pass_means_the_bytes_of_a_plain_encoding() {
+    let c = ctx(&workload_yaml(""));
+    let p = verified("a");
+    let scope = c.scope(&p);
+    let typed = build_all(&c, &scope, TypeUrl::Listener);
+    let plain: Vec<Vec<u8>> = typed
+        .iter()
+        .map(|t| match &t.built {
+            Built::Listener(l) => l.encode_to_vec(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let finished: Vec<Vec<u8>> = finish_with(&[], &c, &scope, typed)
+        .iter()
+        .map(|r| r.any.value.clone())
+        .collect();
+    assert_eq!(plain, finished);
+}
