@@ -13,6 +13,7 @@ pub mod model;
 #[cfg(feature = "fuzzing")]
 pub mod robustness;
 pub mod source;
+pub mod status;
 pub mod store;
 pub mod validation;
 pub mod webhook;

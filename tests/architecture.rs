@@ -93,9 +93,18 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("ca", &["config", "store", "model", "metrics"]),
+    ("analysis", &["config", "store", "model", "metrics", "k8s"]),
     (
-        "analysis",
-        &["config", "store", "model", "metrics", "k8s", "xds"],
+        "status",
+        &[
+            "config",
+            "store",
+            "model",
+            "metrics",
+            "k8s",
+            "analysis",
+            "xds::generate",
+        ],
     ),
     (
         "webhook",

@@ -1,13 +1,11 @@
 //! istiod's in-cluster analysis (`PILOT_ENABLE_ANALYSIS`): checks across objects that validating
-//! one object cannot make, as messages per object with istiod's codes. `analysis::status` writes
+//! one object cannot make, as messages per object with istiod's codes. `status::writer` writes
 //! them into the objects' `status.validationMessages`, as istiod's status controller does.
 //!
 //! The analyzers Rudder runs (a subset of istiod's): a VirtualService's destination, mirror or
 //! gateway that does not exist, a subset no DestinationRule of the host defines (IST0101
 //! ReferencedResourceNotFound), several VirtualServices claiming one host for the mesh (IST0109),
 //! and a Gateway whose selector matches no pod (IST0101, "selector").
-
-pub mod status;
 
 use crate::config::networking::{Destination, VirtualService};
 use crate::config::{ConfigKey, Kind, Spec, host};

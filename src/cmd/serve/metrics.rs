@@ -14,7 +14,7 @@ pub struct DaemonMetrics {
     pub xds: Arc<crate::xds::metrics::XdsMetrics>,
     pub ca: Arc<crate::ca::metrics::CaMetrics>,
     pub webhook: Arc<crate::webhook::metrics::WebhookMetrics>,
-    pub status: Arc<crate::analysis::status::StatusMetrics>,
+    pub status: Arc<crate::status::writer::StatusMetrics>,
     /// Connections the HTTP ports closed themselves, by server and reason.
     pub http_closed: prometheus_client::metrics::family::Family<
         crate::metrics::ServerReasonLabels,
@@ -50,7 +50,7 @@ impl DaemonMetrics {
         let xds = Arc::new(crate::xds::metrics::XdsMetrics::register(&mut r));
         let ca = Arc::new(crate::ca::metrics::CaMetrics::register(&mut r));
         let webhook = Arc::new(crate::webhook::metrics::WebhookMetrics::register(&mut r));
-        let status = Arc::new(crate::analysis::status::StatusMetrics::register(&mut r));
+        let status = Arc::new(crate::status::writer::StatusMetrics::register(&mut r));
         let http_closed = r.register(
             "rudder_http_connections_closed",
             "Connections the HTTP ports (monitoring, http, webhook) closed because a deadline passed (idle: no request in flight, a trickled request's headers included; handshake_timeout)",

@@ -447,8 +447,10 @@ fn start_leader_tasks(
         metrics.ca.clone(),
         cancel.clone(),
     ));
-    let ambient_status = args.enable_ambient && args.ambient_status;
-    if args.enable_analysis || ambient_status {
+    let producers = crate::status::enabled(&crate::status::Settings {
+        ambient_status: args.enable_ambient && args.ambient_status,
+    });
+    if args.enable_analysis || !producers.is_empty() {
         let interval = if args.analysis_interval < Duration::from_secs(1) {
             warn!(
                 interval = ?args.analysis_interval,
@@ -458,7 +460,7 @@ fn start_leader_tasks(
         } else {
             args.analysis_interval
         };
-        let writer = crate::analysis::status::StatusWriter {
+        let writer = crate::status::writer::StatusWriter {
             client: client.clone(),
             store: daemon.store.clone(),
             domain_suffix: args.domain_suffix.clone(),
@@ -467,7 +469,7 @@ fn start_leader_tasks(
                 .unwrap_or(std::num::NonZeroU32::MIN),
             metrics: metrics.status.clone(),
             analysis: args.enable_analysis,
-            ambient: ambient_status,
+            producers,
             root_namespace: args.system_namespace.clone(),
         };
         tasks.spawn(tracing::Instrument::instrument(

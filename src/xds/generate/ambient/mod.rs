@@ -5,7 +5,6 @@
 pub mod authorization;
 pub mod dump;
 pub mod peer_auth;
-pub mod status;
 
 /// ztunnel's xDS types, compiled from `proto/istio/{workload,security}`.
 #[allow(clippy::large_enum_variant)]

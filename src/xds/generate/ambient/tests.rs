@@ -282,14 +282,15 @@ fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() 
     }
     let snapshot = store.snapshot();
     let registry = Registry::build(&snapshot, "cluster.local");
-    let all = status::conditions(&snapshot, &registry, "cluster.local", "istio-system");
+    let all =
+        crate::status::ambient::conditions(&snapshot, &registry, "cluster.local", "istio-system");
     let bound = |ns: &str, name: &str| {
         let key = ConfigKey {
             kind: Kind::Service,
             namespace: ns.into(),
             name: name.into(),
         };
-        all[&key][status::WAYPOINT_BOUND]
+        all[&key][crate::status::ambient::WAYPOINT_BOUND]
             .as_ref()
             .map(|c| (c.status, c.reason.clone()))
     };
@@ -348,7 +349,8 @@ spec: {}
     );
     let snapshot = store.snapshot();
     let registry = Registry::build(&snapshot, "cluster.local");
-    let all = status::conditions(&snapshot, &registry, "cluster.local", "istio-system");
+    let all =
+        crate::status::ambient::conditions(&snapshot, &registry, "cluster.local", "istio-system");
     let of = |name: &str, condition: &str| {
         let key = ConfigKey {
             kind: Kind::AuthorizationPolicy,
@@ -359,25 +361,28 @@ spec: {}
             .as_ref()
             .map(|c| (c.status, c.reason.clone(), c.message.clone()))
     };
-    let (status, reason, message) = of("to-se", status::WAYPOINT_ACCEPTED).unwrap();
+    let (status, reason, message) = of("to-se", crate::status::ambient::WAYPOINT_ACCEPTED).unwrap();
     assert_eq!((status, reason.as_str()), (false, "AncestorNotBound"));
     assert!(message.contains("enforced nowhere"), "{message}");
     assert_eq!(
-        of("to-missing", status::WAYPOINT_ACCEPTED).map(|c| c.1),
+        of("to-missing", crate::status::ambient::WAYPOINT_ACCEPTED).map(|c| c.1),
         Some("TargetNotFound".into())
     );
     assert_eq!(
-        of("to-class", status::WAYPOINT_ACCEPTED).map(|c| c.1),
+        of("to-class", crate::status::ambient::WAYPOINT_ACCEPTED).map(|c| c.1),
         Some("Invalid".into()),
         "a GatewayClass outside the root namespace"
     );
-    let (_, reason, message) = of("to-both", status::WAYPOINT_ACCEPTED).unwrap();
+    let (_, reason, message) = of("to-both", crate::status::ambient::WAYPOINT_ACCEPTED).unwrap();
     assert_eq!(reason, "Invalid");
     assert_eq!(
         message,
         "Invalid targetRefs: ServiceEntry.networking.istio.io:shop/web, Gateway.gateway.networking.k8s.io:shop/ingress"
     );
-    assert_eq!(of("to-se", status::ZTUNNEL_ACCEPTED), None);
-    assert_eq!(of("by-selector", status::WAYPOINT_ACCEPTED), None);
-    assert!(of("by-selector", status::ZTUNNEL_ACCEPTED).is_some());
+    assert_eq!(of("to-se", crate::status::ambient::ZTUNNEL_ACCEPTED), None);
+    assert_eq!(
+        of("by-selector", crate::status::ambient::WAYPOINT_ACCEPTED),
+        None
+    );
+    assert!(of("by-selector", crate::status::ambient::ZTUNNEL_ACCEPTED).is_some());
 }

@@ -1,4 +1,4 @@
-//! The leader's writer of analysis findings (istiod's status controller with
+//! The leader's one status writer: analysis findings (istiod's status controller with
 //! `PILOT_ENABLE_ANALYSIS`): after a quiet second following a change, and every analysis interval,
 //! the findings of the current snapshot are compared with what each object's status holds, and
 //! only the differences are written. A write is a JSON merge patch of the status subresource that
@@ -6,18 +6,18 @@
 //! alone; writes are rate-limited. The store never sees status (the Kubernetes source drops it),
 //! so a write does not cause a push.
 //!
-//! The same writer sets ambient's conditions (`istio.io/WaypointBound`, `ZtunnelAccepted`) on
-//! Services, ServiceEntries, WorkloadEntries and AuthorizationPolicies, as istiod's ambient status
-//! queue does. Conditions of other types on those objects (other controllers') are kept; a write
-//! names the resourceVersion it read, so a concurrent writer makes it retry instead of losing
-//! theirs.
+//! The same writer sets the conditions of every enabled producer (`super::Producer`: ambient's
+//! `istio.io/WaypointBound` and `ZtunnelAccepted` on Services, ServiceEntries, WorkloadEntries and
+//! AuthorizationPolicies, as istiod's ambient status queue does). Conditions of other types on
+//! those objects (other controllers') are kept; a write names the resourceVersion it read, so a
+//! concurrent writer makes it retry instead of losing theirs.
 
-use super::{Findings, analyze};
+use super::{Condition, Input, Producer};
+use crate::analysis::{Findings, analyze};
 use crate::config::{ConfigKey, Kind};
 use crate::metrics::{ReasonLabels, Registry};
 use crate::model::Registry as ServiceRegistry;
 use crate::store::Store;
-use crate::xds::generate::ambient::status as ambient;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -68,13 +68,14 @@ pub struct StatusWriter {
     pub metrics: Arc<StatusMetrics>,
     /// Write analysis findings (`PILOT_ENABLE_ANALYSIS`).
     pub analysis: bool,
-    /// Write ambient's conditions (`PILOT_ENABLE_AMBIENT` and `AMBIENT_ENABLE_STATUS`).
-    pub ambient: bool,
+    /// The condition producers enabled (ambient's with `PILOT_ENABLE_AMBIENT` and
+    /// `AMBIENT_ENABLE_STATUS`).
+    pub producers: Vec<&'static dyn Producer>,
     pub root_namespace: String,
 }
 
-/// The ambient conditions an object carries now, by type (only the types ambient owns).
-type ConditionsWritten = BTreeMap<ConfigKey, BTreeMap<String, ambient::Condition>>;
+/// The conditions an object carries now, by type (only the types the producers own).
+type ConditionsWritten = BTreeMap<ConfigKey, BTreeMap<String, Condition>>;
 
 /// What an object's status says, as far as this writer owns it.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,15 +100,15 @@ impl StatusWriter {
             if *leading.borrow_and_update() {
                 info!(
                     analysis = self.analysis,
-                    ambient = self.ambient,
-                    "leading: writing analysis results and ambient conditions into object status"
+                    producers = ?self.producers.iter().map(|p| p.name()).collect::<Vec<_>>(),
+                    "leading: writing analysis results and conditions into object status"
                 );
                 let mut written = if self.analysis {
                     self.read_current().await
                 } else {
                     BTreeMap::new()
                 };
-                let mut conditions = if self.ambient {
+                let mut conditions = if !self.producers.is_empty() {
                     self.read_current_conditions().await
                 } else {
                     BTreeMap::new()
@@ -128,7 +129,7 @@ impl StatusWriter {
                     if self.analysis {
                         self.write_differences(&mut written, &round).await;
                     }
-                    if self.ambient {
+                    if !self.producers.is_empty() {
                         self.write_conditions(&mut conditions, &round).await;
                     }
                     // The next run: the interval, or a quiet second after a change.
@@ -246,10 +247,31 @@ impl StatusWriter {
         }
     }
 
-    /// The ambient conditions objects carry now (from an earlier leader, or istiod).
+    /// The kinds the producers write on.
+    fn condition_kinds(&self) -> Vec<Kind> {
+        let mut kinds: Vec<Kind> = self
+            .producers
+            .iter()
+            .flat_map(|p| p.kinds().iter().copied())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// The condition types the producers own.
+    fn owned_types(&self) -> Vec<&'static str> {
+        self.producers
+            .iter()
+            .flat_map(|p| p.types().iter().copied())
+            .collect()
+    }
+
+    /// The conditions objects carry now (from an earlier leader, or istiod).
     async fn read_current_conditions(&self) -> ConditionsWritten {
         let mut out = BTreeMap::new();
-        for &kind in ambient::KINDS {
+        let types = self.owned_types();
+        for kind in self.condition_kinds() {
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(kind));
             let list = match api.list(&Default::default()).await {
                 Ok(l) => l,
@@ -263,6 +285,7 @@ impl StatusWriter {
                     obj.data["status"]["conditions"]
                         .as_array()
                         .map_or(&[][..], Vec::as_slice),
+                    &types,
                 );
                 if ours.is_empty() {
                     continue;
@@ -278,16 +301,22 @@ impl StatusWriter {
         out
     }
 
-    /// Computes ambient's conditions for the current snapshot and writes each object whose
-    /// conditions differ from what it carries.
+    /// Computes every producer's conditions for the current snapshot and writes each object
+    /// whose conditions differ from what it carries.
     async fn write_conditions(&self, written: &mut ConditionsWritten, round: &Round<'_>) {
         let snapshot = round.snapshot;
-        let wanted = ambient::conditions(
+        let input = Input {
             snapshot,
-            round.registry,
-            &self.domain_suffix,
-            &self.root_namespace,
-        );
+            registry: round.registry,
+            domain_suffix: &self.domain_suffix,
+            root_namespace: &self.root_namespace,
+        };
+        let mut wanted = super::Conditions::new();
+        for producer in &self.producers {
+            for (key, owned) in producer.conditions(&input) {
+                wanted.entry(key).or_default().extend(owned);
+            }
+        }
         written.retain(|k, _| snapshot.get(k).is_some());
         for (key, owned) in wanted {
             let now = written.get(&key);
@@ -311,14 +340,14 @@ impl StatusWriter {
         }
     }
 
-    /// Reads the object, replaces the condition types ambient owns and keeps every other, and
-    /// writes the list back at the resourceVersion read. Returns ambient's conditions as the
-    /// object now carries them.
+    /// Reads the object, replaces the condition types the producers own and keeps every other,
+    /// and writes the list back at the resourceVersion read. Returns the producers' conditions as
+    /// the object now carries them.
     async fn patch_conditions(
         &self,
         key: &ConfigKey,
-        owned: &BTreeMap<&'static str, Option<ambient::Condition>>,
-    ) -> Result<BTreeMap<String, ambient::Condition>, kube::Error> {
+        owned: &BTreeMap<&'static str, Option<Condition>>,
+    ) -> Result<BTreeMap<String, Condition>, kube::Error> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
         let Some(obj) = api.get_opt(&key.name).await? else {
@@ -351,8 +380,9 @@ impl StatusWriter {
             }
             next.push(c);
         }
-        let carried = owned_conditions(&next);
-        if carried == owned_conditions(&current) && next.len() == current.len() {
+        let types = self.owned_types();
+        let carried = owned_conditions(&next, &types);
+        if carried == owned_conditions(&current, &types) && next.len() == current.len() {
             return Ok(carried);
         }
         let mut patch = json!({"status": {"conditions": next}});
@@ -421,20 +451,14 @@ impl Round<'_> {
     }
 }
 
-/// The conditions of the types ambient owns in a `status.conditions` list.
-fn owned_conditions(list: &[Value]) -> BTreeMap<String, ambient::Condition> {
+/// The conditions of the `types` the producers own in a `status.conditions` list.
+fn owned_conditions(list: &[Value], types: &[&str]) -> BTreeMap<String, Condition> {
     let mut out = BTreeMap::new();
     for c in list {
         let Some(kind) = c["type"].as_str() else {
             continue;
         };
-        if ![
-            ambient::WAYPOINT_BOUND,
-            ambient::ZTUNNEL_ACCEPTED,
-            ambient::WAYPOINT_ACCEPTED,
-        ]
-        .contains(&kind)
-        {
+        if !types.contains(&kind) {
             continue;
         }
         let generation = c["observedGeneration"]
@@ -443,7 +467,7 @@ fn owned_conditions(list: &[Value]) -> BTreeMap<String, ambient::Condition> {
             .or_else(|| c["observedGeneration"].as_i64());
         out.insert(
             kind.to_string(),
-            ambient::Condition {
+            Condition {
                 status: c["status"].as_str() == Some("True"),
                 reason: c["reason"].as_str().unwrap_or_default().to_string(),
                 message: c["message"].as_str().unwrap_or_default().to_string(),

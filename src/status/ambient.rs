@@ -2,15 +2,16 @@
 //! (`AMBIENT_ENABLE_STATUS`): `istio.io/WaypointBound` on a Service, ServiceEntry or WorkloadEntry
 //! that names a waypoint, and `ZtunnelAccepted` on an AuthorizationPolicy, saying whether ztunnel
 //! enforces it and what it leaves out. Pure over a snapshot; the leader's status writer
-//! (`analysis::status`) writes them. Types and reasons are istiod's, so `kubectl wait
+//! (`status::writer`) writes them. Types and reasons are istiod's, so `kubectl wait
 //! --for=condition=istio.io/WaypointBound` and dashboards keyed on them work unchanged.
 
-use super::authorization;
-use super::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
+use super::{Condition, Conditions};
 use crate::config::security::AuthorizationAction;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
 use crate::store::Snapshot;
+use crate::xds::generate::ambient::authorization;
+use crate::xds::generate::ambient::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
 use std::collections::{BTreeMap, HashMap};
 
 pub const WAYPOINT_BOUND: &str = "istio.io/WaypointBound";
@@ -20,19 +21,31 @@ pub const WAYPOINT_ACCEPTED: &str = "WaypointAccepted";
 /// On a waypoint's own Service (and an east-west gateway's): such a service has no waypoint.
 const GATEWAY_MANAGED: &str = "gateway.istio.io/managed";
 
-/// One condition as istiod sets it (the writer adds the transition time).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Condition {
-    pub status: bool,
-    pub reason: String,
-    pub message: String,
-    /// Set on policies (the generation judged), not on services, as istiod.
-    pub observed_generation: Option<i64>,
-}
+/// Ambient's conditions, as a status producer (`AMBIENT_ENABLE_STATUS`).
+pub struct Ambient;
 
-/// Per object: every condition type ambient owns on it, with the condition it should carry;
-/// `None` means it should carry none (an earlier one is removed).
-pub type Conditions = BTreeMap<ConfigKey, BTreeMap<&'static str, Option<Condition>>>;
+impl super::Producer for Ambient {
+    fn name(&self) -> &'static str {
+        "ambient"
+    }
+    fn types(&self) -> &'static [&'static str] {
+        &[WAYPOINT_BOUND, ZTUNNEL_ACCEPTED, WAYPOINT_ACCEPTED]
+    }
+    fn kinds(&self) -> &'static [Kind] {
+        KINDS
+    }
+    fn enabled(&self, settings: &super::Settings) -> bool {
+        settings.ambient_status
+    }
+    fn conditions(&self, input: &super::Input) -> Conditions {
+        conditions(
+            input.snapshot,
+            input.registry,
+            input.domain_suffix,
+            input.root_namespace,
+        )
+    }
+}
 
 /// The kinds these conditions are written on.
 pub const KINDS: &[Kind] = &[
@@ -75,7 +88,7 @@ pub fn conditions(
             continue;
         };
         let meta = &e.config.metadata;
-        let labels = super::workload_entry_labels(meta, we);
+        let labels = crate::xds::generate::ambient::workload_entry_labels(meta, we);
         // A workload uses a waypoint only when it names one itself (a namespace's waypoint is
         // for service traffic), so only its own label counts.
         let condition = service_waypoint(&labels, None, &meta.namespace)

@@ -1,0 +1,87 @@
+//! What Rudder writes into the status of Kubernetes objects, as istiod's status controllers do.
+//! Producers are pure functions over a snapshot ([`Producer`]: ambient's conditions today, Gateway
+//! API conditions next); one leader-only writer (`writer`) applies them, and analysis findings,
+//! as merge patches of the status subresource, keeps other writers' conditions, and is
+//! rate-limited and counted. A new kind of condition is a producer in a file of its own, listed
+//! in [`PRODUCERS`]; the writer does not change.
+
+pub mod ambient;
+pub mod writer;
+
+use crate::config::{ConfigKey, Kind};
+use crate::model::Registry;
+use crate::store::Snapshot;
+use std::collections::BTreeMap;
+
+/// One condition as istiod sets it (the writer adds the transition time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+    /// Set on policies (the generation judged), not on services, as istiod.
+    pub observed_generation: Option<i64>,
+}
+
+/// Per object: every condition type a producer owns on it, with the condition it should carry;
+/// `None` means it should carry none (an earlier one is removed).
+pub type Conditions = BTreeMap<ConfigKey, BTreeMap<&'static str, Option<Condition>>>;
+
+/// What a producer reads: one snapshot and the registry built from it, shared by a round.
+pub struct Input<'a> {
+    pub snapshot: &'a Snapshot,
+    pub registry: &'a Registry,
+    pub domain_suffix: &'a str,
+    pub root_namespace: &'a str,
+}
+
+/// A pure source of conditions.
+pub trait Producer: Sync {
+    /// Named in logs.
+    fn name(&self) -> &'static str;
+    /// The condition types it owns: the writer replaces these and keeps every other.
+    fn types(&self) -> &'static [&'static str];
+    /// The kinds it writes on (read at the start of leadership for what they carry).
+    fn kinds(&self) -> &'static [Kind];
+    /// Whether the daemon's settings ask for it.
+    fn enabled(&self, settings: &Settings) -> bool;
+    fn conditions(&self, input: &Input) -> Conditions;
+}
+
+/// The daemon settings producers are enabled by.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    /// `PILOT_ENABLE_AMBIENT` and `AMBIENT_ENABLE_STATUS`.
+    pub ambient_status: bool,
+}
+
+/// Every producer.
+pub static PRODUCERS: &[&dyn Producer] = &[&ambient::Ambient];
+
+/// The producers `settings` enable.
+pub fn enabled(settings: &Settings) -> Vec<&'static dyn Producer> {
+    PRODUCERS
+        .iter()
+        .copied()
+        .filter(|p| p.enabled(settings))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn producers_follow_their_settings_and_never_share_a_condition_type() {
+        assert!(enabled(&Settings::default()).is_empty());
+        let on = enabled(&Settings {
+            ambient_status: true,
+        });
+        assert_eq!(on.iter().map(|p| p.name()).collect::<Vec<_>>(), ["ambient"]);
+        let mut types: Vec<&str> = PRODUCERS.iter().flat_map(|p| p.types().to_vec()).collect();
+        let all = types.len();
+        types.sort();
+        types.dedup();
+        assert_eq!(types.len(), all, "two producers own one condition type");
+    }
+}
