@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use rudder::config::parse_yaml;
 use rudder::model::mesh::MeshSettings;
 use rudder::source::file::{FileSource, check_text};
-use rudder::store::{Change, Store};
+use rudder::store::{Change, StoreWriter};
 use rudder::xds::context::PushContext;
 use rudder::xds::generate;
 use rudder::xds::proxy::Proxy;
@@ -40,8 +40,8 @@ fn mesh_yaml(n: usize) -> String {
     out
 }
 
-fn store_with(n: usize) -> Store {
-    let store = Store::default();
+fn store_with(n: usize) -> StoreWriter {
+    let store = StoreWriter::default();
     let parsed = parse_yaml(&mesh_yaml(n), "default");
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors.first());
     store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
@@ -154,7 +154,7 @@ fn store(c: &mut Criterion) {
             b.iter_batched(
                 || parsed.configs.clone(),
                 |configs| {
-                    let store = Store::default();
+                    let store = StoreWriter::default();
                     black_box(store.apply(configs.into_iter().map(Change::Upsert).collect()))
                 },
                 criterion::BatchSize::LargeInput,
@@ -192,7 +192,7 @@ fn file_source(c: &mut Criterion) {
         let edited = text.replacen("address: 10.0.0.1}", "address: 10.0.0.9}", 1);
         assert_ne!(text, edited);
         std::fs::write(&path, &text).expect("write");
-        let store = std::sync::Arc::new(Store::default());
+        let store = StoreWriter::default();
         let metrics = std::sync::Arc::new(rudder::source::metrics::FileMetrics::register(
             &mut rudder::metrics::Registry::new(),
         ));
@@ -215,7 +215,7 @@ fn file_source(c: &mut Criterion) {
 
 /// A Kubernetes-sourced mesh of `n` Services in 10 namespaces, each with one EndpointSlice of
 /// three endpoints pointing at its three pods, as the Kubernetes source stores them.
-fn kubernetes_store(n: usize) -> Store {
+fn kubernetes_store(n: usize) -> StoreWriter {
     use rudder::source::kube::convert::IntoConfig;
     use serde_json::json;
     let mut configs = Vec::new();
@@ -251,7 +251,7 @@ fn kubernetes_store(n: usize) -> Store {
             .collect();
         configs.push(slice(&ns, &name, endpoints));
     }
-    let store = Store::default();
+    let store = StoreWriter::default();
     store.apply(configs.into_iter().map(Change::Upsert).collect());
     store
 }

@@ -4,10 +4,10 @@
 
 use crate::config;
 use crate::model::mesh::MeshSettings;
-use crate::store::{Change, Store};
+use crate::store::{Change, StoreWriter};
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// A multi-document YAML text: parsed, and every object validated (the file source's path).
@@ -25,7 +25,7 @@ pub fn config_yaml(data: &[u8]) {
 fn context() -> &'static PushContext {
     static CONTEXT: OnceLock<PushContext> = OnceLock::new();
     CONTEXT.get_or_init(|| {
-        let store = Store::default();
+        let store = StoreWriter::default();
         let examples = concat!(
             include_str!("../examples/services.yaml"),
             "\n---\n",
@@ -95,7 +95,7 @@ pub fn admission_review(data: &[u8]) {
     let metrics =
         crate::webhook::metrics::WebhookMetrics::register(&mut crate::metrics::Registry::new());
     let _ = crate::webhook::validate::admit(&metrics, &request);
-    let store = Arc::new(Store::default());
-    let injector = crate::webhook::inject::Injector::new(Default::default(), store);
+    let store = StoreWriter::default();
+    let injector = crate::webhook::inject::Injector::new(Default::default(), store.reader());
     let _ = crate::webhook::inject::admit(&injector, &metrics, &request);
 }

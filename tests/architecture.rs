@@ -1,7 +1,8 @@
 //! The shape rules of docs/architecture.md, checked: every `crate::` and `super::` path in `src/`
 //! (test code aside) must name a module its own module may import, no module's files import each
 //! other in a cycle, no file is over 900 lines outside API types and validation rules, and
-//! `config`, `store` and `model` name no transport crate. Run alone: `cargo test --test architecture`.
+//! `config`, `store` and `model` name no transport crate, and only the sources (and the wiring) hold
+//! the store's writer. Run alone: `cargo test --test architecture`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -487,6 +488,30 @@ fn the_domain_does_not_know_the_transports() {
         found.is_empty(),
         "config, store and model take plain values, not transport types:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn only_sources_hold_the_store_writer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let Some(module) = module_of(&src, &f) else {
+            continue;
+        };
+        let writers = ["store", "source", "cmd", "robustness"];
+        if writers.iter().any(|m| within(&module, m)) {
+            continue;
+        }
+        if non_test_code(&f).is_some_and(|code| code.contains("StoreWriter")) {
+            found.push(module);
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "only the sources write the store (cmd hands them the writer): {found:?}"
     );
 }
 

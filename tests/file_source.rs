@@ -6,7 +6,7 @@ use rudder::config::{ConfigKey, Kind, Spec};
 use rudder::metrics::{Metrics, Registry};
 use rudder::source::file::{FileDebounce, FileSource};
 use rudder::source::metrics::FileMetrics;
-use rudder::store::Store;
+use rudder::store::{Store, StoreWriter};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,11 +42,11 @@ fn write(dir: &Path, file: &str, text: &str) {
 
 fn setup() -> (tempfile::TempDir, Arc<Store>, Arc<Metrics>, FileSource) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::default());
+    let writer = StoreWriter::default();
     let mut registry = Registry::new();
     let file_metrics = Arc::new(FileMetrics::register(&mut registry));
-    let source = FileSource::new(dir.path(), "default", store.clone(), file_metrics);
-    (dir, store, Arc::new(registry.finish()), source)
+    let source = FileSource::new(dir.path(), "default", writer.clone(), file_metrics);
+    (dir, writer.reader(), Arc::new(registry.finish()), source)
 }
 
 /// Runs the watcher with this debounce and no periodic rescan within the test, so whatever is

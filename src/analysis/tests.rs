@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::Store;
+use crate::store::{Store, StoreWriter};
 
 fn findings(yaml: &str) -> Findings {
     let snapshot = Store::from_yaml(yaml).snapshot();
@@ -136,7 +136,7 @@ fn pod(labels: &[(&str, &str)]) -> crate::config::Config {
 }
 
 fn findings_with(yaml: &str, pods: Vec<crate::config::Config>) -> Findings {
-    let store = Store::from_yaml(yaml);
+    let store = StoreWriter::from_yaml(yaml);
     for p in pods {
         store.upsert(p);
     }

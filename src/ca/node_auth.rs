@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_trusted_node_agent_gets_only_the_identities_on_its_node() {
-        let store = Arc::new(crate::store::Store::new(16));
+        let store = crate::store::StoreWriter::new(16);
         for p in [
             pod("istio-system", "ztunnel-a", "u-a", "ztunnel", "node-a"),
             pod("shop", "cart-1", "u-1", "cart", "node-a"),
@@ -169,7 +169,7 @@ mod tests {
             store.upsert(p);
         }
         let auth = NodeAuthorizer {
-            store,
+            store: store.reader(),
             trusted: NodeAuthorizer::parse_trusted("istio-system/ztunnel").unwrap(),
         };
         let z = caller("istio-system", "ztunnel", "ztunnel-a", "u-a");

@@ -144,7 +144,7 @@ pub fn resolve_host(host: &str, namespace: &str, domain_suffix: &str) -> String 
 mod tests {
     use super::*;
     use crate::config::{Kind, Spec};
-    use crate::store::Store;
+    use crate::store::{Store, StoreWriter};
 
     fn registry(yaml: &str) -> Registry {
         Registry::build(&Store::from_yaml(yaml).snapshot(), "cluster.local")
@@ -188,7 +188,7 @@ spec:\n  hosts: [reviews]\n  ports: [{number: 9080, name: http, protocol: HTTP, 
     #[test]
     fn a_workload_selector_selects_pods_too() {
         use serde_json::json;
-        let store = Store::from_yaml(SE);
+        let store = StoreWriter::from_yaml(SE);
         let ready = json!([{"type": "Ready", "status": "True"}]);
         let not_ready = json!([{"type": "Ready", "status": "False"}]);
         store.apply(

@@ -647,7 +647,7 @@ fn endpoints_for(
 mod tests {
     use super::*;
     use crate::source::kube::convert::IntoConfig;
-    use crate::store::{Change, Store};
+    use crate::store::{Change, StoreWriter};
     use serde_json::{Value, json};
 
     const SUFFIX: &str = "cluster.local";
@@ -787,7 +787,7 @@ mod tests {
             .expect("a label selector");
         for selectors in [Vec::new(), vec![only_on]] {
             let mut dice = Dice(7);
-            let store = Store::default();
+            let store = StoreWriter::default();
             let mut snapshot = store.snapshot();
             let mut registry = Registry::build_with(&snapshot, SUFFIX, &selectors);
             for step in 0..3000 {
@@ -824,7 +824,7 @@ mod tests {
     /// An update that changes nothing the registry reads keeps it as it was, and reports nothing.
     #[test]
     fn unrelated_changes_leave_the_registry_alone() {
-        let store = Store::default();
+        let store = StoreWriter::default();
         store.apply(vec![Change::Upsert(istio(
             "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.0.0.1}]}\n",
         ))]);

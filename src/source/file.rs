@@ -7,7 +7,7 @@
 
 use crate::config::{Config, ConfigError, ConfigKey, Skipped, parse_yaml};
 use crate::source::metrics::FileMetrics;
-use crate::store::{Change, Store};
+use crate::store::{Change, StoreWriter};
 use crate::validation::{Warning, check};
 use notify::{RecursiveMode, Watcher};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -300,7 +300,7 @@ pub struct FileDebounce {
 pub struct FileSource {
     dir: PathBuf,
     default_namespace: String,
-    store: Arc<Store>,
+    store: StoreWriter,
     metrics: Arc<FileMetrics>,
     files: BTreeMap<PathBuf, FileState>,
     status: Arc<Mutex<Vec<FileStatus>>>,
@@ -321,7 +321,7 @@ impl FileSource {
     pub fn new(
         dir: impl Into<PathBuf>,
         default_namespace: &str,
-        store: Arc<Store>,
+        store: StoreWriter,
         metrics: Arc<FileMetrics>,
     ) -> Self {
         FileSource {

@@ -144,7 +144,9 @@ pub enum Change {
     Delete(ConfigKey),
 }
 
-/// The shared store. Cheap to clone a handle: wrap it in an `Arc`.
+/// The shared store, read-only: everyone but the sources holds this (in an `Arc`). Writes go
+/// through the [`StoreWriter`] only sources receive, so "sources are the only writers" holds by
+/// type (kube-runtime's `Writer`/`Store` split).
 pub struct Store {
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
@@ -181,18 +183,6 @@ impl Store {
         self.events.subscribe()
     }
 
-    /// Adds or replaces one object. Returns the event, or `None` when the object is unchanged.
-    pub fn upsert(&self, config: Config) -> Option<Event> {
-        self.apply(vec![Change::Upsert(config)]).into_iter().next()
-    }
-
-    /// Deletes one object. Returns the event, or `None` when it was not there.
-    pub fn delete(&self, key: &ConfigKey) -> Option<Event> {
-        self.apply(vec![Change::Delete(key.clone())])
-            .into_iter()
-            .next()
-    }
-
     /// A store holding every object of a YAML text, which must be valid (unit tests' fixtures).
     #[cfg(test)]
     pub fn from_yaml(yaml: &str) -> Store {
@@ -201,9 +191,8 @@ impl Store {
         store
     }
 
-    /// Applies every object of a YAML text, which must be valid (unit tests' fixtures).
     #[cfg(test)]
-    pub fn apply_yaml(&self, yaml: &str) {
+    fn apply_yaml(&self, yaml: &str) {
         let parsed = crate::config::parse_yaml(yaml, "default");
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         self.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
@@ -211,7 +200,7 @@ impl Store {
 
     /// Applies a batch atomically: readers see all of it or none of it. Unchanged upserts and deletes
     /// of missing keys are dropped, so re-reading the same source causes no events.
-    pub fn apply(&self, changes: Vec<Change>) -> Vec<Event> {
+    fn apply(&self, changes: Vec<Change>) -> Vec<Event> {
         // A poisoned lock only means another writer panicked mid-build; the published snapshot is
         // still consistent because nothing is published until the build is done.
         let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
@@ -284,6 +273,71 @@ impl Store {
             let _ = self.events.send(event.clone());
         }
         events
+    }
+}
+
+/// The handle that writes the store: sources (and fixtures) hold one; everything else reads
+/// through the `Arc<Store>` of [`StoreWriter::reader`]. Cheap to clone; it reads too (`Deref`).
+#[derive(Clone)]
+pub struct StoreWriter(Arc<Store>);
+
+impl Default for StoreWriter {
+    fn default() -> Self {
+        StoreWriter::new(DEFAULT_EVENT_CAPACITY)
+    }
+}
+
+impl std::ops::Deref for StoreWriter {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl StoreWriter {
+    pub fn new(event_capacity: usize) -> StoreWriter {
+        StoreWriter(Arc::new(Store::new(event_capacity)))
+    }
+
+    /// The read-only handle everyone else gets.
+    pub fn reader(&self) -> Arc<Store> {
+        self.0.clone()
+    }
+
+    /// Adds or replaces one object. Returns the event, or `None` when the object is unchanged.
+    pub fn upsert(&self, config: Config) -> Option<Event> {
+        self.0
+            .apply(vec![Change::Upsert(config)])
+            .into_iter()
+            .next()
+    }
+
+    /// Deletes one object. Returns the event, or `None` when it was not there.
+    pub fn delete(&self, key: &ConfigKey) -> Option<Event> {
+        self.0
+            .apply(vec![Change::Delete(key.clone())])
+            .into_iter()
+            .next()
+    }
+
+    /// Applies a batch atomically: readers see all of it or none of it. Unchanged upserts and
+    /// deletes of missing keys are dropped, so re-reading the same source causes no events.
+    pub fn apply(&self, changes: Vec<Change>) -> Vec<Event> {
+        self.0.apply(changes)
+    }
+
+    /// Applies every object of a YAML text, which must be valid (unit tests' fixtures).
+    #[cfg(test)]
+    pub fn apply_yaml(&self, yaml: &str) {
+        self.0.apply_yaml(yaml)
+    }
+
+    /// A writer of a store holding every object of a YAML text (unit tests' fixtures).
+    #[cfg(test)]
+    pub fn from_yaml(yaml: &str) -> StoreWriter {
+        let writer = StoreWriter::default();
+        writer.apply_yaml(yaml);
+        writer
     }
 }
 

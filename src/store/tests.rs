@@ -12,7 +12,7 @@ fn se(ns: &str, name: &str, host: &str) -> Config {
 
 #[test]
 fn upsert_update_delete_produce_versioned_events() {
-    let store = Store::default();
+    let store = StoreWriter::default();
     let mut rx = store.subscribe();
     let a = se("ns", "a", "a.com");
     let added = store.upsert(a.clone()).unwrap();
@@ -42,7 +42,7 @@ fn upsert_update_delete_produce_versioned_events() {
 
 #[test]
 fn snapshots_are_isolated_from_later_writes() {
-    let store = Store::default();
+    let store = StoreWriter::default();
     store.upsert(se("ns", "a", "a.com"));
     let before = store.snapshot();
     store.upsert(se("ns", "b", "b.com"));
@@ -56,7 +56,7 @@ fn snapshots_are_isolated_from_later_writes() {
 
 #[test]
 fn batches_are_atomic_and_listing_is_ordered() {
-    let store = Store::default();
+    let store = StoreWriter::default();
     let events = store.apply(vec![
         Change::Upsert(se("b", "x", "x.com")),
         Change::Upsert(se("a", "y", "y.com")),
@@ -80,7 +80,7 @@ fn batches_are_atomic_and_listing_is_ordered() {
 
 #[test]
 fn lagging_subscriber_is_told_to_resync() {
-    let store = Store::new(2);
+    let store = StoreWriter::new(2);
     let mut rx = store.subscribe();
     for i in 0..5 {
         store.upsert(se("ns", &format!("s{i}"), "a.com"));
@@ -100,7 +100,7 @@ fn lagging_subscriber_is_told_to_resync() {
 /// content), and every subscriber sees each key's events in version order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_readers_one_writer_events_in_order_per_key() {
-    let store = Arc::new(Store::default());
+    let store = StoreWriter::default();
     const WRITES: u64 = 2_000;
     let mut subscribers = Vec::new();
     for _ in 0..4 {
@@ -187,7 +187,7 @@ async fn many_readers_one_writer_events_in_order_per_key() {
 /// service mesh was never pushed.)
 #[test]
 fn changes_since_finds_every_change_in_large_stores() {
-    let store = Store::default();
+    let store = StoreWriter::default();
     let entry = |i: usize, port: u32| {
         let yaml = format!(
             "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: s{i}, namespace: ns{}}}\nspec: {{hosts: [h{i}.example.com], ports: [{{number: {port}, name: http, protocol: HTTP}}], resolution: STATIC, endpoints: [{{address: 10.0.0.1}}]}}\n",

@@ -8,7 +8,7 @@ use crate::k8s::leader::LeaderElection;
 use crate::model::mesh::MeshSettings;
 use crate::source::file::FileSource;
 use crate::source::kube::controller::{KubeSource, KubeSourceConfig, Readiness};
-use crate::store::Store;
+use crate::store::{Store, StoreWriter};
 use crate::webhook::WebhookState;
 use crate::webhook::cabundle::CaBundlePatcher;
 use crate::webhook::inject::{Injector, InjectorSettings};
@@ -129,7 +129,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     check_files_mode(&args, use_kubernetes)?;
     let late = LateHandles::default();
-    let store = Arc::new(Store::default());
+    // Only the sources get the writer; everything else reads.
+    let writer = StoreWriter::default();
+    let store = writer.reader();
     let daemon = Daemon {
         metrics: DaemonMetrics::register(store.clone(), late.xds.clone()),
         store,
@@ -137,7 +139,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cancel: CancellationToken::new(),
         tasks: TaskTracker::new(),
     };
-    let mut file_source = file_source(&args, use_kubernetes, &daemon);
+    let mut file_source = file_source(&args, use_kubernetes, &daemon, &writer);
     let debug_pages = start_admin(&args, &daemon, file_source.as_ref(), &late).await?;
     let listeners = Listeners {
         grpc: bind(args.grpc_addr, "grpc-xds").await?,
@@ -150,7 +152,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             info!(dir = %args.config_dir.display(), objects = daemon.store.snapshot().len(), events, "initial config loaded");
             None
         }
-        None => match start_kubernetes(&args, &daemon).await? {
+        None => match start_kubernetes(&args, &daemon, writer).await? {
             Some(cluster) => Some(cluster),
             // Asked to stop during the initial sync.
             None => return daemon.drain(args.drain_duration).await,
@@ -267,12 +269,17 @@ fn check_files_mode(args: &ServeArgs, use_kubernetes: bool) -> anyhow::Result<()
     Ok(())
 }
 
-fn file_source(args: &ServeArgs, use_kubernetes: bool, daemon: &Daemon) -> Option<FileSource> {
+fn file_source(
+    args: &ServeArgs,
+    use_kubernetes: bool,
+    daemon: &Daemon,
+    writer: &StoreWriter,
+) -> Option<FileSource> {
     (!use_kubernetes).then(|| {
         let source = FileSource::new(
             &args.config_dir,
             &args.default_namespace,
-            daemon.store.clone(),
+            writer.clone(),
             daemon.metrics.file.clone(),
         );
         match &args.mesh_config {
@@ -339,14 +346,18 @@ async fn start_admin(
 
 /// The Kubernetes watchers and the leader election, then the wait for every watcher's initial
 /// sync; `None` when asked to stop during that wait.
-async fn start_kubernetes(args: &ServeArgs, daemon: &Daemon) -> anyhow::Result<Option<Cluster>> {
+async fn start_kubernetes(
+    args: &ServeArgs,
+    daemon: &Daemon,
+    writer: StoreWriter,
+) -> anyhow::Result<Option<Cluster>> {
     let client = crate::k8s::client(args.kubeconfig.as_deref())
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach Kubernetes: {e}"))?;
     let readiness = Arc::new(Readiness::default());
     KubeSource::new(
         client.clone(),
-        daemon.store.clone(),
+        writer,
         daemon.metrics.kube.clone(),
         readiness.clone(),
         KubeSourceConfig {

@@ -6,7 +6,7 @@ use super::convert::IntoConfig;
 use crate::config::{Config, ConfigKey, Kind};
 use crate::metrics::{K8sEventLabels, KindLabels, TypeLabels};
 use crate::source::metrics::KubeMetrics;
-use crate::store::{Change, Store};
+use crate::store::{Change, StoreWriter};
 use crate::validation::validate;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Service};
@@ -79,7 +79,7 @@ impl Readiness {
 /// Shared by every watcher task.
 #[derive(Clone)]
 struct Ctx {
-    store: Arc<Store>,
+    store: StoreWriter,
     metrics: Arc<KubeMetrics>,
     readiness: Arc<Readiness>,
 }
@@ -253,7 +253,7 @@ fn any_key(_: &ConfigKey) -> bool {
 impl KubeSource {
     pub fn new(
         client: kube::Client,
-        store: Arc<Store>,
+        store: StoreWriter,
         metrics: Arc<KubeMetrics>,
         readiness: Arc<Readiness>,
         config: KubeSourceConfig,

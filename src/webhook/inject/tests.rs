@@ -1,7 +1,7 @@
 use super::render::{owner_url, rewrite_probes};
 use super::*;
 use crate::config::{Config, ObjectMeta};
-use crate::store::Change;
+use crate::store::{Change, StoreWriter};
 use serde_json::{Map, json};
 
 fn namespace(name: &str, labels: &[(&str, &str)]) -> Config {
@@ -47,7 +47,12 @@ fn injector_config_map(config: &str, values: &str) -> Config {
 }
 
 fn injector() -> Injector {
-    let store = Arc::new(Store::default());
+    injector_and_writer().0
+}
+
+/// An injector, and the writer of the store it reads.
+fn injector_and_writer() -> (Injector, StoreWriter) {
+    let store = StoreWriter::default();
     store.apply(vec![
         Change::Upsert(namespace("on", &[("istio-injection", "enabled")])),
         Change::Upsert(namespace("off", &[("istio-injection", "disabled")])),
@@ -55,7 +60,10 @@ fn injector() -> Injector {
         Change::Upsert(namespace("canary", &[("istio.io/rev", "canary")])),
         Change::Upsert(namespace("plain", &[])),
     ]);
-    Injector::new(InjectorSettings::default(), store)
+    (
+        Injector::new(InjectorSettings::default(), store.reader()),
+        store,
+    )
 }
 
 fn pod(labels: Value, annotations: Value) -> Value {
@@ -115,7 +123,7 @@ fn selection_follows_namespace_labels_then_pod_label_and_annotation() {
 /// tag of another revision is not.
 #[test]
 fn revision_tags_select_like_the_revision() {
-    let store = Arc::new(Store::default());
+    let store = StoreWriter::default();
     store.apply(vec![
         Change::Upsert(namespace("stable", &[("istio.io/rev", "prod-stable")])),
         Change::Upsert(namespace("other", &[("istio.io/rev", "prod-canary")])),
@@ -126,7 +134,7 @@ fn revision_tags_select_like_the_revision() {
         revision_tags: vec!["prod-stable".into()],
         ..InjectorSettings::default()
     };
-    let inj = Injector::new(settings, store);
+    let inj = Injector::new(settings, store.reader());
     let t = Template::default();
     let none = || pod(json!({}), json!({}));
     let tagged = |tag: &str| pod(json!({"istio.io/rev": tag}), json!({}));
@@ -180,10 +188,9 @@ fn namespaces_by_default_injects_unlabelled_namespaces() {
 
 #[test]
 fn policy_and_selectors_from_the_configmap() {
-    let inj = injector();
+    let (inj, writer) = injector_and_writer();
     let config = "policy: disabled\nalwaysInjectSelector:\n- matchLabels: {always: \"yes\"}\nneverInjectSelector:\n- matchExpressions: [{key: never, operator: Exists}]\ninjectedAnnotations: {team: mesh}\ntemplates:\n  sidecar: |\n    {{ .Values.global.hub }}\n";
-    inj.store
-        .apply(vec![Change::Upsert(injector_config_map(config, "{}"))]);
+    writer.apply(vec![Change::Upsert(injector_config_map(config, "{}"))]);
     let t = inj.template();
     assert!(!t.policy_enabled);
     assert_eq!(t.injected_annotations["team"], "mesh");
@@ -201,8 +208,7 @@ fn policy_and_selectors_from_the_configmap() {
     );
 
     let enabled = "policy: enabled\nneverInjectSelector:\n- matchExpressions: [{key: never, operator: Exists}]\n";
-    inj.store
-        .apply(vec![Change::Upsert(injector_config_map(enabled, ""))]);
+    writer.apply(vec![Change::Upsert(injector_config_map(enabled, ""))]);
     let t = inj.template();
     assert!(t.policy_enabled);
     assert!(matches!(
@@ -222,19 +228,18 @@ fn policy_and_selectors_from_the_configmap() {
 
 #[test]
 fn a_broken_configmap_keeps_the_last_good_template() {
-    let inj = injector();
-    inj.store.apply(vec![Change::Upsert(injector_config_map(
+    let (inj, writer) = injector_and_writer();
+    writer.apply(vec![Change::Upsert(injector_config_map(
         "policy: disabled\n",
         "",
     ))]);
     assert!(!inj.template().policy_enabled);
-    inj.store.apply(vec![Change::Upsert(injector_config_map(
+    writer.apply(vec![Change::Upsert(injector_config_map(
         "policy: sometimes\n",
         "",
     ))]);
     assert!(!inj.template().policy_enabled, "kept");
-    inj.store
-        .apply(vec![Change::Upsert(injector_config_map("", "{not json"))]);
+    writer.apply(vec![Change::Upsert(injector_config_map("", "{not json"))]);
     assert!(!inj.template().policy_enabled, "kept");
 }
 

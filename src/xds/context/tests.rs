@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::Store;
+use crate::store::StoreWriter;
 
 const SE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.0.0.1}]}\n";
 const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], http: [{timeout: 5s, route: [{destination: {host: a.example.com}}]}]}\n";
@@ -9,7 +9,7 @@ const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmeta
 #[test]
 fn routing_is_reused_only_while_routes_are_unchanged() {
     let mesh = MeshSettings::default();
-    let store = Store::from_yaml(&format!("{SE}---\n{VS}"));
+    let store = StoreWriter::from_yaml(&format!("{SE}---\n{VS}"));
     let first = store.snapshot();
     let routing = Arc::new(Routing::build(&first, &mesh));
     store.apply_yaml(&SE.replace("10.0.0.1", "10.0.0.2"));

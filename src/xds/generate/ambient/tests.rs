@@ -1,7 +1,7 @@
 use super::pb::workload::{Address, address};
 use super::*;
 use crate::source::kube::convert::IntoConfig;
-use crate::store::Store;
+use crate::store::{Store, StoreWriter};
 use serde_json::json;
 
 fn k8s<T: serde::de::DeserializeOwned + IntoConfig>(v: serde_json::Value) -> Config {
@@ -28,8 +28,8 @@ fn namespace(name: &str, labels: serde_json::Value) -> Config {
 
 /// A mesh: namespace `amb` in ambient mode with pods web-0 and web-1 behind service `web`, and
 /// namespace `plain` with one pod that is not captured.
-fn store() -> Store {
-    let store = Store::new(64);
+fn store() -> StoreWriter {
+    let store = StoreWriter::new(64);
     for c in [
         namespace("amb", json!({"istio.io/dataplane-mode": "ambient"})),
         namespace("plain", json!({})),
@@ -254,7 +254,7 @@ fn config_dump_has_ztunnel_shape() {
 
 #[test]
 fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() {
-    let store = Store::new(64);
+    let store = StoreWriter::new(64);
     let service = |ns: &str, name: &str, labels: serde_json::Value| {
         k8s::<k8s_openapi::api::core::v1::Service>(json!({
             "metadata": {"name": name, "namespace": ns, "labels": labels},
@@ -314,7 +314,7 @@ fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() 
 /// that no waypoint enforces it (Rudder serves none yet): why per target, flattened over several.
 #[test]
 fn policies_attached_to_waypoint_targets_say_they_are_enforced_nowhere() {
-    let store = crate::store::Store::from_yaml(
+    let store = crate::store::StoreWriter::from_yaml(
         "
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry

@@ -67,7 +67,7 @@ fn credential_ca_bundles_carry_their_revocation_list() {
         base64::engine::general_purpose::STANDARD.encode(s)
     };
     use crate::source::kube::convert::IntoConfig;
-    let store = Store::default();
+    let store = StoreWriter::default();
     for (name, data) in [
         (
             "tls-style",

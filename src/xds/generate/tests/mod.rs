@@ -3,7 +3,7 @@
 use super::*;
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
-use crate::store::Store;
+use crate::store::{Store, StoreWriter};
 use crate::xds::context::PushContext;
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
