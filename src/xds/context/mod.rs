@@ -46,11 +46,11 @@ pub struct Conflicts {
     pub duplicate_subsets: usize,
 }
 
-/// What generators may read of a proxy: exactly the inputs of its cache key, computed once per key
-/// and shared by every proxy with that key. Generators get this view, never the proxy itself, so
-/// nothing they read can differ between two proxies that share cached resources.
-pub struct ScopeView {
-    pub key: u64,
+/// Everything of a proxy that generated config depends on. The scope key is this struct's derived
+/// `Hash`: a field added here is hashed by construction, so generators cannot read an input the
+/// key does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScopeInputs {
     pub namespace: String,
     pub labels: BTreeMap<String, String>,
     pub generator: Generator,
@@ -64,14 +64,36 @@ pub struct ScopeView {
     /// The service ports (and protocols) served at the proxy's IP: its inbound listeners and
     /// clusters. Two proxies with the same labels at different IPs may differ here.
     pub inbound: Arc<BTreeMap<u32, Protocol>>,
-    pub services: Vec<Arc<Service>>,
-    pub sidecar: Option<Arc<Config>>,
+    /// The Sidecar that applies to the proxy (its content is the push context's: a change to it
+    /// is a full push, with new caches).
+    pub sidecar_key: Option<crate::config::ConfigKey>,
     /// The proxy proved an identity, so it can get a workload certificate: mesh traffic may use
     /// mTLS (automatic mTLS upstream, PeerAuthentication inbound).
     pub mtls: bool,
     /// A gateway's `gatewayTopology` (its own ProxyConfig, else the mesh default; istiod's
     /// `ProxyConfigOrDefault`); the default for other proxies.
     pub gateway_topology: crate::config::mesh::GatewayTopology,
+}
+
+/// What generators may read of a proxy: its [`ScopeInputs`] (through `Deref`) and what the push
+/// context derives from them alone, computed once per key and shared by every proxy with that
+/// key. Generators get this view, never the proxy itself, so nothing they read can differ between
+/// two proxies that share cached resources.
+pub struct ScopeView {
+    /// The hash of `inputs`.
+    pub key: u64,
+    pub inputs: ScopeInputs,
+    /// The services the proxy sees (exportTo, the Sidecar's egress).
+    pub services: Vec<Arc<Service>>,
+    /// The Sidecar `inputs.sidecar_key` names.
+    pub sidecar: Option<Arc<Config>>,
+}
+
+impl std::ops::Deref for ScopeView {
+    type Target = ScopeInputs;
+    fn deref(&self) -> &ScopeInputs {
+        &self.inputs
+    }
 }
 
 /// One derived index, built at most once.
@@ -458,18 +480,21 @@ impl PushContext {
         } else {
             Default::default()
         };
+        let inputs = ScopeInputs {
+            namespace: proxy.namespace.clone(),
+            labels: proxy.labels.clone(),
+            generator: proxy.generator,
+            proxy_type: proxy.proxy_type,
+            interception_none: proxy.interception_none,
+            ipv6_only: proxy.ipv6_only,
+            locality: proxy.locality.clone(),
+            inbound,
+            sidecar_key: sidecar.as_ref().map(|c| c.key()),
+            mtls,
+            gateway_topology,
+        };
         let mut h = DefaultHasher::new();
-        proxy.namespace.hash(&mut h);
-        proxy.labels.hash(&mut h);
-        proxy.generator.hash(&mut h);
-        proxy.proxy_type.hash(&mut h);
-        proxy.interception_none.hash(&mut h);
-        proxy.ipv6_only.hash(&mut h);
-        proxy.locality.hash(&mut h);
-        inbound.hash(&mut h);
-        sidecar.as_ref().map(|c| c.key()).hash(&mut h);
-        mtls.hash(&mut h);
-        gateway_topology.hash(&mut h);
+        inputs.hash(&mut h);
         let key = h.finish();
         let mut scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
         scopes
@@ -491,18 +516,9 @@ impl PushContext {
                     .collect();
                 Arc::new(ScopeView {
                     key,
-                    namespace: proxy.namespace.clone(),
-                    labels: proxy.labels.clone(),
-                    generator: proxy.generator,
-                    proxy_type: proxy.proxy_type,
-                    interception_none: proxy.interception_none,
-                    ipv6_only: proxy.ipv6_only,
-                    locality: proxy.locality.clone(),
-                    inbound,
+                    inputs,
                     services,
                     sidecar: sidecar.clone(),
-                    mtls,
-                    gateway_topology,
                 })
             })
             .clone()

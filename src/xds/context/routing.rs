@@ -81,7 +81,7 @@ pub(super) fn exported_to(
 /// The delegate VirtualService `namespace/name` a root in `root_ns` may use: one without hosts
 /// (a delegate serves only through its roots) exported to the root's namespace.
 fn delegate_for(
-    snapshot: &Snapshot,
+    snapshot: &Declared,
     default_export: &[String],
     root_ns: &str,
     name: &str,
@@ -104,9 +104,12 @@ fn delegate_for(
 }
 
 impl Routing {
-    /// This index if it still holds for `new` (built from `old`): no VirtualService or
-    /// DestinationRule differs between the snapshots and the settings it read are the same; else
-    /// one built for `new`.
+    /// The kinds the index is built from, declared once: `build` reads the snapshot only through
+    /// a view of these, and `reuse_or_build` rebuilds when one of them changed.
+    pub const KINDS: &'static [Kind] = &[Kind::VirtualService, Kind::DestinationRule];
+
+    /// This index if it still holds for `new` (built from `old`): none of its `KINDS` differs
+    /// between the snapshots and the settings it read are the same; else one built for `new`.
     pub fn reuse_or_build(
         self: &Arc<Routing>,
         old: &Snapshot,
@@ -115,10 +118,9 @@ impl Routing {
     ) -> Arc<Routing> {
         let same = self.domain_suffix == mesh.domain_suffix
             && self.default_export_to == mesh.default_virtual_service_export_to
-            && new.changes_since(old).is_some_and(|changes| {
-                !changes.contains_key(&Kind::VirtualService)
-                    && !changes.contains_key(&Kind::DestinationRule)
-            });
+            && new
+                .changes_since(old)
+                .is_some_and(|changes| !Routing::KINDS.iter().any(|k| changes.contains_key(k)));
         if same {
             self.clone()
         } else {
@@ -127,6 +129,10 @@ impl Routing {
     }
 
     pub fn build(snapshot: &Snapshot, mesh: &MeshSettings) -> Routing {
+        let snapshot = &Declared {
+            snapshot,
+            kinds: Routing::KINDS,
+        };
         let suffix = mesh.domain_suffix.clone();
         // One pass: a VirtualService may serve the mesh (no gateways, or `mesh`), gateways, or both.
         let mut virtual_services: Vec<VsEntry> = Vec::new();
@@ -230,6 +236,35 @@ impl Routing {
             dr_wildcards,
             domain_suffix: suffix,
             default_export_to: mesh.default_virtual_service_export_to.clone(),
+        }
+    }
+}
+
+/// A snapshot as a derived index may read it: only the kinds it declared. Reading another kind
+/// is a bug (the index would not be rebuilt when that kind changes): it fails in debug builds and
+/// reads nothing in release builds.
+struct Declared<'a> {
+    snapshot: &'a Snapshot,
+    kinds: &'static [Kind],
+}
+
+impl Declared<'_> {
+    fn declared(&self, kind: Kind) -> bool {
+        let ok = self.kinds.contains(&kind);
+        debug_assert!(ok, "{kind:?} read by an index that did not declare it");
+        ok
+    }
+
+    fn list(&self, kind: Kind) -> impl Iterator<Item = &crate::store::Entry> {
+        let ok = self.declared(kind);
+        self.snapshot.list(kind).filter(move |_| ok)
+    }
+
+    fn get(&self, key: &crate::config::ConfigKey) -> Option<&crate::store::Entry> {
+        if self.declared(key.kind) {
+            self.snapshot.get(key)
+        } else {
+            None
         }
     }
 }
