@@ -8,7 +8,7 @@
 //! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`); `RUDDER_BIN=path` and
 //! `LOADGEN_BIN=path` run other builds of the daemon and the generator instead of this one's.
 
-#[path = "../tests/common/fake_k8s.rs"]
+#[path = "../tests/e2e/common/fake_k8s.rs"]
 mod fake_k8s;
 
 use std::process::{Command, ExitCode};

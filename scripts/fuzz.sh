@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a bounded time (FUZZ_SECONDS each, default 60).
 # Works on the stable toolchain (no sanitizer: `-s none`). Seeds come from examples/ and tests/fixtures/.
-# A crash is copied into fuzz/regressions/<target>/ (replayed by tests/fuzz_regressions.rs) and the
+# A crash is copied into fuzz/regressions/<target>/ (replayed by tests/library/fuzz_regressions.rs) and the
 # script fails; fix the bug, keep the reproducer.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,6 @@
 //! Entry points for fuzzing: each takes arbitrary bytes as they would arrive from outside and runs
 //! them through the same code the daemon runs. They must never panic; every outcome is a value.
-//! `fuzz/` drives them with cargo-fuzz; `tests/fuzz_regressions.rs` replays the saved inputs.
+//! `fuzz/` drives them with cargo-fuzz; `tests/library/fuzz_regressions.rs` replays the saved inputs.
 
 use crate::config;
 use crate::model::mesh::MeshSettings;

@@ -2,7 +2,7 @@
 //! every field here produces a warning that names it, wherever config enters (the validation
 //! webhook's `warnings`, `rudder validate`, `/debug/sources`) and in the metric
 //! `rudder_config_unhonoured_fields{kind,field}`. When a generator starts honouring a field, its
-//! entry goes; `tests/validation_parity.rs` checks each entry still warns.
+//! entry goes; `tests/library/validation_parity.rs` checks each entry still warns.
 
 use crate::config::{Config, Kind, Spec};
 use serde_json::Value;

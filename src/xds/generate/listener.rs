@@ -2,6 +2,8 @@
 
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
 use super::finish::{Class, Typed};
+pub(super) use super::network::network_filter;
+use super::network::tcp_proxy;
 use super::route::{CORS_FILTER, FAULT_FILTER, virtual_host};
 use super::util::{ads, any};
 use crate::config::Spec;
@@ -16,8 +18,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
-    ApiListener, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter,
-    listener_filter,
+    ApiListener, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::route::Action;
 use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
@@ -30,7 +31,7 @@ use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::Ori
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -109,13 +110,6 @@ fn hcm(
     out
 }
 
-pub(super) fn network_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> Filter {
-    Filter {
-        name: name.into(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(config))),
-    }
-}
-
 pub(super) fn hcm_filter(ctx: &PushContext, stat_prefix: &str, routes: RouteSource) -> Filter {
     server_hcm_filter(ctx, stat_prefix, routes, Vec::new())
 }
@@ -179,14 +173,12 @@ pub(super) fn security_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Http
     out
 }
 
+/// A plain TCP proxy to `cluster` (passthrough, blackhole, inbound).
 pub(super) fn tcp_filter(cluster: &str) -> Filter {
-    network_filter(
-        "envoy.filters.network.tcp_proxy",
-        &TcpProxy {
-            stat_prefix: cluster.into(),
-            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.into())),
-            ..Default::default()
-        },
+    tcp_proxy(
+        cluster,
+        tcp_proxy::ClusterSpecifier::Cluster(cluster.into()),
+        None,
     )
 }
 

@@ -10,6 +10,7 @@ pub mod gateway;
 pub mod jwt;
 pub mod listener;
 pub mod locality;
+pub mod network;
 pub mod outbound;
 pub mod rbac;
 pub mod route;

@@ -14,6 +14,7 @@ use super::finish::{Class, Typed};
 use super::listener::{
     PLAINTEXT_HTTP_ALPN, RouteSource, cidr, hcm_filter, network_filter, tcp_filter,
 };
+use super::network::{Destination, tcp_proxy};
 use super::util::{any, match_applies_to_sidecar, outbound_cluster};
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
@@ -27,7 +28,7 @@ use envoy_types::pb::envoy::config::listener::v3::{
 use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
     FilterStateValue, filter_state_value,
 };
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::BoolValue;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -526,13 +527,16 @@ fn tls_chains(
 /// A TCP proxy straight to the service, shaped by its DestinationRule as istiod shapes it.
 fn service_tcp_filter(ctx: &PushContext, scope: &ScopeView, svc: &Service, port: u32) -> Filter {
     let cluster = outbound_cluster(port, "", &svc.hostname);
-    let mut proxy = TcpProxy {
-        stat_prefix: cluster.clone(),
-        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster)),
-        ..Default::default()
-    };
-    shape_by_rule(&mut proxy, ctx, scope, svc, port);
-    network_filter("envoy.filters.network.tcp_proxy", &proxy)
+    tcp_proxy(
+        &cluster,
+        tcp_proxy::ClusterSpecifier::Cluster(cluster.clone()),
+        Some(Destination {
+            ctx,
+            scope,
+            service: svc,
+            port,
+        }),
+    )
 }
 
 fn chain(name: &str, filter_chain_match: Option<FilterChainMatch>, filter: Filter) -> FilterChain {
@@ -597,46 +601,12 @@ pub(super) fn l4_route_filter(
                 .collect(),
         }),
     };
-    let mut proxy = TcpProxy {
-        stat_prefix: stat_prefix.into(),
-        cluster_specifier: Some(specifier),
-        ..Default::default()
-    };
     // As istiod: one destination is shaped by its DestinationRule.
-    if let Some((svc, port)) = single {
-        shape_by_rule(&mut proxy, ctx, scope, svc, port);
-    }
-    Some(network_filter("envoy.filters.network.tcp_proxy", &proxy))
-}
-
-/// What the destination's DestinationRule sets on a TCP proxy: `connectionPool.tcp.idleTimeout`
-/// (Envoy's default of one hour otherwise) and `tunnel`: the payload goes through an HTTP CONNECT
-/// (or POST) tunnel to `targetHost:targetPort`, the destination being the tunnel's proxy.
-fn shape_by_rule(
-    proxy: &mut TcpProxy,
-    ctx: &PushContext,
-    scope: &ScopeView,
-    svc: &Service,
-    port: u32,
-) {
-    let rule = ctx
-        .destination_rule_for(&scope.namespace, &scope.labels, svc)
-        .map(|d| &d.spec);
-    let policy = super::cluster::EffectivePolicy::resolve(rule, None, port);
-    proxy.idle_timeout = policy
-        .connection_pool
-        .and_then(|p| p.tcp)
-        .and_then(|t| t.idle_timeout)
-        .map(|d| super::util::duration(d.as_std()));
-    if let Some(t) = policy.tunnel {
-        proxy.tunneling_config = Some(tcp_proxy::TunnelingConfig {
-            hostname: if t.target_host.contains(':') {
-                format!("[{}]:{}", t.target_host, t.target_port)
-            } else {
-                format!("{}:{}", t.target_host, t.target_port)
-            },
-            use_post: t.protocol.eq_ignore_ascii_case("POST"),
-            ..Default::default()
-        });
-    }
+    let destination = single.map(|(service, port)| Destination {
+        ctx,
+        scope,
+        service,
+        port,
+    });
+    Some(tcp_proxy(stat_prefix, specifier, destination))
 }

@@ -1,10 +1,9 @@
 //! ADS protocol behaviour, driven by a plain Rust xDS client against the `rudder` binary: subscription
 //! semantics, ACK/NACK handling, stale nonces, bad clients, and Delta's resume-from-versions.
 
-mod common;
-
-use common::ads::{Delta, Sotw as Client, cla_names, cluster_names, node};
-use common::{Daemon, eventually, http_get};
+use crate::common;
+use crate::common::ads::{Delta, Sotw as Client, cla_names, cluster_names, node};
+use crate::common::{Daemon, eventually, http_get};
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryResponse};
 use prost::Message;

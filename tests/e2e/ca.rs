@@ -1,10 +1,8 @@
 //! The CA on the TLS port, files mode: certificates a real TLS stack accepts, and clear refusals.
 
-mod common;
-
-use common::ca::{channel, create, csr, openssl_verify};
-use common::peers::{Envoy, peer};
-use common::{Daemon, eventually, http_get};
+use crate::common::ca::{channel, create, csr, openssl_verify};
+use crate::common::peers::{Envoy, peer};
+use crate::common::{Daemon, eventually, http_get};
 use std::sync::Arc;
 
 const TOKEN: &str = "token-of-foo-bar";

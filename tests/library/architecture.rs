@@ -2,7 +2,7 @@
 //! (test code aside) must name a module its own module may import, no module's files import each
 //! other in a cycle, no file is over 900 lines outside API types and validation rules, and
 //! `config`, `store` and `model` name no transport crate, and only the sources (and the wiring) hold
-//! the store's writer. Run alone: `cargo test --test architecture`.
+//! the store's writer. Run alone: `cargo test --test library architecture::`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,11 +2,10 @@
 //! `KUBECONFIG` is set (each run in its own namespace). Scenarios that need the fake's fault hooks
 //! (compaction, injected 429s, blocked lists, CRD churn) say so and are skipped on a real cluster.
 
-mod common;
-
-use common::ads::{CDS, EDS, RDS, Sotw, cla_names, claims, cluster_names};
-use common::cluster::{Cluster, istio_crd};
-use common::{Daemon, eventually, http_get};
+use crate::common;
+use crate::common::ads::{CDS, EDS, RDS, Sotw, cla_names, claims, cluster_names};
+use crate::common::cluster::{Cluster, istio_crd};
+use crate::common::{Daemon, eventually, http_get};
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -3,12 +3,10 @@
 //! objects, then incremental updates and removals; lookups by address; the config dump's shape.
 //! Runs against the fake API server, and a real one too when KUBECONFIG is set.
 
-mod common;
-
-use common::ads::Delta;
-use common::ca::channel;
-use common::cluster::{Cluster, istio_crd};
-use common::{Daemon, eventually, http_get};
+use crate::common::ads::Delta;
+use crate::common::ca::channel;
+use crate::common::cluster::{Cluster, istio_crd};
+use crate::common::{Daemon, eventually, http_get};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,

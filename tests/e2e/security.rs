@@ -3,12 +3,11 @@
 //! certificate for its own identity and the root; a gateway of another namespace, a node claiming
 //! another namespace than its token's, a plaintext stream and a forged token get nothing.
 
-mod common;
-
-use common::ads::Delta;
-use common::ca::channel;
-use common::cluster::Cluster;
-use common::{eventually, http_get};
+use crate::common;
+use crate::common::ads::Delta;
+use crate::common::ca::channel;
+use crate::common::cluster::Cluster;
+use crate::common::{eventually, http_get};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, secret};
 use envoy_types::pb::envoy::service::discovery::v3::{

@@ -6,12 +6,10 @@
 //! with. No registry here ships an istioctl binary, so its requests are replayed.
 //! The fake API server always; a real one too when `KUBECONFIG` is set.
 
-mod common;
-
-use common::ads::{CDS, Sotw};
-use common::ca::channel;
-use common::cluster::Cluster;
-use common::{Daemon, eventually, http_get};
+use crate::common::ads::{CDS, Sotw};
+use crate::common::ca::channel;
+use crate::common::cluster::Cluster;
+use crate::common::{Daemon, eventually, http_get};
 use envoy_types::pb::envoy::admin::v3::{ClustersConfigDump, ConfigDump};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;

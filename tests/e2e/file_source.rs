@@ -1,7 +1,6 @@
 //! The file source: loads, reloads, deletes, and survives bad files without losing good config.
 
-mod common;
-
+use crate::common;
 use rudder::config::{ConfigKey, Kind, Spec};
 use rudder::metrics::{Metrics, Registry};
 use rudder::source::file::{FileDebounce, FileSource};

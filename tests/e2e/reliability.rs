@@ -2,10 +2,9 @@
 //! NACK storm, an oversized request, a connection flood, and SIGTERM. Every remaining proxy converges
 //! and no store state is lost.
 
-mod common;
-
-use common::ads::{CDS, Sotw, cluster_names};
-use common::{Daemon, eventually, http_get, metric, write_atomic};
+use crate::common;
+use crate::common::ads::{CDS, Sotw, cluster_names};
+use crate::common::{Daemon, eventually, http_get, metric, write_atomic};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use std::path::Path;
 use std::time::Duration;

@@ -1,9 +1,8 @@
 //! Metrics, debug endpoints, the debug UI in a real browser, and runtime log levels.
 
-mod common;
-
-use common::ads::{EDS, RDS, Sotw};
-use common::{Daemon, eventually, http_get, rudder};
+use crate::common;
+use crate::common::ads::{EDS, RDS, Sotw};
+use crate::common::{Daemon, eventually, http_get, rudder};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -640,7 +639,7 @@ fn metrics_pass_promtool() {
         eprintln!("skipping: promtool not installed");
         return;
     }
-    let istiod_names: Vec<String> = include_str!("../docs/metrics.md")
+    let istiod_names: Vec<String> = include_str!("../../docs/metrics.md")
         .lines()
         .filter(|l| l.starts_with("| `"))
         .flat_map(|l| {

@@ -1,10 +1,9 @@
 //! Proxyless gRPC clients (Python grpcio and Node grpc-js-xds, `xds:///` targets) and gRPC through
 //! Envoy, with config from Rudder.
 
-mod common;
-
-use common::peers::{Envoy, free_port, peer, peers_dir};
-use common::{Daemon, eventually};
+use crate::common;
+use crate::common::peers::{Envoy, free_port, peer, peers_dir};
+use crate::common::{Daemon, eventually};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -6,11 +6,12 @@
 //!   certificates from Rudder's CA (SDS `default`/`ROOTCA`);
 //! - AuthorizationPolicy: a DENY on a path, then an ALLOW for the sidecar's identity only.
 
-mod common;
-
-use common::cluster::{Cluster, istio_crd};
-use common::peers::{Backend, Bootstrap, Envoy, free_port, peer, read_request_head, request};
-use common::{eventually, http_get};
+use crate::common;
+use crate::common::cluster::{Cluster, istio_crd};
+use crate::common::peers::{
+    Backend, Bootstrap, Envoy, free_port, peer, read_request_head, request,
+};
+use crate::common::{eventually, http_get};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

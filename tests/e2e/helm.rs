@@ -3,12 +3,9 @@
 //! the chart passes, the CRDs are the ones generated from the config model, and the dashboard only
 //! queries metrics Rudder exports. With KUBECONFIG, a real API server dry-runs everything.
 
-#![recursion_limit = "256"]
-
-mod common;
-
+use crate::common;
+use crate::common::peers::peer;
 use clap::{Args, FromArgMatches};
-use common::peers::peer;
 use rudder::k8s::rbac::{PERMISSIONS, Scope};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

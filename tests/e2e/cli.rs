@@ -1,8 +1,7 @@
 //! The `rudder` binary as a user runs it.
 
-mod common;
-
-use common::{Daemon, eventually, http_get, rudder};
+use crate::common;
+use crate::common::{Daemon, eventually, http_get, rudder};
 use std::io::Write;
 use std::process::Stdio;
 

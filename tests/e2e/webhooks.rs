@@ -1,9 +1,8 @@
 //! The admission webhooks on the HTTPS port, as the API server calls them: AdmissionReview v1 over TLS
 //! with the serving certificate our CA issued.
 
-mod common;
-
-use common::{Daemon, http_get, https_request, metric};
+use crate::common;
+use crate::common::{Daemon, http_get, https_request, metric};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 

@@ -3,11 +3,10 @@
 //! servers in a second namespace. Outbound listeners, protocol sniffing, SNI and passthrough are
 //! exercised through real capture, not through listeners bound for the test.
 
-mod common;
-
-use common::netns::{self, PROXY_UID, Pod};
-use common::peers::{Backend, Bootstrap, Envoy, envoy_binary, request_at};
-use common::{Daemon, eventually};
+use crate::common;
+use crate::common::netns::{self, PROXY_UID, Pod};
+use crate::common::peers::{Backend, Bootstrap, Envoy, envoy_binary, request_at};
+use crate::common::{Daemon, eventually};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;

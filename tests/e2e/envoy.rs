@@ -1,9 +1,8 @@
 //! Real Envoy 1.40 sidecars (SotW and Delta ADS) routing real HTTP traffic with config from Rudder.
 
-mod common;
-
-use common::peers::{Backend, Bootstrap, Envoy, free_port, peer, request, tally};
-use common::{Daemon, eventually, http_get};
+use crate::common;
+use crate::common::peers::{Backend, Bootstrap, Envoy, free_port, peer, request, tally};
+use crate::common::{Daemon, eventually, http_get};
 use std::path::Path;
 
 const NS: &str = "shop";

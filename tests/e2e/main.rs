@@ -1,0 +1,25 @@
+//! End-to-end tests: the real `rudder` binary (and, where traffic decides, real Envoy, gRPC
+//! clients, ztunnel and a Kubernetes API server) driven as users drive it. One binary, so the
+//! daemon and the shared helpers (`common`) are built and linked once. Run one file with
+//! `cargo test --test e2e gateway::`.
+
+#![recursion_limit = "256"]
+
+mod common;
+
+mod ads_protocol;
+mod ambient;
+mod ca;
+mod cli;
+mod envoy;
+mod file_source;
+mod gateway;
+mod grpc;
+mod helm;
+mod istioctl;
+mod kubernetes;
+mod observability;
+mod reliability;
+mod security;
+mod sidecar_capture;
+mod webhooks;
