@@ -30,9 +30,11 @@ pub enum Class {
     SidecarOutbound,
     Gateway,
     Waypoint,
-    /// A proxyless gRPC client or server (no filters of its own; passes that add Envoy filters
-    /// leave it alone).
+    /// A proxyless gRPC client (no filters of its own; passes that add Envoy filters leave it
+    /// alone).
     Proxyless,
+    /// A proxyless gRPC server's inbound listener.
+    ProxylessServer,
 }
 
 impl Class {
@@ -50,6 +52,7 @@ impl Class {
     pub fn inbound(scope: &ScopeView) -> Class {
         match Class::outbound(scope) {
             Class::SidecarOutbound => Class::SidecarInbound,
+            Class::Proxyless => Class::ProxylessServer,
             other => other,
         }
     }

@@ -4,7 +4,8 @@
 //! `https.<port>.<portName>.<gateway>.<namespace>`.
 
 use super::finish::{Class, Typed};
-use super::listener::{RouteSource, behind_rbac, network_filter, security_filters, server_hcm};
+use super::listener::{behind_rbac, security_filters};
+use super::network::{RouteSource, hcm_filter};
 use super::route::virtual_service_routes;
 use super::tls::{any_san_of, downstream_socket, mesh_tls, sds, server_tls_params};
 use super::upstream_tls::file;
@@ -287,49 +288,6 @@ fn combined(pins: CertificateValidationContext, ca: &str) -> ValidationContextTy
     })
 }
 
-/// A gateway's HTTP connection manager, as istiod's `buildGatewayConnectionManager`: the client
-/// is the connection's peer (`use_remote_address`), or the address `gatewayTopology`'s
-/// `numTrustedProxies` trusted hops back in `X-Forwarded-For`, never an address the client
-/// wrote itself; `X-Forwarded-Client-Cert` as the topology says (SANITIZE_SET by default, with
-/// the client certificate's subject, URI, DNS names and certificate).
-fn gateway_hcm_filter(
-    ctx: &PushContext,
-    scope: &ScopeView,
-    stat_prefix: &str,
-    routes: RouteSource,
-    security: Vec<envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter>,
-) -> envoy_types::pb::envoy::config::listener::v3::Filter {
-    use crate::config::mesh::ForwardClientCertDetails as Xfcc;
-    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::{
-        ForwardClientCertDetails, SetCurrentClientCertDetails,
-    };
-    let topology = &scope.gateway_topology;
-    let mut manager = server_hcm(ctx, stat_prefix, routes, security);
-    manager.use_remote_address = Some(BoolValue { value: true });
-    manager.xff_num_trusted_hops = topology.num_trusted_proxies;
-    let xfcc = match topology.forward_client_cert_details {
-        Xfcc::UNDEFINED | Xfcc::SANITIZE_SET => ForwardClientCertDetails::SanitizeSet,
-        Xfcc::SANITIZE => ForwardClientCertDetails::Sanitize,
-        Xfcc::FORWARD_ONLY => ForwardClientCertDetails::ForwardOnly,
-        Xfcc::APPEND_FORWARD => ForwardClientCertDetails::AppendForward,
-        Xfcc::ALWAYS_FORWARD_ONLY => ForwardClientCertDetails::AlwaysForwardOnly,
-    };
-    manager.forward_client_cert_details = xfcc as i32;
-    if matches!(
-        xfcc,
-        ForwardClientCertDetails::SanitizeSet | ForwardClientCertDetails::AppendForward
-    ) {
-        manager.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
-            subject: Some(BoolValue { value: true }),
-            cert: true,
-            dns: true,
-            uri: true,
-            ..Default::default()
-        });
-    }
-    network_filter("envoy.filters.network.http_connection_manager", &manager)
-}
-
 /// The TCP proxy for an L4 route's destinations (split by weight when there are several).
 fn l4_filter(
     ctx: &PushContext,
@@ -401,9 +359,10 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         if servers.iter().any(|s| s.plain_http()) {
             chains.push(FilterChain {
                 name: format!("http.{port}"),
-                filters: vec![gateway_hcm_filter(
+                filters: vec![hcm_filter(
                     ctx,
                     scope,
+                    Class::outbound(scope),
                     &format!("outbound_0.0.0.0_{port}"),
                     RouteSource::Rds(format!("http.{port}")),
                     security.clone(),
@@ -416,9 +375,10 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 inspect_tls = true;
                 let http = s.protocol() == "HTTPS";
                 let filters = if http {
-                    vec![gateway_hcm_filter(
+                    vec![hcm_filter(
                         ctx,
                         scope,
+                        Class::outbound(scope),
                         &format!("outbound_0.0.0.0_{port}"),
                         RouteSource::Rds(s.https_route_name()),
                         security.clone(),

@@ -3,11 +3,10 @@
 use super::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASSTHROUGH, socket};
 use super::finish::{Class, Typed};
 pub(super) use super::network::network_filter;
-use super::network::tcp_proxy;
-use super::route::{CORS_FILTER, FAULT_FILTER, virtual_host};
-use super::util::{ads, any};
+use super::network::{RouteSource, hcm_filter, http_connection_manager, tcp_proxy};
+use super::route::virtual_host;
+use super::util::any;
 use crate::config::Spec;
-use crate::config::mesh::PathNormalization;
 use crate::config::networking::OutboundTrafficPolicyMode;
 use crate::config::security::MtlsMode;
 use crate::model::{Protocol, Service};
@@ -25,12 +24,8 @@ use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
 use envoy_types::pb::envoy::config::route::v3::{
     Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route_match,
 };
-use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
-use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
-};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use std::collections::HashSet;
@@ -40,131 +35,6 @@ const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
 const VIRTUAL_INBOUND_PORT: u32 = 15006;
 /// ALPN a sidecar accepts for mesh mTLS (what Istio's clients offer, then plain HTTP versions).
 const MESH_ALPN: [&str; 4] = ["istio-peer-exchange", "istio", "h2", "http/1.1"];
-
-pub(super) enum RouteSource {
-    Rds(String),
-    Inline(Box<RouteConfiguration>),
-}
-
-/// `security` (request authentication and authorization, server side only) run first, then faults,
-/// then the router.
-fn http_filters(security: Vec<HttpFilter>) -> Vec<HttpFilter> {
-    let mut filters = security;
-    filters.extend([
-        HttpFilter {
-            name: FAULT_FILTER.into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(any(
-                &HttpFault::default(),
-            ))),
-            ..Default::default()
-        },
-        HttpFilter {
-            name: "envoy.filters.http.router".into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(
-                any(&Router::default()),
-            )),
-            ..Default::default()
-        },
-    ]);
-    filters
-}
-
-/// Path normalisation as istiod sets it from MeshConfig `pathNormalization` (default BASE: RFC 3986
-/// normalisation, so `/a/../admin` is routed and authorised as `/admin`); escaped slashes are kept.
-fn normalize(hcm: &mut HttpConnectionManager, level: PathNormalization) {
-    use http_connection_manager::PathWithEscapedSlashesAction as Escaped;
-    let (normalize, merge, escaped) = match level {
-        PathNormalization::NONE => (false, false, Escaped::KeepUnchanged),
-        PathNormalization::DEFAULT | PathNormalization::BASE => {
-            (true, false, Escaped::KeepUnchanged)
-        }
-        PathNormalization::MERGE_SLASHES => (true, true, Escaped::KeepUnchanged),
-        PathNormalization::DECODE_AND_MERGE_SLASHES => (true, true, Escaped::UnescapeAndForward),
-    };
-    hcm.normalize_path = Some(BoolValue { value: normalize });
-    hcm.merge_slashes = merge;
-    hcm.path_with_escaped_slashes_action = escaped as i32;
-}
-
-fn hcm(
-    stat_prefix: &str,
-    routes: RouteSource,
-    security: Vec<HttpFilter>,
-    paths: Option<PathNormalization>,
-) -> HttpConnectionManager {
-    let mut out = HttpConnectionManager {
-        stat_prefix: stat_prefix.to_string(),
-        route_specifier: Some(match routes {
-            RouteSource::Rds(name) => http_connection_manager::RouteSpecifier::Rds(Rds {
-                config_source: Some(ads()),
-                route_config_name: name,
-            }),
-            RouteSource::Inline(rc) => http_connection_manager::RouteSpecifier::RouteConfig(*rc),
-        }),
-        http_filters: http_filters(security),
-        ..Default::default()
-    };
-    if let Some(level) = paths {
-        normalize(&mut out, level);
-    }
-    out
-}
-
-pub(super) fn hcm_filter(ctx: &PushContext, stat_prefix: &str, routes: RouteSource) -> Filter {
-    server_hcm_filter(ctx, stat_prefix, routes, Vec::new())
-}
-
-/// An HTTP connection manager that serves requests to this proxy's workload or gateway, where
-/// RequestAuthentication and AuthorizationPolicy apply.
-pub(super) fn server_hcm_filter(
-    ctx: &PushContext,
-    stat_prefix: &str,
-    routes: RouteSource,
-    security: Vec<HttpFilter>,
-) -> Filter {
-    network_filter(
-        "envoy.filters.network.http_connection_manager",
-        &server_hcm(ctx, stat_prefix, routes, security),
-    )
-}
-
-/// The HTTP connection manager `server_hcm_filter` wraps.
-pub(super) fn server_hcm(
-    ctx: &PushContext,
-    stat_prefix: &str,
-    routes: RouteSource,
-    security: Vec<HttpFilter>,
-) -> HttpConnectionManager {
-    let mut manager = hcm(
-        stat_prefix,
-        routes,
-        security,
-        Some(ctx.mesh.path_normalization),
-    );
-    // Envoy only (gRPC refuses filters it does not know): CORS, acting on routes with a
-    // `corsPolicy`, runs after security and before faults, as in istiod's chain.
-    let cors_at = manager
-        .http_filters
-        .iter()
-        .position(|f| f.name == FAULT_FILTER)
-        .unwrap_or(0);
-    manager.http_filters.insert(
-        cors_at,
-        HttpFilter {
-            name: CORS_FILTER.into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(any(
-                &envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
-            ))),
-            ..Default::default()
-        },
-    );
-    // As istiod: WebSocket upgrades pass through every Envoy HTTP connection manager.
-    manager.upgrade_configs = vec![http_connection_manager::UpgradeConfig {
-        upgrade_type: "websocket".into(),
-        ..Default::default()
-    }];
-    manager
-}
 
 /// The server-side HTTP filters for `proxy`: JWT verification, then authorization.
 pub(super) fn security_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
@@ -419,8 +289,10 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                 }],
                 ..Default::default()
             };
-            vec![server_hcm_filter(
+            vec![hcm_filter(
                 ctx,
+                scope,
+                Class::inbound(scope),
                 &chain_name,
                 RouteSource::Inline(Box::new(rc)),
                 security.clone(),
@@ -777,20 +649,14 @@ pub fn grpc_inbound_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -
         }],
         ..Default::default()
     };
-    let mut filters = super::authz::http_filters(ctx, scope);
-    filters.push(HttpFilter {
-        name: "envoy.filters.http.router".into(),
-        config_type: Some(http_filter::ConfigType::TypedConfig(
-            any(&Router::default()),
-        )),
-        ..Default::default()
-    });
-    let manager = HttpConnectionManager {
-        stat_prefix: name.to_string(),
-        route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(route)),
-        http_filters: filters,
-        ..Default::default()
-    };
+    let manager = http_connection_manager(
+        ctx,
+        scope,
+        Class::inbound(scope),
+        name,
+        RouteSource::Inline(Box::new(route)),
+        super::authz::http_filters(ctx, scope),
+    );
     let peer_auth = crate::model::peer_auth::applicable(
         &ctx.snapshot,
         &ctx.mesh.root_namespace,
@@ -845,7 +711,14 @@ pub fn grpc_inbound_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -
 pub fn grpc_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     grpc_target(ctx, scope, name)?;
     // istiod leaves path normalisation to gRPC itself on API listeners.
-    let api = hcm(name, RouteSource::Rds(name.to_string()), Vec::new(), None);
+    let api = http_connection_manager(
+        ctx,
+        scope,
+        Class::outbound(scope),
+        name,
+        RouteSource::Rds(name.to_string()),
+        Vec::new(),
+    );
     Some(Typed::new(
         name,
         Class::outbound(scope),

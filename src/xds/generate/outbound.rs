@@ -11,10 +11,8 @@
 
 use super::cluster::{BLACKHOLE, PASSTHROUGH, socket};
 use super::finish::{Class, Typed};
-use super::listener::{
-    PLAINTEXT_HTTP_ALPN, RouteSource, cidr, hcm_filter, network_filter, tcp_filter,
-};
-use super::network::{Destination, tcp_proxy};
+use super::listener::{PLAINTEXT_HTTP_ALPN, cidr, network_filter, tcp_filter};
+use super::network::{Destination, RouteSource, hcm_filter, tcp_proxy};
 use super::util::{any, match_applies_to_sidecar, outbound_cluster};
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
@@ -284,8 +282,11 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
                 name: format!("{wildcard_name}-http"),
                 filters: vec![hcm_filter(
                     ctx,
+                    scope,
+                    Class::outbound(scope),
                     &format!("outbound_{wildcard_name}"),
                     RouteSource::Rds(port.to_string()),
+                    Vec::new(),
                 )],
                 ..Default::default()
             };
@@ -372,8 +373,11 @@ fn sniffed_http_chain(
     }
     filters.push(hcm_filter(
         ctx,
+        scope,
+        Class::outbound(scope),
         &format!("outbound_{listener}"),
         RouteSource::Rds(sniffed_route_name(&svc.hostname, port)),
+        Vec::new(),
     ));
     FilterChain {
         name: format!("{listener}-http"),
