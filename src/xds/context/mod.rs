@@ -2,7 +2,7 @@
 //! cache that makes every generated resource built once per scope instead of once per proxy.
 
 use super::proxy::{Generator, Proxy, ProxyType};
-use super::resource::{Resource, ResourceList, Resources};
+use super::resource::{Resource, Resources};
 use super::types::TypeUrl;
 use crate::config::networking::Sidecar;
 use crate::config::{Config, Kind, Spec, host};
@@ -19,8 +19,10 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
 mod routing;
+mod stream_caches;
 use routing::exported_to;
 pub use routing::{DrEntry, GatewayVsEntry, Routing, VsEntry, gateway_key};
+pub use stream_caches::{ChangedHosts, StreamCaches, SubscribedNames};
 
 /// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -104,9 +106,6 @@ type DerivedSlot = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
 /// endpoints (the ports served at the proxy's address) is part of the key.
 pub type ScopeCache = Arc<Mutex<HashMap<u64, Arc<ScopeView>>>>;
 
-/// (type, scope key, digest of the subscribed names).
-type ListKey = (TypeUrl, u64, u64);
-
 /// Signs the workload certificates a push context serves over SDS (none: the CA is not running).
 pub type Certificates = Option<Arc<dyn WorkloadCertificates>>;
 
@@ -176,36 +175,15 @@ pub struct PushContext {
     /// Indexes derived from this context by the generators that need them (the ambient view), built
     /// on first use, at most once, and shared for the life of the push.
     derived: Mutex<HashMap<TypeId, DerivedSlot>>,
-    /// Encoded SotW resource lists by the digest of their names and versions: every stream sending
-    /// the same resources in this push shares one copy of the bytes. Versions hash the resource's type
-    /// and bytes, so equal digests mean equal lists whatever the type (an empty list encodes to
-    /// nothing for every type).
-    encoded: Mutex<FastMap<u64, prost::bytes::Bytes>>,
-    /// Whole resource lists by (type, scope key, digest of the subscribed names): the SotW streams
-    /// of one scope subscribed to the same names (every sidecar of a namespace) share one list per
-    /// push instead of each looking up every name.
-    lists: Mutex<FastMap<ListKey, Arc<ResourceList>>>,
-    /// How many of a subscription's endpoint names name no service, by the subscription's digest
-    /// (the streams of an unscoped mesh share a few subscriptions of thousands of names).
-    unknown_endpoint_names: Mutex<FastMap<u64, usize>>,
-    /// The services whose clusters differ between two cluster lists, by the lists' digests
-    /// (`changed_cluster_hosts`).
-    changed_cluster_hosts: Mutex<FastMap<(u64, u64), Option<ChangedHosts>>>,
-    /// The names of a subscription that belong to the services an endpoint push changed, by the
-    /// subscription's and the services' digests (`subscribed_of_changed`).
-    subscribed_of_changed: Mutex<FastMap<(u64, u64), SubscribedNames>>,
+    /// What the stream layer keeps for this push (shared encodings and lists): its own type, with
+    /// this context's lifetime.
+    pub streams: StreamCaches,
 }
-
-/// Some of a subscription's resource names.
-pub type SubscribedNames = Arc<std::collections::BTreeSet<String>>;
-
-/// Services whose clusters changed between two cluster lists.
-pub type ChangedHosts = Arc<std::collections::BTreeSet<String>>;
 
 /// The value `get` finds in `map`, else `build`'s, stored by `put`. Built outside the lock: two
 /// streams racing both build, one value is kept and shared. `get` may look up by a borrowed key, so
 /// a hit allocates nothing.
-fn memoized<M, V: Clone>(
+pub(super) fn memoized<M, V: Clone>(
     map: &Mutex<M>,
     get: impl Fn(&M) -> Option<V>,
     put: impl FnOnce(&mut M, V) -> V,
@@ -219,7 +197,7 @@ fn memoized<M, V: Clone>(
 }
 
 /// `memoized` for a map keyed by an owned key.
-fn memoized_by_key<K: Hash + Eq + Copy, V: Clone>(
+pub(super) fn memoized_by_key<K: Hash + Eq + Copy, V: Clone>(
     map: &Mutex<FastMap<K, V>>,
     key: K,
     build: impl FnOnce() -> V,
@@ -304,11 +282,7 @@ impl PushContext {
             certificates: None,
             removed_hosts: Arc::default(),
             derived: Mutex::default(),
-            encoded: Mutex::default(),
-            lists: Mutex::default(),
-            unknown_endpoint_names: Mutex::default(),
-            changed_cluster_hosts: Mutex::default(),
-            subscribed_of_changed: Mutex::default(),
+            streams: StreamCaches::default(),
         }
     }
 
@@ -427,31 +401,6 @@ impl PushContext {
         value
             .downcast::<T>()
             .expect("the slot of TypeId::of::<T>() only ever holds a T")
-    }
-
-    /// The resource list of `type_url` for a scope and a set of subscribed names (`names`: their
-    /// digest), built once per push and shared.
-    pub fn resource_list(
-        &self,
-        type_url: TypeUrl,
-        scope: u64,
-        names: u64,
-        build: impl FnOnce() -> Vec<Arc<Resource>>,
-    ) -> Arc<ResourceList> {
-        memoized_by_key(&self.lists, (type_url, scope, names), || {
-            Arc::new(ResourceList::new(build()))
-        })
-    }
-
-    /// The encoded `resources` field for this resource list, built once per push and shared.
-    pub fn encoded_resources(
-        &self,
-        digest: u64,
-        resources: &[Arc<Resource>],
-    ) -> prost::bytes::Bytes {
-        memoized_by_key(&self.encoded, digest, || {
-            super::resource::encode_resources(resources)
-        })
     }
 
     /// The view of `proxy` that generators read, shared by every proxy with the same inputs.
@@ -692,34 +641,6 @@ impl PushContext {
                 .insert(ip.to_string());
         }
         Arc::new(ports.into_iter().map(|(n, (p, _))| (n, p)).collect())
-    }
-
-    /// `count`'s answer for the endpoint subscription with this digest, computed once per push.
-    pub fn unknown_endpoint_names(&self, digest: u64, count: impl FnOnce() -> usize) -> usize {
-        memoized_by_key(&self.unknown_endpoint_names, digest, count)
-    }
-
-    /// `build`'s services whose clusters changed between two cluster lists (by their digests),
-    /// once per pair of lists in a push: the SotW streams of a scope were sent the same lists.
-    pub fn changed_cluster_hosts(
-        &self,
-        old: &ResourceList,
-        new: &ResourceList,
-        build: impl FnOnce() -> Option<ChangedHosts>,
-    ) -> Option<ChangedHosts> {
-        memoized_by_key(&self.changed_cluster_hosts, (old.digest, new.digest), build)
-    }
-
-    /// `build`'s names of a subscription (by its digest) that belong to changed services (by
-    /// their digest), once per push: every scope whose streams subscribe to the same names (the
-    /// sidecars of an unscoped mesh, one scope per namespace) would otherwise scan them all.
-    pub fn subscribed_of_changed(
-        &self,
-        subscription: u64,
-        changed: u64,
-        build: impl FnOnce() -> SubscribedNames,
-    ) -> SubscribedNames {
-        memoized_by_key(&self.subscribed_of_changed, (subscription, changed), build)
     }
 
     /// Notes an outbound listener on which a TCP service's connections went to another service.

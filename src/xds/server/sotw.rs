@@ -232,7 +232,7 @@ impl Sotw {
             return Some(false);
         }
         let (nonce, version) = self.stream.nonce_and_version(ctx);
-        let body = ctx.encoded_resources(digest, resources);
+        let body = ctx.streams.encoded_resources(digest, resources);
         let response = EncodedResponse::new(&version, type_url.url(), &nonce, body);
         let count = resources.len();
         if !self
@@ -247,7 +247,8 @@ impl Sotw {
             if type_url == TypeUrl::Cluster {
                 let previous = self.sent_clusters.replace(list.clone());
                 self.cluster_changes = previous.and_then(|old| {
-                    ctx.changed_cluster_hosts(&old, &list, || changed_cluster_hosts(&old, &list))
+                    ctx.streams
+                        .changed_cluster_hosts(&old, &list, || changed_cluster_hosts(&old, &list))
                 });
             }
         }

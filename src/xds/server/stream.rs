@@ -211,7 +211,7 @@ impl StreamState {
                 && name_host(name).is_some_and(|host| ctx.removed_hosts.contains(host))
         };
         let unknown = if type_url == TypeUrl::Endpoint {
-            ctx.unknown_endpoint_names(watch.names_digest, || {
+            ctx.streams.unknown_endpoint_names(watch.names_digest, || {
                 watch
                     .names
                     .iter()
@@ -315,7 +315,8 @@ impl StreamState {
         let generate = || generate::generate(ctx, &self.proxy, scope, type_url, names);
         let whole = || {
             if type_url.is_scoped() {
-                ctx.resource_list(type_url, scope.key, digest, generate)
+                ctx.streams
+                    .resource_list(type_url, scope.key, digest, generate)
             } else {
                 Arc::new(ResourceList::new(generate()))
             }
@@ -338,7 +339,7 @@ impl StreamState {
             // Named clusters: only those assignments are built (per name, so the same resources
             // the whole list would hold), not the whole subscription's.
             Some(names) => {
-                let names = ctx.subscribed_of_changed(digest, hosts_digest, || {
+                let names = ctx.streams.subscribed_of_changed(digest, hosts_digest, || {
                     Arc::new(names.iter().filter(|n| changed(n)).cloned().collect())
                 });
                 generate::generate(ctx, &self.proxy, scope, type_url, Some(&names))
@@ -355,7 +356,7 @@ impl StreamState {
         // hosts (a stream whose mailbox merged two pushes has more hosts than the others).
         Some(if type_url.is_scoped() {
             let key = digest ^ PARTIAL_SALT ^ hosts_digest;
-            ctx.resource_list(type_url, scope.key, key, partial)
+            ctx.streams.resource_list(type_url, scope.key, key, partial)
         } else {
             Arc::new(ResourceList::new(partial()))
         })
