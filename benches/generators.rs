@@ -5,7 +5,6 @@
 //! Each generation uses a fresh push context, so the per-scope cache does not hide the work.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use envoy_types::pb::envoy::config::core::v3::Node;
 use rudder::config::parse_yaml;
 use rudder::model::mesh::MeshSettings;
 use rudder::source::file::{FileSource, check_text};
@@ -41,19 +40,15 @@ fn mesh_yaml(n: usize) -> String {
 }
 
 fn store_with(n: usize) -> StoreWriter {
-    let store = StoreWriter::default();
-    let parsed = parse_yaml(&mesh_yaml(n), "default");
-    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors.first());
-    store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
-    store
+    rudder::testing::store(&mesh_yaml(n))
 }
 
 fn sidecar() -> Proxy {
-    Proxy::from_node(Some(&Node {
-        id: "sidecar~10.99.0.1~client.ns0~ns0.svc.cluster.local".into(),
-        ..Default::default()
-    }))
-    .expect("valid node")
+    rudder::testing::proxy(
+        "sidecar~10.99.0.1~client.ns0~ns0.svc.cluster.local",
+        &[],
+        &[],
+    )
 }
 
 fn generators(c: &mut Criterion) {

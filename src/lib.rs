@@ -15,6 +15,8 @@ pub mod robustness;
 pub mod source;
 pub mod status;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod validation;
 pub mod webhook;
 pub mod xds;

@@ -259,13 +259,11 @@ spec: {inboundConnectionPool: {tcp: {maxConnections: 9}, http: {http1MaxPendingR
 #[test]
 fn pinned_server_identities_cover_trust_domain_aliases() {
     let yaml = workload_yaml("").replace("tlsMode: istio}", "tlsMode: istio}, serviceAccount: db");
-    let snap = Store::from_yaml(&yaml).snapshot();
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
     let mesh = MeshSettings {
         trust_domain_aliases: vec!["old.example".into()],
         ..MeshSettings::default()
     };
-    let c = PushContext::new(1, snap, reg, mesh);
+    let c = push_context_with(&yaml, mesh);
     let bytes = cluster(&c, &verified("b"), "outbound|80||app.a.svc.cluster.local").encode_to_vec();
     let has = |uri: &str| bytes.windows(uri.len()).any(|w| w == uri.as_bytes());
     assert!(has("spiffe://cluster.local/ns/a/sa/db"));

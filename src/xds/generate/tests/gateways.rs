@@ -148,11 +148,10 @@ fn gateway_topology_decides_the_client_address_and_xfcc() {
     let yaml = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n\
 spec:\n  selector: {app: gw}\n  servers:\n  - {port: {number: 8080, name: http, protocol: HTTP}, hosts: ['*']}\n---\n\
 apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultConfig:\n      gatewayTopology: {numTrustedProxies: 2, forwardClientCertDetails: FORWARD_ONLY, proxyProtocol: {}}\n";
-    let snap = Store::from_yaml(yaml).snapshot();
+    let snap = crate::testing::store(yaml).snapshot();
     let (mesh, error) = MeshSettings::default().with_mesh_config(&snap);
     assert_eq!(error, None);
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
-    let c = PushContext::new(1, snap, reg, mesh);
+    let c = push_context_with(yaml, mesh);
     let hcm_of = |l: &Listener| {
         let f = &l.filter_chains[0].filters[0];
         let Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) =

@@ -195,9 +195,7 @@ fn registry_only_blackholes_unmatched_connections_on_every_port() {
         outbound_allow_any: false,
         ..MeshSettings::default()
     };
-    let snap = Store::from_yaml(OUTBOUND_MESH).snapshot();
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
-    let c = PushContext::new(1, snap, reg, mesh);
+    let c = push_context_with(OUTBOUND_MESH, mesh);
     let all = listeners_of(&c, &proxy("a", &[]));
     let shared = all.iter().find(|l| l.name == "0.0.0.0_443").unwrap();
     assert_eq!(

@@ -3,14 +3,12 @@
 use super::*;
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
-use crate::store::{Store, StoreWriter};
+use crate::store::StoreWriter;
 use crate::xds::context::PushContext;
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
-use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
-use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 
 mod clusters;
@@ -22,31 +20,13 @@ mod scopes;
 mod security;
 
 fn ctx(yaml: &str) -> PushContext {
-    let snap = Store::from_yaml(yaml).snapshot();
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
-    PushContext::new(1, snap, reg, MeshSettings::default())
+    crate::testing::push_context(yaml)
 }
 
+use crate::testing::push_context_with;
+
 fn proxy(ns: &str, meta: &[(&str, &str)]) -> Proxy {
-    let node = Node {
-        id: format!("sidecar~10.0.0.9~p.{ns}~{ns}.svc.cluster.local"),
-        user_agent_name: "envoy".into(),
-        metadata: Some(Struct {
-            fields: meta
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string(),
-                        Value {
-                            kind: Some(VKind::StringValue(v.to_string())),
-                        },
-                    )
-                })
-                .collect(),
-        }),
-        ..Default::default()
-    };
-    Proxy::from_node(Some(&node)).unwrap()
+    crate::testing::sidecar(ns, meta)
 }
 
 fn se(ns: &str, name: &str, proto: &str) -> String {
@@ -81,22 +61,7 @@ fn route_config(ctx: &PushContext, p: &Proxy, name: &str) -> RouteConfiguration 
 /// A sidecar at `ip` in namespace `vms` with the labels every VM of one WorkloadGroup shares.
 /// A proxy with node id `id` and the single label `app: <app>`.
 fn labelled(id: &str, app: &str) -> Proxy {
-    let label = Value {
-        kind: Some(VKind::StringValue(app.into())),
-    };
-    let labels = Value {
-        kind: Some(VKind::StructValue(Struct {
-            fields: [("app".to_string(), label)].into(),
-        })),
-    };
-    let node = Node {
-        id: id.into(),
-        metadata: Some(Struct {
-            fields: [("LABELS".to_string(), labels)].into(),
-        }),
-        ..Default::default()
-    };
-    Proxy::from_node(Some(&node)).unwrap()
+    crate::testing::proxy(id, &[], &[("app", app)])
 }
 
 fn vm_at(ip: &str) -> Proxy {

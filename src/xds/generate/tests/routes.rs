@@ -170,22 +170,18 @@ fn outbound_traffic_policy_decides_unknown_hosts() {
         };
         (vh.name, status)
     };
-    let snap = Store::from_yaml(&yaml).snapshot();
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
     let registry_only = MeshSettings {
         outbound_allow_any: false,
         ..MeshSettings::default()
     };
-    let strict = PushContext::new(1, snap, reg, registry_only.clone());
+    let strict = push_context_with(&yaml, registry_only.clone());
     assert_eq!(fallback(&strict), ("block_all".to_string(), 502));
     assert_eq!(fallback(&ctx(&yaml)), ("allow_any".to_string(), 0));
 
     let with_sidecar = format!(
         "{yaml}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: default}}\nspec: {{outboundTrafficPolicy: {{mode: ALLOW_ANY}}}}\n"
     );
-    let snap = Store::from_yaml(&with_sidecar).snapshot();
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
-    let overridden = PushContext::new(1, snap, reg, registry_only);
+    let overridden = push_context_with(&with_sidecar, registry_only);
     assert_eq!(fallback(&overridden), ("allow_any".to_string(), 0));
 }
 

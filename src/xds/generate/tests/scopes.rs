@@ -210,13 +210,11 @@ fn mesh_default_export_to_applies_to_objects_without_export_to() {
         se("a", "web", "HTTP"),
         se("a", "shared", "HTTP").replace("spec: {", "spec: {exportTo: [\"*\"], ")
     );
-    let snap = Store::from_yaml(&yaml).snapshot();
-    let reg = Arc::new(Registry::build(&snap, "cluster.local"));
     let mesh = MeshSettings {
         default_service_export_to: vec![".".into()],
         ..MeshSettings::default()
     };
-    let c = PushContext::new(1, snap, reg, mesh);
+    let c = push_context_with(&yaml, mesh);
     let names = |ns: &str| -> Vec<String> {
         clusters_of(&c, &proxy(ns, &[]))
             .into_iter()
