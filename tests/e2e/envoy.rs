@@ -2,7 +2,7 @@
 
 use crate::common;
 use crate::common::peers::{Backend, Bootstrap, Envoy, free_port, peer, request, tally};
-use crate::common::{Daemon, eventually, http_get};
+use crate::common::{Daemon, eventually, http_get, metric, write};
 use std::path::Path;
 
 const NS: &str = "shop";
@@ -53,10 +53,6 @@ spec:
     )
 }
 
-fn write(dir: &Path, file: &str, text: &str) {
-    common::write_atomic(&dir.join(file), text);
-}
-
 fn connection_ids(daemon: &Daemon) -> Vec<String> {
     let (_, body) = http_get(daemon.addr("monitoring"), "/debug/adsz");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -66,15 +62,6 @@ fn connection_ids(daemon: &Daemon) -> Vec<String> {
         .iter()
         .map(|c| c["id"].as_str().unwrap_or_default().to_string())
         .collect()
-}
-
-fn metric(daemon: &Daemon, line_prefix: &str) -> f64 {
-    let (_, body) = http_get(daemon.addr("monitoring"), "/metrics");
-    body.lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 fn only(counts: &std::collections::BTreeMap<String, usize>, name: &str) -> bool {

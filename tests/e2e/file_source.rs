@@ -35,7 +35,8 @@ fn host_of(store: &Store, name: &str) -> Option<String> {
     }
 }
 
-fn write(dir: &Path, file: &str, text: &str) {
+/// A plain (not atomic) write: the watcher must cope with editors that write in place too.
+fn write_in_place(dir: &Path, file: &str, text: &str) {
     std::fs::write(dir.join(file), text).unwrap();
 }
 
@@ -68,28 +69,22 @@ fn watch(
 }
 
 /// Waits up to 10 s for `cond`.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..200 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for: {what}");
+async fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    common::eventually_async(10, what, cond).await
 }
 
 #[test]
 fn loads_directory_recursively_and_ignores_other_files() {
     let (dir, store, _, mut source) = setup();
-    write(
+    write_in_place(
         dir.path(),
         "a.yaml",
         &format!("{}---\n{}", se("a", "a.com"), se("b", "b.com")),
     );
     std::fs::create_dir(dir.path().join("sub")).unwrap();
-    write(&dir.path().join("sub"), "c.yml", &se("c", "c.com"));
-    write(dir.path(), "notes.txt", "not: config");
-    write(dir.path(), ".hidden.yaml", &se("hidden", "h.com"));
+    write_in_place(&dir.path().join("sub"), "c.yml", &se("c", "c.com"));
+    write_in_place(dir.path(), "notes.txt", "not: config");
+    write_in_place(dir.path(), ".hidden.yaml", &se("hidden", "h.com"));
     assert_eq!(source.sync(), 3);
     assert_eq!(store.snapshot().len(), 3);
     assert!(host_of(&store, "hidden").is_none());
@@ -99,20 +94,20 @@ fn loads_directory_recursively_and_ignores_other_files() {
 #[test]
 fn edits_adds_and_deletes_flow_into_the_store() {
     let (dir, store, _, mut source) = setup();
-    write(
+    write_in_place(
         dir.path(),
         "a.yaml",
         &format!("{}---\n{}", se("a", "a.com"), se("b", "b.com")),
     );
     source.sync();
-    write(dir.path(), "a.yaml", &se("a", "a2.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a2.com"));
     assert_eq!(source.sync(), 2, "one update and one delete");
     assert_eq!(host_of(&store, "a").as_deref(), Some("a2.com"));
     assert!(
         host_of(&store, "b").is_none(),
         "object dropped from the file is deleted"
     );
-    write(dir.path(), "c.yaml", &se("c", "c.com"));
+    write_in_place(dir.path(), "c.yaml", &se("c", "c.com"));
     source.sync();
     assert_eq!(host_of(&store, "c").as_deref(), Some("c.com"));
     std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
@@ -127,10 +122,10 @@ fn edits_adds_and_deletes_flow_into_the_store() {
 #[test]
 fn malformed_yaml_keeps_last_good_objects_and_is_counted() {
     let (dir, store, metrics, mut source) = setup();
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
-    write(dir.path(), "other.yaml", &se("o", "o.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "other.yaml", &se("o", "o.com"));
     source.sync();
-    write(dir.path(), "a.yaml", "apiVersion: [this is: not yaml\n");
+    write_in_place(dir.path(), "a.yaml", "apiVersion: [this is: not yaml\n");
     assert_eq!(source.sync(), 0);
     assert_eq!(
         host_of(&store, "a").as_deref(),
@@ -154,11 +149,11 @@ fn malformed_yaml_keeps_last_good_objects_and_is_counted() {
         "{rendered}"
     );
     // Nothing else is affected: other files still reload.
-    write(dir.path(), "other.yaml", &se("o", "o2.com"));
+    write_in_place(dir.path(), "other.yaml", &se("o", "o2.com"));
     source.sync();
     assert_eq!(host_of(&store, "o").as_deref(), Some("o2.com"));
     // Fixing the file recovers it.
-    write(dir.path(), "a.yaml", &se("a", "fixed.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "fixed.com"));
     source.sync();
     assert_eq!(host_of(&store, "a").as_deref(), Some("fixed.com"));
     assert!(metrics.render().contains("rudder_config_files_invalid 0"));
@@ -167,7 +162,7 @@ fn malformed_yaml_keeps_last_good_objects_and_is_counted() {
 #[test]
 fn an_invalid_object_rejects_its_whole_file() {
     let (dir, store, metrics, mut source) = setup();
-    write(
+    write_in_place(
         dir.path(),
         "a.yaml",
         &format!("{}---\n{}", se("a", "a.com"), se("b", "b.com")),
@@ -175,7 +170,7 @@ fn an_invalid_object_rejects_its_whole_file() {
     source.sync();
     let bad_vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, namespace: mesh}\n\
                   spec: {hosts: [a.com], http: [{route: [{destination: {host: a.com}, weight: 0}, {destination: {host: b.com}, weight: 0}]}]}\n";
-    write(
+    write_in_place(
         dir.path(),
         "a.yaml",
         &format!("{}---\n{}", se("a", "changed.com"), bad_vs),
@@ -202,9 +197,9 @@ fn an_invalid_object_rejects_its_whole_file() {
 #[test]
 fn a_second_definition_of_an_object_is_a_conflict() {
     let (dir, store, metrics, mut source) = setup();
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
-    write(
+    write_in_place(
         dir.path(),
         "b.yaml",
         &format!("{}---\n{}", se("a", "evil.com"), se("z", "z.com")),
@@ -234,11 +229,11 @@ fn a_second_definition_of_an_object_is_a_conflict() {
 #[test]
 fn moving_an_object_between_files_keeps_it() {
     let (dir, store, _, mut source) = setup();
-    write(dir.path(), "z.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "z.yaml", &se("a", "a.com"));
     source.sync();
     // In one scan: removed from z.yaml, added to a.yaml (sorted before z.yaml).
-    write(dir.path(), "z.yaml", &se("other", "o.com"));
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "z.yaml", &se("other", "o.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
     assert_eq!(host_of(&store, "a").as_deref(), Some("a.com"));
     std::fs::remove_file(dir.path().join("z.yaml")).unwrap();
@@ -249,7 +244,7 @@ fn moving_an_object_between_files_keeps_it() {
 #[test]
 fn unreadable_directory_keeps_config() {
     let (dir, store, _, mut source) = setup();
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
     let moved = dir.path().with_extension("moved");
     std::fs::rename(dir.path(), &moved).unwrap();
@@ -262,7 +257,7 @@ fn unreadable_directory_keeps_config() {
 fn non_utf8_and_duplicate_objects_are_rejected() {
     let (dir, store, _, mut source) = setup();
     std::fs::write(dir.path().join("bin.yaml"), [0xff, 0xfe, 0x00, 0x41]).unwrap();
-    write(
+    write_in_place(
         dir.path(),
         "dup.yaml",
         &format!("{}---\n{}", se("a", "a.com"), se("a", "b.com")),
@@ -277,20 +272,20 @@ fn non_utf8_and_duplicate_objects_are_rejected() {
 #[tokio::test]
 async fn watcher_applies_changes_without_restart() {
     let (dir, store, _, mut source) = setup();
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
     let (cancel, task) = watch(source, 50, 1000);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    write(dir.path(), "a.yaml", &se("a", "edited.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "edited.com"));
     eventually("edit applied", || {
         host_of(&store, "a").as_deref() == Some("edited.com")
     })
     .await;
-    write(dir.path(), "b.yaml", &se("b", "b.com"));
+    write_in_place(dir.path(), "b.yaml", &se("b", "b.com"));
     eventually("new file loaded", || host_of(&store, "b").is_some()).await;
     std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
     eventually("deleted file unloaded", || host_of(&store, "a").is_none()).await;
-    write(dir.path(), "b.yaml", "{{{{ broken");
+    write_in_place(dir.path(), "b.yaml", "{{{{ broken");
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
         host_of(&store, "b").as_deref(),
@@ -324,7 +319,7 @@ fn an_edit_to_a_large_file_touches_only_the_changed_documents() {
         let pairs: Vec<(&str, &str)> = o.iter().map(|(n, h)| (n.as_str(), h.as_str())).collect();
         text(&pairs)
     };
-    write(dir.path(), "big.yaml", &render(&objects));
+    write_in_place(dir.path(), "big.yaml", &render(&objects));
     assert_eq!(source.sync(), 200);
     let version = |name: &str| store.snapshot().get(&key(name)).unwrap().version;
     let untouched = version("s7");
@@ -333,7 +328,7 @@ fn an_edit_to_a_large_file_touches_only_the_changed_documents() {
     objects[3].1 = "edited.com".into();
     objects.push(("new".into(), "new.com".into()));
     objects.remove(10);
-    write(dir.path(), "big.yaml", &render(&objects));
+    write_in_place(dir.path(), "big.yaml", &render(&objects));
     assert_eq!(source.sync(), 3);
     assert_eq!(host_of(&store, "s3").as_deref(), Some("edited.com"));
     assert_eq!(host_of(&store, "new").as_deref(), Some("new.com"));
@@ -348,7 +343,7 @@ fn an_edit_to_a_large_file_touches_only_the_changed_documents() {
     // A duplicate of a loaded object rejects the file; everything stays as it was.
     let mut dup = objects.clone();
     dup.push(("s5".into(), "other.com".into()));
-    write(dir.path(), "big.yaml", &render(&dup));
+    write_in_place(dir.path(), "big.yaml", &render(&dup));
     assert_eq!(source.sync(), 0);
     assert_eq!(host_of(&store, "s5").as_deref(), Some("s5.com"));
     let status = source.status_handle().lock().unwrap().clone();
@@ -362,7 +357,7 @@ fn an_edit_to_a_large_file_touches_only_the_changed_documents() {
 
     // Fixed: the next edit builds on the last good version.
     objects[4].1 = "four.com".into();
-    write(dir.path(), "big.yaml", &render(&objects));
+    write_in_place(dir.path(), "big.yaml", &render(&objects));
     assert_eq!(source.sync(), 1);
     assert_eq!(host_of(&store, "s4").as_deref(), Some("four.com"));
     assert_eq!(store.snapshot().len(), 200);
@@ -473,9 +468,9 @@ fn mesh_config_file_applies_reloads_and_fails_fast() {
 #[test]
 fn symlink_loops_are_read_once_and_reported_once() {
     let (dir, store, metrics, mut source) = setup();
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     std::fs::create_dir(dir.path().join("sub")).unwrap();
-    write(&dir.path().join("sub"), "b.yaml", &se("b", "b.com"));
+    write_in_place(&dir.path().join("sub"), "b.yaml", &se("b", "b.com"));
     // Two loops back to the top (each way around them is a new path, 2^n of them) and a second
     // link to a file.
     std::os::unix::fs::symlink(dir.path(), dir.path().join("loop")).unwrap();
@@ -502,7 +497,7 @@ fn symlink_loops_are_read_once_and_reported_once() {
 #[tokio::test]
 async fn a_file_rewritten_without_pause_does_not_hold_back_other_changes() {
     let (dir, store, _, mut source) = setup();
-    write(dir.path(), "noisy.yaml", &se("noisy", "n0.com"));
+    write_in_place(dir.path(), "noisy.yaml", &se("noisy", "n0.com"));
     source.sync();
     let (cancel, task) = watch(source, 200, 500);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -510,12 +505,12 @@ async fn a_file_rewritten_without_pause_does_not_hold_back_other_changes() {
     let noisy_dir = dir.path().to_path_buf();
     let noisy = tokio::spawn(async move {
         for i in 0..400 {
-            write(&noisy_dir, "noisy.yaml", &se("noisy", &format!("n{i}.com")));
+            write_in_place(&noisy_dir, "noisy.yaml", &se("noisy", &format!("n{i}.com")));
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    write(dir.path(), "b.yaml", &se("b", "b.com"));
+    write_in_place(dir.path(), "b.yaml", &se("b", "b.com"));
     while host_of(&store, "b").is_none() {
         assert!(
             !noisy.is_finished(),
@@ -533,7 +528,7 @@ async fn a_file_rewritten_without_pause_does_not_hold_back_other_changes() {
 #[tokio::test]
 async fn an_idle_directory_is_not_rescanned() {
     let (dir, store, metrics, mut source) = setup();
-    write(dir.path(), "a.yaml", &se("a", "a.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
     let (cancel, task) = watch(source, 50, 1000);
     let watch_scans = || {
@@ -546,7 +541,7 @@ async fn an_idle_directory_is_not_rescanned() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(watch_scans(), 0, "rescanned with nothing changed");
 
-    write(dir.path(), "a.yaml", &se("a", "edited.com"));
+    write_in_place(dir.path(), "a.yaml", &se("a", "edited.com"));
     eventually("edit applied", || {
         host_of(&store, "a").as_deref() == Some("edited.com")
     })

@@ -2,7 +2,7 @@
 
 use crate::common;
 use crate::common::ads::{EDS, RDS, Sotw};
-use crate::common::{Daemon, eventually, http_get, rudder};
+use crate::common::{Daemon, eventually, http_get, metric, rudder};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -37,18 +37,9 @@ fn json(d: &Daemon, path: &str) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
 }
 
-fn metric(d: &Daemon, name: &str) -> f64 {
-    http_get(d.addr("monitoring"), "/metrics")
-        .1
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
+/// The test mesh's one file.
 fn write(dir: &Path, text: &str) {
-    common::write_atomic(&dir.join("mesh.yaml"), text);
+    common::write(dir, "mesh.yaml", text);
 }
 
 /// A daemon with one connected proxy (a Rust ADS client) subscribed to CDS, EDS and RDS.

@@ -6,7 +6,7 @@
 use crate::common;
 use crate::common::netns::{self, PROXY_UID, Pod};
 use crate::common::peers::{Backend, Bootstrap, Envoy, envoy_binary, request_at};
-use crate::common::{Daemon, eventually};
+use crate::common::{Daemon, eventually, write};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -80,10 +80,6 @@ fn exchange(addr: &str, first: &[u8]) -> String {
     let mut buf = [0u8; 256];
     let n = s.read(&mut buf).unwrap_or(0);
     String::from_utf8_lossy(&buf[..n]).trim().to_string()
-}
-
-fn write(dir: &Path, file: &str, text: &str) {
-    common::write_atomic(&dir.join(file), text);
 }
 
 const MESH: &str = r#"apiVersion: networking.istio.io/v1

@@ -246,6 +246,23 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// Writes `text` into `dir/file` atomically ([`write_atomic`]): how tests change a daemon's config.
+pub fn write(dir: &Path, file: &str, text: &str) {
+    write_atomic(&dir.join(file), text);
+}
+
+/// [`eventually`] for async tests, whose runtime must keep running while they wait.
+pub async fn eventually_async(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
 /// Polls `cond` until it holds; panics with `what` after `secs` seconds.
 pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(secs);
