@@ -458,365 +458,421 @@ fn gateway_tls_mtls_between_envoys_and_authorization() {
                 ..Bootstrap::default()
             },
         );
+        let scene = Scene {
+            c: &c,
+            ns: ns.clone(),
+            ports: &ports,
+            admin: gateway.admin,
+            root_path: &root_path,
+        };
+        routes_http_and_enforces_deny(&scene);
+        let signer = authenticates_requests(&scene);
+        fetches_keys_from_the_jwks_uri(&scene, &signer);
+        let mesh = asks_an_http_authorizer(&scene);
+        terminates_checks_and_passes_tls(&scene);
+        proxies_tcp_and_asks_a_grpc_authorizer(&scene, &mesh);
+        allows_only_the_sidecar_identity(&scene);
+        drop(daemon);
+    }
+}
 
-        // Plaintext HTTP through the gateway, routed by the bound VirtualService; DENY on /admin.
-        eventually(60, "gateway routes HTTP", || {
-            request(ports.http, HOST, "/hello", &[]) == (200, "backend /hello".into())
-        });
-        assert_eq!(request(ports.http, HOST, "/admin/x", &[]).0, 403);
-        // Paths are normalised before authorization (MeshConfig pathNormalization BASE), so dot
-        // segments cannot walk around a DENY.
-        assert_eq!(request(ports.http, HOST, "/public/../admin/x", &[]).0, 403);
-        // A dry-run DENY only counts: the request goes through and Envoy's shadow stats record it.
-        assert_eq!(request(ports.http, HOST, "/reports", &[]).0, 200);
-        let (_, stats) = http_get(gateway.admin, "/stats?filter=istio_dry_run_deny_");
-        assert!(
-            stats.lines().any(
-                |l| l.contains("rbac.istio_dry_run_deny_.shadow_denied") && !l.ends_with(": 0")
-            ),
-            "{stats}"
-        );
-        assert_eq!(
-            request(ports.http, HOST, "/tenants/acme/secrets", &[]).0,
-            403
-        );
-        assert_eq!(
-            request(ports.http, HOST, "/tenants/acme/public", &[]).0,
-            200
-        );
-        assert_eq!(request(ports.http, "other.example.com", "/", &[]).0, 404);
+/// What the scenarios of the gateway test share: the cluster, the namespace, the ports, the
+/// gateway Envoy's admin address and the mesh root certificate. Each scenario builds on the
+/// config the ones before it applied.
+struct Scene<'a> {
+    c: &'a Cluster,
+    ns: String,
+    ports: &'a Ports,
+    admin: std::net::SocketAddr,
+    root_path: &'a std::path::Path,
+}
 
-        // RequestAuthentication: invalid tokens are refused, valid ones carry a request principal
-        // that AuthorizationPolicy checks (only alice may call /jwt).
-        let (signer, jwks) = jwt_issuer();
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
-            "metadata": {"name": "jwt", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "jwtRules": [{"issuer": ISSUER, "jwks": jwks,
-                                  "outputClaimToHeaders": [{"header": "x-jwt-sub", "claim": "sub"}]}]}}));
-        // The claim copied to a header is what later filters see (a client cannot forge it).
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "claims-header-alice", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
-                     "rules": [{"to": [{"operation": {"paths": ["/claims"], "ports": [ports.http.to_string()]}}],
-                                "when": [{"key": "request.headers[x-jwt-sub]", "notValues": ["alice"]}]}]}}));
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "jwt-only-alice", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
-                     "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{ISSUER}/alice")]}}],
-                                "to": [{"operation": {"paths": ["/jwt*"], "ports": [ports.http.to_string()]}}]}]}}));
-        let bearer = |sub: &str| format!("Bearer {}", jwt(&signer, sub));
-        eventually(60, "JWT required on /jwt", || {
-            request(ports.http, HOST, "/jwt", &[]).0 == 403
-                && request(
-                    ports.http,
-                    HOST,
-                    "/jwt",
-                    &[("authorization", &bearer("alice"))],
-                ) == (200, "backend /jwt".into())
-        });
-        assert_eq!(
-            request(
+/// Plaintext HTTP routed by the bound VirtualService; DENY, path normalisation, dry runs.
+fn routes_http_and_enforces_deny(g: &Scene) {
+    let ports = g.ports;
+    // Plaintext HTTP through the gateway, routed by the bound VirtualService; DENY on /admin.
+    eventually(60, "gateway routes HTTP", || {
+        request(ports.http, HOST, "/hello", &[]) == (200, "backend /hello".into())
+    });
+    assert_eq!(request(ports.http, HOST, "/admin/x", &[]).0, 403);
+    // Paths are normalised before authorization (MeshConfig pathNormalization BASE), so dot
+    // segments cannot walk around a DENY.
+    assert_eq!(request(ports.http, HOST, "/public/../admin/x", &[]).0, 403);
+    // A dry-run DENY only counts: the request goes through and Envoy's shadow stats record it.
+    assert_eq!(request(ports.http, HOST, "/reports", &[]).0, 200);
+    let (_, stats) = http_get(g.admin, "/stats?filter=istio_dry_run_deny_");
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.contains("rbac.istio_dry_run_deny_.shadow_denied") && !l.ends_with(": 0")),
+        "{stats}"
+    );
+    assert_eq!(
+        request(ports.http, HOST, "/tenants/acme/secrets", &[]).0,
+        403
+    );
+    assert_eq!(
+        request(ports.http, HOST, "/tenants/acme/public", &[]).0,
+        200
+    );
+    assert_eq!(request(ports.http, "other.example.com", "/", &[]).0, 404);
+}
+
+/// RequestAuthentication with inline keys and the AuthorizationPolicy keys it feeds; returns the issuer's key.
+fn authenticates_requests(g: &Scene) -> rcgen::KeyPair {
+    let (c, ns, ports) = (g.c, &g.ns, g.ports);
+    // RequestAuthentication: invalid tokens are refused, valid ones carry a request principal
+    // that AuthorizationPolicy checks (only alice may call /jwt).
+    let (signer, jwks) = jwt_issuer();
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+        "metadata": {"name": "jwt", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "jwtRules": [{"issuer": ISSUER, "jwks": jwks,
+                              "outputClaimToHeaders": [{"header": "x-jwt-sub", "claim": "sub"}]}]}}));
+    // The claim copied to a header is what later filters see (a client cannot forge it).
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "claims-header-alice", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                 "rules": [{"to": [{"operation": {"paths": ["/claims"], "ports": [ports.http.to_string()]}}],
+                            "when": [{"key": "request.headers[x-jwt-sub]", "notValues": ["alice"]}]}]}}));
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "jwt-only-alice", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                 "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{ISSUER}/alice")]}}],
+                            "to": [{"operation": {"paths": ["/jwt*"], "ports": [ports.http.to_string()]}}]}]}}));
+    let bearer = |sub: &str| format!("Bearer {}", jwt(&signer, sub));
+    eventually(60, "JWT required on /jwt", || {
+        request(ports.http, HOST, "/jwt", &[]).0 == 403
+            && request(
                 ports.http,
                 HOST,
                 "/jwt",
-                &[("authorization", &bearer("bob"))]
-            )
-            .0,
-            403,
-            "a valid token of another principal"
-        );
-        // istiod's other principal forms: any issuer (`*/sub`) and a subject prefix (`iss/svc-*`).
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "deny-mallory-anywhere", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
-                     "rules": [{"from": [{"source": {"requestPrincipals": ["*/mallory"]}}],
-                                "to": [{"operation": {"paths": ["/forms"], "ports": [ports.http.to_string()]}}]}]}}));
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "only-services", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
-                     "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{ISSUER}/svc-*")]}}],
-                                "to": [{"operation": {"paths": ["/services"], "ports": [ports.http.to_string()]}}]}]}}));
-        eventually(60, "principal forms enforced", || {
-            request(
-                ports.http,
-                HOST,
-                "/forms",
-                &[("authorization", &bearer("mallory"))],
-            )
-            .0 == 403
-                && request(
-                    ports.http,
-                    HOST,
-                    "/services",
-                    &[("authorization", &bearer("svc-billing"))],
-                ) == (200, "backend /services".into())
-        });
-        assert_eq!(
-            request(
-                ports.http,
-                HOST,
-                "/forms",
-                &[("authorization", &bearer("alice"))]
-            ),
-            (200, "backend /forms".into()),
-            "`*/mallory` is mallory only"
-        );
-        assert_eq!(
-            request(
+                &[("authorization", &bearer("alice"))],
+            ) == (200, "backend /jwt".into())
+    });
+    assert_eq!(
+        request(
+            ports.http,
+            HOST,
+            "/jwt",
+            &[("authorization", &bearer("bob"))]
+        )
+        .0,
+        403,
+        "a valid token of another principal"
+    );
+    // istiod's other principal forms: any issuer (`*/sub`) and a subject prefix (`iss/svc-*`).
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "deny-mallory-anywhere", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                 "rules": [{"from": [{"source": {"requestPrincipals": ["*/mallory"]}}],
+                            "to": [{"operation": {"paths": ["/forms"], "ports": [ports.http.to_string()]}}]}]}}));
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "only-services", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                 "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{ISSUER}/svc-*")]}}],
+                            "to": [{"operation": {"paths": ["/services"], "ports": [ports.http.to_string()]}}]}]}}));
+    eventually(60, "principal forms enforced", || {
+        request(
+            ports.http,
+            HOST,
+            "/forms",
+            &[("authorization", &bearer("mallory"))],
+        )
+        .0 == 403
+            && request(
                 ports.http,
                 HOST,
                 "/services",
-                &[("authorization", &bearer("alice"))]
-            )
-            .0,
-            403,
-            "`iss/svc-*` admits only subjects with that prefix"
-        );
-        eventually(30, "claims copied to headers", || {
-            request(
-                ports.http,
-                HOST,
-                "/claims",
-                &[("authorization", &bearer("alice"))],
-            )
-            .0 == 200
-        });
-        assert_eq!(
-            request(
-                ports.http,
-                HOST,
-                "/claims",
-                &[("authorization", &bearer("bob")), ("x-jwt-sub", "alice")]
-            )
-            .0,
-            403,
-            "the header carries the token's claim, not the client's"
-        );
-        assert_eq!(
-            request(
-                ports.http,
-                HOST,
-                "/hello",
-                &[("authorization", "Bearer not.a.jwt")]
-            )
-            .0,
-            401,
-            "an invalid token is refused even where no policy asks for one"
-        );
-        // The token's claims, audiences and presenter as AuthorizationPolicy `when` keys: each
-        // DENY below refuses its path unless the token says so.
-        for (path, key, value) in [
-            ("/team", "request.auth.claims[team]", "blue"),
-            ("/aud", "request.auth.audiences", "svc-a"),
-            ("/azp", "request.auth.presenter", "app-1"),
-        ] {
-            c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-                "metadata": {"name": format!("when{}", path.replace('/', "-")), "namespace": ns},
-                "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
-                         "rules": [{"to": [{"operation": {"paths": [path], "ports": [ports.http.to_string()]}}],
-                                    "when": [{"key": key, "notValues": [value]}]}]}}));
-        }
-        let token = |claims: serde_json::Value| {
-            let mut all = json!({"iss": ISSUER, "sub": "alice"});
-            for (k, v) in claims.as_object().unwrap() {
-                all[k] = v.clone();
-            }
-            format!("Bearer {}", jwt_with(&signer, all))
-        };
-        let cases = [
-            ("/team", json!({"team": "blue"}), json!({"team": "red"})),
-            ("/aud", json!({"aud": "svc-a"}), json!({"aud": "svc-b"})),
-            ("/azp", json!({"azp": "app-1"}), json!({"azp": "app-2"})),
-        ];
-        for (path, good, bad) in cases {
-            let good = token(good);
-            let mut last = Default::default();
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                eventually(60, path, || {
-                    last = (
-                        request(ports.http, HOST, path, &[]),
-                        request(ports.http, HOST, path, &[("authorization", &good)]),
-                    );
-                    last.0.0 == 403 && last.1 == (200, format!("backend {path}"))
-                })
-            }));
-            if let Err(e) = outcome {
-                eprintln!("{path}: without a token {:?}, with {:?}", last.0, last.1);
-                std::panic::resume_unwind(e);
-            }
-            assert_eq!(
-                request(ports.http, HOST, path, &[("authorization", &token(bad))]).0,
-                403,
-                "{path}: a token that says otherwise"
-            );
-        }
-
-        // Keys published at a jwksUri: Envoy fetches them itself (a cluster for the host is added).
-        let (remote_signer, remote_jwks) = jwt_issuer();
-        let remote = "https://remote.example";
-        let keys_port = jwks_server(remote_jwks);
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
-            "metadata": {"name": "jwt-remote", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}},
-                     "jwtRules": [{"issuer": remote, "jwksUri": format!("http://127.0.0.1:{keys_port}/jwks")}]}}));
+                &[("authorization", &bearer("svc-billing"))],
+            ) == (200, "backend /services".into())
+    });
+    assert_eq!(
+        request(
+            ports.http,
+            HOST,
+            "/forms",
+            &[("authorization", &bearer("alice"))]
+        ),
+        (200, "backend /forms".into()),
+        "`*/mallory` is mallory only"
+    );
+    assert_eq!(
+        request(
+            ports.http,
+            HOST,
+            "/services",
+            &[("authorization", &bearer("alice"))]
+        )
+        .0,
+        403,
+        "`iss/svc-*` admits only subjects with that prefix"
+    );
+    eventually(30, "claims copied to headers", || {
+        request(
+            ports.http,
+            HOST,
+            "/claims",
+            &[("authorization", &bearer("alice"))],
+        )
+        .0 == 200
+    });
+    assert_eq!(
+        request(
+            ports.http,
+            HOST,
+            "/claims",
+            &[("authorization", &bearer("bob")), ("x-jwt-sub", "alice")]
+        )
+        .0,
+        403,
+        "the header carries the token's claim, not the client's"
+    );
+    assert_eq!(
+        request(
+            ports.http,
+            HOST,
+            "/hello",
+            &[("authorization", "Bearer not.a.jwt")]
+        )
+        .0,
+        401,
+        "an invalid token is refused even where no policy asks for one"
+    );
+    // The token's claims, audiences and presenter as AuthorizationPolicy `when` keys: each
+    // DENY below refuses its path unless the token says so.
+    for (path, key, value) in [
+        ("/team", "request.auth.claims[team]", "blue"),
+        ("/aud", "request.auth.audiences", "svc-a"),
+        ("/azp", "request.auth.presenter", "app-1"),
+    ] {
         c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "remote-only-carol", "namespace": ns},
+            "metadata": {"name": format!("when{}", path.replace('/', "-")), "namespace": ns},
             "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
-                     "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{remote}/carol")]}}],
-                                "to": [{"operation": {"paths": ["/remote*"], "ports": [ports.http.to_string()]}}]}]}}));
-        let carol = format!("Bearer {}", jwt_from(&remote_signer, remote, "carol"));
-        eventually(60, "keys fetched from the jwksUri", || {
-            request(ports.http, HOST, "/remote", &[("authorization", &carol)])
-                == (200, "backend /remote".into())
-        });
-        let forged = format!("Bearer {}", jwt_from(&signer, remote, "carol"));
-        assert_eq!(
-            request(ports.http, HOST, "/remote", &[("authorization", &forged)]).0,
-            401,
-            "signed with a key the issuer does not publish"
-        );
-        assert_eq!(request(ports.http, HOST, "/remote", &[]).0, 403);
-        assert_eq!(
-            request(ports.http, HOST, "/hello", &[]).0,
-            200,
-            "no token: allowed"
-        );
-
-        // CUSTOM: an external authorizer from MeshConfig decides /ext (and only /ext).
-        let authz_port = ext_authz_server();
-        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
-            "metadata": {"name": "authz", "namespace": ns},
-            "spec": {"hosts": [format!("authz.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
-                     "ports": [{"number": 8000, "name": "http", "protocol": "HTTP"}], "resolution": "STATIC",
-                     "endpoints": [{"address": "127.0.0.1", "ports": {"http": authz_port}}]}}));
-        let mesh = format!(
-            "extensionProviders:\n- name: ext\n  envoyExtAuthzHttp:\n    service: authz.{ns}.svc.cluster.local\n    port: 8000\n    includeRequestHeadersInCheck: [x-ext-allow]\n"
-        );
-        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "istio", "namespace": ns}, "data": {"mesh": mesh}}));
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "ext", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "CUSTOM", "provider": {"name": "ext"},
-                     "rules": [{"to": [{"operation": {"paths": ["/ext*"], "ports": [ports.http.to_string()]}}]}]}}));
-        eventually(60, "the external authorizer decides /ext", || {
-            request(ports.http, HOST, "/ext", &[]).0 == 403
-                && request(ports.http, HOST, "/ext", &[("x-ext-allow", "yes")])
-                    == (200, "backend /ext".into())
-        });
-        assert_eq!(
-            request(ports.http, HOST, "/hello", &[]),
-            (200, "backend /hello".into()),
-            "requests the CUSTOM rules do not match never reach the authorizer"
-        );
-
-        // TLS terminated with the credentialName secret, delivered over SDS.
-        let ca_pem = &ports.cert.ca;
-        eventually(60, "gateway terminates TLS", || {
-            https_get(ports.https, ca_pem, "/secure") == (200, "backend /secure".into())
-        });
-        assert_eq!(https_get(ports.https, ca_pem, "/admin").0, 403);
-
-        // MUTUAL: the client must present a certificate from the secret's CA (`ca.crt`).
-        let client = Some((
-            ports.cert.client_chain.as_str(),
-            ports.cert.client_key.as_str(),
-        ));
-        eventually(60, "gateway checks client certificates", || {
-            https_get_as(ports.mutual, ca_pem, "/mutual", client) == (200, "backend /mutual".into())
-        });
-        assert_eq!(
-            https_get(ports.mutual, ca_pem, "/mutual").0,
-            0,
-            "no client certificate"
-        );
-
-        // PASSTHROUGH: routed by SNI, still encrypted, to a TLS server (here the SIMPLE port).
-        eventually(60, "gateway passes TLS through", || {
-            https_get(ports.passthrough, ca_pem, "/pass") == (200, "backend /pass".into())
-        });
-
-        // Sidecar → gateway over mTLS with certificates from Rudder's CA.
-        eventually(60, "mTLS from the sidecar", || {
-            request(ports.via_sidecar, HOST, "/mtls", &[]) == (200, "backend /mtls".into())
-        });
-        // The server's identity is pinned: the same gateway, reached as a service whose workloads
-        // run as another account, is refused by the sidecar.
-        assert_eq!(
-            request(ports.via_impostor, HOST, "/mtls", &[]).0,
-            0,
-            "a server certificate of the wrong identity"
-        );
-        // Without a client certificate the mTLS port refuses the handshake.
-        let root_pem = std::fs::read_to_string(&root_path).unwrap();
-        assert_eq!(https_get(ports.mtls, &root_pem, "/").0, 0);
-
-        // Plain TCP through the gateway (the HTTP backend, proxied at L4).
-        eventually(60, "gateway proxies TCP", || {
-            request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
-        });
-
-        // CUSTOM with a gRPC provider decides TCP connections too (network ext_authz), and a
-        // provider MeshConfig does not define denies instead of letting connections through.
-        let grpc_allow = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let grpc_port = grpc_ext_authz_server(grpc_allow.clone());
-        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
-            "metadata": {"name": "authz-grpc", "namespace": ns},
-            "spec": {"hosts": [format!("authz-grpc.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
-                     "ports": [{"number": 9000, "name": "grpc", "protocol": "GRPC"}], "resolution": "STATIC",
-                     "endpoints": [{"address": "127.0.0.1", "ports": {"grpc": grpc_port}}]}}));
-        let mesh = format!(
-            "{mesh}- name: ext-grpc\n  envoyExtAuthzGrpc:\n    service: authz-grpc.{ns}.svc.cluster.local\n    port: 9000\n"
-        );
-        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "istio", "namespace": ns}, "data": {"mesh": mesh}}));
-        // One provider per workload: the HTTP one's policy goes first.
-        c.delete(
-            json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "ext", "namespace": ns}}),
-        );
-        let tcp_custom = |provider: &str| {
-            json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-                "metadata": {"name": "ext-tcp", "namespace": ns},
-                "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "CUSTOM", "provider": {"name": provider},
-                         "rules": [{"to": [{"operation": {"ports": [ports.tcp.to_string()]}}]}]}})
-        };
-        c.apply(tcp_custom("ext-grpc"));
-        eventually(60, "the gRPC authorizer refuses the TCP connection", || {
-            request(ports.tcp, HOST, "/tcp", &[]).0 == 0
-        });
-        grpc_allow.store(true, std::sync::atomic::Ordering::SeqCst);
-        eventually(60, "the gRPC authorizer admits the TCP connection", || {
-            request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
-        });
-        c.apply(tcp_custom("undefined"));
-        eventually(60, "an undefined provider denies", || {
-            request(ports.tcp, HOST, "/tcp", &[]).0 == 0
-        });
-        c.delete(tcp_custom("undefined"));
-        eventually(60, "TCP open again without the CUSTOM policy", || {
-            request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
-        });
-
-        // ALLOW only the sidecar's identity: the mTLS path passes, the anonymous HTTPS one is denied.
-        c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
-            "metadata": {"name": "only-client", "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "ALLOW",
-                     "rules": [{"from": [{"source": {"principals": [format!("cluster.local/ns/{ns}/sa/client")]}}]}]}}));
-        eventually(60, "anonymous callers denied", || {
-            https_get(ports.https, ca_pem, "/secure").0 == 403
-        });
-        assert_eq!(
-            request(ports.via_sidecar, HOST, "/mtls", &[]),
-            (200, "backend /mtls".into()),
-            "the sidecar's identity is allowed"
-        );
-        assert_eq!(
-            request(ports.tcp, HOST, "/tcp", &[]).0,
-            0,
-            "TCP has no principal either: the network RBAC filter closes the connection"
-        );
-        drop(daemon);
+                     "rules": [{"to": [{"operation": {"paths": [path], "ports": [ports.http.to_string()]}}],
+                                "when": [{"key": key, "notValues": [value]}]}]}}));
     }
+    let token = |claims: serde_json::Value| {
+        let mut all = json!({"iss": ISSUER, "sub": "alice"});
+        for (k, v) in claims.as_object().unwrap() {
+            all[k] = v.clone();
+        }
+        format!("Bearer {}", jwt_with(&signer, all))
+    };
+    let cases = [
+        ("/team", json!({"team": "blue"}), json!({"team": "red"})),
+        ("/aud", json!({"aud": "svc-a"}), json!({"aud": "svc-b"})),
+        ("/azp", json!({"azp": "app-1"}), json!({"azp": "app-2"})),
+    ];
+    for (path, good, bad) in cases {
+        let good = token(good);
+        let mut last = Default::default();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            eventually(60, path, || {
+                last = (
+                    request(ports.http, HOST, path, &[]),
+                    request(ports.http, HOST, path, &[("authorization", &good)]),
+                );
+                last.0.0 == 403 && last.1 == (200, format!("backend {path}"))
+            })
+        }));
+        if let Err(e) = outcome {
+            eprintln!("{path}: without a token {:?}, with {:?}", last.0, last.1);
+            std::panic::resume_unwind(e);
+        }
+        assert_eq!(
+            request(ports.http, HOST, path, &[("authorization", &token(bad))]).0,
+            403,
+            "{path}: a token that says otherwise"
+        );
+    }
+    signer
+}
+
+/// Keys published at a jwksUri, fetched by Envoy; a token signed by another key is refused.
+fn fetches_keys_from_the_jwks_uri(g: &Scene, signer: &rcgen::KeyPair) {
+    let (c, ns, ports) = (g.c, &g.ns, g.ports);
+    // Keys published at a jwksUri: Envoy fetches them itself (a cluster for the host is added).
+    let (remote_signer, remote_jwks) = jwt_issuer();
+    let remote = "https://remote.example";
+    let keys_port = jwks_server(remote_jwks);
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+        "metadata": {"name": "jwt-remote", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}},
+                 "jwtRules": [{"issuer": remote, "jwksUri": format!("http://127.0.0.1:{keys_port}/jwks")}]}}));
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "remote-only-carol", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
+                 "rules": [{"from": [{"source": {"notRequestPrincipals": [format!("{remote}/carol")]}}],
+                            "to": [{"operation": {"paths": ["/remote*"], "ports": [ports.http.to_string()]}}]}]}}));
+    let carol = format!("Bearer {}", jwt_from(&remote_signer, remote, "carol"));
+    eventually(60, "keys fetched from the jwksUri", || {
+        request(ports.http, HOST, "/remote", &[("authorization", &carol)])
+            == (200, "backend /remote".into())
+    });
+    let forged = format!("Bearer {}", jwt_from(signer, remote, "carol"));
+    assert_eq!(
+        request(ports.http, HOST, "/remote", &[("authorization", &forged)]).0,
+        401,
+        "signed with a key the issuer does not publish"
+    );
+    assert_eq!(request(ports.http, HOST, "/remote", &[]).0, 403);
+    assert_eq!(
+        request(ports.http, HOST, "/hello", &[]).0,
+        200,
+        "no token: allowed"
+    );
+}
+
+/// CUSTOM with an HTTP provider from MeshConfig; returns the mesh config's provider list.
+fn asks_an_http_authorizer(g: &Scene) -> String {
+    let (c, ns, ports) = (g.c, &g.ns, g.ports);
+    // CUSTOM: an external authorizer from MeshConfig decides /ext (and only /ext).
+    let authz_port = ext_authz_server();
+    c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+        "metadata": {"name": "authz", "namespace": ns},
+        "spec": {"hosts": [format!("authz.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                 "ports": [{"number": 8000, "name": "http", "protocol": "HTTP"}], "resolution": "STATIC",
+                 "endpoints": [{"address": "127.0.0.1", "ports": {"http": authz_port}}]}}));
+    let mesh = format!(
+        "extensionProviders:\n- name: ext\n  envoyExtAuthzHttp:\n    service: authz.{ns}.svc.cluster.local\n    port: 8000\n    includeRequestHeadersInCheck: [x-ext-allow]\n"
+    );
+    c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "istio", "namespace": ns}, "data": {"mesh": mesh}}));
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "ext", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "CUSTOM", "provider": {"name": "ext"},
+                 "rules": [{"to": [{"operation": {"paths": ["/ext*"], "ports": [ports.http.to_string()]}}]}]}}));
+    eventually(60, "the external authorizer decides /ext", || {
+        request(ports.http, HOST, "/ext", &[]).0 == 403
+            && request(ports.http, HOST, "/ext", &[("x-ext-allow", "yes")])
+                == (200, "backend /ext".into())
+    });
+    assert_eq!(
+        request(ports.http, HOST, "/hello", &[]),
+        (200, "backend /hello".into()),
+        "requests the CUSTOM rules do not match never reach the authorizer"
+    );
+    mesh
+}
+
+/// SIMPLE, MUTUAL and PASSTHROUGH servers, and mTLS from the sidecar with the server identity pinned.
+fn terminates_checks_and_passes_tls(g: &Scene) {
+    let ports = g.ports;
+    // TLS terminated with the credentialName secret, delivered over SDS.
+    let ca_pem = &ports.cert.ca;
+    eventually(60, "gateway terminates TLS", || {
+        https_get(ports.https, ca_pem, "/secure") == (200, "backend /secure".into())
+    });
+    assert_eq!(https_get(ports.https, ca_pem, "/admin").0, 403);
+
+    // MUTUAL: the client must present a certificate from the secret's CA (`ca.crt`).
+    let client = Some((
+        ports.cert.client_chain.as_str(),
+        ports.cert.client_key.as_str(),
+    ));
+    eventually(60, "gateway checks client certificates", || {
+        https_get_as(ports.mutual, ca_pem, "/mutual", client) == (200, "backend /mutual".into())
+    });
+    assert_eq!(
+        https_get(ports.mutual, ca_pem, "/mutual").0,
+        0,
+        "no client certificate"
+    );
+
+    // PASSTHROUGH: routed by SNI, still encrypted, to a TLS server (here the SIMPLE port).
+    eventually(60, "gateway passes TLS through", || {
+        https_get(ports.passthrough, ca_pem, "/pass") == (200, "backend /pass".into())
+    });
+
+    // Sidecar → gateway over mTLS with certificates from Rudder's CA.
+    eventually(60, "mTLS from the sidecar", || {
+        request(ports.via_sidecar, HOST, "/mtls", &[]) == (200, "backend /mtls".into())
+    });
+    // The server's identity is pinned: the same gateway, reached as a service whose workloads
+    // run as another account, is refused by the sidecar.
+    assert_eq!(
+        request(ports.via_impostor, HOST, "/mtls", &[]).0,
+        0,
+        "a server certificate of the wrong identity"
+    );
+    // Without a client certificate the mTLS port refuses the handshake.
+    let root_pem = std::fs::read_to_string(g.root_path).unwrap();
+    assert_eq!(https_get(ports.mtls, &root_pem, "/").0, 0);
+}
+
+/// Plain TCP through the gateway, decided by a gRPC CUSTOM provider; an undefined provider denies.
+fn proxies_tcp_and_asks_a_grpc_authorizer(g: &Scene, mesh: &str) {
+    let (c, ns, ports) = (g.c, &g.ns, g.ports);
+    // Plain TCP through the gateway (the HTTP backend, proxied at L4).
+    eventually(60, "gateway proxies TCP", || {
+        request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
+    });
+
+    // CUSTOM with a gRPC provider decides TCP connections too (network ext_authz), and a
+    // provider MeshConfig does not define denies instead of letting connections through.
+    let grpc_allow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let grpc_port = grpc_ext_authz_server(grpc_allow.clone());
+    c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+        "metadata": {"name": "authz-grpc", "namespace": ns},
+        "spec": {"hosts": [format!("authz-grpc.{ns}.svc.cluster.local")], "location": "MESH_INTERNAL",
+                 "ports": [{"number": 9000, "name": "grpc", "protocol": "GRPC"}], "resolution": "STATIC",
+                 "endpoints": [{"address": "127.0.0.1", "ports": {"grpc": grpc_port}}]}}));
+    let mesh = format!(
+        "{mesh}- name: ext-grpc\n  envoyExtAuthzGrpc:\n    service: authz-grpc.{ns}.svc.cluster.local\n    port: 9000\n"
+    );
+    c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "istio", "namespace": ns}, "data": {"mesh": mesh}}));
+    // One provider per workload: the HTTP one's policy goes first.
+    c.delete(
+        json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "ext", "namespace": ns}}),
+    );
+    let tcp_custom = |provider: &str| {
+        json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+            "metadata": {"name": "ext-tcp", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "CUSTOM", "provider": {"name": provider},
+                     "rules": [{"to": [{"operation": {"ports": [ports.tcp.to_string()]}}]}]}})
+    };
+    c.apply(tcp_custom("ext-grpc"));
+    eventually(60, "the gRPC authorizer refuses the TCP connection", || {
+        request(ports.tcp, HOST, "/tcp", &[]).0 == 0
+    });
+    grpc_allow.store(true, std::sync::atomic::Ordering::SeqCst);
+    eventually(60, "the gRPC authorizer admits the TCP connection", || {
+        request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
+    });
+    c.apply(tcp_custom("undefined"));
+    eventually(60, "an undefined provider denies", || {
+        request(ports.tcp, HOST, "/tcp", &[]).0 == 0
+    });
+    c.delete(tcp_custom("undefined"));
+    eventually(60, "TCP open again without the CUSTOM policy", || {
+        request(ports.tcp, HOST, "/tcp", &[]) == (200, "backend /tcp".into())
+    });
+}
+
+/// ALLOW by principal: the sidecar's mTLS path passes, anonymous HTTPS and TCP are denied.
+fn allows_only_the_sidecar_identity(g: &Scene) {
+    let (c, ns, ports) = (g.c, &g.ns, g.ports);
+    let ca_pem = &ports.cert.ca;
+    // ALLOW only the sidecar's identity: the mTLS path passes, the anonymous HTTPS one is denied.
+    c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+        "metadata": {"name": "only-client", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "ALLOW",
+                 "rules": [{"from": [{"source": {"principals": [format!("cluster.local/ns/{ns}/sa/client")]}}]}]}}));
+    eventually(60, "anonymous callers denied", || {
+        https_get(ports.https, ca_pem, "/secure").0 == 403
+    });
+    assert_eq!(
+        request(ports.via_sidecar, HOST, "/mtls", &[]),
+        (200, "backend /mtls".into()),
+        "the sidecar's identity is allowed"
+    );
+    assert_eq!(
+        request(ports.tcp, HOST, "/tcp", &[]).0,
+        0,
+        "TCP has no principal either: the network RBAC filter closes the connection"
+    );
 }
 
 /// Istio's CRDs of `kinds` and the scenario's namespace, on the fake API server (a real cluster
