@@ -41,6 +41,9 @@ pub struct XdsMetrics {
     pub xds_rejects: Family<TypeLabels, Counter>,
     /// Requests that could not be served (bad node, unknown type...), by reason.
     pub xds_errors: Family<ReasonLabels, Counter>,
+    /// Mesh configs (ConfigMap `istio`, or the `--mesh-config` file) that could not be read: the
+    /// settings in force were kept.
+    pub mesh_config_errors: Counter,
     /// Time to generate and send one response, by type (`pilot_xds_push_time{type}`).
     pub xds_push_time: Family<TypeLabels, Histogram>,
     /// From the first config change to a proxy receiving the push (`pilot_proxy_convergence_time`).
@@ -196,6 +199,11 @@ impl XdsMetrics {
                 "rudder_xds_errors",
                 "xDS requests refused, by reason",
                 Family::<ReasonLabels, Counter>::default(),
+            ),
+            mesh_config_errors: registry.register(
+                "rudder_mesh_config_errors",
+                "Mesh configs that could not be read (the settings in force were kept)",
+                Counter::default(),
             ),
             xds_push_time: registry.register(
                 "pilot_xds_push_time",

@@ -352,6 +352,18 @@ fn mesh_config_discovery_selectors_and_outbound_policy() {
                     break;
                 }
             }
+            // A mesh config that cannot be read keeps the settings in force (not the flags'
+            // defaults, which would bring every namespace back): counted, then a later push
+            // still leaves the unselected namespace out.
+            c.put(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "istio", "namespace": ns},
+                "data": {"mesh": "outboundTrafficPolicy: [not, a, policy]\n"}})).await;
+            eventually(30, "the broken mesh config counted", || {
+                common::metric(&daemon, "rudder_mesh_config_errors_total") >= 1.0
+            });
+            c.put(service(&ns, "later", 80)).await;
+            let later = format!("outbound|80||{}", host(&ns, "later"));
+            let names = cds_until(&mut s, &later, true).await;
+            assert!(!names.contains(&outside), "discoverySelectors kept: {names:?}");
         });
         if !c.is_fake() {
             c.delete(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}));

@@ -90,18 +90,38 @@ impl Default for Debounce {
 /// is reissued and pushed (a proxy with an agent would rotate its own).
 const CERTIFICATE_REFRESH: Duration = Duration::from_secs(600);
 
-/// The mesh settings for a snapshot: MeshConfig applied.
-fn mesh_settings(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> MeshSettings {
+/// The mesh settings for a snapshot: MeshConfig applied to `base` (the flags). A mesh config that
+/// cannot be read keeps `previous` (the settings in force), as files mode keeps the last good
+/// file: falling back to the flags would drop discoverySelectors, REGISTRY_ONLY and the exportTo
+/// defaults in one push. Without previous settings (at start) the flags apply.
+fn mesh_settings(
+    snapshot: &crate::store::Snapshot,
+    base: &MeshSettings,
+    previous: Option<&MeshSettings>,
+    metrics: Option<&XdsMetrics>,
+) -> MeshSettings {
     let (mesh, error) = base.with_mesh_config(snapshot);
-    if let Some(e) = error {
-        warn!(error = %e, "invalid mesh config; keeping the previous settings");
+    let Some(e) = error else {
+        return mesh;
+    };
+    if let Some(m) = metrics {
+        m.mesh_config_errors.inc();
     }
-    mesh
+    match previous {
+        Some(previous) => {
+            warn!(error = %e, "invalid mesh config; keeping the previous settings");
+            previous.clone()
+        }
+        None => {
+            warn!(error = %e, "invalid mesh config; using the defaults until a valid one arrives");
+            mesh
+        }
+    }
 }
 
 /// The mesh settings and registry for a snapshot: MeshConfig applied, discoverySelectors honoured.
 fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSettings, Registry) {
-    let mesh = mesh_settings(snapshot, base);
+    let mesh = mesh_settings(snapshot, base, None, None);
     let registry = Registry::build_with(snapshot, &mesh.domain_suffix, &mesh.discovery_selectors);
     (mesh, registry)
 }
@@ -130,6 +150,8 @@ pub struct Start {
     /// The CA's trust bundle: a new one (a root rotation) pushes SDS (`ROOTCA`, and chains that
     /// end at the new root) to every proxy.
     pub roots: Option<tokio::sync::watch::Receiver<Arc<str>>>,
+    /// The mesh settings of the initial context (MeshConfig applied).
+    pub applied_mesh: MeshSettings,
 }
 
 impl Start {
@@ -142,6 +164,7 @@ impl Start {
             certificates: initial.certificates.clone(),
             mesh,
             roots: None,
+            applied_mesh: initial.mesh.clone(),
         }
     }
 }
@@ -175,7 +198,10 @@ pub async fn run(
         certificates,
         mesh,
         mut roots,
+        applied_mesh,
     } = start;
+    // The settings in force: what a mesh config that cannot be read leaves in place.
+    let mut in_force = applied_mesh;
     metrics.services.set(registry.services.len() as i64);
     let mut removed_hosts: Arc<crate::xds::context::RemovedHosts> = Arc::default();
     // The proxy views of the last context pushed, which an endpoint-only push keeps.
@@ -245,7 +271,8 @@ pub async fn run(
         let span = info_span!("push", version = version + 1);
         async {
             let previous = std::mem::replace(&mut snapshot, store.snapshot());
-            let next_mesh = mesh_settings(&snapshot, &mesh);
+            let next_mesh = mesh_settings(&snapshot, &mesh, Some(&in_force), Some(&metrics));
+            in_force = next_mesh.clone();
             // Only the hostnames fed by objects that differ between the two snapshots are
             // recomputed: the cost follows the change, not the mesh.
             let (next, delta) = registry.update(
@@ -351,5 +378,37 @@ pub async fn run(
         }
         .instrument(span)
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MESH: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n    defaultServiceExportTo: [\".\"]\n";
+
+    #[test]
+    fn an_unreadable_mesh_config_keeps_the_settings_in_force() {
+        let base = MeshSettings::default();
+        let good = crate::testing::store(MESH).snapshot();
+        let in_force = mesh_settings(&good, &base, None, None);
+        assert!(!in_force.outbound_allow_any);
+        // As the Kubernetes source stores it: a ConfigMap is not checked on the way in.
+        use crate::source::kube::convert::IntoConfig;
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "istio", "namespace": "istio-system"},
+            "data": {"mesh": "outboundTrafficPolicy: [not, a, policy]\n"}
+        }))
+        .expect("a ConfigMap");
+        let store = crate::store::StoreWriter::default();
+        store.upsert(cm.into_config());
+        let broken = store.snapshot();
+        let next = mesh_settings(&broken, &base, Some(&in_force), None);
+        assert!(!next.outbound_allow_any, "REGISTRY_ONLY stays");
+        assert_eq!(next.default_service_export_to, ["."]);
+        assert!(
+            mesh_settings(&broken, &base, None, None).outbound_allow_any,
+            "at start, with nothing in force, the flags apply"
+        );
     }
 }
