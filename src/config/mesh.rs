@@ -219,7 +219,12 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
     "defaultDestinationRuleExportTo",
+    "trustDomainAliases",
 ];
+
+/// The kinds of `extensionProviders[]` Rudder applies: the external authorizers. Tracing,
+/// access-log, metrics and other providers are accepted and warned about by name.
+const HONOURED_PROVIDER_KINDS: &[&str] = &["envoyExtAuthzHttp", "envoyExtAuthzGrpc"];
 
 impl MeshConfig {
     /// Parses the `mesh` key of the mesh ConfigMap (YAML or JSON); blank text is the defaults.
@@ -276,6 +281,20 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {
                 Some("no egress proxy: unknown destinations are passed through directly")
             }
+            "extensionProviders" => {
+                for (i, provider) in value.as_array().into_iter().flatten().enumerate() {
+                    let kinds = provider.as_object().into_iter().flatten();
+                    for (kind, _) in kinds.filter(|(k, _)| *k != "name") {
+                        if !HONOURED_PROVIDER_KINDS.contains(&kind.as_str()) {
+                            out.push((
+                                format!("data.mesh.extensionProviders[{i}].{kind}"),
+                                PROVIDER_NOT_APPLIED,
+                            ));
+                        }
+                    }
+                }
+                None
+            }
             n if HONOURED_MESH_FIELDS.contains(&n) => None,
             _ => Some(MESH_FIELD_NOT_APPLIED),
         };
@@ -288,6 +307,10 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
 
 /// What Rudder says of a MeshConfig field it does not act on.
 pub const MESH_FIELD_NOT_APPLIED: &str = "this MeshConfig field is not applied";
+
+/// What Rudder says of an extension provider that is not an external authorizer.
+pub const PROVIDER_NOT_APPLIED: &str =
+    "this extension provider is not applied (only envoyExtAuthzHttp and envoyExtAuthzGrpc are)";
 
 /// Whether `labels` carry every label of `selector` (an empty selector selects everything): the
 /// rule of Istio's workload selectors and Kubernetes `matchLabels`.

@@ -403,6 +403,20 @@ mod tests {
     }
 
     #[test]
+    fn honoured_mesh_fields_are_not_warned_and_other_extension_providers_are() {
+        let cm = config(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n",
+        );
+        assert_eq!(
+            fields(&cm),
+            [(
+                "data.mesh.extensionProviders[1].opentelemetry".to_string(),
+                crate::config::mesh::PROVIDER_NOT_APPLIED
+            )]
+        );
+    }
+
+    #[test]
     fn finds_set_fields_at_every_level_and_ignores_unset_ones() {
         let gw = config(
             "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: ns}\nspec:\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls: {mode: SIMPLE, credentialName: \"sds://c\", minProtocolVersion: TLSV1_3}\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [b.example.com]\n    tls: {mode: SIMPLE, credentialName: \"kubernetes://c\"}\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [a.example.com]\n",
