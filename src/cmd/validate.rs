@@ -4,7 +4,7 @@
 //! (or held no config files).
 
 use crate::config::ConfigKey;
-use crate::source::file::{FileReport, check_text, collect_files};
+use crate::source::file::{FileReport, check_text, scan_dir};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -34,7 +34,15 @@ pub fn run(
             }
             continue;
         }
-        let files = match collect_files(input) {
+        let scan = scan_dir(input);
+        if let Ok(scan) = &scan {
+            // A config file that leads nowhere is not "no objects": say so, and fail.
+            for (path, why) in &scan.dangling {
+                let _ = writeln!(err, "error: {}: cannot be read ({why})", path.display());
+                unreadable = true;
+            }
+        }
+        let files = match scan.map(|s| s.files) {
             Ok(f) if f.is_empty() => {
                 let _ = writeln!(
                     err,

@@ -78,6 +78,9 @@ pub struct Scan {
     /// Symlinks (and paths) leading to a directory or file already scanned: a loop, or a second way
     /// to the same place. Skipped, so a loop costs one entry, not a path per way around it.
     pub repeated: Vec<PathBuf>,
+    /// Config-named entries that lead nowhere (a dangling symlink), with why: `rudder validate`
+    /// reports them; the daemon skips them (a ConfigMap mount dangles for a moment while it swaps).
+    pub dangling: Vec<(PathBuf, String)>,
 }
 
 /// As `collect_files`, and says which paths led back to something already scanned. Symlinks are
@@ -105,8 +108,14 @@ pub fn scan_dir(path: &Path) -> std::io::Result<Scan> {
             if is_hidden(&p) {
                 continue;
             }
-            let Ok(m) = std::fs::metadata(&p) else {
-                continue;
+            let m = match std::fs::metadata(&p) {
+                Ok(m) => m,
+                Err(e) => {
+                    if is_config_file(&p) {
+                        scan.dangling.push((p, e.to_string()));
+                    }
+                    continue;
+                }
             };
             let wanted = m.is_dir() || (m.is_file() && is_config_file(&p));
             if !wanted {
@@ -125,6 +134,7 @@ pub fn scan_dir(path: &Path) -> std::io::Result<Scan> {
     }
     scan.files.sort();
     scan.repeated.sort();
+    scan.dangling.sort();
     Ok(scan)
 }
 

@@ -78,6 +78,17 @@ fn validate_unreadable_inputs_exit_2() {
     assert!(err.contains("no .yaml, .yml or .json files found"), "{err}");
     let (code, _, _) = run(&["validate"]);
     assert_eq!(code, 2, "usage error");
+    // A config file that leads nowhere is named, not skipped as if it held nothing.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("good.yaml"), GOOD).unwrap();
+    std::os::unix::fs::symlink(
+        dir.path().join("missing.yaml"),
+        dir.path().join("gone.yaml"),
+    )
+    .unwrap();
+    let (code, _, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("gone.yaml: cannot be read"), "{err}");
 }
 
 #[test]
