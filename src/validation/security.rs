@@ -80,6 +80,10 @@ fn condition_key(key: &str) -> Result<(), String> {
 }
 
 fn condition_values(key: &str, values: &[String]) -> Result<(), String> {
+    // As istiod's CheckEmptyValues: an empty value would match nothing, or everything.
+    if values.iter().any(String::is_empty) {
+        return Err(format!("empty value not allowed, found in {key}"));
+    }
     for v in values {
         match key {
             "source.ip" | "remote.ip" | "destination.ip" => h::ip_subnet(v)?,

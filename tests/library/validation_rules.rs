@@ -805,6 +805,12 @@ const CASES: &[Case] = &[
     ),
     (
         "AuthorizationPolicy",
+        "rules: [{when: [{key: \"request.headers[x-team]\", notValues: [\"\"]}]}]",
+        "spec.rules[0].when[0].notValues: empty value not allowed, found in request.headers[x-team]",
+        "rules: [{when: [{key: \"request.headers[x-team]\", notValues: [blue]}]}]",
+    ),
+    (
+        "AuthorizationPolicy",
         "rules: [{when: [{key: destination.port, values: [\"99999\"]}]}]",
         "spec.rules[0].when[0].values: port number 99999",
         "rules: [{when: [{key: destination.port, values: [\"443\"]}]}]",
