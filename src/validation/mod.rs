@@ -234,3 +234,46 @@ pub const ALWAYS_REJECT: &str = "internal.istio.io/webhook-always-reject";
 /// Set by istiod on objects it generates (Gateway API); users may not set them.
 const PARENT_NAMESPACE: &str = "internal.istio.io/parent-namespace";
 const PARENTS: &str = "internal.istio.io/parents";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn warnings(yaml: &str) -> Vec<String> {
+        let parsed = crate::config::parse_yaml(yaml, "default");
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        let config = parsed.configs.into_iter().next().expect("one object");
+        check(&config)
+            .warnings
+            .iter()
+            .map(|w| w.message.clone())
+            .collect()
+    }
+
+    /// istiod warns about several hosts on one address with a port of a TCP protocol, which
+    /// counts TLS and HTTPS (a listener per address cannot tell the hosts apart) and not an
+    /// unset protocol.
+    #[test]
+    fn several_hosts_on_one_address_warn_for_tcp_tls_and_https_ports_only() {
+        let se = |protocol: &str| {
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: s, namespace: ns}}\nspec: {{hosts: [a.example.com, b.example.com], addresses: [10.0.0.1], ports: [{{number: 443, name: p{protocol}}}], resolution: DNS}}\n"
+            )
+        };
+        let warned = |protocol: &str| {
+            let with = if protocol.is_empty() {
+                String::new()
+            } else {
+                format!(", protocol: {protocol}")
+            };
+            warnings(&se(&with))
+                .iter()
+                .any(|w| w.contains("more than one host specified simultaneously"))
+        };
+        assert!(warned("HTTPS"));
+        assert!(warned("TLS"));
+        assert!(warned("TCP"));
+        assert!(!warned(""), "an unset protocol is not TCP to istiod");
+        assert!(!warned("HTTP"));
+    }
+}

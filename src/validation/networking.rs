@@ -1995,7 +1995,13 @@ pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
                 && se
                     .ports
                     .iter()
-                    .any(|p| is(&p.protocol, &["TCP", "MYSQL", "MONGO", "REDIS", ""]))
+                    // istiod's IsTCP: TLS-based protocols too, and not an unset protocol.
+                    .any(|p| {
+                        is(
+                            &p.protocol,
+                            &["TCP", "HTTPS", "TLS", "MYSQL", "MONGO", "REDIS"],
+                        )
+                    })
             {
                 r.warn(
                     "spec.hosts",
