@@ -2,10 +2,9 @@
 //! context from Istio YAML, and proxies as their xDS nodes describe them. One copy, so tests build
 //! their inputs the way the daemon does.
 
-use crate::config::parse_yaml;
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
-use crate::store::{Change, StoreWriter};
+use crate::store::StoreWriter;
 use crate::xds::context::PushContext;
 use crate::xds::proxy::Proxy;
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -14,11 +13,7 @@ use std::sync::Arc;
 
 /// A store holding every object of `yaml`, which must be valid; the writer, to change it further.
 pub fn store(yaml: &str) -> StoreWriter {
-    let parsed = parse_yaml(yaml, "default");
-    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors.first());
-    let store = StoreWriter::default();
-    store.apply(parsed.configs.into_iter().map(Change::Upsert).collect());
-    store
+    StoreWriter::from_yaml(yaml)
 }
 
 /// The push context (version 1) of the objects of `yaml` under `mesh`.

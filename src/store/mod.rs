@@ -191,7 +191,7 @@ impl Store {
         store
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     fn apply_yaml(&self, yaml: &str) {
         let parsed = crate::config::parse_yaml(yaml, "default");
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
@@ -326,14 +326,14 @@ impl StoreWriter {
         self.0.apply(changes)
     }
 
-    /// Applies every object of a YAML text, which must be valid (unit tests' fixtures).
-    #[cfg(test)]
+    /// Applies every object of a YAML text, which must be valid (tests' fixtures).
+    #[cfg(any(test, feature = "testing"))]
     pub fn apply_yaml(&self, yaml: &str) {
         self.0.apply_yaml(yaml)
     }
 
-    /// A writer of a store holding every object of a YAML text (unit tests' fixtures).
-    #[cfg(test)]
+    /// A writer of a store holding every object of a YAML text (tests' fixtures).
+    #[cfg(any(test, feature = "testing"))]
     pub fn from_yaml(yaml: &str) -> StoreWriter {
         let writer = StoreWriter::default();
         writer.apply_yaml(yaml);
