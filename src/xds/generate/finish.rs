@@ -15,10 +15,11 @@ use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 use std::sync::Arc;
 
@@ -112,7 +113,9 @@ impl Typed {
             .chain(listener.default_filter_chain.as_mut());
         for chain in chains {
             for f in &mut chain.filters {
-                edit_hcm(f, &chain.name, &mut edit);
+                if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() {
+                    edit_hcm(config, &chain.name, &mut edit);
+                }
             }
         }
         // Proxyless gRPC listeners carry theirs as the API listener.
@@ -120,11 +123,8 @@ impl Typed {
             .api_listener
             .as_mut()
             .and_then(|a| a.api_listener.as_mut())
-            && api.type_url == HttpConnectionManager::type_url()
-            && let Ok(mut hcm) = HttpConnectionManager::decode(api.value.as_slice())
         {
-            edit("", &mut hcm);
-            api.value = hcm.encode_to_vec();
+            edit_hcm(api, "", &mut edit);
         }
     }
 
@@ -140,10 +140,12 @@ impl Typed {
     }
 }
 
-fn edit_hcm(f: &mut Filter, chain: &str, edit: &mut impl FnMut(&str, &mut HttpConnectionManager)) {
-    let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() else {
-        return;
-    };
+/// Decodes `config` if it is an HTTP connection manager, lets `edit` change it, and writes it back.
+fn edit_hcm(
+    config: &mut Any,
+    chain: &str,
+    edit: &mut impl FnMut(&str, &mut HttpConnectionManager),
+) {
     if config.type_url != HttpConnectionManager::type_url() {
         return;
     }

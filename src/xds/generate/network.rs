@@ -94,9 +94,9 @@ fn typed_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> Http
 }
 
 /// The one HTTP connection manager builder. Every class: `security` (request authentication
-/// and authorization, server side only) first, then faults (not on a gRPC server: istiod's
-/// grpcgen), then the router. gRPC implements nothing more; Envoy adds path normalisation from
-/// MeshConfig, CORS (after security, before faults), WebSocket upgrades, and on gateways what
+/// and authorization, server side only) first, then CORS (Envoy only), then faults (not on a
+/// gRPC server: istiod's grpcgen), then the router. gRPC implements nothing more; Envoy adds path
+/// normalisation from MeshConfig, WebSocket upgrades, and on gateways what
 /// istiod's `buildGatewayConnectionManager` adds: the client is the connection's peer
 /// (`use_remote_address`) or the address `gatewayTopology.numTrustedProxies` hops back in
 /// `X-Forwarded-For`, never one the client wrote itself, and `X-Forwarded-Client-Cert` as the
@@ -110,7 +110,14 @@ pub(super) fn http_connection_manager(
     routes: RouteSource,
     security: Vec<HttpFilter>,
 ) -> HttpConnectionManager {
+    let proxyless = matches!(class, Class::Proxyless | Class::ProxylessServer);
     let mut filters = security;
+    if !proxyless {
+        filters.push(typed_filter(
+            CORS_FILTER,
+            &envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
+        ));
+    }
     if class != Class::ProxylessServer {
         filters.push(typed_filter(FAULT_FILTER, &HttpFault::default()));
     }
@@ -130,24 +137,12 @@ pub(super) fn http_connection_manager(
         http_filters: filters,
         ..Default::default()
     };
-    if matches!(class, Class::Proxyless | Class::ProxylessServer) {
+    if proxyless {
         // istiod leaves path normalisation to gRPC itself, and gRPC refuses filters it does
         // not know.
         return manager;
     }
     normalize(&mut manager, ctx.mesh.path_normalization);
-    let cors_at = manager
-        .http_filters
-        .iter()
-        .position(|f| f.name == FAULT_FILTER)
-        .unwrap_or(0);
-    manager.http_filters.insert(
-        cors_at,
-        typed_filter(
-            CORS_FILTER,
-            &envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
-        ),
-    );
     // As istiod: WebSocket upgrades pass through every Envoy HTTP connection manager.
     manager.upgrade_configs = vec![http_connection_manager::UpgradeConfig {
         upgrade_type: "websocket".into(),
