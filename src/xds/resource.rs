@@ -11,6 +11,16 @@ use std::sync::Arc;
 /// Field number of `resources` in both `DiscoveryResponse` and `DeltaDiscoveryResponse`.
 const RESOURCES: u32 = 2;
 
+/// Something a generator met while building a resource that an operator counts or reads, carried
+/// with the resource (and so with its cached copy) to the stream layer that reports it: generators
+/// return what they found, they never write it into the push context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Finding {
+    /// On this outbound listener a TCP service's connections went to another service (istiod's
+    /// `pilot_conflict_outbound_listener_tcp_over_current_tcp`).
+    OutboundTcpConflict,
+}
+
 /// One generated xDS resource. `version` is a digest of its bytes, used by Delta xDS and to skip
 /// pushes that would change nothing.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,12 +35,19 @@ pub struct Resource {
     /// Other names the client asked this resource by (an ambient address lookup by IP answers with
     /// the workload or service it found, aliased to the IP).
     pub aliases: Vec<String>,
+    /// What its generator found while building it (empty nearly always).
+    pub findings: Vec<Finding>,
     /// This resource as a Delta response entry, encoded on first use and shared by every stream.
     delta_entry: std::sync::OnceLock<Bytes>,
 }
 
 impl Resource {
     pub fn new(name: impl AsRef<str>, any: Any) -> Arc<Resource> {
+        Resource::with_findings(name, any, Vec::new())
+    }
+
+    /// A resource and what its generator found while building it.
+    pub fn with_findings(name: impl AsRef<str>, any: Any, findings: Vec<Finding>) -> Arc<Resource> {
         let mut h = DefaultHasher::new();
         any.type_url.hash(&mut h);
         any.value.hash(&mut h);
@@ -41,6 +58,7 @@ impl Resource {
             version: format!("{digest:016x}"),
             digest,
             aliases: Vec::new(),
+            findings,
             delta_entry: std::sync::OnceLock::new(),
         })
     }
@@ -58,6 +76,7 @@ impl Resource {
             version: self.version.clone(),
             digest: self.digest,
             aliases,
+            findings: self.findings.clone(),
             delta_entry: std::sync::OnceLock::new(),
         })
     }
@@ -78,6 +97,8 @@ pub type Resources = Arc<Vec<Arc<Resource>>>;
 pub struct ResourceList {
     pub resources: Vec<Arc<Resource>>,
     pub digest: u64,
+    /// What the generators found while building these resources, by resource name.
+    pub findings: Vec<(Arc<str>, Finding)>,
     /// Each resource's digest by name, built on first use: the record of what a Delta client
     /// holds when it was sent this list, shared by every stream sent it. Kept apart from the
     /// resources, so a stream's record does not keep old resources alive.
@@ -100,12 +121,15 @@ impl ResourceList {
         use std::hash::BuildHasher;
         // Fixed seed: equal lists hash equal on every stream.
         let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
+        let mut findings = Vec::new();
         for r in &resources {
             r.name.hash(&mut h);
             r.digest.hash(&mut h);
+            findings.extend(r.findings.iter().map(|f| (r.name.clone(), *f)));
         }
         ResourceList {
             digest: h.finish(),
+            findings,
             resources,
             index: std::sync::OnceLock::new(),
             delta_frames: std::sync::OnceLock::new(),

@@ -497,3 +497,64 @@ async fn node_ids_cannot_forge_log_lines() {
         "the refused node id is logged, escaped: {lines:#?}"
     );
 }
+
+/// istiod's listener-conflict gauges follow what proxies are sent: two TCP services without
+/// addresses on one port (the first keeps the connections), and a pod port two services of
+/// different protocols select, then both gone once the config no longer has them.
+#[tokio::test(flavor = "multi_thread")]
+async fn listener_conflicts_are_reported_as_istiod_gauges() {
+    let se = |name: &str, port: u32, proto: &str, target: u32, ip: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{hosts: [{name}.example.com], ports: [{{number: {port}, name: p, protocol: {proto}, targetPort: {target}}}], resolution: STATIC, endpoints: [{{address: {ip}}}]}}\n"
+        )
+    };
+    let conflicting = [
+        se("db-a", 5432, "TCP", 5432, "10.0.0.1"),
+        se("db-b", 5432, "TCP", 5432, "10.0.0.2"),
+        se("web", 80, "HTTP", 8080, "10.9.9.9"),
+        se("raw", 81, "TCP", 8080, "10.9.9.9"),
+    ]
+    .concat();
+    let (dir, daemon) = start();
+    common::write_atomic(&dir.path().join("mesh.yaml"), &conflicting);
+    let gauges = |d: &Daemon| {
+        (
+            common::metric(d, "pilot_conflict_inbound_listener "),
+            common::metric(d, "pilot_conflict_outbound_listener_tcp_over_current_tcp "),
+        )
+    };
+    common::eventually_async(20, "the new mesh is loaded", || {
+        http_get(daemon.addr("monitoring"), "/debug/registryz")
+            .1
+            .contains("db-b.example.com")
+    })
+    .await;
+    const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    let mut s = Client::open(daemon.addr("grpc-xds"), ID).await.unwrap();
+    let cds = s.recv().await;
+    s.send(CDS, &[], &cds.nonce, &cds.version_info, None).await;
+    s.send(LDS, &[], "", "", None).await;
+    let lds = s.recv().await;
+    assert_eq!(lds.type_url, LDS);
+    assert_eq!(gauges(&daemon), (1.0, 1.0));
+
+    s.send(LDS, &[], &lds.nonce, &lds.version_info, None).await;
+    common::write_atomic(&dir.path().join("mesh.yaml"), &mesh(false));
+    let mut cleared = false;
+    for _ in 0..20 {
+        let Some(r) = s.recv_within(Duration::from_secs(5)).await else {
+            break;
+        };
+        s.send(&r.type_url, &[], &r.nonce, &r.version_info, None)
+            .await;
+        if r.type_url == LDS && gauges(&daemon) == (0.0, 0.0) {
+            cleared = true;
+            break;
+        }
+    }
+    assert!(
+        cleared,
+        "gauges after the conflicts went: {:?}",
+        gauges(&daemon)
+    );
+}

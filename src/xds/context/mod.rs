@@ -35,12 +35,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-#[derive(Default)]
-struct ListenerConflicts {
-    inbound: HashSet<String>,
-    outbound_tcp: HashSet<String>,
-}
-
 /// What `PushContext::conflicts` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Conflicts {
@@ -162,10 +156,9 @@ pub struct PushContext {
     /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
     /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
     cache: Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>,
-    /// Listener conflicts met while generating for this context, as istiod counts them: proxies
-    /// whose pod port two services of different protocols select, and outbound listeners where a
-    /// TCP service lost its connections to another (`pilot_conflict_*`).
-    listener_conflicts: Mutex<ListenerConflicts>,
+    /// Proxies whose pod port two services of different protocols select, met while deriving
+    /// their scopes (istiod's `pilot_conflict_inbound_listener`).
+    inbound_conflicts: Mutex<HashSet<String>>,
     scopes: ScopeCache,
     /// Signs workload certificates served over SDS (`default`); none when the CA is not running.
     pub certificates: Certificates,
@@ -277,7 +270,7 @@ impl PushContext {
             mesh,
             routing,
             cache: Mutex::default(),
-            listener_conflicts: Mutex::default(),
+            inbound_conflicts: Mutex::default(),
             scopes: ScopeCache::default(),
             certificates: None,
             removed_hosts: Arc::default(),
@@ -636,25 +629,14 @@ impl PushContext {
             conflicting |= first != protocol && first_host != host;
         }
         if conflicting {
-            lock(&self.listener_conflicts)
-                .inbound
-                .insert(ip.to_string());
+            lock(&self.inbound_conflicts).insert(ip.to_string());
         }
         Arc::new(ports.into_iter().map(|(n, (p, _))| (n, p)).collect())
     }
 
-    /// Notes an outbound listener on which a TCP service's connections went to another service.
-    pub fn record_outbound_tcp_conflict(&self, listener: &str) {
-        lock(&self.listener_conflicts)
-            .outbound_tcp
-            .insert(listener.to_string());
-    }
-
-    /// Listener conflicts met so far in this push: (proxies with an inbound conflict, outbound
-    /// listeners with a TCP conflict).
-    pub fn listener_conflicts(&self) -> (usize, usize) {
-        let c = lock(&self.listener_conflicts);
-        (c.inbound.len(), c.outbound_tcp.len())
+    /// How many proxies met so far in this push have an inbound conflict.
+    pub fn inbound_conflicts(&self) -> usize {
+        lock(&self.inbound_conflicts).len()
     }
 
     /// Services by hostname within a scope (for route generation).

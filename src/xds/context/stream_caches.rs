@@ -4,7 +4,7 @@
 //! it.
 
 use super::{FastMap, memoized_by_key};
-use crate::xds::resource::{Resource, ResourceList};
+use crate::xds::resource::{Finding, Resource, ResourceList};
 use crate::xds::types::TypeUrl;
 use std::sync::{Arc, Mutex};
 
@@ -37,6 +37,8 @@ pub struct StreamCaches {
     /// The names of a subscription that belong to the services an endpoint push changed, by the
     /// subscription's and the services' digests (`subscribed_of_changed`).
     subscribed_of_changed: Mutex<FastMap<(u64, u64), SubscribedNames>>,
+    /// The outbound listeners sent in this push whose generator found a TCP conflict.
+    outbound_tcp_conflicts: Mutex<std::collections::HashSet<Arc<str>>>,
 }
 
 impl StreamCaches {
@@ -91,5 +93,22 @@ impl StreamCaches {
         build: impl FnOnce() -> SubscribedNames,
     ) -> SubscribedNames {
         memoized_by_key(&self.subscribed_of_changed, (subscription, changed), build)
+    }
+
+    /// Notes what the generators found in a list sent in this push; returns how many outbound
+    /// listeners sent so far have a TCP conflict.
+    pub fn note_findings(&self, list: &ResourceList) -> usize {
+        let mut conflicts = self
+            .outbound_tcp_conflicts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for (name, finding) in &list.findings {
+            match finding {
+                Finding::OutboundTcpConflict => {
+                    conflicts.insert(name.clone());
+                }
+            }
+        }
+        conflicts.len()
     }
 }

@@ -12,7 +12,7 @@
 use super::util::any;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::proxy::{Generator, ProxyType};
-use crate::xds::resource::Resource;
+use crate::xds::resource::{Finding, Resource};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
@@ -87,6 +87,8 @@ pub struct Typed {
     pub name: String,
     pub class: Class,
     pub built: Built,
+    /// What the generator found while building it, reported by the stream layer.
+    pub findings: Vec<Finding>,
 }
 
 impl Typed {
@@ -95,7 +97,16 @@ impl Typed {
             name: name.into(),
             class,
             built: built.into(),
+            findings: Vec::new(),
         }
+    }
+
+    /// This resource, noting that its generator found `finding`.
+    pub fn found(mut self, finding: Finding) -> Typed {
+        if !self.findings.contains(&finding) {
+            self.findings.push(finding);
+        }
+        self
     }
 
     /// Calls `edit` with every HTTP connection manager of a listener (by filter chain name),
@@ -136,7 +147,7 @@ impl Typed {
             Built::LoadAssignment(r) => any(r.as_ref()),
             Built::Secret(r) => any(r.as_ref()),
         };
-        Resource::new(self.name, any)
+        Resource::with_findings(self.name, any, self.findings)
     }
 }
 

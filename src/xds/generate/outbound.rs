@@ -17,6 +17,7 @@ use super::util::{any, match_applies_to_sidecar, outbound_cluster};
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView, VsEntry};
+use crate::xds::resource::Finding;
 use envoy_types::pb::envoy::config::core::v3::{
     SubstitutionFormatString, TrafficDirection, data_source, substitution_format_string,
 };
@@ -297,32 +298,29 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
             }
             shared.add(&wildcard_name, chain);
         }
-        if shared.tcp_conflict {
-            ctx.record_outbound_tcp_conflict(&wildcard_name);
-        }
-        for (ip, entry) in &by_vip {
-            if entry.tcp_conflict {
-                ctx.record_outbound_tcp_conflict(&format!("{ip}_{port}"));
-            }
-        }
         if !shared.chains.is_empty() || shared.default.is_some() {
-            out.push(listener_resource(
-                scope,
-                shared.into_listener(&wildcard_name, wildcard, port, scope.interception_none),
-            ));
+            let conflict = shared.tcp_conflict;
+            let listener =
+                shared.into_listener(&wildcard_name, wildcard, port, scope.interception_none);
+            out.push(listener_resource(scope, listener, conflict));
         }
         for (ip, entry) in by_vip {
-            out.push(listener_resource(
-                scope,
-                entry.into_listener(&format!("{ip}_{port}"), ip, port, false),
-            ));
+            let conflict = entry.tcp_conflict;
+            let listener = entry.into_listener(&format!("{ip}_{port}"), ip, port, false);
+            out.push(listener_resource(scope, listener, conflict));
         }
     }
     out
 }
 
-fn listener_resource(scope: &ScopeView, l: Listener) -> Typed {
-    Typed::new(l.name.clone(), Class::outbound(scope), l)
+/// A listener as served; `tcp_conflict` when a TCP service on it lost its connections to another.
+fn listener_resource(scope: &ScopeView, l: Listener, tcp_conflict: bool) -> Typed {
+    let typed = Typed::new(l.name.clone(), Class::outbound(scope), l);
+    if tcp_conflict {
+        typed.found(Finding::OutboundTcpConflict)
+    } else {
+        typed
+    }
 }
 
 fn plaintext_http_match() -> FilterChainMatch {

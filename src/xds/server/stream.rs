@@ -324,9 +324,11 @@ impl StreamState {
         let Some(hosts) = only_hosts else {
             let list = whole();
             if type_url == TypeUrl::Listener {
-                let (inbound, outbound) = ctx.listener_conflicts();
+                let outbound = ctx.streams.note_findings(&list);
                 let metrics = &self.server.metrics;
-                metrics.inbound_conflicts.set(inbound as i64);
+                metrics
+                    .inbound_conflicts
+                    .set(ctx.inbound_conflicts() as i64);
                 metrics.outbound_tcp_conflicts.set(outbound as i64);
             }
             return Some(list);

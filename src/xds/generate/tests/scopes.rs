@@ -303,8 +303,16 @@ fn listener_conflicts_are_counted_as_istiod_does() {
     };
     let quiet = ctx(&[se("one", 9000, "TCP", 9000), se("two", 9001, "TCP", 9001)].concat());
     let p = proxy("a", &[]);
-    generate(&quiet, &p, &quiet.scope(&p), TypeUrl::Listener, None);
-    assert_eq!(quiet.listener_conflicts(), (0, 0));
+    let conflicted = |listeners: Vec<std::sync::Arc<crate::xds::resource::Resource>>| {
+        listeners
+            .iter()
+            .filter(|l| !l.findings.is_empty())
+            .map(|l| l.name.to_string())
+            .collect::<Vec<_>>()
+    };
+    let listeners = generate(&quiet, &p, &quiet.scope(&p), TypeUrl::Listener, None);
+    assert!(conflicted(listeners).is_empty());
+    assert_eq!(quiet.inbound_conflicts(), 0);
 
     let yaml = [
         se("db-a", 5432, "TCP", 5432),
@@ -314,10 +322,11 @@ fn listener_conflicts_are_counted_as_istiod_does() {
     ]
     .concat();
     let c = ctx(&yaml);
-    generate(&c, &p, &c.scope(&p), TypeUrl::Listener, None);
+    let listeners = generate(&c, &p, &c.scope(&p), TypeUrl::Listener, None);
+    assert_eq!(conflicted(listeners), ["0.0.0.0_5432"], "two TCP services");
     assert_eq!(
-        c.listener_conflicts(),
-        (1, 1),
-        "the proxy at 10.0.0.9 has two protocols on 8080; 0.0.0.0_5432 has two TCP services"
+        c.inbound_conflicts(),
+        1,
+        "the proxy at 10.0.0.9 has two protocols on 8080"
     );
 }
