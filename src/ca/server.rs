@@ -54,18 +54,8 @@ impl CaService {
         &self,
         req: &Request<IstioCertificateRequest>,
     ) -> Result<super::node_auth::Caller, Status> {
-        let certs = req.peer_certs();
-        match self
-            .auth
-            .identify_caller(crate::model::identity::Credentials {
-                authorization: req
-                    .metadata()
-                    .get("authorization")
-                    .and_then(|v| v.to_str().ok()),
-                client_cert: certs.as_deref().and_then(|c| c.first()).map(|c| c.as_ref()),
-            })
-            .await
-        {
+        let sent = crate::grpc::RequestCredentials::of(req);
+        match self.auth.identify_caller(sent.credentials()).await {
             Ok(Some(id)) => Ok(id),
             Ok(None) => Err(self.refuse(
                 "authentication",

@@ -17,6 +17,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("metrics", &[]),
     ("logging", &[]),
     ("activity", &[]),
+    ("grpc", &["model::identity"]),
     ("k8s", &["metrics"]),
     (
         "source",
@@ -79,6 +80,7 @@ const RULES: &[(&str, &[&str])] = &[
         "xds::server",
         &[
             "activity",
+            "grpc",
             "metrics",
             "model::identity",
             "xds::context",
@@ -93,7 +95,7 @@ const RULES: &[(&str, &[&str])] = &[
             "xds::json",
         ],
     ),
-    ("ca", &["config", "store", "model", "metrics"]),
+    ("ca", &["config", "grpc", "store", "model", "metrics"]),
     ("analysis", &["config", "store", "model", "metrics", "k8s"]),
     (
         "status",

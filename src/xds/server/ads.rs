@@ -5,7 +5,7 @@ use super::XdsServer;
 use super::delta::Delta;
 use super::sotw::Sotw;
 use super::stream::{ResponseStream, STREAM_BUFFER, StreamHandler, serve_stream};
-use crate::model::identity::{AuthError, Authenticate, Credentials, Identity};
+use crate::model::identity::{AuthError, Authenticate, Identity};
 use crate::xds::proxy::Proxy;
 use crate::xds::wire::{AdsHandler, AdsServer, MessageStream};
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -70,15 +70,8 @@ impl AdsService {
         let Some(auth) = &self.auth else {
             return Ok(None);
         };
-        let certs = request.peer_certs();
-        let credentials = Credentials {
-            authorization: request
-                .metadata()
-                .get("authorization")
-                .and_then(|v| v.to_str().ok()),
-            client_cert: certs.as_deref().and_then(|c| c.first()).map(|c| c.as_ref()),
-        };
-        auth.identify(credentials).await.map_err(|e| {
+        let sent = crate::grpc::RequestCredentials::of(request);
+        auth.identify(sent.credentials()).await.map_err(|e| {
             self.server.refuse("authentication");
             warn!(error = %e, "refusing xDS stream: authentication failed");
             match e {
