@@ -4,6 +4,7 @@
 
 pub mod context;
 pub mod generate;
+pub mod intern;
 pub mod json;
 pub mod metrics;
 pub mod provenance;

@@ -28,6 +28,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("xds::types", &[]),
     ("xds::json", &[]),
     ("xds::resource", &[]),
+    ("xds::intern", &[]),
     ("xds::wire", &[]),
     ("xds::proxy", &["model::identity"]),
     ("xds::metrics", &["metrics"]),
@@ -93,6 +94,7 @@ const RULES: &[(&str, &[&str])] = &[
             "xds::metrics",
             "xds::wire",
             "xds::json",
+            "xds::intern",
         ],
     ),
     ("ca", &["config", "grpc", "store", "model", "metrics"]),
@@ -515,6 +517,35 @@ fn only_sources_hold_the_store_writer() {
     assert!(
         found.is_empty(),
         "only the sources write the store (cmd hands them the writer): {found:?}"
+    );
+}
+
+/// The load generator drives the daemon from outside, as proxies do: it may share the wire
+/// vocabulary (framing, types, interning) but not the server's internals.
+#[test]
+fn the_load_generator_uses_no_server_internals() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin/rudder-loadgen");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(!files.is_empty());
+    let found: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f).is_ok_and(|code| {
+                [
+                    "rudder::xds::server",
+                    "rudder::xds::push",
+                    "rudder::xds::context",
+                ]
+                .iter()
+                .any(|internal| code.contains(internal))
+            })
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the load generator reaches into the server: {found:?}"
     );
 }
 

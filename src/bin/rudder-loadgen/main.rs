@@ -16,7 +16,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Disc
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as VKind};
 use prost::Message;
 use prost::bytes::Bytes;
-use rudder::xds::server::status::{self, Interner};
+use rudder::xds::intern::{self, Interner};
 use rudder::xds::types::TypeUrl;
 use rudder::xds::wire::{self, EncodedResponse};
 use std::collections::{BTreeSet, HashMap};

@@ -224,7 +224,7 @@ pub(crate) fn edit_names(
     edit: impl FnOnce(&mut BTreeSet<String>),
 ) {
     edit(Arc::make_mut(names));
-    let digest = status::names_digest(names);
+    let digest = intern::names_digest(names);
     NAME_SETS.share(names, digest);
 }
 

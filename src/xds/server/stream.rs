@@ -336,7 +336,7 @@ impl StreamState {
         // A partial push (EDS): only the changed services' resources.
         let changed =
             |name: &str| parse_outbound_cluster(name).is_some_and(|(_, _, h)| hosts.contains(h));
-        let hosts_digest = super::status::digest(2, hosts);
+        let hosts_digest = crate::xds::intern::digest(2, hosts);
         let partial = || match names {
             // Named clusters: only those assignments are built (per name, so the same resources
             // the whole list would hold), not the whole subscription's.
