@@ -15,7 +15,6 @@ use crate::common::{eventually, http_get};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const DOMAIN: &str = "istiod.istio-system.svc";
 const HOST: &str = "web.example.com";
@@ -118,20 +117,13 @@ fn https_get_as(
             Err(e) => return (0, e.to_string()),
         };
         let name = rustls::pki_types::ServerName::try_from(HOST).unwrap();
-        let mut tls = match connector.connect(name, tcp).await {
+        let tls = match connector.connect(name, tcp).await {
             Ok(t) => t,
             Err(e) => return (0, e.to_string()),
         };
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n");
-        if let Err(e) = tls.write_all(req.as_bytes()).await {
-            return (0, e.to_string());
-        }
-        let mut raw = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut raw)).await;
-        if raw.is_empty() {
-            return (0, format!("no response: {read:?}"));
-        }
-        common::parse_response(&raw)
+        common::http::send_over(tls, HOST, &common::http::Request::get(path))
+            .await
+            .unwrap_or_else(|e| (0, e))
     })
 }
 

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -172,33 +172,30 @@ fn parse_listening(line: &str) -> Option<(String, SocketAddr)> {
     Some((server.to_string(), addr.parse().ok()?))
 }
 
-/// A minimal HTTP/1.1 GET: returns the status code and body.
+/// A GET through the tests' HTTP client: the status code and body; status 0 when the daemon
+/// closed without answering. Not reaching the address at all fails the test.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    parse_response(&raw)
+    answered(addr, http::send(addr, &http::Request::get(path)))
 }
 
-/// A minimal HTTP/1.1 request with a JSON body (`PUT`, `POST`): the status code and body.
+/// A request with a JSON body (`PUT`, `POST`): the status code and body.
 pub fn http_send_json(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    parse_response(&raw)
+    let req = http::Request {
+        method,
+        path,
+        content_type: "application/json",
+        body: body.as_bytes(),
+        ..Default::default()
+    };
+    answered(addr, http::send(addr, &req))
+}
+
+fn answered(addr: SocketAddr, result: Result<(u16, String), String>) -> (u16, String) {
+    match result {
+        Ok(answer) => answer,
+        Err(e) if e.starts_with(http::CONNECT) => panic!("{addr}: {e}"),
+        Err(_) => (0, String::new()),
+    }
 }
 
 /// Status and body of a raw HTTP/1.1 response (chunked bodies decoded).
@@ -278,6 +275,7 @@ pub mod ads;
 pub mod ca;
 pub mod cluster;
 pub mod fake_k8s;
+pub mod http;
 
 /// Replaces a watched config file atomically (write aside, then rename), as editors and Kubernetes
 /// ConfigMap mounts do. A plain truncate-then-write can be seen half-way: an empty file, which
@@ -314,35 +312,31 @@ pub fn https_request(
         .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
         .map_err(|e| e.to_string())?;
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
-    let tcp =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {server_name}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    tls.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
-    // A server may answer (413) before reading a large body and close; the answer is what
-    // matters then. It is read without writing: the TLS records of the unsent body are still
-    // queued, and a plain read would try to send them first and fail on the closed socket.
-    let mut raw = Vec::new();
-    if tls.write_all(body).is_err() {
-        let (conn, sock) = (&mut tls.conn, &mut tls.sock);
-        while conn.read_tls(sock).is_ok_and(|n| n > 0) && conn.process_new_packets().is_ok() {
-            let _ = conn.reader().read_to_end(&mut raw);
-        }
-        return if raw.is_empty() {
-            Err("the server closed without answering".into())
-        } else {
-            Ok(parse_response(&raw))
-        };
-    }
-    if let Err(e) = tls.read_to_end(&mut raw)
-        && raw.is_empty()
-    {
-        return Err(e.to_string());
-    }
-    Ok(parse_response(&raw))
+    let req = http::Request {
+        method,
+        path,
+        content_type,
+        body,
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                let tcp = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                http::send_over(tls, server_name, &req).await
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the request thread panicked".into()))
+    })
 }

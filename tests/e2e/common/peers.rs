@@ -382,25 +382,12 @@ pub fn request_at(
     path: &str,
     headers: &[(&str, &str)],
 ) -> (u16, String) {
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
-        return (0, String::new());
+    let req = super::http::Request {
+        host,
+        headers,
+        ..super::http::Request::get(path)
     };
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let extra: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
-    if write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
-    )
-    .is_err()
-    {
-        return (0, String::new());
-    }
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    super::parse_response(&raw)
+    super::http::send(addr, &req).unwrap_or((0, String::new()))
 }
 
 /// Sends `n` requests and counts responses by backend name (the first word of the body).
