@@ -722,3 +722,90 @@ fn debug_endpoints_need_a_system_namespace_token_from_other_pods() {
         });
     });
 }
+
+const REGISTRY_ONLY_MESH: &str = r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: shop}
+spec:
+  hosts: [api.example.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.3}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: sniffed, namespace: shop}
+spec:
+  hosts: [sniffed.example.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 8081, name: web}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.3}]
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: shop}
+spec:
+  outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+"#;
+
+/// REGISTRY_ONLY through a captured sidecar, as istiod answers: a host the registry knows is
+/// served on its port (declared HTTP, or sniffed without a VIP), any other host on that port gets
+/// 502 from the `block_all` virtual host, and a port no service uses is closed.
+#[test]
+fn registry_only_answers_502_for_unknown_hosts_on_known_ports() {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    client.capture(&[XDS_PORT]);
+    let _backends = server.run(|| {
+        [
+            Backend::start_on(&format!("{SERVER_IP}:8080"), "api"),
+            Backend::start_on(&format!("{SERVER_IP}:8081"), "sniffed"),
+            Backend::start_on(&format!("{SERVER_IP}:8082"), "unlisted"),
+        ]
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "mesh.yaml", REGISTRY_ONLY_MESH);
+    client.run(|| {
+        let _daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
+        let _envoy = Envoy::boot(
+            &envoy,
+            SocketAddr::from(([127, 0, 0, 1], XDS_PORT)),
+            &Bootstrap {
+                namespace: "shop",
+                metadata: "",
+                ip: CLIENT_IP,
+                uid: Some(PROXY_UID),
+                ..Bootstrap::default()
+            },
+        );
+        let at = |port: u16| SocketAddr::from(([10, 44, 0, 3], port));
+        eventually(30, "the registered host is served", || {
+            let got = request_at(at(8080), "api.example.com", "/a", &[]);
+            if got.1 != "api /a" {
+                eprintln!("registered host answered {got:?}");
+            }
+            got.1 == "api /a"
+        });
+        let unknown = request_at(at(8080), "other.example.org", "/a", &[]);
+        assert_eq!(unknown.0, 502, "unknown host on a known port: {unknown:?}");
+        let sniffed = request_at(at(8081), "sniffed.example.com", "/b", &[]);
+        assert_eq!(sniffed.1, "sniffed /b", "sniffed known host: {sniffed:?}");
+        let unknown = request_at(at(8081), "other.example.org", "/b", &[]);
+        assert_eq!(
+            unknown.0, 502,
+            "unknown host on a sniffed port: {unknown:?}"
+        );
+        let unlisted = request_at(at(8082), "other.example.org", "/c", &[]);
+        assert_eq!(
+            unlisted.0, 0,
+            "a port no service uses is closed: {unlisted:?}"
+        );
+    });
+}

@@ -649,11 +649,15 @@ impl PushContext {
     }
 }
 
-/// Sidecar egress `namespace/host` rules: does any listener admit this service?
+/// Sidecar egress `namespace/host` rules: does any listener admit this service? A Sidecar without
+/// egress listeners imports `*/*`, as istiod fills it in (it may set only ingress or the outbound
+/// traffic policy).
 fn sidecar_allows(sc: &Sidecar, proxy_ns: &str, service: &Service) -> bool {
-    sc.egress
-        .iter()
-        .any(|l| egress_allows(&l.hosts, proxy_ns, service))
+    sc.egress.is_empty()
+        || sc
+            .egress
+            .iter()
+            .any(|l| egress_allows(&l.hosts, proxy_ns, service))
 }
 
 impl ScopeView {

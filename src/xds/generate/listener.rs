@@ -516,10 +516,12 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
     }
     let port: u32 = name.parse().ok()?;
     let mut seen = HashSet::new();
+    // Every service with this port, whatever its protocol, as istiod: a sniffed service without
+    // a VIP is only reached through this configuration.
     let mut hosts: Vec<VirtualHost> = scope
         .services_on_port(port)
         .into_iter()
-        .filter(|s| s.port(port).is_some_and(|p| p.protocol.is_http()))
+        .filter(|s| s.port(port).is_some())
         .filter_map(|s| virtual_host(ctx, scope, s, port, false, &mut seen))
         .collect();
     if !scope.interception_none && seen.insert("*".into()) {

@@ -128,6 +128,24 @@ fn sidecar_egress_and_export_to_scope_what_a_proxy_sees() {
     assert!(names("b").contains(&"private.b.svc.cluster.local".to_string()));
 }
 
+/// A Sidecar that sets only its outbound traffic policy (or only ingress) imports `*/*`, as
+/// istiod fills in a missing egress: it does not hide every service.
+#[test]
+fn a_sidecar_without_egress_imports_everything() {
+    let yaml = format!(
+        "{}{}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec: {{outboundTrafficPolicy: {{mode: REGISTRY_ONLY}}}}\n",
+        se("a", "web", "HTTP"),
+        se("b", "api", "HTTP"),
+    );
+    let c = ctx(&yaml);
+    let scope = c.scope(&proxy("a", &[]));
+    let names: Vec<&str> = scope.services.iter().map(|s| s.hostname.as_str()).collect();
+    assert_eq!(
+        names,
+        ["api.b.svc.cluster.local", "web.a.svc.cluster.local"]
+    );
+}
+
 #[test]
 fn lookups_prefer_exact_hosts_then_the_most_specific_wildcard_and_respect_export_to() {
     let c = ctx(r#"
