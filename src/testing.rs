@@ -12,8 +12,53 @@ use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use std::sync::Arc;
 
 /// A store holding every object of `yaml`, which must be valid; the writer, to change it further.
+/// Istio kinds are read as files mode reads them; Kubernetes' own (Service, EndpointSlice, Pod,
+/// Namespace, Node, Secret) as the Kubernetes source stores them.
 pub fn store(yaml: &str) -> StoreWriter {
-    StoreWriter::from_yaml(yaml)
+    let mut istio = String::new();
+    let mut kubernetes = Vec::new();
+    for doc in yaml.split("\n---") {
+        let value: serde_json::Value = match serde_saphyr::from_str(doc) {
+            Ok(v) => v,
+            Err(_) => serde_json::Value::Null,
+        };
+        match kubernetes_object(&value) {
+            Some(config) => kubernetes.push(config),
+            None => {
+                istio.push_str("\n---\n");
+                istio.push_str(doc);
+            }
+        }
+    }
+    let writer = StoreWriter::from_yaml(&istio);
+    for config in kubernetes {
+        writer.upsert(config);
+    }
+    writer
+}
+
+/// A Kubernetes object of a kind the Kubernetes source watches, converted as it converts them.
+fn kubernetes_object(doc: &serde_json::Value) -> Option<crate::config::Config> {
+    use crate::source::kube::convert::IntoConfig;
+    use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    fn typed<T: serde::de::DeserializeOwned + IntoConfig>(
+        doc: &serde_json::Value,
+    ) -> Option<crate::config::Config> {
+        let object: T = serde_json::from_value(doc.clone())
+            .unwrap_or_else(|e| panic!("not a valid Kubernetes object: {e}: {doc}"));
+        Some(object.into_config())
+    }
+    let api_version = doc.get("apiVersion")?.as_str()?;
+    match (api_version, doc.get("kind")?.as_str()?) {
+        ("v1", "Service") => typed::<Service>(doc),
+        ("v1", "Pod") => typed::<Pod>(doc),
+        ("v1", "Namespace") => typed::<Namespace>(doc),
+        ("v1", "Node") => typed::<Node>(doc),
+        ("v1", "Secret") => typed::<Secret>(doc),
+        ("discovery.k8s.io/v1", "EndpointSlice") => typed::<EndpointSlice>(doc),
+        _ => None,
+    }
 }
 
 /// The push context (version 1) of the objects of `yaml` under `mesh`.

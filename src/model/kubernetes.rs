@@ -10,22 +10,32 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Istio's protocol selection: `appProtocol` first, then the port name's prefix (`http-web`).
-pub fn port_protocol(name: &str, app_protocol: Option<&str>) -> Protocol {
-    let from = |s: &str| match s.to_ascii_lowercase().as_str() {
-        "http" | "kubernetes.io/ws" | "kubernetes.io/wss" => Some(Protocol::Http),
-        "http2" | "kubernetes.io/h2c" => Some(Protocol::Http2),
-        "grpc" | "grpc-web" => Some(Protocol::Grpc),
-        "https" => Some(Protocol::Https),
-        "tls" => Some(Protocol::Tls),
-        "tcp" | "mongo" | "redis" | "mysql" => Some(Protocol::Tcp),
-        _ => None,
+/// Istio's protocol selection for a Service port: `appProtocol` when set (Kubernetes' own names
+/// `kubernetes.io/h2c`, `ws`, `wss` included), else the port name; either by its prefix before `-`
+/// (`http-web`; `grpc-web` whole). What names no protocol is sniffed (`Unsupported`), except on the
+/// well-known ports istiod takes for TCP (SMTP, DNS, MySQL, MongoDB).
+pub fn port_protocol(port: u32, name: &str, app_protocol: Option<&str>) -> Protocol {
+    let declared = match app_protocol {
+        Some(ap) => match ap {
+            "kubernetes.io/h2c" => return Protocol::Http2,
+            "kubernetes.io/ws" => return Protocol::Http,
+            "kubernetes.io/wss" => return Protocol::Https,
+            _ => ap,
+        },
+        None => name,
     };
-    app_protocol
-        .and_then(from)
-        .or_else(|| from(name.split('-').next().unwrap_or(name)))
-        // Istio would sniff; without sniffing, TCP is the choice that never breaks traffic.
-        .unwrap_or(Protocol::Tcp)
+    let prefix = if declared
+        .get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("grpc-web"))
+    {
+        "grpc-web"
+    } else {
+        declared.split('-').next().unwrap_or(declared)
+    };
+    match Protocol::parse(prefix) {
+        Protocol::Unsupported if matches!(port, 25 | 53 | 3306 | 27017) => Protocol::Tcp,
+        p => p,
+    }
 }
 
 /// Namespaces admitted by `discoverySelectors` (all when there are none).
@@ -184,7 +194,7 @@ pub fn kubernetes_service(
         .map(|p| {
             let pname = p.name.clone().unwrap_or_default();
             ServicePort {
-                protocol: port_protocol(&pname, p.app_protocol.as_deref()),
+                protocol: port_protocol(p.port as u32, &pname, p.app_protocol.as_deref()),
                 name: pname,
                 number: p.port as u32,
                 target_port: match &p.target_port {
@@ -322,14 +332,27 @@ mod tests {
 
     #[test]
     fn protocols_from_app_protocol_and_port_names() {
-        assert_eq!(port_protocol("http-web", None), Protocol::Http);
-        assert_eq!(port_protocol("grpc", None), Protocol::Grpc);
-        assert_eq!(port_protocol("web", Some("http2")), Protocol::Http2);
-        assert_eq!(port_protocol("tcp-db", None), Protocol::Tcp);
-        assert_eq!(port_protocol("", None), Protocol::Tcp);
+        assert_eq!(port_protocol(80, "http-web", None), Protocol::Http);
+        assert_eq!(port_protocol(80, "grpc", None), Protocol::Grpc);
+        assert_eq!(port_protocol(80, "grpc-web-x", None), Protocol::Grpc);
+        assert_eq!(port_protocol(80, "web", Some("http2")), Protocol::Http2);
+        assert_eq!(port_protocol(80, "tcp-db", None), Protocol::Tcp);
         assert_eq!(
-            port_protocol("x", Some("kubernetes.io/h2c")),
+            port_protocol(80, "x", Some("kubernetes.io/h2c")),
             Protocol::Http2
+        );
+        assert_eq!(
+            port_protocol(443, "x", Some("kubernetes.io/wss")),
+            Protocol::Https
+        );
+        // Nothing declared: sniffed, as istiod, but for its well-known TCP ports.
+        assert_eq!(port_protocol(8080, "", None), Protocol::Unsupported);
+        assert_eq!(port_protocol(8080, "web", None), Protocol::Unsupported);
+        assert_eq!(port_protocol(3306, "", None), Protocol::Tcp);
+        // appProtocol, when set, decides alone: the port name is not a fallback.
+        assert_eq!(
+            port_protocol(80, "http-web", Some("custom")),
+            Protocol::Unsupported
         );
     }
 }

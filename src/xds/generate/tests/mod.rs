@@ -86,7 +86,15 @@ fn listener_named(ctx: &PushContext, p: &Proxy, name: &str) -> Listener {
         .iter()
         .map(|r| Listener::decode(r.any.value.as_slice()).unwrap())
         .find(|l| l.name == name)
-        .unwrap_or_else(|| panic!("no listener {name}"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no listener {name} in {:?}",
+                generate(ctx, p, &scope, TypeUrl::Listener, None)
+                    .iter()
+                    .map(|r| r.name.to_string())
+                    .collect::<Vec<_>>()
+            )
+        })
 }
 
 use envoy_types::pb::envoy::config::listener::v3::Listener;

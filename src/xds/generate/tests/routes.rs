@@ -244,3 +244,54 @@ spec: {{hosts: [web], http: [{{route: [{{destination: {{host: web, subset: {subs
         a.cluster_specifier
     );
 }
+
+/// A Kubernetes Service port that declares no protocol (name without a prefix, no appProtocol) is
+/// sniffed as istiod sniffs it, so a VirtualService's HTTP routes apply to it: its VIP listener
+/// sends plaintext HTTP to the HTTP connection manager, whose route configuration carries them.
+#[test]
+fn kubernetes_service_ports_without_a_protocol_are_sniffed() {
+    let yaml = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  clusterIP: 10.96.0.30
+  ports: [{name: web, port: 8080, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: [10.44.0.3], conditions: {ready: true}}]
+ports: [{name: web, port: 8080}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web]
+  http:
+  - match: [{headers: {x-canary: {exact: "1"}}}]
+    fault: {abort: {httpStatus: 418, percentage: {value: 100}}}
+    route: [{destination: {host: web}}]
+  - route: [{destination: {host: web}}]
+"#;
+    let c = ctx(yaml);
+    let p = proxy("shop", &[]);
+    let vip = listener_named(&c, &p, "10.96.0.30_8080");
+    assert!(
+        vip.filter_chains.iter().any(|ch| ch
+            .filter_chain_match
+            .as_ref()
+            .is_some_and(|m| !m.application_protocols.is_empty())),
+        "a sniffed HTTP chain on the Service's VIP"
+    );
+    let rc = route_config(&c, &p, "web.shop.svc.cluster.local:8080");
+    let routes = &rc.virtual_hosts[0].routes;
+    assert_eq!(routes.len(), 2, "the VirtualService's two routes");
+    assert!(
+        routes[0]
+            .typed_per_filter_config
+            .contains_key("envoy.filters.http.fault")
+    );
+}
