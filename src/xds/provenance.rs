@@ -21,6 +21,7 @@ fn service_sources(
     let mut out = vec![svc.source.clone()];
     if with_dr && let Some(dr) = ctx.destination_rule_for(namespace, &Default::default(), svc) {
         out.push(config_ref(&dr.config));
+        out.extend(dr.merged_from.iter().map(|c| config_ref(c)));
     }
     if with_vs && let Some(vs) = ctx.virtual_service_for(namespace, &svc.hostname) {
         out.push(config_ref(&vs.config));

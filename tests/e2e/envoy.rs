@@ -1062,3 +1062,35 @@ spec:
         asked.lock().unwrap()
     );
 }
+
+/// Two DestinationRules for one host in one namespace, each with one subset: istiod merges them,
+/// so a route to either subset reaches its endpoints through a real Envoy (one rule winning would
+/// leave the other subset without a cluster: 503).
+#[test]
+fn destination_rules_for_one_host_merge_their_subsets() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (v1, v2) = (Backend::start("v1"), Backend::start("v2"));
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let one_rule = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: web, namespace: shop}\nspec:\n  host: web\n  subsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]\n";
+    let two_rules = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: web-v1, namespace: shop, creationTimestamp: \"2024-01-01T00:00:00Z\"}\nspec:\n  host: web\n  subsets: [{name: v1, labels: {version: v1}}]\n---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: web-v2, namespace: shop, creationTimestamp: \"2024-01-02T00:00:00Z\"}\nspec:\n  host: web\n  subsets: [{name: v2, labels: {version: v2}}]\n";
+    let services = services(
+        port,
+        &[("web-v1", "v1", v1.port), ("web-v2", "v2", v2.port)],
+    )
+    .replace(one_rule, two_rules);
+    assert!(services.contains("web-v2, namespace: shop"));
+    write(dir.path(), "services.yaml", &services);
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "envoy routes to v1", || {
+        request(port, HOST, "/", &[]).1.starts_with("v1 ")
+    });
+    assert!(
+        only(&tally(port, HOST, "/", &[("x-version", "v2")], 10), "v2"),
+        "subset v2 of the second rule is served"
+    );
+}

@@ -18,10 +18,12 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
+mod destination_rules;
 mod routing;
 mod stream_caches;
+pub use destination_rules::DrEntry;
 use routing::exported_to;
-pub use routing::{DrEntry, GatewayVsEntry, Routing, VsEntry, gateway_key};
+pub use routing::{GatewayVsEntry, Routing, VsEntry, gateway_key};
 pub use stream_caches::{ChangedHosts, StreamCaches, SubscribedNames};
 
 /// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
@@ -515,69 +517,23 @@ impl PushContext {
             })
     }
 
-    /// The DestinationRule for `hostname` as seen from a proxy in `proxy_ns` with `proxy_labels`,
-    /// with Istio's precedence: a rule of the proxy's namespace whose `workloadSelector` selects the
-    /// proxy, then the proxy's namespace, the service's namespace, the root namespace; exact hosts
-    /// before wildcards. A rule with a selector applies to nothing else.
+    /// The DestinationRule for `service` as a proxy in `proxy_ns` with `proxy_labels` uses it, as
+    /// istiod finds it: the rules of the first namespace with one for the host (the proxy's, the
+    /// service's, the root namespace), consolidated; one whose selector selects the proxy, else the
+    /// one without a selector (`destination_rules`).
     pub fn destination_rule_for(
         &self,
         proxy_ns: &str,
         proxy_labels: &BTreeMap<String, String>,
         service: &Service,
     ) -> Option<&DrEntry> {
-        let routing = &self.routing;
-        let candidates: Vec<&DrEntry> = routing
-            .dr_by_host
-            .get(&service.hostname)
-            .into_iter()
-            .flatten()
-            .chain(&routing.dr_wildcards)
-            .map(|&i| &routing.destination_rules[i])
-            .filter(|d| {
-                exported_to(
-                    &d.spec.export_to,
-                    &self.mesh.default_destination_rule_export_to,
-                    &d.config.metadata.namespace,
-                    proxy_ns,
-                )
-            })
-            .filter(|d| {
-                d.host == service.hostname
-                    || (d.host.starts_with('*') && host::subset_of(&service.hostname, &d.host))
-            })
-            .filter(|d| {
-                let workload = Workload {
-                    namespace: proxy_ns,
-                    labels: proxy_labels,
-                    waypoint: false,
-                };
-                // A rule with a selector is for its own namespace's workloads only.
-                d.spec.workload_selector.is_none()
-                    || (d.config.metadata.namespace == proxy_ns
-                        && attaches(proxy_ns, &d.spec, &self.mesh.root_namespace, &workload)
-                            .is_some())
-            })
-            .collect();
-        let rank = |d: &&DrEntry| {
-            let ns = &d.config.metadata.namespace;
-            let ns_rank = if d.spec.workload_selector.is_some() {
-                0
-            } else if ns == proxy_ns {
-                1
-            } else if *ns == service.namespace {
-                2
-            } else if *ns == self.mesh.root_namespace {
-                3
-            } else {
-                4
-            };
-            (
-                ns_rank,
-                d.host != service.hostname,
-                usize::MAX - d.host.len(),
-            )
-        };
-        candidates.into_iter().min_by_key(rank)
+        self.routing.dr_index.lookup(
+            proxy_ns,
+            proxy_labels,
+            &service.hostname,
+            &service.namespace,
+            &self.mesh.root_namespace,
+        )
     }
 
     /// Returns the cached resources for `(type, scope, name)` or builds them once.

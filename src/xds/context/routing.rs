@@ -1,7 +1,8 @@
 //! The routing index: VirtualServices and DestinationRules resolved to FQDNs and indexed by
 //! host, rebuilt only when one of them (or a setting it read) changes.
 
-use crate::config::networking::{DestinationRule, VirtualService};
+use super::destination_rules::{DrEntry, DrIndex};
+use crate::config::networking::VirtualService;
 use crate::config::{Config, Kind, Spec};
 use crate::model::mesh::MeshSettings;
 use crate::model::resolve_host;
@@ -34,13 +35,6 @@ pub fn gateway_key(gateway: &str, vs_ns: &str) -> String {
     }
 }
 
-/// A DestinationRule with its host resolved to an FQDN.
-pub struct DrEntry {
-    pub config: Arc<Config>,
-    pub spec: DestinationRule,
-    pub host: String,
-}
-
 /// The VirtualServices and DestinationRules of a snapshot, resolved and indexed by host.
 pub struct Routing {
     pub(super) virtual_services: Vec<VsEntry>,
@@ -52,11 +46,30 @@ pub struct Routing {
     /// 5,000 services with 500 VirtualServices would otherwise scan 2.5 million pairs per push).
     pub(super) vs_by_host: HashMap<String, Vec<usize>>,
     pub(super) vs_wildcards: Vec<usize>,
-    pub(super) dr_by_host: HashMap<String, Vec<usize>>,
-    pub(super) dr_wildcards: Vec<usize>,
-    /// What the index was built under: another domain suffix or default exportTo rebuilds it.
-    pub(super) domain_suffix: String,
-    pub(super) default_export_to: Vec<String>,
+    /// The DestinationRules consolidated and indexed as istiod finds them.
+    pub(super) dr_index: DrIndex,
+    /// What the index was built under: other settings rebuild it.
+    settings: RoutingSettings,
+}
+
+/// The mesh settings the routing index reads.
+#[derive(PartialEq)]
+struct RoutingSettings {
+    domain_suffix: String,
+    virtual_service_export_to: Vec<String>,
+    destination_rule_export_to: Vec<String>,
+    root_namespace: String,
+}
+
+impl RoutingSettings {
+    fn of(mesh: &MeshSettings) -> RoutingSettings {
+        RoutingSettings {
+            domain_suffix: mesh.domain_suffix.clone(),
+            virtual_service_export_to: mesh.default_virtual_service_export_to.clone(),
+            destination_rule_export_to: mesh.default_destination_rule_export_to.clone(),
+            root_namespace: mesh.root_namespace.clone(),
+        }
+    }
 }
 
 /// Istio's exportTo rule; `default` (the mesh's default exportTo for the kind) stands in for an
@@ -116,8 +129,7 @@ impl Routing {
         new: &Snapshot,
         mesh: &MeshSettings,
     ) -> Arc<Routing> {
-        let same = self.domain_suffix == mesh.domain_suffix
-            && self.default_export_to == mesh.default_virtual_service_export_to
+        let same = self.settings == RoutingSettings::of(mesh)
             && new
                 .changes_since(old)
                 .is_some_and(|changes| !Routing::KINDS.iter().any(|k| changes.contains_key(k)));
@@ -196,6 +208,7 @@ impl Routing {
                     config: e.config.clone(),
                     spec: dr.clone(),
                     host: resolve_host(&dr.host, &e.config.metadata.namespace, &suffix),
+                    merged_from: Vec::new(),
                 }),
                 _ => None,
             })
@@ -217,25 +230,19 @@ impl Routing {
                 }
             }
         }
-        let mut dr_by_host: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut dr_wildcards = Vec::new();
-        for (i, d) in destination_rules.iter().enumerate() {
-            if d.host.starts_with('*') {
-                dr_wildcards.push(i);
-            } else {
-                dr_by_host.entry(d.host.clone()).or_default().push(i);
-            }
-        }
+        let dr_index = DrIndex::build(
+            &destination_rules,
+            &mesh.default_destination_rule_export_to,
+            &mesh.root_namespace,
+        );
         Routing {
             virtual_services,
             gateway_virtual_services,
             destination_rules,
             vs_by_host,
             vs_wildcards,
-            dr_by_host,
-            dr_wildcards,
-            domain_suffix: suffix,
-            default_export_to: mesh.default_virtual_service_export_to.clone(),
+            dr_index,
+            settings: RoutingSettings::of(mesh),
         }
     }
 }
