@@ -1314,3 +1314,20 @@ pub const GRPC_STATUS_NAMES: [&str; 17] = [
     "DATA_LOSS",
     "UNAUTHENTICATED",
 ];
+
+/// The claim path of a VirtualService header named `@request.auth.claims.a.b` or
+/// `@request.auth.claims[a][b]` (istiod's `ToRoutingClaim`); `None` for any other header.
+pub fn routing_claim(header: &str) -> Option<Vec<&str>> {
+    const PREFIX: &str = "@request.auth.claims";
+    let rest = header
+        .get(..PREFIX.len())
+        .filter(|p| p.eq_ignore_ascii_case(PREFIX))
+        .map(|_| &header[PREFIX.len()..])?;
+    if let Some(dotted) = rest.strip_prefix('.').filter(|r| !r.is_empty()) {
+        Some(dotted.split('.').collect())
+    } else if rest.len() > 2 && rest.starts_with('[') && rest.ends_with(']') {
+        Some(rest[1..rest.len() - 1].split("][").collect())
+    } else {
+        None
+    }
+}

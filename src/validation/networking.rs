@@ -872,7 +872,7 @@ fn match_header_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("header name cannot be empty".into());
     }
-    if name.starts_with("@request.auth.claims.")
+    if crate::config::networking::routing_claim(name).is_some()
         || [":method", ":scheme", ":authority", ":path", ":status"].contains(&name)
         || name.bytes().all(is_token_char)
     {

@@ -1,7 +1,9 @@
 //! Real Envoy 1.40 sidecars (SotW and Delta ADS) routing real HTTP traffic with config from Rudder.
 
 use crate::common;
-use crate::common::peers::{Backend, Bootstrap, Envoy, free_port, peer, request, tally};
+use crate::common::peers::{
+    Backend, Bootstrap, Envoy, free_port, peer, request, request_full, tally,
+};
 use crate::common::{Daemon, eventually, http_get, metric, write};
 use std::path::Path;
 
@@ -1093,4 +1095,96 @@ fn destination_rules_for_one_host_merge_their_subsets() {
         only(&tally(port, HOST, "/", &[("x-version", "v2")], 10), "v2"),
         "subset v2 of the second rule is served"
     );
+}
+
+/// Header operations and hashing as istiod translates them, through a real Envoy: `:authority` in
+/// `headers.request.set` rewrites the host (Envoy refuses it as a header); a single destination's
+/// headers join the route's; weighted destinations set their own response headers; a subset's
+/// consistent hash makes the route hash, so one user sticks to one endpoint.
+#[test]
+fn envoy_applies_header_operations_and_subset_hashing_as_istiod() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (v1, v1b, v2) = (
+        Backend::start("v1"),
+        Backend::start("v1b"),
+        Backend::start("v2"),
+    );
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let services = services(
+        port,
+        &[
+            ("web-v1", "v1", v1.port),
+            ("web-v1b", "v1", v1b.port),
+            ("web-v2", "v2", v2.port),
+        ],
+    )
+    .replace(
+        "subsets: [{name: v1, labels: {version: v1}}",
+        "subsets: [{name: v1, labels: {version: v1}, trafficPolicy: {loadBalancer: {consistentHash: {httpHeaderName: x-user}}}}",
+    );
+    assert!(services.contains("x-user"));
+    write(dir.path(), "services.yaml", &services);
+    write(
+        dir.path(),
+        "routing.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web, namespace: {NS}}}
+spec:
+  hosts: [web]
+  http:
+  - name: authority
+    match: [{{uri: {{prefix: /authority}}}}]
+    headers:
+      request: {{set: {{":authority": rewritten.example, x-set: "1"}}}}
+    route:
+    - destination: {{host: web, subset: v2}}
+      headers:
+        request: {{add: {{x-dest: d1}}}}
+        response: {{set: {{x-dest-resp: r1}}}}
+  - name: weighted
+    match: [{{uri: {{prefix: /weighted}}}}]
+    headers:
+      response: {{add: {{x-route: r}}}}
+    route:
+    - {{destination: {{host: web, subset: v1}}, weight: 50, headers: {{response: {{set: {{x-from: v1}}}}}}}}
+    - {{destination: {{host: web, subset: v2}}, weight: 50, headers: {{response: {{set: {{x-from: v2}}}}}}}}
+  - name: sticky
+    route: [{{destination: {{host: web, subset: v1}}}}]
+"#
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let echo = [("x-echo-headers", "host,x-set,x-dest")];
+    eventually(30, "the host is rewritten", || {
+        let got = request_full(port, HOST, "/authority", &echo);
+        if got.status != 200 {
+            eprintln!("authority route answered {got:?}");
+        }
+        got.body == "v2 /authority host=rewritten.example x-set=1 x-dest=d1"
+            && got.header("x-dest-resp") == Some("r1")
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..30 {
+        let got = request_full(port, HOST, "/weighted", &[]);
+        let backend = got.body.split(' ').next().unwrap_or_default().to_string();
+        let from = got.header("x-from").unwrap_or_default();
+        assert!(backend.starts_with(from) && !from.is_empty(), "{got:?}");
+        assert_eq!(got.header("x-route"), Some("r"), "{got:?}");
+        seen.insert(from.to_string());
+    }
+    assert_eq!(seen.len(), 2, "both weighted destinations answered");
+    for user in ["alice", "bob", "carol"] {
+        let backends = tally(port, HOST, "/sticky", &[("x-user", user)], 20);
+        assert_eq!(
+            backends.len(),
+            1,
+            "{user} stays on one endpoint: {backends:?}"
+        );
+    }
 }

@@ -196,7 +196,15 @@ fn objects(ns: &str, backend: u16, ports: &Ports) -> Vec<Value> {
         json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
             "metadata": {"name": "web", "namespace": ns},
             "spec": {"hosts": [HOST], "gateways": ["gw"],
-                     "http": [{"route": [{"destination": {"host": format!("backend.{ns}.svc.cluster.local"), "port": {"number": 80}}}]}]}}),
+                     "http": [
+                         // Routing on a verified JWT claim (and on its absence).
+                         {"match": [{"uri": {"prefix": "/claim-route"},
+                                     "headers": {"@request.auth.claims.sub": {"exact": "alice"}}}],
+                          "directResponse": {"status": 299}},
+                         {"match": [{"uri": {"prefix": "/claim-route"},
+                                     "withoutHeaders": {"@request.auth.claims[sub]": {"exact": "alice"}}}],
+                          "directResponse": {"status": 298}},
+                         {"route": [{"destination": {"host": format!("backend.{ns}.svc.cluster.local"), "port": {"number": 80}}}]}]}}),
         json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
             "metadata": {"name": "deny-admin", "namespace": ns},
             "spec": {"selector": {"matchLabels": {"app": "gw"}}, "action": "DENY",
@@ -551,6 +559,20 @@ fn authenticates_requests(g: &Scene) -> rcgen::KeyPair {
         .0,
         403,
         "a valid token of another principal"
+    );
+    // A route on a claim matches the verified token's payload, not a header a client could send.
+    let alice = [("authorization", bearer("alice"))];
+    let alice: Vec<(&str, &str)> = alice.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    assert_eq!(request(ports.http, HOST, "/claim-route", &alice).0, 299);
+    let bob = bearer("bob");
+    assert_eq!(
+        request(ports.http, HOST, "/claim-route", &[("authorization", &bob)]).0,
+        298
+    );
+    assert_eq!(
+        request(ports.http, HOST, "/claim-route", &[]).0,
+        298,
+        "no token: no claim"
     );
     // istiod's other principal forms: any issuer (`*/sub`) and a subject prefix (`iss/svc-*`).
     c.apply(json!({"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",

@@ -33,6 +33,14 @@ type Case = (&'static str, &'static str, &'static str, &'static str);
 
 const CASES: &[Case] = &[
     // ---- VirtualService
+    // A JWT claim route in either form istiod reads (`.a.b` or `[a][b]`); anything else after the
+    // prefix is not a header name.
+    (
+        "VirtualService",
+        "hosts: [a]\ngateways: [gw]\nhttp: [{match: [{withoutHeaders: {'@request.auth.claims': {exact: x}}}], route: [{destination: {host: a}}]}]",
+        "spec.http[0].match[0].withoutHeaders",
+        "hosts: [a]\ngateways: [gw]\nhttp: [{match: [{withoutHeaders: {'@request.auth.claims[groups]': {exact: x}}}], route: [{destination: {host: a}}]}]",
+    ),
     (
         "VirtualService",
         "hosts: []\ngateways: [gw]\nhttp: [{route: [{destination: {host: a}}]}]",

@@ -567,7 +567,7 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
                     ..Default::default()
                 });
                 vh.routes
-                    .extend(gateway_routes(ctx, scope, vs, port, &s.gateway, &domain));
+                    .extend(gateway_routes(ctx, scope, vs, port, &s.gateway));
             }
         }
     }
@@ -590,24 +590,17 @@ fn gateway_routes(
     vs: &GatewayVsEntry,
     port: u32,
     gateway: &str,
-    default_host: &str,
 ) -> Vec<envoy_types::pb::envoy::config::route::v3::Route> {
     let vs_ns = vs.config.metadata.namespace.as_str();
+    // Source conditions compare with the gateway's own pod, as istiod's sourceMatchHTTP does.
     let applies = |m: &HttpMatchRequest| {
         (m.port == 0 || m.port == port)
+            && crate::config::mesh::labels_match(&m.source_labels, &scope.labels)
+            && (m.source_namespace.is_empty() || m.source_namespace == scope.namespace)
             && (m.gateways.is_empty()
                 || m.gateways
                     .iter()
                     .any(|g| crate::xds::context::gateway_key(g, vs_ns) == gateway))
     };
-    virtual_service_routes(
-        ctx,
-        scope,
-        &vs.config,
-        &vs.spec.http,
-        default_host,
-        port,
-        false,
-        &applies,
-    )
+    virtual_service_routes(ctx, scope, &vs.config, &vs.spec.http, port, false, &applies)
 }

@@ -6,6 +6,7 @@ use super::util::encode_sorted_map;
 use crate::config::security::JwtRule;
 use crate::config::{Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, HttpUri, data_source, http_uri};
 use envoy_types::pb::envoy::config::rbac::v3::{Principal, SourcedMetadata, principal};
 use envoy_types::pb::envoy::config::route::v3::{RouteMatch, route_match};
@@ -222,7 +223,9 @@ fn selected_rules<'a>(ctx: &'a PushContext, scope: &'a ScopeView) -> Vec<(String
     out
 }
 
-fn provider(ctx: &PushContext, rule: &JwtRule) -> Option<JwtProvider> {
+/// `clear_route_cache`: the route is chosen again once the token is verified, so routes may match
+/// its claims (`@request.auth.claims.…`); istiod asks it of every proxy but sidecars.
+fn provider(ctx: &PushContext, rule: &JwtRule, clear_route_cache: bool) -> Option<JwtProvider> {
     let keys = keys(ctx, rule)?;
     Some(JwtProvider {
         issuer: rule.issuer.clone(),
@@ -253,6 +256,7 @@ fn provider(ctx: &PushContext, rule: &JwtRule) -> Option<JwtProvider> {
         }),
         payload_in_metadata: PAYLOAD_KEY.into(),
         jwks_source_specifier: Some(keys),
+        clear_route_cache,
         ..Default::default()
     })
 }
@@ -261,7 +265,9 @@ fn provider(ctx: &PushContext, rule: &JwtRule) -> Option<JwtProvider> {
 pub fn http_filter(ctx: &PushContext, scope: &ScopeView) -> Option<HttpFilter> {
     let providers: BTreeMap<String, JwtProvider> = selected_rules(ctx, scope)
         .into_iter()
-        .filter_map(|(name, rule)| provider(ctx, rule).map(|p| (name, p)))
+        .filter_map(|(name, rule)| {
+            provider(ctx, rule, scope.proxy_type != ProxyType::Sidecar).map(|p| (name, p))
+        })
         .collect();
     if providers.is_empty() {
         return None;
@@ -314,6 +320,18 @@ fn payload(field: &str, value: value_matcher::MatchPattern) -> Principal {
 /// translation of `request.auth.claims[…]`, `request.auth.audiences` (`aud`) and
 /// `request.auth.presenter` (`azp`).
 pub fn claim_principal(claims: &[&str], value: StringMatcher) -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::SourcedMetadata(SourcedMetadata {
+            metadata_source: 0,
+            metadata_matcher: Some(claim_matcher(claims, value)),
+        })),
+    }
+}
+
+/// The claim at `claims` in the verified payload is `value` or, for a list claim, holds an
+/// element that is: what a principal matches, and what a route matches for a VirtualService's
+/// `@request.auth.claims.…` header (istiod's `MetadataMatcherForJWTClaims`).
+pub fn claim_matcher(claims: &[&str], value: StringMatcher) -> MetadataMatcher {
     let one = ValueMatcher {
         match_pattern: Some(value_matcher::MatchPattern::StringMatch(value)),
     };
@@ -324,7 +342,7 @@ pub fn claim_principal(claims: &[&str], value: StringMatcher) -> Principal {
             },
         ))),
     };
-    payload_at(
+    payload_matcher(
         claims,
         value_matcher::MatchPattern::OrMatch(OrMatcher {
             value_matchers: vec![list, one],
@@ -336,20 +354,24 @@ fn payload_at(fields: &[&str], value: value_matcher::MatchPattern) -> Principal 
     Principal {
         identifier: Some(principal::Identifier::SourcedMetadata(SourcedMetadata {
             metadata_source: 0,
-            metadata_matcher: Some(MetadataMatcher {
-                filter: JWT_FILTER.into(),
-                path: std::iter::once(PAYLOAD_KEY)
-                    .chain(fields.iter().copied())
-                    .map(|k| metadata_matcher::PathSegment {
-                        segment: Some(metadata_matcher::path_segment::Segment::Key(k.to_string())),
-                    })
-                    .collect(),
-                value: Some(ValueMatcher {
-                    match_pattern: Some(value),
-                }),
-                invert: false,
-            }),
+            metadata_matcher: Some(payload_matcher(fields, value)),
         })),
+    }
+}
+
+fn payload_matcher(fields: &[&str], value: value_matcher::MatchPattern) -> MetadataMatcher {
+    MetadataMatcher {
+        filter: JWT_FILTER.into(),
+        path: std::iter::once(PAYLOAD_KEY)
+            .chain(fields.iter().copied())
+            .map(|k| metadata_matcher::PathSegment {
+                segment: Some(metadata_matcher::path_segment::Segment::Key(k.to_string())),
+            })
+            .collect(),
+        value: Some(ValueMatcher {
+            match_pattern: Some(value),
+        }),
+        invert: false,
     }
 }
 

@@ -2,8 +2,10 @@
 
 use super::util::{any, duration, fraction, outbound_cluster, string_matcher};
 use crate::config::Config;
+use crate::config::common::StringMatch;
 use crate::config::networking::{
-    Destination, HeaderOperations, HttpMatchRequest, HttpRoute, RedirectPortSelection,
+    ConsistentHashLb, Destination, HeaderOperations, Headers, HttpMatchRequest, HttpRoute,
+    RedirectPortSelection, TrafficPolicy,
 };
 use crate::model::{Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
@@ -12,9 +14,9 @@ use envoy_types::pb::envoy::config::core::v3::{
     header_value_option::HeaderAppendAction,
 };
 use envoy_types::pb::envoy::config::route::v3::route_action::{
-    ClusterSpecifier, HashPolicy, RequestMirrorPolicy, hash_policy,
+    ClusterSpecifier, HashPolicy, HostRewriteSpecifier, RequestMirrorPolicy, hash_policy,
 };
-use envoy_types::pb::envoy::config::route::v3::weighted_cluster::ClusterWeight;
+use envoy_types::pb::envoy::config::route::v3::weighted_cluster::{self, ClusterWeight};
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
     RouteAction, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
@@ -84,16 +86,9 @@ pub fn routes(
     let Some(vs) = ctx.virtual_service_for(&scope.namespace, &svc.hostname) else {
         return vec![default_route(ctx, scope, svc, port, grpc)];
     };
-    virtual_service_routes(
-        ctx,
-        scope,
-        &vs.config,
-        &vs.spec.http,
-        &svc.hostname,
-        port,
-        grpc,
-        &|m| match_applies(m, scope, port),
-    )
+    virtual_service_routes(ctx, scope, &vs.config, &vs.spec.http, port, grpc, &|m| {
+        match_applies(m, scope, port)
+    })
 }
 
 /// A VirtualService's HTTP routes in order, each match the generator keeps (`applies`: port,
@@ -104,7 +99,6 @@ pub(super) fn virtual_service_routes(
     scope: &ScopeView,
     vs: &Config,
     http_routes: &[HttpRoute],
-    default_host: &str,
     port: u32,
     grpc: bool,
     applies: &dyn Fn(&HttpMatchRequest) -> bool,
@@ -127,17 +121,7 @@ pub(super) fn virtual_service_routes(
                 .collect()
         };
         for m in matches {
-            out.push(route(
-                ctx,
-                scope,
-                default_host,
-                port,
-                vs_ns,
-                http,
-                m,
-                &name,
-                grpc,
-            ));
+            out.push(route(ctx, scope, port, vs_ns, http, m, &name, grpc));
         }
         if http.matches.is_empty() {
             break;
@@ -170,7 +154,11 @@ fn default_route(
         cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),
         ..Default::default()
     };
-    finish_action(&mut action, ctx, scope, &svc.hostname, None, grpc);
+    action.hash_policy = hash_for_service(ctx, scope, svc, port)
+        .into_iter()
+        .collect();
+    let hashed = !action.hash_policy.is_empty();
+    finish_action(&mut action, None, grpc, hashed);
     Route {
         name: "default".into(),
         r#match: Some(RouteMatch {
@@ -183,14 +171,9 @@ fn default_route(
 }
 
 /// Istio's route timeout default is "disabled"; retries default to 2 attempts on connection failures.
-fn finish_action(
-    action: &mut RouteAction,
-    ctx: &PushContext,
-    scope: &ScopeView,
-    host: &str,
-    http: Option<&HttpRoute>,
-    grpc: bool,
-) {
+/// `hashed`: the route hashes to one host (a single destination with a consistent hash), so a
+/// retry may go back to it.
+fn finish_action(action: &mut RouteAction, http: Option<&HttpRoute>, grpc: bool, hashed: bool) {
     let timeout = http
         .and_then(|h| h.timeout)
         .map_or(std::time::Duration::ZERO, |d| d.as_std());
@@ -205,56 +188,7 @@ fn finish_action(
     } else {
         action.timeout = Some(duration(timeout));
     }
-    if let Some(svc) = ctx.registry.services.get(host)
-        && let Some(ch) = ctx
-            .destination_rule_for(&scope.namespace, &scope.labels, svc)
-            .and_then(|dr| dr.spec.traffic_policy.as_ref())
-            .and_then(|tp| tp.load_balancer.as_ref())
-            .and_then(|lb| lb.consistent_hash.as_ref())
-    {
-        let policy = if let Some(h) = &ch.http_header_name {
-            Some(hash_policy::PolicySpecifier::Header(hash_policy::Header {
-                header_name: h.clone(),
-                ..Default::default()
-            }))
-        } else if let Some(c) = &ch.http_cookie {
-            Some(hash_policy::PolicySpecifier::Cookie(hash_policy::Cookie {
-                name: c.name.clone(),
-                path: c.path.clone(),
-                ttl: c.ttl.map(|d| duration(d.as_std())),
-                attributes: c
-                    .attributes
-                    .iter()
-                    .map(|a| hash_policy::CookieAttribute {
-                        name: a.name.clone(),
-                        value: a.value.clone(),
-                    })
-                    .collect(),
-            }))
-        } else if ch.use_source_ip == Some(true) {
-            Some(hash_policy::PolicySpecifier::ConnectionProperties(
-                hash_policy::ConnectionProperties { source_ip: true },
-            ))
-        } else {
-            ch.http_query_parameter_name.as_ref().map(|q| {
-                hash_policy::PolicySpecifier::QueryParameter(hash_policy::QueryParameter {
-                    name: q.clone(),
-                })
-            })
-        };
-        action.hash_policy = policy
-            .map(|p| HashPolicy {
-                policy_specifier: Some(p),
-                ..Default::default()
-            })
-            .into_iter()
-            .collect();
-    }
-    action.retry_policy = retry_policy(
-        http.and_then(|h| h.retries.as_ref()),
-        grpc,
-        !action.hash_policy.is_empty(),
-    );
+    action.retry_policy = retry_policy(http.and_then(|h| h.retries.as_ref()), grpc, hashed);
 }
 
 /// istiod's retry policy: 2 attempts on connect failures, refused streams, `unavailable` and
@@ -400,36 +334,199 @@ fn cluster_for(
     outbound_cluster(dest_port, &dest.subset, &host)
 }
 
-fn header_options(ops: &HeaderOperations) -> (Vec<HeaderValueOption>, Vec<String>) {
-    let option = |(k, v): (&String, &String), action: HeaderAppendAction| HeaderValueOption {
-        header: Some(HeaderValue {
-            key: k.clone(),
-            value: v.clone(),
-            ..Default::default()
-        }),
-        append_action: action as i32,
-        ..Default::default()
+/// Header changes as istiod translates them (`TranslateHeadersOperations`): `set` then `add`,
+/// each sorted by name; `:authority` or `host` (in `set`, else in `add`) becomes a host rewrite,
+/// and pseudo-headers and `host` are never added or removed as headers (Envoy refuses them).
+#[derive(Default)]
+struct HeaderOps {
+    request_add: Vec<HeaderValueOption>,
+    request_remove: Vec<String>,
+    response_add: Vec<HeaderValueOption>,
+    response_remove: Vec<String>,
+    authority: String,
+}
+
+fn is_internal_header(name: &str) -> bool {
+    name.starts_with(':') || name.eq_ignore_ascii_case("host")
+}
+
+fn is_authority_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case(":authority") || name.eq_ignore_ascii_case("host")
+}
+
+/// The options of `headers` (`append`: add to a value already there, else overwrite it) and the
+/// authority among them.
+fn append_options(
+    headers: &std::collections::BTreeMap<String, String>,
+    append: bool,
+) -> (Vec<HeaderValueOption>, String) {
+    let action = if append {
+        HeaderAppendAction::AppendIfExistsOrAdd
+    } else {
+        HeaderAppendAction::OverwriteIfExistsOrAdd
     };
-    let add = ops
-        .set
+    let mut authority = String::new();
+    let options = headers
         .iter()
-        .map(|kv| option(kv, HeaderAppendAction::OverwriteIfExistsOrAdd))
-        .chain(
-            ops.add
-                .iter()
-                .map(|kv| option(kv, HeaderAppendAction::AppendIfExistsOrAdd)),
-        )
+        .filter(|(k, v)| {
+            if is_authority_header(k) {
+                authority = v.to_string();
+            }
+            !is_internal_header(k)
+        })
+        .map(|(k, v)| HeaderValueOption {
+            header: Some(HeaderValue {
+                key: k.clone(),
+                value: v.clone(),
+                ..Default::default()
+            }),
+            append_action: action as i32,
+            ..Default::default()
+        })
         .collect();
-    (add, ops.remove.clone())
+    (options, authority)
+}
+
+impl HeaderOps {
+    fn of(headers: Option<&Headers>) -> HeaderOps {
+        let Some(h) = headers else {
+            return HeaderOps::default();
+        };
+        let empty = HeaderOperations::default();
+        let (req, resp) = (
+            h.request.as_ref().unwrap_or(&empty),
+            h.response.as_ref().unwrap_or(&empty),
+        );
+        let (mut request_add, set_authority) = append_options(&req.set, false);
+        let (added, add_authority) = append_options(&req.add, true);
+        request_add.extend(added);
+        let (mut response_add, _) = append_options(&resp.set, false);
+        response_add.extend(append_options(&resp.add, true).0);
+        let keep = |names: &[String]| -> Vec<String> {
+            names
+                .iter()
+                .filter(|n| !is_internal_header(n))
+                .cloned()
+                .collect()
+        };
+        HeaderOps {
+            request_add,
+            request_remove: keep(&req.remove),
+            response_add,
+            response_remove: keep(&resp.remove),
+            authority: if set_authority.is_empty() {
+                add_authority
+            } else {
+                set_authority
+            },
+        }
+    }
+}
+
+/// The consistent hash of a destination as istiod finds it (`HashForHTTPDestination`): the
+/// subset's port-level setting, else the subset's, else the rule's port-level setting for the
+/// destination's port, else the rule's.
+fn hash_for_destination(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    dest: &Destination,
+    vs_ns: &str,
+) -> Option<HashPolicy> {
+    let host = resolve_host(&dest.host, vs_ns, &ctx.mesh.domain_suffix);
+    let svc = ctx.registry.services.get(&host)?;
+    let rule = &ctx
+        .destination_rule_for(&scope.namespace, &scope.labels, svc)?
+        .spec;
+    let at_port = |policy| port_hash(policy, dest.port.as_ref().map(|p| p.number));
+    let top = rule.traffic_policy.as_ref();
+    let subset = rule
+        .subsets
+        .iter()
+        .find(|s| s.name == dest.subset)
+        .and_then(|s| s.traffic_policy.as_ref());
+    at_port(subset)
+        .or_else(|| subset.and_then(consistent_hash))
+        .or_else(|| at_port(top))
+        .or_else(|| top.and_then(consistent_hash))
+        .and_then(hash_policy)
+}
+
+/// The consistent hash of a service's port without a VirtualService (`hashForService`): the
+/// rule's port-level setting for the port, else the rule's.
+fn hash_for_service(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    svc: &Service,
+    port: u32,
+) -> Option<HashPolicy> {
+    let top = ctx
+        .destination_rule_for(&scope.namespace, &scope.labels, svc)?
+        .spec
+        .traffic_policy
+        .as_ref()?;
+    port_hash(Some(top), Some(port))
+        .or_else(|| consistent_hash(top))
+        .and_then(hash_policy)
+}
+
+/// A policy's port-level consistent hash for `port`.
+fn port_hash(policy: Option<&TrafficPolicy>, port: Option<u32>) -> Option<&ConsistentHashLb> {
+    let port = port?;
+    policy?
+        .port_level_settings
+        .iter()
+        .find(|s| s.port.as_ref().map(|p| p.number) == Some(port))?
+        .load_balancer
+        .as_ref()?
+        .consistent_hash
+        .as_ref()
+}
+
+fn consistent_hash(policy: &TrafficPolicy) -> Option<&ConsistentHashLb> {
+    policy.load_balancer.as_ref()?.consistent_hash.as_ref()
+}
+
+/// istiod's `consistentHashToHashPolicy`.
+fn hash_policy(ch: &ConsistentHashLb) -> Option<HashPolicy> {
+    let policy = if let Some(h) = &ch.http_header_name {
+        hash_policy::PolicySpecifier::Header(hash_policy::Header {
+            header_name: h.clone(),
+            ..Default::default()
+        })
+    } else if let Some(c) = &ch.http_cookie {
+        hash_policy::PolicySpecifier::Cookie(hash_policy::Cookie {
+            name: c.name.clone(),
+            path: c.path.clone(),
+            ttl: c.ttl.map(|d| duration(d.as_std())),
+            attributes: c
+                .attributes
+                .iter()
+                .map(|a| hash_policy::CookieAttribute {
+                    name: a.name.clone(),
+                    value: a.value.clone(),
+                })
+                .collect(),
+        })
+    } else if ch.use_source_ip == Some(true) {
+        hash_policy::PolicySpecifier::ConnectionProperties(hash_policy::ConnectionProperties {
+            source_ip: true,
+        })
+    } else {
+        hash_policy::PolicySpecifier::QueryParameter(hash_policy::QueryParameter {
+            name: ch.http_query_parameter_name.clone()?,
+        })
+    };
+    Some(HashPolicy {
+        policy_specifier: Some(policy),
+        ..Default::default()
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
-/// One Envoy route for an HTTP route of a VirtualService; `default_host` names the service when the
-/// route's destinations do not.
+/// One Envoy route for an HTTP route of a VirtualService.
 fn route(
     ctx: &PushContext,
     scope: &ScopeView,
-    default_host: &str,
     port: u32,
     vs_ns: &str,
     http: &HttpRoute,
@@ -438,9 +535,15 @@ fn route(
     grpc: bool,
 ) -> Route {
     let suffix = ctx.mesh.domain_suffix.as_str();
+    let ops = HeaderOps::of(http.headers.as_ref());
+    let mut authority = ops.authority;
     let mut r = Route {
         name: name.to_string(),
         r#match: Some(route_match(m)),
+        request_headers_to_add: ops.request_add,
+        request_headers_to_remove: ops.request_remove,
+        response_headers_to_add: ops.response_add,
+        response_headers_to_remove: ops.response_remove,
         ..Default::default()
     };
     r.action = Some(if let Some(redirect) = &http.redirect {
@@ -492,41 +595,7 @@ fn route(
             .filter(|d| d.destination.is_some())
             .collect();
         let mut action = RouteAction::default();
-        let single = dests.len() == 1
-            || dests.iter().filter(|d| d.weight > 0).count() <= 1
-                && dests.iter().all(|d| d.weight == 0);
-        if single && let Some(d) = dests.first().and_then(|d| d.destination.as_ref()) {
-            action.cluster_specifier = Some(ClusterSpecifier::Cluster(cluster_for(
-                d, vs_ns, suffix, port, ctx,
-            )));
-        } else {
-            let clusters = dests
-                .iter()
-                .filter(|d| d.weight > 0)
-                .filter_map(|d| {
-                    let dest = d.destination.as_ref()?;
-                    let (add, remove) = d
-                        .headers
-                        .as_ref()
-                        .and_then(|h| h.request.as_ref())
-                        .map(header_options)
-                        .unwrap_or_default();
-                    Some(ClusterWeight {
-                        name: cluster_for(dest, vs_ns, suffix, port, ctx),
-                        weight: Some(UInt32Value {
-                            value: d.weight as u32,
-                        }),
-                        request_headers_to_add: add,
-                        request_headers_to_remove: remove,
-                        ..Default::default()
-                    })
-                })
-                .collect();
-            action.cluster_specifier = Some(ClusterSpecifier::WeightedClusters(WeightedCluster {
-                clusters,
-                ..Default::default()
-            }));
-        }
+        let mut authority = std::mem::take(&mut authority);
         if let Some(rw) = &http.rewrite {
             if !rw.uri.is_empty() {
                 action.prefix_rewrite = rw.uri.clone();
@@ -541,9 +610,72 @@ fn route(
                 });
             }
             if !rw.authority.is_empty() {
-                action.host_rewrite_specifier =
-                    Some(envoy_types::pb::envoy::config::route::v3::route_action::HostRewriteSpecifier::HostRewriteLiteral(rw.authority.clone()));
+                authority = rw.authority.clone();
             }
+        }
+        if !authority.is_empty() {
+            action.host_rewrite_specifier =
+                Some(HostRewriteSpecifier::HostRewriteLiteral(authority));
+        }
+        let single = dests.len() == 1
+            || dests.iter().filter(|d| d.weight > 0).count() <= 1
+                && dests.iter().all(|d| d.weight == 0);
+        let mut hashed = false;
+        if single && let Some(d) = dests.first() {
+            let dest = d
+                .destination
+                .as_ref()
+                .unwrap_or(&Destination::default())
+                .clone();
+            action.cluster_specifier = Some(ClusterSpecifier::Cluster(cluster_for(
+                &dest, vs_ns, suffix, port, ctx,
+            )));
+            // A single destination's header changes join the route's; its authority applies
+            // when the route does not rewrite the host itself.
+            let ops = HeaderOps::of(d.headers.as_ref());
+            r.request_headers_to_add.extend(ops.request_add);
+            r.request_headers_to_remove.extend(ops.request_remove);
+            r.response_headers_to_add.extend(ops.response_add);
+            r.response_headers_to_remove.extend(ops.response_remove);
+            if !ops.authority.is_empty() && action.host_rewrite_specifier.is_none() {
+                action.host_rewrite_specifier =
+                    Some(HostRewriteSpecifier::HostRewriteLiteral(ops.authority));
+            }
+            if let Some(hash) = hash_for_destination(ctx, scope, &dest, vs_ns) {
+                action.hash_policy.push(hash);
+                hashed = true;
+            }
+        } else {
+            let mut clusters = Vec::new();
+            for d in dests.iter().filter(|d| d.weight > 0) {
+                let Some(dest) = d.destination.as_ref() else {
+                    continue;
+                };
+                let ops = HeaderOps::of(d.headers.as_ref());
+                clusters.push(ClusterWeight {
+                    name: cluster_for(dest, vs_ns, suffix, port, ctx),
+                    weight: Some(UInt32Value {
+                        value: d.weight as u32,
+                    }),
+                    request_headers_to_add: ops.request_add,
+                    request_headers_to_remove: ops.request_remove,
+                    response_headers_to_add: ops.response_add,
+                    response_headers_to_remove: ops.response_remove,
+                    host_rewrite_specifier: (!ops.authority.is_empty()).then_some(
+                        weighted_cluster::cluster_weight::HostRewriteSpecifier::HostRewriteLiteral(
+                            ops.authority,
+                        ),
+                    ),
+                    ..Default::default()
+                });
+                action
+                    .hash_policy
+                    .extend(hash_for_destination(ctx, scope, dest, vs_ns));
+            }
+            action.cluster_specifier = Some(ClusterSpecifier::WeightedClusters(WeightedCluster {
+                clusters,
+                ..Default::default()
+            }));
         }
         let mirrors =
             http.mirror
@@ -569,13 +701,7 @@ fn route(
                 ..Default::default()
             })
             .collect();
-        let first_host = dests
-            .first()
-            .and_then(|d| d.destination.as_ref())
-            .map_or(default_host.to_string(), |d| {
-                resolve_host(&d.host, vs_ns, suffix)
-            });
-        finish_action(&mut action, ctx, scope, &first_host, Some(http), grpc);
+        finish_action(&mut action, Some(http), grpc, hashed);
         route::Action::Route(action)
     });
     if let Some(fault) = &http.fault {
@@ -586,15 +712,11 @@ fn route(
         r.typed_per_filter_config
             .insert(CORS_FILTER.into(), any(&cors_policy(cors)));
     }
-    if let Some(h) = &http.headers {
-        if let Some(req) = &h.request {
-            (r.request_headers_to_add, r.request_headers_to_remove) = header_options(req);
-        }
-        if let Some(resp) = &h.response {
-            (r.response_headers_to_add, r.response_headers_to_remove) = header_options(resp);
-        }
-    }
     r
+}
+
+fn is_present_match(sm: &StringMatch) -> bool {
+    matches!(sm, StringMatch::Regex(r) if r == "*")
 }
 
 fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
@@ -622,29 +744,46 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
     if m.ignore_uri_case {
         rm.case_sensitive = Some(BoolValue { value: false });
     }
-    let header =
-        |name: &str, sm: &crate::config::common::StringMatch, invert: bool| HeaderMatcher {
-            name: name.to_string(),
-            header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(
-                string_matcher(sm, false),
-            )),
-            invert_match: invert,
-            ..Default::default()
-        };
+    // istiod's translateHeaderMatch: a regex of `*` asks only that the header be present.
+    let header = |name: &str, sm: &StringMatch, invert: bool| HeaderMatcher {
+        name: name.to_string(),
+        header_match_specifier: Some(if is_present_match(sm) {
+            header_matcher::HeaderMatchSpecifier::PresentMatch(true)
+        } else {
+            header_matcher::HeaderMatchSpecifier::StringMatch(string_matcher(sm, false))
+        }),
+        invert_match: invert,
+        // Without the header, an inverted value match must still hold (istiod).
+        treat_missing_header_as_empty: invert && !is_present_match(sm),
+    };
+    // A JWT claim is matched on the payload the jwt_authn filter verified, not as a header (as
+    // istiod); headers are ordered by name, then the pseudo-headers.
+    let mut named = Vec::new();
+    for (name, sm, invert) in m
+        .headers
+        .iter()
+        .map(|(n, sm)| (n, sm, false))
+        .chain(m.without_headers.iter().map(|(n, sm)| (n, sm, true)))
+    {
+        match crate::config::networking::routing_claim(name) {
+            Some(claims) => {
+                let mut matcher = super::jwt::claim_matcher(&claims, string_matcher(sm, false));
+                matcher.invert = invert;
+                rm.dynamic_metadata.push(matcher);
+            }
+            None => named.push(header(name, sm, invert)),
+        }
+    }
+    named.sort_by(|a, b| a.name.cmp(&b.name));
+    rm.headers.extend(named);
     for (pseudo, sm) in [
-        (":authority", &m.authority),
         (":method", &m.method),
+        (":authority", &m.authority),
         (":scheme", &m.scheme),
     ] {
         if let Some(sm) = sm {
             rm.headers.push(header(pseudo, sm, false));
         }
-    }
-    for (name, sm) in &m.headers {
-        rm.headers.push(header(name, sm, false));
-    }
-    for (name, sm) in &m.without_headers {
-        rm.headers.push(header(name, sm, true));
     }
     for (name, sm) in &m.query_params {
         rm.query_parameters.push(QueryParameterMatcher {

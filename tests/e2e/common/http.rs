@@ -31,12 +31,44 @@ impl<'a> Request<'a> {
     }
 }
 
+/// A response: status, headers (names lowercase) and body.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    /// The first value of header `name`.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// Sends `req` over `io` (one request, then the connection is closed): the status and body.
 pub async fn send_over<S>(
     io: S,
     default_host: &str,
     req: &Request<'_>,
 ) -> Result<(u16, String), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    send_over_full(io, default_host, req)
+        .await
+        .map(|a| (a.status, a.body))
+}
+
+/// [`send_over`], with the response's headers.
+pub async fn send_over_full<S>(
+    io: S,
+    default_host: &str,
+    req: &Request<'_>,
+) -> Result<Answer, String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -72,13 +104,27 @@ where
             .await
             .map_err(|e| e.to_string())?;
         let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
         let body = response
             .into_body()
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        Ok(Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
     };
     let result = tokio::time::timeout(Duration::from_secs(10), answered)
         .await
@@ -91,17 +137,22 @@ where
 pub const CONNECT: &str = "cannot connect to ";
 
 /// Connects to `addr` and sends `req`.
-pub async fn send_async(addr: SocketAddr, req: &Request<'_>) -> Result<(u16, String), String> {
+pub async fn send_async(addr: SocketAddr, req: &Request<'_>) -> Result<Answer, String> {
     let tcp = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
         .await
         .map_err(|_| format!("{CONNECT}{addr} timed out"))?
         .map_err(|e| format!("{CONNECT}{addr}: {e}"))?;
-    send_over(tcp, &addr.to_string(), req).await
+    send_over_full(tcp, &addr.to_string(), req).await
+}
+
+/// [`send_full`]'s status and body.
+pub fn send(addr: SocketAddr, req: &Request<'_>) -> Result<(u16, String), String> {
+    send_full(addr, req).map(|a| (a.status, a.body))
 }
 
 /// [`send_async`] from any context, async tests included: on a thread of its own with its own
 /// runtime.
-pub fn send(addr: SocketAddr, req: &Request<'_>) -> Result<(u16, String), String> {
+pub fn send_full(addr: SocketAddr, req: &Request<'_>) -> Result<Answer, String> {
     std::thread::scope(|s| {
         s.spawn(|| {
             tokio::runtime::Builder::new_current_thread()

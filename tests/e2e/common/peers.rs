@@ -354,7 +354,20 @@ fn serve_http(stream: TcpStream, name: &str) {
         let mut body = vec![0; content_length];
         let _ = reader.read_exact(&mut body);
         let path = request_line.split_whitespace().nth(1).unwrap_or("/");
-        let reply = format!("{name} {path}");
+        let mut reply = format!("{name} {path}");
+        // `x-echo-headers: a,b` asks for the values the backend received: " a=1 b=2".
+        let echo = headers
+            .iter()
+            .find_map(|h| h.strip_prefix("x-echo-headers:"))
+            .map(|v| v.trim().to_string());
+        for wanted in echo.iter().flat_map(|v| v.split(',')) {
+            let wanted = wanted.trim();
+            let value = headers
+                .iter()
+                .find_map(|h| h.strip_prefix(&format!("{wanted}:")))
+                .map_or("", str::trim);
+            reply.push_str(&format!(" {wanted}={value}"));
+        }
         let resp = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{reply}",
             reply.len()
@@ -373,6 +386,21 @@ pub fn request(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> (
         path,
         headers,
     )
+}
+
+/// One HTTP/1.1 request through a proxy listener, with the response's headers.
+pub fn request_full(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> super::http::Answer {
+    let req = super::http::Request {
+        host,
+        headers,
+        ..super::http::Request::get(path)
+    };
+    super::http::send_full(SocketAddr::from(([127, 0, 0, 1], port)), &req).unwrap_or_default()
 }
 
 /// One HTTP/1.1 request to `addr`: (status, body); status 0 when the connection failed.

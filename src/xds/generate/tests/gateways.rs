@@ -197,3 +197,44 @@ apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system
     assert!(set.subject.is_some_and(|b| b.value) && set.cert && set.dns && set.uri);
     assert!(listener_filters(&l).is_empty());
 }
+
+/// A gateway's VirtualService routes whose `sourceLabels` or `sourceNamespace` the gateway's own
+/// pod does not match are left out, as istiod's sourceMatchHTTP leaves them (they were applied to
+/// every gateway).
+#[test]
+fn gateway_routes_keep_only_matches_whose_source_is_this_gateway() {
+    let yaml = r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: a}
+spec:
+  selector: {app: gw}
+  servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ['*']}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: a}
+spec:
+  hosts: [web.example.com]
+  gateways: [gw]
+  http:
+  - name: other-pods
+    match: [{uri: {prefix: /x}, sourceLabels: {app: other}}]
+    route: [{destination: {host: web.example.com}}]
+  - name: other-namespace
+    match: [{uri: {prefix: /y}, sourceNamespace: elsewhere}]
+    route: [{destination: {host: web.example.com}}]
+  - name: this-gateway
+    match: [{uri: {prefix: /z}, sourceLabels: {app: gw}, sourceNamespace: a}]
+    route: [{destination: {host: web.example.com}}]
+"#;
+    let c = ctx(yaml);
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let rc = route_config(&c, &gw, "http.8080");
+    let names: Vec<&str> = rc
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| v.routes.iter().map(|r| r.name.as_str()))
+        .collect();
+    assert_eq!(names, ["this-gateway"]);
+}
