@@ -1138,7 +1138,7 @@ spec:
   hosts: [web]
   http:
   - name: authority
-    match: [{{uri: {{prefix: /authority}}}}]
+    match: [{{uri: {{prefix: /authority}}, statPrefix: authority-stats}}]
     headers:
       request: {{set: {{":authority": rewritten.example, x-set: "1"}}}}
     route:
@@ -1159,7 +1159,7 @@ spec:
         ),
     );
     let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
-    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
     let echo = [("x-echo-headers", "host,x-set,x-dest")];
     eventually(30, "the host is rewritten", || {
         let got = request_full(port, HOST, "/authority", &echo);
@@ -1169,6 +1169,9 @@ spec:
         got.body == "v2 /authority host=rewritten.example x-set=1 x-dest=d1"
             && got.header("x-dest-resp") == Some("r1")
     });
+    // The match's statPrefix names the route's statistics.
+    let (_, stats) = http_get(envoy.admin, "/stats?filter=authority-stats");
+    assert!(stats.contains(".route.authority-stats."), "{stats}");
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..30 {
         let got = request_full(port, HOST, "/weighted", &[]);

@@ -540,6 +540,8 @@ fn route(
     let mut r = Route {
         name: name.to_string(),
         r#match: Some(route_match(m)),
+        // Envoy's per-route statistics (`vhost.<vhost>.route.<prefix>.*`), as istiod sets it.
+        stat_prefix: m.map(|m| m.stat_prefix.clone()).unwrap_or_default(),
         request_headers_to_add: ops.request_add,
         request_headers_to_remove: ops.request_remove,
         response_headers_to_add: ops.response_add,
