@@ -117,13 +117,55 @@ impl fmt::Display for Duration {
     }
 }
 
-/// `StringMatch`: exactly one of exact, prefix or regex (RE2 syntax).
+/// `StringMatch`: at most one of exact, prefix or regex (RE2 syntax). None (`{}`) is valid Istio:
+/// a header or query parameter matched by presence, a URI that matches any path.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(try_from = "StringMatchFields", into = "StringMatchFields")]
+#[schemars(with = "StringMatchFields")]
 pub enum StringMatch {
     Exact(String),
     Prefix(String),
     Regex(String),
+    /// `{}`: no match type set.
+    Any,
+}
+
+/// How a `StringMatch` is written: the proto's oneof as optional fields.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StringMatchFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exact: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    regex: Option<String>,
+}
+
+impl TryFrom<StringMatchFields> for StringMatch {
+    type Error = String;
+    fn try_from(f: StringMatchFields) -> Result<StringMatch, String> {
+        match (f.exact, f.prefix, f.regex) {
+            (None, None, None) => Ok(StringMatch::Any),
+            (Some(e), None, None) => Ok(StringMatch::Exact(e)),
+            (None, Some(p), None) => Ok(StringMatch::Prefix(p)),
+            (None, None, Some(r)) => Ok(StringMatch::Regex(r)),
+            _ => Err("at most one of exact, prefix and regex may be set".into()),
+        }
+    }
+}
+
+impl From<StringMatch> for StringMatchFields {
+    fn from(m: StringMatch) -> StringMatchFields {
+        let mut f = StringMatchFields::default();
+        match m {
+            StringMatch::Exact(e) => f.exact = Some(e),
+            StringMatch::Prefix(p) => f.prefix = Some(p),
+            StringMatch::Regex(r) => f.regex = Some(r),
+            StringMatch::Any => {}
+        }
+        f
+    }
 }
 
 /// `istio.type.v1beta1.WorkloadSelector` (security and telemetry APIs).

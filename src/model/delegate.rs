@@ -208,6 +208,9 @@ fn string_conflict(root: Option<&StringMatch>, leaf: Option<&StringMatch>) -> bo
         return false;
     };
     match (root, leaf) {
+        // `{}` matches anything: a root's constrains nothing, a leaf's is wider than the root's.
+        (StringMatch::Any, _) => false,
+        (_, StringMatch::Any) => true,
         (StringMatch::Regex(_), _) | (_, StringMatch::Regex(_)) => true,
         (StringMatch::Exact(r), StringMatch::Exact(l)) => r != l,
         (StringMatch::Exact(_), StringMatch::Prefix(_)) => true,

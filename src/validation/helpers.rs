@@ -252,7 +252,7 @@ fn first_line(s: &str) -> String {
 pub fn string_match(m: &StringMatch) -> Result<(), String> {
     match m {
         StringMatch::Regex(re) => regex(re),
-        StringMatch::Exact(_) | StringMatch::Prefix(_) => Ok(()),
+        StringMatch::Exact(_) | StringMatch::Prefix(_) | StringMatch::Any => Ok(()),
     }
 }
 

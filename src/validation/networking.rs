@@ -660,6 +660,7 @@ fn cors_policy(r: &mut Report, path: &str, cors: &CorsPolicy) {
         let op = format!("{path}.allowOrigins[{i}]");
         let text = match o {
             StringMatch::Exact(t) | StringMatch::Prefix(t) | StringMatch::Regex(t) => t,
+            StringMatch::Any => "",
         };
         if text.is_empty() {
             r.error(op, "'' is not a valid match type for CORS allow origins");

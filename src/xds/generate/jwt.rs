@@ -323,7 +323,7 @@ pub fn claim_principal(claims: &[&str], value: StringMatcher) -> Principal {
     Principal {
         identifier: Some(principal::Identifier::SourcedMetadata(SourcedMetadata {
             metadata_source: 0,
-            metadata_matcher: Some(claim_matcher(claims, value)),
+            metadata_matcher: Some(claim_matcher(claims, Some(value))),
         })),
     }
 }
@@ -331,7 +331,11 @@ pub fn claim_principal(claims: &[&str], value: StringMatcher) -> Principal {
 /// The claim at `claims` in the verified payload is `value` or, for a list claim, holds an
 /// element that is: what a principal matches, and what a route matches for a VirtualService's
 /// `@request.auth.claims.…` header (istiod's `MetadataMatcherForJWTClaims`).
-pub fn claim_matcher(claims: &[&str], value: StringMatcher) -> MetadataMatcher {
+/// `None` for `value`: the claim is present, whatever its value.
+pub fn claim_matcher(claims: &[&str], value: Option<StringMatcher>) -> MetadataMatcher {
+    let Some(value) = value else {
+        return payload_matcher(claims, value_matcher::MatchPattern::PresentMatch(true));
+    };
     let one = ValueMatcher {
         match_pattern: Some(value_matcher::MatchPattern::StringMatch(value)),
     };

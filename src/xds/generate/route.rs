@@ -282,12 +282,12 @@ fn cors_policy(
     let origins = if !c.allow_origins.is_empty() {
         c.allow_origins
             .iter()
-            .map(|m| string_matcher(m, false))
+            .filter_map(|m| string_matcher(m, false))
             .collect()
     } else {
         c.allow_origin
             .iter()
-            .map(|o| string_matcher(&crate::config::common::StringMatch::Exact(o.clone()), false))
+            .filter_map(|o| string_matcher(&StringMatch::Exact(o.clone()), false))
             .collect()
     };
     envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy {
@@ -717,8 +717,9 @@ fn route(
     r
 }
 
+/// istiod's canBeConvertedToPresentMatch: `{}`, or a regex of `*` (not RE2: "anything").
 fn is_present_match(sm: &StringMatch) -> bool {
-    matches!(sm, StringMatch::Regex(r) if r == "*")
+    matches!(sm, StringMatch::Any) || matches!(sm, StringMatch::Regex(r) if r == "*")
 }
 
 fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
@@ -729,18 +730,13 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
     let Some(m) = m else { return rm };
     if let Some(uri) = &m.uri {
         rm.path_specifier = Some(match uri {
-            crate::config::common::StringMatch::Exact(p) => {
-                route_match::PathSpecifier::Path(p.clone())
-            }
-            crate::config::common::StringMatch::Prefix(p) => {
-                route_match::PathSpecifier::Prefix(p.clone())
-            }
-            crate::config::common::StringMatch::Regex(r) => {
-                route_match::PathSpecifier::SafeRegex(RegexMatcher {
-                    regex: r.clone(),
-                    ..Default::default()
-                })
-            }
+            StringMatch::Exact(p) => route_match::PathSpecifier::Path(p.clone()),
+            StringMatch::Prefix(p) => route_match::PathSpecifier::Prefix(p.clone()),
+            StringMatch::Regex(r) => route_match::PathSpecifier::SafeRegex(RegexMatcher {
+                regex: r.clone(),
+                ..Default::default()
+            }),
+            StringMatch::Any => route_match::PathSpecifier::Prefix("/".into()),
         });
     }
     if m.ignore_uri_case {
@@ -752,7 +748,9 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
         header_match_specifier: Some(if is_present_match(sm) {
             header_matcher::HeaderMatchSpecifier::PresentMatch(true)
         } else {
-            header_matcher::HeaderMatchSpecifier::StringMatch(string_matcher(sm, false))
+            header_matcher::HeaderMatchSpecifier::StringMatch(
+                string_matcher(sm, false).unwrap_or_default(),
+            )
         }),
         invert_match: invert,
         // Without the header, an inverted value match must still hold (istiod).
@@ -769,6 +767,7 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
     {
         match crate::config::networking::routing_claim(name) {
             Some(claims) => {
+                // A claim matched by `{}`: present with any value.
                 let mut matcher = super::jwt::claim_matcher(&claims, string_matcher(sm, false));
                 matcher.invert = invert;
                 rm.dynamic_metadata.push(matcher);
@@ -790,11 +789,11 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
     for (name, sm) in &m.query_params {
         rm.query_parameters.push(QueryParameterMatcher {
             name: name.clone(),
-            query_parameter_match_specifier: Some(
-                query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(string_matcher(
-                    sm, false,
-                )),
-            ),
+            // `{}`: the parameter is present.
+            query_parameter_match_specifier: Some(match string_matcher(sm, false) {
+                Some(m) => query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(m),
+                None => query_parameter_matcher::QueryParameterMatchSpecifier::PresentMatch(true),
+            }),
         });
     }
     rm

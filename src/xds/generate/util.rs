@@ -42,8 +42,10 @@ pub fn fraction(percent: f64) -> FractionalPercent {
     }
 }
 
-pub fn string_matcher(m: &StringMatch, ignore_case: bool) -> StringMatcher {
+/// `None` for `{}` (no match type): its users decide what matching anything means there.
+pub fn string_matcher(m: &StringMatch, ignore_case: bool) -> Option<StringMatcher> {
     let pattern = match m {
+        StringMatch::Any => return None,
         StringMatch::Exact(s) => MatchPattern::Exact(s.clone()),
         StringMatch::Prefix(s) => MatchPattern::Prefix(s.clone()),
         StringMatch::Regex(r) => MatchPattern::SafeRegex(RegexMatcher {
@@ -51,10 +53,10 @@ pub fn string_matcher(m: &StringMatch, ignore_case: bool) -> StringMatcher {
             ..Default::default()
         }),
     };
-    StringMatcher {
+    Some(StringMatcher {
         match_pattern: Some(pattern),
         ignore_case,
-    }
+    })
 }
 
 /// `outbound|port|subset|host`, Istio's cluster naming.

@@ -295,3 +295,51 @@ spec:
             .contains_key("envoy.filters.http.fault")
     );
 }
+
+/// `{}` is a valid Istio StringMatch: a header, query parameter or method that is present, a
+/// header that is absent (withoutHeaders), a URI that is anything (istiod's present matches).
+#[test]
+fn empty_string_matches_ask_for_presence() {
+    use envoy_types::pb::envoy::config::route::v3::{
+        header_matcher, query_parameter_matcher, route_match,
+    };
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: web, namespace: a}}\nspec:\n  hosts: [web.a.svc.cluster.local]\n  http:\n  - match: [{{uri: {{}}, method: {{}}, headers: {{end-user: {{}}}}, withoutHeaders: {{x-debug: {{}}}}, queryParams: {{q: {{}}}}}}]\n    route: [{{destination: {{host: web.a.svc.cluster.local}}}}]\n",
+        se("a", "web", "HTTP")
+    );
+    let rc = route_config(&ctx(&yaml), &proxy("a", &[]), "80");
+    let vh = rc
+        .virtual_hosts
+        .iter()
+        .find(|v| v.domains.iter().any(|d| d == "web.a.svc.cluster.local"))
+        .unwrap();
+    let m = vh.routes[0].r#match.as_ref().unwrap();
+    assert_eq!(
+        m.path_specifier,
+        Some(route_match::PathSpecifier::Prefix("/".into()))
+    );
+    let present = Some(header_matcher::HeaderMatchSpecifier::PresentMatch(true));
+    let by_name: Vec<(&str, bool, bool)> = m
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.as_str(),
+                h.header_match_specifier == present,
+                h.invert_match,
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_name,
+        [
+            ("end-user", true, false),
+            ("x-debug", true, true),
+            (":method", true, false)
+        ]
+    );
+    assert_eq!(
+        m.query_parameters[0].query_parameter_match_specifier,
+        Some(query_parameter_matcher::QueryParameterMatchSpecifier::PresentMatch(true))
+    );
+}
