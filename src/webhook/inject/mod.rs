@@ -4,15 +4,18 @@
 //! istiod renders Go text templates from ConfigMap `istio-sidecar-injector`. Rudder renders the
 //! default template in Rust and takes its settings from the same ConfigMap: `config` (policy,
 //! always/never selectors, injectedAnnotations) and `values` (hub, tag, proxy image, resources, log
-//! levels, status port, traffic capture, mesh/cluster/network ids). Custom Go templates under
-//! `config.templates` are not executed (docs/decisions.md).
+//! levels, status port, traffic capture, mesh/cluster/network ids), and istiod's `gateway` template
+//! for pods that ask for it (`gateway.rs`). Custom Go templates under `config.templates` are not
+//! executed; a pod asking for one is refused by name (docs/decisions.md).
 
+mod gateway;
+mod overlay;
 mod policy;
 mod render;
 mod settings;
 
 pub use policy::Decision;
-pub use render::{inject, workload_of};
+pub use render::workload_of;
 pub use settings::{DEFAULT_HUB, DEFAULT_TAG, InjectorSettings, Template};
 
 use super::{WebhookState, judge_review};
@@ -59,6 +62,44 @@ pub enum InjectError {
     Template(String),
     #[error("could not build the patch: {0}")]
     Patch(String),
+    #[error(
+        "inject.istio.io/templates asks for {0}: Rudder renders istiod's `sidecar` and `gateway` templates, not custom Go templates (docs/decisions.md)"
+    )]
+    UnknownTemplate(String),
+}
+
+/// The annotation naming the injection templates a pod asks for (`sidecar` when absent).
+pub const TEMPLATES_ANNOTATION: &str = "inject.istio.io/templates";
+
+/// The pod with the proxy the templates it asks for render: `sidecar` (the default) or `gateway`.
+/// Any other template is refused by name, never injected as something else.
+pub fn inject(
+    settings: &InjectorSettings,
+    template: &Template,
+    namespace: &str,
+    pod: &Value,
+) -> Result<Value, InjectError> {
+    let asked = pod["metadata"]["annotations"][TEMPLATES_ANNOTATION]
+        .as_str()
+        .unwrap_or("sidecar");
+    let names: Vec<&str> = asked
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    let unknown: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !["sidecar", "gateway"].contains(n))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(InjectError::UnknownTemplate(unknown.join(", ")));
+    }
+    if names.contains(&"gateway") {
+        gateway::inject(settings, template, namespace, pod)
+    } else {
+        render::sidecar(settings, template, namespace, pod)
+    }
 }
 
 impl InjectError {
@@ -66,7 +107,7 @@ impl InjectError {
         match self {
             InjectError::NoPod | InjectError::NotAnObject => "decode",
             InjectError::ProxyConfig(_) => "proxy_config",
-            InjectError::Template(_) => "template",
+            InjectError::Template(_) | InjectError::UnknownTemplate(_) => "template",
             InjectError::Patch(_) => "patch",
         }
     }

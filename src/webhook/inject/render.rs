@@ -38,12 +38,15 @@ pub(super) fn owner_url(w: &Workload, namespace: &str) -> String {
     )
 }
 
-fn annotation<'a>(annotations: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+pub(super) fn annotation<'a>(
+    annotations: &'a BTreeMap<String, String>,
+    key: &str,
+) -> Option<&'a str> {
     annotations.get(key).map(String::as_str)
 }
 
 /// The pod with the sidecar added: what the JSONPatch turns the submitted pod into.
-pub fn inject(
+pub fn sidecar(
     settings: &InjectorSettings,
     template: &Template,
     namespace: &str,
@@ -77,7 +80,9 @@ pub fn inject(
         .unwrap_or_default();
     let app_names: Vec<String> = app_containers
         .iter()
-        .filter_map(|c| c["name"].as_str().map(String::from))
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| *n != PROXY_CONTAINER)
+        .map(String::from)
         .collect();
     let pod_ports: Vec<Value> = app_containers
         .iter()
@@ -93,33 +98,17 @@ pub fn inject(
         }
     }
 
-    let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
-    let resource = |res: &str| json!({"resourceFieldRef": {"resource": res, "divisor": "0"}});
-    let mut env = vec![
-        json!({"name": "PILOT_CERT_PROVIDER", "value": "istiod"}),
-        json!({"name": "CA_ADDR", "value": template.ca_address.clone().unwrap_or_else(|| settings.discovery_address.clone())}),
-        json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}),
-        json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}),
-        json!({"name": "INSTANCE_IP", "valueFrom": field("status.podIP")}),
-        json!({"name": "SERVICE_ACCOUNT", "valueFrom": field("spec.serviceAccountName")}),
-        json!({"name": "HOST_IP", "valueFrom": field("status.hostIP")}),
-        json!({"name": "ISTIO_CPU_LIMIT", "valueFrom": resource("limits.cpu")}),
-        json!({"name": "PROXY_CONFIG", "value": proxy_config}),
-        json!({"name": "ISTIO_META_POD_PORTS", "value": Value::Array(pod_ports).to_string()}),
-        json!({"name": "ISTIO_META_APP_CONTAINERS", "value": app_names.join(",")}),
-        json!({"name": "GOMEMLIMIT", "valueFrom": resource("limits.memory")}),
-        json!({"name": "GOMAXPROCS", "valueFrom": resource("limits.cpu")}),
-        json!({"name": "ISTIO_META_CLUSTER_ID", "value": template.cluster_id.clone().unwrap_or_else(|| settings.cluster_id.clone())}),
-        json!({"name": "ISTIO_META_NODE_NAME", "valueFrom": field("spec.nodeName")}),
-        json!({"name": "ISTIO_META_INTERCEPTION_MODE", "value": interception}),
-        json!({"name": "ISTIO_META_WORKLOAD_NAME", "value": workload.name}),
-        json!({"name": "ISTIO_META_OWNER", "value": owner_url(&workload, namespace)}),
-        json!({"name": "ISTIO_META_MESH_ID", "value": template.mesh_id.clone().unwrap_or_else(|| settings.trust_domain.clone())}),
-        json!({"name": "TRUST_DOMAIN", "value": settings.trust_domain}),
-    ];
-    if let Some(network) = &template.network {
-        env.push(json!({"name": "ISTIO_META_NETWORK", "value": network}));
-    }
+    let mut env = proxy_env(&ProxyEnv {
+        settings,
+        template,
+        namespace,
+        workload: &workload,
+        interception: &interception,
+        proxy_config,
+        pod_ports,
+        app_containers: &app_names,
+        divisor: "0",
+    });
     if !probers.is_empty() {
         env.push(
             json!({"name": "ISTIO_KUBE_APP_PROBERS", "value": Value::Object(probers).to_string()}),
@@ -158,16 +147,7 @@ pub fn inject(
             "runAsNonRoot": true,
             "runAsUser": 1337,
         },
-        "volumeMounts": [
-            {"name": "workload-socket", "mountPath": "/var/run/secrets/workload-spiffe-uds"},
-            {"name": "credential-socket", "mountPath": "/var/run/secrets/credential-uds"},
-            {"name": "workload-certs", "mountPath": "/var/run/secrets/workload-spiffe-credentials"},
-            {"name": "istiod-ca-cert", "mountPath": "/var/run/secrets/istio"},
-            {"name": "istio-data", "mountPath": "/var/lib/istio/data"},
-            {"name": "istio-envoy", "mountPath": "/etc/istio/proxy"},
-            {"name": "istio-token", "mountPath": "/var/run/secrets/tokens"},
-            {"name": "istio-podinfo", "mountPath": "/etc/istio/pod"},
-        ],
+        "volumeMounts": volume_mounts(),
     });
     if let Some(policy) = &template.pull_policy {
         proxy["imagePullPolicy"] = policy.clone().into();
@@ -199,21 +179,7 @@ pub fn inject(
         init_containers.push(init);
     }
 
-    let volumes = [
-        json!({"name": "workload-socket", "emptyDir": {}}),
-        json!({"name": "credential-socket", "emptyDir": {}}),
-        json!({"name": "workload-certs", "emptyDir": {}}),
-        json!({"name": "istio-envoy", "emptyDir": {"medium": "Memory"}}),
-        json!({"name": "istio-data", "emptyDir": {}}),
-        json!({"name": "istio-podinfo", "downwardAPI": {"items": [
-            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
-            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
-        ]}}),
-        json!({"name": "istio-token", "projected": {"sources": [
-            {"serviceAccountToken": {"audience": "istio-ca", "expirationSeconds": 43200, "path": "istio-token"}},
-        ]}}),
-        json!({"name": "istiod-ca-cert", "configMap": {"name": "istio-ca-root-cert"}}),
-    ];
+    let volumes = volumes();
     let volume_names: Vec<&str> = volumes.iter().filter_map(|v| v["name"].as_str()).collect();
     let status = json!({
         "initContainers": init_containers.iter().filter_map(|c| c["name"].as_str()).collect::<Vec<_>>(),
@@ -225,7 +191,10 @@ pub fn inject(
 
     let spec = object_at(out.as_object_mut().ok_or(InjectError::NotAnObject)?, "spec")?;
     let containers = array_at(spec, "containers")?;
-    if hold {
+    // The pod's own istio-proxy (customised) goes over the rendered one, where it stands.
+    if let Some(own) = containers.iter_mut().find(|c| c["name"] == PROXY_CONTAINER) {
+        *own = super::overlay::container(&proxy, own);
+    } else if hold {
         containers.insert(0, proxy);
     } else {
         containers.push(proxy);
@@ -291,7 +260,7 @@ pub fn inject(
     Ok(out)
 }
 
-fn object_at<'a>(
+pub(super) fn object_at<'a>(
     obj: &'a mut Map<String, Value>,
     key: &str,
 ) -> Result<&'a mut Map<String, Value>, InjectError> {
@@ -304,7 +273,7 @@ fn object_at<'a>(
     slot.as_object_mut().ok_or(InjectError::NotAnObject)
 }
 
-fn array_at<'a>(
+pub(super) fn array_at<'a>(
     obj: &'a mut Map<String, Value>,
     key: &str,
 ) -> Result<&'a mut Vec<Value>, InjectError> {
@@ -318,7 +287,7 @@ fn array_at<'a>(
 }
 
 /// `PROXY_CONFIG`: the discovery address merged with the pod's `proxy.istio.io/config` annotation.
-fn proxy_config(
+pub(super) fn proxy_config(
     settings: &InjectorSettings,
     template: &Template,
     annotations: &BTreeMap<String, String>,
@@ -484,4 +453,86 @@ pub(super) fn rewrite_probes(
             json!({"path": path, "port": status_port, "scheme": "HTTP"}),
         );
     }
+}
+
+/// What the agent's environment is made of (the same for the sidecar and gateway templates).
+pub(super) struct ProxyEnv<'a> {
+    pub settings: &'a InjectorSettings,
+    pub template: &'a Template,
+    pub namespace: &'a str,
+    pub workload: &'a Workload,
+    pub interception: &'a str,
+    /// `PROXY_CONFIG`, as JSON.
+    pub proxy_config: String,
+    /// Every container port of the pod.
+    pub pod_ports: Vec<Value>,
+    pub app_containers: &'a [String],
+    /// The `resourceFieldRef` divisor: "0" in istiod's sidecar template, "1" in its gateway one.
+    pub divisor: &'a str,
+}
+
+/// The `istio-proxy` container's environment, as istiod's templates write it.
+pub(super) fn proxy_env(e: &ProxyEnv) -> Vec<Value> {
+    let (settings, template) = (e.settings, e.template);
+    let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
+    let resource = |res: &str| json!({"resourceFieldRef": {"resource": res, "divisor": e.divisor}});
+    let mut env = vec![
+        json!({"name": "PILOT_CERT_PROVIDER", "value": "istiod"}),
+        json!({"name": "CA_ADDR", "value": template.ca_address.clone().unwrap_or_else(|| settings.discovery_address.clone())}),
+        json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}),
+        json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}),
+        json!({"name": "INSTANCE_IP", "valueFrom": field("status.podIP")}),
+        json!({"name": "SERVICE_ACCOUNT", "valueFrom": field("spec.serviceAccountName")}),
+        json!({"name": "HOST_IP", "valueFrom": field("status.hostIP")}),
+        json!({"name": "ISTIO_CPU_LIMIT", "valueFrom": resource("limits.cpu")}),
+        json!({"name": "PROXY_CONFIG", "value": e.proxy_config}),
+        json!({"name": "ISTIO_META_POD_PORTS", "value": Value::Array(e.pod_ports.clone()).to_string()}),
+        json!({"name": "ISTIO_META_APP_CONTAINERS", "value": e.app_containers.join(",")}),
+        json!({"name": "GOMEMLIMIT", "valueFrom": resource("limits.memory")}),
+        json!({"name": "GOMAXPROCS", "valueFrom": resource("limits.cpu")}),
+        json!({"name": "ISTIO_META_CLUSTER_ID", "value": template.cluster_id.clone().unwrap_or_else(|| settings.cluster_id.clone())}),
+        json!({"name": "ISTIO_META_NODE_NAME", "valueFrom": field("spec.nodeName")}),
+        json!({"name": "ISTIO_META_INTERCEPTION_MODE", "value": e.interception}),
+        json!({"name": "ISTIO_META_WORKLOAD_NAME", "value": e.workload.name}),
+        json!({"name": "ISTIO_META_OWNER", "value": owner_url(e.workload, e.namespace)}),
+        json!({"name": "ISTIO_META_MESH_ID", "value": template.mesh_id.clone().unwrap_or_else(|| settings.trust_domain.clone())}),
+        json!({"name": "TRUST_DOMAIN", "value": settings.trust_domain}),
+    ];
+    if let Some(network) = &template.network {
+        env.push(json!({"name": "ISTIO_META_NETWORK", "value": network}));
+    }
+    env
+}
+
+/// The volumes the agent mounts (the same for the sidecar and gateway templates).
+pub(super) fn volumes() -> [Value; 8] {
+    [
+        json!({"name": "workload-socket", "emptyDir": {}}),
+        json!({"name": "credential-socket", "emptyDir": {}}),
+        json!({"name": "workload-certs", "emptyDir": {}}),
+        json!({"name": "istio-envoy", "emptyDir": {"medium": "Memory"}}),
+        json!({"name": "istio-data", "emptyDir": {}}),
+        json!({"name": "istio-podinfo", "downwardAPI": {"items": [
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
+        ]}}),
+        json!({"name": "istio-token", "projected": {"sources": [
+            {"serviceAccountToken": {"audience": "istio-ca", "expirationSeconds": 43200, "path": "istio-token"}},
+        ]}}),
+        json!({"name": "istiod-ca-cert", "configMap": {"name": "istio-ca-root-cert"}}),
+    ]
+}
+
+/// Where the agent's volumes are mounted in `istio-proxy`.
+pub(super) fn volume_mounts() -> Value {
+    json!([
+        {"name": "workload-socket", "mountPath": "/var/run/secrets/workload-spiffe-uds"},
+        {"name": "credential-socket", "mountPath": "/var/run/secrets/credential-uds"},
+        {"name": "workload-certs", "mountPath": "/var/run/secrets/workload-spiffe-credentials"},
+        {"name": "istiod-ca-cert", "mountPath": "/var/run/secrets/istio"},
+        {"name": "istio-data", "mountPath": "/var/lib/istio/data"},
+        {"name": "istio-envoy", "mountPath": "/etc/istio/proxy"},
+        {"name": "istio-token", "mountPath": "/var/run/secrets/tokens"},
+        {"name": "istio-podinfo", "mountPath": "/etc/istio/pod"},
+    ])
 }

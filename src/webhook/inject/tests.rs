@@ -377,3 +377,130 @@ fn probes_point_at_the_agent_and_keep_their_timing() {
         })
     );
 }
+
+/// A pod of the `istio/gateway` Helm chart, as the chart's Deployment writes it: its own
+/// `istio-proxy` with `image: auto`, resources and a status port, asking for the gateway template.
+fn chart_gateway_pod() -> Value {
+    json!({
+        "metadata": {
+            "name": "istio-ingressgateway-7d9f-abcde",
+            "labels": {"app": "istio-ingressgateway", "istio": "ingressgateway", INJECT_LABEL: "true", "pod-template-hash": "7d9f"},
+            "annotations": {TEMPLATES_ANNOTATION: "gateway"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "istio-ingressgateway-7d9f", "controller": true}],
+        },
+        "spec": {
+            "serviceAccountName": "istio-ingressgateway",
+            "containers": [{
+                "name": "istio-proxy",
+                "image": "auto",
+                "ports": [{"containerPort": 15021, "protocol": "TCP", "name": "status-port"}],
+                "resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    })
+}
+
+/// istiod's `gateway` template: the chart's container becomes a router agent (the chart's own
+/// fields kept, `image: auto` replaced), with no init container, no capture, no sidecar label, and
+/// the sysctl that lets it bind low ports.
+#[test]
+fn gateway_pods_get_the_gateway_template() {
+    let settings = InjectorSettings::default();
+    let t = Template::default();
+    let out = inject(&settings, &t, "istio-ingress", &chart_gateway_pod()).unwrap();
+    let containers = out["spec"]["containers"].as_array().unwrap();
+    assert_eq!(
+        containers.len(),
+        1,
+        "the chart's istio-proxy, not a second one"
+    );
+    let proxy = &containers[0];
+    assert_eq!(proxy["image"], t.image.as_str());
+    let args: Vec<&str> = proxy["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(&args[..2], ["proxy", "router"]);
+    assert_eq!(
+        proxy["resources"],
+        json!({"limits": {"cpu": "2", "memory": "1Gi"}})
+    );
+    assert_eq!(proxy["securityContext"]["runAsUser"], 1337);
+    assert_eq!(proxy["securityContext"]["allowPrivilegeEscalation"], false);
+    let ports: Vec<u64> = proxy["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["containerPort"].as_u64())
+        .collect();
+    assert_eq!(ports, [15090, 15021]);
+    let env = |name: &str| {
+        proxy["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+    };
+    assert_eq!(env("ISTIO_META_APP_CONTAINERS").unwrap()["value"], "");
+    assert_eq!(
+        env("ISTIO_META_WORKLOAD_NAME").unwrap()["value"],
+        "istio-ingressgateway"
+    );
+    assert!(env("ISTIO_KUBE_APP_PROBERS").is_none());
+    assert!(out["spec"]["initContainers"].is_null());
+    assert_eq!(
+        out["spec"]["securityContext"]["sysctls"],
+        json!([{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}])
+    );
+    let volumes = out["spec"]["volumes"].as_array().unwrap();
+    assert!(volumes.iter().any(|v| v["name"] == "istio-token"));
+    let labels = &out["metadata"]["labels"];
+    assert!(labels["security.istio.io/tlsMode"].is_null());
+    assert_eq!(
+        labels["service.istio.io/canonical-name"],
+        "istio-ingressgateway"
+    );
+    let status: Value = serde_json::from_str(
+        out["metadata"]["annotations"][STATUS_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["containers"], json!(["istio-proxy"]));
+    assert_eq!(status["initContainers"], json!([]));
+}
+
+/// A sidecar pod that customises its own istio-proxy keeps one proxy container, its fields over
+/// the template's; a template Rudder does not render is refused by name, never injected as a sidecar.
+#[test]
+fn a_declared_proxy_is_overlaid_and_unknown_templates_are_refused() {
+    let settings = InjectorSettings::default();
+    let t = Template::default();
+    let mut p = pod(json!({}), json!({}));
+    p["spec"]["containers"].as_array_mut().unwrap().push(
+        json!({"name": "istio-proxy", "image": "auto", "resources": {"requests": {"cpu": "50m"}}}),
+    );
+    let out = inject(&settings, &t, "on", &p).unwrap();
+    let proxies: Vec<&Value> = out["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "istio-proxy")
+        .collect();
+    assert_eq!(proxies.len(), 1);
+    assert_eq!(
+        proxies[0]["resources"]["requests"]["cpu"], "50m",
+        "the pod's request over the template's"
+    );
+    assert_eq!(proxies[0]["args"][1], "sidecar");
+    let app = out["spec"]["containers"][0]["name"].as_str();
+    assert_eq!(app, Some("app"));
+
+    let custom = pod(json!({}), json!({TEMPLATES_ANNOTATION: "sidecar,spire"}));
+    let err = inject(&settings, &t, "on", &custom).unwrap_err();
+    assert!(err.to_string().contains("spire"), "{err}");
+}

@@ -1,0 +1,139 @@
+//! istiod's `gateway` injection template, asked for by `inject.istio.io/templates: gateway` (the
+//! `istio/gateway` Helm chart's pods): the agent runs as a router, with no init container, no
+//! traffic capture and no probe rewriting; the pod may bind low ports without privileges.
+
+use super::render::{ProxyEnv, annotation, array_at, object_at, proxy_config, proxy_env};
+use super::render::{volume_mounts, volumes, workload_of};
+use super::settings::{InjectorSettings, Template};
+use super::{InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, overlay, string_map};
+use crate::model::workload::canonical;
+use serde_json::{Value, json};
+
+const UNPRIVILEGED_PORTS: &str = "net.ipv4.ip_unprivileged_port_start";
+
+/// The pod with the gateway's `istio-proxy` rendered (over the pod's own `istio-proxy`, if any).
+pub fn inject(
+    settings: &InjectorSettings,
+    template: &Template,
+    namespace: &str,
+    pod: &Value,
+) -> Result<Value, InjectError> {
+    let mut out = pod.clone();
+    let annotations = string_map(&pod["metadata"]["annotations"]);
+    let labels = string_map(&pod["metadata"]["labels"]);
+    let workload = workload_of(pod);
+    let (canonical_name, canonical_revision) = canonical(&labels, &workload.name);
+    let containers: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let app_names: Vec<String> = containers
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| *n != PROXY_CONTAINER)
+        .map(String::from)
+        .collect();
+    let pod_ports: Vec<Value> = containers
+        .iter()
+        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let interception = annotation(&annotations, "sidecar.istio.io/interceptionMode")
+        .unwrap_or("REDIRECT")
+        .to_string();
+    let image = annotation(&annotations, "sidecar.istio.io/proxyImage")
+        .map(String::from)
+        .unwrap_or_else(|| template.image.clone());
+    let env = proxy_env(&ProxyEnv {
+        settings,
+        template,
+        namespace,
+        workload: &workload,
+        interception: &interception,
+        proxy_config: Value::Object(proxy_config(settings, template, &annotations)?).to_string(),
+        pod_ports,
+        app_containers: &app_names,
+        divisor: "1",
+    });
+    let mut proxy = json!({
+        "name": PROXY_CONTAINER,
+        "image": image,
+        "ports": [{"containerPort": 15090, "protocol": "TCP", "name": "http-envoy-prom"}],
+        "args": [
+            "proxy",
+            "router",
+            "--domain",
+            format!("$(POD_NAMESPACE).svc.{}", settings.domain_suffix),
+            format!("--proxyLogLevel={}", annotation(&annotations, "sidecar.istio.io/logLevel").unwrap_or(&template.log_level)),
+            format!("--proxyComponentLogLevel={}", annotation(&annotations, "sidecar.istio.io/componentLogLevel").unwrap_or(&template.component_log_level)),
+            format!("--log_output_level={}", annotation(&annotations, "sidecar.istio.io/agentLogLevel").unwrap_or("default:info")),
+        ],
+        "securityContext": {"runAsUser": 1337, "runAsGroup": 1337},
+        "env": env,
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz/ready", "port": 15021},
+            "periodSeconds": 15, "timeoutSeconds": 3, "failureThreshold": 4,
+        },
+        "volumeMounts": volume_mounts(),
+    });
+    if let Some(policy) = &template.pull_policy {
+        proxy["imagePullPolicy"] = policy.clone().into();
+    }
+
+    let spec = object_at(out.as_object_mut().ok_or(InjectError::NotAnObject)?, "spec")?;
+    let pod_containers = array_at(spec, "containers")?;
+    match pod_containers
+        .iter_mut()
+        .find(|c| c["name"] == PROXY_CONTAINER)
+    {
+        Some(own) => *own = overlay::container(&proxy, own),
+        None => pod_containers.push(proxy),
+    }
+    let security = object_at(spec, "securityContext")?;
+    let sysctls = array_at(security, "sysctls")?;
+    if !sysctls.iter().any(|s| s["name"] == UNPRIVILEGED_PORTS) {
+        sysctls.push(json!({"name": UNPRIVILEGED_PORTS, "value": "0"}));
+    }
+    let pod_volumes = array_at(spec, "volumes")?;
+    let volumes = volumes();
+    let volume_names: Vec<&str> = volumes.iter().filter_map(|v| v["name"].as_str()).collect();
+    for v in &volumes {
+        if !pod_volumes.iter().any(|p| p["name"] == v["name"]) {
+            pod_volumes.push(v.clone());
+        }
+    }
+
+    let meta = object_at(
+        out.as_object_mut().ok_or(InjectError::NotAnObject)?,
+        "metadata",
+    )?;
+    let annotations_out = object_at(meta, "annotations")?;
+    if let Some(first) = app_names.first() {
+        for key in [
+            "kubectl.kubernetes.io/default-logs-container",
+            "kubectl.kubernetes.io/default-container",
+        ] {
+            annotations_out
+                .entry(key)
+                .or_insert_with(|| first.clone().into());
+        }
+    }
+    annotations_out.insert("istio.io/rev".into(), settings.revision.clone().into());
+    let status = json!({
+        "initContainers": [],
+        "containers": [PROXY_CONTAINER],
+        "volumes": volume_names,
+        "imagePullSecrets": null,
+        "revision": settings.revision,
+    });
+    annotations_out.insert(STATUS_ANNOTATION.into(), status.to_string().into());
+    let labels_out = object_at(meta, "labels")?;
+    labels_out.insert(
+        "service.istio.io/canonical-name".into(),
+        canonical_name.into(),
+    );
+    labels_out.insert(
+        "service.istio.io/canonical-revision".into(),
+        canonical_revision.into(),
+    );
+    Ok(out)
+}
