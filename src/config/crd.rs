@@ -56,6 +56,7 @@ fn spec_schema(kind: Kind) -> Option<Value> {
         }
         Kind::Telemetry => generator.into_root_schema_for::<telemetry::Telemetry>(),
         Kind::WasmPlugin => generator.into_root_schema_for::<extensions::WasmPlugin>(),
+        Kind::TrafficExtension => generator.into_root_schema_for::<extensions::TrafficExtension>(),
         Kind::ProxyConfig => generator.into_root_schema_for::<networking::ProxyConfig>(),
         _ => return None,
     };

@@ -1,4 +1,5 @@
-//! extensions.istio.io: `WasmPlugin`, field for field with istio.io/api `extensions/v1alpha1`.
+//! extensions.istio.io: `WasmPlugin` and `TrafficExtension` (new in Istio 1.30), field for field
+//! with istio.io/api `extensions/v1alpha1`.
 
 use super::common::{PolicyTargetReference, WorkloadSelector};
 use super::networking::{PortSelector, istio_enum};
@@ -32,6 +33,54 @@ pub struct WasmPlugin {
     pub matches: Vec<TrafficSelector>,
     #[serde(rename = "type")]
     pub plugin_type: Option<PluginType>,
+}
+
+/// A Lua or Wasm filter for the workloads it selects (or the gateways its `targetRefs` name), at
+/// a phase and priority.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrafficExtension {
+    pub selector: Option<WorkloadSelector>,
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetReference>,
+    pub phase: Option<ExtensionPhase>,
+    pub priority: Option<i32>,
+    #[serde(default, rename = "match")]
+    pub matches: Vec<TrafficSelector>,
+    pub wasm: Option<WasmConfig>,
+    pub lua: Option<LuaConfig>,
+}
+
+/// A TrafficExtension's Wasm module: WasmPlugin's fields without selection.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WasmConfig {
+    #[serde(default)]
+    pub url: String,
+    #[serde(default)]
+    pub sha256: String,
+    pub image_pull_policy: Option<PullPolicy>,
+    #[serde(default)]
+    pub image_pull_secret: String,
+    #[serde(default)]
+    pub verification_key: String,
+    pub plugin_config: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    pub plugin_name: String,
+    pub fail_strategy: Option<FailStrategy>,
+    pub vm_config: Option<VmConfig>,
+    #[serde(rename = "type")]
+    pub plugin_type: Option<PluginType>,
+}
+
+/// A TrafficExtension's Lua script, inline.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LuaConfig {
+    #[serde(default)]
+    pub inline_code: String,
 }
 
 #[serde_with::skip_serializing_none]
@@ -68,6 +117,12 @@ istio_enum!(PluginType {
 });
 istio_enum!(PluginPhase {
     UNSPECIFIED_PHASE,
+    AUTHN,
+    AUTHZ,
+    STATS
+});
+istio_enum!(ExtensionPhase {
+    UNSPECIFIED,
     AUTHN,
     AUTHZ,
     STATS

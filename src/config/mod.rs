@@ -34,6 +34,7 @@ pub enum Kind {
     RequestAuthentication,
     Telemetry,
     WasmPlugin,
+    TrafficExtension,
     ProxyConfig,
     // Kubernetes kinds, written by the Kubernetes source; never read from config files.
     Service,
@@ -48,7 +49,7 @@ pub enum Kind {
 
 impl Kind {
     /// Istio's config kinds, in the order they are listed and validated.
-    pub const ISTIO: [Kind; 14] = [
+    pub const ISTIO: [Kind; 15] = [
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Gateway,
@@ -62,6 +63,7 @@ impl Kind {
         Kind::RequestAuthentication,
         Kind::Telemetry,
         Kind::WasmPlugin,
+        Kind::TrafficExtension,
         Kind::ProxyConfig,
     ];
 
@@ -95,6 +97,7 @@ impl Kind {
             Kind::RequestAuthentication => "RequestAuthentication",
             Kind::Telemetry => "Telemetry",
             Kind::WasmPlugin => "WasmPlugin",
+            Kind::TrafficExtension => "TrafficExtension",
             Kind::ProxyConfig => "ProxyConfig",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
@@ -117,7 +120,7 @@ impl Kind {
                 "security.istio.io"
             }
             Kind::Telemetry => "telemetry.istio.io",
-            Kind::WasmPlugin => "extensions.istio.io",
+            Kind::WasmPlugin | Kind::TrafficExtension => "extensions.istio.io",
             Kind::EndpointSlice => "discovery.k8s.io",
             Kind::Service
             | Kind::Pod
@@ -137,7 +140,7 @@ impl Kind {
                 &["v1", "v1beta1"]
             }
             Kind::Telemetry => &["v1", "v1alpha1"],
-            Kind::WasmPlugin => &["v1alpha1"],
+            Kind::WasmPlugin | Kind::TrafficExtension => &["v1alpha1"],
             Kind::ProxyConfig => &["v1beta1"],
             k if !k.is_istio() => &["v1"],
             _ => &["v1", "v1beta1", "v1alpha3"],
@@ -204,6 +207,7 @@ pub enum Spec {
     RequestAuthentication(security::RequestAuthentication),
     Telemetry(telemetry::Telemetry),
     WasmPlugin(extensions::WasmPlugin),
+    TrafficExtension(extensions::TrafficExtension),
     ProxyConfig(networking::ProxyConfig),
     Service(Box<k8s_openapi::api::core::v1::Service>),
     EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
@@ -230,6 +234,7 @@ impl Spec {
             Spec::RequestAuthentication(_) => Kind::RequestAuthentication,
             Spec::Telemetry(_) => Kind::Telemetry,
             Spec::WasmPlugin(_) => Kind::WasmPlugin,
+            Spec::TrafficExtension(_) => Kind::TrafficExtension,
             Spec::ProxyConfig(_) => Kind::ProxyConfig,
             Spec::Service(_) => Kind::Service,
             Spec::EndpointSlice(_) => Kind::EndpointSlice,
@@ -270,6 +275,7 @@ impl Spec {
             Kind::RequestAuthentication => Spec::RequestAuthentication(typed(value)?),
             Kind::Telemetry => Spec::Telemetry(typed(value)?),
             Kind::WasmPlugin => Spec::WasmPlugin(typed(value)?),
+            Kind::TrafficExtension => Spec::TrafficExtension(typed(value)?),
             Kind::ProxyConfig => Spec::ProxyConfig(typed(value)?),
             k => {
                 return Err((
@@ -703,6 +709,7 @@ mod plural_tests {
                 "requestauthentications.security.istio.io",
                 "telemetries.telemetry.istio.io",
                 "wasmplugins.extensions.istio.io",
+                "trafficextensions.extensions.istio.io",
                 "proxyconfigs.networking.istio.io",
             ]
         );

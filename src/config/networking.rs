@@ -61,7 +61,9 @@ pub struct HttpRoute {
     pub mirror: Option<Destination>,
     #[serde(default)]
     pub mirrors: Vec<HttpMirrorPolicy>,
-    /// Deprecated in Istio in favour of `mirrorPercentage`; still accepted.
+    /// Deprecated in Istio in favour of `mirrorPercentage`; still accepted, also under its proto
+    /// field name, as the CRD lists it.
+    #[serde(alias = "mirror_percent")]
     pub mirror_percent: Option<u32>,
     pub mirror_percentage: Option<Percent>,
     pub cors_policy: Option<CorsPolicy>,

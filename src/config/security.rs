@@ -217,7 +217,8 @@ pub struct JwtRule {
     pub issuer: String,
     #[serde(default)]
     pub audiences: Vec<String>,
-    #[serde(default)]
+    /// Also read under its proto field name, as the CRD lists it.
+    #[serde(default, alias = "jwks_uri")]
     pub jwks_uri: String,
     #[serde(default)]
     pub jwks: String,

@@ -56,6 +56,8 @@ pub struct Tracing {
     #[serde(default)]
     pub custom_tags: BTreeMap<String, CustomTag>,
     pub use_request_id_for_trace_sampling: Option<bool>,
+    pub enable_istio_tags: Option<bool>,
+    pub disable_context_propagation: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
@@ -64,12 +66,21 @@ pub enum CustomTag {
     Literal(LiteralTag),
     Environment(EnvironmentTag),
     Header(HeaderTag),
+    /// A value written with Envoy's command operators (`%REQ(x-user)%`), new in Istio 1.30.
+    Formatter(FormatterTag),
 }
 
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LiteralTag {
+    #[serde(default)]
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FormatterTag {
     #[serde(default)]
     pub value: String,
 }

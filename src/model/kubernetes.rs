@@ -38,6 +38,18 @@ pub fn port_protocol(port: u32, name: &str, app_protocol: Option<&str>) -> Proto
     }
 }
 
+/// A Service's pod selector (empty: it selects nothing, its endpoints are managed by hand).
+pub fn service_selector(entry: &crate::config::Config) -> BTreeMap<String, String> {
+    match &entry.spec {
+        Spec::Service(svc) => svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.clone())
+            .unwrap_or_default(),
+        _ => BTreeMap::new(),
+    }
+}
+
 /// Namespaces admitted by `discoverySelectors` (all when there are none).
 pub fn namespace_filter(
     snapshot: &Snapshot,

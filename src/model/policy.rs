@@ -74,7 +74,7 @@ macro_rules! attachable {
     };
 }
 
-use crate::config::extensions::WasmPlugin;
+use crate::config::extensions::{TrafficExtension, WasmPlugin};
 use crate::config::networking::{DestinationRule, EnvoyFilter, ProxyConfig, Sidecar};
 use crate::config::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
 use crate::config::telemetry::Telemetry;
@@ -87,6 +87,8 @@ attachable!(Telemetry, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.ma
     targets: |p| targets(p.target_ref.as_ref(), &p.target_refs));
 attachable!(WasmPlugin, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.match_labels),
     targets: |p| targets(p.target_ref.as_ref(), &p.target_refs));
+attachable!(TrafficExtension, RootSelector::Mesh, |p| p.selector.as_ref().map(|s| &s.match_labels),
+    targets: |p| p.target_refs.iter().collect());
 attachable!(EnvoyFilter, RootSelector::Mesh, |p| p.workload_selector.as_ref().map(|s| &s.labels),
     targets: |p| p.target_refs.iter().collect());
 attachable!(PeerAuthentication, RootSelector::Ignored, |p| p
@@ -117,6 +119,7 @@ pub fn attachable(spec: &Spec) -> Option<&dyn Attachable> {
         Spec::EnvoyFilter(p) => p,
         Spec::Telemetry(p) => p,
         Spec::WasmPlugin(p) => p,
+        Spec::TrafficExtension(p) => p,
         Spec::ProxyConfig(p) => p,
         _ => return None,
     })

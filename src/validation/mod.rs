@@ -171,6 +171,7 @@ pub fn check(config: &Config) -> Verdict {
         Spec::RequestAuthentication(s) => security::request_authentication(&mut r, s),
         Spec::Telemetry(s) => security::telemetry(&mut r, s),
         Spec::WasmPlugin(s) => security::wasm_plugin(&mut r, s),
+        Spec::TrafficExtension(s) => security::traffic_extension(&mut r, s),
         Spec::ProxyConfig(s) => security::proxy_config(&mut r, s),
         // The API server has validated Kubernetes objects already.
         _ => return Verdict::default(),

@@ -405,6 +405,8 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
                 CustomTag::Literal(l) => l.value.is_empty(),
                 CustomTag::Environment(e) => e.name.is_empty(),
                 CustomTag::Header(hd) => hd.name.is_empty(),
+                // istiod does not check a formatter's value.
+                CustomTag::Formatter(_) => false,
             };
             if name.is_empty() || empty {
                 r.error(
@@ -476,37 +478,65 @@ pub fn wasm_plugin(r: &mut Report, w: &crate::config::extensions::WasmPlugin) {
         r.error("spec", e);
     }
     selector_without_labels(r, w.selector.as_ref());
-    r.check("spec.url", wasm_url(&w.url));
+    wasm_module(
+        r,
+        "spec",
+        &WasmModule {
+            url: &w.url,
+            sha256: &w.sha256,
+            image_pull_secret: &w.image_pull_secret,
+            plugin_name: &w.plugin_name,
+            vm_config: w.vm_config.as_ref(),
+        },
+    );
+    match_ports(r, &w.matches);
+}
+
+/// What WasmPlugin and a TrafficExtension's `wasm` share.
+struct WasmModule<'a> {
+    url: &'a str,
+    sha256: &'a str,
+    image_pull_secret: &'a str,
+    plugin_name: &'a str,
+    vm_config: Option<&'a crate::config::extensions::VmConfig>,
+}
+
+/// istiod's checks of a Wasm module's fields, reported under `at` (`spec`, `spec.wasm`).
+fn wasm_module(r: &mut Report, at: &str, w: &WasmModule) {
+    r.check(format!("{at}.url"), wasm_url(w.url));
     if !w.sha256.is_empty() {
         if w.sha256.len() != 64 {
-            r.error("spec.sha256", "sha256 field must be 64 characters long");
+            r.error(
+                format!("{at}.sha256"),
+                "sha256 field must be 64 characters long",
+            );
         } else if !w
             .sha256
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
             r.error(
-                "spec.sha256",
+                format!("{at}.sha256"),
                 "sha256 field must match [a-f0-9]{64} pattern",
             );
         }
     }
     if w.image_pull_secret.len() > 253 {
         r.error(
-            "spec.imagePullSecret",
+            format!("{at}.imagePullSecret"),
             "imagePullSecret field must be less than 253 characters long",
         );
     }
     if w.plugin_name.len() > 256 {
         r.error(
-            "spec.pluginName",
+            format!("{at}.pluginName"),
             "pluginName field must be less than 255 characters long",
         );
     }
-    if let Some(vm) = &w.vm_config {
+    if let Some(vm) = w.vm_config {
         let mut seen = std::collections::HashSet::new();
         for (i, env) in vm.env.iter().enumerate() {
-            let ep = format!("spec.vmConfig.env[{i}]");
+            let ep = format!("{at}.vmConfig.env[{i}]");
             if env.name.is_empty() {
                 r.error(ep, "spec.vmConfig.env invalid");
                 break;
@@ -529,7 +559,11 @@ pub fn wasm_plugin(r: &mut Report, w: &crate::config::extensions::WasmPlugin) {
             }
         }
     }
-    for (i, sel) in w.matches.iter().enumerate() {
+}
+
+/// Match ports in range, as istiod checks a plugin's `match`.
+fn match_ports(r: &mut Report, matches: &[crate::config::extensions::TrafficSelector]) {
+    for (i, sel) in matches.iter().enumerate() {
         for (j, p) in sel.ports.iter().enumerate() {
             if !(1..=65535).contains(&p.number) {
                 r.error(
@@ -539,6 +573,43 @@ pub fn wasm_plugin(r: &mut Report, w: &crate::config::extensions::WasmPlugin) {
             }
         }
     }
+}
+
+/// istiod's ValidateTrafficExtension: exactly one of wasm and lua, one kind of selection, the
+/// module's or script's fields, match ports.
+pub fn traffic_extension(r: &mut Report, t: &crate::config::extensions::TrafficExtension) {
+    if t.wasm.is_some() == t.lua.is_some() {
+        r.error("spec", "exactly one of wasm or lua must be set");
+    }
+    r.check("spec.selector", h::workload_selector(t.selector.as_ref()));
+    for e in h::policy_targets(t.selector.is_some(), None, &t.target_refs) {
+        r.error("spec", e);
+    }
+    selector_without_labels(r, t.selector.as_ref());
+    if let Some(lua) = &t.lua {
+        if lua.inline_code.is_empty() {
+            r.error("spec.lua.inlineCode", "lua.inlineCode cannot be empty");
+        } else if lua.inline_code.len() > 65536 {
+            r.error(
+                "spec.lua.inlineCode",
+                "lua.inlineCode exceeds maximum size of 64KB",
+            );
+        }
+    }
+    if let Some(w) = &t.wasm {
+        wasm_module(
+            r,
+            "spec.wasm",
+            &WasmModule {
+                url: &w.url,
+                sha256: &w.sha256,
+                image_pull_secret: &w.image_pull_secret,
+                plugin_name: &w.plugin_name,
+                vm_config: w.vm_config.as_ref(),
+            },
+        );
+    }
+    match_ports(r, &t.matches);
 }
 
 /// A plugin URL: `oci://`, `http(s)://`, `file://`, or a bare image reference (read as OCI).

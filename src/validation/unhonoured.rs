@@ -207,6 +207,11 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(Kind::WasmPlugin, "", "Wasm plugins are not loaded"),
     field(
+        Kind::TrafficExtension,
+        "",
+        "TrafficExtension filters (Lua, Wasm) are not applied",
+    ),
+    field(
         Kind::ProxyConfig,
         "",
         "ProxyConfig is not applied to proxies",

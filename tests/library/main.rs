@@ -3,6 +3,7 @@
 //! `cargo test --test library architecture::`.
 
 mod architecture;
+mod istio_fields;
 mod parse_fixtures;
 mod validation_parity;
 mod validation_rules;

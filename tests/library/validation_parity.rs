@@ -48,7 +48,7 @@ fn api_version(kind: &str) -> &'static str {
         }
         "Telemetry" => "telemetry.istio.io/v1",
         "EnvoyFilter" => "networking.istio.io/v1alpha3",
-        "WasmPlugin" => "extensions.istio.io/v1alpha1",
+        "WasmPlugin" | "TrafficExtension" => "extensions.istio.io/v1alpha1",
         "ProxyConfig" => "networking.istio.io/v1beta1",
         _ => "networking.istio.io/v1",
     }
@@ -1425,6 +1425,49 @@ fn security() -> Vec<Case> {
 
 fn extensions() -> Vec<Case> {
     vec![
+        // istiod's ValidateTrafficExtension (Istio 1.30).
+        case(
+            "ValidateTrafficExtension/lua",
+            "TrafficExtension",
+            "selector: {matchLabels: {app: web}}\nphase: AUTHN\nlua: {inlineCode: 'function envoy_on_request(h) end'}",
+            Warn("TrafficExtension filters (Lua, Wasm) are not applied"),
+        ),
+        case(
+            "ValidateTrafficExtension/wasm",
+            "TrafficExtension",
+            "wasm: {url: oci://example.com/filter:1, vmConfig: {env: [{name: A, value: b}]}}",
+            Warn("not applied"),
+        ),
+        case(
+            "ValidateTrafficExtension/neither",
+            "TrafficExtension",
+            "phase: STATS",
+            Deny("exactly one of wasm or lua must be set"),
+        ),
+        case(
+            "ValidateTrafficExtension/both",
+            "TrafficExtension",
+            "lua: {inlineCode: x}\nwasm: {url: oci://example.com/f:1}",
+            Deny("exactly one of wasm or lua must be set"),
+        ),
+        case(
+            "validateLuaConfig/empty",
+            "TrafficExtension",
+            "lua: {inlineCode: ''}",
+            Deny("lua.inlineCode cannot be empty"),
+        ),
+        case(
+            "ValidateTrafficExtension/selector-and-targetRefs",
+            "TrafficExtension",
+            "selector: {matchLabels: {app: web}}\ntargetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: gw}]\nlua: {inlineCode: x}",
+            Deny("only one of targetRefs or workloadSelector can be set"),
+        ),
+        case(
+            "validateWasmConfigSHA/short",
+            "TrafficExtension",
+            "wasm: {url: oci://example.com/f:1, sha256: abc}",
+            Deny("sha256 field must be 64 characters long"),
+        ),
         case(
             "ValidateWasmPlugin/oci",
             "WasmPlugin",

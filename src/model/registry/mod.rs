@@ -170,7 +170,13 @@ impl Registry {
                     .filter_map(|s| get(s, kind, &key))
                     .map(|c| workload_labels(&c))
                     .collect();
-                hosts.extend(selecting_hosts(new, &key.0, &labels, domain_suffix));
+                hosts.extend(selecting_hosts(
+                    new,
+                    &key.0,
+                    &labels,
+                    domain_suffix,
+                    kind == Kind::WorkloadEntry,
+                ));
                 if kind == Kind::Pod {
                     hosts.extend(next.index.slices_of_pod(&key).filter_map(|slice| {
                         get(new, Kind::EndpointSlice, &slice)
@@ -434,13 +440,25 @@ fn slice_host(config: &Config, domain_suffix: &str) -> Option<String> {
 }
 
 /// Hostnames of the ServiceEntries in `ns` whose `workloadSelector` selects any of `labels`.
+/// The hosts whose endpoints a workload with `labels` (before and after a change) may be among:
+/// ServiceEntries selecting it and, for a WorkloadEntry (`entry`), Kubernetes Services too (pods
+/// reach those through their EndpointSlices).
 fn selecting_hosts(
     snapshot: &Snapshot,
     ns: &str,
     labels: &[BTreeMap<String, String>],
     domain_suffix: &str,
+    entry: bool,
 ) -> Vec<String> {
-    snapshot
+    let services = snapshot
+        .list_namespace(Kind::Service, ns)
+        .filter(|_| entry)
+        .filter(|e| {
+            let selector = kubernetes::service_selector(&e.config);
+            !selector.is_empty() && labels.iter().any(|l| selects(&selector, l))
+        })
+        .map(|e| kubernetes::service_hostname(ns, &e.config.metadata.name, domain_suffix));
+    let entries = snapshot
         .list_namespace(Kind::ServiceEntry, ns)
         .filter(|e| match &e.config.spec {
             Spec::ServiceEntry(se) => se
@@ -449,8 +467,8 @@ fn selecting_hosts(
                 .is_some_and(|sel| labels.iter().any(|l| selects(&sel.labels, l))),
             _ => false,
         })
-        .flat_map(|e| entry_hosts(&e.config, domain_suffix))
-        .collect()
+        .flat_map(|e| entry_hosts(&e.config, domain_suffix));
+    services.chain(entries).collect()
 }
 
 /// The labels a `workloadSelector` matches: a WorkloadEntry's own, a pod's metadata labels.
@@ -524,12 +542,35 @@ impl<'a> HostBuilder<'a> {
                 }
             })
             .collect();
-        kubernetes::kubernetes_service(
+        let (service, mut endpoints) = kubernetes::kubernetes_service(
             self.snapshot,
             &entry.config,
             &slices,
             &self.index.domain_suffix,
-        )
+        )?;
+        // As istiod, a Service's selector also selects the WorkloadEntries of its namespace (VMs
+        // behind a Kubernetes Service); pods come through the EndpointSlices.
+        let selector = kubernetes::service_selector(&entry.config);
+        if !selector.is_empty() {
+            let entries: Vec<&WorkloadEntry> = self
+                .snapshot
+                .list_namespace(Kind::WorkloadEntry, &ns)
+                .filter_map(|e| match &e.config.spec {
+                    Spec::WorkloadEntry(we) => Some(we),
+                    _ => None,
+                })
+                .filter(|we| !we.address.is_empty() && selects(&selector, &we.labels))
+                .collect();
+            for (port, eps) in &mut endpoints {
+                let Some(sp) = service.port(*port) else {
+                    continue;
+                };
+                eps.extend(entries.iter().map(|we| endpoint_from(we, sp, &we.address)));
+                eps.sort();
+                eps.dedup();
+            }
+        }
+        Some((service, endpoints))
     }
 
     fn service_entry(&mut self, config: &Config, se: &ServiceEntry, host: &str) -> Built {
@@ -644,198 +685,4 @@ fn endpoints_for(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::source::kube::convert::IntoConfig;
-    use crate::store::{Change, StoreWriter};
-    use serde_json::{Value, json};
-
-    const SUFFIX: &str = "cluster.local";
-
-    fn kube<T: serde::de::DeserializeOwned + IntoConfig>(v: Value) -> Config {
-        serde_json::from_value::<T>(v)
-            .expect("a valid Kubernetes object")
-            .into_config()
-    }
-
-    fn istio(yaml: &str) -> Config {
-        let parsed = crate::config::parse_yaml(yaml, "default");
-        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-        parsed.configs.into_iter().next().expect("one object")
-    }
-
-    /// Small deterministic pseudo-random numbers, so a failing sequence can be replayed.
-    struct Dice(u64);
-
-    impl Dice {
-        fn roll(&mut self, n: usize) -> usize {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 33) % n as u64) as usize
-        }
-    }
-
-    /// One version of object `slot` (0..12), or `None` to delete it. The objects fight over the
-    /// same hostnames, select the same workloads and point at the same pods and nodes, so every
-    /// path from a changed object to a hostname is exercised.
-    fn variant(slot: usize, dice: &mut Dice) -> Result<Config, crate::config::ConfigKey> {
-        let app = ["reviews", "ratings"][dice.roll(2)];
-        let host = ["reviews", "db.shop.svc.cluster.local", "ext.example.com"][dice.roll(3)];
-        let ip = format!("10.0.{}.{}", slot, dice.roll(3) + 1);
-        let ready = dice.roll(2) == 0;
-        let node = ["n1", "n2"][dice.roll(2)];
-        let pod = ["p1", "p2"][dice.roll(2)];
-        let pick = [["db", "web"], ["z1", "z2"], ["on", "off"]][slot % 3][dice.roll(2)];
-        let (kind, ns, name) = match slot {
-            0 | 1 => (Kind::ServiceEntry, "shop", ["se-a", "se-b"][slot]),
-            2 => (Kind::ServiceEntry, "edge", "se-c"),
-            3 | 4 => (Kind::WorkloadEntry, "shop", ["we1", "we2"][slot - 3]),
-            5 | 6 => (Kind::Pod, "shop", ["p1", "p2"][slot - 5]),
-            7 => (Kind::Service, "shop", "db"),
-            8 | 9 => (Kind::EndpointSlice, "shop", ["db-x", "db-y"][slot - 8]),
-            10 => (Kind::Node, "", node),
-            _ => (Kind::Namespace, "", "shop"),
-        };
-        if dice.roll(5) == 0 {
-            return Err(crate::config::ConfigKey {
-                kind,
-                namespace: ns.into(),
-                name: name.into(),
-            });
-        }
-        Ok(match kind {
-            Kind::ServiceEntry => {
-                let workloads = if dice.roll(2) == 0 {
-                    format!("workloadSelector: {{labels: {{app: {app}}}}}")
-                } else {
-                    format!("endpoints: [{{address: {ip}}}]")
-                };
-                istio(&format!(
-                    "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  hosts: [{host}, other-{slot}.example.com]\n  ports: [{{number: {}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  {workloads}\n",
-                    80 + dice.roll(2)
-                ))
-            }
-            Kind::WorkloadEntry => istio(&format!(
-                "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{address: {ip}, labels: {{app: {app}}}}}\n"
-            )),
-            Kind::Pod => kube::<k8s_openapi::api::core::v1::Pod>(json!({
-                "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
-                "spec": {"nodeName": node, "serviceAccountName": app, "containers": []},
-                "status": {"phase": "Running", "podIP": ip,
-                    "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]},
-            })),
-            Kind::Service => kube::<k8s_openapi::api::core::v1::Service>(json!({
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {"clusterIP": "10.96.0.9", "ports": [{"name": "tcp", "port": 5432 + dice.roll(2)}]},
-            })),
-            Kind::EndpointSlice => kube::<k8s_openapi::api::discovery::v1::EndpointSlice>(json!({
-                "metadata": {"name": name, "namespace": ns,
-                    "labels": {"kubernetes.io/service-name": pick}},
-                "addressType": "IPv4",
-                "ports": [{"name": "tcp", "port": 5432}],
-                "endpoints": [{"addresses": [ip], "conditions": {"ready": ready},
-                    "targetRef": {"kind": "Pod", "name": pod, "namespace": ns}}],
-            })),
-            Kind::Node => kube::<k8s_openapi::api::core::v1::Node>(json!({
-                "metadata": {"name": name,
-                    "labels": {"topology.kubernetes.io/zone": pick}},
-            })),
-            _ => kube::<k8s_openapi::api::core::v1::Namespace>(json!({
-                "metadata": {"name": name, "labels": {"mesh": pick}},
-            })),
-        })
-    }
-
-    fn assert_same(incremental: &Registry, whole: &Registry, step: usize) {
-        assert!(
-            incremental.services.iter().eq(whole.services.iter()),
-            "services differ at step {step}: {:#?}\nagainst {:#?}",
-            incremental.services,
-            whole.services
-        );
-        assert!(
-            incremental.endpoints.iter().eq(whole.endpoints.iter()),
-            "endpoints differ at step {step}: {:#?}\nagainst {:#?}",
-            incremental.endpoints,
-            whole.endpoints
-        );
-        assert!(
-            incremental.by_address.iter().eq(whole.by_address.iter()),
-            "addresses differ at step {step}: {:#?}\nagainst {:#?}",
-            incremental.by_address,
-            whole.by_address
-        );
-        assert_eq!(
-            incremental.duplicate_hosts, whole.duplicate_hosts,
-            "step {step}"
-        );
-        assert_eq!(
-            incremental.ports_without_endpoints(),
-            whole.ports_without_endpoints(),
-            "step {step}"
-        );
-    }
-
-    /// Thousands of random changes, one or a few at a time: after each, the registry updated from
-    /// the changed objects equals the one built whole from the store, and so does what it reports
-    /// as changed. With and without discovery selectors.
-    #[test]
-    fn updates_agree_with_whole_rebuilds() {
-        let only_on: LabelSelector = serde_json::from_value(json!({"matchLabels": {"mesh": "on"}}))
-            .expect("a label selector");
-        for selectors in [Vec::new(), vec![only_on]] {
-            let mut dice = Dice(7);
-            let store = StoreWriter::default();
-            let mut snapshot = store.snapshot();
-            let mut registry = Registry::build_with(&snapshot, SUFFIX, &selectors);
-            for step in 0..3000 {
-                let changes: Vec<Change> = (0..1 + dice.roll(3))
-                    .map(|_| {
-                        let slot = dice.roll(12);
-                        match variant(slot, &mut dice) {
-                            Ok(config) => Change::Upsert(config),
-                            Err(key) => Change::Delete(key),
-                        }
-                    })
-                    .collect();
-                if std::env::var("REGISTRY_TRACE").is_ok() {
-                    for c in &changes {
-                        match c {
-                            Change::Upsert(c) => eprintln!("{step} upsert {:?}", c),
-                            Change::Delete(k) => eprintln!("{step} delete {k}"),
-                        }
-                    }
-                }
-                store.apply(changes);
-                let next = store.snapshot();
-                let (updated, delta) = registry.update(&snapshot, &next, SUFFIX, &selectors);
-                let whole = Registry::build_with(&next, SUFFIX, &selectors);
-                assert_same(&updated, &whole, step);
-                assert_eq!(delta, registry.delta(&whole), "step {step}");
-                registry = updated;
-                snapshot = next;
-            }
-            assert!(!registry.services.is_empty());
-        }
-    }
-
-    /// An update that changes nothing the registry reads keeps it as it was, and reports nothing.
-    #[test]
-    fn unrelated_changes_leave_the_registry_alone() {
-        let store = StoreWriter::default();
-        store.apply(vec![Change::Upsert(istio(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.0.0.1}]}\n",
-        ))]);
-        let before = store.snapshot();
-        let registry = Registry::build(&before, SUFFIX);
-        store.apply(vec![Change::Upsert(istio(
-            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], http: [{route: [{destination: {host: a.example.com}}]}]}\n",
-        ))]);
-        let (updated, delta) = registry.update(&before, &store.snapshot(), SUFFIX, &[]);
-        assert_eq!(delta, RegistryDelta::default());
-        assert!(updated.services.ptr_eq(&registry.services));
-        assert!(updated.endpoints.ptr_eq(&registry.endpoints));
-    }
-}
+mod tests;
