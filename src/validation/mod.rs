@@ -161,7 +161,7 @@ pub fn check(config: &Config) -> Verdict {
         Spec::VirtualService(s) => networking::virtual_service(&mut r, ns, s),
         Spec::DestinationRule(s) => networking::destination_rule(&mut r, ns, s),
         Spec::Gateway(s) => networking::gateway(&mut r, &meta.name, s),
-        Spec::ServiceEntry(s) => networking::service_entry(&mut r, ns, s),
+        Spec::ServiceEntry(s) => networking::service_entry(&mut r, ns, &meta.labels, s),
         Spec::Sidecar(s) => networking::sidecar(&mut r, ns, s),
         Spec::WorkloadEntry(s) => networking::workload_entry(&mut r, "spec", s, false),
         Spec::WorkloadGroup(s) => networking::workload_group(&mut r, s),

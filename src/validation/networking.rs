@@ -1855,7 +1855,13 @@ fn host_part(r: &mut Report, path: &str, hostname: &str, is_gateway: bool) {
 
 // ---------------------------------------------------------------------------------------------
 
-pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
+/// `labels`: the object's, for `istio.io/use-waypoint`.
+pub fn service_entry(
+    r: &mut Report,
+    namespace: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    se: &ServiceEntry,
+) {
     if let Some(sel) = &se.workload_selector {
         r.check("spec.workloadSelector", h::label_selector(Some(sel)));
         if sel.labels.is_empty() {
@@ -2046,6 +2052,16 @@ pub fn service_entry(r: &mut Report, namespace: &str, se: &ServiceEntry) {
                 r.error(
                     "spec.ports",
                     format!("only HTTP, TLS, GRPC, and HTTP2 protocols are supported for resolution type {mode}"),
+                );
+            }
+            // MESH_INTERNAL works with sidecars only: a waypoint cannot resolve it (istiod).
+            let waypoint = labels
+                .get("istio.io/use-waypoint")
+                .is_some_and(|w| !w.is_empty() && !w.eq_ignore_ascii_case("none"));
+            if se.location == Location::MESH_INTERNAL && waypoint {
+                r.error(
+                    "spec.location",
+                    format!("location MESH_INTERNAL with resolution type {mode} is not supported when using waypoints"),
                 );
             }
         }
@@ -2359,9 +2375,13 @@ fn is_prime(x: u64) -> bool {
 }
 
 /// A probe header name: an HTTP token, not a pseudo-header.
+/// istiod's ValidateProbeHeaderName (as Kubernetes): letters, digits and `-` only.
 fn probe_header_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.starts_with(':') || !name.bytes().all(is_token_char) {
-        return Err(format!("invalid probe header name: {name:?}"));
+    if name.is_empty() {
+        return Err("header name cannot be empty".into());
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(format!("header name {name} is not a valid header name"));
     }
     Ok(())
 }

@@ -903,6 +903,22 @@ fn service_entries() -> Vec<Case> {
             "hosts: [\"*.example.org\"]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DYNAMIC_DNS",
             Warn("DYNAMIC_DNS"),
         ),
+        annotated(
+            "ValidateServiceEntry/dynamic-dns-mesh-internal-with-waypoint",
+            "ServiceEntry",
+            "labels: {istio.io/use-waypoint: egress}",
+            "hosts: [\"*.example.org\"]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DYNAMIC_DNS\nlocation: MESH_INTERNAL",
+            Deny(
+                "location MESH_INTERNAL with resolution type DYNAMIC_DNS is not supported when using waypoints",
+            ),
+        ),
+        annotated(
+            "ValidateServiceEntry/dynamic-dns-mesh-internal-waypoint-none",
+            "ServiceEntry",
+            "labels: {istio.io/use-waypoint: none}",
+            "hosts: [\"*.example.org\"]\nports: [{number: 443, name: tls, protocol: TLS}]\nresolution: DYNAMIC_DNS\nlocation: MESH_INTERNAL",
+            Warn("DYNAMIC_DNS"),
+        ),
         case(
             "ValidateServiceEntry/dynamic-dns-needs-wildcards",
             "ServiceEntry",
@@ -1087,6 +1103,18 @@ fn workload_entries_and_groups() -> Vec<Case> {
             "WorkloadGroup",
             "template: {serviceAccount: default}\nprobe: {httpGet: {port: 8080, path: /ready}}",
             Ok,
+        ),
+        case(
+            "ValidateProbeHeaderName/kubernetes-pattern",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {httpGet: {port: 8080, httpHeaders: [{name: x_user, value: a}]}}",
+            Deny("header name x_user is not a valid header name"),
+        ),
+        case(
+            "ValidateProbeHeaderName/dashes",
+            "WorkloadGroup",
+            "template: {serviceAccount: default}\nprobe: {httpGet: {port: 8080, httpHeaders: [{name: X-User-1, value: a}]}}",
+            Warn("WorkloadGroups are stored"),
         ),
         case(
             "validateReadinessProbe/scheme",

@@ -729,10 +729,8 @@ fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {
         split_external_local_origin_errors: o.split_external_local_origin_errors,
         ..Default::default()
     };
-    if let Some(n) = o
-        .consecutive_5xx_errors
-        .or((o.consecutive_errors > 0).then_some(o.consecutive_errors as u32))
-    {
+    // The deprecated `consecutiveErrors` is only warned about, as istiod does: it sets nothing.
+    if let Some(n) = o.consecutive_5xx_errors {
         out.consecutive_5xx = Some(UInt32Value { value: n });
         out.enforcing_consecutive_5xx = Some(UInt32Value {
             value: if n > 0 { 100 } else { 0 },
@@ -744,8 +742,13 @@ fn apply_outlier(c: &mut Cluster, o: Option<&OutlierDetection>) {
             value: if n > 0 { 100 } else { 0 },
         });
     }
-    if let Some(n) = o.consecutive_local_origin_failures {
-        out.consecutive_local_origin_failure = Some(UInt32Value { value: n });
+    // Local-origin failures count apart only when split, and then are enforced (istiod).
+    if o.split_external_local_origin_errors {
+        if let Some(n) = o.consecutive_local_origin_failures.filter(|n| *n > 0) {
+            out.consecutive_local_origin_failure = Some(UInt32Value { value: n });
+            out.enforcing_consecutive_local_origin_failure = Some(UInt32Value { value: 100 });
+        }
+        out.enforcing_local_origin_success_rate = Some(UInt32Value { value: 0 });
     }
     c.outlier_detection = Some(out);
     c.common_lb_config = Some(CommonLbConfig {

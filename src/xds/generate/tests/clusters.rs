@@ -340,3 +340,45 @@ spec: {{host: {name}.example.com, trafficPolicy: {{tls: {tls}}}}}\n"
         "{v:?}"
     );
 }
+
+/// Outlier detection as istiod applies it: the deprecated consecutiveErrors sets nothing (it is
+/// only warned about), and local-origin failures are counted apart, and enforced, only when split.
+#[test]
+fn outlier_detection_follows_istiod() {
+    let dr = |od: &str| {
+        format!(
+            "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: a}}\nspec:\n  host: web\n  trafficPolicy:\n    outlierDetection: {od}\n",
+            se("a", "web", "HTTP")
+        )
+    };
+    let od = |yaml: &str| {
+        cluster(
+            &ctx(yaml),
+            &proxy("a", &[]),
+            "outbound|80||web.a.svc.cluster.local",
+        )
+        .outlier_detection
+        .unwrap()
+    };
+    let deprecated = od(&dr("{consecutiveErrors: 7}"));
+    assert_eq!(deprecated.consecutive_5xx, None);
+    let unsplit = od(&dr("{consecutiveLocalOriginFailures: 4}"));
+    assert_eq!(unsplit.consecutive_local_origin_failure, None);
+    let split = od(&dr(
+        "{splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 4}",
+    ));
+    assert_eq!(
+        split.consecutive_local_origin_failure.map(|v| v.value),
+        Some(4)
+    );
+    assert_eq!(
+        split
+            .enforcing_consecutive_local_origin_failure
+            .map(|v| v.value),
+        Some(100)
+    );
+    assert_eq!(
+        split.enforcing_local_origin_success_rate.map(|v| v.value),
+        Some(0)
+    );
+}
