@@ -2386,6 +2386,65 @@ fn probe_header_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Envoy's old filter names and the names that replaced them: a match on an old name still works
+/// in istiod, with a warning.
+const DEPRECATED_FILTER_NAMES: &[(&str, &str)] = &[
+    ("envoy.buffer", "envoy.filters.http.buffer"),
+    ("envoy.cors", "envoy.filters.http.cors"),
+    ("envoy.csrf", "envoy.filters.http.csrf"),
+    ("envoy.http_dynamo_filter", "envoy.filters.http.dynamo"),
+    ("envoy.fault", "envoy.filters.http.fault"),
+    (
+        "envoy.grpc_http1_bridge",
+        "envoy.filters.http.grpc_http1_bridge",
+    ),
+    (
+        "envoy.grpc_json_transcoder",
+        "envoy.filters.http.grpc_json_transcoder",
+    ),
+    ("envoy.grpc_web", "envoy.filters.http.grpc_web"),
+    ("envoy.gzip", "envoy.filters.http.gzip"),
+    ("envoy.health_check", "envoy.filters.http.health_check"),
+    ("envoy.ip_tagging", "envoy.filters.http.ip_tagging"),
+    ("envoy.lua", "envoy.filters.http.lua"),
+    ("envoy.rate_limit", "envoy.filters.http.ratelimit"),
+    ("envoy.router", "envoy.filters.http.router"),
+    ("envoy.squash", "envoy.filters.http.squash"),
+    (
+        "envoy.listener.http_inspector",
+        "envoy.filters.listener.http_inspector",
+    ),
+    (
+        "envoy.listener.original_dst",
+        "envoy.filters.listener.original_dst",
+    ),
+    (
+        "envoy.listener.original_src",
+        "envoy.filters.listener.original_src",
+    ),
+    (
+        "envoy.listener.proxy_protocol",
+        "envoy.filters.listener.proxy_protocol",
+    ),
+    (
+        "envoy.listener.tls_inspector",
+        "envoy.filters.listener.tls_inspector",
+    ),
+    (
+        "envoy.client_ssl_auth",
+        "envoy.filters.network.client_ssl_auth",
+    ),
+    ("envoy.ext_authz", "envoy.filters.network.ext_authz"),
+    (
+        "envoy.http_connection_manager",
+        "envoy.filters.network.http_connection_manager",
+    ),
+    ("envoy.mongo_proxy", "envoy.filters.network.mongo_proxy"),
+    ("envoy.ratelimit", "envoy.filters.network.ratelimit"),
+    ("envoy.redis_proxy", "envoy.filters.network.redis_proxy"),
+    ("envoy.tcp_proxy", "envoy.filters.network.tcp_proxy"),
+];
+
 /// RFC 7230 token characters.
 fn is_token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -2790,6 +2849,20 @@ pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
                         );
                     } else if sub.name.is_empty() {
                         r.error(&pp, "Envoy filter: subfilter match has no name to match on");
+                    }
+                }
+                let names = std::iter::once(filter.name.as_str())
+                    .chain(filter.sub_filter.as_ref().map(|s| s.name.as_str()));
+                for name in names {
+                    if let Some((_, canonical)) =
+                        DEPRECATED_FILTER_NAMES.iter().find(|(old, _)| *old == name)
+                    {
+                        r.warn(
+                            &pp,
+                            format!(
+                                "using deprecated filter name {name:?}; use {canonical:?} instead"
+                            ),
+                        );
                     }
                 }
             }

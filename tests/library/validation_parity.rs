@@ -1578,6 +1578,14 @@ fn extensions() -> Vec<Case> {
             Warn("EnvoyFilter exposes internal implementation details"),
         ),
         case(
+            "validateListenerMatchName/deprecated",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: HTTP_FILTER, match: {listener: {filterChain: {filter: {name: envoy.http_connection_manager, subFilter: {name: envoy.router}}}}}, patch: {operation: INSERT_BEFORE, value: {name: envoy.filters.http.lua}}}]",
+            Warn(
+                "using deprecated filter name \"envoy.router\"; use \"envoy.filters.http.router\" instead",
+            ),
+        ),
+        case(
             "ValidateEnvoyFilter/missing-apply-to",
             "EnvoyFilter",
             "configPatches: [{patch: {operation: MERGE, value: {}}}]",
