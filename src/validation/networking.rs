@@ -126,6 +126,7 @@ pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
             )
         }),
     );
+    overlapping_prefixes(r, "spec.http", &vs.http);
     unreachable_rules(
         r,
         "spec.tcp",
@@ -161,8 +162,8 @@ fn matches_json<'a, M: serde::Serialize>(
 }
 
 /// istiod's unreachable-rule warnings: a rule after one without matches, and a rule or match
-/// that only repeats earlier matches. (istiod also reports prefix matches covered by earlier
-/// ones; that analysis is not done here.)
+/// that only repeats earlier matches (prefix matches covered by earlier ones:
+/// `overlapping_prefixes`).
 fn unreachable_rules<'a>(
     r: &mut Report,
     path: &str,
@@ -221,6 +222,110 @@ fn unreachable_rules<'a>(
                 path,
                 format!("virtualService rule {rule} not used (all matches used by prior rules)"),
             );
+        }
+    }
+}
+
+/// One URI-prefix match, as istiod compares them for overlap: each condition as `exact:v`,
+/// `prefix:v` or empty (a regex), the method `exact:GET` when unset.
+struct PrefixMatch {
+    rule: String,
+    request: String,
+    prefix: String,
+    port: u32,
+    method: String,
+    authority: String,
+    headers: BTreeMap<String, String>,
+    query_params: BTreeMap<String, String>,
+    without_headers: BTreeMap<String, String>,
+}
+
+fn exact_or_prefix(m: Option<&StringMatch>) -> String {
+    match m {
+        Some(StringMatch::Exact(v)) if !v.is_empty() => format!("exact:{v}"),
+        Some(StringMatch::Prefix(v)) if !v.is_empty() => format!("prefix:{v}"),
+        _ => String::new(),
+    }
+}
+
+/// Whether every request `later` matches is matched by `earlier` (istiod's coveredValidation).
+fn covers(earlier: &PrefixMatch, later: &PrefixMatch) -> bool {
+    let narrower = |a: &str, b: &str| a == b || a.starts_with(b);
+    let maps = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>| {
+        a.len() == b.len()
+            && a.iter()
+                .all(|(k, v)| b.get(k).is_some_and(|bv| narrower(v, bv)))
+    };
+    later.prefix.starts_with(&earlier.prefix)
+        && later.port == earlier.port
+        && narrower(&earlier.method, &later.method)
+        && narrower(&earlier.authority, &later.authority)
+        && maps(&earlier.headers, &later.headers)
+        && maps(&earlier.query_params, &later.query_params)
+        && maps(&earlier.without_headers, &later.without_headers)
+}
+
+/// istiod's overlap analysis: a URI-prefix match that an earlier rule's shorter prefix (with the
+/// same or wider other conditions) already takes is warned about.
+fn overlapping_prefixes(r: &mut Report, path: &str, routes: &[HttpRoute]) {
+    let label = |name: &str, n: usize| {
+        if name.is_empty() {
+            format!("#{n}")
+        } else {
+            format!("{name:?}")
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut candidates: Vec<PrefixMatch> = Vec::new();
+    for (n, route) in routes.iter().enumerate() {
+        if route.matches.is_empty() {
+            // Matches after a catch-all are unreachable and reported as such.
+            break;
+        }
+        for (m, req) in route.matches.iter().enumerate() {
+            if !seen.insert(serde_json::to_string(req).unwrap_or_default()) {
+                continue;
+            }
+            let Some(StringMatch::Prefix(prefix)) = &req.uri else {
+                continue;
+            };
+            if prefix.is_empty() {
+                continue;
+            }
+            let conditions = |m: &BTreeMap<String, StringMatch>| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), exact_or_prefix(Some(v))))
+                    .collect()
+            };
+            let method = exact_or_prefix(req.method.as_ref());
+            candidates.push(PrefixMatch {
+                rule: label(&route.name, n),
+                request: label(&req.name, m),
+                prefix: prefix.clone(),
+                port: req.port,
+                method: if method.is_empty() {
+                    "exact:GET".into()
+                } else {
+                    method
+                },
+                authority: exact_or_prefix(req.authority.as_ref()),
+                headers: conditions(&req.headers),
+                query_params: conditions(&req.query_params),
+                without_headers: conditions(&req.without_headers),
+            });
+        }
+    }
+    for (i, earlier) in candidates.iter().enumerate() {
+        for later in &candidates[i + 1..] {
+            if later.prefix != earlier.prefix && covers(earlier, later) {
+                r.warn(
+                    path,
+                    format!(
+                        "virtualService rule {} match {} of prefix {} is not used (duplicate/overlapping match in rule {} of prefix {} on {})",
+                        later.rule, later.request, later.prefix, earlier.request, earlier.prefix, earlier.rule
+                    ),
+                );
+            }
         }
     }
 }

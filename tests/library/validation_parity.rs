@@ -580,6 +580,24 @@ fn virtual_services() -> Vec<Case> {
             Warn("virtualService rule \"b\" not used (all matches used by prior rules)"),
         ),
         case(
+            "analyzeUnreachableHTTPRules/covered-prefix",
+            "VirtualService",
+            &vs(&format!(
+                "{{name: all, match: [{{uri: {{prefix: /api}}}}], {ROUTE}}}, {{name: v2, match: [{{uri: {{prefix: /api/v2}}}}], {ROUTE}}}"
+            )),
+            Warn(
+                "virtualService rule \"v2\" match #0 of prefix /api/v2 is not used (duplicate/overlapping match in rule #0 of prefix /api on \"all\")",
+            ),
+        ),
+        case(
+            "analyzeUnreachableHTTPRules/prefix-narrowed-by-header",
+            "VirtualService",
+            &vs(&format!(
+                "{{match: [{{uri: {{prefix: /api}}, headers: {{x-team: {{exact: a}}}}}}], {ROUTE}}}, {{match: [{{uri: {{prefix: /api/v2}}}}], {ROUTE}}}"
+            )),
+            Ok,
+        ),
+        case(
             "analyzeUnreachableTCPRules/duplicate-port",
             "VirtualService",
             "hosts: [a]\ngateways: [gw]\ntcp: [{match: [{port: 80}], route: [{destination: {host: a}}]}, {match: [{port: 80}], route: [{destination: {host: b}}]}]",
