@@ -38,6 +38,17 @@ pub struct MeshConfig {
     /// Mesh-wide locality load balancing (a DestinationRule's setting wins).
     #[serde(default)]
     pub locality_lb_setting: Option<crate::config::networking::LocalityLoadBalancerSetting>,
+    /// Envoy's access log: the file (`/dev/stdout`), `TEXT` or `JSON`, and a format of Envoy's
+    /// command operators (Istio's own when empty).
+    #[serde(default)]
+    pub access_log_file: Option<String>,
+    #[serde(default)]
+    pub access_log_encoding: Option<String>,
+    #[serde(default)]
+    pub access_log_format: Option<String>,
+    /// No listener-level access log (connections that match no filter chain).
+    #[serde(default)]
+    pub disable_envoy_listener_log: Option<bool>,
 }
 
 /// MeshConfig `pathNormalization`.
@@ -220,6 +231,10 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "defaultVirtualServiceExportTo",
     "defaultDestinationRuleExportTo",
     "trustDomainAliases",
+    "accessLogFile",
+    "accessLogEncoding",
+    "accessLogFormat",
+    "disableEnvoyListenerLog",
 ];
 
 /// The kinds of `extensionProviders[]` Rudder applies: the external authorizers. Tracing,

@@ -58,6 +58,21 @@ pub struct MeshSettings {
     pub locality_lb: Option<crate::config::networking::LocalityLoadBalancerSetting>,
     /// MeshConfig `defaultConfig.gatewayTopology`: for gateways whose node sends no ProxyConfig.
     pub default_gateway_topology: Option<crate::config::mesh::GatewayTopology>,
+    /// MeshConfig `accessLogFile` and its format; none: no access log.
+    pub access_log: Option<AccessLogSettings>,
+}
+
+/// MeshConfig's Envoy file access log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct AccessLogSettings {
+    pub path: String,
+    /// `accessLogEncoding: JSON`.
+    pub json: bool,
+    /// `accessLogFormat` (empty: Istio's default format for the encoding).
+    pub format: String,
+    /// Also on listeners, for connections that match no filter chain (unless
+    /// `disableEnvoyListenerLog`).
+    pub listener: bool,
 }
 
 impl MeshSettings {
@@ -84,6 +99,17 @@ impl MeshSettings {
                     .default_config
                     .as_ref()
                     .and_then(crate::config::mesh::GatewayTopology::of_proxy_config);
+                out.access_log =
+                    mc.access_log_file
+                        .filter(|f| !f.is_empty())
+                        .map(|path| AccessLogSettings {
+                            path,
+                            json: mc
+                                .access_log_encoding
+                                .is_some_and(|e| e.eq_ignore_ascii_case("JSON")),
+                            format: mc.access_log_format.unwrap_or_default(),
+                            listener: mc.disable_envoy_listener_log != Some(true),
+                        });
                 if let Some(l) = mc.locality_lb_setting {
                     out.locality_lb = Some(l);
                 }
@@ -118,6 +144,7 @@ impl Default for MeshSettings {
                 ..Default::default()
             }),
             default_gateway_topology: None,
+            access_log: None,
         }
     }
 }

@@ -1191,3 +1191,55 @@ spec:
         );
     }
 }
+
+/// MeshConfig's access log through a real Envoy, as istiod configures it: `accessLogFile` with
+/// Istio's text format, then `accessLogEncoding: JSON` with Istio's fields, switched at runtime.
+#[test]
+fn envoy_writes_the_mesh_access_log_in_istios_formats() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log_file = logs.path().join("access.log");
+    let mesh = |extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    accessLogFile: {}\n{extra}",
+            log_file.display()
+        )
+    };
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(dir.path(), "mesh.yaml", &mesh(""));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let read = || std::fs::read_to_string(&log_file).unwrap_or_default();
+    eventually(30, "a text access log line", || {
+        request(port, HOST, "/logged", &[("user-agent", "rudder-test")]);
+        read().lines().any(|l| {
+            l.contains("\"GET /logged HTTP/1.1\" 200")
+                && l.contains("\"rudder-test\"")
+                && l.contains("outbound|")
+                && l.ends_with(" split")
+        })
+    });
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &mesh("    accessLogEncoding: JSON\n"),
+    );
+    eventually(30, "a JSON access log line", || {
+        request(port, HOST, "/json", &[]);
+        read().lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
+                v["path"] == "/json" && v["response_code"] == 200 && v["route_name"] == "split"
+            })
+        })
+    });
+}

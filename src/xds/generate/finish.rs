@@ -18,6 +18,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
@@ -139,6 +140,29 @@ impl Typed {
         }
     }
 
+    /// Calls `edit` with every TCP proxy of a listener's filter chains, decoded; what `edit`
+    /// changes is written back.
+    pub fn edit_tcp_proxies(&mut self, mut edit: impl FnMut(&mut TcpProxy)) {
+        let Built::Listener(listener) = &mut self.built else {
+            return;
+        };
+        let chains = listener
+            .filter_chains
+            .iter_mut()
+            .chain(listener.default_filter_chain.as_mut());
+        for chain in chains {
+            for f in &mut chain.filters {
+                if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut()
+                    && config.type_url == TcpProxy::type_url()
+                    && let Ok(mut tcp) = TcpProxy::decode(config.value.as_slice())
+                {
+                    edit(&mut tcp);
+                    config.value = tcp.encode_to_vec();
+                }
+            }
+        }
+    }
+
     fn encode(self) -> Arc<Resource> {
         let any = match &self.built {
             Built::Cluster(r) => any(r.as_ref()),
@@ -176,9 +200,6 @@ pub trait Pass: Sync {
     fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>);
 }
 
-/// The passes, in the order they run: EnvoyFilter patches, then access logs, tracing and stats.
-pub static PASSES: &[&dyn Pass] = &[];
-
 /// Runs `passes` over `resources` in order, then encodes them.
 pub fn finish_with(
     passes: &[&dyn Pass],
@@ -192,14 +213,4 @@ pub fn finish_with(
         }
     }
     resources.into_iter().map(Typed::encode).collect()
-}
-
-/// [`finish_with`] the mesh's [`PASSES`].
-pub fn finish(ctx: &PushContext, scope: &ScopeView, resources: Vec<Typed>) -> Vec<Arc<Resource>> {
-    finish_with(PASSES, ctx, scope, resources)
-}
-
-/// [`finish`] for one resource, as per-name types are built (`None` when a pass removed it).
-pub fn finish_one(ctx: &PushContext, scope: &ScopeView, resource: Typed) -> Option<Arc<Resource>> {
-    finish(ctx, scope, vec![resource]).pop()
 }

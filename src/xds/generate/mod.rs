@@ -1,5 +1,6 @@
 //! Resource generation: for a proxy, a push context and a type, the resources to send.
 
+pub mod access_log;
 pub mod ambient;
 pub mod authz;
 pub mod cluster;
@@ -53,8 +54,7 @@ pub fn generate(
         out
     };
     // Per-name types: one typed resource, finished and encoded.
-    let finished =
-        |typed: Option<finish::Typed>| typed.and_then(|t| finish::finish_one(ctx, scope, t));
+    let finished = |typed: Option<finish::Typed>| typed.and_then(|t| finish_one(ctx, scope, t));
     let filter = |all: Resources| -> Vec<Arc<Resource>> {
         match names {
             None => all.iter().cloned().collect(),
@@ -71,7 +71,7 @@ pub fn generate(
         }),
         TypeUrl::Cluster => {
             let all = ctx.cached(TypeUrl::Cluster, scope.key, "*", || {
-                finish::finish(ctx, scope, build_all(ctx, scope, TypeUrl::Cluster))
+                finish(ctx, scope, build_all(ctx, scope, TypeUrl::Cluster))
             });
             filter(all)
         }
@@ -87,11 +87,11 @@ pub fn generate(
         }),
         TypeUrl::Listener if router => {
             filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-                finish::finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
+                finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
             }))
         }
         TypeUrl::Listener => filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-            finish::finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
+            finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
         })),
         TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(listener::grpc_route_config(ctx, scope, n))
@@ -137,7 +137,7 @@ pub fn generate(
                     .collect()
             }
         },
-        TypeUrl::Secret => finish::finish(
+        TypeUrl::Secret => finish(
             ctx,
             scope,
             secret::secrets(ctx, proxy, finish::Class::outbound(scope), names),
@@ -153,6 +153,29 @@ pub fn generate(
             }
         }
     }
+}
+
+/// The finishing passes, in the order they run: EnvoyFilter patches, then access logs, tracing
+/// and stats (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
+/// finishing step import each other.
+pub static PASSES: &[&dyn finish::Pass] = &[&access_log::AccessLogs];
+
+/// Runs the mesh's [`PASSES`] over a scope's typed resources, then encodes them.
+pub fn finish(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    resources: Vec<finish::Typed>,
+) -> Vec<Arc<Resource>> {
+    finish::finish_with(PASSES, ctx, scope, resources)
+}
+
+/// [`finish`] for one resource, as per-name types are built (`None` when a pass removed it).
+pub fn finish_one(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    resource: finish::Typed,
+) -> Option<Arc<Resource>> {
+    finish(ctx, scope, vec![resource]).pop()
 }
 
 /// Every typed cluster or listener an Envoy (sidecar or gateway) of `scope` is sent, before
