@@ -90,6 +90,32 @@ fn generators(c: &mut Criterion) {
                 )
             });
         }
+        // The cost of MeshConfig's access log, a finishing pass over every listener.
+        let logged = MeshSettings {
+            access_log: Some(rudder::model::mesh::AccessLogSettings {
+                path: "/dev/stdout".into(),
+                json: false,
+                format: String::new(),
+                listener: true,
+            }),
+            ..MeshSettings::default()
+        };
+        group.bench_function(BenchmarkId::new("lds-access-log", n), |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&store, &logged, None),
+                |ctx| {
+                    let scope = ctx.scope(&proxy);
+                    black_box(generate::generate(
+                        &ctx,
+                        &proxy,
+                        &scope,
+                        TypeUrl::Listener,
+                        None,
+                    ))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
         group.finish();
     }
 }

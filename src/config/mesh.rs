@@ -80,6 +80,28 @@ pub struct ExtensionProvider {
     pub envoy_ext_authz_http: Option<ExtAuthzProvider>,
     #[serde(default)]
     pub envoy_ext_authz_grpc: Option<ExtAuthzProvider>,
+    /// An access log to a file (Telemetry `accessLogging` names it).
+    #[serde(default)]
+    pub envoy_file_access_log: Option<FileAccessLogProvider>,
+}
+
+/// `envoyFileAccessLog`: a path and a text format or JSON labels (Istio's default text when none).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileAccessLogProvider {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub log_format: Option<FileLogFormat>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileLogFormat {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub labels: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// An ext_authz service (HTTP or gRPC; the HTTP-only fields are empty for gRPC).
@@ -239,7 +261,11 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
 
 /// The kinds of `extensionProviders[]` Rudder applies: the external authorizers. Tracing,
 /// access-log, metrics and other providers are accepted and warned about by name.
-const HONOURED_PROVIDER_KINDS: &[&str] = &["envoyExtAuthzHttp", "envoyExtAuthzGrpc"];
+const HONOURED_PROVIDER_KINDS: &[&str] = &[
+    "envoyExtAuthzHttp",
+    "envoyExtAuthzGrpc",
+    "envoyFileAccessLog",
+];
 
 impl MeshConfig {
     /// Parses the `mesh` key of the mesh ConfigMap (YAML or JSON); blank text is the defaults.

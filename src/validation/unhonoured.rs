@@ -202,8 +202,23 @@ pub const UNHONOURED: &[Unhonoured] = &[
     field(Kind::EnvoyFilter, "", "EnvoyFilter patches are not applied"),
     field(
         Kind::Telemetry,
-        "",
-        "Telemetry (metrics, tracing, access logging) is not applied",
+        "metrics",
+        "Telemetry metrics are not applied (Istio's standard metrics need istio-proxy's stats filters)",
+    ),
+    field(
+        Kind::Telemetry,
+        "tracing",
+        "Telemetry tracing is not applied",
+    ),
+    field(
+        Kind::Telemetry,
+        "targetRefs",
+        "a Telemetry attached by targetRefs is applied nowhere (only selectors and namespaces)",
+    ),
+    field(
+        Kind::Telemetry,
+        "targetRef",
+        "a Telemetry attached by targetRef is applied nowhere (only selectors and namespaces)",
     ),
     field(Kind::WasmPlugin, "", "Wasm plugins are not loaded"),
     field(

@@ -1243,3 +1243,74 @@ fn envoy_writes_the_mesh_access_log_in_istios_formats() {
         })
     });
 }
+
+/// The Telemetry API's access logging through a real Envoy: a root-namespace Telemetry names a
+/// MeshConfig file provider with JSON labels and a CEL filter (only failures are logged), then a
+/// namespace Telemetry disables logging for the proxy's namespace.
+#[test]
+fn envoy_logs_as_telemetry_access_logging_says() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log_file = logs.path().join("telemetry.log");
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(
+        dir.path(),
+        "mesh.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: failures\n      envoyFileAccessLog:\n        path: {}\n        logFormat:\n          labels: {{path: \"%REQ(:PATH)%\", code: \"%RESPONSE_CODE%\"}}\n",
+            log_file.display()
+        ),
+    );
+    write(
+        dir.path(),
+        "telemetry.yaml",
+        "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  accessLogging:\n  - providers: [{name: failures}]\n    filter: {expression: 'response.code >= 400'}\n",
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let read = || std::fs::read_to_string(&log_file).unwrap_or_default();
+    let lines = || -> Vec<serde_json::Value> {
+        read()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    eventually(30, "the failed request is logged", || {
+        request(port, HOST, "/fine", &[]);
+        request(port, HOST, "/teapot", &[]);
+        lines()
+            .iter()
+            .any(|v| v["path"] == "/teapot" && v["code"] == 418)
+    });
+    assert!(
+        lines().iter().all(|v| v["path"] != "/fine"),
+        "the CEL filter keeps successes out: {}",
+        read()
+    );
+    write(
+        dir.path(),
+        "off.yaml",
+        &format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: quiet, namespace: {NS}}}\nspec:\n  accessLogging: [{{disabled: true}}]\n"
+        ),
+    );
+    // Disabled for the namespace: once the change is in, failures are no longer logged.
+    eventually(30, "logging disabled for the namespace", || {
+        let before = lines().len();
+        for _ in 0..3 {
+            request(port, HOST, "/teapot", &[]);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        lines().len() == before
+    });
+}

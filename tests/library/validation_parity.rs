@@ -2615,8 +2615,16 @@ trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Ok),
             "egress: [{port: {number: 80, name: http, protocol: HTTP}, captureMode: NONE, hosts: [\"./*\"]}]", Warn("egress listeners bind as the interception mode says")),
         case("unhonoured/envoyfilter", "EnvoyFilter",
             "configPatches: [{applyTo: CLUSTER, patch: {operation: ADD, value: {name: x}}}]", Warn("EnvoyFilter patches are not applied")),
-        case("unhonoured/telemetry", "Telemetry",
-            "accessLogging: [{providers: [{name: envoy}]}]", Warn("Telemetry (metrics, tracing, access logging) is not applied")),
+        case("honoured/telemetry-access-logging", "Telemetry",
+            "accessLogging: [{providers: [{name: envoy}]}]", Ok),
+        case("unhonoured/telemetry-metrics", "Telemetry",
+            "metrics: [{providers: [{name: prometheus}]}]", Warn("Telemetry metrics are not applied")),
+        case("unhonoured/telemetry-tracing", "Telemetry",
+            "tracing: [{randomSamplingPercentage: 10}]", Warn("Telemetry tracing is not applied")),
+        case("unhonoured/telemetry-targetRefs", "Telemetry",
+            "targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: gw}]\naccessLogging: [{}]", Warn("a Telemetry attached by targetRefs is applied nowhere")),
+        case("unhonoured/telemetry-targetRef", "Telemetry",
+            "targetRef: {kind: Gateway, group: gateway.networking.k8s.io, name: gw}\naccessLogging: [{}]", Warn("a Telemetry attached by targetRef is applied nowhere")),
     ]
 }
 

@@ -1,15 +1,21 @@
-//! MeshConfig's Envoy access log (`accessLogFile`, `accessLogEncoding`, `accessLogFormat`,
-//! `disableEnvoyListenerLog`), added by a finishing pass as istiod adds it: every HTTP connection
-//! manager and TCP proxy logs each request or connection; gateway listeners and the sidecar's
+//! Envoy access logs, added by a finishing pass as istiod adds them: every HTTP connection manager
+//! and TCP proxy logs each request or connection; gateway listeners and the sidecar's
 //! `virtualOutbound`/`virtualInbound` also log connections that match no filter chain (`NR`).
+//! What is logged where comes from the Telemetry API's `accessLogging` when a Telemetry applies to
+//! the proxy (root namespace, then its namespace, then one selecting it; providers `envoy` and
+//! `envoyFileAccessLog`, CEL filters, `disabled`, client and server modes), else from MeshConfig
+//! (`accessLogFile`, `accessLogEncoding`, `accessLogFormat`, `disableEnvoyListenerLog`).
 //! Proxyless gRPC clients have no access log.
 
 use super::finish::{Built, Class, Pass, Typed};
 use super::util::any;
+use crate::config::telemetry::{Telemetry, WorkloadMode};
+use crate::config::{Kind, Spec};
 use crate::model::mesh::AccessLogSettings;
 use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::accesslog::v3::{
-    AccessLog, AccessLogFilter, ResponseFlagFilter, access_log, access_log_filter,
+    AccessLog, AccessLogFilter, AndFilter, ExtensionFilter, ResponseFlagFilter, access_log,
+    access_log_filter, extension_filter,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, JsonFormatOptions, SubstitutionFormatString, TypedExtensionConfig, data_source,
@@ -18,7 +24,9 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::extensions::access_loggers::file::v3::{
     FileAccessLog, file_access_log,
 };
+use envoy_types::pb::envoy::extensions::access_loggers::filters::cel::v3::ExpressionFilter;
 use envoy_types::pb::google::protobuf::{Struct, Value, value};
+use std::collections::BTreeMap;
 
 /// Istio's default text format (what `istioctl` users and log pipelines expect).
 pub const ISTIO_TEXT_FORMAT: &str = concat!(
@@ -81,30 +89,243 @@ impl Pass for AccessLogs {
 
     fn applies(&self, ctx: &PushContext, _scope: &ScopeView) -> bool {
         ctx.mesh.access_log.is_some()
+            || ctx.snapshot.list(Kind::Telemetry).any(
+                |e| matches!(&e.config.spec, Spec::Telemetry(t) if !t.access_logging.is_empty()),
+            )
     }
 
-    fn apply(&self, ctx: &PushContext, _scope: &ScopeView, resources: &mut Vec<Typed>) {
-        let Some(settings) = &ctx.mesh.access_log else {
-            return;
-        };
-        let log = file_access_log(settings, None);
-        let unmatched = file_access_log(settings, Some(no_route_filter()));
-        for r in resources.iter_mut() {
-            if matches!(r.class, Class::Proxyless | Class::ProxylessServer) {
-                continue;
+    fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>) {
+        let telemetries = applicable(ctx, scope);
+        // (request and connection logs, listener logs) per mode: client, server.
+        let logs = |server: bool| -> (Vec<AccessLog>, Vec<AccessLog>) {
+            match telemetry_logs(ctx, &telemetries, server) {
+                Some(logs) => {
+                    let listener = logs
+                        .iter()
+                        .map(|l| AccessLog {
+                            filter: Some(and(no_route_filter(), l.filter.clone())),
+                            ..l.clone()
+                        })
+                        .collect();
+                    (logs, listener)
+                }
+                None => match &ctx.mesh.access_log {
+                    Some(settings) => (
+                        vec![file_access_log(settings, None)],
+                        if settings.listener {
+                            vec![file_access_log(settings, Some(no_route_filter()))]
+                        } else {
+                            Vec::new()
+                        },
+                    ),
+                    None => (Vec::new(), Vec::new()),
+                },
             }
+        };
+        let (client, server) = (logs(false), logs(true));
+        for r in resources.iter_mut() {
+            let (logs, listener_logs) = match r.class {
+                Class::Proxyless | Class::ProxylessServer => continue,
+                Class::SidecarInbound => &server,
+                _ => &client,
+            };
             let with_listener_log = r.class == Class::Gateway
                 || r.name == "virtualOutbound"
                 || r.name == "virtualInbound";
-            r.edit_http_connection_managers(|_, hcm| hcm.access_log.push(log.clone()));
-            r.edit_tcp_proxies(|tcp| tcp.access_log.push(log.clone()));
+            if !logs.is_empty() {
+                r.edit_http_connection_managers(|_, hcm| hcm.access_log.extend(logs.clone()));
+                r.edit_tcp_proxies(|tcp| tcp.access_log.extend(logs.clone()));
+            }
             if let Built::Listener(l) = &mut r.built
-                && settings.listener
                 && with_listener_log
             {
-                l.access_log.push(unmatched.clone());
+                l.access_log.extend(listener_logs.clone());
             }
         }
+    }
+}
+
+/// The Telemetries that apply to a proxy, in the order they override each other: the root
+/// namespace's, its namespace's (both without a selector), one of its namespace selecting it
+/// (the oldest of each). Those attached by `targetRefs` are warned about and not applied.
+fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a Telemetry> {
+    let in_ns = |ns: &str| -> Vec<(&'a crate::config::Config, &'a Telemetry)> {
+        let mut found: Vec<_> = ctx
+            .snapshot
+            .list_namespace(Kind::Telemetry, ns)
+            .filter_map(|e| match &e.config.spec {
+                Spec::Telemetry(t) if t.target_ref.is_none() && t.target_refs.is_empty() => {
+                    Some((e.config.as_ref(), t))
+                }
+                _ => None,
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.age_key().cmp(&b.0.age_key()));
+        found
+    };
+    let wide = |t: &Telemetry| {
+        t.selector
+            .as_ref()
+            .is_none_or(|s| s.match_labels.is_empty())
+    };
+    let root = ctx.mesh.root_namespace.as_str();
+    let mut out = Vec::new();
+    out.extend(in_ns(root).into_iter().map(|(_, t)| t).find(|t| wide(t)));
+    let own = in_ns(&scope.namespace);
+    if scope.namespace != root {
+        out.extend(own.iter().map(|(_, t)| *t).find(|t| wide(t)));
+    }
+    out.extend(own.iter().map(|(_, t)| *t).find(|t| {
+        t.selector.as_ref().is_some_and(|s| {
+            !s.match_labels.is_empty()
+                && crate::config::mesh::labels_match(&s.match_labels, &scope.labels)
+        })
+    }));
+    out
+}
+
+/// What the Telemetries say about access logs for one mode (istiod's mergeLogs): `None` when
+/// none of them configures logging (MeshConfig's access log applies), else the logs of the
+/// providers in scope that are not disabled, by provider name.
+fn telemetry_logs(
+    ctx: &PushContext,
+    telemetries: &[&Telemetry],
+    server: bool,
+) -> Option<Vec<AccessLog>> {
+    let levels: Vec<_> = telemetries
+        .iter()
+        .filter(|t| !t.access_logging.is_empty())
+        .map(|t| &t.access_logging)
+        .collect();
+    if levels.is_empty() {
+        return None;
+    }
+    let mode = if server {
+        WorkloadMode::SERVER
+    } else {
+        WorkloadMode::CLIENT
+    };
+    let applies = |m: &crate::config::telemetry::AccessLogging| {
+        m.match_
+            .as_ref()
+            .is_none_or(|s| s.mode == WorkloadMode::CLIENT_AND_SERVER || s.mode == mode)
+    };
+    let names = |m: &crate::config::telemetry::AccessLogging| -> Vec<String> {
+        m.providers.iter().map(|p| p.name.clone()).collect()
+    };
+    // The providers in scope: those the lowest level naming any (for this mode) names.
+    let mut in_scope: Vec<String> = Vec::new();
+    let mut filters: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for level in &levels {
+        let mut named = Vec::new();
+        for m in level.iter().filter(|m| applies(m)) {
+            for p in names(m) {
+                filters.insert(p.clone(), m.filter.as_ref().map(|f| f.expression.clone()));
+                named.push(p);
+            }
+        }
+        if !named.is_empty() {
+            in_scope = named;
+        }
+    }
+    // Each provider's last word, level by level (a level without providers speaks for its parent's).
+    let mut decided: BTreeMap<String, Option<Option<String>>> = BTreeMap::new();
+    let mut parent: Vec<String> = Vec::new();
+    for level in &levels {
+        for m in level.iter() {
+            let mut providers = names(m);
+            if providers.is_empty() {
+                providers = parent.clone();
+            }
+            parent = providers.clone();
+            for p in providers {
+                if !in_scope.contains(&p) || !applies(m) {
+                    continue;
+                }
+                let decision = if m.disabled == Some(true) {
+                    None
+                } else {
+                    Some(filters.get(&p).cloned().flatten())
+                };
+                decided.insert(p, decision);
+            }
+        }
+    }
+    Some(
+        decided
+            .into_iter()
+            .filter_map(|(name, decision)| {
+                let filter = decision?;
+                provider_log(ctx, &name, filter.as_deref())
+            })
+            .collect(),
+    )
+}
+
+/// The access log of provider `name`: a MeshConfig `envoyFileAccessLog` provider, or the built-in
+/// `envoy` (standard output, Istio's text format). Other provider kinds are warned about and
+/// give nothing.
+fn provider_log(ctx: &PushContext, name: &str, filter: Option<&str>) -> Option<AccessLog> {
+    let configured = ctx
+        .mesh
+        .extension_providers
+        .iter()
+        .find(|p| p.name.eq_ignore_ascii_case(name));
+    let settings = match configured {
+        Some(p) => {
+            let file = p.envoy_file_access_log.as_ref()?;
+            let format = file.log_format.as_ref();
+            let labels = format.and_then(|f| f.labels.as_ref());
+            AccessLogSettings {
+                path: file.path.clone(),
+                json: labels.is_some(),
+                format: match labels {
+                    Some(l) => serde_json::Value::Object(l.clone()).to_string(),
+                    None => format.and_then(|f| f.text.clone()).unwrap_or_default(),
+                },
+                listener: true,
+            }
+        }
+        None if name.eq_ignore_ascii_case("envoy") => AccessLogSettings {
+            path: "/dev/stdout".into(),
+            json: false,
+            format: String::new(),
+            listener: true,
+        },
+        None => return None,
+    };
+    Some(file_access_log(
+        &settings,
+        filter.filter(|f| !f.is_empty()).map(cel_filter),
+    ))
+}
+
+/// A Telemetry `filter.expression`, evaluated by Envoy's CEL access-log filter.
+fn cel_filter(expression: &str) -> AccessLogFilter {
+    AccessLogFilter {
+        filter_specifier: Some(access_log_filter::FilterSpecifier::ExtensionFilter(
+            ExtensionFilter {
+                name: "envoy.access_loggers.extension_filters.cel".into(),
+                config_type: Some(extension_filter::ConfigType::TypedConfig(any(
+                    &ExpressionFilter {
+                        expression: expression.to_string(),
+                        ..Default::default()
+                    },
+                ))),
+            },
+        )),
+    }
+}
+
+/// `a` and, when there is one, `b`.
+fn and(a: AccessLogFilter, b: Option<AccessLogFilter>) -> AccessLogFilter {
+    match b {
+        None => a,
+        Some(b) => AccessLogFilter {
+            filter_specifier: Some(access_log_filter::FilterSpecifier::AndFilter(AndFilter {
+                filters: vec![a, b],
+            })),
+        },
     }
 }
 
@@ -248,5 +469,56 @@ mod tests {
             None,
         ));
         assert!(custom.contains("req_without_query"), "{custom}");
+    }
+
+    /// istiod's merge: a Telemetry selecting the workload overrides its namespace's providers, a
+    /// server-only entry says nothing for outbound traffic, `disabled` turns a provider off, and
+    /// without any Telemetry logging the mesh config's log applies (`None`).
+    #[test]
+    fn telemetries_merge_level_by_level_and_mode_by_mode() {
+        let yaml = r#"
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: root, namespace: istio-system}
+spec:
+  accessLogging: [{providers: [{name: envoy}]}]
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: web-only, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  accessLogging:
+  - {match: {mode: SERVER}, disabled: true}
+"#;
+        let ctx = crate::testing::push_context(yaml);
+        let count = |labels: &[(&str, &str)], server: bool| {
+            let p = crate::testing::proxy(
+                "sidecar~10.0.0.9~p.shop~shop.svc.cluster.local",
+                &[],
+                labels,
+            );
+            let scope = ctx.scope(&p);
+            telemetry_logs(&ctx, &applicable(&ctx, &scope), server).map(|l| l.len())
+        };
+        assert_eq!(count(&[], false), Some(1), "the root's envoy provider");
+        assert_eq!(count(&[], true), Some(1));
+        assert_eq!(
+            count(&[("app", "web")], false),
+            Some(1),
+            "client side untouched"
+        );
+        assert_eq!(
+            count(&[("app", "web")], true),
+            Some(0),
+            "server side disabled"
+        );
+        let none = crate::testing::push_context("");
+        let p = crate::testing::sidecar("shop", &[]);
+        let scope = none.scope(&p);
+        assert_eq!(
+            telemetry_logs(&none, &applicable(&none, &scope), false).map(|l| l.len()),
+            None
+        );
     }
 }
