@@ -64,6 +64,9 @@ pub struct KubeMetrics {
     pub k8s_watch_errors: Family<TypeLabels, Counter>,
     /// Istio objects from the API server that failed validation and were not applied, by kind.
     pub k8s_invalid_objects: Family<KindLabels, Counter>,
+    /// Every watch event the source has judged, by kind: applied, unchanged (a status write) or
+    /// refused. A test waits on it to know an event that changes nothing has been seen.
+    pub k8s_events_judged: Family<KindLabels, Counter>,
 }
 
 impl FileMetrics {
@@ -94,6 +97,11 @@ impl KubeMetrics {
                 "rudder_k8s_watch_errors",
                 "Kubernetes watch failures, retried with backoff",
                 Family::<TypeLabels, Counter>::default(),
+            ),
+            k8s_events_judged: registry.register(
+                "rudder_k8s_watch_events_judged",
+                "Kubernetes watch events the source has judged (applied, unchanged or refused), by kind",
+                Family::<KindLabels, Counter>::default(),
             ),
             k8s_invalid_objects: registry.register(
                 "rudder_k8s_invalid_objects",
@@ -188,5 +196,44 @@ impl prometheus_client::collector::Collector for UnhonouredFields {
             family.metric_type(),
         )?;
         family.encode(metric)
+    }
+}
+
+/// The store's current revision, read when scraped (`rudder_config_revision`): with
+/// `rudder_push_judged_revision`, what tells that the push loop has judged every change.
+pub struct StoreRevision {
+    store: std::sync::Arc<crate::store::Store>,
+}
+
+impl std::fmt::Debug for StoreRevision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreRevision")
+    }
+}
+
+impl StoreRevision {
+    pub fn register(registry: &mut Registry, store: std::sync::Arc<crate::store::Store>) {
+        registry.register_collector(
+            &["rudder_config_revision"],
+            Box::new(StoreRevision { store }),
+        );
+    }
+}
+
+impl prometheus_client::collector::Collector for StoreRevision {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let gauge = Gauge::<i64>::default();
+        gauge.set(self.store.snapshot().revision() as i64);
+        let metric = encoder.encode_descriptor(
+            "rudder_config_revision",
+            "The config store's revision: every change to Istio config or the service registry's sources moves it",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
     }
 }

@@ -36,6 +36,9 @@ const ANALYZED: &[Kind] = &[Kind::VirtualService, Kind::Gateway];
 /// Status writes by outcome (`rudder_status_writes_total{reason}`: written, conflict, error).
 pub struct StatusMetrics {
     pub writes: Family<ReasonLabels, Counter>,
+    /// Rounds finished (every object judged, differences written): what a test waits for to know
+    /// that unchanged results were judged and not rewritten.
+    pub rounds: Counter,
 }
 
 impl StatusMetrics {
@@ -45,6 +48,11 @@ impl StatusMetrics {
                 "rudder_status_writes",
                 "Analysis results written into the status of Istio objects, by outcome",
                 Family::default(),
+            ),
+            rounds: registry.register(
+                "rudder_status_rounds",
+                "Status rounds finished by the leader: every object judged, differences written",
+                Counter::default(),
             ),
         }
     }
@@ -132,6 +140,7 @@ impl StatusWriter {
                     if !self.producers.is_empty() {
                         self.write_conditions(&mut conditions, &round).await;
                     }
+                    self.metrics.rounds.inc();
                     // The next run: the interval, or a quiet second after a change.
                     let lost = tokio::select! {
                         _ = cancel.cancelled() => return,

@@ -54,6 +54,9 @@ pub struct XdsMetrics {
     pub debounce_time: Histogram,
     /// Pushes started, by trigger (`pilot_push_triggers{type}`).
     pub push_triggers: Family<TypeLabels, Counter>,
+    /// The store revision of the last change the push loop judged, pushed or not
+    /// (`rudder_push_judged_revision`; equal to `rudder_config_revision` when nothing waits).
+    pub judged_revision: Gauge,
     /// Changes received, by what changed: Istio config, endpoints, a service, a service removed
     /// (`pilot_inbound_updates{type=config|eds|svc|svcdelete}`).
     pub inbound_updates: Family<TypeLabels, Counter>,
@@ -231,6 +234,11 @@ impl XdsMetrics {
                 "pilot_push_triggers",
                 "Pushes started, by what triggered them",
                 Family::<TypeLabels, Counter>::default(),
+            ),
+            judged_revision: registry.register(
+                "rudder_push_judged_revision",
+                "The config store revision of the last change the push loop judged, pushed or not",
+                Gauge::default(),
             ),
             inbound_updates: registry.register(
                 "pilot_inbound_updates",

@@ -271,7 +271,7 @@ fn non_utf8_and_duplicate_objects_are_rejected() {
 /// The running watcher picks up edits, additions and deletions without a restart.
 #[tokio::test]
 async fn watcher_applies_changes_without_restart() {
-    let (dir, store, _, mut source) = setup();
+    let (dir, store, metrics, mut source) = setup();
     write_in_place(dir.path(), "a.yaml", &se("a", "a.com"));
     source.sync();
     let (cancel, task) = watch(source, 50, 1000);
@@ -285,8 +285,18 @@ async fn watcher_applies_changes_without_restart() {
     eventually("new file loaded", || host_of(&store, "b").is_some()).await;
     std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
     eventually("deleted file unloaded", || host_of(&store, "a").is_none()).await;
+    let errors = || {
+        metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("rudder_config_file_errors_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = errors();
     write_in_place(dir.path(), "b.yaml", "{{{{ broken");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The watcher has read and refused the broken edit (counted), not merely not got to it.
+    eventually("broken edit judged", || errors() > before).await;
     assert_eq!(
         host_of(&store, "b").as_deref(),
         Some("b.com"),

@@ -285,7 +285,13 @@ fn ready_only_after_every_initial_sync() {
     c.apply(service(&c.ns, "web", 80));
     fake.block_lists("/api/v1/pods");
     let daemon = c.rudder(&[]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // The Services are listed (judged), the pods are not: still not ready.
+    eventually(30, "Services listed", || {
+        common::metric(
+            &daemon,
+            "rudder_k8s_watch_events_judged_total{kind=\"Service\"}",
+        ) >= 1.0
+    });
     let (code, _) = http_get(daemon.addr("http"), "/ready");
     assert_eq!(code, 503, "not ready while pods are not listed");
     fake.unblock_lists();
@@ -842,8 +848,15 @@ fn analysis_results_are_written_into_status_and_push_nothing() {
         wait_ready(&daemon);
         eventually(20, "leading", || leads(&daemon));
         let triggers = || common::metric(&daemon, "pilot_push_triggers{");
-        std::thread::sleep(std::time::Duration::from_secs(2));
-        let before = triggers();
+        let vs_events = || {
+            common::metric(
+                &daemon,
+                "rudder_k8s_watch_events_judged_total{kind=\"VirtualService\"}",
+            )
+        };
+        common::status_rounds(&daemon, 1.0);
+        common::settled(&daemon);
+        let (before, events) = (triggers(), vs_events());
 
         let vs = json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
             "metadata": {"name": "reviews", "namespace": ns},
@@ -871,7 +884,13 @@ fn analysis_results_are_written_into_status_and_push_nothing() {
             // One push for the VirtualService; the status write that followed pushed nothing,
             // and unchanged findings are not written again.
             let writes = fake.status_writes();
-            std::thread::sleep(std::time::Duration::from_secs(3));
+            // The VirtualService and the status write came back as watch events and were judged;
+            // the push loop judged what changed; a round after the write judged it unchanged.
+            eventually(20, "the status write's event judged", || {
+                vs_events() >= events + 2.0
+            });
+            common::settled(&daemon);
+            common::status_rounds(&daemon, 1.0);
             assert_eq!(triggers() - before, 1.0, "pushes since the VirtualService");
             assert_eq!(fake.status_writes(), writes, "unchanged findings rewritten");
         }
@@ -1104,9 +1123,12 @@ fn ambient_conditions_are_written_into_status_and_push_nothing() {
         // Nothing more to write: the writes pushed nothing and are not repeated.
         let triggers = || common::metric(&daemon, "pilot_push_triggers{");
         let writes = || common::metric(&daemon, "rudder_status_writes_total{reason=\"written\"}");
-        std::thread::sleep(std::time::Duration::from_secs(2));
+        common::status_rounds(&daemon, 1.0);
+        common::settled(&daemon);
         let (pushes, written) = (triggers(), writes());
-        std::thread::sleep(std::time::Duration::from_secs(3));
+        // Two more rounds judge every condition unchanged; the store's changes are all judged.
+        common::status_rounds(&daemon, 2.0);
+        common::settled(&daemon);
         assert_eq!(triggers(), pushes, "a status write pushed");
         assert_eq!(writes(), written, "unchanged conditions rewritten");
 
@@ -1137,7 +1159,8 @@ fn ambient_conditions_are_written_into_status_and_push_nothing() {
             "Checked"
         );
         if c.is_fake() {
-            std::thread::sleep(std::time::Duration::from_secs(2));
+            common::status_rounds(&daemon, 1.0);
+            common::settled(&daemon);
             assert_eq!(triggers() - pushes, 1.0, "pushes since the label change");
         } else {
             for obj in [waypoint, bound, missing, l4, l7, audit] {

@@ -39,6 +39,7 @@ impl DaemonMetrics {
     /// `xds` is set once the xDS server has started: the per-proxy gauges read it.
     pub fn register(store: Arc<Store>, xds: Arc<OnceLock<XdsStatus>>) -> DaemonMetrics {
         let mut r = Registry::new();
+        crate::source::metrics::StoreRevision::register(&mut r, store.clone());
         crate::source::metrics::UnhonouredFields::register(&mut r, store);
         r.register_collector(
             &["pilot_no_ip", "pilot_endpoint_not_ready"],

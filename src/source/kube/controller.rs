@@ -161,6 +161,16 @@ async fn run_watch<K>(
                 event
             }
         };
+        let judged = || {
+            ctx.metrics
+                .k8s_events_judged
+                .get_or_create(&KindLabels {
+                    kind: kind.name().into(),
+                })
+                .inc();
+        };
+        // Counted once the event is applied (below), so the store already shows it.
+        let counted = matches!(event, Event::Apply(_) | Event::Delete(_) | Event::InitDone);
         match event {
             Event::Init => relist = Some((Vec::new(), BTreeSet::new())),
             Event::InitApply(obj) => {
@@ -214,6 +224,9 @@ async fn run_watch<K>(
                     count("delete");
                 }
             }
+        }
+        if counted {
+            judged();
         }
     }
 }

@@ -203,6 +203,7 @@ pub async fn run(
     // The settings in force: what a mesh config that cannot be read leaves in place.
     let mut in_force = applied_mesh;
     metrics.services.set(registry.services.len() as i64);
+    metrics.judged_revision.set(snapshot.revision() as i64);
     let mut removed_hosts: Arc<crate::xds::context::RemovedHosts> = Arc::default();
     // The proxy views of the last context pushed, which an endpoint-only push keeps.
     let mut scopes: Option<crate::xds::context::ScopeCache> = None;
@@ -304,6 +305,7 @@ pub async fn run(
                     "change affects no service or endpoint; nothing to push"
                 );
                 registry = next;
+                metrics.judged_revision.set(snapshot.revision() as i64);
                 return;
             };
             version += 1;
@@ -313,6 +315,7 @@ pub async fn run(
                     r#type: decision.reason.into(),
                 })
                 .inc();
+            metrics.judged_revision.set(snapshot.revision() as i64);
             metrics.services.set(next.services.len() as i64);
             metrics
                 .virtual_services

@@ -219,6 +219,35 @@ pub fn parse_response(raw: &[u8]) -> (u16, String) {
     (status, body)
 }
 
+/// Waits until the push loop has judged every change the store holds: `rudder_push_judged_revision`
+/// equals `rudder_config_revision` in one scrape. What a test waits for instead of sleeping before
+/// it asserts that something pushed nothing.
+pub fn settled(d: &Daemon) {
+    eventually(30, "the push loop judged every change", || {
+        let (_, text) = http_get(d.addr("monitoring"), "/metrics");
+        let value = |name: &str| {
+            text.lines().find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+        };
+        let store = value("rudder_config_revision");
+        store.is_some() && store == value("rudder_push_judged_revision")
+    });
+}
+
+/// Waits until the leader's status writer has finished `n` more rounds (every object judged,
+/// differences written) than it had when called.
+pub fn status_rounds(d: &Daemon, n: f64) {
+    let start = metric(d, "rudder_status_rounds_total");
+    eventually(60, "status rounds", || {
+        metric(d, "rudder_status_rounds_total") >= start + n
+    });
+}
+
 /// The sum of every sample on `/metrics` whose line starts with `prefix` (a name, or a name and labels).
 pub fn metric(d: &Daemon, prefix: &str) -> f64 {
     let (_, text) = http_get(d.addr("monitoring"), "/metrics");
