@@ -380,6 +380,7 @@ pub struct Skipped {
     pub document: usize,
     pub api_version: String,
     pub kind: String,
+    pub namespace: String,
     pub name: String,
 }
 
@@ -546,6 +547,11 @@ impl Config {
                 document,
                 api_version,
                 kind: kind_name,
+                namespace: if metadata.namespace.is_empty() {
+                    default_namespace.to_string()
+                } else {
+                    metadata.namespace
+                },
                 name: metadata.name,
             }));
         };

@@ -249,6 +249,7 @@ fn check_changed(
         }
         report.documents.insert(hash, document);
     }
+    warn_unserved(&mut report);
     report
 }
 
@@ -271,7 +272,33 @@ pub fn check_text(path: &Path, text: &str, default_namespace: &str) -> FileRepor
         }
         report.configs.push(config);
     }
+    warn_unserved(&mut report);
     report
+}
+
+/// Kubernetes Gateway API objects are skipped today; say so by name, so an ingress written as an
+/// HTTPRoute is not silently dropped (other kinds outside Istio's groups are not config).
+fn warn_unserved(report: &mut FileReport) {
+    for s in &report.skipped {
+        let group = s.api_version.split_once('/').map_or("", |(g, _)| g);
+        if matches!(
+            group,
+            "gateway.networking.k8s.io" | "gateway.networking.x-k8s.io"
+        ) {
+            report.warnings.push(Warning {
+                object: crate::config::ObjectRef {
+                    kind: s.kind.clone(),
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                },
+                field: String::new(),
+                message: format!(
+                    "{} {} is not served: Rudder does not implement the Kubernetes Gateway API yet, nothing is generated for it",
+                    s.api_version, s.kind
+                ),
+            });
+        }
+    }
 }
 
 /// Per-file state the source remembers between scans.

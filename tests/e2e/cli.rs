@@ -67,6 +67,27 @@ fn validate_unknown_fields_and_bad_yaml() {
     assert!(err.contains("b.yaml: invalid YAML"), "{err}");
 }
 
+/// Kubernetes Gateway API objects are not served yet: named in a warning, not skipped in silence
+/// as a Kubernetes Service is.
+#[test]
+fn validate_names_gateway_api_objects_it_does_not_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("route.yaml"),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: reviews, namespace: shop}\nspec: {parentRefs: [{name: gw}]}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: reviews, namespace: shop}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(
+            "HTTPRoute shop/reviews: gateway.networking.k8s.io/v1 HTTPRoute is not served"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("Service shop/reviews"), "{err}");
+}
+
 #[test]
 fn validate_unreadable_inputs_exit_2() {
     let (code, _, err) = run(&["validate", "-f", "/definitely/not/here.yaml"]);
