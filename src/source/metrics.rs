@@ -67,6 +67,8 @@ pub struct KubeMetrics {
     /// Every watch event the source has judged, by kind: applied, unchanged (a status write) or
     /// refused. A test waits on it to know an event that changes nothing has been seen.
     pub k8s_events_judged: Family<KindLabels, Counter>,
+    /// Installed CRDs of APIs Rudder does not serve yet (the Kubernetes Gateway API).
+    pub unserved_crds: Gauge,
 }
 
 impl FileMetrics {
@@ -97,6 +99,11 @@ impl KubeMetrics {
                 "rudder_k8s_watch_errors",
                 "Kubernetes watch failures, retried with backoff",
                 Family::<TypeLabels, Counter>::default(),
+            ),
+            unserved_crds: registry.register(
+                "rudder_k8s_unserved_crds",
+                "Installed CRDs of APIs Rudder does not serve yet (the Kubernetes Gateway API): their objects are not watched",
+                Gauge::default(),
             ),
             k8s_events_judged: registry.register(
                 "rudder_k8s_watch_events_judged",

@@ -474,6 +474,7 @@ async fn watch_crds(
             .collect()
     };
     let name = |crd: &CustomResourceDefinition| crd.metadata.name.clone().unwrap_or_default();
+    let mut warned = BTreeSet::new();
     loop {
         let next = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -513,6 +514,7 @@ async fn watch_crds(
                 installed.remove(&name(&crd));
             }
         }
+        note_unserved(&ctx, &installed, &mut warned);
         if ctx
             .readiness
             .pending()
@@ -520,6 +522,31 @@ async fn watch_crds(
             .all(|p| p != "watch/CustomResourceDefinition")
         {
             tx.send_replace(Some(installed.clone()));
+        }
+    }
+}
+
+/// The Kubernetes Gateway API's CRDs, when installed, are named in a warning (once each) and
+/// counted (`rudder_k8s_unserved_crds`): Rudder does not watch them yet, and an ingress written as
+/// an HTTPRoute must not disappear in silence.
+fn note_unserved(
+    ctx: &Ctx,
+    installed: &BTreeMap<String, Vec<String>>,
+    warned: &mut BTreeSet<String>,
+) {
+    let unserved: Vec<&String> = installed
+        .keys()
+        .filter(|n| {
+            n.ends_with(".gateway.networking.k8s.io") || n.ends_with(".gateway.networking.x-k8s.io")
+        })
+        .collect();
+    ctx.metrics.unserved_crds.set(unserved.len() as i64);
+    for crd in unserved {
+        if warned.insert(crd.clone()) {
+            warn!(
+                crd = %crd,
+                "Kubernetes Gateway API CRD installed: Rudder does not serve the Gateway API yet; its objects are not watched and nothing is generated for them"
+            );
         }
     }
 }
