@@ -148,3 +148,93 @@ impl Default for MeshSettings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The settings a mesh ConfigMap holding `mesh` (YAML) gives.
+    fn settings(mesh: &str) -> serde_json::Value {
+        let indented: String = mesh.lines().map(|l| format!("    {l}\n")).collect();
+        let yaml = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n{indented}"
+        );
+        let snapshot = crate::testing::store(&yaml).snapshot();
+        let (s, error) = MeshSettings::default().with_mesh_config(&snapshot);
+        assert_eq!(error, None, "{mesh}");
+        serde_json::to_value(s).unwrap()
+    }
+
+    /// Every MeshConfig field is either read (setting it changes what the generators are given) or
+    /// listed as not honoured (setting it is warned about): none is accepted and dropped.
+    #[test]
+    fn every_mesh_config_field_is_read_or_warned() {
+        // A value for each field Rudder reads, and what else it needs to be read.
+        let read: &[(&str, &str, &str)] = &[
+            ("trustDomain", "example.org", ""),
+            ("discoverySelectors", "[{matchLabels: {mesh: enabled}}]", ""),
+            (
+                "extensionProviders",
+                "[{name: authz, envoyExtAuthzHttp: {service: authz.example.com, port: 80}}]",
+                "",
+            ),
+            ("pathNormalization", "{normalization: NONE}", ""),
+            ("outboundTrafficPolicy", "{mode: REGISTRY_ONLY}", ""),
+            (
+                "defaultConfig",
+                "{gatewayTopology: {numTrustedProxies: 2}}",
+                "",
+            ),
+            ("localityLbSetting", "{enabled: false}", ""),
+            ("defaultServiceExportTo", "[.]", ""),
+            ("defaultVirtualServiceExportTo", "[.]", ""),
+            ("defaultDestinationRuleExportTo", "[.]", ""),
+            ("trustDomainAliases", "[old.example.org]", ""),
+            ("accessLogFile", "/dev/stdout", ""),
+            ("accessLogEncoding", "JSON", "accessLogFile: /dev/stdout"),
+            (
+                "accessLogFormat",
+                "'%PROTOCOL%'",
+                "accessLogFile: /dev/stdout",
+            ),
+            (
+                "disableEnvoyListenerLog",
+                "true",
+                "accessLogFile: /dev/stdout",
+            ),
+        ];
+        // Read only at the value Rudder follows; any other value is warned about.
+        let warned_otherwise: &[(&str, &str)] = &[
+            ("enableAutoMtls", "false"),
+            ("protocolDetectionTimeout", "5s"),
+        ];
+        for (field, value, base) in read {
+            assert!(
+                crate::config::mesh::HONOURED_MESH_FIELDS.contains(field),
+                "{field} is read but not listed as honoured"
+            );
+            let with = if base.is_empty() {
+                format!("{field}: {value}")
+            } else {
+                format!("{base}\n{field}: {value}")
+            };
+            assert_ne!(settings(&with), settings(base), "{field} is not read");
+        }
+        for field in crate::config::mesh::MESH_FIELDS {
+            if read.iter().any(|(f, _, _)| f == field) {
+                continue;
+            }
+            let value = warned_otherwise
+                .iter()
+                .find(|(f, _)| f == field)
+                .map_or("true", |(_, v)| v);
+            let warned = crate::config::mesh::unhonoured_mesh_fields(&format!("{field}: {value}"));
+            assert!(
+                warned
+                    .iter()
+                    .any(|(f, _)| f == &format!("data.mesh.{field}")),
+                "{field} is neither read nor warned about: {warned:?}"
+            );
+        }
+    }
+}
