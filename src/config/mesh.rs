@@ -83,6 +83,48 @@ pub struct ExtensionProvider {
     /// An access log to a file (Telemetry `accessLogging` names it).
     #[serde(default)]
     pub envoy_file_access_log: Option<FileAccessLogProvider>,
+    /// Tracers (Telemetry `tracing` names them).
+    #[serde(default)]
+    pub zipkin: Option<ZipkinProvider>,
+    #[serde(default)]
+    pub opentelemetry: Option<OpenTelemetryProvider>,
+}
+
+/// `zipkin`: spans as Zipkin v2 JSON to a service of the registry.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZipkinProvider {
+    #[serde(default)]
+    pub service: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub max_tag_length: u32,
+    #[serde(default, rename = "enable64bitTraceId")]
+    pub enable_64bit_trace_id: bool,
+    #[serde(default)]
+    pub path: String,
+}
+
+/// `opentelemetry`: spans over OTLP, gRPC (the default) or HTTP (`http.path`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenTelemetryProvider {
+    #[serde(default)]
+    pub service: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub max_tag_length: u32,
+    #[serde(default)]
+    pub http: Option<OpenTelemetryHttp>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenTelemetryHttp {
+    #[serde(default)]
+    pub path: String,
 }
 
 /// `envoyFileAccessLog`: a path and a text format or JSON labels (Istio's default text when none).
@@ -265,6 +307,8 @@ const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "envoyExtAuthzHttp",
     "envoyExtAuthzGrpc",
     "envoyFileAccessLog",
+    "zipkin",
+    "opentelemetry",
 ];
 
 impl MeshConfig {
@@ -318,6 +362,13 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
             }
             "protocolDetectionTimeout" if !matches!(value.as_str(), Some("0s" | "0" | "0ms")) => {
                 Some("protocol detection waits for the client without a deadline")
+            }
+            "defaultConfig" if value.get("tracing").is_some() => {
+                out.push((
+                    "data.mesh.defaultConfig.tracing".into(),
+                    "legacy tracing settings are not applied: tracing comes from the Telemetry API",
+                ));
+                None
             }
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {
                 Some("no egress proxy: unknown destinations are passed through directly")

@@ -205,10 +205,18 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "metrics",
         "Telemetry metrics are not applied (Istio's standard metrics need istio-proxy's stats filters)",
     ),
+    Unhonoured {
+        value: Some("false"),
+        ..field(
+            Kind::Telemetry,
+            "tracing[].useRequestIdForTraceSampling",
+            "the request id's sampling decision is Envoy's default",
+        )
+    },
     field(
         Kind::Telemetry,
-        "tracing",
-        "Telemetry tracing is not applied",
+        "tracing[].disableContextPropagation",
+        "trace context is always propagated",
     ),
     field(
         Kind::Telemetry,
@@ -366,9 +374,15 @@ fn find(v: &Value, pattern: &str, value: Option<&str>, at: String, out: &mut Vec
     if !each {
         match rest {
             Some(r) => find(child, r, value, here, out),
-            None if value.is_some_and(|want| !value_matches(child, want)) => {}
-            None if is_set(child) => out.push(here),
-            None => {}
+            None => {
+                let set = match value {
+                    Some(want) => value_matches(child, want),
+                    None => is_set(child),
+                };
+                if set {
+                    out.push(here);
+                }
+            }
         }
         return;
     }
@@ -387,6 +401,9 @@ fn find(v: &Value, pattern: &str, value: Option<&str>, at: String, out: &mut Vec
 
 /// Whether a field's value is `want`, or starts with it without its trailing `*`.
 fn value_matches(v: &Value, want: &str) -> bool {
+    if let Value::Bool(b) = v {
+        return b.to_string() == want;
+    }
     let Some(v) = v.as_str() else {
         return false;
     };

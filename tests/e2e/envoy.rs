@@ -1314,3 +1314,106 @@ fn envoy_logs_as_telemetry_access_logging_says() {
         lines().len() == before
     });
 }
+
+/// A Zipkin collector: keeps the body of every request it gets (spans, as JSON) and accepts it.
+fn zipkin_collector() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = bodies.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let kept = kept.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                while let Some((_, headers)) = common::peers::read_request_head(&mut reader) {
+                    let length: usize = headers
+                        .iter()
+                        .find_map(|h| h.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    let chunked = headers.iter().any(|h| h.contains("chunked"));
+                    let mut body = Vec::new();
+                    if chunked {
+                        // Chunks: a hexadecimal size line, the data, CRLF; size 0 ends it.
+                        loop {
+                            let mut size = String::new();
+                            if std::io::BufRead::read_line(&mut reader, &mut size).unwrap_or(0) == 0
+                            {
+                                return;
+                            }
+                            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                            let mut chunk = vec![0; n + 2];
+                            if reader.read_exact(&mut chunk).is_err() {
+                                return;
+                            }
+                            if n == 0 {
+                                break;
+                            }
+                            body.extend_from_slice(&chunk[..n]);
+                        }
+                    } else {
+                        body.resize(length, 0);
+                        if reader.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                    }
+                    kept.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&body).into_owned());
+                    let _ = writer.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    (port, bodies)
+}
+
+/// Telemetry tracing through a real Envoy, as istiod configures it: a root Telemetry names a
+/// MeshConfig Zipkin provider with full sampling and a custom tag, and the sidecar's spans reach
+/// the collector with Istio's service tags and the custom one.
+#[test]
+fn envoy_reports_spans_as_telemetry_tracing_says() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let (collector, spans) = zipkin_collector();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(
+        dir.path(),
+        "zipkin.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: zipkin, namespace: istio-system}}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 9411, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{http: {collector}}}}}]\n"
+        ),
+    );
+    write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n",
+    );
+    write(
+        dir.path(),
+        "telemetry.yaml",
+        "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  tracing:\n  - providers: [{name: zipkin}]\n    randomSamplingPercentage: 100\n    customTags: {team: {literal: {value: checkout}}}\n",
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(60, "spans at the collector", || {
+        request(port, HOST, "/traced", &[]);
+        spans.lock().unwrap().iter().any(|body| {
+            body.contains("\"team\":\"checkout\"")
+                && body.contains("\"istio.namespace\":\"shop\"")
+                && body.contains("/traced")
+        })
+    });
+}

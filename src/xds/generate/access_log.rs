@@ -148,7 +148,7 @@ impl Pass for AccessLogs {
 /// The Telemetries that apply to a proxy, in the order they override each other: the root
 /// namespace's, its namespace's (both without a selector), one of its namespace selecting it
 /// (the oldest of each). Those attached by `targetRefs` are warned about and not applied.
-fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a Telemetry> {
+pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a Telemetry> {
     let in_ns = |ns: &str| -> Vec<(&'a crate::config::Config, &'a Telemetry)> {
         let mut found: Vec<_> = ctx
             .snapshot

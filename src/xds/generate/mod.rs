@@ -17,6 +17,7 @@ pub mod rbac;
 pub mod route;
 pub mod secret;
 pub mod tls;
+pub mod tracing;
 pub mod upstream_tls;
 pub mod util;
 
@@ -158,7 +159,7 @@ pub fn generate(
 /// The finishing passes, in the order they run: EnvoyFilter patches, then access logs, tracing
 /// and stats (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
 /// finishing step import each other.
-pub static PASSES: &[&dyn finish::Pass] = &[&access_log::AccessLogs];
+pub static PASSES: &[&dyn finish::Pass] = &[&access_log::AccessLogs, &tracing::TracingPass];
 
 /// Runs the mesh's [`PASSES`] over a scope's typed resources, then encodes them.
 pub fn finish(

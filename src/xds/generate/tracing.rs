@@ -1,0 +1,337 @@
+//! The Telemetry API's `tracing`, added by a finishing pass as istiod configures it
+//! (`pilot/pkg/networking/core/tracing.go`, `Telemetries.Tracing`): the Telemetries that apply to
+//! a proxy (root namespace, its namespace, one selecting it) are merged entry by entry and mode by
+//! mode (the first provider named wins; `disableSpanReporting`, `randomSamplingPercentage`,
+//! `customTags` and `enableIstioTags` override), and every HTTP connection manager of the mode gets
+//! Envoy's tracer: `zipkin` or `opentelemetry` (gRPC, or HTTP with `http.path`) from MeshConfig's
+//! `extensionProviders`, sampling 1% unless set, Istio's service tags unless turned off.
+//! MeshConfig's legacy `enableTracing` is warned about and not applied.
+
+use super::finish::{Class, Pass, Typed};
+use super::util::any;
+use crate::config::mesh::ExtensionProvider;
+use crate::config::telemetry::{CustomTag, Telemetry, WorkloadMode};
+use crate::config::{Kind, Spec};
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::proxy::ProxyType;
+use envoy_types::pb::envoy::config::core::v3::{
+    GrpcService, HttpService, HttpUri, grpc_service, http_uri,
+};
+use envoy_types::pb::envoy::config::trace::v3::{
+    OpenTelemetryConfig, ZipkinConfig, tracing::Http, tracing::http, zipkin_config,
+};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing;
+use envoy_types::pb::envoy::r#type::tracing::v3::{CustomTag as EnvoyTag, custom_tag};
+use envoy_types::pb::envoy::r#type::v3::Percent;
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+use std::collections::BTreeMap;
+
+/// istiod's default sampling (`PILOT_TRACE_SAMPLING`) when nothing sets one.
+const DEFAULT_SAMPLING: f64 = 1.0;
+
+/// The pass that adds Telemetry tracing.
+pub struct TracingPass;
+
+impl Pass for TracingPass {
+    fn name(&self) -> &'static str {
+        "tracing"
+    }
+
+    fn applies(&self, ctx: &PushContext, _scope: &ScopeView) -> bool {
+        ctx.snapshot
+            .list(Kind::Telemetry)
+            .any(|e| matches!(&e.config.spec, Spec::Telemetry(t) if !t.tracing.is_empty()))
+    }
+
+    fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>) {
+        let telemetries = super::access_log::applicable(ctx, scope);
+        let Some((client, server)) = merged(ctx, &telemetries) else {
+            return;
+        };
+        let client = tracing(ctx, scope, &client);
+        let server = tracing(ctx, scope, &server);
+        for r in resources.iter_mut() {
+            let chosen = match r.class {
+                Class::Proxyless | Class::ProxylessServer => continue,
+                Class::SidecarInbound => &server,
+                _ => &client,
+            };
+            if let Some(t) = chosen {
+                r.edit_http_connection_managers(|_, hcm| hcm.tracing = Some(t.clone()));
+            }
+        }
+    }
+}
+
+/// One mode's tracing, as the Telemetries leave it.
+#[derive(Clone, Default)]
+struct TracingSpec<'a> {
+    provider: Option<&'a ExtensionProvider>,
+    disabled: bool,
+    sampling: Option<f64>,
+    custom_tags: Option<&'a BTreeMap<String, CustomTag>>,
+    istio_tags: bool,
+}
+
+/// istiod's `Telemetries.Tracing`: (client, server); `None` when no Telemetry sets tracing.
+fn merged<'a>(
+    ctx: &'a PushContext,
+    telemetries: &[&'a Telemetry],
+) -> Option<(TracingSpec<'a>, TracingSpec<'a>)> {
+    let entries: Vec<_> = telemetries.iter().flat_map(|t| t.tracing.iter()).collect();
+    if entries.is_empty() {
+        return None;
+    }
+    let fresh = TracingSpec {
+        istio_tags: true,
+        ..Default::default()
+    };
+    let (mut client, mut server) = (fresh.clone(), fresh);
+    for m in entries {
+        let mut specs: Vec<&mut TracingSpec<'a>> = match m.match_.as_ref().map(|s| s.mode) {
+            Some(WorkloadMode::CLIENT) => vec![&mut client],
+            Some(WorkloadMode::SERVER) => vec![&mut server],
+            _ => vec![&mut client, &mut server],
+        };
+        for spec in specs.iter_mut() {
+            if let Some(first) = m.providers.first() {
+                spec.provider = ctx
+                    .mesh
+                    .extension_providers
+                    .iter()
+                    .find(|p| p.name.eq_ignore_ascii_case(&first.name));
+            }
+            if let Some(d) = m.disable_span_reporting {
+                spec.disabled = d;
+            }
+            if !m.custom_tags.is_empty() {
+                spec.custom_tags = Some(&m.custom_tags);
+            }
+            if let Some(p) = m.random_sampling_percentage {
+                spec.sampling = Some(p);
+            }
+            if let Some(tags) = m.enable_istio_tags {
+                spec.istio_tags = tags;
+            }
+        }
+    }
+    Some((client, server))
+}
+
+/// The connection manager's tracing for one mode; `None` when disabled, without a provider, or
+/// when the provider's service is not in the registry (istiod logs and leaves tracing off).
+fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<Tracing> {
+    if spec.disabled {
+        return None;
+    }
+    let provider = spec.provider?;
+    let (name, config, max_tag_length) = if let Some(z) = &provider.zipkin {
+        let (host, cluster) = collector(ctx, &z.service, z.port)?;
+        let endpoint = if z.path.is_empty() {
+            "/api/v2/spans".to_string()
+        } else {
+            z.path.clone()
+        };
+        let config = ZipkinConfig {
+            collector_cluster: cluster,
+            collector_endpoint: endpoint,
+            collector_endpoint_version: zipkin_config::CollectorEndpointVersion::HttpJson as i32,
+            trace_id_128bit: !z.enable_64bit_trace_id,
+            shared_span_context: Some(BoolValue { value: false }),
+            collector_hostname: host,
+            ..Default::default()
+        };
+        ("envoy.tracers.zipkin", any(&config), z.max_tag_length)
+    } else if let Some(o) = &provider.opentelemetry {
+        let (host, cluster) = collector(ctx, &o.service, o.port)?;
+        let mut config = OpenTelemetryConfig {
+            service_name: service_cluster(scope),
+            ..Default::default()
+        };
+        match &o.http {
+            Some(h) => {
+                config.http_service = Some(HttpService {
+                    http_uri: Some(HttpUri {
+                        uri: format!("{host}/{}", h.path.trim_start_matches('/')),
+                        http_upstream_type: Some(http_uri::HttpUpstreamType::Cluster(cluster)),
+                        timeout: Some(super::util::duration(std::time::Duration::from_secs(5))),
+                    }),
+                    ..Default::default()
+                })
+            }
+            None => {
+                config.grpc_service = Some(GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                        grpc_service::EnvoyGrpc {
+                            cluster_name: cluster,
+                            authority: host,
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                })
+            }
+        }
+        (
+            "envoy.tracers.opentelemetry",
+            any(&config),
+            o.max_tag_length,
+        )
+    } else {
+        return None;
+    };
+    let mut tags = if spec.istio_tags {
+        istio_tags(ctx, scope)
+    } else {
+        Vec::new()
+    };
+    tags.extend(
+        spec.custom_tags
+            .into_iter()
+            .flatten()
+            .map(|(tag, t)| EnvoyTag {
+                tag: tag.clone(),
+                r#type: Some(match t {
+                    CustomTag::Literal(l) => custom_tag::Type::Literal(custom_tag::Literal {
+                        value: l.value.clone(),
+                    }),
+                    CustomTag::Environment(e) => {
+                        custom_tag::Type::Environment(custom_tag::Environment {
+                            name: e.name.clone(),
+                            default_value: e.default_value.clone(),
+                        })
+                    }
+                    CustomTag::Header(h) => custom_tag::Type::RequestHeader(custom_tag::Header {
+                        name: h.name.clone(),
+                        default_value: h.default_value.clone(),
+                    }),
+                    CustomTag::Formatter(f) => custom_tag::Type::Value(f.value.clone()),
+                }),
+            }),
+    );
+    tags.sort_by(|a, b| a.tag.cmp(&b.tag));
+    let percent = |value| Some(Percent { value });
+    Some(Tracing {
+        client_sampling: percent(100.0),
+        overall_sampling: percent(100.0),
+        random_sampling: percent(spec.sampling.unwrap_or(DEFAULT_SAMPLING)),
+        custom_tags: tags,
+        max_path_tag_length: (max_tag_length != 0).then_some(UInt32Value {
+            value: max_tag_length,
+        }),
+        // Gateways start a child span for the upstream request, as istiod's default.
+        spawn_upstream_span: (scope.proxy_type == ProxyType::Router)
+            .then_some(BoolValue { value: true }),
+        provider: Some(Http {
+            name: name.into(),
+            config_type: Some(http::ConfigType::TypedConfig(config)),
+        }),
+        ..Default::default()
+    })
+}
+
+/// A provider's service (`host` or `namespace/host`) and port as (hostname, outbound cluster).
+fn collector(ctx: &PushContext, service: &str, port: u32) -> Option<(String, String)> {
+    let host = service.rsplit_once('/').map_or(service, |(_, h)| h);
+    let Some(svc) = ctx.registry.services.get(host) else {
+        tracing::warn!(
+            service,
+            "tracing provider's service is not in the registry; tracing stays off"
+        );
+        return None;
+    };
+    Some((
+        svc.hostname.clone(),
+        super::util::outbound_cluster(port, "", &svc.hostname),
+    ))
+}
+
+/// The proxy's service cluster, as the agent names it (`<canonical service>.<namespace>`): the
+/// span's service name.
+fn service_cluster(scope: &ScopeView) -> String {
+    let name = scope
+        .labels
+        .get("service.istio.io/canonical-name")
+        .or_else(|| scope.labels.get("app.kubernetes.io/name"))
+        .or_else(|| scope.labels.get("app"))
+        .map_or("istio-proxy", String::as_str);
+    format!("{name}.{}", scope.namespace)
+}
+
+/// istiod's service tags on every span.
+fn istio_tags(ctx: &PushContext, scope: &ScopeView) -> Vec<EnvoyTag> {
+    let label = |k: &str, default: &str| {
+        scope
+            .labels
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| default.to_string())
+    };
+    let literal = |tag: &str, value: String| EnvoyTag {
+        tag: tag.into(),
+        r#type: Some(custom_tag::Type::Literal(custom_tag::Literal { value })),
+    };
+    vec![
+        literal(
+            "istio.canonical_revision",
+            label("service.istio.io/canonical-revision", "latest"),
+        ),
+        literal(
+            "istio.canonical_service",
+            label("service.istio.io/canonical-name", "unknown"),
+        ),
+        literal("istio.cluster_id", ctx.mesh.cluster_id.clone()),
+        literal("istio.mesh_id", ctx.mesh.trust_domain.clone()),
+        literal("istio.namespace", scope.namespace.clone()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zipkin, namespace: istio-system}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 9411, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n    - name: nowhere\n      zipkin: {service: missing.example.com, port: 9411}\n---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  tracing: [{providers: [{name: zipkin}], randomSamplingPercentage: 20}]\n";
+
+    /// (client tracing, server tracing) for a sidecar of namespace `shop` under `extra`.
+    fn modes(extra: &str) -> (Option<Tracing>, Option<Tracing>) {
+        let yaml = format!("{BASE}{extra}");
+        let snapshot = crate::testing::store(&yaml).snapshot();
+        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+        let ctx = crate::testing::push_context_with(&yaml, mesh);
+        let p = crate::testing::sidecar("shop", &[]);
+        let scope = ctx.scope(&p);
+        let telemetries = super::super::access_log::applicable(&ctx, &scope);
+        let (client, server) = merged(&ctx, &telemetries).unwrap();
+        (
+            tracing(&ctx, &scope, &client),
+            tracing(&ctx, &scope, &server),
+        )
+    }
+
+    /// istiod's merge: a namespace entry for one mode overrides the root's for that mode only;
+    /// a provider whose service is not in the registry leaves tracing off.
+    #[test]
+    fn telemetry_tracing_merges_by_level_and_mode() {
+        let (client, server) = modes("");
+        let sampling =
+            |t: &Option<Tracing>| t.as_ref().and_then(|t| t.random_sampling).map(|p| p.value);
+        assert_eq!(
+            (sampling(&client), sampling(&server)),
+            (Some(20.0), Some(20.0))
+        );
+        let (client, server) = modes(
+            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{match: {mode: SERVER}, disableSpanReporting: true}]\n",
+        );
+        assert!(
+            client.is_some() && server.is_none(),
+            "server spans off in shop only"
+        );
+        let (client, _) = modes(
+            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{providers: [{name: nowhere}]}]\n",
+        );
+        assert!(
+            client.is_none(),
+            "a provider without a service traces nothing"
+        );
+    }
+}
