@@ -100,6 +100,31 @@ fn generators(c: &mut Criterion) {
             }),
             ..MeshSettings::default()
         };
+        // The cost of Telemetry tracing, a second finishing pass over every connection manager.
+        let traced_yaml = format!(
+            "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {{service: svc0.ns0.svc.cluster.local, port: 80}}\n---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: zipkin}}]}}]\n",
+            mesh_yaml(n)
+        );
+        let traced = rudder::testing::store(&traced_yaml);
+        let traced_mesh = MeshSettings::default()
+            .with_mesh_config(&traced.snapshot())
+            .0;
+        group.bench_function(BenchmarkId::new("lds-tracing", n), |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&traced, &traced_mesh, None),
+                |ctx| {
+                    let scope = ctx.scope(&proxy);
+                    black_box(generate::generate(
+                        &ctx,
+                        &proxy,
+                        &scope,
+                        TypeUrl::Listener,
+                        None,
+                    ))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
         group.bench_function(BenchmarkId::new("lds-access-log", n), |b| {
             b.iter_batched(
                 || rudder::xds::push::initial_context(&store, &logged, None),
