@@ -49,6 +49,10 @@ pub struct MeshConfig {
     /// No listener-level access log (connections that match no filter chain).
     #[serde(default)]
     pub disable_envoy_listener_log: Option<bool>,
+    /// Tracing without the Telemetry API (istiod's default: on): connection managers sample and
+    /// tag, and the proxy's bootstrap tracer (written by pilot-agent) reports.
+    #[serde(default)]
+    pub enable_tracing: Option<bool>,
 }
 
 /// MeshConfig `pathNormalization`.
@@ -299,6 +303,7 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "accessLogEncoding",
     "accessLogFormat",
     "disableEnvoyListenerLog",
+    "enableTracing",
 ];
 
 /// The kinds of `extensionProviders[]` Rudder applies: the external authorizers. Tracing,
@@ -363,11 +368,16 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
             "protocolDetectionTimeout" if !matches!(value.as_str(), Some("0s" | "0" | "0ms")) => {
                 Some("protocol detection waits for the client without a deadline")
             }
-            "defaultConfig" if value.get("tracing").is_some() => {
-                out.push((
-                    "data.mesh.defaultConfig.tracing".into(),
-                    "legacy tracing settings are not applied: tracing comes from the Telemetry API",
-                ));
+            "defaultConfig" => {
+                // Sampling and Istio's tags are applied; the tracer's address is the agent's.
+                for field in ["customTags", "maxPathTagLength"] {
+                    if value.get("tracing").and_then(|t| t.get(field)).is_some() {
+                        out.push((
+                            format!("data.mesh.defaultConfig.tracing.{field}"),
+                            "this legacy tracing setting is not applied (use Telemetry tracing)",
+                        ));
+                    }
+                }
                 None
             }
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {

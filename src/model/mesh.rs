@@ -60,6 +60,37 @@ pub struct MeshSettings {
     pub default_gateway_topology: Option<crate::config::mesh::GatewayTopology>,
     /// MeshConfig `accessLogFile` and its format; none: no access log.
     pub access_log: Option<AccessLogSettings>,
+    /// MeshConfig `enableTracing` (istiod's default: on) with `defaultConfig.tracing`: what
+    /// connection managers get where no Telemetry configures tracing.
+    pub legacy_tracing: Option<LegacyTracing>,
+}
+
+/// Tracing as MeshConfig's `enableTracing` asks for it: sampling and Istio's tags in each
+/// connection manager, no provider (the proxy's bootstrap tracer reports).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LegacyTracing {
+    /// `defaultConfig.tracing.sampling` (percent), else istiod's 1%.
+    pub sampling: f64,
+    /// `defaultConfig.tracing.enableIstioTags` (default true).
+    pub istio_tags: bool,
+}
+
+impl LegacyTracing {
+    fn from_default_config(config: Option<&serde_json::Value>) -> LegacyTracing {
+        let tracing = config.and_then(|c| c.get("tracing"));
+        let sampling = tracing
+            .and_then(|t| t.get("sampling"))
+            .and_then(serde_json::Value::as_f64)
+            .filter(|s| *s != 0.0)
+            .map_or(1.0, |s| if s > 100.0 { 1.0 } else { s });
+        LegacyTracing {
+            sampling,
+            istio_tags: tracing
+                .and_then(|t| t.get("enableIstioTags"))
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(true),
+        }
+    }
 }
 
 /// MeshConfig's Envoy file access log.
@@ -99,6 +130,8 @@ impl MeshSettings {
                     .default_config
                     .as_ref()
                     .and_then(crate::config::mesh::GatewayTopology::of_proxy_config);
+                out.legacy_tracing = (mc.enable_tracing != Some(false))
+                    .then(|| LegacyTracing::from_default_config(mc.default_config.as_ref()));
                 out.access_log =
                     mc.access_log_file
                         .filter(|f| !f.is_empty())
@@ -145,6 +178,7 @@ impl Default for MeshSettings {
             }),
             default_gateway_topology: None,
             access_log: None,
+            legacy_tracing: Some(LegacyTracing::from_default_config(None)),
         }
     }
 }
@@ -202,6 +236,7 @@ mod tests {
                 "true",
                 "accessLogFile: /dev/stdout",
             ),
+            ("enableTracing", "false", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[

@@ -38,18 +38,22 @@ impl Pass for TracingPass {
     }
 
     fn applies(&self, ctx: &PushContext, _scope: &ScopeView) -> bool {
-        ctx.snapshot
-            .list(Kind::Telemetry)
-            .any(|e| matches!(&e.config.spec, Spec::Telemetry(t) if !t.tracing.is_empty()))
+        ctx.mesh.legacy_tracing.is_some()
+            || ctx
+                .snapshot
+                .list(Kind::Telemetry)
+                .any(|e| matches!(&e.config.spec, Spec::Telemetry(t) if !t.tracing.is_empty()))
     }
 
     fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>) {
         let telemetries = super::access_log::applicable(ctx, scope);
-        let Some((client, server)) = merged(ctx, &telemetries) else {
-            return;
+        let (client, server) = match merged(ctx, &telemetries) {
+            Some((client, server)) => (tracing(ctx, scope, &client), tracing(ctx, scope, &server)),
+            None => {
+                let legacy = legacy(ctx, scope);
+                (legacy.clone(), legacy)
+            }
         };
-        let client = tracing(ctx, scope, &client);
-        let server = tracing(ctx, scope, &server);
         for r in resources.iter_mut() {
             let chosen = match r.class {
                 Class::Proxyless | Class::ProxylessServer => continue,
@@ -230,6 +234,25 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
     })
 }
 
+/// Without a Telemetry, MeshConfig's `enableTracing` (istiod's default): sampling and Istio's tags,
+/// no provider, so the tracer in the proxy's bootstrap (pilot-agent writes one) reports; a proxy
+/// without one traces nothing.
+fn legacy(ctx: &PushContext, scope: &ScopeView) -> Option<Tracing> {
+    let settings = ctx.mesh.legacy_tracing.as_ref()?;
+    let percent = |value| Some(Percent { value });
+    Some(Tracing {
+        client_sampling: percent(100.0),
+        overall_sampling: percent(100.0),
+        random_sampling: percent(settings.sampling),
+        custom_tags: if settings.istio_tags {
+            istio_tags(ctx, scope)
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    })
+}
+
 /// A provider's service (`host` or `namespace/host`) and port as (hostname, outbound cluster).
 fn collector(ctx: &PushContext, service: &str, port: u32) -> Option<(String, String)> {
     let host = service.rsplit_once('/').map_or(service, |(_, h)| h);
@@ -333,5 +356,31 @@ mod tests {
             client.is_none(),
             "a provider without a service traces nothing"
         );
+    }
+
+    /// MeshConfig's `enableTracing` (on by default, as istiod's mesh defaults) without a
+    /// Telemetry: sampling from `defaultConfig.tracing.sampling` (1% unset) and Istio's tags, no
+    /// provider; off when `enableTracing: false`.
+    #[test]
+    fn enable_tracing_samples_and_tags_for_the_bootstrap_tracer() {
+        let settings = |mesh: &str| {
+            let yaml = format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    {mesh}\n"
+            );
+            let snapshot = crate::testing::store(&yaml).snapshot();
+            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+            crate::testing::push_context_with(&yaml, mesh)
+        };
+        let p = crate::testing::sidecar("shop", &[]);
+        let default = crate::testing::push_context("");
+        let t = legacy(&default, &default.scope(&p)).expect("on by default");
+        assert_eq!(t.random_sampling.map(|p| p.value), Some(1.0));
+        assert!(t.provider.is_none(), "the bootstrap's tracer reports");
+        assert!(t.custom_tags.iter().any(|t| t.tag == "istio.namespace"));
+        let sampled = settings("defaultConfig: {tracing: {sampling: 25}}");
+        let t = legacy(&sampled, &sampled.scope(&p)).unwrap();
+        assert_eq!(t.random_sampling.map(|p| p.value), Some(25.0));
+        let off = settings("enableTracing: false");
+        assert!(legacy(&off, &off.scope(&p)).is_none());
     }
 }
