@@ -3,7 +3,7 @@
 //! traffic capture and no probe rewriting; the pod may bind low ports without privileges.
 
 use super::render::{ProxyEnv, annotation, array_at, object_at, proxy_config, proxy_env};
-use super::render::{volume_mounts, volumes, workload_of};
+use super::render::{containers_of, volume_mounts, volumes, workload_of};
 use super::settings::{InjectorSettings, Template};
 use super::{InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, overlay, string_map};
 use crate::model::workload::canonical;
@@ -23,20 +23,7 @@ pub fn inject(
     let labels = string_map(&pod["metadata"]["labels"]);
     let workload = workload_of(pod);
     let (canonical_name, canonical_revision) = canonical(&labels, &workload.name);
-    let containers: Vec<Value> = pod["spec"]["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let app_names: Vec<String> = containers
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .filter(|n| *n != PROXY_CONTAINER)
-        .map(String::from)
-        .collect();
-    let pod_ports: Vec<Value> = containers
-        .iter()
-        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
-        .collect();
+    let (app_names, pod_ports) = containers_of(pod);
     let interception = annotation(&annotations, "sidecar.istio.io/interceptionMode")
         .unwrap_or("REDIRECT")
         .to_string();

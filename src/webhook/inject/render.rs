@@ -74,20 +74,7 @@ pub fn sidecar(
     let proxy_config = Value::Object(proxy_config).to_string();
     let resources = resources(template, &annotations);
 
-    let app_containers: Vec<Value> = pod["spec"]["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let app_names: Vec<String> = app_containers
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .filter(|n| *n != PROXY_CONTAINER)
-        .map(String::from)
-        .collect();
-    let pod_ports: Vec<Value> = app_containers
-        .iter()
-        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
-        .collect();
+    let (app_names, pod_ports) = containers_of(pod);
 
     let rewrite = template.rewrite_probes
         && annotation(&annotations, "sidecar.istio.io/rewriteAppHTTPProbers") != Some("false");
@@ -535,4 +522,24 @@ pub(super) fn volume_mounts() -> Value {
         {"name": "istio-token", "mountPath": "/var/run/secrets/tokens"},
         {"name": "istio-podinfo", "mountPath": "/etc/istio/pod"},
     ])
+}
+
+/// The pod's application containers by name (its own `istio-proxy` aside) and every container
+/// port (`ISTIO_META_APP_CONTAINERS`, `ISTIO_META_POD_PORTS`).
+pub(super) fn containers_of(pod: &Value) -> (Vec<String>, Vec<Value>) {
+    let containers = pod["spec"]["containers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let names = containers
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| *n != PROXY_CONTAINER)
+        .map(String::from)
+        .collect();
+    let ports = containers
+        .iter()
+        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+        .collect();
+    (names, ports)
 }

@@ -119,24 +119,16 @@ impl Typed {
         let Built::Listener(listener) = &mut self.built else {
             return;
         };
-        let chains = listener
-            .filter_chains
-            .iter_mut()
-            .chain(listener.default_filter_chain.as_mut());
-        for chain in chains {
-            for f in &mut chain.filters {
-                if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() {
-                    edit_hcm(config, &chain.name, &mut edit);
-                }
-            }
-        }
+        for_each_filter_config(listener, |chain, config| {
+            edit_typed(config, |hcm| edit(chain, hcm))
+        });
         // Proxyless gRPC listeners carry theirs as the API listener.
         if let Some(api) = listener
             .api_listener
             .as_mut()
             .and_then(|a| a.api_listener.as_mut())
         {
-            edit_hcm(api, "", &mut edit);
+            edit_typed(api, |hcm| edit("", hcm));
         }
     }
 
@@ -146,21 +138,7 @@ impl Typed {
         let Built::Listener(listener) = &mut self.built else {
             return;
         };
-        let chains = listener
-            .filter_chains
-            .iter_mut()
-            .chain(listener.default_filter_chain.as_mut());
-        for chain in chains {
-            for f in &mut chain.filters {
-                if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut()
-                    && config.type_url == TcpProxy::type_url()
-                    && let Ok(mut tcp) = TcpProxy::decode(config.value.as_slice())
-                {
-                    edit(&mut tcp);
-                    config.value = tcp.encode_to_vec();
-                }
-            }
-        }
+        for_each_filter_config(listener, |_, config| edit_typed(config, &mut edit));
     }
 
     fn encode(self) -> Arc<Resource> {
@@ -175,18 +153,30 @@ impl Typed {
     }
 }
 
-/// Decodes `config` if it is an HTTP connection manager, lets `edit` change it, and writes it back.
-fn edit_hcm(
-    config: &mut Any,
-    chain: &str,
-    edit: &mut impl FnMut(&str, &mut HttpConnectionManager),
-) {
-    if config.type_url != HttpConnectionManager::type_url() {
+/// Calls `visit` with the typed config of every filter of a listener's filter chains (the
+/// default chain included), with the chain's name.
+fn for_each_filter_config(listener: &mut Listener, mut visit: impl FnMut(&str, &mut Any)) {
+    let chains = listener
+        .filter_chains
+        .iter_mut()
+        .chain(listener.default_filter_chain.as_mut());
+    for chain in chains {
+        for f in &mut chain.filters {
+            if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() {
+                visit(&chain.name, config);
+            }
+        }
+    }
+}
+
+/// Decodes `config` if it holds an `M`, lets `edit` change it, and writes it back.
+fn edit_typed<M: Message + Default + Name>(config: &mut Any, edit: impl FnOnce(&mut M)) {
+    if config.type_url != M::type_url() {
         return;
     }
-    if let Ok(mut hcm) = HttpConnectionManager::decode(config.value.as_slice()) {
-        edit(chain, &mut hcm);
-        config.value = hcm.encode_to_vec();
+    if let Ok(mut message) = M::decode(config.value.as_slice()) {
+        edit(&mut message);
+        config.value = message.encode_to_vec();
     }
 }
 
