@@ -109,38 +109,27 @@ fn generators(c: &mut Criterion) {
         let traced_mesh = MeshSettings::default()
             .with_mesh_config(&traced.snapshot())
             .0;
-        group.bench_function(BenchmarkId::new("lds-tracing", n), |b| {
-            b.iter_batched(
-                || rudder::xds::push::initial_context(&traced, &traced_mesh, None),
-                |ctx| {
-                    let scope = ctx.scope(&proxy);
-                    black_box(generate::generate(
-                        &ctx,
-                        &proxy,
-                        &scope,
-                        TypeUrl::Listener,
-                        None,
-                    ))
-                },
-                criterion::BatchSize::LargeInput,
-            )
-        });
-        group.bench_function(BenchmarkId::new("lds-access-log", n), |b| {
-            b.iter_batched(
-                || rudder::xds::push::initial_context(&store, &logged, None),
-                |ctx| {
-                    let scope = ctx.scope(&proxy);
-                    black_box(generate::generate(
-                        &ctx,
-                        &proxy,
-                        &scope,
-                        TypeUrl::Listener,
-                        None,
-                    ))
-                },
-                criterion::BatchSize::LargeInput,
-            )
-        });
+        for (name, store, mesh) in [
+            ("lds-tracing", &traced, &traced_mesh),
+            ("lds-access-log", &store, &logged),
+        ] {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || rudder::xds::push::initial_context(store, mesh, None),
+                    |ctx| {
+                        let scope = ctx.scope(&proxy);
+                        black_box(generate::generate(
+                            &ctx,
+                            &proxy,
+                            &scope,
+                            TypeUrl::Listener,
+                            None,
+                        ))
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
         group.finish();
     }
 }

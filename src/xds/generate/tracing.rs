@@ -214,11 +214,7 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
             }),
     );
     tags.sort_by(|a, b| a.tag.cmp(&b.tag));
-    let percent = |value| Some(Percent { value });
     Some(Tracing {
-        client_sampling: percent(100.0),
-        overall_sampling: percent(100.0),
-        random_sampling: percent(spec.sampling.unwrap_or(DEFAULT_SAMPLING)),
         custom_tags: tags,
         max_path_tag_length: (max_tag_length != 0).then_some(UInt32Value {
             value: max_tag_length,
@@ -230,8 +226,20 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
             name: name.into(),
             config_type: Some(http::ConfigType::TypedConfig(config)),
         }),
-        ..Default::default()
+        ..sampled(spec.sampling.unwrap_or(DEFAULT_SAMPLING))
     })
+}
+
+/// Tracing that samples `random` percent of requests, client and overall sampling at 100% (as
+/// istiod's configureSampling).
+fn sampled(random: f64) -> Tracing {
+    let percent = |value| Some(Percent { value });
+    Tracing {
+        client_sampling: percent(100.0),
+        overall_sampling: percent(100.0),
+        random_sampling: percent(random),
+        ..Default::default()
+    }
 }
 
 /// Without a Telemetry, MeshConfig's `enableTracing` (istiod's default): sampling and Istio's tags,
@@ -239,17 +247,13 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
 /// without one traces nothing.
 fn legacy(ctx: &PushContext, scope: &ScopeView) -> Option<Tracing> {
     let settings = ctx.mesh.legacy_tracing.as_ref()?;
-    let percent = |value| Some(Percent { value });
     Some(Tracing {
-        client_sampling: percent(100.0),
-        overall_sampling: percent(100.0),
-        random_sampling: percent(settings.sampling),
         custom_tags: if settings.istio_tags {
             istio_tags(ctx, scope)
         } else {
             Vec::new()
         },
-        ..Default::default()
+        ..sampled(settings.sampling)
     })
 }
 
