@@ -306,8 +306,30 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "enableTracing",
 ];
 
-/// The kinds of `extensionProviders[]` Rudder applies: the external authorizers. Tracing,
-/// access-log, metrics and other providers are accepted and warned about by name.
+/// Of the telemetry providers Rudder applies, the fields it reads; any other is warned about.
+const PROVIDER_FIELDS_READ: &[(&str, &[&str])] = &[
+    ("envoyFileAccessLog", &["path", "logFormat"]),
+    (
+        "zipkin",
+        &[
+            "service",
+            "port",
+            "maxTagLength",
+            "enable64bitTraceId",
+            "path",
+        ],
+    ),
+    (
+        "opentelemetry",
+        &["service", "port", "maxTagLength", "http"],
+    ),
+];
+
+/// What Rudder says of a field of an applied provider it does not read.
+pub const PROVIDER_FIELD_NOT_APPLIED: &str = "this provider field is not applied";
+
+/// The kinds of `extensionProviders[]` Rudder applies: the external authorizers, file access logs,
+/// Zipkin and OpenTelemetry tracing. Other providers are accepted and warned about by name.
 const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "envoyExtAuthzHttp",
     "envoyExtAuthzGrpc",
@@ -386,11 +408,27 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
             "extensionProviders" => {
                 for (i, provider) in value.as_array().into_iter().flatten().enumerate() {
                     let kinds = provider.as_object().into_iter().flatten();
-                    for (kind, _) in kinds.filter(|(k, _)| *k != "name") {
+                    for (kind, settings) in kinds.filter(|(k, _)| *k != "name") {
                         if !HONOURED_PROVIDER_KINDS.contains(&kind.as_str()) {
                             out.push((
                                 format!("data.mesh.extensionProviders[{i}].{kind}"),
                                 PROVIDER_NOT_APPLIED,
+                            ));
+                            continue;
+                        }
+                        // Of an applied provider, the settings Rudder does not read.
+                        let Some(read) = PROVIDER_FIELDS_READ
+                            .iter()
+                            .find(|(k, _)| *k == kind)
+                            .map(|(_, f)| *f)
+                        else {
+                            continue;
+                        };
+                        let fields = settings.as_object().into_iter().flatten();
+                        for (field, _) in fields.filter(|(f, _)| !read.contains(&f.as_str())) {
+                            out.push((
+                                format!("data.mesh.extensionProviders[{i}].{kind}.{field}"),
+                                PROVIDER_FIELD_NOT_APPLIED,
                             ));
                         }
                     }

@@ -442,14 +442,20 @@ mod tests {
     #[test]
     fn honoured_mesh_fields_are_not_warned_and_other_extension_providers_are() {
         let cm = config(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n    - name: dd\n      datadog: {service: dd.ns.svc.cluster.local, port: 8126}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n    - name: dd\n      datadog: {service: dd.ns.svc.cluster.local, port: 8126}\n    - name: z\n      zipkin: {service: z.ns.svc.cluster.local, port: 9411, timeout: 3s}\n",
         );
         assert_eq!(
             fields(&cm),
-            [(
-                "data.mesh.extensionProviders[2].datadog".to_string(),
-                crate::config::mesh::PROVIDER_NOT_APPLIED
-            )]
+            [
+                (
+                    "data.mesh.extensionProviders[2].datadog".to_string(),
+                    crate::config::mesh::PROVIDER_NOT_APPLIED
+                ),
+                (
+                    "data.mesh.extensionProviders[3].zipkin.timeout".to_string(),
+                    crate::config::mesh::PROVIDER_FIELD_NOT_APPLIED
+                )
+            ]
         );
     }
 
