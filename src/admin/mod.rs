@@ -236,8 +236,7 @@ async fn version() -> Json<serde_json::Value> {
 /// Every config object, as `kubectl get -o json` would show it, plus the store's resource version.
 async fn configz(State(s): State<AdminState>) -> Json<serde_json::Value> {
     let snap = s.store.snapshot();
-    let items: Vec<serde_json::Value> = crate::config::Kind::ISTIO
-        .into_iter()
+    let items: Vec<serde_json::Value> = crate::config::Kind::config_kinds()
         .flat_map(|k| snap.list(k))
         .map(|e| {
             let mut v = serde_json::to_value(&*e.config).unwrap_or_default();

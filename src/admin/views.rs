@@ -69,8 +69,7 @@ fn paged<T>(
 /// `/debug/ui/summary`: the numbers the page polls, and the versions that tell it what changed.
 pub async fn summary(State(s): State<AdminState>) -> Json<serde_json::Value> {
     let snapshot = s.store.snapshot();
-    let objects: usize = crate::config::Kind::ISTIO
-        .into_iter()
+    let objects: usize = crate::config::Kind::config_kinds()
         .map(|k| snapshot.count(k))
         .sum();
     let Some(x) = xds(&s) else {
@@ -165,9 +164,8 @@ pub async fn objects(
     Query(page): Query<Page>,
 ) -> Json<serde_json::Value> {
     let snapshot = s.store.snapshot();
-    let entries = crate::config::Kind::ISTIO
-        .into_iter()
-        .flat_map(|k| snapshot.list(k).map(move |e| (k, e)));
+    let entries =
+        crate::config::Kind::config_kinds().flat_map(|k| snapshot.list(k).map(move |e| (k, e)));
     Json(paged(
         entries,
         &page,

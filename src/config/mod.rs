@@ -7,6 +7,7 @@
 pub mod common;
 pub mod crd;
 pub mod extensions;
+pub mod gateway_api;
 pub mod host;
 pub mod mesh;
 pub mod networking;
@@ -19,7 +20,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Every Istio config kind Rudder understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 pub enum Kind {
     VirtualService,
     DestinationRule,
@@ -36,6 +37,15 @@ pub enum Kind {
     WasmPlugin,
     TrafficExtension,
     ProxyConfig,
+    // The Kubernetes Gateway API (gateway.networking.k8s.io), read as config like Istio's kinds.
+    GatewayClass,
+    /// The Gateway API's `Gateway` (istiod's `KubernetesGateway`), not Istio's.
+    KubernetesGateway,
+    HTTPRoute,
+    GRPCRoute,
+    TCPRoute,
+    TLSRoute,
+    ReferenceGrant,
     // Kubernetes kinds, written by the Kubernetes source; never read from config files.
     Service,
     EndpointSlice,
@@ -66,6 +76,32 @@ impl Kind {
         Kind::TrafficExtension,
         Kind::ProxyConfig,
     ];
+
+    /// The Gateway API kinds istiod serves, watched when their CRDs are installed.
+    pub const GATEWAY_API: [Kind; 7] = [
+        Kind::GatewayClass,
+        Kind::KubernetesGateway,
+        Kind::HTTPRoute,
+        Kind::GRPCRoute,
+        Kind::TCPRoute,
+        Kind::TLSRoute,
+        Kind::ReferenceGrant,
+    ];
+
+    /// Every kind read as config (Istio's and the Gateway API's): what a config directory, the
+    /// Kubernetes watchers and `/debug` list.
+    pub fn config_kinds() -> impl Iterator<Item = Kind> {
+        Kind::ISTIO.into_iter().chain(Kind::GATEWAY_API)
+    }
+
+    /// Objects without a namespace (stored with an empty one).
+    pub fn cluster_scoped(self) -> bool {
+        matches!(self, Kind::GatewayClass | Kind::Namespace | Kind::Node)
+    }
+
+    pub fn is_gateway_api(self) -> bool {
+        Kind::GATEWAY_API.contains(&self)
+    }
 
     /// The Kubernetes kinds the service registry is built from.
     pub const KUBERNETES: [Kind; 7] = [
@@ -99,6 +135,13 @@ impl Kind {
             Kind::WasmPlugin => "WasmPlugin",
             Kind::TrafficExtension => "TrafficExtension",
             Kind::ProxyConfig => "ProxyConfig",
+            Kind::GatewayClass => "GatewayClass",
+            Kind::KubernetesGateway => "Gateway",
+            Kind::HTTPRoute => "HTTPRoute",
+            Kind::GRPCRoute => "GRPCRoute",
+            Kind::TCPRoute => "TCPRoute",
+            Kind::TLSRoute => "TLSRoute",
+            Kind::ReferenceGrant => "ReferenceGrant",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Pod => "Pod",
@@ -114,6 +157,11 @@ impl Kind {
         Kind::ISTIO.into_iter().find(|k| k.name() == name)
     }
 
+    /// A config kind (Istio's or the Gateway API's) by API group and kind name.
+    pub fn from_group_kind(group: &str, name: &str) -> Option<Kind> {
+        Kind::config_kinds().find(|k| k.name() == name && k.group() == group)
+    }
+
     pub fn group(self) -> &'static str {
         match self {
             Kind::PeerAuthentication | Kind::AuthorizationPolicy | Kind::RequestAuthentication => {
@@ -122,6 +170,13 @@ impl Kind {
             Kind::Telemetry => "telemetry.istio.io",
             Kind::WasmPlugin | Kind::TrafficExtension => "extensions.istio.io",
             Kind::EndpointSlice => "discovery.k8s.io",
+            Kind::GatewayClass
+            | Kind::KubernetesGateway
+            | Kind::HTTPRoute
+            | Kind::GRPCRoute
+            | Kind::TCPRoute
+            | Kind::TLSRoute
+            | Kind::ReferenceGrant => gateway_api::GROUP,
             Kind::Service
             | Kind::Pod
             | Kind::Namespace
@@ -142,6 +197,12 @@ impl Kind {
             Kind::Telemetry => &["v1", "v1alpha1"],
             Kind::WasmPlugin | Kind::TrafficExtension => &["v1alpha1"],
             Kind::ProxyConfig => &["v1beta1"],
+            // Gateway API v1.5's CRDs (experimental channel, a superset of standard).
+            Kind::GatewayClass | Kind::KubernetesGateway | Kind::HTTPRoute => &["v1", "v1beta1"],
+            Kind::GRPCRoute => &["v1"],
+            Kind::TCPRoute => &["v1alpha2"],
+            Kind::TLSRoute => &["v1", "v1alpha3", "v1alpha2"],
+            Kind::ReferenceGrant => &["v1", "v1beta1"],
             k if !k.is_istio() => &["v1"],
             _ => &["v1", "v1beta1", "v1alpha3"],
         }
@@ -149,6 +210,9 @@ impl Kind {
 
     /// Lower-case plural, as in the CRD name `virtualservices.networking.istio.io`.
     pub fn plural(self) -> String {
+        if self == Kind::GatewayClass {
+            return "gatewayclasses".into();
+        }
         let lower = self.name().to_ascii_lowercase();
         // A consonant before the final `y`: policy → policies, serviceentry → serviceentries,
         // telemetry → telemetries (but gateway → gateways).
@@ -156,6 +220,14 @@ impl Kind {
             Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
             _ => format!("{lower}s"),
         }
+    }
+}
+
+/// A kind is written as its Kubernetes name (`Gateway` for both Istio's and the Gateway API's:
+/// the object's `apiVersion` tells them apart, as in Kubernetes).
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
@@ -209,6 +281,13 @@ pub enum Spec {
     WasmPlugin(extensions::WasmPlugin),
     TrafficExtension(extensions::TrafficExtension),
     ProxyConfig(networking::ProxyConfig),
+    GatewayClass(gateway_api::GatewayClass),
+    KubernetesGateway(gateway_api::Gateway),
+    HTTPRoute(gateway_api::HttpRoute),
+    GRPCRoute(gateway_api::GrpcRoute),
+    TCPRoute(gateway_api::TcpRoute),
+    TLSRoute(gateway_api::TlsRoute),
+    ReferenceGrant(gateway_api::ReferenceGrant),
     Service(Box<k8s_openapi::api::core::v1::Service>),
     EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
     Pod(Box<k8s_openapi::api::core::v1::Pod>),
@@ -236,6 +315,13 @@ impl Spec {
             Spec::WasmPlugin(_) => Kind::WasmPlugin,
             Spec::TrafficExtension(_) => Kind::TrafficExtension,
             Spec::ProxyConfig(_) => Kind::ProxyConfig,
+            Spec::GatewayClass(_) => Kind::GatewayClass,
+            Spec::KubernetesGateway(_) => Kind::KubernetesGateway,
+            Spec::HTTPRoute(_) => Kind::HTTPRoute,
+            Spec::GRPCRoute(_) => Kind::GRPCRoute,
+            Spec::TCPRoute(_) => Kind::TCPRoute,
+            Spec::TLSRoute(_) => Kind::TLSRoute,
+            Spec::ReferenceGrant(_) => Kind::ReferenceGrant,
             Spec::Service(_) => Kind::Service,
             Spec::EndpointSlice(_) => Kind::EndpointSlice,
             Spec::Pod(_) => Kind::Pod,
@@ -277,6 +363,13 @@ impl Spec {
             Kind::WasmPlugin => Spec::WasmPlugin(typed(value)?),
             Kind::TrafficExtension => Spec::TrafficExtension(typed(value)?),
             Kind::ProxyConfig => Spec::ProxyConfig(typed(value)?),
+            Kind::GatewayClass => Spec::GatewayClass(typed(value)?),
+            Kind::KubernetesGateway => Spec::KubernetesGateway(typed(value)?),
+            Kind::HTTPRoute => Spec::HTTPRoute(typed(value)?),
+            Kind::GRPCRoute => Spec::GRPCRoute(typed(value)?),
+            Kind::TCPRoute => Spec::TCPRoute(typed(value)?),
+            Kind::TLSRoute => Spec::TLSRoute(typed(value)?),
+            Kind::ReferenceGrant => Spec::ReferenceGrant(typed(value)?),
             k => {
                 return Err((
                     "kind".into(),
@@ -537,7 +630,7 @@ impl Config {
         {
             return mesh_config_map(obj, metadata, default_namespace).map(Some);
         }
-        let Some(kind) = Kind::from_name(&kind_name).filter(|k| k.group() == group) else {
+        let Some(kind) = Kind::from_group_kind(group, &kind_name) else {
             if group.ends_with(".istio.io") {
                 return Err(doc_error(format!(
                     "unknown Istio kind {kind_name:?} in {api_version}"
@@ -556,7 +649,9 @@ impl Config {
             }));
         };
         let mut meta = metadata;
-        if meta.namespace.is_empty() {
+        if kind.cluster_scoped() {
+            meta.namespace.clear();
+        } else if meta.namespace.is_empty() {
             meta.namespace = default_namespace.to_string();
         }
         let object = ObjectRef {

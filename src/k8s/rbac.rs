@@ -183,6 +183,27 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "gateway.networking.k8s.io",
+        "*",
+        WATCH,
+        "source::kube::controller (the Gateway API)",
+    ),
+    rule(
+        Scope::Cluster,
+        "gateway.networking.k8s.io",
+        "gatewayclasses",
+        &["create"],
+        "status::gateway_api (the leader creates istiod's GatewayClasses)",
+    ),
+    rule(
+        Scope::Cluster,
+        "gateway.networking.k8s.io",
+        "*/status",
+        &["patch"],
+        "status::writer (Gateway API conditions)",
+    ),
+    rule(
+        Scope::Cluster,
         "",
         "configmaps",
         &["get", "list", "watch", "create", "update"],

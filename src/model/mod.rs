@@ -8,6 +8,7 @@ use crate::config::networking::{Location, Resolution};
 use std::collections::BTreeMap;
 
 pub mod delegate;
+pub mod gateway_api;
 pub mod identity;
 pub mod kubernetes;
 pub mod mesh;

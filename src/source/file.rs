@@ -591,7 +591,7 @@ impl FileSource {
         let invalid = status.iter().filter(|s| s.error.is_some()).count();
         self.metrics.config_files_invalid.set(invalid as i64);
         let snapshot = self.store.snapshot();
-        for kind in crate::config::Kind::ISTIO {
+        for kind in crate::config::Kind::config_kinds() {
             self.metrics
                 .config_objects
                 .get_or_create(&crate::metrics::KindLabels {

@@ -156,7 +156,7 @@ impl UnhonouredFields {
         if counted.0 != snapshot.revision() {
             let mut by_field: std::collections::BTreeMap<(String, String), i64> =
                 std::collections::BTreeMap::new();
-            for kind in crate::config::Kind::ISTIO {
+            for kind in crate::config::Kind::config_kinds() {
                 for entry in snapshot.list(kind) {
                     let mut seen = std::collections::BTreeSet::new();
                     for (_, u) in crate::validation::unhonoured::entries(&entry.config) {

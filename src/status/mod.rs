@@ -6,6 +6,7 @@
 //! in [`PRODUCERS`]; the writer does not change.
 
 pub mod ambient;
+pub mod gateway_api;
 pub mod writer;
 
 use crate::config::{ConfigKey, Kind};
@@ -48,15 +49,52 @@ pub trait Producer: Sync {
     fn conditions(&self, input: &Input) -> Conditions;
 }
 
+/// A pure source of whole status fields, for kinds whose status is more than conditions (the
+/// Gateway API's listeners, route parents and addresses).
+pub trait FieldsProducer: Sync {
+    /// Named in logs.
+    fn name(&self) -> &'static str;
+    /// The kinds it writes on.
+    fn kinds(&self) -> &'static [Kind];
+    /// Whether the daemon's settings ask for it.
+    fn enabled(&self, settings: &Settings) -> bool;
+    /// Per object, the status it should carry as far as this producer owns it (conditions
+    /// without transition times).
+    fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, serde_json::Value>;
+    /// `current` status with what the producer owns replaced by `wanted` (transition times kept
+    /// while a condition's status holds, `now` otherwise), other writers' fields kept.
+    fn merge(
+        &self,
+        kind: Kind,
+        current: &serde_json::Value,
+        wanted: &serde_json::Value,
+        now: &str,
+    ) -> serde_json::Value;
+}
+
 /// The daemon settings producers are enabled by.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Settings {
     /// `PILOT_ENABLE_AMBIENT` and `AMBIENT_ENABLE_STATUS`.
     pub ambient_status: bool,
+    /// `PILOT_ENABLE_GATEWAY_API_STATUS`.
+    pub gateway_api_status: bool,
 }
 
 /// Every producer.
 pub static PRODUCERS: &[&dyn Producer] = &[&ambient::Ambient];
+
+/// Every producer of whole status fields.
+pub static FIELD_PRODUCERS: &[&dyn FieldsProducer] = &[&gateway_api::GatewayApi];
+
+/// The field producers `settings` enable.
+pub fn enabled_fields(settings: &Settings) -> Vec<&'static dyn FieldsProducer> {
+    FIELD_PRODUCERS
+        .iter()
+        .copied()
+        .filter(|p| p.enabled(settings))
+        .collect()
+}
 
 /// The producers `settings` enable.
 pub fn enabled(settings: &Settings) -> Vec<&'static dyn Producer> {
@@ -76,6 +114,7 @@ mod tests {
         assert!(enabled(&Settings::default()).is_empty());
         let on = enabled(&Settings {
             ambient_status: true,
+            ..Settings::default()
         });
         assert_eq!(on.iter().map(|p| p.name()).collect::<Vec<_>>(), ["ambient"]);
         let mut types: Vec<&str> = PRODUCERS.iter().flat_map(|p| p.types().to_vec()).collect();

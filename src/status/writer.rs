@@ -12,7 +12,7 @@
 //! those objects (other controllers') are kept; a write names the resourceVersion it read, so a
 //! concurrent writer makes it retry instead of losing theirs.
 
-use super::{Condition, Input, Producer};
+use super::{Condition, FieldsProducer, Input, Producer};
 use crate::analysis::{Findings, analyze};
 use crate::config::{ConfigKey, Kind};
 use crate::metrics::{ReasonLabels, Registry};
@@ -79,6 +79,11 @@ pub struct StatusWriter {
     /// The condition producers enabled (ambient's with `PILOT_ENABLE_AMBIENT` and
     /// `AMBIENT_ENABLE_STATUS`).
     pub producers: Vec<&'static dyn Producer>,
+    /// The producers of whole status fields (the Gateway API's).
+    pub field_producers: Vec<&'static dyn FieldsProducer>,
+    /// Create istiod's GatewayClasses when leading (`Some(ambient)`: the waypoint class too
+    /// with ambient), as istiod's GatewayClass controller.
+    pub create_classes: Option<bool>,
     pub root_namespace: String,
 }
 
@@ -93,10 +98,20 @@ struct Written {
 }
 
 fn api_resource(kind: Kind) -> ApiResource {
+    let version = kind.served_versions().first().copied().unwrap_or("v1");
     ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kind.group(), "v1", kind.name()),
+        &GroupVersionKind::gvk(kind.group(), version, kind.name()),
         &kind.plural(),
     )
+}
+
+/// The API of `key`'s kind where `key` lives (cluster-scoped kinds have no namespace).
+fn api_for(client: &kube::Client, key: &ConfigKey) -> Api<DynamicObject> {
+    if key.kind.cluster_scoped() {
+        Api::all_with(client.clone(), &api_resource(key.kind))
+    } else {
+        Api::namespaced_with(client.clone(), &key.namespace, &api_resource(key.kind))
+    }
 }
 
 impl StatusWriter {
@@ -121,6 +136,10 @@ impl StatusWriter {
                 } else {
                     BTreeMap::new()
                 };
+                if let Some(ambient) = self.create_classes {
+                    self.create_classes(ambient).await;
+                }
+                let mut fields_written: BTreeMap<ConfigKey, Value> = BTreeMap::new();
                 let mut events = self.store.subscribe();
                 let mut tick = tokio::time::interval(self.interval);
                 loop {
@@ -139,6 +158,9 @@ impl StatusWriter {
                     }
                     if !self.producers.is_empty() {
                         self.write_conditions(&mut conditions, &round).await;
+                    }
+                    if !self.field_producers.is_empty() {
+                        self.write_fields(&mut fields_written, &round).await;
                     }
                     self.metrics.rounds.inc();
                     // The next run: the interval, or a quiet second after a change.
@@ -401,6 +423,91 @@ impl StatusWriter {
         api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
         Ok(carried)
+    }
+
+    /// Creates istiod's GatewayClasses that do not exist (an existing one is left as it is).
+    async fn create_classes(&self, ambient: bool) {
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &api_resource(Kind::GatewayClass));
+        for class in super::gateway_api::classes_to_create(ambient) {
+            let name = class["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let Ok(obj) = serde_json::from_value::<DynamicObject>(class) else {
+                continue;
+            };
+            match api.create(&kube::api::PostParams::default(), &obj).await {
+                Ok(_) => info!(class = %name, "created GatewayClass"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                // No Gateway API CRDs: nothing to create.
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    debug!(class = %name, "GatewayClass not created: the Gateway API is not installed");
+                    return;
+                }
+                Err(e) => warn!(class = %name, error = %e, "cannot create GatewayClass"),
+            }
+        }
+    }
+
+    /// Computes every field producer's statuses and writes each object whose status (as far
+    /// as the producers own it) differs from what was last written.
+    async fn write_fields(&self, written: &mut BTreeMap<ConfigKey, Value>, round: &Round<'_>) {
+        let snapshot = round.snapshot;
+        let input = Input {
+            snapshot,
+            registry: round.registry,
+            domain_suffix: &self.domain_suffix,
+            root_namespace: &self.root_namespace,
+        };
+        written.retain(|k, _| snapshot.get(k).is_some());
+        for producer in &self.field_producers {
+            for (key, wanted) in producer.statuses(&input) {
+                if written.get(&key) == Some(&wanted) {
+                    continue;
+                }
+                if !round.turn().await {
+                    return;
+                }
+                let result = self.patch_fields(*producer, &key, &wanted).await;
+                if self.outcome(&key, result).is_some() {
+                    written.insert(key, wanted);
+                }
+            }
+        }
+    }
+
+    /// Reads the object, merges the producer's fields into its status and writes it back at the
+    /// resourceVersion read, unless nothing changes.
+    async fn patch_fields(
+        &self,
+        producer: &dyn FieldsProducer,
+        key: &ConfigKey,
+        wanted: &Value,
+    ) -> Result<(), kube::Error> {
+        let api = api_for(&self.client, key);
+        let Some(obj) = api.get_opt(&key.name).await? else {
+            return Ok(());
+        };
+        let current = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        let next = producer.merge(key.kind, &current, wanted, &now_rfc3339());
+        if next == current {
+            return Ok(());
+        }
+        // A merge patch keeps what it does not name: a field the status loses is named null.
+        let mut status = next;
+        if let (Some(before), Some(after)) = (current.as_object(), status.as_object_mut()) {
+            for k in before.keys() {
+                after.entry(k.clone()).or_insert(Value::Null);
+            }
+        }
+        let mut patch = json!({ "status": status });
+        if let Some(rv) = &obj.metadata.resource_version {
+            patch["metadata"] = json!({"resourceVersion": rv});
+        }
+        api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(())
     }
 
     /// Counts (and logs) how a status write went; the written value when it did.

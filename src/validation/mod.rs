@@ -3,6 +3,7 @@
 //! `validate` returns every problem found (not just the first) so a person can fix a file in one pass.
 //! Each error names the object, the field path and the reason.
 
+mod gateway_api;
 mod helpers;
 mod networking;
 mod security;
@@ -150,6 +151,32 @@ pub fn check(config: &Config) -> Verdict {
         return r.into_verdict();
     }
     let meta = &config.metadata;
+    if config.kind.is_gateway_api() {
+        r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
+        if !config.kind.cluster_scoped() {
+            r.check(
+                "metadata.namespace",
+                helpers::dns1123_label(&meta.namespace),
+            );
+        }
+        match &config.spec {
+            Spec::GatewayClass(s) => gateway_api::gateway_class(&mut r, s),
+            Spec::KubernetesGateway(s) => gateway_api::gateway(&mut r, s),
+            Spec::HTTPRoute(s) => gateway_api::http_route(&mut r, s),
+            Spec::GRPCRoute(s) => gateway_api::grpc_route(&mut r, s),
+            Spec::TCPRoute(s) => gateway_api::l4_route(&mut r, &s.parent_refs, &s.rules),
+            Spec::TLSRoute(s) => gateway_api::tls_route(&mut r, s),
+            Spec::ReferenceGrant(s) => gateway_api::reference_grant(&mut r, s),
+            _ => {}
+        }
+        for (field, note) in unhonoured::fields(config) {
+            r.warn(
+                field,
+                format!("accepted but not honoured by Rudder yet: {note}"),
+            );
+        }
+        return r.into_verdict();
+    }
     metadata(&mut r, config);
     r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
     r.check(

@@ -239,6 +239,67 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "",
         "ProxyConfig is not applied to proxies",
     ),
+    // The Gateway API
+    field(
+        Kind::GatewayClass,
+        "parametersRef",
+        "class parameters are not read: Rudder does not deploy Gateways yet",
+    ),
+    field(
+        Kind::KubernetesGateway,
+        "infrastructure",
+        "Rudder does not deploy Gateways yet: labels, annotations and parametersRef go nowhere",
+    ),
+    field(
+        Kind::KubernetesGateway,
+        "allowedListeners",
+        "ListenerSets are not served",
+    ),
+    field(
+        Kind::KubernetesGateway,
+        "tls.backend",
+        "no client certificate is presented to backends",
+    ),
+    field(
+        Kind::KubernetesGateway,
+        "tls.frontend",
+        "listeners do not ask clients for certificates",
+    ),
+    field(
+        Kind::KubernetesGateway,
+        "defaultScope",
+        "default Gateways are not served",
+    ),
+    field(
+        Kind::HTTPRoute,
+        "rules[].sessionPersistence",
+        "sessions are not made sticky",
+    ),
+    field(
+        Kind::GRPCRoute,
+        "rules[].sessionPersistence",
+        "sessions are not made sticky",
+    ),
+    field(
+        Kind::HTTPRoute,
+        "useDefaultGateways",
+        "default Gateways are not served",
+    ),
+    field(
+        Kind::GRPCRoute,
+        "useDefaultGateways",
+        "default Gateways are not served",
+    ),
+    field(
+        Kind::TCPRoute,
+        "useDefaultGateways",
+        "default Gateways are not served",
+    ),
+    field(
+        Kind::TLSRoute,
+        "useDefaultGateways",
+        "default Gateways are not served",
+    ),
 ];
 
 /// The unhonoured fields `config` sets, as (field path, note).

@@ -266,6 +266,14 @@ pub struct ServeArgs {
     /// istiod's AMBIENT_ENABLE_STATUS.
     #[arg(long, env = "AMBIENT_ENABLE_STATUS", default_value_t = true, action = clap::ArgAction::Set)]
     pub ambient_status: bool,
+    /// Kubernetes mode: the leader writes the Gateway API's status (GatewayClasses, Gateways,
+    /// routes), as istiod's PILOT_ENABLE_GATEWAY_API_STATUS.
+    #[arg(long, env = "PILOT_ENABLE_GATEWAY_API_STATUS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gateway_api_status: bool,
+    /// Kubernetes mode: the leader creates istiod's GatewayClasses (`istio`, `istio-remote`, and
+    /// `istio-waypoint` with ambient), as istiod's PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER.
+    #[arg(long, env = "PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gateway_class_controller: bool,
     /// Most status writes per second, so analysis never floods the API server.
     #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
     pub status_writes_per_second: u32,

@@ -16,6 +16,8 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "CITADEL_SELF_SIGNED_CA_CERT_GRACE_PERIOD_PERCENTILE",
     "PILOT_ENABLE_ANALYSIS",
     "PILOT_ANALYSIS_INTERVAL",
+    "PILOT_ENABLE_GATEWAY_API_STATUS",
+    "PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an

@@ -458,10 +458,18 @@ fn start_leader_tasks(
         metrics.ca.clone(),
         cancel.clone(),
     ));
-    let producers = crate::status::enabled(&crate::status::Settings {
+    let settings = crate::status::Settings {
         ambient_status: args.enable_ambient && args.ambient_status,
-    });
-    if args.enable_analysis || !producers.is_empty() {
+        gateway_api_status: args.gateway_api_status,
+    };
+    let producers = crate::status::enabled(&settings);
+    let field_producers = crate::status::enabled_fields(&settings);
+    let create_classes = args.gateway_class_controller.then_some(args.enable_ambient);
+    if args.enable_analysis
+        || !producers.is_empty()
+        || !field_producers.is_empty()
+        || create_classes.is_some()
+    {
         let interval = if args.analysis_interval < Duration::from_secs(1) {
             warn!(
                 interval = ?args.analysis_interval,
@@ -481,6 +489,8 @@ fn start_leader_tasks(
             metrics: metrics.status.clone(),
             analysis: args.enable_analysis,
             producers,
+            field_producers,
+            create_classes,
             root_namespace: args.system_namespace.clone(),
         };
         tasks.spawn(tracing::Instrument::instrument(

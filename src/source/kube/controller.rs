@@ -429,8 +429,13 @@ impl KubeSource {
             )
             .instrument(info_span!("k8s-watch", kind = "CustomResourceDefinition")),
         );
-        for kind in Kind::ISTIO {
-            let part = format!("watch/{}", kind.name());
+        for kind in Kind::config_kinds() {
+            // Gateway API kinds by group too: its `Gateway` is not Istio's.
+            let part = if kind.is_gateway_api() {
+                format!("watch/{}.{}", kind.name(), kind.group())
+            } else {
+                format!("watch/{}", kind.name())
+            };
             self.ctx.readiness.register(&part);
             tasks.spawn(
                 supervise_istio_kind(
@@ -526,26 +531,28 @@ async fn watch_crds(
     }
 }
 
-/// The Kubernetes Gateway API's CRDs, when installed, are named in a warning (once each) and
-/// counted (`rudder_k8s_unserved_crds`): Rudder does not watch them yet, and an ingress written as
-/// an HTTPRoute must not disappear in silence.
+/// The Gateway API CRDs Rudder does not serve (BackendTLSPolicy, ListenerSet, UDPRoute, the
+/// experimental x-k8s.io kinds), when installed, are named in a warning (once each) and counted
+/// (`rudder_k8s_unserved_crds`): their objects must not disappear in silence.
 fn note_unserved(
     ctx: &Ctx,
     installed: &BTreeMap<String, Vec<String>>,
     warned: &mut BTreeSet<String>,
 ) {
+    let served: BTreeSet<String> = Kind::GATEWAY_API.iter().map(|k| crd_name(*k)).collect();
     let unserved: Vec<&String> = installed
         .keys()
         .filter(|n| {
             n.ends_with(".gateway.networking.k8s.io") || n.ends_with(".gateway.networking.x-k8s.io")
         })
+        .filter(|n| !served.contains(*n))
         .collect();
     ctx.metrics.unserved_crds.set(unserved.len() as i64);
     for crd in unserved {
         if warned.insert(crd.clone()) {
             warn!(
                 crd = %crd,
-                "Kubernetes Gateway API CRD installed: Rudder does not serve the Gateway API yet; its objects are not watched and nothing is generated for them"
+                "Gateway API CRD installed that Rudder does not serve; its objects are not watched and nothing is generated for them"
             );
         }
     }

@@ -4,6 +4,7 @@
 use super::destination_rules::{DrEntry, DrIndex};
 use crate::config::networking::VirtualService;
 use crate::config::{Config, Kind, Spec};
+use crate::model::gateway_api::{self, Translation};
 use crate::model::mesh::MeshSettings;
 use crate::model::resolve_host;
 use crate::store::Snapshot;
@@ -48,6 +49,9 @@ pub struct Routing {
     pub(super) vs_wildcards: Vec<usize>,
     /// The DestinationRules consolidated and indexed as istiod finds them.
     pub(super) dr_index: DrIndex,
+    /// The Gateway API objects translated (`model::gateway_api`): their Istio Gateways and
+    /// VirtualServices are served beside the store's own.
+    pub gateway_api: Arc<Translation>,
     /// What the index was built under: other settings rebuild it.
     settings: RoutingSettings,
 }
@@ -129,18 +133,49 @@ impl Routing {
         new: &Snapshot,
         mesh: &MeshSettings,
     ) -> Arc<Routing> {
-        let same = self.settings == RoutingSettings::of(mesh)
-            && new
-                .changes_since(old)
-                .is_some_and(|changes| !Routing::KINDS.iter().any(|k| changes.contains_key(k)));
-        if same {
+        let same_settings = self.settings == RoutingSettings::of(mesh);
+        let changes = new.changes_since(old);
+        let unchanged = |kinds: &[Kind]| {
+            changes
+                .as_ref()
+                .is_some_and(|c| !kinds.iter().any(|k| c.contains_key(k)))
+        };
+        let translation = if same_settings && unchanged(gateway_api::KINDS) {
+            self.gateway_api.clone()
+        } else {
+            let t = gateway_api::translate(new, &mesh.domain_suffix);
+            // A change the translation does not pass on (a Namespace's labels no selector
+            // reads) keeps the index.
+            if t.gateways == self.gateway_api.gateways
+                && t.virtual_services == self.gateway_api.virtual_services
+                && t.secret_grants == self.gateway_api.secret_grants
+            {
+                self.gateway_api.clone()
+            } else {
+                Arc::new(t)
+            }
+        };
+        if same_settings
+            && unchanged(Routing::KINDS)
+            && Arc::ptr_eq(&translation, &self.gateway_api)
+        {
             self.clone()
         } else {
-            Arc::new(Routing::build(new, mesh))
+            Arc::new(Routing::build_with(new, mesh, translation))
         }
     }
 
     pub fn build(snapshot: &Snapshot, mesh: &MeshSettings) -> Routing {
+        let translation = Arc::new(gateway_api::translate(snapshot, &mesh.domain_suffix));
+        Routing::build_with(snapshot, mesh, translation)
+    }
+
+    /// The index of `snapshot` with the Gateway API translated as `translation`.
+    fn build_with(
+        snapshot: &Snapshot,
+        mesh: &MeshSettings,
+        translation: Arc<Translation>,
+    ) -> Routing {
         let snapshot = &Declared {
             snapshot,
             kinds: Routing::KINDS,
@@ -149,11 +184,16 @@ impl Routing {
         // One pass: a VirtualService may serve the mesh (no gateways, or `mesh`), gateways, or both.
         let mut virtual_services: Vec<VsEntry> = Vec::new();
         let mut gateway_virtual_services: Vec<GatewayVsEntry> = Vec::new();
-        for e in snapshot.list(Kind::VirtualService) {
-            let Spec::VirtualService(vs) = &e.config.spec else {
+        let derived = translation.virtual_services.iter();
+        for config in snapshot
+            .list(Kind::VirtualService)
+            .map(|e| &e.config)
+            .chain(derived)
+        {
+            let Spec::VirtualService(vs) = &config.spec else {
                 continue;
             };
-            let ns = &e.config.metadata.namespace;
+            let ns = &config.metadata.namespace;
             let expanded;
             let vs = if vs.http.iter().any(|r| r.delegate.is_some()) {
                 expanded = crate::model::delegate::expand(ns, vs, &suffix, &|name, d_ns| {
@@ -182,14 +222,14 @@ impl Routing {
                 .collect();
             if vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh") {
                 virtual_services.push(VsEntry {
-                    config: e.config.clone(),
+                    config: config.clone(),
                     spec: vs.clone(),
                     hosts: hosts.clone(),
                 });
             }
             if !gateways.is_empty() {
                 gateway_virtual_services.push(GatewayVsEntry {
-                    config: e.config.clone(),
+                    config: config.clone(),
                     spec: vs.clone(),
                     hosts,
                     gateways,
@@ -200,6 +240,10 @@ impl Routing {
         // namespace and name) wins, so a newer object cannot silently take a host over.
         let age = |a: &Config, b: &Config| a.age_key().cmp(&b.age_key());
         virtual_services.sort_by(|a, b| age(&a.config, &b.config));
+        // A GAMMA route of a client's own namespace comes before the service's own (istiod's
+        // consumer and producer routes).
+        virtual_services
+            .sort_by_key(|v| v.spec.export_to != ["."] || !gateway_api::derived(&v.config));
         gateway_virtual_services.sort_by(|a, b| age(&a.config, &b.config));
         let mut destination_rules: Vec<DrEntry> = snapshot
             .list(Kind::DestinationRule)
@@ -242,6 +286,7 @@ impl Routing {
             vs_by_host,
             vs_wildcards,
             dr_index,
+            gateway_api: translation,
             settings: RoutingSettings::of(mesh),
         }
     }

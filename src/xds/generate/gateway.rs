@@ -14,7 +14,8 @@ use crate::config::host;
 use crate::config::networking::{
     Gateway, HttpMatchRequest, RouteDestination, Server, ServerTlsMode,
 };
-use crate::config::{Kind, Spec};
+use crate::config::{Config, Kind, Spec};
+use crate::model::gateway_api;
 use crate::xds::context::{GatewayVsEntry, PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::{
@@ -28,6 +29,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// A server of a Gateway that selects this proxy, with the Gateway's `namespace/name`.
 struct BoundServer<'a> {
@@ -112,20 +114,32 @@ impl BoundServer<'_> {
 
 /// Gateways whose selector matches the proxy's labels (any namespace, as istiod by default), the
 /// oldest first: where two servers claim the same connections, the older Gateway's keeps them, as
-/// istiod merges gateways in creation order.
+/// istiod merges gateways in creation order. Gateways derived from the Gateway API apply to the
+/// proxies of their own namespace that are theirs (`derived_gateway_applies`).
 fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer<'a>> {
     let mut out = Vec::new();
-    let mut gateways: Vec<_> = ctx.snapshot.list(Kind::Gateway).collect();
-    gateways.sort_by(|a, b| a.config.age_key().cmp(&b.config.age_key()));
-    for e in gateways {
-        let Spec::Gateway(gw) = &e.config.spec else {
+    let derived = ctx.routing.gateway_api.gateways.iter();
+    let mut gateways: Vec<&'a Arc<Config>> = ctx
+        .snapshot
+        .list(Kind::Gateway)
+        .map(|e| &e.config)
+        .chain(derived)
+        .collect();
+    gateways.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
+    for config in gateways {
+        let Spec::Gateway(gw) = &config.spec else {
             continue;
         };
         let gw: &'a Gateway = gw;
-        if !crate::config::mesh::labels_match(&gw.selector, &scope.labels) {
+        let applies = if gateway_api::derived(config) {
+            derived_gateway_applies(ctx, scope, config, gw)
+        } else {
+            crate::config::mesh::labels_match(&gw.selector, &scope.labels)
+        };
+        if !applies {
             continue;
         }
-        let meta = &e.config.metadata;
+        let meta = &config.metadata;
         for server in &gw.servers {
             out.push(BoundServer {
                 gateway: format!("{}/{}", meta.namespace, meta.name),
@@ -136,6 +150,47 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
         }
     }
     out
+}
+
+/// A Gateway API Gateway's server applies to a proxy of the Gateway's namespace that carries
+/// the `gateway.networking.k8s.io/gateway-name` label naming it (istiod's automated deployment
+/// labels its pods so), or that one of the Gateway's Services selects (its addresses, as
+/// istiod matches a proxy's service targets).
+fn derived_gateway_applies(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    config: &Config,
+    gw: &Gateway,
+) -> bool {
+    let ns = &config.metadata.namespace;
+    if scope.namespace != *ns {
+        return false;
+    }
+    if crate::config::mesh::labels_match(&gw.selector, &scope.labels) {
+        return true;
+    }
+    let suffix = format!(".{ns}.svc.{}", ctx.mesh.domain_suffix);
+    config
+        .metadata
+        .annotations
+        .get(gateway_api::GATEWAY_SERVICE)
+        .into_iter()
+        .flat_map(|s| s.split(','))
+        .filter_map(|host| host.strip_suffix(&suffix))
+        .any(|name| {
+            let Some(e) = ctx.snapshot.get_named(Kind::Service, ns, name) else {
+                return false;
+            };
+            let Spec::Service(svc) = &e.config.spec else {
+                return false;
+            };
+            svc.spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .is_some_and(|sel| {
+                    !sel.is_empty() && crate::config::mesh::labels_match(sel, &scope.labels)
+                })
+        })
 }
 
 /// The server side of TLS per the server's mode, as istiod builds it

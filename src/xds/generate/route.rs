@@ -14,7 +14,7 @@ use envoy_types::pb::envoy::config::core::v3::{
     header_value_option::HeaderAppendAction,
 };
 use envoy_types::pb::envoy::config::route::v3::route_action::{
-    ClusterSpecifier, HashPolicy, HostRewriteSpecifier, RequestMirrorPolicy, hash_policy,
+    self, ClusterSpecifier, HashPolicy, HostRewriteSpecifier, RequestMirrorPolicy, hash_policy,
 };
 use envoy_types::pb::envoy::config::route::v3::weighted_cluster::{self, ClusterWeight};
 use envoy_types::pb::envoy::config::route::v3::{
@@ -104,6 +104,8 @@ pub(super) fn virtual_service_routes(
     applies: &dyn Fn(&HttpMatchRequest) -> bool,
 ) -> Vec<Route> {
     let vs_ns = vs.metadata.namespace.as_str();
+    // Derived from the Gateway API: its semantics (istiod's `UseGatewaySemantics`).
+    let api = crate::model::gateway_api::derived(vs);
     let mut out = Vec::new();
     for (i, http) in http_routes.iter().enumerate() {
         let name = if http.name.is_empty() {
@@ -121,7 +123,7 @@ pub(super) fn virtual_service_routes(
                 .collect()
         };
         for m in matches {
-            out.push(route(ctx, scope, port, vs_ns, http, m, &name, grpc));
+            out.push(route(ctx, scope, port, vs_ns, http, m, &name, grpc, api));
         }
         if http.matches.is_empty() {
             break;
@@ -533,13 +535,14 @@ fn route(
     m: Option<&HttpMatchRequest>,
     name: &str,
     grpc: bool,
+    api: bool,
 ) -> Route {
     let suffix = ctx.mesh.domain_suffix.as_str();
     let ops = HeaderOps::of(http.headers.as_ref());
     let mut authority = ops.authority;
     let mut r = Route {
         name: name.to_string(),
-        r#match: Some(route_match(m)),
+        r#match: Some(route_match(m, api)),
         // Envoy's per-route statistics (`vhost.<vhost>.route.<prefix>.*`), as istiod sets it.
         stat_prefix: m.map(|m| m.stat_prefix.clone()).unwrap_or_default(),
         request_headers_to_add: ops.request_add,
@@ -563,15 +566,39 @@ fn route(
             } as i32,
             ..Default::default()
         };
-        if !redirect.uri.is_empty() {
+        if let Some(prefix) = redirect
+            .uri
+            .strip_prefix(crate::model::gateway_api::PREFIX_MARK)
+            .filter(|_| api)
+        {
+            ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PrefixRewrite(
+                prefix.to_string(),
+            ));
+        } else if !redirect.uri.is_empty() {
             ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PathRedirect(
                 redirect.uri.clone(),
             ));
         }
-        if let Some(p) = redirect.port {
-            ra.port_redirect = p;
-        } else if redirect.derive_port == Some(RedirectPortSelection::FROM_REQUEST_PORT) {
-            ra.port_redirect = port;
+        let asked = if let Some(p) = redirect.port {
+            Some(p)
+        } else {
+            match redirect.derive_port {
+                Some(RedirectPortSelection::FROM_REQUEST_PORT) => Some(port),
+                Some(RedirectPortSelection::FROM_PROTOCOL_DEFAULT) => Some(0),
+                None => None,
+            }
+        };
+        if let Some(p) = asked {
+            // As istiod: no explicit :80 for http or :443 for https.
+            let scheme = match redirect.scheme.as_str() {
+                "" if port == 443 => "https",
+                "" => "http",
+                s => s,
+            };
+            ra.port_redirect = match (p, scheme) {
+                (80, "http") | (443, "https") => 0,
+                _ => p,
+            };
         }
         route::Action::Redirect(ra)
     } else if let Some(dr) = &http.direct_response {
@@ -599,8 +626,26 @@ fn route(
         let mut action = RouteAction::default();
         let mut authority = std::mem::take(&mut authority);
         if let Some(rw) = &http.rewrite {
-            if !rw.uri.is_empty() {
-                action.prefix_rewrite = rw.uri.clone();
+            let separated_prefix = r.r#match.as_ref().and_then(|m| match &m.path_specifier {
+                Some(route_match::PathSpecifier::PathSeparatedPrefix(p)) => Some(p.clone()),
+                _ => None,
+            });
+            match separated_prefix {
+                // Gateway API: replacing the prefix with `/` removes it, keeping one `/`.
+                Some(prefix) if api && rw.uri == "/" => {
+                    action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                        pattern: Some(RegexMatcher {
+                            regex: format!(
+                                "^{}(/?)(.*)",
+                                crate::model::gateway_api::quote_meta(&prefix)
+                            ),
+                            ..Default::default()
+                        }),
+                        substitution: r"/\2".into(),
+                    });
+                }
+                _ if !rw.uri.is_empty() => action.prefix_rewrite = rw.uri.clone(),
+                _ => {}
             }
             if let Some(rr) = &rw.uri_regex_rewrite {
                 action.regex_rewrite = Some(RegexMatchAndSubstitute {
@@ -704,6 +749,11 @@ fn route(
             })
             .collect();
         finish_action(&mut action, Some(http), grpc, hashed);
+        if api {
+            // A backend that does not exist answers 500 (the Gateway API's rule).
+            action.cluster_not_found_response_code =
+                route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
+        }
         route::Action::Route(action)
     });
     if let Some(fault) = &http.fault {
@@ -722,7 +772,8 @@ fn is_present_match(sm: &StringMatch) -> bool {
     matches!(sm, StringMatch::Any) || matches!(sm, StringMatch::Regex(r) if r == "*")
 }
 
-fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
+/// The Envoy match of an HTTP match; `api`: Gateway API prefixes match whole path segments.
+fn route_match(m: Option<&HttpMatchRequest>, api: bool) -> RouteMatch {
     let mut rm = RouteMatch {
         path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
         ..Default::default()
@@ -731,6 +782,9 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
     if let Some(uri) = &m.uri {
         rm.path_specifier = Some(match uri {
             StringMatch::Exact(p) => route_match::PathSpecifier::Path(p.clone()),
+            StringMatch::Prefix(p) if api && p != "/" => {
+                route_match::PathSpecifier::PathSeparatedPrefix(p.trim_end_matches('/').into())
+            }
             StringMatch::Prefix(p) => route_match::PathSpecifier::Prefix(p.clone()),
             StringMatch::Regex(r) => route_match::PathSpecifier::SafeRegex(RegexMatcher {
                 regex: r.clone(),

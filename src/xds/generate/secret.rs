@@ -108,13 +108,26 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, St
         let (chain, key) = issuer.certificate(identity).map_err(|e| e.to_string())?;
         return Ok(certificate(name, &chain, &key));
     }
-    let reference = name
-        .strip_prefix(KUBERNETES_PREFIX)
-        .ok_or("unknown secret name (expected default, ROOTCA or kubernetes://...)")?;
+    // `kubernetes-gateway://ns/name`: a Secret a Gateway API Gateway refers to, readable by
+    // the gateway's proxies where a ReferenceGrant allows it (istiod's rule).
+    let (reference, granted) = match name.strip_prefix(KUBERNETES_PREFIX) {
+        Some(r) => (r, false),
+        None => {
+            let r = name
+                .strip_prefix(crate::model::gateway_api::KUBERNETES_GATEWAY_SECRET)
+                .ok_or("unknown secret name (expected default, ROOTCA or kubernetes://...)")?;
+            (
+                r,
+                ctx.routing
+                    .gateway_api
+                    .secret_allowed(&identity.namespace, r),
+            )
+        }
+    };
     let (namespace, secret_name) = reference
         .split_once('/')
         .unwrap_or((proxy.namespace.as_str(), reference));
-    if identity.namespace != namespace {
+    if identity.namespace != namespace && !granted {
         return Err(format!(
             "{} may not read secrets of namespace {namespace}",
             identity.uri()

@@ -1,0 +1,632 @@
+//! gateway.networking.k8s.io: the Kubernetes Gateway API kinds istiod 1.30 serves (Gateway API
+//! v1.5, standard and experimental channels), field for field with the CRDs' schemas. Unknown
+//! fields are rejected, as the API server rejects them; fields Rudder reads but does not honour
+//! are warned about by name (`validation::unhonoured`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The API group of every kind here.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
+/// `spec.controllerName` of the GatewayClasses istiod owns.
+pub const CONTROLLER: &str = "istio.io/gateway-controller";
+pub const MESH_CONTROLLER: &str = "istio.io/mesh-controller";
+pub const UNMANAGED_CONTROLLER: &str = "istio.io/unmanaged-gateway";
+
+// ---------------------------------------------------------------------------------------------
+// GatewayClass
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayClass {
+    #[serde(default)]
+    pub controller_name: String,
+    pub description: Option<String>,
+    pub parameters_ref: Option<ParametersReference>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ParametersReference {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gateway
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Gateway {
+    #[serde(default)]
+    pub gateway_class_name: String,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    #[serde(default)]
+    pub addresses: Vec<GatewayAddress>,
+    pub infrastructure: Option<GatewayInfrastructure>,
+    pub allowed_listeners: Option<AllowedListeners>,
+    pub tls: Option<GatewayTlsConfig>,
+    pub default_scope: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Listener {
+    #[serde(default)]
+    pub name: String,
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub protocol: String,
+    pub tls: Option<ListenerTls>,
+    pub allowed_routes: Option<AllowedRoutes>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListenerTls {
+    /// `Terminate` (the default) or `Passthrough`.
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub certificate_refs: Vec<SecretObjectReference>,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretObjectReference {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowedRoutes {
+    pub namespaces: Option<RouteNamespaces>,
+    #[serde(default)]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteNamespaces {
+    /// `Same` (the default), `All` or `Selector`.
+    pub from: Option<String>,
+    pub selector: Option<LabelSelector>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteGroupKind {
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayAddress {
+    /// `IPAddress` (the default), `Hostname` or `NamedAddress`.
+    #[serde(rename = "type")]
+    pub address_type: Option<String>,
+    #[serde(default)]
+    pub value: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayInfrastructure {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    pub parameters_ref: Option<LocalParametersReference>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalParametersReference {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowedListeners {
+    pub namespaces: Option<ListenerNamespaces>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListenerNamespaces {
+    pub from: Option<String>,
+    pub selector: Option<LabelSelector>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayTlsConfig {
+    pub backend: Option<GatewayBackendTls>,
+    pub frontend: Option<FrontendTls>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayBackendTls {
+    pub client_certificate_ref: Option<SecretObjectReference>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrontendTls {
+    pub default: Option<FrontendTlsConfig>,
+    #[serde(default)]
+    pub per_port: Vec<FrontendTlsPerPort>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrontendTlsConfig {
+    pub validation: Option<FrontendTlsValidation>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrontendTlsPerPort {
+    #[serde(default)]
+    pub port: u32,
+    pub tls: Option<FrontendTlsConfig>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrontendTlsValidation {
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectReference>,
+    pub mode: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectReference {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes: what every route kind shares
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ParentReference {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+    pub section_name: Option<String>,
+    pub port: Option<u32>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackendRef {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+    pub port: Option<u32>,
+    pub weight: Option<u32>,
+}
+
+/// A backend of an HTTP or gRPC rule: a [`BackendRef`] with filters of its own.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpBackendRef {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+    pub port: Option<u32>,
+    pub weight: Option<u32>,
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+}
+
+impl HttpBackendRef {
+    pub fn backend(&self) -> BackendRef {
+        BackendRef {
+            group: self.group.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            port: self.port,
+            weight: self.weight,
+        }
+    }
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionPersistence {
+    pub session_name: Option<String>,
+    pub absolute_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    #[serde(rename = "type")]
+    pub persistence_type: Option<String>,
+    pub cookie_config: Option<CookieConfig>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CookieConfig {
+    pub lifetime_type: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTPRoute
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRoute {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<HttpRouteRule>,
+    pub use_default_gateways: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRouteRule {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub matches: Vec<HttpRouteMatch>,
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+    pub timeouts: Option<HttpRouteTimeouts>,
+    pub retry: Option<HttpRouteRetry>,
+    pub session_persistence: Option<SessionPersistence>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRouteMatch {
+    pub path: Option<HttpPathMatch>,
+    #[serde(default)]
+    pub headers: Vec<HttpHeaderMatch>,
+    #[serde(default)]
+    pub query_params: Vec<HttpHeaderMatch>,
+    pub method: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpPathMatch {
+    /// `Exact`, `PathPrefix` (the default) or `RegularExpression`.
+    #[serde(rename = "type")]
+    pub match_type: Option<String>,
+    pub value: Option<String>,
+}
+
+/// A header or query parameter match: `Exact` (the default) or `RegularExpression`.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpHeaderMatch {
+    #[serde(rename = "type")]
+    pub match_type: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRouteFilter {
+    #[serde(rename = "type", default)]
+    pub filter_type: String,
+    pub request_header_modifier: Option<HttpHeaderFilter>,
+    pub response_header_modifier: Option<HttpHeaderFilter>,
+    pub request_mirror: Option<HttpRequestMirrorFilter>,
+    pub request_redirect: Option<HttpRequestRedirectFilter>,
+    pub url_rewrite: Option<HttpUrlRewriteFilter>,
+    pub cors: Option<HttpCorsFilter>,
+    pub external_auth: Option<serde_json::Value>,
+    pub extension_ref: Option<LocalObjectReference>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalObjectReference {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpHeaderFilter {
+    #[serde(default)]
+    pub set: Vec<HttpHeader>,
+    #[serde(default)]
+    pub add: Vec<HttpHeader>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpHeader {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRequestMirrorFilter {
+    #[serde(default)]
+    pub backend_ref: BackendRef,
+    pub percent: Option<u32>,
+    pub fraction: Option<Fraction>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fraction {
+    #[serde(default)]
+    pub numerator: u32,
+    pub denominator: Option<u32>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRequestRedirectFilter {
+    pub scheme: Option<String>,
+    pub hostname: Option<String>,
+    pub path: Option<HttpPathModifier>,
+    pub port: Option<u32>,
+    pub status_code: Option<u32>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpUrlRewriteFilter {
+    pub hostname: Option<String>,
+    pub path: Option<HttpPathModifier>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpPathModifier {
+    /// `ReplaceFullPath` or `ReplacePrefixMatch`.
+    #[serde(rename = "type", default)]
+    pub modifier_type: String,
+    pub replace_full_path: Option<String>,
+    pub replace_prefix_match: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpCorsFilter {
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    pub allow_credentials: Option<bool>,
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    pub max_age: Option<u32>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRouteTimeouts {
+    pub request: Option<String>,
+    pub backend_request: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRouteRetry {
+    #[serde(default)]
+    pub codes: Vec<u32>,
+    pub attempts: Option<u32>,
+    pub backoff: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// GRPCRoute
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcRoute {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<GrpcRouteRule>,
+    pub use_default_gateways: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcRouteRule {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub matches: Vec<GrpcRouteMatch>,
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+    pub session_persistence: Option<SessionPersistence>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcRouteMatch {
+    pub method: Option<GrpcMethodMatch>,
+    #[serde(default)]
+    pub headers: Vec<HttpHeaderMatch>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcMethodMatch {
+    #[serde(rename = "type")]
+    pub match_type: Option<String>,
+    pub service: Option<String>,
+    pub method: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// TCPRoute and TLSRoute
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TcpRoute {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default)]
+    pub rules: Vec<L4RouteRule>,
+    pub use_default_gateways: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsRoute {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<L4RouteRule>,
+    pub use_default_gateways: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct L4RouteRule {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// ReferenceGrant
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReferenceGrant {
+    #[serde(default)]
+    pub from: Vec<ReferenceGrantFrom>,
+    #[serde(default)]
+    pub to: Vec<ReferenceGrantTo>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReferenceGrantFrom {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub namespace: String,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReferenceGrantTo {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    pub name: Option<String>,
+}

@@ -1,0 +1,426 @@
+//! The status istiod's Gateway API controller writes (`PILOT_ENABLE_GATEWAY_API_STATUS`):
+//! GatewayClass `Accepted`; Gateway `Accepted`/`Programmed`, its addresses and each listener's
+//! supported kinds, attached routes and conditions; each route's parents it owns
+//! (`controllerName: istio.io/gateway-controller`) with `Accepted`/`ResolvedRefs`. Pure over a
+//! snapshot and the translation `model::gateway_api` made of it; the leader's status writer
+//! writes what differs, keeping what other controllers wrote.
+
+use super::Input;
+use crate::config::gateway_api::{CONTROLLER, ParentReference};
+use crate::config::{ConfigKey, Kind, Spec};
+use crate::model::Registry;
+use crate::model::gateway_api::{
+    BUILTIN_CLASSES, Condition, GatewayOutcome, Reference, RouteOutcome, Translation, translate,
+};
+use crate::store::Snapshot;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// The Gateway API's status, as a producer of whole status fields.
+pub struct GatewayApi;
+
+impl super::FieldsProducer for GatewayApi {
+    fn name(&self) -> &'static str {
+        "gateway-api"
+    }
+    fn kinds(&self) -> &'static [Kind] {
+        &[
+            Kind::GatewayClass,
+            Kind::KubernetesGateway,
+            Kind::HTTPRoute,
+            Kind::GRPCRoute,
+            Kind::TCPRoute,
+            Kind::TLSRoute,
+        ]
+    }
+    fn enabled(&self, settings: &super::Settings) -> bool {
+        settings.gateway_api_status
+    }
+    fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, Value> {
+        let translation = translate(input.snapshot, input.domain_suffix);
+        statuses(input, &translation)
+    }
+    fn merge(&self, kind: Kind, current: &Value, wanted: &Value, now: &str) -> Value {
+        merge(kind, current, wanted, now)
+    }
+}
+
+/// istiod's GatewayClasses the leader creates when absent (`istio`, `istio-remote`; the
+/// waypoint class with the ambient profile).
+pub fn classes_to_create(ambient: bool) -> Vec<Value> {
+    BUILTIN_CLASSES
+        .iter()
+        .filter(|(name, _)| ambient || *name != "istio-waypoint")
+        .map(|(name, controller)| {
+            let description = match *name {
+                "istio" => "The default Istio GatewayClass",
+                "istio-waypoint" => "The default Istio waypoint GatewayClass",
+                _ => "Remote to this cluster. Does not deploy or affect configuration.",
+            };
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                   "metadata": {"name": name},
+                   "spec": {"controllerName": controller, "description": description}})
+        })
+        .collect()
+}
+
+fn condition(kind: &str, c: &Condition, generation: Option<i64>) -> Value {
+    let mut v = json!({"type": kind, "status": if c.status { "True" } else { "False" },
+                       "reason": c.reason, "message": c.message});
+    if let Some(g) = generation {
+        v["observedGeneration"] = g.into();
+    }
+    v
+}
+
+/// Every status the translation amounts to, as the objects should carry it (without transition
+/// times, which `merge` fills in).
+pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
+    let (snapshot, registry) = (input.snapshot, input.registry);
+    let mut out = BTreeMap::new();
+    for c in &t.classes {
+        out.insert(
+            ConfigKey {
+                kind: Kind::GatewayClass,
+                namespace: String::new(),
+                name: c.name.clone(),
+            },
+            json!({"conditions": [condition("Accepted", &c.accepted, c.generation)]}),
+        );
+    }
+    for (key, g) in &t.gateway_outcomes {
+        out.insert(key.clone(), gateway_status(snapshot, registry, key, g));
+    }
+    for (key, r) in &t.route_outcomes {
+        out.insert(
+            key.clone(),
+            route_status(snapshot, registry, input.domain_suffix, key, r),
+        );
+    }
+    out
+}
+
+/// Whether a reference resolves in `snapshot`.
+fn resolves(snapshot: &Snapshot, registry: &Registry, r: &Reference) -> bool {
+    match r {
+        Reference::Service { namespace, name } => {
+            snapshot.get_named(Kind::Service, namespace, name).is_some()
+        }
+        Reference::Hostname { host } => registry.services.contains_key(host),
+        Reference::Secret { namespace, name } => snapshot
+            .get_named(Kind::Secret, namespace, name)
+            .is_some_and(|e| match &e.config.spec {
+                Spec::Secret(s) => s.data.as_ref().is_some_and(|d| {
+                    (d.contains_key("tls.crt") && d.contains_key("tls.key"))
+                        || (d.contains_key("cert") && d.contains_key("key"))
+                }),
+                _ => false,
+            }),
+    }
+}
+
+fn gateway_status(
+    snapshot: &Snapshot,
+    registry: &Registry,
+    key: &ConfigKey,
+    g: &GatewayOutcome,
+) -> Value {
+    let generation = g.generation;
+    if g.unmanaged {
+        return json!({"conditions": [
+            condition("Accepted", &g.accepted, generation),
+            condition("Programmed", &Condition::ok("Programmed", "This Gateway is remote; Istio will not program it"), generation),
+        ]});
+    }
+    let (programmed, addresses) = programmed(snapshot, registry, &key.namespace, &g.services);
+    let listeners: Vec<Value> = g
+        .listeners
+        .iter()
+        .map(|l| {
+            let mut conditions = l.conditions.clone();
+            if let Some(missing) = l
+                .certificates
+                .iter()
+                .find(|c| !resolves(snapshot, registry, c))
+                && conditions.get("ResolvedRefs").is_some_and(|c| c.status)
+            {
+                let Reference::Secret { namespace, name } = missing else {
+                    unreachable!("listeners refer to Secrets only")
+                };
+                conditions.insert(
+                    "ResolvedRefs",
+                    Condition::failed(
+                        "InvalidCertificateRef",
+                        format!("invalid certificate reference /Secret/{name}, secret {namespace}/{name} not found"),
+                    ),
+                );
+                conditions.insert(
+                    "Programmed",
+                    Condition::failed("Invalid", "Bad TLS configuration"),
+                );
+            }
+            json!({"name": l.name,
+                   "supportedKinds": l.supported_kinds,
+                   "attachedRoutes": l.attached_routes,
+                   "conditions": conditions.iter().map(|(t, c)| condition(t, c, generation)).collect::<Vec<_>>()})
+        })
+        .collect();
+    let mut status = json!({
+        "conditions": [condition("Accepted", &g.accepted, generation),
+                       condition("Programmed", &programmed, generation)],
+        "listeners": listeners,
+    });
+    if !addresses.is_empty() {
+        status["addresses"] = addresses.into();
+    }
+    status
+}
+
+/// `Programmed` and the addresses to report: the Gateway's Services must exist in its namespace
+/// and have endpoints (istiod's `ResolveGatewayInstances`); addresses are a LoadBalancer's
+/// ingress, else the Services' cluster IPs.
+fn programmed(
+    snapshot: &Snapshot,
+    registry: &Registry,
+    namespace: &str,
+    services: &[String],
+) -> (Condition, Vec<Value>) {
+    if services.is_empty() {
+        return (
+            Condition::failed(
+                "AddressNotUsable",
+                "Failed to assign to any requested addresses",
+            ),
+            Vec::new(),
+        );
+    }
+    let mut warnings = Vec::new();
+    let mut assigned = Vec::new();
+    let mut addresses = Vec::new();
+    let mut unusable = false;
+    for host in services {
+        let service = registry
+            .services
+            .get(host)
+            .filter(|s| s.namespace == namespace);
+        let Some(service) = service else {
+            warnings.push(format!("hostname {host:?} not found"));
+            unusable = true;
+            continue;
+        };
+        let has_endpoints = service
+            .ports
+            .iter()
+            .any(|p| !registry.endpoints(host, p.number).is_empty());
+        if !has_endpoints {
+            warnings.push(format!("no instances found for hostname {host:?}"));
+            continue;
+        }
+        assigned.push(host.clone());
+        let name = host.split('.').next().unwrap_or_default();
+        let ingress: Vec<Value> = snapshot
+            .get_named(Kind::Service, namespace, name)
+            .and_then(|e| match &e.config.spec {
+                Spec::Service(s) => s.status.as_ref()?.load_balancer.as_ref()?.ingress.clone(),
+                _ => None,
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|i| {
+                i.ip.map(|ip| json!({"type": "IPAddress", "value": ip}))
+                    .or_else(|| i.hostname.map(|h| json!({"type": "Hostname", "value": h})))
+            })
+            .collect();
+        if ingress.is_empty() {
+            addresses.extend(
+                service
+                    .addresses
+                    .iter()
+                    .map(|a| json!({"type": "IPAddress", "value": a})),
+            );
+        } else {
+            addresses.extend(ingress);
+        }
+    }
+    let condition = if warnings.is_empty() {
+        Condition::ok(
+            "Programmed",
+            &format!(
+                "Resource programmed, assigned to service(s) {}",
+                assigned.join(", ")
+            ),
+        )
+    } else {
+        let message = if assigned.is_empty() {
+            format!(
+                "Failed to assign to any requested addresses: {}",
+                warnings.join("; ")
+            )
+        } else {
+            format!(
+                "Assigned to service(s) {}, but failed to assign to all requested addresses: {}",
+                assigned.join(", "),
+                warnings.join("; ")
+            )
+        };
+        Condition::failed(
+            if unusable {
+                "AddressNotUsable"
+            } else {
+                "AddressNotAssigned"
+            },
+            message,
+        )
+    };
+    (condition, addresses)
+}
+
+fn route_status(
+    snapshot: &Snapshot,
+    registry: &Registry,
+    suffix: &str,
+    key: &ConfigKey,
+    r: &RouteOutcome,
+) -> Value {
+    let missing = r
+        .backends
+        .iter()
+        .find(|b| !resolves(snapshot, registry, b))
+        .cloned();
+    let parents: Vec<Value> = r
+        .parents
+        .iter()
+        .map(|p| {
+            let mut accepted = p.accepted.clone();
+            // A Service parent (GAMMA) must exist.
+            if is_service(&p.parent_ref) {
+                let ns = p
+                    .parent_ref
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| key.namespace.clone());
+                if snapshot
+                    .get_named(Kind::Service, &ns, &p.parent_ref.name)
+                    .is_none()
+                {
+                    accepted = Condition::failed(
+                        "NoMatchingParent",
+                        format!("parent service: {:?} not found", p.parent_ref.name),
+                    );
+                }
+            }
+            let resolved = match (&p.route_error, &missing) {
+                (Some(e), _) => e.clone(),
+                (None, Some(Reference::Service { namespace, name })) => Condition::failed(
+                    "BackendNotFound",
+                    format!("backend({name}.{namespace}.svc.{suffix}) not found"),
+                ),
+                (None, Some(Reference::Hostname { host })) => {
+                    Condition::failed("BackendNotFound", format!("backend({host}) not found"))
+                }
+                _ => Condition::ok("ResolvedRefs", "All references resolved"),
+            };
+            json!({"parentRef": p.parent_ref,
+                   "controllerName": CONTROLLER,
+                   "conditions": [condition("Accepted", &accepted, r.generation),
+                                  condition("ResolvedRefs", &resolved, r.generation)]})
+        })
+        .collect();
+    json!({ "parents": parents })
+}
+
+fn is_service(p: &ParentReference) -> bool {
+    p.group.as_deref() == Some("") && p.kind.as_deref() == Some("Service")
+}
+
+/// `wanted` conditions over `current` ones: each keeps its transition time while its status
+/// does not change; conditions of types not in `wanted` are kept.
+fn merge_conditions(current: &Value, wanted: &Value, now: &str) -> Value {
+    let current = current.as_array().cloned().unwrap_or_default();
+    let wanted = wanted.as_array().cloned().unwrap_or_default();
+    let types: Vec<&str> = wanted.iter().filter_map(|c| c["type"].as_str()).collect();
+    let mut out: Vec<Value> = current
+        .iter()
+        .filter(|c| c["type"].as_str().is_none_or(|t| !types.contains(&t)))
+        .cloned()
+        .collect();
+    for mut w in wanted.iter().cloned() {
+        let previous = current
+            .iter()
+            .find(|c| c["type"] == w["type"] && c["status"] == w["status"]);
+        w["lastTransitionTime"] = previous
+            .and_then(|p| p.get("lastTransitionTime").cloned())
+            .unwrap_or_else(|| now.into());
+        out.push(w);
+    }
+    out.into()
+}
+
+/// The status to write: `current` with what this controller owns replaced by `wanted`.
+pub fn merge(kind: Kind, current: &Value, wanted: &Value, now: &str) -> Value {
+    let mut out = if current.is_object() {
+        current.clone()
+    } else {
+        json!({})
+    };
+    out["conditions"] = merge_conditions(&current["conditions"], &wanted["conditions"], now);
+    match kind {
+        Kind::KubernetesGateway => {
+            match wanted.get("addresses") {
+                Some(a) => out["addresses"] = a.clone(),
+                None => {
+                    if let Some(o) = out.as_object_mut() {
+                        o.remove("addresses");
+                    }
+                }
+            }
+            let listeners: Vec<Value> = wanted["listeners"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|mut l| {
+                    let before = current["listeners"]
+                        .as_array()
+                        .and_then(|ls| ls.iter().find(|c| c["name"] == l["name"]))
+                        .map(|c| c["conditions"].clone())
+                        .unwrap_or(Value::Null);
+                    l["conditions"] = merge_conditions(&before, &l["conditions"], now);
+                    l
+                })
+                .collect();
+            out["listeners"] = listeners.into();
+            if out["conditions"].as_array().is_some_and(Vec::is_empty)
+                && let Some(o) = out.as_object_mut()
+            {
+                o.remove("conditions");
+            }
+        }
+        Kind::HTTPRoute | Kind::GRPCRoute | Kind::TCPRoute | Kind::TLSRoute => {
+            if let Some(o) = out.as_object_mut() {
+                o.remove("conditions");
+            }
+            let current_parents = current["parents"].as_array().cloned().unwrap_or_default();
+            let mut parents: Vec<Value> = current_parents
+                .iter()
+                .filter(|p| p["controllerName"] != CONTROLLER)
+                .cloned()
+                .collect();
+            for mut p in wanted["parents"].as_array().cloned().unwrap_or_default() {
+                let before = current_parents
+                    .iter()
+                    .find(|c| c["controllerName"] == CONTROLLER && c["parentRef"] == p["parentRef"])
+                    .map(|c| c["conditions"].clone())
+                    .unwrap_or(Value::Null);
+                p["conditions"] = merge_conditions(&before, &p["conditions"], now);
+                parents.push(p);
+            }
+            out["parents"] = parents.into();
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,116 @@
+use super::*;
+use crate::store::Store;
+
+fn status_of(yaml: &str, key: (Kind, &str, &str)) -> Value {
+    let snapshot = Store::from_yaml(yaml).snapshot();
+    let registry = Registry::build(&snapshot, "cluster.local");
+    let input = Input {
+        snapshot: &snapshot,
+        registry: &registry,
+        domain_suffix: "cluster.local",
+        root_namespace: "istio-system",
+    };
+    let t = translate(&snapshot, "cluster.local");
+    statuses(&input, &t)
+        .remove(&ConfigKey {
+            kind: key.0,
+            namespace: key.1.into(),
+            name: key.2.into(),
+        })
+        .expect("a status")
+}
+
+const SCENE: &str = "
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: edge, generation: 3}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - name: https
+    port: 443
+    protocol: HTTPS
+    tls: {certificateRefs: [{name: missing-cert}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: edge, generation: 2}
+spec:
+  parentRefs: [{name: gw, sectionName: http}]
+  rules: [{backendRefs: [{name: nowhere, port: 80}]}]
+";
+
+#[test]
+fn gateway_status_names_what_is_missing() {
+    let s = status_of(SCENE, (Kind::KubernetesGateway, "edge", "gw"));
+    let cond = |list: &Value, t: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(cond(&s["conditions"], "Accepted")["status"], "True");
+    let programmed = cond(&s["conditions"], "Programmed");
+    assert_eq!(programmed["status"], "False");
+    assert_eq!(programmed["reason"], "AddressNotUsable");
+    assert!(
+        programmed["message"]
+            .as_str()
+            .unwrap()
+            .contains("gw-istio.edge.svc.cluster.local")
+    );
+    assert_eq!(programmed["observedGeneration"], 3);
+    let listeners = s["listeners"].as_array().unwrap();
+    assert_eq!(listeners[0]["attachedRoutes"], 1);
+    assert_eq!(listeners[1]["attachedRoutes"], 0);
+    let refs = cond(&listeners[1]["conditions"], "ResolvedRefs");
+    assert_eq!(refs["reason"], "InvalidCertificateRef");
+    assert_eq!(
+        listeners[0]["supportedKinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+               {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}])
+    );
+
+    let r = status_of(SCENE, (Kind::HTTPRoute, "edge", "r"));
+    let parent = &r["parents"][0];
+    assert_eq!(parent["controllerName"], CONTROLLER);
+    assert_eq!(
+        parent["parentRef"],
+        json!({"name": "gw", "sectionName": "http"})
+    );
+    assert_eq!(cond(&parent["conditions"], "Accepted")["status"], "True");
+    let resolved = cond(&parent["conditions"], "ResolvedRefs");
+    assert_eq!(resolved["reason"], "BackendNotFound");
+    assert_eq!(
+        resolved["message"],
+        "backend(nowhere.edge.svc.cluster.local) not found"
+    );
+}
+
+#[test]
+fn merging_keeps_other_controllers_parents_and_unchanged_transition_times() {
+    let current = json!({"parents": [
+        {"controllerName": "example.com/other", "parentRef": {"name": "theirs"}, "conditions": []},
+        {"controllerName": CONTROLLER, "parentRef": {"name": "gw"}, "conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "Route was valid",
+             "lastTransitionTime": "2020-01-01T00:00:00Z"}]}]});
+    let wanted = json!({"parents": [
+        {"controllerName": CONTROLLER, "parentRef": {"name": "gw"}, "conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "Route was valid"},
+            {"type": "ResolvedRefs", "status": "False", "reason": "BackendNotFound", "message": "x"}]}]});
+    let merged = merge(Kind::HTTPRoute, &current, &wanted, "2026-01-01T00:00:00Z");
+    let parents = merged["parents"].as_array().unwrap();
+    assert_eq!(parents.len(), 2);
+    assert_eq!(parents[0]["controllerName"], "example.com/other");
+    let ours = &parents[1]["conditions"];
+    assert_eq!(ours[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    assert_eq!(ours[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+    // Merging what is already there changes nothing: no write.
+    assert_eq!(
+        merge(Kind::HTTPRoute, &merged, &wanted, "2027-01-01T00:00:00Z"),
+        merged
+    );
+}
