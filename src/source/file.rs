@@ -276,8 +276,9 @@ pub fn check_text(path: &Path, text: &str, default_namespace: &str) -> FileRepor
     report
 }
 
-/// Kubernetes Gateway API objects are skipped today; say so by name, so an ingress written as an
-/// HTTPRoute is not silently dropped (other kinds outside Istio's groups are not config).
+/// Gateway API kinds Rudder does not serve (BackendTLSPolicy, ListenerSet, UDPRoute, the
+/// x-k8s.io kinds) are skipped; say so by name, so such an object is not silently dropped (other
+/// kinds outside the config groups are not config).
 fn warn_unserved(report: &mut FileReport) {
     for s in &report.skipped {
         let group = s.api_version.split_once('/').map_or("", |(g, _)| g);
@@ -293,7 +294,7 @@ fn warn_unserved(report: &mut FileReport) {
                 },
                 field: String::new(),
                 message: format!(
-                    "{} {} is not served: Rudder does not implement the Kubernetes Gateway API yet, nothing is generated for it",
+                    "{} {} is not served: Rudder does not implement this Gateway API kind yet, nothing is generated for it",
                     s.api_version, s.kind
                 ),
             });

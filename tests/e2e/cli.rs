@@ -70,22 +70,36 @@ fn validate_unknown_fields_and_bad_yaml() {
 /// Kubernetes Gateway API objects are not served yet: named in a warning, not skipped in silence
 /// as a Kubernetes Service is.
 #[test]
-fn validate_names_gateway_api_objects_it_does_not_serve() {
+fn validate_checks_gateway_api_objects_and_names_those_it_does_not_serve() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("route.yaml"),
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: reviews, namespace: shop}\nspec: {parentRefs: [{name: gw}]}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: reviews, namespace: shop}\n",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: reviews, namespace: shop}\nspec: {parentRefs: [{name: gw}], rules: [{matches: [{path: {type: PathPrefix, value: /v1}}], backendRefs: [{name: reviews, port: 9080}]}]}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {name: tls, namespace: shop}\nspec: {}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: reviews, namespace: shop}\n",
     )
     .unwrap();
     let (code, out, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         err.contains(
-            "HTTPRoute shop/reviews: gateway.networking.k8s.io/v1 HTTPRoute is not served"
+            "BackendTLSPolicy shop/tls: gateway.networking.k8s.io/v1 BackendTLSPolicy is not served"
         ),
         "{err}"
     );
+    assert!(!err.contains("HTTPRoute shop/reviews"), "{err}");
     assert!(!err.contains("Service shop/reviews"), "{err}");
+    // The CRDs' own rules: a path match must be absolute, a Service backend needs a port.
+    std::fs::write(
+        dir.path().join("route.yaml"),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: reviews, namespace: shop}\nspec: {parentRefs: [{name: gw}], rules: [{matches: [{path: {type: PathPrefix, value: v1}}], backendRefs: [{name: reviews}]}]}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("spec.rules[0].matches[0].path.value"), "{err}");
+    assert!(
+        err.contains("Must have port for Service reference"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -17,13 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const DOMAIN: &str = "istiod.istio-system.svc";
-const HOST: &str = "web.example.com";
+pub(crate) const HOST: &str = "web.example.com";
 
 /// A CA of the test's own, a server certificate for `HOST` and a client certificate from it.
-struct WebCerts {
-    ca: String,
-    chain: String,
-    key: String,
+pub(crate) struct WebCerts {
+    pub(crate) ca: String,
+    pub(crate) chain: String,
+    pub(crate) key: String,
     client_chain: String,
     client_key: String,
     /// Another client of the same CA, whose identity no pin names.
@@ -31,7 +31,7 @@ struct WebCerts {
     stranger_key: String,
 }
 
-fn web_certificates() -> WebCerts {
+pub(crate) fn web_certificates() -> WebCerts {
     let (ca_cert, ca_key) = rudder::ca::Authority::generate_root("example").unwrap();
     let ca = rudder::ca::Authority::from_pem(
         &ca_cert,
@@ -72,7 +72,7 @@ fn web_certificates() -> WebCerts {
 
 /// An HTTPS GET to 127.0.0.1:`port` with SNI `HOST`, trusting `ca_pem`: (status, body), or
 /// (0, error) when the handshake or connection fails.
-fn https_get(port: u16, ca_pem: &str, path: &str) -> (u16, String) {
+pub(crate) fn https_get(port: u16, ca_pem: &str, path: &str) -> (u16, String) {
     https_get_as(port, ca_pem, path, None)
 }
 
@@ -903,7 +903,7 @@ fn prepare(c: &Cluster, kinds: &[(&str, &str, &str)]) {
 /// A gateway Envoy (pod `pod`, labels `labels`, extra node metadata `metadata`) connected to
 /// `daemon` over its TLS port with the `gateway` service account's token; the directory holding
 /// the root it trusts lives as long as it.
-fn boot_gateway(
+pub(crate) fn boot_gateway(
     c: &Cluster,
     daemon: &common::Daemon,
     envoy_bin: &std::path::Path,

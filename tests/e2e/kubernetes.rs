@@ -1401,28 +1401,32 @@ fn a_revision_reads_its_own_mesh_configmap() {
     }
 }
 
-/// Kubernetes Gateway API CRDs installed in the cluster are counted and named, not ignored in
-/// silence: Rudder does not watch them yet (a real cluster's CRDs are counted as they are).
+/// Gateway API CRDs Rudder does not serve (BackendTLSPolicy here), installed in the cluster, are
+/// counted and named, not ignored in silence; those it serves are not counted (a real cluster's
+/// CRDs are counted as they are).
 #[test]
-fn gateway_api_crds_are_counted_as_not_served() {
+fn unserved_gateway_api_crds_are_counted() {
     for c in Cluster::all("unserved") {
         let daemon = c.rudder(&[]);
         wait_ready(&daemon);
         if c.is_fake() {
             assert!(crds_installed(
                 &c,
-                [istio_crd(
-                    "gateway.networking.k8s.io",
-                    "httproutes",
-                    "HTTPRoute"
-                )]
+                [
+                    istio_crd("gateway.networking.k8s.io", "httproutes", "HTTPRoute"),
+                    istio_crd(
+                        "gateway.networking.k8s.io",
+                        "backendtlspolicies",
+                        "BackendTLSPolicy"
+                    )
+                ]
             ));
-            eventually(30, "the Gateway API CRD counted", || {
+            eventually(30, "the unserved Gateway API CRD counted", || {
                 common::metric(&daemon, "rudder_k8s_unserved_crds ") == 1.0
             });
         } else {
             let n = common::metric(&daemon, "rudder_k8s_unserved_crds ");
-            eprintln!("Gateway API CRDs in this cluster: {n}");
+            eprintln!("unserved Gateway API CRDs in this cluster: {n}");
         }
     }
 }

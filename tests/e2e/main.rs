@@ -14,6 +14,7 @@ mod cli;
 mod envoy;
 mod file_source;
 mod gateway;
+mod gateway_api;
 mod grpc;
 mod helm;
 mod istioctl;

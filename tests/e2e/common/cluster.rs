@@ -163,6 +163,7 @@ impl Cluster {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let (plural, namespaced) = match kind {
             "Namespace" => ("namespaces".to_string(), false),
+            "GatewayClass" => ("gatewayclasses".to_string(), false),
             "Node" => ("nodes".to_string(), false),
             "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
             "CertificateSigningRequest" => ("certificatesigningrequests".to_string(), false),
