@@ -265,3 +265,143 @@ fn http_routes_through_a_gateway_envoy_with_status() {
         drop(daemon);
     }
 }
+
+/// Files mode: the Gateway API from a config directory, no cluster. Backends are ServiceEntry
+/// hosts (`kind: Hostname`). A gateway Envoy splits by weight, matches query parameters and
+/// methods, and proxies TCP; a sidecar Envoy follows an HTTPRoute attached to a Service (GAMMA).
+#[test]
+fn routes_from_a_config_directory_in_files_mode() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (a, b, tcp) = (
+        Backend::start("a"),
+        Backend::start("b"),
+        Backend::start("tcp"),
+    );
+    let (http_port, tcp_port, mesh_port) = (free_port(), free_port(), free_port());
+    let entry = |name: &str, host: &str, port: u16, backend: u16, protocol: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: shop}}\nspec: {{hosts: [{host}], location: MESH_INTERNAL, resolution: STATIC, ports: [{{number: {port}, name: p, protocol: {protocol}}}], endpoints: [{{address: 127.0.0.1, ports: {{p: {backend}}}}}]}}\n"
+        )
+    };
+    let mut yaml = String::new();
+    yaml += &entry("a", "a.internal", 80, a.port, "HTTP");
+    yaml += &entry("b", "b.internal", 80, b.port, "HTTP");
+    yaml += &entry("tcp", "tcp.internal", 9000, tcp.port, "TCP");
+    yaml += &entry(
+        "reviews",
+        "reviews.shop.svc.cluster.local",
+        mesh_port,
+        a.port,
+        "HTTP",
+    );
+    yaml += &format!(
+        r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: shop}}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {{name: http, port: {http_port}, protocol: HTTP}}
+  - {{name: tcp, port: {tcp_port}, protocol: TCP}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: split, namespace: shop}}
+spec:
+  parentRefs: [{{name: gw, sectionName: http}}]
+  rules:
+  - matches: [{{queryParams: [{{name: only, value: b}}]}}]
+    backendRefs: [{{group: networking.istio.io, kind: Hostname, name: b.internal, port: 80}}]
+  - matches: [{{method: DELETE}}]
+    backendRefs: []
+  - backendRefs:
+    - {{group: networking.istio.io, kind: Hostname, name: a.internal, port: 80, weight: 1}}
+    - {{group: networking.istio.io, kind: Hostname, name: b.internal, port: 80, weight: 1}}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {{name: raw, namespace: shop}}
+spec:
+  parentRefs: [{{name: gw, sectionName: tcp}}]
+  rules: [{{backendRefs: [{{group: networking.istio.io, kind: Hostname, name: tcp.internal, port: 9000}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: reviews-canary, namespace: shop}}
+spec:
+  parentRefs: [{{group: "", kind: Service, name: reviews, port: {mesh_port}}}]
+  rules:
+  - matches: [{{headers: [{{name: x-canary, value: "yes"}}]}}]
+    backendRefs: [{{group: networking.istio.io, kind: Hostname, name: b.internal, port: 80}}]
+  - backendRefs: [{{group: networking.istio.io, kind: Hostname, name: a.internal, port: 80}}]
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::write(dir.path(), "gateway-api.yaml", &yaml);
+    let daemon = crate::common::Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    eventually(30, "ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let xds = daemon.addr("grpc-xds");
+    let _gateway = crate::common::peers::Envoy::boot(
+        &envoy_bin,
+        xds,
+        &crate::common::peers::Bootstrap {
+            node_type: "router",
+            pod: "gw-istio-0",
+            namespace: "shop",
+            labels: "gateway.networking.k8s.io/gateway-name: gw",
+            ..Default::default()
+        },
+    );
+    let _sidecar = crate::common::peers::Envoy::start(&envoy_bin, xds, "shop", false);
+    eventually(30, "the gateway routes", || {
+        request(http_port, "any.example", "/", &[]).0 == 200
+    });
+    let seen = crate::common::peers::tally(http_port, "any.example", "/", &[], 40);
+    assert!(
+        seen.get("a").is_some_and(|n| *n > 0) && seen.get("b").is_some_and(|n| *n > 0),
+        "weights 1:1 reach both backends: {seen:?}"
+    );
+    assert_eq!(
+        crate::common::peers::tally(http_port, "any.example", "/?only=b", &[], 10)
+            .keys()
+            .collect::<Vec<_>>(),
+        ["b"]
+    );
+    // A rule without backends answers 404; it matches DELETE only.
+    let delete = crate::common::http::Request {
+        method: "DELETE",
+        host: "any.example",
+        ..crate::common::http::Request::get("/gone")
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], http_port));
+    assert_eq!(
+        crate::common::http::send_full(addr, &delete)
+            .unwrap()
+            .status,
+        404
+    );
+    eventually(30, "the TCP listener proxies", || {
+        request(tcp_port, "whatever", "/raw", &[]) == (200, "tcp /raw".into())
+    });
+    // GAMMA: the sidecar's route for the Service follows the HTTPRoute.
+    eventually(30, "the sidecar follows the HTTPRoute", || {
+        request(
+            mesh_port,
+            "reviews.shop.svc.cluster.local",
+            "/r",
+            &[("x-canary", "yes")],
+        ) == (200, "b /r".into())
+    });
+    assert_eq!(
+        request(mesh_port, "reviews.shop.svc.cluster.local", "/r", &[]),
+        (200, "a /r".into())
+    );
+}
