@@ -372,8 +372,88 @@ fn sotw_ack(c: &mut Criterion) {
     });
 }
 
+/// The Gateway API at the scale of docs/performance.md: 1,000 HTTPRoutes on 50 Gateways over a
+/// mesh of 1,000 services: the translation alone, the push context with and without it, and
+/// what one of the Gateways' proxies is sent (its listeners and its port's routes).
+fn gateway_api(c: &mut Criterion) {
+    let (routes, gateways) = (1000, 50);
+    let mut yaml = mesh_yaml(1000);
+    for g in 0..gateways {
+        yaml.push_str(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw-{g}, namespace: ns0}}\nspec:\n  gatewayClassName: istio\n  listeners: [{{name: http, port: 80, protocol: HTTP, hostname: \"*.gw{g}.example\", allowedRoutes: {{namespaces: {{from: All}}}}}}]\n---\n"
+        ));
+    }
+    for r in 0..routes {
+        let (g, ns) = (r % gateways, format!("ns{}", r % 10));
+        let backend = |i: usize, w: u32| {
+            format!(
+                "{{group: networking.istio.io, kind: Hostname, name: svc{i}.ns{}.svc.cluster.local, port: 80, weight: {w}}}",
+                i % 10
+            )
+        };
+        yaml.push_str(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{r}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: gw-{g}, namespace: ns0}}]\n  hostnames: [r{r}.gw{g}.example]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /api}}, headers: [{{name: x-canary, value: \"1\"}}]}}]\n    backendRefs: [{}]\n  - backendRefs: [{}, {}]\n---\n",
+            backend((r + 1) % 1000, 1),
+            backend(r % 1000, 90),
+            backend((r + 1) % 1000, 10)
+        ));
+    }
+    let with = rudder::testing::store(&yaml);
+    let without = store_with(1000);
+    let mesh = MeshSettings::default();
+    let router = rudder::testing::proxy(
+        "router~10.99.0.2~gw-0-istio-0.ns0~ns0.svc.cluster.local",
+        &[],
+        &[("gateway.networking.k8s.io/gateway-name", "gw-0")],
+    );
+    let mut group = c.benchmark_group("gateway-api/1000-routes-50-gateways");
+    group.sample_size(10);
+    group.bench_function("translate", |b| {
+        let snapshot = with.snapshot();
+        b.iter(|| {
+            black_box(rudder::model::gateway_api::translate(
+                &snapshot,
+                "cluster.local",
+            ))
+        })
+    });
+    for (name, store) in [
+        ("push-context-with", &with),
+        ("push-context-without", &without),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(rudder::xds::push::initial_context(store, &mesh, None)))
+        });
+    }
+    group.bench_function("gateway-lds-rds", |b| {
+        b.iter_batched(
+            || rudder::xds::push::initial_context(&with, &mesh, None),
+            |ctx| {
+                let scope = ctx.scope(&router);
+                let names: std::collections::BTreeSet<String> = ["http.80".to_string()].into();
+                black_box(generate::generate(
+                    &ctx,
+                    &router,
+                    &scope,
+                    TypeUrl::Listener,
+                    None,
+                ));
+                black_box(generate::generate(
+                    &ctx,
+                    &router,
+                    &scope,
+                    TypeUrl::Route,
+                    Some(&names),
+                ))
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+}
+
 criterion_group!(
     benches,
+    gateway_api,
     sotw_ack,
     generators,
     one_change,

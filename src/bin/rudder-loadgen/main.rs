@@ -71,7 +71,7 @@ pub struct LoadgenArgs {
     /// Write the mesh to this Kubernetes API server instead (Services, pods, EndpointSlices; the
     /// daemon watching it), and churn it as a cluster does: scaling, a rolling restart, new
     /// Services.
-    #[arg(long, conflicts_with_all = ["config_dir", "replay", "realistic", "soak_seconds", "attackers", "endpoint_only"])]
+    #[arg(long, conflicts_with_all = ["config_dir", "replay", "realistic", "soak_seconds", "attackers", "endpoint_only", "gateway_api_routes"])]
     pub kubeconfig: Option<PathBuf>,
     /// With `--kubeconfig`: EndpointSlice updates per second while deployments scale up and down.
     #[arg(long, default_value_t = 100.0)]
@@ -126,6 +126,14 @@ pub struct LoadgenArgs {
     /// AuthorizationPolicy per namespace; three ingress Gateways with VirtualServices bound to them.
     #[arg(long)]
     pub realistic: bool,
+    /// Also write this many Gateway API HTTPRoutes, spread over `--gateway-api-gateways`
+    /// Gateways (class istio) in the first namespace, each route a hostname of its own with a
+    /// path match and a weighted split to two of the mesh's services.
+    #[arg(long, default_value_t = 0)]
+    pub gateway_api_routes: usize,
+    /// The Gateways `--gateway-api-routes` attach to.
+    #[arg(long, default_value_t = 50)]
+    pub gateway_api_gateways: usize,
     /// Also write the results as JSON to this file (`scripts/plot.py` draws them).
     #[arg(long)]
     pub json: Option<PathBuf>,

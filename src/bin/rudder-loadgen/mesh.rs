@@ -137,6 +137,9 @@ pub(crate) fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize)
     if args.realistic {
         realistic_policies(args, &mut y);
     }
+    if args.gateway_api_routes > 0 {
+        gateway_api(args, &mut y);
+    }
     for i in 0..args.services {
         let eps: Vec<String> = (0..args.endpoints_per_service)
             .map(|e| {
@@ -206,6 +209,38 @@ pub(crate) fn realistic_policies(args: &LoadgenArgs, y: &mut String) {
         y.push_str(&format!(
             "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: ingress-{g}, namespace: {gateway_ns}}}\nspec:\n  hosts: [\"www.example{g}.com\"]\n  gateways: [ingress-{g}]\n  http:\n{}",
             routes.concat()
+        ));
+    }
+}
+
+/// The Gateway API part of the mesh: `--gateway-api-gateways` Gateways and
+/// `--gateway-api-routes` HTTPRoutes dealt among them, backed by the mesh's services (as
+/// `Hostname` backends: the mesh is ServiceEntries).
+pub(crate) fn gateway_api(args: &LoadgenArgs, y: &mut String) {
+    let namespace = ns(0, args.namespaces);
+    let gateways = args.gateway_api_gateways.max(1);
+    for g in 0..gateways {
+        y.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw-{g}, namespace: {namespace}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.gw{g}.example\", allowedRoutes: {{namespaces: {{from: All}}}}}}\n"
+        ));
+    }
+    let services = args.services.max(1);
+    for r in 0..args.gateway_api_routes {
+        let g = r % gateways;
+        let route_ns = ns(r, args.namespaces);
+        let backend = |i: usize| {
+            format!(
+                "{{group: networking.istio.io, kind: Hostname, name: {}, port: {}, weight: {}}}",
+                host(i % services, args.namespaces),
+                8000 + (i % services) % 50,
+                if i == r { 90 } else { 10 }
+            )
+        };
+        y.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{r}, namespace: {route_ns}}}\nspec:\n  parentRefs: [{{name: gw-{g}, namespace: {namespace}}}]\n  hostnames: [r{r}.gw{g}.example]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /api}}, headers: [{{name: x-canary, value: \"1\"}}]}}]\n    backendRefs: [{}]\n  - matches: [{{path: {{type: PathPrefix, value: /}}}}]\n    filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: x-route, value: route-{r}}}]}}}}]\n    backendRefs: [{}, {}]\n",
+            backend(r + 1),
+            backend(r),
+            backend(r + 1)
         ));
     }
 }
