@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod ca;
 pub mod cmd;
 pub mod config;
+pub mod gateway_deploy;
 pub mod grpc;
 pub mod k8s;
 pub mod logging;

@@ -73,8 +73,8 @@ pub const PERMISSIONS: &[Permission] = &[
         Scope::Cluster,
         "",
         "services",
-        WATCH,
-        "source::kube::controller",
+        &["get", "list", "watch", "create", "update", "patch"],
+        "source::kube::controller, gateway_deploy (managed Gateways' Services)",
     ),
     rule(
         Scope::Cluster,
@@ -201,6 +201,20 @@ pub const PERMISSIONS: &[Permission] = &[
         "*/status",
         &["patch"],
         "status::writer (Gateway API conditions)",
+    ),
+    rule(
+        Scope::Cluster,
+        "apps",
+        "deployments",
+        &["get", "list", "watch", "create", "update", "patch"],
+        "gateway_deploy (managed Gateways' Deployments)",
+    ),
+    rule(
+        Scope::Cluster,
+        "",
+        "serviceaccounts",
+        &["get", "list", "watch", "create", "update", "patch"],
+        "gateway_deploy (managed Gateways' ServiceAccounts)",
     ),
     rule(
         Scope::Cluster,

@@ -243,12 +243,12 @@ pub const UNHONOURED: &[Unhonoured] = &[
     field(
         Kind::GatewayClass,
         "parametersRef",
-        "class parameters are not read: Rudder does not deploy Gateways yet",
+        "class parameters (a ConfigMap of deployment overlays) are not read",
     ),
     field(
         Kind::KubernetesGateway,
-        "infrastructure",
-        "Rudder does not deploy Gateways yet: labels, annotations and parametersRef go nowhere",
+        "infrastructure.parametersRef",
+        "deployment parameters (a ConfigMap of overlays) are not read",
     ),
     field(
         Kind::KubernetesGateway,

@@ -259,6 +259,35 @@ fn http_routes_through_a_gateway_envoy_with_status() {
                 && condition(&l[1]["conditions"], "ResolvedRefs")
                     .is_some_and(|r| r["status"] == "True")
         });
+        // The managed Gateway deployed: its account, Deployment and Service, owned by it.
+        if c.is_fake() {
+            for (api_version, kind) in [
+                ("v1", "ServiceAccount"),
+                ("apps/v1", "Deployment"),
+                ("v1", "Service"),
+            ] {
+                eventually(60, &format!("the managed Gateway's {kind}"), || {
+                    c.get_json(json!({"apiVersion": api_version, "kind": kind,
+                        "metadata": {"name": "gw-istio", "namespace": ns}}))
+                        .is_some_and(|o| {
+                            o["metadata"]["ownerReferences"][0]["name"] == "gw"
+                                && o["metadata"]["labels"]["gateway.istio.io/managed"]
+                                    == "istio.io-gateway-controller"
+                        })
+                });
+            }
+            let svc = c
+                .get_json(json!({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": "gw-istio", "namespace": ns}}))
+                .unwrap();
+            let ports: Vec<u64> = svc["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["port"].as_u64().unwrap())
+                .collect();
+            assert_eq!(ports, [15021, u64::from(http_port), u64::from(https_port)]);
+        }
         let accepted = route_condition(&c, &ns, "web", "Accepted").expect("web's status");
         assert_eq!(accepted["status"], "True");
         assert_eq!(accepted["observedGeneration"], 1);

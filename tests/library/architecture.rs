@@ -99,6 +99,7 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("ca", &["config", "grpc", "store", "model", "metrics"]),
     ("analysis", &["config", "store", "model", "metrics", "k8s"]),
+    ("gateway_deploy", &["config", "store", "model"]),
     (
         "status",
         &[

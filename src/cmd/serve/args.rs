@@ -274,6 +274,11 @@ pub struct ServeArgs {
     /// `istio-waypoint` with ambient), as istiod's PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER.
     #[arg(long, env = "PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
     pub gateway_class_controller: bool,
+    /// Kubernetes mode: the leader deploys managed Gateways (a ServiceAccount, Deployment and
+    /// Service per Gateway of class istio without a Hostname address), as istiod's
+    /// PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER.
+    #[arg(long, env = "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gateway_deployment_controller: bool,
     /// Most status writes per second, so analysis never floods the API server.
     #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
     pub status_writes_per_second: u32,

@@ -498,6 +498,17 @@ fn start_leader_tasks(
             tracing::info_span!("analysis-status"),
         ));
     }
+    if args.gateway_deployment_controller {
+        let deployer = crate::gateway_deploy::GatewayDeployer {
+            client: client.clone(),
+            store: daemon.store.clone(),
+            revision: args.revision.clone(),
+        };
+        tasks.spawn(tracing::Instrument::instrument(
+            deployer.run(leading.clone(), cancel.clone()),
+            tracing::info_span!("gateway-deployment"),
+        ));
+    }
     let patcher = CaBundlePatcher {
         client: client.clone(),
         label_selector: format!("istio.io/rev={}", args.revision),

@@ -69,6 +69,8 @@ struct Shared {
 /// Built-in resource types: (group, version, plural, kind, namespaced).
 const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
     ("", "v1", "services", "Service", true),
+    ("", "v1", "serviceaccounts", "ServiceAccount", true),
+    ("apps", "v1", "deployments", "Deployment", true),
     ("", "v1", "pods", "Pod", true),
     ("", "v1", "namespaces", "Namespace", false),
     ("", "v1", "nodes", "Node", false),
@@ -571,6 +573,42 @@ async fn handle(
             obj["metadata"]["resourceVersion"] = inner.rv.to_string().into();
             inner.status_writes += 1;
             let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, "MODIFIED");
+            axum::Json(obj).into_response()
+        }
+        (Method::PATCH, Some(name)) if t.subresource.is_none() => {
+            // Server-side apply and merge patches, as far as the controllers use them: the object
+            // is created when absent, else the patch is merged into it (no field ownership).
+            let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let ns = t.ns.clone().unwrap_or_default();
+            let mut inner = shared.inner.lock().unwrap();
+            inner.rv += 1;
+            let rv = inner.rv;
+            let (obj, event) = match inner.object(&t.coll, &ns, &name) {
+                Some(mut obj) => {
+                    let before = obj["spec"].clone();
+                    merge_patch(&mut obj, &patch);
+                    if obj["spec"] != before {
+                        let g = obj["metadata"]["generation"].as_i64().unwrap_or(1);
+                        obj["metadata"]["generation"] = (g + 1).into();
+                    }
+                    (obj, "MODIFIED")
+                }
+                None => {
+                    let mut obj = patch.clone();
+                    obj["metadata"]["uid"] = format!("uid-{rv}").into();
+                    obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
+                    obj["metadata"]["generation"] = 1.into();
+                    (obj, "ADDED")
+                }
+            };
+            let mut obj = obj;
+            if t.namespaced {
+                obj["metadata"]["namespace"] = ns.clone().into();
+            }
+            obj["metadata"]["resourceVersion"] = rv.to_string().into();
+            let obj = Shared::store(&mut inner, &shared.events, &t, &ns, name, obj, event);
             axum::Json(obj).into_response()
         }
         (Method::PUT, Some(name)) => {
