@@ -64,6 +64,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/inject", get(istiod_pages::inject))
         .route("/debug/syncz", get(syncz))
         .route("/debug/registryz", get(registryz))
+        .route("/debug/gateway_api", get(gateway_api))
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/resourcez", get(resourcez))
@@ -284,6 +285,33 @@ async fn registryz(State(s): State<AdminState>) -> Json<serde_json::Value> {
         })
         .unwrap_or_default();
     Json(serde_json::Value::Array(services))
+}
+
+/// The Gateway API as the current push serves it: per Gateway its listeners' conditions and
+/// attached routes, per route each parent it named and whether it attached (and why not), and
+/// the Istio Gateways and VirtualServices derived from them, with the objects they come from.
+/// Existence checks (backends, Secrets, a Gateway's Service) are the status's, not shown here.
+async fn gateway_api(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    let Some(x) = xds(&s) else {
+        return Json(serde_json::json!({}));
+    };
+    let ctx = x.context();
+    let t = &ctx.routing.gateway_api;
+    let key = |k: &crate::config::ConfigKey| format!("{}/{}/{}", k.kind, k.namespace, k.name);
+    let derived = |c: &crate::config::Config| {
+        serde_json::json!({
+            "kind": c.kind, "namespace": c.metadata.namespace, "name": c.metadata.name,
+            "from": c.metadata.annotations.get(crate::model::gateway_api::PARENTS),
+            "spec": c.spec,
+        })
+    };
+    Json(serde_json::json!({
+        "classes": t.classes,
+        "gateways": t.gateway_outcomes.iter().map(|(k, o)| (key(k), o)).collect::<std::collections::BTreeMap<_, _>>(),
+        "routes": t.route_outcomes.iter().map(|(k, o)| (key(k), o)).collect::<std::collections::BTreeMap<_, _>>(),
+        "derivedGateways": t.gateways.iter().map(|c| derived(c)).collect::<Vec<_>>(),
+        "derivedVirtualServices": t.virtual_services.iter().map(|c| derived(c)).collect::<Vec<_>>(),
+    }))
 }
 
 /// Endpoints per service port.

@@ -7,8 +7,77 @@ use super::generate::util::parse_outbound_cluster;
 use super::types::TypeUrl;
 use crate::model::Service;
 
+/// `Kind/namespace/name` of the object behind `c`: for config derived from the Gateway API, the
+/// Gateway API objects it comes from (istiod's `Kind/name[/section].namespace` parent names).
+fn config_refs(c: &crate::config::Config) -> Vec<String> {
+    match c
+        .metadata
+        .annotations
+        .get(crate::model::gateway_api::PARENTS)
+    {
+        Some(parents) => parents
+            .split(',')
+            .filter_map(|p| {
+                let (kind, rest) = p.split_once('/')?;
+                let (name, ns) = rest.rsplit_once('.')?;
+                let name = name.split('/').next().unwrap_or(name);
+                Some(format!("{kind}/{ns}/{name}"))
+            })
+            .collect(),
+        None => vec![config_ref(c)],
+    }
+}
+
 fn config_ref(c: &crate::config::Config) -> String {
     format!("{}/{}/{}", c.kind, c.metadata.namespace, c.metadata.name)
+}
+
+/// The port of a gateway's listener (`0.0.0.0_443`) or route (`http.80`, `https.443.name.gw.ns`).
+fn gateway_port(type_url: TypeUrl, name: &str) -> Option<u32> {
+    match type_url {
+        TypeUrl::Listener => name.strip_prefix("0.0.0.0_")?.parse().ok(),
+        TypeUrl::Route => name
+            .strip_prefix("http.")
+            .or_else(|| name.strip_prefix("https."))?
+            .split('.')
+            .next()?
+            .parse()
+            .ok(),
+        _ => None,
+    }
+}
+
+/// The Gateways (and, for routes, the VirtualServices bound to them) with a server on `port`:
+/// what a gateway's listener or route of that port comes from.
+fn gateway_sources(ctx: &PushContext, type_url: TypeUrl, port: u32) -> Vec<String> {
+    use crate::config::{Kind, Spec};
+    let derived = ctx.routing.gateway_api.gateways.iter();
+    let gateways: Vec<&std::sync::Arc<crate::config::Config>> = ctx
+        .snapshot
+        .list(Kind::Gateway)
+        .map(|e| &e.config)
+        .chain(derived)
+        .filter(|c| match &c.spec {
+            Spec::Gateway(g) => g
+                .servers
+                .iter()
+                .any(|s| s.port.as_ref().is_some_and(|p| p.number == port)),
+            _ => false,
+        })
+        .collect();
+    let mut out: Vec<String> = gateways.iter().flat_map(|c| config_refs(c)).collect();
+    if type_url == TypeUrl::Route {
+        let names: Vec<String> = gateways
+            .iter()
+            .map(|c| format!("{}/{}", c.metadata.namespace, c.metadata.name))
+            .collect();
+        for vs in &ctx.routing.gateway_virtual_services {
+            if vs.gateways.iter().any(|g| names.contains(g)) {
+                out.extend(config_refs(&vs.config));
+            }
+        }
+    }
+    out
 }
 
 fn service_sources(
@@ -24,14 +93,27 @@ fn service_sources(
         out.extend(dr.merged_from.iter().map(|c| config_ref(c)));
     }
     if with_vs && let Some(vs) = ctx.virtual_service_for(namespace, &svc.hostname) {
-        out.push(config_ref(&vs.config));
+        out.extend(config_refs(&vs.config));
     }
     out
 }
 
-/// The objects behind resource `name` of `type_url`, as seen from `namespace`.
-pub fn sources(ctx: &PushContext, namespace: &str, type_url: TypeUrl, name: &str) -> Vec<String> {
+/// The objects behind resource `name` of `type_url`, as seen from `namespace` (by a gateway
+/// when `gateway`: its listeners and routes come from Gateways and what is bound to them).
+pub fn sources(
+    ctx: &PushContext,
+    namespace: &str,
+    gateway: bool,
+    type_url: TypeUrl,
+    name: &str,
+) -> Vec<String> {
     let by_host = |host: &str| ctx.registry.services.get(host).cloned();
+    if gateway && let Some(port) = gateway_port(type_url, name) {
+        let mut out = gateway_sources(ctx, type_url, port);
+        out.sort();
+        out.dedup();
+        return out;
+    }
     let mut out: Vec<String> = match type_url {
         TypeUrl::Cluster | TypeUrl::Endpoint => parse_outbound_cluster(name)
             .and_then(|(_, _, host)| by_host(host))

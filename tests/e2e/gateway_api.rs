@@ -420,6 +420,44 @@ spec:
     eventually(30, "the TCP listener proxies", || {
         request(tcp_port, "whatever", "/raw", &[]) == (200, "tcp /raw".into())
     });
+    // /debug says what each of the gateway's resources comes from, and how routes attached.
+    let (_, body) = http_get(
+        daemon.addr("monitoring"),
+        "/debug/resourcez?proxyID=gw-istio-0",
+    );
+    let dump: Value = serde_json::from_str(&body).expect("resourcez JSON");
+    let sources = |name: &str| -> Vec<String> {
+        dump["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| {
+                r["sources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        sources(&format!("0.0.0.0_{http_port}")),
+        ["Gateway/shop/gw"]
+    );
+    assert_eq!(
+        sources(&format!("http.{http_port}")),
+        ["Gateway/shop/gw", "HTTPRoute/shop/split"]
+    );
+    let (_, body) = http_get(daemon.addr("monitoring"), "/debug/gateway_api");
+    let api: Value = serde_json::from_str(&body).expect("gateway_api JSON");
+    let parents = &api["routes"]["TCPRoute/shop/raw"]["parents"];
+    assert_eq!(parents[0]["accepted"]["status"], true, "{api}");
+    assert_eq!(
+        api["gateways"]["Gateway/shop/gw"]["listeners"][1]["attachedRoutes"],
+        1
+    );
     // GAMMA: the sidecar's route for the Service follows the HTTPRoute.
     eventually(30, "the sidecar follows the HTTPRoute", || {
         request(

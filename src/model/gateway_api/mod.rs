@@ -44,7 +44,8 @@ pub const KINDS: &[Kind] = &[
 ];
 
 /// A status condition as the spec writes it (`type` is the map key where it is kept).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Condition {
     pub status: bool,
     pub reason: String,
@@ -70,7 +71,8 @@ impl Condition {
 }
 
 /// A reference that must resolve for a condition to hold; the status module looks it up.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Reference {
     /// A Kubernetes Service `namespace/name`.
     Service { namespace: String, name: String },
@@ -81,7 +83,8 @@ pub enum Reference {
 }
 
 /// The outcome of one GatewayClass object.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ClassOutcome {
     pub name: String,
     pub generation: Option<i64>,
@@ -89,7 +92,8 @@ pub struct ClassOutcome {
 }
 
 /// The outcome of one listener.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ListenerOutcome {
     pub name: String,
     pub supported_kinds: Vec<RouteGroupKind>,
@@ -101,7 +105,8 @@ pub struct ListenerOutcome {
 }
 
 /// The outcome of one Gateway of an Istio class.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GatewayOutcome {
     pub generation: Option<i64>,
     /// Class `istio-remote`: accepted, not programmed here.
@@ -113,7 +118,8 @@ pub struct GatewayOutcome {
 }
 
 /// The outcome of one route for one of its parent references.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ParentOutcome {
     pub parent_ref: ParentReference,
     pub accepted: Condition,
@@ -122,7 +128,8 @@ pub struct ParentOutcome {
 }
 
 /// The outcome of one route: per parent, and the backends that must exist.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RouteOutcome {
     pub generation: Option<i64>,
     pub parents: Vec<ParentOutcome>,

@@ -608,7 +608,13 @@ impl XdsStatus {
                     "type": type_url.short(),
                     "name": r.name,
                     "version": r.version,
-                    "sources": provenance::sources(&ctx, &conn.proxy.namespace, type_url, &r.name),
+                    "sources": provenance::sources(
+                        &ctx,
+                        &conn.proxy.namespace,
+                        conn.proxy.proxy_type == crate::xds::proxy::ProxyType::Router,
+                        type_url,
+                        &r.name,
+                    ),
                     "config": config,
                 }));
             }
