@@ -41,6 +41,7 @@ fn install_gateway_api(c: &Cluster) {
         ("httproutes", "HTTPRoute", &["v1", "v1beta1"][..], true),
         ("grpcroutes", "GRPCRoute", &["v1"][..], true),
         ("referencegrants", "ReferenceGrant", &["v1beta1"][..], true),
+        ("tlsroutes", "TLSRoute", &["v1", "v1alpha2"][..], true),
     ] {
         c.apply(gateway_api_crd(plural, kind, versions, namespaced));
     }
@@ -113,7 +114,7 @@ fn http_routes_through_a_gateway_envoy_with_status() {
             "metadata": {"name": "web-cert", "namespace": ns},
             "data": {"tls.crt": b64(&certs.chain), "tls.key": b64(&certs.key)}}),
         );
-        let (http_port, https_port) = (free_port(), free_port());
+        let (http_port, https_port, passthrough_port) = (free_port(), free_port(), free_port());
         c.apply(
             json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
             "metadata": {"name": "gw", "namespace": ns},
@@ -121,7 +122,23 @@ fn http_routes_through_a_gateway_envoy_with_status() {
                 {"name": "http", "port": http_port, "protocol": "HTTP", "hostname": "*.example.com",
                  "allowedRoutes": {"namespaces": {"from": "All"}}},
                 {"name": "https", "port": https_port, "protocol": "HTTPS", "hostname": HOST,
-                 "tls": {"certificateRefs": [{"name": "web-cert"}]}}]}}),
+                 "tls": {"certificateRefs": [{"name": "web-cert"}]}},
+                {"name": "passthrough", "port": passthrough_port, "protocol": "TLS", "hostname": HOST,
+                 "tls": {"mode": "Passthrough"}}]}}),
+        );
+        // Passed through, still encrypted, to the Gateway's own HTTPS listener.
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "self-tls", "namespace": ns},
+            "spec": {"hosts": ["self-tls.internal"], "location": "MESH_EXTERNAL", "resolution": "STATIC",
+                     "ports": [{"number": 443, "name": "tls", "protocol": "TLS"}],
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"tls": https_port}}]}}));
+        c.apply(
+            json!({"apiVersion": format!("{GROUP}/v1"), "kind": "TLSRoute",
+            "metadata": {"name": "pass", "namespace": ns},
+            "spec": {"parentRefs": [{"name": "gw", "sectionName": "passthrough"}],
+                     "hostnames": [HOST],
+                     "rules": [{"backendRefs": [{"group": "networking.istio.io", "kind": "Hostname",
+                                                 "name": "self-tls.internal", "port": 443}]}]}}),
         );
         c.apply(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
             "metadata": {"name": "web", "namespace": ns},
@@ -208,6 +225,10 @@ fn http_routes_through_a_gateway_envoy_with_status() {
             https_get(https_port, &certs.ca, "/tls"),
             (200, "backend /tls".into())
         );
+        // TLS passed through by SNI to the HTTPS listener, which terminates it.
+        eventually(60, "the TLSRoute passes TLS through", || {
+            https_get(passthrough_port, &certs.ca, "/passed") == (200, "backend /passed".into())
+        });
         if c.is_fake() {
             // The cross-namespace backend without a grant: refused, and said so.
             eventually(60, "the cross-namespace route answers 500", || {
@@ -286,7 +307,15 @@ fn http_routes_through_a_gateway_envoy_with_status() {
                 .iter()
                 .map(|p| p["port"].as_u64().unwrap())
                 .collect();
-            assert_eq!(ports, [15021, u64::from(http_port), u64::from(https_port)]);
+            assert_eq!(
+                ports,
+                [
+                    15021,
+                    u64::from(http_port),
+                    u64::from(https_port),
+                    u64::from(passthrough_port)
+                ]
+            );
         }
         let accepted = route_condition(&c, &ns, "web", "Accepted").expect("web's status");
         assert_eq!(accepted["status"], "True");

@@ -462,3 +462,70 @@ fn proxyless_grpc_server_takes_mtls_under_strict_and_denies_by_namespace() {
     assert!(only(&mesh_client.calls(3, &[]), "secure"));
     drop(server);
 }
+
+/// A GRPCRoute on a Gateway API Gateway, through a gateway Envoy from a config directory: a
+/// method and header match sends calls to one backend, the rest to the other, over HTTP/2.
+#[test]
+fn grpc_route_through_a_gateway_envoy() {
+    let Some(python) = peer("venv/bin/python") else {
+        return;
+    };
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (v1, v2) = (
+        EchoServer::start(&python, "v1"),
+        EchoServer::start(&python, "v2"),
+    );
+    let port = free_port();
+    let entry = |name: &str, backend: u16| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: {NS}}}\nspec: {{hosts: [{name}.internal], location: MESH_INTERNAL, resolution: STATIC, ports: [{{number: 50051, name: grpc, protocol: GRPC}}], endpoints: [{{address: 127.0.0.1, ports: {{grpc: {backend}}}}}]}}\n"
+        )
+    };
+    let yaml = format!(
+        "{}{}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: grpc-gw, namespace: {NS}}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: grpc, port: {port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {{name: echo, namespace: {NS}}}
+spec:
+  parentRefs: [{{name: grpc-gw}}]
+  rules:
+  - matches: [{{method: {{service: rudder.test.Echo, method: Who}}, headers: [{{name: x-version, value: v2}}]}}]
+    backendRefs: [{{group: networking.istio.io, kind: Hostname, name: v2.internal, port: 50051}}]
+  - backendRefs: [{{group: networking.istio.io, kind: Hostname, name: v1.internal, port: 50051}}]
+",
+        entry("v1", v1.port),
+        entry("v2", v2.port)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("grpc-route.yaml"), yaml).unwrap();
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _gateway = Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        &common::peers::Bootstrap {
+            node_type: "router",
+            pod: "grpc-gw-istio-0",
+            namespace: NS,
+            labels: "gateway.networking.k8s.io/gateway-name: grpc-gw",
+            ..Default::default()
+        },
+    );
+    let mut cmd = Command::new(&python);
+    cmd.arg(script("grpc_peer.py"))
+        .args(["client", &format!("127.0.0.1:{port}")]);
+    let mut client = Client::start(cmd);
+    eventually(30, "the gateway serves gRPC", || {
+        only(&client.calls(5, &[]), "v1")
+    });
+    assert!(only(&client.calls(10, &["x-version=v2"]), "v2"));
+    assert!(only(&client.calls(5, &["x-version=v3"]), "v1"));
+}
