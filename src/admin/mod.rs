@@ -297,7 +297,9 @@ async fn gateway_api(State(s): State<AdminState>) -> Json<serde_json::Value> {
     };
     let ctx = x.context();
     let t = &ctx.routing.gateway_api;
-    let key = |k: &crate::config::ConfigKey| format!("{}/{}/{}", k.kind, k.namespace, k.name);
+    let key = |k: &crate::config::ConfigKey| {
+        format!("{}/{}/{}", k.kind.qualified_name(), k.namespace, k.name)
+    };
     let derived = |c: &crate::config::Config| {
         serde_json::json!({
             "kind": c.kind, "namespace": c.metadata.namespace, "name": c.metadata.name,

@@ -172,14 +172,14 @@ pub async fn objects(
         |(k, e)| {
             format!(
                 "{} {} {}",
-                k.name(),
+                k.qualified_name(),
                 e.config.metadata.namespace,
                 e.config.metadata.name
             )
         },
         |(k, e)| {
             serde_json::json!({
-                "kind": k.name(),
+                "kind": k.qualified_name(),
                 "namespace": e.config.metadata.namespace,
                 "name": e.config.metadata.name,
                 "resourceVersion": e.version.to_string(),
@@ -193,11 +193,10 @@ pub async fn object(
     State(s): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let Some(kind) = q.get("kind").and_then(|k| {
-        crate::config::Kind::ISTIO
-            .into_iter()
-            .find(|i| i.name() == k)
-    }) else {
+    let Some(kind) = q
+        .get("kind")
+        .and_then(|k| crate::config::Kind::from_qualified_name(k))
+    else {
         return (StatusCode::BAD_REQUEST, "kind is required\n").into_response();
     };
     let namespace = q.get("namespace").map(String::as_str).unwrap_or_default();

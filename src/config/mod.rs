@@ -157,6 +157,21 @@ impl Kind {
         Kind::ISTIO.into_iter().find(|k| k.name() == name)
     }
 
+    /// The name debug output uses: the kind's name, but `Gateway.gateway.networking.k8s.io` for
+    /// the Gateway API's `Gateway`, which would otherwise read as Istio's.
+    pub fn qualified_name(self) -> String {
+        if self == Kind::KubernetesGateway {
+            format!("{}.{}", self.name(), self.group())
+        } else {
+            self.name().to_string()
+        }
+    }
+
+    /// A config kind by its `qualified_name`.
+    pub fn from_qualified_name(name: &str) -> Option<Kind> {
+        Kind::config_kinds().find(|k| k.qualified_name() == name)
+    }
+
     /// A config kind (Istio's or the Gateway API's) by API group and kind name.
     pub fn from_group_kind(group: &str, name: &str) -> Option<Kind> {
         Kind::config_kinds().find(|k| k.name() == name && k.group() == group)

@@ -21,6 +21,9 @@ fn config_refs(c: &crate::config::Config) -> Vec<String> {
                 let (kind, rest) = p.split_once('/')?;
                 let (name, ns) = rest.rsplit_once('.')?;
                 let name = name.split('/').next().unwrap_or(name);
+                let kind =
+                    crate::config::Kind::from_group_kind(crate::config::gateway_api::GROUP, kind)
+                        .map_or_else(|| kind.to_string(), |k| k.qualified_name());
                 Some(format!("{kind}/{ns}/{name}"))
             })
             .collect(),

@@ -473,18 +473,21 @@ spec:
     };
     assert_eq!(
         sources(&format!("0.0.0.0_{http_port}")),
-        ["Gateway/shop/gw"]
+        ["Gateway.gateway.networking.k8s.io/shop/gw"]
     );
     assert_eq!(
         sources(&format!("http.{http_port}")),
-        ["Gateway/shop/gw", "HTTPRoute/shop/split"]
+        [
+            "Gateway.gateway.networking.k8s.io/shop/gw",
+            "HTTPRoute/shop/split"
+        ]
     );
     let (_, body) = http_get(daemon.addr("monitoring"), "/debug/gateway_api");
     let api: Value = serde_json::from_str(&body).expect("gateway_api JSON");
     let parents = &api["routes"]["TCPRoute/shop/raw"]["parents"];
     assert_eq!(parents[0]["accepted"]["status"], true, "{api}");
     assert_eq!(
-        api["gateways"]["Gateway/shop/gw"]["listeners"][1]["attachedRoutes"],
+        api["gateways"]["Gateway.gateway.networking.k8s.io/shop/gw"]["listeners"][1]["attachedRoutes"],
         1
     );
     // GAMMA: the sidecar's route for the Service follows the HTTPRoute.
