@@ -504,3 +504,132 @@ spec:
         (200, "a /r".into())
     );
 }
+
+/// A listener that accepts connections and never answers: what a request timeout cuts short.
+fn silent_backend() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(8).flatten() {
+            held.push(stream);
+        }
+    });
+    (port, handle)
+}
+
+/// Listener isolation (a specific hostname's listener takes its host from the wildcard one on
+/// the same port), `allowedRoutes` by namespace labels (a namespace labelled later attaches its
+/// route), and a request timeout, through a gateway Envoy from the API server.
+#[test]
+fn listener_isolation_namespace_selectors_and_timeouts() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    for c in Cluster::all("gateway-api-isolation") {
+        let ns = c.ns.clone();
+        let team = format!("{ns}-team");
+        install_gateway_api(&c);
+        for n in [&ns, &team] {
+            c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}));
+        }
+        let (wide, narrow, shared) = (
+            Backend::start("wide"),
+            Backend::start("narrow"),
+            Backend::start("team"),
+        );
+        let (silent, _hold) = silent_backend();
+        let host_of = |name: &str, port: u16, in_ns: &str| {
+            let host = format!("{name}.{in_ns}.internal");
+            c.apply(
+                json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                "metadata": {"name": name, "namespace": in_ns},
+                "spec": {"hosts": [host], "location": "MESH_INTERNAL", "resolution": "STATIC",
+                         "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}],
+                         "endpoints": [{"address": "127.0.0.1", "ports": {"http": port}}]}}),
+            );
+            json!({"group": "networking.istio.io", "kind": "Hostname", "name": host, "port": 80})
+        };
+        let (wide_ref, narrow_ref, team_ref, silent_ref) = (
+            host_of("wide", wide.port, &ns),
+            host_of("narrow", narrow.port, &ns),
+            host_of("team", shared.port, &team),
+            host_of("silent", silent, &ns),
+        );
+        let port = free_port();
+        c.apply(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
+            "metadata": {"name": "iso", "namespace": ns},
+            "spec": {"gatewayClassName": "istio", "listeners": [
+                {"name": "wildcard", "port": port, "protocol": "HTTP", "hostname": "*.example.com",
+                 "allowedRoutes": {"namespaces": {"from": "Selector",
+                     "selector": {"matchLabels": {"expose": "yes"}}}}},
+                {"name": "specific", "port": port, "protocol": "HTTP", "hostname": "a.example.com"}]}}));
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"expose": "yes"}}}));
+        c.apply(
+            json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
+            "metadata": {"name": "wide", "namespace": ns},
+            "spec": {"parentRefs": [{"name": "iso", "sectionName": "wildcard"}],
+                     "rules": [
+                        {"matches": [{"path": {"type": "PathPrefix", "value": "/slow"}}],
+                         "timeouts": {"request": "500ms"}, "backendRefs": [silent_ref]},
+                        {"backendRefs": [wide_ref]}]}}),
+        );
+        c.apply(
+            json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
+            "metadata": {"name": "narrow", "namespace": ns},
+            "spec": {"parentRefs": [{"name": "iso", "sectionName": "specific"}],
+                     "rules": [{"backendRefs": [narrow_ref]}]}}),
+        );
+        c.apply(
+            json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
+            "metadata": {"name": "team", "namespace": team},
+            "spec": {"parentRefs": [{"name": "iso", "namespace": ns, "sectionName": "wildcard"}],
+                     "hostnames": ["team.example.com"],
+                     "rules": [{"backendRefs": [team_ref]}]}}),
+        );
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let _gw = boot_gateway(
+            &c,
+            &daemon,
+            &envoy_bin,
+            "iso-istio-0",
+            "gateway.networking.k8s.io/gateway-name: iso",
+            "",
+        );
+        eventually(60, "the wildcard listener served", || {
+            request(port, "b.example.com", "/", &[]) == (200, "wide /".into())
+        });
+        // The specific listener keeps its hostname; the wildcard one serves the rest.
+        assert_eq!(
+            request(port, "a.example.com", "/", &[]),
+            (200, "narrow /".into())
+        );
+        // A backend that never answers: cut at the route's request timeout.
+        let started = std::time::Instant::now();
+        assert_eq!(request(port, "b.example.com", "/slow", &[]).0, 504);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // The team namespace is not selected: its route is not served (the wildcard listener's
+        // own route answers), and the status says so.
+        assert_eq!(
+            request(port, "team.example.com", "/", &[]),
+            (200, "wide /".into())
+        );
+        if c.is_fake() {
+            eventually(60, "NotAllowedByListeners", || {
+                route_condition(&c, &team, "team", "Accepted")
+                    .is_some_and(|a| a["reason"] == "NotAllowedByListeners")
+            });
+        }
+        // Labelled, the namespace's route attaches.
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": team, "labels": {"expose": "yes"}}}));
+        eventually(60, "the selected namespace's route served", || {
+            request(port, "team.example.com", "/", &[]) == (200, "team /".into())
+        });
+        drop(daemon);
+    }
+}
