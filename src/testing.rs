@@ -57,6 +57,12 @@ fn kubernetes_object(doc: &serde_json::Value) -> Option<crate::config::Config> {
         ("v1", "Node") => typed::<Node>(doc),
         ("v1", "Secret") => typed::<Secret>(doc),
         ("discovery.k8s.io/v1", "EndpointSlice") => typed::<EndpointSlice>(doc),
+        ("networking.k8s.io/v1", "Ingress") => {
+            typed::<k8s_openapi::api::networking::v1::Ingress>(doc)
+        }
+        ("networking.k8s.io/v1", "IngressClass") => {
+            typed::<k8s_openapi::api::networking::v1::IngressClass>(doc)
+        }
         _ => None,
     }
 }

@@ -10,6 +10,18 @@ use std::collections::BTreeMap;
 pub struct MeshConfig {
     #[serde(default)]
     pub trust_domain: Option<String>,
+    /// Kubernetes Ingress: the class served (`kubernetes.io/ingress.class`), the gateway Service
+    /// whose addresses go into its status, the gateway pods' `istio` label, and the mode
+    /// (`DEFAULT`, `STRICT`, `OFF`).
+    #[serde(default)]
+    pub ingress_class: Option<String>,
+    #[serde(default)]
+    pub ingress_service: Option<String>,
+    #[serde(default)]
+    pub ingress_selector: Option<String>,
+    /// A string; YAML 1.1 readers (and people) write `OFF` unquoted, which is `false`.
+    #[serde(default)]
+    pub ingress_controller_mode: Option<serde_json::Value>,
     #[serde(default)]
     pub root_namespace: Option<String>,
     #[serde(default)]
@@ -287,6 +299,10 @@ pub const MESH_FIELDS: &[&str] = &[
 /// accepted and warned about (`validation::unhonoured`).
 pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "trustDomain",
+    "ingressClass",
+    "ingressService",
+    "ingressSelector",
+    "ingressControllerMode",
     "discoverySelectors",
     "extensionProviders",
     "pathNormalization",

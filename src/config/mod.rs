@@ -55,6 +55,9 @@ pub enum Kind {
     ConfigMap,
     /// TLS material for gateways (`credentialName`), served over SDS; never shown in debug output.
     Secret,
+    /// Kubernetes Ingress (networking.k8s.io), served by the ingress gateway as istiod does.
+    Ingress,
+    IngressClass,
 }
 
 impl Kind {
@@ -96,15 +99,18 @@ impl Kind {
 
     /// Objects without a namespace (stored with an empty one).
     pub fn cluster_scoped(self) -> bool {
-        matches!(self, Kind::GatewayClass | Kind::Namespace | Kind::Node)
+        matches!(
+            self,
+            Kind::GatewayClass | Kind::Namespace | Kind::Node | Kind::IngressClass
+        )
     }
 
     pub fn is_gateway_api(self) -> bool {
         Kind::GATEWAY_API.contains(&self)
     }
 
-    /// The Kubernetes kinds the service registry is built from.
-    pub const KUBERNETES: [Kind; 7] = [
+    /// The Kubernetes kinds the service registry (and the ingress gateway) is built from.
+    pub const KUBERNETES: [Kind; 9] = [
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Pod,
@@ -112,6 +118,8 @@ impl Kind {
         Kind::Node,
         Kind::ConfigMap,
         Kind::Secret,
+        Kind::Ingress,
+        Kind::IngressClass,
     ];
 
     pub fn is_istio(self) -> bool {
@@ -149,6 +157,8 @@ impl Kind {
             Kind::Node => "Node",
             Kind::ConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
+            Kind::Ingress => "Ingress",
+            Kind::IngressClass => "IngressClass",
         }
     }
 
@@ -185,6 +195,7 @@ impl Kind {
             Kind::Telemetry => "telemetry.istio.io",
             Kind::WasmPlugin | Kind::TrafficExtension => "extensions.istio.io",
             Kind::EndpointSlice => "discovery.k8s.io",
+            Kind::Ingress | Kind::IngressClass => "networking.k8s.io",
             Kind::GatewayClass
             | Kind::KubernetesGateway
             | Kind::HTTPRoute
@@ -225,8 +236,11 @@ impl Kind {
 
     /// Lower-case plural, as in the CRD name `virtualservices.networking.istio.io`.
     pub fn plural(self) -> String {
-        if self == Kind::GatewayClass {
-            return "gatewayclasses".into();
+        match self {
+            Kind::GatewayClass => return "gatewayclasses".into(),
+            Kind::Ingress => return "ingresses".into(),
+            Kind::IngressClass => return "ingressclasses".into(),
+            _ => {}
         }
         let lower = self.name().to_ascii_lowercase();
         // A consonant before the final `y`: policy → policies, serviceentry → serviceentries,
@@ -310,6 +324,8 @@ pub enum Spec {
     Secret(Box<k8s_openapi::api::core::v1::Secret>),
     Node(Box<k8s_openapi::api::core::v1::Node>),
     ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
+    Ingress(Box<k8s_openapi::api::networking::v1::Ingress>),
+    IngressClass(Box<k8s_openapi::api::networking::v1::IngressClass>),
 }
 
 impl Spec {
@@ -344,6 +360,8 @@ impl Spec {
             Spec::Node(_) => Kind::Node,
             Spec::ConfigMap(_) => Kind::ConfigMap,
             Spec::Secret(_) => Kind::Secret,
+            Spec::Ingress(_) => Kind::Ingress,
+            Spec::IngressClass(_) => Kind::IngressClass,
         }
     }
 

@@ -204,6 +204,27 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "networking.k8s.io",
+        "ingresses",
+        WATCH,
+        "source::kube::controller (Kubernetes Ingress)",
+    ),
+    rule(
+        Scope::Cluster,
+        "networking.k8s.io",
+        "ingressclasses",
+        WATCH,
+        "source::kube::controller (Kubernetes Ingress)",
+    ),
+    rule(
+        Scope::Cluster,
+        "networking.k8s.io",
+        "ingresses/status",
+        &["patch"],
+        "status::ingress (the ingress gateway's addresses)",
+    ),
+    rule(
+        Scope::Cluster,
         "apps",
         "deployments",
         &["get", "list", "watch", "create", "update", "patch"],

@@ -63,6 +63,30 @@ pub struct MeshSettings {
     /// MeshConfig `enableTracing` (istiod's default: on) with `defaultConfig.tracing`: what
     /// connection managers get where no Telemetry configures tracing.
     pub legacy_tracing: Option<LegacyTracing>,
+    /// MeshConfig's Kubernetes Ingress settings.
+    pub ingress: IngressSettings,
+}
+
+/// MeshConfig `ingressClass`, `ingressService`, `ingressSelector`, `ingressControllerMode`, with
+/// istiod's defaults (`istio`, `istio-ingressgateway`, none, `STRICT`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IngressSettings {
+    pub class: String,
+    pub service: String,
+    pub selector: String,
+    /// `DEFAULT` (an Ingress without a class too), `STRICT` (only the class), `OFF`.
+    pub mode: String,
+}
+
+impl Default for IngressSettings {
+    fn default() -> Self {
+        IngressSettings {
+            class: "istio".into(),
+            service: "istio-ingressgateway".into(),
+            selector: String::new(),
+            mode: "STRICT".into(),
+        }
+    }
 }
 
 /// Tracing as MeshConfig's `enableTracing` asks for it: sampling and Istio's tags in each
@@ -143,6 +167,17 @@ impl MeshSettings {
                             format: mc.access_log_format.unwrap_or_default(),
                             listener: mc.disable_envoy_listener_log != Some(true),
                         });
+                let default = IngressSettings::default();
+                out.ingress = IngressSettings {
+                    class: mc.ingress_class.unwrap_or(default.class),
+                    service: mc.ingress_service.unwrap_or(default.service),
+                    selector: mc.ingress_selector.unwrap_or(default.selector),
+                    mode: match mc.ingress_controller_mode {
+                        Some(serde_json::Value::String(m)) => m,
+                        Some(serde_json::Value::Bool(false)) => "OFF".into(),
+                        _ => default.mode,
+                    },
+                };
                 if let Some(l) = mc.locality_lb_setting {
                     out.locality_lb = Some(l);
                 }
@@ -179,6 +214,7 @@ impl Default for MeshSettings {
             default_gateway_topology: None,
             access_log: None,
             legacy_tracing: Some(LegacyTracing::from_default_config(None)),
+            ingress: IngressSettings::default(),
         }
     }
 }
@@ -237,6 +273,10 @@ mod tests {
                 "accessLogFile: /dev/stdout",
             ),
             ("enableTracing", "false", ""),
+            ("ingressClass", "nginx", ""),
+            ("ingressService", "edge", ""),
+            ("ingressSelector", "edge", ""),
+            ("ingressControllerMode", "OFF", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[

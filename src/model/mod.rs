@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 pub mod delegate;
 pub mod gateway_api;
 pub mod identity;
+pub mod ingress;
 pub mod kubernetes;
 pub mod mesh;
 pub mod peer_auth;

@@ -7,6 +7,7 @@
 
 pub mod ambient;
 pub mod gateway_api;
+pub mod ingress;
 pub mod writer;
 
 use crate::config::{ConfigKey, Kind};
@@ -79,13 +80,17 @@ pub struct Settings {
     pub ambient_status: bool,
     /// `PILOT_ENABLE_GATEWAY_API_STATUS`.
     pub gateway_api_status: bool,
+    /// The Kubernetes Ingresses' addresses (istiod's ingress status, always on in Kubernetes
+    /// mode).
+    pub ingress_status: bool,
 }
 
 /// Every producer.
 pub static PRODUCERS: &[&dyn Producer] = &[&ambient::Ambient];
 
 /// Every producer of whole status fields.
-pub static FIELD_PRODUCERS: &[&dyn FieldsProducer] = &[&gateway_api::GatewayApi];
+pub static FIELD_PRODUCERS: &[&dyn FieldsProducer] =
+    &[&gateway_api::GatewayApi, &ingress::IngressStatus];
 
 /// The field producers `settings` enable.
 pub fn enabled_fields(settings: &Settings) -> Vec<&'static dyn FieldsProducer> {

@@ -487,14 +487,14 @@ mod tests {
     #[test]
     fn mesh_config_fields_rudder_does_not_apply_are_named() {
         let cm = config(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomain: example.org\n    enableAutoMtls: false\n    protocolDetectionTimeout: 5s\n    ingressClass: istio\n    outboundTrafficPolicy: {mode: ALLOW_ANY}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomain: example.org\n    enableAutoMtls: false\n    protocolDetectionTimeout: 5s\n    dnsRefreshRate: 10s\n    outboundTrafficPolicy: {mode: ALLOW_ANY}\n",
         );
         let names: Vec<String> = fields(&cm).into_iter().map(|(f, _)| f).collect();
         assert_eq!(
             names,
             [
+                "data.mesh.dnsRefreshRate",
                 "data.mesh.enableAutoMtls",
-                "data.mesh.ingressClass",
                 "data.mesh.protocolDetectionTimeout"
             ]
         );

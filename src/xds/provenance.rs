@@ -54,7 +54,12 @@ fn gateway_port(type_url: TypeUrl, name: &str) -> Option<u32> {
 /// what a gateway's listener or route of that port comes from.
 fn gateway_sources(ctx: &PushContext, type_url: TypeUrl, port: u32) -> Vec<String> {
     use crate::config::{Kind, Spec};
-    let derived = ctx.routing.gateway_api.gateways.iter();
+    let derived = ctx
+        .routing
+        .gateway_api
+        .gateways
+        .iter()
+        .chain(&ctx.routing.ingress.gateways);
     let gateways: Vec<&std::sync::Arc<crate::config::Config>> = ctx
         .snapshot
         .list(Kind::Gateway)

@@ -633,3 +633,72 @@ fn listener_isolation_namespace_selectors_and_timeouts() {
         drop(daemon);
     }
 }
+
+/// A Kubernetes Ingress of class `istio` through the ingress gateway Envoy, as istiod serves it:
+/// port 80 (the ingress gateway's own), a `Prefix` path matching whole segments, a named
+/// Service port, and the ingress Service's address written into the Ingress's status. On the
+/// fake API server only: its Service has a loopback endpoint a real one refuses.
+#[test]
+fn a_kubernetes_ingress_is_served_by_the_ingress_gateway() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    if std::net::TcpListener::bind("0.0.0.0:80").is_err() {
+        eprintln!("skipping: port 80 is taken (the ingress gateway listens there, as istiod's)");
+        return;
+    }
+    let c = Cluster::fake("ingress");
+    let ns = c.ns.clone();
+    c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    let backend = Backend::start("backend");
+    c.apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": ns},
+        "spec": {"clusterIP": "10.96.0.41", "ports": [{"name": "web", "port": 8000, "targetPort": backend.port}]}}));
+    c.apply(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "echo-x", "namespace": ns, "labels": {"kubernetes.io/service-name": "echo"}},
+        "addressType": "IPv4", "ports": [{"name": "web", "port": backend.port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]}));
+    c.apply(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "istio-ingressgateway", "namespace": ns},
+        "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.42", "selector": {"istio": "ingressgateway"},
+                 "ports": [{"name": "http2", "port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}));
+    c.apply(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "istio"}, "spec": {"controller": "istio.io/ingress-controller"}}),
+    );
+    c.apply(json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "shop", "namespace": ns},
+        "spec": {"ingressClassName": "istio", "rules": [{"host": "shop.example.com", "http": {"paths": [
+            {"path": "/api", "pathType": "Prefix",
+             "backend": {"service": {"name": "echo", "port": {"name": "web"}}}}]}}]}}));
+    let daemon = c.rudder(&[]);
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let _gw = boot_gateway(
+        &c,
+        &daemon,
+        &envoy_bin,
+        "istio-ingressgateway-0",
+        "istio: ingressgateway",
+        "",
+    );
+    eventually(60, "the Ingress served on port 80", || {
+        request(80, "shop.example.com", "/api/items", &[]) == (200, "backend /api/items".into())
+    });
+    // A Prefix path matches whole segments; other hosts are not the Ingress's.
+    assert_eq!(request(80, "shop.example.com", "/apix", &[]).0, 404);
+    assert_eq!(request(80, "other.example.com", "/api", &[]).0, 404);
+    eventually(
+        60,
+        "the ingress gateway's address in the Ingress status",
+        || {
+            c.get_json(
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "shop", "namespace": ns}}),
+            )
+            .is_some_and(|i| i["status"]["loadBalancer"]["ingress"][0]["ip"] == "203.0.113.7")
+        },
+    );
+    drop(daemon);
+}

@@ -461,6 +461,7 @@ fn start_leader_tasks(
     let settings = crate::status::Settings {
         ambient_status: args.enable_ambient && args.ambient_status,
         gateway_api_status: args.gateway_api_status,
+        ingress_status: true,
     };
     let producers = crate::status::enabled(&settings);
     let field_producers = crate::status::enabled_fields(&settings);

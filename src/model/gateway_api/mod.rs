@@ -170,8 +170,21 @@ impl Translation {
 
 /// Whether `config` was derived from the Gateway API (and takes its semantics).
 pub fn derived(config: &Config) -> bool {
-    config.metadata.annotations.contains_key(ROUTE_SEMANTICS)
+    config
+        .metadata
+        .annotations
+        .get(ROUTE_SEMANTICS)
+        .is_some_and(|s| s == "gateway")
         || config.metadata.annotations.contains_key(GATEWAY_SERVICE)
+}
+
+/// Whether `config` was derived from a Kubernetes Ingress (a prefix matches whole segments).
+pub fn ingress_semantics(config: &Config) -> bool {
+    config
+        .metadata
+        .annotations
+        .get(ROUTE_SEMANTICS)
+        .is_some_and(|s| s == "ingress")
 }
 
 /// The GatewayClasses istiod knows without an object (and creates): name → controller.

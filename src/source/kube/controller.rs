@@ -335,6 +335,21 @@ impl KubeSource {
             all.clone(),
             Arc::new(any_key)
         );
+        // Kubernetes Ingress of the mesh's ingress class, served by the ingress gateway.
+        core!(
+            k8s_openapi::api::networking::v1::Ingress,
+            Kind::Ingress,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
+        core!(
+            k8s_openapi::api::networking::v1::IngressClass,
+            Kind::IngressClass,
+            Api::all(c.clone()),
+            all.clone(),
+            Arc::new(any_key)
+        );
         // TLS secrets for gateways (`credentialName`); service-account tokens and Helm releases
         // are never TLS material, so the API server filters them out (istiod does the same).
         core!(

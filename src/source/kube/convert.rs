@@ -39,9 +39,18 @@ fn slim_meta(m: &mut K8sMeta) {
 impl IntoConfig for k8s_openapi::api::core::v1::Service {
     fn into_config(mut self) -> Config {
         slim_meta(&mut self.metadata);
-        // Status (ambient's conditions, written by the leader) and the resourceVersion it bumps
-        // are not config: a status write leaves the store unchanged and pushes nothing.
-        self.status = None;
+        // Status conditions (ambient's, written by the leader) and the resourceVersion a write
+        // bumps are not config: a status write leaves the store unchanged and pushes nothing.
+        // A LoadBalancer's addresses are kept: Gateway and Ingress status report them.
+        self.status = self
+            .status
+            .take()
+            .and_then(|s| s.load_balancer)
+            .filter(|lb| lb.ingress.as_ref().is_some_and(|i| !i.is_empty()))
+            .map(|lb| k8s_openapi::api::core::v1::ServiceStatus {
+                load_balancer: Some(lb),
+                conditions: None,
+            });
         self.metadata.resource_version = None;
         let m = self.metadata.clone();
         config(Kind::Service, "v1", &m, Spec::Service(Box::new(self)))
@@ -115,5 +124,34 @@ impl IntoConfig for k8s_openapi::api::core::v1::Secret {
         self.metadata.annotations = None;
         let m = self.metadata.clone();
         config(Kind::Secret, "v1", &m, Spec::Secret(Box::new(self)))
+    }
+}
+
+impl IntoConfig for k8s_openapi::api::networking::v1::Ingress {
+    fn into_config(mut self) -> Config {
+        slim_meta(&mut self.metadata);
+        // Status is what the leader writes (the ingress addresses), not config.
+        self.status = None;
+        self.metadata.resource_version = None;
+        let m = self.metadata.clone();
+        config(
+            Kind::Ingress,
+            "networking.k8s.io/v1",
+            &m,
+            Spec::Ingress(Box::new(self)),
+        )
+    }
+}
+
+impl IntoConfig for k8s_openapi::api::networking::v1::IngressClass {
+    fn into_config(mut self) -> Config {
+        slim_meta(&mut self.metadata);
+        let m = self.metadata.clone();
+        config(
+            Kind::IngressClass,
+            "networking.k8s.io/v1",
+            &m,
+            Spec::IngressClass(Box::new(self)),
+        )
     }
 }

@@ -5,6 +5,7 @@ use super::destination_rules::{DrEntry, DrIndex};
 use crate::config::networking::VirtualService;
 use crate::config::{Config, Kind, Spec};
 use crate::model::gateway_api::{self, Translation};
+use crate::model::ingress::{self, IngressTranslation};
 use crate::model::mesh::MeshSettings;
 use crate::model::resolve_host;
 use crate::store::Snapshot;
@@ -52,6 +53,8 @@ pub struct Routing {
     /// The Gateway API objects translated (`model::gateway_api`): their Istio Gateways and
     /// VirtualServices are served beside the store's own.
     pub gateway_api: Arc<Translation>,
+    /// The Kubernetes Ingresses translated (`model::ingress`), served the same way.
+    pub ingress: Arc<IngressTranslation>,
     /// What the index was built under: other settings rebuild it.
     settings: RoutingSettings,
 }
@@ -63,6 +66,7 @@ struct RoutingSettings {
     virtual_service_export_to: Vec<String>,
     destination_rule_export_to: Vec<String>,
     root_namespace: String,
+    ingress: crate::model::mesh::IngressSettings,
 }
 
 impl RoutingSettings {
@@ -72,6 +76,7 @@ impl RoutingSettings {
             virtual_service_export_to: mesh.default_virtual_service_export_to.clone(),
             destination_rule_export_to: mesh.default_destination_rule_export_to.clone(),
             root_namespace: mesh.root_namespace.clone(),
+            ingress: mesh.ingress.clone(),
         }
     }
 }
@@ -155,26 +160,52 @@ impl Routing {
                 Arc::new(t)
             }
         };
+        let ingresses = if same_settings && unchanged(ingress::KINDS) {
+            self.ingress.clone()
+        } else {
+            // Services are read for named ports: most Service changes leave it as it was.
+            let t = Routing::ingresses(new, mesh);
+            if t == *self.ingress {
+                self.ingress.clone()
+            } else {
+                Arc::new(t)
+            }
+        };
         if same_settings
             && unchanged(Routing::KINDS)
             && Arc::ptr_eq(&translation, &self.gateway_api)
+            && Arc::ptr_eq(&ingresses, &self.ingress)
         {
             self.clone()
         } else {
-            Arc::new(Routing::build_with(new, mesh, translation))
+            Arc::new(Routing::build_with(new, mesh, translation, ingresses))
         }
     }
 
     pub fn build(snapshot: &Snapshot, mesh: &MeshSettings) -> Routing {
         let translation = Arc::new(gateway_api::translate(snapshot, &mesh.domain_suffix));
-        Routing::build_with(snapshot, mesh, translation)
+        let ingresses = Arc::new(Routing::ingresses(snapshot, mesh));
+        Routing::build_with(snapshot, mesh, translation, ingresses)
     }
 
-    /// The index of `snapshot` with the Gateway API translated as `translation`.
+    /// The Ingresses of `snapshot`; their Gateways live in the root namespace (istiod's
+    /// `K8S_INGRESS_NS`, `istio-system` by default).
+    fn ingresses(snapshot: &Snapshot, mesh: &MeshSettings) -> IngressTranslation {
+        ingress::translate(
+            snapshot,
+            &mesh.ingress,
+            &mesh.root_namespace,
+            &mesh.domain_suffix,
+        )
+    }
+
+    /// The index of `snapshot` with the Gateway API translated as `translation` and the
+    /// Ingresses as `ingresses`.
     fn build_with(
         snapshot: &Snapshot,
         mesh: &MeshSettings,
         translation: Arc<Translation>,
+        ingresses: Arc<IngressTranslation>,
     ) -> Routing {
         let snapshot = &Declared {
             snapshot,
@@ -184,7 +215,10 @@ impl Routing {
         // One pass: a VirtualService may serve the mesh (no gateways, or `mesh`), gateways, or both.
         let mut virtual_services: Vec<VsEntry> = Vec::new();
         let mut gateway_virtual_services: Vec<GatewayVsEntry> = Vec::new();
-        let derived = translation.virtual_services.iter();
+        let derived = translation
+            .virtual_services
+            .iter()
+            .chain(&ingresses.virtual_services);
         for config in snapshot
             .list(Kind::VirtualService)
             .map(|e| &e.config)
@@ -287,6 +321,7 @@ impl Routing {
             vs_wildcards,
             dr_index,
             gateway_api: translation,
+            ingress: ingresses,
             settings: RoutingSettings::of(mesh),
         }
     }

@@ -118,7 +118,12 @@ impl BoundServer<'_> {
 /// proxies of their own namespace that are theirs (`derived_gateway_applies`).
 fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer<'a>> {
     let mut out = Vec::new();
-    let derived = ctx.routing.gateway_api.gateways.iter();
+    let derived = ctx
+        .routing
+        .gateway_api
+        .gateways
+        .iter()
+        .chain(&ctx.routing.ingress.gateways);
     let mut gateways: Vec<&'a Arc<Config>> = ctx
         .snapshot
         .list(Kind::Gateway)

@@ -15,6 +15,7 @@ pub mod network;
 pub mod outbound;
 pub mod rbac;
 pub mod route;
+mod route_match;
 pub mod secret;
 pub mod tls;
 pub mod tracing;

@@ -18,9 +18,8 @@ use envoy_types::pb::envoy::config::route::v3::route_action::{
 };
 use envoy_types::pb::envoy::config::route::v3::weighted_cluster::{self, ClusterWeight};
 use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
-    RouteAction, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
-    redirect_action, retry_policy::RetryHostPredicate, route, route_match,
+    DirectResponseAction, RedirectAction, RetryPolicy, Route, RouteAction, RouteMatch, VirtualHost,
+    WeightedCluster, redirect_action, retry_policy::RetryHostPredicate, route, route_match,
 };
 use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay, fault_delay};
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::{
@@ -104,8 +103,13 @@ pub(super) fn virtual_service_routes(
     applies: &dyn Fn(&HttpMatchRequest) -> bool,
 ) -> Vec<Route> {
     let vs_ns = vs.metadata.namespace.as_str();
-    // Derived from the Gateway API: its semantics (istiod's `UseGatewaySemantics`).
+    // Derived from the Gateway API: its semantics (istiod's `UseGatewaySemantics`); from an
+    // Ingress: its path prefixes (`UseIngressSemantics`).
     let api = crate::model::gateway_api::derived(vs);
+    let semantics = Semantics {
+        api,
+        segments: api || crate::model::gateway_api::ingress_semantics(vs),
+    };
     let mut out = Vec::new();
     for (i, http) in http_routes.iter().enumerate() {
         let name = if http.name.is_empty() {
@@ -123,7 +127,9 @@ pub(super) fn virtual_service_routes(
                 .collect()
         };
         for m in matches {
-            out.push(route(ctx, scope, port, vs_ns, http, m, &name, grpc, api));
+            out.push(route(
+                ctx, scope, port, vs_ns, http, m, &name, grpc, semantics,
+            ));
         }
         if http.matches.is_empty() {
             break;
@@ -535,14 +541,15 @@ fn route(
     m: Option<&HttpMatchRequest>,
     name: &str,
     grpc: bool,
-    api: bool,
+    semantics: Semantics,
 ) -> Route {
+    let api = semantics.api;
     let suffix = ctx.mesh.domain_suffix.as_str();
     let ops = HeaderOps::of(http.headers.as_ref());
     let mut authority = ops.authority;
     let mut r = Route {
         name: name.to_string(),
-        r#match: Some(route_match(m, api)),
+        r#match: Some(super::route_match::route_match(m, semantics.segments)),
         // Envoy's per-route statistics (`vhost.<vhost>.route.<prefix>.*`), as istiod sets it.
         stat_prefix: m.map(|m| m.stat_prefix.clone()).unwrap_or_default(),
         request_headers_to_add: ops.request_add,
@@ -767,90 +774,13 @@ fn route(
     r
 }
 
-/// istiod's canBeConvertedToPresentMatch: `{}`, or a regex of `*` (not RE2: "anything").
-fn is_present_match(sm: &StringMatch) -> bool {
-    matches!(sm, StringMatch::Any) || matches!(sm, StringMatch::Regex(r) if r == "*")
-}
-
-/// The Envoy match of an HTTP match; `api`: Gateway API prefixes match whole path segments.
-fn route_match(m: Option<&HttpMatchRequest>, api: bool) -> RouteMatch {
-    let mut rm = RouteMatch {
-        path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-        ..Default::default()
-    };
-    let Some(m) = m else { return rm };
-    if let Some(uri) = &m.uri {
-        rm.path_specifier = Some(match uri {
-            StringMatch::Exact(p) => route_match::PathSpecifier::Path(p.clone()),
-            StringMatch::Prefix(p) if api && p != "/" => {
-                route_match::PathSpecifier::PathSeparatedPrefix(p.trim_end_matches('/').into())
-            }
-            StringMatch::Prefix(p) => route_match::PathSpecifier::Prefix(p.clone()),
-            StringMatch::Regex(r) => route_match::PathSpecifier::SafeRegex(RegexMatcher {
-                regex: r.clone(),
-                ..Default::default()
-            }),
-            StringMatch::Any => route_match::PathSpecifier::Prefix("/".into()),
-        });
-    }
-    if m.ignore_uri_case {
-        rm.case_sensitive = Some(BoolValue { value: false });
-    }
-    // istiod's translateHeaderMatch: a regex of `*` asks only that the header be present.
-    let header = |name: &str, sm: &StringMatch, invert: bool| HeaderMatcher {
-        name: name.to_string(),
-        header_match_specifier: Some(if is_present_match(sm) {
-            header_matcher::HeaderMatchSpecifier::PresentMatch(true)
-        } else {
-            header_matcher::HeaderMatchSpecifier::StringMatch(
-                string_matcher(sm, false).unwrap_or_default(),
-            )
-        }),
-        invert_match: invert,
-        // Without the header, an inverted value match must still hold (istiod).
-        treat_missing_header_as_empty: invert && !is_present_match(sm),
-    };
-    // A JWT claim is matched on the payload the jwt_authn filter verified, not as a header (as
-    // istiod); headers are ordered by name, then the pseudo-headers.
-    let mut named = Vec::new();
-    for (name, sm, invert) in m
-        .headers
-        .iter()
-        .map(|(n, sm)| (n, sm, false))
-        .chain(m.without_headers.iter().map(|(n, sm)| (n, sm, true)))
-    {
-        match crate::config::networking::routing_claim(name) {
-            Some(claims) => {
-                // A claim matched by `{}`: present with any value.
-                let mut matcher = super::jwt::claim_matcher(&claims, string_matcher(sm, false));
-                matcher.invert = invert;
-                rm.dynamic_metadata.push(matcher);
-            }
-            None => named.push(header(name, sm, invert)),
-        }
-    }
-    named.sort_by(|a, b| a.name.cmp(&b.name));
-    rm.headers.extend(named);
-    for (pseudo, sm) in [
-        (":method", &m.method),
-        (":authority", &m.authority),
-        (":scheme", &m.scheme),
-    ] {
-        if let Some(sm) = sm {
-            rm.headers.push(header(pseudo, sm, false));
-        }
-    }
-    for (name, sm) in &m.query_params {
-        rm.query_parameters.push(QueryParameterMatcher {
-            name: name.clone(),
-            // `{}`: the parameter is present.
-            query_parameter_match_specifier: Some(match string_matcher(sm, false) {
-                Some(m) => query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(m),
-                None => query_parameter_matcher::QueryParameterMatchSpecifier::PresentMatch(true),
-            }),
-        });
-    }
-    rm
+/// Which of istiod's derived-config semantics a route takes.
+#[derive(Clone, Copy)]
+struct Semantics {
+    /// The Gateway API's (500 for a missing backend, prefix redirects and rewrites).
+    api: bool,
+    /// Prefixes match whole path segments (the Gateway API's and Ingress's).
+    segments: bool,
 }
 
 fn http_fault(f: &crate::config::networking::HttpFaultInjection) -> HttpFault {

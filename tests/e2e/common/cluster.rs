@@ -164,6 +164,8 @@ impl Cluster {
         let (plural, namespaced) = match kind {
             "Namespace" => ("namespaces".to_string(), false),
             "GatewayClass" => ("gatewayclasses".to_string(), false),
+            "IngressClass" => ("ingressclasses".to_string(), false),
+            "Ingress" => ("ingresses".to_string(), true),
             "Node" => ("nodes".to_string(), false),
             "CustomResourceDefinition" => ("customresourcedefinitions".to_string(), false),
             "CertificateSigningRequest" => ("certificatesigningrequests".to_string(), false),
