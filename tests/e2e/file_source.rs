@@ -415,7 +415,7 @@ fn mesh_config_file_applies_reloads_and_fails_fast() {
     let mesh = mesh_dir.join("mesh");
     common::write_atomic(
         &mesh,
-        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\ningressClass: istio\n",
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\ndnsRefreshRate: 10s\n",
     );
     let flag = mesh.to_str().unwrap().to_string();
     let daemon = common::Daemon::start(
@@ -439,7 +439,7 @@ fn mesh_config_file_applies_reloads_and_fails_fast() {
     });
     let (_, sources) = common::http_get(daemon.addr("monitoring"), "/debug/sources");
     assert!(
-        sources.contains("data.mesh.ingressClass"),
+        sources.contains("data.mesh.dnsRefreshRate"),
         "the field Rudder does not apply is warned about: {sources}"
     );
     common::write_atomic(&mesh, "outboundTrafficPolicy: {mode: ALLOW_ANY}\n");
