@@ -702,3 +702,183 @@ fn a_kubernetes_ingress_is_served_by_the_ingress_gateway() {
     );
     drop(daemon);
 }
+
+/// A backend that answers `recorder <path>` and records each request's path: what a mirror
+/// sends to it can be seen.
+fn recording_backend() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let record = record.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                while let Some((line, _)) = crate::common::peers::read_request_head(&mut reader) {
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    record.lock().unwrap().push(path.clone());
+                    let body = format!("recorder {path}");
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// HTTPRoute filters and matches as the spec's conformance scenarios exercise them, through a
+/// gateway Envoy from a config directory: a request mirror, CORS preflights, a redirect to
+/// another port, a host rewrite, a regular-expression header match, a backend's own header
+/// filter, and 500 when every backend weighs nothing.
+#[test]
+fn http_route_filters_through_a_gateway_envoy() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let (recorder, mirrored) = recording_backend();
+    let port = free_port();
+    let entry = |name: &str, backend: u16| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: edge}}\nspec: {{hosts: [{name}.internal], location: MESH_INTERNAL, resolution: STATIC, ports: [{{number: 80, name: http, protocol: HTTP}}], endpoints: [{{address: 127.0.0.1, ports: {{http: {backend}}}}}]}}\n"
+        )
+    };
+    let to = |name: &str| {
+        format!("{{group: networking.istio.io, kind: Hostname, name: {name}.internal, port: 80}}")
+    };
+    let yaml = format!(
+        r#"{}{}{}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: edge}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: filters, namespace: edge}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [www.example.com]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /mirror}}}}]
+    filters: [{{type: RequestMirror, requestMirror: {{backendRef: {mirror}, percent: 100}}}}]
+    backendRefs: [{a_ref}]
+  - matches: [{{path: {{type: PathPrefix, value: /cors}}}}]
+    filters:
+    - type: CORS
+      cors: {{allowOrigins: ["https://app.example.com"], allowMethods: [GET, POST], allowHeaders: [x-custom], maxAge: 600}}
+    backendRefs: [{a_ref}]
+  - matches: [{{path: {{type: PathPrefix, value: /moved}}}}]
+    filters: [{{type: RequestRedirect, requestRedirect: {{scheme: https, port: 8443, path: {{type: ReplacePrefixMatch, replacePrefixMatch: /new}}}}}}]
+  - matches: [{{path: {{type: PathPrefix, value: /host}}}}]
+    filters: [{{type: URLRewrite, urlRewrite: {{hostname: rewritten.example.com}}}}]
+    backendRefs: [{a_ref}]
+  - matches: [{{path: {{type: PathPrefix, value: /env}}, headers: [{{type: RegularExpression, name: x-env, value: "prod|staging"}}]}}]
+    backendRefs:
+    - {{group: networking.istio.io, kind: Hostname, name: b.internal, port: 80, filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{add: [{{name: x-backend, value: b}}]}}}}]}}
+  - matches: [{{path: {{type: PathPrefix, value: /nothing}}}}]
+    backendRefs: [{{group: networking.istio.io, kind: Hostname, name: a.internal, port: 80, weight: 0}}]
+  - backendRefs: [{a_ref}]
+"#,
+        entry("a", a.port),
+        entry("b", b.port),
+        entry("recorder", recorder),
+        mirror = to("recorder"),
+        a_ref = to("a"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::write(dir.path(), "routes.yaml", &yaml);
+    let daemon = crate::common::Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    eventually(30, "ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let _gateway = crate::common::peers::Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        &crate::common::peers::Bootstrap {
+            node_type: "router",
+            pod: "gw-istio-0",
+            namespace: "edge",
+            labels: "gateway.networking.k8s.io/gateway-name: gw",
+            ..Default::default()
+        },
+    );
+    const HOST: &str = "www.example.com";
+    eventually(30, "the gateway routes", || {
+        request(port, HOST, "/", &[]) == (200, "a /".into())
+    });
+    // The mirror gets a copy; the client gets the backend's answer.
+    assert_eq!(
+        request(port, HOST, "/mirror/1", &[]),
+        (200, "a /mirror/1".into())
+    );
+    eventually(10, "the mirror received the copy", || {
+        mirrored.lock().unwrap().iter().any(|p| p == "/mirror/1")
+    });
+    // A preflight from an allowed origin is answered by the gateway; another origin is not.
+    let preflight = |origin: &str| {
+        let req = crate::common::http::Request {
+            method: "OPTIONS",
+            host: HOST,
+            headers: &[
+                ("origin", origin),
+                ("access-control-request-method", "POST"),
+            ],
+            ..crate::common::http::Request::get("/cors")
+        };
+        crate::common::http::send_full(std::net::SocketAddr::from(([127, 0, 0, 1], port)), &req)
+            .unwrap()
+    };
+    let allowed = preflight("https://app.example.com");
+    assert_eq!(
+        allowed.header("access-control-allow-origin"),
+        Some("https://app.example.com")
+    );
+    assert_eq!(allowed.header("access-control-max-age"), Some("600"));
+    assert_eq!(
+        preflight("https://evil.example.com").header("access-control-allow-origin"),
+        None
+    );
+    // A redirect to another scheme and port, the matched prefix replaced.
+    let moved = request_full(port, HOST, "/moved/page", &[]);
+    assert_eq!(moved.status, 302);
+    assert_eq!(
+        moved.header("location"),
+        Some("https://www.example.com:8443/new/page")
+    );
+    // The host the backend sees is rewritten.
+    assert_eq!(
+        request(port, HOST, "/host", &[("x-echo-headers", "host")]),
+        (200, "a /host host=rewritten.example.com".into())
+    );
+    // A regular-expression header match, and the backend's own header filter.
+    assert_eq!(
+        request(
+            port,
+            HOST,
+            "/env",
+            &[("x-env", "staging"), ("x-echo-headers", "x-backend")]
+        ),
+        (200, "b /env x-backend=b".into())
+    );
+    assert_eq!(
+        request(port, HOST, "/env", &[("x-env", "dev")]),
+        (200, "a /env".into())
+    );
+    // Every backend weighs nothing: 500.
+    assert_eq!(request(port, HOST, "/nothing", &[]).0, 500);
+}

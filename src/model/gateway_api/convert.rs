@@ -566,7 +566,8 @@ fn header_ops(f: Option<&HttpHeaderFilter>) -> Result<Option<HeaderOperations>, 
 
 fn redirect(f: &api::HttpRequestRedirectFilter) -> HttpRedirect {
     let mut r = HttpRedirect {
-        redirect_code: f.status_code.unwrap_or(0),
+        // The CRD's default (the API server writes it; a config directory may not).
+        redirect_code: f.status_code.unwrap_or(302),
         authority: f.hostname.clone().unwrap_or_default(),
         scheme: f.scheme.clone().unwrap_or_default(),
         ..Default::default()
