@@ -882,3 +882,79 @@ spec:
     // Every backend weighs nothing: 500.
     assert_eq!(request(port, HOST, "/nothing", &[]).0, 500);
 }
+
+/// GAMMA from the API server: an HTTPRoute attached to a Service steers a sidecar Envoy's calls
+/// to that Service by header, and the route's status names a parent Service that does not
+/// exist. On the fake API server only (loopback endpoints).
+#[test]
+fn a_route_attached_to_a_service_steers_sidecars() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let c = Cluster::fake("gamma");
+    let ns = c.ns.clone();
+    install_gateway_api(&c);
+    c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    let (v1, v2) = (Backend::start("v1"), Backend::start("v2"));
+    let port = free_port();
+    for (name, ip, backend) in [
+        ("reviews", "10.96.0.51", &v1),
+        ("reviews-v2", "10.96.0.52", &v2),
+    ] {
+        c.apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+            "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": port, "targetPort": backend.port}]}}));
+        c.apply(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{name}-x"), "namespace": ns, "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": backend.port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]}));
+    }
+    c.apply(
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
+        "metadata": {"name": "canary", "namespace": ns},
+        "spec": {"parentRefs": [{"group": "", "kind": "Service", "name": "reviews", "port": port}],
+                 "rules": [
+                    {"matches": [{"headers": [{"name": "x-canary", "value": "yes"}]}],
+                     "backendRefs": [{"name": "reviews-v2", "port": port}]},
+                    {"backendRefs": [{"name": "reviews", "port": port}]}]}}),
+    );
+    c.apply(
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
+        "metadata": {"name": "orphan", "namespace": ns},
+        "spec": {"parentRefs": [{"group": "", "kind": "Service", "name": "missing"}],
+                 "rules": [{"backendRefs": [{"name": "reviews", "port": port}]}]}}),
+    );
+    let daemon = c.rudder(&[]);
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let root_dir = tempfile::tempdir().unwrap();
+    let root_path = root_dir.path().join("root.pem");
+    std::fs::write(&root_path, c.ca_root()).unwrap();
+    let token = c.token("client");
+    let _sidecar = crate::common::peers::Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds-tls"),
+        &crate::common::peers::Bootstrap {
+            namespace: &ns,
+            tls: Some((&root_path, "istiod.istio-system.svc")),
+            token: Some(&token),
+            ..Default::default()
+        },
+    );
+    let host = format!("reviews.{ns}.svc.cluster.local");
+    eventually(60, "the sidecar routes to reviews", || {
+        request(port, &host, "/r", &[]) == (200, "v1 /r".into())
+    });
+    assert_eq!(
+        request(port, &host, "/r", &[("x-canary", "yes")]),
+        (200, "v2 /r".into())
+    );
+    eventually(60, "the route's parent accepted", || {
+        route_condition(&c, &ns, "canary", "Accepted").is_some_and(|a| a["status"] == "True")
+    });
+    eventually(60, "a missing parent Service named", || {
+        route_condition(&c, &ns, "orphan", "Accepted")
+            .is_some_and(|a| a["reason"] == "NoMatchingParent")
+    });
+    drop(daemon);
+}
