@@ -17,6 +17,7 @@ pub mod pb {
     }
 }
 
+use crate::config::networking::Resolution;
 use crate::config::security::PeerAuthentication;
 use crate::config::{Config, ConfigKey, Kind, Spec};
 use crate::model::mesh::MeshSettings;
@@ -37,6 +38,9 @@ use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
+
+/// On a Service or its namespace: ingress gateways send to the service's waypoint.
+pub const INGRESS_USE_WAYPOINT: &str = "istio.io/ingress-use-waypoint";
 
 /// The ambient view of `ctx`, built on first use and shared for the life of the push.
 pub fn index(ctx: &PushContext) -> Arc<AmbientIndex> {
@@ -254,6 +258,132 @@ impl AmbientIndex {
             );
             index.add_workload(w);
         }
+        // ServiceEntries' inline endpoints are workloads; a DNS ServiceEntry without endpoints
+        // is one workload per host, by hostname (istiod's `serviceEntryWorkloadBuilder`).
+        for entry in snapshot.list(Kind::ServiceEntry) {
+            let Spec::ServiceEntry(se) = &entry.config.spec else {
+                continue;
+            };
+            let meta = &entry.config.metadata;
+            if !allowed(&meta.namespace) {
+                continue;
+            }
+            let source = format!("ServiceEntry/{}/{}", meta.namespace, meta.name);
+            let services: Vec<&Arc<crate::model::Service>> = registry
+                .services
+                .values()
+                .filter(|s| s.source == source)
+                .collect();
+            if services.is_empty() {
+                continue;
+            }
+            let implicit = se.endpoints.is_empty()
+                && se.workload_selector.is_none()
+                && matches!(
+                    se.resolution,
+                    Resolution::DNS | Resolution::DNS_ROUND_ROBIN | Resolution::DYNAMIC_DNS
+                );
+            let endpoints: Vec<(
+                crate::config::networking::WorkloadEntry,
+                Vec<&Arc<crate::model::Service>>,
+            )> = if implicit {
+                services
+                    .iter()
+                    .map(|s| {
+                        (
+                            crate::config::networking::WorkloadEntry {
+                                address: s.hostname.clone(),
+                                ..Default::default()
+                            },
+                            vec![*s],
+                        )
+                    })
+                    .collect()
+            } else {
+                se.endpoints
+                    .iter()
+                    .map(|e| (e.clone(), services.clone()))
+                    .collect()
+            };
+            let ns = ns_info(&meta.namespace);
+            let (canonical_name, canonical_revision) =
+                crate::model::workload::canonical(&meta.labels, &meta.name);
+            let policies = index.selected_policies(
+                &meta.namespace,
+                &meta.labels,
+                &mesh.root_namespace,
+                peer_auth::workload_keys(
+                    &peer_auth,
+                    &mesh.root_namespace,
+                    &meta.namespace,
+                    &meta.labels,
+                ),
+            );
+            for (ep, services) in endpoints {
+                let ip = ep.address.parse::<IpAddr>().ok();
+                let mut ports: HashMap<String, PortList> = HashMap::new();
+                for svc in &services {
+                    let list = ports
+                        .entry(format!("{}/{}", svc.namespace, svc.hostname))
+                        .or_default();
+                    for p in &svc.ports {
+                        let target =
+                            ep.ports
+                                .get(&p.name)
+                                .copied()
+                                .unwrap_or(if p.target_port > 0 {
+                                    p.target_port
+                                } else {
+                                    p.number
+                                });
+                        list.ports.push(Port {
+                            service_port: p.number,
+                            target_port: target,
+                            app_protocol: app_protocol(p.protocol) as i32,
+                        });
+                    }
+                }
+                let w = Workload {
+                    uid: format!(
+                        "{}/networking.istio.io/ServiceEntry/{}/{}/{}",
+                        mesh.cluster_id, meta.namespace, meta.name, ep.address
+                    ),
+                    name: meta.name.clone(),
+                    namespace: meta.namespace.clone(),
+                    addresses: ip.map(ip_bytes).into_iter().collect(),
+                    hostname: if ip.is_some() {
+                        String::new()
+                    } else {
+                        ep.address.clone()
+                    },
+                    network: if ep.network.is_empty() {
+                        ns.label(NETWORK_LABEL).unwrap_or_default().to_string()
+                    } else {
+                        ep.network.clone()
+                    },
+                    tunnel_protocol: tunnel(captured(&meta.labels, None, false, &ns)) as i32,
+                    trust_domain: mesh.trust_domain.clone(),
+                    service_account: ep.service_account.clone(),
+                    waypoint: if implicit {
+                        None
+                    } else {
+                        workload_waypoint(&ep.labels, &meta.namespace, registry, mesh)
+                    },
+                    canonical_name: canonical_name.clone(),
+                    canonical_revision: canonical_revision.clone(),
+                    workload_type: WorkloadType::Pod as i32,
+                    workload_name: meta.name.clone(),
+                    services: ports,
+                    authorization_policies: policies.clone(),
+                    status: WorkloadStatus::Healthy as i32,
+                    cluster_id: mesh.cluster_id.clone(),
+                    locality: (!ep.locality.is_empty()).then(|| locality(ep.locality.clone())),
+                    capacity: (ep.weight > 0).then_some(ep.weight),
+                    ..Default::default()
+                };
+                index.add_workload(w);
+            }
+        }
         for svc in registry.services.values() {
             let (kind, name) = match svc.source.split_once('/') {
                 Some(("Service", rest)) => (Kind::Service, rest.rsplit('/').next().unwrap_or(rest)),
@@ -305,6 +435,12 @@ impl AmbientIndex {
                 waypoint: waypoint_name
                     .filter(|n| *n != "none")
                     .map(|n| waypoint_address(n, waypoint_ns, registry, mesh)),
+                // The service's label, else its namespace's, read as Go's ParseBool.
+                ingress_use_waypoint: labels
+                    .get(INGRESS_USE_WAYPOINT)
+                    .map(String::as_str)
+                    .or_else(|| ns.label(INGRESS_USE_WAYPOINT))
+                    .is_some_and(|v| matches!(v, "1" | "t" | "T" | "TRUE" | "true" | "True")),
                 ..Default::default()
             };
             index.add_service(service);
