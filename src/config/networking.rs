@@ -874,6 +874,29 @@ pub struct ServiceEntry {
     pub subject_alt_names: Vec<String>,
 }
 
+/// The label that opts a ServiceEntry out of IP auto-allocation (`"false"`).
+pub const ENABLE_AUTOALLOCATE_IP: &str = "networking.istio.io/enable-autoallocate-ip";
+
+impl ServiceEntry {
+    /// Whether its hosts get auto-allocated addresses (istiod's `ShouldV2AutoAllocateIP`, the
+    /// feature on): no addresses of its own, a resolution the dataplane can honour an address
+    /// for, and no opt-out label.
+    pub fn auto_allocates(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.resolution != Resolution::NONE
+            && self.addresses.is_empty()
+            && !labels
+                .get(ENABLE_AUTOALLOCATE_IP)
+                .is_some_and(|v| v.eq_ignore_ascii_case("false"))
+    }
+
+    /// The hosts that get an address: wildcards only with DYNAMIC_DNS (istiod's `keepHost`).
+    pub fn allocated_hosts(&self) -> impl Iterator<Item = &String> {
+        self.hosts
+            .iter()
+            .filter(|h| !h.starts_with('*') || self.resolution == Resolution::DYNAMIC_DNS)
+    }
+}
+
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -137,7 +137,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "networking.istio.io",
         "serviceentries/status",
         &["patch"],
-        "status::writer (ambient conditions)",
+        "status::writer (ambient conditions, auto-allocated addresses)",
     ),
     rule(
         Scope::Cluster,

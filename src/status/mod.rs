@@ -8,6 +8,7 @@
 pub mod ambient;
 pub mod gateway_api;
 pub mod ingress;
+pub mod ip_allocate;
 pub mod writer;
 
 use crate::config::{ConfigKey, Kind};
@@ -83,14 +84,19 @@ pub struct Settings {
     /// The Kubernetes Ingresses' addresses (istiod's ingress status, always on in Kubernetes
     /// mode).
     pub ingress_status: bool,
+    /// `PILOT_ENABLE_IP_AUTOALLOCATE`: ServiceEntry addresses allocated by the leader.
+    pub ip_autoallocate: bool,
 }
 
 /// Every producer.
 pub static PRODUCERS: &[&dyn Producer] = &[&ambient::Ambient];
 
 /// Every producer of whole status fields.
-pub static FIELD_PRODUCERS: &[&dyn FieldsProducer] =
-    &[&gateway_api::GatewayApi, &ingress::IngressStatus];
+pub static FIELD_PRODUCERS: &[&dyn FieldsProducer] = &[
+    &gateway_api::GatewayApi,
+    &ingress::IngressStatus,
+    &ip_allocate::IpAllocator,
+];
 
 /// The field producers `settings` enable.
 pub fn enabled_fields(settings: &Settings) -> Vec<&'static dyn FieldsProducer> {

@@ -2031,6 +2031,7 @@ pub fn service_entry(
             r.check(format!("{pp}.targetPort"), h::port(p.target_port));
         }
         if se.addresses.is_empty()
+            && !se.auto_allocates(labels)
             && (p.protocol.is_empty() || p.protocol.eq_ignore_ascii_case("TCP"))
         {
             r.warn(

@@ -1430,3 +1430,73 @@ fn unserved_gateway_api_crds_are_counted() {
         }
     }
 }
+
+/// ServiceEntry IP auto-allocation, as istiod 1.30 does by default: the leader writes an IPv4
+/// and an IPv6 address per host into `status.addresses` of a ServiceEntry without its own, the
+/// registry serves them as the service's VIPs, and a ServiceEntry given addresses of its own
+/// has them removed.
+#[test]
+fn service_entries_without_addresses_are_allocated_some() {
+    for c in Cluster::all("autoallocate") {
+        let ns = c.ns.clone();
+        if c.is_fake() {
+            c.apply(istio_crd(
+                "networking.istio.io",
+                "serviceentries",
+                "ServiceEntry",
+            ));
+            c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        }
+        let entry = |addresses: Value| {
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                "metadata": {"name": "db", "namespace": ns},
+                "spec": {"hosts": ["db.external.example"], "addresses": addresses,
+                         "ports": [{"number": 5432, "name": "pg", "protocol": "TCP"}],
+                         "resolution": "DNS"}})
+        };
+        c.apply(entry(json!([])));
+        let daemon = c.rudder(&[]);
+        wait_ready(&daemon);
+        let status = || {
+            c.get_json(
+                json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                "metadata": {"name": "db", "namespace": ns}}),
+            )
+            .map(|se| se["status"]["addresses"].clone())
+            .unwrap_or_default()
+        };
+        eventually(60, "addresses allocated", || {
+            status().as_array().is_some_and(|a| a.len() == 2)
+        });
+        let allocated = status();
+        let values: Vec<&str> = allocated
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["value"].as_str().unwrap())
+            .collect();
+        assert!(values[0].starts_with("240.240."), "{allocated}");
+        assert!(values[1].starts_with("2001:2:"), "{allocated}");
+        assert!(
+            allocated
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a["host"] == "db.external.example")
+        );
+        eventually(60, "the registry serves them as VIPs", || {
+            let (_, body) = http_get(daemon.addr("monitoring"), "/debug/registryz");
+            let services: Value = serde_json::from_str(&body).unwrap_or_default();
+            services.as_array().into_iter().flatten().any(|s| {
+                s["hostname"] == "db.external.example"
+                    && s["addresses"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|x| x == values[0]))
+            })
+        });
+        // Given addresses of its own, the allocated ones are removed.
+        c.apply(entry(json!(["10.40.0.9"])));
+        eventually(60, "allocated addresses removed", || status().is_null());
+        drop(daemon);
+    }
+}

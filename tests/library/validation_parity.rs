@@ -913,15 +913,23 @@ fn service_entries() -> Vec<Case> {
             Deny("invalid port name: http_1"),
         ),
         case(
-            "ValidateServiceEntry/tcp-without-addresses-warns",
+            // IP auto-allocation (on by default in 1.30) gives these hosts addresses.
+            "ValidateServiceEntry/tcp-without-addresses-is-auto-allocated",
             "ServiceEntry",
             "hosts: [db.example.com]\nports: [{number: 5432, name: tcp, protocol: TCP}]\nresolution: DNS",
-            Warn("addresses are required for ports serving TCP (or unset) protocol"),
+            Ok,
         ),
         case(
-            "ValidateServiceEntry/unset-protocol-without-addresses-warns",
+            "ValidateServiceEntry/unset-protocol-without-addresses-is-auto-allocated",
             "ServiceEntry",
             "hosts: [db.example.com]\nports: [{number: 5432, name: db}]\nresolution: DNS",
+            Ok,
+        ),
+        case(
+            // Resolution NONE cannot honour an allocated address: none is allocated, so warn.
+            "ValidateServiceEntry/tcp-without-addresses-resolution-none-warns",
+            "ServiceEntry",
+            "hosts: [db.example.com]\nports: [{number: 5432, name: tcp, protocol: TCP}]\nresolution: NONE",
             Warn("addresses are required for ports serving TCP (or unset) protocol"),
         ),
         case(

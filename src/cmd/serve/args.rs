@@ -279,6 +279,10 @@ pub struct ServeArgs {
     /// PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER.
     #[arg(long, env = "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
     pub gateway_deployment_controller: bool,
+    /// Kubernetes mode: the leader allocates addresses to ServiceEntries without their own
+    /// (`status.addresses`), as istiod's PILOT_ENABLE_IP_AUTOALLOCATE.
+    #[arg(long, env = "PILOT_ENABLE_IP_AUTOALLOCATE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ip_autoallocate: bool,
     /// Most status writes per second, so analysis never floods the API server.
     #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
     pub status_writes_per_second: u32,

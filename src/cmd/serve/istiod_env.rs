@@ -19,6 +19,7 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_ENABLE_GATEWAY_API_STATUS",
     "PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER",
     "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER",
+    "PILOT_ENABLE_IP_AUTOALLOCATE",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an

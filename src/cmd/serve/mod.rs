@@ -462,6 +462,7 @@ fn start_leader_tasks(
         ambient_status: args.enable_ambient && args.ambient_status,
         gateway_api_status: args.gateway_api_status,
         ingress_status: true,
+        ip_autoallocate: args.ip_autoallocate,
     };
     let producers = crate::status::enabled(&settings);
     let field_producers = crate::status::enabled_fields(&settings);

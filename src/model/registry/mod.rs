@@ -578,6 +578,9 @@ impl<'a> HostBuilder<'a> {
         let source = format!("ServiceEntry/{ns}/{}", config.metadata.name);
         let mut service = service_from_entry(se, host, ns, &source);
         service.labels.clone_from(&config.metadata.labels);
+        if se.auto_allocates(&config.metadata.labels) {
+            service.addresses = allocated_addresses(config, host);
+        }
         let workloads = se.workload_selector.as_ref().map(|_| self.workloads_in(ns));
         let endpoints = service
             .ports
@@ -609,6 +612,23 @@ impl<'a> HostBuilder<'a> {
         self.workloads.insert(ns.to_string(), found.clone());
         found
     }
+}
+
+/// The addresses the leader allocated to `host` (`status.addresses`, istiod's IP
+/// auto-allocation): the service's VIPs when the ServiceEntry has none of its own.
+pub fn allocated_addresses(config: &Config, host: &str) -> Vec<String> {
+    config
+        .status
+        .as_ref()
+        .and_then(|s| s.get("addresses"))
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+        .filter(|a| a["host"] == host)
+        .filter_map(|a| a["value"].as_str())
+        .filter(|v| v.parse::<std::net::IpAddr>().is_ok())
+        .map(str::to_string)
+        .collect()
 }
 
 fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str) -> Service {

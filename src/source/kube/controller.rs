@@ -642,7 +642,18 @@ async fn supervise_istio_kind(
                         meta.remove("resourceVersion");
                     }
                     if let Some(obj) = value.as_object_mut() {
+                        // A ServiceEntry's auto-allocated addresses are the one part of a
+                        // status that is config: the registry serves them as its VIPs.
+                        let addresses = (kind == Kind::ServiceEntry)
+                            .then(|| obj.get("status").and_then(|s| s.get("addresses")).cloned())
+                            .flatten();
                         obj.remove("status");
+                        if let Some(addresses) = addresses {
+                            obj.insert(
+                                "status".into(),
+                                serde_json::json!({ "addresses": addresses }),
+                            );
+                        }
                     }
                     let config = Config::from_json(value, "default")
                         .map_err(|e| (key.clone(), e.to_string()))?
