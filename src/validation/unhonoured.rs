@@ -218,16 +218,14 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "tracing[].disableContextPropagation",
         "trace context is always propagated",
     ),
-    field(
-        Kind::Telemetry,
-        "targetRefs",
-        "a Telemetry attached by targetRefs is applied nowhere (only selectors and namespaces)",
-    ),
-    field(
-        Kind::Telemetry,
-        "targetRef",
-        "a Telemetry attached by targetRef is applied nowhere (only selectors and namespaces)",
-    ),
+    // Telemetry attached by targetRefs to what only a waypoint serves (to a Gateway API Gateway
+    // it applies to the Gateway's pods).
+    target_ref(Kind::Telemetry, "targetRefs[].kind", "Service"),
+    target_ref(Kind::Telemetry, "targetRefs[].kind", "ServiceEntry"),
+    target_ref(Kind::Telemetry, "targetRefs[].kind", "GatewayClass"),
+    target_ref(Kind::Telemetry, "targetRef.kind", "Service"),
+    target_ref(Kind::Telemetry, "targetRef.kind", "ServiceEntry"),
+    target_ref(Kind::Telemetry, "targetRef.kind", "GatewayClass"),
     field(Kind::WasmPlugin, "", "Wasm plugins are not loaded"),
     field(
         Kind::TrafficExtension,

@@ -146,17 +146,17 @@ impl Pass for AccessLogs {
 }
 
 /// The Telemetries that apply to a proxy, in the order they override each other: the root
-/// namespace's, its namespace's (both without a selector), one of its namespace selecting it
-/// (the oldest of each). Those attached by `targetRefs` are warned about and not applied.
+/// namespace's, its namespace's (both without a selector or targetRefs), and one of its
+/// namespace attached to it by selector, or by a targetRef naming its Gateway API Gateway (the
+/// oldest of each; `model::policy::attaches`). Those attached to what only a waypoint serves are
+/// warned about and not applied.
 pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a Telemetry> {
     let in_ns = |ns: &str| -> Vec<(&'a crate::config::Config, &'a Telemetry)> {
         let mut found: Vec<_> = ctx
             .snapshot
             .list_namespace(Kind::Telemetry, ns)
             .filter_map(|e| match &e.config.spec {
-                Spec::Telemetry(t) if t.target_ref.is_none() && t.target_refs.is_empty() => {
-                    Some((e.config.as_ref(), t))
-                }
+                Spec::Telemetry(t) => Some((e.config.as_ref(), t)),
                 _ => None,
             })
             .collect();
@@ -164,11 +164,18 @@ pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a
         found
     };
     let wide = |t: &Telemetry| {
-        t.selector
-            .as_ref()
-            .is_none_or(|s| s.match_labels.is_empty())
+        t.target_ref.is_none()
+            && t.target_refs.is_empty()
+            && t.selector
+                .as_ref()
+                .is_none_or(|s| s.match_labels.is_empty())
     };
     let root = ctx.mesh.root_namespace.as_str();
+    let workload = crate::model::policy::Workload {
+        namespace: &scope.namespace,
+        labels: &scope.labels,
+        waypoint: false,
+    };
     let mut out = Vec::new();
     out.extend(in_ns(root).into_iter().map(|(_, t)| t).find(|t| wide(t)));
     let own = in_ns(&scope.namespace);
@@ -176,10 +183,13 @@ pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a
         out.extend(own.iter().map(|(_, t)| *t).find(|t| wide(t)));
     }
     out.extend(own.iter().map(|(_, t)| *t).find(|t| {
-        t.selector.as_ref().is_some_and(|s| {
-            !s.match_labels.is_empty()
-                && crate::config::mesh::labels_match(&s.match_labels, &scope.labels)
-        })
+        matches!(
+            crate::model::policy::attaches(&scope.namespace, *t, root, &workload),
+            Some(
+                crate::model::policy::Attachment::Selector
+                    | crate::model::policy::Attachment::TargetRef
+            )
+        )
     }));
     out
 }
@@ -474,6 +484,46 @@ mod tests {
     /// istiod's merge: a Telemetry selecting the workload overrides its namespace's providers, a
     /// server-only entry says nothing for outbound traffic, `disabled` turns a provider off, and
     /// without any Telemetry logging the mesh config's log applies (`None`).
+    /// A Telemetry whose targetRef names a Gateway API Gateway applies to that Gateway's pods,
+    /// not to another Gateway's nor to sidecars.
+    #[test]
+    fn a_telemetry_targeting_a_gateway_applies_to_its_pods() {
+        let ctx = crate::testing::push_context(
+            r#"
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: edge-logs, namespace: shop}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+  accessLogging: [{providers: [{name: envoy}]}]
+"#,
+        );
+        let count = |id: &str, labels: &[(&str, &str)]| {
+            let p = crate::testing::proxy(id, &[], labels);
+            let scope = ctx.scope(&p);
+            telemetry_logs(&ctx, &applicable(&ctx, &scope), false).map(|l| l.len())
+        };
+        let gateway = "router~10.0.0.8~edge-istio-0.shop~shop.svc.cluster.local";
+        assert_eq!(
+            count(
+                gateway,
+                &[("gateway.networking.k8s.io/gateway-name", "edge")]
+            ),
+            Some(1)
+        );
+        assert_eq!(
+            count(
+                gateway,
+                &[("gateway.networking.k8s.io/gateway-name", "other")]
+            ),
+            None
+        );
+        assert_eq!(
+            count("sidecar~10.0.0.9~p.shop~shop.svc.cluster.local", &[]),
+            None
+        );
+    }
+
     #[test]
     fn telemetries_merge_level_by_level_and_mode_by_mode() {
         let yaml = r#"
