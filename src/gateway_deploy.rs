@@ -13,7 +13,9 @@
 
 use crate::config::gateway_api::{CONTROLLER, Gateway};
 use crate::config::{Config, Kind, Spec};
-use crate::model::gateway_api::{GATEWAY_NAME_LABEL, managed_service_name};
+use crate::model::gateway_api::{
+    GATEWAY_NAME_LABEL, class_controller, is_managed, managed_service_name,
+};
 use crate::store::{Snapshot, Store};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -45,15 +47,10 @@ pub fn desired(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Valu
     let Spec::KubernetesGateway(gw) = &config.spec else {
         return Vec::new();
     };
-    let controller = match snapshot.get_named(Kind::GatewayClass, "", &gw.gateway_class_name) {
-        Some(e) => match &e.config.spec {
-            Spec::GatewayClass(c) => c.controller_name.clone(),
-            _ => return Vec::new(),
-        },
-        None if gw.gateway_class_name == "istio" => CONTROLLER.to_string(),
-        None => return Vec::new(),
+    let Some(controller) = class_controller(snapshot, &gw.gateway_class_name) else {
+        return Vec::new();
     };
-    if controller != CONTROLLER || !managed(gw) {
+    if controller != CONTROLLER || !is_managed(gw) {
         return Vec::new();
     }
     let meta = &config.metadata;
@@ -143,15 +140,6 @@ pub fn desired(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Valu
                             "annotations": annotations, "ownerReferences": owner},
                "spec": service_spec}),
     ]
-}
-
-/// Managed: no address, or one IP address (istiod's `IsManaged`).
-fn managed(gw: &Gateway) -> bool {
-    match gw.addresses.as_slice() {
-        [] => true,
-        [one] => matches!(one.address_type.as_deref(), None | Some("IPAddress")),
-        _ => false,
-    }
 }
 
 /// The status port, then one port per listener port (named after the listener, `.` made `-`,

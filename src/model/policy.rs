@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 
 /// The label naming the Gateway API `Gateway` a gateway pod serves.
 pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
-const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
 
 /// What a selector written in the root namespace applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,7 +186,7 @@ pub fn attaches(
         Some(_) if targets.is_empty() => (!workload.waypoint).then(by_selector).flatten(),
         Some(gateway) => (own
             && targets.iter().any(|t| {
-                t.group == GATEWAY_API_GROUP
+                t.group == crate::config::gateway_api::GROUP
                     && t.kind == "Gateway"
                     && &t.name == gateway
                     && (t.namespace.is_empty() || t.namespace == workload.namespace)

@@ -14,10 +14,10 @@ use crate::store::Snapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The label istiod's automated deployment puts on a Gateway's pods: a derived Istio Gateway
-/// applies to the pods of its namespace with this label naming it (or to the pods of the Services
-/// its addresses name).
-pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+/// The label istiod's automated deployment puts on a Gateway's pods (the one the policy
+/// attachment rule reads): a derived Istio Gateway applies to the pods of its namespace with this
+/// label naming it (or to the pods of the Services its addresses name).
+pub use crate::model::policy::GATEWAY_NAME_LABEL;
 /// Overrides the generated name of a managed Gateway's Deployment and Service.
 const NAME_OVERRIDE: &str = "gateway.istio.io/name-override";
 /// Listener TLS option: the Istio TLS mode of a terminating listener.
@@ -27,9 +27,9 @@ const TLS_CIPHER_SUITES: &str = "gateway.istio.io/tls-cipher-suites";
 /// The SDS prefix of Secrets a Gateway API Gateway refers to (istiod's).
 pub const KUBERNETES_GATEWAY_SECRET: &str = "kubernetes-gateway://";
 
-/// Managed (Rudder would deploy it): no address, or one IP address; else the addresses name the
+/// Managed (Rudder deploys it): no address, or one IP address; else the addresses name the
 /// Services that serve it (istiod's `IsManaged`).
-fn is_managed(gw: &Gateway) -> bool {
+pub fn is_managed(gw: &Gateway) -> bool {
     match gw.addresses.as_slice() {
         [] => true,
         [one] => matches!(one.address_type.as_deref(), None | Some("IPAddress")),
