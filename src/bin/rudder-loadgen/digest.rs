@@ -62,6 +62,8 @@ pub struct Reading {
     /// The endpoint resource whose body is kept in any case: the one an endpoint push changes,
     /// so that a push counts as received only once its new endpoints are.
     pub watched: Option<&'static str>,
+    /// A gateway: its HTTP listener of port P names route `http.P`, not `P`.
+    pub router: bool,
 }
 
 /// A stream of responses, each digested as its bytes arrive.
@@ -252,6 +254,7 @@ impl DigestStream {
                     d.eds_clusters.push(head.name);
                 }
             }
+            LDS if self.reading.router => d.routes.extend(super::gateway_route_name(&name()?)),
             LDS => d.routes.extend(super::route_name(&name()?)),
             _ => {}
         }
@@ -376,6 +379,7 @@ mod tests {
                     delta: false,
                     names: true,
                     bodies: false,
+                    router: false,
                 },
             );
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -430,6 +434,7 @@ mod tests {
                 names: true,
                 bodies: true,
                 watched: Some("y"),
+                router: false,
             },
         );
         let runtime = tokio::runtime::Builder::new_current_thread()

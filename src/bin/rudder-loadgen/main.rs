@@ -134,6 +134,10 @@ pub struct LoadgenArgs {
     /// The Gateways `--gateway-api-routes` attach to.
     #[arg(long, default_value_t = 50)]
     pub gateway_api_gateways: usize,
+    /// Of `--proxies`, how many are those Gateways' pods (dealt round the Gateways), asking for
+    /// a gateway's listeners and routes; they are SotW or Delta as the rest are.
+    #[arg(long, default_value_t = 0)]
+    pub gateway_proxies: usize,
     /// Also write the results as JSON to this file (`scripts/plot.py` draws them).
     #[arg(long)]
     pub json: Option<PathBuf>,

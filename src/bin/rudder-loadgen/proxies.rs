@@ -138,6 +138,38 @@ pub(crate) fn node(i: usize, args: &LoadgenArgs, grpc: bool) -> Option<Node> {
     let s = |v: &str| Value {
         kind: Some(VKind::StringValue(v.into())),
     };
+    if i < args.gateway_proxies {
+        // A pod of Gateway API Gateway gw-N, as its automated deployment labels it.
+        let namespace = ns(0, args.namespaces);
+        let gateway = format!("gw-{}", i % args.gateway_api_gateways.max(1));
+        let labels = Struct {
+            fields: [(
+                "gateway.networking.k8s.io/gateway-name".to_string(),
+                s(&gateway),
+            )]
+            .into_iter()
+            .collect(),
+        };
+        fields.insert("NAMESPACE".into(), s(&namespace));
+        fields.insert(
+            "LABELS".into(),
+            Value {
+                kind: Some(VKind::StructValue(labels)),
+            },
+        );
+        return Some(Node {
+            id: format!(
+                "router~10.201.{}.{}~{gateway}-istio-{i}.{namespace}~{namespace}.svc.cluster.local",
+                (i / 250) % 250,
+                i % 250
+            ),
+            user_agent_name: "envoy".into(),
+            metadata: Some(Struct {
+                fields: fields.into_iter().collect(),
+            }),
+            ..Default::default()
+        });
+    }
     if grpc {
         fields.insert("GENERATOR".to_string(), s("grpc"));
     }
@@ -175,6 +207,15 @@ pub(crate) fn route_name(listener: &str) -> Option<String> {
         .next()
         .filter(|p| p.parse::<u32>().is_ok())
         .map(str::to_string)
+}
+
+/// The route a gateway asks for after listener `0.0.0.0_<port>`: `http.<port>` (its HTTPS
+/// servers' routes are named per server; the load generator's Gateways have none).
+pub(crate) fn gateway_route_name(listener: &str) -> Option<String> {
+    listener
+        .strip_prefix("0.0.0.0_")
+        .filter(|p| p.parse::<u32>().is_ok())
+        .map(|p| format!("http.{p}"))
 }
 
 /// Route names an Envoy asks for: one per HTTP listener port.
@@ -273,6 +314,7 @@ impl ProxyStreams {
             names: kube,
             bodies: kube,
             watched: WATCHED_CLUSTER.get().map(String::as_str),
+            router: proxy < args.gateway_proxies,
         };
         self.reached(proxy, "opening its stream");
         match open_digests(channel, method, requests, reading).await {
