@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 pub struct MeshConfig {
     #[serde(default)]
     pub trust_domain: Option<String>,
+    /// The providers Telemetry falls back to (`accessLogging` is applied; `tracing` and
+    /// `metrics` are warned about).
+    #[serde(default)]
+    pub default_providers: Option<DefaultProviders>,
     /// Kubernetes Ingress: the class served (`kubernetes.io/ingress.class`), the gateway Service
     /// whose addresses go into its status, the gateway pods' `istio` label, and the mode
     /// (`DEFAULT`, `STRICT`, `OFF`).
@@ -226,6 +230,18 @@ impl GatewayTopology {
     }
 }
 
+/// MeshConfig `defaultProviders`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultProviders {
+    #[serde(default)]
+    pub tracing: Vec<String>,
+    #[serde(default)]
+    pub metrics: Vec<String>,
+    #[serde(default)]
+    pub access_logging: Vec<String>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct OutboundTrafficPolicy {
     #[serde(default)]
@@ -299,6 +315,7 @@ pub const MESH_FIELDS: &[&str] = &[
 /// accepted and warned about (`validation::unhonoured`).
 pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "trustDomain",
+    "defaultProviders",
     "ingressClass",
     "ingressService",
     "ingressSelector",
@@ -405,6 +422,22 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
             }
             "protocolDetectionTimeout" if !matches!(value.as_str(), Some("0s" | "0" | "0ms")) => {
                 Some("protocol detection waits for the client without a deadline")
+            }
+            "defaultProviders" => {
+                // Access logging is applied; the other defaults are not.
+                for field in ["tracing", "metrics"] {
+                    if value
+                        .get(field)
+                        .and_then(|v| v.as_array())
+                        .is_some_and(|a| !a.is_empty())
+                    {
+                        out.push((
+                            format!("data.mesh.defaultProviders.{field}"),
+                            "default providers apply to access logging only",
+                        ));
+                    }
+                }
+                None
             }
             "defaultConfig" => {
                 // Sampling and Istio's tags are applied; the tracer's address is the agent's.

@@ -65,6 +65,9 @@ pub struct MeshSettings {
     pub legacy_tracing: Option<LegacyTracing>,
     /// MeshConfig's Kubernetes Ingress settings.
     pub ingress: IngressSettings,
+    /// MeshConfig `defaultProviders.accessLogging`: the providers Telemetry access logging
+    /// falls back to (and every proxy logs to, with no Telemetry at all).
+    pub default_access_logging: Vec<String>,
 }
 
 /// MeshConfig `ingressClass`, `ingressService`, `ingressSelector`, `ingressControllerMode`, with
@@ -167,6 +170,11 @@ impl MeshSettings {
                             format: mc.access_log_format.unwrap_or_default(),
                             listener: mc.disable_envoy_listener_log != Some(true),
                         });
+                out.default_access_logging = mc
+                    .default_providers
+                    .as_ref()
+                    .map(|d| d.access_logging.clone())
+                    .unwrap_or_default();
                 let default = IngressSettings::default();
                 out.ingress = IngressSettings {
                     class: mc.ingress_class.unwrap_or(default.class),
@@ -215,6 +223,7 @@ impl Default for MeshSettings {
             access_log: None,
             legacy_tracing: Some(LegacyTracing::from_default_config(None)),
             ingress: IngressSettings::default(),
+            default_access_logging: Vec::new(),
         }
     }
 }
@@ -277,6 +286,7 @@ mod tests {
             ("ingressService", "edge", ""),
             ("ingressSelector", "edge", ""),
             ("ingressControllerMode", "OFF", ""),
+            ("defaultProviders", "{accessLogging: [envoy]}", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[

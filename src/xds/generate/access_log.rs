@@ -89,6 +89,7 @@ impl Pass for AccessLogs {
 
     fn applies(&self, ctx: &PushContext, _scope: &ScopeView) -> bool {
         ctx.mesh.access_log.is_some()
+            || !ctx.mesh.default_access_logging.is_empty()
             || ctx.snapshot.list(Kind::Telemetry).any(
                 |e| matches!(&e.config.spec, Spec::Telemetry(t) if !t.access_logging.is_empty()),
             )
@@ -207,8 +208,18 @@ fn telemetry_logs(
         .filter(|t| !t.access_logging.is_empty())
         .map(|t| &t.access_logging)
         .collect();
+    let defaults = &ctx.mesh.default_access_logging;
     if levels.is_empty() {
-        return None;
+        // No Telemetry logs here: MeshConfig's default providers, else its access log file.
+        if defaults.is_empty() {
+            return None;
+        }
+        return Some(
+            defaults
+                .iter()
+                .filter_map(|name| provider_log(ctx, name, None))
+                .collect(),
+        );
     }
     let mode = if server {
         WorkloadMode::SERVER
@@ -223,8 +234,9 @@ fn telemetry_logs(
     let names = |m: &crate::config::telemetry::AccessLogging| -> Vec<String> {
         m.providers.iter().map(|p| p.name.clone()).collect()
     };
-    // The providers in scope: those the lowest level naming any (for this mode) names.
-    let mut in_scope: Vec<String> = Vec::new();
+    // The providers in scope: those the lowest level naming any (for this mode) names; MeshConfig's
+    // default providers when none does.
+    let mut in_scope: Vec<String> = defaults.clone();
     let mut filters: BTreeMap<String, Option<String>> = BTreeMap::new();
     for level in &levels {
         let mut named = Vec::new();
@@ -240,7 +252,7 @@ fn telemetry_logs(
     }
     // Each provider's last word, level by level (a level without providers speaks for its parent's).
     let mut decided: BTreeMap<String, Option<Option<String>>> = BTreeMap::new();
-    let mut parent: Vec<String> = Vec::new();
+    let mut parent: Vec<String> = defaults.clone();
     for level in &levels {
         for m in level.iter() {
             let mut providers = names(m);
@@ -484,6 +496,46 @@ mod tests {
     /// istiod's merge: a Telemetry selecting the workload overrides its namespace's providers, a
     /// server-only entry says nothing for outbound traffic, `disabled` turns a provider off, and
     /// without any Telemetry logging the mesh config's log applies (`None`).
+    /// MeshConfig `defaultProviders.accessLogging`: every proxy logs to them with no Telemetry,
+    /// a Telemetry naming no provider means them, and one may turn them off.
+    #[test]
+    fn default_providers_log_where_telemetry_does_not_say_otherwise() {
+        let yaml = r#"
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: quiet, namespace: quiet}
+spec:
+  accessLogging: [{disabled: true}]
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: filtered, namespace: filtered}
+spec:
+  accessLogging: [{filter: {expression: "response.code >= 500"}}]
+"#;
+        let mesh = crate::model::mesh::MeshSettings {
+            default_access_logging: vec!["envoy".into()],
+            ..Default::default()
+        };
+        let ctx = crate::testing::push_context_with(yaml, mesh);
+        let logs = |ns: &str| {
+            let p = crate::testing::sidecar(ns, &[]);
+            let scope = ctx.scope(&p);
+            telemetry_logs(&ctx, &applicable(&ctx, &scope), false)
+        };
+        assert_eq!(
+            logs("shop").map(|l| l.len()),
+            Some(1),
+            "no Telemetry: the defaults"
+        );
+        assert_eq!(logs("quiet").map(|l| l.len()), Some(0), "turned off");
+        // As istiod's mergeLogs: a filter is kept for the providers its entry names, so an
+        // entry naming none logs to the defaults unfiltered.
+        let filtered = logs("filtered").expect("logs");
+        assert_eq!(filtered.len(), 1);
+        assert!(filtered[0].filter.is_none());
+    }
+
     /// A Telemetry whose targetRef names a Gateway API Gateway applies to that Gateway's pods,
     /// not to another Gateway's nor to sidecars.
     #[test]
