@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 pub struct MeshConfig {
     #[serde(default)]
     pub trust_domain: Option<String>,
-    /// The providers Telemetry falls back to (`accessLogging` is applied; `tracing` and
-    /// `metrics` are warned about).
+    /// The providers Telemetry falls back to (`accessLogging` and `tracing` are applied;
+    /// `metrics` is warned about).
     #[serde(default)]
     pub default_providers: Option<DefaultProviders>,
     /// Kubernetes Ingress: the class served (`kubernetes.io/ingress.class`), the gateway Service
@@ -424,18 +424,16 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                 Some("protocol detection waits for the client without a deadline")
             }
             "defaultProviders" => {
-                // Access logging is applied; the other defaults are not.
-                for field in ["tracing", "metrics"] {
-                    if value
-                        .get(field)
-                        .and_then(|v| v.as_array())
-                        .is_some_and(|a| !a.is_empty())
-                    {
-                        out.push((
-                            format!("data.mesh.defaultProviders.{field}"),
-                            "default providers apply to access logging only",
-                        ));
-                    }
+                // Access logging and tracing are applied; metrics are not.
+                if value
+                    .get("metrics")
+                    .and_then(|v| v.as_array())
+                    .is_some_and(|a| !a.is_empty())
+                {
+                    out.push((
+                        "data.mesh.defaultProviders.metrics".to_string(),
+                        "default metrics providers are not applied (Istio's standard metrics need istio-proxy's stats filters)",
+                    ));
                 }
                 None
             }

@@ -68,6 +68,9 @@ pub struct MeshSettings {
     /// MeshConfig `defaultProviders.accessLogging`: the providers Telemetry access logging
     /// falls back to (and every proxy logs to, with no Telemetry at all).
     pub default_access_logging: Vec<String>,
+    /// MeshConfig `defaultProviders.tracing`: the provider Telemetry tracing falls back to (the
+    /// first; and every proxy traces to it, with no Telemetry at all).
+    pub default_tracing: Vec<String>,
 }
 
 /// MeshConfig `ingressClass`, `ingressService`, `ingressSelector`, `ingressControllerMode`, with
@@ -175,6 +178,11 @@ impl MeshSettings {
                     .as_ref()
                     .map(|d| d.access_logging.clone())
                     .unwrap_or_default();
+                out.default_tracing = mc
+                    .default_providers
+                    .as_ref()
+                    .map(|d| d.tracing.clone())
+                    .unwrap_or_default();
                 let default = IngressSettings::default();
                 out.ingress = IngressSettings {
                     class: mc.ingress_class.unwrap_or(default.class),
@@ -224,6 +232,7 @@ impl Default for MeshSettings {
             legacy_tracing: Some(LegacyTracing::from_default_config(None)),
             ingress: IngressSettings::default(),
             default_access_logging: Vec::new(),
+            default_tracing: Vec::new(),
         }
     }
 }

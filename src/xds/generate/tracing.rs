@@ -39,6 +39,7 @@ impl Pass for TracingPass {
 
     fn applies(&self, ctx: &PushContext, _scope: &ScopeView) -> bool {
         ctx.mesh.legacy_tracing.is_some()
+            || !ctx.mesh.default_tracing.is_empty()
             || ctx
                 .snapshot
                 .list(Kind::Telemetry)
@@ -83,11 +84,19 @@ fn merged<'a>(
     telemetries: &[&'a Telemetry],
 ) -> Option<(TracingSpec<'a>, TracingSpec<'a>)> {
     let entries: Vec<_> = telemetries.iter().flat_map(|t| t.tracing.iter()).collect();
-    if entries.is_empty() {
+    // MeshConfig `defaultProviders.tracing`: its first provider, unless a Telemetry names one.
+    let default = ctx.mesh.default_tracing.first().map(|name| {
+        ctx.mesh
+            .extension_providers
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+    });
+    if entries.is_empty() && default.is_none() {
         return None;
     }
     let fresh = TracingSpec {
         istio_tags: true,
+        provider: default.flatten(),
         ..Default::default()
     };
     let (mut client, mut server) = (fresh.clone(), fresh);
@@ -333,6 +342,40 @@ mod tests {
             tracing(&ctx, &scope, &client),
             tracing(&ctx, &scope, &server),
         )
+    }
+
+    /// MeshConfig `defaultProviders.tracing`: with no Telemetry at all, every proxy traces to
+    /// the default provider; a Telemetry that names none still has it.
+    #[test]
+    fn the_default_tracing_provider_applies_without_a_telemetry() {
+        let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zipkin, namespace: istio-system}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 9411, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultProviders: {tracing: [zipkin]}\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n";
+        let trace = |extra: &str| {
+            let yaml = format!("{yaml}{extra}");
+            let snapshot = crate::testing::store(&yaml).snapshot();
+            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+            let ctx = crate::testing::push_context_with(&yaml, mesh);
+            let p = crate::testing::sidecar("shop", &[]);
+            let scope = ctx.scope(&p);
+            let telemetries = super::super::access_log::applicable(&ctx, &scope);
+            let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
+            tracing(&ctx, &scope, &client)
+        };
+        let provider = |t: Option<Tracing>| t.and_then(|t| t.provider).map(|p| p.name);
+        assert_eq!(
+            provider(trace("")),
+            Some("envoy.tracers.zipkin".to_string())
+        );
+        let sampled = trace(
+            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{randomSamplingPercentage: 5}]\n",
+        );
+        assert_eq!(
+            sampled
+                .as_ref()
+                .and_then(|t| t.random_sampling)
+                .map(|p| p.value),
+            Some(5.0)
+        );
+        assert!(provider(sampled).is_some());
     }
 
     /// istiod's merge: a namespace entry for one mode overrides the root's for that mode only;
