@@ -205,14 +205,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "metrics",
         "Telemetry metrics are not applied (Istio's standard metrics need istio-proxy's stats filters)",
     ),
-    Unhonoured {
-        value: Some("false"),
-        ..field(
-            Kind::Telemetry,
-            "tracing[].useRequestIdForTraceSampling",
-            "the request id's sampling decision is Envoy's default",
-        )
-    },
     field(
         Kind::Telemetry,
         "tracing[].disableContextPropagation",

@@ -1404,7 +1404,7 @@ fn envoy_reports_spans_as_telemetry_tracing_says() {
     write(
         dir.path(),
         "telemetry.yaml",
-        "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  tracing:\n  - providers: [{name: zipkin}]\n    randomSamplingPercentage: 100\n    customTags: {team: {literal: {value: checkout}}}\n",
+        "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  tracing:\n  - providers: [{name: zipkin}]\n    randomSamplingPercentage: 100\n    useRequestIdForTraceSampling: false\n    customTags: {team: {literal: {value: checkout}}}\n",
     );
     let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
     let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);

@@ -20,7 +20,9 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::trace::v3::{
     OpenTelemetryConfig, ZipkinConfig, tracing::Http, tracing::http, zipkin_config,
 };
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::RequestIdExtension;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing;
+use envoy_types::pb::envoy::extensions::request_id::uuid::v3::UuidRequestIdConfig;
 use envoy_types::pb::envoy::r#type::tracing::v3::{CustomTag as EnvoyTag, custom_tag};
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
@@ -48,21 +50,33 @@ impl Pass for TracingPass {
 
     fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>) {
         let telemetries = super::access_log::applicable(ctx, scope);
+        // Per mode: the tracing, and the request id extension when the request id must not
+        // decide sampling (`useRequestIdForTraceSampling: false`).
+        let with_request_id = |spec: &TracingSpec| {
+            let traced = tracing(ctx, scope, spec);
+            let request_id = (traced.is_some() && !spec.use_request_id).then(request_id_extension);
+            (traced, request_id)
+        };
         let (client, server) = match merged(ctx, &telemetries) {
-            Some((client, server)) => (tracing(ctx, scope, &client), tracing(ctx, scope, &server)),
+            Some((client, server)) => (with_request_id(&client), with_request_id(&server)),
             None => {
                 let legacy = legacy(ctx, scope);
-                (legacy.clone(), legacy)
+                ((legacy.clone(), None), (legacy, None))
             }
         };
         for r in resources.iter_mut() {
-            let chosen = match r.class {
+            let (chosen, request_id) = match r.class {
                 Class::Proxyless | Class::ProxylessServer => continue,
                 Class::SidecarInbound => &server,
                 _ => &client,
             };
             if let Some(t) = chosen {
-                r.edit_http_connection_managers(|_, hcm| hcm.tracing = Some(t.clone()));
+                r.edit_http_connection_managers(|_, hcm| {
+                    hcm.tracing = Some(t.clone());
+                    if let Some(ext) = request_id {
+                        hcm.request_id_extension = Some(ext.clone());
+                    }
+                });
             }
         }
     }
@@ -76,6 +90,19 @@ struct TracingSpec<'a> {
     sampling: Option<f64>,
     custom_tags: Option<&'a BTreeMap<String, CustomTag>>,
     istio_tags: bool,
+    /// `useRequestIdForTraceSampling` (istiod's default: true).
+    use_request_id: bool,
+}
+
+/// Envoy's UUID request id, told not to decide trace sampling (istiod's
+/// `BuildUUIDRequestIDExtension`).
+fn request_id_extension() -> RequestIdExtension {
+    RequestIdExtension {
+        typed_config: Some(any(&UuidRequestIdConfig {
+            use_request_id_for_trace_sampling: Some(BoolValue { value: false }),
+            ..Default::default()
+        })),
+    }
 }
 
 /// istiod's `Telemetries.Tracing`: (client, server); `None` when no Telemetry sets tracing.
@@ -96,6 +123,7 @@ fn merged<'a>(
     }
     let fresh = TracingSpec {
         istio_tags: true,
+        use_request_id: true,
         provider: default.flatten(),
         ..Default::default()
     };
@@ -125,6 +153,9 @@ fn merged<'a>(
             }
             if let Some(tags) = m.enable_istio_tags {
                 spec.istio_tags = tags;
+            }
+            if let Some(use_id) = m.use_request_id_for_trace_sampling {
+                spec.use_request_id = use_id;
             }
         }
     }
@@ -376,6 +407,30 @@ mod tests {
             Some(5.0)
         );
         assert!(provider(sampled).is_some());
+    }
+
+    /// `useRequestIdForTraceSampling: false` gives the connection managers Envoy's UUID request
+    /// id told not to decide sampling; left unset, they keep Envoy's default.
+    #[test]
+    fn the_request_id_decides_sampling_unless_told_not_to() {
+        let lds = |extra: &str| {
+            let yaml = format!("{BASE}{extra}");
+            let snapshot = crate::testing::store(&yaml).snapshot();
+            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+            let ctx = crate::testing::push_context_with(&yaml, mesh);
+            let p = crate::testing::sidecar("shop", &[]);
+            let scope = ctx.scope(&p);
+            super::super::generate(&ctx, &p, &scope, crate::xds::types::TypeUrl::Listener, None)
+                .iter()
+                .any(|r| {
+                    let needle = b"envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig";
+                    r.any.value.windows(needle.len()).any(|w| w == needle)
+                })
+        };
+        assert!(!lds(""), "Envoy's default");
+        assert!(lds(
+            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{useRequestIdForTraceSampling: false}]\n"
+        ));
     }
 
     /// istiod's merge: a namespace entry for one mode overrides the root's for that mode only;
