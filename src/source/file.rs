@@ -550,7 +550,7 @@ impl FileSource {
             self.metrics
                 .config_events
                 .get_or_create(&crate::metrics::EventLabels {
-                    kind: e.key.kind.to_string(),
+                    kind: e.key.kind.qualified_name(),
                     event: format!("{:?}", e.kind).to_lowercase(),
                 })
                 .inc();
@@ -596,7 +596,7 @@ impl FileSource {
             self.metrics
                 .config_objects
                 .get_or_create(&crate::metrics::KindLabels {
-                    kind: kind.to_string(),
+                    kind: kind.qualified_name(),
                 })
                 .set(snapshot.count(kind) as i64);
         }

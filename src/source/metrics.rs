@@ -162,7 +162,7 @@ impl UnhonouredFields {
                     for (_, u) in crate::validation::unhonoured::entries(&entry.config) {
                         if seen.insert(u.path) {
                             *by_field
-                                .entry((kind.to_string(), u.path.to_string()))
+                                .entry((kind.qualified_name(), u.path.to_string()))
                                 .or_default() += 1;
                         }
                     }

@@ -121,7 +121,7 @@ async fn run_watch<K>(
         .boxed();
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
     let mut errors = crate::k8s::RepeatLog::default();
-    let type_label = kind.name().to_string();
+    let type_label = kind.qualified_name();
     let family = if kind.is_istio() {
         &ctx.metrics.k8s_cfg_events
     } else {
@@ -151,7 +151,7 @@ async fn run_watch<K>(
                 ctx.metrics
                     .k8s_watch_errors
                     .get_or_create(&TypeLabels {
-                        r#type: kind.name().into(),
+                        r#type: kind.qualified_name(),
                     })
                     .inc();
                 continue;
@@ -165,7 +165,7 @@ async fn run_watch<K>(
             ctx.metrics
                 .k8s_events_judged
                 .get_or_create(&KindLabels {
-                    kind: kind.name().into(),
+                    kind: kind.qualified_name(),
                 })
                 .inc();
         };
@@ -236,7 +236,7 @@ fn reject(ctx: &Ctx, kind: Kind, key: &ConfigKey, why: &str) {
     ctx.metrics
         .k8s_invalid_objects
         .get_or_create(&KindLabels {
-            kind: kind.name().into(),
+            kind: kind.qualified_name(),
         })
         .inc();
 }
@@ -622,7 +622,7 @@ async fn supervise_istio_kind(
                     group: kind.group().into(),
                     version: v.clone(),
                     api_version: format!("{}/{v}", kind.group()),
-                    kind: kind.name().into(),
+                    kind: kind.qualified_name(),
                     plural: kind.plural(),
                 };
                 let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
