@@ -108,6 +108,24 @@ pub struct ExtensionProvider {
     pub zipkin: Option<ZipkinProvider>,
     #[serde(default)]
     pub opentelemetry: Option<OpenTelemetryProvider>,
+    /// Access logs over OTLP/gRPC to a collector (Envoy's OpenTelemetry access logger).
+    #[serde(default)]
+    pub envoy_otel_als: Option<OtelAccessLogProvider>,
+}
+
+/// `envoyOtelAls`: access logs to an OpenTelemetry collector of the registry.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OtelAccessLogProvider {
+    /// `host` or `namespace/host` of a service in the registry.
+    #[serde(default)]
+    pub service: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub log_name: String,
+    #[serde(default)]
+    pub log_format: Option<FileLogFormat>,
 }
 
 /// `zipkin`: spans as Zipkin v2 JSON to a service of the registry.
@@ -356,6 +374,7 @@ const PROVIDER_FIELDS_READ: &[(&str, &[&str])] = &[
         "opentelemetry",
         &["service", "port", "maxTagLength", "http"],
     ),
+    ("envoyOtelAls", &["service", "port", "logName", "logFormat"]),
 ];
 
 /// What Rudder says of a field of an applied provider it does not read.
@@ -369,6 +388,7 @@ const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "envoyFileAccessLog",
     "zipkin",
     "opentelemetry",
+    "envoyOtelAls",
 ];
 
 impl MeshConfig {

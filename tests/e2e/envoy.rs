@@ -1417,3 +1417,66 @@ fn envoy_reports_spans_as_telemetry_tracing_says() {
         })
     });
 }
+
+/// The `envoyOtelAls` provider: Envoy's OpenTelemetry access logger, accepted by a real Envoy,
+/// sends each request's entry over OTLP/gRPC to the collector's cluster (the collector here
+/// only records that an HTTP/2 connection arrives).
+#[test]
+fn envoy_sends_access_logs_to_an_opentelemetry_collector() {
+    use std::io::Read;
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let collector_port = collector.local_addr().unwrap().port();
+    let prefaces = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = prefaces.clone();
+    std::thread::spawn(move || {
+        for mut stream in collector.incoming().flatten() {
+            let mut head = [0u8; 24];
+            if stream.read_exact(&mut head).is_ok() && head.starts_with(b"PRI * HTTP/2.0") {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(
+        dir.path(),
+        "collector.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: otel, namespace: istio-system}}\nspec:\n  hosts: [otel-collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 4317, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{grpc: {collector_port}}}}}]\n"
+        ),
+    );
+    write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: otel\n      envoyOtelAls:\n        service: otel-collector.istio-system.svc.cluster.local\n        port: 4317\n        logFormat: {labels: {path: \"%REQ(:PATH)%\"}}\n",
+    );
+    write(
+        dir.path(),
+        "telemetry.yaml",
+        "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  accessLogging: [{providers: [{name: otel}]}]\n",
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the sidecar routes", || {
+        request(port, HOST, "/logged", &[]).0 == 200
+    });
+    let (_, dump) = http_get(envoy.admin, "/config_dump");
+    assert!(
+        dump.contains("envoy.access_loggers.open_telemetry")
+            && dump.contains("otel_envoy_accesslog"),
+        "Envoy took the OpenTelemetry access logger"
+    );
+    eventually(30, "log entries sent to the collector", || {
+        request(port, HOST, "/logged", &[]);
+        prefaces.load(std::sync::atomic::Ordering::Relaxed) > 0
+    });
+}

@@ -294,6 +294,16 @@ fn provider_log(ctx: &PushContext, name: &str, filter: Option<&str>) -> Option<A
         .iter()
         .find(|p| p.name.eq_ignore_ascii_case(name));
     let settings = match configured {
+        Some(p) if p.envoy_otel_als.is_some() => {
+            let otel = p.envoy_otel_als.as_ref()?;
+            return super::otel_log::otel_access_log(
+                ctx,
+                otel,
+                filter.filter(|f| !f.is_empty()).map(cel_filter),
+                ISTIO_TEXT_FORMAT,
+                req_without_query,
+            );
+        }
         Some(p) => {
             let file = p.envoy_file_access_log.as_ref()?;
             let format = file.log_format.as_ref();

@@ -12,6 +12,7 @@ pub mod jwt;
 pub mod listener;
 pub mod locality;
 pub mod network;
+pub mod otel_log;
 pub mod outbound;
 pub mod rbac;
 pub mod route;

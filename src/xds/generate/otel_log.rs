@@ -1,0 +1,117 @@
+//! The `envoyOtelAls` access-log provider, as istiod builds it (`openTelemetryLog`): Envoy's
+//! OpenTelemetry access logger sending each entry over OTLP/gRPC to the collector's cluster, the
+//! body Istio's text format (or the provider's), its labels as attributes, Envoy's built-in
+//! labels off.
+
+use super::util::{any, outbound_cluster};
+use crate::config::mesh::OtelAccessLogProvider;
+use crate::xds::context::PushContext;
+use envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, AccessLogFilter, access_log};
+use envoy_types::pb::envoy::config::core::v3::{
+    ApiVersion, GrpcService, TypedExtensionConfig, grpc_service,
+};
+use envoy_types::pb::envoy::extensions::access_loggers::grpc::v3::CommonGrpcAccessLogConfig;
+use envoy_types::pb::envoy::extensions::access_loggers::open_telemetry::v3::OpenTelemetryAccessLogConfig;
+use envoy_types::pb::opentelemetry::proto::common::v1::{
+    AnyValue, KeyValue, KeyValueList, any_value,
+};
+
+/// Envoy's name for the logger, and istiod's default log name.
+const LOGGER: &str = "envoy.access_loggers.open_telemetry";
+const DEFAULT_LOG_NAME: &str = "otel_envoy_accesslog";
+/// The peer metadata istio-proxy keeps in filter state, logged as istiod asks.
+const FILTER_STATE: [&str; 4] = [
+    "wasm.upstream_peer",
+    "wasm.upstream_peer_id",
+    "wasm.downstream_peer",
+    "wasm.downstream_peer_id",
+];
+
+fn text(value: String) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::StringValue(value)),
+    }
+}
+
+/// The access log for provider `p`; `None` (logged) when its service is not in the registry.
+/// `istio_format` is the body when the provider sets none; `formatters` the command-operator
+/// extensions a format using `%REQ_WITHOUT_QUERY%` needs (the access-log pass owns both).
+pub(super) fn otel_access_log(
+    ctx: &PushContext,
+    p: &OtelAccessLogProvider,
+    filter: Option<AccessLogFilter>,
+    istio_format: &str,
+    formatters: fn(bool) -> Vec<TypedExtensionConfig>,
+) -> Option<AccessLog> {
+    let host = p
+        .service
+        .rsplit_once('/')
+        .map_or(p.service.as_str(), |(_, h)| h);
+    let Some(svc) = ctx.registry.services.get(host) else {
+        tracing::warn!(
+            service = %p.service,
+            "OpenTelemetry access-log provider's service is not in the registry; not logged"
+        );
+        return None;
+    };
+    let format = p.log_format.as_ref();
+    let body = format
+        .and_then(|f| f.text.clone())
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| istio_format.trim_end_matches('\n').to_string());
+    let attributes = format
+        .and_then(|f| f.labels.as_ref())
+        .filter(|l| !l.is_empty())
+        .map(|labels| KeyValueList {
+            values: labels
+                .iter()
+                .map(|(k, v)| KeyValue {
+                    key: k.clone(),
+                    value: Some(text(
+                        v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                    )),
+                    ..Default::default()
+                })
+                .collect(),
+        });
+    let uses_req_without_query = body.contains("%REQ_WITHOUT_QUERY")
+        || attributes.as_ref().is_some_and(|a| {
+            a.values.iter().any(|kv| {
+                matches!(&kv.value, Some(AnyValue { value: Some(any_value::Value::StringValue(v)) }) if v.contains("%REQ_WITHOUT_QUERY"))
+            })
+        });
+    // istiod 1.30 still writes `common_config` (deprecated in Envoy 1.40, still accepted).
+    #[allow(deprecated)]
+    let config = OpenTelemetryAccessLogConfig {
+        common_config: Some(CommonGrpcAccessLogConfig {
+            log_name: if p.log_name.is_empty() {
+                DEFAULT_LOG_NAME.into()
+            } else {
+                p.log_name.clone()
+            },
+            grpc_service: Some(GrpcService {
+                target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                    grpc_service::EnvoyGrpc {
+                        cluster_name: outbound_cluster(p.port, "", &svc.hostname),
+                        authority: svc.hostname.clone(),
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            }),
+            transport_api_version: ApiVersion::V3 as i32,
+            filter_state_objects_to_log: FILTER_STATE.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }),
+        disable_builtin_labels: true,
+        body: Some(text(body)),
+        attributes,
+        formatters: formatters(uses_req_without_query),
+        ..Default::default()
+    };
+    Some(AccessLog {
+        name: LOGGER.into(),
+        filter,
+        config_type: Some(access_log::ConfigType::TypedConfig(any(&config))),
+    })
+}
