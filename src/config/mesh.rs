@@ -111,6 +111,33 @@ pub struct ExtensionProvider {
     /// Access logs over OTLP/gRPC to a collector (Envoy's OpenTelemetry access logger).
     #[serde(default)]
     pub envoy_otel_als: Option<OtelAccessLogProvider>,
+    /// Access logs to Envoy's gRPC access-log service, HTTP and TCP flavours.
+    #[serde(default)]
+    pub envoy_http_als: Option<GrpcAccessLogProvider>,
+    #[serde(default)]
+    pub envoy_tcp_als: Option<GrpcAccessLogProvider>,
+}
+
+/// `envoyHttpAls` / `envoyTcpAls`: entries streamed to a gRPC access-log service of the registry.
+/// The header lists belong to the HTTP flavour only (`envoyTcpAls` has no such fields upstream).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcAccessLogProvider {
+    /// `host` or `namespace/host` of a service in the registry.
+    #[serde(default)]
+    pub service: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub log_name: String,
+    #[serde(default)]
+    pub filter_state_objects_to_log: Vec<String>,
+    #[serde(default)]
+    pub additional_request_headers_to_log: Vec<String>,
+    #[serde(default)]
+    pub additional_response_headers_to_log: Vec<String>,
+    #[serde(default)]
+    pub additional_response_trailers_to_log: Vec<String>,
 }
 
 /// `envoyOtelAls`: access logs to an OpenTelemetry collector of the registry.
@@ -375,13 +402,29 @@ const PROVIDER_FIELDS_READ: &[(&str, &[&str])] = &[
         &["service", "port", "maxTagLength", "http"],
     ),
     ("envoyOtelAls", &["service", "port", "logName", "logFormat"]),
+    (
+        "envoyHttpAls",
+        &[
+            "service",
+            "port",
+            "logName",
+            "filterStateObjectsToLog",
+            "additionalRequestHeadersToLog",
+            "additionalResponseHeadersToLog",
+            "additionalResponseTrailersToLog",
+        ],
+    ),
+    (
+        "envoyTcpAls",
+        &["service", "port", "logName", "filterStateObjectsToLog"],
+    ),
 ];
 
 /// What Rudder says of a field of an applied provider it does not read.
 pub const PROVIDER_FIELD_NOT_APPLIED: &str = "this provider field is not applied";
 
-/// The kinds of `extensionProviders[]` Rudder applies: the external authorizers, file access logs,
-/// Zipkin and OpenTelemetry tracing. Other providers are accepted and warned about by name.
+/// The kinds of `extensionProviders[]` Rudder applies: the external authorizers, file, OpenTelemetry
+/// and gRPC access logs, Zipkin and OpenTelemetry tracing. Others are accepted and warned about by name.
 const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "envoyExtAuthzHttp",
     "envoyExtAuthzGrpc",
@@ -389,6 +432,8 @@ const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "zipkin",
     "opentelemetry",
     "envoyOtelAls",
+    "envoyHttpAls",
+    "envoyTcpAls",
 ];
 
 impl MeshConfig {
@@ -515,9 +560,8 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
 /// What Rudder says of a MeshConfig field it does not act on.
 pub const MESH_FIELD_NOT_APPLIED: &str = "this MeshConfig field is not applied";
 
-/// What Rudder says of an extension provider that is not an external authorizer.
-pub const PROVIDER_NOT_APPLIED: &str =
-    "this extension provider is not applied (only envoyExtAuthzHttp and envoyExtAuthzGrpc are)";
+/// What Rudder says of an extension provider of a kind it does not apply.
+pub const PROVIDER_NOT_APPLIED: &str = "this extension provider kind is not applied";
 
 /// Whether `labels` carry every label of `selector` (an empty selector selects everything): the
 /// rule of Istio's workload selectors and Kubernetes `matchLabels`.

@@ -1423,22 +1423,10 @@ fn envoy_reports_spans_as_telemetry_tracing_says() {
 /// only records that an HTTP/2 connection arrives).
 #[test]
 fn envoy_sends_access_logs_to_an_opentelemetry_collector() {
-    use std::io::Read;
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
         return;
     };
-    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let collector_port = collector.local_addr().unwrap().port();
-    let prefaces = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = prefaces.clone();
-    std::thread::spawn(move || {
-        for mut stream in collector.incoming().flatten() {
-            let mut head = [0u8; 24];
-            if stream.read_exact(&mut head).is_ok() && head.starts_with(b"PRI * HTTP/2.0") {
-                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    });
+    let (collector_port, prefaces) = h2_collector();
     let v1 = Backend::start("v1");
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
@@ -1477,6 +1465,78 @@ fn envoy_sends_access_logs_to_an_opentelemetry_collector() {
     );
     eventually(30, "log entries sent to the collector", || {
         request(port, HOST, "/logged", &[]);
+        prefaces.load(std::sync::atomic::Ordering::Relaxed) > 0
+    });
+}
+
+/// A collector that only counts the HTTP/2 connections arriving (a gRPC stream's preface): enough
+/// to see that Envoy streams access logs to it. Returns its port and the count.
+fn h2_collector() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Read;
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = collector.local_addr().unwrap().port();
+    let prefaces = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = prefaces.clone();
+    std::thread::spawn(move || {
+        for mut stream in collector.incoming().flatten() {
+            let mut head = [0u8; 24];
+            if stream.read_exact(&mut head).is_ok() && head.starts_with(b"PRI * HTTP/2.0") {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    (port, prefaces)
+}
+
+/// The `envoyHttpAls` and `envoyTcpAls` providers: a real Envoy takes Envoy's HTTP and TCP gRPC
+/// access loggers (on its HTTP connection managers and TCP proxies alike, as istiod writes them)
+/// and streams each request's entry to the access-log service.
+#[test]
+fn envoy_streams_access_logs_to_a_grpc_access_log_service() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let (collector_port, prefaces) = h2_collector();
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(
+        dir.path(),
+        "collector.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: als, namespace: istio-system}}\nspec:\n  hosts: [als.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 9001, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{grpc: {collector_port}}}}}]\n"
+        ),
+    );
+    write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: http-als\n      envoyHttpAls:\n        service: als.istio-system.svc.cluster.local\n        port: 9001\n        additionalRequestHeadersToLog: [x-user]\n    - name: tcp-als\n      envoyTcpAls:\n        service: als.istio-system.svc.cluster.local\n        port: 9001\n",
+    );
+    write(
+        dir.path(),
+        "telemetry.yaml",
+        "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  accessLogging: [{providers: [{name: http-als}, {name: tcp-als}]}]\n",
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the sidecar routes", || {
+        request(port, HOST, "/logged", &[]).0 == 200
+    });
+    let (_, dump) = http_get(envoy.admin, "/config_dump");
+    assert!(
+        dump.contains("envoy.access_loggers.http_grpc")
+            && dump.contains("http_envoy_accesslog")
+            && dump.contains("envoy.tcp_grpc_access_log")
+            && dump.contains("tcp_envoy_accesslog"),
+        "Envoy took both gRPC access loggers"
+    );
+    eventually(30, "log entries streamed to the access-log service", || {
+        request(port, HOST, "/logged", &[("x-user", "ada")]);
         prefaces.load(std::sync::atomic::Ordering::Relaxed) > 0
     });
 }

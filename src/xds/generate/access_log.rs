@@ -284,7 +284,8 @@ fn telemetry_logs(
     )
 }
 
-/// The access log of provider `name`: a MeshConfig `envoyFileAccessLog` provider, or the built-in
+/// The access log of provider `name`: a MeshConfig `envoyFileAccessLog`, `envoyOtelAls`,
+/// `envoyHttpAls` or `envoyTcpAls` provider, or the built-in
 /// `envoy` (standard output, Istio's text format). Other provider kinds are warned about and
 /// give nothing.
 fn provider_log(ctx: &PushContext, name: &str, filter: Option<&str>) -> Option<AccessLog> {
@@ -294,9 +295,25 @@ fn provider_log(ctx: &PushContext, name: &str, filter: Option<&str>) -> Option<A
         .iter()
         .find(|p| p.name.eq_ignore_ascii_case(name));
     let settings = match configured {
+        Some(p) if p.envoy_http_als.is_some() => {
+            let als = p.envoy_http_als.as_ref()?;
+            return super::grpc_log::http_grpc_access_log(
+                ctx,
+                als,
+                filter.filter(|f| !f.is_empty()).map(cel_filter),
+            );
+        }
+        Some(p) if p.envoy_tcp_als.is_some() => {
+            let als = p.envoy_tcp_als.as_ref()?;
+            return super::grpc_log::tcp_grpc_access_log(
+                ctx,
+                als,
+                filter.filter(|f| !f.is_empty()).map(cel_filter),
+            );
+        }
         Some(p) if p.envoy_otel_als.is_some() => {
             let otel = p.envoy_otel_als.as_ref()?;
-            return super::otel_log::otel_access_log(
+            return super::grpc_log::otel_access_log(
                 ctx,
                 otel,
                 filter.filter(|f| !f.is_empty()).map(cel_filter),
@@ -632,5 +649,88 @@ spec:
             telemetry_logs(&none, &applicable(&none, &scope), false).map(|l| l.len()),
             None
         );
+    }
+
+    /// `envoyHttpAls` and `envoyTcpAls` as istiod builds them: Envoy's gRPC loggers to the
+    /// collector's outbound cluster, istiod's log names and peer filter state unless the provider
+    /// names its own, the HTTP flavour's extra headers; a collector outside the registry logs nothing.
+    #[test]
+    fn grpc_access_log_services_stream_to_the_collector() {
+        use envoy_types::pb::envoy::extensions::access_loggers::grpc::v3::{
+            HttpGrpcAccessLogConfig, TcpGrpcAccessLogConfig,
+        };
+        use prost::Message;
+        let yaml = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: als, namespace: istio-system}
+spec:
+  hosts: [als.istio-system.svc.cluster.local]
+  ports: [{number: 9001, name: grpc, protocol: GRPC}]
+  resolution: DNS
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: mesh-default, namespace: istio-system}
+spec:
+  accessLogging: [{providers: [{name: http-als}, {name: tcp-als}, {name: missing}]}]
+"#;
+        let mesh_text = r#"
+extensionProviders:
+- name: http-als
+  envoyHttpAls:
+    service: istio-system/als.istio-system.svc.cluster.local
+    port: 9001
+    additionalRequestHeadersToLog: [x-user]
+- name: tcp-als
+  envoyTcpAls:
+    service: als.istio-system.svc.cluster.local
+    port: 9001
+    logName: mine
+    filterStateObjectsToLog: [custom]
+- name: missing
+  envoyTcpAls: {service: nowhere.example, port: 1}
+"#;
+        let mc = crate::config::mesh::MeshConfig::parse(mesh_text).expect("mesh config");
+        let mesh = crate::model::mesh::MeshSettings {
+            extension_providers: mc.extension_providers,
+            ..Default::default()
+        };
+        let ctx = crate::testing::push_context_with(yaml, mesh);
+        let p = crate::testing::sidecar("shop", &[]);
+        let scope = ctx.scope(&p);
+        let logs = telemetry_logs(&ctx, &applicable(&ctx, &scope), false).expect("logs");
+        assert_eq!(
+            logs.len(),
+            2,
+            "the provider without a collector gives nothing"
+        );
+        let config = |name: &str| {
+            let log = logs.iter().find(|l| l.name == name).expect(name);
+            match &log.config_type {
+                Some(access_log::ConfigType::TypedConfig(any)) => any.value.clone(),
+                _ => panic!("typed config"),
+            }
+        };
+        let http =
+            HttpGrpcAccessLogConfig::decode(config("envoy.access_loggers.http_grpc").as_slice())
+                .expect("http config");
+        let common = http.common_config.expect("common");
+        assert_eq!(common.log_name, "http_envoy_accesslog");
+        assert_eq!(
+            common.filter_state_objects_to_log,
+            ["upstream_peer", "downstream_peer"]
+        );
+        let target = format!("{:?}", common.grpc_service);
+        assert!(
+            target.contains("outbound|9001||als.istio-system.svc.cluster.local"),
+            "{target}"
+        );
+        assert_eq!(http.additional_request_headers_to_log, ["x-user"]);
+        let tcp = TcpGrpcAccessLogConfig::decode(config("envoy.tcp_grpc_access_log").as_slice())
+            .expect("tcp config");
+        let common = tcp.common_config.expect("common");
+        assert_eq!(common.log_name, "mine");
+        assert_eq!(common.filter_state_objects_to_log, ["custom"]);
     }
 }
