@@ -65,6 +65,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/syncz", get(syncz))
         .route("/debug/registryz", get(registryz))
         .route("/debug/gateway_api", get(gateway_api))
+        .route("/debug/envoy_filters", get(envoy_filters))
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/resourcez", get(resourcez))
@@ -314,6 +315,11 @@ async fn gateway_api(State(s): State<AdminState>) -> Json<serde_json::Value> {
         "derivedGateways": t.gateways.iter().map(|c| derived(c)).collect::<Vec<_>>(),
         "derivedVirtualServices": t.virtual_services.iter().map(|c| derived(c)).collect::<Vec<_>>(),
     }))
+}
+
+/// EnvoyFilters as the current push applies them (`XdsStatus::envoy_filters`).
+async fn envoy_filters(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    Json(xds(&s).map(|x| x.envoy_filters()).unwrap_or_default())
 }
 
 /// Endpoints per service port.

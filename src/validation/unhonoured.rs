@@ -51,6 +51,19 @@ const fn on_gateways(kind: Kind, path: &'static str, note: &'static str) -> Unho
     }
 }
 
+/// A field that is not honoured when it has `value`.
+const fn when(
+    kind: Kind,
+    path: &'static str,
+    value: &'static str,
+    note: &'static str,
+) -> Unhonoured {
+    Unhonoured {
+        value: Some(value),
+        ..field(kind, path, note)
+    }
+}
+
 /// What a policy attached to a Service, ServiceEntry or GatewayClass does under Rudder.
 const WAYPOINT_TARGET: &str = "waypoints are not served yet: a policy attached to a Service, ServiceEntry or GatewayClass is enforced nowhere";
 
@@ -193,13 +206,45 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "outboundTrafficPolicy.egressProxy",
         "no egress proxy: unknown destinations are passed through directly",
     ),
-    // WorkloadGroup, EnvoyFilter, Telemetry, WasmPlugin, ProxyConfig: not acted on at all.
+    // WorkloadGroup, Telemetry, WasmPlugin, ProxyConfig: not acted on at all.
     field(
         Kind::WorkloadGroup,
         "",
         "WorkloadGroups are stored; VM auto-registration and health checks are not implemented",
     ),
-    field(Kind::EnvoyFilter, "", "EnvoyFilter patches are not applied"),
+    // EnvoyFilter: patches are applied (xds::generate::envoy_filter), except these.
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].applyTo",
+        "LISTENER_FILTER",
+        "LISTENER_FILTER patches are not applied",
+    ),
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].applyTo",
+        "EXTENSION_CONFIG",
+        "EXTENSION_CONFIG patches are not applied (no extension config discovery yet)",
+    ),
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].applyTo",
+        "BOOTSTRAP",
+        "BOOTSTRAP patches are not applied",
+    ),
+    field(
+        Kind::EnvoyFilter,
+        "configPatches[].match.proxy.metadata",
+        "proxy metadata matches are not evaluated: the patch is not applied",
+    ),
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].match.context",
+        "WAYPOINT",
+        "waypoints are not served yet: the patch applies nowhere",
+    ),
+    target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "Service"),
+    target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "ServiceEntry"),
+    target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "GatewayClass"),
     field(
         Kind::Telemetry,
         "metrics",

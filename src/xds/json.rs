@@ -39,7 +39,7 @@ pub enum Names {
     Proto,
 }
 
-fn pool() -> Result<&'static DescriptorPool, JsonError> {
+pub(crate) fn pool() -> Result<&'static DescriptorPool, JsonError> {
     POOL.as_ref().map_err(|e| JsonError::Descriptors(e.clone()))
 }
 

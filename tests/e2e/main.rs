@@ -12,6 +12,7 @@ mod ambient;
 mod ca;
 mod cli;
 mod envoy;
+mod extensions;
 mod file_source;
 mod gateway;
 mod gateway_api;

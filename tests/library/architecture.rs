@@ -27,6 +27,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("xds", &[]),
     ("xds::types", &[]),
     ("xds::json", &[]),
+    ("xds::proto_merge", &["xds::json"]),
     ("xds::resource", &[]),
     ("xds::intern", &[]),
     ("xds::wire", &[]),
@@ -53,6 +54,7 @@ const RULES: &[(&str, &[&str])] = &[
             "xds::types",
             "xds::resource",
             "xds::proxy",
+            "xds::proto_merge",
         ],
     ),
     (

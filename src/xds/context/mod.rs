@@ -71,6 +71,8 @@ pub struct ScopeInputs {
     /// A gateway's `gatewayTopology` (its own ProxyConfig, else the mesh default; istiod's
     /// `ProxyConfigOrDefault`); the default for other proxies.
     pub gateway_topology: crate::config::mesh::GatewayTopology,
+    /// The proxy's `ISTIO_VERSION`: EnvoyFilter patches may match on it (`proxy.proxyVersion`).
+    pub istio_version: String,
 }
 
 /// What generators may read of a proxy: its [`ScopeInputs`] (through `Deref`) and what the push
@@ -436,6 +438,7 @@ impl PushContext {
             sidecar_key: sidecar.as_ref().map(|c| c.key()),
             mtls,
             gateway_topology,
+            istio_version: proxy.istio_version.clone(),
         };
         let mut h = DefaultHasher::new();
         inputs.hash(&mut h);

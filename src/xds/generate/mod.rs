@@ -5,6 +5,7 @@ pub mod ambient;
 pub mod authz;
 pub mod cluster;
 pub mod endpoint;
+pub mod envoy_filter;
 pub mod extauthz;
 pub mod finish;
 pub mod gateway;
@@ -161,7 +162,11 @@ pub fn generate(
 /// The finishing passes, in the order they run: EnvoyFilter patches, then access logs, tracing
 /// and stats (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
 /// finishing step import each other.
-pub static PASSES: &[&dyn finish::Pass] = &[&access_log::AccessLogs, &tracing::TracingPass];
+pub static PASSES: &[&dyn finish::Pass] = &[
+    &envoy_filter::EnvoyFilterPatches,
+    &access_log::AccessLogs,
+    &tracing::TracingPass,
+];
 
 /// Runs the mesh's [`PASSES`] over a scope's typed resources, then encodes them.
 pub fn finish(

@@ -556,6 +556,39 @@ impl XdsStatus {
         Some(crate::xds::json::message_or_error(&dump, names))
     }
 
+    /// `/debug/envoy_filters`: each EnvoyFilter with its patch count and the connected proxies it
+    /// patches, and every patch that is not applied with the reason (a value that is not its
+    /// Envoy type, an unsupported `applyTo`, a proxy metadata match).
+    pub fn envoy_filters(&self) -> serde_json::Value {
+        let ctx = self.context();
+        let compiled = generate::envoy_filter::compiled(&ctx);
+        let mut proxies: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for conn in self.connections() {
+            if conn.proxy.is_debug_client() {
+                continue;
+            }
+            let scope = ctx.scope(&conn.proxy);
+            let filters: BTreeSet<String> = generate::envoy_filter::patches_for(&ctx, &scope)
+                .iter()
+                .map(|p| format!("{}/{}", p.filter.namespace, p.filter.name))
+                .collect();
+            for f in filters {
+                proxies.entry(f).or_default().push(conn.proxy.id.clone());
+            }
+        }
+        let filters: Vec<serde_json::Value> = generate::envoy_filter::envoy_filters(&ctx)
+            .into_iter()
+            .map(|(name, patches)| {
+                serde_json::json!({
+                    "proxies": proxies.get(&name).cloned().unwrap_or_default(),
+                    "name": name,
+                    "patches": patches,
+                })
+            })
+            .collect();
+        serde_json::json!({ "envoyFilters": filters, "notApplied": compiled.skipped })
+    }
+
     /// The versions of the pushes whose config `resources` can show, oldest first.
     pub fn past_versions(&self) -> Vec<u64> {
         super::lock(&self.server.past)

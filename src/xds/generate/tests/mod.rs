@@ -12,6 +12,7 @@ use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route
 use prost::Message;
 
 mod clusters;
+mod envoy_filters;
 mod finishing;
 mod gateways;
 mod listeners;

@@ -1,0 +1,189 @@
+//! EnvoyFilter patches on what a proxy is sent, as istiod applies them.
+
+use super::*;
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+
+fn envoy_filter(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}\n"
+    )
+}
+
+/// The HTTP filter names of the first connection manager of listener `name`.
+fn http_filters(listeners: &[Listener], name: &str) -> Vec<String> {
+    let l = listeners
+        .iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no listener {name}"));
+    for chain in &l.filter_chains {
+        for f in &chain.filters {
+            if let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type
+                && any.type_url.ends_with("HttpConnectionManager")
+                && let Ok(hcm) = HttpConnectionManager::decode(any.value.as_slice())
+            {
+                return hcm.http_filters.iter().map(|f| f.name.clone()).collect();
+            }
+        }
+    }
+    panic!("no connection manager on {name}")
+}
+
+const LUA: &str = r#"{name: envoy.filters.http.lua, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, defaultSourceCode: {inlineString: "function envoy_on_response(h) h:headers():add('x-lua', 'yes') end"}}}"#;
+
+/// Cluster patches: MERGE by service and port (a Duration replaced whole), REMOVE by name, ADD
+/// of a cluster of its own; a patch whose value is not a Cluster is skipped and reported while
+/// the rest of its EnvoyFilter applies.
+#[test]
+fn cluster_patches_merge_remove_and_add() {
+    let yaml = format!(
+        "{}{}{}",
+        se("a", "web", "HTTP"),
+        se("a", "db", "TCP"),
+        envoy_filter(
+            "istio-system",
+            "clusters",
+            r#"  configPatches:
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_OUTBOUND, cluster: {service: web.a.svc.cluster.local, portNumber: 80}}
+    patch: {operation: MERGE, value: {connect_timeout: 0.25s, per_connection_buffer_limit_bytes: 1024}}
+  - applyTo: CLUSTER
+    match: {cluster: {name: "outbound|80||db.a.svc.cluster.local"}}
+    patch: {operation: REMOVE}
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_OUTBOUND}
+    patch: {operation: ADD, value: {name: extra, type: STATIC, connect_timeout: 1s}}
+  - applyTo: CLUSTER
+    patch: {operation: MERGE, value: {connect_timeout: soon}}"#
+        )
+    );
+    let c = ctx(&yaml);
+    let p = proxy("a", &[]);
+    let web = cluster(&c, &p, "outbound|80||web.a.svc.cluster.local");
+    assert_eq!(
+        web.connect_timeout.map(|d| (d.seconds, d.nanos)),
+        Some((0, 250_000_000))
+    );
+    assert_eq!(
+        web.per_connection_buffer_limit_bytes.map(|v| v.value),
+        Some(1024)
+    );
+    let names: Vec<String> = clusters_of(&c, &p).into_iter().map(|c| c.name).collect();
+    assert!(!names.iter().any(|n| n.contains("db.a")), "{names:?}");
+    assert!(names.contains(&"extra".to_string()), "{names:?}");
+    let skipped = &crate::xds::generate::envoy_filter::compiled(&c).skipped;
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0].envoy_filter, "istio-system/clusters");
+    assert_eq!(skipped[0].patch, 3);
+}
+
+/// HTTP filter patches: an insert before the router, a replace and a remove by name; two
+/// EnvoyFilters apply in priority order (the root namespace's first at equal priority); a
+/// workload selector and a context that do not match leave the proxy alone.
+#[test]
+fn http_filter_patches_keep_istiods_order() {
+    let insert = format!(
+        "  priority: 10\n  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {{context: SIDECAR_OUTBOUND, listener: {{portNumber: 80, filterChain: {{filter: {{name: envoy.filters.network.http_connection_manager, subFilter: {{name: envoy.filters.http.router}}}}}}}}}}\n    patch: {{operation: INSERT_BEFORE, value: {LUA}}}"
+    );
+    let first = "  priority: -5\n  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {context: SIDECAR_OUTBOUND, listener: {portNumber: 80}}\n    patch: {operation: INSERT_FIRST, value: {name: first, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}}";
+    let elsewhere = "  workloadSelector: {labels: {app: other}}\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch: {operation: INSERT_FIRST, value: {name: never}}";
+    let inbound = "  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {context: SIDECAR_INBOUND}\n    patch: {operation: INSERT_FIRST, value: {name: inbound-only}}";
+    let yaml = format!(
+        "{}{}{}{}{}",
+        se("a", "web", "HTTP"),
+        envoy_filter("a", "lua", &insert),
+        envoy_filter("istio-system", "first", first),
+        envoy_filter("a", "elsewhere", elsewhere),
+        envoy_filter("a", "inbound", inbound),
+    );
+    let c = ctx(&yaml);
+    let listeners = listeners_of(&c, &proxy("a", &[]));
+    let filters = http_filters(&listeners, "0.0.0.0_80");
+    let at = |n: &str| filters.iter().position(|f| f == n);
+    assert_eq!(at("first"), Some(0), "{filters:?}");
+    assert_eq!(
+        at("envoy.filters.http.lua").map(|i| i + 1),
+        at("envoy.filters.http.router"),
+        "{filters:?}"
+    );
+    assert!(at("never").is_none() && at("inbound-only").is_none());
+
+    let replace = "  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager, subFilter: {name: first}}}}}\n    patch: {operation: REPLACE, value: {name: replaced, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}}\n  - applyTo: HTTP_FILTER\n    match: {listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager, subFilter: {name: envoy.filters.http.lua}}}}}\n    patch: {operation: REMOVE}";
+    let c = ctx(&format!(
+        "{yaml}{}",
+        envoy_filter(
+            "istio-system",
+            "aa-late",
+            &format!("  priority: 20\n{replace}")
+        )
+    ));
+    let filters = http_filters(&listeners_of(&c, &proxy("a", &[])), "0.0.0.0_80");
+    assert_eq!(filters.first().map(String::as_str), Some("replaced"));
+    assert!(!filters.iter().any(|f| f == "envoy.filters.http.lua"));
+}
+
+/// `proxy.proxyVersion` is a regular expression over the proxy's ISTIO_VERSION: proxies of
+/// another version, or none, are not patched.
+#[test]
+fn proxy_version_matches_select_proxies() {
+    let yaml = format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        envoy_filter(
+            "istio-system",
+            "versioned",
+            "  configPatches:\n  - applyTo: CLUSTER\n    match: {proxy: {proxyVersion: '^1\\.30.*'}, cluster: {service: web.a.svc.cluster.local}}\n    patch: {operation: MERGE, value: {connect_timeout: 7s}}"
+        )
+    );
+    let c = ctx(&yaml);
+    let timeout = |version: &[(&str, &str)]| {
+        cluster(
+            &c,
+            &proxy("a", version),
+            "outbound|80||web.a.svc.cluster.local",
+        )
+        .connect_timeout
+        .map(|d| d.seconds)
+    };
+    assert_eq!(timeout(&[("ISTIO_VERSION", "1.30.3")]), Some(7));
+    assert_ne!(timeout(&[("ISTIO_VERSION", "1.29.0")]), Some(7));
+    assert_ne!(timeout(&[]), Some(7));
+}
+
+/// Route configuration patches: a virtual host merged (a response header added), a route's
+/// timeout merged, a virtual host added.
+#[test]
+fn route_patches_merge_and_add() {
+    let yaml = format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        envoy_filter(
+            "a",
+            "routes",
+            r#"  configPatches:
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {portNumber: 80, vhost: {name: "web.a.svc.cluster.local:80"}}}
+    patch: {operation: MERGE, value: {response_headers_to_add: [{header: {key: x-patched, value: "yes"}}]}}
+  - applyTo: HTTP_ROUTE
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {name: "web.a.svc.cluster.local:80", route: {action: ROUTE}}}}
+    patch: {operation: MERGE, value: {route: {timeout: 3s}}}
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {name: "80"}}
+    patch: {operation: ADD, value: {name: added, domains: [added.example]}}"#
+        )
+    );
+    let c = ctx(&yaml);
+    let rc = route_config(&c, &proxy("a", &[]), "80");
+    let web = rc
+        .virtual_hosts
+        .iter()
+        .find(|v| v.name == "web.a.svc.cluster.local:80")
+        .expect("the service's virtual host");
+    assert_eq!(web.response_headers_to_add.len(), 1);
+    let timeout = web.routes.iter().find_map(|r| match &r.action {
+        Some(route::Action::Route(a)) => a.timeout.map(|t| t.seconds),
+        _ => None,
+    });
+    assert_eq!(timeout, Some(3));
+    assert!(rc.virtual_hosts.iter().any(|v| v.name == "added"));
+}
