@@ -109,6 +109,32 @@ fn generators(c: &mut Criterion) {
         let traced_mesh = MeshSettings::default()
             .with_mesh_config(&traced.snapshot())
             .0;
+        // The cost of EnvoyFilter patches, the first finishing pass: ten root-namespace
+        // EnvoyFilters, each inserting a Lua filter before the router of every outbound HTTP
+        // connection manager and merging a connect timeout into every cluster.
+        let mut patched_yaml = mesh_yaml(n);
+        for i in 0..10 {
+            patched_yaml.push_str(&format!(
+                "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {{name: ef{i}, namespace: istio-system}}\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {{context: SIDECAR_OUTBOUND, listener: {{filterChain: {{filter: {{name: envoy.filters.network.http_connection_manager, subFilter: {{name: envoy.filters.http.router}}}}}}}}}}\n    patch: {{operation: INSERT_BEFORE, value: {{name: lua{i}, typed_config: {{\"@type\": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, defaultSourceCode: {{inlineString: \"function envoy_on_request(h) end\"}}}}}}}}\n  - applyTo: CLUSTER\n    match: {{context: SIDECAR_OUTBOUND}}\n    patch: {{operation: MERGE, value: {{connect_timeout: {}s}}}}\n---\n",
+                i + 1
+            ));
+        }
+        let patched = rudder::testing::store(&patched_yaml);
+        for (name, type_url) in [
+            ("lds-envoy-filters", TypeUrl::Listener),
+            ("cds-envoy-filters", TypeUrl::Cluster),
+        ] {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || rudder::xds::push::initial_context(&patched, &mesh, None),
+                    |ctx| {
+                        let scope = ctx.scope(&proxy);
+                        black_box(generate::generate(&ctx, &proxy, &scope, type_url, None))
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
         for (name, store, mesh) in [
             ("lds-tracing", &traced, &traced_mesh),
             ("lds-access-log", &store, &logged),

@@ -102,3 +102,53 @@ spec:
     );
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
+
+/// An EnvoyFilter that Envoy rejects (a Lua filter that does not compile, inserted on one port):
+/// Envoy NACKs the listeners, `/debug/syncz` names the EnvoyFilter beside Envoy's error, and the
+/// proxy keeps serving with its last good config; removing the EnvoyFilter clears the NACK.
+#[test]
+fn a_rejected_patch_is_named_in_the_nack() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let backend = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "web.yaml", &service(port, backend.port));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the sidecar routes", || {
+        request_full(port, HOST, "/", &[]).status == 200
+    });
+    write(
+        dir.path(),
+        "bad.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1alpha3
+kind: EnvoyFilter
+metadata: {{name: bad-lua, namespace: {NS}}}
+spec:
+  configPatches:
+  - applyTo: HTTP_FILTER
+    match: {{context: SIDECAR_OUTBOUND, listener: {{portNumber: {port}}}}}
+    patch:
+      operation: INSERT_FIRST
+      value: {{name: envoy.filters.http.lua, typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, defaultSourceCode: {{inlineString: "function ("}}}}}}
+"#
+        ),
+    );
+    eventually(30, "the NACK names the EnvoyFilter", || {
+        let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+        syncz.contains("patched by EnvoyFilter shop/bad-lua")
+    });
+    assert_eq!(
+        request_full(port, HOST, "/", &[]).status,
+        200,
+        "the last good config serves"
+    );
+    std::fs::remove_file(dir.path().join("bad.yaml")).unwrap();
+    eventually(30, "the NACK clears", || {
+        let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
+        !syncz.contains("bad-lua")
+    });
+}

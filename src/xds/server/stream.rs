@@ -255,7 +255,16 @@ impl StreamState {
     /// once per `NACK_LOG_EVERY` (the others counted as `nack_log_suppressed`), so a client
     /// cannot flood the log.
     pub(super) fn record_nack(&mut self, type_url: TypeUrl, nonce: &str, code: i32, message: &str) {
-        let text = truncate(message, NACK_TEXT);
+        let mut text = truncate(message, NACK_TEXT).into_owned();
+        // EnvoyFilters change what Rudder built in ways it cannot check: name them.
+        let (ctx, scope) = self.view();
+        let suspects = generate::envoy_filter::patching(&ctx, &scope, type_url);
+        if !suspects.is_empty() {
+            text.push_str(&format!(
+                " (patched by EnvoyFilter {})",
+                suspects.join(", ")
+            ));
+        }
         let now = Instant::now();
         if self
             .last_nack_log
@@ -264,7 +273,7 @@ impl StreamState {
             warn!(
                 r#type = type_url.short(),
                 nonce,
-                error = text.as_ref(),
+                error = text.as_str(),
                 suppressed_since_last = self.nack_logs_suppressed,
                 "proxy rejected config (NACK)"
             );

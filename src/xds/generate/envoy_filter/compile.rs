@@ -6,6 +6,7 @@ use crate::config::networking::{
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::proto_merge::from_json;
+use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
@@ -220,4 +221,31 @@ pub fn envoy_filters(ctx: &PushContext) -> Vec<(String, usize)> {
             )
         })
         .collect()
+}
+
+/// The EnvoyFilters (`namespace/name`) whose patches reach resources of `type_url` for `scope`'s
+/// proxy: when the proxy rejects such a resource, these are the first suspects.
+pub fn patching(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec<String> {
+    let kinds: &[ApplyTo] = match type_url {
+        TypeUrl::Cluster => &[ApplyTo::CLUSTER],
+        TypeUrl::Listener => &[
+            ApplyTo::LISTENER,
+            ApplyTo::FILTER_CHAIN,
+            ApplyTo::NETWORK_FILTER,
+            ApplyTo::HTTP_FILTER,
+        ],
+        TypeUrl::Route => &[
+            ApplyTo::ROUTE_CONFIGURATION,
+            ApplyTo::VIRTUAL_HOST,
+            ApplyTo::HTTP_ROUTE,
+        ],
+        _ => return Vec::new(),
+    };
+    let mut out: Vec<String> = patches_for(ctx, scope)
+        .iter()
+        .filter(|p| kinds.contains(&p.apply_to))
+        .map(|p| format!("{}/{}", p.filter.namespace, p.filter.name))
+        .collect();
+    out.dedup();
+    out
 }

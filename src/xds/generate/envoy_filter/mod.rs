@@ -15,7 +15,7 @@
 mod compile;
 mod matches;
 
-pub use compile::{Compiled, Patch, Skipped, compiled, envoy_filters, patches_for};
+pub use compile::{Compiled, Patch, Skipped, compiled, envoy_filters, patches_for, patching};
 
 use super::finish::{Built, Class, Pass, Typed};
 use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
