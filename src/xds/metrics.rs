@@ -100,6 +100,9 @@ pub struct XdsMetrics {
     pub duplicate_domains: Gauge,
     /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
     pub duplicate_subsets: Gauge,
+    /// EnvoyFilter patches of the current push that are not applied
+    /// (`rudder_envoy_filter_patches_not_applied`; `/debug/envoy_filters` says why).
+    pub envoy_filter_patches_not_applied: Gauge,
     /// NACKs by proxy and error code, one family per type, as istiod keeps them for older
     /// dashboards (`pilot_xds_cds_reject`, `_eds_`, `_lds_`, `_rds_`; istiod makes them gauges).
     pub cds_rejects: Family<NodeErrLabels, Gauge>,
@@ -330,6 +333,11 @@ impl XdsMetrics {
             duplicate_subsets: registry.register(
                 "pilot_destrule_subsets",
                 "Subset names repeated among the DestinationRules of one host",
+                Gauge::default(),
+            ),
+            envoy_filter_patches_not_applied: registry.register(
+                "rudder_envoy_filter_patches_not_applied",
+                "EnvoyFilter patches of the current push that are not applied (see /debug/envoy_filters)",
                 Gauge::default(),
             ),
             cds_rejects: registry.register(

@@ -101,6 +101,10 @@ spec:
         "both EnvoyFilters patch the sidecar: {debug}"
     );
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+    assert_eq!(
+        metric(&daemon, "rudder_envoy_filter_patches_not_applied"),
+        1.0
+    );
 }
 
 /// An EnvoyFilter that Envoy rejects (a Lua filter that does not compile, inserted on one port):

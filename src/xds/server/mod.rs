@@ -153,6 +153,7 @@ impl XdsServer {
             },
         );
         let initial_inputs = initial.inputs();
+        record_envoy_filters(&metrics, &initial);
         Arc::new(XdsServer {
             idle,
             shared_names: status::SharedNames::default(),
@@ -251,6 +252,16 @@ impl XdsServer {
     }
 }
 
+/// Reads a push context's EnvoyFilters once, when it is installed, so the count of patches not
+/// applied is there before any proxy asks.
+fn record_envoy_filters(metrics: &XdsMetrics, context: &PushContext) {
+    metrics.envoy_filter_patches_not_applied.set(
+        crate::xds::generate::envoy_filter::compiled(context)
+            .skipped
+            .len() as i64,
+    );
+}
+
 impl PushSink for XdsServer {
     /// Installs a new push context and queues `request` for every connected proxy it concerns.
     fn push(&self, context: PushContext, mut request: PushRequest, record: PushRecord) {
@@ -261,6 +272,7 @@ impl PushSink for XdsServer {
             }
             past.push_back(context.inputs());
         }
+        record_envoy_filters(&self.metrics, &context);
         let replaced = self.context.swap(Arc::new(context));
         let version = record.version;
         // Recorded before the fan-out: a proxy may have the push before `fan_out` returns, and

@@ -67,11 +67,27 @@ pub fn compiled(ctx: &PushContext) -> Arc<Compiled> {
             let patches = compile(&key, ef, &mut out.skipped);
             out.by_filter.insert(key, patches);
         }
-        for s in &out.skipped {
-            tracing::warn!(envoy_filter = %s.envoy_filter, patch = s.patch, reason = %s.reason, "EnvoyFilter patch not applied");
-        }
+        log_new(&out.skipped);
         out
     })
+}
+
+/// Logs each patch not applied once, not at every push: the set of those logged is bounded (at
+/// its bound it starts again, so a long-broken patch is logged again now and then).
+fn log_new(skipped: &[Skipped]) {
+    static LOGGED: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
+        std::sync::Mutex::new(None);
+    const BOUND: usize = 4096;
+    let mut logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+    let logged = logged.get_or_insert_with(Default::default);
+    for s in skipped {
+        if logged.len() >= BOUND {
+            logged.clear();
+        }
+        if logged.insert(format!("{}#{}:{}", s.envoy_filter, s.patch, s.reason)) {
+            tracing::warn!(envoy_filter = %s.envoy_filter, patch = s.patch, reason = %s.reason, "EnvoyFilter patch not applied");
+        }
+    }
 }
 
 fn compile(key: &ConfigKey, ef: &EnvoyFilter, skipped: &mut Vec<Skipped>) -> Vec<Arc<Patch>> {
