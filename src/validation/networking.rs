@@ -2890,97 +2890,143 @@ pub fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
             );
             continue;
         }
-        let Some(m) = &cp.match_ else { continue };
-        if let Some(proxy) = &m.proxy
-            && proxy.proxy_version.len() > 1024
-        {
-            r.warn(
-                format!("{pp}.match.proxy.proxyVersion"),
-                "Envoy filter: proxyVersion match exceeds 1024 characters and will be ignored",
-            );
-        } else if let Some(proxy) = &m.proxy
-            && !proxy.proxy_version.is_empty()
-            && let Err(e) = regex::Regex::new(&proxy.proxy_version)
-        {
-            r.error(
-                format!("{pp}.match.proxy.proxyVersion"),
-                format!("Envoy filter: invalid regex for proxy version, [{e}]"),
-            );
-            continue;
-        }
-        let object_types = [
-            m.listener.is_some(),
-            m.route_configuration.is_some(),
-            m.cluster.is_some(),
-        ];
-        if h::count_set(&object_types) > 1 {
-            r.error(
+        let match_ok = 'matched: {
+            let Some(m) = &cp.match_ else {
+                break 'matched true;
+            };
+            if let Some(proxy) = &m.proxy
+                && proxy.proxy_version.len() > 1024
+            {
+                r.warn(
+                    format!("{pp}.match.proxy.proxyVersion"),
+                    "Envoy filter: proxyVersion match exceeds 1024 characters and will be ignored",
+                );
+            } else if let Some(proxy) = &m.proxy
+                && !proxy.proxy_version.is_empty()
+                && let Err(e) = regex::Regex::new(&proxy.proxy_version)
+            {
+                r.error(
+                    format!("{pp}.match.proxy.proxyVersion"),
+                    format!("Envoy filter: invalid regex for proxy version, [{e}]"),
+                );
+                break 'matched false;
+            }
+            let object_types = [
+                m.listener.is_some(),
+                m.route_configuration.is_some(),
+                m.cluster.is_some(),
+            ];
+            if h::count_set(&object_types) > 1 {
+                r.error(
                 format!("{pp}.match"),
                 "Envoy filter: only one of listener, routeConfiguration or cluster may be matched",
             );
-            continue;
-        }
-        let any_object = object_types.iter().any(|b| *b);
-        if applies_to_listener.contains(&cp.apply_to) {
-            if any_object && m.listener.is_none() {
-                r.error(&pp, "Envoy filter: applyTo for listener class objects cannot have non listener match");
-                continue;
+                break 'matched false;
             }
-            if let Some(filter) = m
-                .listener
-                .as_ref()
-                .and_then(|l| l.filter_chain.as_ref())
-                .and_then(|fc| fc.filter.as_ref())
-            {
-                if matches!(cp.apply_to, ApplyTo::LISTENER | ApplyTo::FILTER_CHAIN) {
-                    r.warn(
-                        &pp,
-                        format!(
-                            "Envoy filter: filter match has no effect when used with {:?}",
-                            cp.apply_to
-                        ),
-                    );
+            let any_object = object_types.iter().any(|b| *b);
+            if applies_to_listener.contains(&cp.apply_to) {
+                if any_object && m.listener.is_none() {
+                    r.error(&pp, "Envoy filter: applyTo for listener class objects cannot have non listener match");
+                    break 'matched false;
                 }
-                if filter.name.is_empty() {
-                    r.error(&pp, "Envoy filter: filter match has no name to match on");
-                } else if let Some(sub) = &filter.sub_filter {
-                    if cp.apply_to != ApplyTo::HTTP_FILTER {
-                        r.error(&pp, "Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only");
-                    } else if filter.name != "envoy.filters.network.http_connection_manager"
-                        && filter.name != "envoy.http_connection_manager"
-                    {
-                        r.error(
+                if let Some(filter) = m
+                    .listener
+                    .as_ref()
+                    .and_then(|l| l.filter_chain.as_ref())
+                    .and_then(|fc| fc.filter.as_ref())
+                {
+                    if matches!(cp.apply_to, ApplyTo::LISTENER | ApplyTo::FILTER_CHAIN) {
+                        r.warn(
+                            &pp,
+                            format!(
+                                "Envoy filter: filter match has no effect when used with {:?}",
+                                cp.apply_to
+                            ),
+                        );
+                    }
+                    if filter.name.is_empty() {
+                        r.error(&pp, "Envoy filter: filter match has no name to match on");
+                    } else if let Some(sub) = &filter.sub_filter {
+                        if cp.apply_to != ApplyTo::HTTP_FILTER {
+                            r.error(&pp, "Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only");
+                        } else if filter.name != "envoy.filters.network.http_connection_manager"
+                            && filter.name != "envoy.http_connection_manager"
+                        {
+                            r.error(
                             &pp,
                             "Envoy filter: subfilter match requires filter match with envoy.filters.network.http_connection_manager",
                         );
-                    } else if sub.name.is_empty() {
-                        r.error(&pp, "Envoy filter: subfilter match has no name to match on");
+                        } else if sub.name.is_empty() {
+                            r.error(&pp, "Envoy filter: subfilter match has no name to match on");
+                        }
                     }
-                }
-                let names = std::iter::once(filter.name.as_str())
-                    .chain(filter.sub_filter.as_ref().map(|s| s.name.as_str()));
-                for name in names {
-                    if let Some((_, canonical)) =
-                        DEPRECATED_FILTER_NAMES.iter().find(|(old, _)| *old == name)
-                    {
-                        r.warn(
+                    let names = std::iter::once(filter.name.as_str())
+                        .chain(filter.sub_filter.as_ref().map(|s| s.name.as_str()));
+                    for name in names {
+                        if let Some((_, canonical)) =
+                            DEPRECATED_FILTER_NAMES.iter().find(|(old, _)| *old == name)
+                        {
+                            r.warn(
                             &pp,
                             format!(
                                 "using deprecated filter name {name:?}; use {canonical:?} instead"
                             ),
                         );
+                        }
                     }
                 }
+            } else if applies_to_route.contains(&cp.apply_to) {
+                if any_object && m.route_configuration.is_none() {
+                    r.error(&pp, "Envoy filter: applyTo for http route class objects cannot have non route configuration match");
+                }
+            } else if cp.apply_to == ApplyTo::CLUSTER && any_object && m.cluster.is_none() {
+                r.error(
+                    &pp,
+                    "Envoy filter: applyTo for cluster class objects cannot have non cluster match",
+                );
             }
-        } else if applies_to_route.contains(&cp.apply_to) {
-            if any_object && m.route_configuration.is_none() {
-                r.error(&pp, "Envoy filter: applyTo for http route class objects cannot have non route configuration match");
-            }
-        } else if cp.apply_to == ApplyTo::CLUSTER && any_object && m.cluster.is_none() {
-            r.error(
-                &pp,
-                "Envoy filter: applyTo for cluster class objects cannot have non cluster match",
-            );
+            true
+        };
+        if !match_ok {
+            continue;
         }
+        if let Some(value) = &patch.value {
+            patch_value(r, &pp, cp.apply_to, value);
+        }
+    }
+}
+
+/// The Envoy message a patch value of `applyTo` is read as.
+fn patch_type(apply_to: ApplyTo) -> Option<&'static str> {
+    Some(match apply_to {
+        ApplyTo::CLUSTER => "envoy.config.cluster.v3.Cluster",
+        ApplyTo::LISTENER => "envoy.config.listener.v3.Listener",
+        ApplyTo::ROUTE_CONFIGURATION => "envoy.config.route.v3.RouteConfiguration",
+        ApplyTo::FILTER_CHAIN => "envoy.config.listener.v3.FilterChain",
+        ApplyTo::HTTP_FILTER => {
+            "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter"
+        }
+        ApplyTo::NETWORK_FILTER => "envoy.config.listener.v3.Filter",
+        ApplyTo::VIRTUAL_HOST => "envoy.config.route.v3.VirtualHost",
+        ApplyTo::HTTP_ROUTE => "envoy.config.route.v3.Route",
+        ApplyTo::EXTENSION_CONFIG => "envoy.config.core.v3.TypedExtensionConfig",
+        ApplyTo::BOOTSTRAP => "envoy.config.bootstrap.v3.Bootstrap",
+        ApplyTo::LISTENER_FILTER => "envoy.config.listener.v3.ListenerFilter",
+        ApplyTo::INVALID => return None,
+    })
+}
+
+/// istiod's check of a patch value: it must read as the Envoy type its `applyTo` names (an
+/// `@type` naming no known message included); unknown fields are warned about. A type the
+/// descriptors do not carry is not judged (never a false denial).
+fn patch_value(r: &mut Report, pp: &str, apply_to: ApplyTo, value: &serde_json::Value) {
+    use crate::xds::proto_merge::{check_json, knows};
+    let Some(type_name) = patch_type(apply_to).filter(|t| knows(t)) else {
+        return;
+    };
+    if let Err(e) = check_json(type_name, value, false) {
+        r.error(format!("{pp}.patch.value"), format!("Envoy filter: {e}"));
+    } else if let Err(e) = check_json(type_name, value, true) {
+        r.warn(format!("{pp}.patch.value"), format!("Envoy filter: {e}"));
     }
 }

@@ -40,6 +40,24 @@ pub fn from_json<M: Message + Default + Name>(value: &serde_json::Value) -> Resu
         .map_err(|e| MergeError::Invalid(format!("{}: {e}", M::full_name())))
 }
 
+/// Whether the descriptors know message `full_name`.
+pub fn knows(full_name: &str) -> bool {
+    descriptor(full_name).is_ok()
+}
+
+/// Checks that `value` reads as proto3 JSON of message `full_name`; `strict` refuses unknown
+/// fields too (istiod warns about those and denies the rest).
+pub fn check_json(
+    full_name: &str,
+    value: &serde_json::Value,
+    strict: bool,
+) -> Result<(), MergeError> {
+    let options = DeserializeOptions::new().deny_unknown_fields(strict);
+    DynamicMessage::deserialize_with_options(descriptor(full_name)?, value, &options)
+        .map(|_| ())
+        .map_err(|e| MergeError::Invalid(e.to_string()))
+}
+
 fn dynamic(full_name: &str, bytes: &[u8]) -> Result<DynamicMessage, MergeError> {
     DynamicMessage::decode(descriptor(full_name)?, bytes)
         .map_err(|e| JsonError::Decode(full_name.to_string(), e).into())

@@ -16,8 +16,9 @@ fn service(port: u16, backend: u16) -> String {
 /// A Lua filter inserted before the router (root namespace, every sidecar) adds a response
 /// header; a cluster MERGE changes the service cluster's connect timeout (seen in Envoy's own
 /// `/config_dump`); a second EnvoyFilter at a lower priority inserts its Lua filter first, so
-/// its header is set last; a patch whose typed config names a type that does not exist is not
-/// applied, shown in `/debug/envoy_filters`, and Envoy NACKs nothing.
+/// its header is set last; a patch of a kind Rudder does not apply (LISTENER_FILTER) is shown in
+/// `/debug/envoy_filters` and counted, the rest applies, and Envoy NACKs nothing. (A value that is
+/// not its Envoy type is refused before it is stored, as istiod's admission refuses it.)
 #[test]
 fn envoy_filter_patches_change_what_envoy_does() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
@@ -51,9 +52,9 @@ spec:
   - applyTo: CLUSTER
     match: {{context: SIDECAR_OUTBOUND, cluster: {{service: {HOST}}}}}
     patch: {{operation: MERGE, value: {{connect_timeout: 3.5s}}}}
-  - applyTo: HTTP_FILTER
+  - applyTo: LISTENER_FILTER
     match: {{context: SIDECAR_OUTBOUND}}
-    patch: {{operation: INSERT_FIRST, value: {{name: broken, typed_config: {{"@type": type.googleapis.com/no.such.Filter}}}}}}
+    patch: {{operation: ADD, value: {{name: broken}}}}
 ---
 apiVersion: networking.istio.io/v1alpha3
 kind: EnvoyFilter
@@ -82,7 +83,10 @@ spec:
         "the cluster patch"
     );
     assert!(dump.contains("early.lua") && dump.contains("envoy.filters.http.lua"));
-    assert!(!dump.contains("\"broken\""), "the broken patch is not sent");
+    assert!(
+        !dump.contains("\"broken\""),
+        "the unapplied patch is not sent"
+    );
     let (_, debug) = http_get(daemon.addr("monitoring"), "/debug/envoy_filters");
     let debug: serde_json::Value = serde_json::from_str(&debug).unwrap();
     let skipped = debug["notApplied"].as_array().cloned().unwrap_or_default();

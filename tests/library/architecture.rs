@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 /// in docs/architecture.md. The longest matching module prefix decides.
 const RULES: &[(&str, &[&str])] = &[
     ("config", &[]),
-    ("validation", &["config"]),
+    // Envoy patch values (EnvoyFilter) are checked against Envoy's descriptors.
+    ("validation", &["config", "xds::proto_merge"]),
     ("store", &["config"]),
     ("model", &["config", "store"]),
     ("metrics", &[]),

@@ -1626,6 +1626,30 @@ fn extensions() -> Vec<Case> {
             "configPatches: [{patch: {operation: MERGE, value: {}}}]",
             Deny("Envoy filter: missing applyTo"),
         ),
+        case(
+            "ValidateEnvoyFilter/value-not-its-type",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: CLUSTER, patch: {operation: MERGE, value: {connect_timeout: soon}}}]",
+            Deny("Envoy filter:"),
+        ),
+        case(
+            "ValidateEnvoyFilter/unknown-any-type",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: HTTP_FILTER, patch: {operation: ADD, value: {name: x, typed_config: {\"@type\": type.googleapis.com/no.such.Filter}}}}]",
+            Deny("no.such.Filter"),
+        ),
+        case(
+            "ValidateEnvoyFilter/unknown-field-warns",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: CLUSTER, patch: {operation: MERGE, value: {connect_timeout: 1s, no_such_field: 1}}}]",
+            Warn("no_such_field"),
+        ),
+        case(
+            "ValidateEnvoyFilter/typed-value-admitted",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: HTTP_FILTER, patch: {operation: INSERT_BEFORE, value: {name: envoy.filters.http.lua, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, defaultSourceCode: {inlineString: \"function envoy_on_request(h) end\"}}}}}]",
+            Ok,
+        ),
     ]
 }
 
