@@ -3,8 +3,13 @@
 //! `Any`s inside, unknown fields dropped as istiod's non-strict conversion drops them), and MERGE is
 //! protobuf's merge (set scalars replace, repeated fields append, messages merge field by field)
 //! with istiod's one exception: a `Duration` is replaced whole (`pkg/proto/merge`). Both work on
-//! prost-reflect's dynamic messages over the descriptors [`crate::xds::json`] holds, never on JSON
-//! text.
+//! the descriptors [`crate::xds::json`] holds, never on JSON text.
+//!
+//! Merge is protobuf's wire merge (decoding a message's bytes into another), which is exactly
+//! protobuf merge, with the patch's bytes prepared once ([`merge_plan`]): every Duration it sets
+//! along singular fields is written with both of its fields, zeros included, so that decoding it
+//! replaces the Duration rather than merging into it. Applying a patch is then one decode of a
+//! few bytes into the typed resource.
 
 use crate::xds::json::{JsonError, pool};
 use envoy_types::pb::google::protobuf::Any;
@@ -65,12 +70,14 @@ fn dynamic(full_name: &str, bytes: &[u8]) -> Result<DynamicMessage, MergeError> 
 
 /// Merges `src` into `dst`, as istiod's `merge.Merge`.
 pub fn merge<M: Message + Default + Name>(dst: &mut M, src: &M) -> Result<(), MergeError> {
-    let name = M::full_name();
-    let mut into = dynamic(&name, &dst.encode_to_vec())?;
-    merge_dynamic(&mut into, &dynamic(&name, &src.encode_to_vec())?);
-    *dst = M::decode(into.encode_to_vec().as_slice())
-        .map_err(|e| MergeError::Invalid(format!("{name}: {e}")))?;
-    Ok(())
+    let plan = merge_plan(&M::full_name(), &src.encode_to_vec())?;
+    apply_plan(dst, &plan)
+}
+
+/// Merges a prepared patch ([`merge_plan`]) into `dst`.
+pub fn apply_plan<M: Message>(dst: &mut M, plan: &[u8]) -> Result<(), MergeError> {
+    dst.merge(plan)
+        .map_err(|e| MergeError::Invalid(format!("merge: {e}")))
 }
 
 /// Merges the message inside `src` into the one inside `dst`, which must be of the same type
@@ -83,44 +90,85 @@ pub fn merge_any(dst: &Any, src: &Any) -> Result<Any, MergeError> {
         ));
     }
     let name = dst.type_url.rsplit('/').next().unwrap_or(&dst.type_url);
-    let mut into = dynamic(name, &dst.value)?;
-    merge_dynamic(&mut into, &dynamic(name, &src.value)?);
+    let mut bytes = dst.value.clone();
+    bytes.extend_from_slice(&merge_plan(name, &src.value)?);
+    // Decoded and encoded again, so the result is one canonical message, not two concatenated.
     Ok(Any {
         type_url: dst.type_url.clone(),
-        value: into.encode_to_vec(),
+        value: dynamic(name, &bytes)?.encode_to_vec(),
     })
 }
 
-fn merge_dynamic(dst: &mut DynamicMessage, src: &DynamicMessage) {
-    for (field, value) in src.fields() {
-        match value {
-            Value::List(items) => {
-                if let Value::List(existing) = dst.get_field_mut(&field) {
-                    existing.extend(items.iter().cloned());
-                }
+/// `src`, an encoded `full_name`, rewritten so that decoding it into another message is istiod's
+/// merge: each Duration reached through singular message fields (oneof members included) is
+/// written with both fields, so it replaces the one it lands on. Repeated fields and maps are
+/// copied as they are (their elements are appended or replaced whole anyway).
+pub fn merge_plan(full_name: &str, src: &[u8]) -> Result<Vec<u8>, MergeError> {
+    let desc = descriptor(full_name)?;
+    let mut out = Vec::with_capacity(src.len() + 8);
+    rewrite(&desc, src, &mut out)?;
+    Ok(out)
+}
+
+fn rewrite(desc: &MessageDescriptor, mut buf: &[u8], out: &mut Vec<u8>) -> Result<(), MergeError> {
+    use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
+    let bad = |e: prost::DecodeError| MergeError::Invalid(e.to_string());
+    while !buf.is_empty() {
+        let start = buf;
+        let (tag, wire) = decode_key(&mut buf).map_err(bad)?;
+        match wire {
+            WireType::Varint => {
+                decode_varint(&mut buf).map_err(bad)?;
             }
-            Value::Map(entries) => {
-                if let Value::Map(existing) = dst.get_field_mut(&field) {
-                    existing.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
-                }
+            WireType::SixtyFourBit | WireType::ThirtyTwoBit => {
+                let n = if wire == WireType::SixtyFourBit { 8 } else { 4 };
+                buf = buf
+                    .get(n..)
+                    .ok_or_else(|| MergeError::Invalid("truncated".into()))?;
             }
-            Value::Message(message) => {
-                let whole = match field.kind() {
-                    Kind::Message(m) => REPLACED_WHOLE.contains(&m.full_name()),
-                    _ => true,
-                };
-                if !whole
-                    && dst.has_field(&field)
-                    && let Value::Message(existing) = dst.get_field_mut(&field)
-                {
-                    merge_dynamic(existing, message);
+            WireType::LengthDelimited => {
+                let len = usize::try_from(decode_varint(&mut buf).map_err(bad)?)
+                    .map_err(|_| MergeError::Invalid("length".into()))?;
+                let payload = buf
+                    .get(..len)
+                    .ok_or_else(|| MergeError::Invalid("truncated".into()))?;
+                buf = &buf[len..];
+                let singular_message = desc.get_field(tag).and_then(|f| match f.kind() {
+                    Kind::Message(m) if !f.is_list() && !f.is_map() => Some(m),
+                    _ => None,
+                });
+                if let Some(m) = singular_message {
+                    let mut inner = Vec::with_capacity(payload.len() + 4);
+                    if REPLACED_WHOLE.contains(&m.full_name()) {
+                        // Both fields, zeros included: decoding sets each of them.
+                        let d = DynamicMessage::decode(m.clone(), payload)
+                            .map_err(|e| MergeError::Invalid(e.to_string()))?;
+                        for field in m.fields() {
+                            let v = d.get_field(&field);
+                            let n = match v.as_ref() {
+                                Value::I64(n) => *n as u64,
+                                Value::I32(n) => *n as i64 as u64,
+                                _ => 0,
+                            };
+                            encode_key(field.number(), WireType::Varint, &mut inner);
+                            encode_varint(n, &mut inner);
+                        }
+                    } else {
+                        rewrite(&m, payload, &mut inner)?;
+                    }
+                    encode_key(tag, WireType::LengthDelimited, out);
+                    encode_varint(inner.len() as u64, out);
+                    out.extend_from_slice(&inner);
                     continue;
                 }
-                dst.set_field(&field, value.clone());
             }
-            _ => dst.set_field(&field, value.clone()),
+            WireType::StartGroup | WireType::EndGroup => {
+                return Err(MergeError::Invalid("groups are not supported".into()));
+            }
         }
+        out.extend_from_slice(&start[..start.len() - buf.len()]);
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::config::networking::{
 };
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::proto_merge::from_json;
+use crate::xds::proto_merge::{from_json, merge_plan};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener};
@@ -26,6 +26,8 @@ pub struct Patch {
     pub matching: EnvoyConfigObjectMatch,
     /// The value, encoded as the Envoy type `apply_to` names (empty for REMOVE).
     value: Vec<u8>,
+    /// For a MERGE, the value prepared for merging ([`merge_plan`]).
+    pub(super) plan: Vec<u8>,
     proxy_version: Option<regex::Regex>,
 }
 
@@ -140,18 +142,26 @@ fn compile(key: &ConfigKey, ef: &EnvoyFilter, skipped: &mut Vec<Skipped>) -> Vec
             operation = PatchOperation::ADD;
         }
         let value = match (&patch.value, operation) {
-            (_, PatchOperation::REMOVE) => Ok(Vec::new()),
+            (_, PatchOperation::REMOVE) => Ok((Vec::new(), Vec::new())),
             (None, _) => Err("the patch has no value".to_string()),
-            (Some(v), _) => encode_value(cp.apply_to, v),
+            (Some(v), _) => encode_value(cp.apply_to, v).and_then(|(value, name)| {
+                let plan = if operation == PatchOperation::MERGE {
+                    merge_plan(&name, &value).map_err(|e| e.to_string())?
+                } else {
+                    Vec::new()
+                };
+                Ok((value, plan))
+            }),
         };
         match value {
-            Ok(value) => out.push(Arc::new(Patch {
+            Ok((value, plan)) => out.push(Arc::new(Patch {
                 filter: key.clone(),
                 index,
                 apply_to: cp.apply_to,
                 operation,
                 matching,
                 value,
+                plan,
                 proxy_version,
             })),
             Err(reason) => skip(reason),
@@ -160,11 +170,13 @@ fn compile(key: &ConfigKey, ef: &EnvoyFilter, skipped: &mut Vec<Skipped>) -> Vec
     out
 }
 
-/// A patch value read as the Envoy type its `applyTo` names.
-fn encode_value(apply_to: ApplyTo, v: &serde_json::Value) -> Result<Vec<u8>, String> {
-    fn read<M: Message + Default + Name>(v: &serde_json::Value) -> Result<Vec<u8>, String> {
+/// A patch value read as the Envoy type its `applyTo` names: its encoding and the type's name.
+fn encode_value(apply_to: ApplyTo, v: &serde_json::Value) -> Result<(Vec<u8>, String), String> {
+    fn read<M: Message + Default + Name>(
+        v: &serde_json::Value,
+    ) -> Result<(Vec<u8>, String), String> {
         from_json::<M>(v)
-            .map(|m| m.encode_to_vec())
+            .map(|m| (m.encode_to_vec(), M::full_name()))
             .map_err(|e| format!("the value is not a valid {}: {e}", M::full_name()))
     }
     match apply_to {

@@ -20,7 +20,7 @@ pub use compile::{Compiled, Patch, Skipped, compiled, envoy_filters, patches_for
 use super::finish::{Built, Class, Pass, Typed};
 use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::proto_merge::{merge, merge_any};
+use crate::xds::proto_merge::{apply_plan, merge_any};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
@@ -168,7 +168,7 @@ impl PatchSet<'_> {
                 PatchOperation::MERGE => {
                     let value: Cluster = p.value();
                     if !merge_cluster_transport_socket(c, &value) {
-                        merged(p, merge(c, &value));
+                        merged(p, apply_plan(c, &p.plan));
                     }
                 }
                 _ => {}
@@ -185,7 +185,7 @@ impl PatchSet<'_> {
             }
             match p.operation {
                 PatchOperation::REMOVE => return false,
-                PatchOperation::MERGE => merged(p, merge(l, &p.value::<Listener>())),
+                PatchOperation::MERGE => merged(p, apply_plan(l, &p.plan)),
                 _ => {}
             }
         }
@@ -224,7 +224,7 @@ impl PatchSet<'_> {
                 PatchOperation::MERGE => {
                     let value: FilterChain = p.value();
                     if !merge_chain_transport_socket(fc, &value) {
-                        merged(p, merge(fc, &value));
+                        merged(p, apply_plan(fc, &p.plan));
                     }
                 }
                 _ => {}
@@ -304,7 +304,7 @@ impl PatchSet<'_> {
             .collect();
         for p in on_rc {
             if p.operation == PatchOperation::MERGE {
-                merged(p, merge(rc, &p.value::<RouteConfiguration>()));
+                merged(p, apply_plan(rc, &p.plan));
             }
         }
         let mut vhosts = std::mem::take(&mut rc.virtual_hosts);
@@ -315,7 +315,7 @@ impl PatchSet<'_> {
                 }
                 match p.operation {
                     PatchOperation::REMOVE => return false,
-                    PatchOperation::MERGE => merged(p, merge(vh, &p.value::<VirtualHost>())),
+                    PatchOperation::MERGE => merged(p, apply_plan(vh, &p.plan)),
                     PatchOperation::REPLACE => *vh = p.value(),
                     _ => {}
                 }
@@ -428,7 +428,7 @@ fn patch_http_routes(patches: &[&Patch], vh: &mut VirtualHost) {
             }
             match p.operation {
                 PatchOperation::REMOVE => return false,
-                PatchOperation::MERGE => merged(p, merge(r, &p.value())),
+                PatchOperation::MERGE => merged(p, apply_plan(r, &p.plan)),
                 _ => {}
             }
         }
