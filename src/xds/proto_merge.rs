@@ -226,6 +226,51 @@ mod tests {
         assert_eq!(json["type"], "STRICT_DNS", "{json}");
     }
 
+    /// Durations deep inside a oneof member are replaced whole too, a repeated field's elements
+    /// are appended as they are, and a oneof set to another member replaces the first.
+    #[test]
+    fn nested_durations_replace_and_lists_append() {
+        use envoy_types::pb::envoy::config::route::v3::{Route, route};
+        let mut dst: Route = from_json(&serde_json::json!({
+            "name": "r",
+            "route": {"cluster": "a", "timeout": "10s", "retryPolicy": {"numRetries": 2, "perTryTimeout": "3s"}},
+            "requestHeadersToAdd": [{"header": {"key": "x-a", "value": "1"}}],
+        }))
+        .unwrap();
+        let src: Route = from_json(&serde_json::json!({
+            "route": {"timeout": "0.5s", "retryPolicy": {"perTryTimeout": "0.2s"}},
+            "requestHeadersToAdd": [{"header": {"key": "x-b", "value": "2"}}],
+        }))
+        .unwrap();
+        merge(&mut dst, &src).unwrap();
+        let Some(route::Action::Route(action)) = &dst.action else {
+            panic!("route action");
+        };
+        assert_eq!(
+            action.cluster_specifier,
+            Some(
+                envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier::Cluster(
+                    "a".into()
+                )
+            )
+        );
+        assert_eq!(
+            action.timeout.map(|d| (d.seconds, d.nanos)),
+            Some((0, 500_000_000))
+        );
+        let retry = action.retry_policy.clone().unwrap();
+        assert_eq!(retry.num_retries.map(|v| v.value), Some(2));
+        assert_eq!(
+            retry.per_try_timeout.map(|d| (d.seconds, d.nanos)),
+            Some((0, 200_000_000))
+        );
+        assert_eq!(dst.request_headers_to_add.len(), 2);
+        let redirect: Route =
+            from_json(&serde_json::json!({"redirect": {"pathRedirect": "/x"}})).unwrap();
+        merge(&mut dst, &redirect).unwrap();
+        assert!(matches!(dst.action, Some(route::Action::Redirect(_))));
+    }
+
     /// A filter's typed config in `@type` JSON becomes the typed `Any`; two configs of one type
     /// merge inside the `Any`, two of different types do not.
     #[test]
