@@ -264,11 +264,15 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::Telemetry, "targetRef.kind", "ServiceEntry"),
     target_ref(Kind::Telemetry, "targetRef.kind", "GatewayClass"),
     field(Kind::WasmPlugin, "", "Wasm plugins are not loaded"),
+    // TrafficExtension: Lua filters are applied (xds::generate::traffic_extension).
     field(
         Kind::TrafficExtension,
-        "",
-        "TrafficExtension filters (Lua, Wasm) are not applied",
+        "wasm",
+        "Wasm TrafficExtensions are not loaded (no extension config discovery yet)",
     ),
+    target_ref(Kind::TrafficExtension, "targetRefs[].kind", "Service"),
+    target_ref(Kind::TrafficExtension, "targetRefs[].kind", "ServiceEntry"),
+    target_ref(Kind::TrafficExtension, "targetRefs[].kind", "GatewayClass"),
     field(
         Kind::ProxyConfig,
         "",

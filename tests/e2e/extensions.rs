@@ -160,3 +160,48 @@ spec:
         !syncz.contains("bad-lua")
     });
 }
+
+/// Lua TrafficExtensions: a real Envoy runs them in istiod's order (higher `priority` first in
+/// the chain, so on the response it runs last and its header wins), only where `match` says (a
+/// SERVER-mode extension leaves the sidecar's outbound traffic alone), and a change to one is
+/// applied without restarting anything.
+#[test]
+fn traffic_extension_lua_filters_run_in_priority_order() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let backend = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "web.yaml", &service(port, backend.port));
+    let extension = |name: &str, priority: i32, mode: &str, header: &str, value: &str| {
+        format!(
+            "apiVersion: extensions.istio.io/v1alpha1\nkind: TrafficExtension\nmetadata: {{name: {name}, namespace: istio-system}}\nspec:\n  priority: {priority}\n  match: [{{mode: {mode}, ports: [{{number: {port}}}]}}]\n  lua:\n    inlineCode: |\n      function envoy_on_response(h) h:headers():replace('{header}', '{value}') end\n---\n"
+        )
+    };
+    let write_all = |ten: &str| {
+        write(
+            dir.path(),
+            "extensions.yaml",
+            &[
+                extension("ten", 10, "CLIENT", "x-te", ten),
+                extension("five", 5, "CLIENT_AND_SERVER", "x-te", "five"),
+                extension("inbound-only", 20, "SERVER", "x-server", "yes"),
+            ]
+            .concat(),
+        )
+    };
+    write_all("ten");
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the higher priority's header wins", || {
+        let answer = request_full(port, HOST, "/", &[]);
+        answer.status == 200 && answer.header("x-te") == Some("ten")
+    });
+    assert_eq!(request_full(port, HOST, "/", &[]).header("x-server"), None);
+    write_all("changed");
+    eventually(30, "the changed script runs", || {
+        request_full(port, HOST, "/", &[]).header("x-te") == Some("changed")
+    });
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}

@@ -1493,13 +1493,31 @@ fn extensions() -> Vec<Case> {
             "ValidateTrafficExtension/lua",
             "TrafficExtension",
             "selector: {matchLabels: {app: web}}\nphase: AUTHN\nlua: {inlineCode: 'function envoy_on_request(h) end'}",
-            Warn("TrafficExtension filters (Lua, Wasm) are not applied"),
+            Ok,
         ),
         case(
             "ValidateTrafficExtension/wasm",
             "TrafficExtension",
             "wasm: {url: oci://example.com/filter:1, vmConfig: {env: [{name: A, value: b}]}}",
-            Warn("not applied"),
+            Warn("Wasm TrafficExtensions are not loaded"),
+        ),
+        case(
+            "unhonoured/trafficextension-target-service",
+            "TrafficExtension",
+            "targetRefs: [{kind: Service, group: \"\", name: web}]\nlua: {inlineCode: x}",
+            Warn("is enforced nowhere"),
+        ),
+        case(
+            "unhonoured/trafficextension-target-serviceentry",
+            "TrafficExtension",
+            "targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: web}]\nlua: {inlineCode: x}",
+            Warn("is enforced nowhere"),
+        ),
+        case(
+            "unhonoured/trafficextension-target-gatewayclass",
+            "TrafficExtension",
+            "targetRefs: [{kind: GatewayClass, group: gateway.networking.k8s.io, name: istio-waypoint}]\nlua: {inlineCode: x}",
+            Warn("is enforced nowhere"),
         ),
         case(
             "ValidateTrafficExtension/neither",

@@ -4,10 +4,10 @@
 //! passes over them in a fixed order and only then encodes them.
 //!
 //! Where a cross-cutting feature goes: a [`Pass`] in [`PASSES`], in its place in the order
-//! (EnvoyFilter patches first, then access logs, tracing and stats). A pass sees every Cluster,
+//! (TrafficExtension filters, EnvoyFilter patches, then access logs, tracing and stats). A pass sees every Cluster,
 //! Listener (with its HTTP connection managers), RouteConfiguration, ClusterLoadAssignment and
 //! Secret of a scope with its class; it reads the push context and the scope view, never the
-//! proxy, so what it does is cached with the rest. The list is empty for now.
+//! proxy, so what it does is cached with the rest.
 
 use super::util::any;
 use crate::xds::context::{PushContext, ScopeView};

@@ -21,6 +21,7 @@ mod route_match;
 pub mod secret;
 pub mod tls;
 pub mod tracing;
+pub mod traffic_extension;
 pub mod upstream_tls;
 pub mod util;
 
@@ -159,10 +160,12 @@ pub fn generate(
     }
 }
 
-/// The finishing passes, in the order they run: EnvoyFilter patches, then access logs, tracing
+/// The finishing passes, in the order they run: TrafficExtension filters, EnvoyFilter patches,
+/// then access logs, tracing
 /// and stats (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
 /// finishing step import each other.
 pub static PASSES: &[&dyn finish::Pass] = &[
+    &traffic_extension::TrafficExtensions,
     &envoy_filter::EnvoyFilterPatches,
     &access_log::AccessLogs,
     &tracing::TracingPass,

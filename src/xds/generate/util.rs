@@ -120,6 +120,18 @@ pub fn match_applies_to_sidecar(
         && (gateways.is_empty() || gateways.iter().any(|g| g == "mesh"))
 }
 
+/// The port a listener binds, when it binds a socket address.
+pub fn listener_port(l: &envoy_types::pb::envoy::config::listener::v3::Listener) -> Option<u32> {
+    use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
+    match l.address.as_ref()?.address.as_ref()? {
+        address::Address::SocketAddress(s) => match s.port_specifier {
+            Some(socket_address::PortSpecifier::PortValue(p)) => Some(p),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 
 use super::compile::Patch;
 use crate::config::networking::{PatchContext, RouteAction};
+pub(super) use crate::xds::generate::util::listener_port;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, route};
@@ -86,17 +87,6 @@ pub(super) fn listener_matches(l: &Listener, p: &Patch) -> bool {
     };
     (m.name.is_empty() || m.name == l.name)
         && (m.port_number == 0 || listener_port(l) == Some(m.port_number))
-}
-
-pub(super) fn listener_port(l: &Listener) -> Option<u32> {
-    use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
-    match l.address.as_ref()?.address.as_ref()? {
-        address::Address::SocketAddress(s) => match s.port_specifier {
-            Some(socket_address::PortSpecifier::PortValue(p)) => Some(p),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 pub(super) fn network_filter_name(p: &Patch) -> Option<&str> {
