@@ -16,7 +16,7 @@ fn service(port: u16, backend: u16) -> String {
 /// A Lua filter inserted before the router (root namespace, every sidecar) adds a response
 /// header; a cluster MERGE changes the service cluster's connect timeout (seen in Envoy's own
 /// `/config_dump`); a second EnvoyFilter at a lower priority inserts its Lua filter first, so
-/// its header is set last; a patch of a kind Rudder does not apply (LISTENER_FILTER) is shown in
+/// its header is set last; a patch of a kind Rudder does not apply (EXTENSION_CONFIG) is shown in
 /// `/debug/envoy_filters` and counted, the rest applies, and Envoy NACKs nothing. (A value that is
 /// not its Envoy type is refused before it is stored, as istiod's admission refuses it.)
 #[test]
@@ -52,7 +52,7 @@ spec:
   - applyTo: CLUSTER
     match: {{context: SIDECAR_OUTBOUND, cluster: {{service: {HOST}}}}}
     patch: {{operation: MERGE, value: {{connect_timeout: 3.5s}}}}
-  - applyTo: LISTENER_FILTER
+  - applyTo: EXTENSION_CONFIG
     match: {{context: SIDECAR_OUTBOUND}}
     patch: {{operation: ADD, value: {{name: broken}}}}
 ---

@@ -129,7 +129,10 @@ fn compile(key: &ConfigKey, ef: &EnvoyFilter, skipped: &mut Vec<Skipped>) -> Vec
         let mut operation = patch.operation;
         let ordered = matches!(
             cp.apply_to,
-            ApplyTo::HTTP_FILTER | ApplyTo::NETWORK_FILTER | ApplyTo::HTTP_ROUTE
+            ApplyTo::HTTP_FILTER
+                | ApplyTo::NETWORK_FILTER
+                | ApplyTo::HTTP_ROUTE
+                | ApplyTo::LISTENER_FILTER
         );
         if !ordered
             && matches!(
@@ -188,6 +191,9 @@ fn encode_value(apply_to: ApplyTo, v: &serde_json::Value) -> Result<(Vec<u8>, St
         ApplyTo::ROUTE_CONFIGURATION => read::<RouteConfiguration>(v),
         ApplyTo::VIRTUAL_HOST => read::<VirtualHost>(v),
         ApplyTo::HTTP_ROUTE => read::<envoy_types::pb::envoy::config::route::v3::Route>(v),
+        ApplyTo::LISTENER_FILTER => {
+            read::<envoy_types::pb::envoy::config::listener::v3::ListenerFilter>(v)
+        }
         other => Err(format!("applyTo {other:?} is not applied")),
     }
 }

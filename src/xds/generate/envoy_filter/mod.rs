@@ -22,7 +22,9 @@ use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::proto_merge::{apply_plan, merge_any};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{
+    Filter, FilterChain, Listener, ListenerFilter, filter, listener_filter,
+};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, http_filter,
@@ -78,6 +80,7 @@ impl Pass for EnvoyFilterPatches {
             route_configuration: of(ApplyTo::ROUTE_CONFIGURATION),
             virtual_host: of(ApplyTo::VIRTUAL_HOST),
             http_route: of(ApplyTo::HTTP_ROUTE),
+            listener_filter: of(ApplyTo::LISTENER_FILTER),
         };
         let mut has_clusters = false;
         let mut has_listeners = false;
@@ -147,6 +150,7 @@ struct PatchSet<'a> {
     route_configuration: Vec<&'a Patch>,
     virtual_host: Vec<&'a Patch>,
     http_route: Vec<&'a Patch>,
+    listener_filter: Vec<&'a Patch>,
 }
 
 /// Logs a merge that could not be made (the resource is left as it was).
@@ -192,6 +196,7 @@ impl PatchSet<'_> {
         let name = l.name.clone();
         let port = listener_port(l);
         let at = ListenerAt { name: &name, port };
+        self.patch_listener_filters(pctx, &at, &mut l.listener_filters);
         let mut chains = std::mem::take(&mut l.filter_chains);
         chains.retain_mut(|fc| fc.filters.is_empty() || self.patch_filter_chain(pctx, &at, fc));
         if let Some(mut fc) = l.default_filter_chain.take()
@@ -206,6 +211,53 @@ impl PatchSet<'_> {
         }
         l.filter_chains = chains;
         true
+    }
+
+    /// LISTENER_FILTER patches, as istiod's `patchListenerFilters`: the ordered operations by
+    /// `listener.listenerFilter` name; a MERGE goes into the typed config of each listener
+    /// filter of the same type.
+    fn patch_listener_filters(
+        &self,
+        pctx: PatchContext,
+        at: &ListenerAt,
+        filters: &mut Vec<ListenerFilter>,
+    ) {
+        for p in &self.listener_filter {
+            if !p.context_matches(pctx) || !at.matches(p) {
+                continue;
+            }
+            let wanted = p
+                .matching
+                .listener
+                .as_ref()
+                .and_then(|l| l.listener_filter.as_deref())
+                .filter(|n| !n.is_empty());
+            if p.operation != PatchOperation::MERGE {
+                ordered_op(
+                    filters,
+                    p,
+                    wanted.is_some(),
+                    |f: &ListenerFilter| wanted.is_none_or(|w| w == f.name),
+                    || p.value(),
+                );
+                continue;
+            }
+            if wanted.is_none() {
+                continue;
+            }
+            let value: ListenerFilter = p.value();
+            let Some(listener_filter::ConfigType::TypedConfig(patch)) = &value.config_type else {
+                continue;
+            };
+            for f in filters.iter_mut() {
+                if let Some(listener_filter::ConfigType::TypedConfig(current)) = &f.config_type
+                    && current.type_url == patch.type_url
+                    && let Ok(next) = merge_any(current, patch)
+                {
+                    f.config_type = Some(listener_filter::ConfigType::TypedConfig(next));
+                }
+            }
+        }
     }
 
     /// Patches a filter chain and its filters; `false` when a patch removes it.

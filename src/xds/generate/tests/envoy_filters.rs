@@ -187,3 +187,47 @@ fn route_patches_merge_and_add() {
     assert_eq!(timeout, Some(3));
     assert!(rc.virtual_hosts.iter().any(|v| v.name == "added"));
 }
+
+/// LISTENER_FILTER patches: an insert after a named listener filter, a remove by name, on the
+/// virtual inbound listener (its port is not matched there, as istiod).
+#[test]
+fn listener_filter_patches_insert_and_remove() {
+    let yaml = format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        envoy_filter(
+            "a",
+            "listener-filters",
+            r#"  configPatches:
+  - applyTo: LISTENER_FILTER
+    match: {context: SIDECAR_INBOUND, listener: {name: virtualInbound, portNumber: 9999, listenerFilter: envoy.filters.listener.original_dst}}
+    patch: {operation: INSERT_AFTER, value: {name: after-original-dst, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol}}}
+  - applyTo: LISTENER_FILTER
+    match: {context: SIDECAR_INBOUND, listener: {name: virtualInbound, listenerFilter: envoy.filters.listener.tls_inspector}}
+    patch: {operation: REMOVE}"#
+        )
+    );
+    let c = ctx(&yaml);
+    let listeners = listeners_of(&c, &proxy("a", &[]));
+    let inbound = listeners
+        .iter()
+        .find(|l| l.name == "virtualInbound")
+        .expect("virtualInbound");
+    let before = listeners_of(&ctx(&se("a", "web", "HTTP")), &proxy("a", &[]))
+        .into_iter()
+        .find(|l| l.name == "virtualInbound")
+        .expect("virtualInbound");
+    let names = listener_filter_names(inbound);
+    assert!(names.contains(&"after-original-dst"), "{names:?}");
+    let mut expected: Vec<&str> = listener_filter_names(&before)
+        .into_iter()
+        .filter(|n| *n != "envoy.filters.listener.tls_inspector")
+        .collect();
+    if let Some(i) = expected
+        .iter()
+        .position(|n| *n == "envoy.filters.listener.original_dst")
+    {
+        expected.insert(i + 1, "after-original-dst");
+    }
+    assert_eq!(names, expected);
+}
