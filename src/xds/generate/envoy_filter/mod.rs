@@ -9,7 +9,7 @@
 //! Each EnvoyFilter's patch values are read once per push context ([`compiled`]); a value that
 //! does not read as its Envoy type is skipped, logged and listed in `/debug/envoy_filters` with the
 //! reason, the rest of the EnvoyFilter still applies. Not applied (and warned about by `rudder
-//! validate` and admission): LISTENER_FILTER, EXTENSION_CONFIG and BOOTSTRAP patches, proxy
+//! validate` and admission): EXTENSION_CONFIG and BOOTSTRAP patches, proxy
 //! metadata matches.
 
 mod compile;
