@@ -257,12 +257,36 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::Telemetry, "targetRef.kind", "Service"),
     target_ref(Kind::Telemetry, "targetRef.kind", "ServiceEntry"),
     target_ref(Kind::Telemetry, "targetRef.kind", "GatewayClass"),
-    field(Kind::WasmPlugin, "", "Wasm plugins are not loaded"),
+    // WasmPlugin and Wasm TrafficExtensions: HTTP plugins are served over ECDS
+    // (xds::generate::traffic_extension), except these.
+    when(
+        Kind::WasmPlugin,
+        "type",
+        "NETWORK",
+        "network Wasm plugins are not inserted",
+    ),
+    field(
+        Kind::WasmPlugin,
+        "imagePullSecret",
+        "the pull secret is passed by name, not read: a private registry's module is not pulled",
+    ),
+    target_ref(Kind::WasmPlugin, "targetRefs[].kind", "Service"),
+    target_ref(Kind::WasmPlugin, "targetRefs[].kind", "ServiceEntry"),
+    target_ref(Kind::WasmPlugin, "targetRefs[].kind", "GatewayClass"),
+    target_ref(Kind::WasmPlugin, "targetRef.kind", "Service"),
+    target_ref(Kind::WasmPlugin, "targetRef.kind", "ServiceEntry"),
+    target_ref(Kind::WasmPlugin, "targetRef.kind", "GatewayClass"),
     // TrafficExtension: Lua filters are applied (xds::generate::traffic_extension).
+    when(
+        Kind::TrafficExtension,
+        "wasm.type",
+        "NETWORK",
+        "network Wasm extensions are not inserted",
+    ),
     field(
         Kind::TrafficExtension,
-        "wasm",
-        "Wasm TrafficExtensions are not loaded (no extension config discovery yet)",
+        "wasm.imagePullSecret",
+        "the pull secret is passed by name, not read: a private registry's module is not pulled",
     ),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "Service"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "ServiceEntry"),

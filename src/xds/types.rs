@@ -12,6 +12,8 @@ pub enum TypeUrl {
     Endpoint,
     Listener,
     Route,
+    /// ECDS: filter configs an HTTP connection manager asks for by name (Wasm extensions).
+    ExtensionConfig,
     Secret,
     Authorization,
     Address,
@@ -19,11 +21,12 @@ pub enum TypeUrl {
 
 impl TypeUrl {
     /// Every type, in push order.
-    pub const ALL: [TypeUrl; 7] = [
+    pub const ALL: [TypeUrl; 8] = [
         TypeUrl::Cluster,
         TypeUrl::Endpoint,
         TypeUrl::Listener,
         TypeUrl::Route,
+        TypeUrl::ExtensionConfig,
         TypeUrl::Secret,
         TypeUrl::Authorization,
         TypeUrl::Address,
@@ -38,6 +41,9 @@ impl TypeUrl {
             }
             TypeUrl::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             TypeUrl::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            TypeUrl::ExtensionConfig => {
+                "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
+            }
             TypeUrl::Secret => {
                 "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
             }
@@ -64,6 +70,7 @@ impl TypeUrl {
             TypeUrl::Endpoint => "eds",
             TypeUrl::Listener => "lds",
             TypeUrl::Route => "rds",
+            TypeUrl::ExtensionConfig => "ecds",
             TypeUrl::Secret => "sds",
             TypeUrl::Address => "wds",
             TypeUrl::Authorization => "wads",
@@ -83,7 +90,11 @@ impl TypeUrl {
     pub const fn is_scoped(self) -> bool {
         matches!(
             self,
-            TypeUrl::Cluster | TypeUrl::Endpoint | TypeUrl::Listener | TypeUrl::Route
+            TypeUrl::Cluster
+                | TypeUrl::Endpoint
+                | TypeUrl::Listener
+                | TypeUrl::Route
+                | TypeUrl::ExtensionConfig
         )
     }
 }

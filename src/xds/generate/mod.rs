@@ -107,6 +107,10 @@ pub fn generate(
         TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(listener::route_config(ctx, scope, n))
         }),
+        // Extension configs depend on the name alone (the extension it names), not the scope.
+        TypeUrl::ExtensionConfig => per_name(TypeUrl::ExtensionConfig, 0, &|n| {
+            traffic_extension::extension_config(ctx, n)
+        }),
         TypeUrl::Address => match names {
             None => ambient::index(ctx).addresses(),
             Some(n) => {

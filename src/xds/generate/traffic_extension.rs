@@ -1,56 +1,160 @@
-//! TrafficExtension Lua filters, as istiod 1.30 builds them (`pilot/pkg/networking/core/extension`,
-//! `model/extensions.go`): the TrafficExtensions that attach to a proxy (the one attachment rule:
-//! its namespace, then the root namespace; selector or targetRefs), matched per HTTP connection
-//! manager by mode (CLIENT for outbound and gateways, SERVER inbound) and port, ordered as istiod
-//! (namespace, oldest first, then by `priority`, highest first) and inserted at their phase: AUTHN
-//! before request authentication, AUTHZ before authorization, STATS and unspecified after it. A
-//! pass before EnvoyFilter patches, so EnvoyFilters see them as istiod's do.
+//! TrafficExtensions and WasmPlugins, as istiod 1.30 builds them (`pilot/pkg/networking/core/
+//! extension`, `model/extensions.go`, `config/kube/extensions`): a WasmPlugin is read as the
+//! TrafficExtension istiod translates it into (named `<name>~istio-translated-wasmplugin`); the
+//! extensions that attach to a proxy (the one attachment rule: its namespace, then the root
+//! namespace; selector or targetRefs) are matched per HTTP connection manager by mode (CLIENT for
+//! outbound and gateways, SERVER inbound) and port, ordered as istiod (namespace, oldest first,
+//! then by `priority`, highest first) and inserted at their phase: AUTHN before request
+//! authentication, AUTHZ before authorization, STATS and unspecified after it. A pass before
+//! EnvoyFilter patches, so EnvoyFilters see them as istiod's do.
 //!
-//! Wasm TrafficExtensions need extension config discovery, which Rudder does not serve yet: they
-//! are warned about (`validation::unhonoured`) and not inserted.
+//! Lua runs inline. A Wasm extension is a filter whose config the proxy asks for over ECDS
+//! ([`extension_config`]): the Wasm filter with the module's data source as istiod writes it
+//! (`file://` a local file; other URLs a remote source istio-agent fetches and rewrites, as under
+//! istiod). Wasm extensions of type NETWORK are warned about and not inserted.
 
 use super::extauthz::EXT_AUTHZ_FILTER;
 use super::finish::{Built, Class, Pass, Typed};
 use super::jwt::JWT_FILTER;
 use super::rbac::RBAC_FILTER;
-use super::util::{any, listener_port};
-use crate::config::extensions::{ExtensionPhase, TrafficExtension, WorkloadMode};
+use super::util::{ads, any, listener_port};
+use crate::config::extensions::{
+    EnvValueSource, ExtensionPhase, FailStrategy, PluginPhase, PluginType, PullPolicy,
+    TrafficExtension, WasmConfig, WasmPlugin, WorkloadMode,
+};
 use crate::config::{Config, Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
-use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+use crate::xds::resource::Resource;
+use envoy_types::pb::envoy::config::core::v3::{
+    AsyncDataSource, DataSource, ExtensionConfigSource, HttpUri, RemoteDataSource,
+    TypedExtensionConfig, async_data_source, data_source, http_uri,
+};
 use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua;
+use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, http_filter,
 };
+use envoy_types::pb::envoy::extensions::wasm::v3::{
+    EnvironmentVariables, FailurePolicy, PluginConfig, VmConfig, plugin_config,
+};
+use envoy_types::pb::google::protobuf::{Duration, StringValue};
 use prost::{Message, Name};
+use std::sync::Arc;
 
 /// istiod's prefix of a TrafficExtension's filter name.
 const NAME_PREFIX: &str = "extensions.istio.io/trafficextension/";
+/// What istiod appends to the name of the TrafficExtension a WasmPlugin becomes.
+const WASM_PLUGIN_MARKER: &str = "~istio-translated-wasmplugin";
+const WASM_HTTP_FILTER_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
+const RBAC_HTTP_FILTER_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC";
 
-/// The Lua TrafficExtensions that attach to `scope`'s proxy, in istiod's order.
-fn extensions<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a Config> {
-    if ctx.snapshot.list(Kind::TrafficExtension).next().is_none() {
+/// A TrafficExtension, or a WasmPlugin read as one.
+pub struct Extension<'a> {
+    pub origin: &'a Config,
+    /// The TrafficExtension's name (a WasmPlugin's with istiod's marker).
+    pub name: String,
+    pub spec: std::borrow::Cow<'a, TrafficExtension>,
+}
+
+impl Extension<'_> {
+    /// The HTTP filter's name, which is also its ECDS resource name.
+    pub fn filter_name(&self) -> String {
+        format!(
+            "{NAME_PREFIX}{}.{}",
+            self.origin.metadata.namespace, self.name
+        )
+    }
+}
+
+/// istiod's translation of a WasmPlugin into a TrafficExtension.
+fn from_wasm_plugin(w: &WasmPlugin) -> TrafficExtension {
+    let mut target_refs = w.target_refs.clone();
+    if target_refs.is_empty() {
+        target_refs.extend(w.target_ref.clone());
+    }
+    TrafficExtension {
+        selector: w.selector.clone(),
+        target_refs,
+        phase: w.phase.map(|p| match p {
+            PluginPhase::AUTHN => ExtensionPhase::AUTHN,
+            PluginPhase::AUTHZ => ExtensionPhase::AUTHZ,
+            PluginPhase::STATS => ExtensionPhase::STATS,
+            PluginPhase::UNSPECIFIED_PHASE => ExtensionPhase::UNSPECIFIED,
+        }),
+        priority: w.priority,
+        matches: w.matches.clone(),
+        wasm: Some(WasmConfig {
+            url: w.url.clone(),
+            sha256: w.sha256.clone(),
+            image_pull_policy: w.image_pull_policy,
+            image_pull_secret: w.image_pull_secret.clone(),
+            verification_key: w.verification_key.clone(),
+            plugin_config: w.plugin_config.clone(),
+            plugin_name: w.plugin_name.clone(),
+            fail_strategy: w.fail_strategy,
+            vm_config: w.vm_config.clone(),
+            plugin_type: w.plugin_type,
+        }),
+        lua: None,
+    }
+}
+
+fn extension(c: &Config) -> Option<Extension<'_>> {
+    match &c.spec {
+        Spec::TrafficExtension(t) => Some(Extension {
+            origin: c,
+            name: c.metadata.name.clone(),
+            spec: std::borrow::Cow::Borrowed(t),
+        }),
+        Spec::WasmPlugin(w) => Some(Extension {
+            origin: c,
+            name: format!("{}{WASM_PLUGIN_MARKER}", c.metadata.name),
+            spec: std::borrow::Cow::Owned(from_wasm_plugin(w)),
+        }),
+        _ => None,
+    }
+}
+
+/// Whether the extension is inserted into HTTP filter chains: Lua, or Wasm of type HTTP.
+fn http_extension(t: &TrafficExtension) -> bool {
+    match (&t.lua, &t.wasm) {
+        (Some(_), None) => true,
+        (None, Some(w)) => {
+            matches!(
+                w.plugin_type.unwrap_or(PluginType::UNSPECIFIED_PLUGIN_TYPE),
+                PluginType::HTTP | PluginType::UNSPECIFIED_PLUGIN_TYPE
+            ) && !w.url.is_empty()
+        }
+        _ => false,
+    }
+}
+
+/// The HTTP extensions that attach to `scope`'s proxy, in istiod's order.
+fn extensions<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<Extension<'a>> {
+    let any = [Kind::TrafficExtension, Kind::WasmPlugin]
+        .iter()
+        .any(|k| ctx.snapshot.list(*k).next().is_some());
+    if !any {
         return Vec::new();
     }
-    let mut found: Vec<&Config> = ctx
-        .selecting(scope, Kind::TrafficExtension)
+    let mut found: Vec<Extension<'a>> = [Kind::TrafficExtension, Kind::WasmPlugin]
         .into_iter()
-        .filter(
-            |c| matches!(&c.spec, Spec::TrafficExtension(t) if t.lua.is_some() && t.wasm.is_none()),
-        )
+        .flat_map(|k| ctx.selecting(scope, k))
+        .filter_map(extension)
+        .filter(|e| http_extension(&e.spec))
         .collect();
-    let own = |c: &Config| c.metadata.namespace != scope.namespace;
+    let own = |e: &Extension| e.origin.metadata.namespace != scope.namespace;
     found.sort_by(|a, b| {
-        own(a)
-            .cmp(&own(b))
-            .then_with(|| a.age_key().cmp(&b.age_key()))
+        own(a).cmp(&own(b)).then_with(|| {
+            (a.origin.metadata.creation_timestamp.as_deref(), &a.name)
+                .cmp(&(b.origin.metadata.creation_timestamp.as_deref(), &b.name))
+        })
     });
     // Stable: equal priorities keep the order above; unset is the lowest.
-    found.sort_by_key(|c| match &c.spec {
-        Spec::TrafficExtension(t) => std::cmp::Reverse(t.priority.unwrap_or(i32::MIN)),
-        _ => std::cmp::Reverse(i32::MIN),
-    });
+    found.sort_by_key(|e| std::cmp::Reverse(e.spec.priority.unwrap_or(i32::MIN)));
     found
 }
 
@@ -76,22 +180,145 @@ fn applies(t: &TrafficExtension, class: Class, port: Option<u32>) -> bool {
         })
 }
 
-fn lua_filter(c: &Config, t: &TrafficExtension) -> HttpFilter {
-    let code = t
-        .lua
-        .as_ref()
-        .map(|l| l.inline_code.clone())
-        .unwrap_or_default();
-    HttpFilter {
-        name: format!("{NAME_PREFIX}{}.{}", c.metadata.namespace, c.metadata.name),
-        config_type: Some(http_filter::ConfigType::TypedConfig(any(&Lua {
+/// The HTTP filter of an extension: Lua inline, Wasm through ECDS (the proxy waits for it: no
+/// initial fetch timeout, as istiod, since it may be a security filter).
+fn http_filter(e: &Extension) -> HttpFilter {
+    let name = e.filter_name();
+    let config_type = match &e.spec.lua {
+        Some(lua) => http_filter::ConfigType::TypedConfig(any(&Lua {
             default_source_code: Some(DataSource {
-                specifier: Some(data_source::Specifier::InlineString(code)),
+                specifier: Some(data_source::Specifier::InlineString(
+                    lua.inline_code.clone(),
+                )),
                 ..Default::default()
             }),
             ..Default::default()
-        }))),
+        })),
+        None => {
+            let mut source = ads();
+            source.initial_fetch_timeout = Some(Duration::default());
+            http_filter::ConfigType::ConfigDiscovery(ExtensionConfigSource {
+                config_source: Some(source),
+                type_urls: vec![WASM_HTTP_FILTER_TYPE.into(), RBAC_HTTP_FILTER_TYPE.into()],
+                ..Default::default()
+            })
+        }
+    };
+    HttpFilter {
+        name,
+        config_type: Some(config_type),
         ..Default::default()
+    }
+}
+
+/// The ECDS resource `name`: the Wasm filter of the extension whose filter is so named, as
+/// istiod builds it; `None` when no Wasm extension has that name.
+pub fn extension_config(ctx: &PushContext, name: &str) -> Option<Arc<Resource>> {
+    let e = [Kind::TrafficExtension, Kind::WasmPlugin]
+        .into_iter()
+        .flat_map(|k| ctx.snapshot.list(k))
+        .filter_map(|entry| extension(&entry.config))
+        .find(|e| e.spec.wasm.is_some() && e.filter_name() == name)?;
+    let wasm = e.spec.wasm.as_ref()?;
+    let config = Wasm {
+        config: Some(plugin_config(&e, wasm)),
+    };
+    let typed = TypedExtensionConfig {
+        name: name.to_string(),
+        typed_config: Some(any(&config)),
+    };
+    Some(Resource::new(name, any(&typed)))
+}
+
+/// istiod's `buildWasmConfig`.
+fn plugin_config(e: &Extension, w: &WasmConfig) -> PluginConfig {
+    let configuration = w.plugin_config.as_ref().filter(|c| !c.is_empty()).map(|c| {
+        any(&StringValue {
+            value: serde_json::Value::Object(c.clone()).to_string(),
+        })
+    });
+    let mut env = std::collections::HashMap::new();
+    if !w.image_pull_secret.is_empty() {
+        env.insert(
+            "ISTIO_META_WASM_IMAGE_PULL_SECRET".to_string(),
+            w.image_pull_secret.clone(),
+        );
+    }
+    if let Some(policy) = w
+        .image_pull_policy
+        .filter(|p| *p != PullPolicy::UNSPECIFIED_POLICY)
+    {
+        env.insert(
+            "ISTIO_META_WASM_IMAGE_PULL_POLICY".to_string(),
+            format!("{policy:?}"),
+        );
+    }
+    env.insert(
+        "ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION".to_string(),
+        e.origin.metadata.resource_version.clone(),
+    );
+    let mut host_env_keys = Vec::new();
+    for v in w.vm_config.iter().flat_map(|c| &c.env) {
+        match v.value_from.unwrap_or(EnvValueSource::INLINE) {
+            EnvValueSource::INLINE => {
+                env.insert(v.name.clone(), v.value.clone());
+            }
+            EnvValueSource::HOST => host_env_keys.push(v.name.clone()),
+        }
+    }
+    let failure_policy = match w.fail_strategy {
+        Some(FailStrategy::FAIL_OPEN) => FailurePolicy::FailOpen,
+        Some(FailStrategy::FAIL_CLOSE) => FailurePolicy::FailClosed,
+        Some(FailStrategy::FAIL_RELOAD) => FailurePolicy::FailReload,
+        None => FailurePolicy::Unspecified,
+    };
+    PluginConfig {
+        name: format!("{}.{}", e.origin.metadata.namespace, e.name),
+        root_id: w.plugin_name.clone(),
+        configuration,
+        failure_policy: failure_policy as i32,
+        vm: Some(plugin_config::Vm::VmConfig(VmConfig {
+            runtime: "envoy.wasm.runtime.v8".into(),
+            code: Some(data_source_of(&w.url, &w.sha256)),
+            environment_variables: Some(EnvironmentVariables {
+                host_env_keys,
+                key_values: env,
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// istiod's `buildDataSource`: a `file://` URL is a local file; anything else (`oci://` when no
+/// scheme is given) a remote source whose cluster is `_`, since istio-agent fetches it.
+fn data_source_of(url: &str, sha256: &str) -> AsyncDataSource {
+    if let Some(path) = url.strip_prefix("file://") {
+        return AsyncDataSource {
+            specifier: Some(async_data_source::Specifier::Local(DataSource {
+                specifier: Some(data_source::Specifier::Filename(path.to_string())),
+                ..Default::default()
+            })),
+        };
+    }
+    let uri = if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("oci://{url}")
+    };
+    AsyncDataSource {
+        specifier: Some(async_data_source::Specifier::Remote(RemoteDataSource {
+            http_uri: Some(HttpUri {
+                uri,
+                timeout: Some(Duration {
+                    seconds: 30,
+                    nanos: 0,
+                }),
+                http_upstream_type: Some(http_uri::HttpUpstreamType::Cluster("_".into())),
+            }),
+            sha256: sha256.to_string(),
+            ..Default::default()
+        })),
     }
 }
 
@@ -139,13 +366,7 @@ impl Pass for TrafficExtensions {
     }
 
     fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>) {
-        let found: Vec<(&Config, &TrafficExtension)> = extensions(ctx, scope)
-            .into_iter()
-            .filter_map(|c| match &c.spec {
-                Spec::TrafficExtension(t) => Some((c, t)),
-                _ => None,
-            })
-            .collect();
+        let found = extensions(ctx, scope);
         for r in resources.iter_mut() {
             let class = r.class;
             if matches!(
@@ -172,11 +393,11 @@ impl Pass for TrafficExtensions {
                     .or(listener_port);
                 let here: Vec<(ExtensionPhase, HttpFilter)> = found
                     .iter()
-                    .filter(|(_, t)| applies(t, class, port))
-                    .map(|(c, t)| {
+                    .filter(|e| applies(&e.spec, class, port))
+                    .map(|e| {
                         (
-                            t.phase.unwrap_or(ExtensionPhase::UNSPECIFIED),
-                            lua_filter(c, t),
+                            e.spec.phase.unwrap_or(ExtensionPhase::UNSPECIFIED),
+                            http_filter(e),
                         )
                     })
                     .collect();
@@ -251,6 +472,70 @@ mod tests {
         assert_eq!(
             names(&bare),
             ["authn", "authz", "stats", "plain", "cors", "router"]
+        );
+    }
+
+    /// The ECDS resource of a WasmPlugin as istiod builds it: the translated name, a remote
+    /// source with cluster `_` and the sha256 for an OCI image (istio-agent fetches it), the
+    /// plugin config as JSON text, the resource version and inline env in the VM's environment,
+    /// host env keys, the failure policy; unknown names give nothing.
+    #[test]
+    fn a_wasm_plugin_is_served_as_istiod_builds_it() {
+        let ctx = crate::testing::push_context(
+            r#"
+apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata: {name: auth, namespace: shop}
+spec:
+  url: registry.example.com/auth:1
+  sha256: "abababababababababababababababababababababababababababababababab"
+  pluginName: root
+  pluginConfig: {mode: strict}
+  failStrategy: FAIL_OPEN
+  imagePullPolicy: Always
+  vmConfig: {env: [{name: A, value: b}, {name: HOME, valueFrom: HOST}]}
+"#,
+        );
+        let name = "extensions.istio.io/trafficextension/shop.auth~istio-translated-wasmplugin";
+        let r = extension_config(&ctx, name).expect("served");
+        let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
+        assert_eq!(typed.name, name);
+        let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();
+        let config = wasm.config.unwrap();
+        assert_eq!(config.name, "shop.auth~istio-translated-wasmplugin");
+        assert_eq!(config.root_id, "root");
+        assert_eq!(config.failure_policy, FailurePolicy::FailOpen as i32);
+        let text = StringValue::decode(config.configuration.unwrap().value.as_slice()).unwrap();
+        assert_eq!(text.value, r#"{"mode":"strict"}"#);
+        let Some(plugin_config::Vm::VmConfig(vm)) = config.vm else {
+            panic!("a VM config");
+        };
+        assert_eq!(vm.runtime, "envoy.wasm.runtime.v8");
+        let env = vm.environment_variables.unwrap();
+        assert_eq!(env.key_values.get("A").map(String::as_str), Some("b"));
+        assert_eq!(
+            env.key_values
+                .get("ISTIO_META_WASM_IMAGE_PULL_POLICY")
+                .map(String::as_str),
+            Some("Always")
+        );
+        assert!(
+            env.key_values
+                .contains_key("ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION")
+        );
+        assert_eq!(env.host_env_keys, ["HOME"]);
+        let Some(async_data_source::Specifier::Remote(remote)) = vm.code.unwrap().specifier else {
+            panic!("a remote source");
+        };
+        let uri = remote.http_uri.unwrap();
+        assert_eq!(uri.uri, "oci://registry.example.com/auth:1");
+        assert_eq!(
+            uri.http_upstream_type,
+            Some(http_uri::HttpUpstreamType::Cluster("_".into()))
+        );
+        assert_eq!(remote.sha256.len(), 64);
+        assert!(
+            extension_config(&ctx, "extensions.istio.io/trafficextension/shop.other").is_none()
         );
     }
 }

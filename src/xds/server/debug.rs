@@ -284,8 +284,16 @@ pub fn config_dump(
             .collect(),
         ..Default::default()
     };
-    // Rudder serves no extension configs (ECDS) yet: the dump has them empty.
-    let extensions = admin::EcdsConfigDump::default();
+    let extensions = admin::EcdsConfigDump {
+        ecds_filters: generated(TypeUrl::ExtensionConfig)
+            .iter()
+            .map(|r| admin::ecds_config_dump::EcdsFilterConfig {
+                version_info: version.clone(),
+                ecds_filter: Some(r.any.clone()),
+                ..Default::default()
+            })
+            .collect(),
+    };
     let mut configs = vec![any(&admin::BootstrapConfigDump::default()), any(&clusters)];
     if include_endpoints {
         configs.push(any(&admin::EndpointsConfigDump {
