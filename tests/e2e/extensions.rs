@@ -238,12 +238,19 @@ fn wasm_filter(value: &str) -> Vec<u8> {
 
 /// A WasmPlugin whose module is a local file: the sidecar's connection manager asks for the
 /// filter over ECDS, gets the Wasm filter istiod would send, and a real Envoy runs the module
-/// (V8) on every response; a change to the WasmPlugin's module reaches the proxy.
+/// (V8) on every response; a change to the WasmPlugin's module reaches the proxy. SotW and
+/// Delta alike.
 #[test]
 fn a_wasm_plugin_runs_in_envoy() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
         return;
     };
+    for delta in [false, true] {
+        wasm_plugin_runs(&envoy_bin, delta);
+    }
+}
+
+fn wasm_plugin_runs(envoy_bin: &std::path::Path, delta: bool) {
     let backend = Backend::start("v1");
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
@@ -265,7 +272,7 @@ fn a_wasm_plugin_runs_in_envoy() {
         &plugin(&module("one.wasm", "one")),
     );
     let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
-    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    let envoy = Envoy::start(envoy_bin, daemon.addr("grpc-xds"), NS, delta);
     eventually(30, "the Wasm filter adds its header", || {
         let answer = request_full(port, HOST, "/", &[]);
         answer.status == 200 && answer.header("x-wasm") == Some("one")
