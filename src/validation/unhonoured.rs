@@ -206,7 +206,7 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "outboundTrafficPolicy.egressProxy",
         "no egress proxy: unknown destinations are passed through directly",
     ),
-    // WorkloadGroup, Telemetry, WasmPlugin, ProxyConfig: not acted on at all.
+    // WorkloadGroup, Telemetry.
     field(
         Kind::WorkloadGroup,
         "",
@@ -291,11 +291,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "Service"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "GatewayClass"),
-    field(
-        Kind::ProxyConfig,
-        "",
-        "ProxyConfig is not applied to proxies",
-    ),
     // The Gateway API
     field(
         Kind::GatewayClass,

@@ -635,3 +635,56 @@ fn idle_and_slow_webhook_connections_are_closed() {
     assert_eq!(status, 408, "{}", String::from_utf8_lossy(&answer));
     assert!(metric(&d, "rudder_webhook_refused_total{reason=\"body_timeout\"}") >= 1.0);
 }
+
+/// What the store says of a pod's ProxyConfig reaches the injected pod, as istiod injects it:
+/// MeshConfig `defaultConfig.proxyMetadata` and a ProxyConfig selecting the pod become the proxy's
+/// environment and `PROXY_CONFIG`, the ProxyConfig's image type the image's suffix.
+#[test]
+fn injection_applies_mesh_defaults_and_proxy_config_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    common::write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultConfig:\n      proxyMetadata: {ISTIO_META_DNS_CAPTURE: \"true\"}\n",
+    );
+    common::write(
+        dir.path(),
+        "proxyconfig.yaml",
+        "apiVersion: networking.istio.io/v1beta1\nkind: ProxyConfig\nmetadata: {name: web, namespace: shop}\nspec: {selector: {matchLabels: {app: web}}, concurrency: 2, environmentVariables: {FROM_PROXYCONFIG: \"yes\"}, image: {imageType: distroless}}\n",
+    );
+    let d = Daemon::start(dir.path(), &[]);
+    common::eventually(30, "daemon ready", || {
+        http_get(d.addr("http"), "/ready").0 == 200
+    });
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web", "sidecar.istio.io/inject": "true"}},
+        "spec": {"containers": [{"name": "app", "image": "example/web"}]}
+    });
+    let (out, _) = injected(&d, &pod);
+    let proxy = out["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "istio-proxy")
+        .expect("injected")
+        .clone();
+    let var = |n: &str| {
+        proxy["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == n)
+            .and_then(|e| e["value"].as_str())
+            .map(String::from)
+    };
+    assert_eq!(var("ISTIO_META_DNS_CAPTURE").as_deref(), Some("true"));
+    assert_eq!(var("FROM_PROXYCONFIG").as_deref(), Some("yes"));
+    let config: Value = serde_json::from_str(&var("PROXY_CONFIG").unwrap()).unwrap();
+    assert_eq!(config["concurrency"], 2);
+    assert!(
+        proxy["image"].as_str().unwrap().ends_with("-distroless"),
+        "{}",
+        proxy["image"]
+    );
+}

@@ -1682,7 +1682,7 @@ fn extensions() -> Vec<Case> {
             "ValidateProxyConfig/valid",
             "ProxyConfig",
             "selector: {matchLabels: {app: a}}\nconcurrency: 2\nenvironmentVariables: {A: b}\nimage: {imageType: distroless}",
-            Warn("ProxyConfig is not applied"),
+            Ok,
         ),
         case(
             "ValidateEnvoyFilter/waypoint-match",

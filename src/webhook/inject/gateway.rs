@@ -2,7 +2,10 @@
 //! `istio/gateway` Helm chart's pods): the agent runs as a router, with no init container, no
 //! traffic capture and no probe rewriting; the pod may bind low ports without privileges.
 
-use super::render::{ProxyEnv, annotation, array_at, object_at, proxy_config, proxy_env};
+use super::proxy_config::ProxyConfigSources;
+use super::render::{
+    ProxyEnv, annotation, array_at, metadata_env, object_at, proxy_config, proxy_env, proxy_image,
+};
 use super::render::{containers_of, volume_mounts, volumes, workload_of};
 use super::settings::{InjectorSettings, Template};
 use super::{InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, overlay, string_map};
@@ -15,6 +18,7 @@ const UNPRIVILEGED_PORTS: &str = "net.ipv4.ip_unprivileged_port_start";
 pub fn inject(
     settings: &InjectorSettings,
     template: &Template,
+    sources: &ProxyConfigSources,
     namespace: &str,
     pod: &Value,
 ) -> Result<Value, InjectError> {
@@ -27,20 +31,20 @@ pub fn inject(
     let interception = annotation(&annotations, "sidecar.istio.io/interceptionMode")
         .unwrap_or("REDIRECT")
         .to_string();
-    let image = annotation(&annotations, "sidecar.istio.io/proxyImage")
-        .map(String::from)
-        .unwrap_or_else(|| template.image.clone());
-    let env = proxy_env(&ProxyEnv {
+    let config = proxy_config(settings, template, sources, &annotations)?;
+    let image = proxy_image(template, &annotations, &config);
+    let mut env = proxy_env(&ProxyEnv {
         settings,
         template,
         namespace,
         workload: &workload,
         interception: &interception,
-        proxy_config: Value::Object(proxy_config(settings, template, &annotations)?).to_string(),
+        proxy_config: Value::Object(config.clone()).to_string(),
         pod_ports,
         app_containers: &app_names,
         divisor: "1",
     });
+    env.extend(metadata_env(&config));
     let mut proxy = json!({
         "name": PROXY_CONTAINER,
         "image": image,

@@ -11,6 +11,7 @@
 mod gateway;
 mod overlay;
 mod policy;
+pub mod proxy_config;
 mod render;
 mod settings;
 
@@ -76,6 +77,7 @@ pub const TEMPLATES_ANNOTATION: &str = "inject.istio.io/templates";
 pub fn inject(
     settings: &InjectorSettings,
     template: &Template,
+    sources: &proxy_config::ProxyConfigSources,
     namespace: &str,
     pod: &Value,
 ) -> Result<Value, InjectError> {
@@ -96,9 +98,9 @@ pub fn inject(
         return Err(InjectError::UnknownTemplate(unknown.join(", ")));
     }
     if names.contains(&"gateway") {
-        gateway::inject(settings, template, namespace, pod)
+        gateway::inject(settings, template, sources, namespace, pod)
     } else {
-        render::sidecar(settings, template, namespace, pod)
+        render::sidecar(settings, template, sources, namespace, pod)
     }
 }
 
@@ -186,6 +188,21 @@ impl Injector {
         )
     }
 
+    /// What the store says of `pod`'s ProxyConfig below its own annotation (mesh `defaultConfig`,
+    /// ProxyConfig objects), read as the pod is injected.
+    pub fn proxy_config_sources(
+        &self,
+        namespace: &str,
+        pod: &Value,
+    ) -> proxy_config::ProxyConfigSources {
+        proxy_config::ProxyConfigSources::from_snapshot(
+            &self.store.snapshot(),
+            &self.settings.system_namespace,
+            namespace,
+            &string_map(&pod["metadata"]["labels"]),
+        )
+    }
+
     fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
         let key = ConfigKey {
             kind: Kind::Namespace,
@@ -264,7 +281,8 @@ pub fn admit(
             allow
         }
         Decision::Inject => {
-            let injected = match inject(&injector.settings, &template, &namespace, &pod) {
+            let sources = injector.proxy_config_sources(&namespace, &pod);
+            let injected = match inject(&injector.settings, &template, &sources, &namespace, &pod) {
                 Ok(p) => p,
                 Err(e) => return fail(e),
             };

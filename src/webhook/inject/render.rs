@@ -1,6 +1,7 @@
 //! Rendering: the pod with `istio-init` and `istio-proxy` added, as istiod's default `sidecar`
 //! template writes them (environment, iptables arguments, probes rewritten to the agent).
 
+use super::proxy_config::{ProxyConfigSources, proxy_metadata};
 use super::settings::{InjectorSettings, Template};
 use super::{
     INIT_CONTAINER, InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, pod_name, string_map,
@@ -49,6 +50,7 @@ pub(super) fn annotation<'a>(
 pub fn sidecar(
     settings: &InjectorSettings,
     template: &Template,
+    sources: &ProxyConfigSources,
     namespace: &str,
     pod: &Value,
 ) -> Result<Value, InjectError> {
@@ -63,10 +65,9 @@ pub fn sidecar(
     let interception = annotation(&annotations, "sidecar.istio.io/interceptionMode")
         .unwrap_or("REDIRECT")
         .to_string();
-    let image = annotation(&annotations, "sidecar.istio.io/proxyImage")
-        .map(String::from)
-        .unwrap_or_else(|| template.image.clone());
-    let proxy_config = proxy_config(settings, template, &annotations)?;
+    let proxy_config = proxy_config(settings, template, sources, &annotations)?;
+    let image = proxy_image(template, &annotations, &proxy_config);
+    let metadata = metadata_env(&proxy_config);
     let hold = proxy_config
         .get("holdApplicationUntilProxyStarts")
         .and_then(Value::as_bool)
@@ -101,6 +102,7 @@ pub fn sidecar(
             json!({"name": "ISTIO_KUBE_APP_PROBERS", "value": Value::Object(probers).to_string()}),
         );
     }
+    env.extend(metadata.iter().cloned());
 
     let mut proxy = json!({
         "name": PROXY_CONTAINER,
@@ -162,6 +164,9 @@ pub fn sidecar(
         });
         if let Some(policy) = &template.pull_policy {
             init["imagePullPolicy"] = policy.clone().into();
+        }
+        if !metadata.is_empty() {
+            init["env"] = Value::Array(metadata.clone());
         }
         init_containers.push(init);
     }
@@ -273,18 +278,21 @@ pub(super) fn array_at<'a>(
     slot.as_array_mut().ok_or(InjectError::NotAnObject)
 }
 
-/// `PROXY_CONFIG`: the discovery address merged with the pod's `proxy.istio.io/config` annotation.
+/// `PROXY_CONFIG`: the pod's effective ProxyConfig (mesh `defaultConfig`, ProxyConfig objects,
+/// the `proxy.istio.io/config` annotation: `proxy_config::ProxyConfigSources`) with the discovery
+/// address and the template's hold setting as defaults.
 pub(super) fn proxy_config(
     settings: &InjectorSettings,
     template: &Template,
+    sources: &ProxyConfigSources,
     annotations: &BTreeMap<String, String>,
 ) -> Result<Map<String, Value>, InjectError> {
-    let mut config = Map::new();
+    let mut own = None;
     if let Some(text) = annotations.get("proxy.istio.io/config") {
         let parsed: Value =
             serde_saphyr::from_str(text).map_err(|e| InjectError::ProxyConfig(e.to_string()))?;
         match parsed {
-            Value::Object(m) => config = m,
+            Value::Object(m) => own = Some(m),
             Value::Null => {}
             other => {
                 return Err(InjectError::ProxyConfig(format!(
@@ -293,6 +301,7 @@ pub(super) fn proxy_config(
             }
         }
     }
+    let mut config = sources.effective(own);
     config
         .entry("discoveryAddress")
         .or_insert_with(|| settings.discovery_address.clone().into());
@@ -302,6 +311,39 @@ pub(super) fn proxy_config(
             .or_insert(true.into());
     }
     Ok(config)
+}
+
+/// The proxy's image, as istiod's `ProxyImage`: the `sidecar.istio.io/proxyImage` annotation, else
+/// the template's image with the image type the `sidecar.istio.io/proxyImageType` annotation or the
+/// ProxyConfig's `image.imageType` asks for (`default` none) in place of the values' variant.
+pub(super) fn proxy_image(
+    template: &Template,
+    annotations: &BTreeMap<String, String>,
+    config: &Map<String, Value>,
+) -> String {
+    if let Some(image) = annotation(annotations, "sidecar.istio.io/proxyImage") {
+        return image.to_string();
+    }
+    let kind = annotation(annotations, "sidecar.istio.io/proxyImageType").or_else(|| {
+        config
+            .get("image")
+            .and_then(|i| i.get("imageType"))
+            .and_then(Value::as_str)
+    });
+    match kind {
+        Some(_) if template.base_image.is_empty() => template.image.clone(),
+        Some("" | "default") => template.base_image.clone(),
+        Some(kind) => format!("{}-{kind}", template.base_image),
+        None => template.image.clone(),
+    }
+}
+
+/// The ProxyConfig's `proxyMetadata` as environment entries, as istiod's template writes them.
+pub(super) fn metadata_env(config: &Map<String, Value>) -> Vec<Value> {
+    proxy_metadata(config)
+        .into_iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect()
 }
 
 /// The template's resources with the pod's `sidecar.istio.io/proxyCPU`-style overrides.

@@ -44,6 +44,10 @@ pub struct Template {
     pub never_inject: Vec<LabelSelector>,
     pub injected_annotations: BTreeMap<String, String>,
     pub image: String,
+    /// `hub/image:tag` without the variant, to which an image type (ProxyConfig `image`, the
+    /// `sidecar.istio.io/proxyImageType` annotation) is appended; empty when the values name a
+    /// whole image reference, which no image type changes.
+    pub base_image: String,
     pub pull_policy: Option<String>,
     pub resources: Value,
     pub log_level: String,
@@ -77,6 +81,7 @@ impl Default for Template {
             never_inject: Vec::new(),
             injected_annotations: BTreeMap::new(),
             image: format!("{DEFAULT_HUB}/proxyv2:{DEFAULT_TAG}"),
+            base_image: format!("{DEFAULT_HUB}/proxyv2:{DEFAULT_TAG}"),
             pull_policy: None,
             resources: json!({
                 "requests": {"cpu": "100m", "memory": "128Mi"},
@@ -167,10 +172,13 @@ impl Template {
             .map(|v| format!("-{v}"))
             .unwrap_or_default();
         // As the chart does: a value with a slash is a whole image reference.
-        self.image = if image.contains('/') {
-            image
+        (self.image, self.base_image) = if image.contains('/') {
+            (image, String::new())
         } else {
-            format!("{hub}/{image}:{tag}{variant}")
+            (
+                format!("{hub}/{image}:{tag}{variant}"),
+                format!("{hub}/{image}:{tag}"),
+            )
         };
         self.pull_policy = scalar(&global["imagePullPolicy"]);
         if proxy["resources"].is_object() {

@@ -277,7 +277,14 @@ fn values_set_image_resources_and_capture() {
 
     let settings = InjectorSettings::default();
     let t = Template::from_configmap(&[("values".to_string(), values.to_string())].into()).unwrap();
-    let out = inject(&settings, &t, "ns", &pod(json!({}), json!({}))).unwrap();
+    let out = inject(
+        &settings,
+        &t,
+        &Default::default(),
+        "ns",
+        &pod(json!({}), json!({})),
+    )
+    .unwrap();
     let containers = out["spec"]["containers"].as_array().unwrap();
     assert_eq!(
         containers[0]["name"], PROXY_CONTAINER,
@@ -408,7 +415,14 @@ fn chart_gateway_pod() -> Value {
 fn gateway_pods_get_the_gateway_template() {
     let settings = InjectorSettings::default();
     let t = Template::default();
-    let out = inject(&settings, &t, "istio-ingress", &chart_gateway_pod()).unwrap();
+    let out = inject(
+        &settings,
+        &t,
+        &Default::default(),
+        "istio-ingress",
+        &chart_gateway_pod(),
+    )
+    .unwrap();
     let containers = out["spec"]["containers"].as_array().unwrap();
     assert_eq!(
         containers.len(),
@@ -484,7 +498,7 @@ fn a_declared_proxy_is_overlaid_and_unknown_templates_are_refused() {
     p["spec"]["containers"].as_array_mut().unwrap().push(
         json!({"name": "istio-proxy", "image": "auto", "resources": {"requests": {"cpu": "50m"}}}),
     );
-    let out = inject(&settings, &t, "on", &p).unwrap();
+    let out = inject(&settings, &t, &Default::default(), "on", &p).unwrap();
     let proxies: Vec<&Value> = out["spec"]["containers"]
         .as_array()
         .unwrap()
@@ -501,6 +515,79 @@ fn a_declared_proxy_is_overlaid_and_unknown_templates_are_refused() {
     assert_eq!(app, Some("app"));
 
     let custom = pod(json!({}), json!({TEMPLATES_ANNOTATION: "sidecar,spire"}));
-    let err = inject(&settings, &t, "on", &custom).unwrap_err();
+    let err = inject(&settings, &t, &Default::default(), "on", &custom).unwrap_err();
     assert!(err.to_string().contains("spire"), "{err}");
+}
+
+/// The pod's effective ProxyConfig reaches what is injected, as istiod's template writes it: mesh
+/// `defaultConfig` and ProxyConfig objects in `PROXY_CONFIG`, `proxyMetadata` as environment
+/// variables of the proxy and the init container, a ProxyConfig's image type as the image's tag
+/// suffix (the annotation's winning over it); the gateway template gets the same.
+#[test]
+fn proxy_config_objects_and_mesh_defaults_reach_the_pod() {
+    let (injector, writer) = injector_and_writer();
+    writer.apply_yaml(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: |
+    defaultConfig:
+      proxyMetadata: {ISTIO_META_DNS_CAPTURE: "true"}
+---
+apiVersion: networking.istio.io/v1beta1
+kind: ProxyConfig
+metadata: {name: web, namespace: shop}
+spec: {selector: {matchLabels: {app: web}}, concurrency: 3, environmentVariables: {EXTRA: "1"}, image: {imageType: distroless}}
+"#,
+    );
+    let t = Template::default();
+    let web = pod(json!({"app": "web"}), json!({}));
+    let sources = injector.proxy_config_sources("shop", &web);
+    let out = inject(&injector.settings, &t, &sources, "shop", &web).unwrap();
+    let proxy = out["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == PROXY_CONTAINER)
+        .unwrap()
+        .clone();
+    let var = |c: &Value, n: &str| {
+        c["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == n)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(var(&proxy, "ISTIO_META_DNS_CAPTURE"), Some("true".into()));
+    assert_eq!(var(&proxy, "EXTRA"), Some("1".into()));
+    let config: Value =
+        serde_json::from_str(var(&proxy, "PROXY_CONFIG").unwrap().as_str().unwrap()).unwrap();
+    assert_eq!(config["concurrency"], 3);
+    assert_eq!(config["proxyMetadata"]["ISTIO_META_DNS_CAPTURE"], "true");
+    assert!(proxy["image"].as_str().unwrap().ends_with("-distroless"));
+    let init = &out["spec"]["initContainers"][0];
+    assert_eq!(var(init, "ISTIO_META_DNS_CAPTURE"), Some("true".into()));
+
+    let typed = pod(
+        json!({"app": "web"}),
+        json!({"sidecar.istio.io/proxyImageType": "debug"}),
+    );
+    let out = inject(&injector.settings, &t, &sources, "shop", &typed).unwrap();
+    let image = out["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == PROXY_CONTAINER)
+        .unwrap()["image"]
+        .clone();
+    assert!(image.as_str().unwrap().ends_with("-debug"), "{image}");
+
+    let gateway = chart_gateway_pod();
+    let sources = injector.proxy_config_sources("istio-ingress", &gateway);
+    let out = inject(&injector.settings, &t, &sources, "istio-ingress", &gateway).unwrap();
+    let proxy = &out["spec"]["containers"][0];
+    assert_eq!(var(proxy, "ISTIO_META_DNS_CAPTURE"), Some("true".into()));
 }
