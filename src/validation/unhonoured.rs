@@ -216,12 +216,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     when(
         Kind::EnvoyFilter,
         "configPatches[].applyTo",
-        "EXTENSION_CONFIG",
-        "EXTENSION_CONFIG patches are not applied (no extension config discovery yet)",
-    ),
-    when(
-        Kind::EnvoyFilter,
-        "configPatches[].applyTo",
         "BOOTSTRAP",
         "BOOTSTRAP patches are not applied",
     ),

@@ -107,9 +107,10 @@ pub fn generate(
         TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(listener::route_config(ctx, scope, n))
         }),
-        // Extension configs depend on the name alone (the extension it names), not the scope.
-        TypeUrl::ExtensionConfig => per_name(TypeUrl::ExtensionConfig, 0, &|n| {
+        // A Wasm extension's by its name; else an EnvoyFilter's EXTENSION_CONFIG of the scope.
+        TypeUrl::ExtensionConfig => per_name(TypeUrl::ExtensionConfig, scope.key, &|n| {
             traffic_extension::extension_config(ctx, n)
+                .or_else(|| envoy_filter::extension_config(ctx, scope, n))
         }),
         TypeUrl::Address => match names {
             None => ambient::index(ctx).addresses(),

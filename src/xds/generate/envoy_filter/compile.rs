@@ -194,6 +194,9 @@ fn encode_value(apply_to: ApplyTo, v: &serde_json::Value) -> Result<(Vec<u8>, St
         ApplyTo::LISTENER_FILTER => {
             read::<envoy_types::pb::envoy::config::listener::v3::ListenerFilter>(v)
         }
+        ApplyTo::EXTENSION_CONFIG => {
+            read::<envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig>(v)
+        }
         other => Err(format!("applyTo {other:?} is not applied")),
     }
 }
@@ -282,4 +285,26 @@ pub fn patching(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec<
         .collect();
     out.dedup();
     out
+}
+
+/// The ECDS resource `name` an EXTENSION_CONFIG ADD patch of `scope`'s EnvoyFilters provides, as
+/// istiod's `InsertedExtensionConfigurations` (any context: the proxy asks for it by name).
+pub fn extension_config(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    name: &str,
+) -> Option<Arc<crate::xds::resource::Resource>> {
+    use envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig;
+    patches_for(ctx, scope)
+        .iter()
+        .filter(|p| p.apply_to == ApplyTo::EXTENSION_CONFIG && p.operation == PatchOperation::ADD)
+        .map(|p| p.value::<TypedExtensionConfig>())
+        .find(|c| c.name == name)
+        .map(|c| {
+            let any = envoy_types::pb::google::protobuf::Any {
+                type_url: TypedExtensionConfig::type_url(),
+                value: c.encode_to_vec(),
+            };
+            crate::xds::resource::Resource::new(name, any)
+        })
 }

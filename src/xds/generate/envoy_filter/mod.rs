@@ -9,13 +9,15 @@
 //! Each EnvoyFilter's patch values are read once per push context ([`compiled`]); a value that
 //! does not read as its Envoy type is skipped, logged and listed in `/debug/envoy_filters` with the
 //! reason, the rest of the EnvoyFilter still applies. Not applied (and warned about by `rudder
-//! validate` and admission): EXTENSION_CONFIG and BOOTSTRAP patches, proxy
+//! validate` and admission): BOOTSTRAP patches, proxy
 //! metadata matches.
 
 mod compile;
 mod matches;
 
-pub use compile::{Compiled, Patch, Skipped, compiled, envoy_filters, patches_for, patching};
+pub use compile::{
+    Compiled, Patch, Skipped, compiled, envoy_filters, extension_config, patches_for, patching,
+};
 
 use super::finish::{Built, Class, Pass, Typed};
 use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
