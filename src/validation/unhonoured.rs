@@ -253,12 +253,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::Telemetry, "targetRef.kind", "GatewayClass"),
     // WasmPlugin and Wasm TrafficExtensions: HTTP plugins are served over ECDS
     // (xds::generate::traffic_extension), except these.
-    when(
-        Kind::WasmPlugin,
-        "type",
-        "NETWORK",
-        "network Wasm plugins are not inserted",
-    ),
     field(
         Kind::WasmPlugin,
         "imagePullSecret",
@@ -271,12 +265,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::WasmPlugin, "targetRef.kind", "ServiceEntry"),
     target_ref(Kind::WasmPlugin, "targetRef.kind", "GatewayClass"),
     // TrafficExtension: Lua filters are applied (xds::generate::traffic_extension).
-    when(
-        Kind::TrafficExtension,
-        "wasm.type",
-        "NETWORK",
-        "network Wasm extensions are not inserted",
-    ),
     field(
         Kind::TrafficExtension,
         "wasm.imagePullSecret",

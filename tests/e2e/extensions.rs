@@ -342,3 +342,76 @@ spec:
     });
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
+
+/// A network proxy-wasm filter (ABI 0.2.1) counting connections in a custom metric.
+fn network_wasm_filter() -> Vec<u8> {
+    let metric = "tcp_wasm_connections";
+    wat::parse_str(format!(
+        r#"(module
+  (import "env" "proxy_define_metric" (func $define (param i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_increment_metric" (func $inc (param i32 i64) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "{metric}")
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
+    (local $at i32)
+    (local.set $at (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
+    (local.get $at))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_configure") (param i32 i32) (result i32)
+    (drop (call $define (i32.const 0) (i32.const 16) (i32.const {len}) (i32.const 256)))
+    (i32.const 1))
+  (func (export "proxy_on_new_connection") (param i32) (result i32)
+    (drop (call $inc (i32.load (i32.const 256)) (i64.const 1)))
+    (i32.const 0))
+  (func (export "proxy_on_downstream_data") (param i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "proxy_on_upstream_data") (param i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "proxy_on_done") (param i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_delete") (param i32)))"#,
+        len = metric.len()
+    ))
+    .expect("the test module assembles")
+}
+
+/// A WasmPlugin of type NETWORK goes into the TCP chains of the services it matches, its config
+/// over ECDS as a network Wasm filter; a real Envoy runs it on each connection.
+#[test]
+fn a_network_wasm_plugin_runs_on_tcp_connections() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let backend = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("module").with_extension("wasm");
+    std::fs::write(&module, network_wasm_filter()).unwrap();
+    write(
+        dir.path(),
+        "tcp.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: db, namespace: {NS}}}\nspec:\n  hosts: [db.shop.svc.cluster.local]\n  addresses: [240.0.0.9]\n  location: MESH_INTERNAL\n  ports: [{{number: {port}, name: tcp, protocol: TCP}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{tcp: {}}}}}]\n",
+            backend.port
+        ),
+    );
+    write(
+        dir.path(),
+        "plugin.yaml",
+        &format!(
+            "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {{name: counter, namespace: {NS}}}\nspec:\n  url: file://{}\n  type: NETWORK\n  match: [{{ports: [{{number: {port}}}]}}]\n",
+            module.display()
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the network filter counts connections", || {
+        let _ = request_full(port, "db.shop.svc.cluster.local", "/", &[]);
+        let (_, stats) = http_get(envoy.admin, "/stats?filter=tcp_wasm_connections");
+        stats
+            .lines()
+            .any(|l| l.contains("tcp_wasm_connections") && !l.trim_end().ends_with(": 0"))
+    });
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}

@@ -1502,10 +1502,10 @@ fn extensions() -> Vec<Case> {
             Ok,
         ),
         case(
-            "unhonoured/trafficextension-network-wasm",
+            "honoured/trafficextension-network-wasm",
             "TrafficExtension",
             "wasm: {url: oci://example.com/filter:1, type: NETWORK}",
-            Warn("network Wasm extensions are not inserted"),
+            Ok,
         ),
         case(
             "unhonoured/trafficextension-pull-secret",
@@ -1568,10 +1568,10 @@ fn extensions() -> Vec<Case> {
             Ok,
         ),
         case(
-            "unhonoured/wasmplugin-network",
+            "honoured/wasmplugin-network",
             "WasmPlugin",
             "url: oci://example.com/filter:1\ntype: NETWORK",
-            Warn("network Wasm plugins are not inserted"),
+            Ok,
         ),
         case(
             "unhonoured/wasmplugin-pull-secret",

@@ -13,10 +13,10 @@
 //! (`file://` a local file; other URLs a remote source istio-agent fetches and rewrites, as under
 //! istiod). Wasm extensions of type NETWORK are warned about and not inserted.
 
-use super::extauthz::EXT_AUTHZ_FILTER;
+use super::extauthz::{EXT_AUTHZ_FILTER, NETWORK_EXT_AUTHZ_FILTER};
 use super::finish::{Built, Class, Pass, Typed};
 use super::jwt::JWT_FILTER;
-use super::rbac::RBAC_FILTER;
+use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER};
 use super::util::{ads, any, listener_port};
 use crate::config::extensions::{
     EnvValueSource, ExtensionPhase, FailStrategy, PluginPhase, PluginType, PullPolicy,
@@ -29,12 +29,14 @@ use envoy_types::pb::envoy::config::core::v3::{
     AsyncDataSource, DataSource, ExtensionConfigSource, HttpUri, RemoteDataSource,
     TypedExtensionConfig, async_data_source, data_source, http_uri,
 };
+use envoy_types::pb::envoy::config::listener::v3::Filter;
 use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua;
 use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, http_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::network::wasm::v3::Wasm as NetworkWasm;
 use envoy_types::pb::envoy::extensions::wasm::v3::{
     EnvironmentVariables, FailurePolicy, PluginConfig, VmConfig, plugin_config,
 };
@@ -44,12 +46,17 @@ use std::sync::Arc;
 
 /// istiod's prefix of a TrafficExtension's filter name.
 const NAME_PREFIX: &str = "extensions.istio.io/trafficextension/";
+const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 /// What istiod appends to the name of the TrafficExtension a WasmPlugin becomes.
 const WASM_PLUGIN_MARKER: &str = "~istio-translated-wasmplugin";
 const WASM_HTTP_FILTER_TYPE: &str =
     "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
 const RBAC_HTTP_FILTER_TYPE: &str =
     "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC";
+const WASM_NETWORK_FILTER_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.network.wasm.v3.Wasm";
+const RBAC_NETWORK_FILTER_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC";
 
 /// A TrafficExtension, or a WasmPlugin read as one.
 pub struct Extension<'a> {
@@ -132,7 +139,15 @@ fn http_extension(t: &TrafficExtension) -> bool {
     }
 }
 
-/// The HTTP extensions that attach to `scope`'s proxy, in istiod's order.
+/// Whether the extension is a network (L4) Wasm filter, inserted into TCP filter chains.
+fn network_extension(t: &TrafficExtension) -> bool {
+    t.lua.is_none()
+        && t.wasm
+            .as_ref()
+            .is_some_and(|w| w.plugin_type == Some(PluginType::NETWORK) && !w.url.is_empty())
+}
+
+/// The extensions that attach to `scope`'s proxy, in istiod's order.
 fn extensions<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<Extension<'a>> {
     let any = [Kind::TrafficExtension, Kind::WasmPlugin]
         .iter()
@@ -144,7 +159,7 @@ fn extensions<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<Extension<'a>>
         .into_iter()
         .flat_map(|k| ctx.selecting(scope, k))
         .filter_map(extension)
-        .filter(|e| http_extension(&e.spec))
+        .filter(|e| http_extension(&e.spec) || network_extension(&e.spec))
         .collect();
     let own = |e: &Extension| e.origin.metadata.namespace != scope.namespace;
     found.sort_by(|a, b| {
@@ -211,6 +226,23 @@ fn http_filter(e: &Extension) -> HttpFilter {
     }
 }
 
+/// The network filter of a network Wasm extension, its config over ECDS as for HTTP.
+fn network_filter(e: &Extension) -> Filter {
+    let mut source = ads();
+    source.initial_fetch_timeout = Some(Duration::default());
+    Filter {
+        name: e.filter_name(),
+        config_type: Some(filter::ConfigType::ConfigDiscovery(ExtensionConfigSource {
+            config_source: Some(source),
+            type_urls: vec![
+                WASM_NETWORK_FILTER_TYPE.into(),
+                RBAC_NETWORK_FILTER_TYPE.into(),
+            ],
+            ..Default::default()
+        })),
+    }
+}
+
 /// The ECDS resource `name`: the Wasm filter of the extension whose filter is so named, as
 /// istiod builds it; `None` when no Wasm extension has that name.
 pub fn extension_config(ctx: &PushContext, name: &str) -> Option<Arc<Resource>> {
@@ -220,12 +252,15 @@ pub fn extension_config(ctx: &PushContext, name: &str) -> Option<Arc<Resource>> 
         .filter_map(|entry| extension(&entry.config))
         .find(|e| e.spec.wasm.is_some() && e.filter_name() == name)?;
     let wasm = e.spec.wasm.as_ref()?;
-    let config = Wasm {
-        config: Some(plugin_config(&e, wasm)),
+    let config = Some(plugin_config(&e, wasm));
+    let typed_config = if network_extension(&e.spec) {
+        any(&NetworkWasm { config })
+    } else {
+        any(&Wasm { config })
     };
     let typed = TypedExtensionConfig {
         name: name.to_string(),
-        typed_config: Some(any(&config)),
+        typed_config: Some(typed_config),
     };
     Some(Resource::new(name, any(&typed)))
 }
@@ -322,20 +357,46 @@ fn data_source_of(url: &str, sha256: &str) -> AsyncDataSource {
     }
 }
 
-/// Inserts `extensions` into `filters` at their phases. The positions follow istiod's build
-/// order: custom authorization, [AUTHN], request authentication, [AUTHZ], authorization,
-/// [STATS, UNSPECIFIED], then the rest.
-fn insert(filters: &mut Vec<HttpFilter>, extensions: &[(ExtensionPhase, HttpFilter)]) {
-    let run = |from: usize, names: &[&str], filters: &[HttpFilter]| {
+/// The filters an extension phase is placed around, as istiod builds a chain: custom
+/// authorization, [AUTHN], request authentication, [AUTHZ], authorization, [STATS,
+/// UNSPECIFIED], then the rest.
+struct Anchors {
+    custom_authz: &'static str,
+    authn: &'static str,
+    authz: &'static str,
+}
+
+const HTTP_ANCHORS: Anchors = Anchors {
+    custom_authz: EXT_AUTHZ_FILTER,
+    authn: JWT_FILTER,
+    authz: RBAC_FILTER,
+};
+
+/// A TCP chain has no request authentication: AUTHN and AUTHZ extensions both go before
+/// authorization.
+const NETWORK_ANCHORS: Anchors = Anchors {
+    custom_authz: NETWORK_EXT_AUTHZ_FILTER,
+    authn: "",
+    authz: NETWORK_RBAC_FILTER,
+};
+
+/// Inserts `extensions` into `filters` at their phases.
+fn insert<F: Clone>(
+    filters: &mut Vec<F>,
+    name: fn(&F) -> &str,
+    anchors: &Anchors,
+    extensions: &[(ExtensionPhase, F)],
+) {
+    let run = |from: usize, wanted: &str, filters: &[F]| {
         from + filters[from..]
             .iter()
-            .take_while(|f| names.contains(&f.name.as_str()))
+            .take_while(|f| !wanted.is_empty() && name(f) == wanted)
             .count()
     };
-    let authn_at = run(0, &[EXT_AUTHZ_FILTER], filters);
-    let authz_at = run(authn_at, &[JWT_FILTER], filters);
-    let after_authz = run(authz_at, &[RBAC_FILTER], filters);
-    let of = |phases: &[ExtensionPhase]| -> Vec<HttpFilter> {
+    let authn_at = run(0, anchors.custom_authz, filters);
+    let authz_at = run(authn_at, anchors.authn, filters);
+    let after_authz = run(authz_at, anchors.authz, filters);
+    let of = |phases: &[ExtensionPhase]| -> Vec<F> {
         extensions
             .iter()
             .filter(|(p, _)| phases.contains(p))
@@ -353,7 +414,16 @@ fn insert(filters: &mut Vec<HttpFilter>, extensions: &[(ExtensionPhase, HttpFilt
     filters.splice(authn_at..authn_at, of(&[ExtensionPhase::AUTHN]));
 }
 
-/// The pass: Lua TrafficExtensions into the HTTP connection managers of a scope's listeners.
+fn http_name(f: &HttpFilter) -> &str {
+    &f.name
+}
+
+fn network_name(f: &Filter) -> &str {
+    &f.name
+}
+
+/// The pass: extensions into the HTTP connection managers (and, network Wasm, the TCP chains) of
+/// a scope's listeners.
 pub struct TrafficExtensions;
 
 impl Pass for TrafficExtensions {
@@ -391,17 +461,21 @@ impl Pass for TrafficExtensions {
                     .and_then(|m| m.destination_port)
                     .map(|p| p.value)
                     .or(listener_port);
-                let here: Vec<(ExtensionPhase, HttpFilter)> = found
-                    .iter()
-                    .filter(|e| applies(&e.spec, class, port))
-                    .map(|e| {
-                        (
-                            e.spec.phase.unwrap_or(ExtensionPhase::UNSPECIFIED),
-                            http_filter(e),
-                        )
-                    })
+                let phase = |e: &Extension| e.spec.phase.unwrap_or(ExtensionPhase::UNSPECIFIED);
+                let matching = found.iter().filter(|e| applies(&e.spec, class, port));
+                let http: Vec<(ExtensionPhase, HttpFilter)> = matching
+                    .clone()
+                    .filter(|e| http_extension(&e.spec))
+                    .map(|e| (phase(e), http_filter(e)))
                     .collect();
-                if here.is_empty() {
+                let network: Vec<(ExtensionPhase, Filter)> = matching
+                    .filter(|e| network_extension(&e.spec))
+                    .map(|e| (phase(e), network_filter(e)))
+                    .collect();
+                if !network.is_empty() && chain.filters.iter().any(|f| f.name == TCP_PROXY) {
+                    insert(&mut chain.filters, network_name, &NETWORK_ANCHORS, &network);
+                }
+                if http.is_empty() {
                     continue;
                 }
                 for f in &mut chain.filters {
@@ -414,7 +488,7 @@ impl Pass for TrafficExtensions {
                     let Ok(mut hcm) = HttpConnectionManager::decode(config.value.as_slice()) else {
                         continue;
                     };
-                    insert(&mut hcm.http_filters, &here);
+                    insert(&mut hcm.http_filters, http_name, &HTTP_ANCHORS, &http);
                     config.value = hcm.encode_to_vec();
                 }
             }
@@ -452,7 +526,7 @@ mod tests {
                 .iter()
                 .map(|n| named(n))
                 .collect();
-        insert(&mut full, &all);
+        insert(&mut full, http_name, &HTTP_ANCHORS, &all);
         assert_eq!(
             names(&full),
             [
@@ -467,8 +541,24 @@ mod tests {
                 "router"
             ]
         );
+        let tcp = |n: &str| Filter {
+            name: n.into(),
+            ..Default::default()
+        };
+        let mut chain = vec![tcp(NETWORK_RBAC_FILTER), tcp(TCP_PROXY)];
+        let network = [
+            (ExtensionPhase::STATS, tcp("stats")),
+            (ExtensionPhase::AUTHN, tcp("authn")),
+            (ExtensionPhase::AUTHZ, tcp("authz")),
+        ];
+        insert(&mut chain, network_name, &NETWORK_ANCHORS, &network);
+        let chain: Vec<&str> = chain.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            chain,
+            ["authn", "authz", NETWORK_RBAC_FILTER, "stats", TCP_PROXY]
+        );
         let mut bare: Vec<HttpFilter> = ["cors", "router"].iter().map(|n| named(n)).collect();
-        insert(&mut bare, &all);
+        insert(&mut bare, http_name, &HTTP_ANCHORS, &all);
         assert_eq!(
             names(&bare),
             ["authn", "authz", "stats", "plain", "cors", "router"]
