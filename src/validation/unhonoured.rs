@@ -253,11 +253,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::Telemetry, "targetRef.kind", "GatewayClass"),
     // WasmPlugin and Wasm TrafficExtensions: HTTP plugins are served over ECDS
     // (xds::generate::traffic_extension), except these.
-    field(
-        Kind::WasmPlugin,
-        "imagePullSecret",
-        "the pull secret is passed by name, not read: a private registry's module is not pulled",
-    ),
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "Service"),
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "GatewayClass"),
@@ -265,11 +260,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::WasmPlugin, "targetRef.kind", "ServiceEntry"),
     target_ref(Kind::WasmPlugin, "targetRef.kind", "GatewayClass"),
     // TrafficExtension: Lua filters are applied (xds::generate::traffic_extension).
-    field(
-        Kind::TrafficExtension,
-        "wasm.imagePullSecret",
-        "the pull secret is passed by name, not read: a private registry's module is not pulled",
-    ),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "Service"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "GatewayClass"),

@@ -159,7 +159,7 @@ fn crd(plural: &str, kind: &str) -> Value {
 }
 
 /// The fake gets `crds`; a real cluster must have them already (else the caller skips, saying so).
-fn crds_installed<const N: usize>(c: &Cluster, crds: [Value; N]) -> bool {
+pub(crate) fn crds_installed<const N: usize>(c: &Cluster, crds: [Value; N]) -> bool {
     if c.is_fake() {
         c.rt.block_on(async {
             for crd in crds {

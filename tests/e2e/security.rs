@@ -442,3 +442,119 @@ fn a_self_signed_root_near_its_end_is_renewed_and_pushed() {
         );
     }
 }
+
+const ECDS: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
+
+/// The registry credential in a served Wasm filter's VM environment (istio-agent's variable).
+fn pull_credential(resp: &DeltaDiscoveryResponse) -> Option<String> {
+    use envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig;
+    use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
+    use envoy_types::pb::envoy::extensions::wasm::v3::plugin_config::Vm;
+    let any = resp.resources.first()?.resource.as_ref()?;
+    let typed = TypedExtensionConfig::decode(any.value.as_slice()).ok()?;
+    let wasm = Wasm::decode(typed.typed_config?.value.as_slice()).ok()?;
+    let Some(Vm::VmConfig(vm)) = wasm.config?.vm else {
+        return None;
+    };
+    vm.environment_variables?
+        .key_values
+        .get("ISTIO_META_WASM_IMAGE_PULL_SECRET")
+        .cloned()
+}
+
+/// A WasmPlugin's `imagePullSecret`, as istiod serves it: the proxy that authenticated on the
+/// TLS port gets the Docker config of the Secret in the plugin's namespace over ECDS (for
+/// istio-agent's registry pull), a plaintext stream an empty one, and a rotated Secret reaches
+/// the subscribed proxy.
+#[test]
+fn wasm_pull_secrets_reach_authenticated_proxies_only() {
+    use base64::Engine;
+    for c in Cluster::all("wasm-pull") {
+        let ns = c.ns.clone();
+        let mut wasm_crd =
+            common::cluster::istio_crd("extensions.istio.io", "wasmplugins", "WasmPlugin");
+        wasm_crd["spec"]["versions"] =
+            json!([{"name": "v1alpha1", "served": true, "storage": true}]);
+        if !crate::kubernetes::crds_installed(&c, [wasm_crd]) {
+            continue;
+        }
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let registry_secret = |config: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {"name": "registry", "namespace": ns},
+                "data": {".dockerconfigjson": b64(config)}})
+        };
+        let first = r#"{"auths":{"registry.example.com":{"auth":"dXNlcjpvbmU="}}}"#;
+        c.apply(registry_secret(first));
+        c.apply(
+            json!({"apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": "auth", "namespace": ns},
+            "spec": {"url": "oci://registry.example.com/auth:1", "imagePullSecret": "registry"}}),
+        );
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let root = c.ca_root();
+        let token = c.token_in(&ns, "app");
+        let name =
+            format!("extensions.istio.io/trafficextension/{ns}.auth~istio-translated-wasmplugin");
+        let request = DeltaDiscoveryRequest {
+            node: Some(Node {
+                id: format!("sidecar~10.0.0.8~app-1.{ns}~{ns}.svc.cluster.local"),
+                ..Default::default()
+            }),
+            type_url: ECDS.into(),
+            resource_names_subscribe: vec![name.clone()],
+            ..Default::default()
+        };
+        c.rt.block_on(async {
+            let tls = channel(daemon.addr("grpc-xds-tls"), &root, DOMAIN, None)
+                .await
+                .unwrap();
+            let auth = format!("Bearer {token}");
+            let mut proxy = None;
+            // The WasmPlugin reaches the daemon's view shortly after it is ready.
+            for _ in 0..50 {
+                let mut s = Delta::open_on(
+                    tls.clone(),
+                    request.clone(),
+                    &[("authorization", auth.as_str())],
+                )
+                .await
+                .unwrap();
+                let resp = s.recv().await;
+                if !resp.resources.is_empty() {
+                    s.ack(&resp).await;
+                    proxy = Some((s, resp));
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            let (mut proxy, resp) = proxy.expect("the plugin is served");
+            assert_eq!(pull_credential(&resp).as_deref(), Some(first));
+
+            let mut plain = Delta::open(daemon.addr("grpc-xds"), request.clone()).await;
+            let resp = plain.recv().await;
+            assert_eq!(pull_credential(&resp).as_deref(), Some(""));
+
+            let second = r#"{"auths":{"registry.example.com":{"auth":"dXNlcjp0d28="}}}"#;
+            c.put(registry_secret(second)).await;
+            // (A push already under way when the Secret changed may resend the first.)
+            let mut seen = Vec::new();
+            while seen.len() < 5 {
+                let update = proxy.recv().await;
+                proxy.ack(&update).await;
+                seen.push(pull_credential(&update));
+                if seen.last().cloned().flatten().as_deref() == Some(second) {
+                    break;
+                }
+            }
+            assert_eq!(
+                seen.last().cloned().flatten().as_deref(),
+                Some(second),
+                "{seen:?}"
+            );
+        });
+    }
+}

@@ -1508,10 +1508,10 @@ fn extensions() -> Vec<Case> {
             Ok,
         ),
         case(
-            "unhonoured/trafficextension-pull-secret",
+            "honoured/trafficextension-pull-secret",
             "TrafficExtension",
             "wasm: {url: oci://example.com/filter:1, imagePullSecret: creds}",
-            Warn("the pull secret is passed by name"),
+            Ok,
         ),
         case(
             "unhonoured/trafficextension-target-service",
@@ -1574,10 +1574,10 @@ fn extensions() -> Vec<Case> {
             Ok,
         ),
         case(
-            "unhonoured/wasmplugin-pull-secret",
+            "honoured/wasmplugin-pull-secret",
             "WasmPlugin",
             "url: oci://example.com/filter:1\nimagePullSecret: creds",
-            Warn("the pull secret is passed by name"),
+            Ok,
         ),
         case(
             "unhonoured/wasmplugin-target-service",

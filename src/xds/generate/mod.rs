@@ -107,11 +107,35 @@ pub fn generate(
         TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(listener::route_config(ctx, scope, n))
         }),
-        // A Wasm extension's by its name; else an EnvoyFilter's EXTENSION_CONFIG of the scope.
-        TypeUrl::ExtensionConfig => per_name(TypeUrl::ExtensionConfig, scope.key, &|n| {
-            traffic_extension::extension_config(ctx, n)
-                .or_else(|| envoy_filter::extension_config(ctx, scope, n))
-        }),
+        // A Wasm extension of the scope's by its name (the registry credential only for
+        // authenticated proxies); else an EnvoyFilter's EXTENSION_CONFIG of the scope.
+        TypeUrl::ExtensionConfig => {
+            let verified = proxy.identity.is_some();
+            let mut out = Vec::new();
+            for n in names.into_iter().flatten() {
+                let wasm = ctx.cached(
+                    TypeUrl::ExtensionConfig,
+                    scope.key,
+                    &format!("wasm/{verified}/{n}"),
+                    || {
+                        traffic_extension::extension_config(ctx, scope, n, verified)
+                            .into_iter()
+                            .collect()
+                    },
+                );
+                let found = if wasm.is_empty() {
+                    ctx.cached(TypeUrl::ExtensionConfig, scope.key, n, || {
+                        envoy_filter::extension_config(ctx, scope, n)
+                            .into_iter()
+                            .collect()
+                    })
+                } else {
+                    wasm
+                };
+                out.extend(found.iter().cloned());
+            }
+            out
+        }
         TypeUrl::Address => match names {
             None => ambient::index(ctx).addresses(),
             Some(n) => {

@@ -43,6 +43,7 @@ use envoy_types::pb::envoy::extensions::wasm::v3::{
 use envoy_types::pb::google::protobuf::{Duration, StringValue};
 use prost::{Message, Name};
 use std::sync::Arc;
+use tracing::warn;
 
 /// istiod's prefix of a TrafficExtension's filter name.
 const NAME_PREFIX: &str = "extensions.istio.io/trafficextension/";
@@ -243,16 +244,45 @@ fn network_filter(e: &Extension) -> Filter {
     }
 }
 
-/// The ECDS resource `name`: the Wasm filter of the extension whose filter is so named, as
-/// istiod builds it; `None` when no Wasm extension has that name.
-pub fn extension_config(ctx: &PushContext, name: &str) -> Option<Arc<Resource>> {
-    let e = [Kind::TrafficExtension, Kind::WasmPlugin]
+/// The environment variable istio-agent takes a Wasm module's registry credential from (and
+/// strips before the config reaches Envoy).
+pub const PULL_SECRET_ENV: &str = "ISTIO_META_WASM_IMAGE_PULL_SECRET";
+const DOCKER_CONFIG_TYPE: &str = "kubernetes.io/dockerconfigjson";
+const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+
+/// The ECDS resource `name`: the Wasm filter of the extension so named among those that attach
+/// to `scope`'s proxy, as istiod builds it; `None` when none has that name (istiod serves a
+/// proxy only its own extensions). `verified` says whether the asking proxy authenticated: only
+/// such a proxy gets the registry credential of the plugin's `imagePullSecret` (istiod's
+/// `GeneratePullSecrets`), any other an empty one.
+pub fn extension_config(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    name: &str,
+    verified: bool,
+) -> Option<Arc<Resource>> {
+    let e = extensions(ctx, scope)
         .into_iter()
-        .flat_map(|k| ctx.snapshot.list(k))
-        .filter_map(|entry| extension(&entry.config))
         .find(|e| e.spec.wasm.is_some() && e.filter_name() == name)?;
     let wasm = e.spec.wasm.as_ref()?;
-    let config = Some(plugin_config(&e, wasm));
+    let mut config = plugin_config(&e, wasm);
+    if let Some((namespace, secret)) = pull_secret(&e) {
+        let credential = if verified {
+            docker_credential(ctx, &namespace, &secret).unwrap_or_else(|why| {
+                warn!(plugin = %name, "no registry credential for the Wasm module: {why}");
+                String::new()
+            })
+        } else {
+            String::new()
+        };
+        if let Some(plugin_config::Vm::VmConfig(vm)) = config.vm.as_mut() {
+            vm.environment_variables
+                .get_or_insert_with(Default::default)
+                .key_values
+                .insert(PULL_SECRET_ENV.to_string(), credential);
+        }
+    }
+    let config = Some(config);
     let typed_config = if network_extension(&e.spec) {
         any(&NetworkWasm { config })
     } else {
@@ -265,6 +295,93 @@ pub fn extension_config(ctx: &PushContext, name: &str) -> Option<Arc<Resource>> 
     Some(Resource::new(name, any(&typed)))
 }
 
+/// The Secret (namespace, name) a Wasm extension's `imagePullSecret` names, as istiod reads
+/// it: a bare name or a `kubernetes://` (or other credential) reference, always in the
+/// extension's own namespace whatever namespace the reference gives.
+fn pull_secret(e: &Extension) -> Option<(String, String)> {
+    let reference = e.spec.wasm.as_ref()?.image_pull_secret.as_str();
+    if reference.is_empty() {
+        return None;
+    }
+    let path = ["kubernetes-gateway://", "kubernetes://", "configmap://"]
+        .iter()
+        .find_map(|p| reference.strip_prefix(p))
+        .unwrap_or(reference);
+    let mut parts = path.split('/');
+    let first = parts.next().unwrap_or_default();
+    let name = parts.next().unwrap_or(first);
+    Some((e.origin.metadata.namespace.clone(), name.to_string()))
+}
+
+/// The Docker config JSON of a `kubernetes.io/dockerconfigjson` Secret (istiod's
+/// `GetDockerCredential`).
+fn docker_credential(ctx: &PushContext, namespace: &str, name: &str) -> Result<String, String> {
+    let entry = ctx
+        .snapshot
+        .get_named(Kind::Secret, namespace, name)
+        .ok_or_else(|| format!("secret {namespace}/{name} not found"))?;
+    let Spec::Secret(secret) = &entry.config.spec else {
+        return Err(format!("{namespace}/{name} is not a Secret"));
+    };
+    if secret.type_.as_deref() != Some(DOCKER_CONFIG_TYPE) {
+        return Err(format!(
+            "type of secret {namespace}/{name} is not {DOCKER_CONFIG_TYPE}"
+        ));
+    }
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DOCKER_CONFIG_KEY))
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .ok_or_else(|| format!("cannot find docker config at secret {namespace}/{name}"))
+}
+
+/// An ECDS resource as `/debug` shows it: the registry credential redacted, as istiod's debug
+/// endpoints do.
+pub fn redacted(
+    resource: &envoy_types::pb::google::protobuf::Any,
+) -> envoy_types::pb::google::protobuf::Any {
+    let Ok(mut typed) = TypedExtensionConfig::decode(resource.value.as_slice()) else {
+        return resource.clone();
+    };
+    let Some(inner) = typed.typed_config.as_ref() else {
+        return resource.clone();
+    };
+    let redact = |config: &mut Option<PluginConfig>| {
+        if let Some(plugin_config::Vm::VmConfig(vm)) = config.as_mut().and_then(|c| c.vm.as_mut())
+            && let Some(value) = vm
+                .environment_variables
+                .as_mut()
+                .and_then(|e| e.key_values.get_mut(PULL_SECRET_ENV))
+            && !value.is_empty()
+        {
+            *value = "<Redacted>".into();
+        }
+    };
+    let rewritten = if inner.type_url == WASM_HTTP_FILTER_TYPE {
+        Wasm::decode(inner.value.as_slice()).ok().map(|mut w| {
+            redact(&mut w.config);
+            any(&w)
+        })
+    } else if inner.type_url == WASM_NETWORK_FILTER_TYPE {
+        NetworkWasm::decode(inner.value.as_slice())
+            .ok()
+            .map(|mut w| {
+                redact(&mut w.config);
+                any(&w)
+            })
+    } else {
+        None
+    };
+    match rewritten {
+        Some(r) => {
+            typed.typed_config = Some(r);
+            any(&typed)
+        }
+        None => resource.clone(),
+    }
+}
+
 /// istiod's `buildWasmConfig`.
 fn plugin_config(e: &Extension, w: &WasmConfig) -> PluginConfig {
     let configuration = w.plugin_config.as_ref().filter(|c| !c.is_empty()).map(|c| {
@@ -273,12 +390,6 @@ fn plugin_config(e: &Extension, w: &WasmConfig) -> PluginConfig {
         })
     });
     let mut env = std::collections::HashMap::new();
-    if !w.image_pull_secret.is_empty() {
-        env.insert(
-            "ISTIO_META_WASM_IMAGE_PULL_SECRET".to_string(),
-            w.image_pull_secret.clone(),
-        );
-    }
     if let Some(policy) = w
         .image_pull_policy
         .filter(|p| *p != PullPolicy::UNSPECIFIED_POLICY)
@@ -569,6 +680,82 @@ mod tests {
     /// source with cluster `_` and the sha256 for an OCI image (istio-agent fetches it), the
     /// plugin config as JSON text, the resource version and inline env in the VM's environment,
     /// host env keys, the failure policy; unknown names give nothing.
+    /// The pull secret an authenticated proxy gets: the Docker config of the Secret of that
+    /// name in the plugin's namespace, whatever namespace the reference names; an
+    /// unauthenticated proxy, a missing Secret or one of another type gives an empty one; the
+    /// debug dump redacts it.
+    #[test]
+    fn a_pull_secret_is_resolved_for_authenticated_proxies_only() {
+        let ctx = crate::testing::push_context(
+            r#"
+apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata: {name: auth, namespace: shop}
+spec:
+  url: registry.example.com/auth:1
+  imagePullSecret: kubernetes://elsewhere/registry
+---
+apiVersion: extensions.istio.io/v1alpha1
+kind: TrafficExtension
+metadata: {name: opaque, namespace: shop}
+spec:
+  wasm: {url: registry.example.com/opaque:1, imagePullSecret: plain}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: registry, namespace: shop}
+type: kubernetes.io/dockerconfigjson
+data: {.dockerconfigjson: eyJhdXRocyI6e319}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: registry, namespace: elsewhere}
+type: kubernetes.io/dockerconfigjson
+data: {.dockerconfigjson: eyJvdGhlciI6e319}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: plain, namespace: shop}
+type: Opaque
+data: {.dockerconfigjson: eyJhdXRocyI6e319}
+"#,
+        );
+        let scope = ctx.scope(&crate::testing::sidecar("shop", &[]));
+        let credential = |name: &str, verified: bool| -> Option<String> {
+            let r = extension_config(&ctx, &scope, name, verified).expect("served");
+            let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
+            let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();
+            let Some(plugin_config::Vm::VmConfig(vm)) = wasm.config.unwrap().vm else {
+                panic!("a VM config");
+            };
+            vm.environment_variables
+                .unwrap()
+                .key_values
+                .get(PULL_SECRET_ENV)
+                .cloned()
+        };
+        let plugin = "extensions.istio.io/trafficextension/shop.auth~istio-translated-wasmplugin";
+        assert_eq!(credential(plugin, true).as_deref(), Some(r#"{"auths":{}}"#));
+        assert_eq!(credential(plugin, false).as_deref(), Some(""));
+        let opaque = "extensions.istio.io/trafficextension/shop.opaque";
+        assert_eq!(credential(opaque, true).as_deref(), Some(""));
+
+        let served = extension_config(&ctx, &scope, plugin, true).unwrap();
+        // A proxy of another namespace is not served the plugin (nor its credential).
+        let foreign = ctx.scope(&crate::testing::sidecar("elsewhere", &[]));
+        assert!(extension_config(&ctx, &foreign, plugin, true).is_none());
+        let shown = redacted(&served.any);
+        let typed = TypedExtensionConfig::decode(shown.value.as_slice()).unwrap();
+        let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();
+        let Some(plugin_config::Vm::VmConfig(vm)) = wasm.config.unwrap().vm else {
+            panic!("a VM config");
+        };
+        assert_eq!(
+            vm.environment_variables.unwrap().key_values[PULL_SECRET_ENV],
+            "<Redacted>"
+        );
+    }
+
     #[test]
     fn a_wasm_plugin_is_served_as_istiod_builds_it() {
         let ctx = crate::testing::push_context(
@@ -587,7 +774,8 @@ spec:
 "#,
         );
         let name = "extensions.istio.io/trafficextension/shop.auth~istio-translated-wasmplugin";
-        let r = extension_config(&ctx, name).expect("served");
+        let scope = ctx.scope(&crate::testing::sidecar("shop", &[]));
+        let r = extension_config(&ctx, &scope, name, true).expect("served");
         let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
         assert_eq!(typed.name, name);
         let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();
@@ -625,7 +813,13 @@ spec:
         );
         assert_eq!(remote.sha256.len(), 64);
         assert!(
-            extension_config(&ctx, "extensions.istio.io/trafficextension/shop.other").is_none()
+            extension_config(
+                &ctx,
+                &scope,
+                "extensions.istio.io/trafficextension/shop.other",
+                true
+            )
+            .is_none()
         );
     }
 }

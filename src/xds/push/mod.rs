@@ -12,6 +12,7 @@ use crate::model::mesh::MeshSettings;
 use crate::store::Store;
 use crate::xds::context::{Certificates, PushContext};
 use crate::xds::metrics::XdsMetrics;
+use crate::xds::types::TypeUrl;
 use request::{PushRecord, PushRequest};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -299,7 +300,7 @@ pub async fn run(
             // Kept in step with `snapshot` in every round, pushed or not: the next round diffs
             // from this snapshot.
             routing = routing.reuse_or_build(&previous, &snapshot, &next_mesh);
-            let Some(decision) = decide::decide(&kinds, lagged, delta, &next) else {
+            let Some(mut decision) = decide::decide(&kinds, lagged, delta, &next) else {
                 debug!(
                     ?kinds,
                     "change affects no service or endpoint; nothing to push"
@@ -308,6 +309,17 @@ pub async fn run(
                 metrics.judged_revision.set(snapshot.revision() as i64);
                 return;
             };
+            // A Wasm module's registry credential is a Secret served over ECDS (istiod pushes
+            // ECDS on Secret changes when a plugin names a pull secret).
+            if decision.types.contains(&TypeUrl::Secret)
+                && [Kind::WasmPlugin, Kind::TrafficExtension].iter().any(|k| {
+                    snapshot
+                        .list(*k)
+                        .any(|e| crate::config::extensions::names_pull_secret(&e.config.spec))
+                })
+            {
+                decision.types.insert(TypeUrl::ExtensionConfig);
+            }
             version += 1;
             metrics
                 .push_triggers

@@ -289,7 +289,7 @@ pub fn config_dump(
             .iter()
             .map(|r| admin::ecds_config_dump::EcdsFilterConfig {
                 version_info: version.clone(),
-                ecds_filter: Some(r.any.clone()),
+                ecds_filter: Some(crate::xds::generate::traffic_extension::redacted(&r.any)),
                 ..Default::default()
             })
             .collect(),
