@@ -3020,13 +3020,36 @@ fn patch_type(apply_to: ApplyTo) -> Option<&'static str> {
 /// `@type` naming no known message included); unknown fields are warned about. A type the
 /// descriptors do not carry is not judged (never a false denial).
 fn patch_value(r: &mut Report, pp: &str, apply_to: ApplyTo, value: &serde_json::Value) {
-    use crate::xds::proto_merge::{check_json, knows};
+    use crate::xds::proto_merge::{check_json, knows, missing_typed_config};
     let Some(type_name) = patch_type(apply_to).filter(|t| knows(t)) else {
         return;
     };
     if let Err(e) = check_json(type_name, value, false) {
-        r.error(format!("{pp}.patch.value"), format!("Envoy filter: {e}"));
-    } else if let Err(e) = check_json(type_name, value, true) {
+        // Envoy's v2 API is gone: say so, as istiod does.
+        let text = e.to_string();
+        let hint = if text.contains(".v2.") || text.contains(".v2alpha") {
+            " (hint: try using the v3 XDS API)"
+        } else {
+            ""
+        };
+        r.error(
+            format!("{pp}.patch.value"),
+            format!("Envoy filter: {text}{hint}"),
+        );
+        return;
+    }
+    if let Err(e) = check_json(type_name, value, true) {
         r.warn(format!("{pp}.patch.value"), format!("Envoy filter: {e}"));
+    }
+    if let Ok(untyped) = missing_typed_config(type_name, value)
+        && !untyped.is_empty()
+    {
+        r.warn(
+            format!("{pp}.patch.value"),
+            format!(
+                "using deprecated types by name without typed_config; {}",
+                untyped.join(", ")
+            ),
+        );
     }
 }

@@ -63,6 +63,48 @@ pub fn check_json(
         .map_err(|e| MergeError::Invalid(e.to_string()))
 }
 
+/// The names of the filters (or other extensions) in `value`, a `full_name` as proto3 JSON,
+/// that are given by name without `typed_config` (nor `config_discovery`), a form Envoy is
+/// retiring: istiod's `recurseMissingTypedConfig`, which looks through singular message fields
+/// only.
+pub fn missing_typed_config(
+    full_name: &str,
+    value: &serde_json::Value,
+) -> Result<Vec<String>, MergeError> {
+    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    let message = DynamicMessage::deserialize_with_options(descriptor(full_name)?, value, &options)
+        .map_err(|e| MergeError::Invalid(e.to_string()))?;
+    let mut out = Vec::new();
+    untyped(&message, &mut out);
+    Ok(out)
+}
+
+fn untyped(message: &DynamicMessage, out: &mut Vec<String>) {
+    use prost_reflect::ReflectMessage;
+    let desc = message.descriptor();
+    let name = desc
+        .fields()
+        .find(|f| f.json_name() == "name")
+        .and_then(|f| message.get_field(&f).as_str().map(str::to_string))
+        .unwrap_or_default();
+    let (mut requires, mut has) = (false, false);
+    for field in desc.fields() {
+        let set = message.has_field(&field);
+        requires |= field.json_name() == "typedConfig";
+        has |= set && matches!(field.json_name(), "typedConfig" | "configDiscovery");
+        if set
+            && !field.is_list()
+            && !field.is_map()
+            && let prost_reflect::Value::Message(inner) = message.get_field(&field).as_ref()
+        {
+            untyped(inner, out);
+        }
+    }
+    if requires && !has {
+        out.push(name);
+    }
+}
+
 fn dynamic(full_name: &str, bytes: &[u8]) -> Result<DynamicMessage, MergeError> {
     DynamicMessage::decode(descriptor(full_name)?, bytes)
         .map_err(|e| JsonError::Decode(full_name.to_string(), e).into())

@@ -1723,6 +1723,24 @@ fn extensions() -> Vec<Case> {
             Warn("no_such_field"),
         ),
         case(
+            "ValidateEnvoyFilter/filter-by-name-without-typed-config",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: HTTP_FILTER, patch: {operation: INSERT_BEFORE, value: {name: envoy.filters.http.lua}}}]",
+            Warn("using deprecated types by name without typed_config; envoy.filters.http.lua"),
+        ),
+        case(
+            "ValidateEnvoyFilter/ecds-filter-has-no-typed-config",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: HTTP_FILTER, patch: {operation: INSERT_BEFORE, value: {name: ext, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua]}}}}]",
+            Ok,
+        ),
+        case(
+            "ValidateEnvoyFilter/v2-type",
+            "EnvoyFilter",
+            "configPatches: [{applyTo: NETWORK_FILTER, patch: {operation: INSERT_BEFORE, value: {name: ext, typed_config: {\"@type\": type.googleapis.com/envoy.config.filter.network.ext_authz.v2.ExtAuthz}}}}]",
+            Deny("hint: try using the v3 XDS API"),
+        ),
+        case(
             "ValidateEnvoyFilter/typed-value-admitted",
             "EnvoyFilter",
             "configPatches: [{applyTo: HTTP_FILTER, patch: {operation: INSERT_BEFORE, value: {name: envoy.filters.http.lua, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, defaultSourceCode: {inlineString: \"function envoy_on_request(h) end\"}}}}}]",
