@@ -219,11 +219,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "BOOTSTRAP",
         "BOOTSTRAP patches are not applied",
     ),
-    field(
-        Kind::EnvoyFilter,
-        "configPatches[].match.proxy.metadata",
-        "proxy metadata matches are not evaluated: the patch is not applied",
-    ),
     when(
         Kind::EnvoyFilter,
         "configPatches[].match.context",

@@ -62,6 +62,10 @@ pub struct ScopeInputs {
     /// The service ports (and protocols) served at the proxy's IP: its inbound listeners and
     /// clusters. Two proxies with the same labels at different IPs may differ here.
     pub inbound: Arc<BTreeMap<u32, Protocol>>,
+    /// The services selecting each of those ports (none when a Sidecar's `ingress` defines
+    /// them): an EnvoyFilter's cluster match by service picks inbound clusters by these, as
+    /// istiod's.
+    pub inbound_hosts: Arc<BTreeMap<u32, Vec<String>>>,
     /// The Sidecar that applies to the proxy (its content is the push context's: a change to it
     /// is a full push, with new caches).
     pub sidecar_key: Option<crate::config::ConfigKey>,
@@ -73,7 +77,13 @@ pub struct ScopeInputs {
     pub gateway_topology: crate::config::mesh::GatewayTopology,
     /// The proxy's `ISTIO_VERSION`: EnvoyFilter patches may match on it (`proxy.proxyVersion`).
     pub istio_version: String,
+    /// The proxy's node metadata under the keys some EnvoyFilter's `proxy.metadata` match names
+    /// (only those: the rest of the metadata is per pod and would split every scope).
+    pub matched_metadata: BTreeMap<String, String>,
 }
+
+/// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
+struct MatchedMetadataKeys(std::collections::BTreeSet<String>);
 
 /// What generators may read of a proxy: its [`ScopeInputs`] (through `Deref`) and what the push
 /// context derives from them alone, computed once per key and shared by every proxy with that
@@ -400,6 +410,30 @@ impl PushContext {
             .expect("the slot of TypeId::of::<T>() only ever holds a T")
     }
 
+    fn matched_metadata(&self, proxy: &Proxy) -> BTreeMap<String, String> {
+        if self.snapshot.list(Kind::EnvoyFilter).next().is_none() {
+            return BTreeMap::new();
+        }
+        let keys = self.derived(|ctx| {
+            MatchedMetadataKeys(
+                ctx.snapshot
+                    .list(Kind::EnvoyFilter)
+                    .filter_map(|e| match &e.config.spec {
+                        Spec::EnvoyFilter(ef) => Some(ef),
+                        _ => None,
+                    })
+                    .flat_map(|ef| &ef.config_patches)
+                    .filter_map(|cp| cp.match_.as_ref()?.proxy.as_ref())
+                    .flat_map(|p| p.metadata.keys().cloned())
+                    .collect(),
+            )
+        });
+        keys.0
+            .iter()
+            .filter_map(|k| Some((k.clone(), proxy.metadata.get(k)?.clone())))
+            .collect()
+    }
+
     /// The view of `proxy` that generators read, shared by every proxy with the same inputs.
     pub fn scope(&self, proxy: &Proxy) -> Arc<ScopeView> {
         let sidecar = self.sidecar_for(proxy);
@@ -415,7 +449,10 @@ impl PushContext {
             )),
             _ => None,
         });
-        let inbound = from_sidecar.unwrap_or_else(|| self.inbound_ports(&proxy.ip));
+        let (inbound, inbound_hosts) = match from_sidecar {
+            Some(ports) => (ports, Arc::default()),
+            None => self.inbound_ports(&proxy.ip),
+        };
         let mtls = proxy.identity.is_some();
         let gateway_topology = if proxy.proxy_type == ProxyType::Router {
             match &proxy.proxy_config {
@@ -435,10 +472,12 @@ impl PushContext {
             ipv6_only: proxy.ipv6_only,
             locality: proxy.locality.clone(),
             inbound,
+            inbound_hosts,
             sidecar_key: sidecar.as_ref().map(|c| c.key()),
             mtls,
             gateway_topology,
             istio_version: proxy.istio_version.clone(),
+            matched_metadata: self.matched_metadata(proxy),
         };
         let mut h = DefaultHasher::new();
         inputs.hash(&mut h);
@@ -564,14 +603,23 @@ impl PushContext {
         )
     }
 
-    /// The service ports (and their protocols) served at `ip`: the endpoints at that address. Where
-    /// two services select one pod port with different protocols, the first (by hostname) wins and
-    /// the proxy is counted as an inbound conflict, as istiod does.
-    fn inbound_ports(&self, ip: &str) -> Arc<BTreeMap<u32, Protocol>> {
+    /// The service ports (and their protocols) served at `ip`: the endpoints at that address, and
+    /// the services selecting each. Where two services select one pod port with different
+    /// protocols, the first (by hostname) wins and the proxy is counted as an inbound conflict, as
+    /// istiod does.
+    #[allow(clippy::type_complexity)]
+    fn inbound_ports(
+        &self,
+        ip: &str,
+    ) -> (
+        Arc<BTreeMap<u32, Protocol>>,
+        Arc<BTreeMap<u32, Vec<String>>>,
+    ) {
         let Some(at) = self.registry.by_address.get(ip) else {
-            return Arc::default();
+            return Default::default();
         };
         let mut ports: BTreeMap<u32, (Protocol, &str)> = BTreeMap::new();
+        let mut hosts: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         let mut conflicting = false;
         // By hostname, then service port: the order in which the first service wins.
         for (host, service_port, port) in at.iter() {
@@ -586,11 +634,18 @@ impl PushContext {
             };
             let (first, first_host) = *ports.entry(*port).or_insert((protocol, host.as_str()));
             conflicting |= first != protocol && first_host != host;
+            let at_port = hosts.entry(*port).or_default();
+            if !at_port.contains(host) {
+                at_port.push(host.clone());
+            }
         }
         if conflicting {
             lock(&self.inbound_conflicts).insert(ip.to_string());
         }
-        Arc::new(ports.into_iter().map(|(n, (p, _))| (n, p)).collect())
+        (
+            Arc::new(ports.into_iter().map(|(n, (p, _))| (n, p)).collect()),
+            Arc::new(hosts),
+        )
     }
 
     /// How many proxies met so far in this push have an inbound conflict.

@@ -107,14 +107,6 @@ fn compile(key: &ConfigKey, ef: &EnvoyFilter, skipped: &mut Vec<Skipped>) -> Vec
             continue;
         };
         let matching = cp.match_.clone().unwrap_or_default();
-        if matching
-            .proxy
-            .as_ref()
-            .is_some_and(|p| !p.metadata.is_empty())
-        {
-            skip("proxy metadata matches are not evaluated".into());
-            continue;
-        }
         let proxy_version = match matching.proxy.as_ref().map(|p| p.proxy_version.as_str()) {
             Some(v) if !v.is_empty() => match regex::Regex::new(v) {
                 Ok(r) => Some(r),
@@ -238,6 +230,14 @@ pub fn patches_for(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Patch>> {
             p.proxy_version
                 .as_ref()
                 .is_none_or(|r| !scope.istio_version.is_empty() && r.is_match(&scope.istio_version))
+        })
+        // istiod's `proxyMatch`: every metadata entry equal (a missing key never matches).
+        .filter(|p| {
+            p.matching.proxy.as_ref().is_none_or(|m| {
+                m.metadata
+                    .iter()
+                    .all(|(k, v)| scope.matched_metadata.get(k) == Some(v))
+            })
         })
         .cloned()
         .collect()

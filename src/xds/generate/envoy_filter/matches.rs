@@ -7,6 +7,7 @@ pub(super) use crate::xds::generate::util::listener_port;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, route};
+use std::collections::BTreeMap;
 
 const VIRTUAL_LISTENERS: [&str; 2] = ["virtualInbound", "virtualOutbound"];
 
@@ -113,9 +114,14 @@ pub(super) fn http_filter_name(p: &Patch) -> Option<&str> {
     Some(f.sub_filter.as_ref()?.name.as_str())
 }
 
-/// istiod's `clusterMatch`: by name, else by the parts of `direction|port|subset|host` (an
-/// inbound cluster's host is empty, so a service match never picks one here).
-pub(super) fn cluster_matches(c: &Cluster, p: &Patch) -> bool {
+/// istiod's `clusterMatch`: by name, else by the parts of `direction|port|subset|host`; an
+/// inbound cluster's host is empty, so a service match looks at `inbound_hosts`, the services
+/// selecting the workload port it serves.
+pub(super) fn cluster_matches(
+    c: &Cluster,
+    p: &Patch,
+    inbound_hosts: &BTreeMap<u32, Vec<String>>,
+) -> bool {
     let Some(m) = &p.matching.cluster else {
         return true;
     };
@@ -123,14 +129,24 @@ pub(super) fn cluster_matches(c: &Cluster, p: &Patch) -> bool {
         return m.name == c.name;
     }
     let mut parts = c.name.split('|');
-    let (_, port, subset, host) = (
-        parts.next(),
+    let (direction, port, subset, host) = (
+        parts.next().unwrap_or(""),
         parts.next().and_then(|p| p.parse::<u32>().ok()),
         parts.next().unwrap_or(""),
         parts.next().unwrap_or(""),
     );
+    let service_matches = || {
+        let served = (direction == "inbound")
+            .then(|| port.and_then(|p| inbound_hosts.get(&p)))
+            .flatten()
+            .filter(|h| !h.is_empty());
+        match served {
+            Some(hosts) => hosts.contains(&m.service),
+            None => m.service == host,
+        }
+    };
     (m.subset.is_empty() || m.subset == subset)
-        && (m.service.is_empty() || m.service == host)
+        && (m.service.is_empty() || service_matches())
         && (m.port_number == 0 || port == Some(m.port_number))
 }
 

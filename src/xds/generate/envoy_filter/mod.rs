@@ -9,8 +9,7 @@
 //! Each EnvoyFilter's patch values are read once per push context ([`compiled`]); a value that
 //! does not read as its Envoy type is skipped, logged and listed in `/debug/envoy_filters` with the
 //! reason, the rest of the EnvoyFilter still applies. Not applied (and warned about by `rudder
-//! validate` and admission): BOOTSTRAP patches, proxy
-//! metadata matches.
+//! validate` and admission): BOOTSTRAP patches.
 
 mod compile;
 mod matches;
@@ -93,7 +92,7 @@ impl Pass for EnvoyFilterPatches {
             match &mut r.built {
                 Built::Cluster(c) => {
                     has_clusters = true;
-                    set.patch_cluster(pctx, c)
+                    set.patch_cluster(pctx, c, &scope.inbound_hosts)
                 }
                 Built::Listener(l) => {
                     has_listeners = true;
@@ -164,9 +163,14 @@ fn merged<E: std::fmt::Display>(p: &Patch, result: Result<(), E>) {
 
 impl PatchSet<'_> {
     /// Patches a cluster; `false` when a patch removes it.
-    fn patch_cluster(&self, pctx: PatchContext, c: &mut Cluster) -> bool {
+    fn patch_cluster(
+        &self,
+        pctx: PatchContext,
+        c: &mut Cluster,
+        inbound_hosts: &std::collections::BTreeMap<u32, Vec<String>>,
+    ) -> bool {
         for p in &self.cluster {
-            if !p.context_matches(pctx) || !cluster_matches(c, p) {
+            if !p.context_matches(pctx) || !cluster_matches(c, p, inbound_hosts) {
                 continue;
             }
             match p.operation {

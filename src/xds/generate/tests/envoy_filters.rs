@@ -231,3 +231,62 @@ fn listener_filter_patches_insert_and_remove() {
     }
     assert_eq!(names, expected);
 }
+
+/// An inbound cluster's name carries no host: a cluster match by service picks the inbound
+/// clusters of the workload ports that service selects (istiod passes the instances' hosts).
+#[test]
+fn inbound_cluster_service_match_uses_the_services_at_the_port() {
+    let yaml = workload_yaml(&envoy_filter(
+        "a",
+        "inbound",
+        r#"  configPatches:
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_INBOUND, cluster: {service: app.a.svc.cluster.local, portNumber: 5432}}
+    patch: {operation: MERGE, value: {per_connection_buffer_limit_bytes: 2048}}
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_INBOUND, cluster: {service: other.a.svc.cluster.local}}
+    patch: {operation: MERGE, value: {per_connection_buffer_limit_bytes: 99}}"#,
+    ));
+    let c = ctx(&yaml);
+    let p = verified("a");
+    let limit = |name: &str| {
+        cluster(&c, &p, name)
+            .per_connection_buffer_limit_bytes
+            .map(|v| v.value)
+    };
+    assert_eq!(limit("inbound|5432||"), Some(2048));
+    assert_ne!(limit("inbound|80||"), Some(2048));
+    assert_ne!(limit("inbound|80||"), Some(99));
+}
+
+/// `proxy.metadata` matches as istiod's: every entry equal to the node's metadata; a proxy
+/// without the key, or with another value, is left alone.
+#[test]
+fn proxy_metadata_matches_select_proxies() {
+    let yaml = format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        envoy_filter(
+            "istio-system",
+            "by-metadata",
+            "  configPatches:\n  - applyTo: CLUSTER\n    match: {proxy: {metadata: {TIER: gold, REGION: eu}}, cluster: {service: web.a.svc.cluster.local}}\n    patch: {operation: MERGE, value: {connect_timeout: 9s}}"
+        )
+    );
+    let c = ctx(&yaml);
+    let timeout = |meta: &[(&str, &str)]| {
+        cluster(
+            &c,
+            &proxy("a", meta),
+            "outbound|80||web.a.svc.cluster.local",
+        )
+        .connect_timeout
+        .map(|d| d.seconds)
+    };
+    assert_eq!(timeout(&[("TIER", "gold"), ("REGION", "eu")]), Some(9));
+    assert_ne!(timeout(&[("TIER", "gold")]), Some(9));
+    assert_ne!(timeout(&[("TIER", "silver"), ("REGION", "eu")]), Some(9));
+    // Two proxies that differ only in other metadata share a view.
+    let a = c.scope(&proxy("a", &[("TIER", "gold"), ("POD_NAME", "one")]));
+    let b = c.scope(&proxy("a", &[("TIER", "gold"), ("POD_NAME", "two")]));
+    assert_eq!(a.key, b.key);
+}
