@@ -290,6 +290,67 @@ fn wasm_plugin_runs(envoy_bin: &std::path::Path, delta: bool) {
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
 
+/// A proxy-wasm filter that traps on every request's headers: the plugin fails at run time.
+fn trapping_wasm_filter() -> Vec<u8> {
+    wat::parse_str(
+        r#"(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
+    (local $at i32)
+    (local.set $at (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
+    (local.get $at))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) unreachable)
+  (func (export "proxy_on_done") (param i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_delete") (param i32)))"#,
+    )
+    .expect("the test module assembles")
+}
+
+/// `failStrategy` as Envoy applies the failure policy Rudder sends: a plugin that fails at run
+/// time lets requests through under FAIL_OPEN and refuses them (503) under FAIL_CLOSE.
+#[test]
+fn a_failing_wasm_plugin_fails_open_or_closed_as_its_strategy_says() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let backend = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let modules = tempfile::tempdir().unwrap();
+    let module = modules.path().join("trap.wasm");
+    std::fs::write(&module, trapping_wasm_filter()).unwrap();
+    write(dir.path(), "web.yaml", &service(port, backend.port));
+    let plugin = |strategy: &str| {
+        format!(
+            "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {{name: trap, namespace: {NS}}}\nspec:\n  url: file://{}\n  failStrategy: {strategy}\n",
+            module.display()
+        )
+    };
+    write(dir.path(), "plugin.yaml", &plugin("FAIL_OPEN"));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, true);
+    eventually(30, "fail open: requests pass the failed plugin", || {
+        request_full(port, HOST, "/", &[]).status == 200
+    });
+    // The plugin is in place (Envoy waits for it before serving) and ran, failing, on that request.
+    let (_, dump) = http_get(envoy.admin, "/config_dump");
+    assert!(
+        dump.contains("FAIL_OPEN"),
+        "the failure policy reached Envoy"
+    );
+    write(dir.path(), "plugin.yaml", &plugin("FAIL_CLOSE"));
+    eventually(30, "fail closed: requests are refused", || {
+        request_full(port, HOST, "/", &[]).status == 503
+    });
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}
+
 /// An EnvoyFilter that adds an HTTP filter whose config comes over ECDS, and the config itself as
 /// an EXTENSION_CONFIG patch: a real Envoy asks for it by name and runs it.
 #[test]
