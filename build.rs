@@ -12,6 +12,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/istio/v1/auth/ca.proto",
         "proto/istio/workload/workload.proto",
         "proto/istio/security/authorization.proto",
+        "proto/istio/proxy/stats.proto",
+        "proto/istio/proxy/peer_metadata.proto",
+        "proto/istio/proxy/metadata_exchange.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

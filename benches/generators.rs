@@ -135,6 +135,46 @@ fn generators(c: &mut Criterion) {
                 )
             });
         }
+        // The cost of Istio's standard metrics for an istio-proxy (one that reports the
+        // telemetry filters): the metadata exchange and istio.stats on every connection manager
+        // and TCP chain, the exchange on every outbound cluster; the chart's default provider.
+        let mut istio_proxy = sidecar();
+        istio_proxy.istio_extensions = rudder::xds::proxy::IstioExtensions {
+            http_peer_metadata: true,
+            http_stats: true,
+            tcp_stats: true,
+            tcp_metadata_exchange: true,
+            upstream_metadata_exchange: true,
+        };
+        let metrics_yaml = format!(
+            "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    defaultProviders: {{metrics: [prometheus]}}\n",
+            mesh_yaml(n)
+        );
+        let metrics_store = rudder::testing::store(&metrics_yaml);
+        let metrics_mesh = MeshSettings::default()
+            .with_mesh_config(&metrics_store.snapshot())
+            .0;
+        for (name, type_url) in [
+            ("lds-istio-telemetry", TypeUrl::Listener),
+            ("cds-istio-telemetry", TypeUrl::Cluster),
+        ] {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || rudder::xds::push::initial_context(&metrics_store, &metrics_mesh, None),
+                    |ctx| {
+                        let scope = ctx.scope(&istio_proxy);
+                        black_box(generate::generate(
+                            &ctx,
+                            &istio_proxy,
+                            &scope,
+                            type_url,
+                            None,
+                        ))
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
         for (name, store, mesh) in [
             ("lds-tracing", &traced, &traced_mesh),
             ("lds-access-log", &store, &logged),

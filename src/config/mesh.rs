@@ -116,6 +116,28 @@ pub struct ExtensionProvider {
     pub envoy_http_als: Option<GrpcAccessLogProvider>,
     #[serde(default)]
     pub envoy_tcp_als: Option<GrpcAccessLogProvider>,
+    /// Istio's standard metrics in Prometheus form (istio-proxy's `istio.stats` filter); the
+    /// provider has no settings.
+    #[serde(default)]
+    pub prometheus: Option<serde_json::Value>,
+}
+
+/// Whether a ProxyConfig (as JSON) says `proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`:
+/// the peer metadata headers stay off requests leaving the mesh.
+pub fn skips_mx_headers(proxy_config: &serde_json::Value) -> bool {
+    proxy_config
+        .pointer("/proxyHeaders/metadataExchangeHeaders/mode")
+        .and_then(|m| m.as_str())
+        == Some("IN_MESH")
+}
+
+/// Whether the metrics provider `name` is Prometheus: a provider of that name of the Prometheus
+/// kind, or, as istiod's built-in provider, `prometheus` when no provider takes that name.
+pub fn is_prometheus_provider(providers: &[ExtensionProvider], name: &str) -> bool {
+    match providers.iter().find(|p| p.name == name) {
+        Some(p) => p.prometheus.is_some(),
+        None => name == "prometheus",
+    }
 }
 
 /// `envoyHttpAls` / `envoyTcpAls`: entries streamed to a gRPC access-log service of the registry.
@@ -434,6 +456,7 @@ const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "envoyOtelAls",
     "envoyHttpAls",
     "envoyTcpAls",
+    "prometheus",
 ];
 
 impl MeshConfig {
@@ -489,16 +512,21 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                 Some("protocol detection waits for the client without a deadline")
             }
             "defaultProviders" => {
-                // Access logging and tracing are applied; metrics are not.
-                if value
-                    .get("metrics")
-                    .and_then(|v| v.as_array())
-                    .is_some_and(|a| !a.is_empty())
-                {
-                    out.push((
-                        "data.mesh.defaultProviders.metrics".to_string(),
-                        "default metrics providers are not applied (Istio's standard metrics need istio-proxy's stats filters)",
-                    ));
+                // Access logging, tracing and Prometheus metrics are applied; metrics providers
+                // of other kinds (istiod's built-in `stackdriver`) are not.
+                let providers: Vec<ExtensionProvider> = fields
+                    .get("extensionProviders")
+                    .and_then(|v| serde_json::from_value(v.clone()).ok())
+                    .unwrap_or_default();
+                let names = value.get("metrics").and_then(|v| v.as_array());
+                for name in names.into_iter().flatten().filter_map(|n| n.as_str()) {
+                    if !is_prometheus_provider(&providers, name) {
+                        out.push((
+                            "data.mesh.defaultProviders.metrics".to_string(),
+                            "only Prometheus metrics providers are applied",
+                        ));
+                        break;
+                    }
                 }
                 None
             }
@@ -634,5 +662,37 @@ mod tests {
             mc.outbound_traffic_policy.unwrap().mode.as_deref(),
             Some("REGISTRY_ONLY")
         );
+    }
+}
+
+#[cfg(test)]
+mod metrics_providers {
+    use super::*;
+
+    /// Prometheus metrics providers (istiod's built-in `prometheus`, or one of that kind) are
+    /// applied; a default metrics provider of another kind is warned about.
+    #[test]
+    fn only_prometheus_metrics_providers_are_applied() {
+        let warned = |text: &str| -> Vec<String> {
+            unhonoured_mesh_fields(text)
+                .into_iter()
+                .map(|(f, _)| f)
+                .collect()
+        };
+        assert!(warned("defaultProviders: {metrics: [prometheus]}").is_empty());
+        assert!(
+            warned("defaultProviders: {metrics: [prom]}\nextensionProviders: [{name: prom, prometheus: {}}]")
+                .is_empty()
+        );
+        assert_eq!(
+            warned("defaultProviders: {metrics: [stackdriver]}"),
+            ["data.mesh.defaultProviders.metrics"]
+        );
+        let providers = vec![ExtensionProvider {
+            name: "prometheus".into(),
+            envoy_file_access_log: Some(Default::default()),
+            ..Default::default()
+        }];
+        assert!(!is_prometheus_provider(&providers, "prometheus"));
     }
 }

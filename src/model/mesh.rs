@@ -68,6 +68,11 @@ pub struct MeshSettings {
     /// MeshConfig `defaultProviders.accessLogging`: the providers Telemetry access logging
     /// falls back to (and every proxy logs to, with no Telemetry at all).
     pub default_access_logging: Vec<String>,
+    /// MeshConfig `defaultProviders.metrics`: the metrics providers of a proxy no Telemetry
+    /// configures (the istiod chart's mesh config names `prometheus`).
+    pub default_metrics: Vec<String>,
+    /// Mesh `defaultConfig.proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`.
+    pub default_skip_mx_headers: bool,
     /// MeshConfig `defaultProviders.tracing`: the provider Telemetry tracing falls back to (the
     /// first; and every proxy traces to it, with no Telemetry at all).
     pub default_tracing: Vec<String>,
@@ -183,6 +188,15 @@ impl MeshSettings {
                     .as_ref()
                     .map(|d| d.tracing.clone())
                     .unwrap_or_default();
+                out.default_skip_mx_headers = mc
+                    .default_config
+                    .as_ref()
+                    .is_some_and(crate::config::mesh::skips_mx_headers);
+                out.default_metrics = mc
+                    .default_providers
+                    .as_ref()
+                    .map(|d| d.metrics.clone())
+                    .unwrap_or_default();
                 let default = IngressSettings::default();
                 out.ingress = IngressSettings {
                     class: mc.ingress_class.unwrap_or(default.class),
@@ -232,6 +246,8 @@ impl Default for MeshSettings {
             legacy_tracing: Some(LegacyTracing::from_default_config(None)),
             ingress: IngressSettings::default(),
             default_access_logging: Vec::new(),
+            default_metrics: Vec::new(),
+            default_skip_mx_headers: false,
             default_tracing: Vec::new(),
         }
     }

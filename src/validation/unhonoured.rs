@@ -230,11 +230,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "GatewayClass"),
     field(
         Kind::Telemetry,
-        "metrics",
-        "Telemetry metrics are not applied (Istio's standard metrics need istio-proxy's stats filters)",
-    ),
-    field(
-        Kind::Telemetry,
         "tracing[].disableContextPropagation",
         "trace context is always propagated",
     ),

@@ -21,6 +21,54 @@ pub enum Generator {
     Grpc,
 }
 
+/// istio-proxy's telemetry filters the proxy reported having (`node.extensions`, by category and
+/// config type): upstream Envoy has none of them, and a filter Envoy does not know is a NACK.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct IstioExtensions {
+    /// `istio.metadata_exchange` in HTTP connection managers (the peer metadata filter).
+    pub http_peer_metadata: bool,
+    /// `istio.stats` as an HTTP filter.
+    pub http_stats: bool,
+    /// `istio.stats` as a network filter.
+    pub tcp_stats: bool,
+    /// `istio.metadata_exchange` as a listener network filter.
+    pub tcp_metadata_exchange: bool,
+    /// `istio.metadata_exchange` as a cluster (upstream network) filter.
+    pub upstream_metadata_exchange: bool,
+}
+
+pub const PEER_METADATA_TYPE: &str = "io.istio.http.peer_metadata.Config";
+pub const STATS_TYPE: &str = "stats.PluginConfig";
+pub const METADATA_EXCHANGE_TYPE: &str = "envoy.tcp.metadataexchange.config.MetadataExchange";
+
+impl IstioExtensions {
+    fn of(node: &Node) -> IstioExtensions {
+        let has = |category: &str, type_name: &str| {
+            node.extensions.iter().any(|e| {
+                !e.disabled
+                    && e.category == category
+                    && e.type_urls
+                        .iter()
+                        .any(|t| t.strip_prefix("type.googleapis.com/").unwrap_or(t) == type_name)
+            })
+        };
+        IstioExtensions {
+            http_peer_metadata: has("envoy.filters.http", PEER_METADATA_TYPE),
+            http_stats: has("envoy.filters.http", STATS_TYPE),
+            tcp_stats: has("envoy.filters.network", STATS_TYPE),
+            tcp_metadata_exchange: has("envoy.filters.network", METADATA_EXCHANGE_TYPE),
+            upstream_metadata_exchange: has(
+                "envoy.filters.upstream_network",
+                METADATA_EXCHANGE_TYPE,
+            ),
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        *self != IstioExtensions::default()
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Proxy {
     pub id: String,
@@ -52,6 +100,8 @@ pub struct Proxy {
     pub proxy_config: Option<serde_json::Value>,
     /// The client's address (`ip:port`), for the debug pages.
     pub peer: String,
+    /// istio-proxy's telemetry filters, where the proxy has them.
+    pub istio_extensions: IstioExtensions,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -209,6 +259,7 @@ impl Proxy {
             metadata,
             generator,
             user_agent,
+            istio_extensions: IstioExtensions::of(node),
         })
     }
 }

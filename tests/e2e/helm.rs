@@ -391,6 +391,11 @@ fn chart_lints_and_renders_valid_objects() {
     let mesh: rudder::config::mesh::MeshConfig =
         serde_saphyr::from_str(&mesh).expect("mesh parses");
     assert_eq!(mesh.trust_domain.as_deref(), Some("cluster.local"));
+    // As istiod's chart: Istio's standard metrics through the built-in Prometheus provider.
+    assert_eq!(
+        mesh.default_providers.map(|d| d.metrics),
+        Some(vec!["prometheus".to_string()])
+    );
 
     assert!(
         !r.objects.contains_key("PodDisruptionBudget/istiod"),

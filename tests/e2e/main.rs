@@ -24,4 +24,5 @@ mod observability;
 mod reliability;
 mod security;
 mod sidecar_capture;
+mod stats;
 mod webhooks;

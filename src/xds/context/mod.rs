@@ -80,6 +80,11 @@ pub struct ScopeInputs {
     /// The proxy's node metadata under the keys some EnvoyFilter's `proxy.metadata` match names
     /// (only those: the rest of the metadata is per pod and would split every scope).
     pub matched_metadata: BTreeMap<String, String>,
+    /// istio-proxy's telemetry filters the proxy has (none for upstream Envoy).
+    pub istio_extensions: crate::xds::proxy::IstioExtensions,
+    /// istiod's `SkipIstioMXHeaders`: the proxy's ProxyConfig (its own, else the mesh
+    /// default) has `proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`.
+    pub skip_mx_headers: bool,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -478,6 +483,11 @@ impl PushContext {
             gateway_topology,
             istio_version: proxy.istio_version.clone(),
             matched_metadata: self.matched_metadata(proxy),
+            istio_extensions: proxy.istio_extensions,
+            skip_mx_headers: match &proxy.proxy_config {
+                Some(pc) => crate::config::mesh::skips_mx_headers(pc),
+                None => self.mesh.default_skip_mx_headers,
+            },
         };
         let mut h = DefaultHasher::new();
         inputs.hash(&mut h);

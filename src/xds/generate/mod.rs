@@ -19,6 +19,7 @@ pub mod rbac;
 pub mod route;
 mod route_match;
 pub mod secret;
+pub mod stats;
 pub mod tls;
 pub mod tracing;
 pub mod traffic_extension;
@@ -189,12 +190,13 @@ pub fn generate(
     }
 }
 
-/// The finishing passes, in the order they run: TrafficExtension filters, EnvoyFilter patches,
-/// then access logs, tracing
-/// and stats (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
+/// The finishing passes, in the order they run: TrafficExtension filters, Istio's metadata
+/// exchange and stats filters, EnvoyFilter patches, then access logs and tracing
+/// (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
 /// finishing step import each other.
 pub static PASSES: &[&dyn finish::Pass] = &[
     &traffic_extension::TrafficExtensions,
+    &stats::IstioTelemetry,
     &envoy_filter::EnvoyFilterPatches,
     &access_log::AccessLogs,
     &tracing::TracingPass,
