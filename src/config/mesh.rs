@@ -108,6 +108,10 @@ pub struct ExtensionProvider {
     pub zipkin: Option<ZipkinProvider>,
     #[serde(default)]
     pub opentelemetry: Option<OpenTelemetryProvider>,
+    #[serde(default)]
+    pub datadog: Option<CollectorProvider>,
+    #[serde(default)]
+    pub skywalking: Option<CollectorProvider>,
     /// Access logs over OTLP/gRPC to a collector (Envoy's OpenTelemetry access logger).
     #[serde(default)]
     pub envoy_otel_als: Option<OtelAccessLogProvider>,
@@ -191,6 +195,18 @@ pub struct ZipkinProvider {
     pub enable_64bit_trace_id: bool,
     #[serde(default)]
     pub path: String,
+}
+
+/// `datadog` and `skywalking`: spans to a collector service of the registry.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollectorProvider {
+    #[serde(default)]
+    pub service: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub max_tag_length: u32,
 }
 
 /// `opentelemetry`: spans over OTLP, gRPC (the default) or HTTP (`http.path`).
@@ -423,6 +439,8 @@ const PROVIDER_FIELDS_READ: &[(&str, &[&str])] = &[
         "opentelemetry",
         &["service", "port", "maxTagLength", "http"],
     ),
+    ("datadog", &["service", "port", "maxTagLength"]),
+    ("skywalking", &["service", "port"]),
     ("envoyOtelAls", &["service", "port", "logName", "logFormat"]),
     (
         "envoyHttpAls",
@@ -453,6 +471,8 @@ const HONOURED_PROVIDER_KINDS: &[&str] = &[
     "envoyFileAccessLog",
     "zipkin",
     "opentelemetry",
+    "datadog",
+    "skywalking",
     "envoyOtelAls",
     "envoyHttpAls",
     "envoyTcpAls",

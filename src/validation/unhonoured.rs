@@ -228,11 +228,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "Service"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "GatewayClass"),
-    field(
-        Kind::Telemetry,
-        "tracing[].disableContextPropagation",
-        "trace context is always propagated",
-    ),
     // Telemetry attached by targetRefs to what only a waypoint serves (to a Gateway API Gateway
     // it applies to the Gateway's pods).
     target_ref(Kind::Telemetry, "targetRefs[].kind", "Service"),
@@ -517,13 +512,13 @@ mod tests {
     #[test]
     fn honoured_mesh_fields_are_not_warned_and_other_extension_providers_are() {
         let cm = config(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n    - name: dd\n      datadog: {service: dd.ns.svc.cluster.local, port: 8126}\n    - name: z\n      zipkin: {service: z.ns.svc.cluster.local, port: 9411, timeout: 3s}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n    - name: ls\n      lightstep: {service: ls.ns.svc.cluster.local, port: 8080}\n    - name: z\n      zipkin: {service: z.ns.svc.cluster.local, port: 9411, timeout: 3s}\n",
         );
         assert_eq!(
             fields(&cm),
             [
                 (
-                    "data.mesh.extensionProviders[2].datadog".to_string(),
+                    "data.mesh.extensionProviders[2].lightstep".to_string(),
                     crate::config::mesh::PROVIDER_NOT_APPLIED
                 ),
                 (

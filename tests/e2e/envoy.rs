@@ -1418,6 +1418,108 @@ fn envoy_reports_spans_as_telemetry_tracing_says() {
     });
 }
 
+/// `disableContextPropagation` as istiod sets it for proxies of Istio 1.30 or later: the
+/// sidecar still traces but no longer writes the trace context into the upstream request (the
+/// backend sees no `x-b3-traceid`), where before it did.
+#[test]
+fn trace_context_stops_at_the_proxy_when_telemetry_says_so() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let (collector, _spans) = zipkin_collector();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(
+        dir.path(),
+        "zipkin.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: zipkin, namespace: istio-system}}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 9411, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{http: {collector}}}}}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {{service: zipkin.istio-system.svc.cluster.local, port: 9411}}\n"
+        ),
+    );
+    let telemetry = |disable: bool| {
+        format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing:\n  - providers: [{{name: zipkin}}]\n    randomSamplingPercentage: 100\n    disableContextPropagation: {disable}\n"
+        )
+    };
+    write(dir.path(), "telemetry.yaml", &telemetry(false));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start_with(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        NS,
+        false,
+        "INTERCEPTION_MODE: NONE, ISTIO_VERSION: '1.30.0', ",
+    );
+    let trace_id = || {
+        let (status, body) = request(port, HOST, "/", &[("x-echo-headers", "x-b3-traceid")]);
+        let sent = body
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("x-b3-traceid="))
+            .is_some_and(|v| !v.is_empty());
+        (status, sent)
+    };
+    eventually(30, "the trace context reaches the backend", || {
+        trace_id() == (200, true)
+    });
+    write(dir.path(), "telemetry.yaml", &telemetry(true));
+    eventually(30, "the trace context stops at the proxy", || {
+        trace_id() == (200, false)
+    });
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}
+
+/// Datadog and SkyWalking tracers as istiod configures them are accepted by a real Envoy, which
+/// keeps serving traffic with each (nothing is rejected).
+#[test]
+fn datadog_and_skywalking_tracers_are_accepted() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let collector = free_port();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(
+        dir.path(),
+        "collector.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: collector, namespace: istio-system}}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 8126, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{grpc: {collector}}}}}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: dd\n      datadog: {{service: collector.istio-system.svc.cluster.local, port: 8126}}\n    - name: sw\n      skywalking: {{service: collector.istio-system.svc.cluster.local, port: 8126}}\n"
+        ),
+    );
+    let telemetry = |provider: &str| {
+        format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}], randomSamplingPercentage: 100}}]\n"
+        )
+    };
+    write(dir.path(), "telemetry.yaml", &telemetry("dd"));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    for (provider, tracer) in [
+        ("dd", "envoy.tracers.datadog"),
+        ("sw", "envoy.tracers.skywalking"),
+    ] {
+        write(dir.path(), "telemetry.yaml", &telemetry(provider));
+        eventually(30, tracer, || {
+            http_get(envoy.admin, "/config_dump").1.contains(tracer)
+                && request(port, HOST, "/", &[]).0 == 200
+        });
+    }
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}
+
 /// The `envoyOtelAls` provider: Envoy's OpenTelemetry access logger, accepted by a real Envoy,
 /// sends each request's entry over OTLP/gRPC to the collector's cluster (the collector here
 /// only records that an HTTP/2 connection arrives).

@@ -3,8 +3,10 @@
 //! a proxy (root namespace, its namespace, one selecting it) are merged entry by entry and mode by
 //! mode (the first provider named wins; `disableSpanReporting`, `randomSamplingPercentage`,
 //! `customTags` and `enableIstioTags` override), and every HTTP connection manager of the mode gets
-//! Envoy's tracer: `zipkin` or `opentelemetry` (gRPC, or HTTP with `http.path`) from MeshConfig's
-//! `extensionProviders`, sampling 1% unless set, Istio's service tags unless turned off.
+//! Envoy's tracer: `zipkin`, `opentelemetry` (gRPC, or HTTP with `http.path`), `datadog` or
+//! `skywalking` from MeshConfig's `extensionProviders`, sampling 1% unless set, Istio's service
+//! tags unless turned off, trace context not propagated where `disableContextPropagation` says so
+//! (proxies of 1.30 or later, as istiod).
 //! MeshConfig's legacy `enableTracing` is warned about and not applied.
 
 use super::finish::{Class, Pass, Typed};
@@ -18,7 +20,8 @@ use envoy_types::pb::envoy::config::core::v3::{
     GrpcService, HttpService, HttpUri, grpc_service, http_uri,
 };
 use envoy_types::pb::envoy::config::trace::v3::{
-    OpenTelemetryConfig, ZipkinConfig, tracing::Http, tracing::http, zipkin_config,
+    DatadogConfig, OpenTelemetryConfig, SkyWalkingConfig, ZipkinConfig, tracing::Http,
+    tracing::http, zipkin_config,
 };
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::RequestIdExtension;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing;
@@ -92,6 +95,17 @@ struct TracingSpec<'a> {
     istio_tags: bool,
     /// `useRequestIdForTraceSampling` (istiod's default: true).
     use_request_id: bool,
+    /// `disableContextPropagation`.
+    no_propagation: bool,
+}
+
+/// Whether `ISTIO_VERSION` is 1.30 or later (an unknown version is not).
+fn at_least_1_30(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (1, 30),
+        _ => false,
+    }
 }
 
 /// Envoy's UUID request id, told not to decide trace sampling (istiod's
@@ -157,6 +171,9 @@ fn merged<'a>(
             if let Some(use_id) = m.use_request_id_for_trace_sampling {
                 spec.use_request_id = use_id;
             }
+            if let Some(d) = m.disable_context_propagation {
+                spec.no_propagation = d;
+            }
         }
     }
     Some((client, server))
@@ -221,9 +238,36 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
             any(&config),
             o.max_tag_length,
         )
+    } else if let Some(d) = &provider.datadog {
+        let (host, cluster) = collector(ctx, &d.service, d.port)?;
+        let config = DatadogConfig {
+            collector_cluster: cluster,
+            service_name: service_cluster(scope),
+            collector_hostname: host,
+            ..Default::default()
+        };
+        ("envoy.tracers.datadog", any(&config), d.max_tag_length)
+    } else if let Some(s) = &provider.skywalking {
+        let (host, cluster) = collector(ctx, &s.service, s.port)?;
+        let config = SkyWalkingConfig {
+            grpc_service: Some(GrpcService {
+                target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                    grpc_service::EnvoyGrpc {
+                        cluster_name: cluster,
+                        authority: host,
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // As istiod: SkyWalking always starts a child span upstream, and has no tag limit.
+        ("envoy.tracers.skywalking", any(&config), 0)
     } else {
         return None;
     };
+    let child_span = scope.proxy_type == ProxyType::Router || provider.skywalking.is_some();
     let mut tags = if spec.istio_tags {
         istio_tags(ctx, scope)
     } else {
@@ -260,8 +304,9 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
             value: max_tag_length,
         }),
         // Gateways start a child span for the upstream request, as istiod's default.
-        spawn_upstream_span: (scope.proxy_type == ProxyType::Router)
-            .then_some(BoolValue { value: true }),
+        spawn_upstream_span: child_span.then_some(BoolValue { value: true }),
+        // As istiod: only proxies of Istio 1.30 or later know the field.
+        no_context_propagation: spec.no_propagation && at_least_1_30(&scope.istio_version),
         provider: Some(Http {
             name: name.into(),
             config_type: Some(http::ConfigType::TypedConfig(config)),
@@ -356,6 +401,7 @@ fn istio_tags(ctx: &PushContext, scope: &ScopeView) -> Vec<EnvoyTag> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     const BASE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zipkin, namespace: istio-system}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 9411, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n    - name: nowhere\n      zipkin: {service: missing.example.com, port: 9411}\n---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  tracing: [{providers: [{name: zipkin}], randomSamplingPercentage: 20}]\n";
 
@@ -407,6 +453,68 @@ mod tests {
             Some(5.0)
         );
         assert!(provider(sampled).is_some());
+    }
+
+    /// Datadog and SkyWalking providers as istiod builds them (the collector's cluster and
+    /// host; SkyWalking always spawns an upstream span); `disableContextPropagation` reaches
+    /// proxies of Istio 1.30 or later only, as istiod sets it.
+    #[test]
+    fn datadog_skywalking_and_context_propagation_are_istiods() {
+        let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: collector, namespace: istio-system}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 8126, name: grpc, protocol: GRPC}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: dd\n      datadog: {service: collector.istio-system.svc.cluster.local, port: 8126, maxTagLength: 99}\n    - name: sw\n      skywalking: {service: collector.istio-system.svc.cluster.local, port: 8126}\n";
+        let trace = |provider: &str, extra: &str, version: &str| {
+            let yaml = format!(
+                "{yaml}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}]{extra}}}]\n"
+            );
+            let snapshot = crate::testing::store(&yaml).snapshot();
+            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+            let ctx = crate::testing::push_context_with(&yaml, mesh);
+            let p = crate::testing::sidecar("shop", &[("ISTIO_VERSION", version)]);
+            let scope = ctx.scope(&p);
+            let telemetries = super::super::access_log::applicable(&ctx, &scope);
+            let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
+            tracing(&ctx, &scope, &client).expect("traced")
+        };
+        let config = |t: &Tracing| match t.provider.as_ref().and_then(|p| p.config_type.as_ref()) {
+            Some(http::ConfigType::TypedConfig(a)) => a.clone(),
+            None => panic!("a provider config"),
+        };
+        let dd = trace("dd", "", "1.30.0");
+        assert_eq!(dd.provider.as_ref().unwrap().name, "envoy.tracers.datadog");
+        let c = DatadogConfig::decode(config(&dd).value.as_slice()).unwrap();
+        assert_eq!(
+            c.collector_cluster,
+            "outbound|8126||collector.istio-system.svc.cluster.local"
+        );
+        assert_eq!(
+            c.collector_hostname,
+            "collector.istio-system.svc.cluster.local"
+        );
+        assert_eq!(dd.max_path_tag_length.map(|v| v.value), Some(99));
+        assert!(dd.spawn_upstream_span.is_none());
+        assert!(!dd.no_context_propagation);
+
+        let sw = trace("sw", "", "1.30.0");
+        assert_eq!(
+            sw.provider.as_ref().unwrap().name,
+            "envoy.tracers.skywalking"
+        );
+        let c = SkyWalkingConfig::decode(config(&sw).value.as_slice()).unwrap();
+        match c.grpc_service.and_then(|g| g.target_specifier) {
+            Some(grpc_service::TargetSpecifier::EnvoyGrpc(g)) => {
+                assert_eq!(
+                    g.cluster_name,
+                    "outbound|8126||collector.istio-system.svc.cluster.local"
+                );
+                assert_eq!(g.authority, "collector.istio-system.svc.cluster.local");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(sw.spawn_upstream_span.map(|b| b.value), Some(true));
+
+        let off = ", disableContextPropagation: true";
+        assert!(trace("dd", off, "1.30.2").no_context_propagation);
+        assert!(!trace("dd", off, "1.29.1").no_context_propagation);
+        assert!(!trace("dd", off, "").no_context_propagation);
     }
 
     /// `useRequestIdForTraceSampling: false` gives the connection managers Envoy's UUID request
