@@ -195,6 +195,36 @@ pub struct ZipkinProvider {
     pub enable_64bit_trace_id: bool,
     #[serde(default)]
     pub path: String,
+    /// `USE_B3` (the default) or `USE_B3_WITH_W3C_PROPAGATION`.
+    #[serde(default)]
+    pub trace_context_option: Option<String>,
+    #[serde(default)]
+    pub timeout: Option<crate::config::common::Duration>,
+    #[serde(default)]
+    pub headers: Vec<ProviderHeader>,
+}
+
+/// A header a provider sends: a value, or the value of an environment variable of the control
+/// plane (as istiod reads `envName`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderHeader {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub env_name: Option<String>,
+}
+
+impl ProviderHeader {
+    pub fn resolved(&self) -> String {
+        match (&self.value, &self.env_name) {
+            (Some(v), _) => v.clone(),
+            (None, Some(env)) => std::env::var(env).unwrap_or_default(),
+            (None, None) => String::new(),
+        }
+    }
 }
 
 /// `datadog` and `skywalking`: spans to a collector service of the registry.
@@ -221,6 +251,12 @@ pub struct OpenTelemetryProvider {
     pub max_tag_length: u32,
     #[serde(default)]
     pub http: Option<OpenTelemetryHttp>,
+    #[serde(default)]
+    pub grpc: Option<OpenTelemetryGrpc>,
+    #[serde(default)]
+    pub resource_detectors: Option<ResourceDetectors>,
+    #[serde(default)]
+    pub dynatrace_sampler: Option<DynatraceSampler>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
@@ -228,6 +264,55 @@ pub struct OpenTelemetryProvider {
 pub struct OpenTelemetryHttp {
     #[serde(default)]
     pub path: String,
+    #[serde(default)]
+    pub timeout: Option<crate::config::common::Duration>,
+    #[serde(default)]
+    pub headers: Vec<ProviderHeader>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenTelemetryGrpc {
+    #[serde(default)]
+    pub timeout: Option<crate::config::common::Duration>,
+    #[serde(default)]
+    pub initial_metadata: Vec<ProviderHeader>,
+}
+
+/// The resource detectors the tracer runs (each present means on).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDetectors {
+    #[serde(default)]
+    pub environment: Option<serde_json::Value>,
+    #[serde(default)]
+    pub dynatrace: Option<serde_json::Value>,
+}
+
+/// Dynatrace's adaptive sampler: its API is the OTLP/HTTP exporter's host unless `httpService`
+/// names another.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DynatraceSampler {
+    #[serde(default)]
+    pub tenant: String,
+    #[serde(default)]
+    pub cluster_id: i32,
+    #[serde(default)]
+    pub root_spans_per_minute: u32,
+    #[serde(default)]
+    pub http_service: Option<DynatraceApi>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DynatraceApi {
+    #[serde(default)]
+    pub service: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub http: Option<OpenTelemetryHttp>,
 }
 
 /// `envoyFileAccessLog`: a path and a text format or JSON labels (Istio's default text when none).
@@ -433,11 +518,22 @@ const PROVIDER_FIELDS_READ: &[(&str, &[&str])] = &[
             "maxTagLength",
             "enable64bitTraceId",
             "path",
+            "traceContextOption",
+            "timeout",
+            "headers",
         ],
     ),
     (
         "opentelemetry",
-        &["service", "port", "maxTagLength", "http"],
+        &[
+            "service",
+            "port",
+            "maxTagLength",
+            "http",
+            "grpc",
+            "resourceDetectors",
+            "dynatraceSampler",
+        ],
     ),
     ("datadog", &["service", "port", "maxTagLength"]),
     ("skywalking", &["service", "port"]),

@@ -1475,10 +1475,11 @@ fn trace_context_stops_at_the_proxy_when_telemetry_says_so() {
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
 
-/// Datadog and SkyWalking tracers as istiod configures them are accepted by a real Envoy, which
-/// keeps serving traffic with each (nothing is rejected).
+/// Datadog, SkyWalking, OpenTelemetry (resource detectors, Dynatrace sampler, HTTP headers) and
+/// Zipkin (HTTP service, W3C propagation) tracers as istiod configures them for an Istio 1.30
+/// proxy are accepted by a real Envoy, which keeps serving traffic with each (nothing rejected).
 #[test]
-fn datadog_and_skywalking_tracers_are_accepted() {
+fn every_tracer_istiod_builds_is_accepted() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
         return;
     };
@@ -1496,7 +1497,7 @@ fn datadog_and_skywalking_tracers_are_accepted() {
         dir.path(),
         "collector.yaml",
         &format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: collector, namespace: istio-system}}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 8126, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{grpc: {collector}}}}}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: dd\n      datadog: {{service: collector.istio-system.svc.cluster.local, port: 8126}}\n    - name: sw\n      skywalking: {{service: collector.istio-system.svc.cluster.local, port: 8126}}\n"
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: collector, namespace: istio-system}}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 8126, name: grpc, protocol: GRPC}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{grpc: {collector}}}}}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: dd\n      datadog: {{service: collector.istio-system.svc.cluster.local, port: 8126}}\n    - name: sw\n      skywalking: {{service: collector.istio-system.svc.cluster.local, port: 8126}}\n    - name: otel\n      opentelemetry: {{service: collector.istio-system.svc.cluster.local, port: 8126, http: {{path: /v1/traces, timeout: 2s, headers: [{{name: api-token, value: t}}]}}, resourceDetectors: {{environment: {{}}}}, dynatraceSampler: {{tenant: abc, clusterId: 7}}}}\n    - name: z\n      zipkin: {{service: collector.istio-system.svc.cluster.local, port: 8126, timeout: 2s, traceContextOption: USE_B3_WITH_W3C_PROPAGATION, headers: [{{name: x-token, value: t}}]}}\n"
         ),
     );
     let telemetry = |provider: &str| {
@@ -1506,10 +1507,19 @@ fn datadog_and_skywalking_tracers_are_accepted() {
     };
     write(dir.path(), "telemetry.yaml", &telemetry("dd"));
     let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
-    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    // An Istio 1.30 proxy: Zipkin's collector comes as an HTTP service with W3C propagation.
+    let envoy = Envoy::start_with(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        NS,
+        false,
+        "INTERCEPTION_MODE: NONE, ISTIO_VERSION: '1.30.0', ",
+    );
     for (provider, tracer) in [
         ("dd", "envoy.tracers.datadog"),
         ("sw", "envoy.tracers.skywalking"),
+        ("otel", "envoy.tracers.opentelemetry.samplers.dynatrace"),
+        ("z", "USE_B3_WITH_W3C_PROPAGATION"),
     ] {
         write(dir.path(), "telemetry.yaml", &telemetry(provider));
         eventually(30, tracer, || {

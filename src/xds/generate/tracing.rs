@@ -11,14 +11,19 @@
 
 use super::finish::{Class, Pass, Typed};
 use super::util::any;
-use crate::config::mesh::ExtensionProvider;
+use crate::config::mesh::{ExtensionProvider, ProviderHeader};
 use crate::config::telemetry::{CustomTag, Telemetry, WorkloadMode};
 use crate::config::{Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::core::v3::{
-    GrpcService, HttpService, HttpUri, grpc_service, http_uri,
+    GrpcService, HeaderValue, HeaderValueOption, HttpService, HttpUri, TypedExtensionConfig,
+    grpc_service, header_value_option, http_uri,
 };
+use envoy_types::pb::envoy::extensions::tracers::opentelemetry::resource_detectors::v3::{
+    DynatraceResourceDetectorConfig, EnvironmentResourceDetectorConfig,
+};
+use envoy_types::pb::envoy::extensions::tracers::opentelemetry::samplers::v3::DynatraceSamplerConfig;
 use envoy_types::pb::envoy::config::trace::v3::{
     DatadogConfig, OpenTelemetryConfig, SkyWalkingConfig, ZipkinConfig, tracing::Http,
     tracing::http, zipkin_config,
@@ -99,11 +104,12 @@ struct TracingSpec<'a> {
     no_propagation: bool,
 }
 
-/// Whether `ISTIO_VERSION` is 1.30 or later (an unknown version is not).
-fn at_least_1_30(version: &str) -> bool {
+/// Whether `ISTIO_VERSION` is `major.minor` or later (an unknown version is not), as istiod
+/// gates fields older proxies would refuse.
+fn at_least(version: &str, major: u32, minor: u32) -> bool {
     let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
     match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= (1, 30),
+        (Some(ma), Some(mi)) => (ma, mi) >= (major, minor),
         _ => false,
     }
 }
@@ -193,15 +199,32 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
         } else {
             z.path.clone()
         };
-        let config = ZipkinConfig {
-            collector_cluster: cluster,
-            collector_endpoint: endpoint,
+        let mut config = ZipkinConfig {
             collector_endpoint_version: zipkin_config::CollectorEndpointVersion::HttpJson as i32,
             trace_id_128bit: !z.enable_64bit_trace_id,
             shared_span_context: Some(BoolValue { value: false }),
-            collector_hostname: host,
             ..Default::default()
         };
+        // As istiod: proxies of 1.29 or later get the collector as an HTTP service (which
+        // carries the timeout and headers), older ones the legacy fields.
+        if at_least(&scope.istio_version, 1, 29) {
+            config.collector_service = Some(http_service(
+                format!("http://{host}{endpoint}"),
+                cluster,
+                z.timeout.map(|d| d.as_std()),
+                &z.headers,
+            ));
+        } else {
+            config.collector_cluster = cluster;
+            config.collector_endpoint = endpoint;
+            config.collector_hostname = host;
+        }
+        if at_least(&scope.istio_version, 1, 28)
+            && z.trace_context_option.as_deref() == Some("USE_B3_WITH_W3C_PROPAGATION")
+        {
+            config.trace_context_option =
+                zipkin_config::TraceContextOption::UseB3WithW3cPropagation as i32;
+        }
         ("envoy.tracers.zipkin", any(&config), z.max_tag_length)
     } else if let Some(o) = &provider.opentelemetry {
         let (host, cluster) = collector(ctx, &o.service, o.port)?;
@@ -211,27 +234,53 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
         };
         match &o.http {
             Some(h) => {
-                config.http_service = Some(HttpService {
-                    http_uri: Some(HttpUri {
-                        uri: format!("{host}/{}", h.path.trim_start_matches('/')),
-                        http_upstream_type: Some(http_uri::HttpUpstreamType::Cluster(cluster)),
-                        timeout: Some(super::util::duration(std::time::Duration::from_secs(5))),
-                    }),
-                    ..Default::default()
-                })
+                config.http_service = Some(http_service(
+                    format!("{host}/{}", h.path.trim_start_matches('/')),
+                    cluster.clone(),
+                    h.timeout.map(|d| d.as_std()),
+                    &h.headers,
+                ))
             }
             None => {
+                let grpc = o.grpc.clone().unwrap_or_default();
                 config.grpc_service = Some(GrpcService {
                     target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
                         grpc_service::EnvoyGrpc {
-                            cluster_name: cluster,
-                            authority: host,
+                            cluster_name: cluster.clone(),
+                            authority: host.clone(),
                             ..Default::default()
                         },
                     )),
+                    timeout: grpc.timeout.map(|d| super::util::duration(d.as_std())),
+                    initial_metadata: grpc
+                        .initial_metadata
+                        .iter()
+                        .map(|h| HeaderValue {
+                            key: h.name.clone(),
+                            value: h.resolved(),
+                            ..Default::default()
+                        })
+                        .collect(),
                     ..Default::default()
                 })
             }
+        }
+        if let Some(detectors) = &o.resource_detectors {
+            if detectors.environment.is_some() {
+                config.resource_detectors.push(TypedExtensionConfig {
+                    name: "envoy.tracers.opentelemetry.resource_detectors.environment".into(),
+                    typed_config: Some(any(&EnvironmentResourceDetectorConfig::default())),
+                });
+            }
+            if detectors.dynatrace.is_some() {
+                config.resource_detectors.push(TypedExtensionConfig {
+                    name: "envoy.tracers.opentelemetry.resource_detectors.dynatrace".into(),
+                    typed_config: Some(any(&DynatraceResourceDetectorConfig::default())),
+                });
+            }
+        }
+        if let Some(sampler) = &o.dynatrace_sampler {
+            config.sampler = Some(dynatrace_sampler(ctx, o, sampler, &host, &cluster)?);
         }
         (
             "envoy.tracers.opentelemetry",
@@ -306,7 +355,7 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
         // Gateways start a child span for the upstream request, as istiod's default.
         spawn_upstream_span: child_span.then_some(BoolValue { value: true }),
         // As istiod: only proxies of Istio 1.30 or later know the field.
-        no_context_propagation: spec.no_propagation && at_least_1_30(&scope.istio_version),
+        no_context_propagation: spec.no_propagation && at_least(&scope.istio_version, 1, 30),
         provider: Some(Http {
             name: name.into(),
             config_type: Some(http::ConfigType::TypedConfig(config)),
@@ -339,6 +388,84 @@ fn legacy(ctx: &PushContext, scope: &ScopeView) -> Option<Tracing> {
             Vec::new()
         },
         ..sampled(settings.sampling)
+    })
+}
+
+/// An HTTP service of a collector (istiod's: Envoy requires a timeout, 5s when none is set),
+/// with the provider's headers replacing any of the same name.
+fn http_service(
+    uri: String,
+    cluster: String,
+    timeout: Option<std::time::Duration>,
+    headers: &[ProviderHeader],
+) -> HttpService {
+    HttpService {
+        http_uri: Some(HttpUri {
+            uri,
+            http_upstream_type: Some(http_uri::HttpUpstreamType::Cluster(cluster)),
+            timeout: Some(super::util::duration(
+                timeout.unwrap_or(std::time::Duration::from_secs(5)),
+            )),
+        }),
+        request_headers_to_add: headers
+            .iter()
+            .map(|h| HeaderValueOption {
+                header: Some(HeaderValue {
+                    key: h.name.clone(),
+                    value: h.resolved(),
+                    ..Default::default()
+                }),
+                append_action: header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
+                    as i32,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// istiod's `configureDynatraceSampler`: Dynatrace's sampling API on the OTLP/HTTP exporter's
+/// host (with its timeout and headers), or on the service `httpService` names. `None` (tracing
+/// off, logged, as istiod) when neither is there.
+fn dynatrace_sampler(
+    ctx: &PushContext,
+    provider: &crate::config::mesh::OpenTelemetryProvider,
+    sampler: &crate::config::mesh::DynatraceSampler,
+    host: &str,
+    cluster: &str,
+) -> Option<TypedExtensionConfig> {
+    let service = match (&sampler.http_service, &provider.http) {
+        (Some(api), _) => {
+            let (api_host, api_cluster) = collector(ctx, &api.service, api.port)?;
+            let http = api.http.clone().unwrap_or_default();
+            http_service(
+                format!("{api_host}/{}", http.path.trim_start_matches('/')),
+                api_cluster,
+                http.timeout.map(|d| d.as_std()),
+                &http.headers,
+            )
+        }
+        (None, Some(exporter)) => http_service(
+            format!("{host}/api/v2/samplingConfiguration"),
+            cluster.to_string(),
+            exporter.timeout.map(|d| d.as_std()),
+            &exporter.headers,
+        ),
+        (None, None) => {
+            tracing::warn!(
+                "the Dynatrace sampler has no HTTP settings (set its httpService or the provider's http); tracing stays off"
+            );
+            return None;
+        }
+    };
+    Some(TypedExtensionConfig {
+        name: "envoy.tracers.opentelemetry.samplers.dynatrace".into(),
+        typed_config: Some(any(&DynatraceSamplerConfig {
+            tenant: sampler.tenant.clone(),
+            cluster_id: sampler.cluster_id,
+            root_spans_per_minute: sampler.root_spans_per_minute,
+            http_service: Some(service),
+        })),
     })
 }
 
@@ -515,6 +642,112 @@ mod tests {
         assert!(trace("dd", off, "1.30.2").no_context_propagation);
         assert!(!trace("dd", off, "1.29.1").no_context_propagation);
         assert!(!trace("dd", off, "").no_context_propagation);
+    }
+
+    /// The provider settings istiod reads, version-gated as istiod gates them: Zipkin's collector
+    /// as an HTTP service with timeout and headers for 1.29+ (legacy fields before),
+    /// `traceContextOption` for 1.28+; OpenTelemetry's gRPC timeout and metadata, HTTP headers,
+    /// resource detectors and the Dynatrace sampler (on the exporter's host, or its own API).
+    #[test]
+    fn provider_settings_are_istiods() {
+        let base = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: collector, namespace: istio-system}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 4317, name: grpc, protocol: GRPC}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: z\n      zipkin: {service: collector.istio-system.svc.cluster.local, port: 4317, timeout: 2s, traceContextOption: USE_B3_WITH_W3C_PROPAGATION, headers: [{name: x-token, value: t1}, {name: x-env, envName: HOME}]}\n    - name: og\n      opentelemetry: {service: collector.istio-system.svc.cluster.local, port: 4317, grpc: {timeout: 3s, initialMetadata: [{name: authorization, value: k}]}, resourceDetectors: {environment: {}, dynatrace: {}}}\n    - name: oh\n      opentelemetry: {service: collector.istio-system.svc.cluster.local, port: 4317, http: {path: /v1/traces, timeout: 4s, headers: [{name: api-token, value: dt}]}, dynatraceSampler: {tenant: abc, clusterId: 7, rootSpansPerMinute: 100}}\n    - name: broken\n      opentelemetry: {service: collector.istio-system.svc.cluster.local, port: 4317, dynatraceSampler: {tenant: abc}}\n";
+        let trace = |provider: &str, version: &str| {
+            let yaml = format!(
+                "{base}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}]}}]\n"
+            );
+            let snapshot = crate::testing::store(&yaml).snapshot();
+            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+            let ctx = crate::testing::push_context_with(&yaml, mesh);
+            let p = crate::testing::sidecar("shop", &[("ISTIO_VERSION", version)]);
+            let scope = ctx.scope(&p);
+            let telemetries = super::super::access_log::applicable(&ctx, &scope);
+            let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
+            tracing(&ctx, &scope, &client)
+        };
+        let config = |t: &Tracing| match t.provider.as_ref().and_then(|p| p.config_type.as_ref()) {
+            Some(http::ConfigType::TypedConfig(a)) => a.value.clone(),
+            None => panic!("a provider config"),
+        };
+        let z = ZipkinConfig::decode(config(&trace("z", "1.30.0").unwrap()).as_slice()).unwrap();
+        let service = z.collector_service.expect("an HTTP service for 1.29+");
+        let uri = service.http_uri.unwrap();
+        assert_eq!(
+            uri.uri,
+            "http://collector.istio-system.svc.cluster.local/api/v2/spans"
+        );
+        assert_eq!(uri.timeout.map(|d| d.seconds), Some(2));
+        let headers: Vec<(String, String)> = service
+            .request_headers_to_add
+            .iter()
+            .map(|h| h.header.clone().unwrap())
+            .map(|h| (h.key, h.value))
+            .collect();
+        assert_eq!(
+            headers,
+            [
+                ("x-token".to_string(), "t1".to_string()),
+                (
+                    "x-env".to_string(),
+                    std::env::var("HOME").unwrap_or_default()
+                )
+            ]
+        );
+        assert_eq!(z.trace_context_option, 1);
+        assert!(z.collector_cluster.is_empty());
+        let old = ZipkinConfig::decode(config(&trace("z", "1.27.0").unwrap()).as_slice()).unwrap();
+        assert!(old.collector_service.is_none());
+        assert_eq!(
+            old.collector_cluster,
+            "outbound|4317||collector.istio-system.svc.cluster.local"
+        );
+        assert_eq!(old.trace_context_option, 0);
+
+        let og = OpenTelemetryConfig::decode(config(&trace("og", "").unwrap()).as_slice()).unwrap();
+        let grpc = og.grpc_service.unwrap();
+        assert_eq!(grpc.timeout.map(|d| d.seconds), Some(3));
+        assert_eq!(grpc.initial_metadata[0].key, "authorization");
+        let detectors: Vec<&str> = og
+            .resource_detectors
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(
+            detectors,
+            [
+                "envoy.tracers.opentelemetry.resource_detectors.environment",
+                "envoy.tracers.opentelemetry.resource_detectors.dynatrace"
+            ]
+        );
+
+        let oh = OpenTelemetryConfig::decode(config(&trace("oh", "").unwrap()).as_slice()).unwrap();
+        let exporter = oh.http_service.unwrap();
+        assert_eq!(
+            exporter
+                .http_uri
+                .as_ref()
+                .unwrap()
+                .timeout
+                .map(|d| d.seconds),
+            Some(4)
+        );
+        assert_eq!(exporter.request_headers_to_add.len(), 1);
+        let sampler = oh.sampler.unwrap();
+        assert_eq!(
+            sampler.name,
+            "envoy.tracers.opentelemetry.samplers.dynatrace"
+        );
+        let dt =
+            DynatraceSamplerConfig::decode(sampler.typed_config.unwrap().value.as_slice()).unwrap();
+        assert_eq!(
+            (dt.tenant.as_str(), dt.cluster_id, dt.root_spans_per_minute),
+            ("abc", 7, 100)
+        );
+        assert_eq!(
+            dt.http_service.unwrap().http_uri.unwrap().uri,
+            "collector.istio-system.svc.cluster.local/api/v2/samplingConfiguration"
+        );
+        // A Dynatrace sampler with nowhere to ask: tracing off, as istiod.
+        assert!(trace("broken", "").is_none());
     }
 
     /// `useRequestIdForTraceSampling: false` gives the connection managers Envoy's UUID request
