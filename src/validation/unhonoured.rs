@@ -512,7 +512,7 @@ mod tests {
     #[test]
     fn honoured_mesh_fields_are_not_warned_and_other_extension_providers_are() {
         let cm = config(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n    - name: ls\n      lightstep: {service: ls.ns.svc.cluster.local, port: 8080}\n    - name: z\n      zipkin: {service: z.ns.svc.cluster.local, port: 9411, timeout: 3s}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    trustDomainAliases: [old.example]\n    extensionProviders:\n    - name: authz\n      envoyExtAuthzGrpc: {service: authz.ns.svc.cluster.local, port: 9000}\n    - name: otel\n      opentelemetry: {service: otel.ns.svc.cluster.local, port: 4317}\n    - name: ls\n      lightstep: {service: ls.ns.svc.cluster.local, port: 8080}\n    - name: z\n      opentelemetry: {service: z.ns.svc.cluster.local, port: 4317, serviceAttributeEnrichment: OTEL_SEMANTIC_CONVENTIONS}\n",
         );
         assert_eq!(
             fields(&cm),
@@ -522,7 +522,8 @@ mod tests {
                     crate::config::mesh::PROVIDER_NOT_APPLIED
                 ),
                 (
-                    "data.mesh.extensionProviders[3].zipkin.timeout".to_string(),
+                    "data.mesh.extensionProviders[3].opentelemetry.serviceAttributeEnrichment"
+                        .to_string(),
                     crate::config::mesh::PROVIDER_FIELD_NOT_APPLIED
                 )
             ]
