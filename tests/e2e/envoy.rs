@@ -1418,6 +1418,62 @@ fn envoy_reports_spans_as_telemetry_tracing_says() {
     });
 }
 
+/// Sampling at 0% reports no span; the same Telemetry changed to 100% reports every request
+/// (the requests sent at 0% never show up at the collector, though spans flush in order).
+#[test]
+fn zero_percent_sampling_reports_nothing_and_a_change_to_100_reports_all() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let (collector, spans) = zipkin_collector();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(
+        dir.path(),
+        "zipkin.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: zipkin, namespace: istio-system}}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{{number: 9411, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  endpoints: [{{address: 127.0.0.1, ports: {{http: {collector}}}}}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {{service: zipkin.istio-system.svc.cluster.local, port: 9411}}\n"
+        ),
+    );
+    let telemetry = |percent: u32| {
+        format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: zipkin}}], randomSamplingPercentage: {percent}}}]\n"
+        )
+    };
+    write(dir.path(), "telemetry.yaml", &telemetry(0));
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the tracer is in place", || {
+        http_get(envoy.admin, "/config_dump")
+            .1
+            .contains("envoy.tracers.zipkin")
+            && request(port, HOST, "/", &[]).0 == 200
+    });
+    for _ in 0..20 {
+        assert_eq!(request(port, HOST, "/unsampled", &[]).0, 200);
+    }
+    write(dir.path(), "telemetry.yaml", &telemetry(100));
+    eventually(60, "spans at 100%", || {
+        request(port, HOST, "/sampled", &[]);
+        spans.lock().unwrap().iter().any(|b| b.contains("/sampled"))
+    });
+    assert!(
+        !spans
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|b| b.contains("/unsampled")),
+        "nothing was reported at 0%"
+    );
+}
+
 /// `disableContextPropagation` as istiod sets it for proxies of Istio 1.30 or later: the
 /// sidecar still traces but no longer writes the trace context into the upstream request (the
 /// backend sees no `x-b3-traceid`), where before it did.
