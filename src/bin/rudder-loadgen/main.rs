@@ -100,6 +100,11 @@ pub struct LoadgenArgs {
     /// Share of proxies that are proxyless gRPC clients (percent).
     #[arg(long, default_value_t = 10)]
     pub grpc_percent: usize,
+    /// The Envoy-like proxies report istio-proxy's telemetry filters (`node.extensions`), so
+    /// they are sent Istio's standard metrics config; files mode also names the Prometheus
+    /// default metrics provider, as the istiod chart does.
+    #[arg(long)]
+    pub istio_proxy: bool,
     /// Local addresses the proxies connect from, 127.0.0.1 up to 127.0.0.N, dealt round: one
     /// source address has ~28,000 ephemeral ports, too few for 25,000 proxies and the
     /// connections a previous run left in TIME_WAIT.
@@ -670,6 +675,7 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
             "realistic": args.realistic,
             "delta_percent": args.delta_percent,
             "grpc_percent": args.grpc_percent,
+            "istio_proxy": args.istio_proxy,
             "connect_and_sync_s": synced_in,
             "loadgen_cpu_while_syncing_s": sync_cpu.0,
             "server_cpu_while_syncing_s": sync_cpu.1,

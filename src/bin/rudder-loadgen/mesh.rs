@@ -116,6 +116,9 @@ pub(crate) fn mesh_yaml(args: &LoadgenArgs, churn: usize, moved_endpoint: usize)
             ));
         }
     }
+    if args.istio_proxy {
+        y.push_str("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultProviders: {metrics: [prometheus]}\n");
+    }
     let run = run_id();
     y.push_str(&format!(
         "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: loadgen-run, namespace: {}}}\nspec: {{hosts: [{}], exportTo: [\"~\"], ports: [{{number: 9, name: http, protocol: HTTP}}], resolution: STATIC}}\n",

@@ -189,8 +189,40 @@ pub(crate) fn node(i: usize, args: &LoadgenArgs, grpc: bool) -> Option<Node> {
         metadata: Some(Struct {
             fields: fields.into_iter().collect(),
         }),
+        extensions: if args.istio_proxy && !grpc {
+            istio_proxy_extensions()
+        } else {
+            Vec::new()
+        },
         ..Default::default()
     })
+}
+
+/// The telemetry filters an istio-proxy reports, by category and config type.
+fn istio_proxy_extensions() -> Vec<envoy_types::pb::envoy::config::core::v3::Extension> {
+    [
+        ("envoy.filters.http", "io.istio.http.peer_metadata.Config"),
+        ("envoy.filters.http", "stats.PluginConfig"),
+        ("envoy.filters.network", "stats.PluginConfig"),
+        (
+            "envoy.filters.network",
+            "envoy.tcp.metadataexchange.config.MetadataExchange",
+        ),
+        (
+            "envoy.filters.upstream_network",
+            "envoy.tcp.metadataexchange.config.MetadataExchange",
+        ),
+    ]
+    .into_iter()
+    .map(
+        |(category, type_name)| envoy_types::pb::envoy::config::core::v3::Extension {
+            name: type_name.into(),
+            category: category.into(),
+            type_urls: vec![type_name.into()],
+            ..Default::default()
+        },
+    )
+    .collect()
 }
 
 pub(crate) fn names<'a>(
