@@ -646,18 +646,9 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                 }
                 None
             }
-            "defaultConfig" => {
-                // Sampling and Istio's tags are applied; the tracer's address is the agent's.
-                for field in ["customTags", "maxPathTagLength"] {
-                    if value.get("tracing").and_then(|t| t.get(field)).is_some() {
-                        out.push((
-                            format!("data.mesh.defaultConfig.tracing.{field}"),
-                            "this legacy tracing setting is not applied (use Telemetry tracing)",
-                        ));
-                    }
-                }
-                None
-            }
+            // Tracing's sampling, tags and path tag length are applied; the tracer's address
+            // is the agent's.
+            "defaultConfig" => None,
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {
                 Some("no egress proxy: unknown destinations are passed through directly")
             }

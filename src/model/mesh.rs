@@ -73,6 +73,9 @@ pub struct MeshSettings {
     pub default_metrics: Vec<String>,
     /// Mesh `defaultConfig.proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`.
     pub default_skip_mx_headers: bool,
+    /// Mesh `defaultConfig.tracing`: the tracing settings of a proxy that sends no ProxyConfig
+    /// of its own (istiod's `ProxyConfigOrDefault`).
+    pub default_proxy_tracing: Option<serde_json::Value>,
     /// MeshConfig `defaultProviders.tracing`: the provider Telemetry tracing falls back to (the
     /// first; and every proxy traces to it, with no Telemetry at all).
     pub default_tracing: Vec<String>,
@@ -188,6 +191,11 @@ impl MeshSettings {
                     .as_ref()
                     .map(|d| d.tracing.clone())
                     .unwrap_or_default();
+                out.default_proxy_tracing = mc
+                    .default_config
+                    .as_ref()
+                    .and_then(|c| c.get("tracing"))
+                    .cloned();
                 out.default_skip_mx_headers = mc
                     .default_config
                     .as_ref()
@@ -248,6 +256,7 @@ impl Default for MeshSettings {
             default_access_logging: Vec::new(),
             default_metrics: Vec::new(),
             default_skip_mx_headers: false,
+            default_proxy_tracing: None,
             default_tracing: Vec::new(),
         }
     }

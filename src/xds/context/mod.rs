@@ -85,6 +85,9 @@ pub struct ScopeInputs {
     /// istiod's `SkipIstioMXHeaders`: the proxy's ProxyConfig (its own, else the mesh
     /// default) has `proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`.
     pub skip_mx_headers: bool,
+    /// The `tracing` of the proxy's own ProxyConfig (`PROXY_CONFIG`), as JSON text; `None` when
+    /// it sends none (the mesh default applies).
+    pub proxy_tracing: Option<String>,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -488,6 +491,10 @@ impl PushContext {
                 Some(pc) => crate::config::mesh::skips_mx_headers(pc),
                 None => self.mesh.default_skip_mx_headers,
             },
+            proxy_tracing: proxy
+                .proxy_config
+                .as_ref()
+                .map(|pc| pc.get("tracing").map(|t| t.to_string()).unwrap_or_default()),
         };
         let mut h = DefaultHasher::new();
         inputs.hash(&mut h);

@@ -322,31 +322,29 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
     } else {
         Vec::new()
     };
-    tags.extend(
-        spec.custom_tags
-            .into_iter()
-            .flatten()
-            .map(|(tag, t)| EnvoyTag {
-                tag: tag.clone(),
-                r#type: Some(match t {
-                    CustomTag::Literal(l) => custom_tag::Type::Literal(custom_tag::Literal {
-                        value: l.value.clone(),
-                    }),
-                    CustomTag::Environment(e) => {
-                        custom_tag::Type::Environment(custom_tag::Environment {
-                            name: e.name.clone(),
-                            default_value: e.default_value.clone(),
-                        })
-                    }
-                    CustomTag::Header(h) => custom_tag::Type::RequestHeader(custom_tag::Header {
-                        name: h.name.clone(),
-                        default_value: h.default_value.clone(),
-                    }),
-                    CustomTag::Formatter(f) => custom_tag::Type::Value(f.value.clone()),
-                }),
-            }),
-    );
+    // The Telemetry's custom tags, else the ProxyConfig's (istiod's configureCustomTags).
+    let pt = proxy_tracing(ctx, scope);
+    match spec.custom_tags.filter(|t| !t.is_empty()) {
+        Some(t) => tags.extend(envoy_tags(t)),
+        None => tags.extend(envoy_tags(&pt.custom_tags)),
+    }
     tags.sort_by(|a, b| a.tag.cmp(&b.tag));
+    let max_tag_length = if max_tag_length != 0 {
+        max_tag_length
+    } else {
+        pt.max_path_tag_length
+    };
+    // provider's sampler > Telemetry's percentage > ProxyConfig's > istiod's default: with a
+    // sampler every span reaches it, which decides.
+    let custom_sampler = provider
+        .opentelemetry
+        .as_ref()
+        .is_some_and(|o| o.dynatrace_sampler.is_some());
+    let sampling = if custom_sampler {
+        100.0
+    } else {
+        spec.sampling.or(pt.sampling).unwrap_or(DEFAULT_SAMPLING)
+    };
     Some(Tracing {
         custom_tags: tags,
         max_path_tag_length: (max_tag_length != 0).then_some(UInt32Value {
@@ -360,7 +358,7 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
             name: name.into(),
             config_type: Some(http::ConfigType::TypedConfig(config)),
         }),
-        ..sampled(spec.sampling.unwrap_or(DEFAULT_SAMPLING))
+        ..sampled(sampling)
     })
 }
 
@@ -376,18 +374,84 @@ fn sampled(random: f64) -> Tracing {
     }
 }
 
-/// Without a Telemetry, MeshConfig's `enableTracing` (istiod's default): sampling and Istio's tags,
-/// no provider, so the tracer in the proxy's bootstrap (pilot-agent writes one) reports; a proxy
-/// without one traces nothing.
+/// The tracing settings of the proxy's ProxyConfig (its own, else the mesh's `defaultConfig`:
+/// istiod's `ProxyConfigOrDefault`): what applies where a Telemetry says nothing.
+#[derive(Debug, Default)]
+struct ProxyTracing {
+    /// `sampling`, when set (0 is unset; over 100 is istiod's 1%).
+    sampling: Option<f64>,
+    istio_tags: bool,
+    custom_tags: BTreeMap<String, CustomTag>,
+    max_path_tag_length: u32,
+}
+
+fn proxy_tracing(ctx: &PushContext, scope: &ScopeView) -> ProxyTracing {
+    let own;
+    let tracing = match &scope.proxy_tracing {
+        Some(text) => {
+            own = serde_json::from_str::<serde_json::Value>(text).ok();
+            own.as_ref()
+        }
+        None => ctx.mesh.default_proxy_tracing.as_ref(),
+    };
+    let get = |k: &str| tracing.and_then(|t| t.get(k));
+    ProxyTracing {
+        sampling: get("sampling")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|s| *s != 0.0)
+            .map(|s| if s > 100.0 { DEFAULT_SAMPLING } else { s }),
+        istio_tags: get("enableIstioTags")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(true),
+        custom_tags: get("customTags")
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+            .unwrap_or_default(),
+        max_path_tag_length: get("maxPathTagLength")
+            .and_then(serde_json::Value::as_u64)
+            .map_or(0, |l| l as u32),
+    }
+}
+
+/// Envoy's custom tags for Telemetry's (or a ProxyConfig's) tags.
+fn envoy_tags(tags: &BTreeMap<String, CustomTag>) -> impl Iterator<Item = EnvoyTag> + '_ {
+    tags.iter().map(|(tag, t)| EnvoyTag {
+        tag: tag.clone(),
+        r#type: Some(match t {
+            CustomTag::Literal(l) => custom_tag::Type::Literal(custom_tag::Literal {
+                value: l.value.clone(),
+            }),
+            CustomTag::Environment(e) => custom_tag::Type::Environment(custom_tag::Environment {
+                name: e.name.clone(),
+                default_value: e.default_value.clone(),
+            }),
+            CustomTag::Header(h) => custom_tag::Type::RequestHeader(custom_tag::Header {
+                name: h.name.clone(),
+                default_value: h.default_value.clone(),
+            }),
+            CustomTag::Formatter(f) => custom_tag::Type::Value(f.value.clone()),
+        }),
+    })
+}
+
+/// Without a Telemetry, MeshConfig's `enableTracing` (istiod's default): the ProxyConfig's
+/// sampling, Istio's tags, custom tags and path tag length, no provider, so the tracer in the
+/// proxy's bootstrap (pilot-agent writes one) reports; a proxy without one traces nothing.
 fn legacy(ctx: &PushContext, scope: &ScopeView) -> Option<Tracing> {
-    let settings = ctx.mesh.legacy_tracing.as_ref()?;
+    ctx.mesh.legacy_tracing.as_ref()?;
+    let pt = proxy_tracing(ctx, scope);
+    let mut tags = if pt.istio_tags {
+        istio_tags(ctx, scope)
+    } else {
+        Vec::new()
+    };
+    tags.extend(envoy_tags(&pt.custom_tags));
+    tags.sort_by(|a, b| a.tag.cmp(&b.tag));
     Some(Tracing {
-        custom_tags: if settings.istio_tags {
-            istio_tags(ctx, scope)
-        } else {
-            Vec::new()
-        },
-        ..sampled(settings.sampling)
+        custom_tags: tags,
+        max_path_tag_length: (pt.max_path_tag_length != 0).then_some(UInt32Value {
+            value: pt.max_path_tag_length,
+        }),
+        ..sampled(pt.sampling.unwrap_or(DEFAULT_SAMPLING))
     })
 }
 
@@ -526,304 +590,4 @@ fn istio_tags(ctx: &PushContext, scope: &ScopeView) -> Vec<EnvoyTag> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use prost::Message;
-
-    const BASE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zipkin, namespace: istio-system}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 9411, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n    - name: nowhere\n      zipkin: {service: missing.example.com, port: 9411}\n---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  tracing: [{providers: [{name: zipkin}], randomSamplingPercentage: 20}]\n";
-
-    /// (client tracing, server tracing) for a sidecar of namespace `shop` under `extra`.
-    fn modes(extra: &str) -> (Option<Tracing>, Option<Tracing>) {
-        let yaml = format!("{BASE}{extra}");
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(&yaml, mesh);
-        let p = crate::testing::sidecar("shop", &[]);
-        let scope = ctx.scope(&p);
-        let telemetries = super::super::access_log::applicable(&ctx, &scope);
-        let (client, server) = merged(&ctx, &telemetries).unwrap();
-        (
-            tracing(&ctx, &scope, &client),
-            tracing(&ctx, &scope, &server),
-        )
-    }
-
-    /// MeshConfig `defaultProviders.tracing`: with no Telemetry at all, every proxy traces to
-    /// the default provider; a Telemetry that names none still has it.
-    #[test]
-    fn the_default_tracing_provider_applies_without_a_telemetry() {
-        let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zipkin, namespace: istio-system}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 9411, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultProviders: {tracing: [zipkin]}\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n";
-        let trace = |extra: &str| {
-            let yaml = format!("{yaml}{extra}");
-            let snapshot = crate::testing::store(&yaml).snapshot();
-            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-            let ctx = crate::testing::push_context_with(&yaml, mesh);
-            let p = crate::testing::sidecar("shop", &[]);
-            let scope = ctx.scope(&p);
-            let telemetries = super::super::access_log::applicable(&ctx, &scope);
-            let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
-            tracing(&ctx, &scope, &client)
-        };
-        let provider = |t: Option<Tracing>| t.and_then(|t| t.provider).map(|p| p.name);
-        assert_eq!(
-            provider(trace("")),
-            Some("envoy.tracers.zipkin".to_string())
-        );
-        let sampled = trace(
-            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{randomSamplingPercentage: 5}]\n",
-        );
-        assert_eq!(
-            sampled
-                .as_ref()
-                .and_then(|t| t.random_sampling)
-                .map(|p| p.value),
-            Some(5.0)
-        );
-        assert!(provider(sampled).is_some());
-    }
-
-    /// Datadog and SkyWalking providers as istiod builds them (the collector's cluster and
-    /// host; SkyWalking always spawns an upstream span); `disableContextPropagation` reaches
-    /// proxies of Istio 1.30 or later only, as istiod sets it.
-    #[test]
-    fn datadog_skywalking_and_context_propagation_are_istiods() {
-        let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: collector, namespace: istio-system}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 8126, name: grpc, protocol: GRPC}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: dd\n      datadog: {service: collector.istio-system.svc.cluster.local, port: 8126, maxTagLength: 99}\n    - name: sw\n      skywalking: {service: collector.istio-system.svc.cluster.local, port: 8126}\n";
-        let trace = |provider: &str, extra: &str, version: &str| {
-            let yaml = format!(
-                "{yaml}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}]{extra}}}]\n"
-            );
-            let snapshot = crate::testing::store(&yaml).snapshot();
-            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-            let ctx = crate::testing::push_context_with(&yaml, mesh);
-            let p = crate::testing::sidecar("shop", &[("ISTIO_VERSION", version)]);
-            let scope = ctx.scope(&p);
-            let telemetries = super::super::access_log::applicable(&ctx, &scope);
-            let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
-            tracing(&ctx, &scope, &client).expect("traced")
-        };
-        let config = |t: &Tracing| match t.provider.as_ref().and_then(|p| p.config_type.as_ref()) {
-            Some(http::ConfigType::TypedConfig(a)) => a.clone(),
-            None => panic!("a provider config"),
-        };
-        let dd = trace("dd", "", "1.30.0");
-        assert_eq!(dd.provider.as_ref().unwrap().name, "envoy.tracers.datadog");
-        let c = DatadogConfig::decode(config(&dd).value.as_slice()).unwrap();
-        assert_eq!(
-            c.collector_cluster,
-            "outbound|8126||collector.istio-system.svc.cluster.local"
-        );
-        assert_eq!(
-            c.collector_hostname,
-            "collector.istio-system.svc.cluster.local"
-        );
-        assert_eq!(dd.max_path_tag_length.map(|v| v.value), Some(99));
-        assert!(dd.spawn_upstream_span.is_none());
-        assert!(!dd.no_context_propagation);
-
-        let sw = trace("sw", "", "1.30.0");
-        assert_eq!(
-            sw.provider.as_ref().unwrap().name,
-            "envoy.tracers.skywalking"
-        );
-        let c = SkyWalkingConfig::decode(config(&sw).value.as_slice()).unwrap();
-        match c.grpc_service.and_then(|g| g.target_specifier) {
-            Some(grpc_service::TargetSpecifier::EnvoyGrpc(g)) => {
-                assert_eq!(
-                    g.cluster_name,
-                    "outbound|8126||collector.istio-system.svc.cluster.local"
-                );
-                assert_eq!(g.authority, "collector.istio-system.svc.cluster.local");
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(sw.spawn_upstream_span.map(|b| b.value), Some(true));
-
-        let off = ", disableContextPropagation: true";
-        assert!(trace("dd", off, "1.30.2").no_context_propagation);
-        assert!(!trace("dd", off, "1.29.1").no_context_propagation);
-        assert!(!trace("dd", off, "").no_context_propagation);
-    }
-
-    /// The provider settings istiod reads, version-gated as istiod gates them: Zipkin's collector
-    /// as an HTTP service with timeout and headers for 1.29+ (legacy fields before),
-    /// `traceContextOption` for 1.28+; OpenTelemetry's gRPC timeout and metadata, HTTP headers,
-    /// resource detectors and the Dynatrace sampler (on the exporter's host, or its own API).
-    #[test]
-    fn provider_settings_are_istiods() {
-        let base = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: collector, namespace: istio-system}\nspec:\n  hosts: [collector.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 4317, name: grpc, protocol: GRPC}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: z\n      zipkin: {service: collector.istio-system.svc.cluster.local, port: 4317, timeout: 2s, traceContextOption: USE_B3_WITH_W3C_PROPAGATION, headers: [{name: x-token, value: t1}, {name: x-env, envName: HOME}]}\n    - name: og\n      opentelemetry: {service: collector.istio-system.svc.cluster.local, port: 4317, grpc: {timeout: 3s, initialMetadata: [{name: authorization, value: k}]}, resourceDetectors: {environment: {}, dynatrace: {}}}\n    - name: oh\n      opentelemetry: {service: collector.istio-system.svc.cluster.local, port: 4317, http: {path: /v1/traces, timeout: 4s, headers: [{name: api-token, value: dt}]}, dynatraceSampler: {tenant: abc, clusterId: 7, rootSpansPerMinute: 100}}\n    - name: broken\n      opentelemetry: {service: collector.istio-system.svc.cluster.local, port: 4317, dynatraceSampler: {tenant: abc}}\n";
-        let trace = |provider: &str, version: &str| {
-            let yaml = format!(
-                "{base}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}]}}]\n"
-            );
-            let snapshot = crate::testing::store(&yaml).snapshot();
-            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-            let ctx = crate::testing::push_context_with(&yaml, mesh);
-            let p = crate::testing::sidecar("shop", &[("ISTIO_VERSION", version)]);
-            let scope = ctx.scope(&p);
-            let telemetries = super::super::access_log::applicable(&ctx, &scope);
-            let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
-            tracing(&ctx, &scope, &client)
-        };
-        let config = |t: &Tracing| match t.provider.as_ref().and_then(|p| p.config_type.as_ref()) {
-            Some(http::ConfigType::TypedConfig(a)) => a.value.clone(),
-            None => panic!("a provider config"),
-        };
-        let z = ZipkinConfig::decode(config(&trace("z", "1.30.0").unwrap()).as_slice()).unwrap();
-        let service = z.collector_service.expect("an HTTP service for 1.29+");
-        let uri = service.http_uri.unwrap();
-        assert_eq!(
-            uri.uri,
-            "http://collector.istio-system.svc.cluster.local/api/v2/spans"
-        );
-        assert_eq!(uri.timeout.map(|d| d.seconds), Some(2));
-        let headers: Vec<(String, String)> = service
-            .request_headers_to_add
-            .iter()
-            .map(|h| h.header.clone().unwrap())
-            .map(|h| (h.key, h.value))
-            .collect();
-        assert_eq!(
-            headers,
-            [
-                ("x-token".to_string(), "t1".to_string()),
-                (
-                    "x-env".to_string(),
-                    std::env::var("HOME").unwrap_or_default()
-                )
-            ]
-        );
-        assert_eq!(z.trace_context_option, 1);
-        assert!(z.collector_cluster.is_empty());
-        let old = ZipkinConfig::decode(config(&trace("z", "1.27.0").unwrap()).as_slice()).unwrap();
-        assert!(old.collector_service.is_none());
-        assert_eq!(
-            old.collector_cluster,
-            "outbound|4317||collector.istio-system.svc.cluster.local"
-        );
-        assert_eq!(old.trace_context_option, 0);
-
-        let og = OpenTelemetryConfig::decode(config(&trace("og", "").unwrap()).as_slice()).unwrap();
-        let grpc = og.grpc_service.unwrap();
-        assert_eq!(grpc.timeout.map(|d| d.seconds), Some(3));
-        assert_eq!(grpc.initial_metadata[0].key, "authorization");
-        let detectors: Vec<&str> = og
-            .resource_detectors
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect();
-        assert_eq!(
-            detectors,
-            [
-                "envoy.tracers.opentelemetry.resource_detectors.environment",
-                "envoy.tracers.opentelemetry.resource_detectors.dynatrace"
-            ]
-        );
-
-        let oh = OpenTelemetryConfig::decode(config(&trace("oh", "").unwrap()).as_slice()).unwrap();
-        let exporter = oh.http_service.unwrap();
-        assert_eq!(
-            exporter
-                .http_uri
-                .as_ref()
-                .unwrap()
-                .timeout
-                .map(|d| d.seconds),
-            Some(4)
-        );
-        assert_eq!(exporter.request_headers_to_add.len(), 1);
-        let sampler = oh.sampler.unwrap();
-        assert_eq!(
-            sampler.name,
-            "envoy.tracers.opentelemetry.samplers.dynatrace"
-        );
-        let dt =
-            DynatraceSamplerConfig::decode(sampler.typed_config.unwrap().value.as_slice()).unwrap();
-        assert_eq!(
-            (dt.tenant.as_str(), dt.cluster_id, dt.root_spans_per_minute),
-            ("abc", 7, 100)
-        );
-        assert_eq!(
-            dt.http_service.unwrap().http_uri.unwrap().uri,
-            "collector.istio-system.svc.cluster.local/api/v2/samplingConfiguration"
-        );
-        // A Dynatrace sampler with nowhere to ask: tracing off, as istiod.
-        assert!(trace("broken", "").is_none());
-    }
-
-    /// `useRequestIdForTraceSampling: false` gives the connection managers Envoy's UUID request
-    /// id told not to decide sampling; left unset, they keep Envoy's default.
-    #[test]
-    fn the_request_id_decides_sampling_unless_told_not_to() {
-        let lds = |extra: &str| {
-            let yaml = format!("{BASE}{extra}");
-            let snapshot = crate::testing::store(&yaml).snapshot();
-            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-            let ctx = crate::testing::push_context_with(&yaml, mesh);
-            let p = crate::testing::sidecar("shop", &[]);
-            let scope = ctx.scope(&p);
-            super::super::generate(&ctx, &p, &scope, crate::xds::types::TypeUrl::Listener, None)
-                .iter()
-                .any(|r| {
-                    let needle = b"envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig";
-                    r.any.value.windows(needle.len()).any(|w| w == needle)
-                })
-        };
-        assert!(!lds(""), "Envoy's default");
-        assert!(lds(
-            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{useRequestIdForTraceSampling: false}]\n"
-        ));
-    }
-
-    /// istiod's merge: a namespace entry for one mode overrides the root's for that mode only;
-    /// a provider whose service is not in the registry leaves tracing off.
-    #[test]
-    fn telemetry_tracing_merges_by_level_and_mode() {
-        let (client, server) = modes("");
-        let sampling =
-            |t: &Option<Tracing>| t.as_ref().and_then(|t| t.random_sampling).map(|p| p.value);
-        assert_eq!(
-            (sampling(&client), sampling(&server)),
-            (Some(20.0), Some(20.0))
-        );
-        let (client, server) = modes(
-            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{match: {mode: SERVER}, disableSpanReporting: true}]\n",
-        );
-        assert!(
-            client.is_some() && server.is_none(),
-            "server spans off in shop only"
-        );
-        let (client, _) = modes(
-            "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: shop, namespace: shop}\nspec:\n  tracing: [{providers: [{name: nowhere}]}]\n",
-        );
-        assert!(
-            client.is_none(),
-            "a provider without a service traces nothing"
-        );
-    }
-
-    /// MeshConfig's `enableTracing` (on by default, as istiod's mesh defaults) without a
-    /// Telemetry: sampling from `defaultConfig.tracing.sampling` (1% unset) and Istio's tags, no
-    /// provider; off when `enableTracing: false`.
-    #[test]
-    fn enable_tracing_samples_and_tags_for_the_bootstrap_tracer() {
-        let settings = |mesh: &str| {
-            let yaml = format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    {mesh}\n"
-            );
-            let snapshot = crate::testing::store(&yaml).snapshot();
-            let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-            crate::testing::push_context_with(&yaml, mesh)
-        };
-        let p = crate::testing::sidecar("shop", &[]);
-        let default = crate::testing::push_context("");
-        let t = legacy(&default, &default.scope(&p)).expect("on by default");
-        assert_eq!(t.random_sampling.map(|p| p.value), Some(1.0));
-        assert!(t.provider.is_none(), "the bootstrap's tracer reports");
-        assert!(t.custom_tags.iter().any(|t| t.tag == "istio.namespace"));
-        let sampled = settings("defaultConfig: {tracing: {sampling: 25}}");
-        let t = legacy(&sampled, &sampled.scope(&p)).unwrap();
-        assert_eq!(t.random_sampling.map(|p| p.value), Some(25.0));
-        let off = settings("enableTracing: false");
-        assert!(legacy(&off, &off.scope(&p)).is_none());
-    }
-}
+mod tests;
