@@ -11,6 +11,7 @@ mod ads_protocol;
 mod ambient;
 mod ca;
 mod cli;
+mod east_west;
 mod envoy;
 mod extensions;
 mod file_source;

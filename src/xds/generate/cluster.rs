@@ -183,6 +183,25 @@ pub(super) fn inbound_bind(
     }
 }
 
+/// The outbound cluster of `svc`'s port `port` (and `subset`), as `clusters` builds it.
+pub(super) fn outbound(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    svc: &Service,
+    port: u32,
+    subset: Option<&str>,
+) -> Option<Typed> {
+    let sp = svc.port(port)?;
+    let dr = ctx
+        .destination_rule_for(&scope.namespace, &scope.labels, svc)
+        .map(|d| &d.spec);
+    let subset = match subset {
+        Some(name) => Some(dr?.subsets.iter().find(|s| s.name == name)?),
+        None => None,
+    };
+    Some(build(ctx, svc, sp, dr, subset, scope.mtls, scope))
+}
+
 /// One cluster by name, for clients that ask for clusters by name (proxyless gRPC).
 pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
     let (port, subset, host) = super::util::parse_outbound_cluster(name)?;

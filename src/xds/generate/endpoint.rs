@@ -16,7 +16,10 @@ use std::collections::BTreeMap;
 /// (so a client that asked learns it has no endpoints instead of waiting forever).
 pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Typed {
     let mut policy = None;
-    let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster) {
+    // An SNI-DNAT cluster of an AUTO_PASSTHROUGH gateway: only endpoints that speak Istio's
+    // mTLS, since the gateway cannot tell whether the passed-through connection is mTLS.
+    let sni_dnat = super::auto_passthrough::parse_sni_dnat(cluster);
+    let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster).or(sni_dnat) {
         Some((port, subset, host)) => {
             let rule = ctx
                 .registry
@@ -40,6 +43,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                 .endpoints(host, port)
                 .iter()
                 .filter(|e| selector.as_ref().is_none_or(|s| e.matches(s)))
+                .filter(|e| sni_dnat.is_none() || tls_mode_metadata(e).is_some())
                 .collect()
         }
         None => Vec::new(),

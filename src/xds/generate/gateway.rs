@@ -401,6 +401,15 @@ fn bound_virtual_services<'a>(
         .collect()
 }
 
+/// Whether a server of the gateways selecting this proxy is in AUTO_PASSTHROUGH mode (it then
+/// gets the SNI-DNAT clusters, as istiod's `ContainsAutoPassthroughGateways`).
+pub(super) fn has_auto_passthrough(ctx: &PushContext, scope: &ScopeView) -> bool {
+    scope.proxy_type == crate::xds::proxy::ProxyType::Router
+        && bound_servers(ctx, scope)
+            .iter()
+            .any(|s| s.tls_mode() == Some(ServerTlsMode::AUTO_PASSTHROUGH))
+}
+
 pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let servers = bound_servers(ctx, scope);
     let mut by_port: BTreeMap<u32, Vec<&BoundServer>> = BTreeMap::new();
@@ -472,6 +481,15 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                     filters,
                     ..Default::default()
                 });
+            } else if matches!(s.tls_mode(), Some(ServerTlsMode::AUTO_PASSTHROUGH)) {
+                inspect_tls = true;
+                let hosts: Vec<&str> = s
+                    .server
+                    .hosts
+                    .iter()
+                    .map(|h| h.split_once('/').map_or(h.as_str(), |(_, host)| host))
+                    .collect();
+                chains.extend(super::auto_passthrough::filter_chains(ctx, scope, &hosts));
             } else if matches!(s.tls_mode(), Some(ServerTlsMode::PASSTHROUGH)) {
                 inspect_tls = true;
                 for (vs, _) in bound_virtual_services(ctx, s) {

@@ -3,6 +3,7 @@
 pub mod access_log;
 pub mod ambient;
 pub mod authz;
+pub mod auto_passthrough;
 pub mod cluster;
 pub mod endpoint;
 pub mod envoy_filter;
@@ -229,6 +230,9 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
     match type_url {
         TypeUrl::Cluster => {
             let mut v = cluster::clusters(ctx, scope, true);
+            if gateway::has_auto_passthrough(ctx, scope) {
+                v.extend(auto_passthrough::clusters(ctx, scope));
+            }
             v.extend(listener::inbound_clusters(scope));
             v.extend(jwt::jwks_clusters(ctx, scope));
             v
