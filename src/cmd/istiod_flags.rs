@@ -58,7 +58,10 @@ const NOT_READ: &[(&str, &str)] = &[
         "the registries are Kubernetes, or the config directory",
     ),
     ("clusterRegistriesNamespace", "remote clusters are not read"),
-    ("networksConfig", "meshNetworks is not read"),
+    (
+        "networksConfig",
+        "the networks file is not read (meshNetworks is read from the mesh ConfigMap)",
+    ),
     ("cniNamespace", "the CNI node agent is not watched"),
     ("clusterAliases", "cluster aliases are not read"),
     (

@@ -131,9 +131,32 @@ pub fn pod_workload(
         service_account: spec
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_else(|| "default".into()),
+        network: config
+            .metadata
+            .labels
+            .get(NETWORK_LABEL)
+            .cloned()
+            .or_else(|| namespace_network(snapshot, &config.metadata.namespace))
+            .unwrap_or_default(),
         ..Default::default()
     };
     Some((entry, ready))
+}
+
+/// The label that places a pod (or every pod of a namespace) in a network, as istiod reads it.
+pub const NETWORK_LABEL: &str = "topology.istio.io/network";
+
+/// The network a namespace's label places its pods in.
+fn namespace_network(snapshot: &Snapshot, namespace: &str) -> Option<String> {
+    let key = crate::config::ConfigKey {
+        kind: crate::config::Kind::Namespace,
+        namespace: String::new(),
+        name: namespace.to_string(),
+    };
+    match &snapshot.get(&key)?.config.spec {
+        Spec::Namespace(ns) => ns.metadata.labels.as_ref()?.get(NETWORK_LABEL).cloned(),
+        _ => None,
+    }
 }
 
 /// The hostname of Kubernetes Service `namespace/name`.
@@ -285,7 +308,13 @@ pub fn kubernetes_service(
                         service_account: pod
                             .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
                             .unwrap_or_default(),
-                        network: String::new(),
+                        network: pod
+                            .and_then(|p| p.metadata.labels.as_ref()?.get(NETWORK_LABEL).cloned())
+                            .or_else(|| {
+                                let ns = pod.and_then(|p| p.metadata.namespace.as_deref())?;
+                                namespace_network(snapshot, ns)
+                            })
+                            .unwrap_or_default(),
                         healthy: ready,
                     });
                 }

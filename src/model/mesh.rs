@@ -6,6 +6,7 @@ use crate::config::mesh::{
 };
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::store::Snapshot;
+use std::collections::BTreeMap;
 
 /// Reads the mesh config from the store, if the ConfigMap exists and parses. A malformed one is
 /// reported by the caller and the defaults stay in force.
@@ -28,6 +29,116 @@ pub fn from_snapshot(
         return Ok(None);
     };
     MeshConfig::parse(text).map(Some)
+}
+
+/// A network's gateway (MeshConfig `meshNetworks`): where a proxy of another network sends
+/// traffic for that network's endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct NetworkGateway {
+    pub address: String,
+    pub port: u32,
+}
+
+/// The `meshNetworks` key of the mesh ConfigMap: each network's gateways, by address, or by
+/// `registryServiceName` (a Kubernetes Service's load-balancer or external addresses). A
+/// malformed value is reported and reads as no networks.
+pub fn networks_from_snapshot(
+    snapshot: &Snapshot,
+    root_namespace: &str,
+    domain_suffix: &str,
+) -> Result<BTreeMap<String, Vec<NetworkGateway>>, String> {
+    let key = ConfigKey {
+        kind: Kind::ConfigMap,
+        namespace: root_namespace.into(),
+        name: MESH_CONFIGMAP.into(),
+    };
+    let Some(Spec::ConfigMap(cm)) = snapshot.get(&key).map(|e| &e.config.spec) else {
+        return Ok(BTreeMap::new());
+    };
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get("meshNetworks")) else {
+        return Ok(BTreeMap::new());
+    };
+    #[derive(serde::Deserialize)]
+    struct MeshNetworks {
+        #[serde(default)]
+        networks: BTreeMap<String, Network>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Network {
+        #[serde(default)]
+        gateways: Vec<Gateway>,
+        #[serde(default, rename = "endpoints")]
+        _endpoints: serde_json::Value,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Gateway {
+        #[serde(default)]
+        address: String,
+        #[serde(default)]
+        registry_service_name: String,
+        #[serde(default)]
+        port: u32,
+    }
+    if text.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let parsed: MeshNetworks =
+        serde_saphyr::from_str(text).map_err(|e| format!("meshNetworks: {e}"))?;
+    let service_addresses = |fqdn: &str| -> Vec<String> {
+        let Some((name, rest)) = fqdn.split_once('.') else {
+            return Vec::new();
+        };
+        let Some(ns) = rest
+            .strip_suffix(&format!(".svc.{domain_suffix}"))
+            .or_else(|| rest.strip_suffix(".svc"))
+            .or(Some(rest))
+        else {
+            return Vec::new();
+        };
+        let key = ConfigKey {
+            kind: Kind::Service,
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let Some(Spec::Service(svc)) = snapshot.get(&key).map(|e| &e.config.spec) else {
+            return Vec::new();
+        };
+        let lb = svc
+            .status
+            .iter()
+            .flat_map(|s| s.load_balancer.iter())
+            .flat_map(|l| l.ingress.iter().flatten())
+            .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()));
+        let external = svc
+            .spec
+            .iter()
+            .flat_map(|s| s.external_ips.iter().flatten())
+            .cloned();
+        lb.chain(external).collect()
+    };
+    Ok(parsed
+        .networks
+        .into_iter()
+        .map(|(name, network)| {
+            let gateways = network
+                .gateways
+                .into_iter()
+                .flat_map(|g| {
+                    let addresses = if g.address.is_empty() {
+                        service_addresses(&g.registry_service_name)
+                    } else {
+                        vec![g.address]
+                    };
+                    addresses.into_iter().map(move |address| NetworkGateway {
+                        address,
+                        port: g.port,
+                    })
+                })
+                .collect();
+            (name, gateways)
+        })
+        .collect())
 }
 
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
@@ -73,6 +184,8 @@ pub struct MeshSettings {
     pub default_metrics: Vec<String>,
     /// Mesh `defaultConfig.proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`.
     pub default_skip_mx_headers: bool,
+    /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
+    pub network_gateways: BTreeMap<String, Vec<NetworkGateway>>,
     /// Mesh `defaultConfig.tracing`: the tracing settings of a proxy that sends no ProxyConfig
     /// of its own (istiod's `ProxyConfigOrDefault`).
     pub default_proxy_tracing: Option<serde_json::Value>,
@@ -149,6 +262,12 @@ impl MeshSettings {
     /// mesh config leaves the settings as they are and returns the error to report.
     pub fn with_mesh_config(&self, snapshot: &Snapshot) -> (MeshSettings, Option<String>) {
         let mut out = self.clone();
+        match networks_from_snapshot(snapshot, &self.root_namespace, &self.domain_suffix) {
+            Ok(networks) => out.network_gateways = networks,
+            Err(e) => {
+                tracing::warn!(error = %e, "meshNetworks not read; the last good networks stay")
+            }
+        }
         match from_snapshot(snapshot, &self.root_namespace) {
             Ok(Some(mc)) => {
                 if let Some(td) = mc.trust_domain.filter(|t| !t.is_empty()) {
@@ -256,6 +375,7 @@ impl Default for MeshSettings {
             default_access_logging: Vec::new(),
             default_metrics: Vec::new(),
             default_skip_mx_headers: false,
+            network_gateways: BTreeMap::new(),
             default_proxy_tracing: None,
             default_tracing: Vec::new(),
         }

@@ -88,6 +88,9 @@ pub struct ScopeInputs {
     /// The `tracing` of the proxy's own ProxyConfig (`PROXY_CONFIG`), as JSON text; `None` when
     /// it sends none (the mesh default applies).
     pub proxy_tracing: Option<String>,
+    /// The proxy's network (`ISTIO_META_NETWORK`): endpoints of other networks are reached
+    /// through their gateways.
+    pub network: String,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -491,6 +494,7 @@ impl PushContext {
                 Some(pc) => crate::config::mesh::skips_mx_headers(pc),
                 None => self.mesh.default_skip_mx_headers,
             },
+            network: proxy.metadata.get("NETWORK").cloned().unwrap_or_default(),
             proxy_tracing: proxy
                 .proxy_config
                 .as_ref()

@@ -48,8 +48,9 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
         }
         None => Vec::new(),
     };
+    let endpoints = split_horizon(ctx, scope, endpoints);
     let mut by_locality: BTreeMap<&str, Vec<&ModelEndpoint>> = BTreeMap::new();
-    for e in endpoints {
+    for e in &endpoints {
         by_locality.entry(e.locality.as_str()).or_default().push(e);
     }
     let labels: Vec<Vec<&BTreeMap<String, String>>> = by_locality
@@ -112,6 +113,82 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
     Typed::new(cluster, Class::outbound(scope), cla)
 }
 
+/// istiod's `EndpointsByNetworkFilter` (sidecar mode), when `meshNetworks` names gateways: an
+/// endpoint of the proxy's network (or of none, or of a network without gateways) is reached
+/// directly; one of another network through that network's gateways, which stand in for its
+/// endpoints with their summed weight (spread over the gateways, all weights scaled so the
+/// shares stay whole), marked for Istio's mTLS so the gateway can route by SNI. An endpoint of
+/// another network without a proxy (no Istio mTLS) cannot be reached and is left out.
+fn split_horizon<'a>(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    endpoints: Vec<&'a ModelEndpoint>,
+) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
+    use std::borrow::Cow;
+    let gateways = &ctx.mesh.network_gateways;
+    if gateways.values().all(Vec::is_empty) {
+        return endpoints.into_iter().map(Cow::Borrowed).collect();
+    }
+    let scale: u32 = gateways
+        .values()
+        .map(|g| g.len() as u32)
+        .filter(|n| *n > 0)
+        .fold(1, lcm);
+    let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
+    // (locality, gateway) → summed weight, in a stable order.
+    let mut through: BTreeMap<(String, &crate::model::mesh::NetworkGateway, &str), u32> =
+        BTreeMap::new();
+    for e in endpoints {
+        let weight = e.weight.max(1).saturating_mul(scale);
+        let network_gateways = gateways
+            .get(&e.network)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let same = e.network.is_empty() || scope.network.is_empty() || e.network == scope.network;
+        let forced =
+            scope.network.is_empty() && !e.network.is_empty() && !network_gateways.is_empty();
+        if !forced && (same || network_gateways.is_empty()) {
+            let mut direct = e.clone();
+            direct.weight = weight;
+            out.push(Cow::Owned(direct));
+            continue;
+        }
+        if tls_mode_metadata(e).is_none() {
+            continue;
+        }
+        let share = weight / network_gateways.len() as u32;
+        for g in network_gateways {
+            *through
+                .entry((e.locality.clone(), g, e.network.as_str()))
+                .or_default() += share;
+        }
+    }
+    for ((locality, g, network), weight) in through {
+        out.push(Cow::Owned(ModelEndpoint {
+            address: g.address.clone(),
+            port: g.port,
+            labels: [
+                ("security.istio.io/tlsMode".to_string(), "istio".to_string()),
+                ("topology.istio.io/network".to_string(), network.to_string()),
+            ]
+            .into(),
+            locality,
+            weight,
+            network: network.to_string(),
+            healthy: true,
+            ..ModelEndpoint::default()
+        }));
+    }
+    out
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    a / gcd(a, b) * b
+}
+
 /// Endpoints of workloads with a proxy (label `security.istio.io/tlsMode: istio`) are marked for
 /// the automatic-mTLS transport socket.
 fn tls_mode_metadata(
@@ -135,4 +212,110 @@ fn tls_mode_metadata(
         .into(),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::types::TypeUrl;
+    use prost::Message;
+
+    const MESH: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: ""
+  meshNetworks: |
+    networks:
+      east: {endpoints: [{fromRegistry: east}], gateways: [{address: 192.0.2.1, port: 15443}]}
+      west: {endpoints: [{fromRegistry: west}], gateways: [{address: 192.0.2.9, port: 15443}]}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.1.0.1, network: east, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.1, network: west, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.2, network: west, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.3, network: west}
+"#;
+
+    /// (address, port, weight) of each endpoint `web` has for a sidecar of `network`.
+    fn eds(network: &str) -> Vec<(String, u32, u32)> {
+        let snapshot = crate::testing::store(MESH).snapshot();
+        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+        let ctx = crate::testing::push_context_with(MESH, mesh);
+        let meta: Vec<(&str, &str)> = if network.is_empty() {
+            vec![]
+        } else {
+            vec![("NETWORK", network)]
+        };
+        let p = crate::testing::sidecar("shop", &meta);
+        let scope = ctx.scope(&p);
+        let names = ["outbound|80||web.shop.svc.cluster.local".to_string()].into();
+        let r = crate::xds::generate::generate(&ctx, &p, &scope, TypeUrl::Endpoint, Some(&names));
+        let cla = ClusterLoadAssignment::decode(r[0].any.value.as_slice()).unwrap();
+        let mut out: Vec<(String, u32, u32)> = cla
+            .endpoints
+            .iter()
+            .flat_map(|l| &l.lb_endpoints)
+            .map(|e| {
+                let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+                    panic!("an endpoint");
+                };
+                let Some(
+                    envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(sa),
+                ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
+                else {
+                    panic!("a socket address");
+                };
+                let port = match sa.port_specifier {
+                    Some(envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(p)) => p,
+                    _ => 0,
+                };
+                (
+                    sa.address.clone(),
+                    port,
+                    e.load_balancing_weight.as_ref().map_or(0, |w| w.value),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Split-horizon EDS as istiod's: the proxy's network direct, another network through its
+    /// gateway with the summed weight of its mTLS-capable endpoints (the one without a proxy is
+    /// left out); a proxy of no network goes through the gateways too.
+    #[test]
+    fn endpoints_of_other_networks_are_reached_through_their_gateways() {
+        assert_eq!(
+            eds("east"),
+            [
+                ("10.1.0.1".to_string(), 80, 1),
+                ("192.0.2.9".to_string(), 15443, 2)
+            ]
+        );
+        assert_eq!(
+            eds("west"),
+            [
+                ("10.2.0.1".to_string(), 80, 1),
+                ("10.2.0.2".to_string(), 80, 1),
+                ("10.2.0.3".to_string(), 80, 1),
+                ("192.0.2.1".to_string(), 15443, 1)
+            ]
+        );
+        assert_eq!(
+            eds(""),
+            [
+                ("192.0.2.1".to_string(), 15443, 1),
+                ("192.0.2.9".to_string(), 15443, 2)
+            ]
+        );
+    }
 }
