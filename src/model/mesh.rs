@@ -52,11 +52,12 @@ pub fn networks_from_snapshot(
         namespace: root_namespace.into(),
         name: MESH_CONFIGMAP.into(),
     };
+    let mut networks = labelled_gateways(snapshot);
     let Some(Spec::ConfigMap(cm)) = snapshot.get(&key).map(|e| &e.config.spec) else {
-        return Ok(BTreeMap::new());
+        return Ok(networks);
     };
     let Some(text) = cm.data.as_ref().and_then(|d| d.get("meshNetworks")) else {
-        return Ok(BTreeMap::new());
+        return Ok(networks);
     };
     #[derive(serde::Deserialize)]
     struct MeshNetworks {
@@ -81,11 +82,11 @@ pub fn networks_from_snapshot(
         port: u32,
     }
     if text.trim().is_empty() {
-        return Ok(BTreeMap::new());
+        return Ok(networks);
     }
     let parsed: MeshNetworks =
         serde_saphyr::from_str(text).map_err(|e| format!("meshNetworks: {e}"))?;
-    let service_addresses = |fqdn: &str| -> Vec<String> {
+    let by_name = |fqdn: &str| -> Vec<String> {
         let Some((name, rest)) = fqdn.split_once('.') else {
             return Vec::new();
         };
@@ -101,44 +102,88 @@ pub fn networks_from_snapshot(
             namespace: ns.into(),
             name: name.into(),
         };
-        let Some(Spec::Service(svc)) = snapshot.get(&key).map(|e| &e.config.spec) else {
-            return Vec::new();
+        match snapshot.get(&key).map(|e| &e.config.spec) {
+            Some(Spec::Service(svc)) => service_addresses(svc),
+            _ => Vec::new(),
+        }
+    };
+    for (name, network) in parsed.networks {
+        let gateways = networks.entry(name).or_default();
+        for g in network.gateways {
+            let addresses = if g.address.is_empty() {
+                by_name(&g.registry_service_name)
+            } else {
+                vec![g.address]
+            };
+            for address in addresses {
+                let gw = NetworkGateway {
+                    address,
+                    port: g.port,
+                };
+                if !gateways.contains(&gw) {
+                    gateways.push(gw);
+                }
+            }
+        }
+    }
+    Ok(networks)
+}
+
+/// A Service's addresses outside the cluster: its load balancer's, then its external IPs.
+fn service_addresses(svc: &k8s_openapi::api::core::v1::Service) -> Vec<String> {
+    let lb = svc
+        .status
+        .iter()
+        .flat_map(|s| s.load_balancer.iter())
+        .flat_map(|l| l.ingress.iter().flatten())
+        .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()));
+    let external = svc
+        .spec
+        .iter()
+        .flat_map(|s| s.external_ips.iter().flatten())
+        .cloned();
+    lb.chain(external).collect()
+}
+
+/// Network gateways found as istiod finds them without `meshNetworks`: Services labelled
+/// `topology.istio.io/network`, on the port `networking.istio.io/gatewayPort` names (15443 by
+/// default) when the Service has that port, at the Service's outside addresses.
+fn labelled_gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<NetworkGateway>> {
+    let mut out: BTreeMap<String, Vec<NetworkGateway>> = BTreeMap::new();
+    for entry in snapshot.list(Kind::Service) {
+        let Spec::Service(svc) = &entry.config.spec else {
+            continue;
         };
-        let lb = svc
-            .status
-            .iter()
-            .flat_map(|s| s.load_balancer.iter())
-            .flat_map(|l| l.ingress.iter().flatten())
-            .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()));
-        let external = svc
+        let labels = &entry.config.metadata.labels;
+        let Some(network) = labels
+            .get(crate::model::kubernetes::NETWORK_LABEL)
+            .filter(|n| !n.is_empty())
+        else {
+            continue;
+        };
+        let port = labels
+            .get("networking.istio.io/gatewayPort")
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(15443);
+        let listens = svc
             .spec
             .iter()
-            .flat_map(|s| s.external_ips.iter().flatten())
-            .cloned();
-        lb.chain(external).collect()
-    };
-    Ok(parsed
-        .networks
-        .into_iter()
-        .map(|(name, network)| {
-            let gateways = network
-                .gateways
-                .into_iter()
-                .flat_map(|g| {
-                    let addresses = if g.address.is_empty() {
-                        service_addresses(&g.registry_service_name)
-                    } else {
-                        vec![g.address]
-                    };
-                    addresses.into_iter().map(move |address| NetworkGateway {
-                        address,
-                        port: g.port,
-                    })
-                })
-                .collect();
-            (name, gateways)
-        })
-        .collect())
+            .flat_map(|s| s.ports.iter().flatten())
+            .any(|p| p.port as u32 == port);
+        if !listens {
+            tracing::warn!(service = %entry.config.key(), port,
+                "a Service labelled as a network gateway does not listen on its gateway port");
+            continue;
+        }
+        for address in service_addresses(svc) {
+            let gw = NetworkGateway { address, port };
+            let gateways = out.entry(network.clone()).or_default();
+            if !gateways.contains(&gw) {
+                gateways.push(gw);
+            }
+        }
+    }
+    out
 }
 
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
@@ -475,5 +520,56 @@ mod tests {
                 "{field} is neither read nor warned about: {warned:?}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod network_tests {
+    use super::*;
+
+    /// Gateways from `meshNetworks` (by address, or a registry Service's load balancer) and from
+    /// Services labelled with their network (on the gateway port, when the Service has it).
+    #[test]
+    fn network_gateways_come_from_mesh_networks_and_labelled_services() {
+        let yaml = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  meshNetworks: |
+    networks:
+      east: {gateways: [{address: 192.0.2.1, port: 15443}]}
+      north: {gateways: [{registryServiceName: gw-north.istio-system.svc.cluster.local, port: 15443}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: gw-north, namespace: istio-system}
+spec: {ports: [{port: 15443, name: tls}]}
+status: {loadBalancer: {ingress: [{ip: 198.51.100.7}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: eastwest, namespace: istio-system, labels: {topology.istio.io/network: west}}
+spec: {ports: [{port: 15443, name: tls}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.9}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: elsewhere, namespace: istio-system, labels: {topology.istio.io/network: south, networking.istio.io/gatewayPort: "16443"}}
+spec: {ports: [{port: 15443, name: tls}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.77}]}}
+"#;
+        let snapshot = crate::testing::store(yaml).snapshot();
+        let networks = networks_from_snapshot(&snapshot, "istio-system", "cluster.local").unwrap();
+        let gw = |a: &str| NetworkGateway {
+            address: a.into(),
+            port: 15443,
+        };
+        assert_eq!(networks["east"], [gw("192.0.2.1")]);
+        assert_eq!(networks["north"], [gw("198.51.100.7")]);
+        assert_eq!(networks["west"], [gw("192.0.2.9")]);
+        assert!(
+            !networks.contains_key("south"),
+            "no listener on its gateway port"
+        );
     }
 }
