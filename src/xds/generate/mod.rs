@@ -156,6 +156,20 @@ pub fn generate(
                             .push(r.clone());
                     }
                 }
+                // An on-demand ztunnel also gets the workloads of its own node, unasked, as
+                // istiod's `AdditionalPodSubscriptions` sends them: it will need them for the
+                // traffic of its local pods. (The key cannot be a name a client subscribes to.)
+                let node = proxy.metadata.get("NODE_NAME").filter(|n| !n.is_empty());
+                if let (ProxyType::Ztunnel, Some(node)) = (proxy.proxy_type, node) {
+                    let local = ctx.cached(TypeUrl::Address, 0, &format!("\0node/{node}"), || {
+                        ambient::index(ctx).node_local(node)
+                    });
+                    for r in local.iter() {
+                        by_name
+                            .entry(r.name.to_string())
+                            .or_insert_with(|| vec![r.clone()]);
+                    }
+                }
                 by_name
                     .into_values()
                     .filter_map(|same| {

@@ -590,6 +590,16 @@ impl AmbientIndex {
         out
     }
 
+    /// The workloads scheduled on `node` (what an on-demand ztunnel of that node is sent
+    /// without asking).
+    pub fn node_local(&self, node: &str) -> Vec<Arc<Resource>> {
+        self.workloads
+            .iter()
+            .filter(|(_, w)| w.node == node)
+            .filter_map(|(uid, _)| self.address_resources.get(uid).cloned())
+            .collect()
+    }
+
     pub fn authorizations(&self) -> Vec<Arc<Resource>> {
         self.policy_resources.values().cloned().collect()
     }

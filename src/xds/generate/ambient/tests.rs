@@ -466,3 +466,45 @@ spec: {clusterIP: 10.96.0.31, ports: [{name: http, port: 80}]}
     assert!(index.services["shop/web.shop.svc.cluster.local"].ingress_use_waypoint);
     assert!(!index.services["shop/api.shop.svc.cluster.local"].ingress_use_waypoint);
 }
+
+/// An on-demand ztunnel (explicit names) also gets the workloads of its own node, unasked, as
+/// istiod's `AdditionalPodSubscriptions`; a ztunnel of another node gets only what it asked.
+#[test]
+fn an_on_demand_ztunnel_gets_its_nodes_workloads() {
+    let store = store();
+    let snapshot = store.snapshot();
+    let mesh = MeshSettings::default();
+    let registry = Arc::new(Registry::build(&snapshot, &mesh.domain_suffix));
+    let ctx = PushContext::new(1, snapshot, registry, mesh);
+    let names_for = |node: &str| -> Vec<String> {
+        let p = crate::testing::proxy(
+            "ztunnel~10.0.0.1~ztunnel-x.istio-system~istio-system.svc.cluster.local",
+            &[("NODE_NAME", node)],
+            &[],
+        );
+        let scope = ctx.scope(&p);
+        let asked: std::collections::BTreeSet<String> =
+            ["Kubernetes//Pod/plain/db-0".to_string()].into();
+        let mut names: Vec<String> = crate::xds::generate::generate(
+            &ctx,
+            &p,
+            &scope,
+            crate::xds::types::TypeUrl::Address,
+            Some(&asked),
+        )
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names_for("node-a"),
+        [
+            "Kubernetes//Pod/amb/web-0",
+            "Kubernetes//Pod/amb/web-1",
+            "Kubernetes//Pod/plain/db-0"
+        ]
+    );
+    assert_eq!(names_for("node-b"), ["Kubernetes//Pod/plain/db-0"]);
+}
