@@ -1,7 +1,8 @@
-//! The east-west gateway of a multi-network mesh: a Gateway server in `AUTO_PASSTHROUGH` mode
-//! passes a client's mTLS through to the service its SNI names (`outbound_.<port>_._.<host>`),
-//! as istiod configures it. A real Envoy is the gateway, `openssl s_client` the client (with
-//! Istio's ALPN), `openssl s_server` the workload.
+//! A multi-network mesh, as istiod configures it: the east-west gateway (a Gateway server in
+//! `AUTO_PASSTHROUGH` mode) passes a client's mTLS through to the service its SNI names
+//! (`outbound_.<port>_._.<host>`) — a real Envoy is the gateway, `openssl s_client` the client
+//! (with Istio's ALPN), `openssl s_server` the workload — and a sidecar is sent the other
+//! network's endpoints as that network's gateway (split-horizon EDS).
 
 use crate::common::peers::{Bootstrap, Envoy, free_port, peer};
 use crate::common::{Daemon, eventually, http_get, metric, write};
@@ -154,5 +155,56 @@ spec:
         !through_gateway(gateway_port, sni, false).contains("200 ok"),
         "without Istio's ALPN nothing matches"
     );
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}
+
+/// Split-horizon EDS through a real Envoy: a sidecar of network `east` (`ISTIO_META_NETWORK`)
+/// is sent its own network's endpoint directly and the `west` endpoints as the `west` gateway
+/// from `meshNetworks`; Envoy accepts it.
+#[test]
+fn a_sidecar_reaches_other_networks_through_their_gateways() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mesh.yaml",
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: ""
+  meshNetworks: |
+    networks:
+      west: {gateways: [{address: 192.0.2.9, port: 15443}]}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.1.0.1, network: east, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.1, network: west, labels: {security.istio.io/tlsMode: istio}}
+"#,
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        &Bootstrap {
+            namespace: NS,
+            metadata: "INTERCEPTION_MODE: NONE, NETWORK: east, ",
+            ..Bootstrap::default()
+        },
+    );
+    eventually(30, "the gateway stands in for the west endpoint", || {
+        let (_, dump) = http_get(envoy.admin, "/config_dump?include_eds");
+        dump.contains("192.0.2.9") && dump.contains("10.1.0.1") && !dump.contains("10.2.0.1")
+    });
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
