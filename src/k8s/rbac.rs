@@ -239,6 +239,20 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "autoscaling",
+        "horizontalpodautoscalers",
+        &["get", "list", "watch", "create", "update", "patch"],
+        "gateway_deploy (managed Gateways' autoscalers, from their parameters)",
+    ),
+    rule(
+        Scope::Cluster,
+        "policy",
+        "poddisruptionbudgets",
+        &["get", "list", "watch", "create", "update", "patch"],
+        "gateway_deploy (managed Gateways' disruption budgets, from their parameters)",
+    ),
+    rule(
+        Scope::Cluster,
         "",
         "configmaps",
         &["get", "list", "watch", "create", "update"],

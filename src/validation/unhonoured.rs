@@ -252,12 +252,7 @@ pub const UNHONOURED: &[Unhonoured] = &[
     field(
         Kind::GatewayClass,
         "parametersRef",
-        "class parameters (a ConfigMap of deployment overlays) are not read",
-    ),
-    field(
-        Kind::KubernetesGateway,
-        "infrastructure.parametersRef",
-        "deployment parameters (a ConfigMap of overlays) are not read",
+        "not read, as istiod does not read it: a class's deployment defaults come from a ConfigMap of the system namespace labelled gateway.istio.io/defaults-for-class",
     ),
     field(
         Kind::KubernetesGateway,

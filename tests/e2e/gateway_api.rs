@@ -958,3 +958,57 @@ fn a_route_attached_to_a_service_steers_sidecars() {
     });
     drop(daemon);
 }
+
+/// A managed Gateway's deployment parameters, as istiod applies them: the class defaults (a
+/// ConfigMap of the system namespace — the test's, here — labelled for the class) under the
+/// Gateway's own
+/// `infrastructure.parametersRef`; the Deployment takes both, strategic-merged, and a
+/// PodDisruptionBudget exists because a parameter describes one. Only the fake API server
+/// (creating system-namespace ConfigMaps is not for a shared cluster).
+#[test]
+fn a_managed_gateway_is_deployed_with_its_parameters() {
+    let c = Cluster::fake("gateway-params");
+    let ns = c.ns.clone();
+    install_gateway_api(&c);
+    c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "istio-defaults", "namespace": ns,
+                     "labels": {"gateway.istio.io/defaults-for-class": "istio"}},
+        "data": {"deployment": "spec:\n  replicas: 2\n  minReadySeconds: 7\n"}}));
+    c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "gw-params", "namespace": ns},
+        "data": {"deployment": "spec:\n  replicas: 3\n",
+                 "podDisruptionBudget": "spec:\n  minAvailable: 1\n"}}));
+    c.apply(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": ns},
+        "spec": {"gatewayClassName": "istio",
+                 "infrastructure": {"parametersRef": {"group": "", "kind": "ConfigMap", "name": "gw-params"}},
+                 "listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}}));
+    let daemon = c.rudder(&[]);
+    eventually(60, "the Deployment takes both parameters", || {
+        c.get_json(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "edge-istio", "namespace": ns}}))
+            .is_some_and(|d| d["spec"]["replicas"] == 3 && d["spec"]["minReadySeconds"] == 7)
+    });
+    eventually(60, "the disruption budget the parameters describe", || {
+        c.get_json(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "edge-istio", "namespace": ns}}),
+        )
+        .is_some_and(|p| {
+            p["spec"]["minAvailable"] == 1
+                && p["spec"]["selector"]["matchLabels"]["gateway.networking.k8s.io/gateway-name"]
+                    == "edge"
+                && p["metadata"]["ownerReferences"][0]["name"] == "edge"
+        })
+    });
+    assert!(
+        c.get_json(
+            json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "edge-istio", "namespace": ns}})
+        )
+        .is_none(),
+        "no autoscaler without a parameter for one"
+    );
+    drop(daemon);
+}

@@ -505,6 +505,7 @@ fn start_leader_tasks(
             client: client.clone(),
             store: daemon.store.clone(),
             revision: args.revision.clone(),
+            system_namespace: args.system_namespace.clone(),
         };
         tasks.spawn(tracing::Instrument::instrument(
             deployer.run(leading.clone(), cancel.clone()),

@@ -71,6 +71,20 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
     ("", "v1", "services", "Service", true),
     ("", "v1", "serviceaccounts", "ServiceAccount", true),
     ("apps", "v1", "deployments", "Deployment", true),
+    (
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+    ),
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+    ),
     ("networking.k8s.io", "v1", "ingresses", "Ingress", true),
     (
         "networking.k8s.io",

@@ -7,9 +7,15 @@
 //! labels and annotations), the Service's ports from the listeners. Objects already there and not
 //! labelled `gateway.istio.io/managed` are left alone, as istiod leaves them.
 //!
+//! Deployment parameters (class defaults, `infrastructure.parametersRef`) are applied as istiod
+//! applies them ([`overlay`]); the leader reads them from the API server at each reconcile and
+//! reconciles every 30 seconds too, so an edited ConfigMap is followed.
+//!
 //! The Deployment's pods ask for the gateway injection template (`inject.istio.io/templates:
 //! gateway`), the `istio/gateway` chart's way: Rudder's injector fills in the proxy container, so
 //! managed gateways and chart-installed ones run the same pod.
+
+pub mod overlay;
 
 use crate::config::gateway_api::{CONTROLLER, Gateway};
 use crate::config::{Config, Kind, Spec};
@@ -44,6 +50,23 @@ const NOT_COPIED: &[&str] = &[
 /// The objects a managed Gateway of an Istio class should have, as JSON to apply; none for a
 /// Gateway Rudder does not deploy (another class, a waypoint, a manual deployment).
 pub fn desired(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> {
+    desired_with(snapshot, config, revision, &[]).unwrap_or_default()
+}
+
+/// [`desired`] with deployment `parameters` (ConfigMap data, class defaults first) applied; an
+/// error when a parameter cannot be applied (the Gateway is then left as it is, as istiod).
+pub fn desired_with(
+    snapshot: &Snapshot,
+    config: &Config,
+    revision: &str,
+    parameters: &[BTreeMap<String, String>],
+) -> Result<Vec<Value>, String> {
+    overlay::apply(rendered(snapshot, config, revision), parameters)
+}
+
+/// The Gateway's objects before parameters, the autoscaler and disruption budget included
+/// (they are kept only when a parameter describes them).
+fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> {
     let Spec::KubernetesGateway(gw) = &config.spec else {
         return Vec::new();
     };
@@ -139,6 +162,15 @@ pub fn desired(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Valu
                "metadata": {"name": deployment, "namespace": ns, "labels": managed_labels,
                             "annotations": annotations, "ownerReferences": owner},
                "spec": service_spec}),
+        json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+               "metadata": {"name": deployment, "namespace": ns, "labels": managed_labels,
+                            "annotations": annotations, "ownerReferences": owner},
+               "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                           "name": deployment}}}),
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": deployment, "namespace": ns, "labels": managed_labels,
+                            "annotations": annotations, "ownerReferences": owner},
+               "spec": {"selector": {"matchLabels": {GATEWAY_NAME_LABEL: name}}}}),
     ]
 }
 
@@ -172,6 +204,8 @@ fn api_resource(obj: &Value) -> Option<ApiResource> {
         "ServiceAccount" => "serviceaccounts",
         "Deployment" => "deployments",
         "Service" => "services",
+        "HorizontalPodAutoscaler" => "horizontalpodautoscalers",
+        "PodDisruptionBudget" => "poddisruptionbudgets",
         _ => return None,
     };
     Some(ApiResource::from_gvk_with_plural(
@@ -186,7 +220,13 @@ pub struct GatewayDeployer {
     pub store: Arc<Store>,
     /// This control plane's revision (`istio.io/rev` on the pods).
     pub revision: String,
+    /// Where the class defaults ConfigMaps live (istiod's system namespace).
+    pub system_namespace: String,
 }
+
+/// How often the leader reconciles without an event: parameters live in ConfigMaps it does
+/// not watch.
+const RESYNC: Duration = Duration::from_secs(30);
 
 impl GatewayDeployer {
     pub async fn run(self, mut leading: watch::Receiver<bool>, cancel: CancellationToken) {
@@ -202,6 +242,7 @@ impl GatewayDeployer {
             }
             tokio::select! {
                 _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(RESYNC) => {}
                 changed = leading.changed() => if changed.is_err() { return },
                 ev = events.recv() => {
                     let relevant = match &ev {
@@ -223,7 +264,28 @@ impl GatewayDeployer {
         applied: &mut BTreeMap<(String, String, String), Value>,
     ) {
         for e in snapshot.list(Kind::KubernetesGateway) {
-            for obj in desired(snapshot, &e.config, &self.revision) {
+            let Spec::KubernetesGateway(gw) = &e.config.spec else {
+                continue;
+            };
+            // Only managed Gateways need their parameters read.
+            if desired(snapshot, &e.config, &self.revision).is_empty() {
+                continue;
+            }
+            let parameters = match self.parameters(&e.config, gw).await {
+                Ok(p) => p,
+                Err(why) => {
+                    warn!(gateway = %e.config.key(), "not deployed: {why}");
+                    continue;
+                }
+            };
+            let objects = match desired_with(snapshot, &e.config, &self.revision, &parameters) {
+                Ok(o) => o,
+                Err(why) => {
+                    warn!(gateway = %e.config.key(), "not deployed: {why}");
+                    continue;
+                }
+            };
+            for obj in objects {
                 let key = (
                     obj["kind"].as_str().unwrap_or_default().to_string(),
                     obj["metadata"]["namespace"]
@@ -252,6 +314,56 @@ impl GatewayDeployer {
                 }
             }
         }
+    }
+
+    /// The deployment parameters of a managed Gateway, lowest precedence first: its class's
+    /// defaults (the oldest ConfigMap of the system namespace labelled for the class), then
+    /// its `infrastructure.parametersRef` ConfigMap, which must exist.
+    async fn parameters(
+        &self,
+        config: &Config,
+        gw: &Gateway,
+    ) -> Result<Vec<BTreeMap<String, String>>, String> {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let mut out = Vec::new();
+        let system: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.system_namespace);
+        let selector = format!("{}={}", overlay::DEFAULTS_FOR_CLASS, gw.gateway_class_name);
+        let mut defaults = system
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| format!("cannot list the class defaults: {e}"))?
+            .items;
+        defaults.sort_by(|a, b| {
+            (&a.metadata.creation_timestamp, &a.metadata.name)
+                .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+        });
+        out.extend(defaults.into_iter().next().and_then(|c| c.data));
+        if let Some(r) = gw
+            .infrastructure
+            .as_ref()
+            .and_then(|i| i.parameters_ref.as_ref())
+        {
+            if !(r.group.is_empty() && r.kind == "ConfigMap") {
+                return Err(format!(
+                    "unknown infrastructure parameters type {}/{}",
+                    r.group, r.kind
+                ));
+            }
+            let own: Api<ConfigMap> =
+                Api::namespaced(self.client.clone(), &config.metadata.namespace);
+            let cm = own
+                .get_opt(&r.name)
+                .await
+                .map_err(|e| format!("cannot read parametersRef {}: {e}", r.name))?
+                .ok_or_else(|| {
+                    format!(
+                        "parametersRef targeting configmap {}/{}, but configmap does not exist",
+                        config.metadata.namespace, r.name
+                    )
+                })?;
+            out.push(cm.data.unwrap_or_default());
+        }
+        Ok(out)
     }
 
     /// Server-side applies `obj` unless an object of that name exists that Rudder (or istiod)
