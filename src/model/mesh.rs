@@ -307,12 +307,25 @@ impl MeshSettings {
     /// mesh config leaves the settings as they are and returns the error to report.
     pub fn with_mesh_config(&self, snapshot: &Snapshot) -> (MeshSettings, Option<String>) {
         let mut out = self.clone();
-        match networks_from_snapshot(snapshot, &self.root_namespace, &self.domain_suffix) {
-            Ok(networks) => out.network_gateways = networks,
-            Err(e) => {
-                tracing::warn!(error = %e, "meshNetworks not read; the last good networks stay")
-            }
-        }
+        // A malformed meshNetworks is a malformed mesh config: the caller keeps the last good
+        // settings, networks included.
+        let networks_error =
+            match networks_from_snapshot(snapshot, &self.root_namespace, &self.domain_suffix) {
+                Ok(networks) => {
+                    out.network_gateways = networks;
+                    None
+                }
+                Err(e) => Some(e),
+            };
+        let (out, error) = self.apply_mesh_config(out, snapshot);
+        (out, error.or(networks_error))
+    }
+
+    fn apply_mesh_config(
+        &self,
+        mut out: MeshSettings,
+        snapshot: &Snapshot,
+    ) -> (MeshSettings, Option<String>) {
         match from_snapshot(snapshot, &self.root_namespace) {
             Ok(Some(mc)) => {
                 if let Some(td) = mc.trust_domain.filter(|t| !t.is_empty()) {
