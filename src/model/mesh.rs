@@ -584,5 +584,16 @@ status: {loadBalancer: {ingress: [{ip: 192.0.2.77}]}}
             !networks.contains_key("south"),
             "no listener on its gateway port"
         );
+        // A malformed meshNetworks is reported, so the last good settings stay in force.
+        let broken = crate::testing::store(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  meshNetworks: \"networks: [oops\"\n",
+        )
+        .snapshot();
+        assert!(
+            MeshSettings::default()
+                .with_mesh_config(&broken)
+                .1
+                .is_some()
+        );
     }
 }
