@@ -74,6 +74,13 @@ pub fn push_context_with(yaml: &str, mesh: MeshSettings) -> PushContext {
     PushContext::new(1, snapshot, registry, mesh)
 }
 
+/// The push context (version 1) of the objects of `yaml` under the mesh config they hold (the
+/// `istio` ConfigMap of the root namespace, if any), as the daemon would read it.
+pub fn push_context_with_mesh_config(yaml: &str) -> PushContext {
+    let (mesh, _) = MeshSettings::default().with_mesh_config(&store(yaml).snapshot());
+    push_context_with(yaml, mesh)
+}
+
 /// The push context (version 1) of the objects of `yaml` under the default mesh settings.
 pub fn push_context(yaml: &str) -> PushContext {
     push_context_with(yaml, MeshSettings::default())

@@ -4,52 +4,12 @@
 //! (with Istio's ALPN), `openssl s_server` the workload — and a sidecar is sent the other
 //! network's endpoints as that network's gateway (split-horizon EDS).
 
-use crate::common::peers::{Bootstrap, Envoy, free_port, peer};
+use crate::common::peers::{Bootstrap, Envoy, TlsServer, free_port, peer};
 use crate::common::{Daemon, eventually, http_get, metric, write};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
 const NS: &str = "shop";
-
-/// A TLS server answering every GET with its status page, for as long as it lives.
-struct Workload {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl Workload {
-    fn start(dir: &std::path::Path) -> Workload {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["web.shop.svc.cluster.local".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.join("server-key.pem"), key.serialize_pem()).unwrap();
-        let port = free_port();
-        let child = Command::new("openssl")
-            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string()])
-            .arg("-cert")
-            .arg(dir.join("server.pem"))
-            .arg("-key")
-            .arg(dir.join("server-key.pem"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("openssl s_server");
-        eventually(10, "s_server listening", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        Workload { port, child }
-    }
-}
-
-impl Drop for Workload {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A GET over TLS to the gateway at `port` with server name `sni` (and ALPN `istio` when
 /// `alpn`): what came back.
@@ -83,7 +43,7 @@ fn an_auto_passthrough_gateway_forwards_by_sni() {
         return;
     };
     let certs = tempfile::tempdir().unwrap();
-    let workload = Workload::start(certs.path());
+    let workload = TlsServer::start(certs.path(), "web.shop.svc.cluster.local");
     let gateway_port = free_port();
     let dir = tempfile::tempdir().unwrap();
     write(

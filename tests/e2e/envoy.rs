@@ -2,10 +2,9 @@
 
 use crate::common;
 use crate::common::peers::{
-    Backend, Bootstrap, Envoy, free_port, peer, request, request_full, tally,
+    Backend, Bootstrap, Envoy, TlsServer, free_port, peer, request, request_full, tally,
 };
 use crate::common::{Daemon, eventually, http_get, metric, write};
-use std::path::Path;
 
 const NS: &str = "shop";
 const HOST: &str = "web.shop.svc.cluster.local";
@@ -335,46 +334,6 @@ fn envoy_accepts_http1_connection_pool_settings() {
     assert!(only(&tally(port, HOST, "/", &[], 5), "v1"));
     let (_, syncz) = http_get(daemon.addr("monitoring"), "/debug/syncz");
     assert!(!syncz.contains("NACKED"), "{syncz}");
-}
-
-/// A TLS server as a backend: `openssl s_server -www` answers every GET with a status page.
-struct TlsServer {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl TlsServer {
-    fn start(dir: &Path, name: &str) -> TlsServer {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.join("server-key.pem"), key.serialize_pem()).unwrap();
-        let port = free_port();
-        let child = std::process::Command::new("openssl")
-            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string()])
-            .arg("-cert")
-            .arg(dir.join("server.pem"))
-            .arg("-key")
-            .arg(dir.join("server-key.pem"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("openssl s_server");
-        eventually(10, "s_server listening", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        TlsServer { port, child }
-    }
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// DestinationRule TLS origination verifies the server as istiod configures it: against

@@ -247,9 +247,7 @@ spec:
 
     /// (address, port, weight) of each endpoint `web` has for a sidecar of `network`.
     fn eds(network: &str) -> Vec<(String, u32, u32)> {
-        let snapshot = crate::testing::store(MESH).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(MESH, mesh);
+        let ctx = crate::testing::push_context_with_mesh_config(MESH);
         let meta: Vec<(&str, &str)> = if network.is_empty() {
             vec![]
         } else {

@@ -438,3 +438,44 @@ pub fn tally(
     }
     counts
 }
+
+/// A TLS server as a backend: `openssl s_server -www` answers every GET with a status page.
+pub struct TlsServer {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl TlsServer {
+    /// Serves a self-signed certificate for `name`, written into `dir`.
+    pub fn start(dir: &Path, name: &str) -> TlsServer {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("server-key.pem"), key.serialize_pem()).unwrap();
+        let port = free_port();
+        let child = std::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string()])
+            .arg("-cert")
+            .arg(dir.join("server.pem"))
+            .arg("-key")
+            .arg(dir.join("server-key.pem"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        super::eventually(10, "s_server listening", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        TlsServer { port, child }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -29,12 +29,7 @@ endpoints: [{address: 10.0.0.20, labels: {security.istio.io/tlsMode: istio}}]}\n
 
 const MESH_CONFIG: &str = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultProviders: {metrics: [prometheus]}\n";
 
-/// The push context of `yaml` under the mesh config it holds (if any).
-fn ctx(yaml: &str) -> PushContext {
-    let snapshot = crate::testing::store(yaml).snapshot();
-    let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-    crate::testing::push_context_with(yaml, mesh)
-}
+use crate::testing::push_context_with_mesh_config as ctx;
 
 fn sidecar(ext: IstioExtensions) -> Proxy {
     let mut p = crate::testing::proxy(

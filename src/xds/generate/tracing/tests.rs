@@ -7,14 +7,17 @@ const BASE: &str = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmeta
 
 /// (client tracing, server tracing) for a sidecar of namespace `shop` under `extra`.
 fn modes(extra: &str) -> (Option<Tracing>, Option<Tracing>) {
-    let yaml = format!("{BASE}{extra}");
-    let snapshot = crate::testing::store(&yaml).snapshot();
-    let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-    let ctx = crate::testing::push_context_with(&yaml, mesh);
-    let p = crate::testing::sidecar("shop", &[]);
+    modes_of(&format!("{BASE}{extra}"), &[])
+}
+
+/// (client tracing, server tracing) for a sidecar of namespace `shop` with node `metadata`,
+/// under the objects of `yaml` (its mesh config included); tracing must be configured.
+fn modes_of(yaml: &str, metadata: &[(&str, &str)]) -> (Option<Tracing>, Option<Tracing>) {
+    let ctx = crate::testing::push_context_with_mesh_config(yaml);
+    let p = crate::testing::sidecar("shop", metadata);
     let scope = ctx.scope(&p);
     let telemetries = super::super::access_log::applicable(&ctx, &scope);
-    let (client, server) = merged(&ctx, &telemetries).unwrap();
+    let (client, server) = merged(&ctx, &telemetries).expect("tracing configured");
     (
         tracing(&ctx, &scope, &client),
         tracing(&ctx, &scope, &server),
@@ -28,14 +31,7 @@ fn the_default_tracing_provider_applies_without_a_telemetry() {
     let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zipkin, namespace: istio-system}\nspec:\n  hosts: [zipkin.istio-system.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports: [{number: 9411, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 127.0.0.1}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultProviders: {tracing: [zipkin]}\n    extensionProviders:\n    - name: zipkin\n      zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n";
     let trace = |extra: &str| {
         let yaml = format!("{yaml}{extra}");
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(&yaml, mesh);
-        let p = crate::testing::sidecar("shop", &[]);
-        let scope = ctx.scope(&p);
-        let telemetries = super::super::access_log::applicable(&ctx, &scope);
-        let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
-        tracing(&ctx, &scope, &client)
+        modes_of(&yaml, &[]).0
     };
     let provider = |t: Option<Tracing>| t.and_then(|t| t.provider).map(|p| p.name);
     assert_eq!(
@@ -65,14 +61,9 @@ fn datadog_skywalking_and_context_propagation_are_istiods() {
         let yaml = format!(
             "{yaml}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}]{extra}}}]\n"
         );
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(&yaml, mesh);
-        let p = crate::testing::sidecar("shop", &[("ISTIO_VERSION", version)]);
-        let scope = ctx.scope(&p);
-        let telemetries = super::super::access_log::applicable(&ctx, &scope);
-        let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
-        tracing(&ctx, &scope, &client).expect("traced")
+        modes_of(&yaml, &[("ISTIO_VERSION", version)])
+            .0
+            .expect("traced")
     };
     let config = |t: &Tracing| match t.provider.as_ref().and_then(|p| p.config_type.as_ref()) {
         Some(http::ConfigType::TypedConfig(a)) => a.clone(),
@@ -128,14 +119,7 @@ fn provider_settings_are_istiods() {
         let yaml = format!(
             "{base}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{{providers: [{{name: {provider}}}]}}]\n"
         );
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(&yaml, mesh);
-        let p = crate::testing::sidecar("shop", &[("ISTIO_VERSION", version)]);
-        let scope = ctx.scope(&p);
-        let telemetries = super::super::access_log::applicable(&ctx, &scope);
-        let (client, _) = merged(&ctx, &telemetries).expect("tracing configured");
-        tracing(&ctx, &scope, &client)
+        modes_of(&yaml, &[("ISTIO_VERSION", version)]).0
     };
     let config = |t: &Tracing| match t.provider.as_ref().and_then(|p| p.config_type.as_ref()) {
         Some(http::ConfigType::TypedConfig(a)) => a.value.clone(),
@@ -229,9 +213,7 @@ fn provider_settings_are_istiods() {
 fn the_request_id_decides_sampling_unless_told_not_to() {
     let lds = |extra: &str| {
         let yaml = format!("{BASE}{extra}");
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(&yaml, mesh);
+        let ctx = crate::testing::push_context_with_mesh_config(&yaml);
         let p = crate::testing::sidecar("shop", &[]);
         let scope = ctx.scope(&p);
         super::super::generate(&ctx, &p, &scope, crate::xds::types::TypeUrl::Listener, None)
@@ -283,9 +265,7 @@ fn enable_tracing_samples_and_tags_for_the_bootstrap_tracer() {
         let yaml = format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    {mesh}\n"
         );
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        crate::testing::push_context_with(&yaml, mesh)
+        crate::testing::push_context_with_mesh_config(&yaml)
     };
     let p = crate::testing::sidecar("shop", &[]);
     let default = crate::testing::push_context("");
@@ -326,14 +306,7 @@ fn telemetry_falls_back_to_the_proxy_config() {
         let yaml = format!(
             "{svc}{mesh}---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  tracing: [{entry}]\n"
         );
-        let snapshot = crate::testing::store(&yaml).snapshot();
-        let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
-        let ctx = crate::testing::push_context_with(&yaml, mesh);
-        let p = crate::testing::sidecar("shop", &[]);
-        let scope = ctx.scope(&p);
-        let telemetries = super::super::access_log::applicable(&ctx, &scope);
-        let (client, _) = merged(&ctx, &telemetries).unwrap();
-        tracing(&ctx, &scope, &client).unwrap()
+        modes_of(&yaml, &[]).0.unwrap()
     };
     let t = trace("{providers: [{name: zipkin}]}");
     assert_eq!(t.random_sampling.map(|p| p.value), Some(30.0));
