@@ -268,7 +268,8 @@ impl GatewayDeployer {
                 continue;
             };
             // Only managed Gateways need their parameters read.
-            if desired(snapshot, &e.config, &self.revision).is_empty() {
+            let base = rendered(snapshot, &e.config, &self.revision);
+            if base.is_empty() {
                 continue;
             }
             let parameters = match self.parameters(&e.config, gw).await {
@@ -278,7 +279,7 @@ impl GatewayDeployer {
                     continue;
                 }
             };
-            let objects = match desired_with(snapshot, &e.config, &self.revision, &parameters) {
+            let objects = match overlay::apply(base, &parameters) {
                 Ok(o) => o,
                 Err(why) => {
                     warn!(gateway = %e.config.key(), "not deployed: {why}");

@@ -304,6 +304,8 @@ fn stats_configs(ctx: &PushContext, scope: &ScopeView, class: Class) -> Vec<Any>
         .collect()
 }
 
+/// JSON as a protobuf `Value`, by hand: `proto_merge::from_json` would do it through the
+/// descriptor pool, which every istio-proxy scope would then keep loaded.
 fn json(v: serde_json::Value) -> Value {
     let kind = match v {
         serde_json::Value::Null => value::Kind::NullValue(0),

@@ -340,26 +340,20 @@ impl PatchSet<'_> {
     }
 
     fn patch_route_configuration(&self, pctx: PatchContext, rc: &mut RouteConfiguration) {
-        let route_ok =
-            |p: &Patch| p.context_matches(pctx) && route_configuration_matches(pctx, rc, p);
-        let on_rc: Vec<&Patch> = self
-            .route_configuration
-            .iter()
-            .copied()
-            .filter(|p| route_ok(p))
-            .collect();
-        let hosts: Vec<&Patch> = self
-            .virtual_host
-            .iter()
-            .copied()
-            .filter(|p| route_ok(p))
-            .collect();
-        let routes: Vec<&Patch> = self
-            .http_route
-            .iter()
-            .copied()
-            .filter(|p| route_ok(p))
-            .collect();
+        fn matching<'p>(
+            patches: &[&'p Patch],
+            pctx: PatchContext,
+            rc: &RouteConfiguration,
+        ) -> Vec<&'p Patch> {
+            patches
+                .iter()
+                .copied()
+                .filter(|p| p.context_matches(pctx) && route_configuration_matches(pctx, rc, p))
+                .collect()
+        }
+        let on_rc = matching(&self.route_configuration, pctx, rc);
+        let hosts = matching(&self.virtual_host, pctx, rc);
+        let routes = matching(&self.http_route, pctx, rc);
         for p in on_rc {
             if p.operation == PatchOperation::MERGE {
                 merged(p, apply_plan(rc, &p.plan));
