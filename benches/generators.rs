@@ -175,6 +175,69 @@ fn generators(c: &mut Criterion) {
                 )
             });
         }
+        // The cost of multi-network features: an east-west gateway (an AUTO_PASSTHROUGH
+        // server: a chain and an SNI-DNAT cluster per service port) and split-horizon EDS (a
+        // sidecar's endpoints with meshNetworks naming gateways; every endpoint here is in the
+        // sidecar's network, so this is the filter's own cost).
+        let east_west_yaml = format!(
+            "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: \"\"\n  meshNetworks: |\n    networks:\n      west: {{gateways: [{{address: 192.0.2.9, port: 15443}}]}}\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: cross-network, namespace: ns0}}\nspec:\n  selector: {{istio: eastwestgateway}}\n  servers:\n  - port: {{number: 15443, name: tls, protocol: TLS}}\n    tls: {{mode: AUTO_PASSTHROUGH}}\n    hosts: [\"*.local\"]\n",
+            mesh_yaml(n)
+        );
+        let east_west = rudder::testing::store(&east_west_yaml);
+        let east_west_mesh = MeshSettings::default()
+            .with_mesh_config(&east_west.snapshot())
+            .0;
+        let gateway = rudder::testing::proxy(
+            "router~10.99.0.2~eastwest-0.ns0~ns0.svc.cluster.local",
+            &[],
+            &[("istio", "eastwestgateway")],
+        );
+        for (name, type_url) in [
+            ("lds-auto-passthrough", TypeUrl::Listener),
+            ("cds-auto-passthrough", TypeUrl::Cluster),
+        ] {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || rudder::xds::push::initial_context(&east_west, &east_west_mesh, None),
+                    |ctx| {
+                        let scope = ctx.scope(&gateway);
+                        black_box(generate::generate(&ctx, &gateway, &scope, type_url, None))
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
+        let east = rudder::testing::proxy(
+            "sidecar~10.99.0.1~client.ns0~ns0.svc.cluster.local",
+            &[("NETWORK", "east")],
+            &[],
+        );
+        for (name, store, mesh, proxy) in [
+            ("eds-split-horizon", &east_west, &east_west_mesh, &east),
+            ("eds-one-network", &store, &mesh, &proxy),
+        ] {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || rudder::xds::push::initial_context(store, mesh, None),
+                    |ctx| {
+                        let scope = ctx.scope(proxy);
+                        let names: std::collections::BTreeSet<String> =
+                            generate::generate(&ctx, proxy, &scope, TypeUrl::Cluster, None)
+                                .iter()
+                                .map(|r| r.name.to_string())
+                                .collect();
+                        black_box(generate::generate(
+                            &ctx,
+                            proxy,
+                            &scope,
+                            TypeUrl::Endpoint,
+                            Some(&names),
+                        ))
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
         for (name, store, mesh) in [
             ("lds-tracing", &traced, &traced_mesh),
             ("lds-access-log", &store, &logged),
