@@ -286,7 +286,13 @@ fn one_change(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("incremental", n), |b| {
             b.iter(|| {
                 let snapshot = store.snapshot();
-                let (new, delta) = old.update(&before, &snapshot, "cluster.local", &[]);
+                let (new, delta) = old.update(
+                    &before,
+                    &snapshot,
+                    "cluster.local",
+                    &[],
+                    &Default::default(),
+                );
                 assert_eq!(delta.eds_hosts.len(), 1);
                 let routing = routing.reuse_or_build(&before, &snapshot, &mesh);
                 let decision = rudder::xds::push::decide::decide(&kinds, false, delta, &new);
@@ -452,7 +458,13 @@ fn one_slice_change(c: &mut Criterion) {
         store.apply(vec![Change::Upsert(slice("ns0", "svc0", endpoints))]);
         group.bench_function(BenchmarkId::new("incremental", n), |b| {
             b.iter(|| {
-                let (new, delta) = old.update(&before, &store.snapshot(), "cluster.local", &[]);
+                let (new, delta) = old.update(
+                    &before,
+                    &store.snapshot(),
+                    "cluster.local",
+                    &[],
+                    &Default::default(),
+                );
                 assert_eq!(delta.eds_hosts.len(), 1);
                 black_box(new)
             })

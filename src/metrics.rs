@@ -42,6 +42,25 @@ pub struct TriggerLabels {
     pub trigger: String,
 }
 
+/// `istiod_managed_clusters{cluster_type}`: local or remote.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterTypeLabels {
+    pub cluster_type: String,
+}
+
+/// `istiod_remote_cluster_sync_status{cluster,status}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterStatusLabels {
+    pub cluster: String,
+    pub status: String,
+}
+
+/// An event of some source, e.g. a remote-cluster secret's (`add`, `update`, `delete`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceEventLabels {
+    pub event: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub kind: String,

@@ -267,16 +267,25 @@ pub async fn ecdsz(
     typed_config_dump("ecds", &s, &q, &caller)
 }
 
-/// `/debug/clusterz`: the clusters endpoints are read from (Rudder reads its own).
+/// `/debug/clusterz`: the clusters endpoints are read from, the config cluster first, in
+/// istiod's shape.
 pub async fn clusterz(State(s): State<AdminState>) -> Json<serde_json::Value> {
     let cluster = xds(&s)
         .map(|x| x.context().mesh.cluster_id.clone())
         .unwrap_or_else(|| "Kubernetes".into());
     let synced = s.ready.load(std::sync::atomic::Ordering::Acquire);
-    Json(serde_json::json!([{
-        "ID": cluster,
-        "SyncStatus": if synced { "synced" } else { "syncing" },
-    }]))
+    let mut out = vec![serde_json::json!({
+        "id": cluster,
+        "secretName": "",
+        "syncStatus": if synced { "synced" } else { "syncing" },
+    })];
+    out.extend(
+        s.remote_clusters
+            .list()
+            .into_iter()
+            .filter_map(|c| serde_json::to_value(c).ok()),
+    );
+    Json(serde_json::Value::Array(out))
 }
 
 /// `/debug/inject`: the sidecar injection settings in force (404 without an injector).

@@ -33,6 +33,8 @@ pub struct AdminState {
     pub limits: Arc<Vec<crate::metrics::Limit>>,
     /// The injection settings in force, for `/debug/inject`; set once the injector exists.
     pub inject_template: Arc<OnceLock<InjectTemplate>>,
+    /// The remote clusters the multicluster secrets name, for `/debug/clusterz`.
+    pub remote_clusters: crate::source::kube::multicluster::RemoteClusters,
 }
 
 /// Reads the sidecar injection settings in force.

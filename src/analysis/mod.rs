@@ -205,7 +205,7 @@ fn virtual_services(snapshot: &Snapshot, registry: &Registry, suffix: &str, out:
 
 fn gateway_selectors(snapshot: &Snapshot, out: &mut Findings) {
     let pods: Vec<&BTreeMap<String, String>> = snapshot
-        .list(Kind::Pod)
+        .list_local(Kind::Pod)
         .map(|e| &e.config.metadata.labels)
         .collect();
     // Without any pod in the store (files mode), nothing can be said about selectors.

@@ -12,6 +12,7 @@ fn codes(f: &Findings, kind: Kind, ns: &str, name: &str) -> Vec<(String, String)
         kind,
         namespace: ns.into(),
         name: name.into(),
+        cluster: String::new(),
     };
     f.get(&key)
         .into_iter()
@@ -85,6 +86,7 @@ fn missing_hosts_subsets_and_gateways_are_ist0101() {
         kind: Kind::VirtualService,
         namespace: "shop".into(),
         name: "broken".into(),
+        cluster: String::new(),
     }];
     assert_eq!(
         m.iter().next().unwrap().to_status(),

@@ -76,6 +76,7 @@ impl NodeAuthorizer {
             kind: Kind::Pod,
             namespace: id.namespace.clone(),
             name: pod_ref.name.clone(),
+            cluster: String::new(),
         };
         let Some(Spec::Pod(pod)) = snapshot.get(&key).map(|e| &e.config.spec) else {
             return Err(format!("pod {}/{} not found", id.namespace, pod_ref.name));
@@ -99,6 +100,9 @@ impl NodeAuthorizer {
             .ok_or_else(|| format!("pod {}/{} is not on a node", id.namespace, pod_ref.name))?;
         let on_node = snapshot
             .list_namespace(Kind::Pod, &wanted.namespace)
+            // The caller's node is a node of the config cluster: a remote cluster's pods on a
+            // node of the same name vouch for nothing.
+            .filter(|e| e.config.metadata.cluster.is_empty())
             .any(|e| match &e.config.spec {
                 Spec::Pod(p) => {
                     let s = p.spec.as_ref();

@@ -68,7 +68,7 @@ fn terminating(spec: &Spec) -> bool {
 async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics: &CaMetrics) {
     let snapshot = store.snapshot();
     for ns in snapshot
-        .list(Kind::Namespace)
+        .list_local(Kind::Namespace)
         .filter(|e| !terminating(&e.config.spec))
         .map(|e| e.config.metadata.name.clone())
     {
@@ -76,6 +76,7 @@ async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics
             kind: Kind::ConfigMap,
             namespace: ns.clone(),
             name: NAME.into(),
+            cluster: String::new(),
         };
         let existing = snapshot.get(&key);
         let current = existing.and_then(|e| match &e.config.spec {

@@ -287,6 +287,10 @@ pub struct ObjectMeta {
     pub uid: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// The Kubernetes cluster the object was read from: empty for the config cluster (and files),
+    /// else the ID a remote secret names it by. Not part of any API object's YAML.
+    #[serde(skip)]
+    pub cluster: String,
 }
 
 /// The typed spec of one config object. Variants are unboxed: every `Config` lives behind one `Arc` in
@@ -441,6 +445,7 @@ impl Config {
             kind: self.kind,
             namespace: self.metadata.namespace.clone(),
             name: self.metadata.name.clone(),
+            cluster: self.metadata.cluster.clone(),
         }
     }
 
@@ -459,11 +464,31 @@ pub struct ConfigKey {
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
+    /// Empty for the config cluster; a remote cluster's ID for what its watchers read
+    /// (`ObjectMeta::cluster`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+}
+
+impl ConfigKey {
+    /// The key of an object of the config cluster (or of files).
+    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> ConfigKey {
+        ConfigKey {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+            cluster: String::new(),
+        }
+    }
 }
 
 impl fmt::Display for ConfigKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)?;
+        if !self.cluster.is_empty() {
+            write!(f, " (cluster {})", self.cluster)?;
+        }
+        Ok(())
     }
 }
 

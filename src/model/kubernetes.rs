@@ -1,5 +1,6 @@
 //! Kubernetes Services, EndpointSlices, Pods and Nodes into the service model.
 
+use super::network::ClusterNetworks;
 use super::{Endpoint, Protocol, Service, ServicePort};
 use crate::config::mesh::selector_matches;
 use crate::config::networking::{Location, Resolution};
@@ -89,9 +90,10 @@ pub fn node_locality(node: Option<&Node>, zone: Option<&str>) -> String {
     parts[..last].join("/")
 }
 
-/// A node by name (for localities). Nodes are cluster-scoped: stored without a namespace.
-pub fn node<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a Node> {
-    match &snapshot.get_named(Kind::Node, "", name)?.config.spec {
+/// A node of `cluster` by name (for localities). Nodes are cluster-scoped: stored without a
+/// namespace.
+pub fn node<'a>(snapshot: &'a Snapshot, cluster: &str, name: &str) -> Option<&'a Node> {
+    match &snapshot.get_in(Kind::Node, cluster, "", name)?.config.spec {
         Spec::Node(n) => Some(n.as_ref()),
         _ => None,
     }
@@ -104,6 +106,7 @@ pub fn node<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a Node> {
 pub fn pod_workload(
     snapshot: &Snapshot,
     config: &crate::config::Config,
+    networks: &ClusterNetworks,
 ) -> Option<(crate::config::networking::WorkloadEntry, bool)> {
     let Spec::Pod(pod) = &config.spec else {
         return None;
@@ -124,40 +127,29 @@ pub fn pod_workload(
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let node_name = spec.and_then(|s| s.node_name.as_deref());
+    let cluster = &config.metadata.cluster;
+    let network = config
+        .metadata
+        .labels
+        .get(NETWORK_LABEL)
+        .map(String::as_str)
+        .or_else(|| networks.network(cluster, &ip))
+        .unwrap_or_default()
+        .to_string();
     let entry = crate::config::networking::WorkloadEntry {
         address: ip,
         labels: config.metadata.labels.clone(),
-        locality: node_locality(node_name.and_then(|n| node(snapshot, n)), None),
+        locality: node_locality(node_name.and_then(|n| node(snapshot, cluster, n)), None),
         service_account: spec
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_else(|| "default".into()),
-        network: config
-            .metadata
-            .labels
-            .get(NETWORK_LABEL)
-            .cloned()
-            .or_else(|| namespace_network(snapshot, &config.metadata.namespace))
-            .unwrap_or_default(),
+        network,
         ..Default::default()
     };
     Some((entry, ready))
 }
 
-/// The label that places a pod (or every pod of a namespace) in a network, as istiod reads it.
-pub const NETWORK_LABEL: &str = "topology.istio.io/network";
-
-/// The network a namespace's label places its pods in.
-fn namespace_network(snapshot: &Snapshot, namespace: &str) -> Option<String> {
-    let key = crate::config::ConfigKey {
-        kind: crate::config::Kind::Namespace,
-        namespace: String::new(),
-        name: namespace.to_string(),
-    };
-    match &snapshot.get(&key)?.config.spec {
-        Spec::Namespace(ns) => ns.metadata.labels.as_ref()?.get(NETWORK_LABEL).cloned(),
-        _ => None,
-    }
-}
+pub use super::network::NETWORK_LABEL;
 
 /// The hostname of Kubernetes Service `namespace/name`.
 pub fn service_hostname(namespace: &str, name: &str, domain_suffix: &str) -> String {
@@ -205,18 +197,20 @@ pub fn slice_pods(config: &crate::config::Config) -> Vec<(String, String)> {
 }
 
 /// Kubernetes Service `entry` as a service with its endpoints per port, from `slices` (its
-/// EndpointSlices), the pods they point at and the nodes those run on. `None` for a Service
-/// without a spec.
+/// EndpointSlices, of the same cluster), the pods they point at and the nodes those run on, all
+/// read from the Service's cluster. `None` for a Service without a spec.
 pub fn kubernetes_service(
     snapshot: &Snapshot,
     entry: &crate::config::Config,
     slices: &[&EndpointSlice],
     domain_suffix: &str,
+    networks: &ClusterNetworks,
 ) -> Option<super::Built> {
     let Spec::Service(svc) = &entry.spec else {
         return None;
     };
     let (ns, name) = (&entry.metadata.namespace, &entry.metadata.name);
+    let cluster = entry.metadata.cluster.as_str();
     let spec = svc.spec.as_ref()?;
     let hostname = service_hostname(ns, name, domain_suffix);
     let headless = spec.cluster_ip.as_deref() == Some("None");
@@ -255,7 +249,11 @@ pub fn kubernetes_service(
     let pod = |r: &k8s_openapi::api::core::v1::ObjectReference| -> Option<&Pod> {
         let namespace = r.namespace.as_deref().unwrap_or(ns);
         let name = r.name.as_deref().unwrap_or_default();
-        match &snapshot.get_named(Kind::Pod, namespace, name)?.config.spec {
+        match &snapshot
+            .get_in(Kind::Pod, cluster, namespace, name)?
+            .config
+            .spec
+        {
             Spec::Pod(p) => Some(p.as_ref()),
             _ => None,
         }
@@ -294,7 +292,7 @@ pub fn kubernetes_service(
                     .node_name
                     .as_deref()
                     .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()))
-                    .and_then(|n| node(snapshot, n));
+                    .and_then(|n| node(snapshot, cluster, n));
                 let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
                 for address in ep.addresses.iter().take(1) {
                     eps.insert(Endpoint {
@@ -309,12 +307,12 @@ pub fn kubernetes_service(
                             .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
                             .unwrap_or_default(),
                         network: pod
-                            .and_then(|p| p.metadata.labels.as_ref()?.get(NETWORK_LABEL).cloned())
-                            .or_else(|| {
-                                let ns = pod.and_then(|p| p.metadata.namespace.as_deref())?;
-                                namespace_network(snapshot, ns)
-                            })
-                            .unwrap_or_default(),
+                            .and_then(|p| p.metadata.labels.as_ref()?.get(NETWORK_LABEL))
+                            .map(String::as_str)
+                            .or_else(|| networks.network(cluster, address))
+                            .unwrap_or_default()
+                            .to_string(),
+                        cluster: cluster.to_string(),
                         healthy: ready,
                     });
                 }
@@ -362,6 +360,7 @@ impl Default for Endpoint {
             weight: 1,
             service_account: String::new(),
             network: String::new(),
+            cluster: String::new(),
             healthy: true,
         }
     }

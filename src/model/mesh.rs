@@ -1,6 +1,8 @@
 //! The effective mesh settings: Rudder's defaults with the mesh ConfigMap (`istio` in the root
 //! namespace) applied. Read by the registry, the generators and ambient alike.
 
+use super::network::networks_from_snapshot;
+pub use super::network::{ClusterNetworks, NetworkGateway};
 use crate::config::mesh::{
     ExtensionProvider, MESH_CONFIGMAP, MESH_KEY, MeshConfig, PathNormalization,
 };
@@ -18,6 +20,7 @@ pub fn from_snapshot(
         kind: Kind::ConfigMap,
         namespace: root_namespace.into(),
         name: MESH_CONFIGMAP.into(),
+        cluster: String::new(),
     };
     let Some(entry) = snapshot.get(&key) else {
         return Ok(None);
@@ -29,161 +32,6 @@ pub fn from_snapshot(
         return Ok(None);
     };
     MeshConfig::parse(text).map(Some)
-}
-
-/// A network's gateway (MeshConfig `meshNetworks`): where a proxy of another network sends
-/// traffic for that network's endpoints.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct NetworkGateway {
-    pub address: String,
-    pub port: u32,
-}
-
-/// The `meshNetworks` key of the mesh ConfigMap: each network's gateways, by address, or by
-/// `registryServiceName` (a Kubernetes Service's load-balancer or external addresses). A
-/// malformed value is reported and reads as no networks.
-pub fn networks_from_snapshot(
-    snapshot: &Snapshot,
-    root_namespace: &str,
-    domain_suffix: &str,
-) -> Result<BTreeMap<String, Vec<NetworkGateway>>, String> {
-    let key = ConfigKey {
-        kind: Kind::ConfigMap,
-        namespace: root_namespace.into(),
-        name: MESH_CONFIGMAP.into(),
-    };
-    let mut networks = labelled_gateways(snapshot);
-    let Some(Spec::ConfigMap(cm)) = snapshot.get(&key).map(|e| &e.config.spec) else {
-        return Ok(networks);
-    };
-    let Some(text) = cm.data.as_ref().and_then(|d| d.get("meshNetworks")) else {
-        return Ok(networks);
-    };
-    #[derive(serde::Deserialize)]
-    struct MeshNetworks {
-        #[serde(default)]
-        networks: BTreeMap<String, Network>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Network {
-        #[serde(default)]
-        gateways: Vec<Gateway>,
-        #[serde(default, rename = "endpoints")]
-        _endpoints: serde_json::Value,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Gateway {
-        #[serde(default)]
-        address: String,
-        #[serde(default)]
-        registry_service_name: String,
-        #[serde(default)]
-        port: u32,
-    }
-    if text.trim().is_empty() {
-        return Ok(networks);
-    }
-    let parsed: MeshNetworks =
-        serde_saphyr::from_str(text).map_err(|e| format!("meshNetworks: {e}"))?;
-    let by_name = |fqdn: &str| -> Vec<String> {
-        let Some((name, rest)) = fqdn.split_once('.') else {
-            return Vec::new();
-        };
-        let Some(ns) = rest
-            .strip_suffix(&format!(".svc.{domain_suffix}"))
-            .or_else(|| rest.strip_suffix(".svc"))
-            .or(Some(rest))
-        else {
-            return Vec::new();
-        };
-        let key = ConfigKey {
-            kind: Kind::Service,
-            namespace: ns.into(),
-            name: name.into(),
-        };
-        match snapshot.get(&key).map(|e| &e.config.spec) {
-            Some(Spec::Service(svc)) => service_addresses(svc),
-            _ => Vec::new(),
-        }
-    };
-    for (name, network) in parsed.networks {
-        let gateways = networks.entry(name).or_default();
-        for g in network.gateways {
-            let addresses = if g.address.is_empty() {
-                by_name(&g.registry_service_name)
-            } else {
-                vec![g.address]
-            };
-            for address in addresses {
-                let gw = NetworkGateway {
-                    address,
-                    port: g.port,
-                };
-                if !gateways.contains(&gw) {
-                    gateways.push(gw);
-                }
-            }
-        }
-    }
-    Ok(networks)
-}
-
-/// A Service's addresses outside the cluster: its load balancer's, then its external IPs.
-fn service_addresses(svc: &k8s_openapi::api::core::v1::Service) -> Vec<String> {
-    let lb = svc
-        .status
-        .iter()
-        .flat_map(|s| s.load_balancer.iter())
-        .flat_map(|l| l.ingress.iter().flatten())
-        .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()));
-    let external = svc
-        .spec
-        .iter()
-        .flat_map(|s| s.external_ips.iter().flatten())
-        .cloned();
-    lb.chain(external).collect()
-}
-
-/// Network gateways found as istiod finds them without `meshNetworks`: Services labelled
-/// `topology.istio.io/network`, on the port `networking.istio.io/gatewayPort` names (15443 by
-/// default) when the Service has that port, at the Service's outside addresses.
-fn labelled_gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<NetworkGateway>> {
-    let mut out: BTreeMap<String, Vec<NetworkGateway>> = BTreeMap::new();
-    for entry in snapshot.list(Kind::Service) {
-        let Spec::Service(svc) = &entry.config.spec else {
-            continue;
-        };
-        let labels = &entry.config.metadata.labels;
-        let Some(network) = labels
-            .get(crate::model::kubernetes::NETWORK_LABEL)
-            .filter(|n| !n.is_empty())
-        else {
-            continue;
-        };
-        let port = labels
-            .get("networking.istio.io/gatewayPort")
-            .and_then(|p| p.parse::<u32>().ok())
-            .unwrap_or(15443);
-        let listens = svc
-            .spec
-            .iter()
-            .flat_map(|s| s.ports.iter().flatten())
-            .any(|p| p.port as u32 == port);
-        if !listens {
-            tracing::warn!(service = %entry.config.key(), port,
-                "a Service labelled as a network gateway does not listen on its gateway port");
-            continue;
-        }
-        for address in service_addresses(svc) {
-            let gw = NetworkGateway { address, port };
-            let gateways = out.entry(network.clone()).or_default();
-            if !gateways.contains(&gw) {
-                gateways.push(gw);
-            }
-        }
-    }
-    out
 }
 
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
@@ -231,6 +79,8 @@ pub struct MeshSettings {
     pub default_skip_mx_headers: bool,
     /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
     pub network_gateways: BTreeMap<String, Vec<NetworkGateway>>,
+    /// The network of each cluster's endpoints that name none themselves.
+    pub cluster_networks: ClusterNetworks,
     /// Mesh `defaultConfig.tracing`: the tracing settings of a proxy that sends no ProxyConfig
     /// of its own (istiod's `ProxyConfigOrDefault`).
     pub default_proxy_tracing: Option<serde_json::Value>,
@@ -309,14 +159,19 @@ impl MeshSettings {
         let mut out = self.clone();
         // A malformed meshNetworks is a malformed mesh config: the caller keeps the last good
         // settings, networks included.
-        let networks_error =
-            match networks_from_snapshot(snapshot, &self.root_namespace, &self.domain_suffix) {
-                Ok(networks) => {
-                    out.network_gateways = networks;
-                    None
-                }
-                Err(e) => Some(e),
-            };
+        let networks_error = match networks_from_snapshot(
+            snapshot,
+            &self.root_namespace,
+            &self.domain_suffix,
+            &self.cluster_id,
+        ) {
+            Ok(networks) => {
+                out.network_gateways = networks.gateways;
+                out.cluster_networks = networks.clusters;
+                None
+            }
+            Err(e) => Some(e),
+        };
         let (out, error) = self.apply_mesh_config(out, snapshot);
         (out, error.or(networks_error))
     }
@@ -434,6 +289,7 @@ impl Default for MeshSettings {
             default_metrics: Vec::new(),
             default_skip_mx_headers: false,
             network_gateways: BTreeMap::new(),
+            cluster_networks: ClusterNetworks::default(),
             default_proxy_tracing: None,
             default_tracing: Vec::new(),
         }
@@ -533,67 +389,5 @@ mod tests {
                 "{field} is neither read nor warned about: {warned:?}"
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod network_tests {
-    use super::*;
-
-    /// Gateways from `meshNetworks` (by address, or a registry Service's load balancer) and from
-    /// Services labelled with their network (on the gateway port, when the Service has it).
-    #[test]
-    fn network_gateways_come_from_mesh_networks_and_labelled_services() {
-        let yaml = r#"apiVersion: v1
-kind: ConfigMap
-metadata: {name: istio, namespace: istio-system}
-data:
-  meshNetworks: |
-    networks:
-      east: {gateways: [{address: 192.0.2.1, port: 15443}]}
-      north: {gateways: [{registryServiceName: gw-north.istio-system.svc.cluster.local, port: 15443}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: gw-north, namespace: istio-system}
-spec: {ports: [{port: 15443, name: tls}]}
-status: {loadBalancer: {ingress: [{ip: 198.51.100.7}]}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: eastwest, namespace: istio-system, labels: {topology.istio.io/network: west}}
-spec: {ports: [{port: 15443, name: tls}]}
-status: {loadBalancer: {ingress: [{ip: 192.0.2.9}]}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: elsewhere, namespace: istio-system, labels: {topology.istio.io/network: south, networking.istio.io/gatewayPort: "16443"}}
-spec: {ports: [{port: 15443, name: tls}]}
-status: {loadBalancer: {ingress: [{ip: 192.0.2.77}]}}
-"#;
-        let snapshot = crate::testing::store(yaml).snapshot();
-        let networks = networks_from_snapshot(&snapshot, "istio-system", "cluster.local").unwrap();
-        let gw = |a: &str| NetworkGateway {
-            address: a.into(),
-            port: 15443,
-        };
-        assert_eq!(networks["east"], [gw("192.0.2.1")]);
-        assert_eq!(networks["north"], [gw("198.51.100.7")]);
-        assert_eq!(networks["west"], [gw("192.0.2.9")]);
-        assert!(
-            !networks.contains_key("south"),
-            "no listener on its gateway port"
-        );
-        // A malformed meshNetworks is reported, so the last good settings stay in force.
-        let broken = crate::testing::store(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  meshNetworks: \"networks: [oops\"\n",
-        )
-        .snapshot();
-        assert!(
-            MeshSettings::default()
-                .with_mesh_config(&broken)
-                .1
-                .is_some()
-        );
     }
 }

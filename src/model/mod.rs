@@ -13,6 +13,7 @@ pub mod identity;
 pub mod ingress;
 pub mod kubernetes;
 pub mod mesh;
+pub mod network;
 pub mod peer_auth;
 pub mod policy;
 mod registry;
@@ -124,6 +125,8 @@ pub struct Endpoint {
     pub weight: u32,
     pub service_account: String,
     pub network: String,
+    /// The cluster the endpoint was read from: empty for the config cluster (and files).
+    pub cluster: String,
     pub healthy: bool,
 }
 

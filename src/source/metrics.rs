@@ -1,7 +1,8 @@
 //! The config sources' metrics, registered by `cmd`.
 
 use crate::metrics::{
-    EventLabels, K8sEventLabels, KindLabels, ReasonLabels, Registry, TriggerLabels, TypeLabels,
+    ClusterStatusLabels, ClusterTypeLabels, EventLabels, K8sEventLabels, KindLabels, ReasonLabels,
+    Registry, SourceEventLabels, TriggerLabels, TypeLabels,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -69,6 +70,15 @@ pub struct KubeMetrics {
     pub k8s_events_judged: Family<KindLabels, Counter>,
     /// Installed CRDs of APIs Rudder does not serve yet (the Kubernetes Gateway API).
     pub unserved_crds: Gauge,
+    /// Clusters whose services Rudder reads, local (1) and remote (`istiod_managed_clusters`).
+    pub managed_clusters: Family<ClusterTypeLabels, Gauge>,
+    /// 1 for each remote cluster's current state (`istiod_remote_cluster_sync_status`).
+    pub remote_cluster_sync_status: Family<ClusterStatusLabels, Gauge>,
+    /// Remote-cluster secret events (`remote_cluster_secret_events_total`).
+    pub remote_cluster_secret_events: Family<SourceEventLabels, Counter>,
+    /// Remote-cluster kubeconfigs refused (malformed, or naming credentials istiod does not
+    /// allow), by cluster.
+    pub remote_cluster_errors: Family<TypeLabels, Counter>,
 }
 
 impl FileMetrics {
@@ -114,6 +124,26 @@ impl KubeMetrics {
                 "rudder_k8s_invalid_objects",
                 "Istio objects from the API server rejected by validation",
                 Family::<KindLabels, Counter>::default(),
+            ),
+            managed_clusters: registry.register(
+                "istiod_managed_clusters",
+                "Number of clusters managed by the control plane, by cluster_type (local, remote)",
+                Family::<ClusterTypeLabels, Gauge>::default(),
+            ),
+            remote_cluster_sync_status: registry.register(
+                "istiod_remote_cluster_sync_status",
+                "Synchronization state of each remote cluster: 1 for the state it is in",
+                Family::<ClusterStatusLabels, Gauge>::default(),
+            ),
+            remote_cluster_secret_events: registry.register(
+                "remote_cluster_secret_events",
+                "Remote cluster secret events, by event",
+                Family::<SourceEventLabels, Counter>::default(),
+            ),
+            remote_cluster_errors: registry.register(
+                "rudder_remote_cluster_errors",
+                "Remote cluster kubeconfigs that could not be used, by type (the cluster ID)",
+                Family::<TypeLabels, Counter>::default(),
             ),
         }
     }

@@ -63,12 +63,12 @@ pub fn conditions(
     root_namespace: &str,
 ) -> Conditions {
     let namespaces: HashMap<&str, &BTreeMap<String, String>> = snapshot
-        .list(Kind::Namespace)
+        .list_local(Kind::Namespace)
         .map(|e| (e.config.metadata.name.as_str(), &e.config.metadata.labels))
         .collect();
     let mut out = Conditions::new();
     for kind in [Kind::Service, Kind::ServiceEntry] {
-        for e in snapshot.list(kind) {
+        for e in snapshot.list_local(kind) {
             let meta = &e.config.metadata;
             let condition = if is_gateway(&meta.labels) {
                 None
@@ -244,6 +244,7 @@ fn key(kind: Kind, meta: &crate::config::ObjectMeta) -> ConfigKey {
         kind,
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
+        cluster: String::new(),
     }
 }
 

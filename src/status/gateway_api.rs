@@ -84,6 +84,7 @@ pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
                 kind: Kind::GatewayClass,
                 namespace: String::new(),
                 name: c.name.clone(),
+                cluster: String::new(),
             },
             json!({"conditions": [condition("Accepted", &c.accepted, c.generation)]}),
         );

@@ -209,6 +209,7 @@ impl StatusWriter {
                     kind,
                     namespace: obj.metadata.namespace.clone().unwrap_or_default(),
                     name: obj.metadata.name.clone().unwrap_or_default(),
+                    cluster: String::new(),
                 };
                 let generation = status["observedGeneration"]
                     .as_str()
@@ -325,6 +326,7 @@ impl StatusWriter {
                     kind,
                     namespace: obj.metadata.namespace.clone().unwrap_or_default(),
                     name: obj.metadata.name.clone().unwrap_or_default(),
+                    cluster: String::new(),
                 };
                 out.insert(key, ours);
             }

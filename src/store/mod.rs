@@ -26,7 +26,9 @@ impl PartialEq for Entry {
     }
 }
 
-type NameMap = imbl::OrdMap<(String, String), Entry>;
+/// (namespace, name, cluster): an object of the config cluster (cluster empty) sorts before the
+/// objects of the same name read from remote clusters.
+type NameMap = imbl::OrdMap<(String, String, String), Entry>;
 
 /// An immutable view of the whole store at one revision.
 #[derive(Debug, Clone, Default)]
@@ -49,19 +51,51 @@ impl Snapshot {
     }
 
     pub fn get(&self, key: &ConfigKey) -> Option<&Entry> {
-        self.get_named(key.kind, &key.namespace, &key.name)
+        self.kinds.get(&key.kind)?.get(&(
+            key.namespace.clone(),
+            key.name.clone(),
+            key.cluster.clone(),
+        ))
     }
 
-    /// The object of `kind` named `namespace/name` (namespace empty for cluster-scoped kinds).
+    /// The config cluster's object of `kind` named `namespace/name` (namespace empty for
+    /// cluster-scoped kinds).
     pub fn get_named(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Entry> {
+        self.get_in(kind, "", namespace, name)
+    }
+
+    /// The object of `kind` named `namespace/name` read from `cluster` (empty: the config cluster).
+    pub fn get_in(&self, kind: Kind, cluster: &str, namespace: &str, name: &str) -> Option<&Entry> {
         self.kinds
             .get(&kind)?
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(&(namespace.to_string(), name.to_string(), cluster.to_string()))
+    }
+
+    /// Every cluster's object of `kind` named `namespace/name`, the config cluster's first.
+    pub fn get_all_clusters<'a, 'n>(
+        &'a self,
+        kind: Kind,
+        namespace: &'n str,
+        name: &'n str,
+    ) -> impl Iterator<Item = &'a Entry> + use<'a, 'n> {
+        self.kinds
+            .get(&kind)
+            .into_iter()
+            .flat_map(move |m| m.range((namespace.to_string(), name.to_string(), String::new())..))
+            .take_while(move |((ns, n, _), _)| ns == namespace && n == name)
+            .map(|(_, e)| e)
     }
 
     /// All objects of `kind`, ordered by namespace then name.
     pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Entry> {
         self.kinds.get(&kind).into_iter().flat_map(|m| m.values())
+    }
+
+    /// The config cluster's objects of `kind` (what remote clusters' watchers read left out):
+    /// for what is written back to the config cluster or stands for it alone.
+    pub fn list_local(&self, kind: Kind) -> impl Iterator<Item = &Entry> {
+        self.list(kind)
+            .filter(|e| e.config.metadata.cluster.is_empty())
     }
 
     /// Objects of `kind` in one namespace.
@@ -73,7 +107,7 @@ impl Snapshot {
         self.kinds
             .get(&kind)
             .into_iter()
-            .flat_map(move |m| m.range((namespace.to_string(), String::new())..))
+            .flat_map(move |m| m.range((namespace.to_string(), String::new(), String::new())..))
             .map(|(_, e)| e)
             .take_while(move |e| e.config.metadata.namespace == namespace)
     }
@@ -211,7 +245,7 @@ impl Store {
                 Change::Upsert(config) => {
                     let key = config.key();
                     let names = next.kinds.entry(key.kind).or_default();
-                    let name_key = (key.namespace.clone(), key.name.clone());
+                    let name_key = (key.namespace.clone(), key.name.clone(), key.cluster.clone());
                     let old = names.get(&name_key);
                     if old.is_some_and(|e| *e.config == config) {
                         continue;
@@ -243,7 +277,11 @@ impl Store {
                     let Some(names) = next.kinds.get_mut(&key.kind) else {
                         continue;
                     };
-                    let Some(old) = names.remove(&(key.namespace.clone(), key.name.clone())) else {
+                    let Some(old) = names.remove(&(
+                        key.namespace.clone(),
+                        key.name.clone(),
+                        key.cluster.clone(),
+                    )) else {
                         continue;
                     };
                     next.revision += 1;

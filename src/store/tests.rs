@@ -158,6 +158,7 @@ async fn many_readers_one_writer_events_in_order_per_key() {
                         kind: Kind::ServiceEntry,
                         namespace: "ns".into(),
                         name,
+                        cluster: String::new(),
                     };
                     if store.delete(&key).is_none() {
                         store.upsert(se("ns", &key.name, "again.com"));
@@ -238,6 +239,7 @@ fn changes_since_finds_every_change_in_large_stores() {
                     kind: Kind::ServiceEntry,
                     namespace: ns.clone(),
                     name: name.clone(),
+                    cluster: String::new(),
                 };
                 before.get(&key).map(|e| e.version) != after.get(&key).map(|e| e.version)
             })

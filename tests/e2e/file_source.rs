@@ -23,6 +23,7 @@ fn key(name: &str) -> ConfigKey {
         kind: Kind::ServiceEntry,
         namespace: "mesh".into(),
         name: name.into(),
+        cluster: String::new(),
     }
 }
 

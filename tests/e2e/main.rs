@@ -21,6 +21,7 @@ mod grpc;
 mod helm;
 mod istioctl;
 mod kubernetes;
+mod multicluster;
 mod observability;
 mod reliability;
 mod security;

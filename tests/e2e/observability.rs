@@ -170,7 +170,7 @@ fn debug_endpoints_answer_with_their_json_shapes() {
             json(d, "/debug/ndsz?proxyID=client-1.shop"),
             serde_json::json!({})
         );
-        assert_eq!(json(d, "/debug/clusterz")[0]["ID"], "Kubernetes");
+        assert_eq!(json(d, "/debug/clusterz")[0]["id"], "Kubernetes");
         assert!(json(d, "/debug/inject")["image"].is_string());
         assert_eq!(
             json(d, "/debug/telemetryz"),

@@ -283,6 +283,20 @@ pub struct ServeArgs {
     /// (`status.addresses`), as istiod's PILOT_ENABLE_IP_AUTOALLOCATE.
     #[arg(long, env = "PILOT_ENABLE_IP_AUTOALLOCATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub ip_autoallocate: bool,
+    /// Kubernetes mode: how long the start waits for the remote clusters its remote secrets name
+    /// to sync, and after which one still syncing is reported as `timeout` (istiod's
+    /// PILOT_REMOTE_CLUSTER_TIMEOUT; it keeps retrying).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "PILOT_REMOTE_CLUSTER_TIMEOUT")]
+    pub remote_cluster_timeout: std::time::Duration,
+    /// Kubernetes mode: remote-secret kubeconfig credentials to allow although they read local
+    /// files or run programs (`exec`, `clientKey`, `clientCertificate`, `tokenFile`, or an auth
+    /// provider's name), as istiod's PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        env = "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS"
+    )]
+    pub insecure_multicluster_kubeconfig_options: Vec<String>,
     /// Most status writes per second, so analysis never floods the API server.
     #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
     pub status_writes_per_second: u32,

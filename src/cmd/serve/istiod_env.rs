@@ -20,6 +20,8 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER",
     "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER",
     "PILOT_ENABLE_IP_AUTOALLOCATE",
+    "PILOT_REMOTE_CLUSTER_TIMEOUT",
+    "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an

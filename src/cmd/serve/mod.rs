@@ -8,6 +8,7 @@ use crate::k8s::leader::LeaderElection;
 use crate::model::mesh::MeshSettings;
 use crate::source::file::FileSource;
 use crate::source::kube::controller::{KubeSource, KubeSourceConfig, Readiness};
+use crate::source::kube::multicluster::{MultiCluster, MultiClusterConfig};
 use crate::store::{Store, StoreWriter};
 use crate::webhook::WebhookState;
 use crate::webhook::cabundle::CaBundlePatcher;
@@ -103,6 +104,7 @@ struct LateHandles {
     xds: Arc<OnceLock<XdsStatus>>,
     debug_access: Arc<OnceLock<crate::admin::DebugAccess>>,
     inject_template: Arc<OnceLock<crate::admin::InjectTemplate>>,
+    remote_clusters: crate::source::kube::multicluster::RemoteClusters,
 }
 
 /// The gRPC and webhook ports, bound before the slow parts of the start so a port already taken
@@ -152,7 +154,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             info!(dir = %args.config_dir.display(), objects = daemon.store.snapshot().len(), events, "initial config loaded");
             None
         }
-        None => match start_kubernetes(&args, &daemon, writer).await? {
+        None => match start_kubernetes(&args, &daemon, writer, &late).await? {
             Some(cluster) => Some(cluster),
             // Asked to stop during the initial sync.
             None => return daemon.drain(args.drain_duration).await,
@@ -306,6 +308,7 @@ async fn start_admin(
         debug_access: late.debug_access.clone(),
         limits: Arc::new(limits(args)),
         inject_template: late.inject_template.clone(),
+        remote_clusters: late.remote_clusters.clone(),
     };
     let debug_pages = crate::admin::debug_pages(state.clone());
     // ControlZ (istiod's 9876, loopback by default): `istioctl admin log`, `istioctl dashboard
@@ -350,6 +353,7 @@ async fn start_kubernetes(
     args: &ServeArgs,
     daemon: &Daemon,
     writer: StoreWriter,
+    late: &LateHandles,
 ) -> anyhow::Result<Option<Cluster>> {
     let client = crate::k8s::client(args.kubeconfig.as_deref())
         .await
@@ -357,7 +361,7 @@ async fn start_kubernetes(
     let readiness = Arc::new(Readiness::default());
     KubeSource::new(
         client.clone(),
-        writer,
+        writer.clone(),
         daemon.metrics.kube.clone(),
         readiness.clone(),
         KubeSourceConfig {
@@ -367,6 +371,24 @@ async fn start_kubernetes(
         },
     )
     .spawn(&daemon.tasks, &daemon.cancel);
+    let remote = MultiCluster::new(
+        writer,
+        daemon.metrics.kube.clone(),
+        MultiClusterConfig {
+            system_namespace: args.system_namespace.clone(),
+            local_cluster_id: args.cluster_id.clone(),
+            insecure_options: args
+                .insecure_multicluster_kubeconfig_options
+                .iter()
+                .map(|o| o.trim().to_string())
+                .filter(|o| !o.is_empty())
+                .collect(),
+            sync_timeout: args.remote_cluster_timeout,
+        },
+        late.remote_clusters.clone(),
+        daemon.tasks.clone(),
+        daemon.cancel.clone(),
+    );
     let election = LeaderElection {
         namespace: args.system_namespace.clone(),
         name: args.lease_name.clone(),
@@ -385,6 +407,12 @@ async fn start_kubernetes(
     info!("waiting for the initial sync of every Kubernetes watcher");
     tokio::select! {
         _ = readiness.wait() => {}
+        _ = shutdown_signal() => return Ok(None),
+    }
+    // The remote secrets are in the store now: their clusters sync before the start goes on,
+    // for at most PILOT_REMOTE_CLUSTER_TIMEOUT, as istiod waits for them.
+    tokio::select! {
+        _ = remote.start() => {}
         _ = shutdown_signal() => return Ok(None),
     }
     info!(

@@ -134,7 +134,7 @@ fn route_namespaces(snapshot: &Snapshot, gateway_ns: &str, l: &Listener) -> Vec<
         Some((Some("All"), _)) | Some((Some("Selector"), None)) => vec!["*".into()],
         Some((Some("Selector"), Some(selector))) => {
             let mut out: Vec<String> = snapshot
-                .list(Kind::Namespace)
+                .list_local(Kind::Namespace)
                 .filter(|e| {
                     let mut labels = e.config.metadata.labels.clone();
                     // Kubernetes labels every namespace with its name.
@@ -438,5 +438,6 @@ pub(super) fn gateway_key(namespace: &str, name: &str) -> ConfigKey {
         kind: Kind::KubernetesGateway,
         namespace: namespace.to_string(),
         name: name.to_string(),
+        cluster: String::new(),
     }
 }

@@ -67,6 +67,7 @@ fn parent<'a>(t: &'a Translation, kind: Kind, ns: &str, name: &str) -> &'a Route
         kind,
         namespace: ns.into(),
         name: name.into(),
+        cluster: String::new(),
     }]
 }
 

@@ -10,6 +10,7 @@
 //! persistent too, so the registry of the previous push is kept at no cost while the next is built.
 
 use super::kubernetes;
+use super::network::ClusterNetworks;
 use super::{Built, Endpoint, Protocol, Service, ServicePort, resolve_host};
 use crate::config::networking::{ServiceEntry, WorkloadEntry};
 use crate::config::{Config, Kind, Spec};
@@ -45,14 +46,17 @@ pub struct Registry {
 struct Index {
     domain_suffix: String,
     selectors: Vec<LabelSelector>,
+    networks: ClusterNetworks,
     /// hostname → the ServiceEntries listing it, by (namespace, name), with how many times each
     /// lists it. The first wins unless a Kubernetes Service has the name.
     claims: imbl::OrdMap<String, imbl::OrdMap<Key, usize>>,
-    /// Kubernetes Service (namespace, name) → the names of its EndpointSlices.
-    slices: imbl::OrdMap<Key, imbl::OrdSet<String>>,
-    /// (pod namespace, pod name, slice namespace, slice name) for every pod an EndpointSlice
-    /// points at: a pod's labels, service account and node are its endpoints'.
-    pod_refs: imbl::OrdSet<(String, String, String, String)>,
+    /// Kubernetes Service (namespace, name) → the (cluster, name) of its EndpointSlices in every
+    /// cluster.
+    slices: imbl::OrdMap<Key, imbl::OrdSet<(String, String)>>,
+    /// (pod namespace, pod name, cluster, slice namespace, slice name) for every pod an
+    /// EndpointSlice points at (pod and slice of one cluster): a pod's labels, service account
+    /// and node are its endpoints'.
+    pod_refs: imbl::OrdSet<(String, String, String, String, String)>,
 }
 
 /// What an update changed.
@@ -68,19 +72,22 @@ impl Registry {
     /// Kubernetes services first, then ServiceEntries (a ServiceEntry cannot take over a Kubernetes
     /// service's hostname).
     pub fn build(snapshot: &Snapshot, domain_suffix: &str) -> Registry {
-        Registry::build_with(snapshot, domain_suffix, &[])
+        Registry::build_with(snapshot, domain_suffix, &[], &ClusterNetworks::default())
     }
 
-    /// `selectors` are MeshConfig discoverySelectors.
+    /// `selectors` are MeshConfig discoverySelectors; `networks` place the endpoints whose
+    /// workloads name no network.
     pub fn build_with(
         snapshot: &Snapshot,
         domain_suffix: &str,
         selectors: &[LabelSelector],
+        networks: &ClusterNetworks,
     ) -> Registry {
         let mut reg = Registry {
             index: Index {
                 domain_suffix: domain_suffix.to_string(),
                 selectors: selectors.to_vec(),
+                networks: networks.clone(),
                 ..Index::default()
             },
             ..Registry::default()
@@ -116,23 +123,25 @@ impl Registry {
 
     /// The registry for `new`, from this one built for `old`: only hostnames fed by objects that
     /// differ between the two snapshots are recomputed. Changes of discovery selectors, the domain
-    /// suffix, namespaces (when selectors are set) or nodes rebuild it whole, and so does an `old`
-    /// older than the store's change log reaches.
+    /// suffix, the networks, namespaces (when selectors are set) or nodes rebuild it whole, and so
+    /// does an `old` older than the store's change log reaches.
     pub fn update(
         &self,
         old: &Snapshot,
         new: &Snapshot,
         domain_suffix: &str,
         selectors: &[LabelSelector],
+        networks: &ClusterNetworks,
     ) -> (Registry, RegistryDelta) {
         let changes = new.changes_since(old).filter(|c| {
             self.index.domain_suffix == domain_suffix
                 && self.index.selectors == selectors
+                && self.index.networks == *networks
                 && !c.contains_key(&Kind::Node)
                 && (selectors.is_empty() || !c.contains_key(&Kind::Namespace))
         });
         let Some(mut changes) = changes else {
-            let next = Registry::build_with(new, domain_suffix, selectors);
+            let next = Registry::build_with(new, domain_suffix, selectors, networks);
             let delta = self.delta(&next);
             return (next, delta);
         };
@@ -141,6 +150,12 @@ impl Registry {
         let mut hosts: BTreeSet<String> = BTreeSet::new();
         let get = |s: &'_ Snapshot, kind: Kind, (ns, name): &Key| {
             s.get_named(kind, ns, name).map(|e| e.config.clone())
+        };
+        // Kubernetes objects of one name in every cluster.
+        let get_all = |s: &'_ Snapshot, kind: Kind, (ns, name): &Key| -> Vec<Arc<Config>> {
+            s.get_all_clusters(kind, ns, name)
+                .map(|e| e.config.clone())
+                .collect()
         };
         for key in take(Kind::ServiceEntry) {
             for (snapshot, weight) in [(old, -1), (new, 1)] {
@@ -151,11 +166,11 @@ impl Registry {
             }
         }
         for key in take(Kind::EndpointSlice) {
-            if let Some(config) = get(old, Kind::EndpointSlice, &key) {
+            for config in get_all(old, Kind::EndpointSlice, &key) {
                 next.index.remove_slice(&config);
                 hosts.extend(slice_host(&config, domain_suffix));
             }
-            if let Some(config) = get(new, Kind::EndpointSlice, &key) {
+            for config in get_all(new, Kind::EndpointSlice, &key) {
                 next.index.add_slice(&config);
                 hosts.extend(slice_host(&config, domain_suffix));
             }
@@ -167,7 +182,7 @@ impl Registry {
             for key in take(kind) {
                 let labels: Vec<BTreeMap<String, String>> = [old, new]
                     .into_iter()
-                    .filter_map(|s| get(s, kind, &key))
+                    .flat_map(|s| get_all(s, kind, &key))
                     .map(|c| workload_labels(&c))
                     .collect();
                 hosts.extend(selecting_hosts(
@@ -178,10 +193,12 @@ impl Registry {
                     kind == Kind::WorkloadEntry,
                 ));
                 if kind == Kind::Pod {
-                    hosts.extend(next.index.slices_of_pod(&key).filter_map(|slice| {
-                        get(new, Kind::EndpointSlice, &slice)
-                            .and_then(|c| slice_host(&c, domain_suffix))
-                    }));
+                    hosts.extend(next.index.slices_of_pod(&key).filter_map(
+                        |(cluster, ns, name)| {
+                            let e = new.get_in(Kind::EndpointSlice, &cluster, &ns, &name)?;
+                            slice_host(&e.config, domain_suffix)
+                        },
+                    ));
                 }
             }
         }
@@ -383,12 +400,18 @@ impl Index {
             return;
         };
         let key = (ns.clone(), service.to_string());
+        let cluster = &config.metadata.cluster;
         let mut names = self.slices.get(&key).cloned().unwrap_or_default();
-        names.insert(config.metadata.name.clone());
+        names.insert((cluster.clone(), config.metadata.name.clone()));
         self.slices.insert(key, names);
         for (pod_ns, pod) in kubernetes::slice_pods(config) {
-            self.pod_refs
-                .insert((pod_ns, pod, ns.clone(), config.metadata.name.clone()));
+            self.pod_refs.insert((
+                pod_ns,
+                pod,
+                cluster.clone(),
+                ns.clone(),
+                config.metadata.name.clone(),
+            ));
         }
     }
 
@@ -397,7 +420,10 @@ impl Index {
         if let Some(service) = kubernetes::slice_service(config) {
             let key = (ns.clone(), service.to_string());
             if let Some(mut names) = self.slices.get(&key).cloned() {
-                names.remove(&config.metadata.name);
+                names.remove(&(
+                    config.metadata.cluster.clone(),
+                    config.metadata.name.clone(),
+                ));
                 if names.is_empty() {
                     self.slices.remove(&key);
                 } else {
@@ -406,18 +432,35 @@ impl Index {
             }
         }
         for (pod_ns, pod) in kubernetes::slice_pods(config) {
-            self.pod_refs
-                .remove(&(pod_ns, pod, ns.clone(), config.metadata.name.clone()));
+            self.pod_refs.remove(&(
+                pod_ns,
+                pod,
+                config.metadata.cluster.clone(),
+                ns.clone(),
+                config.metadata.name.clone(),
+            ));
         }
     }
 
-    /// The EndpointSlices, as (namespace, name), that point at a pod.
-    fn slices_of_pod<'a>(&'a self, (ns, name): &'a Key) -> impl Iterator<Item = Key> + 'a {
-        let from = (ns.clone(), name.clone(), String::new(), String::new());
+    /// The EndpointSlices, as (cluster, namespace, name), that point at a pod of that name in
+    /// their cluster.
+    fn slices_of_pod<'a>(
+        &'a self,
+        (ns, name): &'a Key,
+    ) -> impl Iterator<Item = (String, String, String)> + 'a {
+        let from = (
+            ns.clone(),
+            name.clone(),
+            String::new(),
+            String::new(),
+            String::new(),
+        );
         self.pod_refs
             .range(from..)
-            .take_while(move |(n, p, _, _)| n == ns && p == name)
-            .map(|(_, _, slice_ns, slice)| (slice_ns.clone(), slice.clone()))
+            .take_while(move |(n, p, _, _, _)| n == ns && p == name)
+            .map(|(_, _, cluster, slice_ns, slice)| {
+                (cluster.clone(), slice_ns.clone(), slice.clone())
+            })
     }
 }
 
@@ -520,37 +563,73 @@ impl<'a> HostBuilder<'a> {
         })
     }
 
+    /// A Kubernetes Service's hostname, merged across the clusters that have it (istiod's
+    /// aggregate registry): the service as the first cluster has it (the config cluster first),
+    /// the endpoints of every cluster's Service from that cluster's EndpointSlices and pods.
     fn kubernetes(&self, host: &str) -> Option<Built> {
         let (ns, name) = kubernetes::service_of_hostname(host, &self.index.domain_suffix)?;
         if self.admitted.as_ref().is_some_and(|set| !set.contains(&ns)) {
             return None;
         }
-        let entry = self.snapshot.get_named(Kind::Service, &ns, &name)?;
-        let slice_names = self.index.slices.get(&(ns.clone(), name));
-        let slices: Vec<&k8s_openapi::api::discovery::v1::EndpointSlice> = slice_names
-            .into_iter()
-            .flatten()
-            .filter_map(|slice| {
-                match &self
-                    .snapshot
-                    .get_named(Kind::EndpointSlice, &ns, slice)?
-                    .config
-                    .spec
-                {
-                    Spec::EndpointSlice(s) => Some(s.as_ref()),
-                    _ => None,
+        let slice_names = self.index.slices.get(&(ns.clone(), name.clone()));
+        let mut merged: Option<Built> = None;
+        let mut first_entry: Option<Arc<Config>> = None;
+        for entry in self.snapshot.get_all_clusters(Kind::Service, &ns, &name) {
+            let cluster = &entry.config.metadata.cluster;
+            let slices: Vec<&k8s_openapi::api::discovery::v1::EndpointSlice> = slice_names
+                .into_iter()
+                .flatten()
+                .filter(|(c, _)| c == cluster)
+                .filter_map(|(c, slice)| {
+                    match &self
+                        .snapshot
+                        .get_in(Kind::EndpointSlice, c, &ns, slice)?
+                        .config
+                        .spec
+                    {
+                        Spec::EndpointSlice(s) => Some(s.as_ref()),
+                        _ => None,
+                    }
+                })
+                .collect();
+            let Some((service, endpoints)) = kubernetes::kubernetes_service(
+                self.snapshot,
+                &entry.config,
+                &slices,
+                &self.index.domain_suffix,
+                &self.index.networks,
+            ) else {
+                continue;
+            };
+            match &mut merged {
+                None => {
+                    first_entry = Some(entry.config.clone());
+                    merged = Some((service, endpoints));
                 }
-            })
-            .collect();
-        let (service, mut endpoints) = kubernetes::kubernetes_service(
-            self.snapshot,
-            &entry.config,
-            &slices,
-            &self.index.domain_suffix,
-        )?;
+                Some((first, all)) => {
+                    // Another cluster's endpoints count on the ports the first one declares.
+                    for (port, eps) in endpoints {
+                        if let Some((_, into)) = all.iter_mut().find(|(p, _)| *p == port) {
+                            into.extend(eps);
+                        }
+                    }
+                    for address in service.addresses {
+                        if !first.addresses.contains(&address) {
+                            first.addresses.push(address);
+                        }
+                    }
+                }
+            }
+        }
+        let (service, mut endpoints) = merged?;
+        let entry = first_entry?;
+        for (_, eps) in &mut endpoints {
+            eps.sort();
+            eps.dedup();
+        }
         // As istiod, a Service's selector also selects the WorkloadEntries of its namespace (VMs
         // behind a Kubernetes Service); pods come through the EndpointSlices.
-        let selector = kubernetes::service_selector(&entry.config);
+        let selector = kubernetes::service_selector(&entry);
         if !selector.is_empty() {
             let entries: Vec<&WorkloadEntry> = self
                 .snapshot
@@ -607,7 +686,7 @@ impl<'a> HostBuilder<'a> {
             });
         let pods = snapshot
             .list_namespace(Kind::Pod, ns)
-            .filter_map(|e| kubernetes::pod_workload(snapshot, &e.config));
+            .filter_map(|e| kubernetes::pod_workload(snapshot, &e.config, &self.index.networks));
         let found: Arc<Vec<_>> = Arc::new(entries.chain(pods).collect());
         self.workloads.insert(ns.to_string(), found.clone());
         found
@@ -673,6 +752,7 @@ fn endpoint_from(we: &WorkloadEntry, port: &ServicePort, address: &str) -> Endpo
         weight: if we.weight == 0 { 1 } else { we.weight },
         service_account: we.service_account.clone(),
         network: we.network.clone(),
+        cluster: String::new(),
         healthy: true,
     }
 }

@@ -52,14 +52,23 @@ fn variant(slot: usize, dice: &mut Dice) -> Result<Config, crate::config::Config
         10 => (Kind::Node, "", node),
         _ => (Kind::Namespace, "", "shop"),
     };
+    // Kubernetes objects come from the config cluster or a remote one, where the same names
+    // mean other objects (istiod's per-cluster registries, merged by hostname).
+    let cluster = match kind {
+        Kind::Pod | Kind::Service | Kind::EndpointSlice | Kind::Node | Kind::Namespace => {
+            ["", "west"][dice.roll(2)]
+        }
+        _ => "",
+    };
     if dice.roll(5) == 0 {
         return Err(crate::config::ConfigKey {
             kind,
             namespace: ns.into(),
             name: name.into(),
+            cluster: cluster.into(),
         });
     }
-    Ok(match kind {
+    let mut config = match kind {
         Kind::ServiceEntry => {
             let workloads = if dice.roll(2) == 0 {
                 format!("workloadSelector: {{labels: {{app: {app}}}}}")
@@ -108,7 +117,9 @@ fn variant(slot: usize, dice: &mut Dice) -> Result<Config, crate::config::Config
         _ => kube::<k8s_openapi::api::core::v1::Namespace>(json!({
             "metadata": {"name": name, "labels": {"mesh": pick}},
         })),
-    })
+    };
+    config.metadata.cluster = cluster.into();
+    Ok(config)
 }
 
 fn assert_same(incremental: &Registry, whole: &Registry, step: usize) {
@@ -152,7 +163,14 @@ fn updates_agree_with_whole_rebuilds() {
         let mut dice = Dice(7);
         let store = StoreWriter::default();
         let mut snapshot = store.snapshot();
-        let mut registry = Registry::build_with(&snapshot, SUFFIX, &selectors);
+        // The remote cluster's endpoints are in a network of their own.
+        let networks = ClusterNetworks {
+            from_registry: BTreeMap::from([("west".to_string(), "west-net".to_string())]),
+            local_cluster: "east".into(),
+            ..ClusterNetworks::default()
+        };
+        let mut registry = Registry::build_with(&snapshot, SUFFIX, &selectors, &networks);
+        let mut clusters_seen: BTreeSet<String> = BTreeSet::new();
         for step in 0..3000 {
             let changes: Vec<Change> = (0..1 + dice.roll(3))
                 .map(|_| {
@@ -173,14 +191,26 @@ fn updates_agree_with_whole_rebuilds() {
             }
             store.apply(changes);
             let next = store.snapshot();
-            let (updated, delta) = registry.update(&snapshot, &next, SUFFIX, &selectors);
-            let whole = Registry::build_with(&next, SUFFIX, &selectors);
+            let (updated, delta) = registry.update(&snapshot, &next, SUFFIX, &selectors, &networks);
+            let whole = Registry::build_with(&next, SUFFIX, &selectors, &networks);
             assert_same(&updated, &whole, step);
+            clusters_seen.extend(
+                whole
+                    .endpoints
+                    .values()
+                    .flat_map(|eps| eps.iter())
+                    .map(|e| e.cluster.clone()),
+            );
             assert_eq!(delta, registry.delta(&whole), "step {step}");
             registry = updated;
             snapshot = next;
         }
         assert!(!registry.services.is_empty());
+        assert_eq!(
+            clusters_seen,
+            BTreeSet::from([String::new(), "west".to_string()]),
+            "both clusters' endpoints seen"
+        );
     }
 }
 
@@ -196,7 +226,8 @@ fn unrelated_changes_leave_the_registry_alone() {
     store.apply(vec![Change::Upsert(istio(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: shop}\nspec: {hosts: [a.example.com], http: [{route: [{destination: {host: a.example.com}}]}]}\n",
     ))]);
-    let (updated, delta) = registry.update(&before, &store.snapshot(), SUFFIX, &[]);
+    let (updated, delta) =
+        registry.update(&before, &store.snapshot(), SUFFIX, &[], &Default::default());
     assert_eq!(delta, RegistryDelta::default());
     assert!(updated.services.ptr_eq(&registry.services));
     assert!(updated.endpoints.ptr_eq(&registry.endpoints));

@@ -78,30 +78,30 @@ impl Readiness {
 
 /// Shared by every watcher task.
 #[derive(Clone)]
-struct Ctx {
-    store: StoreWriter,
-    metrics: Arc<KubeMetrics>,
-    readiness: Arc<Readiness>,
+pub(super) struct Ctx {
+    pub(super) store: StoreWriter,
+    pub(super) metrics: Arc<KubeMetrics>,
+    pub(super) readiness: Arc<Readiness>,
 }
 
 /// Turns a watched object into a store object, or says why it cannot be one.
-type Convert<K> = Arc<dyn Fn(K) -> Result<Config, (ConfigKey, String)> + Send + Sync>;
+pub(super) type Convert<K> = Arc<dyn Fn(K) -> Result<Config, (ConfigKey, String)> + Send + Sync>;
 
-fn typed<K: IntoConfig>() -> Convert<K> {
+pub(super) fn typed<K: IntoConfig>() -> Convert<K> {
     Arc::new(|k: K| Ok(k.into_config()))
 }
 
 /// What one watcher feeds: its kind, its readiness part, how objects convert, and which store keys
 /// it is authoritative for (what a relist may delete).
-struct WatchSpec<K> {
-    kind: Kind,
-    part: String,
-    convert: Convert<K>,
-    owns: Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
+pub(super) struct WatchSpec<K> {
+    pub(super) kind: Kind,
+    pub(super) part: String,
+    pub(super) convert: Convert<K>,
+    pub(super) owns: Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
 }
 
 /// Runs one watcher until cancelled.
-async fn run_watch<K>(
+pub(super) async fn run_watch<K>(
     ctx: Ctx,
     api: Api<K>,
     config: watcher::Config,
@@ -259,8 +259,10 @@ pub struct KubeSource {
     config: KubeSourceConfig,
 }
 
-fn any_key(_: &ConfigKey) -> bool {
-    true
+/// What the config cluster's watchers own: every key of their kind but those remote clusters'
+/// watchers wrote (`source::kube::multicluster`).
+fn any_key(key: &ConfigKey) -> bool {
+    key.cluster.is_empty()
 }
 
 impl KubeSource {
@@ -631,6 +633,7 @@ async fn supervise_istio_kind(
                         kind,
                         namespace: obj.metadata.namespace.clone().unwrap_or_default(),
                         name: obj.metadata.name.clone().unwrap_or_default(),
+                        cluster: String::new(),
                     };
                     let mut value =
                         serde_json::to_value(&obj).map_err(|e| (key.clone(), e.to_string()))?;

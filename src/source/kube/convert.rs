@@ -14,6 +14,7 @@ pub fn meta(m: &K8sMeta) -> ObjectMeta {
         generation: m.generation,
         uid: m.uid.clone().unwrap_or_default(),
         creation_timestamp: m.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        cluster: String::new(),
     }
 }
 

@@ -2,3 +2,4 @@
 
 pub mod controller;
 pub mod convert;
+pub mod multicluster;

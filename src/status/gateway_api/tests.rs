@@ -16,6 +16,7 @@ fn status_of(yaml: &str, key: (Kind, &str, &str)) -> Value {
             kind: key.0,
             namespace: key.1.into(),
             name: key.2.into(),
+            cluster: String::new(),
         })
         .expect("a status")
 }

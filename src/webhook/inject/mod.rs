@@ -148,6 +148,7 @@ impl Injector {
             kind: Kind::ConfigMap,
             namespace: self.settings.system_namespace.clone(),
             name: injector_configmap(&self.settings.revision),
+            cluster: String::new(),
         };
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         let Some(entry) = snapshot.get(&key) else {
@@ -208,6 +209,7 @@ impl Injector {
             kind: Kind::Namespace,
             namespace: String::new(),
             name: namespace.into(),
+            cluster: String::new(),
         };
         self.store
             .snapshot()

@@ -113,6 +113,7 @@ fn delegate_for(
         kind: Kind::VirtualService,
         namespace: namespace.to_string(),
         name: name.to_string(),
+        cluster: String::new(),
     };
     match &snapshot.get(&key)?.config.spec {
         Spec::VirtualService(d)

@@ -138,6 +138,7 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, St
             kind: Kind::Secret,
             namespace: namespace.to_string(),
             name: secret.to_string(),
+            cluster: String::new(),
         })?;
         match &entry.config.spec {
             Spec::Secret(s) => Some(

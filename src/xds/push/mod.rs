@@ -123,7 +123,12 @@ fn mesh_settings(
 /// The mesh settings and registry for a snapshot: MeshConfig applied, discoverySelectors honoured.
 fn build(snapshot: &crate::store::Snapshot, base: &MeshSettings) -> (MeshSettings, Registry) {
     let mesh = mesh_settings(snapshot, base, None, None);
-    let registry = Registry::build_with(snapshot, &mesh.domain_suffix, &mesh.discovery_selectors);
+    let registry = Registry::build_with(
+        snapshot,
+        &mesh.domain_suffix,
+        &mesh.discovery_selectors,
+        &mesh.cluster_networks,
+    );
     (mesh, registry)
 }
 
@@ -282,6 +287,7 @@ pub async fn run(
                 &snapshot,
                 &next_mesh.domain_suffix,
                 &next_mesh.discovery_selectors,
+                &next_mesh.cluster_networks,
             );
             let next = Arc::new(next);
             // Hostnames this change removed: proxies still subscribed to their clusters until

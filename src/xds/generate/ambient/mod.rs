@@ -101,7 +101,7 @@ impl AmbientIndex {
     pub fn build(snapshot: &Snapshot, registry: &Registry, mesh: &MeshSettings) -> AmbientIndex {
         let mut index = AmbientIndex::default();
         let namespaces: HashMap<&str, &BTreeMap<String, String>> = snapshot
-            .list(Kind::Namespace)
+            .list_local(Kind::Namespace)
             .map(|e| (e.config.metadata.name.as_str(), &e.config.metadata.labels))
             .collect();
         let ns_info = |ns: &str| NamespaceInfo {
@@ -161,14 +161,14 @@ impl AmbientIndex {
         };
 
         let nodes: HashMap<&str, &k8s_openapi::api::core::v1::Node> = snapshot
-            .list(Kind::Node)
+            .list_local(Kind::Node)
             .filter_map(|e| match &e.config.spec {
                 Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
                 _ => None,
             })
             .collect();
 
-        for entry in snapshot.list(Kind::Pod) {
+        for entry in snapshot.list_local(Kind::Pod) {
             let Spec::Pod(pod) = &entry.config.spec else {
                 continue;
             };
@@ -395,6 +395,7 @@ impl AmbientIndex {
                     kind,
                     namespace: svc.namespace.clone(),
                     name: name.to_string(),
+                    cluster: String::new(),
                 })
                 .map(|e| e.config.metadata.labels.clone())
                 .unwrap_or_default();

@@ -289,6 +289,7 @@ fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() 
             kind: Kind::Service,
             namespace: ns.into(),
             name: name.into(),
+            cluster: String::new(),
         };
         all[&key][crate::status::ambient::WAYPOINT_BOUND]
             .as_ref()
@@ -356,6 +357,7 @@ spec: {}
             kind: Kind::AuthorizationPolicy,
             namespace: "shop".into(),
             name: name.into(),
+            cluster: String::new(),
         };
         all[&key][condition]
             .as_ref()

@@ -1,0 +1,281 @@
+//! Multi-cluster: a primary reading remote clusters through remote secrets, as istiod does. Two
+//! in-process fake API servers always; a real primary and remotes too when `KUBECONFIG` and
+//! `REMOTE_KUBECONFIGS` (comma-separated kubeconfig paths) are set. The scenarios that need the
+//! fake's hooks (pods with labels, a remote going away) say so and run on the fakes only.
+
+use crate::common::ads::{CDS, EDS, Sotw, claims, cluster_names};
+use crate::common::cluster::Cluster;
+use crate::common::{Daemon, eventually, http_get};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// The primary and its remotes: the fakes, and the real clusters when both variables are set.
+/// Every cluster of a set uses the same test namespace, so a Service has one hostname in all.
+fn cluster_sets(name: &str) -> Vec<(Cluster, Vec<Cluster>)> {
+    let mut out = vec![(Cluster::fake(name), vec![Cluster::fake(name)])];
+    let primary = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
+    let remotes = std::env::var("REMOTE_KUBECONFIGS").unwrap_or_default();
+    if let Some(primary) = primary
+        && !remotes.trim().is_empty()
+    {
+        let remotes = remotes
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| Cluster::real(PathBuf::from(p.trim()), name))
+            .collect();
+        out.push((Cluster::real(PathBuf::from(primary), name), remotes));
+    }
+    out
+}
+
+fn service(ns: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+           "spec": {"ports": [{"name": "http-web", "port": 80, "targetPort": 8080}], "clusterIP": "10.96.0.10"}})
+}
+
+/// An EndpointSlice of `svc`; with `pods`, each endpoint points at pod `<svc>-<i>`.
+fn slice(ns: &str, svc: &str, ips: &[&str], pods: bool) -> Value {
+    let endpoints: Vec<Value> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| {
+            let mut e = json!({"addresses": [ip], "conditions": {"ready": true}});
+            if pods {
+                e["targetRef"] =
+                    json!({"kind": "Pod", "name": format!("{svc}-{i}"), "namespace": ns});
+            }
+            e
+        })
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": format!("{svc}-slice"), "namespace": ns,
+                        "labels": {"kubernetes.io/service-name": svc, "endpointslice.kubernetes.io/managed-by": "rudder-tests"}},
+           "addressType": "IPv4", "ports": [{"name": "http-web", "port": 8080, "protocol": "TCP"}], "endpoints": endpoints})
+}
+
+/// The remote secret `istioctl create-remote-secret` writes: one kubeconfig per cluster ID.
+fn remote_secret(ns: &str, name: &str, kubeconfigs: &[(&str, String)]) -> Value {
+    use base64::Engine;
+    let data: serde_json::Map<String, Value> = kubeconfigs
+        .iter()
+        .map(|(id, text)| {
+            (
+                id.to_string(),
+                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            )
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+           "metadata": {"name": name, "namespace": ns, "labels": {"istio/multiCluster": "true"},
+                        "annotations": {"networking.istio.io/cluster": kubeconfigs[0].0}},
+           "data": data})
+}
+
+fn outbound(ns: &str, svc: &str) -> String {
+    format!("outbound|80||{svc}.{ns}.svc.cluster.local")
+}
+
+/// What a sidecar of `ns` is sent for `cluster` now: `None` when CDS does not have it, else the
+/// endpoint addresses of its EDS.
+fn endpoints_of(c: &Cluster, d: &Daemon, cluster: &str) -> Option<Vec<String>> {
+    let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
+    c.rt.block_on(async {
+        let mut s = Sotw::open(d.addr("grpc-xds"), &id).await.ok()?;
+        let cds = s.recv().await;
+        assert_eq!(cds.type_url, CDS);
+        if !cluster_names(&cds).iter().any(|n| n == cluster) {
+            return None;
+        }
+        s.ack(&cds, &[]).await;
+        s.send(EDS, &[cluster], "", "", None).await;
+        // A push of another type may come first.
+        let mut eds = s.recv().await;
+        while eds.type_url != EDS {
+            s.ack(&eds, &[]).await;
+            eds = s.recv().await;
+        }
+        let mut out: Vec<String> = claims(&eds)
+            .iter()
+            .flat_map(|cla| cla.endpoints.iter())
+            .flat_map(|l| l.lb_endpoints.iter())
+            .filter_map(socket_ip)
+            .collect();
+        out.sort();
+        Some(out)
+    })
+}
+
+/// The IP of an endpoint's socket address.
+fn socket_ip(e: &envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint) -> Option<String> {
+    use envoy_types::pb::envoy::config::core::v3::address::Address;
+    use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
+    let Some(HostIdentifier::Endpoint(endpoint)) = &e.host_identifier else {
+        return None;
+    };
+    match endpoint.address.as_ref()?.address.as_ref()? {
+        Address::SocketAddress(socket) => Some(socket.address.clone()),
+        _ => None,
+    }
+}
+
+fn clusterz(d: &Daemon) -> Value {
+    serde_json::from_str(&http_get(d.addr("monitoring"), "/debug/clusterz").1).unwrap()
+}
+
+fn metric_line(d: &Daemon, prefix: &str) -> Option<String> {
+    let (_, metrics) = http_get(d.addr("monitoring"), "/metrics");
+    metrics
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_string)
+}
+
+/// A remote secret makes the remote cluster's Services and endpoints part of the mesh: a
+/// hostname both clusters have gets both clusters' endpoints, a Service only the remote has
+/// becomes a cluster; `/debug/clusterz` and the metrics show the remote synced. Deleting the
+/// secret removes exactly that cluster's state.
+#[test]
+fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_them() {
+    for (primary, remotes) in cluster_sets("mc") {
+        let ns = primary.ns.clone();
+        let remote = &remotes[0];
+        primary.apply(service(&ns, "reviews"));
+        primary.apply(slice(&ns, "reviews", &["10.1.0.5"], false));
+        remote.apply(service(&ns, "reviews"));
+        remote.apply(slice(&ns, "reviews", &["10.2.0.7"], false));
+        remote.apply(service(&ns, "ratings"));
+        remote.apply(slice(&ns, "ratings", &["10.2.0.9"], false));
+        let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+        let secret = remote_secret(&ns, "istio-remote-secret-west", &[("west", kubeconfig)]);
+        primary.apply(secret.clone());
+        let daemon = primary.rudder(&["--cluster-id", "east"]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let reviews = outbound(&ns, "reviews");
+        let ratings = outbound(&ns, "ratings");
+        // The start waited for the remote's sync: both clusters' endpoints at once.
+        assert_eq!(
+            endpoints_of(&primary, &daemon, &reviews),
+            Some(vec!["10.1.0.5".to_string(), "10.2.0.7".to_string()])
+        );
+        assert_eq!(
+            endpoints_of(&primary, &daemon, &ratings),
+            Some(vec!["10.2.0.9".to_string()])
+        );
+        let clusters = clusterz(&daemon);
+        assert_eq!(clusters[0]["id"], "east", "{clusters}");
+        assert_eq!(clusters[1]["id"], "west", "{clusters}");
+        assert_eq!(
+            clusters[1]["secretName"],
+            format!("{ns}/istio-remote-secret-west")
+        );
+        assert_eq!(clusters[1]["syncStatus"], "synced");
+        assert_eq!(
+            metric_line(&daemon, "istiod_managed_clusters{cluster_type=\"remote\"}").as_deref(),
+            Some("istiod_managed_clusters{cluster_type=\"remote\"} 1")
+        );
+
+        // A change in the remote follows.
+        primary
+            .rt
+            .block_on(remote.put(slice(&ns, "reviews", &["10.2.0.7", "10.2.0.8"], false)));
+        eventually(10, "the remote's new endpoint", || {
+            endpoints_of(&primary, &daemon, &reviews).is_some_and(|e| e.len() == 3)
+        });
+
+        // The secret goes: the remote's services and endpoints go with it, the primary's stay.
+        primary.delete(secret);
+        eventually(10, "the remote's state removed", || {
+            endpoints_of(&primary, &daemon, &ratings).is_none()
+                && endpoints_of(&primary, &daemon, &reviews) == Some(vec!["10.1.0.5".to_string()])
+        });
+        assert_eq!(clusterz(&daemon).as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            metric_line(&daemon, "istiod_managed_clusters{cluster_type=\"remote\"}").as_deref(),
+            Some("istiod_managed_clusters{cluster_type=\"remote\"} 0")
+        );
+    }
+}
+
+/// Networks across clusters, on the fakes: the remote's system namespace names its network,
+/// its east-west gateway is a Service labelled with that network, and a primary's sidecar is
+/// sent the gateway for the remote's mTLS endpoints. The remote going away keeps its last
+/// endpoints; a kubeconfig that would run a program is refused and shown as failed.
+#[test]
+fn remote_networks_outages_and_refused_kubeconfigs() {
+    let primary = Cluster::fake("mcnet");
+    let remote = Cluster::fake("mcnet");
+    let ns = primary.ns.clone();
+    primary.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    remote.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": ns, "labels": {"topology.istio.io/network": "west-net"}}}));
+    primary.apply(service(&ns, "reviews"));
+    primary.apply(slice(&ns, "reviews", &["10.1.0.5"], false));
+    remote.apply(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "reviews-0", "namespace": ns,
+                     "labels": {"app": "reviews", "security.istio.io/tlsMode": "istio"}},
+        "spec": {"serviceAccountName": "reviews", "containers": [{"name": "app", "image": "reviews"}]}}));
+    remote.apply(service(&ns, "reviews"));
+    remote.apply(slice(&ns, "reviews", &["10.2.0.7"], true));
+    remote.apply(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "istio-eastwestgateway", "namespace": ns,
+                     "labels": {"topology.istio.io/network": "west-net"}},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "tls", "port": 15443}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.50"}]}}}));
+    let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+    let evil = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://192.0.2.1\"}}]\nusers: [{name: u, user: {exec: {command: /bin/sh, args: [-c, \"cat /etc/shadow\"], apiVersion: client.authentication.k8s.io/v1}}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n";
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-west",
+        &[("west", kubeconfig), ("evil", evil.to_string())],
+    ));
+    let daemon = primary.rudder(&["--cluster-id", "east"]);
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let reviews = outbound(&ns, "reviews");
+    // The local endpoint directly (its cluster has no network), the remote one through its
+    // network's gateway.
+    eventually(
+        10,
+        "the remote endpoint behind its network's gateway",
+        || {
+            endpoints_of(&primary, &daemon, &reviews)
+                == Some(vec!["10.1.0.5".to_string(), "192.0.2.50".to_string()])
+        },
+    );
+    let clusters = clusterz(&daemon);
+    let evil = clusters
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "evil")
+        .expect("the refused cluster is listed");
+    assert_eq!(evil["syncStatus"], "failed", "{clusters}");
+    assert!(
+        evil["error"]
+            .as_str()
+            .unwrap()
+            .contains("exec is not allowed"),
+        "{clusters}"
+    );
+    assert!(metric_line(&daemon, "rudder_remote_cluster_errors_total{type=\"evil\"}").is_some());
+
+    // The remote's API server goes away: its last endpoints stay, as istiod keeps them.
+    drop(remote);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    primary.apply(slice(&ns, "reviews", &["10.1.0.5", "10.1.0.6"], false));
+    eventually(
+        10,
+        "the primary's change, with the remote's last state",
+        || {
+            endpoints_of(&primary, &daemon, &reviews)
+                == Some(vec![
+                    "10.1.0.5".to_string(),
+                    "10.1.0.6".to_string(),
+                    "192.0.2.50".to_string(),
+                ])
+        },
+    );
+}
