@@ -69,6 +69,26 @@ pub struct MeshConfig {
     /// tag, and the proxy's bootstrap tracer (written by pilot-agent) reports.
     #[serde(default)]
     pub enable_tracing: Option<bool>,
+    /// Per-host service settings: `clusterLocal` keeps a host's traffic in the proxy's cluster.
+    #[serde(default)]
+    pub service_settings: Vec<ServiceSettings>,
+}
+
+/// MeshConfig `serviceSettings[]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceSettings {
+    #[serde(default)]
+    pub settings: ServiceSettingsValues,
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceSettingsValues {
+    #[serde(default)]
+    pub cluster_local: bool,
 }
 
 /// MeshConfig `pathNormalization`.
@@ -483,6 +503,7 @@ pub const MESH_FIELDS: &[&str] = &[
 /// accepted and warned about (`validation::unhonoured`).
 pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "trustDomain",
+    "serviceSettings",
     "defaultProviders",
     "ingressClass",
     "ingressService",

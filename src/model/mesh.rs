@@ -2,7 +2,7 @@
 //! namespace) applied. Read by the registry, the generators and ambient alike.
 
 use super::network::networks_from_snapshot;
-pub use super::network::{ClusterNetworks, NetworkGateway};
+pub use super::network::{ClusterLocalHosts, ClusterNetworks, NetworkGateway};
 use crate::config::mesh::{
     ExtensionProvider, MESH_CONFIGMAP, MESH_KEY, MeshConfig, PathNormalization,
 };
@@ -81,6 +81,8 @@ pub struct MeshSettings {
     pub network_gateways: BTreeMap<String, Vec<NetworkGateway>>,
     /// The network of each cluster's endpoints that name none themselves.
     pub cluster_networks: ClusterNetworks,
+    /// Hosts whose endpoints a proxy gets only from its own cluster (`serviceSettings`).
+    pub cluster_local: ClusterLocalHosts,
     /// Mesh `defaultConfig.tracing`: the tracing settings of a proxy that sends no ProxyConfig
     /// of its own (istiod's `ProxyConfigOrDefault`).
     pub default_proxy_tracing: Option<serde_json::Value>,
@@ -254,11 +256,38 @@ impl MeshSettings {
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
+                out.cluster_local = ClusterLocalHosts::new(
+                    &mc.service_settings,
+                    &out.domain_suffix,
+                    &discovery_host(mc.default_config.as_ref(), &self.root_namespace),
+                );
                 (out, None)
             }
-            Ok(None) => (out, None),
+            Ok(None) => {
+                out.cluster_local = ClusterLocalHosts::new(
+                    &[],
+                    &out.domain_suffix,
+                    &discovery_host(None, &self.root_namespace),
+                );
+                (out, None)
+            }
             Err(e) => (out, Some(e)),
         }
+    }
+}
+
+/// The host of the mesh's `defaultConfig.discoveryAddress` (istiod's default:
+/// `istiod.<root namespace>.svc:15012`).
+fn discovery_host(default_config: Option<&serde_json::Value>, root_namespace: &str) -> String {
+    let address = default_config
+        .and_then(|c| c.get("discoveryAddress"))
+        .and_then(|a| a.as_str())
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("istiod.{root_namespace}.svc:15012"));
+    match address.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host.to_string(),
+        _ => address,
     }
 }
 
@@ -290,6 +319,7 @@ impl Default for MeshSettings {
             default_skip_mx_headers: false,
             network_gateways: BTreeMap::new(),
             cluster_networks: ClusterNetworks::default(),
+            cluster_local: ClusterLocalHosts::new(&[], "cluster.local", "istiod.istio-system.svc"),
             default_proxy_tracing: None,
             default_tracing: Vec::new(),
         }

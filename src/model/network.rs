@@ -65,6 +65,87 @@ impl ClusterNetworks {
     }
 }
 
+/// The hosts whose traffic stays in the proxy's own cluster (istiod's `ClusterLocalHosts`):
+/// MeshConfig `serviceSettings` with `clusterLocal`, and istiod's defaults (every Service of
+/// `kube-system`, `kubernetes.default.svc`, the control plane's own discovery host) unless a
+/// setting with `clusterLocal: false` names them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ClusterLocalHosts {
+    specific: BTreeMap<String, bool>,
+    /// `*.suffix` patterns, stored with the `*`.
+    wildcard: BTreeMap<String, bool>,
+}
+
+impl ClusterLocalHosts {
+    /// `discovery_host` is the host of the mesh's `defaultConfig.discoveryAddress`.
+    pub fn new(
+        settings: &[crate::config::mesh::ServiceSettings],
+        domain_suffix: &str,
+        discovery_host: &str,
+    ) -> ClusterLocalHosts {
+        let discovery = if discovery_host.ends_with(domain_suffix) {
+            discovery_host.to_string()
+        } else {
+            format!("{discovery_host}.{domain_suffix}")
+        };
+        let mut defaults: Vec<Option<String>> = vec![
+            Some(format!("*.kube-system.svc.{domain_suffix}")),
+            Some(format!("kubernetes.default.svc.{domain_suffix}")),
+            Some(discovery),
+        ];
+        let mut out = ClusterLocalHosts::default();
+        for setting in settings {
+            let local = setting.settings.cluster_local;
+            for host in &setting.hosts {
+                if !local {
+                    // An explicit `clusterLocal: false` takes a default back.
+                    for default in &mut defaults {
+                        let overridden = default.as_deref().is_some_and(|d| {
+                            host == d
+                                || d.strip_prefix('*').is_some_and(|rest| host.ends_with(rest))
+                        });
+                        if overridden {
+                            *default = None;
+                        }
+                    }
+                }
+                let into = if host.starts_with('*') {
+                    &mut out.wildcard
+                } else {
+                    &mut out.specific
+                };
+                into.insert(host.clone(), local);
+            }
+        }
+        for default in defaults.into_iter().flatten() {
+            let into = if default.starts_with('*') {
+                &mut out.wildcard
+            } else {
+                &mut out.specific
+            };
+            into.insert(default, true);
+        }
+        out
+    }
+
+    /// Whether `host` is cluster-local: its exact setting, else the most specific wildcard
+    /// that matches it, else not.
+    pub fn is_cluster_local(&self, host: &str) -> bool {
+        if let Some(local) = self.specific.get(host) {
+            return *local;
+        }
+        self.wildcard
+            .iter()
+            .filter(|(pattern, _)| {
+                pattern
+                    .strip_prefix('*')
+                    .is_some_and(|rest| host.ends_with(rest))
+            })
+            .max_by_key(|(pattern, _)| pattern.len())
+            .is_some_and(|(_, local)| *local)
+    }
+}
+
 /// A network's gateway (MeshConfig `meshNetworks`): where a proxy of another network sends
 /// traffic for that network's endpoints.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -392,5 +473,46 @@ data:
             )
             .is_err()
         );
+    }
+
+    /// istiod's defaults, taken back one by one by `clusterLocal: false`, and a setting's own
+    /// hosts, the most specific match deciding.
+    #[test]
+    fn cluster_local_hosts_as_istiod_decides_them() {
+        use crate::config::mesh::{ServiceSettings, ServiceSettingsValues};
+        let setting = |local: bool, hosts: &[&str]| ServiceSettings {
+            settings: ServiceSettingsValues {
+                cluster_local: local,
+            },
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        };
+        let defaults = ClusterLocalHosts::new(&[], "cluster.local", "istiod.istio-system.svc");
+        for local in [
+            "kube-dns.kube-system.svc.cluster.local",
+            "kubernetes.default.svc.cluster.local",
+            "istiod.istio-system.svc.cluster.local",
+        ] {
+            assert!(defaults.is_cluster_local(local), "{local}");
+        }
+        assert!(!defaults.is_cluster_local("reviews.shop.svc.cluster.local"));
+        let hosts = ClusterLocalHosts::new(
+            &[
+                setting(true, &["*.shop.svc.cluster.local"]),
+                setting(
+                    false,
+                    &[
+                        "reviews.shop.svc.cluster.local",
+                        "kube-dns.kube-system.svc.cluster.local",
+                    ],
+                ),
+            ],
+            "cluster.local",
+            "istiod.istio-system.svc",
+        );
+        assert!(hosts.is_cluster_local("ratings.shop.svc.cluster.local"));
+        assert!(!hosts.is_cluster_local("reviews.shop.svc.cluster.local"));
+        assert!(!hosts.is_cluster_local("kube-dns.kube-system.svc.cluster.local"));
+        // As istiod: a `false` host under the wildcard default takes the whole default back.
+        assert!(!hosts.is_cluster_local("metrics.kube-system.svc.cluster.local"));
     }
 }

@@ -78,9 +78,22 @@ fn outbound(ns: &str, svc: &str) -> String {
 /// What a sidecar of `ns` is sent for `cluster` now: `None` when CDS does not have it, else the
 /// endpoint addresses of its EDS.
 fn endpoints_of(c: &Cluster, d: &Daemon, cluster: &str) -> Option<Vec<String>> {
+    endpoints_in(c, d, cluster, "east")
+}
+
+/// `endpoints_of` for a sidecar of cluster `proxy_cluster` (`ISTIO_META_CLUSTER_ID`).
+fn endpoints_in(
+    c: &Cluster,
+    d: &Daemon,
+    cluster: &str,
+    proxy_cluster: &str,
+) -> Option<Vec<String>> {
     let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
     c.rt.block_on(async {
-        let mut s = Sotw::open(d.addr("grpc-xds"), &id).await.ok()?;
+        let metadata = [("CLUSTER_ID", proxy_cluster)];
+        let mut s = Sotw::open_with_metadata(d.addr("grpc-xds"), &id, &metadata)
+            .await
+            .ok()?;
         let cds = s.recv().await;
         assert_eq!(cds.type_url, CDS);
         if !cluster_names(&cds).iter().any(|n| n == cluster) {
@@ -175,6 +188,22 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
             metric_line(&daemon, "istiod_managed_clusters{cluster_type=\"remote\"}").as_deref(),
             Some("istiod_managed_clusters{cluster_type=\"remote\"} 1")
         );
+
+        // A cluster-local host (MeshConfig serviceSettings): each cluster's proxies get their
+        // own cluster's endpoints only.
+        primary.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "istio", "namespace": ns},
+            "data": {"mesh": format!("serviceSettings:\n- settings: {{clusterLocal: true}}\n  hosts: [reviews.{ns}.svc.cluster.local]\n")}}));
+        eventually(10, "reviews kept in each proxy's cluster", || {
+            endpoints_of(&primary, &daemon, &reviews) == Some(vec!["10.1.0.5".to_string()])
+                && endpoints_in(&primary, &daemon, &reviews, "west")
+                    == Some(vec!["10.2.0.7".to_string()])
+        });
+        primary.delete(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "istio", "namespace": ns}}));
+        eventually(10, "reviews global again", || {
+            endpoints_of(&primary, &daemon, &reviews).is_some_and(|e| e.len() == 2)
+        });
 
         // A change in the remote follows.
         primary

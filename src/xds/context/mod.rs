@@ -91,6 +91,9 @@ pub struct ScopeInputs {
     /// The proxy's network (`ISTIO_META_NETWORK`): endpoints of other networks are reached
     /// through their gateways.
     pub network: String,
+    /// The proxy's cluster (`ISTIO_META_CLUSTER_ID`) when it is a remote one; empty for the
+    /// config cluster's proxies (and those that name none), so they all share scopes.
+    pub cluster: String,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -495,6 +498,12 @@ impl PushContext {
                 None => self.mesh.default_skip_mx_headers,
             },
             network: proxy.metadata.get("NETWORK").cloned().unwrap_or_default(),
+            cluster: proxy
+                .metadata
+                .get("CLUSTER_ID")
+                .filter(|c| **c != self.mesh.cluster_id)
+                .cloned()
+                .unwrap_or_default(),
             proxy_tracing: proxy
                 .proxy_config
                 .as_ref()

@@ -39,9 +39,12 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                         String::new(),
                     )])))
             };
+            // A cluster-local host's endpoints come from the proxy's own cluster alone.
+            let cluster_local = ctx.mesh.cluster_local.is_cluster_local(host);
             ctx.registry
                 .endpoints(host, port)
                 .iter()
+                .filter(|e| !cluster_local || e.cluster == scope.cluster)
                 .filter(|e| selector.as_ref().is_none_or(|s| e.matches(s)))
                 .filter(|e| sni_dnat.is_none() || tls_mode_metadata(e).is_some())
                 .collect()

@@ -44,16 +44,55 @@ impl Sotw {
         Sotw::open_on(channel, node_id).await
     }
 
+    /// Like `open`, with node metadata (string values), as an injected sidecar sends
+    /// `ISTIO_META_*`.
+    pub async fn open_with_metadata(
+        addr: SocketAddr,
+        node_id: &str,
+        metadata: &[(&str, &str)],
+    ) -> Result<Sotw, tonic::Status> {
+        use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+            .connect()
+            .await
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let mut node = node(node_id);
+        if let Some(n) = node.as_mut() {
+            n.metadata = Some(Struct {
+                fields: metadata
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.to_string(),
+                            Value {
+                                kind: Some(Kind::StringValue(v.to_string())),
+                            },
+                        )
+                    })
+                    .collect(),
+            });
+        }
+        Sotw::open_node(channel, node).await
+    }
+
     /// Opens a stream on an existing connection (many streams can share one).
     pub async fn open_on(
         channel: tonic::transport::Channel,
         node_id: &str,
     ) -> Result<Sotw, tonic::Status> {
+        Sotw::open_node(channel, node(node_id)).await
+    }
+
+    async fn open_node(
+        channel: tonic::transport::Channel,
+        node: Option<Node>,
+    ) -> Result<Sotw, tonic::Status> {
         let mut client = AggregatedDiscoveryServiceClient::new(channel)
             .max_decoding_message_size(64 * 1024 * 1024);
         let (tx, rx) = mpsc::channel(16);
         tx.send(DiscoveryRequest {
-            node: node(node_id),
+            node,
             type_url: CDS.into(),
             ..Default::default()
         })
