@@ -10,6 +10,7 @@ use tonic::transport::CertificateDer;
 /// [`Credentials`] can borrow them.
 pub struct RequestCredentials {
     authorization: Option<String>,
+    cluster_id: Option<String>,
     certs: Option<Arc<Vec<CertificateDer<'static>>>>,
 }
 
@@ -21,6 +22,12 @@ impl RequestCredentials {
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
+            cluster_id: request
+                .metadata()
+                .get("clusterid")
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
             certs: request.peer_certs(),
         }
     }
@@ -29,6 +36,7 @@ impl RequestCredentials {
     pub fn credentials(&self) -> Credentials<'_> {
         Credentials {
             authorization: self.authorization.as_deref(),
+            cluster_id: self.cluster_id.as_deref(),
             client_cert: self
                 .certs
                 .as_deref()

@@ -181,6 +181,8 @@ async fn debug_guard(
     let credentials = crate::model::identity::Credentials {
         authorization,
         client_cert: None,
+        // Debug access is for the control plane's own cluster.
+        cluster_id: None,
     };
     let refused = |status: StatusCode, why: String| {
         tracing::warn!(why, "debug request refused");

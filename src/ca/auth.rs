@@ -82,6 +82,7 @@ impl TokenAuthority {
                 service_account,
             },
             pod,
+            cluster: String::new(),
         })
     }
 }
@@ -151,6 +152,41 @@ pub struct Authenticator {
     pub trust_domain: String,
     /// SubjectAccessReview answers by identity, for a minute (as istiod caches them).
     pub secret_access: SecretAccessCache,
+    /// Kubernetes mode: the config cluster's ID and the remote clusters' clients, so a token
+    /// from a remote cluster's pod is reviewed by that cluster's API server.
+    pub clusters: Option<Clusters>,
+}
+
+/// The clusters whose tokens the CA can review, as istiod's `KubeJWTAuthenticator` knows them.
+pub struct Clusters {
+    pub local_id: String,
+    /// A remote cluster's client by ID, while its remote secret names it.
+    pub remote: RemoteClients,
+}
+
+/// Finds a remote cluster's client by its ID.
+pub trait RemoteClientLookup: Send + Sync {
+    fn client(&self, cluster: &str) -> Option<kube::Client>;
+    /// The remote clusters known now, for the refusal message.
+    fn ids(&self) -> Vec<String>;
+}
+
+pub type RemoteClients = Arc<dyn RemoteClientLookup>;
+
+impl Clusters {
+    /// The token authority for a caller that says it runs in `cluster`: the config cluster's
+    /// when it names none or this one, a remote's by its client; `None` for a cluster the
+    /// control plane does not know (refused, as istiod refuses it).
+    fn authority(&self, cluster: Option<&str>) -> Option<Option<TokenAuthority>> {
+        match cluster {
+            None => Some(None),
+            Some(id) if id == self.local_id => Some(None),
+            Some(id) => self
+                .remote
+                .client(id)
+                .map(|c| Some(TokenAuthority::Kubernetes(c))),
+        }
+    }
 }
 
 /// Recent answers to "may this service account list secrets in its namespace?".
@@ -263,11 +299,29 @@ impl Authenticator {
         credentials: Credentials<'_>,
     ) -> Result<Option<Caller>, AuthError> {
         if let Some(token) = credentials.bearer() {
-            return self
-                .tokens
+            let remote = match &self.clusters {
+                None => None,
+                Some(clusters) => match clusters.authority(credentials.cluster_id) {
+                    Some(remote) => remote,
+                    None => {
+                        return Err(AuthError::Rejected(format!(
+                            "client claims to be in cluster {:?}, but only the local cluster {:?} and remote clusters {:?} are known",
+                            credentials.cluster_id.unwrap_or_default(),
+                            clusters.local_id,
+                            clusters.remote.ids()
+                        )));
+                    }
+                },
+            };
+            let mut caller = remote
+                .as_ref()
+                .unwrap_or(&self.tokens)
                 .authenticate_caller(token, &self.trust_domain)
-                .await
-                .map(Some);
+                .await?;
+            if remote.is_some() {
+                caller.cluster = credentials.cluster_id.unwrap_or_default().to_string();
+            }
+            return Ok(Some(caller));
         }
         Ok(credentials
             .client_cert
@@ -275,6 +329,7 @@ impl Authenticator {
             .map(|identity| Caller {
                 identity,
                 pod: None,
+                cluster: String::new(),
             }))
     }
 }

@@ -22,6 +22,9 @@ pub struct PodRef {
 pub struct Caller {
     pub identity: Identity,
     pub pod: Option<PodRef>,
+    /// The remote cluster whose API server vouched for the caller's token; empty for the
+    /// config cluster. Its pod, and the pods on its node, are that cluster's.
+    pub cluster: String,
 }
 
 /// The metadata key ztunnel names the identity it asks for in.
@@ -76,7 +79,7 @@ impl NodeAuthorizer {
             kind: Kind::Pod,
             namespace: id.namespace.clone(),
             name: pod_ref.name.clone(),
-            cluster: String::new(),
+            cluster: caller.cluster.clone(),
         };
         let Some(Spec::Pod(pod)) = snapshot.get(&key).map(|e| &e.config.spec) else {
             return Err(format!("pod {}/{} not found", id.namespace, pod_ref.name));
@@ -100,9 +103,9 @@ impl NodeAuthorizer {
             .ok_or_else(|| format!("pod {}/{} is not on a node", id.namespace, pod_ref.name))?;
         let on_node = snapshot
             .list_namespace(Kind::Pod, &wanted.namespace)
-            // The caller's node is a node of the config cluster: a remote cluster's pods on a
-            // node of the same name vouch for nothing.
-            .filter(|e| e.config.metadata.cluster.is_empty())
+            // The caller's node is a node of its own cluster: another cluster's pods on a node
+            // of the same name vouch for nothing.
+            .filter(|e| e.config.metadata.cluster == caller.cluster)
             .any(|e| match &e.config.spec {
                 Spec::Pod(p) => {
                     let s = p.spec.as_ref();
@@ -158,6 +161,7 @@ mod tests {
                 name: pod.into(),
                 uid: uid.into(),
             }),
+            cluster: String::new(),
         }
     }
 

@@ -57,6 +57,9 @@ pub struct Credentials<'a> {
     pub authorization: Option<&'a str>,
     /// The leaf of the client certificate chain TLS already verified, DER.
     pub client_cert: Option<&'a [u8]>,
+    /// The cluster the caller says it runs in (istio-agent's `ClusterID` metadata): its token is
+    /// reviewed by that cluster's API server.
+    pub cluster_id: Option<&'a str>,
 }
 
 impl<'a> Credentials<'a> {

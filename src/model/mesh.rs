@@ -363,6 +363,11 @@ mod tests {
                 "",
             ),
             ("localityLbSetting", "{enabled: false}", ""),
+            (
+                "serviceSettings",
+                "[{settings: {clusterLocal: true}, hosts: [a.example.com]}]",
+                "",
+            ),
             ("defaultServiceExportTo", "[.]", ""),
             ("defaultVirtualServiceExportTo", "[.]", ""),
             ("defaultDestinationRuleExportTo", "[.]", ""),

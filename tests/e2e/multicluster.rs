@@ -308,3 +308,65 @@ fn remote_networks_outages_and_refused_kubeconfigs() {
         },
     );
 }
+
+/// The CA reviews a token with the API server of the cluster the caller says it runs in
+/// (istio-agent's `ClusterID`), as istiod: a remote pod's token is good there only, a cluster the
+/// control plane does not know is refused, and so is a remote once its secret is gone. Fake
+/// only: the tokens must be ones the API servers vouch for.
+#[test]
+fn the_ca_reviews_remote_tokens_with_their_own_cluster() {
+    let primary = Cluster::fake("mcca");
+    let remote = Cluster::fake("mcca");
+    let ns = primary.ns.clone();
+    remote
+        .fake
+        .as_ref()
+        .unwrap()
+        .add_token("remote-token", &ns, "reviews", &["istio-ca"]);
+    let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+    let secret = remote_secret(&ns, "istio-remote-secret-west", &[("west", kubeconfig)]);
+    primary.apply(secret.clone());
+    let daemon = primary.rudder(&["--cluster-id", "east"]);
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let root = primary.ca_root();
+    let (csr, _) = crate::common::ca::csr(&[]);
+    let ask = |cluster: Option<&str>| {
+        primary.rt.block_on(async {
+            let ch = crate::common::ca::channel(
+                daemon.addr("grpc-xds-tls"),
+                &root,
+                "istiod.istio-system.svc",
+                None,
+            )
+            .await
+            .unwrap();
+            match cluster {
+                Some(id) => {
+                    crate::common::ca::create_in_cluster(ch, &csr, "remote-token", id).await
+                }
+                None => crate::common::ca::create(ch, &csr, Some("remote-token"), 0).await,
+            }
+        })
+    };
+    let chain = ask(Some("west")).expect("reviewed by the remote's API server");
+    assert!(chain[0].contains("BEGIN CERTIFICATE"));
+    for (cluster, why) in [
+        (None, "invalid bearer token"),
+        (Some("east"), "invalid bearer token"),
+        (Some("north"), "claims to be in cluster \"north\""),
+    ] {
+        let err = ask(cluster).expect_err("refused");
+        assert_eq!(
+            err.code(),
+            tonic::Code::Unauthenticated,
+            "{cluster:?}: {err:?}"
+        );
+        assert!(err.message().contains(why), "{cluster:?}: {err:?}");
+    }
+    primary.delete(secret);
+    eventually(10, "the remote forgotten", || {
+        ask(Some("west")).is_err_and(|e| e.message().contains("claims to be in cluster"))
+    });
+}

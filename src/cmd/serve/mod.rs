@@ -347,6 +347,19 @@ async fn start_admin(
     Ok(debug_pages)
 }
 
+/// The CA's view of the remote clusters' clients (`source` and `ca` do not know each other).
+struct RemoteLookup(crate::source::kube::multicluster::RemoteClusters);
+
+impl crate::ca::auth::RemoteClientLookup for RemoteLookup {
+    fn client(&self, cluster: &str) -> Option<kube::Client> {
+        self.0.client(cluster)
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.0.ids()
+    }
+}
+
 /// The Kubernetes watchers and the leader election, then the wait for every watcher's initial
 /// sync; `None` when asked to stop during that wait.
 async fn start_kubernetes(
@@ -715,7 +728,12 @@ fn start_secure_grpc(
             None => TokenAuthority::None,
         },
     };
+    let clusters = client.map(|_| crate::ca::auth::Clusters {
+        local_id: args.cluster_id.clone(),
+        remote: Arc::new(RemoteLookup(late.remote_clusters.clone())),
+    });
     let auth = Arc::new(crate::ca::auth::Authenticator {
+        clusters,
         secret_access: Default::default(),
         tokens,
         trust_domain: trust_domain.to_string(),

@@ -52,13 +52,17 @@ pub struct ClusterInfo {
     pub error: String,
 }
 
-/// The remote clusters known now, shared with the admin server.
+/// The remote clusters known now, shared with the admin server (their state) and the CA (their
+/// clients, to review their pods' tokens).
 #[derive(Clone, Default)]
-pub struct RemoteClusters(Arc<Mutex<BTreeMap<String, ClusterInfo>>>);
+pub struct RemoteClusters {
+    info: Arc<Mutex<BTreeMap<String, ClusterInfo>>>,
+    clients: Arc<Mutex<BTreeMap<String, kube::Client>>>,
+}
 
 impl RemoteClusters {
     pub fn list(&self) -> Vec<ClusterInfo> {
-        self.0
+        self.info
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
@@ -66,15 +70,48 @@ impl RemoteClusters {
             .collect()
     }
 
+    /// The client of a remote cluster being watched.
+    pub fn client(&self, id: &str) -> Option<kube::Client> {
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// The IDs of the remote clusters being watched.
+    pub fn ids(&self) -> Vec<String> {
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     fn set(&self, info: ClusterInfo) {
-        self.0
+        self.info
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(info.id.clone(), info);
     }
 
+    fn set_client(&self, id: &str, client: kube::Client) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), client);
+    }
+
     fn remove(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
     }
 }
 
@@ -395,6 +432,7 @@ impl MultiCluster {
             readiness: readiness.clone(),
         };
         spawn_remote_watchers(&ctx, &client, id, &self.tasks, &cancel);
+        self.clusters.set_client(id, client);
         self.running.insert(
             id.to_string(),
             Running {

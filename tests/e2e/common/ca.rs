@@ -57,6 +57,27 @@ pub async fn create_as(
     ttl_secs: i64,
     impersonated: Option<&str>,
 ) -> Result<Vec<String>, tonic::Status> {
+    create_with(channel, csr, token, ttl_secs, impersonated, None).await
+}
+
+/// CreateCertificate from a pod of cluster `cluster_id`, as istio-agent sends its `ClusterID`.
+pub async fn create_in_cluster(
+    channel: Channel,
+    csr: &str,
+    token: &str,
+    cluster_id: &str,
+) -> Result<Vec<String>, tonic::Status> {
+    create_with(channel, csr, Some(token), 0, None, Some(cluster_id)).await
+}
+
+async fn create_with(
+    channel: Channel,
+    csr: &str,
+    token: Option<&str>,
+    ttl_secs: i64,
+    impersonated: Option<&str>,
+    cluster_id: Option<&str>,
+) -> Result<Vec<String>, tonic::Status> {
     let mut client = IstioCertificateServiceClient::new(channel);
     let metadata = impersonated.map(|id| prost_types::Struct {
         fields: [(
@@ -75,6 +96,9 @@ pub async fn create_as(
     if let Some(t) = token {
         req.metadata_mut()
             .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    if let Some(id) = cluster_id {
+        req.metadata_mut().insert("clusterid", id.parse().unwrap());
     }
     client
         .create_certificate(req)
