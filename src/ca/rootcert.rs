@@ -1,6 +1,8 @@
 //! Writes ConfigMap `istio-ca-root-cert` (key `root-cert.pem`) into every namespace, and repairs it
 //! when it is edited or deleted. Only the leader writes; every replica watches, so a new leader picks
-//! up where the old one stopped. Driven by store events (Namespace and ConfigMap changes).
+//! up where the old one stopped. Driven by store events (Namespace and ConfigMap changes). One run
+//! per cluster: the config cluster's, and each remote cluster this control plane leads (`cluster`
+//! names it; its client, lease and objects are that cluster's).
 
 use crate::ca::metrics::CaMetrics;
 use crate::config::{ConfigKey, Kind, Spec};
@@ -17,8 +19,10 @@ use tracing::{debug, warn};
 pub use crate::config::mesh::ROOT_CERT_CONFIGMAP as NAME;
 pub const KEY: &str = "root-cert.pem";
 
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: kube::Client,
+    cluster: String,
     store: Arc<Store>,
     mut roots: watch::Receiver<Arc<str>>,
     mut leading: watch::Receiver<bool>,
@@ -30,7 +34,7 @@ pub async fn run(
     loop {
         if *leading.borrow_and_update() {
             let root_pem = roots.borrow_and_update().clone();
-            reconcile(&client, &store, &root_pem, &metrics).await;
+            reconcile(&client, &cluster, &store, &root_pem, &metrics).await;
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -40,7 +44,7 @@ pub async fn run(
             _ = resync.tick() => {}
             ev = events.recv() => {
                 let relevant = match &ev {
-                    Ok(e) => e.key.kind == Kind::Namespace || (e.key.kind == Kind::ConfigMap && e.key.name == NAME),
+                    Ok(e) => e.key.cluster == cluster && (e.key.kind == Kind::Namespace || (e.key.kind == Kind::ConfigMap && e.key.name == NAME)),
                     Err(_) => true,
                 };
                 if !relevant {
@@ -65,10 +69,17 @@ fn terminating(spec: &Spec) -> bool {
     }
 }
 
-async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics: &CaMetrics) {
+async fn reconcile(
+    client: &kube::Client,
+    cluster: &str,
+    store: &Store,
+    root_pem: &str,
+    metrics: &CaMetrics,
+) {
     let snapshot = store.snapshot();
     for ns in snapshot
-        .list_local(Kind::Namespace)
+        .list(Kind::Namespace)
+        .filter(|e| e.config.metadata.cluster == cluster)
         .filter(|e| !terminating(&e.config.spec))
         .map(|e| e.config.metadata.name.clone())
     {
@@ -76,7 +87,7 @@ async fn reconcile(client: &kube::Client, store: &Store, root_pem: &str, metrics
             kind: Kind::ConfigMap,
             namespace: ns.clone(),
             name: NAME.into(),
-            cluster: String::new(),
+            cluster: cluster.to_string(),
         };
         let existing = snapshot.get(&key);
         let current = existing.and_then(|e| match &e.config.spec {

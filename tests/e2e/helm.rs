@@ -574,6 +574,11 @@ fn an_istiod_values_file_installs_rudder() {
             "network": "net-east",
             "networkPolicy": {"enabled": true},
             "istiod": {"enableAnalysis": true},
+            "externalIstiod": true,
+            "meshNetworks": {"net-east": {
+                "endpoints": [{"fromRegistry": "east-1"}],
+                "gateways": [{"registryServiceName": "istio-eastwestgateway.istio-system.svc.cluster.local", "port": 15443}],
+            }},
         },
     });
     let Some(r) = render(values) else { return };
@@ -643,6 +648,7 @@ fn an_istiod_values_file_installs_rudder() {
     assert_eq!(env["PILOT_DEBOUNCE_AFTER"], "200ms");
     assert_eq!(env["CA_TRUSTED_NODE_ACCOUNTS"], "kube-system/ztunnel");
     assert_eq!(env["PILOT_ENABLE_ANALYSIS"], "true");
+    assert_eq!(env["EXTERNAL_ISTIOD"], "true");
 
     let hpa = get(&r, "HorizontalPodAutoscaler/istiod");
     assert_eq!(hpa["spec"]["minReplicas"], 2);
@@ -731,6 +737,21 @@ fn an_istiod_values_file_installs_rudder() {
         serde_saphyr::from_str(get(&r, "ConfigMap/istio")["data"]["mesh"].as_str().unwrap())
             .unwrap();
     assert_eq!(mesh.trust_domain.as_deref(), Some("corp.example"));
+    // `meshNetworks` as istiod's chart writes it, which Rudder reads (docs/multicluster.md).
+    let networks: Value = serde_saphyr::from_str(
+        get(&r, "ConfigMap/istio")["data"]["meshNetworks"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        networks["networks"]["net-east"]["endpoints"][0]["fromRegistry"],
+        "east-1"
+    );
+    assert_eq!(
+        networks["networks"]["net-east"]["gateways"][0]["port"],
+        15443
+    );
 }
 
 /// The older layout (`pilot.*`, as IstioOperator's `values.pilot` and istiod charts before 1.24

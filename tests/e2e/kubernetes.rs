@@ -503,7 +503,13 @@ fn plugged_in_cacerts_sign_under_the_given_root() {
     });
 }
 
-fn webhook_configuration(kind: &str, name: &str, rev: &str, url: &str, webhook: Value) -> Value {
+pub(crate) fn webhook_configuration(
+    kind: &str,
+    name: &str,
+    rev: &str,
+    url: &str,
+    webhook: Value,
+) -> Value {
     let mut hook = json!({
         "clientConfig": {"url": url},
         "sideEffects": "None",
@@ -518,7 +524,7 @@ fn webhook_configuration(kind: &str, name: &str, rev: &str, url: &str, webhook: 
         "metadata": {"name": name, "labels": {"istio.io/rev": rev}}, "webhooks": [hook]})
 }
 
-fn ca_bundles(c: &Cluster, obj: &Value) -> Vec<String> {
+pub(crate) fn ca_bundles(c: &Cluster, obj: &Value) -> Vec<String> {
     use base64::Engine;
     c.get_json(obj.clone())
         .map(|o| {

@@ -370,3 +370,71 @@ fn the_ca_reviews_remote_tokens_with_their_own_cluster() {
         ask(Some("west")).is_err_and(|e| e.message().contains("claims to be in cluster"))
     });
 }
+
+/// EXTERNAL_ISTIOD (a primary–remote install): a remote whose system namespace names this
+/// cluster in `topology.istio.io/controlPlaneClusters` gets the root certificate ConfigMap in
+/// each of its namespaces, repaired when deleted, and our root in its webhook configurations of
+/// this revision; a remote that does not name it gets nothing. On the fakes.
+#[test]
+fn a_led_remote_gets_root_certificates_and_webhook_bundles() {
+    use crate::kubernetes::{ca_bundles, webhook_configuration};
+    let primary = Cluster::fake("mclead");
+    let led = Cluster::fake("mclead");
+    let other = Cluster::fake("mclead");
+    let ns = primary.ns.clone();
+    led.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": ns, "annotations": {"topology.istio.io/controlPlaneClusters": "east"}}}));
+    other.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    for remote in [&led, &other] {
+        remote
+            .apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}));
+    }
+    let injector = webhook_configuration(
+        "MutatingWebhookConfiguration",
+        "istio-sidecar-injector",
+        "default",
+        "https://192.0.2.10:15017/inject",
+        json!({"name": "sidecar-injector.istio.io"}),
+    );
+    led.apply(injector.clone());
+    let secret = remote_secret(
+        &ns,
+        "istio-remote-secrets",
+        &[
+            ("led", std::fs::read_to_string(&led.kubeconfig).unwrap()),
+            ("other", std::fs::read_to_string(&other.kubeconfig).unwrap()),
+        ],
+    );
+    primary.apply(secret);
+    let daemon = primary.rudder_env(
+        &["--cluster-id", "east"],
+        &[("EXTERNAL_ISTIOD", Some("true"))],
+    );
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let root = primary.ca_root();
+    let root_cm = |c: &Cluster, namespace: &str| {
+        c.get_json(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "istio-ca-root-cert", "namespace": namespace}}))
+            .and_then(|cm| cm["data"]["root-cert.pem"].as_str().map(str::to_string))
+    };
+    for namespace in [ns.as_str(), "apps"] {
+        eventually(20, "the led remote's root ConfigMap", || {
+            root_cm(&led, namespace).as_deref() == Some(root.as_str())
+        });
+    }
+    eventually(20, "the led remote's injector trusts our root", || {
+        ca_bundles(&led, &injector) == [root.clone()]
+    });
+    led.delete(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "istio-ca-root-cert", "namespace": "apps"}}));
+    eventually(20, "repaired", || {
+        root_cm(&led, "apps").as_deref() == Some(root.as_str())
+    });
+    assert_eq!(
+        root_cm(&other, "apps"),
+        None,
+        "a remote that does not name us"
+    );
+}

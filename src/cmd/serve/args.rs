@@ -283,6 +283,11 @@ pub struct ServeArgs {
     /// (`status.addresses`), as istiod's PILOT_ENABLE_IP_AUTOALLOCATE.
     #[arg(long, env = "PILOT_ENABLE_IP_AUTOALLOCATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub ip_autoallocate: bool,
+    /// Kubernetes mode: this control plane leads the remote clusters whose system namespace is
+    /// annotated `topology.istio.io/controlPlaneClusters` with its cluster ID (or `*`): root
+    /// certificate ConfigMaps and webhook CA bundles there, as istiod's EXTERNAL_ISTIOD.
+    #[arg(long, env = "EXTERNAL_ISTIOD", default_value_t = false, action = clap::ArgAction::Set)]
+    pub external_istiod: bool,
     /// Kubernetes mode: how long the start waits for the remote clusters its remote secrets name
     /// to sync, and after which one still syncing is reported as `timeout` (istiod's
     /// PILOT_REMOTE_CLUSTER_TIMEOUT; it keeps retrying).

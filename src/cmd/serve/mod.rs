@@ -29,6 +29,7 @@ mod args;
 mod ca;
 mod istiod_env;
 mod metrics;
+mod remote;
 pub use args::{ConfigSource, DebugAuth, OptionalAddr, ServeArgs, mesh_configmap};
 use args::{keepalive_silence, limits, request_limit};
 use ca::ca_setup;
@@ -185,6 +186,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     .await?;
     if let Some(cluster) = &cluster {
         start_leader_tasks(&args, &daemon, cluster, &ca, ttls);
+        remote::start(
+            &args,
+            &daemon,
+            ca.roots.clone(),
+            late.remote_clusters.clone(),
+        );
     }
     start_webhooks(
         &args,
@@ -493,6 +500,7 @@ fn start_leader_tasks(
     }
     tasks.spawn(crate::ca::rootcert::run(
         client.clone(),
+        String::new(),
         daemon.store.clone(),
         ca.roots.clone(),
         leading.clone(),

@@ -10,6 +10,7 @@
 
 use super::controller::{Ctx, Readiness, WatchSpec, run_watch, typed};
 use super::convert::IntoConfig;
+use crate::config::mesh::ROOT_CERT_CONFIGMAP;
 use crate::config::{Config, ConfigKey, Kind, Spec};
 use crate::metrics::{ClusterStatusLabels, ClusterTypeLabels, SourceEventLabels, TypeLabels};
 use crate::source::metrics::KubeMetrics;
@@ -30,12 +31,13 @@ use tracing::{Instrument, error, info, info_span, warn};
 pub const MULTICLUSTER_SECRET_LABEL: &str = "istio/multiCluster";
 
 /// The kinds a remote cluster's watchers read (istiod's per-cluster service registry).
-pub const REMOTE_KINDS: [Kind; 5] = [
+pub const REMOTE_KINDS: [Kind; 6] = [
     Kind::Service,
     Kind::EndpointSlice,
     Kind::Pod,
     Kind::Node,
     Kind::Namespace,
+    Kind::ConfigMap,
 ];
 
 /// One cluster as `/debug/clusterz` lists it, in istiod's shape.
@@ -54,10 +56,23 @@ pub struct ClusterInfo {
 
 /// The remote clusters known now, shared with the admin server (their state) and the CA (their
 /// clients, to review their pods' tokens).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RemoteClusters {
     info: Arc<Mutex<BTreeMap<String, ClusterInfo>>>,
-    clients: Arc<Mutex<BTreeMap<String, kube::Client>>>,
+    /// Each watched cluster's client with its generation (a new kubeconfig is a new one).
+    clients: Arc<Mutex<BTreeMap<String, (u64, kube::Client)>>>,
+    /// Bumped whenever a client is added, replaced or removed.
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Default for RemoteClusters {
+    fn default() -> Self {
+        RemoteClusters {
+            info: Arc::default(),
+            clients: Arc::default(),
+            changed: Arc::new(tokio::sync::watch::Sender::new(0)),
+        }
+    }
 }
 
 impl RemoteClusters {
@@ -76,7 +91,20 @@ impl RemoteClusters {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .cloned()
+            .map(|(_, c)| c.clone())
+    }
+
+    /// Every watched cluster's client, with its generation.
+    pub fn clients(&self) -> BTreeMap<String, (u64, kube::Client)> {
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Changes whenever a cluster's client is added, replaced or removed.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// The IDs of the remote clusters being watched.
@@ -97,10 +125,14 @@ impl RemoteClusters {
     }
 
     fn set_client(&self, id: &str, client: kube::Client) {
+        // Only the controller's task writes: the next generation is the current one plus one.
+        // The client is in place before anyone is told.
+        let generation = *self.changed.borrow() + 1;
         self.clients
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), client);
+            .insert(id.to_string(), (generation, client));
+        self.changed.send_replace(generation);
     }
 
     fn remove(&self, id: &str) {
@@ -108,10 +140,14 @@ impl RemoteClusters {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
-        self.clients
+        let removed = self
+            .clients
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
+        if removed.is_some() {
+            self.changed.send_modify(|g| *g += 1);
+        }
     }
 }
 
@@ -552,6 +588,25 @@ fn spawn_remote_watchers(
     remote!(Pod, Kind::Pod);
     remote!(Node, Kind::Node);
     remote!(Namespace, Kind::Namespace);
+    // The root cert ConfigMaps, for a remote cluster this control plane leads (`ca::rootcert`
+    // repairs them from what the store shows).
+    let part = format!("cluster/{id}/watch/ConfigMap/{ROOT_CERT_CONFIGMAP}");
+    ctx.readiness.register(&part);
+    let owner = id.to_string();
+    let spec = WatchSpec {
+        kind: Kind::ConfigMap,
+        part,
+        convert: in_cluster::<k8s_openapi::api::core::v1::ConfigMap>(id),
+        owns: Arc::new(move |k: &ConfigKey| k.cluster == owner && k.name == ROOT_CERT_CONFIGMAP),
+    };
+    let fut = run_watch::<k8s_openapi::api::core::v1::ConfigMap>(
+        ctx.clone(),
+        Api::all(client.clone()),
+        watcher::Config::default().fields(&format!("metadata.name={ROOT_CERT_CONFIGMAP}")),
+        spec,
+        cancel.clone(),
+    );
+    tasks.spawn(fut.instrument(info_span!("k8s-watch", cluster = %id, kind = "ConfigMap")));
 }
 
 #[cfg(test)]
