@@ -301,3 +301,94 @@ pub const PERMISSIONS: &[Permission] = &[
         "k8s::leader",
     ),
 ];
+
+/// The calls made in a remote cluster with its remote secret's credentials (the
+/// `istio-reader-service-account` that `istioctl create-remote-secret` names): the remote's
+/// watchers (`source::kube::multicluster`) and the CA's TokenReviews of its pods. The chart
+/// grants them as istiod's chart grants its reader role, in every install, so any cluster can be
+/// made a remote of another.
+pub const REMOTE_PERMISSIONS: &[Permission] = &[
+    rule(
+        Scope::Cluster,
+        "",
+        "services",
+        WATCH,
+        "source::kube::multicluster",
+    ),
+    rule(
+        Scope::Cluster,
+        "",
+        "pods",
+        WATCH,
+        "source::kube::multicluster",
+    ),
+    rule(
+        Scope::Cluster,
+        "",
+        "nodes",
+        WATCH,
+        "source::kube::multicluster",
+    ),
+    rule(
+        Scope::Cluster,
+        "",
+        "namespaces",
+        WATCH,
+        "source::kube::multicluster",
+    ),
+    rule(
+        Scope::Cluster,
+        "",
+        "configmaps",
+        WATCH,
+        "source::kube::multicluster (istio-ca-root-cert)",
+    ),
+    rule(
+        Scope::Cluster,
+        "discovery.k8s.io",
+        "endpointslices",
+        WATCH,
+        "source::kube::multicluster",
+    ),
+    rule(
+        Scope::Cluster,
+        "authentication.k8s.io",
+        "tokenreviews",
+        &["create"],
+        "ca::auth (a remote pod's token)",
+    ),
+];
+
+/// What a control plane with EXTERNAL_ISTIOD also does in a remote it leads (`cmd::serve::remote`):
+/// granted in the remote by Istio's remote profile (`istiodRemote.enabled`), whose reader role
+/// has these rules, and by the lease role of the remote's system namespace.
+pub const LED_REMOTE_PERMISSIONS: &[Permission] = &[
+    rule(
+        Scope::Cluster,
+        "",
+        "configmaps",
+        &["create", "get", "list", "watch", "update"],
+        "ca::rootcert (istio-ca-root-cert in a led remote)",
+    ),
+    rule(
+        Scope::Cluster,
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        &["get", "list", "watch", "update"],
+        "webhook::cabundle (a led remote)",
+    ),
+    rule(
+        Scope::Cluster,
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        &["get", "list", "watch", "update"],
+        "webhook::cabundle (a led remote)",
+    ),
+    rule(
+        Scope::SystemNamespace,
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+        "k8s::leader (istio-namespace-controller-election in a led remote)",
+    ),
+];

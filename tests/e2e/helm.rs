@@ -6,7 +6,7 @@
 use crate::common;
 use crate::common::peers::peer;
 use clap::{Args, FromArgMatches};
-use rudder::k8s::rbac::{PERMISSIONS, Scope};
+use rudder::k8s::rbac::{LED_REMOTE_PERMISSIONS, PERMISSIONS, REMOTE_PERMISSIONS, Scope};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -348,6 +348,45 @@ fn chart_lints_and_renders_valid_objects() {
             }
         }
     }
+    // The reader another control plane's remote secret names: every call made with it granted,
+    // and nothing more.
+    let reader = get(&r, "ClusterRole/istio-reader-clusterrole-istio-system");
+    for p in REMOTE_PERMISSIONS {
+        for verb in p.verbs {
+            assert!(
+                rule_allows(&reader["rules"], p.group, p.resource, verb),
+                "{verb} {}/{} (used by {}) is not granted to the reader",
+                p.group,
+                p.resource,
+                p.used_by
+            );
+        }
+    }
+    for rule in reader["rules"].as_array().unwrap() {
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for res in rule["resources"].as_array().unwrap() {
+                for verb in rule["verbs"].as_array().unwrap() {
+                    assert!(
+                        REMOTE_PERMISSIONS.iter().any(|p| p.group == group
+                            && p.resource == res
+                            && p.verbs.contains(&verb.as_str().unwrap())),
+                        "{verb} {group}/{res} is granted to the reader but not used"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(
+        get(
+            &r,
+            "ClusterRoleBinding/istio-reader-clusterrole-istio-system"
+        )["subjects"][0]["name"],
+        "istio-reader-service-account"
+    );
+    assert!(
+        r.objects
+            .contains_key("ServiceAccount/istio-reader-service-account")
+    );
     for binding in [
         "ClusterRoleBinding/istiod-clusterrole-istio-system",
         "RoleBinding/istiod",
@@ -752,6 +791,36 @@ fn an_istiod_values_file_installs_rudder() {
         networks["networks"]["net-east"]["gateways"][0]["port"],
         15443
     );
+}
+
+/// `istiodRemote.enabled`, as istiod's remote profile: the reader may also write what a control
+/// plane with EXTERNAL_ISTIOD writes in the remote it leads (`LED_REMOTE_PERMISSIONS`).
+#[test]
+fn a_remote_profile_reader_may_do_what_a_leading_control_plane_does() {
+    let Some(r) = render(json!({"istiodRemote": {"enabled": true}})) else {
+        return;
+    };
+    let reader = get(&r, "ClusterRole/istio-reader-clusterrole-istio-system");
+    let leases = get(&r, "Role/istio-reader-leases");
+    assert_eq!(
+        get(&r, "RoleBinding/istio-reader-leases")["subjects"][0]["name"],
+        "istio-reader-service-account"
+    );
+    for p in LED_REMOTE_PERMISSIONS {
+        let rules = match p.scope {
+            Scope::Cluster => &reader["rules"],
+            Scope::SystemNamespace => &leases["rules"],
+        };
+        for verb in p.verbs {
+            assert!(
+                rule_allows(rules, p.group, p.resource, verb),
+                "{verb} {}/{} (used by {}) is not granted",
+                p.group,
+                p.resource,
+                p.used_by
+            );
+        }
+    }
 }
 
 /// The older layout (`pilot.*`, as IstioOperator's `values.pilot` and istiod charts before 1.24
