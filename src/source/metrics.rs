@@ -74,6 +74,9 @@ pub struct KubeMetrics {
     pub managed_clusters: Family<ClusterTypeLabels, Gauge>,
     /// 1 for each remote cluster's current state (`istiod_remote_cluster_sync_status`).
     pub remote_cluster_sync_status: Family<ClusterStatusLabels, Gauge>,
+    /// Remote clusters not synced within PILOT_REMOTE_CLUSTER_TIMEOUT at the start
+    /// (`remote_cluster_sync_timeouts_total`).
+    pub remote_cluster_sync_timeouts: Counter,
     /// Remote-cluster secret events (`remote_cluster_secret_events_total`).
     pub remote_cluster_secret_events: Family<SourceEventLabels, Counter>,
     /// Remote-cluster kubeconfigs refused (malformed, or naming credentials istiod does not
@@ -134,6 +137,11 @@ impl KubeMetrics {
                 "istiod_remote_cluster_sync_status",
                 "Synchronization state of each remote cluster: 1 for the state it is in",
                 Family::<ClusterStatusLabels, Gauge>::default(),
+            ),
+            remote_cluster_sync_timeouts: registry.register(
+                "remote_cluster_sync_timeouts",
+                "Remote clusters that took too long to sync at the start (which went on without them)",
+                Counter::default(),
             ),
             remote_cluster_secret_events: registry.register(
                 "remote_cluster_secret_events",

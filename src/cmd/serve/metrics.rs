@@ -136,6 +136,26 @@ mod tests {
         };
         m.kube.k8s_events.get_or_create(&event).inc();
         m.kube.k8s_cfg_events.get_or_create(&event).inc();
+        m.kube
+            .managed_clusters
+            .get_or_create(&crate::metrics::ClusterTypeLabels {
+                cluster_type: "remote".into(),
+            })
+            .set(1);
+        m.kube
+            .remote_cluster_sync_status
+            .get_or_create(&crate::metrics::ClusterStatusLabels {
+                cluster: "west".into(),
+                status: "synced".into(),
+            })
+            .set(1);
+        m.kube
+            .remote_cluster_secret_events
+            .get_or_create(&crate::metrics::SourceEventLabels {
+                event: "add".into(),
+            })
+            .inc();
+        m.kube.remote_cluster_sync_timeouts.inc();
         let resource = ResourceLabels {
             group: "networking.istio.io".into(),
             version: "v1".into(),

@@ -321,6 +321,13 @@ impl MultiCluster {
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
+        for (id, running) in &self.running {
+            if !running.readiness.is_ready() {
+                warn!(cluster = %id, pending = ?running.readiness.pending(),
+                    "remote cluster not synced within PILOT_REMOTE_CLUSTER_TIMEOUT; starting without it (still syncing)");
+                self.metrics.remote_cluster_sync_timeouts.inc();
+            }
+        }
         self.report_status();
         let tasks = self.tasks.clone();
         tasks.spawn(
