@@ -7,6 +7,9 @@
 //! Sidecar-scoped namespaces and 10,000 proxies; flags given here override them. The daemon gets
 //! this process's environment (e.g. `PILOT_ENABLE_EDS_DEBOUNCE=false`); `RUDDER_BIN=path` and
 //! `LOADGEN_BIN=path` run other builds of the daemon and the generator instead of this one's.
+//! `REMOTE_CLUSTERS=N` adds N remote clusters (each a fake API server of its own, named by a
+//! remote secret in the primary as `istioctl create-remote-secret` writes it): the generator writes
+//! the same Services into each, with pods of their own, and churns all of them.
 
 #[path = "../tests/e2e/common/fake_k8s.rs"]
 mod fake_k8s;
@@ -37,6 +40,18 @@ fn ready(addr: &str) -> bool {
     answer.starts_with("HTTP/1.1 200")
 }
 
+/// `--remote-kubeconfigs` naming every remote fake, or nothing without remotes.
+fn remote_args(remotes: &[fake_k8s::FakeApi]) -> Vec<String> {
+    if remotes.is_empty() {
+        return Vec::new();
+    }
+    let paths: Vec<String> = remotes
+        .iter()
+        .map(|r| r.kubeconfig.display().to_string())
+        .collect();
+    vec!["--remote-kubeconfigs".to_string(), paths.join(",")]
+}
+
 fn main() -> ExitCode {
     // `cargo test --all-targets` runs benches without `--bench`: nothing to measure then.
     if !std::env::args().any(|a| a == "--bench") {
@@ -47,15 +62,37 @@ fn main() -> ExitCode {
         .filter(|a| a != "--bench")
         .collect();
     let fake = fake_k8s::FakeApi::start();
+    let remotes: Vec<fake_k8s::FakeApi> = (0..std::env::var("REMOTE_CLUSTERS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0))
+        .map(|_| fake_k8s::FakeApi::start())
+        .collect();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let client = rudder::k8s::client(Some(&fake.kubeconfig))
             .await
             .expect("client");
         let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-            kube::Api::all(client);
+            kube::Api::all(client.clone());
         let crd = serde_json::from_value(sidecar_crd()).expect("CRD");
         crds.create(&Default::default(), &crd).await.expect("create the Sidecar CRD");
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(client, "istio-system");
+        for (i, remote) in remotes.iter().enumerate() {
+            let id = format!("remote-{}", i + 1);
+            let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).expect("kubeconfig");
+            let secret = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("istio-remote-secret-{id}"), "namespace": "istio-system",
+                             "labels": {"istio/multiCluster": "true"}},
+                "stringData": {id: kubeconfig},
+            }))
+            .expect("secret");
+            secrets
+                .create(&Default::default(), &secret)
+                .await
+                .expect("create the remote secret");
+        }
     });
     let work = tempfile::tempdir().expect("temporary directory");
     let http = "127.0.0.1:26080";
@@ -123,6 +160,7 @@ fn main() -> ExitCode {
             "--sidecar-scope",
         ])
         .args(["--proxies", "10000"])
+        .args(remote_args(&remotes))
         .args(&extra)
         .status();
     let _ = daemon.kill();

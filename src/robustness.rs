@@ -97,5 +97,5 @@ pub fn admission_review(data: &[u8]) {
     let _ = crate::webhook::validate::admit(&metrics, &request);
     let store = StoreWriter::default();
     let injector = crate::webhook::inject::Injector::new(Default::default(), store.reader());
-    let _ = crate::webhook::inject::admit(&injector, &metrics, &request);
+    let _ = crate::webhook::inject::admit(&injector, &metrics, &request, &Default::default());
 }

@@ -438,3 +438,88 @@ fn a_led_remote_gets_root_certificates_and_webhook_bundles() {
         "a remote that does not name us"
     );
 }
+
+/// `failoverPriority: [topology.istio.io/cluster]` ("prefer my own cluster"): istiod labels every
+/// endpoint and proxy with its cluster, so each cluster's proxies get their own cluster's
+/// endpoints at priority 0 and the other's at 1. On the fakes (the DestinationRule CRD).
+#[test]
+fn failover_priority_prefers_the_proxys_own_cluster() {
+    let primary = Cluster::fake("mcfail");
+    let remote = Cluster::fake("mcfail");
+    let ns = primary.ns.clone();
+    assert!(crate::kubernetes::crds_installed(
+        &primary,
+        [crate::common::cluster::istio_crd(
+            "networking.istio.io",
+            "destinationrules",
+            "DestinationRule"
+        )]
+    ));
+    primary.apply(service(&ns, "reviews"));
+    primary.apply(slice(&ns, "reviews", &["10.1.0.5"], false));
+    remote.apply(service(&ns, "reviews"));
+    remote.apply(slice(&ns, "reviews", &["10.2.0.7"], false));
+    primary.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+        "metadata": {"name": "reviews", "namespace": ns},
+        "spec": {"host": format!("reviews.{ns}.svc.cluster.local"), "trafficPolicy": {
+            "outlierDetection": {"consecutive5xxErrors": 3, "interval": "10s", "baseEjectionTime": "30s"},
+            "loadBalancer": {"localityLbSetting": {"enabled": true,
+                "failoverPriority": ["topology.istio.io/cluster"]}}}}}));
+    let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-west",
+        &[("west", kubeconfig)],
+    ));
+    let daemon = primary.rudder(&["--cluster-id", "east"]);
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let reviews = outbound(&ns, "reviews");
+    for (proxy_cluster, first, second) in [
+        ("east", "10.1.0.5", "10.2.0.7"),
+        ("west", "10.2.0.7", "10.1.0.5"),
+    ] {
+        eventually(10, "the proxy's own cluster first", || {
+            priorities_in(&primary, &daemon, &reviews, proxy_cluster)
+                == vec![(first.to_string(), 0), (second.to_string(), 1)]
+        });
+    }
+}
+
+/// The endpoints of `cluster` a sidecar of `proxy_cluster` is sent, with their priorities,
+/// highest first.
+fn priorities_in(
+    c: &Cluster,
+    d: &Daemon,
+    cluster: &str,
+    proxy_cluster: &str,
+) -> Vec<(String, u32)> {
+    let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
+    c.rt.block_on(async {
+        let metadata = [("CLUSTER_ID", proxy_cluster)];
+        let Ok(mut s) = Sotw::open_with_metadata(d.addr("grpc-xds"), &id, &metadata).await else {
+            return Vec::new();
+        };
+        let cds = s.recv().await;
+        s.ack(&cds, &[]).await;
+        s.send(EDS, &[cluster], "", "", None).await;
+        let mut eds = s.recv().await;
+        while eds.type_url != EDS {
+            s.ack(&eds, &[]).await;
+            eds = s.recv().await;
+        }
+        let mut out: Vec<(String, u32)> = claims(&eds)
+            .iter()
+            .flat_map(|cla| cla.endpoints.iter())
+            .flat_map(|l| {
+                l.lb_endpoints
+                    .iter()
+                    .filter_map(socket_ip)
+                    .map(move |ip| (ip, l.priority))
+            })
+            .collect();
+        out.sort_by_key(|(ip, p)| (*p, ip.clone()));
+        out
+    })
+}

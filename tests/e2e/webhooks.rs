@@ -336,10 +336,15 @@ fn webhook_certificate_chains_to_our_root_for_the_istiod_service_name() {
 
 /// Posts a pod for injection and returns the pod the API server would store (the patch applied).
 fn injected(d: &Daemon, pod: &Value) -> (Value, Value) {
+    injected_at(d, "/inject", pod)
+}
+
+/// `injected` through another webhook path (a remote cluster's `/inject/cluster/<id>/net/<n>`).
+fn injected_at(d: &Daemon, path: &str, pod: &Value) -> (Value, Value) {
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let r = post(
         d,
-        "/inject",
+        path,
         &review("CREATE", ("", "v1", "pods"), "Pod", ns, pod.clone()),
     );
     assert_eq!(r["allowed"], true, "{r}");
@@ -687,4 +692,62 @@ fn injection_applies_mesh_defaults_and_proxy_config_objects() {
         "{}",
         proxy["image"]
     );
+}
+
+/// A remote cluster's webhook (Istio's remote profile) calls `/inject/cluster/<id>/net/<network>`:
+/// its pods get that cluster and network, as istiod injects them; a pod's own network label wins
+/// over the path's, and the pod is labelled with its network.
+#[test]
+fn the_webhook_path_names_a_remote_pods_cluster_and_network() {
+    let (d, _dir) = daemon();
+    let pod = |mut labels: Value| {
+        labels["sidecar.istio.io/inject"] = json!("true");
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "apps", "labels": labels},
+            "spec": {"containers": [{"name": "app", "image": "app:1"}]}})
+    };
+    // The proxy is a container, or a native sidecar among the init containers.
+    let proxy_env = |p: &Value, name: &str| -> Option<String> {
+        ["containers", "initContainers"]
+            .iter()
+            .filter_map(|list| p["spec"][list].as_array())
+            .flatten()
+            .find(|c| c["name"] == "istio-proxy")?["env"]
+            .as_array()?
+            .iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str().map(str::to_string))
+    };
+    let (out, _) = injected_at(&d, "/inject/cluster/west/net/network2", &pod(json!({})));
+    assert_eq!(
+        proxy_env(&out, "ISTIO_META_CLUSTER_ID").as_deref(),
+        Some("west")
+    );
+    assert_eq!(
+        proxy_env(&out, "ISTIO_META_NETWORK").as_deref(),
+        Some("network2")
+    );
+    assert_eq!(
+        out["metadata"]["labels"]["topology.istio.io/network"],
+        "network2"
+    );
+
+    let labelled = pod(json!({"topology.istio.io/network": "own"}));
+    let (out, _) = injected_at(&d, "/inject/cluster/west/net/network2", &labelled);
+    assert_eq!(
+        proxy_env(&out, "ISTIO_META_NETWORK").as_deref(),
+        Some("own")
+    );
+    assert_eq!(
+        out["metadata"]["labels"]["topology.istio.io/network"],
+        "own"
+    );
+
+    // The plain path: the injector's own cluster, and no network.
+    let (out, _) = injected(&d, &pod(json!({})));
+    assert_eq!(
+        proxy_env(&out, "ISTIO_META_CLUSTER_ID").as_deref(),
+        Some("Kubernetes")
+    );
+    assert_eq!(proxy_env(&out, "ISTIO_META_NETWORK"), None);
 }

@@ -114,12 +114,18 @@ impl Mesh {
     }
 
     /// Writes namespaces, Sidecars (with `--sidecar-scope`), and per service its pods, Service and
-    /// EndpointSlice.
-    pub async fn write(client: kube::Client, args: &LoadgenArgs) -> anyhow::Result<Mesh> {
+    /// EndpointSlice. Cluster `index` 0 is the config cluster; a remote (`--remote-kubeconfigs`)
+    /// gets the same Services with pods of its own (their IPs from a range of its own) and no
+    /// Istio config.
+    pub async fn write(
+        client: kube::Client,
+        index: u32,
+        args: &LoadgenArgs,
+    ) -> anyhow::Result<Mesh> {
         let mut mesh = Mesh {
             client,
             pods: vec![Vec::new(); args.services],
-            next_pod: 0,
+            next_pod: index << 20,
             writes: 0,
             slice_writes: 0,
         };
@@ -131,7 +137,7 @@ impl Mesh {
             }))?;
             ok_if_exists(namespaces.create(&PostParams::default(), &namespace).await)?;
         }
-        if args.sidecar_scope {
+        if args.sidecar_scope && index == 0 {
             let gvk = GroupVersionKind::gvk("networking.istio.io", "v1", "Sidecar");
             let resource = ApiResource::from_gvk_with_plural(&gvk, "sidecars");
             for n in 0..args.namespaces {
@@ -394,7 +400,7 @@ enum Churn {
 }
 
 async fn write_churn(
-    mesh: &mut Mesh,
+    meshes: &mut [Mesh],
     churn: &Churn,
     watchers: &Watchers<'_>,
     notes: mpsc::UnboundedSender<Pending>,
@@ -421,7 +427,10 @@ async fn write_churn(
             _ => {}
         }
         tokio::time::sleep_until(start + Duration::from_secs_f64(e as f64 / rate.max(0.001))).await;
-        let j = e % args.services.max(1);
+        // Events go round the clusters, then round the services.
+        let clusters = meshes.len();
+        let mesh = &mut meshes[e % clusters];
+        let j = (e / clusters) % args.services.max(1);
         match churn {
             Churn::Scale { .. } if mesh.pods[j].len() <= base => {
                 let pod = mesh.new_pod(j);
@@ -455,7 +464,7 @@ async fn write_churn(
 }
 
 async fn run_phase(
-    mesh: &mut Mesh,
+    meshes: &mut [Mesh],
     churn: Churn,
     watchers: &Watchers<'_>,
     rx: &mut mpsc::UnboundedReceiver<Seen>,
@@ -467,16 +476,22 @@ async fn run_phase(
         &scrape(args.monitoring_addr, "/metrics").await,
         "process_cpu_seconds_total",
     );
-    let (writes, slice_writes) = (mesh.writes, mesh.slice_writes);
+    let count = |meshes: &[Mesh]| {
+        meshes
+            .iter()
+            .fold((0, 0), |(w, s), m| (w + m.writes, s + m.slice_writes))
+    };
+    let (writes, slice_writes) = count(meshes);
     let mut phase = Phase::default();
     let (tx, notes) = mpsc::unbounded_channel();
     let (written, ()) = tokio::join!(
-        write_churn(mesh, &churn, watchers, tx),
+        write_churn(meshes, &churn, watchers, tx),
         track(rx, notes, received, &mut phase),
     );
     phase.seconds = written?;
-    phase.writes = mesh.writes - writes;
-    phase.slice_writes = mesh.slice_writes - slice_writes;
+    let (writes_after, slice_writes_after) = count(meshes);
+    phase.writes = writes_after - writes;
+    phase.slice_writes = slice_writes_after - slice_writes;
     phase.daemon_cpu = metric(
         &scrape(args.monitoring_addr, "/metrics").await,
         "process_cpu_seconds_total",
@@ -585,7 +600,7 @@ async fn new_services(
 
 /// The churn phases, with a report of each; returns them as JSON for `--json`.
 pub async fn churn(
-    mut mesh: Mesh,
+    mut meshes: Vec<Mesh>,
     watchers: Watchers<'_>,
     rx: &mut mpsc::UnboundedReceiver<Seen>,
     received: &mut Received,
@@ -596,17 +611,17 @@ pub async fn churn(
         rate: args.scale_rate,
         seconds: args.scale_seconds,
     };
-    let phase = run_phase(&mut mesh, scale, &watchers, rx, received).await?;
+    let phase = run_phase(&mut meshes, scale, &watchers, rx, received).await?;
     report.insert("scaling".into(), phase.report("scaling"));
     if args.restart_pods > 0 {
         let restart = Churn::Restart {
             rate: args.restart_rate,
             pods: args.restart_pods,
         };
-        let phase = run_phase(&mut mesh, restart, &watchers, rx, received).await?;
+        let phase = run_phase(&mut meshes, restart, &watchers, rx, received).await?;
         report.insert("rolling_restart".into(), phase.report("rolling restart"));
     }
-    let (from_write, from_push) = new_services(&mut mesh, &watchers, rx, received).await?;
+    let (from_write, from_push) = new_services(&mut meshes[0], &watchers, rx, received).await?;
     let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
     println!(
         "new Services: full push convergence from the write: p50 {:.0} ms, p99 {:.0} ms; from push start: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
@@ -633,6 +648,8 @@ pub async fn churn(
         "daemon_rss_mib".into(),
         json!(metric(&after, "process_resident_memory_bytes") / 1048576.0),
     );
-    mesh.remove(args).await;
+    for mesh in &meshes {
+        mesh.remove(args).await;
+    }
     Ok(serde_json::Value::Object(report))
 }

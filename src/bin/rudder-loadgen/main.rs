@@ -73,6 +73,11 @@ pub struct LoadgenArgs {
     /// Services.
     #[arg(long, conflicts_with_all = ["config_dir", "replay", "realistic", "soak_seconds", "attackers", "endpoint_only", "gateway_api_routes"])]
     pub kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig`: remote clusters (comma-separated kubeconfigs) the daemon reads through
+    /// remote secrets: each gets the same Services with pods of its own, and the churn goes round
+    /// the clusters (docs/performance.md, several clusters).
+    #[arg(long, value_delimiter = ',', requires = "kubeconfig")]
+    pub remote_kubeconfigs: Vec<PathBuf>,
     /// With `--kubeconfig`: EndpointSlice updates per second while deployments scale up and down.
     #[arg(long, default_value_t = 100.0)]
     pub scale_rate: f64,
@@ -252,15 +257,22 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let args = Arc::new(args);
     let (file, mesh) = match (&args.config_dir, &args.kubeconfig) {
         (_, Some(kubeconfig)) => {
-            let client = rudder::k8s::client(Some(kubeconfig)).await?;
             let written = Instant::now();
-            let mesh = kube::Mesh::write(client, &args).await?;
+            let mut meshes = Vec::new();
+            for (index, path) in std::iter::once(kubeconfig)
+                .chain(args.remote_kubeconfigs.iter())
+                .enumerate()
+            {
+                let client = rudder::k8s::client(Some(path)).await?;
+                meshes.push(kube::Mesh::write(client, index as u32, &args).await?);
+            }
             println!(
-                "wrote {} Services with their pods and EndpointSlices in {:.1}s",
+                "wrote {} Services with their pods and EndpointSlices in {} cluster(s) in {:.1}s",
                 args.services,
+                meshes.len(),
                 written.elapsed().as_secs_f64()
             );
-            (PathBuf::new(), Some(mesh))
+            (PathBuf::new(), Some(meshes))
         }
         (Some(dir), None) => {
             let file = dir.join("loadgen-mesh.yaml");

@@ -14,6 +14,7 @@ mod policy;
 pub mod proxy_config;
 mod render;
 mod settings;
+pub mod url_envs;
 
 pub use policy::Decision;
 pub use render::workload_of;
@@ -171,6 +172,18 @@ impl Injector {
 
     /// istiod's selection for `pod` in `namespace` (see `policy::decide`).
     pub fn decide(&self, template: &Template, namespace: &str, pod: &Value) -> Decision {
+        self.decide_in("", template, namespace, pod)
+    }
+
+    /// `decide` for a pod of `cluster` (a remote cluster's webhook names it in its path): the
+    /// namespace's labels are that cluster's when Rudder watches it.
+    pub fn decide_in(
+        &self,
+        cluster: &str,
+        template: &Template,
+        namespace: &str,
+        pod: &Value,
+    ) -> Decision {
         policy::decide(
             template,
             &policy::Revision {
@@ -183,7 +196,7 @@ impl Injector {
                     .cloned()
                     .collect(),
             },
-            &self.namespace_labels(namespace),
+            &self.namespace_labels(cluster, namespace),
             namespace,
             pod,
         )
@@ -204,16 +217,13 @@ impl Injector {
         )
     }
 
-    fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
-        let key = ConfigKey {
-            kind: Kind::Namespace,
-            namespace: String::new(),
-            name: namespace.into(),
-            cluster: String::new(),
-        };
-        self.store
-            .snapshot()
-            .get(&key)
+    fn namespace_labels(&self, cluster: &str, namespace: &str) -> BTreeMap<String, String> {
+        let snapshot = self.store.snapshot();
+        let remote = (!cluster.is_empty() && cluster != self.settings.cluster_id)
+            .then(|| snapshot.get_in(Kind::Namespace, cluster, "", namespace))
+            .flatten();
+        remote
+            .or_else(|| snapshot.get_named(Kind::Namespace, "", namespace))
             .map(|e| e.config.metadata.labels.clone())
             .unwrap_or_default()
     }
@@ -229,10 +239,16 @@ fn string_map(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
-    judge_review(&s, &headers, body, |s, request| {
+pub async fn handle(
+    State(s): State<WebhookState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let envs = url_envs::parse(uri.path());
+    judge_review(&s, &headers, body, move |s, request| {
         let started = std::time::Instant::now();
-        let response = admit(&s.injector, &s.metrics, request);
+        let response = admit(&s.injector, &s.metrics, request, &envs);
         s.metrics
             .injection_time
             .observe(started.elapsed().as_secs_f64());
@@ -247,6 +263,7 @@ pub fn admit(
     injector: &Injector,
     metrics: &WebhookMetrics,
     request: &AdmissionRequest<DynamicObject>,
+    url_envs: &BTreeMap<String, String>,
 ) -> AdmissionResponse {
     metrics.injection_requests.inc();
     let allow = AdmissionResponse::from(request);
@@ -275,8 +292,23 @@ pub fn admit(
         .filter(|n| !n.is_empty())
         .or_else(|| pod["metadata"]["namespace"].as_str().map(String::from))
         .unwrap_or_else(|| "default".into());
-    let template = injector.template();
-    match injector.decide(&template, &namespace, &pod) {
+    let mut template = injector.template();
+    // The cluster and network the webhook's path names (a remote cluster's webhook) win over
+    // the injector's values, as in istiod.
+    let url_cluster = url_envs.get(url_envs::CLUSTER_ID);
+    let url_network = url_envs.get(url_envs::NETWORK);
+    if url_cluster.is_some() || url_network.is_some() {
+        let mut t = (*template).clone();
+        if let Some(c) = url_cluster {
+            t.cluster_id = Some(c.clone());
+        }
+        if let Some(n) = url_network {
+            t.network = Some(n.clone());
+        }
+        template = Arc::new(t);
+    }
+    let cluster = url_cluster.map(String::as_str).unwrap_or_default();
+    match injector.decide_in(cluster, &template, &namespace, &pod) {
         Decision::Skip(why) => {
             debug!(reason = %why, namespace, "pod not injected");
             metrics.injection_skipped.inc();
@@ -284,10 +316,12 @@ pub fn admit(
         }
         Decision::Inject => {
             let sources = injector.proxy_config_sources(&namespace, &pod);
-            let injected = match inject(&injector.settings, &template, &sources, &namespace, &pod) {
-                Ok(p) => p,
-                Err(e) => return fail(e),
-            };
+            let mut injected =
+                match inject(&injector.settings, &template, &sources, &namespace, &pod) {
+                    Ok(p) => p,
+                    Err(e) => return fail(e),
+                };
+            cluster_and_network(&mut injected, &pod, &template, url_envs);
             let patch = json_patch::diff(&pod, &injected);
             match allow.with_patch(patch) {
                 Ok(response) => {
@@ -298,6 +332,34 @@ pub fn admit(
                 Err(e) => fail(InjectError::Patch(e.to_string())),
             }
         }
+    }
+}
+
+/// istiod's last word on a proxy's cluster and network: the webhook path's variables on the
+/// proxy container, the network from the pod's own `topology.istio.io/network` label first,
+/// then the path, then the values; and the pod labelled with that network.
+fn cluster_and_network(
+    injected: &mut Value,
+    pod: &Value,
+    template: &Template,
+    url_envs: &BTreeMap<String, String>,
+) {
+    let mut envs = url_envs.clone();
+    let network = pod["metadata"]["labels"][crate::model::kubernetes::NETWORK_LABEL]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| template.network.clone())
+        .filter(|n| !n.is_empty());
+    if let Some(network) = &network {
+        envs.insert(url_envs::NETWORK.to_string(), network.clone());
+        if !injected["metadata"]["labels"].is_object() {
+            injected["metadata"]["labels"] = Value::Object(Default::default());
+        }
+        injected["metadata"]["labels"][crate::model::kubernetes::NETWORK_LABEL] =
+            Value::String(network.clone());
+    }
+    if !envs.is_empty() {
+        url_envs::apply(injected, &envs);
     }
 }
 

@@ -63,7 +63,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
     let mut cla = ClusterLoadAssignment {
         cluster_name: cluster.to_string(),
         endpoints: by_locality
-            .into_iter()
+            .iter()
             .map(|(locality, eps)| {
                 // gRPC ignores localities without a weight; Envoy ignores the weight unless
                 // locality-weighted balancing is on. The sum of endpoint weights suits both.
@@ -72,7 +72,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                     load_balancing_weight: Some(UInt32Value { value: weight }),
                     locality: Some(super::locality::parse(locality)),
                     lb_endpoints: eps
-                        .into_iter()
+                        .iter()
                         .map(|e| LbEndpoint {
                             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
                                 Endpoint {
@@ -103,18 +103,69 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
             .as_ref()
             .and_then(|lb| lb.locality_lb_setting.as_ref());
         if let Some(setting) = super::locality::setting(ctx.mesh.locality_lb.as_ref(), rule) {
-            super::locality::apply(
-                &mut cla,
-                &labels,
-                &scope.locality,
-                &scope.labels,
-                setting,
-                policy.outlier_detection.is_some(),
-            );
+            // istiod labels every endpoint and proxy with its cluster and network, which
+            // `failoverPriority` may name ("prefer my cluster"); added only when it does.
+            let topology = setting.failover_priority.iter().any(|p| {
+                let key = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
+                key == CLUSTER_LABEL || key == NETWORK_LABEL
+            });
+            if topology {
+                let local = &ctx.mesh.cluster_id;
+                let with_topology =
+                    |labels: &BTreeMap<String, String>, cluster: &str, network: &str| {
+                        let mut out = labels.clone();
+                        let cluster = if cluster.is_empty() {
+                            local.as_str()
+                        } else {
+                            cluster
+                        };
+                        out.entry(CLUSTER_LABEL.to_string())
+                            .or_insert_with(|| cluster.to_string());
+                        if !network.is_empty() {
+                            out.entry(NETWORK_LABEL.to_string())
+                                .or_insert_with(|| network.to_string());
+                        }
+                        out
+                    };
+                let endpoint_labels: Vec<Vec<BTreeMap<String, String>>> = by_locality
+                    .values()
+                    .map(|eps| {
+                        eps.iter()
+                            .map(|e| with_topology(&e.labels, &e.cluster, &e.network))
+                            .collect()
+                    })
+                    .collect();
+                let refs: Vec<Vec<&BTreeMap<String, String>>> = endpoint_labels
+                    .iter()
+                    .map(|group| group.iter().collect())
+                    .collect();
+                let proxy_labels = with_topology(&scope.labels, &scope.cluster, &scope.network);
+                super::locality::apply(
+                    &mut cla,
+                    &refs,
+                    &scope.locality,
+                    &proxy_labels,
+                    setting,
+                    policy.outlier_detection.is_some(),
+                );
+            } else {
+                super::locality::apply(
+                    &mut cla,
+                    &labels,
+                    &scope.locality,
+                    &scope.labels,
+                    setting,
+                    policy.outlier_detection.is_some(),
+                );
+            }
         }
     }
     Typed::new(cluster, Class::outbound(scope), cla)
 }
+
+/// The labels istiod adds to every endpoint and proxy: its cluster and its network.
+const CLUSTER_LABEL: &str = "topology.istio.io/cluster";
+const NETWORK_LABEL: &str = crate::model::kubernetes::NETWORK_LABEL;
 
 /// istiod's `EndpointsByNetworkFilter` (sidecar mode), when `meshNetworks` names gateways: an
 /// endpoint of the proxy's network (or of none, or of a network without gateways) is reached
