@@ -3,6 +3,7 @@
 //! `validate` returns every problem found (not just the first) so a person can fix a file in one pass.
 //! Each error names the object, the field path and the reason.
 
+pub mod cel;
 mod gateway_api;
 mod helpers;
 mod networking;

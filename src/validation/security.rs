@@ -378,6 +378,18 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
             r.error(path, "providers.name may not be empty");
         }
     }
+    // As istiod: a filter's expression must parse as CEL (an empty one does not); Envoy's CEL
+    // filter would refuse the config otherwise.
+    for (i, l) in t.access_logging.iter().enumerate() {
+        if let Some(filter) = &l.filter
+            && let Err(e) = super::cel::check(&filter.expression)
+        {
+            r.error(
+                format!("spec.accessLogging[{i}].filter.expression"),
+                format!("must be a valid CEL expression, {e}"),
+            );
+        }
+    }
     if t.tracing.len() > 1 {
         r.warn(
             "spec.tracing",

@@ -523,3 +523,56 @@ fn priorities_in(
         out
     })
 }
+
+/// A remote's watch history expires while its watches are down (410 Gone) and its API server
+/// throttles the relist (429): that cluster's watchers relist, its objects deleted and changed
+/// meanwhile follow, nothing is lost or duplicated, and the config cluster's objects are
+/// untouched. On the fakes (their fault hooks).
+#[test]
+fn a_remote_relists_after_its_history_expires() {
+    let primary = Cluster::fake("mcrelist");
+    let remote = Cluster::fake("mcrelist");
+    let ns = primary.ns.clone();
+    primary.apply(service(&ns, "local"));
+    primary.apply(slice(&ns, "local", &["10.1.0.5"], false));
+    for svc in ["a", "b"] {
+        remote.apply(service(&ns, svc));
+        remote.apply(slice(&ns, svc, &["10.2.0.7"], false));
+    }
+    let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-west",
+        &[("west", kubeconfig)],
+    ));
+    let daemon = primary.rudder(&["--cluster-id", "east"]);
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    assert!(endpoints_of(&primary, &daemon, &outbound(&ns, "a")).is_some());
+    let fake = remote.fake.as_ref().unwrap();
+    fake.pause_watches();
+    primary.rt.block_on(async {
+        remote.remove(service(&ns, "a")).await;
+        remote.put(service(&ns, "c")).await;
+        remote.put(slice(&ns, "b", &["10.2.0.8"], false)).await;
+    });
+    fake.compact();
+    fake.fail_next("/api/v1/services", 429, 3);
+    fake.resume_watches();
+    eventually(20, "the remote's changes after the relist", || {
+        endpoints_of(&primary, &daemon, &outbound(&ns, "a")).is_none()
+            && endpoints_of(&primary, &daemon, &outbound(&ns, "c")).is_some()
+            && endpoints_of(&primary, &daemon, &outbound(&ns, "b"))
+                == Some(vec!["10.2.0.8".to_string()])
+    });
+    assert_eq!(
+        endpoints_of(&primary, &daemon, &outbound(&ns, "local")),
+        Some(vec!["10.1.0.5".to_string()]),
+        "the config cluster's objects untouched"
+    );
+    assert!(
+        metric_line(&daemon, "rudder_k8s_watch_errors_total{type=\"Service\"}").is_some(),
+        "410 and 429 were seen and retried"
+    );
+}

@@ -887,6 +887,18 @@ const CASES: &[Case] = &[
     ),
     (
         "Telemetry",
+        "accessLogging: [{filter: {expression: \"response.code >=\"}}]",
+        "spec.accessLogging[0].filter.expression: must be a valid CEL expression",
+        "accessLogging: [{filter: {expression: \"response.code >= 400 && !has(request.headers.x)\"}}]",
+    ),
+    (
+        "Telemetry",
+        "accessLogging: [{filter: {}}]",
+        "spec.accessLogging[0].filter.expression: must be a valid CEL expression",
+        "accessLogging: [{providers: [{name: envoy}]}]",
+    ),
+    (
+        "Telemetry",
         "accessLogging: [{providers: [{name: \"\"}]}]",
         "spec.accessLogging[0].providers: providers.name may not be empty",
         "accessLogging: [{providers: [{name: envoy}]}]",
