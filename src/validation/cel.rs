@@ -48,13 +48,25 @@ enum Token {
     Op(&'static str),
 }
 
-/// Whether `text` is a CEL expression; the error says where it is not.
+/// Whether `text` is a CEL expression (as cel-go parses it); the error says where it is not.
 pub fn check(text: &str) -> Result<(), String> {
+    parse(text, true)
+}
+
+/// `check`, for an expression Envoy's CEL filters evaluate: Envoy builds them with
+/// comprehensions turned off, so the macros that expand to one (`all`, `exists`, `exists_one`,
+/// `map`, `filter`) make Envoy refuse the whole config.
+pub fn check_for_envoy(text: &str) -> Result<(), String> {
+    parse(text, false)
+}
+
+fn parse(text: &str, comprehensions: bool) -> Result<(), String> {
     let tokens = lex(text)?;
     let mut p = Parser {
         tokens,
         at: 0,
         depth: 0,
+        comprehensions,
     };
     p.expr()?;
     if let Some(t) = p.peek() {
@@ -273,6 +285,8 @@ struct Parser {
     tokens: Vec<Token>,
     at: usize,
     depth: usize,
+    /// Whether comprehension macros may be used (not in Envoy).
+    comprehensions: bool,
 }
 
 impl Parser {
@@ -365,7 +379,7 @@ impl Parser {
                 let name = self.selector()?;
                 if self.eat("(") {
                     let args = self.args(")")?;
-                    expr = receiver_macro(&name, &args)?;
+                    expr = receiver_macro(&name, &args, self.comprehensions)?;
                 } else if self.eat("{") {
                     // A message construction: `google.protobuf.Duration{seconds: 10}`.
                     self.field_inits()?;
@@ -515,7 +529,7 @@ fn global_macro(name: &str, args: &[Expr]) -> Result<Expr, String> {
 }
 
 /// `e.all(x, p)`, `exists`, `exists_one`, `map`, `filter`: the first argument is a variable name.
-fn receiver_macro(name: &str, args: &[Expr]) -> Result<Expr, String> {
+fn receiver_macro(name: &str, args: &[Expr], comprehensions: bool) -> Result<Expr, String> {
     let arity: &[usize] = match name {
         "all" | "exists" | "exists_one" | "filter" => &[2],
         "map" => &[2, 3],
@@ -528,12 +542,17 @@ fn receiver_macro(name: &str, args: &[Expr]) -> Result<Expr, String> {
     if args[0] != Expr::Ident {
         return Err("argument must be a simple name".into());
     }
+    if !comprehensions {
+        return Err(format!(
+            "the {name}() macro is a comprehension, which Envoy's CEL filters do not support"
+        ));
+    }
     Ok(Expr::Other)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::{check, check_for_envoy};
 
     /// Expressions Istio's documentation and Envoy's CEL filter examples use, and what cel-go's
     /// parser refuses.
@@ -575,6 +594,13 @@ mod tests {
         ] {
             assert!(check(bad).is_err(), "{bad:?} passed");
         }
+        // Envoy builds its expressions without comprehensions.
+        assert!(
+            check_for_envoy("[1].exists(x, x > 0)")
+                .unwrap_err()
+                .contains("comprehension")
+        );
+        assert_eq!(check_for_envoy("[1].size() > 0 && has(a.b)"), Ok(()));
         let deep = "(".repeat(10_000) + "1" + &")".repeat(10_000);
         assert!(check(&deep).unwrap_err().contains("recursion limit"));
     }

@@ -378,11 +378,11 @@ pub fn telemetry(r: &mut Report, t: &Telemetry) {
             r.error(path, "providers.name may not be empty");
         }
     }
-    // As istiod: a filter's expression must parse as CEL (an empty one does not); Envoy's CEL
-    // filter would refuse the config otherwise.
+    // As istiod: a filter's expression must parse as CEL (an empty one does not); and, unlike
+    // istiod, without the comprehension macros Envoy's CEL filter refuses (docs/decisions.md).
     for (i, l) in t.access_logging.iter().enumerate() {
         if let Some(filter) = &l.filter
-            && let Err(e) = super::cel::check(&filter.expression)
+            && let Err(e) = super::cel::check_for_envoy(&filter.expression)
         {
             r.error(
                 format!("spec.accessLogging[{i}].filter.expression"),

@@ -1274,6 +1274,68 @@ fn envoy_logs_as_telemetry_access_logging_says() {
     });
 }
 
+/// Every shape of CEL expression Rudder's admission lets through (`validation::cel`), served in
+/// a Telemetry access-log filter: a real Envoy accepts each one, so an admitted filter is never
+/// a rejected config.
+#[test]
+fn envoy_accepts_every_cel_filter_rudder_admits() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(dir.path(), "routing.yaml", &routing(100, 0));
+    write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    extensionProviders:\n    - name: stdout\n      envoyFileAccessLog: {path: /dev/stdout}\n",
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    for expression in [
+        "response.code >= 500 || request.headers['x-debug'] == 'true'",
+        "connection.mtls && request.url_path.startsWith('/api')",
+        "!has(request.headers.authorization)",
+        "xds.cluster_name == 'outbound|80||a.b.svc.cluster.local' ? true : false",
+        "[1, 2, 3,].size() > 2 && {'a': 1.5e3, 'b': -2}.size() == 2",
+        "r'raw\\d' != 'x' && b'\\x00\\101' != b'' && \"\\u00e9\" != ''",
+        "int(response.code) in [200, 204] // a comment",
+        "-9223372036854775808 < 0 && 0x1F == 31 && 3u > 2u && .1 < 1.0",
+        "google.protobuf.Duration{seconds: 10} != null && 'x' + 'y' == 'xy'",
+    ] {
+        assert_eq!(
+            rudder::validation::cel::check_for_envoy(expression),
+            Ok(()),
+            "{expression}"
+        );
+        write(
+            dir.path(),
+            "telemetry.yaml",
+            &format!(
+                "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: mesh-default, namespace: istio-system}}\nspec:\n  accessLogging:\n  - providers: [{{name: stdout}}]\n    filter: {{expression: {}}}\n",
+                serde_json::to_string(expression).unwrap()
+            ),
+        );
+        let marker = expression.split(' ').next().unwrap_or_default().to_string();
+        eventually(30, "Envoy holds the filter", || {
+            let (_, dump) = http_get(envoy.admin, "/config_dump?resource=dynamic_listeners");
+            dump.contains("envoy.access_loggers.extension_filters.cel")
+                && dump.contains(&marker.replace('\\', "\\\\").replace('"', "\\\""))
+        });
+        assert_eq!(
+            common::metric(&daemon, "pilot_total_xds_rejects"),
+            0.0,
+            "Envoy refused {expression}"
+        );
+    }
+}
+
 /// A Zipkin collector: keeps the body of every request it gets (spans, as JSON) and accepts it.
 fn zipkin_collector() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::{BufReader, Read, Write};
