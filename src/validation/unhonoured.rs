@@ -225,6 +225,25 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "WAYPOINT",
         "waypoints are not served yet: the patch applies nowhere",
     ),
+    // istiod 1.30 reads no `filterClass` either: the operation alone places an added filter.
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].patch.filterClass",
+        "AUTHN",
+        "filterClass is not acted on (nor by istiod): the patch's operation places the filter",
+    ),
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].patch.filterClass",
+        "AUTHZ",
+        "filterClass is not acted on (nor by istiod): the patch's operation places the filter",
+    ),
+    when(
+        Kind::EnvoyFilter,
+        "configPatches[].patch.filterClass",
+        "STATS",
+        "filterClass is not acted on (nor by istiod): the patch's operation places the filter",
+    ),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "Service"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "GatewayClass"),

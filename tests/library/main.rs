@@ -3,6 +3,7 @@
 //! `cargo test --test library architecture::`.
 
 mod architecture;
+mod field_walk;
 mod istio_fields;
 mod parse_fixtures;
 mod validation_parity;
