@@ -630,3 +630,56 @@ pub struct ReferenceGrantTo {
     pub kind: String,
     pub name: Option<String>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// BackendTLSPolicy
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackendTlsPolicy {
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetReference>,
+    #[serde(default)]
+    pub validation: BackendTlsValidation,
+    /// Implementation-specific TLS options (istiod reads none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+/// A policy's target in its own namespace, a port of it by `sectionName`.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyTargetReference {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    pub section_name: Option<String>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackendTlsValidation {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ca_certificate_refs: Vec<LocalObjectReference>,
+    #[serde(rename = "wellKnownCACertificates")]
+    pub well_known_ca_certificates: Option<String>,
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubjectAltName {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    pub hostname: Option<String>,
+    pub uri: Option<String>,
+}

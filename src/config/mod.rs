@@ -46,6 +46,8 @@ pub enum Kind {
     TCPRoute,
     TLSRoute,
     ReferenceGrant,
+    /// TLS from gateways and sidecars to a Service's backends (the Gateway API's).
+    BackendTLSPolicy,
     // Kubernetes kinds, written by the Kubernetes source; never read from config files.
     Service,
     EndpointSlice,
@@ -81,7 +83,7 @@ impl Kind {
     ];
 
     /// The Gateway API kinds istiod serves, watched when their CRDs are installed.
-    pub const GATEWAY_API: [Kind; 7] = [
+    pub const GATEWAY_API: [Kind; 8] = [
         Kind::GatewayClass,
         Kind::KubernetesGateway,
         Kind::HTTPRoute,
@@ -89,6 +91,7 @@ impl Kind {
         Kind::TCPRoute,
         Kind::TLSRoute,
         Kind::ReferenceGrant,
+        Kind::BackendTLSPolicy,
     ];
 
     /// Every kind read as config (Istio's and the Gateway API's): what a config directory, the
@@ -150,6 +153,7 @@ impl Kind {
             Kind::TCPRoute => "TCPRoute",
             Kind::TLSRoute => "TLSRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::BackendTLSPolicy => "BackendTLSPolicy",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Pod => "Pod",
@@ -202,7 +206,8 @@ impl Kind {
             | Kind::GRPCRoute
             | Kind::TCPRoute
             | Kind::TLSRoute
-            | Kind::ReferenceGrant => gateway_api::GROUP,
+            | Kind::ReferenceGrant
+            | Kind::BackendTLSPolicy => gateway_api::GROUP,
             Kind::Service
             | Kind::Pod
             | Kind::Namespace
@@ -229,6 +234,7 @@ impl Kind {
             Kind::TCPRoute => &["v1alpha2"],
             Kind::TLSRoute => &["v1", "v1alpha3", "v1alpha2"],
             Kind::ReferenceGrant => &["v1", "v1beta1"],
+            Kind::BackendTLSPolicy => &["v1", "v1alpha3"],
             k if !k.is_istio() => &["v1"],
             _ => &["v1", "v1beta1", "v1alpha3"],
         }
@@ -321,6 +327,7 @@ pub enum Spec {
     TCPRoute(gateway_api::TcpRoute),
     TLSRoute(gateway_api::TlsRoute),
     ReferenceGrant(gateway_api::ReferenceGrant),
+    BackendTLSPolicy(gateway_api::BackendTlsPolicy),
     Service(Box<k8s_openapi::api::core::v1::Service>),
     EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
     Pod(Box<k8s_openapi::api::core::v1::Pod>),
@@ -357,6 +364,7 @@ impl Spec {
             Spec::TCPRoute(_) => Kind::TCPRoute,
             Spec::TLSRoute(_) => Kind::TLSRoute,
             Spec::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Spec::BackendTLSPolicy(_) => Kind::BackendTLSPolicy,
             Spec::Service(_) => Kind::Service,
             Spec::EndpointSlice(_) => Kind::EndpointSlice,
             Spec::Pod(_) => Kind::Pod,
@@ -407,6 +415,7 @@ impl Spec {
             Kind::TCPRoute => Spec::TCPRoute(typed(value)?),
             Kind::TLSRoute => Spec::TLSRoute(typed(value)?),
             Kind::ReferenceGrant => Spec::ReferenceGrant(typed(value)?),
+            Kind::BackendTLSPolicy => Spec::BackendTLSPolicy(typed(value)?),
             k => {
                 return Err((
                     "kind".into(),
@@ -688,6 +697,21 @@ impl Config {
         {
             return mesh_config_map(obj, metadata, default_namespace).map(Some);
         }
+        // A CA bundle (key `ca.crt`) a BackendTLSPolicy may name: kept with that key alone.
+        if api_version == "v1"
+            && kind_name == "ConfigMap"
+            && obj
+                .get("data")
+                .is_some_and(|d| d.get(crate::config::CA_BUNDLE_KEY).is_some())
+        {
+            let mut config = mesh_config_map(obj, metadata, default_namespace)?;
+            if let Spec::ConfigMap(cm) = &mut config.spec
+                && let Some(data) = cm.data.as_mut()
+            {
+                data.retain(|k, _| k == CA_BUNDLE_KEY);
+            }
+            return Ok(Some(config));
+        }
         let Some(kind) = Kind::from_group_kind(group, &kind_name) else {
             if group.ends_with(".istio.io") {
                 return Err(doc_error(format!(
@@ -762,6 +786,9 @@ fn invalid_field(object: &ObjectRef, field: &str, message: String) -> DocumentOu
         message,
     })
 }
+
+/// The key of a ConfigMap holding a CA bundle (what BackendTLSPolicy's `caCertificateRefs` name).
+pub const CA_BUNDLE_KEY: &str = "ca.crt";
 
 /// The mesh ConfigMap (`istio`, key `mesh`) given as a file: what istiod reads from its
 /// `--meshConfig` file, so mesh-wide settings work without a cluster. Its MeshConfig is checked

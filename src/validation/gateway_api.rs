@@ -4,8 +4,9 @@
 
 use super::Report;
 use crate::config::gateway_api::{
-    BackendRef, Gateway, GatewayClass, GrpcRoute, HttpBackendRef, HttpHeaderMatch, HttpRoute,
-    HttpRouteFilter, L4RouteRule, ParentReference, ReferenceGrant, TlsRoute,
+    BackendRef, BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpBackendRef,
+    HttpHeaderMatch, HttpRoute, HttpRouteFilter, L4RouteRule, ParentReference, ReferenceGrant,
+    TlsRoute,
 };
 use regex::Regex;
 use std::collections::BTreeSet;
@@ -635,6 +636,124 @@ pub fn reference_grant(r: &mut Report, g: &ReferenceGrant) {
     for (i, t) in g.to.iter().enumerate() {
         if t.kind.is_empty() {
             r.error(format!("spec.to[{i}].kind"), "kind is required");
+        }
+    }
+}
+
+/// BackendTLSPolicy, with the CRD's rules: 1 to 16 targets, a `sectionName` on every reference
+/// to a target named more than once and unique among them, a precise `hostname`, CA certificates
+/// from references (at most 8) or a well-known set (not both, one of them), and at most 5
+/// subject alternative names, each of its type.
+pub fn backend_tls_policy(r: &mut Report, p: &BackendTlsPolicy) {
+    if p.target_refs.is_empty() || p.target_refs.len() > 16 {
+        r.error(
+            "spec.targetRefs",
+            "a BackendTLSPolicy has 1 to 16 targetRefs",
+        );
+    }
+    for (i, a) in p.target_refs.iter().enumerate() {
+        if a.kind.is_empty() || a.name.is_empty() {
+            r.error(
+                format!("spec.targetRefs[{i}]"),
+                "kind and name are required",
+            );
+        }
+        let same = |b: &&crate::config::gateway_api::PolicyTargetReference| {
+            a.group == b.group && a.kind == b.kind && a.name == b.name
+        };
+        let section = |t: &crate::config::gateway_api::PolicyTargetReference| {
+            t.section_name.clone().filter(|s| !s.is_empty())
+        };
+        let others: Vec<_> = p.target_refs.iter().filter(same).collect();
+        if others.len() > 1 {
+            if others
+                .iter()
+                .any(|b| section(a).is_some() != section(b).is_some())
+            {
+                r.error(
+                    format!("spec.targetRefs[{i}]"),
+                    "sectionName must be specified when targetRefs includes 2 or more references to the same target",
+                );
+            } else if others.iter().filter(|b| section(b) == section(a)).count() > 1 {
+                r.error(
+                    format!("spec.targetRefs[{i}]"),
+                    "sectionName must be unique when targetRefs includes 2 or more references to the same target",
+                );
+            }
+        }
+    }
+    let v = &p.validation;
+    if v.hostname.starts_with("*.") || v.hostname.starts_with('*') {
+        r.error(
+            "spec.validation.hostname",
+            format!(
+                "{:?}: a precise hostname is required (no wildcard)",
+                v.hostname
+            ),
+        );
+    } else {
+        hostname(r, "spec.validation.hostname".into(), &v.hostname);
+    }
+    if v.ca_certificate_refs.len() > 8 {
+        r.error(
+            "spec.validation.caCertificateRefs",
+            "at most 8 caCertificateRefs",
+        );
+    }
+    for (i, c) in v.ca_certificate_refs.iter().enumerate() {
+        if c.kind.is_empty() || c.name.is_empty() {
+            r.error(
+                format!("spec.validation.caCertificateRefs[{i}]"),
+                "kind and name are required",
+            );
+        }
+    }
+    let well_known = v
+        .well_known_ca_certificates
+        .as_deref()
+        .filter(|w| !w.is_empty());
+    match (v.ca_certificate_refs.is_empty(), well_known) {
+        (false, Some(_)) => r.error(
+            "spec.validation",
+            "must not contain both CACertificateRefs and WellKnownCACertificates",
+        ),
+        (true, None) => r.error(
+            "spec.validation",
+            "must specify either CACertificateRefs or WellKnownCACertificates",
+        ),
+        _ => {}
+    }
+    if v.subject_alt_names.len() > 5 {
+        r.error(
+            "spec.validation.subjectAltNames",
+            "at most 5 subjectAltNames",
+        );
+    }
+    for (i, san) in v.subject_alt_names.iter().enumerate() {
+        let path = format!("spec.validation.subjectAltNames[{i}]");
+        let has = |o: &Option<String>| o.as_deref().is_some_and(|v| !v.is_empty());
+        match san.type_.as_str() {
+            "Hostname" if !has(&san.hostname) => r.error(
+                path,
+                "SubjectAltName element must contain Hostname, if Type is set to Hostname",
+            ),
+            "Hostname" if has(&san.uri) => r.error(
+                path,
+                "SubjectAltName element must not contain URI, if Type is not set to URI",
+            ),
+            "URI" if !has(&san.uri) => r.error(
+                path,
+                "SubjectAltName element must contain URI, if Type is set to URI",
+            ),
+            "URI" if has(&san.hostname) => r.error(
+                path,
+                "SubjectAltName element must not contain Hostname, if Type is not set to Hostname",
+            ),
+            "Hostname" | "URI" => {}
+            other => r.error(
+                format!("{path}.type"),
+                format!("{other:?}: supported values are \"Hostname\" and \"URI\""),
+            ),
         }
     }
 }

@@ -168,6 +168,7 @@ pub fn check(config: &Config) -> Verdict {
             Spec::TCPRoute(s) => gateway_api::l4_route(&mut r, &s.parent_refs, &s.rules),
             Spec::TLSRoute(s) => gateway_api::tls_route(&mut r, s),
             Spec::ReferenceGrant(s) => gateway_api::reference_grant(&mut r, s),
+            Spec::BackendTLSPolicy(s) => gateway_api::backend_tls_policy(&mut r, s),
             _ => {}
         }
         for (field, note) in unhonoured::fields(config) {

@@ -225,6 +225,12 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "WAYPOINT",
         "waypoints are not served yet: the patch applies nowhere",
     ),
+    // BackendTLSPolicy: applied (model::gateway_api::backend_tls), but for these.
+    field(
+        Kind::BackendTLSPolicy,
+        "options",
+        "implementation-specific TLS options: none is read (nor by istiod)",
+    ),
     // istiod 1.30 reads no `filterClass` either: the operation alone places an added filter.
     when(
         Kind::EnvoyFilter,

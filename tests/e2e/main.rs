@@ -9,6 +9,7 @@ mod common;
 
 mod ads_protocol;
 mod ambient;
+mod backend_tls;
 mod ca;
 mod cli;
 mod east_west;

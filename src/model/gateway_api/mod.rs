@@ -6,6 +6,7 @@
 //! that Service. Pure over a snapshot: the push context serves the Istio config this returns next
 //! to the store's own, and `status` writes the conditions recorded here.
 
+pub mod backend_tls;
 mod convert;
 mod listeners;
 mod routes;
@@ -42,8 +43,13 @@ pub const KINDS: &[Kind] = &[
     Kind::TCPRoute,
     Kind::TLSRoute,
     Kind::ReferenceGrant,
+    Kind::BackendTLSPolicy,
     Kind::Namespace,
 ];
+
+/// What BackendTLSPolicies also read (their targets' hosts and port names): a change of these
+/// kinds is translated again only while some policy exists.
+pub const POLICY_TARGET_KINDS: &[Kind] = &[Kind::Service, Kind::ServiceEntry];
 
 /// A status condition as the spec writes it (`type` is the map key where it is kept).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -145,6 +151,8 @@ pub struct Translation {
     pub gateways: Vec<Arc<Config>>,
     /// Istio VirtualServices: per (listener, hostname) for Gateways, per Service for GAMMA.
     pub virtual_services: Vec<Arc<Config>>,
+    /// DestinationRules from BackendTLSPolicies (`backend_tls`): TLS to the targeted services.
+    pub destination_rules: Vec<Arc<Config>>,
     pub classes: Vec<ClassOutcome>,
     pub gateway_outcomes: BTreeMap<ConfigKey, GatewayOutcome>,
     pub route_outcomes: BTreeMap<ConfigKey, RouteOutcome>,
@@ -158,6 +166,7 @@ impl Translation {
     pub fn is_empty(&self) -> bool {
         self.gateways.is_empty()
             && self.virtual_services.is_empty()
+            && self.destination_rules.is_empty()
             && self.classes.is_empty()
             && self.gateway_outcomes.is_empty()
             && self.route_outcomes.is_empty()
@@ -232,6 +241,7 @@ pub fn translate(snapshot: &Snapshot, domain_suffix: &str) -> Translation {
     let grants = Grants::of(snapshot);
     let parents = listeners::gateways(snapshot, domain_suffix, &grants, &mut out);
     routes::routes(snapshot, domain_suffix, &grants, &parents, &mut out);
+    backend_tls::policies(snapshot, domain_suffix, &mut out);
     out
 }
 

@@ -346,3 +346,73 @@ spec:
     assert_eq!(t.gateway_outcomes.len(), 1);
     assert!(t.gateway_outcomes.values().all(|o| o.unmanaged));
 }
+
+/// BackendTLSPolicies become DestinationRules: SNI and (without its own) SAN from the hostname,
+/// the ConfigMap's bundle by name, a port by `sectionName`; of two policies for one target the
+/// oldest wins, and a CA reference that is not a ConfigMap trusts nothing.
+#[test]
+fn backend_tls_policies_become_destination_rules() {
+    let yaml = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: shop}
+spec: {hosts: [api.example.com], ports: [{number: 443, name: https, protocol: HTTP}], resolution: DNS}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: old, namespace: shop, creationTimestamp: '2024-01-01T00:00:00Z'}
+spec:
+  targetRefs: [{group: networking.istio.io, kind: ServiceEntry, name: api, sectionName: https}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}], hostname: api.example.com}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: new, namespace: shop, creationTimestamp: '2025-01-01T00:00:00Z'}
+spec:
+  targetRefs: [{group: networking.istio.io, kind: ServiceEntry, name: api, sectionName: https}, {group: "", kind: Service, name: web}]
+  validation:
+    caCertificateRefs: [{group: "", kind: Secret, name: not-a-configmap}]
+    hostname: web.example.com
+    subjectAltNames: [{type: URI, uri: "spiffe://td/ns/shop/sa/web"}]
+"#;
+    let t = translated(yaml);
+    let rules: Vec<(String, serde_json::Value)> = t
+        .destination_rules
+        .iter()
+        .map(|c| match &c.spec {
+            Spec::DestinationRule(dr) => {
+                (c.metadata.name.clone(), serde_json::to_value(dr).unwrap())
+            }
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(rules.len(), 2, "{rules:#?}");
+    let (name, api) = &rules[0];
+    assert_eq!(name, "old~api~backend-tls~443");
+    let tls = &api["trafficPolicy"]["portLevelSettings"][0];
+    assert_eq!(tls["port"]["number"], 443);
+    assert_eq!(tls["tls"]["sni"], "api.example.com");
+    assert_eq!(
+        tls["tls"]["subjectAltNames"],
+        serde_json::json!(["api.example.com"])
+    );
+    assert_eq!(tls["tls"]["credentialName"], "configmap://shop/ca");
+    let (name, web) = &rules[1];
+    assert_eq!(
+        name, "new~web~backend-tls",
+        "the newer policy keeps only what the older does not take"
+    );
+    assert_eq!(web["host"], "web.shop.svc.cluster.local");
+    let tls = &web["trafficPolicy"]["tls"];
+    assert_eq!(
+        tls["subjectAltNames"],
+        serde_json::json!(["spiffe://td/ns/shop/sa/web"])
+    );
+    assert!(
+        tls["credentialName"]
+            .as_str()
+            .unwrap()
+            .starts_with("configmap://shop/unsupported-"),
+        "a Secret reference trusts nothing: {tls}"
+    );
+}

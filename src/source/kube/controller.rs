@@ -84,11 +84,13 @@ pub(super) struct Ctx {
     pub(super) readiness: Arc<Readiness>,
 }
 
-/// Turns a watched object into a store object, or says why it cannot be one.
-pub(super) type Convert<K> = Arc<dyn Fn(K) -> Result<Config, (ConfigKey, String)> + Send + Sync>;
+/// Turns a watched object into a store object, says why it cannot be one, or (`None`) that the
+/// watcher leaves it to another (a ConfigMap a named watcher keeps).
+pub(super) type Convert<K> =
+    Arc<dyn Fn(K) -> Result<Option<Config>, (ConfigKey, String)> + Send + Sync>;
 
 pub(super) fn typed<K: IntoConfig>() -> Convert<K> {
-    Arc::new(|k: K| Ok(k.into_config()))
+    Arc::new(|k: K| Ok(Some(k.into_config())))
 }
 
 /// What one watcher feeds: its kind, its readiness part, how objects convert, and which store keys
@@ -176,7 +178,8 @@ pub(super) async fn run_watch<K>(
             Event::InitApply(obj) => {
                 let (configs, keep) = relist.get_or_insert_with(Default::default);
                 match convert(obj) {
-                    Ok(c) => configs.push(c),
+                    Ok(Some(c)) => configs.push(c),
+                    Ok(None) => {}
                     Err((key, why)) => {
                         reject(&ctx, kind, &key, &why);
                         keep.insert(key);
@@ -207,7 +210,8 @@ pub(super) async fn run_watch<K>(
                 ctx.readiness.set(&part);
             }
             Event::Apply(obj) => match convert(obj) {
-                Ok(c) => {
+                Ok(None) => {}
+                Ok(Some(c)) => {
                     if let Some(e) = ctx.store.upsert(c) {
                         count(&format!("{:?}", e.kind).to_lowercase());
                     }
@@ -217,7 +221,8 @@ pub(super) async fn run_watch<K>(
             },
             Event::Delete(obj) => {
                 let key = match convert(obj) {
-                    Ok(c) => c.key(),
+                    Ok(None) => continue,
+                    Ok(Some(c)) => c.key(),
                     Err((key, _)) => key,
                 };
                 if ctx.store.delete(&key).is_some() {
@@ -366,7 +371,9 @@ impl KubeSource {
         // the store as `istio`, the name every reader of the mesh config looks for.
         let root = self.config.root_namespace.clone();
         let mesh_only = move |k: &ConfigKey| {
-            k.namespace == root && k.name == crate::config::mesh::MESH_CONFIGMAP
+            k.cluster.is_empty()
+                && k.namespace == root
+                && k.name == crate::config::mesh::MESH_CONFIGMAP
         };
         {
             let part = "watch/ConfigMap".to_string();
@@ -376,7 +383,7 @@ impl KubeSource {
                 part,
                 convert: Arc::new(|mut cm: ConfigMap| {
                     cm.metadata.name = Some(crate::config::mesh::MESH_CONFIGMAP.to_string());
-                    Ok(cm.into_config())
+                    Ok(Some(cm.into_config()))
                 }),
                 owns: Arc::new(mesh_only),
             };
@@ -402,13 +409,16 @@ impl KubeSource {
             (
                 Api::namespaced(c.clone(), &self.config.root_namespace),
                 self.config.injector_configmap.clone(),
-                Arc::new(move |k: &ConfigKey| k.namespace == root && k.name == injector_name)
-                    as Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
+                Arc::new(move |k: &ConfigKey| {
+                    k.cluster.is_empty() && k.namespace == root && k.name == injector_name
+                }) as Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
             ),
             (
                 Api::all(c.clone()),
                 crate::config::mesh::ROOT_CERT_CONFIGMAP.to_string(),
-                Arc::new(|k: &ConfigKey| k.name == crate::config::mesh::ROOT_CERT_CONFIGMAP),
+                Arc::new(|k: &ConfigKey| {
+                    k.cluster.is_empty() && k.name == crate::config::mesh::ROOT_CERT_CONFIGMAP
+                }),
             ),
         ];
         for (api, name, owns) in named {
@@ -429,6 +439,68 @@ impl KubeSource {
                     cancel.clone(),
                 )
                 .instrument(info_span!("k8s-watch", kind = "ConfigMap", name = %name)),
+            );
+        }
+
+        // ConfigMaps with a CA bundle (`ca.crt`), which BackendTLSPolicies name, in every
+        // namespace: kept with that key alone and without the metadata every write changes, so
+        // an unrelated edit changes nothing in the store. The ConfigMaps the watchers above keep
+        // are left to them.
+        {
+            let root = self.config.root_namespace.clone();
+            let names = [
+                self.config.mesh_configmap.clone(),
+                crate::config::mesh::MESH_CONFIGMAP.to_string(),
+                self.config.injector_configmap.clone(),
+            ];
+            let named = Arc::new(move |namespace: &str, name: &str| {
+                name == crate::config::mesh::ROOT_CERT_CONFIGMAP
+                    || (namespace == root && names.iter().any(|n| n == name))
+            });
+            let part = "watch/ConfigMap/ca-bundles".to_string();
+            self.ctx.readiness.register(&part);
+            let skip = named.clone();
+            let spec = WatchSpec {
+                kind: Kind::ConfigMap,
+                part,
+                convert: Arc::new(move |cm: ConfigMap| {
+                    let namespace = cm.metadata.namespace.clone().unwrap_or_default();
+                    let name = cm.metadata.name.clone().unwrap_or_default();
+                    if skip(&namespace, &name) {
+                        return Ok(None);
+                    }
+                    let ca = cm
+                        .data
+                        .and_then(|mut d| d.remove(crate::config::CA_BUNDLE_KEY))
+                        .map(|c| BTreeMap::from([(crate::config::CA_BUNDLE_KEY.to_string(), c)]));
+                    let bundle = ConfigMap {
+                        metadata: kube::api::ObjectMeta {
+                            name: Some(name),
+                            namespace: Some(namespace),
+                            ..Default::default()
+                        },
+                        data: ca,
+                        ..Default::default()
+                    };
+                    Ok(Some(bundle.into_config()))
+                }),
+                owns: Arc::new(move |k: &ConfigKey| {
+                    k.cluster.is_empty() && !named(&k.namespace, &k.name)
+                }),
+            };
+            tasks.spawn(
+                run_watch::<ConfigMap>(
+                    self.ctx.clone(),
+                    Api::all(c.clone()),
+                    watcher::Config::default(),
+                    spec,
+                    cancel.clone(),
+                )
+                .instrument(info_span!(
+                    "k8s-watch",
+                    kind = "ConfigMap",
+                    name = "ca-bundles"
+                )),
             );
         }
 
@@ -548,7 +620,7 @@ async fn watch_crds(
     }
 }
 
-/// The Gateway API CRDs Rudder does not serve (BackendTLSPolicy, ListenerSet, UDPRoute, the
+/// The Gateway API CRDs Rudder does not serve (ListenerSet, UDPRoute, the
 /// experimental x-k8s.io kinds), when installed, are named in a warning (once each) and counted
 /// (`rudder_k8s_unserved_crds`): their objects must not disappear in silence.
 fn note_unserved(
@@ -670,7 +742,7 @@ async fn supervise_istio_kind(
                                 .join("; "),
                         )
                     })?;
-                    Ok(config)
+                    Ok(Some(config))
                 });
                 tokio::spawn(
                     run_watch(

@@ -554,9 +554,11 @@ fn in_cluster<K: IntoConfig + 'static>(id: &str) -> super::controller::Convert<K
     let id = id.to_string();
     let convert = typed::<K>();
     Arc::new(move |k: K| {
-        convert(k).map(|mut c| {
-            c.metadata.cluster.clone_from(&id);
-            c
+        convert(k).map(|c| {
+            c.map(|mut c| {
+                c.metadata.cluster.clone_from(&id);
+                c
+            })
         })
     })
 }

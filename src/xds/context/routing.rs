@@ -146,21 +146,25 @@ impl Routing {
                 .as_ref()
                 .is_some_and(|c| !kinds.iter().any(|k| c.contains_key(k)))
         };
-        let translation = if same_settings && unchanged(gateway_api::KINDS) {
-            self.gateway_api.clone()
-        } else {
-            let t = gateway_api::translate(new, &mesh.domain_suffix);
-            // A change the translation does not pass on (a Namespace's labels no selector
-            // reads) keeps the index.
-            if t.gateways == self.gateway_api.gateways
-                && t.virtual_services == self.gateway_api.virtual_services
-                && t.secret_grants == self.gateway_api.secret_grants
-            {
+        let policy_targets_unchanged =
+            new.count(Kind::BackendTLSPolicy) == 0 || unchanged(gateway_api::POLICY_TARGET_KINDS);
+        let translation =
+            if same_settings && unchanged(gateway_api::KINDS) && policy_targets_unchanged {
                 self.gateway_api.clone()
             } else {
-                Arc::new(t)
-            }
-        };
+                let t = gateway_api::translate(new, &mesh.domain_suffix);
+                // A change the translation does not pass on (a Namespace's labels no selector
+                // reads) keeps the index.
+                if t.gateways == self.gateway_api.gateways
+                    && t.virtual_services == self.gateway_api.virtual_services
+                    && t.destination_rules == self.gateway_api.destination_rules
+                    && t.secret_grants == self.gateway_api.secret_grants
+                {
+                    self.gateway_api.clone()
+                } else {
+                    Arc::new(t)
+                }
+            };
         let ingresses = if same_settings && unchanged(ingress::KINDS) {
             self.ingress.clone()
         } else {
@@ -293,6 +297,19 @@ impl Routing {
             })
             .collect();
         destination_rules.sort_by(|a, b| age(&a.config, &b.config));
+        // BackendTLSPolicies' rules come after the store's for the same host: a DestinationRule
+        // of the user's with its own traffic policy keeps it (docs/gateway-api.md).
+        destination_rules.extend(translation.destination_rules.iter().filter_map(|config| {
+            match &config.spec {
+                Spec::DestinationRule(dr) => Some(DrEntry {
+                    config: config.clone(),
+                    spec: dr.clone(),
+                    host: dr.host.clone(),
+                    merged_from: Vec::new(),
+                }),
+                _ => None,
+            }
+        }));
         let mut vs_by_host: HashMap<String, Vec<usize>> = HashMap::new();
         let mut vs_wildcards = Vec::new();
         for (i, v) in virtual_services.iter().enumerate() {

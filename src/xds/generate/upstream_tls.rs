@@ -155,7 +155,16 @@ pub(super) fn tls_socket(
             // `caCertificates` or a `credentialName`, against the system roots.
             let verify = tls.insecure_skip_verify != Some(true);
             let sans = server_names(&tls.subject_alt_names);
-            if !tls.credential_name.is_empty() {
+            let configmap = tls
+                .credential_name
+                .starts_with(crate::model::gateway_api::backend_tls::CONFIGMAP_CREDENTIAL);
+            if configmap {
+                // A CA bundle only (BackendTLSPolicy's `caCertificateRefs`), over SDS by its name.
+                if verify {
+                    common.validation_context_type =
+                        Some(sds_validation(sds(&tls.credential_name), sans));
+                }
+            } else if !tls.credential_name.is_empty() {
                 let name = format!("kubernetes://{}", tls.credential_name);
                 if tls.mode == ClientTlsMode::MUTUAL {
                     common.tls_certificate_sds_secret_configs = vec![sds(&name)];

@@ -53,7 +53,14 @@ fn add_event(
             r#type: inbound_update_type(ev).into(),
         })
         .inc();
-    kinds.insert(ev.key.kind);
+    // Of the ConfigMaps, only the mesh config changes what proxies are sent beyond SDS: the
+    // others (CA bundles a BackendTLSPolicy names, the injector's, root certificates) are
+    // judged as secrets, an SDS push, not a full one.
+    let kind = match ev.key.kind {
+        Kind::ConfigMap if ev.key.name != crate::config::mesh::MESH_CONFIGMAP => Kind::Secret,
+        k => k,
+    };
+    kinds.insert(kind);
     if triggers.len() < 20 {
         triggers.push(format!("{:?} {}", ev.kind, ev.key));
     }

@@ -1,0 +1,169 @@
+//! BackendTLSPolicy through a real Envoy acting as a Gateway API gateway: the gateway originates
+//! TLS to the backend with the policy's hostname as SNI, trusts the CA of the ConfigMap the policy
+//! names (served over SDS as `configmap://`), and checks the backend's certificate is for that
+//! hostname: a policy naming another hostname, or a backend without one, fails the request.
+
+use crate::common::peers::{Envoy, TlsServer, free_port, peer, request};
+use crate::common::{Daemon, eventually, http_get, metric, write};
+
+fn policy(hostname: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {{name: secure-tls, namespace: shop}}\nspec:\n  targetRefs: [{{group: networking.istio.io, kind: ServiceEntry, name: secure}}]\n  validation:\n    caCertificateRefs: [{{group: \"\", kind: ConfigMap, name: backend-ca}}]\n    hostname: {hostname}\n"
+    )
+}
+
+#[test]
+fn a_backend_tls_policy_originates_verified_tls_to_the_backend() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let certs = tempfile::tempdir().unwrap();
+    let backend = TlsServer::start(certs.path(), "backend.example.com");
+    let ca = std::fs::read_to_string(certs.path().join("server.pem")).unwrap();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let indented: String = ca.lines().map(|l| format!("    {l}\n")).collect();
+    write(
+        dir.path(),
+        "gateway.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: secure, namespace: shop}}
+spec:
+  hosts: [secure.internal]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 127.0.0.1, ports: {{http: {backend}}}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: shop}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: to-secure, namespace: shop}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules: [{{backendRefs: [{{group: networking.istio.io, kind: Hostname, name: secure.internal, port: 80}}]}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: backend-ca, namespace: shop}}
+data:
+  ca.crt: |
+{indented}"#,
+            backend = backend.port
+        ),
+    );
+    let daemon = Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let _gateway = Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        &crate::common::peers::Bootstrap {
+            node_type: "router",
+            pod: "gw-istio-0",
+            namespace: "shop",
+            labels: "gateway.networking.k8s.io/gateway-name: gw",
+            ..Default::default()
+        },
+    );
+    // Without a policy the gateway speaks plain HTTP to a TLS server: no answer it can use.
+    eventually(30, "the route is served", || {
+        let (status, _) = request(port, "any.example", "/", &[]);
+        status != 0 && status != 404
+    });
+    assert_ne!(request(port, "any.example", "/", &[]).0, 200);
+
+    write(dir.path(), "policy.yaml", &policy("backend.example.com"));
+    eventually(30, "TLS to the backend, verified", || {
+        let (status, body) = request(port, "any.example", "/", &[]);
+        status == 200 && body.contains("s_server")
+    });
+
+    // The backend's certificate is not for the policy's hostname: refused.
+    write(dir.path(), "policy.yaml", &policy("other.example.com"));
+    eventually(30, "a certificate for another name is refused", || {
+        request(port, "any.example", "/", &[]).0 == 503
+    });
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+    let (_, config) = http_get(daemon.addr("monitoring"), "/debug/configz");
+    assert!(config.contains("BackendTLSPolicy"), "the policy is served");
+}
+
+/// Kubernetes mode: a ConfigMap's `ca.crt` is served over SDS as `configmap://<ns>/<name>` (to
+/// any proxy, as istiod serves it), follows an edit, and an edit of another key or of another
+/// ConfigMap pushes nothing new. On the fake API server, and a real one with KUBECONFIG.
+#[test]
+fn a_configmaps_ca_bundle_is_served_over_sds() {
+    use crate::common::ads::Sotw;
+    use serde_json::json;
+    const SDS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+    for c in crate::common::cluster::Cluster::all("bundle") {
+        let ns = c.ns.clone();
+        let ca = |pem: &str, other: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "backend-ca", "namespace": ns},
+                   "data": {"ca.crt": pem, "other": other}})
+        };
+        let first = "-----BEGIN CERTIFICATE-----\nZmlyc3Q=\n-----END CERTIFICATE-----\n";
+        let second = "-----BEGIN CERTIFICATE-----\nc2Vjb25k\n-----END CERTIFICATE-----\n";
+        c.apply(ca(first, "a"));
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let name = format!("configmap://{ns}/backend-ca");
+        c.rt.block_on(async {
+            let id = format!("router~10.9.9.9~gw-0.{ns}~{ns}.svc.cluster.local");
+            let mut s = Sotw::open(daemon.addr("grpc-xds"), &id).await.unwrap();
+            let cds = s.recv().await;
+            s.ack(&cds, &[]).await;
+            s.send(SDS, &[&name], "", "", None).await;
+            let mut resp = s.recv().await;
+            while resp.type_url != SDS {
+                s.ack(&resp, &[]).await;
+                resp = s.recv().await;
+            }
+            let text = |r: &envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse| {
+                r.resources
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(&a.value).to_string())
+                    .collect::<String>()
+            };
+            assert!(text(&resp).contains("Zmlyc3Q="), "the bundle is served");
+            s.ack(&resp, &[&name]).await;
+            c.put(ca(second, "a")).await;
+            loop {
+                let next = s.recv().await;
+                s.ack(&next, &[&name]).await;
+                if next.type_url == SDS && text(&next).contains("c2Vjb25k") {
+                    break;
+                }
+            }
+            // Another key of it, or another ConfigMap without a bundle: the store keeps only
+            // `ca.crt`, so nothing changes and nothing is pushed.
+            c.put(ca(second, "b")).await;
+            c.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "unrelated", "namespace": ns}, "data": {"k": "v"}}))
+                .await;
+            c.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "unrelated", "namespace": ns}, "data": {"k": "w"}}))
+                .await;
+            let after_first = s.recv_within(std::time::Duration::from_secs(2)).await;
+            // The new ConfigMap is one store change (an SDS push may follow it once); its edit
+            // is none.
+            if let Some(r) = after_first {
+                assert_eq!(r.type_url, SDS, "only SDS is pushed for ConfigMaps");
+                s.ack(&r, &[&name]).await;
+            }
+            assert!(s.quiet(1500).await, "an edit outside ca.crt pushes nothing");
+        });
+    }
+}
