@@ -31,6 +31,7 @@ impl super::FieldsProducer for GatewayApi {
             Kind::GRPCRoute,
             Kind::TCPRoute,
             Kind::TLSRoute,
+            Kind::BackendTLSPolicy,
         ]
     }
     fn enabled(&self, settings: &super::Settings) -> bool {
@@ -98,7 +99,119 @@ pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
             route_status(snapshot, registry, input.domain_suffix, key, r),
         );
     }
+    backend_tls_statuses(snapshot, &mut out);
     out
+}
+
+/// BackendTLSPolicy status: one ancestor per target, as istiod reports them (the Service or
+/// ServiceEntry targeted), `Accepted` (the target exists; an older policy does not already
+/// hold it; its CA is usable) and `ResolvedRefs` (the CA reference is a ConfigMap of the
+/// policy's namespace with a PEM `ca.crt`).
+fn backend_tls_statuses(snapshot: &Snapshot, out: &mut BTreeMap<ConfigKey, Value>) {
+    let mut policies: Vec<&std::sync::Arc<crate::config::Config>> = snapshot
+        .list_local(Kind::BackendTLSPolicy)
+        .map(|e| &e.config)
+        .collect();
+    policies.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
+    let mut held: std::collections::BTreeSet<(String, String, String, String, Option<String>)> =
+        Default::default();
+    for config in policies {
+        let Spec::BackendTLSPolicy(p) = &config.spec else {
+            continue;
+        };
+        let ns = &config.metadata.namespace;
+        let generation = config.metadata.generation;
+        let resolved = match p.validation.ca_certificate_refs.first() {
+            None => Condition::ok("ResolvedRefs", "Configuration is valid"),
+            Some(r) if !(r.group.is_empty() && r.kind == "ConfigMap") => Condition::failed(
+                "InvalidKind",
+                format!(
+                    "Certificate reference not supported: unsupported kind {}",
+                    r.kind
+                ),
+            ),
+            Some(r) => {
+                let pem = match snapshot
+                    .get_named(Kind::ConfigMap, ns, &r.name)
+                    .map(|e| &e.config.spec)
+                {
+                    Some(Spec::ConfigMap(cm)) => cm
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get(crate::config::CA_BUNDLE_KEY))
+                        .filter(|c| c.contains("-----BEGIN CERTIFICATE-----"))
+                        .is_some(),
+                    _ => false,
+                };
+                if pem {
+                    Condition::ok("ResolvedRefs", "Configuration is valid")
+                } else {
+                    Condition::failed(
+                        "InvalidCACertificateRef",
+                        format!(
+                            "Certificate reference invalid: ConfigMap {}/{} has no PEM ca.crt",
+                            ns, r.name
+                        ),
+                    )
+                }
+            }
+        };
+        let well_known = p
+            .validation
+            .well_known_ca_certificates
+            .as_deref()
+            .filter(|w| !w.is_empty());
+        let ancestors: Vec<Value> = p
+            .target_refs
+            .iter()
+            .map(|t| {
+                let section = t.section_name.clone().filter(|s| !s.is_empty());
+                let exists = match (t.group.as_str(), t.kind.as_str()) {
+                    ("", "Service") => snapshot.get_named(Kind::Service, ns, &t.name).is_some(),
+                    ("networking.istio.io", "ServiceEntry") => snapshot
+                        .get_named(Kind::ServiceEntry, ns, &t.name)
+                        .is_some(),
+                    _ => false,
+                };
+                let first = held.insert((
+                    t.group.clone(),
+                    t.kind.clone(),
+                    ns.clone(),
+                    t.name.clone(),
+                    section.clone(),
+                ));
+                let accepted = if !exists {
+                    Condition::failed("TargetNotFound", format!("{} {} not found", t.kind, t.name))
+                } else if !first {
+                    Condition::failed(
+                        "Conflicted",
+                        "an older BackendTLSPolicy targets the same backend",
+                    )
+                } else if well_known.is_some_and(|w| w != "System") {
+                    Condition::failed(
+                        "Invalid",
+                        format!(
+                            "Unknown wellKnownCACertificates: {}",
+                            well_known.unwrap_or_default()
+                        ),
+                    )
+                } else if !resolved.status {
+                    Condition::failed("NoValidCACertificate", "no valid CA certificate")
+                } else {
+                    Condition::ok("Accepted", "Configuration is valid")
+                };
+                let mut ancestor = json!({"group": t.group, "kind": t.kind, "name": t.name,
+                                          "namespace": ns});
+                if let Some(s) = &section {
+                    ancestor["sectionName"] = json!(s);
+                }
+                json!({"ancestorRef": ancestor, "controllerName": CONTROLLER,
+                       "conditions": [condition("Accepted", &accepted, generation),
+                                      condition("ResolvedRefs", &resolved, generation)]})
+            })
+            .collect();
+        out.insert(config.key(), json!({ "ancestors": ancestors }));
+    }
 }
 
 /// Whether a reference resolves in `snapshot`.
@@ -417,6 +530,29 @@ pub fn merge(kind: Kind, current: &Value, wanted: &Value, now: &str) -> Value {
                 parents.push(p);
             }
             out["parents"] = parents.into();
+        }
+        Kind::BackendTLSPolicy => {
+            if let Some(o) = out.as_object_mut() {
+                o.remove("conditions");
+            }
+            let current_ancestors = current["ancestors"].as_array().cloned().unwrap_or_default();
+            let mut ancestors: Vec<Value> = current_ancestors
+                .iter()
+                .filter(|a| a["controllerName"] != CONTROLLER)
+                .cloned()
+                .collect();
+            for mut a in wanted["ancestors"].as_array().cloned().unwrap_or_default() {
+                let before = current_ancestors
+                    .iter()
+                    .find(|c| {
+                        c["controllerName"] == CONTROLLER && c["ancestorRef"] == a["ancestorRef"]
+                    })
+                    .map(|c| c["conditions"].clone())
+                    .unwrap_or(Value::Null);
+                a["conditions"] = merge_conditions(&before, &a["conditions"], now);
+                ancestors.push(a);
+            }
+            out["ancestors"] = ancestors.into();
         }
         _ => {}
     }

@@ -115,3 +115,46 @@ fn merging_keeps_other_controllers_parents_and_unchanged_transition_times() {
         merged
     );
 }
+
+/// BackendTLSPolicy status: an ancestor per target, Accepted and ResolvedRefs with the spec's
+/// reasons; a policy for a target an older one holds is Conflicted.
+#[test]
+fn backend_tls_policy_status_per_target() {
+    let yaml = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ca, namespace: shop}
+data:
+  ca.crt: "-----BEGIN CERTIFICATE-----\nQQ==\n-----END CERTIFICATE-----\n"
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: shop}
+spec: {hosts: [api.example.com], ports: [{number: 443, name: https, protocol: HTTP}], resolution: DNS}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: good, namespace: shop, generation: 4, creationTimestamp: '2024-01-01T00:00:00Z'}
+spec:
+  targetRefs: [{group: networking.istio.io, kind: ServiceEntry, name: api}, {group: "", kind: Service, name: missing}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}], hostname: api.example.com}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: late, namespace: shop, creationTimestamp: '2025-01-01T00:00:00Z'}
+spec:
+  targetRefs: [{group: networking.istio.io, kind: ServiceEntry, name: api}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: nope}], hostname: api.example.com}
+"#;
+    let good = status_of(yaml, (Kind::BackendTLSPolicy, "shop", "good"));
+    let a = &good["ancestors"];
+    assert_eq!(a[0]["ancestorRef"]["kind"], "ServiceEntry");
+    assert_eq!(a[0]["conditions"][0]["status"], "True", "{good}");
+    assert_eq!(a[0]["conditions"][0]["observedGeneration"], 4);
+    assert_eq!(a[0]["conditions"][1]["reason"], "ResolvedRefs");
+    assert_eq!(a[1]["conditions"][0]["reason"], "TargetNotFound");
+    let late = status_of(yaml, (Kind::BackendTLSPolicy, "shop", "late"));
+    let c = &late["ancestors"][0]["conditions"];
+    assert_eq!(c[0]["reason"], "Conflicted", "{late}");
+    assert_eq!(c[1]["reason"], "InvalidCACertificateRef");
+}
