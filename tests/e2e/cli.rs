@@ -74,14 +74,14 @@ fn validate_checks_gateway_api_objects_and_names_those_it_does_not_serve() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("route.yaml"),
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: reviews, namespace: shop}\nspec: {parentRefs: [{name: gw}], rules: [{matches: [{path: {type: PathPrefix, value: /v1}}], backendRefs: [{name: reviews, port: 9080}]}]}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {name: tls, namespace: shop}\nspec: {}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: reviews, namespace: shop}\n",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: reviews, namespace: shop}\nspec: {parentRefs: [{name: gw}], rules: [{matches: [{path: {type: PathPrefix, value: /v1}}], backendRefs: [{name: reviews, port: 9080}]}]}\n---\napiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XListenerSet\nmetadata: {name: extra, namespace: shop}\nspec: {}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: reviews, namespace: shop}\n",
     )
     .unwrap();
     let (code, out, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         err.contains(
-            "BackendTLSPolicy shop/tls: gateway.networking.k8s.io/v1 BackendTLSPolicy is not served"
+            "XListenerSet shop/extra: gateway.networking.x-k8s.io/v1alpha1 XListenerSet is not served"
         ),
         "{err}"
     );
