@@ -99,15 +99,20 @@ pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
             route_status(snapshot, registry, input.domain_suffix, key, r),
         );
     }
-    backend_tls_statuses(snapshot, &mut out);
+    backend_tls_statuses(snapshot, t, &mut out);
     out
 }
 
-/// BackendTLSPolicy status: one ancestor per target, as istiod reports them (the Service or
-/// ServiceEntry targeted), `Accepted` (the target exists; an older policy does not already
-/// hold it; its CA is usable) and `ResolvedRefs` (the CA reference is a ConfigMap of the
-/// policy's namespace with a PEM `ca.crt`).
-fn backend_tls_statuses(snapshot: &Snapshot, out: &mut BTreeMap<ConfigKey, Value>) {
+/// BackendTLSPolicy status: one ancestor per target (the Service or ServiceEntry targeted), then
+/// one per Gateway whose routes send to a target, as istiod reports them (at most 16, targets
+/// first), each with `Accepted` (the target exists; an older policy does not already hold it;
+/// its CA is usable) and `ResolvedRefs` (the CA reference is a ConfigMap of the policy's
+/// namespace with a PEM `ca.crt`).
+fn backend_tls_statuses(
+    snapshot: &Snapshot,
+    translation: &Translation,
+    out: &mut BTreeMap<ConfigKey, Value>,
+) {
     let mut policies: Vec<&std::sync::Arc<crate::config::Config>> = snapshot
         .list_local(Kind::BackendTLSPolicy)
         .map(|e| &e.config)
@@ -161,7 +166,8 @@ fn backend_tls_statuses(snapshot: &Snapshot, out: &mut BTreeMap<ConfigKey, Value
             .well_known_ca_certificates
             .as_deref()
             .filter(|w| !w.is_empty());
-        let ancestors: Vec<Value> = p
+        let mut gateway_ancestors: Vec<(Value, Value)> = Vec::new();
+        let mut ancestors: Vec<Value> = p
             .target_refs
             .iter()
             .map(|t| {
@@ -205,11 +211,23 @@ fn backend_tls_statuses(snapshot: &Snapshot, out: &mut BTreeMap<ConfigKey, Value
                 if let Some(s) = &section {
                     ancestor["sectionName"] = json!(s);
                 }
+                let conditions = json!([
+                    condition("Accepted", &accepted, generation),
+                    condition("ResolvedRefs", &resolved, generation)
+                ]);
+                for gateway in gateways_sending_to(snapshot, translation, ns, &t.kind, &t.name) {
+                    if !gateway_ancestors.iter().any(|(g, _)| *g == gateway) {
+                        gateway_ancestors.push((gateway, conditions.clone()));
+                    }
+                }
                 json!({"ancestorRef": ancestor, "controllerName": CONTROLLER,
-                       "conditions": [condition("Accepted", &accepted, generation),
-                                      condition("ResolvedRefs", &resolved, generation)]})
+                       "conditions": conditions})
             })
             .collect();
+        ancestors.extend(gateway_ancestors.into_iter().map(|(gateway, conditions)| {
+            json!({"ancestorRef": gateway, "controllerName": CONTROLLER, "conditions": conditions})
+        }));
+        ancestors.truncate(16);
         out.insert(config.key(), json!({ "ancestors": ancestors }));
     }
 }
@@ -441,6 +459,56 @@ fn route_status(
         })
         .collect();
     json!({ "parents": parents })
+}
+
+/// The Gateways (as ancestor references) whose routes send to Service or ServiceEntry `name`
+/// of `ns`.
+fn gateways_sending_to(
+    snapshot: &Snapshot,
+    t: &Translation,
+    ns: &str,
+    kind: &str,
+    name: &str,
+) -> Vec<Value> {
+    let hosts: Vec<String> = match kind {
+        "ServiceEntry" => match snapshot
+            .get_named(Kind::ServiceEntry, ns, name)
+            .map(|e| &e.config.spec)
+        {
+            Some(Spec::ServiceEntry(se)) => se.hosts.clone(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for (route, outcome) in &t.route_outcomes {
+        let sends = outcome.backends.iter().any(|b| match b {
+            Reference::Service { namespace, name: n } => {
+                kind == "Service" && namespace == ns && n == name
+            }
+            Reference::Hostname { host } => hosts.contains(host),
+            Reference::Secret { .. } => false,
+        });
+        if !sends {
+            continue;
+        }
+        for parent in &outcome.parents {
+            let r = &parent.parent_ref;
+            let gateway = r.kind.as_deref().is_none_or(|k| k == "Gateway")
+                && r.group
+                    .as_deref()
+                    .is_none_or(|g| g == crate::config::gateway_api::GROUP);
+            if !gateway {
+                continue;
+            }
+            let ancestor = json!({"group": crate::config::gateway_api::GROUP, "kind": "Gateway",
+                "name": r.name, "namespace": r.namespace.clone().unwrap_or_else(|| route.namespace.clone())});
+            if !out.contains(&ancestor) {
+                out.push(ancestor);
+            }
+        }
+    }
+    out
 }
 
 fn is_service(p: &ParentReference) -> bool {

@@ -140,6 +140,20 @@ spec:
   validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}], hostname: api.example.com}
 ---
 apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: edge}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: to-api, namespace: shop}
+spec:
+  parentRefs: [{name: gw, namespace: edge}]
+  rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: api.example.com, port: 443}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
 kind: BackendTLSPolicy
 metadata: {name: late, namespace: shop, creationTimestamp: '2025-01-01T00:00:00Z'}
 spec:
@@ -153,6 +167,11 @@ spec:
     assert_eq!(a[0]["conditions"][0]["observedGeneration"], 4);
     assert_eq!(a[0]["conditions"][1]["reason"], "ResolvedRefs");
     assert_eq!(a[1]["conditions"][0]["reason"], "TargetNotFound");
+    // The Gateway whose route sends to the target is an ancestor too (what the conformance
+    // tests look the conditions up by).
+    assert_eq!(a[2]["ancestorRef"]["kind"], "Gateway", "{good}");
+    assert_eq!(a[2]["ancestorRef"]["namespace"], "edge");
+    assert_eq!(a[2]["conditions"][0]["status"], "True");
     let late = status_of(yaml, (Kind::BackendTLSPolicy, "shop", "late"));
     let c = &late["ancestors"][0]["conditions"];
     assert_eq!(c[0]["reason"], "Conflicted", "{late}");
