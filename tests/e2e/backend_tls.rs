@@ -167,3 +167,78 @@ fn a_configmaps_ca_bundle_is_served_over_sds() {
         });
     }
 }
+
+/// The leader writes a BackendTLSPolicy's status through the API server: the targeted Service
+/// and the Gateway routing to it as ancestors, `Accepted` and `ResolvedRefs`; a CA reference to
+/// a ConfigMap that does not exist turns `ResolvedRefs` false (`InvalidCACertificateRef`). On the
+/// fake API server, and a real one with KUBECONFIG and the Gateway API CRDs.
+#[test]
+fn backend_tls_policy_status_through_the_api_server() {
+    use serde_json::json;
+    for c in crate::common::cluster::Cluster::all("btlsstatus") {
+        crate::gateway_api::install_gateway_api(&c);
+        if !c.is_fake()
+            && c.get_json(
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "backendtlspolicies.gateway.networking.k8s.io"}}),
+            )
+            .is_none()
+        {
+            eprintln!("no BackendTLSPolicy CRD in this cluster: skipping");
+            continue;
+        }
+        let ns = c.ns.clone();
+        let pem = "-----BEGIN CERTIFICATE-----\nQQ==\n-----END CERTIFICATE-----\n";
+        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "backend-ca", "namespace": ns}, "data": {"ca.crt": pem}}));
+        c.apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "secure", "namespace": ns},
+            "spec": {"ports": [{"name": "https", "port": 443}]}}));
+        c.apply(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": ns},
+            "spec": {"gatewayClassName": "istio", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}));
+        c.apply(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "to-secure", "namespace": ns},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "secure", "port": 443}]}]}}));
+        let policy = |ca: &str| {
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+                "metadata": {"name": "secure-tls", "namespace": ns},
+                "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "secure"}],
+                         "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca}],
+                                        "hostname": "secure.example.com"}}})
+        };
+        c.apply(policy("backend-ca"));
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let ancestors = || {
+            c.get_json(policy("backend-ca"))
+                .map(|p| p["status"]["ancestors"].clone())
+                .unwrap_or_default()
+        };
+        let reason = |a: &serde_json::Value, i: usize, kind: &str| -> String {
+            a[i]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+                .map(|c| {
+                    format!(
+                        "{}/{}",
+                        c["status"].as_str().unwrap_or(""),
+                        c["reason"].as_str().unwrap_or("")
+                    )
+                })
+                .unwrap_or_default()
+        };
+        eventually(30, "the policy's status", || {
+            let a = ancestors();
+            a[0]["ancestorRef"]["kind"] == "Service"
+                && a[1]["ancestorRef"]["kind"] == "Gateway"
+                && reason(&a, 0, "Accepted") == "True/Accepted"
+                && reason(&a, 1, "ResolvedRefs") == "True/ResolvedRefs"
+        });
+        c.apply(policy("no-such-configmap"));
+        eventually(30, "the missing bundle in the status", || {
+            reason(&ancestors(), 0, "ResolvedRefs") == "False/InvalidCACertificateRef"
+        });
+    }
+}

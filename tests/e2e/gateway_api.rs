@@ -26,7 +26,7 @@ fn gateway_api_crd(plural: &str, kind: &str, versions: &[&str], namespaced: bool
                     "versions": versions}})
 }
 
-fn install_gateway_api(c: &Cluster) {
+pub(crate) fn install_gateway_api(c: &Cluster) {
     if !c.is_fake() {
         return;
     }
@@ -42,6 +42,12 @@ fn install_gateway_api(c: &Cluster) {
         ("grpcroutes", "GRPCRoute", &["v1"][..], true),
         ("referencegrants", "ReferenceGrant", &["v1beta1"][..], true),
         ("tlsroutes", "TLSRoute", &["v1", "v1alpha2"][..], true),
+        (
+            "backendtlspolicies",
+            "BackendTLSPolicy",
+            &["v1", "v1alpha3"][..],
+            true,
+        ),
     ] {
         c.apply(gateway_api_crd(plural, kind, versions, namespaced));
     }
