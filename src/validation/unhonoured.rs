@@ -122,13 +122,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         applies: Applies::Everywhere,
         value: Some("sds://*"),
     },
-    Unhonoured {
-        kind: Kind::Gateway,
-        path: "servers[].tls.caCertCredentialName",
-        note: "CA certificates from ConfigMaps are not served: the server admits no client until they come",
-        applies: Applies::Everywhere,
-        value: Some("configmap://*"),
-    },
     // AuthorizationPolicy and RequestAuthentication attached by targetRefs to what only a
     // waypoint serves.
     target_ref(Kind::AuthorizationPolicy, "targetRefs[].kind", "Service"),
@@ -289,10 +282,18 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "tls.backend",
         "no client certificate is presented to backends",
     ),
-    field(
+    // As istiod: a frontend validation mode other than the default is not acted on.
+    when(
         Kind::KubernetesGateway,
-        "tls.frontend",
-        "listeners do not ask clients for certificates",
+        "tls.frontend.default.validation.mode",
+        "AllowInsecureFallback",
+        "clients without a valid certificate are refused all the same (nor does istiod fall back)",
+    ),
+    when(
+        Kind::KubernetesGateway,
+        "tls.frontend.perPort[].tls.validation.mode",
+        "AllowInsecureFallback",
+        "clients without a valid certificate are refused all the same (nor does istiod fall back)",
     ),
     field(
         Kind::KubernetesGateway,

@@ -1,7 +1,8 @@
-//! BackendTLSPolicy through a real Envoy acting as a Gateway API gateway: the gateway originates
-//! TLS to the backend with the policy's hostname as SNI, trusts the CA of the ConfigMap the policy
-//! names (served over SDS as `configmap://`), and checks the backend's certificate is for that
-//! hostname: a policy naming another hostname, or a backend without one, fails the request.
+//! CA bundles from ConfigMaps at a Gateway API gateway, through a real Envoy: BackendTLSPolicy
+//! (the gateway originates TLS to the backend with the policy's hostname as SNI, trusts the CA
+//! of the ConfigMap the policy names, served over SDS as `configmap://`, and checks the
+//! backend's certificate is for that hostname) and the Gateway's `tls.frontend` validation
+//! (clients must present a certificate from the ConfigMap's CA).
 
 use crate::common::peers::{Envoy, TlsServer, free_port, peer, request};
 use crate::common::{Daemon, eventually, http_get, metric, write};
@@ -240,5 +241,79 @@ fn backend_tls_policy_status_through_the_api_server() {
         eventually(30, "the missing bundle in the status", || {
             reason(&ancestors(), 0, "ResolvedRefs") == "False/InvalidCACertificateRef"
         });
+    }
+}
+
+/// A Gateway's `tls.frontend.default.validation`: its HTTPS listener asks clients for a
+/// certificate and admits only one from the ConfigMap's CA, as istiod configures it (`MUTUAL`
+/// with the bundle as `caCertCredentialName`). On the fake API server, and a real one with
+/// KUBECONFIG and the Gateway API CRDs.
+#[test]
+fn a_gateway_checks_client_certificates_against_a_configmaps_ca() {
+    use crate::gateway::{HOST, boot_gateway, https_get, https_get_as, web_certificates};
+    use serde_json::json;
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    for c in crate::common::cluster::Cluster::all("frontend") {
+        crate::gateway_api::install_gateway_api(&c);
+        let ns = c.ns.clone();
+        let backend = crate::common::peers::Backend::start("backend");
+        let certs = web_certificates();
+        let b64 = |s: &str| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(s)
+        };
+        c.apply(
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "web-cert", "namespace": ns},
+            "data": {"tls.crt": b64(&certs.chain), "tls.key": b64(&certs.key)}}),
+        );
+        c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "client-ca", "namespace": ns}, "data": {"ca.crt": certs.ca}}));
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+            "metadata": {"name": "echo", "namespace": ns},
+            "spec": {"hosts": ["echo.internal"], "location": "MESH_INTERNAL", "resolution": "STATIC",
+                     "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}],
+                     "endpoints": [{"address": "127.0.0.1", "ports": {"http": backend.port}}]}}));
+        let https_port = free_port();
+        c.apply(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": ns},
+            "spec": {"gatewayClassName": "istio",
+                     "listeners": [{"name": "https", "port": https_port, "protocol": "HTTPS", "hostname": HOST,
+                                    "tls": {"certificateRefs": [{"name": "web-cert"}]}}],
+                     "tls": {"frontend": {"default": {"validation": {
+                         "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "client-ca"}]}}}}}}));
+        c.apply(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"parentRefs": [{"name": "gw"}],
+                     "rules": [{"backendRefs": [{"group": "networking.istio.io", "kind": "Hostname",
+                                                 "name": "echo.internal", "port": 80}]}]}}),
+        );
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let _gw = boot_gateway(
+            &c,
+            &daemon,
+            &envoy_bin,
+            "gw-istio-0",
+            "gateway.networking.k8s.io/gateway-name: gw",
+            "",
+        );
+        let client = Some((certs.client_chain.as_str(), certs.client_key.as_str()));
+        eventually(
+            60,
+            "a client with a certificate from the CA is served",
+            || https_get_as(https_port, &certs.ca, "/in", client) == (200, "backend /in".into()),
+        );
+        assert_ne!(
+            https_get(https_port, &certs.ca, "/no-cert").0,
+            200,
+            "a client without a certificate is refused"
+        );
+        assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
     }
 }

@@ -24,8 +24,8 @@ pub(crate) struct WebCerts {
     pub(crate) ca: String,
     pub(crate) chain: String,
     pub(crate) key: String,
-    client_chain: String,
-    client_key: String,
+    pub(crate) client_chain: String,
+    pub(crate) client_key: String,
     /// Another client of the same CA, whose identity no pin names.
     stranger_chain: String,
     stranger_key: String,
@@ -77,7 +77,7 @@ pub(crate) fn https_get(port: u16, ca_pem: &str, path: &str) -> (u16, String) {
 }
 
 /// `https_get`, presenting a client certificate (chain, key) when given.
-fn https_get_as(
+pub(crate) fn https_get_as(
     port: u16,
     ca_pem: &str,
     path: &str,

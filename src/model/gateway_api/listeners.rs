@@ -264,7 +264,81 @@ fn server_tls(
         1 => settings.credential_name = names.remove(0),
         _ => settings.credential_names = names,
     }
+    if let Err(e) = frontend_validation(config, l, grants, &mut settings) {
+        error = Some(e);
+    }
     (Some(settings), refs, error)
+}
+
+/// The Gateway's `tls.frontend` validation for a terminating listener, as istiod applies it:
+/// the listener's port's entry, else the default; one CA reference, a ConfigMap (the
+/// Gateway's namespace, or another one a ReferenceGrant opens), whose `ca.crt` clients'
+/// certificates are checked against (`MUTUAL`, or `OPTIONAL_MUTUAL` when the listener's options
+/// ask for it).
+fn frontend_validation(
+    config: &Config,
+    l: &Listener,
+    grants: &Grants,
+    settings: &mut ServerTlsSettings,
+) -> Result<(), Condition> {
+    let Spec::KubernetesGateway(g) = &config.spec else {
+        return Ok(());
+    };
+    let Some(frontend) = g.tls.as_ref().and_then(|t| t.frontend.as_ref()) else {
+        return Ok(());
+    };
+    let chosen = frontend
+        .per_port
+        .iter()
+        .find(|p| p.port == l.port)
+        .and_then(|p| p.tls.as_ref())
+        .or(frontend.default.as_ref());
+    let Some(validation) = chosen.and_then(|c| c.validation.as_ref()) else {
+        return Ok(());
+    };
+    let Some(ca) = validation.ca_certificate_refs.first() else {
+        return Ok(());
+    };
+    if validation.ca_certificate_refs.len() > 1 {
+        return Err(Condition::failed(
+            "InvalidTLSConfig",
+            "only one caCertificateRef is supported",
+        ));
+    }
+    let ns = &config.metadata.namespace;
+    if !ca.group.is_empty() || ca.kind != "ConfigMap" {
+        return Err(Condition::failed(
+            "InvalidCACertificateKind",
+            format!(
+                "caCertificateRef {}/{} is not a ConfigMap",
+                ca.kind, ca.name
+            ),
+        ));
+    }
+    let ca_ns = ca.namespace.clone().unwrap_or_else(|| ns.clone());
+    if ca_ns != *ns
+        && !grants.allowed(
+            (api::GROUP, "Gateway", ns),
+            ("", "ConfigMap", &ca_ns, &ca.name),
+        )
+    {
+        return Err(Condition::failed(
+            "RefNotPermitted",
+            format!(
+                "caCertificateRef {ca_ns}/{} not accessible to a Gateway in namespace {ns:?} (missing a ReferenceGrant?)",
+                ca.name
+            ),
+        ));
+    }
+    if settings.mode != ServerTlsMode::OPTIONAL_MUTUAL {
+        settings.mode = ServerTlsMode::MUTUAL;
+    }
+    settings.ca_cert_credential_name = format!(
+        "{}{ca_ns}/{}",
+        super::backend_tls::CONFIGMAP_CREDENTIAL,
+        ca.name
+    );
+    Ok(())
 }
 
 /// Translates the Gateways of Istio classes into Istio Gateways and outcomes; returns the
