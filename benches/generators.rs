@@ -566,6 +566,57 @@ fn gateway_api(c: &mut Criterion) {
             b.iter(|| black_box(rudder::xds::push::initial_context(store, &mesh, None)))
         });
     }
+    // BackendTLSPolicy (session 22): one per service of the mesh, each with a CA ConfigMap;
+    // what it adds to a push context, and to a sidecar's clusters (every one now originates
+    // TLS).
+    let mut policies = yaml.clone();
+    for i in 0..1000 {
+        let ns = format!("ns{}", i % 10);
+        policies.push_str(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {{name: tls{i}, namespace: {ns}}}\nspec:\n  targetRefs: [{{group: networking.istio.io, kind: ServiceEntry, name: svc{i}, sectionName: http}}]\n  validation: {{caCertificateRefs: [{{group: \"\", kind: ConfigMap, name: ca}}], hostname: svc{i}.example.com}}\n---\n"
+        ));
+    }
+    let with_policies = rudder::testing::store(&policies);
+    group.bench_function("translate-with-1000-backend-tls-policies", |b| {
+        let snapshot = with_policies.snapshot();
+        b.iter(|| {
+            black_box(rudder::model::gateway_api::translate(
+                &snapshot,
+                "cluster.local",
+            ))
+        })
+    });
+    group.bench_function("push-context-with-1000-backend-tls-policies", |b| {
+        b.iter(|| {
+            black_box(rudder::xds::push::initial_context(
+                &with_policies,
+                &mesh,
+                None,
+            ))
+        })
+    });
+    let side = sidecar();
+    for (name, store) in [
+        ("sidecar-cds-without-policies", &with),
+        ("sidecar-cds-with-1000-backend-tls-policies", &with_policies),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(store, &mesh, None),
+                |ctx| {
+                    let scope = ctx.scope(&side);
+                    black_box(generate::generate(
+                        &ctx,
+                        &side,
+                        &scope,
+                        TypeUrl::Cluster,
+                        None,
+                    ))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
     group.bench_function("gateway-lds-rds", |b| {
         b.iter_batched(
             || rudder::xds::push::initial_context(&with, &mesh, None),
