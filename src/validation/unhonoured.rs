@@ -280,7 +280,7 @@ pub const UNHONOURED: &[Unhonoured] = &[
     field(
         Kind::KubernetesGateway,
         "tls.backend",
-        "no client certificate is presented to backends",
+        "no client certificate is presented to backends (nor by istiod 1.30)",
     ),
     // As istiod: a frontend validation mode other than the default is not acted on.
     when(
