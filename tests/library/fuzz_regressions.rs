@@ -32,6 +32,27 @@ fn config_yaml_reproducers_and_hostile_yaml() {
     ] {
         rudder::robustness::config_yaml(text.as_bytes());
     }
+    // Telemetry filters are parsed as CEL at admission: hostile expressions are refused, not a
+    // crash (nesting, unterminated literals, escapes, non-ASCII, huge numbers).
+    for expression in [
+        "(".repeat(5_000),
+        "!".repeat(50_000),
+        "a".to_string() + &".b".repeat(50_000),
+        "'\\u12".to_string(),
+        "\"\\U0010FFFF\\x".to_string(),
+        "r'\u{1F600}' == b\"\\377\"".to_string(),
+        "1".repeat(400),
+        "[".repeat(3_000) + &"]".repeat(3_000),
+        "{".repeat(3_000),
+        "a ? b ? c ? d : e".to_string(),
+    ] {
+        let doc = format!(
+            "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {{name: x, namespace: y}}\nspec: {{accessLogging: [{{filter: {{expression: {}}}}}]}}\n",
+            serde_json::to_string(&expression).unwrap()
+        );
+        rudder::robustness::config_yaml(doc.as_bytes());
+        let _ = rudder::validation::cel::check(&expression);
+    }
 }
 
 #[test]

@@ -665,6 +665,22 @@ mod tests {
         }
     }
 
+    /// A remote secret's value that is no kubeconfig (not UTF-8, not YAML, not a Config, a
+    /// context naming nothing) is an error to report, never a panic.
+    #[tokio::test]
+    async fn garbage_kubeconfigs_are_errors() {
+        let none = BTreeSet::new();
+        for bytes in [
+            &[0xff, 0xfe, 0x00][..],
+            b"{not yaml",
+            b"apiVersion: v1\nkind: Config\n",
+            b"apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n",
+            b"- a\n- b\n",
+        ] {
+            assert!(remote_client(bytes, &none).await.is_err(), "{bytes:?}");
+        }
+    }
+
     #[test]
     fn remote_secrets_are_read_by_label_and_key() {
         let secret = |labelled: bool| -> Config {
