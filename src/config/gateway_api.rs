@@ -683,3 +683,27 @@ pub struct SubjectAltName {
     pub hostname: Option<String>,
     pub uri: Option<String>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// ListenerSet
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListenerSet {
+    #[serde(default)]
+    pub parent_ref: ParentGatewayReference,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+}
+
+/// The Gateway a ListenerSet adds listeners to.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ParentGatewayReference {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    pub namespace: Option<String>,
+}

@@ -48,6 +48,8 @@ pub enum Kind {
     ReferenceGrant,
     /// TLS from gateways and sidecars to a Service's backends (the Gateway API's).
     BackendTLSPolicy,
+    /// More listeners for a Gateway that allows them (the Gateway API's).
+    ListenerSet,
     // Kubernetes kinds, written by the Kubernetes source; never read from config files.
     Service,
     EndpointSlice,
@@ -83,7 +85,7 @@ impl Kind {
     ];
 
     /// The Gateway API kinds istiod serves, watched when their CRDs are installed.
-    pub const GATEWAY_API: [Kind; 8] = [
+    pub const GATEWAY_API: [Kind; 9] = [
         Kind::GatewayClass,
         Kind::KubernetesGateway,
         Kind::HTTPRoute,
@@ -92,6 +94,7 @@ impl Kind {
         Kind::TLSRoute,
         Kind::ReferenceGrant,
         Kind::BackendTLSPolicy,
+        Kind::ListenerSet,
     ];
 
     /// Every kind read as config (Istio's and the Gateway API's): what a config directory, the
@@ -154,6 +157,7 @@ impl Kind {
             Kind::TLSRoute => "TLSRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::BackendTLSPolicy => "BackendTLSPolicy",
+            Kind::ListenerSet => "ListenerSet",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Pod => "Pod",
@@ -207,7 +211,8 @@ impl Kind {
             | Kind::TCPRoute
             | Kind::TLSRoute
             | Kind::ReferenceGrant
-            | Kind::BackendTLSPolicy => gateway_api::GROUP,
+            | Kind::BackendTLSPolicy
+            | Kind::ListenerSet => gateway_api::GROUP,
             Kind::Service
             | Kind::Pod
             | Kind::Namespace
@@ -328,6 +333,7 @@ pub enum Spec {
     TLSRoute(gateway_api::TlsRoute),
     ReferenceGrant(gateway_api::ReferenceGrant),
     BackendTLSPolicy(gateway_api::BackendTlsPolicy),
+    ListenerSet(gateway_api::ListenerSet),
     Service(Box<k8s_openapi::api::core::v1::Service>),
     EndpointSlice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
     Pod(Box<k8s_openapi::api::core::v1::Pod>),
@@ -365,6 +371,7 @@ impl Spec {
             Spec::TLSRoute(_) => Kind::TLSRoute,
             Spec::ReferenceGrant(_) => Kind::ReferenceGrant,
             Spec::BackendTLSPolicy(_) => Kind::BackendTLSPolicy,
+            Spec::ListenerSet(_) => Kind::ListenerSet,
             Spec::Service(_) => Kind::Service,
             Spec::EndpointSlice(_) => Kind::EndpointSlice,
             Spec::Pod(_) => Kind::Pod,
@@ -416,6 +423,7 @@ impl Spec {
             Kind::TLSRoute => Spec::TLSRoute(typed(value)?),
             Kind::ReferenceGrant => Spec::ReferenceGrant(typed(value)?),
             Kind::BackendTLSPolicy => Spec::BackendTLSPolicy(typed(value)?),
+            Kind::ListenerSet => Spec::ListenerSet(typed(value)?),
             k => {
                 return Err((
                     "kind".into(),

@@ -134,7 +134,7 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
         .unwrap_or_else(|| "LoadBalancer".into());
     let mut service_spec = json!({
         "ipFamilyPolicy": "PreferDualStack",
-        "ports": service_ports(gw),
+        "ports": service_ports(gw, &crate::model::gateway_api::listener_set_listeners(snapshot, ns, name, gw)),
         "selector": {GATEWAY_NAME_LABEL: name},
         "type": service_type,
     });
@@ -175,13 +175,14 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
 }
 
 /// The status port, then one port per listener port (named after the listener, `.` made `-`,
-/// at most 63 characters), with the listener's protocol as `appProtocol`.
-fn service_ports(gw: &Gateway) -> Vec<Value> {
+/// at most 63 characters), with the listener's protocol as `appProtocol`: the Gateway's
+/// listeners, then those its ListenerSets add.
+fn service_ports(gw: &Gateway, from_sets: &[crate::config::gateway_api::Listener]) -> Vec<Value> {
     let mut ports = vec![
         json!({"name": "status-port", "port": 15021, "protocol": "TCP", "appProtocol": "tcp"}),
     ];
     let mut seen = std::collections::BTreeSet::new();
-    for (i, l) in gw.listeners.iter().enumerate() {
+    for (i, l) in gw.listeners.iter().chain(from_sets).enumerate() {
         if !seen.insert(l.port) {
             continue;
         }
@@ -414,10 +415,18 @@ metadata:
 spec:
   gatewayClassName: istio
   addresses: [{value: 10.0.0.9}]
+  allowedListeners: {namespaces: {from: Same}}
   listeners:
   - {name: http, port: 80, protocol: HTTP}
   - {name: a.b, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c}]}}
   - {name: other, port: 443, protocol: HTTPS, hostname: x.example, tls: {certificateRefs: [{name: c}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: more, namespace: edge}
+spec:
+  parentRef: {name: gw}
+  listeners: [{name: admin, port: 8081, protocol: HTTP}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -475,7 +484,9 @@ spec:
             [
                 ("status-port".to_string(), 15021),
                 ("http".into(), 80),
-                ("a-b".into(), 443)
+                ("a-b".into(), 443),
+                // A ListenerSet's listener is served by the Gateway's Service too.
+                ("admin".into(), 8081)
             ]
         );
     }

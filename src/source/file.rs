@@ -276,7 +276,7 @@ pub fn check_text(path: &Path, text: &str, default_namespace: &str) -> FileRepor
     report
 }
 
-/// Gateway API kinds Rudder does not serve (ListenerSet, UDPRoute, the
+/// Gateway API kinds Rudder does not serve (UDPRoute, the
 /// x-k8s.io kinds) are skipped; say so by name, so such an object is not silently dropped (other
 /// kinds outside the config groups are not config).
 fn warn_unserved(report: &mut FileReport) {

@@ -32,6 +32,7 @@ impl super::FieldsProducer for GatewayApi {
             Kind::TCPRoute,
             Kind::TLSRoute,
             Kind::BackendTLSPolicy,
+            Kind::ListenerSet,
         ]
     }
     fn enabled(&self, settings: &super::Settings) -> bool {
@@ -264,7 +265,17 @@ fn gateway_status(
             condition("Programmed", &Condition::ok("Programmed", "This Gateway is remote; Istio will not program it"), generation),
         ]});
     }
-    let (programmed, addresses) = programmed(snapshot, registry, &key.namespace, &g.services);
+    let (programmed, addresses) = if key.kind == Kind::ListenerSet {
+        // A ListenerSet is programmed with its Gateway; it has no addresses of its own.
+        let programmed = if g.accepted.status {
+            Condition::ok("Programmed", "ListenerSet programmed")
+        } else {
+            Condition::failed("NotAllowed", "ListenerSet is not attached to its Gateway")
+        };
+        (programmed, Vec::new())
+    } else {
+        programmed(snapshot, registry, &key.namespace, &g.services)
+    };
     let listeners: Vec<Value> = g
         .listeners
         .iter()
@@ -304,6 +315,9 @@ fn gateway_status(
     });
     if !addresses.is_empty() {
         status["addresses"] = addresses.into();
+    }
+    if g.attached_listener_sets > 0 {
+        status["attachedListenerSets"] = g.attached_listener_sets.into();
     }
     status
 }
@@ -547,7 +561,15 @@ pub fn merge(kind: Kind, current: &Value, wanted: &Value, now: &str) -> Value {
     };
     out["conditions"] = merge_conditions(&current["conditions"], &wanted["conditions"], now);
     match kind {
-        Kind::KubernetesGateway => {
+        Kind::KubernetesGateway | Kind::ListenerSet => {
+            match wanted.get("attachedListenerSets") {
+                Some(n) => out["attachedListenerSets"] = n.clone(),
+                None => {
+                    if let Some(o) = out.as_object_mut() {
+                        o.remove("attachedListenerSets");
+                    }
+                }
+            }
             match wanted.get("addresses") {
                 Some(a) => out["addresses"] = a.clone(),
                 None => {

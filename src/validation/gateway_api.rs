@@ -77,9 +77,52 @@ pub fn gateway(r: &mut Report, g: &Gateway) {
     if g.listeners.is_empty() || g.listeners.len() > 64 {
         r.error("spec.listeners", "a Gateway has 1 to 64 listeners");
     }
+    listeners(r, &g.listeners);
+    for (i, a) in g.addresses.iter().enumerate() {
+        if !matches!(
+            a.address_type.as_deref(),
+            None | Some("IPAddress" | "Hostname" | "NamedAddress")
+        ) && !a.address_type.as_deref().is_some_and(|t| t.contains('/'))
+        {
+            r.error(
+                format!("spec.addresses[{i}].type"),
+                "type must be IPAddress, Hostname, NamedAddress or a domain-prefixed type",
+            );
+        }
+        match a.address_type.as_deref() {
+            None | Some("IPAddress")
+                if !a.value.is_empty() && a.value.parse::<std::net::IpAddr>().is_err() =>
+            {
+                r.error(
+                    format!("spec.addresses[{i}].value"),
+                    "value must be an IP address",
+                )
+            }
+            Some("Hostname") => hostname(r, format!("spec.addresses[{i}].value"), &a.value),
+            _ => {}
+        }
+    }
+}
+
+/// A ListenerSet: a parent Gateway and 1 to 64 listeners with a Gateway's listener rules.
+pub fn listener_set(r: &mut Report, ls: &crate::config::gateway_api::ListenerSet) {
+    if ls.parent_ref.name.is_empty() {
+        r.error(
+            "spec.parentRef.name",
+            "the parent Gateway's name is required",
+        );
+    }
+    if ls.listeners.is_empty() || ls.listeners.len() > 64 {
+        r.error("spec.listeners", "a ListenerSet has 1 to 64 listeners");
+    }
+    listeners(r, &ls.listeners);
+}
+
+/// The rules every listener of a Gateway or ListenerSet follows, and those between them.
+fn listeners(r: &mut Report, listeners: &[crate::config::gateway_api::Listener]) {
     let mut names = BTreeSet::new();
     let mut combos = BTreeSet::new();
-    for (i, l) in g.listeners.iter().enumerate() {
+    for (i, l) in listeners.iter().enumerate() {
         let p = format!("spec.listeners[{i}]");
         if !SECTION_NAME.is_match(&l.name) || l.name.len() > 253 {
             r.error(
@@ -171,30 +214,6 @@ pub fn gateway(r: &mut Report, g: &Gateway) {
                     format!("unsupported value {other:?}: All, Selector or Same"),
                 ),
             }
-        }
-    }
-    for (i, a) in g.addresses.iter().enumerate() {
-        if !matches!(
-            a.address_type.as_deref(),
-            None | Some("IPAddress" | "Hostname" | "NamedAddress")
-        ) && !a.address_type.as_deref().is_some_and(|t| t.contains('/'))
-        {
-            r.error(
-                format!("spec.addresses[{i}].type"),
-                "type must be IPAddress, Hostname, NamedAddress or a domain-prefixed type",
-            );
-        }
-        match a.address_type.as_deref() {
-            None | Some("IPAddress")
-                if !a.value.is_empty() && a.value.parse::<std::net::IpAddr>().is_err() =>
-            {
-                r.error(
-                    format!("spec.addresses[{i}].value"),
-                    "value must be an IP address",
-                )
-            }
-            Some("Hostname") => hostname(r, format!("spec.addresses[{i}].value"), &a.value),
-            _ => {}
         }
     }
 }

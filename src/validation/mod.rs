@@ -169,6 +169,7 @@ pub fn check(config: &Config) -> Verdict {
             Spec::TLSRoute(s) => gateway_api::tls_route(&mut r, s),
             Spec::ReferenceGrant(s) => gateway_api::reference_grant(&mut r, s),
             Spec::BackendTLSPolicy(s) => gateway_api::backend_tls_policy(&mut r, s),
+            Spec::ListenerSet(s) => gateway_api::listener_set(&mut r, s),
             _ => {}
         }
         for (field, note) in unhonoured::fields(config) {

@@ -274,11 +274,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     field(
         Kind::KubernetesGateway,
-        "allowedListeners",
-        "ListenerSets are not served",
-    ),
-    field(
-        Kind::KubernetesGateway,
         "tls.backend",
         "no client certificate is presented to backends (nor by istiod 1.30)",
     ),

@@ -1018,3 +1018,70 @@ fn a_managed_gateway_is_deployed_with_its_parameters() {
     );
     drop(daemon);
 }
+
+/// A ListenerSet adds a listener to a Gateway that allows it; a real Envoy, the Gateway's proxy,
+/// serves it and the route attached to the ListenerSet (files mode).
+#[test]
+fn a_listener_set_adds_a_listener_to_its_gateway() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let backend = Backend::start("extra");
+    let (http_port, extra_port) = (free_port(), free_port());
+    let yaml = format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: extra, namespace: shop}}
+spec: {{hosts: [extra.internal], location: MESH_INTERNAL, resolution: STATIC, ports: [{{number: 80, name: http, protocol: HTTP}}], endpoints: [{{address: 127.0.0.1, ports: {{http: {backend}}}}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: shop}}
+spec:
+  gatewayClassName: istio
+  allowedListeners: {{namespaces: {{from: Same}}}}
+  listeners: [{{name: http, port: {http_port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {{name: more, namespace: shop}}
+spec:
+  parentRef: {{name: gw}}
+  listeners: [{{name: extra, port: {extra_port}, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: to-extra, namespace: shop}}
+spec:
+  parentRefs: [{{group: gateway.networking.k8s.io, kind: ListenerSet, name: more}}]
+  rules: [{{backendRefs: [{{group: networking.istio.io, kind: Hostname, name: extra.internal, port: 80}}]}}]
+"#,
+        backend = backend.port
+    );
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::write(dir.path(), "gateway-api.yaml", &yaml);
+    let daemon = crate::common::Daemon::start(
+        dir.path(),
+        &["--debounce-after", "20ms", "--file-debounce", "20ms"],
+    );
+    let _gateway = crate::common::peers::Envoy::boot(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        &crate::common::peers::Bootstrap {
+            node_type: "router",
+            pod: "gw-istio-0",
+            namespace: "shop",
+            labels: "gateway.networking.k8s.io/gateway-name: gw",
+            ..Default::default()
+        },
+    );
+    eventually(30, "the ListenerSet's listener serves its route", || {
+        request(extra_port, "any.example", "/x", &[]) == (200, "extra /x".into())
+    });
+    // The Gateway's own listener has no route: the ListenerSet's route is not bound there.
+    assert_eq!(request(http_port, "any.example", "/x", &[]).0, 404);
+    assert_eq!(
+        crate::common::metric(&daemon, "pilot_total_xds_rejects"),
+        0.0
+    );
+}

@@ -1407,7 +1407,7 @@ fn a_revision_reads_its_own_mesh_configmap() {
     }
 }
 
-/// Gateway API CRDs Rudder does not serve (ListenerSet here), installed in the cluster, are
+/// Gateway API CRDs Rudder does not serve (UDPRoute here), installed in the cluster, are
 /// counted and named, not ignored in silence; those it serves are not counted (a real cluster's
 /// CRDs are counted as they are).
 #[test]
@@ -1420,7 +1420,7 @@ fn unserved_gateway_api_crds_are_counted() {
                 &c,
                 [
                     istio_crd("gateway.networking.k8s.io", "httproutes", "HTTPRoute"),
-                    istio_crd("gateway.networking.k8s.io", "listenersets", "ListenerSet")
+                    istio_crd("gateway.networking.k8s.io", "udproutes", "UDPRoute")
                 ]
             ));
             eventually(30, "the unserved Gateway API CRD counted", || {

@@ -55,7 +55,8 @@ fn api_version(kind: &str) -> &'static str {
         | "HTTPRoute"
         | "GRPCRoute"
         | "TLSRoute"
-        | "BackendTLSPolicy" => "gateway.networking.k8s.io/v1",
+        | "BackendTLSPolicy"
+        | "ListenerSet" => "gateway.networking.k8s.io/v1",
         "TCPRoute" => "gateway.networking.k8s.io/v1alpha2",
         _ => "networking.istio.io/v1",
     }
@@ -2802,9 +2803,18 @@ trafficPolicy: {connectionPool: {tcp: {idleTimeout: 1h}}}", Ok),
         case("honoured/gateway-infrastructure-labels", "Gateway.gateway.networking.k8s.io",
             "gatewayClassName: istio\nlisteners: [{name: http, port: 80, protocol: HTTP}]\ninfrastructure: {labels: {team: web}}",
             Ok),
-        case("unhonoured/gateway-allowedListeners", "Gateway.gateway.networking.k8s.io",
+        case("honoured/gateway-allowedListeners", "Gateway.gateway.networking.k8s.io",
             "gatewayClassName: istio\nlisteners: [{name: http, port: 80, protocol: HTTP}]\nallowedListeners: {namespaces: {from: Same}}",
-            Warn("ListenerSets are not served")),
+            Ok),
+        case("gateway-api/listenerset-ok", "ListenerSet",
+            "parentRef: {name: gw}\nlisteners: [{name: extra, port: 8081, protocol: HTTP}]",
+            Ok),
+        case("gateway-api/listenerset-unique-names", "ListenerSet",
+            "parentRef: {name: gw}\nlisteners: [{name: a, port: 8081, protocol: HTTP}, {name: a, port: 8082, protocol: HTTP}]",
+            Deny("Listener name must be unique")),
+        case("gateway-api/listenerset-no-listeners", "ListenerSet",
+            "parentRef: {name: gw}\nlisteners: []",
+            Deny("a ListenerSet has 1 to 64 listeners")),
         case("unhonoured/gateway-tls-backend", "Gateway.gateway.networking.k8s.io",
             "gatewayClassName: istio\nlisteners: [{name: http, port: 80, protocol: HTTP}]\ntls: {backend: {clientCertificateRef: {name: c}}}",
             Warn("no client certificate is presented to backends")),

@@ -365,7 +365,6 @@ pub(super) fn gateways(
             continue;
         }
         let key = config.key();
-        let ns = config.metadata.namespace.clone();
         if controller == UNMANAGED_CONTROLLER {
             out.gateway_outcomes.insert(
                 key,
@@ -375,6 +374,7 @@ pub(super) fn gateways(
                     accepted: Condition::ok("Accepted", "Resource accepted"),
                     services: Vec::new(),
                     listeners: Vec::new(),
+                    attached_listener_sets: 0,
                 },
             );
             continue;
@@ -388,122 +388,306 @@ pub(super) fn gateways(
                 .unwrap_or_else(|| Condition::ok("Accepted", "Resource accepted")),
             services: services.clone(),
             listeners: Vec::new(),
+            attached_listener_sets: 0,
         };
         if services.is_empty() {
             out.gateway_outcomes.insert(key, outcome);
             continue;
         }
+        let owner = Owner {
+            config,
+            kind: Kind::KubernetesGateway,
+            gateway_name: &config.metadata.name,
+            services: &services,
+        };
         for (index, l) in gw.listeners.iter().enumerate() {
-            let mut conditions = BTreeMap::from([
-                ("Accepted", Condition::ok("Accepted", "No errors found")),
-                ("Programmed", Condition::ok("Programmed", "No errors found")),
-                (
-                    "Conflicted",
-                    Condition::failed("NoConflicts", "No errors found"),
-                ),
-                (
-                    "ResolvedRefs",
-                    Condition::ok("ResolvedRefs", "No errors found"),
-                ),
-            ]);
-            let (tls, certificates, tls_error) = server_tls(config, l, grants, out);
-            if let Some(e) = tls_error {
-                conditions.insert("ResolvedRefs", e);
-                conditions.insert(
-                    "Programmed",
-                    Condition::failed("Invalid", "Bad TLS configuration"),
-                );
-            }
-            let protocol = match istio_protocol(&l.protocol) {
-                Ok(p) => p,
-                Err(message) => {
-                    conditions.insert(
-                        "Accepted",
-                        Condition::failed("UnsupportedProtocol", message),
-                    );
-                    String::new()
-                }
-            };
-            let (kinds, kinds_valid) = supported_kinds(l);
-            if !kinds_valid {
-                conditions.insert(
-                    "ResolvedRefs",
-                    Condition::failed("InvalidRouteKinds", "Invalid route kinds"),
-                );
-            }
-            let hostname = l.hostname.clone().unwrap_or_else(|| "*".into());
-            let namespaces = route_namespaces(snapshot, &ns, l);
-            let hosts: Vec<String> = if namespaces.is_empty() {
-                vec![format!("~/{hostname}")]
-            } else {
-                namespaces
-                    .iter()
-                    .map(|n| format!("{n}/{hostname}"))
-                    .collect()
-            };
-            let name = format!("{}~{INTERNAL_NAME}~{}", config.metadata.name, l.name);
-            let server = istio::Server {
-                port: Some(istio::Port {
-                    number: l.port,
-                    protocol: protocol.clone(),
-                    name: "default".into(),
-                    target_port: 0,
-                }),
-                hosts: hosts.clone(),
-                tls,
-                ..Default::default()
-            };
-            let annotations = BTreeMap::from([
-                (
-                    PARENTS.to_string(),
-                    parent_name("Gateway", &config.metadata.name, Some(&l.name), &ns),
-                ),
-                (GATEWAY_SERVICE.to_string(), services.join(",")),
-            ]);
-            outcome.listeners.push(ListenerOutcome {
-                name: l.name.clone(),
-                supported_kinds: kinds.clone(),
-                attached_routes: 0,
-                conditions,
-                certificates,
-            });
-            if protocol.is_empty() {
-                continue;
-            }
-            out.gateways.push(Arc::new(Config {
-                api_version: "networking.istio.io/v1".into(),
-                kind: Kind::Gateway,
-                metadata: ObjectMeta {
-                    name: name.clone(),
-                    namespace: ns.clone(),
-                    annotations,
-                    creation_timestamp: config.metadata.creation_timestamp.clone(),
-                    ..Default::default()
-                },
-                spec: Spec::Gateway(istio::Gateway {
-                    servers: vec![server],
-                    selector: BTreeMap::from([(
-                        GATEWAY_NAME_LABEL.to_string(),
-                        config.metadata.name.clone(),
-                    )]),
-                }),
-                status: None,
-            }));
-            parents.push(Parent {
-                gateway: (ns.clone(), config.metadata.name.clone()),
-                internal_name: format!("{ns}/{name}"),
-                section_name: l.name.clone(),
-                port: l.port,
-                protocol: l.protocol.clone(),
-                hostname: l.hostname.clone().unwrap_or_default(),
-                hosts,
-                allowed_kinds: kinds,
-                listener_index: index,
-            });
+            translate_listener(
+                snapshot,
+                grants,
+                &owner,
+                (index, l),
+                &mut outcome,
+                out,
+                &mut parents,
+            );
         }
         out.gateway_outcomes.insert(key, outcome);
     }
+    listener_sets(snapshot, grants, out, &mut parents);
     parents
+}
+
+/// ListenerSets, as istiod translates them: the listeners of one whose parent Gateway (of an
+/// Istio class, deployed, not a waypoint) allows it (`allowedListeners`: `None` by default,
+/// `Same`, `All` or a namespace `Selector`) become servers of that Gateway's proxies, routes may
+/// attach to them by the ListenerSet's name, and the Gateway counts it.
+fn listener_sets(
+    snapshot: &Snapshot,
+    grants: &Grants,
+    out: &mut Translation,
+    parents: &mut Vec<Parent>,
+) {
+    let mut all: Vec<_> = snapshot.list(Kind::ListenerSet).collect();
+    all.sort_by(|a, b| a.config.age_key().cmp(&b.config.age_key()));
+    for e in all {
+        let config = &e.config;
+        let Spec::ListenerSet(ls) = &config.spec else {
+            continue;
+        };
+        let p = &ls.parent_ref;
+        if p.group.as_deref().unwrap_or(api::GROUP) != api::GROUP
+            || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+        {
+            continue;
+        }
+        let ns = &config.metadata.namespace;
+        let gw_ns = p.namespace.clone().unwrap_or_else(|| ns.clone());
+        let gw_key = gateway_key(&gw_ns, &p.name);
+        // A parent that is not one of our Gateways: not ours to report on.
+        let Some(parent) = out.gateway_outcomes.get(&gw_key) else {
+            continue;
+        };
+        if parent.unmanaged {
+            continue;
+        }
+        let services = parent.services.clone();
+        let allowed = match snapshot.get_named(Kind::KubernetesGateway, &gw_ns, &p.name) {
+            Some(g) => match &g.config.spec {
+                Spec::KubernetesGateway(gw) => listeners_allowed(snapshot, gw, &gw_ns, ns),
+                _ => false,
+            },
+            None => false,
+        };
+        let mut outcome = GatewayOutcome {
+            generation: config.metadata.generation,
+            unmanaged: false,
+            accepted: Condition::ok("Accepted", "ListenerSet accepted"),
+            services: services.clone(),
+            listeners: Vec::new(),
+            attached_listener_sets: 0,
+        };
+        if !allowed {
+            outcome.accepted = Condition::failed(
+                "NotAllowed",
+                "ListenerSet is not allowed to attach to the Gateway",
+            );
+            out.gateway_outcomes.insert(config.key(), outcome);
+            continue;
+        }
+        let owner = Owner {
+            config,
+            kind: Kind::ListenerSet,
+            gateway_name: &p.name,
+            services: &services,
+        };
+        for (index, l) in ls.listeners.iter().enumerate() {
+            translate_listener(
+                snapshot,
+                grants,
+                &owner,
+                (index, l),
+                &mut outcome,
+                out,
+                parents,
+            );
+        }
+        out.gateway_outcomes.insert(config.key(), outcome);
+        if let Some(parent) = out.gateway_outcomes.get_mut(&gw_key) {
+            parent.attached_listener_sets += 1;
+        }
+    }
+}
+
+/// The listeners ListenerSets add to Gateway `gw_ns/gw_name` (those it allows), oldest first:
+/// what its deployment's Service must also listen on.
+pub fn listener_set_listeners(
+    snapshot: &Snapshot,
+    gw_ns: &str,
+    gw_name: &str,
+    gw: &crate::config::gateway_api::Gateway,
+) -> Vec<Listener> {
+    let mut all: Vec<_> = snapshot.list(Kind::ListenerSet).collect();
+    all.sort_by(|a, b| a.config.age_key().cmp(&b.config.age_key()));
+    all.into_iter()
+        .filter_map(|e| match &e.config.spec {
+            Spec::ListenerSet(ls) => Some((&e.config.metadata.namespace, ls)),
+            _ => None,
+        })
+        .filter(|(ns, ls)| {
+            let p = &ls.parent_ref;
+            p.group.as_deref().unwrap_or(api::GROUP) == api::GROUP
+                && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                && p.name == gw_name
+                && p.namespace.as_deref().unwrap_or(ns.as_str()) == gw_ns
+                && listeners_allowed(snapshot, gw, gw_ns, ns)
+        })
+        .flat_map(|(_, ls)| ls.listeners.iter().cloned())
+        .collect()
+}
+
+/// Whether Gateway `gw` (of `gw_ns`) takes ListenerSets of namespace `ns`.
+fn listeners_allowed(
+    snapshot: &Snapshot,
+    gw: &crate::config::gateway_api::Gateway,
+    gw_ns: &str,
+    ns: &str,
+) -> bool {
+    let Some(from) = gw
+        .allowed_listeners
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+    else {
+        return false;
+    };
+    match from.from.as_deref() {
+        Some("All") => true,
+        Some("Same") => gw_ns == ns,
+        Some("Selector") => {
+            let Some(selector) = &from.selector else {
+                return false;
+            };
+            snapshot
+                .get_named(Kind::Namespace, "", ns)
+                .is_some_and(|e| {
+                    let mut labels = e.config.metadata.labels.clone();
+                    labels.insert("kubernetes.io/metadata.name".into(), ns.to_string());
+                    crate::config::mesh::selector_matches(selector, &labels)
+                })
+        }
+        _ => false,
+    }
+}
+
+/// What holds a listener: a Gateway, or a ListenerSet adding listeners to one (served by that
+/// Gateway's proxies).
+struct Owner<'a> {
+    config: &'a Config,
+    kind: Kind,
+    /// The Gateway whose proxies serve the listener (a ListenerSet's parent).
+    gateway_name: &'a str,
+    /// That Gateway's Services.
+    services: &'a [String],
+}
+
+/// One listener into an Istio Gateway of one server, its outcome and the parent routes attach to.
+fn translate_listener(
+    snapshot: &Snapshot,
+    grants: &Grants,
+    owner: &Owner,
+    (index, l): (usize, &Listener),
+    outcome: &mut GatewayOutcome,
+    out: &mut Translation,
+    parents: &mut Vec<Parent>,
+) {
+    let config = owner.config;
+    let ns = config.metadata.namespace.clone();
+    let mut conditions = BTreeMap::from([
+        ("Accepted", Condition::ok("Accepted", "No errors found")),
+        ("Programmed", Condition::ok("Programmed", "No errors found")),
+        (
+            "Conflicted",
+            Condition::failed("NoConflicts", "No errors found"),
+        ),
+        (
+            "ResolvedRefs",
+            Condition::ok("ResolvedRefs", "No errors found"),
+        ),
+    ]);
+    let (tls, certificates, tls_error) = server_tls(config, l, grants, out);
+    if let Some(e) = tls_error {
+        conditions.insert("ResolvedRefs", e);
+        conditions.insert(
+            "Programmed",
+            Condition::failed("Invalid", "Bad TLS configuration"),
+        );
+    }
+    let protocol = match istio_protocol(&l.protocol) {
+        Ok(p) => p,
+        Err(message) => {
+            conditions.insert(
+                "Accepted",
+                Condition::failed("UnsupportedProtocol", message),
+            );
+            String::new()
+        }
+    };
+    let (kinds, kinds_valid) = supported_kinds(l);
+    if !kinds_valid {
+        conditions.insert(
+            "ResolvedRefs",
+            Condition::failed("InvalidRouteKinds", "Invalid route kinds"),
+        );
+    }
+    let hostname = l.hostname.clone().unwrap_or_else(|| "*".into());
+    let namespaces = route_namespaces(snapshot, &ns, l);
+    let hosts: Vec<String> = if namespaces.is_empty() {
+        vec![format!("~/{hostname}")]
+    } else {
+        namespaces
+            .iter()
+            .map(|n| format!("{n}/{hostname}"))
+            .collect()
+    };
+    let name = format!("{}~{INTERNAL_NAME}~{}", config.metadata.name, l.name);
+    let server = istio::Server {
+        port: Some(istio::Port {
+            number: l.port,
+            protocol: protocol.clone(),
+            name: "default".into(),
+            target_port: 0,
+        }),
+        hosts: hosts.clone(),
+        tls,
+        ..Default::default()
+    };
+    let annotations = BTreeMap::from([
+        (
+            PARENTS.to_string(),
+            parent_name(owner.kind.name(), &config.metadata.name, Some(&l.name), &ns),
+        ),
+        (GATEWAY_SERVICE.to_string(), owner.services.join(",")),
+    ]);
+    outcome.listeners.push(ListenerOutcome {
+        name: l.name.clone(),
+        supported_kinds: kinds.clone(),
+        attached_routes: 0,
+        conditions,
+        certificates,
+    });
+    if protocol.is_empty() {
+        return;
+    }
+    out.gateways.push(Arc::new(Config {
+        api_version: "networking.istio.io/v1".into(),
+        kind: Kind::Gateway,
+        metadata: ObjectMeta {
+            name: name.clone(),
+            namespace: ns.clone(),
+            annotations,
+            creation_timestamp: config.metadata.creation_timestamp.clone(),
+            ..Default::default()
+        },
+        spec: Spec::Gateway(istio::Gateway {
+            servers: vec![server],
+            selector: BTreeMap::from([(
+                GATEWAY_NAME_LABEL.to_string(),
+                owner.gateway_name.to_string(),
+            )]),
+        }),
+        status: None,
+    }));
+    parents.push(Parent {
+        kind: owner.kind,
+        gateway: (ns.clone(), config.metadata.name.clone()),
+        internal_name: format!("{ns}/{name}"),
+        section_name: l.name.clone(),
+        port: l.port,
+        protocol: l.protocol.clone(),
+        hostname: l.hostname.clone().unwrap_or_default(),
+        hosts,
+        allowed_kinds: kinds,
+        listener_index: index,
+    });
 }
 
 /// The outcome key of Gateway `namespace/name`.

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::config::gateway_api::{self as api, ParentReference};
 use crate::config::networking::{self as istio, HttpMatchRequest};
-use crate::config::{Config, Kind, ObjectMeta, Spec, host};
+use crate::config::{Config, ConfigKey, Kind, ObjectMeta, Spec, host};
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,12 +61,14 @@ fn resolve<'a>(
             port: r.port,
         }];
     }
-    if group != api::GROUP || kind != "Gateway" {
-        return Vec::new();
-    }
+    let parent_kind = match (group == api::GROUP, kind) {
+        (true, "Gateway") => Kind::KubernetesGateway,
+        (true, "ListenerSet") => Kind::ListenerSet,
+        _ => return Vec::new(),
+    };
     let of_gateway: Vec<&Parent> = parents
         .iter()
-        .filter(|p| p.gateway.0 == ns && p.gateway.1 == r.name)
+        .filter(|p| p.kind == parent_kind && p.gateway.0 == ns && p.gateway.1 == r.name)
         .collect();
     let route_kind = route.config.kind.name();
     of_gateway
@@ -182,7 +184,7 @@ pub(super) fn routes(
 ) {
     // (merge key) → (namespace, parents annotation, routes) for HTTP; TCP/TLS one each.
     let mut merged: BTreeMap<String, MergedVs> = BTreeMap::new();
-    let mut attached: BTreeMap<(String, String, usize), u32> = BTreeMap::new();
+    let mut attached: BTreeMap<(Kind, String, String, usize), u32> = BTreeMap::new();
     let mut all: Vec<&Arc<Config>> = [
         Kind::HTTPRoute,
         Kind::GRPCRoute,
@@ -219,7 +221,12 @@ pub(super) fn routes(
                         route_error = route_error.or(conv.error.clone());
                         if deny.is_none() {
                             *attached
-                                .entry((p.gateway.0.clone(), p.gateway.1.clone(), p.listener_index))
+                                .entry((
+                                    p.kind,
+                                    p.gateway.0.clone(),
+                                    p.gateway.1.clone(),
+                                    p.listener_index,
+                                ))
                                 .or_default() += 1;
                             bind_to_listener(&route, p, parents, conv, &mut merged);
                         }
@@ -257,8 +264,12 @@ pub(super) fn routes(
             out.route_outcomes.insert(config.key(), outcome);
         }
     }
-    for ((gw_ns, gw_name, index), count) in attached {
-        if let Some(o) = out.gateway_outcomes.get_mut(&gateway_key(&gw_ns, &gw_name))
+    for ((kind, gw_ns, gw_name, index), count) in attached {
+        let key = ConfigKey {
+            kind,
+            ..gateway_key(&gw_ns, &gw_name)
+        };
+        if let Some(o) = out.gateway_outcomes.get_mut(&key)
             && let Some(l) = o.listeners.get_mut(index)
         {
             l.attached_routes = count;

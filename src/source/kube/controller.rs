@@ -620,7 +620,7 @@ async fn watch_crds(
     }
 }
 
-/// The Gateway API CRDs Rudder does not serve (ListenerSet, UDPRoute, the
+/// The Gateway API CRDs Rudder does not serve (UDPRoute, the
 /// experimental x-k8s.io kinds), when installed, are named in a warning (once each) and counted
 /// (`rudder_k8s_unserved_crds`): their objects must not disappear in silence.
 fn note_unserved(
