@@ -177,3 +177,53 @@ spec:
     assert_eq!(c[0]["reason"], "Conflicted", "{late}");
     assert_eq!(c[1]["reason"], "InvalidCACertificateRef");
 }
+
+/// A ListenerSet's status: Accepted and Programmed with its listeners' attached routes, or
+/// NotAllowed; its Gateway counts the attached ones.
+#[test]
+fn listener_set_status_and_the_gateways_count() {
+    let yaml = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: edge}
+spec:
+  gatewayClassName: istio
+  addresses: [{type: Hostname, value: ingress}]
+  allowedListeners: {namespaces: {from: Same}}
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: more, namespace: edge, generation: 2}
+spec:
+  parentRef: {name: gw}
+  listeners: [{name: admin, port: 8081, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: foreign, namespace: other}
+spec:
+  parentRef: {name: gw, namespace: edge}
+  listeners: [{name: x, port: 8082, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: edge}
+spec:
+  parentRefs: [{kind: ListenerSet, name: more}]
+  rules: [{backendRefs: [{name: a, port: 80}]}]
+"#;
+    let more = status_of(yaml, (Kind::ListenerSet, "edge", "more"));
+    assert_eq!(more["conditions"][0]["type"], "Accepted");
+    assert_eq!(more["conditions"][0]["status"], "True", "{more}");
+    assert_eq!(more["conditions"][0]["observedGeneration"], 2);
+    assert_eq!(more["listeners"][0]["attachedRoutes"], 1);
+    assert!(more.get("addresses").is_none());
+    let foreign = status_of(yaml, (Kind::ListenerSet, "other", "foreign"));
+    assert_eq!(
+        foreign["conditions"][0]["reason"], "NotAllowed",
+        "{foreign}"
+    );
+    let gw = status_of(yaml, (Kind::KubernetesGateway, "edge", "gw"));
+    assert_eq!(gw["attachedListenerSets"], 1, "{gw}");
+}
