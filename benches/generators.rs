@@ -595,6 +595,30 @@ fn gateway_api(c: &mut Criterion) {
             ))
         })
     });
+    // ListenerSet (session 22): the 50 Gateways allow them and each gets one with 4 listeners;
+    // the translation and push context against the same scene without them.
+    let mut sets = yaml.replace(
+        "gatewayClassName: istio\n  listeners:",
+        "gatewayClassName: istio\n  allowedListeners: {namespaces: {from: Same}}\n  listeners:",
+    );
+    for g in 0..gateways {
+        sets.push_str(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata: {{name: ls-{g}, namespace: ns0}}\nspec:\n  parentRef: {{name: gw-{g}}}\n  listeners: [{{name: a, port: 8081, protocol: HTTP}}, {{name: b, port: 8082, protocol: HTTP}}, {{name: c, port: 8083, protocol: HTTP}}, {{name: d, port: 8084, protocol: HTTP}}]\n---\n"
+        ));
+    }
+    let with_sets = rudder::testing::store(&sets);
+    group.bench_function("translate-with-50-listener-sets", |b| {
+        let snapshot = with_sets.snapshot();
+        b.iter(|| {
+            black_box(rudder::model::gateway_api::translate(
+                &snapshot,
+                "cluster.local",
+            ))
+        })
+    });
+    group.bench_function("push-context-with-50-listener-sets", |b| {
+        b.iter(|| black_box(rudder::xds::push::initial_context(&with_sets, &mesh, None)))
+    });
     let side = sidecar();
     for (name, store) in [
         ("sidecar-cds-without-policies", &with),
