@@ -48,6 +48,7 @@ pub(crate) fn install_gateway_api(c: &Cluster) {
             &["v1", "v1alpha3"][..],
             true,
         ),
+        ("listenersets", "ListenerSet", &["v1"][..], true),
     ] {
         c.apply(gateway_api_crd(plural, kind, versions, namespaced));
     }
@@ -1084,4 +1085,55 @@ spec:
         crate::common::metric(&daemon, "pilot_total_xds_rejects"),
         0.0
     );
+}
+
+/// The leader writes a ListenerSet's status and its Gateway's `attachedListenerSets` through the
+/// API server (the fake, and a real one with KUBECONFIG and the Gateway API CRDs).
+#[test]
+fn listener_set_status_through_the_api_server() {
+    for c in Cluster::all("listenerset") {
+        install_gateway_api(&c);
+        if !c.is_fake()
+            && c.get_json(
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "listenersets.gateway.networking.k8s.io"}}),
+            )
+            .is_none()
+        {
+            eprintln!("no ListenerSet CRD in this cluster: skipping");
+            continue;
+        }
+        let ns = c.ns.clone();
+        c.apply(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": ns},
+            "spec": {"gatewayClassName": "istio", "addresses": [{"type": "Hostname", "value": "ingress"}],
+                     "allowedListeners": {"namespaces": {"from": "Same"}},
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}));
+        let set = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "ListenerSet",
+            "metadata": {"name": "more", "namespace": ns},
+            "spec": {"parentRef": {"name": "gw"},
+                     "listeners": [{"name": "admin", "port": 8081, "protocol": "HTTP"}]}});
+        c.apply(set.clone());
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        eventually(
+            30,
+            "the ListenerSet accepted, the Gateway counting it",
+            || {
+                let accepted = c
+                    .get_json(set.clone())
+                    .and_then(|s| condition(&s["status"]["conditions"], "Accepted").cloned())
+                    .is_some_and(|a| a["status"] == "True");
+                let counted = c
+                    .get_json(
+                        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
+                    "metadata": {"name": "gw", "namespace": ns}}),
+                    )
+                    .is_some_and(|g| g["status"]["attachedListenerSets"] == 1);
+                accepted && counted
+            },
+        );
+    }
 }
