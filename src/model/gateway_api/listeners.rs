@@ -175,6 +175,7 @@ fn istio_protocol(protocol: &str) -> Result<String, String> {
 /// an option asks for; passthrough. The references are returned for the status to resolve.
 fn server_tls(
     config: &Config,
+    gateway: &Config,
     l: &Listener,
     grants: &Grants,
     out: &mut Translation,
@@ -264,7 +265,7 @@ fn server_tls(
         1 => settings.credential_name = names.remove(0),
         _ => settings.credential_names = names,
     }
-    if let Err(e) = frontend_validation(config, l, grants, &mut settings) {
+    if let Err(e) = frontend_validation(config, gateway, l, grants, &mut settings) {
         error = Some(e);
     }
     (Some(settings), refs, error)
@@ -277,11 +278,14 @@ fn server_tls(
 /// ask for it).
 fn frontend_validation(
     config: &Config,
+    gateway: &Config,
     l: &Listener,
     grants: &Grants,
     settings: &mut ServerTlsSettings,
 ) -> Result<(), Condition> {
-    let Spec::KubernetesGateway(g) = &config.spec else {
+    // The Gateway's settings; references resolve from the listener's owner's namespace (a
+    // ListenerSet's own), as istiod resolves them.
+    let Spec::KubernetesGateway(g) = &gateway.spec else {
         return Ok(());
     };
     let Some(frontend) = g.tls.as_ref().and_then(|t| t.frontend.as_ref()) else {
@@ -318,7 +322,7 @@ fn frontend_validation(
     let ca_ns = ca.namespace.clone().unwrap_or_else(|| ns.clone());
     if ca_ns != *ns
         && !grants.allowed(
-            (api::GROUP, "Gateway", ns),
+            (api::GROUP, config.kind.name(), ns),
             ("", "ConfigMap", &ca_ns, &ca.name),
         )
     {
@@ -397,7 +401,7 @@ pub(super) fn gateways(
         let owner = Owner {
             config,
             kind: Kind::KubernetesGateway,
-            gateway_name: &config.metadata.name,
+            gateway: config,
             services: &services,
         };
         for (index, l) in gw.listeners.iter().enumerate() {
@@ -451,12 +455,13 @@ fn listener_sets(
             continue;
         }
         let services = parent.services.clone();
-        let allowed = match snapshot.get_named(Kind::KubernetesGateway, &gw_ns, &p.name) {
-            Some(g) => match &g.config.spec {
-                Spec::KubernetesGateway(gw) => listeners_allowed(snapshot, gw, &gw_ns, ns),
-                _ => false,
-            },
-            None => false,
+        let Some(gateway) = snapshot.get_named(Kind::KubernetesGateway, &gw_ns, &p.name) else {
+            continue;
+        };
+        let gateway = &gateway.config;
+        let allowed = match &gateway.spec {
+            Spec::KubernetesGateway(gw) => listeners_allowed(snapshot, gw, &gw_ns, ns),
+            _ => false,
         };
         let mut outcome = GatewayOutcome {
             generation: config.metadata.generation,
@@ -477,7 +482,7 @@ fn listener_sets(
         let owner = Owner {
             config,
             kind: Kind::ListenerSet,
-            gateway_name: &p.name,
+            gateway,
             services: &services,
         };
         for (index, l) in ls.listeners.iter().enumerate() {
@@ -563,8 +568,9 @@ fn listeners_allowed(
 struct Owner<'a> {
     config: &'a Config,
     kind: Kind,
-    /// The Gateway whose proxies serve the listener (a ListenerSet's parent).
-    gateway_name: &'a str,
+    /// The Gateway whose proxies serve the listener (a ListenerSet's parent), whose
+    /// `tls.frontend` applies to it too, as in istiod.
+    gateway: &'a Config,
     /// That Gateway's Services.
     services: &'a [String],
 }
@@ -593,7 +599,7 @@ fn translate_listener(
             Condition::ok("ResolvedRefs", "No errors found"),
         ),
     ]);
-    let (tls, certificates, tls_error) = server_tls(config, l, grants, out);
+    let (tls, certificates, tls_error) = server_tls(config, owner.gateway, l, grants, out);
     if let Some(e) = tls_error {
         conditions.insert("ResolvedRefs", e);
         conditions.insert(
@@ -671,7 +677,7 @@ fn translate_listener(
             servers: vec![server],
             selector: BTreeMap::from([(
                 GATEWAY_NAME_LABEL.to_string(),
-                owner.gateway_name.to_string(),
+                owner.gateway.metadata.name.clone(),
             )]),
         }),
         status: None,
