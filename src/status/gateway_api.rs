@@ -137,18 +137,8 @@ fn backend_tls_statuses(
                 ),
             ),
             Some(r) => {
-                let pem = match snapshot
-                    .get_named(Kind::ConfigMap, ns, &r.name)
-                    .map(|e| &e.config.spec)
-                {
-                    Some(Spec::ConfigMap(cm)) => cm
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.get(crate::config::CA_BUNDLE_KEY))
-                        .filter(|c| c.contains("-----BEGIN CERTIFICATE-----"))
-                        .is_some(),
-                    _ => false,
-                };
+                let pem = crate::model::gateway_api::backend_tls::ca_bundle(snapshot, ns, &r.name)
+                    .is_some();
                 if pem {
                     Condition::ok("ResolvedRefs", "Configuration is valid")
                 } else {
@@ -529,6 +519,34 @@ fn is_service(p: &ParentReference) -> bool {
     p.group.as_deref() == Some("") && p.kind.as_deref() == Some("Service")
 }
 
+/// The entries of list `list` (route parents, policy ancestors): other controllers' kept as they
+/// are, then ours as `wanted` has them, each keeping its conditions' transition times from the
+/// entry of ours with the same `reference` in `current`.
+fn ours_over_theirs(
+    current: &Value,
+    wanted: &Value,
+    list: &str,
+    reference: &str,
+    now: &str,
+) -> Value {
+    let current_entries = current[list].as_array().cloned().unwrap_or_default();
+    let mut entries: Vec<Value> = current_entries
+        .iter()
+        .filter(|e| e["controllerName"] != CONTROLLER)
+        .cloned()
+        .collect();
+    for mut e in wanted[list].as_array().cloned().unwrap_or_default() {
+        let before = current_entries
+            .iter()
+            .find(|c| c["controllerName"] == CONTROLLER && c[reference] == e[reference])
+            .map(|c| c["conditions"].clone())
+            .unwrap_or(Value::Null);
+        e["conditions"] = merge_conditions(&before, &e["conditions"], now);
+        entries.push(e);
+    }
+    entries.into()
+}
+
 /// `wanted` conditions over `current` ones: each keeps its transition time while its status
 /// does not change; conditions of types not in `wanted` are kept.
 fn merge_conditions(current: &Value, wanted: &Value, now: &str) -> Value {
@@ -604,45 +622,13 @@ pub fn merge(kind: Kind, current: &Value, wanted: &Value, now: &str) -> Value {
             if let Some(o) = out.as_object_mut() {
                 o.remove("conditions");
             }
-            let current_parents = current["parents"].as_array().cloned().unwrap_or_default();
-            let mut parents: Vec<Value> = current_parents
-                .iter()
-                .filter(|p| p["controllerName"] != CONTROLLER)
-                .cloned()
-                .collect();
-            for mut p in wanted["parents"].as_array().cloned().unwrap_or_default() {
-                let before = current_parents
-                    .iter()
-                    .find(|c| c["controllerName"] == CONTROLLER && c["parentRef"] == p["parentRef"])
-                    .map(|c| c["conditions"].clone())
-                    .unwrap_or(Value::Null);
-                p["conditions"] = merge_conditions(&before, &p["conditions"], now);
-                parents.push(p);
-            }
-            out["parents"] = parents.into();
+            out["parents"] = ours_over_theirs(current, wanted, "parents", "parentRef", now);
         }
         Kind::BackendTLSPolicy => {
             if let Some(o) = out.as_object_mut() {
                 o.remove("conditions");
             }
-            let current_ancestors = current["ancestors"].as_array().cloned().unwrap_or_default();
-            let mut ancestors: Vec<Value> = current_ancestors
-                .iter()
-                .filter(|a| a["controllerName"] != CONTROLLER)
-                .cloned()
-                .collect();
-            for mut a in wanted["ancestors"].as_array().cloned().unwrap_or_default() {
-                let before = current_ancestors
-                    .iter()
-                    .find(|c| {
-                        c["controllerName"] == CONTROLLER && c["ancestorRef"] == a["ancestorRef"]
-                    })
-                    .map(|c| c["conditions"].clone())
-                    .unwrap_or(Value::Null);
-                a["conditions"] = merge_conditions(&before, &a["conditions"], now);
-                ancestors.push(a);
-            }
-            out["ancestors"] = ancestors.into();
+            out["ancestors"] = ours_over_theirs(current, wanted, "ancestors", "ancestorRef", now);
         }
         _ => {}
     }

@@ -294,8 +294,8 @@ impl Parser {
         self.tokens.get(self.at)
     }
 
-    fn eat(&mut self, op: &str) -> bool {
-        if self.peek() == Some(&Token::Op(leak(op))) {
+    fn eat(&mut self, op: &'static str) -> bool {
+        if self.peek() == Some(&Token::Op(op)) {
             self.at += 1;
             true
         } else {
@@ -303,7 +303,7 @@ impl Parser {
         }
     }
 
-    fn expect(&mut self, op: &str) -> Result<(), String> {
+    fn expect(&mut self, op: &'static str) -> Result<(), String> {
         if self.eat(op) {
             Ok(())
         } else {
@@ -412,7 +412,7 @@ impl Parser {
     }
 
     /// Comma-separated expressions up to `close` (a trailing comma allowed in lists).
-    fn args(&mut self, close: &str) -> Result<Vec<Expr>, String> {
+    fn args(&mut self, close: &'static str) -> Result<Vec<Expr>, String> {
         let mut out = Vec::new();
         if self.eat(close) {
             return Ok(out);
@@ -509,15 +509,6 @@ impl Parser {
             }
         }
     }
-}
-
-/// The operator table holds `'static` strings; look an operator up by its text.
-fn leak(op: &str) -> &'static str {
-    OPS.iter()
-        .copied()
-        .chain(std::iter::once("in"))
-        .find(|o| *o == op)
-        .unwrap_or("")
 }
 
 /// `has(x.y)`: the standard macro wants a field selection.

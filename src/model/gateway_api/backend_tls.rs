@@ -24,6 +24,24 @@ pub const CA_KEY: &str = crate::config::CA_BUNDLE_KEY;
 /// The annotation naming the policy a derived DestinationRule comes from.
 pub const FROM_POLICY: &str = "internal.istio.io/backend-tls-policy";
 
+/// The PEM CA bundle of ConfigMap `namespace/name` (its `ca.crt`), when it holds one: what SDS
+/// serves as `configmap://namespace/name` and what a policy's `ResolvedRefs` needs.
+pub fn ca_bundle<'a>(snapshot: &'a Snapshot, namespace: &str, name: &str) -> Option<&'a str> {
+    match &snapshot
+        .get_named(Kind::ConfigMap, namespace, name)?
+        .config
+        .spec
+    {
+        Spec::ConfigMap(cm) => cm
+            .data
+            .as_ref()?
+            .get(CA_KEY)
+            .map(String::as_str)
+            .filter(|c| c.contains("-----BEGIN CERTIFICATE-----")),
+        _ => None,
+    }
+}
+
 pub(super) fn policies(snapshot: &Snapshot, domain_suffix: &str, out: &mut Translation) {
     let mut policies: Vec<&Arc<Config>> = snapshot
         .list(Kind::BackendTLSPolicy)

@@ -108,22 +108,10 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, St
         let (namespace, cm_name) = reference
             .split_once('/')
             .ok_or("a configmap:// name is namespace/name")?;
-        let ca = match ctx
-            .snapshot
-            .get_named(Kind::ConfigMap, namespace, cm_name)
-            .map(|e| &e.config.spec)
-        {
-            Some(Spec::ConfigMap(cm)) => cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get(crate::model::gateway_api::backend_tls::CA_KEY))
-                .cloned(),
-            _ => None,
-        };
-        let ca = ca
-            .filter(|c| c.contains("-----BEGIN CERTIFICATE-----"))
-            .ok_or_else(|| format!("ConfigMap {reference} has no PEM ca.crt"))?;
-        return Ok(validation(name, &ca));
+        let ca =
+            crate::model::gateway_api::backend_tls::ca_bundle(&ctx.snapshot, namespace, cm_name)
+                .ok_or_else(|| format!("ConfigMap {reference} has no PEM ca.crt"))?;
+        return Ok(validation(name, ca));
     }
     let identity = proxy.identity.as_ref().ok_or(
         "the stream is not authenticated (connect to the TLS port with a token or certificate)",
