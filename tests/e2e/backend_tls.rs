@@ -4,7 +4,7 @@
 //! backend's certificate is for that hostname) and the Gateway's `tls.frontend` validation
 //! (clients must present a certificate from the ConfigMap's CA).
 
-use crate::common::peers::{Envoy, TlsServer, free_port, peer, request};
+use crate::common::peers::{TlsServer, free_port, peer, request};
 use crate::common::{Daemon, eventually, http_get, metric, write};
 
 fn policy(hostname: &str) -> String {
@@ -65,17 +65,7 @@ data:
         dir.path(),
         &["--debounce-after", "20ms", "--file-debounce", "20ms"],
     );
-    let _gateway = Envoy::boot(
-        &envoy_bin,
-        daemon.addr("grpc-xds"),
-        &crate::common::peers::Bootstrap {
-            node_type: "router",
-            pod: "gw-istio-0",
-            namespace: "shop",
-            labels: "gateway.networking.k8s.io/gateway-name: gw",
-            ..Default::default()
-        },
-    );
+    let _gateway = crate::gateway_api::files_mode_gateway(&envoy_bin, &daemon, "shop");
     // Without a policy the gateway speaks plain HTTP to a TLS server: no answer it can use.
     eventually(30, "the route is served", || {
         let (status, _) = request(port, "any.example", "/", &[]);

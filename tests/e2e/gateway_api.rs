@@ -84,6 +84,26 @@ fn echo_backend(c: &Cluster, ns: &str, port: u16) -> Value {
     }
 }
 
+/// The proxy of Gateway `gw` of `namespace` in files mode, on the plaintext xDS port: a router
+/// pod labelled with the Gateway's name (without Services, that label is how it is found).
+pub(crate) fn files_mode_gateway(
+    envoy_bin: &std::path::Path,
+    daemon: &crate::common::Daemon,
+    namespace: &str,
+) -> crate::common::peers::Envoy {
+    crate::common::peers::Envoy::boot(
+        envoy_bin,
+        daemon.addr("grpc-xds"),
+        &crate::common::peers::Bootstrap {
+            node_type: "router",
+            pod: "gw-istio-0",
+            namespace,
+            labels: "gateway.networking.k8s.io/gateway-name: gw",
+            ..Default::default()
+        },
+    )
+}
+
 fn condition<'a>(conditions: &'a Value, kind: &str) -> Option<&'a Value> {
     conditions.as_array()?.iter().find(|c| c["type"] == kind)
 }
@@ -414,17 +434,7 @@ spec:
         http_get(daemon.addr("http"), "/ready").0 == 200
     });
     let xds = daemon.addr("grpc-xds");
-    let _gateway = crate::common::peers::Envoy::boot(
-        &envoy_bin,
-        xds,
-        &crate::common::peers::Bootstrap {
-            node_type: "router",
-            pod: "gw-istio-0",
-            namespace: "shop",
-            labels: "gateway.networking.k8s.io/gateway-name: gw",
-            ..Default::default()
-        },
-    );
+    let _gateway = files_mode_gateway(&envoy_bin, &daemon, "shop");
     let _sidecar = crate::common::peers::Envoy::start(&envoy_bin, xds, "shop", false);
     eventually(30, "the gateway routes", || {
         request(http_port, "any.example", "/", &[]).0 == 200
@@ -813,17 +823,7 @@ spec:
     eventually(30, "ready", || {
         http_get(daemon.addr("http"), "/ready").0 == 200
     });
-    let _gateway = crate::common::peers::Envoy::boot(
-        &envoy_bin,
-        daemon.addr("grpc-xds"),
-        &crate::common::peers::Bootstrap {
-            node_type: "router",
-            pod: "gw-istio-0",
-            namespace: "edge",
-            labels: "gateway.networking.k8s.io/gateway-name: gw",
-            ..Default::default()
-        },
-    );
+    let _gateway = files_mode_gateway(&envoy_bin, &daemon, "edge");
     const HOST: &str = "www.example.com";
     eventually(30, "the gateway routes", || {
         request(port, HOST, "/", &[]) == (200, "a /".into())
@@ -1065,17 +1065,7 @@ spec:
         dir.path(),
         &["--debounce-after", "20ms", "--file-debounce", "20ms"],
     );
-    let _gateway = crate::common::peers::Envoy::boot(
-        &envoy_bin,
-        daemon.addr("grpc-xds"),
-        &crate::common::peers::Bootstrap {
-            node_type: "router",
-            pod: "gw-istio-0",
-            namespace: "shop",
-            labels: "gateway.networking.k8s.io/gateway-name: gw",
-            ..Default::default()
-        },
-    );
+    let _gateway = files_mode_gateway(&envoy_bin, &daemon, "shop");
     eventually(30, "the ListenerSet's listener serves its route", || {
         request(extra_port, "any.example", "/x", &[]) == (200, "extra /x".into())
     });

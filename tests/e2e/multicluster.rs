@@ -88,6 +88,24 @@ fn endpoints_in(
     cluster: &str,
     proxy_cluster: &str,
 ) -> Option<Vec<String>> {
+    let mut out: Vec<String> = assignments_in(c, d, cluster, proxy_cluster)?
+        .iter()
+        .flat_map(|cla| cla.endpoints.iter())
+        .flat_map(|l| l.lb_endpoints.iter())
+        .filter_map(socket_ip)
+        .collect();
+    out.sort();
+    Some(out)
+}
+
+/// The ClusterLoadAssignments a sidecar of `ns` in cluster `proxy_cluster`
+/// (`ISTIO_META_CLUSTER_ID`) is sent for `cluster`; `None` when CDS does not have it.
+fn assignments_in(
+    c: &Cluster,
+    d: &Daemon,
+    cluster: &str,
+    proxy_cluster: &str,
+) -> Option<Vec<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>> {
     let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
     c.rt.block_on(async {
         let metadata = [("CLUSTER_ID", proxy_cluster)];
@@ -107,14 +125,7 @@ fn endpoints_in(
             s.ack(&eds, &[]).await;
             eds = s.recv().await;
         }
-        let mut out: Vec<String> = claims(&eds)
-            .iter()
-            .flat_map(|cla| cla.endpoints.iter())
-            .flat_map(|l| l.lb_endpoints.iter())
-            .filter_map(socket_ip)
-            .collect();
-        out.sort();
-        Some(out)
+        Some(claims(&eds))
     })
 }
 
@@ -495,33 +506,19 @@ fn priorities_in(
     cluster: &str,
     proxy_cluster: &str,
 ) -> Vec<(String, u32)> {
-    let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
-    c.rt.block_on(async {
-        let metadata = [("CLUSTER_ID", proxy_cluster)];
-        let Ok(mut s) = Sotw::open_with_metadata(d.addr("grpc-xds"), &id, &metadata).await else {
-            return Vec::new();
-        };
-        let cds = s.recv().await;
-        s.ack(&cds, &[]).await;
-        s.send(EDS, &[cluster], "", "", None).await;
-        let mut eds = s.recv().await;
-        while eds.type_url != EDS {
-            s.ack(&eds, &[]).await;
-            eds = s.recv().await;
-        }
-        let mut out: Vec<(String, u32)> = claims(&eds)
-            .iter()
-            .flat_map(|cla| cla.endpoints.iter())
-            .flat_map(|l| {
-                l.lb_endpoints
-                    .iter()
-                    .filter_map(socket_ip)
-                    .map(move |ip| (ip, l.priority))
-            })
-            .collect();
-        out.sort_by_key(|(ip, p)| (*p, ip.clone()));
-        out
-    })
+    let mut out: Vec<(String, u32)> = assignments_in(c, d, cluster, proxy_cluster)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|cla| cla.endpoints.iter())
+        .flat_map(|l| {
+            l.lb_endpoints
+                .iter()
+                .filter_map(socket_ip)
+                .map(move |ip| (ip, l.priority))
+        })
+        .collect();
+    out.sort_by_key(|(ip, p)| (*p, ip.clone()));
+    out
 }
 
 /// A remote's watch history expires while its watches are down (410 Gone) and its API server
