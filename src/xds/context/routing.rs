@@ -284,32 +284,23 @@ impl Routing {
         virtual_services
             .sort_by_key(|v| v.spec.export_to != ["."] || !gateway_api::derived(&v.config));
         gateway_virtual_services.sort_by(|a, b| age(&a.config, &b.config));
+        let entry = |config: &Arc<Config>| match &config.spec {
+            Spec::DestinationRule(dr) => Some(DrEntry {
+                config: config.clone(),
+                spec: dr.clone(),
+                host: resolve_host(&dr.host, &config.metadata.namespace, &suffix),
+                merged_from: Vec::new(),
+            }),
+            _ => None,
+        };
         let mut destination_rules: Vec<DrEntry> = snapshot
             .list(Kind::DestinationRule)
-            .filter_map(|e| match &e.config.spec {
-                Spec::DestinationRule(dr) => Some(DrEntry {
-                    config: e.config.clone(),
-                    spec: dr.clone(),
-                    host: resolve_host(&dr.host, &e.config.metadata.namespace, &suffix),
-                    merged_from: Vec::new(),
-                }),
-                _ => None,
-            })
+            .filter_map(|e| entry(&e.config))
             .collect();
         destination_rules.sort_by(|a, b| age(&a.config, &b.config));
         // BackendTLSPolicies' rules come after the store's for the same host: a DestinationRule
         // of the user's with its own traffic policy keeps it (docs/gateway-api.md).
-        destination_rules.extend(translation.destination_rules.iter().filter_map(|config| {
-            match &config.spec {
-                Spec::DestinationRule(dr) => Some(DrEntry {
-                    config: config.clone(),
-                    spec: dr.clone(),
-                    host: dr.host.clone(),
-                    merged_from: Vec::new(),
-                }),
-                _ => None,
-            }
-        }));
+        destination_rules.extend(translation.destination_rules.iter().filter_map(entry));
         let mut vs_by_host: HashMap<String, Vec<usize>> = HashMap::new();
         let mut vs_wildcards = Vec::new();
         for (i, v) in virtual_services.iter().enumerate() {

@@ -109,25 +109,25 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                 let key = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
                 key == CLUSTER_LABEL || key == NETWORK_LABEL
             });
-            if topology {
-                let local = &ctx.mesh.cluster_id;
-                let with_topology =
-                    |labels: &BTreeMap<String, String>, cluster: &str, network: &str| {
-                        let mut out = labels.clone();
-                        let cluster = if cluster.is_empty() {
-                            local.as_str()
-                        } else {
-                            cluster
-                        };
-                        out.entry(CLUSTER_LABEL.to_string())
-                            .or_insert_with(|| cluster.to_string());
-                        if !network.is_empty() {
-                            out.entry(NETWORK_LABEL.to_string())
-                                .or_insert_with(|| network.to_string());
-                        }
-                        out
+            let local = &ctx.mesh.cluster_id;
+            let with_topology =
+                |labels: &BTreeMap<String, String>, cluster: &str, network: &str| {
+                    let mut out = labels.clone();
+                    let cluster = if cluster.is_empty() {
+                        local.as_str()
+                    } else {
+                        cluster
                     };
-                let endpoint_labels: Vec<Vec<BTreeMap<String, String>>> = by_locality
+                    out.entry(CLUSTER_LABEL.to_string())
+                        .or_insert_with(|| cluster.to_string());
+                    if !network.is_empty() {
+                        out.entry(NETWORK_LABEL.to_string())
+                            .or_insert_with(|| network.to_string());
+                    }
+                    out
+                };
+            let topology_labels = topology.then(|| {
+                let endpoints: Vec<Vec<BTreeMap<String, String>>> = by_locality
                     .values()
                     .map(|eps| {
                         eps.iter()
@@ -135,29 +135,27 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                             .collect()
                     })
                     .collect();
-                let refs: Vec<Vec<&BTreeMap<String, String>>> = endpoint_labels
-                    .iter()
-                    .map(|group| group.iter().collect())
-                    .collect();
-                let proxy_labels = with_topology(&scope.labels, &scope.cluster, &scope.network);
-                super::locality::apply(
-                    &mut cla,
-                    &refs,
-                    &scope.locality,
-                    &proxy_labels,
-                    setting,
-                    policy.outlier_detection.is_some(),
-                );
-            } else {
-                super::locality::apply(
-                    &mut cla,
-                    &labels,
-                    &scope.locality,
-                    &scope.labels,
-                    setting,
-                    policy.outlier_detection.is_some(),
-                );
-            }
+                let proxy = with_topology(&scope.labels, &scope.cluster, &scope.network);
+                (endpoints, proxy)
+            });
+            let (endpoint_labels, proxy_labels) = match &topology_labels {
+                Some((endpoints, proxy)) => (
+                    endpoints
+                        .iter()
+                        .map(|group| group.iter().collect())
+                        .collect(),
+                    proxy,
+                ),
+                None => (labels, &scope.labels),
+            };
+            super::locality::apply(
+                &mut cla,
+                &endpoint_labels,
+                &scope.locality,
+                proxy_labels,
+                setting,
+                policy.outlier_detection.is_some(),
+            );
         }
     }
     Typed::new(cluster, Class::outbound(scope), cla)
