@@ -17,6 +17,7 @@ pub mod network;
 pub mod peer_auth;
 pub mod policy;
 mod registry;
+pub mod waypoint;
 pub mod workload;
 
 pub use registry::{Registry, RegistryDelta};
@@ -91,6 +92,14 @@ pub struct Service {
 }
 
 impl Service {
+    /// The kind (`Service` or `ServiceEntry`) and name of the object this service came from.
+    pub fn origin(&self) -> (&str, &str) {
+        let mut parts = self.source.splitn(3, '/');
+        let kind = parts.next().unwrap_or_default();
+        let name = parts.nth(1).unwrap_or_default();
+        (kind, name)
+    }
+
     pub fn port(&self, number: u32) -> Option<&ServicePort> {
         self.ports.iter().find(|p| p.number == number)
     }

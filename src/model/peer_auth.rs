@@ -78,6 +78,7 @@ pub fn levels<'a>(
                 namespace,
                 labels,
                 waypoint: false,
+                service: None,
             };
             attaches(&c.metadata.namespace, p, root_namespace, &workload)
                 == Some(Attachment::Selector)

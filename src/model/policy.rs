@@ -131,7 +131,22 @@ pub struct Workload<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// A waypoint takes only policies that target it.
     pub waypoint: bool,
+    /// At a waypoint, the service whose traffic is being served: policies targeting that
+    /// Service or ServiceEntry apply to it.
+    pub service: Option<ServiceTarget<'a>>,
 }
+
+/// A service a waypoint serves, as a policy's targetRef names it.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceTarget<'a> {
+    /// `Service` or `ServiceEntry`.
+    pub kind: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// The GatewayClass of waypoints: a root-namespace policy targeting it applies to every one.
+pub const WAYPOINT_CLASS: &str = "istio-waypoint";
 
 /// How a policy attaches to a workload, when it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,8 +156,10 @@ pub enum Attachment {
     Namespace,
     /// Its selector matches the workload's labels.
     Selector,
-    /// A targetRef names the workload's Gateway.
+    /// A targetRef names the workload's Gateway (or, for a waypoint, its GatewayClass).
     TargetRef,
+    /// A targetRef names the Service or ServiceEntry a waypoint is serving.
+    Service,
 }
 
 /// Whether the policy `policy` of namespace `policy_ns` attaches to `workload`, and how:
@@ -155,8 +172,9 @@ pub enum Attachment {
 ///   `ENABLE_SELECTOR_BASED_K8S_GATEWAY_POLICY`, on by default), except waypoints, which take
 ///   only targeted policies.
 ///
-/// Attachment to Services, ServiceEntries and the waypoint GatewayClass is a waypoint's, which
-/// Rudder does not serve yet (such policies are warned about as enforced nowhere).
+/// A waypoint also takes, as istiod attaches them: a root-namespace policy targeting the
+/// `istio-waypoint` GatewayClass, and, for the traffic of one service it serves, a policy of that
+/// service's namespace targeting the Service or ServiceEntry (kind and group must match).
 pub fn attaches(
     policy_ns: &str,
     policy: &dyn Attachable,
@@ -164,7 +182,8 @@ pub fn attaches(
     workload: &Workload,
 ) -> Option<Attachment> {
     let own = policy_ns == workload.namespace;
-    if !own && policy_ns != root {
+    let served_ns = workload.service.is_some_and(|s| s.namespace == policy_ns);
+    if !own && policy_ns != root && !served_ns {
         return None;
     }
     let targets = policy.target_refs();
@@ -181,17 +200,43 @@ pub fn attaches(
         }
     };
     match workload.labels.get(GATEWAY_NAME_LABEL) {
-        None if targets.is_empty() => by_selector(),
+        None if targets.is_empty() && (own || policy_ns == root) => by_selector(),
         None => None,
-        Some(_) if targets.is_empty() => (!workload.waypoint).then(by_selector).flatten(),
-        Some(gateway) => (own
-            && targets.iter().any(|t| {
-                t.group == crate::config::gateway_api::GROUP
-                    && t.kind == "Gateway"
-                    && &t.name == gateway
-                    && (t.namespace.is_empty() || t.namespace == workload.namespace)
-            }))
-        .then_some(Attachment::TargetRef),
+        Some(_) if targets.is_empty() => (!workload.waypoint && (own || policy_ns == root))
+            .then(by_selector)
+            .flatten(),
+        Some(gateway) => {
+            let api = crate::config::gateway_api::GROUP;
+            let to_gateway = own
+                && targets.iter().any(|t| {
+                    t.group == api
+                        && t.kind == "Gateway"
+                        && &t.name == gateway
+                        && (t.namespace.is_empty() || t.namespace == workload.namespace)
+                });
+            let to_class = workload.waypoint
+                && policy_ns == root
+                && targets.iter().any(|t| {
+                    t.group == api && t.kind == "GatewayClass" && t.name == WAYPOINT_CLASS
+                });
+            if to_gateway || to_class {
+                return Some(Attachment::TargetRef);
+            }
+            let service = workload.service.filter(|_| workload.waypoint)?;
+            let group = if service.kind == "Service" {
+                ""
+            } else {
+                "networking.istio.io"
+            };
+            (policy_ns == service.namespace
+                && targets.iter().any(|t| {
+                    t.kind == service.kind
+                        && t.group == group
+                        && t.name == service.name
+                        && (t.namespace.is_empty() || t.namespace == service.namespace)
+                }))
+            .then_some(Attachment::Service)
+        }
     }
 }
 
@@ -204,7 +249,14 @@ pub fn selecting<'a>(
     kind: Kind,
 ) -> Vec<&'a Config> {
     let mut out = Vec::new();
-    for ns in [workload.namespace, root] {
+    let service_ns = workload
+        .service
+        .map(|s| s.namespace)
+        .filter(|ns| *ns != workload.namespace && *ns != root);
+    for ns in [Some(workload.namespace), service_ns, Some(root)]
+        .into_iter()
+        .flatten()
+    {
         for e in snapshot.list_namespace(kind, ns) {
             let attached = attachable(&e.config.spec)
                 .and_then(|p| attaches(ns, p, root, workload))
@@ -273,6 +325,7 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
             namespace: "shop",
             labels: &labels,
             waypoint,
+            service: None,
         };
         selecting(&snap, "istio-system", &workload, Kind::AuthorizationPolicy)
             .into_iter()
@@ -393,6 +446,7 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
             namespace: ns,
             labels: &labels,
             waypoint: false,
+            service: None,
         };
         let policy = attachable(&e.config.spec).expect("an attachable kind");
         attaches(

@@ -9,18 +9,16 @@ use super::{Condition, Conditions};
 use crate::config::security::AuthorizationAction;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
+use crate::model::policy::WAYPOINT_CLASS;
+use crate::model::waypoint::{is_gateway, named_waypoint};
 use crate::store::Snapshot;
 use crate::xds::generate::ambient::authorization;
-use crate::xds::generate::ambient::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
 use std::collections::{BTreeMap, HashMap};
 
 pub const WAYPOINT_BOUND: &str = "istio.io/WaypointBound";
 pub const ZTUNNEL_ACCEPTED: &str = "ZtunnelAccepted";
 /// On an AuthorizationPolicy attached by `targetRef(s)`: whether a waypoint enforces it.
 pub const WAYPOINT_ACCEPTED: &str = "WaypointAccepted";
-/// On a waypoint's own Service (and an east-west gateway's): such a service has no waypoint.
-const GATEWAY_MANAGED: &str = "gateway.istio.io/managed";
-
 /// Ambient's conditions, as a status producer (`AMBIENT_ENABLE_STATUS`).
 pub struct Ambient;
 
@@ -74,8 +72,8 @@ pub fn conditions(
                 None
             } else {
                 let namespace_labels = namespaces.get(meta.namespace.as_str()).copied();
-                service_waypoint(&meta.labels, namespace_labels, &meta.namespace)
-                    .map(|(name, ns)| waypoint_condition(&name, &ns, registry, domain_suffix))
+                named_waypoint(&meta.labels, namespace_labels, &meta.namespace)
+                    .map(|w| waypoint_condition(&w.name, &w.namespace, registry, domain_suffix))
             };
             out.insert(
                 key(kind, meta),
@@ -91,8 +89,8 @@ pub fn conditions(
         let labels = crate::xds::generate::ambient::workload_entry_labels(meta, we);
         // A workload uses a waypoint only when it names one itself (a namespace's waypoint is
         // for service traffic), so only its own label counts.
-        let condition = service_waypoint(&labels, None, &meta.namespace)
-            .map(|(name, ns)| waypoint_condition(&name, &ns, registry, domain_suffix));
+        let condition = named_waypoint(&labels, None, &meta.namespace)
+            .map(|w| waypoint_condition(&w.name, &w.namespace, registry, domain_suffix));
         out.insert(
             key(Kind::WorkloadEntry, meta),
             BTreeMap::from([(WAYPOINT_BOUND, condition)]),
@@ -112,7 +110,14 @@ pub fn conditions(
         if !targets.is_empty() {
             // Bound to a waypoint or gateway: not ztunnel's business; whether a waypoint takes
             // it is, as istiod reports it (none does under Rudder yet).
-            let condition = waypoint_accepted(snapshot, root_namespace, meta, &targets);
+            let condition = waypoint_accepted(
+                snapshot,
+                registry,
+                domain_suffix,
+                root_namespace,
+                meta,
+                &targets,
+            );
             out.insert(
                 key(Kind::AuthorizationPolicy, meta),
                 BTreeMap::from([
@@ -170,19 +175,23 @@ pub fn conditions(
 }
 
 /// istiod's `WaypointAccepted` for a policy attached by `targets`: one binding per target, with
-/// istiod's reasons (`Invalid`, `TargetNotFound`, `AncestorNotBound`), flattened as istiod
-/// flattens them. Rudder serves no waypoint yet, so no target is bound and the messages say the
-/// policy is enforced nowhere (a Gateway API gateway's own pods do enforce a policy attached to
-/// their Gateway: `model::policy`).
+/// istiod's reasons and messages (`Accepted` "bound to <waypoint>", `Invalid`, `TargetNotFound`,
+/// `AncestorNotBound`), flattened as istiod flattens them (`PartiallyInvalid` when some bind).
 fn waypoint_accepted(
     snapshot: &Snapshot,
+    registry: &Registry,
+    domain_suffix: &str,
     root_namespace: &str,
     meta: &crate::config::ObjectMeta,
     targets: &[&crate::config::common::PolicyTargetReference],
 ) -> Condition {
-    const NOT_SERVED: &str =
-        "Rudder does not serve waypoints yet, so this policy is enforced nowhere";
-    let bindings: Vec<(String, String, String)> = targets
+    let namespace_labels = |ns: &str| {
+        snapshot
+            .list_local(Kind::Namespace)
+            .find(|e| e.config.metadata.name == ns)
+            .map(|e| e.config.metadata.labels.clone())
+    };
+    let bindings: Vec<(String, bool, String, String)> = targets
         .iter()
         .map(|t| {
             let namespace = if t.namespace.is_empty() {
@@ -190,53 +199,119 @@ fn waypoint_accepted(
             } else {
                 t.namespace.as_str()
             };
-            let target = format!("{namespace}/{}", t.name);
-            let exists = |kind: Kind| snapshot.get_named(kind, namespace, &t.name).is_some();
-            let (reason, message) = match t.kind.as_str() {
-                "GatewayClass" if meta.namespace != root_namespace => (
+            let key = format!("{namespace}/{}", t.name);
+            let (bound, reason, message) = match t.kind.as_str() {
+                "GatewayClass" if namespace != root_namespace => (
+                    false,
                     "Invalid",
                     format!("AuthorizationPolicy must be in the root namespace `{root_namespace}` when referencing a GatewayClass"),
                 ),
+                "GatewayClass" => match snapshot.get_named(Kind::GatewayClass, "", &t.name) {
+                    None => (false, "TargetNotFound", "not bound".to_string()),
+                    Some(e) if !is_waypoint_class(&e.config.spec) => (
+                        false,
+                        "Invalid",
+                        format!("GatewayClass must use controller name `{}` for waypoints", crate::config::gateway_api::MESH_CONTROLLER),
+                    ),
+                    Some(_) => (true, "Accepted", format!("bound to {}", t.name)),
+                },
+                "Gateway" if waypoint_exists(snapshot, registry, domain_suffix, namespace, &t.name) => {
+                    (true, "Accepted", format!("bound to {key}"))
+                }
                 "Service" | "ServiceEntry" => {
                     let kind = if t.kind == "Service" {
                         Kind::Service
                     } else {
                         Kind::ServiceEntry
                     };
-                    if exists(kind) {
-                        (
-                            "AncestorNotBound",
-                            format!("{} {target} is not bound to a waypoint Rudder serves: {NOT_SERVED}", t.kind),
-                        )
-                    } else {
-                        ("TargetNotFound", format!("{} {target} was not found", t.kind))
+                    match snapshot.get_named(kind, namespace, &t.name) {
+                        None => (false, "TargetNotFound", format!("{} {key} was not found", t.kind)),
+                        Some(e) => {
+                            let labels = &e.config.metadata.labels;
+                            let ns_labels = namespace_labels(namespace);
+                            let waypoint = (!is_gateway(labels))
+                                .then(|| named_waypoint(labels, ns_labels.as_ref(), namespace))
+                                .flatten()
+                                .filter(|w| {
+                                    waypoint_exists(snapshot, registry, domain_suffix, &w.namespace, &w.name)
+                                });
+                            match waypoint {
+                                Some(w) => (true, "Accepted", format!("bound to {}/{}", w.namespace, w.name)),
+                                None => (
+                                    false,
+                                    "AncestorNotBound",
+                                    format!("{} {key} is not bound to a waypoint", t.kind),
+                                ),
+                            }
+                        }
                     }
                 }
-                "Gateway" => (
-                    "TargetNotFound",
-                    format!("not bound to a waypoint ({NOT_SERVED}); the pods of Gateway {target} enforce it"),
-                ),
-                _ => ("TargetNotFound", format!("not bound: {NOT_SERVED}")),
+                _ => (false, "TargetNotFound", "not bound".to_string()),
             };
             let group = if t.group.is_empty() { "core" } else { t.group.as_str() };
-            (format!("{}.{group}:{target}", t.kind), reason.to_string(), message)
+            (
+                format!("{}.{group}:{key}", t.kind),
+                bound,
+                reason.to_string(),
+                message,
+            )
         })
         .collect();
-    if let [(_, reason, message)] = bindings.as_slice() {
+    if let [(_, bound, reason, message)] = bindings.as_slice() {
         return Condition {
-            status: false,
+            status: *bound,
             reason: reason.clone(),
             message: message.clone(),
             observed_generation: meta.generation,
         };
     }
-    let unbound: Vec<&str> = bindings.iter().map(|(a, _, _)| a.as_str()).collect();
+    let unbound: Vec<&str> = bindings
+        .iter()
+        .filter(|b| !b.1)
+        .map(|(a, _, _, _)| a.as_str())
+        .collect();
+    let any_bound = bindings.iter().any(|b| b.1);
+    let reason = match (any_bound, unbound.is_empty()) {
+        (true, true) => "Accepted",
+        (true, false) => "PartiallyInvalid",
+        (false, _) => "Invalid",
+    };
     Condition {
-        status: false,
-        reason: "Invalid".into(),
-        message: format!("Invalid targetRefs: {}", unbound.join(", ")),
+        status: any_bound,
+        reason: reason.into(),
+        message: if unbound.is_empty() {
+            String::new()
+        } else {
+            format!("Invalid targetRefs: {}", unbound.join(", "))
+        },
         observed_generation: meta.generation,
     }
+}
+
+fn is_waypoint_class(spec: &crate::config::Spec) -> bool {
+    matches!(spec, crate::config::Spec::GatewayClass(c) if c.controller_name == crate::config::gateway_api::MESH_CONTROLLER)
+}
+
+/// A waypoint `namespace/name`: a Gateway of a waypoint class, or (as istiod's waypoints index
+/// also finds them) a Service or ServiceEntry of that name managed as a waypoint.
+fn waypoint_exists(
+    snapshot: &Snapshot,
+    registry: &Registry,
+    domain_suffix: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    let gateway = snapshot
+        .get_named(Kind::KubernetesGateway, namespace, name)
+        .is_some_and(|e| match &e.config.spec {
+            crate::config::Spec::KubernetesGateway(g) => g.gateway_class_name == WAYPOINT_CLASS,
+            _ => false,
+        });
+    gateway
+        || registry
+            .services
+            .get(&format!("{name}.{namespace}.svc.{domain_suffix}"))
+            .is_some_and(|s| is_gateway(&s.labels))
 }
 
 fn key(kind: Kind, meta: &crate::config::ObjectMeta) -> ConfigKey {
@@ -246,37 +321,6 @@ fn key(kind: Kind, meta: &crate::config::ObjectMeta) -> ConfigKey {
         name: meta.name.clone(),
         cluster: String::new(),
     }
-}
-
-fn is_gateway(labels: &BTreeMap<String, String>) -> bool {
-    labels
-        .get(GATEWAY_MANAGED)
-        .is_some_and(|v| v == "istio.io-mesh-controller" || v == "istio.io-eastwest-controller")
-}
-
-/// The waypoint (name, namespace) an object's labels, or else its namespace's, name; `None`
-/// when neither names one or the object opts out with `none`.
-fn service_waypoint(
-    labels: &BTreeMap<String, String>,
-    namespace_labels: Option<&BTreeMap<String, String>>,
-    namespace: &str,
-) -> Option<(String, String)> {
-    let own = labels.get(USE_WAYPOINT);
-    let (name, source) = match own {
-        Some(name) => (name, labels),
-        None => {
-            let ns_labels = namespace_labels?;
-            (ns_labels.get(USE_WAYPOINT)?, ns_labels)
-        }
-    };
-    if name.is_empty() || name == "none" {
-        return None;
-    }
-    let ns = source
-        .get(USE_WAYPOINT_NAMESPACE)
-        .cloned()
-        .unwrap_or_else(|| namespace.to_string());
-    Some((name.clone(), ns))
 }
 
 /// Bound when the waypoint's Service exists; otherwise istiod's "not ready".

@@ -65,7 +65,7 @@ const fn when(
 }
 
 /// What a policy attached to a Service, ServiceEntry or GatewayClass does under Rudder.
-const WAYPOINT_TARGET: &str = "waypoints are not served yet: a policy attached to a Service, ServiceEntry or GatewayClass is enforced nowhere";
+const WAYPOINT_TARGET: &str = "waypoints take only AuthorizationPolicy and RequestAuthentication so yet: of this kind, a policy attached to a Service, ServiceEntry or GatewayClass is enforced nowhere";
 
 const fn target_ref(kind: Kind, path: &'static str, target_kind: &'static str) -> Unhonoured {
     Unhonoured {
@@ -122,44 +122,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         applies: Applies::Everywhere,
         value: Some("sds://*"),
     },
-    // AuthorizationPolicy and RequestAuthentication attached by targetRefs to what only a
-    // waypoint serves.
-    target_ref(Kind::AuthorizationPolicy, "targetRefs[].kind", "Service"),
-    target_ref(
-        Kind::AuthorizationPolicy,
-        "targetRefs[].kind",
-        "ServiceEntry",
-    ),
-    target_ref(
-        Kind::AuthorizationPolicy,
-        "targetRefs[].kind",
-        "GatewayClass",
-    ),
-    target_ref(Kind::AuthorizationPolicy, "targetRef.kind", "Service"),
-    target_ref(Kind::AuthorizationPolicy, "targetRef.kind", "ServiceEntry"),
-    target_ref(Kind::AuthorizationPolicy, "targetRef.kind", "GatewayClass"),
-    target_ref(Kind::RequestAuthentication, "targetRefs[].kind", "Service"),
-    target_ref(
-        Kind::RequestAuthentication,
-        "targetRefs[].kind",
-        "ServiceEntry",
-    ),
-    target_ref(
-        Kind::RequestAuthentication,
-        "targetRefs[].kind",
-        "GatewayClass",
-    ),
-    target_ref(Kind::RequestAuthentication, "targetRef.kind", "Service"),
-    target_ref(
-        Kind::RequestAuthentication,
-        "targetRef.kind",
-        "ServiceEntry",
-    ),
-    target_ref(
-        Kind::RequestAuthentication,
-        "targetRef.kind",
-        "GatewayClass",
-    ),
     // ServiceEntry
     Unhonoured {
         kind: Kind::ServiceEntry,
@@ -212,12 +174,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "BOOTSTRAP",
         "BOOTSTRAP patches are not applied",
     ),
-    when(
-        Kind::EnvoyFilter,
-        "configPatches[].match.context",
-        "WAYPOINT",
-        "waypoints are not served yet: the patch applies nowhere",
-    ),
     // BackendTLSPolicy: applied (model::gateway_api::backend_tls), but for these.
     field(
         Kind::BackendTLSPolicy,
@@ -245,7 +201,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "Service"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "ServiceEntry"),
-    target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "GatewayClass"),
     // Telemetry attached by targetRefs to what only a waypoint serves (to a Gateway API Gateway
     // it applies to the Gateway's pods).
     target_ref(Kind::Telemetry, "targetRefs[].kind", "Service"),

@@ -3,7 +3,7 @@
 //! resource in `/debug/config_dump` and the UI.
 
 use super::context::PushContext;
-use super::generate::util::parse_outbound_cluster;
+use super::generate::util::parse_service_cluster;
 use super::types::TypeUrl;
 use crate::model::Service;
 
@@ -123,7 +123,7 @@ pub fn sources(
         return out;
     }
     let mut out: Vec<String> = match type_url {
-        TypeUrl::Cluster | TypeUrl::Endpoint => parse_outbound_cluster(name)
+        TypeUrl::Cluster | TypeUrl::Endpoint => parse_service_cluster(name)
             .and_then(|(_, _, host)| by_host(host))
             .map(|svc| service_sources(ctx, namespace, &svc, true, false))
             .unwrap_or_default(),

@@ -28,4 +28,5 @@ mod reliability;
 mod security;
 mod sidecar_capture;
 mod stats;
+mod waypoint;
 mod webhooks;

@@ -345,6 +345,7 @@ impl PushContext {
             namespace: &proxy.namespace,
             labels: &proxy.labels,
             waypoint: false,
+            service: None,
         };
         let root = &self.mesh.root_namespace;
         let attachment = |c: &Arc<Config>| {
@@ -543,10 +544,30 @@ impl PushContext {
     /// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) that select the
     /// proxy of `scope`.
     pub fn selecting(&self, scope: &ScopeView, kind: Kind) -> Vec<&Config> {
+        self.selecting_served(scope, kind, None)
+    }
+
+    /// [`PushContext::selecting`], for a waypoint serving `served`'s traffic: policies targeting
+    /// that Service or ServiceEntry apply too.
+    pub fn selecting_served(
+        &self,
+        scope: &ScopeView,
+        kind: Kind,
+        served: Option<&Service>,
+    ) -> Vec<&Config> {
+        let target = served.map(|svc| {
+            let (kind, name) = svc.origin();
+            crate::model::policy::ServiceTarget {
+                kind,
+                namespace: &svc.namespace,
+                name,
+            }
+        });
         let workload = crate::model::policy::Workload {
             namespace: &scope.namespace,
             labels: &scope.labels,
             waypoint: scope.proxy_type == ProxyType::Waypoint,
+            service: target,
         };
         crate::model::policy::selecting(&self.snapshot, &self.mesh.root_namespace, &workload, kind)
     }
@@ -587,6 +608,43 @@ impl PushContext {
                     .max_by_key(|(len, _)| *len)
                     .map(|(_, v)| v)
             })
+    }
+
+    /// The mesh VirtualServices a waypoint of `waypoint_ns` applies to `svc`'s traffic, as istiod
+    /// picks them: every one visible to the waypoint, from the waypoint's namespace or the
+    /// service's, with a host that covers the service's hostname; in list order (their routes are
+    /// merged in that order).
+    pub fn virtual_services_for_waypoint(&self, waypoint_ns: &str, svc: &Service) -> Vec<&VsEntry> {
+        let routing = &self.routing;
+        let mut found: Vec<usize> = routing
+            .vs_by_host
+            .get(&svc.hostname)
+            .into_iter()
+            .flatten()
+            .copied()
+            .chain(routing.vs_wildcards.iter().copied().filter(|&i| {
+                routing.virtual_services[i]
+                    .hosts
+                    .iter()
+                    .any(|h| h.starts_with('*') && host::subset_of(&svc.hostname, h))
+            }))
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+            .into_iter()
+            .map(|i| &routing.virtual_services[i])
+            .filter(|v| {
+                let ns = v.config.metadata.namespace.as_str();
+                (ns == waypoint_ns || ns == svc.namespace)
+                    && exported_to(
+                        &v.spec.export_to,
+                        &self.mesh.default_virtual_service_export_to,
+                        ns,
+                        waypoint_ns,
+                    )
+            })
+            .collect()
     }
 
     /// The DestinationRule for `service` as a proxy in `proxy_ns` with `proxy_labels` uses it, as

@@ -176,6 +176,7 @@ pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a
         namespace: &scope.namespace,
         labels: &scope.labels,
         waypoint: false,
+        service: None,
     };
     let mut out = Vec::new();
     out.extend(in_ns(root).into_iter().map(|(_, t)| t).find(|t| wide(t)));

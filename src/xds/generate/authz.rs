@@ -2,13 +2,14 @@
 //! sidecar inbound): one DENY filter, then one ALLOW filter, as istiod orders them. A request is
 //! denied when any DENY policy matches, or when ALLOW policies exist and none matches.
 
-use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, rbac_bytes};
+use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, from_tunnel_peer, rbac_bytes};
 use super::util::put_field;
 use crate::config::security::{
     AuthorizationAction, AuthorizationPolicy, Condition, Operation, Rule, Source,
 };
 use crate::config::security::{is_dry_run, when_key_expressible};
 use crate::config::{Kind, Spec};
+use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
@@ -39,8 +40,9 @@ type OwnedToPermission = Box<dyn Fn(&str) -> Option<Permission>>;
 fn policies_for<'a>(
     ctx: &'a PushContext,
     scope: &'a ScopeView,
+    served: Option<&Service>,
 ) -> Vec<(&'a str, &'a str, &'a AuthorizationPolicy, bool)> {
-    ctx.selecting(scope, Kind::AuthorizationPolicy)
+    ctx.selecting_served(scope, Kind::AuthorizationPolicy, served)
         .into_iter()
         .filter_map(|c| match &c.spec {
             Spec::AuthorizationPolicy(p) => Some((
@@ -150,12 +152,15 @@ fn l4_only(rule: &Rule) -> Rule {
     r
 }
 
-fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
+fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool, served: Option<&Service>) -> Rules {
+    // A waypoint's traffic arrives over an internal listener: the peer's identity is the one the
+    // HBONE tunnel presented, kept in filter state, not a certificate of the connection.
+    let waypoint = scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint;
     let mut out = Rules::default();
     let trust_domains: Vec<&str> = std::iter::once(ctx.mesh.trust_domain.as_str())
         .chain(ctx.mesh.trust_domain_aliases.iter().map(String::as_str))
         .collect();
-    for (ns, name, p, dry_run) in policies_for(ctx, scope) {
+    for (ns, name, p, dry_run) in policies_for(ctx, scope, served) {
         let target = match p.action {
             AuthorizationAction::ALLOW if dry_run => {
                 out.any_dry_allow = true;
@@ -227,11 +232,14 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
                             .filter_map(|t| t.operation.as_ref()),
                         &rule.when,
                     )],
-                    principals: vec![principal_for(
-                        rule.from.iter().flatten().filter_map(|f| f.source.as_ref()),
-                        &rule.when,
-                        ns,
-                    )],
+                    principals: vec![{
+                        let p = principal_for(
+                            rule.from.iter().flatten().filter_map(|f| f.source.as_ref()),
+                            &rule.when,
+                            ns,
+                        );
+                        if waypoint { from_tunnel_peer(p) } else { p }
+                    }],
                     ..Default::default()
                 },
             );
@@ -243,7 +251,16 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool) -> Rules {
 /// The authorization HTTP filters for `proxy`: CUSTOM (ext_authz), AUDIT (logs only), DENY, ALLOW
 /// (none when no policy applies).
 pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
-    let rules = rules_for(ctx, scope, false);
+    http_filters_for(ctx, scope, None)
+}
+
+/// [`http_filters`] for a waypoint's chain of `served`'s traffic.
+pub fn http_filters_for(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    served: Option<&Service>,
+) -> Vec<HttpFilter> {
+    let rules = rules_for(ctx, scope, false, served);
     let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.custom_provider());
     out.extend(
         rbac_configs(&rules, Layer::Http)
@@ -262,7 +279,16 @@ pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
 
 /// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
 pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
-    let rules = rules_for(ctx, scope, true);
+    network_filters_for(ctx, scope, None)
+}
+
+/// [`network_filters`] for a waypoint's chain of `served`'s traffic.
+pub fn network_filters_for(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    served: Option<&Service>,
+) -> Vec<Filter> {
+    let rules = rules_for(ctx, scope, true, served);
     let mut out = super::extauthz::network_filters(ctx, &rules.custom, rules.custom_provider());
     out.extend(
         rbac_configs(&rules, Layer::Network)

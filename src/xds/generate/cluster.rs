@@ -124,15 +124,7 @@ impl EffectivePolicy {
 pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Vec<Typed> {
     let mut out = Vec::new();
     for svc in &scope.services {
-        let dr = ctx
-            .destination_rule_for(&scope.namespace, &scope.labels, svc)
-            .map(|d| &d.spec);
-        for port in &svc.ports {
-            out.push(build(ctx, svc, port, dr, None, scope.mtls, scope));
-            for subset in dr.map(|d| d.subsets.as_slice()).unwrap_or_default() {
-                out.push(build(ctx, svc, port, dr, Some(subset), scope.mtls, scope));
-            }
-        }
+        out.extend(service_clusters(ctx, scope, svc));
     }
     if with_builtins {
         out.push(Typed::new(
@@ -163,6 +155,21 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
                 c.upstream_bind_config = Some(inbound_bind(scope.ipv6_only));
             }
             out.push(Typed::new(name, Class::outbound(scope), c));
+        }
+    }
+    out
+}
+
+/// The outbound clusters of every port of `svc`, and of each subset its DestinationRule names.
+pub(super) fn service_clusters(ctx: &PushContext, scope: &ScopeView, svc: &Service) -> Vec<Typed> {
+    let dr = ctx
+        .destination_rule_for(&scope.namespace, &scope.labels, svc)
+        .map(|d| &d.spec);
+    let mut out = Vec::new();
+    for port in &svc.ports {
+        out.push(build(ctx, svc, port, dr, None, scope.mtls, scope));
+        for subset in dr.map(|d| d.subsets.as_slice()).unwrap_or_default() {
+            out.push(build(ctx, svc, port, dr, Some(subset), scope.mtls, scope));
         }
     }
     out
@@ -204,7 +211,7 @@ pub(super) fn outbound(
 
 /// One cluster by name, for clients that ask for clusters by name (proxyless gRPC).
 pub fn cluster_by_name(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<Typed> {
-    let (port, subset, host) = super::util::parse_outbound_cluster(name)?;
+    let (port, subset, host) = super::util::parse_service_cluster(name)?;
     let svc = scope.services.iter().find(|s| s.hostname == host)?;
     let sp = svc.port(port)?;
     let dr = ctx
@@ -263,7 +270,7 @@ fn for_grpc(
     typed
 }
 
-fn build(
+pub(super) fn build(
     ctx: &PushContext,
     svc: &Service,
     port: &ServicePort,

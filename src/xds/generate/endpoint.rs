@@ -2,7 +2,7 @@
 
 use super::cluster::{EffectivePolicy, socket};
 use super::finish::{Class, Typed};
-use super::util::parse_outbound_cluster;
+use super::util::parse_service_cluster;
 use crate::model::Endpoint as ModelEndpoint;
 use crate::xds::context::{PushContext, ScopeView};
 use envoy_types::pb::envoy::config::core::v3::HealthStatus;
@@ -19,7 +19,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
     // An SNI-DNAT cluster of an AUTO_PASSTHROUGH gateway: only endpoints that speak Istio's
     // mTLS, since the gateway cannot tell whether the passed-through connection is mTLS.
     let sni_dnat = super::auto_passthrough::parse_sni_dnat(cluster);
-    let endpoints: Vec<&ModelEndpoint> = match parse_outbound_cluster(cluster).or(sni_dnat) {
+    let endpoints: Vec<&ModelEndpoint> = match parse_service_cluster(cluster).or(sni_dnat) {
         Some((port, subset, host)) => {
             let rule = ctx
                 .registry

@@ -102,6 +102,22 @@ impl Typed {
         }
     }
 
+    /// The cluster, when this is one.
+    pub fn cluster_mut(&mut self) -> Option<&mut Cluster> {
+        match &mut self.built {
+            Built::Cluster(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The load assignment, when this is one.
+    pub fn load_assignment_mut(&mut self) -> Option<&mut ClusterLoadAssignment> {
+        match &mut self.built {
+            Built::LoadAssignment(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// This resource, noting that its generator found `finding`.
     pub fn found(mut self, finding: Finding) -> Typed {
         if !self.findings.contains(&finding) {

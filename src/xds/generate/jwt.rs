@@ -107,8 +107,13 @@ fn keys(ctx: &PushContext, rule: &JwtRule) -> Option<jwt_provider::JwksSourceSpe
 }
 
 /// Clusters for `jwksUri` hosts that are not services of the mesh (DNS, TLS with the system CAs for
-/// https), for the RequestAuthentications that select `proxy`.
-pub fn jwks_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<super::finish::Typed> {
+/// https), for the RequestAuthentications that select `proxy` (at a waypoint, also those
+/// targeting each service of `served`).
+pub fn jwks_clusters(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    served: &[&crate::model::Service],
+) -> Vec<super::finish::Typed> {
     use envoy_types::pb::envoy::config::cluster::v3::Cluster;
     use envoy_types::pb::envoy::config::cluster::v3::cluster::{
         ClusterDiscoveryType, DiscoveryType,
@@ -122,7 +127,10 @@ pub fn jwks_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<super::finish:
         common_tls_context::ValidationContextType,
     };
     let mut seen = std::collections::BTreeMap::new();
-    for (_, rule) in selected_rules(ctx, scope) {
+    let rules = std::iter::once(None)
+        .chain(served.iter().map(|s| Some(*s)))
+        .flat_map(|svc| selected_rules(ctx, scope, svc));
+    for (_, rule) in rules {
         if !rule.jwks.is_empty() {
             continue;
         }
@@ -209,9 +217,13 @@ fn space_delimited_claims(extra: &[String]) -> Vec<String> {
 }
 
 /// The jwt rules of the RequestAuthentications that select `proxy`, with their provider names.
-fn selected_rules<'a>(ctx: &'a PushContext, scope: &'a ScopeView) -> Vec<(String, &'a JwtRule)> {
+fn selected_rules<'a>(
+    ctx: &'a PushContext,
+    scope: &'a ScopeView,
+    served: Option<&crate::model::Service>,
+) -> Vec<(String, &'a JwtRule)> {
     let mut out = Vec::new();
-    for c in ctx.selecting(scope, Kind::RequestAuthentication) {
+    for c in ctx.selecting_served(scope, Kind::RequestAuthentication, served) {
         let Spec::RequestAuthentication(ra) = &c.spec else {
             continue;
         };
@@ -263,7 +275,16 @@ fn provider(ctx: &PushContext, rule: &JwtRule, clear_route_cache: bool) -> Optio
 
 /// The jwt_authn filter for the RequestAuthentications that select `proxy` (none: no filter).
 pub fn http_filter(ctx: &PushContext, scope: &ScopeView) -> Option<HttpFilter> {
-    let providers: BTreeMap<String, JwtProvider> = selected_rules(ctx, scope)
+    http_filter_for(ctx, scope, None)
+}
+
+/// [`http_filter`] for a waypoint's chain of `served`'s traffic.
+pub fn http_filter_for(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    served: Option<&crate::model::Service>,
+) -> Option<HttpFilter> {
+    let providers: BTreeMap<String, JwtProvider> = selected_rules(ctx, scope, served)
         .into_iter()
         .filter_map(|(name, rule)| {
             provider(ctx, rule, scope.proxy_type != ProxyType::Sidecar).map(|p| (name, p))

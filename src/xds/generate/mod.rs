@@ -26,6 +26,7 @@ pub mod tracing;
 pub mod traffic_extension;
 pub mod upstream_tls;
 pub mod util;
+pub mod waypoint;
 
 use super::context::{PushContext, ScopeView};
 use super::proxy::{Generator, Proxy, ProxyType};
@@ -83,7 +84,11 @@ pub fn generate(
             filter(all)
         }
         TypeUrl::Endpoint => per_name(TypeUrl::Endpoint, scope.key, &|n| {
-            finished(Some(endpoint::load_assignment(ctx, scope, n)))
+            finished(Some(if n.starts_with(util::INBOUND_VIP) {
+                waypoint::load_assignment(ctx, scope, n)
+            } else {
+                endpoint::load_assignment(ctx, scope, n)
+            }))
         }),
         TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
             finished(if n.starts_with(listener::GRPC_INBOUND_PREFIX) {
@@ -242,13 +247,23 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
         return Vec::new();
     }
     match type_url {
+        TypeUrl::Cluster if scope.proxy_type == ProxyType::Waypoint => {
+            let mut v = waypoint::clusters(ctx, scope);
+            let served = waypoint::served(ctx, scope);
+            let served: Vec<&crate::model::Service> = served.iter().map(AsRef::as_ref).collect();
+            v.extend(jwt::jwks_clusters(ctx, scope, &served));
+            v
+        }
+        TypeUrl::Listener if scope.proxy_type == ProxyType::Waypoint => {
+            waypoint::listeners(ctx, scope)
+        }
         TypeUrl::Cluster => {
             let mut v = cluster::clusters(ctx, scope, true);
             if gateway::has_auto_passthrough(ctx, scope) {
                 v.extend(auto_passthrough::clusters(ctx, scope));
             }
             v.extend(listener::inbound_clusters(scope));
-            v.extend(jwt::jwks_clusters(ctx, scope));
+            v.extend(jwt::jwks_clusters(ctx, scope, &[]));
             v
         }
         TypeUrl::Listener if scope.proxy_type == ProxyType::Router => {

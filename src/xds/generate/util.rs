@@ -64,10 +64,18 @@ pub fn outbound_cluster(port: u32, subset: &str, host: &str) -> String {
     format!("outbound|{port}|{subset}|{host}")
 }
 
-/// Splits an outbound cluster name into (port, subset, host).
-pub fn parse_outbound_cluster(name: &str) -> Option<(u32, &str, &str)> {
+/// A waypoint's cluster of a service it serves: `inbound-vip|port|protocol[/subset]|host`.
+pub fn inbound_vip_cluster(port: u32, subset: &str, host: &str) -> String {
+    format!("{INBOUND_VIP}|{port}|{subset}|{host}")
+}
+
+pub const INBOUND_VIP: &str = "inbound-vip";
+
+/// Splits the name of a cluster of one service port — an outbound cluster, or a waypoint's
+/// `inbound-vip` one — into (port, subset, host).
+pub fn parse_service_cluster(name: &str) -> Option<(u32, &str, &str)> {
     let mut parts = name.splitn(4, '|');
-    if parts.next()? != "outbound" {
+    if !matches!(parts.next()?, "outbound" | INBOUND_VIP) {
         return None;
     }
     let port = parts.next()?.parse().ok()?;
@@ -141,11 +149,11 @@ mod tests {
         let name = outbound_cluster(9080, "v1", "reviews.ns.svc.cluster.local");
         assert_eq!(name, "outbound|9080|v1|reviews.ns.svc.cluster.local");
         assert_eq!(
-            parse_outbound_cluster(&name),
+            parse_service_cluster(&name),
             Some((9080, "v1", "reviews.ns.svc.cluster.local"))
         );
-        assert_eq!(parse_outbound_cluster("inbound|80||"), None);
-        assert_eq!(parse_outbound_cluster("outbound|x||h"), None);
+        assert_eq!(parse_service_cluster("inbound|80||"), None);
+        assert_eq!(parse_service_cluster("outbound|x||h"), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use super::lock;
 use super::status::{ConnectionStatus, WatchMap, Watches};
-use crate::xds::generate::util::parse_outbound_cluster;
+use crate::xds::generate::util::parse_service_cluster;
 use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;
 use crate::xds::types::TypeUrl;
@@ -174,7 +174,7 @@ impl Routing {
 fn services_of(names: &BTreeSet<String>) -> HashSet<String> {
     names
         .iter()
-        .filter_map(|name| parse_outbound_cluster(name))
+        .filter_map(|name| parse_service_cluster(name))
         .map(|(_, _, host)| host.to_string())
         .collect()
 }

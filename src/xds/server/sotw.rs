@@ -2,7 +2,7 @@
 
 use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{ChangedHosts, PushContext, ScopeView};
-use crate::xds::generate::util::parse_outbound_cluster;
+use crate::xds::generate::util::parse_service_cluster;
 use crate::xds::resource::ResourceList;
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::{EncodedResponse, SotwRequest};
@@ -266,7 +266,7 @@ fn changed_cluster_hosts(old: &ResourceList, new: &ResourceList) -> Option<Chang
         if before.get(&*r.name) == Some(&r.digest) {
             continue;
         }
-        let (_, _, host) = parse_outbound_cluster(&r.name)?;
+        let (_, _, host) = parse_service_cluster(&r.name)?;
         hosts.insert(host.to_string());
     }
     Some(Arc::new(hosts))

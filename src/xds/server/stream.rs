@@ -8,7 +8,7 @@ use super::debug as debug_types;
 use super::status::{TypeStatus, WatchMap};
 use crate::metrics::TypeLabels;
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::{self, util::parse_outbound_cluster};
+use crate::xds::generate::{self, util::parse_service_cluster};
 use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;
 use crate::xds::resource::{Resource, ResourceList};
@@ -128,7 +128,7 @@ pub(super) struct StreamState {
 /// The service hostname a resource name is about: a cluster's (`outbound|port|subset|host`), or
 /// a proxyless gRPC listener's or route's (`host:port`).
 fn name_host(name: &str) -> Option<&str> {
-    if let Some((_, _, host)) = parse_outbound_cluster(name) {
+    if let Some((_, _, host)) = parse_service_cluster(name) {
         return Some(host);
     }
     name.rsplit_once(':').map(|(host, _)| host)
@@ -216,7 +216,7 @@ impl StreamState {
                     .names
                     .iter()
                     .filter(|n| {
-                        parse_outbound_cluster(n)
+                        parse_service_cluster(n)
                             .is_none_or(|(_, _, host)| !ctx.registry.services.contains_key(host))
                             && !removed_lately(n)
                     })
@@ -344,7 +344,7 @@ impl StreamState {
         };
         // A partial push (EDS): only the changed services' resources.
         let changed =
-            |name: &str| parse_outbound_cluster(name).is_some_and(|(_, _, h)| hosts.contains(h));
+            |name: &str| parse_service_cluster(name).is_some_and(|(_, _, h)| hosts.contains(h));
         let hosts_digest = crate::xds::intern::digest(2, hosts);
         let partial = || match names {
             // Named clusters: only those assignments are built (per name, so the same resources

@@ -83,6 +83,8 @@ pub struct Bootstrap<'a> {
     pub ip: &'a str,
     /// Run Envoy as this user (istio-iptables leaves the proxy's own traffic, uid 1337, alone).
     pub uid: Option<u32>,
+    /// Extra top-level YAML (e.g. `bootstrap_extensions`, as istio-agent's bootstrap has them).
+    pub top_extra: &'a str,
 }
 
 impl Default for Bootstrap<'_> {
@@ -99,6 +101,7 @@ impl Default for Bootstrap<'_> {
             cluster_extra: "",
             ip: "127.0.0.1",
             uid: None,
+            top_extra: "",
         }
     }
 }
@@ -195,7 +198,7 @@ dynamic_resources:
     transport_api_version: V3
     grpc_services: [{{envoy_grpc: {{cluster_name: xds}}{initial_metadata}}}]
   cds_config: {{ads: {{}}, resource_api_version: V3}}
-  lds_config: {{ads: {{}}, resource_api_version: V3}}
+  lds_config: {{ads: {{}}, resource_api_version: V3}}{top_extra}
 static_resources:
   clusters:
   - name: xds
@@ -211,16 +214,26 @@ static_resources:
 {cluster_extra}"#,
             xds.ip(),
             xds.port(),
+            top_extra = b.top_extra,
             node_type = b.node_type,
             pod = b.pod,
             labels = b.labels,
             ip = b.ip,
         );
+        Envoy::run(bin, dir, &bootstrap, b.uid)
+    }
+
+    /// Starts Envoy on a bootstrap of its own (static listeners and clusters).
+    pub fn run_static(bin: &Path, bootstrap: &str) -> Envoy {
+        Envoy::run(bin, tempfile::tempdir().unwrap(), bootstrap, None)
+    }
+
+    fn run(bin: &Path, dir: tempfile::TempDir, bootstrap: &str, uid: Option<u32>) -> Envoy {
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, bootstrap).unwrap();
         let admin_file = dir.path().join("admin");
         let mut command = Command::new(bin);
-        if let Some(uid) = b.uid {
+        if let Some(uid) = uid {
             use std::os::unix::fs::PermissionsExt;
             use std::os::unix::process::CommandExt;
             // The proxy user reads the bootstrap and writes its admin address here.

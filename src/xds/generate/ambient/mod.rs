@@ -50,8 +50,6 @@ pub fn index(ctx: &PushContext) -> Arc<AmbientIndex> {
 /// On a namespace (or a pod): `ambient` captures its pods; `none` on a pod opts it out.
 pub const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
 /// On a pod, service or namespace: the waypoint (a Service name) its traffic goes through.
-pub(crate) const USE_WAYPOINT: &str = "istio.io/use-waypoint";
-pub(crate) const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
 const NETWORK_LABEL: &str = "topology.istio.io/network";
 /// The port waypoints accept HBONE on.
 const HBONE_PORT: u32 = 15008;
@@ -400,15 +398,12 @@ impl AmbientIndex {
                 .map(|e| e.config.metadata.labels.clone())
                 .unwrap_or_default();
             let ns = ns_info(&svc.namespace);
-            let waypoint_name = labels
-                .get(USE_WAYPOINT)
-                .map(String::as_str)
-                .or_else(|| ns.label(USE_WAYPOINT));
-            let waypoint_ns = labels
-                .get(USE_WAYPOINT_NAMESPACE)
-                .map(String::as_str)
-                .or_else(|| ns.label(USE_WAYPOINT_NAMESPACE))
-                .unwrap_or(&svc.namespace);
+            let waypoint = crate::model::waypoint::service_waypoint(
+                svc,
+                ns.labels,
+                registry,
+                &mesh.domain_suffix,
+            );
             let network = ns.label(NETWORK_LABEL).unwrap_or_default().to_string();
             let service = Service {
                 name: name.to_string(),
@@ -433,9 +428,7 @@ impl AmbientIndex {
                         app_protocol: app_protocol(p.protocol) as i32,
                     })
                     .collect(),
-                waypoint: waypoint_name
-                    .filter(|n| *n != "none")
-                    .map(|n| waypoint_address(n, waypoint_ns, registry, mesh)),
+                waypoint: waypoint.map(|w| waypoint_address(&w.name, &w.namespace, registry, mesh)),
                 // The service's label, else its namespace's, read as Go's ParseBool.
                 ingress_use_waypoint: labels
                     .get(INGRESS_USE_WAYPOINT)
@@ -589,6 +582,18 @@ impl AmbientIndex {
             }
         }
         out
+    }
+
+    /// Whether a workload at `ip` in `network` takes HBONE (it is in the ambient mesh): istiod's
+    /// `SupportsTunnel`, which decides whether a waypoint tunnels to an endpoint or connects to
+    /// it directly.
+    pub fn supports_tunnel(&self, network: &str, ip: &str) -> bool {
+        self.by_address
+            .get(&format!("{network}/{ip}"))
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.workloads.get(uid))
+            .any(|w| w.tunnel_protocol == TunnelProtocol::Hbone as i32)
     }
 
     /// The workloads scheduled on `node` (what an on-demand ztunnel of that node is sent
@@ -778,12 +783,8 @@ fn workload_waypoint(
     registry: &Registry,
     mesh: &MeshSettings,
 ) -> Option<GatewayAddress> {
-    let name = labels.get(USE_WAYPOINT).filter(|n| *n != "none")?;
-    let ns = labels
-        .get(USE_WAYPOINT_NAMESPACE)
-        .map(String::as_str)
-        .unwrap_or(namespace);
-    Some(waypoint_address(name, ns, registry, mesh))
+    let w = crate::model::waypoint::named_waypoint(labels, None, namespace)?;
+    Some(waypoint_address(&w.name, &w.namespace, registry, mesh))
 }
 
 /// The waypoint Service `name` in `namespace`: by its VIP when it has one, else by hostname

@@ -312,15 +312,37 @@ fn waypoint_conditions_follow_the_object_then_its_namespace_and_none_opts_out() 
 }
 
 /// A policy attached by targetRefs tells, on its status as istiod's `WaypointAccepted` does,
-/// that no waypoint enforces it (Rudder serves none yet): why per target, flattened over several.
+/// which waypoint enforces it, or why none does: per target, flattened over several.
 #[test]
-fn policies_attached_to_waypoint_targets_say_they_are_enforced_nowhere() {
+fn policies_attached_to_waypoint_targets_say_which_waypoint_enforces_them() {
     let store = crate::store::StoreWriter::from_yaml(
         "
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
-metadata: {name: web, namespace: shop}
+metadata: {name: web, namespace: shop, labels: {istio.io/use-waypoint: wp}}
 spec: {hosts: [web.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: loose, namespace: shop}
+spec: {hosts: [loose.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: wp, namespace: shop}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners: [{name: mesh, port: 15008, protocol: HBONE}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: to-loose, namespace: shop}
+spec: {targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: loose}]}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: to-waypoint, namespace: shop}
+spec: {targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: wp}]}
 ---
 apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
@@ -363,9 +385,23 @@ spec: {}
             .as_ref()
             .map(|c| (c.status, c.reason.clone(), c.message.clone()))
     };
-    let (status, reason, message) = of("to-se", crate::status::ambient::WAYPOINT_ACCEPTED).unwrap();
-    assert_eq!((status, reason.as_str()), (false, "AncestorNotBound"));
-    assert!(message.contains("enforced nowhere"), "{message}");
+    let accepted = |name: &str| of(name, crate::status::ambient::WAYPOINT_ACCEPTED).unwrap();
+    assert_eq!(
+        accepted("to-se"),
+        (true, "Accepted".into(), "bound to shop/wp".into())
+    );
+    assert_eq!(
+        accepted("to-waypoint"),
+        (true, "Accepted".into(), "bound to shop/wp".into())
+    );
+    assert_eq!(
+        accepted("to-loose"),
+        (
+            false,
+            "AncestorNotBound".into(),
+            "ServiceEntry shop/loose is not bound to a waypoint".into()
+        )
+    );
     assert_eq!(
         of("to-missing", crate::status::ambient::WAYPOINT_ACCEPTED).map(|c| c.1),
         Some("TargetNotFound".into())
@@ -375,11 +411,14 @@ spec: {}
         Some("Invalid".into()),
         "a GatewayClass outside the root namespace"
     );
-    let (_, reason, message) = of("to-both", crate::status::ambient::WAYPOINT_ACCEPTED).unwrap();
-    assert_eq!(reason, "Invalid");
     assert_eq!(
-        message,
-        "Invalid targetRefs: ServiceEntry.networking.istio.io:shop/web, Gateway.gateway.networking.k8s.io:shop/ingress"
+        accepted("to-both"),
+        (
+            true,
+            "PartiallyInvalid".into(),
+            "Invalid targetRefs: Gateway.gateway.networking.k8s.io:shop/ingress".into()
+        ),
+        "one target binds, the other is no waypoint"
     );
     assert_eq!(of("to-se", crate::status::ambient::ZTUNNEL_ACCEPTED), None);
     assert_eq!(

@@ -1,0 +1,80 @@
+//! Waypoint proxies (ambient L7), as istiod 1.30 builds them (`listener_waypoint.go`,
+//! `cluster_waypoint.go`). A waypoint takes HBONE on 15008 (`connect_terminate`: mTLS, HTTP/2
+//! CONNECT), hands each tunnelled connection to the internal listener `main_internal`, which picks
+//! a chain by the tunnel's destination (a service VIP and port it serves) and applies the
+//! service's routes and policies; its clusters (`inbound-vip|<port>|<http|tcp>[/subset]|<host>`)
+//! lead through the internal listener `connect_originate`, which opens HBONE to the chosen
+//! endpoint's ztunnel (or waypoint). Names and their order are istiod's, so `istioctl` and
+//! dashboards read a Rudder waypoint as they read istiod's.
+
+mod clusters;
+mod listeners;
+
+pub use clusters::{clusters, load_assignment};
+pub use listeners::listeners;
+
+use crate::config::Kind;
+use crate::model::Service;
+use crate::xds::context::{PushContext, ScopeView};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+pub const CONNECT_TERMINATE: &str = "connect_terminate";
+pub const MAIN_INTERNAL: &str = "main_internal";
+pub const CONNECT_ORIGINATE: &str = "connect_originate";
+/// The cluster of workload-addressed traffic: straight to `connect_originate`.
+pub const ENCAP: &str = "encap";
+/// The port waypoints and ztunnels take HBONE on.
+pub const HBONE_PORT: u32 = 15008;
+/// Envoy's original-destination metadata and filter-state namespace: the tunnel's logical
+/// destination travels under it between the internal listeners.
+pub const ORIGINAL_DST_KEY: &str = "envoy.filters.listener.original_dst";
+
+/// The services the waypoint of `scope` serves: those bound (`istio.io/use-waypoint`) to a
+/// Service that selects the waypoint proxy itself (its own `<gateway>.<ns>.svc` Service), in the
+/// waypoint's namespace, as istiod's `WaypointKeyForProxy` finds them. By hostname.
+pub fn served(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Service>> {
+    let suffix = format!(".{}.svc.{}", scope.namespace, ctx.mesh.domain_suffix);
+    let mut own: Vec<&str> = scope
+        .inbound_hosts
+        .values()
+        .flatten()
+        .map(String::as_str)
+        .filter(|h| h.ends_with(&suffix))
+        .collect();
+    own.sort_unstable();
+    own.dedup();
+    if own.is_empty() {
+        return Vec::new();
+    }
+    let namespaces: HashMap<&str, &BTreeMap<String, String>> = ctx
+        .snapshot
+        .list_local(Kind::Namespace)
+        .map(|e| (e.config.metadata.name.as_str(), &e.config.metadata.labels))
+        .collect();
+    let labels_of = |ns: &str| namespaces.get(ns).copied();
+    crate::model::waypoint::services_for(&ctx.registry, &labels_of, &own, &ctx.mesh.domain_suffix)
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
+/// The subset part of a waypoint cluster for `port` of `svc`: istiod's `portToSubset`, the
+/// port's protocol class (`tcp`, or `http` for HTTP and sniffed ports and ports it does not
+/// know), then `/<subset>` when there is one.
+pub fn vip_subset(svc: Option<&Service>, port: u32, subset: &str) -> String {
+    let class = match svc.and_then(|s| s.port(port)) {
+        Some(p) if !p.protocol.is_http() && p.protocol != crate::model::Protocol::Unsupported => {
+            "tcp"
+        }
+        _ => "http",
+    };
+    if subset.is_empty() {
+        class.to_string()
+    } else {
+        format!("{class}/{subset}")
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,256 @@
+use crate::xds::context::PushContext;
+use crate::xds::generate::generate;
+use crate::xds::proxy::Proxy;
+use crate::xds::types::TypeUrl;
+use serde_json::Value;
+
+/// A waypoint `waypoint` of namespace `shop` (its Service at 10.44.0.2), `web` bound to it with
+/// two versions, `api` bound to another waypoint, `db` bound to none, and routes and policies.
+const MESH: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: waypoint, namespace: shop, labels: {gateway.istio.io/managed: istio.io-mesh-controller, istio.io/waypoint-for: service}}
+spec:
+  hosts: [waypoint.shop.svc.cluster.local]
+  addresses: [10.96.0.100]
+  ports: [{number: 15008, name: mesh, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop, labels: {istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient}}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  addresses: [10.96.0.20]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.44.0.3, labels: {version: v1}}
+  - {address: 10.44.0.4, labels: {version: v2}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: shop, labels: {istio.io/use-waypoint: other}}
+spec:
+  hosts: [api.shop.svc.cluster.local]
+  addresses: [10.96.0.21]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.5}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: shop}
+spec:
+  hosts: [db.shop.svc.cluster.local]
+  addresses: [10.96.0.22]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.6}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: web, namespace: shop}
+spec:
+  host: web.shop.svc.cluster.local
+  subsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  http:
+  - match: [{headers: {x-version: {exact: v2}}}]
+    route: [{destination: {host: web.shop.svc.cluster.local, subset: v2}}]
+  - match: [{uri: {prefix: /db}}]
+    route: [{destination: {host: db.shop.svc.cluster.local, port: {number: 5432}}}]
+  - route:
+    - {destination: {host: web.shop.svc.cluster.local, subset: v1}, weight: 90}
+    - {destination: {host: web.shop.svc.cluster.local, subset: v2}, weight: 10}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: web-deny, namespace: shop}
+spec:
+  targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: web}]
+  action: DENY
+  rules: [{to: [{operation: {paths: [/admin]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: waypoint-allow, namespace: shop}
+spec:
+  targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}]
+  rules: [{from: [{source: {principals: [cluster.local/ns/shop/sa/client]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: by-selector, namespace: shop}
+spec:
+  selector: {matchLabels: {gateway.networking.k8s.io/gateway-name: waypoint}}
+  action: DENY
+  rules: [{}]
+"#;
+
+fn waypoint() -> Proxy {
+    crate::testing::proxy(
+        "waypoint~10.44.0.2~waypoint-0.shop~shop.svc.cluster.local",
+        &[],
+        &[("gateway.networking.k8s.io/gateway-name", "waypoint")],
+    )
+}
+
+fn resources(ctx: &PushContext, p: &Proxy, type_url: TypeUrl, names: &[&str]) -> Vec<Value> {
+    let scope = ctx.scope(p);
+    let names: std::collections::BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
+    let names = (!names.is_empty()).then_some(&names);
+    generate(ctx, p, &scope, type_url, names)
+        .iter()
+        .map(|r| {
+            crate::xds::json::to_json(&r.any.type_url, &r.any.value, Default::default()).unwrap()
+        })
+        .collect()
+}
+
+fn names(list: &[Value]) -> Vec<&str> {
+    list.iter().map(|v| v["name"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn a_waypoint_gets_istiods_listeners_and_clusters_in_istiods_order() {
+    let ctx = crate::testing::push_context(MESH);
+    let p = waypoint();
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    assert_eq!(
+        names(&listeners),
+        ["connect_terminate", "main_internal", "connect_originate"]
+    );
+    let clusters = resources(&ctx, &p, TypeUrl::Cluster, &[]);
+    assert_eq!(
+        names(&clusters),
+        [
+            "outbound|5432||db.shop.svc.cluster.local",
+            "main_internal",
+            "encap",
+            "inbound-vip|80|http|web.shop.svc.cluster.local",
+            "inbound-vip|80|http/v1|web.shop.svc.cluster.local",
+            "inbound-vip|80|http/v2|web.shop.svc.cluster.local",
+            "connect_originate",
+        ],
+        "db is routed to but not served: an outbound cluster; api is another waypoint's"
+    );
+    let terminate = &listeners[0];
+    assert_eq!(terminate["address"]["socketAddress"]["portValue"], 15008);
+    let originate = &clusters[6];
+    assert_eq!(originate["type"], "ORIGINAL_DST");
+    assert_eq!(
+        originate["lbConfig"]
+            .get("originalDstLbConfig")
+            .or(originate.get("originalDstLbConfig"))
+            .map(|c| c["upstreamPortOverride"].clone()),
+        Some(Value::from(15008))
+    );
+}
+
+#[test]
+fn main_internal_serves_each_bound_service_by_vip_with_its_routes_and_policies() {
+    let ctx = crate::testing::push_context(MESH);
+    let p = waypoint();
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let main = &listeners[1];
+    let chains = main["filterChains"].as_array().unwrap();
+    assert_eq!(
+        names(chains),
+        ["inbound-vip|80|http|web.shop.svc.cluster.local"],
+        "only the services bound to this waypoint"
+    );
+    let chain = &chains[0];
+    assert_eq!(
+        chain["filterChainMatch"]["prefixRanges"][0]["addressPrefix"],
+        "10.96.0.20"
+    );
+    assert_eq!(chain["filterChainMatch"]["destinationPort"], 80);
+    let hcm = &chain["filters"][0]["typedConfig"];
+    let routes = hcm["routeConfig"]["virtualHosts"][0]["routes"]
+        .as_array()
+        .unwrap();
+    let cluster = |r: &Value| r["route"]["cluster"].as_str().map(str::to_string);
+    assert_eq!(
+        cluster(&routes[0]).as_deref(),
+        Some("inbound-vip|80|http/v2|web.shop.svc.cluster.local")
+    );
+    assert_eq!(
+        cluster(&routes[1]).as_deref(),
+        Some("outbound|5432||db.shop.svc.cluster.local"),
+        "a service the waypoint does not serve is reached as a sidecar reaches it"
+    );
+    let weighted: Vec<&str> = routes[2]["route"]["weightedClusters"]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        weighted,
+        [
+            "inbound-vip|80|http/v1|web.shop.svc.cluster.local",
+            "inbound-vip|80|http/v2|web.shop.svc.cluster.local"
+        ]
+    );
+    let filters: Vec<&str> = hcm["httpFilters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        filters
+            .iter()
+            .filter(|f| **f == "envoy.filters.http.rbac")
+            .count(),
+        2,
+        "the service's DENY and the waypoint's ALLOW; a selector policy never applies: {filters:?}"
+    );
+    let text = hcm.to_string();
+    assert!(text.contains("ns[shop]-policy[web-deny]-rule[0]"), "{text}");
+    assert!(!text.contains("by-selector"), "{text}");
+    assert!(
+        text.contains("io.istio.peer_principal")
+            && text.contains("spiffe://cluster.local/ns/shop/sa/client"),
+        "the tunnel peer's identity is matched from filter state: {text}"
+    );
+}
+
+#[test]
+fn inbound_vip_endpoints_are_tunnelled_through_connect_originate() {
+    let ctx = crate::testing::push_context(MESH);
+    let p = waypoint();
+    let name = "inbound-vip|80|http/v1|web.shop.svc.cluster.local";
+    let cla = resources(&ctx, &p, TypeUrl::Endpoint, &[name]);
+    assert_eq!(cla[0]["clusterName"], name);
+    let eps = cla[0]["endpoints"][0]["lbEndpoints"].as_array().unwrap();
+    assert_eq!(eps.len(), 1, "the subset's endpoint only");
+    let internal = &eps[0]["endpoint"]["address"]["envoyInternalAddress"];
+    assert_eq!(internal["serverListenerName"], "connect_originate");
+    assert_eq!(internal["endpointId"], "10.44.0.3:8080");
+    assert_eq!(
+        eps[0]["metadata"]["filterMetadata"]["envoy.filters.listener.original_dst"]["local"],
+        "10.44.0.3:8080"
+    );
+}
+
+#[test]
+fn a_sidecar_never_takes_a_policy_targeting_a_service() {
+    let ctx = crate::testing::push_context(MESH);
+    let sidecar = crate::testing::proxy(
+        "sidecar~10.44.0.3~web-0.shop~shop.svc.cluster.local",
+        &[],
+        &[("version", "v1")],
+    );
+    let scope = ctx.scope(&sidecar);
+    let filters = crate::xds::generate::authz::http_filters(&ctx, &scope);
+    let text = format!("{filters:?}");
+    assert!(!text.contains("web-deny"), "{text}");
+}
