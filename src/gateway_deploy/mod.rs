@@ -17,7 +17,7 @@
 
 pub mod overlay;
 
-use crate::config::gateway_api::{CONTROLLER, Gateway};
+use crate::config::gateway_api::{CONTROLLER, Gateway, MESH_CONTROLLER};
 use crate::config::{Config, Kind, Spec};
 use crate::model::gateway_api::{
     GATEWAY_NAME_LABEL, class_controller, is_managed, managed_service_name,
@@ -73,7 +73,8 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
     let Some(controller) = class_controller(snapshot, &gw.gateway_class_name) else {
         return Vec::new();
     };
-    if controller != CONTROLLER || !is_managed(gw) {
+    let waypoint = controller == MESH_CONTROLLER;
+    if !(controller == CONTROLLER || waypoint) || !is_managed(gw) {
         return Vec::new();
     }
     let meta = &config.metadata;
@@ -101,8 +102,20 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
     let owner = json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                         "name": name, "uid": meta.uid}]);
     let mut managed_labels = labels.clone();
-    managed_labels.insert(MANAGED_LABEL.into(), MANAGED_VALUE.into());
+    managed_labels.insert(
+        MANAGED_LABEL.into(),
+        if waypoint {
+            crate::model::waypoint::MESH_CONTROLLER
+        } else {
+            MANAGED_VALUE
+        }
+        .into(),
+    );
     let mut pod_labels = managed_labels.clone();
+    if waypoint {
+        // A waypoint is never itself captured by ztunnel.
+        pod_labels.insert("istio.io/dataplane-mode".into(), "none".into());
+    }
     pod_labels.insert("service.istio.io/canonical-name".into(), deployment.clone());
     pod_labels.insert(
         "service.istio.io/canonical-revision".into(),
@@ -114,7 +127,10 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
         pod_labels.insert("istio.io/rev".into(), revision.into());
     }
     let mut pod_annotations = annotations.clone();
-    pod_annotations.insert("inject.istio.io/templates".into(), "gateway".into());
+    pod_annotations.insert(
+        "inject.istio.io/templates".into(),
+        if waypoint { "waypoint" } else { "gateway" }.into(),
+    );
     pod_annotations.insert(
         "istio.io/rev".into(),
         if revision.is_empty() {
@@ -131,7 +147,26 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
         .annotations
         .get(SERVICE_TYPE_ANNOTATION)
         .cloned()
-        .unwrap_or_else(|| "LoadBalancer".into());
+        .unwrap_or_else(|| {
+            if waypoint {
+                "ClusterIP"
+            } else {
+                "LoadBalancer"
+            }
+            .into()
+        });
+    let mut service_annotations = annotations.clone();
+    if waypoint {
+        // As istiod: a waypoint is reached close to its clients.
+        service_annotations
+            .entry("networking.istio.io/traffic-distribution".into())
+            .or_insert_with(|| "PreferClose".into());
+    }
+    let pod_security = if waypoint {
+        json!({})
+    } else {
+        json!({"sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}]})
+    };
     let mut service_spec = json!({
         "ipFamilyPolicy": "PreferDualStack",
         "ports": service_ports(gw, &crate::model::gateway_api::listener_set_listeners(snapshot, ns, name, gw)),
@@ -156,11 +191,11 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
                        "metadata": {"labels": pod_labels, "annotations": pod_annotations},
                        "spec": {
                            "serviceAccountName": account,
-                           "securityContext": {"sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}]},
+                           "securityContext": pod_security,
                            "containers": [{"name": "istio-proxy", "image": "auto"}]}}}}),
         json!({"apiVersion": "v1", "kind": "Service",
                "metadata": {"name": deployment, "namespace": ns, "labels": managed_labels,
-                            "annotations": annotations, "ownerReferences": owner},
+                            "annotations": service_annotations, "ownerReferences": owner},
                "spec": service_spec}),
         json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                "metadata": {"name": deployment, "namespace": ns, "labels": managed_labels,
@@ -489,5 +524,54 @@ spec:
                 ("admin".into(), 8081)
             ]
         );
+    }
+
+    /// A Gateway of class istio-waypoint (as `istioctl waypoint apply` writes it) is deployed as
+    /// istiod deploys waypoints: named after the Gateway, a ClusterIP Service with the HBONE
+    /// port, pods that run the agent as a waypoint and that ztunnel never captures.
+    #[test]
+    fn a_waypoint_gateway_gets_a_waypoint_deployment() {
+        let store = Store::from_yaml(
+            "
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: waypoint
+  namespace: shop
+  uid: u-2
+  labels: {istio.io/waypoint-for: service}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners: [{name: mesh, port: 15008, protocol: HBONE}]
+",
+        );
+        let snapshot = store.snapshot();
+        let config = snapshot
+            .get_named(Kind::KubernetesGateway, "shop", "waypoint")
+            .unwrap()
+            .config
+            .clone();
+        let objs = desired(&snapshot, &config, "");
+        let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["ServiceAccount", "Deployment", "Service"]);
+        for o in &objs {
+            assert_eq!(o["metadata"]["name"], "waypoint");
+            assert_eq!(
+                o["metadata"]["labels"][MANAGED_LABEL],
+                "istio.io-mesh-controller"
+            );
+            assert_eq!(o["metadata"]["labels"]["istio.io/waypoint-for"], "service");
+        }
+        let pod = &objs[1]["spec"]["template"]["metadata"];
+        assert_eq!(pod["annotations"]["inject.istio.io/templates"], "waypoint");
+        assert_eq!(pod["labels"]["istio.io/dataplane-mode"], "none");
+        let svc = &objs[2];
+        assert_eq!(svc["spec"]["type"], "ClusterIP");
+        assert_eq!(
+            svc["metadata"]["annotations"]["networking.istio.io/traffic-distribution"],
+            "PreferClose"
+        );
+        assert_eq!(svc["spec"]["ports"][1]["port"], 15008);
+        assert_eq!(svc["spec"]["ports"][1]["appProtocol"], "hbone");
     }
 }

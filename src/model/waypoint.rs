@@ -35,11 +35,15 @@ impl WaypointRef {
 }
 
 /// Whether an object with these labels is itself a waypoint or an east-west gateway (which never
-/// use a waypoint).
+/// use a waypoint): managed as one, or of a waypoint's or east-west gateway's class (istiod's
+/// waypoint Services carry the class label, not the managed one).
 pub fn is_gateway(labels: &BTreeMap<String, String>) -> bool {
     labels
         .get(GATEWAY_MANAGED)
         .is_some_and(|v| v == MESH_CONTROLLER || v == EAST_WEST_CONTROLLER)
+        || labels
+            .get("gateway.networking.k8s.io/gateway-class-name")
+            .is_some_and(|c| c == "istio-waypoint" || c == "istio-east-west")
 }
 
 /// The waypoint an object's labels, or else its namespace's, name (with the namespace the same
@@ -158,5 +162,9 @@ mod tests {
             None
         );
         assert!(is_gateway(&labels(&[(GATEWAY_MANAGED, MESH_CONTROLLER)])));
+        assert!(is_gateway(&labels(&[(
+            "gateway.networking.k8s.io/gateway-class-name",
+            "istio-waypoint"
+        )])));
     }
 }

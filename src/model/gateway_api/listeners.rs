@@ -364,11 +364,48 @@ pub(super) fn gateways(
         let Some(controller) = class_controller(snapshot, &gw.gateway_class_name) else {
             continue;
         };
-        // Waypoints get their own listener set (not yet built); their Gateways are left alone.
+        let key = config.key();
+        // A waypoint's proxies get the waypoint listener set (`xds::generate::waypoint`), not
+        // servers: its Gateway is accepted, programmed once its Service is there, and its
+        // listeners (HBONE on 15008) carry no routes.
         if controller == MESH_CONTROLLER {
+            let (services, address_error) = gateway_services(config, gw, &controller, suffix);
+            let listeners = gw
+                .listeners
+                .iter()
+                .map(|l| ListenerOutcome {
+                    name: l.name.clone(),
+                    supported_kinds: Vec::new(),
+                    attached_routes: 0,
+                    conditions: BTreeMap::from([
+                        ("Accepted", Condition::ok("Accepted", "No errors found")),
+                        ("Programmed", Condition::ok("Programmed", "No errors found")),
+                        (
+                            "Conflicted",
+                            Condition::failed("NoConflicts", "No errors found"),
+                        ),
+                        (
+                            "ResolvedRefs",
+                            Condition::ok("ResolvedRefs", "No errors found"),
+                        ),
+                    ]),
+                    certificates: Vec::new(),
+                })
+                .collect();
+            out.gateway_outcomes.insert(
+                key,
+                GatewayOutcome {
+                    generation: config.metadata.generation,
+                    unmanaged: false,
+                    accepted: address_error
+                        .unwrap_or_else(|| Condition::ok("Accepted", "Resource accepted")),
+                    services,
+                    listeners,
+                    attached_listener_sets: 0,
+                },
+            );
             continue;
         }
-        let key = config.key();
         if controller == UNMANAGED_CONTROLLER {
             out.gateway_outcomes.insert(
                 key,

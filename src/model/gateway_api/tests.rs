@@ -530,3 +530,31 @@ spec:
     assert_eq!(tls.mode, crate::config::networking::ServerTlsMode::MUTUAL);
     assert_eq!(tls.ca_cert_credential_name, "configmap://edge/client-ca");
 }
+
+/// A waypoint's Gateway is neither turned into servers nor left without status: accepted, served
+/// by its own Service (Programmed follows it), its HBONE listener reported with no routes.
+#[test]
+fn a_waypoint_gateway_is_accepted_without_servers() {
+    let store = Store::from_yaml(
+        "
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio-waypoint}
+spec: {controllerName: istio.io/mesh-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: waypoint, namespace: shop}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners: [{name: mesh, port: 15008, protocol: HBONE}]
+",
+    );
+    let t = translate(&store.snapshot(), "cluster.local");
+    assert!(t.gateways.is_empty(), "no Istio Gateway for a waypoint");
+    let o = &t.gateway_outcomes[&listeners::gateway_key("shop", "waypoint")];
+    assert!(o.accepted.status);
+    assert_eq!(o.services, ["waypoint.shop.svc.cluster.local"]);
+    assert_eq!(o.listeners[0].name, "mesh");
+    assert!(o.listeners[0].conditions["Accepted"].status);
+}

@@ -1,6 +1,8 @@
 //! istiod's `gateway` injection template, asked for by `inject.istio.io/templates: gateway` (the
 //! `istio/gateway` Helm chart's pods): the agent runs as a router, with no init container, no
-//! traffic capture and no probe rewriting; the pod may bind low ports without privileges.
+//! traffic capture and no probe rewriting; the pod may bind low ports without privileges. The
+//! same pod with the agent run as a waypoint (`proxy waypoint`, istiod's `waypoint` template's
+//! container) for managed waypoints.
 
 use super::proxy_config::ProxyConfigSources;
 use super::render::{
@@ -14,6 +16,13 @@ use serde_json::{Value, json};
 
 const UNPRIVILEGED_PORTS: &str = "net.ipv4.ip_unprivileged_port_start";
 
+/// What the agent runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Router,
+    Waypoint,
+}
+
 /// The pod with the gateway's `istio-proxy` rendered (over the pod's own `istio-proxy`, if any).
 pub fn inject(
     settings: &InjectorSettings,
@@ -21,6 +30,7 @@ pub fn inject(
     sources: &ProxyConfigSources,
     namespace: &str,
     pod: &Value,
+    role: Role,
 ) -> Result<Value, InjectError> {
     let mut out = pod.clone();
     let annotations = string_map(&pod["metadata"]["annotations"]);
@@ -48,10 +58,20 @@ pub fn inject(
     let mut proxy = json!({
         "name": PROXY_CONTAINER,
         "image": image,
-        "ports": [{"containerPort": 15090, "protocol": "TCP", "name": "http-envoy-prom"}],
+        "ports": match role {
+            Role::Router => json!([{"containerPort": 15090, "protocol": "TCP", "name": "http-envoy-prom"}]),
+            Role::Waypoint => json!([
+                {"containerPort": 15020, "protocol": "TCP", "name": "metrics"},
+                {"containerPort": 15021, "protocol": "TCP", "name": "status-port"},
+                {"containerPort": 15090, "protocol": "TCP", "name": "http-envoy-prom"},
+            ]),
+        },
         "args": [
             "proxy",
-            "router",
+            match role {
+                Role::Router => "router",
+                Role::Waypoint => "waypoint",
+            },
             "--domain",
             format!("$(POD_NAMESPACE).svc.{}", settings.domain_suffix),
             format!("--proxyLogLevel={}", annotation(&annotations, "sidecar.istio.io/logLevel").unwrap_or(&template.log_level)),
@@ -79,10 +99,12 @@ pub fn inject(
         Some(own) => *own = overlay::container(&proxy, own),
         None => pod_containers.push(proxy),
     }
-    let security = object_at(spec, "securityContext")?;
-    let sysctls = array_at(security, "sysctls")?;
-    if !sysctls.iter().any(|s| s["name"] == UNPRIVILEGED_PORTS) {
-        sysctls.push(json!({"name": UNPRIVILEGED_PORTS, "value": "0"}));
+    if role == Role::Router {
+        let security = object_at(spec, "securityContext")?;
+        let sysctls = array_at(security, "sysctls")?;
+        if !sysctls.iter().any(|s| s["name"] == UNPRIVILEGED_PORTS) {
+            sysctls.push(json!({"name": UNPRIVILEGED_PORTS, "value": "0"}));
+        }
     }
     let pod_volumes = array_at(spec, "volumes")?;
     let volumes = volumes();

@@ -65,7 +65,7 @@ pub enum InjectError {
     #[error("could not build the patch: {0}")]
     Patch(String),
     #[error(
-        "inject.istio.io/templates asks for {0}: Rudder renders istiod's `sidecar` and `gateway` templates, not custom Go templates (docs/decisions.md)"
+        "inject.istio.io/templates asks for {0}: Rudder renders istiod's `sidecar`, `gateway` and `waypoint` templates, not custom Go templates (docs/decisions.md)"
     )]
     UnknownTemplate(String),
 }
@@ -73,8 +73,10 @@ pub enum InjectError {
 /// The annotation naming the injection templates a pod asks for (`sidecar` when absent).
 pub const TEMPLATES_ANNOTATION: &str = "inject.istio.io/templates";
 
-/// The pod with the proxy the templates it asks for render: `sidecar` (the default) or `gateway`.
-/// Any other template is refused by name, never injected as something else.
+/// The pod with the proxy the templates it asks for render: `sidecar` (the default), `gateway`,
+/// or `waypoint` (the pods of a managed waypoint, which istiod renders from its own `waypoint`
+/// template; Rudder's deployer asks the injector for it, as for gateways). Any other template is
+/// refused by name, never injected as something else.
 pub fn inject(
     settings: &InjectorSettings,
     template: &Template,
@@ -93,13 +95,29 @@ pub fn inject(
     let unknown: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|n| !["sidecar", "gateway"].contains(n))
+        .filter(|n| !["sidecar", "gateway", "waypoint"].contains(n))
         .collect();
     if !unknown.is_empty() {
         return Err(InjectError::UnknownTemplate(unknown.join(", ")));
     }
-    if names.contains(&"gateway") {
-        gateway::inject(settings, template, sources, namespace, pod)
+    if names.contains(&"waypoint") {
+        gateway::inject(
+            settings,
+            template,
+            sources,
+            namespace,
+            pod,
+            gateway::Role::Waypoint,
+        )
+    } else if names.contains(&"gateway") {
+        gateway::inject(
+            settings,
+            template,
+            sources,
+            namespace,
+            pod,
+            gateway::Role::Router,
+        )
     } else {
         render::sidecar(settings, template, sources, namespace, pod)
     }

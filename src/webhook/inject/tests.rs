@@ -591,3 +591,38 @@ spec: {selector: {matchLabels: {app: web}}, concurrency: 3, environmentVariables
     let proxy = &out["spec"]["containers"][0];
     assert_eq!(var(proxy, "ISTIO_META_DNS_CAPTURE"), Some("true".into()));
 }
+
+/// A managed waypoint's pod (`inject.istio.io/templates: waypoint`, as Rudder's deployer writes
+/// it) runs the agent as a waypoint, with istiod's waypoint ports and no low-port sysctl.
+#[test]
+fn waypoint_pods_run_the_agent_as_a_waypoint() {
+    let mut pod = chart_gateway_pod();
+    pod["metadata"]["annotations"][TEMPLATES_ANNOTATION] = "waypoint".into();
+    let out = inject(
+        &InjectorSettings::default(),
+        &Template::default(),
+        &Default::default(),
+        "shop",
+        &pod,
+    )
+    .unwrap();
+    let proxy = &out["spec"]["containers"][0];
+    let args: Vec<&str> = proxy["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(&args[..2], ["proxy", "waypoint"]);
+    let ports: Vec<u64> = proxy["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["containerPort"].as_u64())
+        .collect();
+    assert!(
+        ports.contains(&15021) && ports.contains(&15020),
+        "{ports:?}"
+    );
+    assert!(out["spec"]["securityContext"]["sysctls"].is_null());
+}
