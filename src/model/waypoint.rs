@@ -20,6 +20,21 @@ pub const MESH_CONTROLLER: &str = "istio.io-mesh-controller";
 /// `gateway.istio.io/managed` of an ambient east-west gateway.
 pub const EAST_WEST_CONTROLLER: &str = "istio.io-eastwest-controller";
 
+/// On a Service or its namespace: ingress gateways send its traffic to its waypoint.
+pub const INGRESS_USE_WAYPOINT: &str = "istio.io/ingress-use-waypoint";
+
+/// Whether ingress gateways send `labels`' service (or its namespace's, `namespace_labels`)
+/// to its waypoint: the service's label, else its namespace's, read as Go's `ParseBool`.
+pub fn ingress_uses_waypoint(
+    labels: &BTreeMap<String, String>,
+    namespace_labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    labels
+        .get(INGRESS_USE_WAYPOINT)
+        .or_else(|| namespace_labels.and_then(|l| l.get(INGRESS_USE_WAYPOINT)))
+        .is_some_and(|v| matches!(v.as_str(), "1" | "t" | "T" | "TRUE" | "true" | "True"))
+}
+
 /// A waypoint an object names: the Gateway's name and namespace.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WaypointRef {

@@ -187,8 +187,7 @@ fn waypoint_accepted(
 ) -> Condition {
     let namespace_labels = |ns: &str| {
         snapshot
-            .list_local(Kind::Namespace)
-            .find(|e| e.config.metadata.name == ns)
+            .get_named(Kind::Namespace, "", ns)
             .map(|e| e.config.metadata.labels.clone())
     };
     let bindings: Vec<(String, bool, String, String)> = targets

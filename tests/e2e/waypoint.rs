@@ -34,7 +34,7 @@ spec:
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
-metadata: {{name: web, namespace: shop, labels: {{istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient}}}}
+metadata: {{name: web, namespace: shop, labels: {{istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient, istio.io/ingress-use-waypoint: "true"}}}}
 spec:
   hosts: [web.shop.svc.cluster.local]
   addresses: [{WEB_VIP}]
@@ -82,7 +82,22 @@ kind: AuthorizationPolicy
 metadata: {{name: clients-only, namespace: shop}}
 spec:
   targetRefs: [{{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}}]
-  rules: [{{from: [{{source: {{principals: [cluster.local/ns/shop/sa/client]}}}}]}}]
+  rules: [{{from: [{{source: {{principals: [cluster.local/ns/shop/sa/client, cluster.local/ns/shop/sa/ingress]}}}}]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: ingress, namespace: shop}}
+spec:
+  selector: {{istio: ingress}}
+  servers: [{{port: {{number: 8080, name: http, protocol: HTTP}}, hosts: [web.example.com]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web-ingress, namespace: shop}}
+spec:
+  hosts: [web.example.com]
+  gateways: [ingress]
+  http: [{{route: [{{destination: {{host: web.shop.svc.cluster.local, port: {{number: 80}}}}}}]}}]
 {extra}"#
     )
 }
@@ -284,7 +299,7 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
     let tokens = dir.path().join("tokens.yaml");
     std::fs::write(
         &tokens,
-        "waypoint-token: shop/waypoint\nclient-token: shop/client\nintruder-token: shop/intruder\nweb-token: shop/web\n",
+        "waypoint-token: shop/waypoint\nclient-token: shop/client\nintruder-token: shop/intruder\nweb-token: shop/web\ningress-token: shop/ingress\n",
     )
     .unwrap();
     let ca_dir = dir.path().join("ca");
@@ -327,7 +342,48 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
                     ..Bootstrap::default()
                 },
             );
+            // An ingress gateway sends `web` (labelled istio.io/ingress-use-waypoint) through
+            // the waypoint: its routes and policies apply to what enters the mesh.
+            let _gateway = Envoy::boot(
+                envoy,
+                SocketAddr::from(([127, 0, 0, 1], SECURE_PORT)),
+                &Bootstrap {
+                    node_type: "router",
+                    namespace: "shop",
+                    pod: "ingress-0",
+                    labels: "istio: ingress",
+                    metadata: "",
+                    ip: WAYPOINT_IP,
+                    tls: Some((root, DOMAIN)),
+                    token: Some("ingress-token"),
+                    top_extra: INTERNAL_LISTENERS,
+                    ..Bootstrap::default()
+                },
+            );
+            let gateway = SocketAddr::from(([127, 0, 0, 1], 8080));
+            let host = "web.example.com";
+            let mut last = (0, String::new());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(40, "a request from the ingress gateway", || {
+                    last = request_at(gateway, host, "/in", &[("x-version", "v2")]);
+                    last == (200, "v2 /in".into())
+                });
+                assert_eq!(
+                    request_at(gateway, host, "/admin", &[]).0,
+                    403,
+                    "the waypoint's DENY policy applies to ingress traffic"
+                );
+                assert_eq!(
+                    request_at(gateway, host, "/teapot", &[]).0,
+                    418,
+                    "and its fault"
+                );
+            }));
             let _ = done_rx.recv();
+            if let Err(e) = outcome {
+                eprintln!("last answer from the gateway: {last:?}");
+                std::panic::resume_unwind(e);
+            }
         });
         s.spawn(move || {
             node.enter();

@@ -162,7 +162,10 @@ impl Typed {
             Built::Cluster(r) => any(r.as_ref()),
             Built::Listener(r) => any(r.as_ref()),
             Built::Route(r) => any(r.as_ref()),
-            Built::LoadAssignment(r) => any(r.as_ref()),
+            Built::LoadAssignment(r) => Any {
+                type_url: <ClusterLoadAssignment as prost::Name>::type_url(),
+                value: super::util::encode_load_assignment(r),
+            },
             Built::Secret(r) => any(r.as_ref()),
         };
         Resource::with_findings(self.name, any, self.findings)

@@ -86,6 +86,11 @@ pub fn generate(
         TypeUrl::Endpoint => per_name(TypeUrl::Endpoint, scope.key, &|n| {
             finished(Some(if n.starts_with(util::INBOUND_VIP) {
                 waypoint::load_assignment(ctx, scope, n)
+            } else if let Some(through_waypoint) = router
+                .then(|| waypoint::ingress_load_assignment(ctx, scope, n))
+                .flatten()
+            {
+                through_waypoint
             } else {
                 endpoint::load_assignment(ctx, scope, n)
             }))
@@ -259,6 +264,9 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
         }
         TypeUrl::Cluster => {
             let mut v = cluster::clusters(ctx, scope, true);
+            if scope.proxy_type == ProxyType::Router {
+                waypoint::ingress_clusters(ctx, scope, &mut v);
+            }
             if gateway::has_auto_passthrough(ctx, scope) {
                 v.extend(auto_passthrough::clusters(ctx, scope));
             }
@@ -267,7 +275,9 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
             v
         }
         TypeUrl::Listener if scope.proxy_type == ProxyType::Router => {
-            gateway::listeners(ctx, scope)
+            let mut v = gateway::listeners(ctx, scope);
+            v.extend(waypoint::ingress_listener(ctx, scope));
+            v
         }
         TypeUrl::Listener => {
             let mut v = outbound::listeners(ctx, scope, listener::allow_any(ctx, scope));

@@ -39,8 +39,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// On a Service or its namespace: ingress gateways send to the service's waypoint.
-pub const INGRESS_USE_WAYPOINT: &str = "istio.io/ingress-use-waypoint";
+pub use crate::model::waypoint::INGRESS_USE_WAYPOINT;
 
 /// The ambient view of `ctx`, built on first use and shared for the life of the push.
 pub fn index(ctx: &PushContext) -> Arc<AmbientIndex> {
@@ -429,12 +428,9 @@ impl AmbientIndex {
                     })
                     .collect(),
                 waypoint: waypoint.map(|w| waypoint_address(&w.name, &w.namespace, registry, mesh)),
-                // The service's label, else its namespace's, read as Go's ParseBool.
-                ingress_use_waypoint: labels
-                    .get(INGRESS_USE_WAYPOINT)
-                    .map(String::as_str)
-                    .or_else(|| ns.label(INGRESS_USE_WAYPOINT))
-                    .is_some_and(|v| matches!(v, "1" | "t" | "T" | "TRUE" | "true" | "True")),
+                ingress_use_waypoint: crate::model::waypoint::ingress_uses_waypoint(
+                    &labels, ns.labels,
+                ),
                 ..Default::default()
             };
             index.add_service(service);

@@ -64,7 +64,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     for svc in &services {
         out.extend(vip_clusters(ctx, scope, svc));
     }
-    out.push(connect_originate(ctx, scope));
+    out.push(connect_originate(ctx, scope, true));
     out
 }
 
@@ -122,7 +122,7 @@ fn unlimited() -> Option<CircuitBreakers> {
     })
 }
 
-fn raw_buffer() -> TransportSocket {
+pub(super) fn raw_buffer() -> TransportSocket {
     TransportSocket {
         name: "raw_buffer".into(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(any(
@@ -149,7 +149,7 @@ pub(super) fn internal_address(listener: &str, id: &str) -> Address {
 
 /// `inner` toward an internal listener, passing the endpoint's tunnel metadata (its logical
 /// destination, under [`ORIGINAL_DST_KEY`], and Istio's) when `passthrough`.
-fn internal_upstream(inner: TransportSocket, passthrough: bool) -> TransportSocket {
+pub(super) fn internal_upstream(inner: TransportSocket, passthrough: bool) -> TransportSocket {
     let host = |name: &str| MetadataValueSource {
         kind: Some(MetadataKind {
             kind: Some(
@@ -217,15 +217,17 @@ fn internal_cluster(name: &str, listener: &str) -> Typed {
 
 /// `connect_originate`: HBONE (mTLS, HTTP/2 CONNECT) to the destination's port 15008, at the
 /// address the `connect_originate` listener restored from the endpoint's metadata, or the
-/// endpoint's own waypoint when its metadata names one.
-fn connect_originate(ctx: &PushContext, scope: &ScopeView) -> Typed {
+/// endpoint's own waypoint when its metadata names one. A waypoint's also accepts peers of its
+/// own namespace by name (istiod's; the trust domain's already covers them).
+pub(super) fn connect_originate(ctx: &PushContext, scope: &ScopeView, waypoint: bool) -> Typed {
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::SubjectAltNameMatcher;
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::ValidationContextType;
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::subject_alt_name_matcher::SanType;
     use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
     let mut common = hbone_tls(ctx);
-    if let Some(ValidationContextType::CombinedValidationContext(combined)) =
-        common.validation_context_type.as_mut()
+    if waypoint
+        && let Some(ValidationContextType::CombinedValidationContext(combined)) =
+            common.validation_context_type.as_mut()
         && let Some(default) = combined.default_validation_context.as_mut()
     {
         default
@@ -290,7 +292,7 @@ fn connect_originate(ctx: &PushContext, scope: &ScopeView) -> Typed {
         }),
         ..Default::default()
     };
-    Typed::new(CONNECT_ORIGINATE, Class::Waypoint, c)
+    Typed::new(CONNECT_ORIGINATE, Class::outbound(scope), c)
 }
 
 /// The TLS of HBONE, both directions (istiod's `buildCommonConnectTLSContext`): the workload

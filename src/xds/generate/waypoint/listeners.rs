@@ -61,7 +61,11 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
             Class::Waypoint,
             main_internal(ctx, scope, &services),
         ),
-        Typed::new(CONNECT_ORIGINATE, Class::Waypoint, connect_originate()),
+        Typed::new(
+            CONNECT_ORIGINATE,
+            Class::Waypoint,
+            connect_originate_listener(),
+        ),
     ]
 }
 
@@ -270,7 +274,7 @@ fn original_dst() -> ListenerFilter {
 /// `connect_originate`: a connection to it is tunnelled (HTTP/2 CONNECT to the address the
 /// endpoint's metadata restored as this connection's destination) over the `connect_originate`
 /// cluster.
-fn connect_originate() -> Listener {
+pub(super) fn connect_originate_listener() -> Listener {
     let proxy = TcpProxy {
         stat_prefix: CONNECT_ORIGINATE.into(),
         cluster_specifier: Some(TcpCluster::Cluster(CONNECT_ORIGINATE.into())),

@@ -8,9 +8,11 @@
 //! dashboards read a Rudder waypoint as they read istiod's.
 
 mod clusters;
+mod ingress;
 mod listeners;
 
 pub use clusters::{clusters, load_assignment};
+pub use ingress::{ingress_clusters, ingress_listener, ingress_load_assignment};
 pub use listeners::listeners;
 
 use crate::config::Kind;

@@ -254,3 +254,47 @@ fn a_sidecar_never_takes_a_policy_targeting_a_service() {
     let text = format!("{filters:?}");
     assert!(!text.contains("web-deny"), "{text}");
 }
+
+#[test]
+fn an_ingress_gateway_tunnels_to_the_waypoint_of_a_service_that_asks_for_it() {
+    let router = crate::testing::proxy(
+        "router~10.44.0.9~ingress-0.shop~shop.svc.cluster.local",
+        &[],
+        &[("istio", "ingress")],
+    );
+    let name = "outbound|80||web.shop.svc.cluster.local";
+    let plain = crate::testing::push_context(MESH);
+    let cla = resources(&plain, &router, TypeUrl::Endpoint, &[name]);
+    assert_eq!(
+        cla[0]["endpoints"][0]["lbEndpoints"][0]["endpoint"]["address"]["socketAddress"]["address"],
+        "10.44.0.3",
+        "without the label the gateway reaches the service's pods"
+    );
+    assert!(
+        !names(&resources(&plain, &router, TypeUrl::Cluster, &[])).contains(&"connect_originate")
+    );
+
+    let labelled = MESH.replace(
+        "labels: {istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient}",
+        "labels: {istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient, istio.io/ingress-use-waypoint: \"true\"}",
+    );
+    let ctx = crate::testing::push_context(&labelled);
+    let cla = resources(&ctx, &router, TypeUrl::Endpoint, &[name]);
+    let ep = &cla[0]["endpoints"][0]["lbEndpoints"][0];
+    assert_eq!(
+        ep["endpoint"]["address"]["envoyInternalAddress"]["endpointId"], "10.44.0.2:15008",
+        "the waypoint's pod"
+    );
+    let tunnel = &ep["metadata"]["filterMetadata"]["envoy.filters.listener.original_dst"];
+    assert_eq!(
+        tunnel["local"], "10.96.0.20:80",
+        "the service's VIP is the destination"
+    );
+    assert_eq!(tunnel["waypoint"], "10.44.0.2:15008");
+    let clusters = resources(&ctx, &router, TypeUrl::Cluster, &[]);
+    assert!(names(&clusters).contains(&"connect_originate"));
+    let web = clusters.iter().find(|c| c["name"] == name).unwrap();
+    assert_eq!(web["transportSocket"]["name"], "internal_upstream");
+    let listeners = resources(&ctx, &router, TypeUrl::Listener, &[]);
+    assert!(names(&listeners).contains(&"connect_originate"));
+}
