@@ -115,6 +115,28 @@ pub fn service_waypoint(
     matches!(accepts, "service" | "all").then_some(waypoint)
 }
 
+/// The waypoint a workload's traffic goes through: the one its own labels name (a namespace's
+/// waypoint is for service traffic), when that waypoint takes workload traffic (`workload` or
+/// `all`).
+pub fn workload_waypoint(
+    labels: &BTreeMap<String, String>,
+    namespace: &str,
+    registry: &Registry,
+    domain_suffix: &str,
+) -> Option<WaypointRef> {
+    if is_gateway(labels) {
+        return None;
+    }
+    let waypoint = named_waypoint(labels, None, namespace)?;
+    let accepts = waypoint_for(
+        registry
+            .services
+            .get(&waypoint.hostname(domain_suffix))
+            .map(AsRef::as_ref),
+    );
+    matches!(accepts, "workload" | "all").then_some(waypoint)
+}
+
 /// The services a waypoint serves: those whose waypoint is the Service `waypoint_host` (the
 /// waypoint proxy's own Service) in `namespace`, in creation order as istiod orders them (here:
 /// by hostname, stable).

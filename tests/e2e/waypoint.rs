@@ -24,7 +24,7 @@ fn mesh(extra: &str) -> String {
     format!(
         r#"apiVersion: networking.istio.io/v1
 kind: ServiceEntry
-metadata: {{name: waypoint, namespace: shop, labels: {{gateway.istio.io/managed: istio.io-mesh-controller}}}}
+metadata: {{name: waypoint, namespace: shop, labels: {{gateway.istio.io/managed: istio.io-mesh-controller, istio.io/waypoint-for: all}}}}
 spec:
   hosts: [waypoint.shop.svc.cluster.local]
   addresses: [10.96.0.100]
@@ -40,9 +40,10 @@ spec:
   addresses: [{WEB_VIP}]
   ports: [{{number: 80, name: http, protocol: HTTP}}]
   resolution: STATIC
+  # One workload (one address) with two ports: it sends its own traffic through the waypoint.
   endpoints:
-  - {{address: {NODE_IP}, ports: {{http: 8081}}, serviceAccount: web, labels: {{version: v1}}}}
-  - {{address: {NODE_IP}, ports: {{http: 8082}}, serviceAccount: web, labels: {{version: v2}}}}
+  - {{address: {NODE_IP}, ports: {{http: 8081}}, serviceAccount: web, labels: {{version: v1, istio.io/use-waypoint: waypoint}}}}
+  - {{address: {NODE_IP}, ports: {{http: 8082}}, serviceAccount: web, labels: {{version: v2, istio.io/use-waypoint: waypoint}}}}
 ---
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -193,8 +194,9 @@ fn issue(ca_dir: &Path, certs: &Path, identities: &[&str]) {
 }
 
 /// A source ztunnel: what the client sends to `listen` goes to the waypoint in an HBONE tunnel
-/// whose destination is `WEB_VIP:80`, with the certificate of `identity`.
-fn source_ztunnel(listen: u16, certs: &Path, identity: &str) -> String {
+/// whose destination is `destination` (the service's VIP and port, or a workload's address),
+/// with the certificate of `identity`.
+fn source_ztunnel(listen: u16, certs: &Path, identity: &str, destination: &str) -> String {
     static_bootstrap(&format!(
         r#"  clusters:
   - name: waypoint
@@ -218,7 +220,7 @@ fn source_ztunnel(listen: u16, certs: &Path, identity: &str) -> String {
           "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
           stat_prefix: hbone
           cluster: waypoint
-          tunneling_config: {{hostname: "{WEB_VIP}:80"}}
+          tunneling_config: {{hostname: "{destination}"}}
 "#,
         tls = hbone_tls("Upstream", certs, identity, ""),
     ))
@@ -395,11 +397,25 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
             issue(ca_dir, certs.path(), &["web", "client", "intruder"]);
             let (client_port, intruder_port) = (18080, 18081);
             let _destination = Envoy::run_static(envoy, &destination_ztunnel(certs.path()));
-            let _client =
-                Envoy::run_static(envoy, &source_ztunnel(client_port, certs.path(), "client"));
+            let service = format!("{WEB_VIP}:80");
+            let workload = format!("{NODE_IP}:8081");
+            let _client = Envoy::run_static(
+                envoy,
+                &source_ztunnel(client_port, certs.path(), "client", &service),
+            );
             let _intruder = Envoy::run_static(
                 envoy,
-                &source_ztunnel(intruder_port, certs.path(), "intruder"),
+                &source_ztunnel(intruder_port, certs.path(), "intruder", &service),
+            );
+            // The v1 workload sends its own traffic through the waypoint too.
+            let (to_workload, intruder_to_workload) = (18082, 18083);
+            let _client_direct = Envoy::run_static(
+                envoy,
+                &source_ztunnel(to_workload, certs.path(), "client", &workload),
+            );
+            let _intruder_direct = Envoy::run_static(
+                envoy,
+                &source_ztunnel(intruder_to_workload, certs.path(), "intruder", &workload),
             );
             let web = "web.shop.svc.cluster.local";
             let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
@@ -440,6 +456,17 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
                     request_at(at(intruder_port), web, "/hello", &[]).0,
                     403,
                     "the waypoint's ALLOW policy names the client's identity, not the intruder's"
+                );
+                // Workload-addressed traffic: the waypoint's own policy applies, the service's
+                // routes and policies do not.
+                eventually(20, "a request to the workload through the waypoint", || {
+                    last = request_at(at(to_workload), web, "/admin", &[("x-version", "v2")]);
+                    last == (200, "v1 /admin".into())
+                });
+                assert_eq!(
+                    request_at(at(intruder_to_workload), web, "/hello", &[]).0,
+                    403,
+                    "the waypoint's ALLOW policy applies to workload traffic"
                 );
             }));
             let _ = done_tx.send(());

@@ -771,15 +771,20 @@ pub(crate) fn workload_entry_labels(
         .collect()
 }
 
-/// A workload uses a waypoint only when it names one itself: a namespace's waypoint is for service
-/// traffic (istiod's default `istio.io/waypoint-for: service`).
+/// A workload uses a waypoint only when it names one itself (a namespace's waypoint is for service
+/// traffic) and that waypoint takes workload traffic.
 fn workload_waypoint(
     labels: &BTreeMap<String, String>,
     namespace: &str,
     registry: &Registry,
     mesh: &MeshSettings,
 ) -> Option<GatewayAddress> {
-    let w = crate::model::waypoint::named_waypoint(labels, None, namespace)?;
+    let w = crate::model::waypoint::workload_waypoint(
+        labels,
+        namespace,
+        registry,
+        &mesh.domain_suffix,
+    )?;
     Some(waypoint_address(&w.name, &w.namespace, registry, mesh))
 }
 

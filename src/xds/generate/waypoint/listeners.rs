@@ -2,8 +2,8 @@
 
 use super::clusters::hbone_tls;
 use super::{
-    CONNECT_ORIGINATE, CONNECT_TERMINATE, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY, served,
-    vip_subset,
+    CONNECT_ORIGINATE, CONNECT_TERMINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY,
+    served, vip_subset,
 };
 use crate::config::networking::RouteDestination;
 use crate::model::{Protocol, Service, resolve_host};
@@ -50,6 +50,7 @@ use std::sync::Arc;
 /// The waypoint's listeners, in istiod's order.
 pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let services = served(ctx, scope);
+    let workloads = super::bound_workloads(ctx, scope);
     vec![
         Typed::new(
             CONNECT_TERMINATE,
@@ -59,7 +60,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         Typed::new(
             MAIN_INTERNAL,
             Class::Waypoint,
-            main_internal(ctx, scope, &services),
+            main_internal(ctx, scope, &services, &workloads),
         ),
         Typed::new(
             CONNECT_ORIGINATE,
@@ -309,8 +310,14 @@ fn cidr(ip: &str) -> Option<CidrRange> {
 
 /// `main_internal`: the tunnelled connections, by destination (a served service's VIP and
 /// port): HTTP through the service's routes and policies, TCP through its L4 policies, a
-/// sniffed port either way.
-fn main_internal(ctx: &PushContext, scope: &ScopeView, services: &[Arc<Service>]) -> Listener {
+/// sniffed port either way; then connections to the workloads bound to the waypoint (any port):
+/// the waypoint's own policies, then on to the workload (`direct-http`, `direct-tcp`).
+fn main_internal(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    services: &[Arc<Service>],
+    workloads: &[std::net::IpAddr],
+) -> Listener {
     let own: BTreeSet<&str> = services.iter().map(|s| s.hostname.as_str()).collect();
     let mut chains = Vec::new();
     let mut sniffing = false;
@@ -380,6 +387,10 @@ fn main_internal(ctx: &PushContext, scope: &ScopeView, services: &[Arc<Service>]
             }
         }
     }
+    if !workloads.is_empty() {
+        sniffing = true;
+        chains.extend(direct_chains(ctx, scope, workloads));
+    }
     let mut listener_filters = vec![original_dst()];
     if sniffing {
         listener_filters.push(listener_filter(
@@ -396,6 +407,98 @@ fn main_internal(ctx: &PushContext, scope: &ScopeView, services: &[Arc<Service>]
         filter_chains: chains,
         ..Default::default()
     }
+}
+
+/// The chains of workload-addressed traffic (istiod's `direct-tcp` and `direct-http`): the
+/// tunnel's destination handed on to `connect_originate` (through `encap`) as it came, the
+/// waypoint's own policies applied.
+fn direct_chains(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    workloads: &[std::net::IpAddr],
+) -> Vec<FilterChain> {
+    let ranges: Vec<CidrRange> = workloads
+        .iter()
+        .filter_map(|ip| cidr(&ip.to_string()))
+        .collect();
+    let matching = |alpn: &[&str]| FilterChainMatch {
+        prefix_ranges: ranges.clone(),
+        application_protocols: alpn.iter().map(|a| a.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut tcp = vec![forward_destination()];
+    tcp.extend(crate::xds::generate::authz::network_filters(ctx, scope));
+    tcp.push(tcp_proxy(ENCAP, TcpCluster::Cluster(ENCAP.into()), None));
+    let mut security: Vec<HttpFilter> = crate::xds::generate::jwt::http_filter(ctx, scope)
+        .into_iter()
+        .collect();
+    security.extend(crate::xds::generate::authz::http_filters(ctx, scope));
+    let routes = RouteConfiguration {
+        name: ENCAP.into(),
+        virtual_hosts: vec![VirtualHost {
+            name: "inbound|http|0".into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                name: "default".into(),
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                    ..Default::default()
+                }),
+                action: Some(Action::Route(RouteAction {
+                    cluster_specifier: Some(ClusterSpecifier::Cluster(ENCAP.into())),
+                    timeout: Some(duration(std::time::Duration::ZERO)),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        validate_clusters: Some(BoolValue { value: false }),
+        ..Default::default()
+    };
+    let http = vec![
+        forward_destination(),
+        hcm_filter(
+            ctx,
+            scope,
+            Class::Waypoint,
+            "inbound_0.0.0.0_0",
+            RouteSource::Inline(Box::new(routes)),
+            security,
+        ),
+    ];
+    vec![
+        FilterChain {
+            name: "direct-tcp".into(),
+            filter_chain_match: Some(matching(&[])),
+            filters: tcp,
+            ..Default::default()
+        },
+        FilterChain {
+            name: "direct-http".into(),
+            filter_chain_match: Some(matching(&PLAINTEXT_HTTP_ALPN)),
+            filters: http,
+            ..Default::default()
+        },
+    ]
+}
+
+/// istiod's `connect_authority` network filter: the destination the tunnel named is handed on
+/// once more, to the connection `encap` opens to `connect_originate`.
+fn forward_destination() -> envoy_types::pb::envoy::config::listener::v3::Filter {
+    use envoy_types::pb::envoy::extensions::filters::network::set_filter_state::v3::Config;
+    let key = format!("{ORIGINAL_DST_KEY}.local_ip");
+    network_filter(
+        "connect_authority",
+        &Config {
+            on_new_connection: vec![shared_state(
+                &key,
+                "",
+                &format!("%FILTER_STATE({key}:PLAIN)%"),
+            )],
+            ..Default::default()
+        },
+    )
 }
 
 /// Where a TCP chain sends: the first TCP route (of the service's VirtualServices) for the port,

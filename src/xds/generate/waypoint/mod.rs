@@ -61,6 +61,53 @@ pub fn served(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Service>> {
         .collect()
 }
 
+/// The addresses of the workloads that send their own traffic (not their services') through the
+/// waypoint of `scope` (`istio.io/use-waypoint` on the workload, a waypoint for `workload` or
+/// `all` traffic), as ztunnel is told: their waypoint is one of the waypoint's own Services, by
+/// VIP or hostname.
+pub fn bound_workloads(ctx: &PushContext, scope: &ScopeView) -> Vec<std::net::IpAddr> {
+    use crate::xds::generate::ambient::pb::workload::gateway_address::Destination;
+    let suffix = format!(".{}.svc.{}", scope.namespace, ctx.mesh.domain_suffix);
+    let own: Vec<&Service> = scope
+        .inbound_hosts
+        .values()
+        .flatten()
+        .filter(|h| h.ends_with(&suffix))
+        .filter_map(|h| ctx.registry.services.get(h).map(AsRef::as_ref))
+        .collect();
+    if own.is_empty() {
+        return Vec::new();
+    }
+    let index = crate::xds::generate::ambient::index(ctx);
+    let mut out: Vec<std::net::IpAddr> = index
+        .workloads
+        .values()
+        .filter(
+            |w| match w.waypoint.as_ref().and_then(|g| g.destination.as_ref()) {
+                Some(Destination::Hostname(h)) => own.iter().any(|s| s.hostname == h.hostname),
+                Some(Destination::Address(a)) => {
+                    let ip = ip_of(&a.address);
+                    own.iter()
+                        .any(|s| s.addresses.iter().any(|v| v.parse().ok() == ip))
+                }
+                None => false,
+            },
+        )
+        .flat_map(|w| w.addresses.iter().filter_map(|a| ip_of(a)))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn ip_of(bytes: &[u8]) -> Option<std::net::IpAddr> {
+    match bytes.len() {
+        4 => <[u8; 4]>::try_from(bytes).ok().map(std::net::IpAddr::from),
+        16 => <[u8; 16]>::try_from(bytes).ok().map(std::net::IpAddr::from),
+        _ => None,
+    }
+}
+
 /// The subset part of a waypoint cluster for `port` of `svc`: istiod's `portToSubset`, the
 /// port's protocol class (`tcp`, or `http` for HTTP and sniffed ports and ports it does not
 /// know), then `/<subset>` when there is one.

@@ -298,3 +298,44 @@ fn an_ingress_gateway_tunnels_to_the_waypoint_of_a_service_that_asks_for_it() {
     let listeners = resources(&ctx, &router, TypeUrl::Listener, &[]);
     assert!(names(&listeners).contains(&"connect_originate"));
 }
+
+#[test]
+fn workloads_that_name_a_waypoint_for_workload_traffic_get_direct_chains() {
+    let p = waypoint();
+    let plain = crate::testing::push_context(MESH);
+    assert!(
+        super::bound_workloads(&plain, &plain.scope(&p)).is_empty(),
+        "no workload names the waypoint"
+    );
+    let mesh = MESH
+        .replace(
+            "istio.io/waypoint-for: service",
+            "istio.io/waypoint-for: all",
+        )
+        .replace(
+            "{address: 10.44.0.3, labels: {version: v1}}",
+            "{address: 10.44.0.3, labels: {version: v1, istio.io/use-waypoint: waypoint}}",
+        );
+    let ctx = crate::testing::push_context(&mesh);
+    assert_eq!(
+        super::bound_workloads(&ctx, &ctx.scope(&p)),
+        ["10.44.0.3".parse::<std::net::IpAddr>().unwrap()]
+    );
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let chains = listeners[1]["filterChains"].as_array().unwrap();
+    assert_eq!(
+        names(chains),
+        [
+            "inbound-vip|80|http|web.shop.svc.cluster.local",
+            "direct-tcp",
+            "direct-http"
+        ]
+    );
+    // A waypoint for service traffic only takes no workload's.
+    let service_only = mesh.replace(
+        "istio.io/waypoint-for: all",
+        "istio.io/waypoint-for: service",
+    );
+    let ctx = crate::testing::push_context(&service_only);
+    assert!(super::bound_workloads(&ctx, &ctx.scope(&p)).is_empty());
+}
