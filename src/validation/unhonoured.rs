@@ -174,6 +174,11 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "BOOTSTRAP",
         "BOOTSTRAP patches are not applied",
     ),
+    field(
+        Kind::EnvoyFilter,
+        "configPatches[].match.waypoint",
+        "the waypoint match (portNumber, filter, route) is not read yet: such a patch applies nowhere",
+    ),
     // BackendTLSPolicy: applied (model::gateway_api::backend_tls), but for these.
     field(
         Kind::BackendTLSPolicy,

@@ -107,6 +107,12 @@ fn compile(key: &ConfigKey, ef: &EnvoyFilter, skipped: &mut Vec<Skipped>) -> Vec
             continue;
         };
         let matching = cp.match_.clone().unwrap_or_default();
+        // Fail closed: without its waypoint match read, the patch would apply to every
+        // listener of every waypoint.
+        if matching.waypoint.is_some() {
+            skip("match.waypoint is not read yet: the patch applies nowhere".into());
+            continue;
+        }
         let proxy_version = match matching.proxy.as_ref().map(|p| p.proxy_version.as_str()) {
             Some(v) if !v.is_empty() => match regex::Regex::new(v) {
                 Ok(r) => Some(r),

@@ -339,3 +339,20 @@ fn workloads_that_name_a_waypoint_for_workload_traffic_get_direct_chains() {
     let ctx = crate::testing::push_context(&service_only);
     assert!(super::bound_workloads(&ctx, &ctx.scope(&p)).is_empty());
 }
+
+/// EnvoyFilter patches of context WAYPOINT apply to the waypoint they target; one with a `waypoint` match,
+/// which Rudder does not read yet, applies nowhere rather than everywhere.
+#[test]
+fn waypoint_envoy_filters_apply_and_an_unread_match_fails_closed() {
+    let p = waypoint();
+    let patch = |matching: &str| {
+        format!(
+            "{MESH}---\napiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {{name: ef, namespace: shop}}\n\
+spec: {{targetRefs: [{{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}}], configPatches: [{{applyTo: CLUSTER, match: {{context: WAYPOINT{matching}, cluster: {{name: encap}}}}, patch: {{operation: REMOVE}}}}]}}\n"
+        )
+    };
+    let ctx = crate::testing::push_context(&patch(""));
+    assert!(!names(&resources(&ctx, &p, TypeUrl::Cluster, &[])).contains(&"encap"));
+    let ctx = crate::testing::push_context(&patch(", waypoint: {portNumber: 80}"));
+    assert!(names(&resources(&ctx, &p, TypeUrl::Cluster, &[])).contains(&"encap"));
+}
