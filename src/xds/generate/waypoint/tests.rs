@@ -356,3 +356,40 @@ spec: {{targetRefs: [{{kind: Gateway, group: gateway.networking.k8s.io, name: wa
     let ctx = crate::testing::push_context(&patch(", waypoint: {portNumber: 80}"));
     assert!(names(&resources(&ctx, &p, TypeUrl::Cluster, &[])).contains(&"encap"));
 }
+
+/// An HTTPRoute attached to a Service (GAMMA) is applied at the service's waypoint, as istiod
+/// applies it in ambient mode.
+#[test]
+fn a_gamma_route_of_a_bound_service_applies_at_its_waypoint() {
+    let p = waypoint();
+    let mesh = format!(
+        "{}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: web-split, namespace: shop}}
+spec:
+  parentRefs: [{{group: \"\", kind: Service, name: web, port: 80}}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /gamma}}}}]
+    backendRefs: [{{name: db, port: 5432}}]
+",
+        MESH.replace(
+            "kind: VirtualService\nmetadata: {name: web",
+            "kind: VirtualService\nmetadata: {name: unused"
+        )
+        .replace(
+            "hosts: [web.shop.svc.cluster.local]\n  http:",
+            "hosts: [unused.example.com]\n  http:"
+        )
+    );
+    let ctx = crate::testing::push_context(&mesh);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let routes = &listeners[1]["filterChains"][0]["filters"][0]["typedConfig"]["routeConfig"]["virtualHosts"]
+        [0]["routes"];
+    let text = routes.to_string();
+    assert!(text.contains("/gamma"), "{text}");
+    assert!(
+        text.contains("outbound|5432||db.shop.svc.cluster.local"),
+        "{text}"
+    );
+}
