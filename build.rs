@@ -44,8 +44,12 @@ fn envoy_types_descriptors() -> Result<PathBuf, Box<dyn std::error::Error>> {
             "--format-version",
             "1",
             "--offline",
-            "--manifest-path",
+            "--filter-platform",
         ])
+        // Only this target's packages: the others (Windows-only crates, say) are never
+        // downloaded by a build here, and --offline could not read their manifests.
+        .arg(std::env::var("TARGET")?)
+        .arg("--manifest-path")
         .arg(PathBuf::from(&manifest).join("Cargo.toml"))
         .output()?;
     if !metadata.status.success() {
