@@ -667,8 +667,68 @@ fn gateway_api(c: &mut Criterion) {
     });
 }
 
+/// Waypoints (session 23): one waypoint serving the 100 services of `ns0` in the 1,000-service
+/// mesh (each with a VirtualService for every tenth), against a sidecar of the same mesh: the
+/// waypoint's LDS and CDS (fresh push context each time, so no cache hides the work) and the
+/// endpoints of one of its `inbound-vip` clusters.
+fn waypoint(c: &mut Criterion) {
+    let mut yaml = mesh_yaml(1000);
+    yaml.push_str(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns0, labels: {istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: waypoint, namespace: ns0, labels: {gateway.istio.io/managed: istio.io-mesh-controller}}\n\
+spec: {hosts: [waypoint.ns0.svc.cluster.local], addresses: [240.255.0.1], ports: [{number: 15008, name: mesh, protocol: TCP}], resolution: STATIC, endpoints: [{address: 10.99.0.3}]}\n---\n",
+    );
+    let store = rudder::testing::store(&yaml);
+    let mesh = MeshSettings::default();
+    let waypoint = rudder::testing::proxy(
+        "waypoint~10.99.0.3~waypoint-0.ns0~ns0.svc.cluster.local",
+        &[],
+        &[("gateway.networking.k8s.io/gateway-name", "waypoint")],
+    );
+    let side = sidecar();
+    let mut group = c.benchmark_group("waypoint/100-of-1000-services");
+    group.sample_size(10);
+    for (name, proxy, type_url) in [
+        ("waypoint-lds", &waypoint, TypeUrl::Listener),
+        ("waypoint-cds", &waypoint, TypeUrl::Cluster),
+        ("sidecar-lds", &side, TypeUrl::Listener),
+        ("sidecar-cds", &side, TypeUrl::Cluster),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&store, &mesh, None),
+                |ctx| {
+                    let scope = ctx.scope(proxy);
+                    black_box(generate::generate(&ctx, proxy, &scope, type_url, None))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    let names: std::collections::BTreeSet<String> =
+        ["inbound-vip|80|http|svc0.ns0.svc.cluster.local".to_string()].into();
+    group.bench_function("waypoint-eds-one-cluster", |b| {
+        b.iter_batched(
+            || rudder::xds::push::initial_context(&store, &mesh, None),
+            |ctx| {
+                let scope = ctx.scope(&waypoint);
+                black_box(generate::generate(
+                    &ctx,
+                    &waypoint,
+                    &scope,
+                    TypeUrl::Endpoint,
+                    Some(&names),
+                ))
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    waypoint,
     gateway_api,
     sotw_ack,
     generators,

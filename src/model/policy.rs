@@ -145,6 +145,18 @@ pub struct ServiceTarget<'a> {
     pub name: &'a str,
 }
 
+impl<'a> ServiceTarget<'a> {
+    /// The Service or ServiceEntry `svc` came from.
+    pub fn of(svc: &'a crate::model::Service) -> ServiceTarget<'a> {
+        let (kind, name) = svc.origin();
+        ServiceTarget {
+            kind,
+            namespace: &svc.namespace,
+            name,
+        }
+    }
+}
+
 /// The GatewayClass of waypoints: a root-namespace policy targeting it applies to every one.
 pub const WAYPOINT_CLASS: &str = "istio-waypoint";
 

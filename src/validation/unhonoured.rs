@@ -65,7 +65,7 @@ const fn when(
 }
 
 /// What a policy attached to a Service, ServiceEntry or GatewayClass does under Rudder.
-const WAYPOINT_TARGET: &str = "waypoints take only AuthorizationPolicy and RequestAuthentication so yet: of this kind, a policy attached to a Service, ServiceEntry or GatewayClass is enforced nowhere";
+const WAYPOINT_TARGET: &str = "waypoints take only AuthorizationPolicy, RequestAuthentication and Telemetry by targetRefs for now: of this kind, a policy attached to a Service, ServiceEntry or GatewayClass is enforced nowhere";
 
 const fn target_ref(kind: Kind, path: &'static str, target_kind: &'static str) -> Unhonoured {
     Unhonoured {
@@ -206,14 +206,6 @@ pub const UNHONOURED: &[Unhonoured] = &[
     ),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "Service"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "ServiceEntry"),
-    // Telemetry attached by targetRefs to what only a waypoint serves (to a Gateway API Gateway
-    // it applies to the Gateway's pods).
-    target_ref(Kind::Telemetry, "targetRefs[].kind", "Service"),
-    target_ref(Kind::Telemetry, "targetRefs[].kind", "ServiceEntry"),
-    target_ref(Kind::Telemetry, "targetRefs[].kind", "GatewayClass"),
-    target_ref(Kind::Telemetry, "targetRef.kind", "Service"),
-    target_ref(Kind::Telemetry, "targetRef.kind", "ServiceEntry"),
-    target_ref(Kind::Telemetry, "targetRef.kind", "GatewayClass"),
     // WasmPlugin and Wasm TrafficExtensions: HTTP plugins are served over ECDS
     // (xds::generate::traffic_extension), except these.
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "Service"),

@@ -555,14 +555,7 @@ impl PushContext {
         kind: Kind,
         served: Option<&Service>,
     ) -> Vec<&Config> {
-        let target = served.map(|svc| {
-            let (kind, name) = svc.origin();
-            crate::model::policy::ServiceTarget {
-                kind,
-                namespace: &svc.namespace,
-                name,
-            }
-        });
+        let target = served.map(crate::model::policy::ServiceTarget::of);
         let workload = crate::model::policy::Workload {
             namespace: &scope.namespace,
             labels: &scope.labels,

@@ -98,8 +98,8 @@ impl Pass for AccessLogs {
     fn apply(&self, ctx: &PushContext, scope: &ScopeView, resources: &mut Vec<Typed>) {
         let telemetries = applicable(ctx, scope);
         // (request and connection logs, listener logs) per mode: client, server.
-        let logs = |server: bool| -> (Vec<AccessLog>, Vec<AccessLog>) {
-            match telemetry_logs(ctx, &telemetries, server) {
+        let logs = |telemetries: &[&Telemetry], server: bool| -> (Vec<AccessLog>, Vec<AccessLog>) {
+            match telemetry_logs(ctx, telemetries, server) {
                 Some(logs) => {
                     let listener = logs
                         .iter()
@@ -123,19 +123,36 @@ impl Pass for AccessLogs {
                 },
             }
         };
-        let (client, server) = (logs(false), logs(true));
+        let (client, server) = (logs(&telemetries, false), logs(&telemetries, true));
+        // A waypoint logs as a server, each service's chains as that service's Telemetry says.
+        let mut by_service: std::collections::HashMap<String, Vec<AccessLog>> =
+            std::collections::HashMap::new();
+        let mut chain_logs = |chain: &str, default: &[AccessLog]| -> Vec<AccessLog> {
+            match served_by_chain(ctx, chain) {
+                Some(svc) => by_service
+                    .entry(svc.hostname.clone())
+                    .or_insert_with(|| logs(&applicable_for(ctx, scope, Some(svc)), true).0)
+                    .clone(),
+                None => default.to_vec(),
+            }
+        };
         for r in resources.iter_mut() {
             let (logs, listener_logs) = match r.class {
                 Class::Proxyless | Class::ProxylessServer => continue,
-                Class::SidecarInbound => &server,
+                Class::SidecarInbound | Class::Waypoint => &server,
                 _ => &client,
             };
             let with_listener_log = r.class == Class::Gateway
                 || r.name == "virtualOutbound"
                 || r.name == "virtualInbound";
-            if !logs.is_empty() {
+            if r.class == Class::Waypoint {
+                r.edit_http_connection_managers(|chain, hcm| {
+                    hcm.access_log.extend(chain_logs(chain, logs))
+                });
+                r.edit_tcp_proxies(|chain, tcp| tcp.access_log.extend(chain_logs(chain, logs)));
+            } else if !logs.is_empty() {
                 r.edit_http_connection_managers(|_, hcm| hcm.access_log.extend(logs.clone()));
-                r.edit_tcp_proxies(|tcp| tcp.access_log.extend(logs.clone()));
+                r.edit_tcp_proxies(|_, tcp| tcp.access_log.extend(logs.clone()));
             }
             if let Built::Listener(l) = &mut r.built
                 && with_listener_log
@@ -152,6 +169,18 @@ impl Pass for AccessLogs {
 /// oldest of each; `model::policy::attaches`). Those attached to what only a waypoint serves are
 /// warned about and not applied.
 pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a Telemetry> {
+    applicable_for(ctx, scope, None)
+}
+
+/// [`applicable`] at a waypoint serving `served`'s traffic: a waypoint takes the root and
+/// namespace-wide Telemetries, then one targeting it (its Gateway, the waypoint GatewayClass),
+/// then one of the service's namespace targeting that Service or ServiceEntry, as istiod
+/// attaches them; never one by selector.
+pub(super) fn applicable_for<'a>(
+    ctx: &'a PushContext,
+    scope: &ScopeView,
+    served: Option<&crate::model::Service>,
+) -> Vec<&'a Telemetry> {
     let in_ns = |ns: &str| -> Vec<(&'a crate::config::Config, &'a Telemetry)> {
         let mut found: Vec<_> = ctx
             .snapshot
@@ -175,8 +204,8 @@ pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a
     let workload = crate::model::policy::Workload {
         namespace: &scope.namespace,
         labels: &scope.labels,
-        waypoint: false,
-        service: None,
+        waypoint: scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint,
+        service: served.map(crate::model::policy::ServiceTarget::of),
     };
     let mut out = Vec::new();
     out.extend(in_ns(root).into_iter().map(|(_, t)| t).find(|t| wide(t)));
@@ -193,7 +222,23 @@ pub(super) fn applicable<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<&'a
             )
         )
     }));
+    if let Some(svc) = served.filter(|_| workload.waypoint) {
+        let theirs = in_ns(&svc.namespace);
+        out.extend(theirs.iter().map(|(_, t)| *t).find(|t| {
+            crate::model::policy::attaches(&svc.namespace, *t, root, &workload)
+                == Some(crate::model::policy::Attachment::Service)
+        }));
+    }
     out
+}
+
+/// The service a waypoint's filter chain serves (`inbound-vip|<port>|<http|tcp>|<host>`).
+pub(super) fn served_by_chain<'a>(
+    ctx: &'a PushContext,
+    chain: &str,
+) -> Option<&'a crate::model::Service> {
+    let (_, _, host) = super::util::parse_service_cluster(chain)?;
+    ctx.registry.services.get(host).map(AsRef::as_ref)
 }
 
 /// What the Telemetries say about access logs for one mode (istiod's mergeLogs): `None` when

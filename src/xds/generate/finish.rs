@@ -148,13 +148,15 @@ impl Typed {
         }
     }
 
-    /// Calls `edit` with every TCP proxy of a listener's filter chains, decoded; what `edit`
-    /// changes is written back.
-    pub fn edit_tcp_proxies(&mut self, mut edit: impl FnMut(&mut TcpProxy)) {
+    /// Calls `edit` with every TCP proxy of a listener's filter chains (by filter chain name),
+    /// decoded; what `edit` changes is written back.
+    pub fn edit_tcp_proxies(&mut self, mut edit: impl FnMut(&str, &mut TcpProxy)) {
         let Built::Listener(listener) = &mut self.built else {
             return;
         };
-        for_each_filter_config(listener, |_, config| edit_typed(config, &mut edit));
+        for_each_filter_config(listener, |chain, config| {
+            edit_typed(config, |tcp| edit(chain, tcp))
+        });
     }
 
     fn encode(self) -> Arc<Resource> {

@@ -244,15 +244,21 @@ fn merge_metrics(metrics: &[&Metrics], defaults: &[String]) -> BTreeMap<String, 
 
 /// The `istio.stats` configs for a listener class, one per Prometheus provider in effect
 /// (istiod's `generateStatsConfig`); none where metrics are off for that class.
-fn stats_configs(ctx: &PushContext, scope: &ScopeView, class: Class) -> Vec<Any> {
-    let telemetries = super::access_log::applicable(ctx, scope);
+fn stats_configs(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    class: Class,
+    served: Option<&crate::model::Service>,
+) -> Vec<Any> {
+    let telemetries = super::access_log::applicable_for(ctx, scope, served);
     let metrics: Vec<&Metrics> = telemetries.iter().flat_map(|t| &t.metrics).collect();
     let merged = merge_metrics(&metrics, &ctx.mesh.default_metrics);
     merged
         .iter()
         .filter(|(name, _)| is_prometheus_provider(&ctx.mesh.extension_providers, name))
         .filter_map(|(_, p)| {
-            let mode = if class == Class::SidecarInbound {
+            // A waypoint reports as istiod's waypoints do: the server side of its services.
+            let mode = if matches!(class, Class::SidecarInbound | Class::Waypoint) {
                 &p.server
             } else {
                 &p.client
@@ -263,7 +269,7 @@ fn stats_configs(ctx: &PushContext, scope: &ScopeView, class: Class) -> Vec<Any>
             let config = pb::PluginConfig {
                 disable_host_header_fallback: matches!(
                     class,
-                    Class::SidecarInbound | Class::Gateway
+                    Class::SidecarInbound | Class::Gateway | Class::Waypoint
                 ),
                 tcp_reporting_duration: p.reporting_interval.map(|d| prost_types::Duration {
                     seconds: d.as_secs() as i64,
@@ -470,8 +476,26 @@ impl Pass for IstioTelemetry {
         };
         // The stats configs of each class, computed on first use.
         let mut stats: [Option<Vec<Any>>; 3] = Default::default();
+        // A waypoint's: per service it serves (its Telemetry may target it), on `main_internal`.
+        let mut by_service: std::collections::HashMap<String, Vec<Any>> = Default::default();
         for r in resources.iter_mut() {
             let class = r.class;
+            if class == Class::Waypoint {
+                let Built::Listener(listener) = &mut r.built else {
+                    continue;
+                };
+                if listener.name != super::waypoint::MAIN_INTERNAL {
+                    continue;
+                }
+                for chain in listener.filter_chains.iter_mut() {
+                    let served = super::access_log::served_by_chain(ctx, &chain.name);
+                    let configs = by_service
+                        .entry(served.map(|s| s.hostname.clone()).unwrap_or_default())
+                        .or_insert_with(|| stats_configs(ctx, scope, class, served));
+                    add_to_chain(chain, class, ext, configs, &filters);
+                }
+                continue;
+            }
             let slot = match class {
                 Class::SidecarInbound => 0,
                 Class::SidecarOutbound => 1,
@@ -479,7 +503,7 @@ impl Pass for IstioTelemetry {
                 _ => continue,
             };
             let configs: &[Any] =
-                stats[slot].get_or_insert_with(|| stats_configs(ctx, scope, class));
+                stats[slot].get_or_insert_with(|| stats_configs(ctx, scope, class, None));
             match &mut r.built {
                 Built::Cluster(c)
                     if ext.upstream_metadata_exchange
@@ -561,7 +585,8 @@ fn add_to_chain(
             });
             hcm.http_filters.splice(at..at, filters);
         }
-        if ext.http_peer_metadata {
+        // istio-proxy's waypoint metadata filters are not sent (docs/decisions.md).
+        if ext.http_peer_metadata && class != Class::Waypoint {
             let peer = if class == Class::SidecarInbound {
                 &prebuilt.inbound_peer
             } else {

@@ -65,27 +65,50 @@ impl Pass for TracingPass {
             let request_id = (traced.is_some() && !spec.use_request_id).then(request_id_extension);
             (traced, request_id)
         };
-        let (client, server) = match merged(ctx, &telemetries) {
+        let modes = |telemetries: &[&Telemetry]| match merged(ctx, telemetries) {
             Some((client, server)) => (with_request_id(&client), with_request_id(&server)),
             None => {
                 let legacy = legacy(ctx, scope);
                 ((legacy.clone(), None), (legacy, None))
             }
         };
+        let (client, server) = modes(&telemetries);
+        // A waypoint traces as a server, each service's chains as that service's Telemetry says.
+        let mut by_service = std::collections::HashMap::new();
         for r in resources.iter_mut() {
-            let (chosen, request_id) = match r.class {
+            let mode = match r.class {
                 Class::Proxyless | Class::ProxylessServer => continue,
-                Class::SidecarInbound => &server,
+                Class::SidecarInbound | Class::Waypoint => &server,
                 _ => &client,
             };
-            if let Some(t) = chosen {
-                r.edit_http_connection_managers(|_, hcm| {
-                    hcm.tracing = Some(t.clone());
-                    if let Some(ext) = request_id {
-                        hcm.request_id_extension = Some(ext.clone());
-                    }
-                });
+            if r.class != Class::Waypoint {
+                if let (Some(t), request_id) = mode {
+                    r.edit_http_connection_managers(|_, hcm| {
+                        hcm.tracing = Some(t.clone());
+                        if let Some(ext) = request_id {
+                            hcm.request_id_extension = Some(ext.clone());
+                        }
+                    });
+                }
+                continue;
             }
+            r.edit_http_connection_managers(|chain, hcm| {
+                let (chosen, request_id) = match super::access_log::served_by_chain(ctx, chain) {
+                    Some(svc) => by_service
+                        .entry(svc.hostname.clone())
+                        .or_insert_with(|| {
+                            modes(&super::access_log::applicable_for(ctx, scope, Some(svc))).1
+                        })
+                        .clone(),
+                    None => mode.clone(),
+                };
+                if let Some(t) = chosen {
+                    hcm.tracing = Some(t);
+                    if let Some(ext) = request_id {
+                        hcm.request_id_extension = Some(ext);
+                    }
+                }
+            });
         }
     }
 }

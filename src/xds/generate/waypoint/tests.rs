@@ -393,3 +393,90 @@ spec:
         "{text}"
     );
 }
+
+/// A RequestAuthentication targeting a served Service verifies tokens at the waypoint, on that
+/// service's chain only; its JWKS host gets a cluster there.
+#[test]
+fn a_request_authentication_targeting_a_service_applies_at_the_waypoint() {
+    let p = waypoint();
+    let mesh = format!(
+        "{MESH}---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {{name: web-jwt, namespace: shop}}
+spec:
+  targetRefs: [{{kind: ServiceEntry, group: networking.istio.io, name: web}}]
+  jwtRules: [{{issuer: https://issuer.example.com, jwksUri: https://issuer.example.com/keys}}]
+"
+    );
+    let ctx = crate::testing::push_context(&mesh);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let filters: Vec<String> =
+        listeners[1]["filterChains"][0]["filters"][0]["typedConfig"]["httpFilters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect();
+    assert!(
+        filters.iter().any(|f| f == "envoy.filters.http.jwt_authn"),
+        "{filters:?}"
+    );
+    let clusters = resources(&ctx, &p, TypeUrl::Cluster, &[]);
+    assert!(
+        names(&clusters).iter().any(|n| n.starts_with("jwks|")),
+        "{:?}",
+        names(&clusters)
+    );
+}
+
+/// A Telemetry targeting a served ServiceEntry turns on access logs at the waypoint for that
+/// service's chain only; the waypoint's other chains keep what the mesh says (nothing here).
+#[test]
+fn a_telemetry_targeting_a_service_logs_its_chain_at_the_waypoint() {
+    let p = waypoint();
+    let mesh = format!(
+        "{MESH}---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {{name: web-logs, namespace: shop}}
+spec:
+  targetRefs: [{{kind: ServiceEntry, group: networking.istio.io, name: web}}]
+  accessLogging: [{{providers: [{{name: envoy}}]}}]
+"
+    );
+    let ctx = crate::testing::push_context(&mesh);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let main = listeners
+        .iter()
+        .find(|l| l["name"] == "main_internal")
+        .expect("main_internal");
+    let logged: Vec<(&str, usize)> = main["filterChains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let config = &c["filters"][0]["typedConfig"];
+            let logs = config["accessLog"].as_array().map_or(0, Vec::len);
+            (c["name"].as_str().unwrap(), logs)
+        })
+        .collect();
+    assert!(
+        logged
+            .iter()
+            .any(|(name, n)| name.ends_with("|web.shop.svc.cluster.local") && *n == 1),
+        "{logged:?}"
+    );
+    assert!(
+        logged
+            .iter()
+            .filter(|(name, _)| !name.contains("web.shop"))
+            .all(|(_, n)| *n == 0),
+        "{logged:?}"
+    );
+    // A sidecar is not a waypoint: the Telemetry does not reach it.
+    let sidecar =
+        crate::testing::proxy("sidecar~10.44.0.9~c.shop~shop.svc.cluster.local", &[], &[]);
+    let text = serde_json::to_string(&resources(&ctx, &sidecar, TypeUrl::Listener, &[])).unwrap();
+    assert!(!text.contains("envoy.access_loggers.file"), "sidecar logs");
+}
