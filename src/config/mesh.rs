@@ -623,6 +623,40 @@ impl MeshConfig {
     }
 }
 
+/// Why a network gateway's `locality` and `weight` are warned about.
+const GATEWAY_PLACEMENT: &str = "a network gateway's locality and weight are not used (nor by istiod): endpoints reached through it keep their own locality and weight";
+
+/// The fields of a `meshNetworks` value that are read but change nothing, as (path, note).
+pub fn unhonoured_mesh_networks_fields(text: &str) -> Vec<(String, &'static str)> {
+    let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let Some(networks) = value.get("networks").and_then(|n| n.as_object()) else {
+        return out;
+    };
+    for (name, network) in networks {
+        let gateways = network.get("gateways").and_then(|g| g.as_array());
+        for (i, gateway) in gateways.into_iter().flatten().enumerate() {
+            let set = |field: &str| match gateway.get(field) {
+                Some(serde_json::Value::String(s)) => !s.is_empty(),
+                Some(serde_json::Value::Number(n)) => n.as_u64() != Some(0),
+                Some(serde_json::Value::Null) | None => false,
+                Some(_) => true,
+            };
+            for field in ["locality", "weight"] {
+                if set(field) {
+                    out.push((
+                        format!("meshNetworks.networks.{name}.gateways[{i}].{field}"),
+                        GATEWAY_PLACEMENT,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The fields a mesh config sets that Rudder does not act on, as `(field, why)`; values Rudder
 /// cannot follow count too (`enableAutoMtls: false`, a protocol detection timeout).
 pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {

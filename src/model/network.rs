@@ -217,7 +217,7 @@ pub fn networks_from_snapshot(
         #[serde(default)]
         port: u32,
         /// Read so that istiod's full gateway shape parses; Envoy gets no per-gateway locality
-        /// or weight from istiod either (its gateway endpoints carry the network's).
+        /// or weight from istiod either. Warned: `config::mesh::unhonoured_mesh_networks_fields`.
         #[serde(default, rename = "locality")]
         _locality: String,
         #[serde(default, rename = "weight")]
@@ -357,6 +357,37 @@ fn labelled_gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<NetworkGateway
 mod tests {
     use super::*;
     use crate::model::mesh::MeshSettings;
+
+    /// A gateway's locality and weight parse (istiod's shape) but are warned about where the
+    /// mesh ConfigMap is checked (`rudder validate`, the webhook, the source's metric).
+    #[test]
+    fn a_network_gateways_locality_and_weight_are_warned_about() {
+        let yaml = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  meshNetworks: |
+    networks:
+      east: {gateways: [{address: 192.0.2.1, port: 15443, locality: us-east/a, weight: 3}, {address: 192.0.2.2, port: 15443}]}
+"#;
+        let store = crate::testing::store(yaml);
+        let snapshot = store.snapshot();
+        let entry = snapshot
+            .get(&ConfigKey::new(Kind::ConfigMap, "istio-system", "istio"))
+            .expect("the mesh ConfigMap");
+        let warned: Vec<String> = crate::validation::check(&entry.config)
+            .warnings
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        assert_eq!(warned.len(), 2, "{warned:?}");
+        assert!(warned[0].contains("meshNetworks.networks.east.gateways[0].locality"));
+        assert!(warned[1].contains("meshNetworks.networks.east.gateways[0].weight"));
+        let networks =
+            networks_from_snapshot(&snapshot, "istio-system", "cluster.local", "Kubernetes")
+                .unwrap();
+        assert_eq!(networks.gateways["east"].len(), 2, "still served");
+    }
 
     /// Gateways from `meshNetworks` (by address, or a registry Service's load balancer) and from
     /// Services labelled with their network (on the gateway port, when the Service has it).

@@ -281,8 +281,17 @@ pub const UNHONOURED: &[Unhonoured] = &[
 
 /// The unhonoured fields `config` sets, as (field path, note).
 pub fn fields(config: &Config) -> Vec<(String, &'static str)> {
-    if let Some(mesh) = mesh_text(config) {
-        return crate::config::mesh::unhonoured_mesh_fields(mesh);
+    if let Spec::ConfigMap(cm) = &config.spec {
+        let data = cm.data.as_ref();
+        let mut out = mesh_text(config)
+            .map(crate::config::mesh::unhonoured_mesh_fields)
+            .unwrap_or_default();
+        if let Some(networks) = data.and_then(|d| d.get("meshNetworks")) {
+            out.extend(crate::config::mesh::unhonoured_mesh_networks_fields(
+                networks,
+            ));
+        }
+        return out;
     }
     let mut out: Vec<(String, &'static str)> = entries(config)
         .into_iter()
