@@ -160,6 +160,8 @@ pub struct Authenticator {
 /// The clusters whose tokens the CA can review, as istiod's `KubeJWTAuthenticator` knows them.
 pub struct Clusters {
     pub local_id: String,
+    /// Alias → cluster ID (`--cluster-aliases`).
+    pub aliases: Arc<std::collections::BTreeMap<String, String>>,
     /// A remote cluster's client by ID, while its remote secret names it.
     pub remote: RemoteClients,
 }
@@ -180,12 +182,18 @@ impl Clusters {
     fn authority(&self, cluster: Option<&str>) -> Option<Option<TokenAuthority>> {
         match cluster {
             None => Some(None),
-            Some(id) if id == self.local_id => Some(None),
+            Some(id) if id == self.local_id || self.resolve(id) == self.local_id => Some(None),
             Some(id) => self
                 .remote
                 .client(id)
+                .or_else(|| self.remote.client(self.resolve(id)))
                 .map(|c| Some(TokenAuthority::Kubernetes(c))),
         }
+    }
+
+    /// The cluster `id` names: the one it is an alias of, else itself.
+    pub fn resolve<'a>(&'a self, id: &'a str) -> &'a str {
+        self.aliases.get(id).map_or(id, String::as_str)
     }
 }
 
@@ -318,8 +326,9 @@ impl Authenticator {
                 .unwrap_or(&self.tokens)
                 .authenticate_caller(token, &self.trust_domain)
                 .await?;
-            if remote.is_some() {
-                caller.cluster = credentials.cluster_id.unwrap_or_default().to_string();
+            if let (Some(_), Some(clusters)) = (&remote, &self.clusters) {
+                let claimed = credentials.cluster_id.unwrap_or_default();
+                caller.cluster = clusters.resolve(claimed).to_string();
             }
             return Ok(Some(caller));
         }

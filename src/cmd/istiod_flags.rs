@@ -15,6 +15,7 @@ const RENAMED: &[(&str, &str)] = &[
     ("secureGRPCAddr", "--secure-grpc-addr"),
     ("domain", "--domain-suffix"),
     ("clusterID", "--cluster-id"),
+    ("clusterAliases", "--cluster-aliases"),
     ("meshConfig", "--mesh-config"),
     ("kubeconfig", "--kubeconfig"),
     ("namespace", "--system-namespace"),
@@ -57,13 +58,15 @@ const NOT_READ: &[(&str, &str)] = &[
         "registries",
         "the registries are Kubernetes, or the config directory",
     ),
-    ("clusterRegistriesNamespace", "remote clusters are not read"),
+    (
+        "clusterRegistriesNamespace",
+        "remote secrets are read from the system namespace (istiod sets this flag from it too)",
+    ),
     (
         "networksConfig",
         "the networks file is not read (meshNetworks is read from the mesh ConfigMap)",
     ),
     ("cniNamespace", "the CNI node agent is not watched"),
-    ("clusterAliases", "cluster aliases are not read"),
     (
         "caCertFile",
         "the serving certificate comes from Rudder's CA",

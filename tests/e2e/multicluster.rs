@@ -172,7 +172,8 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
         let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
         let secret = remote_secret(&ns, "istio-remote-secret-west", &[("west", kubeconfig)]);
         primary.apply(secret.clone());
-        let daemon = primary.rudder(&["--cluster-id", "east"]);
+        // istiod's flag form: proxies still reporting a cluster's old name are of that cluster.
+        let daemon = primary.rudder(&["--cluster-id", "east", "--clusterAliases=west-old=west"]);
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
         });
@@ -210,6 +211,11 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
                 && endpoints_in(&primary, &daemon, &reviews, "west")
                     == Some(vec!["10.2.0.7".to_string()])
         });
+        assert_eq!(
+            endpoints_in(&primary, &daemon, &reviews, "west-old"),
+            Some(vec!["10.2.0.7".to_string()]),
+            "a proxy reporting the alias is of the aliased cluster"
+        );
         primary.delete(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "istio", "namespace": ns}}));
         eventually(10, "reviews global again", || {
@@ -337,7 +343,12 @@ fn the_ca_reviews_remote_tokens_with_their_own_cluster() {
     let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
     let secret = remote_secret(&ns, "istio-remote-secret-west", &[("west", kubeconfig)]);
     primary.apply(secret.clone());
-    let daemon = primary.rudder(&["--cluster-id", "east"]);
+    let daemon = primary.rudder(&[
+        "--cluster-id",
+        "east",
+        "--clusterAliases",
+        "west-old=west,east-old=east",
+    ]);
     eventually(60, "rudder ready", || {
         http_get(daemon.addr("http"), "/ready").0 == 200
     });
@@ -363,9 +374,12 @@ fn the_ca_reviews_remote_tokens_with_their_own_cluster() {
     };
     let chain = ask(Some("west")).expect("reviewed by the remote's API server");
     assert!(chain[0].contains("BEGIN CERTIFICATE"));
+    // A cluster's alias (istiod's --clusterAliases) is that cluster.
+    ask(Some("west-old")).expect("an alias of the remote: reviewed by the remote");
     for (cluster, why) in [
         (None, "invalid bearer token"),
         (Some("east"), "invalid bearer token"),
+        (Some("east-old"), "invalid bearer token"),
         (Some("north"), "claims to be in cluster \"north\""),
     ] {
         let err = ask(cluster).expect_err("refused");

@@ -164,6 +164,11 @@ pub struct ServeArgs {
     /// Cluster id injected proxies report (ISTIO_META_CLUSTER_ID).
     #[arg(long, default_value = "Kubernetes")]
     pub cluster_id: String,
+    /// Other names of clusters (istiod's `--clusterAliases`), `alias=cluster-id`, comma-separated
+    /// or repeated: a proxy or certificate request that reports an alias is taken as from that
+    /// cluster (a cluster renamed while its proxies still carry the old ID).
+    #[arg(long, value_parser = parse_cluster_alias, value_delimiter = ',')]
+    pub cluster_aliases: Vec<(String, String)>,
     /// Longest a push waits for a proxy to read; a proxy that stops reading is dropped after it.
     #[arg(long, default_value = "20s", value_parser = parse_duration, env = "RUDDER_XDS_SEND_TIMEOUT")]
     pub xds_send_timeout: Duration,
@@ -462,6 +467,36 @@ fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
         .map_err(|e| format!("{s:?}: {e}"))
 }
 
+fn parse_cluster_alias(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((alias, id)) if !alias.trim().is_empty() && !id.trim().is_empty() => {
+            Ok((alias.trim().to_string(), id.trim().to_string()))
+        }
+        _ => Err(format!("{s:?}: expected alias=cluster-id")),
+    }
+}
+
+impl ServeArgs {
+    /// `--cluster-aliases` as alias → cluster ID; as istiod, a cluster with two aliases is an
+    /// error (which one would its certificates name?).
+    pub fn cluster_alias_map(&self) -> Result<ClusterAliases, String> {
+        let mut map = std::collections::BTreeMap::new();
+        for (alias, id) in &self.cluster_aliases {
+            map.insert(alias.clone(), id.clone());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for id in map.values() {
+            if !seen.insert(id) {
+                return Err(format!("more than one cluster alias for cluster id {id}"));
+            }
+        }
+        Ok(std::sync::Arc::new(map))
+    }
+}
+
+/// Alias → cluster ID (`--cluster-aliases`).
+pub type ClusterAliases = std::sync::Arc<std::collections::BTreeMap<String, String>>;
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::config::common::parse_go_duration(s)
 }
@@ -471,4 +506,43 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 pub(super) fn keepalive_silence(args: &ServeArgs) -> Duration {
     args.keepalive_interval
         .saturating_add(args.keepalive_timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("rudder").chain(args.iter().copied())).map(|c| c.serve)
+    }
+
+    /// `--cluster-aliases` takes istiod's `alias=id` pairs, comma-separated or repeated; a
+    /// cluster with two aliases stops the start, as istiod's flag check does.
+    #[test]
+    fn cluster_aliases_as_istiod_reads_them() {
+        let args = parse(&[
+            "--cluster-aliases=a=east,b=west",
+            "--cluster-aliases",
+            "c=north",
+        ])
+        .expect("parses");
+        let map = args.cluster_alias_map().expect("valid");
+        assert_eq!(map.get("a").map(String::as_str), Some("east"));
+        assert_eq!(map.get("b").map(String::as_str), Some("west"));
+        assert_eq!(map.get("c").map(String::as_str), Some("north"));
+        assert!(parse(&["--cluster-aliases=nothing"]).is_err());
+        let twice = parse(&["--cluster-aliases=a=east,b=east"]).expect("parses");
+        assert!(
+            twice
+                .cluster_alias_map()
+                .is_err_and(|e| e.contains("more than one cluster alias for cluster id east"))
+        );
+    }
 }

@@ -131,6 +131,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
     };
     check_files_mode(&args, use_kubernetes)?;
+    args.cluster_alias_map()
+        .map_err(|e| anyhow::anyhow!("--cluster-aliases: {e}"))?;
     let late = LateHandles::default();
     // Only the sources get the writer; everything else reads.
     let writer = StoreWriter::default();
@@ -662,6 +664,8 @@ fn start_xds(
     let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());
     let initial = push::initial_context(&daemon.store, &mesh, certificates);
     let mut start = push::Start::from(&initial, mesh);
+    // Checked at the start.
+    let aliases = args.cluster_alias_map().unwrap_or_default();
     start.roots = Some(ca.roots.clone());
     let xds = XdsServer::new(
         initial,
@@ -684,6 +688,7 @@ fn start_xds(
             max_message_bytes: args.max_grpc_message_size,
             new_stream_wait: args.xds_new_stream_wait,
         },
+        aliases.clone(),
     );
     let _ = late.xds.set(xds.status());
     xds.set_debug_pages(debug_pages);
@@ -736,8 +741,11 @@ fn start_secure_grpc(
             None => TokenAuthority::None,
         },
     };
+    // Checked at the start.
+    let aliases = args.cluster_alias_map().unwrap_or_default();
     let clusters = client.map(|_| crate::ca::auth::Clusters {
         local_id: args.cluster_id.clone(),
+        aliases: aliases.clone(),
         remote: Arc::new(RemoteLookup(late.remote_clusters.clone())),
     });
     let auth = Arc::new(crate::ca::auth::Authenticator {

@@ -20,6 +20,9 @@ use tracing::{Instrument, info_span, warn};
 /// How long a new stream waits for the rate limiter before it is refused.
 const RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
 
+/// The node metadata key of the proxy's cluster (`ISTIO_META_CLUSTER_ID`).
+const CLUSTER_ID: &str = "CLUSTER_ID";
+
 #[derive(Clone)]
 pub struct AdsService {
     server: Arc<XdsServer>,
@@ -108,6 +111,17 @@ impl AdsService {
             .inspect_err(|e| self.server.stream_failed(e))?;
         let mut proxy = self.identify(&peer, H::node(&first), H::MODE)?;
         Arc::make_mut(&mut proxy).peer = peer.clone();
+        // A proxy reporting an alias of a cluster is of that cluster (istiod's initConnection).
+        if let Some(cluster) = proxy
+            .metadata
+            .get(CLUSTER_ID)
+            .and_then(|alias| self.server.cluster_aliases.get(alias))
+        {
+            let cluster = cluster.clone();
+            Arc::make_mut(&mut proxy)
+                .metadata
+                .insert(CLUSTER_ID.to_string(), cluster);
+        }
         if let Some(identity) = identity {
             if let Err(reason) = node_matches_identity(&proxy, &identity) {
                 self.server.refuse("identity_mismatch");

@@ -122,6 +122,8 @@ pub struct XdsServer {
     /// The inputs of the latest pushes, newest last, so `/debug` can show what a proxy was sent
     /// at each of them (a diff between two pushes).
     past: Mutex<VecDeque<crate::xds::context::PushInputs>>,
+    /// Alias → cluster ID (`--cluster-aliases`): a proxy reporting an alias is of that cluster.
+    cluster_aliases: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 /// How many pushes' inputs `past` keeps.
@@ -134,6 +136,7 @@ impl XdsServer {
         push_concurrency: usize,
         shutdown: CancellationToken,
         limits: XdsLimits,
+        cluster_aliases: Arc<std::collections::BTreeMap<String, String>>,
     ) -> Arc<XdsServer> {
         let counted = metrics.clone();
         let idle = idle::IdleConnections::new(
@@ -161,6 +164,7 @@ impl XdsServer {
             retired_contexts: retire::Retirer::new("rudder-retire"),
             debug_pages: std::sync::OnceLock::new(),
             past: Mutex::new(VecDeque::from([initial_inputs])),
+            cluster_aliases,
             connections: Connections::default(),
             history: Mutex::default(),
             metrics,
