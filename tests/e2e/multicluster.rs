@@ -587,3 +587,75 @@ fn a_remote_relists_after_its_history_expires() {
         "410 and 429 were seen and retried"
     );
 }
+
+/// PILOT_MULTICLUSTER_KUBECONFIG_PATH: the remote clusters come from a directory of
+/// kubeconfig files (the cluster ID from the kubeconfig) instead of remote secrets, followed as
+/// files come, change and go; a cluster two files name keeps what it had.
+#[test]
+fn remote_clusters_from_a_kubeconfig_directory() {
+    for (primary, remotes) in cluster_sets("mcdir") {
+        let ns = primary.ns.clone();
+        let remote = &remotes[0];
+        remote.apply(service(&ns, "ratings"));
+        remote.apply(slice(&ns, "ratings", &["10.2.0.9"], false));
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+        let file = dir.path().join("remote.yaml");
+        std::fs::write(&file, &kubeconfig).unwrap();
+        // A remote secret is not read in this mode (the directory takes precedence, as istiod).
+        primary.apply(remote_secret(
+            &ns,
+            "istio-remote-secret-ignored",
+            &[("ignored", kubeconfig.clone())],
+        ));
+        let dir_text = dir.path().to_string_lossy().to_string();
+        let daemon = primary.rudder_env(
+            &["--cluster-id", "east"],
+            &[(
+                "PILOT_MULTICLUSTER_KUBECONFIG_PATH",
+                Some(dir_text.as_str()),
+            )],
+        );
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let ratings = outbound(&ns, "ratings");
+        assert_eq!(
+            endpoints_of(&primary, &daemon, &ratings),
+            Some(vec!["10.2.0.9".to_string()]),
+            "the remote's service, waited for at the start"
+        );
+        let clusters = clusterz(&daemon);
+        assert_eq!(clusters.as_array().map(Vec::len), Some(2), "{clusters}");
+        assert_eq!(clusters[1]["syncStatus"], "synced", "{clusters}");
+        assert_eq!(
+            clusters[1]["secretName"],
+            file.to_string_lossy().as_ref(),
+            "{clusters}"
+        );
+
+        // A second file for the same cluster: a conflict; the cluster keeps what it had.
+        std::fs::write(dir.path().join("copy.yml"), &kubeconfig).unwrap();
+        eventually(10, "the conflict counted", || {
+            metric_line(&daemon, "rudder_remote_cluster_errors_total{type=\"fake\"}")
+                .or_else(|| metric_line(&daemon, "rudder_remote_cluster_errors_total{"))
+                .is_some()
+        });
+        assert_eq!(
+            endpoints_of(&primary, &daemon, &ratings),
+            Some(vec!["10.2.0.9".to_string()])
+        );
+        std::fs::remove_file(dir.path().join("copy.yml")).unwrap();
+
+        // The file goes: exactly that cluster's state goes with it; it comes back with the file.
+        std::fs::remove_file(&file).unwrap();
+        eventually(10, "the remote's state removed", || {
+            endpoints_of(&primary, &daemon, &ratings).is_none()
+        });
+        assert_eq!(clusterz(&daemon).as_array().map(Vec::len), Some(1));
+        std::fs::write(&file, &kubeconfig).unwrap();
+        eventually(30, "the remote back", || {
+            endpoints_of(&primary, &daemon, &ratings) == Some(vec!["10.2.0.9".to_string()])
+        });
+    }
+}

@@ -307,6 +307,11 @@ pub struct ServeArgs {
         env = "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS"
     )]
     pub insecure_multicluster_kubeconfig_options: Vec<String>,
+    /// Kubernetes mode: read the remote clusters' kubeconfigs from the `.yaml`/`.yml` files of
+    /// this directory (the cluster ID from each kubeconfig) instead of remote secrets, as
+    /// istiod's PILOT_MULTICLUSTER_KUBECONFIG_PATH.
+    #[arg(long, env = "PILOT_MULTICLUSTER_KUBECONFIG_PATH")]
+    pub multicluster_kubeconfig_path: Option<PathBuf>,
     /// Most status writes per second, so analysis never floods the API server.
     #[arg(long, default_value_t = 20, env = "RUDDER_STATUS_QPS")]
     pub status_writes_per_second: u32,

@@ -22,11 +22,22 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_ENABLE_IP_AUTOALLOCATE",
     "PILOT_REMOTE_CLUSTER_TIMEOUT",
     "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS",
+    "PILOT_MULTICLUSTER_KUBECONFIG_PATH",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an
 /// external CA (`CERT_SIGNER_DOMAIN`, with MeshConfig `caCertificates[].certSigners`).
-const ISTIOD_ENV_OTHER: &[&str] = &["CERT_SIGNER_DOMAIN"];
+const ISTIOD_ENV_OTHER: &[&str] = &[
+    "CERT_SIGNER_DOMAIN",
+    // Multi-cluster Services (MCS): not watched (docs/multicluster.md).
+    "ENABLE_MCS_AUTO_EXPORT",
+    "ENABLE_MCS_SERVICE_DISCOVERY",
+    "ENABLE_MCS_HOST",
+    "ENABLE_MCS_CLUSTER_LOCAL",
+    "MCS_API_GROUP",
+    "MCS_API_VERSION",
+    "LOCAL_CLUSTER_SECRET_WATCHER",
+];
 
 /// istiod feature switches whose value here is what Rudder always does: set that way they change
 /// nothing, so they are not warned about (`profile: ambient` sets the first).
@@ -65,6 +76,8 @@ mod tests {
             ("PILOT_ENABLE_STATUS", "true"),
             ("CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR", "true"),
             ("CERT_SIGNER_DOMAIN", "example.com"),
+            ("ENABLE_MCS_SERVICE_DISCOVERY", "true"),
+            ("PILOT_MULTICLUSTER_KUBECONFIG_PATH", "/etc/remote"),
             ("HOME", "/root"),
             ("PILOT_ENABLE_AMBIENT", "true"),
         ]
@@ -75,6 +88,7 @@ mod tests {
             [
                 "CERT_SIGNER_DOMAIN",
                 "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
+                "ENABLE_MCS_SERVICE_DISCOVERY",
                 "PILOT_ENABLE_STATUS"
             ]
         );

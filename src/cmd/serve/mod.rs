@@ -406,6 +406,10 @@ async fn start_kubernetes(
                 .filter(|o| !o.is_empty())
                 .collect(),
             sync_timeout: args.remote_cluster_timeout,
+            kubeconfig_dir: args
+                .multicluster_kubeconfig_path
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty()),
         },
         late.remote_clusters.clone(),
         daemon.tasks.clone(),

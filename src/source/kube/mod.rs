@@ -2,4 +2,5 @@
 
 pub mod controller;
 pub mod convert;
+pub mod kubeconfig_dir;
 pub mod multicluster;

@@ -6,7 +6,8 @@
 //! only. A changed kubeconfig restarts the cluster's watchers (what they had stays served until
 //! the new ones relist); a key or Secret that goes away stops them and removes exactly that
 //! cluster's objects. A cluster that becomes unreachable keeps its last objects while its watchers
-//! retry with backoff, as istiod keeps its last endpoints.
+//! retry with backoff, as istiod keeps its last endpoints. With `PILOT_MULTICLUSTER_KUBECONFIG_PATH`
+//! the kubeconfigs come from files instead (`kubeconfig_dir`), one cluster per file.
 
 use super::controller::{Ctx, Readiness, WatchSpec, run_watch, typed};
 use super::convert::IntoConfig;
@@ -164,6 +165,9 @@ pub struct MultiClusterConfig {
     /// `PILOT_REMOTE_CLUSTER_TIMEOUT`: how long the start waits for the remote clusters known
     /// then, and when a cluster still syncing is reported as `timeout`.
     pub sync_timeout: Duration,
+    /// `PILOT_MULTICLUSTER_KUBECONFIG_PATH`: remote clusters come from the kubeconfig files of
+    /// this directory instead of remote secrets (`kubeconfig_dir`), followed as it changes.
+    pub kubeconfig_dir: Option<std::path::PathBuf>,
 }
 
 /// Why a kubeconfig from a remote secret cannot be used.
@@ -277,9 +281,17 @@ pub struct MultiCluster {
     config: MultiClusterConfig,
     clusters: RemoteClusters,
     running: BTreeMap<String, Running>,
+    /// Directory mode: what was last said about each file or cluster, so a problem that
+    /// persists is logged and counted once, not at every look.
+    reported: BTreeMap<String, String>,
+    /// Directory mode: kubeconfigs refused, by cluster, not tried again until they change.
+    refused: BTreeMap<String, Vec<u8>>,
     tasks: TaskTracker,
     cancel: CancellationToken,
 }
+
+/// How often a kubeconfig directory is read again.
+const KUBECONFIG_DIR_INTERVAL: Duration = Duration::from_secs(1);
 
 impl MultiCluster {
     pub fn new(
@@ -302,6 +314,8 @@ impl MultiCluster {
             config,
             clusters,
             running: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            refused: BTreeMap::new(),
             tasks,
             cancel,
         }
@@ -311,7 +325,11 @@ impl MultiCluster {
     /// them to sync, then keeps following the secrets on a task of its own until cancelled.
     pub async fn start(mut self) {
         let mut events = self.store.subscribe();
-        self.reconcile_all().await;
+        let dir = self.config.kubeconfig_dir.clone();
+        match &dir {
+            Some(dir) => self.reconcile_dir(dir).await,
+            None => self.reconcile_all().await,
+        }
         let deadline = tokio::time::Instant::now() + self.config.sync_timeout;
         while self.running.values().any(|r| !r.readiness.is_ready())
             && tokio::time::Instant::now() < deadline
@@ -333,11 +351,17 @@ impl MultiCluster {
         tasks.spawn(
             async move {
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
+                let mut look = tokio::time::interval(KUBECONFIG_DIR_INTERVAL);
                 loop {
                     tokio::select! {
                         _ = self.cancel.cancelled() => break,
                         _ = tick.tick() => self.report_status(),
-                        event = events.recv() => match event {
+                        _ = look.tick(), if dir.is_some() => {
+                            if let Some(dir) = &dir {
+                                self.reconcile_dir(dir).await;
+                            }
+                        }
+                        event = events.recv(), if dir.is_none() => match event {
                             Ok(e) if self.is_candidate(&e.key) => {
                                 let name = e.key.name.clone();
                                 self.reconcile_secret(&name).await;
@@ -380,6 +404,82 @@ impl MultiCluster {
         for name in names {
             self.reconcile_secret(&name).await;
         }
+    }
+
+    /// Directory mode: brings the clusters in line with the kubeconfig files there now. A
+    /// cluster two files name keeps what it had (istiod's conflict rule); a refused kubeconfig is
+    /// not tried again until its file changes.
+    async fn reconcile_dir(&mut self, dir: &std::path::Path) {
+        let read = super::kubeconfig_dir::read(dir);
+        let mut said = BTreeMap::new();
+        for (path, why) in &read.errors {
+            said.insert(path.display().to_string(), why.clone());
+        }
+        let gone: Vec<String> = self
+            .running
+            .keys()
+            .chain(self.refused.keys())
+            .filter(|id| !read.by_cluster.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.refused.remove(&id);
+            self.remove_cluster(&id);
+            self.clusters.remove(&id);
+        }
+        for (id, files) in read.by_cluster {
+            if id == self.config.local_cluster_id {
+                said.insert(id, "names the config cluster; ignored".into());
+                continue;
+            }
+            if files.len() > 1 {
+                let paths: Vec<String> =
+                    files.iter().map(|(p, _)| p.display().to_string()).collect();
+                said.insert(
+                    id,
+                    format!(
+                        "named by several kubeconfig files {paths:?}; the cluster keeps what it had"
+                    ),
+                );
+                continue;
+            }
+            let Some((path, kubeconfig)) = files.into_iter().next() else {
+                continue;
+            };
+            let unchanged = self
+                .running
+                .get(&id)
+                .is_some_and(|r| r.kubeconfig == kubeconfig)
+                || self.refused.get(&id) == Some(&kubeconfig);
+            if unchanged {
+                continue;
+            }
+            let source = path.display().to_string();
+            self.start_cluster(&id, &source, kubeconfig.clone()).await;
+            if self
+                .running
+                .get(&id)
+                .is_some_and(|r| r.kubeconfig == kubeconfig)
+            {
+                self.refused.remove(&id);
+            } else {
+                self.refused.insert(id, kubeconfig);
+            }
+        }
+        for (what, why) in &said {
+            if self.reported.get(what) != Some(why) {
+                error!(dir = %dir.display(), %what, error = %why,
+                    "PILOT_MULTICLUSTER_KUBECONFIG_PATH: not used");
+                self.metrics
+                    .remote_cluster_errors
+                    .get_or_create(&TypeLabels {
+                        r#type: what.clone(),
+                    })
+                    .inc();
+            }
+        }
+        self.reported = said;
+        self.report_status();
     }
 
     /// Brings the clusters of secret `name` in line with what it holds now.
