@@ -109,7 +109,7 @@ pub fn conditions(
             };
         if !targets.is_empty() {
             // Bound to a waypoint or gateway: not ztunnel's business; whether a waypoint takes
-            // it is, as istiod reports it (none does under Rudder yet).
+            // it is, as istiod reports it.
             let condition = waypoint_accepted(
                 snapshot,
                 registry,
@@ -127,7 +127,17 @@ pub fn conditions(
             );
             continue;
         }
-        let condition = if !matches!(
+        let condition = if authorization::is_dry_run(meta) {
+            Some(Condition {
+                status: false,
+                reason: "UnsupportedValue".into(),
+                message: format!(
+                    "found policy \"{}/{}\" using dry-run annotation, but support for ambient dry-run authorizationPolicies isn't enabled",
+                    meta.namespace, meta.name
+                ),
+                observed_generation: meta.generation,
+            })
+        } else if !matches!(
             policy.action,
             AuthorizationAction::ALLOW | AuthorizationAction::DENY
         ) {

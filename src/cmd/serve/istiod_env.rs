@@ -37,11 +37,30 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
     "MCS_API_GROUP",
     "MCS_API_VERSION",
     "LOCAL_CLUSTER_SECRET_WATCHER",
+    // Ambient switches (istiod's registerAmbient), read at the values in ISTIOD_ENV_ALWAYS.
+    "AMBIENT_ENABLE_MULTI_NETWORK",
+    "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT",
+    "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
+    "AMBIENT_ENABLE_BAGGAGE",
+    "AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY",
+    "ENABLE_INGRESS_WAYPOINT_ROUTING",
 ];
 
 /// istiod feature switches whose value here is what Rudder always does: set that way they change
 /// nothing, so they are not warned about (`profile: ambient` sets the first).
-const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[("PILOT_ENABLE_AMBIENT", "true")];
+const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[
+    ("PILOT_ENABLE_AMBIENT", "true"),
+    ("PILOT_ENABLE_AMBIENT_WAYPOINTS", "true"),
+    // istiod's defaults, which are what Rudder does: ambient within one network (a remote
+    // cluster's pods are not ztunnel workloads, as istiod's index without multi-network), no
+    // baggage-based peer metadata, ingress gateways honouring `istio.io/ingress-use-waypoint`.
+    ("AMBIENT_ENABLE_MULTI_NETWORK", "false"),
+    ("AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT", "true"),
+    ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", "false"),
+    ("AMBIENT_ENABLE_BAGGAGE", "false"),
+    ("AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY", "false"),
+    ("ENABLE_INGRESS_WAYPOINT_ROUTING", "true"),
+];
 
 /// The `PILOT_*` (and `ISTIO_GPRC_*`, `CITADEL_*`) variables set in `vars` that Rudder does not
 /// read: an istiod Deployment's settings that would otherwise be ignored without a word.
@@ -78,6 +97,8 @@ mod tests {
             ("CERT_SIGNER_DOMAIN", "example.com"),
             ("ENABLE_MCS_SERVICE_DISCOVERY", "true"),
             ("PILOT_MULTICLUSTER_KUBECONFIG_PATH", "/etc/remote"),
+            ("AMBIENT_ENABLE_MULTI_NETWORK", "true"),
+            ("ENABLE_INGRESS_WAYPOINT_ROUTING", "true"),
             ("HOME", "/root"),
             ("PILOT_ENABLE_AMBIENT", "true"),
         ]
@@ -86,6 +107,7 @@ mod tests {
         assert_eq!(
             unread_istiod_env(vars),
             [
+                "AMBIENT_ENABLE_MULTI_NETWORK",
                 "CERT_SIGNER_DOMAIN",
                 "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
                 "ENABLE_MCS_SERVICE_DISCOVERY",

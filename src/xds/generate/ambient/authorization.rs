@@ -26,14 +26,26 @@ pub struct Converted {
     pub ignored_http: Vec<String>,
 }
 
-/// Converts one stored policy (its name, namespace and dry-run annotation from `meta`).
+/// Converts one stored policy (its name and namespace from `meta`). A dry-run policy
+/// (`istio.io/dry-run`) is not sent, as istiod without AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY
+/// does not send it: a ztunnel that does not read the field would enforce it.
 pub fn convert_stored(
     root_namespace: &str,
     meta: &crate::config::ObjectMeta,
     policy: &AuthorizationPolicy,
 ) -> Converted {
-    let dry_run = crate::config::security::is_dry_run(&meta.annotations);
-    convert(root_namespace, &meta.namespace, &meta.name, dry_run, policy)
+    if is_dry_run(meta) {
+        return Converted {
+            authorization: None,
+            ignored_http: Vec::new(),
+        };
+    }
+    convert(root_namespace, &meta.namespace, &meta.name, false, policy)
+}
+
+/// Whether a stored policy is a dry run (`istio.io/dry-run: "true"`).
+pub fn is_dry_run(meta: &crate::config::ObjectMeta) -> bool {
+    crate::config::security::is_dry_run(&meta.annotations)
 }
 
 /// Converts one policy. `None` when it is not for ztunnel: bound to a waypoint or gateway with

@@ -368,6 +368,11 @@ apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: by-selector, namespace: shop}
 spec: {}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: dry, namespace: shop, annotations: {istio.io/dry-run: \"true\"}}
+spec: {action: DENY, rules: [{}]}
 ",
     );
     let snapshot = store.snapshot();
@@ -426,6 +431,23 @@ spec: {}
         None
     );
     assert!(of("by-selector", crate::status::ambient::ZTUNNEL_ACCEPTED).is_some());
+    // A dry run is not sent to ztunnel, and the status says so, as istiod without
+    // AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY.
+    assert_eq!(
+        of("dry", crate::status::ambient::ZTUNNEL_ACCEPTED).map(|c| (c.0, c.1)),
+        Some((false, "UnsupportedValue".into()))
+    );
+    let dry = snapshot
+        .get(&ConfigKey::new(Kind::AuthorizationPolicy, "shop", "dry"))
+        .expect("stored");
+    let crate::config::Spec::AuthorizationPolicy(policy) = &dry.config.spec else {
+        unreachable!()
+    };
+    assert!(
+        super::authorization::convert_stored("istio-system", &dry.config.metadata, policy)
+            .authorization
+            .is_none()
+    );
 }
 
 /// A ServiceEntry's inline endpoints are workloads ztunnel can reach, with istiod's uids and the
