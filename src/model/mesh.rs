@@ -77,6 +77,9 @@ pub struct MeshSettings {
     pub default_metrics: Vec<String>,
     /// Mesh `defaultConfig.proxyHeaders.metadataExchangeHeaders.mode: IN_MESH`.
     pub default_skip_mx_headers: bool,
+    /// Sidecars and gateways reach ambient workloads over HBONE (istiod's PILOT_ENABLE_SENDING_HBONE,
+    /// on by default once PILOT_ENABLE_AMBIENT is): `connect_originate`, and tunnelled endpoints.
+    pub send_hbone: bool,
     /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
     pub network_gateways: BTreeMap<String, Vec<NetworkGateway>>,
     /// The network of each cluster's endpoints that name none themselves.
@@ -317,6 +320,7 @@ impl Default for MeshSettings {
             default_access_logging: Vec::new(),
             default_metrics: Vec::new(),
             default_skip_mx_headers: false,
+            send_hbone: false,
             network_gateways: BTreeMap::new(),
             cluster_networks: ClusterNetworks::default(),
             cluster_local: ClusterLocalHosts::new(&[], "cluster.local", "istiod.istio-system.svc"),

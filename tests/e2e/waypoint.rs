@@ -227,7 +227,8 @@ fn source_ztunnel(listen: u16, certs: &Path, identity: &str, destination: &str) 
 }
 
 /// The destination ztunnel: HBONE on `NODE_IP:15008` (client certificates of the mesh required),
-/// each tunnel's `:authority` (`ip:port`) reaching that application port.
+/// each tunnel's `:authority` (`ip:port`) reaching that application port (port 9090, which no
+/// application listens on, reaching 8081: what only a tunnel can reach).
 fn destination_ztunnel(certs: &Path) -> String {
     let app = |port: u16| {
         format!(
@@ -240,16 +241,17 @@ fn destination_ztunnel(certs: &Path) -> String {
 "#
         )
     };
-    let vhost = |port: u16| {
+    let vhost_to = |port: u16, app: u16| {
         format!(
-            r#"              - name: app-{port}
+            r#"              - name: port-{port}
                 domains: ["{NODE_IP}:{port}"]
                 routes:
                 - match: {{connect_matcher: {{}}}}
-                  route: {{cluster: app-{port}, upgrade_configs: [{{upgrade_type: CONNECT, connect_config: {{}}}}]}}
+                  route: {{cluster: app-{app}, upgrade_configs: [{{upgrade_type: CONNECT, connect_config: {{}}}}]}}
 "#
         )
     };
+    let vhost = |port: u16| vhost_to(port, port);
     static_bootstrap(&format!(
         r#"  clusters:
 {}{}  listeners:
@@ -266,7 +268,7 @@ fn destination_ztunnel(certs: &Path) -> String {
           upgrade_configs: [{{upgrade_type: CONNECT}}]
           route_config:
             virtual_hosts:
-{}{}          http_filters:
+{}{}{}          http_filters:
           - name: envoy.filters.http.router
             typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
 "#,
@@ -274,6 +276,8 @@ fn destination_ztunnel(certs: &Path) -> String {
         app(8082),
         vhost(8081),
         vhost(8082),
+        // Port 9090 of the node has no listener: only a tunnel reaches it (`direct`).
+        vhost_to(9090, 8081),
         tls = hbone_tls(
             "Downstream",
             certs,
@@ -297,7 +301,24 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cfg");
     std::fs::create_dir(&cfg).unwrap();
-    write(&cfg, "mesh.yaml", &mesh(""));
+    // `direct`: an ambient workload without a waypoint, which a sidecar reaches over HBONE.
+    write(
+        &cfg,
+        "mesh.yaml",
+        &mesh(&format!(
+            r#"---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: direct, namespace: shop, labels: {{istio.io/dataplane-mode: ambient}}}}
+spec:
+  hosts: [direct.shop.svc.cluster.local]
+  addresses: [10.96.0.30]
+  ports: [{{number: 8090, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints: [{{address: {NODE_IP}, ports: {{http: 9090}}, serviceAccount: web}}]
+"#
+        )),
+    );
     let tokens = dir.path().join("tokens.yaml");
     std::fs::write(
         &tokens,
@@ -325,6 +346,9 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
                     ca_dir.to_str().unwrap(),
                     "--ca-token-file",
                     tokens.to_str().unwrap(),
+                    // An ambient install: sidecars and gateways send HBONE to ambient workloads.
+                    "--enable-ambient",
+                    "true",
                 ],
             );
             up_tx.send(()).unwrap();
@@ -417,6 +441,24 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
                 envoy,
                 &source_ztunnel(intruder_to_workload, certs.path(), "intruder", &workload),
             );
+            // A sidecar (no capture: its outbound listeners on loopback) reaching `direct`, an
+            // ambient workload: through its own connect_originate, HBONE to the node's ztunnel.
+            let _sidecar = Envoy::boot(
+                envoy,
+                SocketAddr::from(([10, 47, 0, 2], SECURE_PORT)),
+                &Bootstrap {
+                    node_type: "sidecar",
+                    namespace: "shop",
+                    pod: "client-0",
+                    labels: "app: client",
+                    metadata: "INTERCEPTION_MODE: NONE, ",
+                    ip: NODE_IP,
+                    tls: Some((root, DOMAIN)),
+                    token: Some("client-token"),
+                    top_extra: INTERNAL_LISTENERS,
+                    ..Bootstrap::default()
+                },
+            );
             let web = "web.shop.svc.cluster.local";
             let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
             let mut last = (0, String::new());
@@ -468,6 +510,10 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
                     403,
                     "the waypoint's ALLOW policy applies to workload traffic"
                 );
+                eventually(30, "a sidecar's request over HBONE", || {
+                    last = request_at(at(8090), "direct.shop.svc.cluster.local", "/side", &[]);
+                    last == (200, "v1 /side".into())
+                });
             }));
             let _ = done_tx.send(());
             if let Err(e) = outcome {

@@ -266,6 +266,11 @@ pub struct ServeArgs {
     /// written, as istiod's. ztunnel is served either way.
     #[arg(long, env = "PILOT_ENABLE_AMBIENT", default_value_t = false, action = clap::ArgAction::Set)]
     pub enable_ambient: bool,
+    /// Ambient installs: sidecars and gateways send to ambient workloads over HBONE (through a
+    /// `connect_originate` listener of their own), as istiod's PILOT_ENABLE_SENDING_HBONE (on by
+    /// default with PILOT_ENABLE_AMBIENT); a proxy opts out with `DISABLE_HBONE_SEND` metadata.
+    #[arg(long, env = "PILOT_ENABLE_SENDING_HBONE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_sending_hbone: bool,
     /// Kubernetes mode, ambient installs: the leader writes `istio.io/WaypointBound` on Services,
     /// ServiceEntries and WorkloadEntries and `ZtunnelAccepted` on AuthorizationPolicies, as
     /// istiod's AMBIENT_ENABLE_STATUS.

@@ -663,6 +663,7 @@ fn start_xds(
         root_namespace: args.system_namespace.clone(),
         trust_domain: args.trust_domain.clone(),
         cluster_id: args.cluster_id.clone(),
+        send_hbone: args.enable_ambient && args.enable_sending_hbone,
         ..Default::default()
     };
     let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());

@@ -94,6 +94,9 @@ pub struct ScopeInputs {
     /// The proxy's cluster (`ISTIO_META_CLUSTER_ID`) when it is a remote one; empty for the
     /// config cluster's proxies (and those that name none), so they all share scopes.
     pub cluster: String,
+    /// The proxy sends to ambient workloads over HBONE: a sidecar or gateway (Envoy, not a
+    /// waypoint) of a mesh with `send_hbone`, without `DISABLE_HBONE_SEND` in its metadata.
+    pub send_hbone: bool,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -505,6 +508,13 @@ impl PushContext {
                 .filter(|c| **c != self.mesh.cluster_id)
                 .cloned()
                 .unwrap_or_default(),
+            send_hbone: self.mesh.send_hbone
+                && matches!(proxy.proxy_type, ProxyType::Sidecar | ProxyType::Router)
+                && proxy.generator == crate::xds::proxy::Generator::Envoy
+                && !proxy
+                    .metadata
+                    .get("DISABLE_HBONE_SEND")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
             proxy_tracing: proxy
                 .proxy_config
                 .as_ref()

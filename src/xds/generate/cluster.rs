@@ -456,6 +456,13 @@ pub(super) fn build(
         }
         None => {}
     }
+    if scope.send_hbone {
+        let istio_mutual = policy
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.mode == ClientTlsMode::ISTIO_MUTUAL);
+        super::waypoint::hbone_transport(&mut c, istio_mutual);
+    }
     if let Some(pp) = &policy.proxy_protocol {
         with_proxy_protocol(&mut c, pp);
     }

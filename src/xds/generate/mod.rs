@@ -92,7 +92,9 @@ pub fn generate(
             {
                 through_waypoint
             } else {
-                endpoint::load_assignment(ctx, scope, n)
+                let mut typed = endpoint::load_assignment(ctx, scope, n);
+                waypoint::tunnel_endpoints(ctx, scope, &mut typed);
+                typed
             }))
         }),
         TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
@@ -267,6 +269,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
             if scope.proxy_type == ProxyType::Router {
                 waypoint::ingress_clusters(ctx, scope, &mut v);
             }
+            waypoint::hbone_cluster(ctx, scope, &mut v);
             if gateway::has_auto_passthrough(ctx, scope) {
                 v.extend(auto_passthrough::clusters(ctx, scope));
             }
@@ -277,11 +280,13 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
         TypeUrl::Listener if scope.proxy_type == ProxyType::Router => {
             let mut v = gateway::listeners(ctx, scope);
             v.extend(waypoint::ingress_listener(ctx, scope));
+            waypoint::hbone_listener(scope, &mut v);
             v
         }
         TypeUrl::Listener => {
             let mut v = outbound::listeners(ctx, scope, listener::allow_any(ctx, scope));
             v.extend(listener::virtual_listeners(ctx, scope));
+            waypoint::hbone_listener(scope, &mut v);
             v
         }
         _ => Vec::new(),

@@ -149,8 +149,9 @@ pub fn ingress_clusters(ctx: &PushContext, scope: &ScopeView, clusters: &mut Vec
         let Some(c) = typed.cluster_mut() else {
             continue;
         };
-        let inner = match c.transport_socket.take() {
-            Some(ts) if own_tls => ts,
+        // The cluster's own TLS, wherever a proxy sending HBONE keeps it (`send`).
+        let inner = match super::send::direct_transport(c) {
+            Some(ts) if own_tls => ts.clone(),
             _ => raw_buffer(),
         };
         c.transport_socket_matches.clear();

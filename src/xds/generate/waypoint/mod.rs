@@ -10,10 +10,12 @@
 mod clusters;
 mod ingress;
 mod listeners;
+mod send;
 
 pub use clusters::{clusters, load_assignment};
 pub use ingress::{ingress_clusters, ingress_listener, ingress_load_assignment};
 pub use listeners::listeners;
+pub use send::{hbone_cluster, hbone_listener, hbone_transport, tunnel_endpoints};
 
 use crate::config::Kind;
 use crate::model::Service;

@@ -480,3 +480,77 @@ spec:
     let text = serde_json::to_string(&resources(&ctx, &sidecar, TypeUrl::Listener, &[])).unwrap();
     assert!(!text.contains("envoy.access_loggers.file"), "sidecar logs");
 }
+
+/// With ambient on (PILOT_ENABLE_SENDING_HBONE), a sidecar reaches an ambient workload over
+/// HBONE through its own `connect_originate`, as istiod: the endpoint is tunnelled to (marked
+/// `tunnel: http`), the cluster picks the `hbone` socket for it first and keeps automatic mTLS
+/// and plain text for the others; an endpoint outside the ambient mesh is reached directly; a
+/// proxy with `DISABLE_HBONE_SEND`, or a mesh without ambient, gets none of it.
+#[test]
+fn a_sidecar_sends_hbone_to_ambient_workloads() {
+    let on = crate::model::mesh::MeshSettings {
+        send_hbone: true,
+        ..Default::default()
+    };
+    let ctx = crate::testing::push_context_with(MESH, on);
+    let client = |metadata: &[(&str, &str)]| {
+        crate::testing::proxy(
+            "sidecar~10.44.0.9~client-0.shop~shop.svc.cluster.local",
+            metadata,
+            &[("app", "client")],
+        )
+    };
+    let web = "outbound|80||web.shop.svc.cluster.local";
+    let db = "outbound|5432||db.shop.svc.cluster.local";
+    let p = client(&[]);
+    let clusters = resources(&ctx, &p, TypeUrl::Cluster, &[]);
+    assert!(names(&clusters).contains(&"connect_originate"));
+    let web_cluster = clusters.iter().find(|c| c["name"] == web).expect("web");
+    let matches: Vec<&str> = web_cluster["transportSocketMatches"]
+        .as_array()
+        .expect("matches")
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    // This proxy proved no identity, so no automatic mTLS: HBONE or plain text.
+    assert_eq!(matches, ["hbone", "tlsMode-disabled"]);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    assert!(names(&listeners).contains(&"connect_originate"));
+
+    let eds = resources(&ctx, &p, TypeUrl::Endpoint, &[web, db]);
+    let of = |name: &str| eds.iter().find(|c| c["clusterName"] == name).expect(name);
+    let web_eps = of(web)["endpoints"][0]["lbEndpoints"].as_array().unwrap();
+    assert_eq!(web_eps.len(), 2);
+    for ep in web_eps {
+        let internal = &ep["endpoint"]["address"]["envoyInternalAddress"];
+        assert_eq!(internal["serverListenerName"], "connect_originate", "{ep}");
+        let id = internal["endpointId"].as_str().unwrap();
+        assert!(id.ends_with(":8080"), "{id}");
+        let meta = &ep["metadata"]["filterMetadata"];
+        assert_eq!(meta["envoy.filters.listener.original_dst"]["local"], id);
+        assert_eq!(meta["envoy.transport_socket_match"]["tunnel"], "http");
+    }
+    assert_eq!(
+        of(db)["endpoints"][0]["lbEndpoints"][0]["endpoint"]["address"]["socketAddress"]["address"],
+        "10.44.0.6",
+        "db is not in the ambient mesh: reached directly"
+    );
+
+    for (what, ctx, p) in [
+        (
+            "DISABLE_HBONE_SEND",
+            &ctx,
+            client(&[("DISABLE_HBONE_SEND", "true")]),
+        ),
+        (
+            "ambient off",
+            &crate::testing::push_context(MESH),
+            client(&[]),
+        ),
+    ] {
+        let clusters = resources(ctx, &p, TypeUrl::Cluster, &[]);
+        assert!(!names(&clusters).contains(&"connect_originate"), "{what}");
+        let text = serde_json::to_string(&resources(ctx, &p, TypeUrl::Endpoint, &[web])).unwrap();
+        assert!(!text.contains("connect_originate"), "{what}: {text}");
+    }
+}
