@@ -461,7 +461,7 @@ pub(super) fn build(
             .tls
             .as_ref()
             .is_some_and(|t| t.mode == ClientTlsMode::ISTIO_MUTUAL);
-        super::waypoint::hbone_transport(&mut c, istio_mutual);
+        super::hbone::hbone_transport(&mut c, istio_mutual);
     }
     if let Some(pp) = &policy.proxy_protocol {
         with_proxy_protocol(&mut c, pp);

@@ -11,6 +11,7 @@ pub mod extauthz;
 pub mod finish;
 pub mod gateway;
 pub mod grpc_log;
+pub mod hbone;
 pub mod jwt;
 pub mod listener;
 pub mod locality;

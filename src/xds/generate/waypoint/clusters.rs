@@ -6,6 +6,7 @@ use crate::model::{Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::{EffectivePolicy, build, service_clusters};
 use crate::xds::generate::finish::{Class, Typed};
+pub(super) use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
 use crate::xds::generate::tls::inbound_mesh_tls;
 use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -15,16 +16,12 @@ use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, circuit_breakers::Thresholds,
 };
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, EnvoyInternalAddress, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
-    Metadata, TransportSocket, address, envoy_internal_address, transport_socket,
+    Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions, Metadata, TransportSocket,
+    address, transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
-use envoy_types::pb::envoy::extensions::transport_sockets::internal_upstream::v3::{
-    InternalUpstreamTransport, internal_upstream_transport::MetadataValueSource,
-};
-use envoy_types::pb::envoy::extensions::transport_sockets::raw_buffer::v3::RawBuffer;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     TlsParameters, UpstreamTlsContext, tls_parameters::TlsProtocol,
 };
@@ -33,7 +30,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_optio
     ExplicitHttpConfig, UpstreamProtocolOptions, UseDownstreamHttpConfig,
     explicit_http_config::ProtocolConfig,
 };
-use envoy_types::pb::envoy::r#type::metadata::v3::{MetadataKey, MetadataKind, metadata_key};
+use envoy_types::pb::envoy::r#type::metadata::v3::{MetadataKey, metadata_key};
 use envoy_types::pb::google::protobuf::{Struct, UInt32Value, Value, value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -120,59 +117,6 @@ fn unlimited() -> Option<CircuitBreakers> {
         }],
         ..Default::default()
     })
-}
-
-pub(super) fn raw_buffer() -> TransportSocket {
-    TransportSocket {
-        name: "raw_buffer".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(
-            &RawBuffer::default(),
-        ))),
-    }
-}
-
-/// The address of the internal listener `listener`; `id` tells its endpoints apart.
-pub(super) fn internal_address(listener: &str, id: &str) -> Address {
-    Address {
-        address: Some(address::Address::EnvoyInternalAddress(
-            EnvoyInternalAddress {
-                endpoint_id: id.to_string(),
-                address_name_specifier: Some(
-                    envoy_internal_address::AddressNameSpecifier::ServerListenerName(
-                        listener.to_string(),
-                    ),
-                ),
-            },
-        )),
-    }
-}
-
-/// `inner` toward an internal listener, passing the endpoint's tunnel metadata (its logical
-/// destination, under [`ORIGINAL_DST_KEY`], and Istio's) when `passthrough`.
-pub(super) fn internal_upstream(inner: TransportSocket, passthrough: bool) -> TransportSocket {
-    let host = |name: &str| MetadataValueSource {
-        kind: Some(MetadataKind {
-            kind: Some(
-                envoy_types::pb::envoy::r#type::metadata::v3::metadata_kind::Kind::Host(
-                    Default::default(),
-                ),
-            ),
-        }),
-        name: name.into(),
-    };
-    TransportSocket {
-        name: "internal_upstream".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(
-            &InternalUpstreamTransport {
-                passthrough_metadata: if passthrough {
-                    vec![host(ORIGINAL_DST_KEY), host("istio")]
-                } else {
-                    Vec::new()
-                },
-                transport_socket: Some(inner),
-            },
-        ))),
-    }
 }
 
 /// A static cluster of one endpoint, the internal listener `listener` (istiod's

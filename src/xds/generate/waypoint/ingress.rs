@@ -5,7 +5,7 @@
 //! `connect_originate`) to the pod's port 15008 whose destination is the service's VIP and port,
 //! so the waypoint applies the service's routes and policies.
 
-use super::clusters::{connect_originate, internal_address, internal_upstream, raw_buffer};
+use super::clusters::connect_originate;
 use super::listeners::connect_originate_listener;
 use super::{CONNECT_ORIGINATE, HBONE_PORT, ORIGINAL_DST_KEY};
 use crate::config::Kind;
@@ -15,6 +15,7 @@ use crate::model::waypoint::{ingress_uses_waypoint, service_waypoint};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::EffectivePolicy;
 use crate::xds::generate::finish::{Class, Typed};
+use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
 use crate::xds::generate::util::parse_service_cluster;
 use envoy_types::pb::envoy::config::core::v3::{HealthStatus, Metadata};
 use envoy_types::pb::envoy::config::endpoint::v3::{
@@ -150,7 +151,7 @@ pub fn ingress_clusters(ctx: &PushContext, scope: &ScopeView, clusters: &mut Vec
             continue;
         };
         // The cluster's own TLS, wherever a proxy sending HBONE keeps it (`send`).
-        let inner = match super::send::direct_transport(c) {
+        let inner = match crate::xds::generate::hbone::direct_transport(c) {
             Some(ts) if own_tls => ts.clone(),
             _ => raw_buffer(),
         };

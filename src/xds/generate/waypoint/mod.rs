@@ -15,7 +15,7 @@ mod send;
 pub use clusters::{clusters, load_assignment};
 pub use ingress::{ingress_clusters, ingress_listener, ingress_load_assignment};
 pub use listeners::listeners;
-pub use send::{hbone_cluster, hbone_listener, hbone_transport, tunnel_endpoints};
+pub use send::{hbone_cluster, hbone_listener, tunnel_endpoints};
 
 use crate::config::Kind;
 use crate::model::Service;
@@ -30,9 +30,8 @@ pub const CONNECT_ORIGINATE: &str = "connect_originate";
 pub const ENCAP: &str = "encap";
 /// The port waypoints and ztunnels take HBONE on.
 pub const HBONE_PORT: u32 = 15008;
-/// Envoy's original-destination metadata and filter-state namespace: the tunnel's logical
-/// destination travels under it between the internal listeners.
-pub const ORIGINAL_DST_KEY: &str = "envoy.filters.listener.original_dst";
+/// Envoy's original-destination metadata and filter-state namespace (`hbone`).
+pub use super::hbone::ORIGINAL_DST_KEY;
 
 /// The services the waypoint of `scope` serves: those bound (`istio.io/use-waypoint`) to a
 /// Service that selects the waypoint proxy itself (its own `<gateway>.<ns>.svc` Service), in the
