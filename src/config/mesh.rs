@@ -702,20 +702,8 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                 None
             }
             // Tracing's sampling, tags and path tag length are applied; the tracer's address
-            // is the agent's.
-            "defaultConfig" => {
-                let hbone = value
-                    .get("proxyMetadata")
-                    .and_then(|m| m.get("ISTIO_META_ENABLE_HBONE"))
-                    .and_then(|v| v.as_str());
-                if hbone.is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-                    out.push((
-                        "data.mesh.defaultConfig.proxyMetadata.ISTIO_META_ENABLE_HBONE".into(),
-                        SIDECAR_HBONE_LISTEN,
-                    ));
-                }
-                None
-            }
+            // is the agent's; proxy metadata goes to the injected proxies.
+            "defaultConfig" => None,
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {
                 Some("no egress proxy: unknown destinations are passed through directly")
             }
@@ -758,9 +746,6 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
     }
     out
 }
-
-/// Why sidecars asking to receive HBONE (`ISTIO_META_ENABLE_HBONE`) are warned about.
-pub const SIDECAR_HBONE_LISTEN: &str = "sidecars are not given istiod's HBONE listener (PILOT_ENABLE_SIDECAR_LISTENING_HBONE) yet: ztunnel and waypoints reach sidecar pods without a tunnel, so their PeerAuthentication must take plain text from them (PERMISSIVE); sidecars still send HBONE to ambient workloads";
 
 /// What Rudder says of a MeshConfig field it does not act on.
 pub const MESH_FIELD_NOT_APPLIED: &str = "this MeshConfig field is not applied";
@@ -845,28 +830,6 @@ mod tests {
 #[cfg(test)]
 mod metrics_providers {
     use super::*;
-
-    /// Sidecars asking to receive HBONE are told they will not; other proxy metadata is the
-    /// agents' business and passes.
-    #[test]
-    fn sidecars_asking_for_hbone_are_warned() {
-        let warned = |text: &str| -> Vec<String> {
-            unhonoured_mesh_fields(text)
-                .into_iter()
-                .map(|(f, _)| f)
-                .collect()
-        };
-        assert_eq!(
-            warned("defaultConfig: {proxyMetadata: {ISTIO_META_ENABLE_HBONE: \"true\"}}"),
-            ["data.mesh.defaultConfig.proxyMetadata.ISTIO_META_ENABLE_HBONE"]
-        );
-        assert!(
-            warned(
-                "defaultConfig: {proxyMetadata: {ISTIO_META_ENABLE_HBONE: \"false\", FOO: bar}}"
-            )
-            .is_empty()
-        );
-    }
 
     /// Prometheus metrics providers (istiod's built-in `prometheus`, or one of that kind) are
     /// applied; a default metrics provider of another kind is warned about.

@@ -80,6 +80,9 @@ pub struct MeshSettings {
     /// Sidecars and gateways reach ambient workloads over HBONE (istiod's PILOT_ENABLE_SENDING_HBONE,
     /// on by default once PILOT_ENABLE_AMBIENT is): `connect_originate`, and tunnelled endpoints.
     pub send_hbone: bool,
+    /// Sidecars that ask for it (`ENABLE_HBONE` metadata) take HBONE on 15008 (istiod's
+    /// PILOT_ENABLE_SIDECAR_LISTENING_HBONE, on by default once PILOT_ENABLE_AMBIENT is).
+    pub sidecar_hbone_listen: bool,
     /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
     pub network_gateways: BTreeMap<String, Vec<NetworkGateway>>,
     /// The network of each cluster's endpoints that name none themselves.
@@ -321,6 +324,7 @@ impl Default for MeshSettings {
             default_metrics: Vec::new(),
             default_skip_mx_headers: false,
             send_hbone: false,
+            sidecar_hbone_listen: false,
             network_gateways: BTreeMap::new(),
             cluster_networks: ClusterNetworks::default(),
             cluster_local: ClusterLocalHosts::new(&[], "cluster.local", "istiod.istio-system.svc"),

@@ -197,6 +197,17 @@ fn issue(ca_dir: &Path, certs: &Path, identities: &[&str]) {
 /// whose destination is `destination` (the service's VIP and port, or a workload's address),
 /// with the certificate of `identity`.
 fn source_ztunnel(listen: u16, certs: &Path, identity: &str, destination: &str) -> String {
+    source_ztunnel_to(WAYPOINT_IP, listen, certs, identity, destination)
+}
+
+/// [`source_ztunnel`] with the tunnels going to `peer`'s port 15008.
+fn source_ztunnel_to(
+    peer: &str,
+    listen: u16,
+    certs: &Path,
+    identity: &str,
+    destination: &str,
+) -> String {
     static_bootstrap(&format!(
         r#"  clusters:
   - name: waypoint
@@ -208,7 +219,7 @@ fn source_ztunnel(listen: u16, certs: &Path, identity: &str, destination: &str) 
         explicit_http_config: {{http2_protocol_options: {{allow_connect: true}}}}
     load_assignment:
       cluster_name: waypoint
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {WAYPOINT_IP}, port_value: 15008}}}}}}}}]}}]
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {peer}, port_value: 15008}}}}}}}}]}}]
     transport_socket: {tls}
   listeners:
   - name: outbound
@@ -514,6 +525,143 @@ spec:
                     last = request_at(at(8090), "direct.shop.svc.cluster.local", "/side", &[]);
                     last == (200, "v1 /side".into())
                 });
+            }));
+            let _ = done_tx.send(());
+            if let Err(e) = outcome {
+                eprintln!("last answer: {last:?}");
+                std::panic::resume_unwind(e);
+            }
+        });
+    });
+}
+
+/// A sidecar whose metadata says ENABLE_HBONE (ambient on) takes HBONE tunnels from ztunnel on
+/// 15008 under STRICT mTLS, with its policies applied to the tunnel's peer; a tunnel to an
+/// address that is not the sidecar's (its loopback) reaches nothing.
+#[test]
+fn a_sidecar_with_enable_hbone_takes_tunnels_from_ztunnel() {
+    const NODE: &str = "10.48.0.2";
+    const SIDECAR: &str = "10.48.0.3";
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let node = Pod::new(NODE);
+    let app_pod = Pod::new(SIDECAR);
+    netns::link(&node, &app_pod);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    write(
+        &cfg,
+        "mesh.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: app, namespace: shop}}
+spec:
+  hosts: [app.shop.svc.cluster.local]
+  addresses: [10.96.0.40]
+  ports: [{{number: 8080, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints: [{{address: {SIDECAR}, serviceAccount: app, labels: {{app: app, security.istio.io/tlsMode: istio}}}}]
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {{name: default, namespace: istio-system}}
+spec: {{mtls: {{mode: STRICT}}}}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: clients-only, namespace: shop}}
+spec:
+  selector: {{matchLabels: {{app: app}}}}
+  rules: [{{from: [{{source: {{principals: [cluster.local/ns/shop/sa/client]}}}}]}}]
+"#
+        ),
+    );
+    let tokens = dir.path().join("tokens.yaml");
+    std::fs::write(&tokens, "app-token: shop/app\n").unwrap();
+    let ca_dir = dir.path().join("ca");
+    std::fs::create_dir(&ca_dir).unwrap();
+    let root = ca_dir.join("root-cert.pem");
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (envoy, root, cfg, ca_dir, tokens) = (&envoy, &root, &cfg, &ca_dir, &tokens);
+    let (node, app_pod) = (&node, &app_pod);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            app_pod.enter();
+            flaky_backend(&format!("{SIDECAR}:8080"), "app");
+            flaky_backend("127.0.0.1:8081", "local-only");
+            up_rx.recv().unwrap();
+            let _sidecar = Envoy::boot(
+                envoy,
+                SocketAddr::from(([10, 48, 0, 2], SECURE_PORT)),
+                &Bootstrap {
+                    node_type: "sidecar",
+                    namespace: "shop",
+                    pod: "app-0",
+                    labels: "app: app",
+                    metadata: "ENABLE_HBONE: 'true', ",
+                    ip: SIDECAR,
+                    tls: Some((root, DOMAIN)),
+                    token: Some("app-token"),
+                    top_extra: INTERNAL_LISTENERS,
+                    ..Bootstrap::default()
+                },
+            );
+            let _ = done_rx.recv();
+        });
+        s.spawn(move || {
+            node.enter();
+            let secure = format!("0.0.0.0:{SECURE_PORT}");
+            let _daemon = Daemon::start_on(
+                cfg,
+                &format!("0.0.0.0:{XDS_PORT}"),
+                &[
+                    "--secure-grpc-addr",
+                    &secure,
+                    "--ca-dir",
+                    ca_dir.to_str().unwrap(),
+                    "--ca-token-file",
+                    tokens.to_str().unwrap(),
+                    "--enable-ambient",
+                    "true",
+                ],
+            );
+            up_tx.send(()).unwrap();
+            let certs = tempfile::tempdir().unwrap();
+            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            issue(ca_dir, certs.path(), &["client", "intruder"]);
+            let to_app = format!("{SIDECAR}:8080");
+            let tunnel = |listen: u16, identity: &str, destination: &str| {
+                Envoy::run_static(
+                    envoy,
+                    &source_ztunnel_to(SIDECAR, listen, certs.path(), identity, destination),
+                )
+            };
+            let _client = tunnel(18090, "client", &to_app);
+            let _intruder = tunnel(18091, "intruder", &to_app);
+            let _loopback = tunnel(18092, "client", "127.0.0.1:8081");
+            let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+            let host = "app.shop.svc.cluster.local";
+            let mut last = (0, String::new());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(40, "a request over HBONE to the sidecar", || {
+                    last = request_at(at(18090), host, "/hello", &[]);
+                    last == (200, "app /hello".into())
+                });
+                assert_eq!(
+                    request_at(at(18091), host, "/hello", &[]).0,
+                    403,
+                    "the sidecar's ALLOW policy names the tunnel peer's identity"
+                );
+                assert_ne!(
+                    request_at(at(18092), host, "/hello", &[]).0,
+                    200,
+                    "a tunnel reaches only the sidecar's own addresses"
+                );
             }));
             let _ = done_tx.send(());
             if let Err(e) = outcome {

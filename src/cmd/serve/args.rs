@@ -271,6 +271,11 @@ pub struct ServeArgs {
     /// default with PILOT_ENABLE_AMBIENT); a proxy opts out with `DISABLE_HBONE_SEND` metadata.
     #[arg(long, env = "PILOT_ENABLE_SENDING_HBONE", default_value_t = true, action = clap::ArgAction::Set)]
     pub enable_sending_hbone: bool,
+    /// Ambient installs: a sidecar whose metadata says `ENABLE_HBONE` (mesh proxy metadata
+    /// `ISTIO_META_ENABLE_HBONE`, which `profile: ambient` sets) takes HBONE on 15008, so ztunnel
+    /// and waypoints reach it over mTLS tunnels, as istiod's PILOT_ENABLE_SIDECAR_LISTENING_HBONE.
+    #[arg(long, env = "PILOT_ENABLE_SIDECAR_LISTENING_HBONE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_sidecar_listening_hbone: bool,
     /// Kubernetes mode, ambient installs: the leader writes `istio.io/WaypointBound` on Services,
     /// ServiceEntries and WorkloadEntries and `ZtunnelAccepted` on AuthorizationPolicies, as
     /// istiod's AMBIENT_ENABLE_STATUS.

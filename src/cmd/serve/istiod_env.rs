@@ -24,6 +24,7 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS",
     "PILOT_MULTICLUSTER_KUBECONFIG_PATH",
     "PILOT_ENABLE_SENDING_HBONE",
+    "PILOT_ENABLE_SIDECAR_LISTENING_HBONE",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an

@@ -664,6 +664,7 @@ fn start_xds(
         trust_domain: args.trust_domain.clone(),
         cluster_id: args.cluster_id.clone(),
         send_hbone: args.enable_ambient && args.enable_sending_hbone,
+        sidecar_hbone_listen: args.enable_ambient && args.enable_sidecar_listening_hbone,
         ..Default::default()
     };
     let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());

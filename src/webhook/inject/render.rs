@@ -68,6 +68,11 @@ pub fn sidecar(
     let proxy_config = proxy_config(settings, template, sources, &annotations)?;
     let image = proxy_image(template, &annotations, &proxy_config);
     let metadata = metadata_env(&proxy_config);
+    // As istiod's template: a proxy that takes HBONE (ISTIO_META_ENABLE_HBONE) is labelled so
+    // ztunnel and other proxies tunnel to it.
+    let enable_hbone = proxy_metadata(&proxy_config)
+        .iter()
+        .any(|(k, v)| k == "ISTIO_META_ENABLE_HBONE" && v == "true");
     let hold = proxy_config
         .get("holdApplicationUntilProxyStarts")
         .and_then(Value::as_bool)
@@ -241,6 +246,9 @@ pub fn sidecar(
     annotations_out.insert(STATUS_ANNOTATION.into(), status.to_string().into());
     let labels_out = object_at(meta, "labels")?;
     labels_out.insert("security.istio.io/tlsMode".into(), "istio".into());
+    if enable_hbone && !labels.contains_key(TUNNEL_LABEL) {
+        labels_out.insert(TUNNEL_LABEL.into(), "http".into());
+    }
     labels_out.insert(
         "service.istio.io/canonical-name".into(),
         canonical_name.into(),
@@ -337,6 +345,9 @@ pub(super) fn proxy_image(
         None => template.image.clone(),
     }
 }
+
+/// The label of a pod whose proxy takes HBONE itself.
+const TUNNEL_LABEL: &str = "networking.istio.io/tunnel";
 
 /// The ProxyConfig's `proxyMetadata` as environment entries, as istiod's template writes them.
 pub(super) fn metadata_env(config: &Map<String, Value>) -> Vec<Value> {

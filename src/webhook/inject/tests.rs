@@ -592,6 +592,42 @@ spec: {selector: {matchLabels: {app: web}}, concurrency: 3, environmentVariables
     assert_eq!(var(proxy, "ISTIO_META_DNS_CAPTURE"), Some("true".into()));
 }
 
+/// A proxy that takes HBONE (`ISTIO_META_ENABLE_HBONE`, which `profile: ambient` puts in the
+/// mesh's proxy metadata) is labelled `networking.istio.io/tunnel: http`, as istiod's template
+/// does, so ztunnel tunnels to it; a pod's own value of the label is kept.
+#[test]
+fn pods_whose_proxy_takes_hbone_are_labelled_for_tunnels() {
+    let (injector, writer) = injector_and_writer();
+    let t = Template::default();
+    let web = pod(json!({"app": "web"}), json!({}));
+    let tunnel = |injector: &Injector, pod: &Value| {
+        let sources = injector.proxy_config_sources("shop", pod);
+        let out = inject(&injector.settings, &t, &sources, "shop", pod).unwrap();
+        out["metadata"]["labels"]["networking.istio.io/tunnel"].clone()
+    };
+    assert!(
+        tunnel(&injector, &web).is_null(),
+        "not without the metadata"
+    );
+    writer.apply_yaml(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: |
+    defaultConfig:
+      proxyMetadata: {ISTIO_META_ENABLE_HBONE: "true"}
+"#,
+    );
+    assert_eq!(tunnel(&injector, &web), "http");
+    let own = pod(
+        json!({"app": "web", "networking.istio.io/tunnel": "none"}),
+        json!({}),
+    );
+    assert_eq!(tunnel(&injector, &own), "none");
+}
+
 /// A managed waypoint's pod (`inject.istio.io/templates: waypoint`, as Rudder's deployer writes
 /// it) runs the agent as a waypoint, with istiod's waypoint ports and no low-port sysctl.
 #[test]

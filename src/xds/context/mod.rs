@@ -97,6 +97,10 @@ pub struct ScopeInputs {
     /// The proxy sends to ambient workloads over HBONE: a sidecar or gateway (Envoy, not a
     /// waypoint) of a mesh with `send_hbone`, without `DISABLE_HBONE_SEND` in its metadata.
     pub send_hbone: bool,
+    /// A sidecar taking HBONE (`ENABLE_HBONE` metadata, in a mesh with `sidecar_hbone_listen`):
+    /// its addresses, which alone its tunnels may reach (istiod's filter chain prefix ranges;
+    /// such sidecars do not share scopes with others). Empty otherwise.
+    pub hbone_listen_ips: Vec<String>,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -515,6 +519,18 @@ impl PushContext {
                     .metadata
                     .get("DISABLE_HBONE_SEND")
                     .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            hbone_listen_ips: if self.mesh.sidecar_hbone_listen
+                && proxy.proxy_type == ProxyType::Sidecar
+                && proxy.generator == crate::xds::proxy::Generator::Envoy
+                && proxy
+                    .metadata
+                    .get("ENABLE_HBONE")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            {
+                proxy_ips(proxy)
+            } else {
+                Vec::new()
+            },
             proxy_tracing: proxy
                 .proxy_config
                 .as_ref()
@@ -812,3 +828,22 @@ fn egress_allows(hosts: &[String], proxy_ns: &str, service: &Service) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// A proxy's addresses: its node ID's, then `INSTANCE_IPS`, each once.
+fn proxy_ips(proxy: &Proxy) -> Vec<String> {
+    let mut ips = vec![proxy.ip.clone()];
+    for ip in proxy
+        .metadata
+        .get("INSTANCE_IPS")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|ip| !ip.is_empty())
+    {
+        if !ips.iter().any(|known| known == ip) {
+            ips.push(ip.to_string());
+        }
+    }
+    ips
+}

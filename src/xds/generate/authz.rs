@@ -152,10 +152,17 @@ fn l4_only(rule: &Rule) -> Rule {
     r
 }
 
-fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool, served: Option<&Service>) -> Rules {
-    // A waypoint's traffic arrives over an internal listener: the peer's identity is the one the
-    // HBONE tunnel presented, kept in filter state, not a certificate of the connection.
-    let waypoint = scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint;
+fn rules_for(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    tcp: bool,
+    served: Option<&Service>,
+    tunnel: bool,
+) -> Rules {
+    // A waypoint's traffic (and a sidecar's HBONE) arrives over an internal listener: the peer's
+    // identity is the one the HBONE tunnel presented, kept in filter state, not a certificate of
+    // the connection.
+    let waypoint = tunnel || scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint;
     let mut out = Rules::default();
     let trust_domains: Vec<&str> = std::iter::once(ctx.mesh.trust_domain.as_str())
         .chain(ctx.mesh.trust_domain_aliases.iter().map(String::as_str))
@@ -251,16 +258,18 @@ fn rules_for(ctx: &PushContext, scope: &ScopeView, tcp: bool, served: Option<&Se
 /// The authorization HTTP filters for `proxy`: CUSTOM (ext_authz), AUDIT (logs only), DENY, ALLOW
 /// (none when no policy applies).
 pub fn http_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
-    http_filters_for(ctx, scope, None)
+    http_filters_for(ctx, scope, None, false)
 }
 
-/// [`http_filters`] for a waypoint's chain of `served`'s traffic.
+/// [`http_filters`] for a waypoint's chain of `served`'s traffic, or (`tunnel`) for what a
+/// sidecar takes over HBONE: the peer is the tunnel's.
 pub fn http_filters_for(
     ctx: &PushContext,
     scope: &ScopeView,
     served: Option<&Service>,
+    tunnel: bool,
 ) -> Vec<HttpFilter> {
-    let rules = rules_for(ctx, scope, false, served);
+    let rules = rules_for(ctx, scope, false, served, tunnel);
     let mut out = super::extauthz::http_filters(ctx, &rules.custom, rules.custom_provider());
     out.extend(
         rbac_configs(&rules, Layer::Http)
@@ -279,16 +288,18 @@ pub fn http_filters_for(
 
 /// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
 pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
-    network_filters_for(ctx, scope, None)
+    network_filters_for(ctx, scope, None, false)
 }
 
-/// [`network_filters`] for a waypoint's chain of `served`'s traffic.
+/// [`network_filters`] for a waypoint's chain of `served`'s traffic, or (`tunnel`) for what a
+/// sidecar takes over HBONE.
 pub fn network_filters_for(
     ctx: &PushContext,
     scope: &ScopeView,
     served: Option<&Service>,
+    tunnel: bool,
 ) -> Vec<Filter> {
-    let rules = rules_for(ctx, scope, true, served);
+    let rules = rules_for(ctx, scope, true, served, tunnel);
     let mut out = super::extauthz::network_filters(ctx, &rules.custom, rules.custom_provider());
     out.extend(
         rbac_configs(&rules, Layer::Network)

@@ -241,8 +241,59 @@ fn single_endpoint(
 }
 
 fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
-    let security = security_filters(ctx, scope);
-    let network_rbac = super::authz::network_filters(ctx, scope);
+    let (chains, sniffing) = inbound_chains(ctx, scope, &[]);
+    let mut listener_filters = vec![
+            ListenerFilter {
+                name: "envoy.filters.listener.original_dst".into(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                    &OriginalDst::default(),
+                ))),
+                ..Default::default()
+            },
+            // Tells TLS from plaintext, so PERMISSIVE ports can take both.
+            ListenerFilter {
+                name: "envoy.filters.listener.tls_inspector".into(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                    &envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default(),
+                ))),
+                ..Default::default()
+            },
+        ];
+    if sniffing {
+        listener_filters.push(ListenerFilter {
+            name: "envoy.filters.listener.http_inspector".into(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector::default(),
+            ))),
+            ..Default::default()
+        });
+    }
+    Listener {
+        name: "virtualInbound".into(),
+        address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
+        listener_filters,
+        // As istiod: protocol detection waits for the client's first bytes without a deadline.
+        listener_filters_timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+        continue_on_listener_filters_timeout: true,
+        filter_chains: chains,
+        ..Default::default()
+    }
+}
+
+/// The inbound filter chains of the workload's ports and the passthrough ones, and whether any
+/// sniffs HTTP. With `hbone` (the sidecar's addresses), the chains of its HBONE `main_internal`:
+/// plain text inside the tunnel (the tunnel is the mTLS), the tunnel's peer as the identity, and
+/// only the sidecar's own addresses as destinations (istiod's `buildInboundHBONEListeners`).
+pub(super) fn inbound_chains(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    hbone: &[String],
+) -> (Vec<FilterChain>, bool) {
+    let tunnel = !hbone.is_empty();
+    let mut security: Vec<HttpFilter> = super::jwt::http_filter(ctx, scope).into_iter().collect();
+    security.extend(super::authz::http_filters_for(ctx, scope, None, tunnel));
+    let network_rbac = super::authz::network_filters_for(ctx, scope, None, tunnel);
+    let ranges: Vec<_> = hbone.iter().filter_map(|ip| cidr(ip)).collect();
     let peer_auth = crate::model::peer_auth::applicable(
         &ctx.snapshot,
         &ctx.mesh.root_namespace,
@@ -308,7 +359,7 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             &scope.labels,
             port,
         );
-        if mode == MtlsMode::PERMISSIVE && !scope.mtls {
+        if (mode == MtlsMode::PERMISSIVE && !scope.mtls) || tunnel {
             mode = MtlsMode::DISABLE;
         }
         if mode == MtlsMode::STRICT && !scope.mtls {
@@ -326,7 +377,11 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             });
             continue;
         }
-        for opt in inbound_options(protocol, mode) {
+        // Inside a tunnel there is no TLS of the mesh's to tell apart: a client's own TLS is TCP.
+        let options = inbound_options(protocol, mode)
+            .into_iter()
+            .filter(|o| !tunnel || o.transport != TLS);
+        for opt in options {
             sniffing |= !opt.alpn.is_empty() && opt.transport == RAW_BUFFER;
             let tls = if opt.terminate_tls {
                 "-mtls"
@@ -344,7 +399,8 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
                 name: format!("{chain_name}{tls}{sniffed}"),
                 filter_chain_match: Some(FilterChainMatch {
                     destination_port: port.map(|value| UInt32Value { value }),
-                    transport_protocol: opt.transport.into(),
+                    transport_protocol: if tunnel { "" } else { opt.transport }.into(),
+                    prefix_ranges: ranges.clone(),
                     application_protocols: opt.alpn.iter().map(|a| a.to_string()).collect(),
                     ..Default::default()
                 }),
@@ -367,42 +423,7 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             });
         }
     }
-    let mut listener_filters = vec![
-            ListenerFilter {
-                name: "envoy.filters.listener.original_dst".into(),
-                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                    &OriginalDst::default(),
-                ))),
-                ..Default::default()
-            },
-            // Tells TLS from plaintext, so PERMISSIVE ports can take both.
-            ListenerFilter {
-                name: "envoy.filters.listener.tls_inspector".into(),
-                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                    &envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector::default(),
-                ))),
-                ..Default::default()
-            },
-        ];
-    if sniffing {
-        listener_filters.push(ListenerFilter {
-            name: "envoy.filters.listener.http_inspector".into(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                &envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector::default(),
-            ))),
-            ..Default::default()
-        });
-    }
-    Listener {
-        name: "virtualInbound".into(),
-        address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
-        listener_filters,
-        // As istiod: protocol detection waits for the client's first bytes without a deadline.
-        listener_filters_timeout: Some(super::util::duration(std::time::Duration::ZERO)),
-        continue_on_listener_filters_timeout: true,
-        filter_chains: chains,
-        ..Default::default()
-    }
+    (chains, sniffing)
 }
 
 /// What the HTTP inspector reports for plaintext HTTP (istiod leaves HTTP/1.0 to TCP by default).

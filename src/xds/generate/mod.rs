@@ -271,6 +271,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
                 waypoint::ingress_clusters(ctx, scope, &mut v);
             }
             waypoint::hbone_cluster(ctx, scope, &mut v);
+            waypoint::sidecar_hbone_cluster(scope, &mut v);
             if gateway::has_auto_passthrough(ctx, scope) {
                 v.extend(auto_passthrough::clusters(ctx, scope));
             }
@@ -287,6 +288,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
         TypeUrl::Listener => {
             let mut v = outbound::listeners(ctx, scope, listener::allow_any(ctx, scope));
             v.extend(listener::virtual_listeners(ctx, scope));
+            v.extend(waypoint::sidecar_hbone_listeners(ctx, scope));
             waypoint::hbone_listener(scope, &mut v);
             v
         }

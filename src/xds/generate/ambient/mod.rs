@@ -228,7 +228,10 @@ impl AmbientIndex {
                 } else {
                     we.network.clone()
                 },
-                tunnel_protocol: tunnel(captured(&labels, None, false, &ns)) as i32,
+                tunnel_protocol: tunnel(
+                    captured(&labels, None, false, &ns) || native_tunnel(&labels),
+                ) as i32,
+                native_tunnel: native_tunnel(&labels),
                 trust_domain: mesh.trust_domain.clone(),
                 service_account: non_empty(&we.service_account, "default"),
                 waypoint: workload_waypoint(&labels, &meta.namespace, registry, mesh),
@@ -358,7 +361,10 @@ impl AmbientIndex {
                     } else {
                         ep.network.clone()
                     },
-                    tunnel_protocol: tunnel(captured(&meta.labels, None, false, &ns)) as i32,
+                    tunnel_protocol: tunnel(
+                        captured(&meta.labels, None, false, &ns) || native_tunnel(&meta.labels),
+                    ) as i32,
+                    native_tunnel: native_tunnel(&meta.labels),
                     trust_domain: mesh.trust_domain.clone(),
                     service_account: ep.service_account.clone(),
                     waypoint: if implicit {
@@ -627,6 +633,15 @@ fn non_empty(s: &str, default: &str) -> String {
     }
 }
 
+/// A workload that terminates HBONE itself (a sidecar with `ENABLE_HBONE`, which the injector
+/// labels `networking.istio.io/tunnel: http`): ztunnel sends it HBONE, as istiod tells it.
+fn native_tunnel(labels: &BTreeMap<String, String>) -> bool {
+    labels.get(TUNNEL_LABEL).is_some_and(|t| t == "http")
+}
+
+/// The label of a workload that takes HBONE itself.
+pub const TUNNEL_LABEL: &str = "networking.istio.io/tunnel";
+
 fn tunnel(captured: bool) -> TunnelProtocol {
     if captured {
         TunnelProtocol::Hbone
@@ -726,12 +741,11 @@ fn pod_workload(
         namespace: meta.namespace.clone(),
         addresses: ips.iter().map(|ip| ip_bytes(*ip)).collect(),
         network,
-        tunnel_protocol: tunnel(captured(
-            &meta.labels,
-            Some(&meta.annotations),
-            host_network,
-            ns,
-        )) as i32,
+        tunnel_protocol: tunnel(
+            captured(&meta.labels, Some(&meta.annotations), host_network, ns)
+                || native_tunnel(&meta.labels),
+        ) as i32,
+        native_tunnel: native_tunnel(&meta.labels),
         trust_domain: mesh.trust_domain.clone(),
         service_account: non_empty(
             spec.and_then(|s| s.service_account_name.as_deref())

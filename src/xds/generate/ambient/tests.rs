@@ -216,6 +216,25 @@ fn pods_without_an_ip_or_finished_are_left_out() {
     assert!(!idx.workloads.contains_key("Kubernetes//Pod/amb/done"));
 }
 
+/// A sidecar pod labelled `networking.istio.io/tunnel: http` (its proxy takes HBONE) is sent to
+/// ztunnel as taking HBONE natively, as istiod's `setTunnelProtocol`; it is not captured.
+#[test]
+fn a_sidecar_that_takes_hbone_is_a_native_tunnel_workload() {
+    let store = store();
+    store.upsert(pod(
+        "plain",
+        "side-0",
+        "10.2.0.10",
+        json!({"app": "side", "security.istio.io/tlsMode": "istio", "networking.istio.io/tunnel": "http"}),
+    ));
+    let idx = index(&store);
+    let w = &idx.workloads["Kubernetes//Pod/plain/side-0"];
+    assert_eq!(w.tunnel_protocol, TunnelProtocol::Hbone as i32);
+    assert!(w.native_tunnel);
+    let plain = &idx.workloads["Kubernetes//Pod/plain/db-0"];
+    assert!(!plain.native_tunnel);
+}
+
 #[test]
 fn config_dump_has_ztunnel_shape() {
     let idx = index(&store());

@@ -121,7 +121,7 @@ fn unlimited() -> Option<CircuitBreakers> {
 
 /// A static cluster of one endpoint, the internal listener `listener` (istiod's
 /// `buildInternalUpstreamCluster`, with HTTP/2 allowed as the downstream spoke it).
-fn internal_cluster(name: &str, listener: &str) -> Typed {
+pub(super) fn internal_cluster(name: &str, listener: &str) -> Typed {
     let options = HttpProtocolOptions {
         upstream_protocol_options: Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
             UseDownstreamHttpConfig {

@@ -144,7 +144,7 @@ fn bind(scope: &ScopeView) -> &'static str {
 
 /// HBONE termination on 15008: mTLS with a mesh peer, HTTP/2 CONNECT, each tunnel handed to
 /// `main_internal` (istiod's `buildWaypointInboundConnectTerminate`).
-fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> Listener {
+pub(super) fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> Listener {
     let route = Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(route_match::PathSpecifier::ConnectMatcher(
@@ -251,7 +251,10 @@ fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> Listener {
     }
 }
 
-fn listener_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> ListenerFilter {
+pub(super) fn listener_filter<T: prost::Message + prost::Name>(
+    name: &str,
+    config: &T,
+) -> ListenerFilter {
     ListenerFilter {
         name: name.into(),
         config_type: Some(listener_filter::ConfigType::TypedConfig(any(config))),
@@ -259,13 +262,13 @@ fn listener_filter<T: prost::Message + prost::Name>(name: &str, config: &T) -> L
     }
 }
 
-fn internal() -> Option<listener::ListenerSpecifier> {
+pub(super) fn internal() -> Option<listener::ListenerSpecifier> {
     Some(listener::ListenerSpecifier::InternalListener(
         listener::InternalListenerConfig::default(),
     ))
 }
 
-fn original_dst() -> ListenerFilter {
+pub(super) fn original_dst() -> ListenerFilter {
     listener_filter(
         "envoy.filters.listener.original_dst",
         &envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst::default(),
@@ -336,6 +339,7 @@ fn main_internal(
                 ctx,
                 scope,
                 Some(svc),
+                false,
             ));
             filters
         };
@@ -351,7 +355,7 @@ fn main_internal(
             if sniffed || !port.protocol.is_http() {
                 let cluster = inbound_vip_cluster(port.number, "tcp", &svc.hostname);
                 let mut filters =
-                    crate::xds::generate::authz::network_filters_for(ctx, scope, Some(svc));
+                    crate::xds::generate::authz::network_filters_for(ctx, scope, Some(svc), false);
                 filters.push(tcp_proxy(
                     &cluster,
                     tcp_destination(ctx, scope, svc, port.number, &own),

@@ -10,11 +10,13 @@
 mod clusters;
 mod ingress;
 mod listeners;
+mod receive;
 mod send;
 
 pub use clusters::{clusters, load_assignment};
 pub use ingress::{ingress_clusters, ingress_listener, ingress_load_assignment};
 pub use listeners::listeners;
+pub use receive::{sidecar_hbone_cluster, sidecar_hbone_listeners};
 pub use send::{hbone_cluster, hbone_listener, tunnel_endpoints};
 
 use crate::config::Kind;

@@ -554,3 +554,80 @@ fn a_sidecar_sends_hbone_to_ambient_workloads() {
         assert!(!text.contains("connect_originate"), "{what}: {text}");
     }
 }
+
+/// With ambient on, a sidecar whose metadata says ENABLE_HBONE takes HBONE as istiod's do:
+/// `connect_terminate` on 15008 handing tunnels to `main_internal`, whose chains are its inbound
+/// chains in plain text for its own addresses only, with the tunnel's peer for authorization; a
+/// sidecar without the metadata, or a mesh without ambient, gets none of it.
+#[test]
+fn a_sidecar_with_enable_hbone_takes_hbone() {
+    let on = crate::model::mesh::MeshSettings {
+        send_hbone: true,
+        sidecar_hbone_listen: true,
+        ..Default::default()
+    };
+    let policy = format!(
+        "{MESH}---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: web-clients, namespace: shop}}
+spec:
+  selector: {{matchLabels: {{version: v1}}}}
+  rules: [{{from: [{{source: {{principals: [cluster.local/ns/shop/sa/client]}}}}]}}]
+"
+    );
+    let ctx = crate::testing::push_context_with(&policy, on);
+    let web = |metadata: &[(&str, &str)]| {
+        crate::testing::proxy(
+            "sidecar~10.44.0.3~web-0.shop~shop.svc.cluster.local",
+            metadata,
+            &[("version", "v1")],
+        )
+    };
+    let p = web(&[("ENABLE_HBONE", "true")]);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let listener_names = names(&listeners);
+    assert!(
+        listener_names.contains(&"connect_terminate"),
+        "{listener_names:?}"
+    );
+    let main = listeners
+        .iter()
+        .find(|l| l["name"] == "main_internal")
+        .expect("main_internal");
+    let chains = main["filterChains"].as_array().unwrap();
+    assert!(!chains.is_empty());
+    for chain in chains {
+        let m = &chain["filterChainMatch"];
+        assert_eq!(
+            m["prefixRanges"][0]["addressPrefix"], "10.44.0.3",
+            "{chain}"
+        );
+        assert!(m.get("transportProtocol").is_none(), "{chain}");
+        assert!(
+            chain.get("transportSocket").is_none(),
+            "plain text in the tunnel"
+        );
+    }
+    let text = serde_json::to_string(main).unwrap();
+    assert!(
+        text.contains("io.istio.peer_principal"),
+        "the tunnel's peer is the identity: {text}"
+    );
+    let clusters = resources(&ctx, &p, TypeUrl::Cluster, &[]);
+    assert!(names(&clusters).contains(&"main_internal"));
+
+    for (what, ctx, p) in [
+        ("no ENABLE_HBONE", &ctx, web(&[])),
+        (
+            "ambient off",
+            &crate::testing::push_context(&policy),
+            web(&[("ENABLE_HBONE", "true")]),
+        ),
+    ] {
+        let listeners = resources(ctx, &p, TypeUrl::Listener, &[]);
+        assert!(!names(&listeners).contains(&"connect_terminate"), "{what}");
+        let clusters = resources(ctx, &p, TypeUrl::Cluster, &[]);
+        assert!(!names(&clusters).contains(&"main_internal"), "{what}");
+    }
+}
