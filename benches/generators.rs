@@ -719,6 +719,51 @@ spec: {hosts: [waypoint.ns0.svc.cluster.local], addresses: [240.255.0.1], ports:
             )
         });
     }
+    // A sidecar sending HBONE to the ambient workloads (ns0's 100 services, 300 endpoints):
+    // its clusters (the hbone socket match on each) and the endpoints of ns0's clusters.
+    let sending = MeshSettings {
+        send_hbone: true,
+        ..MeshSettings::default()
+    };
+    let ns0_clusters: std::collections::BTreeSet<String> = (0..1000)
+        .step_by(10)
+        .map(|i| format!("outbound|80||svc{i}.ns0.svc.cluster.local"))
+        .collect();
+    for (name, mesh, type_url, names) in [
+        (
+            "sidecar-cds-sending-hbone",
+            &sending,
+            TypeUrl::Cluster,
+            None,
+        ),
+        (
+            "sidecar-eds-100-ambient-clusters",
+            &mesh,
+            TypeUrl::Endpoint,
+            Some(&ns0_clusters),
+        ),
+        (
+            "sidecar-eds-100-ambient-clusters-sending-hbone",
+            &sending,
+            TypeUrl::Endpoint,
+            Some(&ns0_clusters),
+        ),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    let ctx = rudder::xds::push::initial_context(&store, mesh, None);
+                    black_box(rudder::xds::generate::ambient::index(&ctx));
+                    ctx
+                },
+                |ctx| {
+                    let scope = ctx.scope(&side);
+                    black_box(generate::generate(&ctx, &side, &scope, type_url, names))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
     let names: std::collections::BTreeSet<String> =
         ["inbound-vip|80|http|svc0.ns0.svc.cluster.local".to_string()].into();
     group.bench_function("waypoint-eds-one-cluster", |b| {

@@ -98,6 +98,12 @@ fn hbone_match(inner: TransportSocket) -> TransportSocketMatch {
     }
 }
 
+/// [`hbone_match`] of plain text, the same for every cluster: built once, cloned.
+fn hbone_raw() -> TransportSocketMatch {
+    static BUILT: std::sync::OnceLock<TransportSocketMatch> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| hbone_match(raw_buffer())).clone()
+}
+
 /// A service cluster of a proxy that sends HBONE, as istiod's `applyHBONETransportSocketMatches`:
 /// HBONE first for tunnel endpoints, then what the cluster did before (automatic mTLS's matches;
 /// Istio mTLS set by a DestinationRule, for sidecar endpoints; a user's TLS, kept inside the
@@ -111,14 +117,13 @@ pub fn hbone_transport(c: &mut Cluster, istio_mutual: bool) {
         return;
     }
     if !c.transport_socket_matches.is_empty() {
-        c.transport_socket_matches
-            .insert(0, hbone_match(raw_buffer()));
+        c.transport_socket_matches.insert(0, hbone_raw());
         return;
     }
     match c.transport_socket.take() {
         None => {
             c.transport_socket_matches = vec![
-                hbone_match(raw_buffer()),
+                hbone_raw(),
                 TransportSocketMatch {
                     name: "tlsMode-disabled".into(),
                     r#match: Some(Struct::default()),
@@ -128,7 +133,7 @@ pub fn hbone_transport(c: &mut Cluster, istio_mutual: bool) {
         }
         Some(ts) if istio_mutual => {
             c.transport_socket_matches = vec![
-                hbone_match(raw_buffer()),
+                hbone_raw(),
                 TransportSocketMatch {
                     name: "tlsMode-istio".into(),
                     r#match: None,

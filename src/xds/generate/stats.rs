@@ -480,6 +480,16 @@ impl Pass for IstioTelemetry {
         let mut by_service: std::collections::HashMap<String, Vec<Any>> = Default::default();
         for r in resources.iter_mut() {
             let class = r.class;
+            // HBONE's plumbing (a sidecar's or gateway's tunnel ends) carries no traffic of its
+            // own to report: the chains inside the tunnel do, as istiod's.
+            if class != Class::Waypoint
+                && matches!(
+                    r.name.as_str(),
+                    super::waypoint::CONNECT_ORIGINATE | super::waypoint::CONNECT_TERMINATE
+                )
+            {
+                continue;
+            }
             if class == Class::Waypoint {
                 let Built::Listener(listener) = &mut r.built else {
                     continue;

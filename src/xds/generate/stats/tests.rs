@@ -425,3 +425,28 @@ fn node_extensions_say_which_filters_a_proxy_has() {
         }
     );
 }
+
+/// HBONE's plumbing on a sidecar (`connect_originate` when it sends HBONE, `connect_terminate`
+/// when it takes it) reports nothing itself, as istiod's: the chains inside the tunnel do.
+#[test]
+fn hbone_tunnel_ends_carry_no_stats() {
+    let yaml = format!("{MESH}{MESH_CONFIG}");
+    let (mut mesh, _) = crate::model::mesh::MeshSettings::default()
+        .with_mesh_config(&crate::testing::store(&yaml).snapshot());
+    mesh.send_hbone = true;
+    mesh.sidecar_hbone_listen = true;
+    let ctx = crate::testing::push_context_with(&yaml, mesh);
+    let mut p = sidecar(ISTIO_PROXY);
+    p.metadata.insert("ENABLE_HBONE".into(), "true".into());
+    let ls = listeners(&ctx, &p);
+    for name in ["connect_originate", "connect_terminate"] {
+        let l = named(&ls, name);
+        let text = format!("{l:?}");
+        assert!(!text.contains("istio.stats"), "{name}: {text}");
+    }
+    let main = named(&ls, "main_internal");
+    assert!(
+        format!("{main:?}").contains("istio.stats"),
+        "the chains inside the tunnel report"
+    );
+}
