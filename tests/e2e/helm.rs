@@ -185,6 +185,7 @@ fn check_object(obj: &Value) {
         "NetworkPolicy" => drop(typed::<k8s_openapi::api::networking::v1::NetworkPolicy>(
             obj,
         )),
+        "EndpointSlice" => drop(typed::<k8s_openapi::api::discovery::v1::EndpointSlice>(obj)),
         other => panic!("unexpected kind {other} in the chart"),
     }
 }
@@ -820,6 +821,68 @@ fn a_remote_profile_reader_may_do_what_a_leading_control_plane_does() {
                 p.used_by
             );
         }
+    }
+}
+
+/// `profile: remote` (primary–remote, as Istio's install steps run it on the remote): no control
+/// plane here, the istiod Service standing for the external one at `global.remotePilotAddress`
+/// (an EndpointSlice for an IP, ExternalName for a host name), the injection webhook and the
+/// reader kept; the control plane's own rights and the validation webhook only on a config
+/// cluster.
+#[test]
+fn the_remote_profile_installs_what_a_remote_cluster_needs() {
+    let Some(r) =
+        render(json!({"profile": "remote", "global": {"remotePilotAddress": "10.0.0.40"}}))
+    else {
+        return;
+    };
+    assert_clean(&r);
+    for gone in [
+        "Deployment/istiod",
+        "HorizontalPodAutoscaler/istiod",
+        "ConfigMap/istio",
+        "ConfigMap/istio-sidecar-injector",
+        "ServiceAccount/istiod",
+        "ClusterRole/istiod-clusterrole-istio-system",
+        "ValidatingWebhookConfiguration/istio-validator-istio-system",
+    ] {
+        assert!(!r.objects.contains_key(gone), "{gone} in a remote install");
+    }
+    let svc = get(&r, "Service/istiod");
+    assert!(svc["spec"].get("selector").is_none(), "{svc}");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 15012);
+    assert_eq!(svc["spec"]["ports"][1]["targetPort"], 15017);
+    let slice = get(&r, "EndpointSlice/istiod");
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "10.0.0.40");
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "istiod"
+    );
+    assert!(
+        r.objects
+            .contains_key("MutatingWebhookConfiguration/istio-sidecar-injector")
+    );
+    assert!(
+        r.objects
+            .contains_key("ClusterRole/istio-reader-clusterrole-istio-system")
+    );
+
+    let Some(r) = render(
+        json!({"profile": "remote", "global": {"remotePilotAddress": "istiod.example.com", "configCluster": true}}),
+    ) else {
+        return;
+    };
+    assert_clean(&r);
+    let svc = get(&r, "Service/istiod");
+    assert_eq!(svc["spec"]["type"], "ExternalName");
+    assert_eq!(svc["spec"]["externalName"], "istiod.example.com");
+    assert!(!r.objects.contains_key("EndpointSlice/istiod"));
+    assert!(!r.objects.contains_key("Deployment/istiod"));
+    for kept in [
+        "ClusterRole/istiod-clusterrole-istio-system",
+        "ValidatingWebhookConfiguration/istio-validator-istio-system",
+    ] {
+        assert!(r.objects.contains_key(kept), "{kept} on a config cluster");
     }
 }
 

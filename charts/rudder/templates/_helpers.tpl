@@ -14,7 +14,7 @@ Final values, as istiod's chart computes them: the defaults (kept under
 {{- with $.Files.Get (printf "files/profile-%s.yaml" .) -}}
 {{- $profile = fromYaml . -}}
 {{- else -}}
-{{- fail (printf "profile %q is not one Rudder knows (known: default, ambient)" .) -}}
+{{- fail (printf "profile %q is not one Rudder knows (known: default, ambient, remote)" .) -}}
 {{- end -}}
 {{- end -}}
 {{- $merged := mustMergeOverwrite (dict) (deepCopy $defaults) $profile $user -}}
@@ -45,6 +45,18 @@ istiod{{ include "rudder.suffix" . }}
 {{- define "rudder.scope" -}}
 {{- $scope := .Values.global.resourceScope -}}
 {{- if or (eq $scope "all") (eq $scope .kind) -}}true{{- end -}}
+{{- end -}}
+
+{{- /* Whether the control plane runs in this cluster: not a remote install (`istiodRemote`, the
+`remote` profile), unless a local injector is asked for. */ -}}
+{{- define "rudder.local" -}}
+{{- if or (not .Values.istiodRemote.enabled) .Values.istiodRemote.enabledLocalInjectorIstiod -}}true{{- end -}}
+{{- end -}}
+
+{{- /* Whether the control plane's own identity and rights are installed here: a local control
+plane, or a remote cluster that is also the config cluster (`global.configCluster`). */ -}}
+{{- define "rudder.controlPlaneRBAC" -}}
+{{- if or (include "rudder.local" .) .Values.global.configCluster -}}true{{- end -}}
 {{- end -}}
 
 {{- define "rudder.labels" -}}
@@ -88,7 +100,7 @@ value differs from its default is named after every install (NOTES.txt) instead 
 without a word.
 */}}
 {{- define "rudder.unhonouredPaths" -}}
-variant traceSampling cni.enabled cni.provider taint.enabled taint.namespace taint.name jwksResolverExtraRootCA sidecarInjectorWebhook.templates sidecarInjectorWebhook.defaultTemplates istiodRemote.enabled istiodRemote.enabledLocalInjectorIstiod telemetry experimental.stableValidationPolicy global.nativeNftables global.remotePilotAddress global.configCluster global.mountMtlsCerts global.pilotCertProvider global.sts.servicePort global.caName global.waypoint global.istioNamespace global.sds.token.aud global.proxy.includeOutboundPorts global.proxy.outlierLogPath global.proxy.seccompProfile global.proxy.readinessFailureThreshold global.proxy.readinessInitialDelaySeconds global.proxy.readinessPeriodSeconds global.proxy.startupProbe global.proxy.tracer global.proxy_init.image global.proxy_init.forceApplyIptables base.enableIstioConfigCRDs gateways.securityContext gateways.seccompProfile gatewayClasses
+variant traceSampling cni.enabled cni.provider taint.enabled taint.namespace taint.name jwksResolverExtraRootCA sidecarInjectorWebhook.templates sidecarInjectorWebhook.defaultTemplates telemetry experimental.stableValidationPolicy global.nativeNftables global.mountMtlsCerts global.pilotCertProvider global.sts.servicePort global.caName global.waypoint global.istioNamespace global.sds.token.aud global.proxy.includeOutboundPorts global.proxy.outlierLogPath global.proxy.seccompProfile global.proxy.readinessFailureThreshold global.proxy.readinessInitialDelaySeconds global.proxy.readinessPeriodSeconds global.proxy.startupProbe global.proxy.tracer global.proxy_init.image global.proxy_init.forceApplyIptables base.enableIstioConfigCRDs gateways.securityContext gateways.seccompProfile gatewayClasses
 {{- end -}}
 
 {{- define "rudder.unhonoured" -}}
