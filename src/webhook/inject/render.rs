@@ -245,7 +245,10 @@ pub fn sidecar(
     annotations_out.insert("istio.io/rev".into(), settings.revision.clone().into());
     annotations_out.insert(STATUS_ANNOTATION.into(), status.to_string().into());
     let labels_out = object_at(meta, "labels")?;
-    labels_out.insert("security.istio.io/tlsMode".into(), "istio".into());
+    // As istiod's template: the pod's own value is kept (`disabled` keeps clients off mTLS).
+    if !labels.contains_key("security.istio.io/tlsMode") {
+        labels_out.insert("security.istio.io/tlsMode".into(), "istio".into());
+    }
     if enable_hbone && !labels.contains_key(TUNNEL_LABEL) {
         labels_out.insert(TUNNEL_LABEL.into(), "http".into());
     }

@@ -628,6 +628,27 @@ data:
     assert_eq!(tunnel(&injector, &own), "none");
 }
 
+/// `security.istio.io/tlsMode` is `istio` unless the pod says otherwise, as istiod's template
+/// writes it (a pod labelled `disabled` keeps its clients off mTLS).
+#[test]
+fn a_pods_own_tls_mode_label_is_kept() {
+    let injector = injector();
+    let t = Template::default();
+    let mode = |pod: &Value| {
+        let sources = injector.proxy_config_sources("shop", pod);
+        let out = inject(&injector.settings, &t, &sources, "shop", pod).unwrap();
+        out["metadata"]["labels"]["security.istio.io/tlsMode"].clone()
+    };
+    assert_eq!(mode(&pod(json!({"app": "web"}), json!({}))), "istio");
+    assert_eq!(
+        mode(&pod(
+            json!({"app": "web", "security.istio.io/tlsMode": "disabled"}),
+            json!({})
+        )),
+        "disabled"
+    );
+}
+
 /// A managed waypoint's pod (`inject.istio.io/templates: waypoint`, as Rudder's deployer writes
 /// it) runs the agent as a waypoint, with istiod's waypoint ports and no low-port sysctl.
 #[test]
