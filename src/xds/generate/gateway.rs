@@ -418,7 +418,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
             by_port.entry(s.port()).or_default().push(s);
         }
     }
-    let security = security_filters(ctx, scope);
+    let security = security_filters(ctx, scope, false);
     let network_rbac = super::authz::network_filters(ctx, scope);
     let mut out = Vec::new();
     for (port, servers) in by_port {

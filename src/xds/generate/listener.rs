@@ -36,11 +36,42 @@ const VIRTUAL_INBOUND_PORT: u32 = 15006;
 /// ALPN a sidecar accepts for mesh mTLS (what Istio's clients offer, then plain HTTP versions).
 const MESH_ALPN: [&str; 4] = ["istio-peer-exchange", "istio", "h2", "http/1.1"];
 
-/// The server-side HTTP filters for `proxy`: JWT verification, then authorization.
-pub(super) fn security_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<HttpFilter> {
+/// The server-side HTTP filters for `proxy`: JWT verification, then authorization (of the
+/// HBONE tunnel's peer when `tunnel`).
+pub(super) fn security_filters(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    tunnel: bool,
+) -> Vec<HttpFilter> {
     let mut out: Vec<HttpFilter> = super::jwt::http_filter(ctx, scope).into_iter().collect();
-    out.extend(super::authz::http_filters(ctx, scope));
+    out.extend(super::authz::http_filters_for(ctx, scope, None, tunnel));
     out
+}
+
+/// An inbound route configuration: every request of any host to `cluster`, without a timeout.
+pub(super) fn inbound_route(name: &str, virtual_host: &str, cluster: &str) -> RouteConfiguration {
+    RouteConfiguration {
+        name: name.into(),
+        virtual_hosts: vec![VirtualHost {
+            name: virtual_host.into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                name: "default".into(),
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                    ..Default::default()
+                }),
+                action: Some(Action::Route(RouteAction {
+                    cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.into())),
+                    timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
 }
 
 /// A plain TCP proxy to `cluster` (passthrough, blackhole, inbound).
@@ -290,8 +321,7 @@ pub(super) fn inbound_chains(
     hbone: &[String],
 ) -> (Vec<FilterChain>, bool) {
     let tunnel = !hbone.is_empty();
-    let mut security: Vec<HttpFilter> = super::jwt::http_filter(ctx, scope).into_iter().collect();
-    security.extend(super::authz::http_filters_for(ctx, scope, None, tunnel));
+    let security = security_filters(ctx, scope, tunnel);
     let network_rbac = super::authz::network_filters_for(ctx, scope, None, tunnel);
     let ranges: Vec<_> = hbone.iter().filter_map(|ip| cidr(ip)).collect();
     let peer_auth = crate::model::peer_auth::applicable(
@@ -318,28 +348,7 @@ pub(super) fn inbound_chains(
             None => "inbound-passthrough".to_string(),
         };
         let http_filters = || {
-            let rc = RouteConfiguration {
-                name: cluster.clone(),
-                virtual_hosts: vec![VirtualHost {
-                    name: "inbound|http".into(),
-                    domains: vec!["*".into()],
-                    routes: vec![Route {
-                        name: "default".into(),
-                        r#match: Some(RouteMatch {
-                            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-                            ..Default::default()
-                        }),
-                        action: Some(Action::Route(RouteAction {
-                            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.clone())),
-                            timeout: Some(super::util::duration(std::time::Duration::ZERO)),
-                            ..Default::default()
-                        })),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
+            let rc = inbound_route(&cluster, "inbound|http", &cluster);
             vec![hcm_filter(
                 ctx,
                 scope,

@@ -433,32 +433,10 @@ fn direct_chains(
     let mut tcp = vec![forward_destination()];
     tcp.extend(crate::xds::generate::authz::network_filters(ctx, scope));
     tcp.push(tcp_proxy(ENCAP, TcpCluster::Cluster(ENCAP.into()), None));
-    let mut security: Vec<HttpFilter> = crate::xds::generate::jwt::http_filter(ctx, scope)
-        .into_iter()
-        .collect();
-    security.extend(crate::xds::generate::authz::http_filters(ctx, scope));
+    let security = crate::xds::generate::listener::security_filters(ctx, scope, false);
     let routes = RouteConfiguration {
-        name: ENCAP.into(),
-        virtual_hosts: vec![VirtualHost {
-            name: "inbound|http|0".into(),
-            domains: vec!["*".into()],
-            routes: vec![Route {
-                name: "default".into(),
-                r#match: Some(RouteMatch {
-                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-                    ..Default::default()
-                }),
-                action: Some(Action::Route(RouteAction {
-                    cluster_specifier: Some(ClusterSpecifier::Cluster(ENCAP.into())),
-                    timeout: Some(duration(std::time::Duration::ZERO)),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
         validate_clusters: Some(BoolValue { value: false }),
-        ..Default::default()
+        ..crate::xds::generate::listener::inbound_route(ENCAP, "inbound|http|0", ENCAP)
     };
     let http = vec![
         forward_destination(),
