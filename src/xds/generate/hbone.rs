@@ -10,8 +10,9 @@ use envoy_types::pb::envoy::config::cluster::v3::cluster::{
 };
 use envoy_types::pb::envoy::config::core::v3::{
     Address, EnvoyInternalAddress, TransportSocket, address, envoy_internal_address,
-    transport_socket,
+    socket_address, transport_socket,
 };
+use envoy_types::pb::envoy::config::endpoint::v3::{LbEndpoint, lb_endpoint};
 use envoy_types::pb::envoy::extensions::transport_sockets::internal_upstream::v3::{
     InternalUpstreamTransport, internal_upstream_transport::MetadataValueSource,
 };
@@ -96,6 +97,53 @@ fn hbone_match(inner: TransportSocket) -> TransportSocketMatch {
         }),
         transport_socket: Some(internal_upstream(inner, true)),
     }
+}
+
+/// `ip:port`, an IPv6 address in brackets: a tunnel's destination and an internal endpoint's id.
+pub fn host_port(ip: &str, port: u32) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    }
+}
+
+/// An endpoint's original-destination metadata: the tunnel's destination (`local`) and, when the
+/// tunnel goes through a waypoint, that waypoint's address (istiod's `BuildTunnelMetadataStruct`).
+pub fn tunnel_destination(local: &str, waypoint: Option<&str>) -> Struct {
+    let mut out = Struct {
+        fields: [("local".to_string(), string(local))].into(),
+    };
+    if let Some(waypoint) = waypoint {
+        out.fields.insert("waypoint".into(), string(waypoint));
+    }
+    out
+}
+
+/// Points an endpoint at the internal listener `listener` when its IP `tunnels`, its `ip:port`
+/// as the endpoint id; returns that `ip:port`, or `None` when the endpoint stays as it was.
+pub fn through_internal(
+    lb: &mut LbEndpoint,
+    listener: &str,
+    tunnels: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = lb.host_identifier.as_mut() else {
+        return None;
+    };
+    let Some(address::Address::SocketAddress(sock)) =
+        ep.address.as_ref().and_then(|a| a.address.as_ref())
+    else {
+        return None;
+    };
+    let Some(socket_address::PortSpecifier::PortValue(port)) = sock.port_specifier else {
+        return None;
+    };
+    if !tunnels(&sock.address) {
+        return None;
+    }
+    let target = host_port(&sock.address, port);
+    ep.address = Some(internal_address(listener, &target));
+    Some(target)
 }
 
 /// [`hbone_match`] of plain text, the same for every cluster: built once, cloned.

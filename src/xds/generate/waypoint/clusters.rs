@@ -7,6 +7,7 @@ use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::{EffectivePolicy, build, service_clusters};
 use crate::xds::generate::finish::{Class, Typed};
 pub(super) use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
+use crate::xds::generate::hbone::{through_internal, tunnel_destination};
 use crate::xds::generate::tls::inbound_mesh_tls;
 use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -17,7 +18,7 @@ use envoy_types::pb::envoy::config::cluster::v3::{
 };
 use envoy_types::pb::envoy::config::core::v3::{
     Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions, Metadata, TransportSocket,
-    address, transport_socket,
+    transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -31,7 +32,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_optio
     explicit_http_config::ProtocolConfig,
 };
 use envoy_types::pb::envoy::r#type::metadata::v3::{MetadataKey, metadata_key};
-use envoy_types::pb::google::protobuf::{Struct, UInt32Value, Value, value};
+use envoy_types::pb::google::protobuf::UInt32Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -342,43 +343,16 @@ fn tunnel_through_originate(
     index: &crate::xds::generate::ambient::AmbientIndex,
     network: &str,
 ) {
-    let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = lb.host_identifier.as_mut() else {
+    let tunnels = |ip: &str| index.supports_tunnel(network, ip);
+    let Some(target) = through_internal(lb, CONNECT_ORIGINATE, tunnels) else {
         return;
     };
-    let Some(address::Address::SocketAddress(sock)) =
-        ep.address.as_ref().and_then(|a| a.address.as_ref())
-    else {
-        return;
-    };
-    if !index.supports_tunnel(network, &sock.address) {
-        return;
-    }
-    let port = match sock.port_specifier {
-        Some(
-            envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(p),
-        ) => p,
-        _ => return,
-    };
-    let target = if sock.address.contains(':') {
-        format!("[{}]:{port}", sock.address)
-    } else {
-        format!("{}:{port}", sock.address)
-    };
-    ep.address = Some(internal_address(CONNECT_ORIGINATE, &target));
     // Only the tunnel's destination: the cluster has no transport socket to choose by TLS mode
     // (and one key keeps the encoding stable).
     lb.metadata = Some(Metadata {
         filter_metadata: [(
             ORIGINAL_DST_KEY.to_string(),
-            Struct {
-                fields: [(
-                    "local".to_string(),
-                    Value {
-                        kind: Some(value::Kind::StringValue(target)),
-                    },
-                )]
-                .into(),
-            },
+            tunnel_destination(&target, None),
         )]
         .into(),
         ..Default::default()

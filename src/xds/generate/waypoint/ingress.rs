@@ -15,13 +15,15 @@ use crate::model::waypoint::{ingress_uses_waypoint, service_waypoint};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::EffectivePolicy;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
+use crate::xds::generate::hbone::{
+    host_port, internal_address, internal_upstream, raw_buffer, tunnel_destination,
+};
 use crate::xds::generate::util::parse_service_cluster;
 use envoy_types::pb::envoy::config::core::v3::{HealthStatus, Metadata};
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
-use envoy_types::pb::google::protobuf::{Struct, UInt32Value, Value, value};
+use envoy_types::pb::google::protobuf::UInt32Value;
 
 /// The waypoint Service (hostname) and the VIP an ingress gateway tunnels `svc`'s traffic to,
 /// when it sends it through the waypoint: the service (or its namespace) asks for it, it has a
@@ -63,24 +65,13 @@ pub fn ingress_load_assignment(
     let (port, _, host) = parse_service_cluster(cluster)?;
     let svc = ctx.registry.services.get(host)?;
     let (waypoint, vip) = ingress_waypoint(ctx, svc)?;
-    let destination = if vip.contains(':') {
-        format!("[{vip}]:{port}")
-    } else {
-        format!("{vip}:{port}")
-    };
+    let destination = host_port(&vip, port);
     let lb_endpoints = ctx
         .registry
         .endpoints(&waypoint, HBONE_PORT)
         .iter()
         .map(|e| {
-            let target = if e.address.contains(':') {
-                format!("[{}]:{}", e.address, e.port)
-            } else {
-                format!("{}:{}", e.address, e.port)
-            };
-            let string = |s: &str| Value {
-                kind: Some(value::Kind::StringValue(s.to_string())),
-            };
+            let target = host_port(&e.address, e.port);
             LbEndpoint {
                 host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
                     address: Some(internal_address(CONNECT_ORIGINATE, &target)),
@@ -97,13 +88,7 @@ pub fn ingress_load_assignment(
                 metadata: Some(Metadata {
                     filter_metadata: [(
                         ORIGINAL_DST_KEY.to_string(),
-                        Struct {
-                            fields: [
-                                ("local".to_string(), string(&destination)),
-                                ("waypoint".to_string(), string(&target)),
-                            ]
-                            .into(),
-                        },
+                        tunnel_destination(&destination, Some(&target)),
                     )]
                     .into(),
                     ..Default::default()

@@ -12,9 +12,10 @@ use super::{CONNECT_ORIGINATE, ORIGINAL_DST_KEY};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::TLS_MODE_MATCH;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{TUNNEL_HTTP, TUNNEL_KEY, internal_address, string};
-use envoy_types::pb::envoy::config::core::v3::{Metadata, address, socket_address};
-use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint;
+use crate::xds::generate::hbone::{
+    TUNNEL_HTTP, TUNNEL_KEY, string, through_internal, tunnel_destination,
+};
+use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::google::protobuf::{Struct, value};
 
 /// The `connect_originate` cluster of a proxy that sends HBONE, unless `clusters` has it.
@@ -60,32 +61,14 @@ pub fn tunnel_endpoints(ctx: &PushContext, scope: &ScopeView, typed: &mut Typed)
         if has_sidecar {
             continue;
         }
-        let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = lb.host_identifier.as_mut() else {
+        let tunnels = |ip: &str| index.supports_tunnel(&scope.network, ip);
+        let Some(target) = through_internal(lb, CONNECT_ORIGINATE, tunnels) else {
             continue;
         };
-        let Some(address::Address::SocketAddress(sock)) =
-            ep.address.as_ref().and_then(|a| a.address.as_ref())
-        else {
-            continue;
-        };
-        let Some(socket_address::PortSpecifier::PortValue(port)) = sock.port_specifier else {
-            continue;
-        };
-        if !index.supports_tunnel(&scope.network, &sock.address) {
-            continue;
-        }
-        let target = if sock.address.contains(':') {
-            format!("[{}]:{port}", sock.address)
-        } else {
-            format!("{}:{port}", sock.address)
-        };
-        ep.address = Some(internal_address(CONNECT_ORIGINATE, &target));
         let metadata = lb.metadata.get_or_insert_with(Metadata::default);
         metadata.filter_metadata.insert(
             ORIGINAL_DST_KEY.to_string(),
-            Struct {
-                fields: [("local".to_string(), string(&target))].into(),
-            },
+            tunnel_destination(&target, None),
         );
         metadata.filter_metadata.insert(
             TLS_MODE_MATCH.to_string(),
