@@ -9,7 +9,7 @@ use crate::common::peers::{Bootstrap, Envoy, envoy_binary, request_at};
 use crate::common::{Daemon, eventually, write};
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const WAYPOINT_IP: &str = "10.47.0.2";
@@ -193,6 +193,56 @@ fn issue(ca_dir: &Path, certs: &Path, identities: &[&str]) {
     }
 }
 
+/// The files of one scenario under `dir`: the mesh (`cfg/mesh.yaml`), the CA's tokens (`token:
+/// ns/sa` lines) and the directory the mesh CA is made in; returns (config dir, tokens, CA dir).
+fn scenario(dir: &Path, mesh: &str, tokens: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let cfg = dir.join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    write(&cfg, "mesh.yaml", mesh);
+    let token_file = dir.join("tokens.yaml");
+    std::fs::write(&token_file, tokens).unwrap();
+    let ca_dir = dir.join("ca");
+    std::fs::create_dir(&ca_dir).unwrap();
+    (cfg, token_file, ca_dir)
+}
+
+/// The daemon of an ambient install in the calling thread's pod: xDS on every address of
+/// `XDS_PORT`, its TLS port on `SECURE_PORT` with the mesh CA in `ca_dir` and the tokens of
+/// `tokens`.
+fn ambient_daemon(cfg: &Path, ca_dir: &Path, tokens: &Path) -> Daemon {
+    let secure = format!("0.0.0.0:{SECURE_PORT}");
+    Daemon::start_on(
+        cfg,
+        &format!("0.0.0.0:{XDS_PORT}"),
+        &[
+            "--secure-grpc-addr",
+            &secure,
+            "--ca-dir",
+            ca_dir.to_str().unwrap(),
+            "--ca-token-file",
+            tokens.to_str().unwrap(),
+            // An ambient install: sidecars and gateways send and take HBONE.
+            "--enable-ambient",
+            "true",
+        ],
+    )
+}
+
+/// A proxy of namespace `shop` fed over TLS by the daemon at `istiod` (verified with the mesh
+/// `root`), with istio-agent's internal-listener bootstrap extension.
+fn mesh_proxy(envoy: &Path, istiod: [u8; 4], root: &Path, proxy: Bootstrap) -> Envoy {
+    Envoy::boot(
+        envoy,
+        SocketAddr::from((istiod, SECURE_PORT)),
+        &Bootstrap {
+            namespace: "shop",
+            tls: Some((root, DOMAIN)),
+            top_extra: INTERNAL_LISTENERS,
+            ..proxy
+        },
+    )
+}
+
 /// A source ztunnel: what the client sends to `listen` goes to the waypoint in an HBONE tunnel
 /// whose destination is `destination` (the service's VIP and port, or a workload's address),
 /// with the certificate of `identity`.
@@ -310,12 +360,9 @@ fn a_waypoint_routes_and_authorizes_hbone_traffic_between_ztunnels() {
     let node = Pod::new(NODE_IP);
     netns::link(&waypoint_pod, &node);
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("cfg");
-    std::fs::create_dir(&cfg).unwrap();
     // `direct`: an ambient workload without a waypoint, which a sidecar reaches over HBONE.
-    write(
-        &cfg,
-        "mesh.yaml",
+    let (cfg, tokens, ca_dir) = scenario(
+        dir.path(),
         &mesh(&format!(
             r#"---
 apiVersion: networking.istio.io/v1
@@ -329,15 +376,8 @@ spec:
   endpoints: [{{address: {NODE_IP}, ports: {{http: 9090}}, serviceAccount: web}}]
 "#
         )),
-    );
-    let tokens = dir.path().join("tokens.yaml");
-    std::fs::write(
-        &tokens,
         "waypoint-token: shop/waypoint\nclient-token: shop/client\nintruder-token: shop/intruder\nweb-token: shop/web\ningress-token: shop/ingress\n",
-    )
-    .unwrap();
-    let ca_dir = dir.path().join("ca");
-    std::fs::create_dir(&ca_dir).unwrap();
+    );
     let root = ca_dir.join("root-cert.pem");
     let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
@@ -346,54 +386,35 @@ spec:
     std::thread::scope(|s| {
         s.spawn(move || {
             waypoint_pod.enter();
-            let secure = format!("0.0.0.0:{SECURE_PORT}");
-            let _daemon = Daemon::start_on(
-                cfg,
-                &format!("0.0.0.0:{XDS_PORT}"),
-                &[
-                    "--secure-grpc-addr",
-                    &secure,
-                    "--ca-dir",
-                    ca_dir.to_str().unwrap(),
-                    "--ca-token-file",
-                    tokens.to_str().unwrap(),
-                    // An ambient install: sidecars and gateways send HBONE to ambient workloads.
-                    "--enable-ambient",
-                    "true",
-                ],
-            );
+            let _daemon = ambient_daemon(cfg, ca_dir, tokens);
             up_tx.send(()).unwrap();
-            let _waypoint = Envoy::boot(
+            let _waypoint = mesh_proxy(
                 envoy,
-                SocketAddr::from(([127, 0, 0, 1], SECURE_PORT)),
-                &Bootstrap {
+                [127, 0, 0, 1],
+                root,
+                Bootstrap {
                     node_type: "waypoint",
-                    namespace: "shop",
                     pod: "waypoint-0",
                     labels: "gateway.networking.k8s.io/gateway-name: waypoint",
                     metadata: "",
                     ip: WAYPOINT_IP,
-                    tls: Some((root, DOMAIN)),
                     token: Some("waypoint-token"),
-                    top_extra: INTERNAL_LISTENERS,
                     ..Bootstrap::default()
                 },
             );
             // An ingress gateway sends `web` (labelled istio.io/ingress-use-waypoint) through
             // the waypoint: its routes and policies apply to what enters the mesh.
-            let _gateway = Envoy::boot(
+            let _gateway = mesh_proxy(
                 envoy,
-                SocketAddr::from(([127, 0, 0, 1], SECURE_PORT)),
-                &Bootstrap {
+                [127, 0, 0, 1],
+                root,
+                Bootstrap {
                     node_type: "router",
-                    namespace: "shop",
                     pod: "ingress-0",
                     labels: "istio: ingress",
                     metadata: "",
                     ip: WAYPOINT_IP,
-                    tls: Some((root, DOMAIN)),
                     token: Some("ingress-token"),
-                    top_extra: INTERNAL_LISTENERS,
                     ..Bootstrap::default()
                 },
             );
@@ -454,19 +475,17 @@ spec:
             );
             // A sidecar (no capture: its outbound listeners on loopback) reaching `direct`, an
             // ambient workload: through its own connect_originate, HBONE to the node's ztunnel.
-            let _sidecar = Envoy::boot(
+            let _sidecar = mesh_proxy(
                 envoy,
-                SocketAddr::from(([10, 47, 0, 2], SECURE_PORT)),
-                &Bootstrap {
+                [10, 47, 0, 2],
+                root,
+                Bootstrap {
                     node_type: "sidecar",
-                    namespace: "shop",
                     pod: "client-0",
                     labels: "app: client",
                     metadata: "INTERCEPTION_MODE: NONE, ",
                     ip: NODE_IP,
-                    tls: Some((root, DOMAIN)),
                     token: Some("client-token"),
-                    top_extra: INTERNAL_LISTENERS,
                     ..Bootstrap::default()
                 },
             );
@@ -550,11 +569,8 @@ fn a_sidecar_with_enable_hbone_takes_tunnels_from_ztunnel() {
     let app_pod = Pod::new(SIDECAR);
     netns::link(&node, &app_pod);
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("cfg");
-    std::fs::create_dir(&cfg).unwrap();
-    write(
-        &cfg,
-        "mesh.yaml",
+    let (cfg, tokens, ca_dir) = scenario(
+        dir.path(),
         &format!(
             r#"apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -579,11 +595,8 @@ spec:
   rules: [{{from: [{{source: {{principals: [cluster.local/ns/shop/sa/client]}}}}]}}]
 "#
         ),
+        "app-token: shop/app\n",
     );
-    let tokens = dir.path().join("tokens.yaml");
-    std::fs::write(&tokens, "app-token: shop/app\n").unwrap();
-    let ca_dir = dir.path().join("ca");
-    std::fs::create_dir(&ca_dir).unwrap();
     let root = ca_dir.join("root-cert.pem");
     let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
@@ -595,19 +608,17 @@ spec:
             flaky_backend(&format!("{SIDECAR}:8080"), "app");
             flaky_backend("127.0.0.1:8081", "local-only");
             up_rx.recv().unwrap();
-            let _sidecar = Envoy::boot(
+            let _sidecar = mesh_proxy(
                 envoy,
-                SocketAddr::from(([10, 48, 0, 2], SECURE_PORT)),
-                &Bootstrap {
+                [10, 48, 0, 2],
+                root,
+                Bootstrap {
                     node_type: "sidecar",
-                    namespace: "shop",
                     pod: "app-0",
                     labels: "app: app",
                     metadata: "ENABLE_HBONE: 'true', ",
                     ip: SIDECAR,
-                    tls: Some((root, DOMAIN)),
                     token: Some("app-token"),
-                    top_extra: INTERNAL_LISTENERS,
                     ..Bootstrap::default()
                 },
             );
@@ -615,21 +626,7 @@ spec:
         });
         s.spawn(move || {
             node.enter();
-            let secure = format!("0.0.0.0:{SECURE_PORT}");
-            let _daemon = Daemon::start_on(
-                cfg,
-                &format!("0.0.0.0:{XDS_PORT}"),
-                &[
-                    "--secure-grpc-addr",
-                    &secure,
-                    "--ca-dir",
-                    ca_dir.to_str().unwrap(),
-                    "--ca-token-file",
-                    tokens.to_str().unwrap(),
-                    "--enable-ambient",
-                    "true",
-                ],
-            );
+            let _daemon = ambient_daemon(cfg, ca_dir, tokens);
             up_tx.send(()).unwrap();
             let certs = tempfile::tempdir().unwrap();
             eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
