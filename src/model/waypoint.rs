@@ -106,13 +106,24 @@ pub fn service_waypoint(
         return None;
     }
     let waypoint = named_waypoint(&svc.labels, namespace_labels, &svc.namespace)?;
+    taking(waypoint, "service", registry, domain_suffix)
+}
+
+/// `waypoint` when its `istio.io/waypoint-for` takes `traffic` (`service` or `workload`): that
+/// kind, or `all`.
+fn taking(
+    waypoint: WaypointRef,
+    traffic: &str,
+    registry: &Registry,
+    domain_suffix: &str,
+) -> Option<WaypointRef> {
     let accepts = waypoint_for(
         registry
             .services
             .get(&waypoint.hostname(domain_suffix))
             .map(AsRef::as_ref),
     );
-    matches!(accepts, "service" | "all").then_some(waypoint)
+    (accepts == traffic || accepts == "all").then_some(waypoint)
 }
 
 /// The waypoint a workload's traffic goes through: the one its own labels name (a namespace's
@@ -128,13 +139,7 @@ pub fn workload_waypoint(
         return None;
     }
     let waypoint = named_waypoint(labels, None, namespace)?;
-    let accepts = waypoint_for(
-        registry
-            .services
-            .get(&waypoint.hostname(domain_suffix))
-            .map(AsRef::as_ref),
-    );
-    matches!(accepts, "workload" | "all").then_some(waypoint)
+    taking(waypoint, "workload", registry, domain_suffix)
 }
 
 /// The services a waypoint serves: those whose waypoint is the Service `waypoint_host` (the

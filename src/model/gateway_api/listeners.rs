@@ -377,18 +377,7 @@ pub(super) fn gateways(
                     name: l.name.clone(),
                     supported_kinds: Vec::new(),
                     attached_routes: 0,
-                    conditions: BTreeMap::from([
-                        ("Accepted", Condition::ok("Accepted", "No errors found")),
-                        ("Programmed", Condition::ok("Programmed", "No errors found")),
-                        (
-                            "Conflicted",
-                            Condition::failed("NoConflicts", "No errors found"),
-                        ),
-                        (
-                            "ResolvedRefs",
-                            Condition::ok("ResolvedRefs", "No errors found"),
-                        ),
-                    ]),
+                    conditions: clean_listener(),
                     certificates: Vec::new(),
                 })
                 .collect();
@@ -624,18 +613,7 @@ fn translate_listener(
 ) {
     let config = owner.config;
     let ns = config.metadata.namespace.clone();
-    let mut conditions = BTreeMap::from([
-        ("Accepted", Condition::ok("Accepted", "No errors found")),
-        ("Programmed", Condition::ok("Programmed", "No errors found")),
-        (
-            "Conflicted",
-            Condition::failed("NoConflicts", "No errors found"),
-        ),
-        (
-            "ResolvedRefs",
-            Condition::ok("ResolvedRefs", "No errors found"),
-        ),
-    ]);
+    let mut conditions = clean_listener();
     let (tls, certificates, tls_error) = server_tls(config, owner.gateway, l, grants, out);
     if let Some(e) = tls_error {
         conditions.insert("ResolvedRefs", e);
@@ -741,4 +719,21 @@ pub(super) fn gateway_key(namespace: &str, name: &str) -> ConfigKey {
         name: name.to_string(),
         cluster: String::new(),
     }
+}
+
+/// A listener's conditions when nothing is wrong with it (each problem found then replaces its
+/// condition).
+fn clean_listener() -> BTreeMap<&'static str, Condition> {
+    BTreeMap::from([
+        ("Accepted", Condition::ok("Accepted", "No errors found")),
+        ("Programmed", Condition::ok("Programmed", "No errors found")),
+        (
+            "Conflicted",
+            Condition::failed("NoConflicts", "No errors found"),
+        ),
+        (
+            "ResolvedRefs",
+            Condition::ok("ResolvedRefs", "No errors found"),
+        ),
+    ])
 }

@@ -100,24 +100,15 @@ pub fn inject(
     if !unknown.is_empty() {
         return Err(InjectError::UnknownTemplate(unknown.join(", ")));
     }
-    if names.contains(&"waypoint") {
-        gateway::inject(
-            settings,
-            template,
-            sources,
-            namespace,
-            pod,
-            gateway::Role::Waypoint,
-        )
+    let role = if names.contains(&"waypoint") {
+        Some(gateway::Role::Waypoint)
     } else if names.contains(&"gateway") {
-        gateway::inject(
-            settings,
-            template,
-            sources,
-            namespace,
-            pod,
-            gateway::Role::Router,
-        )
+        Some(gateway::Role::Router)
+    } else {
+        None
+    };
+    if let Some(role) = role {
+        gateway::inject(settings, template, sources, namespace, pod, role)
     } else {
         render::sidecar(settings, template, sources, namespace, pod)
     }

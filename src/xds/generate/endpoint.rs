@@ -73,22 +73,8 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                     locality: Some(super::locality::parse(locality)),
                     lb_endpoints: eps
                         .iter()
-                        .map(|e| LbEndpoint {
-                            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
-                                Endpoint {
-                                    address: Some(socket(&e.address, e.port)),
-                                    ..Default::default()
-                                },
-                            )),
-                            health_status: if e.healthy {
-                                HealthStatus::Healthy
-                            } else {
-                                HealthStatus::Unhealthy
-                            } as i32,
-                            load_balancing_weight: Some(UInt32Value {
-                                value: e.weight.max(1),
-                            }),
-                            metadata: tls_mode_metadata(e),
+                        .map(|e| {
+                            lb_endpoint_of(e, socket(&e.address, e.port), tls_mode_metadata(e))
                         })
                         .collect(),
                     ..Default::default()
@@ -159,6 +145,29 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
         }
     }
     Typed::new(cluster, Class::outbound(scope), cla)
+}
+
+/// `e` as Envoy's endpoint at `address`: its health and weight (at least 1), with `metadata`.
+pub(super) fn lb_endpoint_of(
+    e: &ModelEndpoint,
+    address: envoy_types::pb::envoy::config::core::v3::Address,
+    metadata: Option<envoy_types::pb::envoy::config::core::v3::Metadata>,
+) -> LbEndpoint {
+    LbEndpoint {
+        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+            address: Some(address),
+            ..Default::default()
+        })),
+        health_status: if e.healthy {
+            HealthStatus::Healthy
+        } else {
+            HealthStatus::Unhealthy
+        } as i32,
+        load_balancing_weight: Some(UInt32Value {
+            value: e.weight.max(1),
+        }),
+        metadata,
+    }
 }
 
 /// The labels istiod adds to every endpoint and proxy: its cluster and its network.

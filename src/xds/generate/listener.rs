@@ -55,21 +55,26 @@ pub(super) fn inbound_route(name: &str, virtual_host: &str, cluster: &str) -> Ro
         virtual_hosts: vec![VirtualHost {
             name: virtual_host.into(),
             domains: vec!["*".into()],
-            routes: vec![Route {
-                name: "default".into(),
-                r#match: Some(RouteMatch {
-                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-                    ..Default::default()
-                }),
-                action: Some(Action::Route(RouteAction {
-                    cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.into())),
-                    timeout: Some(super::util::duration(std::time::Duration::ZERO)),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            }],
+            routes: vec![default_route(cluster)],
             ..Default::default()
         }],
+        ..Default::default()
+    }
+}
+
+/// The route `default`: every path to `cluster`, without a timeout.
+pub(super) fn default_route(cluster: &str) -> Route {
+    Route {
+        name: "default".into(),
+        r#match: Some(RouteMatch {
+            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+            ..Default::default()
+        }),
+        action: Some(Action::Route(RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.into())),
+            timeout: Some(super::util::duration(std::time::Duration::ZERO)),
+            ..Default::default()
+        })),
         ..Default::default()
     }
 }

@@ -19,11 +19,8 @@ use crate::xds::generate::hbone::{
     host_port, internal_address, internal_upstream, raw_buffer, tunnel_destination,
 };
 use crate::xds::generate::util::parse_service_cluster;
-use envoy_types::pb::envoy::config::core::v3::{HealthStatus, Metadata};
-use envoy_types::pb::envoy::config::endpoint::v3::{
-    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
-};
-use envoy_types::pb::google::protobuf::UInt32Value;
+use envoy_types::pb::envoy::config::core::v3::Metadata;
+use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, LocalityLbEndpoints};
 
 /// The waypoint Service (hostname) and the VIP an ingress gateway tunnels `svc`'s traffic to,
 /// when it sends it through the waypoint: the service (or its namespace) asks for it, it has a
@@ -72,28 +69,19 @@ pub fn ingress_load_assignment(
         .iter()
         .map(|e| {
             let target = host_port(&e.address, e.port);
-            LbEndpoint {
-                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                    address: Some(internal_address(CONNECT_ORIGINATE, &target)),
-                    ..Default::default()
-                })),
-                health_status: if e.healthy {
-                    HealthStatus::Healthy
-                } else {
-                    HealthStatus::Unhealthy
-                } as i32,
-                load_balancing_weight: Some(UInt32Value {
-                    value: e.weight.max(1),
-                }),
-                metadata: Some(Metadata {
-                    filter_metadata: [(
-                        ORIGINAL_DST_KEY.to_string(),
-                        tunnel_destination(&destination, Some(&target)),
-                    )]
-                    .into(),
-                    ..Default::default()
-                }),
-            }
+            let metadata = Metadata {
+                filter_metadata: [(
+                    ORIGINAL_DST_KEY.to_string(),
+                    tunnel_destination(&destination, Some(&target)),
+                )]
+                .into(),
+                ..Default::default()
+            };
+            crate::xds::generate::endpoint::lb_endpoint_of(
+                e,
+                internal_address(CONNECT_ORIGINATE, &target),
+                Some(metadata),
+            )
         })
         .collect();
     let cla = ClusterLoadAssignment {

@@ -593,19 +593,7 @@ fn route_config(
         rename_clusters(route, &|c| waypoint_cluster(ctx, own, c));
     }
     if routes.is_empty() {
-        routes.push(Route {
-            name: "default".into(),
-            r#match: Some(RouteMatch {
-                path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-                ..Default::default()
-            }),
-            action: Some(Action::Route(RouteAction {
-                cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.into())),
-                timeout: Some(duration(std::time::Duration::ZERO)),
-                ..Default::default()
-            })),
-            ..Default::default()
-        });
+        routes.push(crate::xds::generate::listener::default_route(cluster));
     }
     RouteConfiguration {
         name: cluster.into(),
