@@ -206,25 +206,27 @@ fn scenario(dir: &Path, mesh: &str, tokens: &str) -> (PathBuf, PathBuf, PathBuf)
     (cfg, token_file, ca_dir)
 }
 
-/// The daemon of an ambient install in the calling thread's pod: xDS on every address of
-/// `XDS_PORT`, its TLS port on `SECURE_PORT` with the mesh CA in `ca_dir` and the tokens of
-/// `tokens`.
+/// The daemon of an ambient install in the calling thread's pod, switched on as the chart's
+/// `profile: ambient` does it (`PILOT_ENABLE_AMBIENT=true` in its environment): xDS on every
+/// address of `XDS_PORT`, its TLS port on `SECURE_PORT` with the mesh CA in `ca_dir` and the
+/// tokens of `tokens`.
 fn ambient_daemon(cfg: &Path, ca_dir: &Path, tokens: &Path) -> Daemon {
     let secure = format!("0.0.0.0:{SECURE_PORT}");
-    Daemon::start_on(
-        cfg,
+    Daemon::spawn_env(
         &format!("0.0.0.0:{XDS_PORT}"),
         &[
+            "--config-source",
+            "files",
+            "--config-dir",
+            cfg.to_str().unwrap(),
             "--secure-grpc-addr",
             &secure,
             "--ca-dir",
             ca_dir.to_str().unwrap(),
             "--ca-token-file",
             tokens.to_str().unwrap(),
-            // An ambient install: sidecars and gateways send and take HBONE.
-            "--enable-ambient",
-            "true",
         ],
+        &[("PILOT_ENABLE_AMBIENT", Some("true"))],
     )
 }
 
