@@ -6,7 +6,7 @@ use crate::model::{Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::{EffectivePolicy, build, service_clusters};
 use crate::xds::generate::finish::{Class, Typed};
-pub(super) use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
+use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
 use crate::xds::generate::hbone::{through_internal, tunnel_destination};
 use crate::xds::generate::tls::inbound_mesh_tls;
 use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
