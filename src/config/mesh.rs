@@ -72,6 +72,33 @@ pub struct MeshConfig {
     /// Per-host service settings: `clusterLocal` keeps a host's traffic in the proxy's cluster.
     #[serde(default)]
     pub service_settings: Vec<ServiceSettings>,
+    /// Which services ambient multi-network shares across clusters (read only with
+    /// AMBIENT_ENABLE_MULTI_NETWORK, as istiod).
+    #[serde(default)]
+    pub service_scope_configs: Vec<ServiceScopeConfig>,
+}
+
+/// MeshConfig `serviceScopeConfigs[]`: services whose namespace and own labels match are `GLOBAL`
+/// (their endpoints in every cluster reach every cluster) or `LOCAL`; an absent selector matches
+/// everything, as istiod reads it.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceScopeConfig {
+    #[serde(default)]
+    pub namespace_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub services_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub scope: ServiceScope,
+}
+
+/// `serviceScopeConfigs[].scope`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum ServiceScope {
+    #[default]
+    LOCAL,
+    GLOBAL,
 }
 
 /// MeshConfig `serviceSettings[]`.
@@ -738,6 +765,7 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                 None
             }
             n if HONOURED_MESH_FIELDS.contains(&n) => None,
+            "serviceScopeConfigs" => Some(SERVICE_SCOPE_ONLY_MULTI_NETWORK),
             _ => Some(MESH_FIELD_NOT_APPLIED),
         };
         if let Some(note) = note {
@@ -749,6 +777,10 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
 
 /// What Rudder says of a MeshConfig field it does not act on.
 pub const MESH_FIELD_NOT_APPLIED: &str = "this MeshConfig field is not applied";
+
+/// `serviceScopeConfigs` is read by ambient multi-network alone, in istiod as here.
+pub const SERVICE_SCOPE_ONLY_MULTI_NETWORK: &str =
+    "applied only with AMBIENT_ENABLE_MULTI_NETWORK=true (ambient across networks), as istiod";
 
 /// What Rudder says of an extension provider of a kind it does not apply.
 pub const PROVIDER_NOT_APPLIED: &str = "this extension provider kind is not applied";

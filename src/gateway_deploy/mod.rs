@@ -299,7 +299,7 @@ impl GatewayDeployer {
         snapshot: &Snapshot,
         applied: &mut BTreeMap<(String, String, String), Value>,
     ) {
-        for e in snapshot.list(Kind::KubernetesGateway) {
+        for e in snapshot.list_local(Kind::KubernetesGateway) {
             let Spec::KubernetesGateway(gw) = &e.config.spec else {
                 continue;
             };

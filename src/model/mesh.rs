@@ -83,6 +83,12 @@ pub struct MeshSettings {
     /// Sidecars that ask for it (`ENABLE_HBONE` metadata) take HBONE on 15008 (istiod's
     /// PILOT_ENABLE_SIDECAR_LISTENING_HBONE, on by default once PILOT_ENABLE_AMBIENT is).
     pub sidecar_hbone_listen: bool,
+    /// Ambient across clusters and networks (istiod's alpha AMBIENT_ENABLE_MULTI_NETWORK): remote
+    /// clusters' workloads and global services for ztunnel, other networks through their
+    /// east-west gateways.
+    pub ambient_multi_network: bool,
+    /// MeshConfig `serviceScopeConfigs`: which services are global under ambient multi-network.
+    pub service_scope: Vec<crate::config::mesh::ServiceScopeConfig>,
     /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
     pub network_gateways: BTreeMap<String, Vec<NetworkGateway>>,
     /// The network of each cluster's endpoints that name none themselves.
@@ -195,6 +201,7 @@ impl MeshSettings {
                     out.trust_domain = td;
                 }
                 out.discovery_selectors = mc.discovery_selectors;
+                out.service_scope = mc.service_scope_configs;
                 out.extension_providers = mc.extension_providers;
                 out.path_normalization = mc
                     .path_normalization
@@ -325,6 +332,8 @@ impl Default for MeshSettings {
             default_skip_mx_headers: false,
             send_hbone: false,
             sidecar_hbone_listen: false,
+            ambient_multi_network: false,
+            service_scope: Vec::new(),
             network_gateways: BTreeMap::new(),
             cluster_networks: ClusterNetworks::default(),
             cluster_local: ClusterLocalHosts::new(&[], "cluster.local", "istiod.istio-system.svc"),

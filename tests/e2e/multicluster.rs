@@ -659,3 +659,152 @@ fn remote_clusters_from_a_kubeconfig_directory() {
         });
     }
 }
+
+/// Ambient across networks (AMBIENT_ENABLE_MULTI_NETWORK), on the fakes (the pods' addresses and
+/// the east-west gateway's status are set by the test): a ztunnel of the primary's network gets
+/// the primary's pods, and the remote network's pods of a global service as one workload at the
+/// remote's east-west gateway, which goes when the gateway does.
+#[test]
+fn ambient_across_networks_reaches_the_remote_network_through_its_east_west_gateway() {
+    use crate::common::ads::Delta;
+    use crate::common::ca::channel;
+    use crate::common::cluster::istio_crd;
+    use envoy_types::pb::envoy::config::core::v3::Node;
+    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+    use prost::Message;
+    use rudder::xds::generate::ambient::pb::workload::{Address, Workload, address};
+    const ADDRESS: &str = "type.googleapis.com/istio.workload.Address";
+
+    let primary = Cluster::fake("mcamb");
+    let remote = Cluster::fake("mcamb");
+    let ns = primary.ns.clone();
+    let pod = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": "web"}},
+            "spec": {"serviceAccountName": "web", "containers": [{"name": "app", "image": "web"}]},
+            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let global_web = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns, "labels": {"istio.io/global": "true"}},
+        "spec": {"ports": [{"name": "http-web", "port": 80, "targetPort": 8080}], "clusterIP": "10.96.0.10"}});
+    for (c, network) in [(&primary, "net1"), (&remote, "net2")] {
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
+            "labels": {"topology.istio.io/network": network, "istio.io/dataplane-mode": "ambient"}}}));
+        c.apply(global_web.clone());
+    }
+    primary.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "istio", "namespace": ns},
+        "data": {"mesh": "serviceScopeConfigs:\n- servicesSelector: {matchLabels: {istio.io/global: \"true\"}}\n  scope: GLOBAL\n"}}));
+    primary.apply(pod("web-0", "10.1.0.5"));
+    primary.apply(slice(&ns, "web", &["10.1.0.5"], true));
+    remote.apply(pod("web-0", "10.2.0.7"));
+    remote.apply(pod("web-1", "10.2.0.8"));
+    remote.apply(slice(&ns, "web", &["10.2.0.7", "10.2.0.8"], true));
+    remote.apply(istio_crd(
+        "gateway.networking.k8s.io",
+        "gateways",
+        "Gateway",
+    ));
+    let gateway = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "eastwest", "namespace": ns, "labels": {"topology.istio.io/network": "net2"}},
+        "spec": {"gatewayClassName": "istio-east-west", "listeners": [
+            {"name": "mesh", "port": 15008, "protocol": "HBONE", "tls": {"mode": "Terminate"}}]},
+        "status": {"addresses": [{"type": "IPAddress", "value": "192.0.2.60"}]}});
+    remote.apply(gateway.clone());
+    let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-west",
+        &[("west", kubeconfig)],
+    ));
+    let daemon = primary.rudder_env(
+        &["--cluster-id", "east"],
+        &[("AMBIENT_ENABLE_MULTI_NETWORK", Some("true"))],
+    );
+    eventually(60, "rudder ready", || {
+        http_get(daemon.addr("http"), "/ready").0 == 200
+    });
+    let root = primary.ca_root();
+    let token = primary.token("ztunnel");
+    let far = format!(
+        "net2/SplitHorizonWorkload/{ns}/eastwest/192.0.2.60/{ns}/web.{ns}.svc.cluster.local"
+    );
+    let workload =
+        |r: &envoy_types::pb::envoy::service::discovery::v3::Resource| -> Option<Workload> {
+            match Address::decode(r.resource.as_ref()?.value.as_slice())
+                .ok()?
+                .r#type?
+            {
+                address::Type::Workload(w) => Some(w),
+                address::Type::Service(_) => None,
+            }
+        };
+    primary.rt.block_on(async {
+        let tls = channel(
+            daemon.addr("grpc-xds-tls"),
+            &root,
+            "istiod.istio-system.svc",
+            None,
+        )
+        .await
+        .expect("TLS to 15012");
+        let bearer = format!("Bearer {token}");
+        let headers = [("authorization", bearer.as_str()), ("clusterid", "east")];
+        let request = DeltaDiscoveryRequest {
+            node: Some(Node {
+                id: format!("ztunnel~10.1.0.99~ztunnel-abcde.{ns}~{ns}.svc.cluster.local"),
+                ..Default::default()
+            }),
+            type_url: ADDRESS.into(),
+            ..Default::default()
+        };
+        let mut z = Delta::open_on(tls, request, &headers)
+            .await
+            .expect("ztunnel's stream");
+        let mut seen: std::collections::BTreeMap<String, Workload> = Default::default();
+        for _ in 0..30 {
+            let resp = z.recv().await;
+            z.ack(&resp).await;
+            for r in &resp.resources {
+                if let Some(w) = workload(r) {
+                    seen.insert(r.name.clone(), w);
+                }
+            }
+            if seen.contains_key(&far) {
+                break;
+            }
+        }
+        let w = seen
+            .get(&far)
+            .unwrap_or_else(|| panic!("{:?}", seen.keys()));
+        assert_eq!(
+            w.capacity,
+            Some(2),
+            "both of the remote's pods behind one workload"
+        );
+        assert_eq!(w.cluster_id, "west");
+        assert!(seen.contains_key(&format!("east//Pod/{ns}/web-0")));
+        assert!(
+            !seen.keys().any(|uid| uid.starts_with("west//")),
+            "{:?}",
+            seen.keys()
+        );
+
+        // The gateway goes: the far network is unreachable, its workload is removed.
+        remote.remove(gateway).await;
+        let mut removed = false;
+        for _ in 0..30 {
+            let resp = z.recv().await;
+            z.ack(&resp).await;
+            if resp.removed_resources.contains(&far) {
+                removed = true;
+                break;
+            }
+        }
+        assert!(
+            removed,
+            "the split-horizon workload is removed with its gateway"
+        );
+    });
+}

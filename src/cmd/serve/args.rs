@@ -276,6 +276,12 @@ pub struct ServeArgs {
     /// and waypoints reach it over mTLS tunnels, as istiod's PILOT_ENABLE_SIDECAR_LISTENING_HBONE.
     #[arg(long, env = "PILOT_ENABLE_SIDECAR_LISTENING_HBONE", default_value_t = true, action = clap::ArgAction::Set)]
     pub enable_sidecar_listening_hbone: bool,
+    /// Ambient across networks (istiod's alpha AMBIENT_ENABLE_MULTI_NETWORK, off by default): ztunnel
+    /// gets remote clusters' workloads of its own network, one split-horizon workload per global
+    /// service and remote network (reached through that network's east-west gateway), and global
+    /// services merged across clusters; MeshConfig `serviceScopeConfigs` says which are global.
+    #[arg(long, env = "AMBIENT_ENABLE_MULTI_NETWORK", default_value_t = false, action = clap::ArgAction::Set)]
+    pub ambient_enable_multi_network: bool,
     /// Kubernetes mode, ambient installs: the leader writes `istio.io/WaypointBound` on Services,
     /// ServiceEntries and WorkloadEntries and `ZtunnelAccepted` on AuthorizationPolicies, as
     /// istiod's AMBIENT_ENABLE_STATUS.

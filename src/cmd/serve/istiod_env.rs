@@ -25,6 +25,7 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_MULTICLUSTER_KUBECONFIG_PATH",
     "PILOT_ENABLE_SENDING_HBONE",
     "PILOT_ENABLE_SIDECAR_LISTENING_HBONE",
+    "AMBIENT_ENABLE_MULTI_NETWORK",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an
@@ -40,7 +41,6 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
     "MCS_API_VERSION",
     "LOCAL_CLUSTER_SECRET_WATCHER",
     // Ambient switches (istiod's registerAmbient), read at the values in ISTIOD_ENV_ALWAYS.
-    "AMBIENT_ENABLE_MULTI_NETWORK",
     "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT",
     "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
     "AMBIENT_ENABLE_BAGGAGE",
@@ -53,10 +53,9 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
 const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[
     ("PILOT_ENABLE_AMBIENT", "true"),
     ("PILOT_ENABLE_AMBIENT_WAYPOINTS", "true"),
-    // istiod's defaults, which are what Rudder does: ambient within one network (a remote
-    // cluster's pods are not ztunnel workloads, as istiod's index without multi-network), no
+    // istiod's defaults, which are what Rudder does: waypoints not reaching other networks (the
+    // switch is named only when AMBIENT_ENABLE_MULTI_NETWORK is on, `warn_multi_network`), no
     // baggage-based peer metadata, ingress gateways honouring `istio.io/ingress-use-waypoint`.
-    ("AMBIENT_ENABLE_MULTI_NETWORK", "false"),
     ("AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT", "true"),
     ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", "false"),
     ("AMBIENT_ENABLE_BAGGAGE", "false"),
@@ -100,6 +99,7 @@ mod tests {
             ("ENABLE_MCS_SERVICE_DISCOVERY", "true"),
             ("PILOT_MULTICLUSTER_KUBECONFIG_PATH", "/etc/remote"),
             ("AMBIENT_ENABLE_MULTI_NETWORK", "true"),
+            ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", "true"),
             ("ENABLE_INGRESS_WAYPOINT_ROUTING", "true"),
             ("HOME", "/root"),
             ("PILOT_ENABLE_AMBIENT", "true"),
@@ -109,7 +109,7 @@ mod tests {
         assert_eq!(
             unread_istiod_env(vars),
             [
-                "AMBIENT_ENABLE_MULTI_NETWORK",
+                "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
                 "CERT_SIGNER_DOMAIN",
                 "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
                 "ENABLE_MCS_SERVICE_DISCOVERY",

@@ -125,6 +125,11 @@ struct Cluster {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     super::raise_fd_limit();
     warn_unread_istiod_env();
+    if args.ambient_enable_multi_network {
+        warn!(
+            "AMBIENT_ENABLE_MULTI_NETWORK: ztunnel is served other networks' global services through their east-west gateways; the east-west gateway proxies themselves (class istio-east-west) and waypoints' double HBONE (AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT) are not generated yet (docs/multicluster.md)"
+        );
+    }
     let use_kubernetes = match args.config_source {
         ConfigSource::Kubernetes => true,
         ConfigSource::Files => false,
@@ -410,6 +415,7 @@ async fn start_kubernetes(
                 .multicluster_kubeconfig_path
                 .clone()
                 .filter(|p| !p.as_os_str().is_empty()),
+            watch_gateways: args.ambient_enable_multi_network,
         },
         late.remote_clusters.clone(),
         daemon.tasks.clone(),
@@ -665,6 +671,7 @@ fn start_xds(
         cluster_id: args.cluster_id.clone(),
         send_hbone: args.enable_ambient && args.enable_sending_hbone,
         sidecar_hbone_listen: args.enable_ambient && args.enable_sidecar_listening_hbone,
+        ambient_multi_network: args.ambient_enable_multi_network,
         ..Default::default()
     };
     let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());

@@ -354,7 +354,7 @@ pub(super) fn gateways(
     out: &mut Translation,
 ) -> Vec<Parent> {
     let mut parents = Vec::new();
-    let mut all: Vec<_> = snapshot.list(Kind::KubernetesGateway).collect();
+    let mut all: Vec<_> = snapshot.list_local(Kind::KubernetesGateway).collect();
     all.sort_by(|a, b| a.config.age_key().cmp(&b.config.age_key()));
     for e in all {
         let config = &e.config;

@@ -168,6 +168,9 @@ pub struct MultiClusterConfig {
     /// `PILOT_MULTICLUSTER_KUBECONFIG_PATH`: remote clusters come from the kubeconfig files of
     /// this directory instead of remote secrets (`kubeconfig_dir`), followed as it changes.
     pub kubeconfig_dir: Option<std::path::PathBuf>,
+    /// Ambient multi-network: each remote's Gateway API Gateways are read too, for the
+    /// east-west gateways of its network (`xds::generate::ambient::multi_network`).
+    pub watch_gateways: bool,
 }
 
 /// Why a kubeconfig from a remote secret cannot be used.
@@ -575,6 +578,9 @@ impl MultiCluster {
             readiness: readiness.clone(),
         };
         spawn_remote_watchers(&ctx, &client, id, &self.tasks, &cancel);
+        if self.config.watch_gateways {
+            spawn_remote_gateway_watch(&ctx, &client, id, &self.tasks, &cancel);
+        }
         self.clusters.set_client(id, client);
         self.running.insert(
             id.to_string(),
@@ -598,6 +604,7 @@ impl MultiCluster {
         let snapshot = self.store.snapshot();
         let gone: Vec<Change> = REMOTE_KINDS
             .iter()
+            .chain([&Kind::KubernetesGateway])
             .flat_map(|kind| snapshot.list(*kind))
             .filter(|e| e.config.metadata.cluster == id)
             .map(|e| Change::Delete(e.config.key()))
@@ -661,6 +668,72 @@ fn in_cluster<K: IntoConfig + 'static>(id: &str) -> super::controller::Convert<K
             })
         })
     })
+}
+
+/// A remote cluster's Gateway API Gateways, with the addresses their status reports (how an
+/// east-west gateway is reached). Not part of the cluster's sync: a cluster without the Gateway
+/// API has no east-west gateway, and its other objects are served all the same.
+fn spawn_remote_gateway_watch(
+    ctx: &Ctx,
+    client: &kube::Client,
+    id: &str,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) {
+    use kube::api::{ApiResource, DynamicObject};
+    let kind = Kind::KubernetesGateway;
+    let ar = ApiResource {
+        group: kind.group().into(),
+        version: "v1".into(),
+        api_version: format!("{}/v1", kind.group()),
+        kind: kind.qualified_name(),
+        plural: kind.plural(),
+    };
+    let cluster = id.to_string();
+    let convert: super::controller::Convert<DynamicObject> = Arc::new(move |obj: DynamicObject| {
+        let key = ConfigKey {
+            kind,
+            namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+            name: obj.metadata.name.clone().unwrap_or_default(),
+            cluster: cluster.clone(),
+        };
+        let mut value = serde_json::to_value(&obj).map_err(|e| (key.clone(), e.to_string()))?;
+        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+            meta.remove("resourceVersion");
+        }
+        if let Some(obj) = value.as_object_mut() {
+            let addresses = obj.get("status").and_then(|s| s.get("addresses")).cloned();
+            obj.remove("status");
+            if let Some(addresses) = addresses {
+                obj.insert(
+                    "status".into(),
+                    serde_json::json!({ "addresses": addresses }),
+                );
+            }
+        }
+        let config = Config::from_json(value, "default")
+            .map_err(|e| (key.clone(), e.to_string()))?
+            .ok_or_else(|| (key.clone(), "empty object".to_string()))?;
+        let mut config = config;
+        config.metadata.cluster.clone_from(&cluster);
+        Ok(Some(config))
+    });
+    let owner = id.to_string();
+    let spec = WatchSpec {
+        kind,
+        part: format!("cluster/{id}/watch/Gateway.{}", kind.group()),
+        convert,
+        owns: Arc::new(move |k: &ConfigKey| k.cluster == owner),
+    };
+    let fut = run_watch::<DynamicObject>(
+        ctx.clone(),
+        Api::all_with(client.clone(), &ar),
+        watcher::Config::default(),
+        spec,
+        cancel.clone(),
+    );
+    tasks.spawn(fut.instrument(info_span!("k8s-watch", cluster = %id, kind = "Gateway")));
 }
 
 /// The watchers of one remote cluster, each owning exactly that cluster's objects of its kind.

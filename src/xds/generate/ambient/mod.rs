@@ -4,7 +4,9 @@
 
 pub mod authorization;
 pub mod dump;
+pub mod multi_network;
 pub mod peer_auth;
+mod pods;
 
 /// ztunnel's xDS types, compiled from `proto/istio/{workload,security}`.
 #[allow(clippy::large_enum_variant)]
@@ -27,12 +29,11 @@ use crate::xds::context::PushContext;
 use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::google::protobuf::Any;
-use k8s_openapi::api::core::v1::Pod;
 use pb::security::Authorization;
 use pb::workload::{
-    Address, AppProtocol, GatewayAddress, Locality, NamespacedHostname, NetworkAddress,
-    NetworkMode, Port, PortList, Service, TunnelProtocol, Workload, WorkloadStatus, WorkloadType,
-    address, gateway_address,
+    Address, AppProtocol, GatewayAddress, Locality, NamespacedHostname, NetworkAddress, Port,
+    PortList, Service, TunnelProtocol, Workload, WorkloadStatus, WorkloadType, address,
+    gateway_address,
 };
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -97,13 +98,19 @@ impl NamespaceInfo<'_> {
 impl AmbientIndex {
     pub fn build(snapshot: &Snapshot, registry: &Registry, mesh: &MeshSettings) -> AmbientIndex {
         let mut index = AmbientIndex::default();
-        let namespaces: HashMap<&str, &BTreeMap<String, String>> = snapshot
-            .list_local(Kind::Namespace)
-            .map(|e| (e.config.metadata.name.as_str(), &e.config.metadata.labels))
+        // By (cluster, name): a remote cluster's pods are read with its own namespaces and nodes.
+        let namespaces: HashMap<(&str, &str), &BTreeMap<String, String>> = snapshot
+            .list(Kind::Namespace)
+            .map(|e| {
+                let meta = &e.config.metadata;
+                ((meta.cluster.as_str(), meta.name.as_str()), &meta.labels)
+            })
             .collect();
-        let ns_info = |ns: &str| NamespaceInfo {
-            labels: namespaces.get(ns).copied(),
+        let ns_in = |cluster: &str, ns: &str| NamespaceInfo {
+            labels: namespaces.get(&(cluster, ns)).copied(),
         };
+        let ns_info = |ns: &str| ns_in("", ns);
+        let mut multi = multi_network::MultiNetwork::new(snapshot, registry, mesh);
         let admitted =
             crate::model::kubernetes::namespace_filter(snapshot, &mesh.discovery_selectors);
         let allowed = |ns: &str| admitted.as_ref().is_none_or(|set| set.contains(ns));
@@ -122,7 +129,7 @@ impl AmbientIndex {
         }
 
         // Which services each address serves, from the endpoints the registry already joined.
-        let mut serving: HashMap<&str, BTreeMap<String, Vec<Port>>> = HashMap::new();
+        let mut serving: HashMap<(&str, &str), BTreeMap<String, Vec<Port>>> = HashMap::new();
         for ((host, service_port), endpoints) in &registry.endpoints {
             let Some(svc) = registry.services.get(host) else {
                 continue;
@@ -130,7 +137,7 @@ impl AmbientIndex {
             let protocol = svc.port(*service_port).map(|p| app_protocol(p.protocol));
             for e in endpoints.iter() {
                 let ports = serving
-                    .entry(e.address.as_str())
+                    .entry((e.cluster.as_str(), e.address.as_str()))
                     .or_default()
                     .entry(format!("{}/{host}", svc.namespace))
                     .or_default();
@@ -144,10 +151,11 @@ impl AmbientIndex {
                 }
             }
         }
-        let services_of = |ips: &[IpAddr]| -> HashMap<String, PortList> {
+        let services_of = |cluster: &str, ips: &[IpAddr]| -> HashMap<String, PortList> {
             let mut out: HashMap<String, PortList> = HashMap::new();
             for ip in ips {
-                for (svc, ports) in serving.get(ip.to_string().as_str()).into_iter().flatten() {
+                let key = (cluster, ip.to_string());
+                for (svc, ports) in serving.get(&(key.0, key.1.as_str())).into_iter().flatten() {
                     out.entry(svc.clone())
                         .or_default()
                         .ports
@@ -157,15 +165,27 @@ impl AmbientIndex {
             out
         };
 
-        let nodes: HashMap<&str, &k8s_openapi::api::core::v1::Node> = snapshot
-            .list_local(Kind::Node)
+        let nodes: HashMap<(&str, &str), &k8s_openapi::api::core::v1::Node> = snapshot
+            .list(Kind::Node)
             .filter_map(|e| match &e.config.spec {
-                Spec::Node(n) => Some((e.config.metadata.name.as_str(), n.as_ref())),
+                Spec::Node(n) => Some((
+                    (
+                        e.config.metadata.cluster.as_str(),
+                        e.config.metadata.name.as_str(),
+                    ),
+                    n.as_ref(),
+                )),
                 _ => None,
             })
             .collect();
 
-        for entry in snapshot.list_local(Kind::Pod) {
+        // Remote clusters' pods only across networks; without it ztunnel knows the config
+        // cluster's, as istiod's single-cluster index.
+        let every_cluster = multi.is_some();
+        let pods = snapshot
+            .list(Kind::Pod)
+            .filter(|e| every_cluster || e.config.metadata.cluster.is_empty());
+        for entry in pods {
             let Spec::Pod(pod) = &entry.config.spec else {
                 continue;
             };
@@ -173,8 +193,8 @@ impl AmbientIndex {
             if !allowed(&meta.namespace) {
                 continue;
             }
-            let ns = ns_info(&meta.namespace);
-            let Some(mut w) = pod_workload(&entry.config, pod, &ns, registry, mesh) else {
+            let ns = ns_in(&meta.cluster, &meta.namespace);
+            let Some(mut w) = pods::pod_workload(&entry.config, pod, &ns, registry, mesh) else {
                 continue;
             };
             let ips: Vec<IpAddr> = w
@@ -182,8 +202,8 @@ impl AmbientIndex {
                 .iter()
                 .filter_map(|a| ip_from_bytes(a))
                 .collect();
-            w.services = services_of(&ips);
-            if let Some(node) = nodes.get(w.node.as_str()) {
+            w.services = services_of(&meta.cluster, &ips);
+            if let Some(node) = nodes.get(&(meta.cluster.as_str(), w.node.as_str())) {
                 let text = crate::model::kubernetes::node_locality(Some(node), None);
                 w.locality = (!text.is_empty()).then(|| locality(text));
             }
@@ -198,7 +218,7 @@ impl AmbientIndex {
                     &meta.labels,
                 ),
             );
-            index.add_workload(w);
+            index.admit(&mut multi, w, !meta.cluster.is_empty());
         }
         for entry in snapshot.list(Kind::WorkloadEntry) {
             let Spec::WorkloadEntry(we) = &entry.config.spec else {
@@ -239,7 +259,7 @@ impl AmbientIndex {
                 canonical_revision,
                 workload_type: WorkloadType::Pod as i32,
                 workload_name: meta.name.clone(),
-                services: services_of(&[ip]),
+                services: services_of("", &[ip]),
                 status: WorkloadStatus::Healthy as i32,
                 cluster_id: mesh.cluster_id.clone(),
                 locality: (!we.locality.is_empty()).then(|| locality(we.locality.clone())),
@@ -256,7 +276,7 @@ impl AmbientIndex {
                     &labels,
                 ),
             );
-            index.add_workload(w);
+            index.admit(&mut multi, w, false);
         }
         // ServiceEntries' inline endpoints are workloads; a DNS ServiceEntry without endpoints
         // is one workload per host, by hostname (istiod's `serviceEntryWorkloadBuilder`).
@@ -384,7 +404,7 @@ impl AmbientIndex {
                     capacity: (ep.weight > 0).then_some(ep.weight),
                     ..Default::default()
                 };
-                index.add_workload(w);
+                index.admit(&mut multi, w, false);
             }
         }
         for svc in registry.services.values() {
@@ -393,13 +413,23 @@ impl AmbientIndex {
                 Some((_, rest)) => (Kind::ServiceEntry, rest.rsplit('/').next().unwrap_or(rest)),
                 None => (Kind::ServiceEntry, svc.source.as_str()),
             };
-            let labels = snapshot
-                .get(&ConfigKey {
-                    kind,
-                    namespace: svc.namespace.clone(),
-                    name: name.to_string(),
-                    cluster: String::new(),
-                })
+            let local = snapshot.get(&ConfigKey {
+                kind,
+                namespace: svc.namespace.clone(),
+                name: name.to_string(),
+                cluster: String::new(),
+            });
+            let key = format!("{}/{}", svc.namespace, svc.hostname);
+            // A service only a remote cluster defines is ztunnel's only when global (istiod's
+            // index reads the config cluster's alone without multi-network).
+            let served = match &multi {
+                Some(m) => m.serves(&key, local.is_some()),
+                None => local.is_some(),
+            };
+            if !served {
+                continue;
+            }
+            let labels = local
                 .map(|e| e.config.metadata.labels.clone())
                 .unwrap_or_default();
             let ns = ns_info(&svc.namespace);
@@ -410,20 +440,27 @@ impl AmbientIndex {
                 &mesh.domain_suffix,
             );
             let network = ns.label(NETWORK_LABEL).unwrap_or_default().to_string();
+            let mut addresses: Vec<NetworkAddress> = svc
+                .addresses
+                .iter()
+                .filter_map(|a| a.parse::<IpAddr>().ok())
+                .map(|ip| NetworkAddress {
+                    network: network.clone(),
+                    address: ip_bytes(ip),
+                    length: None,
+                })
+                .collect();
+            let mut subject_alt_names = Vec::new();
+            if let Some(m) = multi.as_ref().filter(|m| m.is_global(&key)) {
+                addresses = m.global_vips(snapshot, &svc.namespace, name, &mesh.cluster_networks);
+                subject_alt_names = m.identities(&key).into_iter().collect();
+            }
             let service = Service {
                 name: name.to_string(),
                 namespace: svc.namespace.clone(),
                 hostname: svc.hostname.clone(),
-                addresses: svc
-                    .addresses
-                    .iter()
-                    .filter_map(|a| a.parse::<IpAddr>().ok())
-                    .map(|ip| NetworkAddress {
-                        network: network.clone(),
-                        address: ip_bytes(ip),
-                        length: None,
-                    })
-                    .collect(),
+                addresses,
+                subject_alt_names,
                 ports: svc
                     .ports
                     .iter()
@@ -440,6 +477,11 @@ impl AmbientIndex {
                 ..Default::default()
             };
             index.add_service(service);
+        }
+        if let Some(m) = &multi {
+            for w in m.split_horizon_workloads(&index.services) {
+                index.add_workload(w);
+            }
         }
         let mut behind: HashMap<String, Vec<String>> = HashMap::new();
         for (uid, w) in &index.workloads {
@@ -536,6 +578,23 @@ impl AmbientIndex {
         };
         self.address_resources
             .insert(name.to_string(), Resource::new(name, any));
+    }
+
+    /// Adds a workload ztunnel is served, unless it is another network's (`MultiNetwork::place`).
+    fn admit(
+        &mut self,
+        multi: &mut Option<multi_network::MultiNetwork>,
+        w: Workload,
+        remote: bool,
+    ) {
+        match multi {
+            Some(m) => {
+                if let Some(w) = m.place(w, remote) {
+                    self.add_workload(w);
+                }
+            }
+            None => self.add_workload(w),
+        }
     }
 
     fn add_workload(&mut self, w: Workload) {
@@ -666,111 +725,6 @@ fn captured(
         Some("ambient") => true,
         _ => ns.label(DATAPLANE_MODE) == Some("ambient"),
     }
-}
-
-fn pod_ips(pod: &Pod) -> Vec<IpAddr> {
-    let status = pod.status.as_ref();
-    let mut ips: Vec<IpAddr> = status
-        .and_then(|s| s.pod_ips.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p.ip.parse().ok())
-        .collect();
-    if ips.is_empty()
-        && let Some(ip) = status
-            .and_then(|s| s.pod_ip.as_ref())
-            .and_then(|ip| ip.parse().ok())
-    {
-        ips.push(ip);
-    }
-    ips
-}
-
-/// A pod as ztunnel sees it; `None` for pods that have no address yet or have finished.
-fn pod_workload(
-    config: &Config,
-    pod: &Pod,
-    ns: &NamespaceInfo,
-    registry: &Registry,
-    mesh: &MeshSettings,
-) -> Option<Workload> {
-    let meta = &config.metadata;
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded") | Some("Failed")) {
-        return None;
-    }
-    let ips = pod_ips(pod);
-    if ips.is_empty() {
-        return None;
-    }
-    let spec = pod.spec.as_ref();
-    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    let controller = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| (r.kind.as_str(), r.name.as_str(), r.api_version.as_str()));
-    let owner = crate::model::workload::workload_from_owner(&meta.name, &meta.labels, controller);
-    let (canonical_name, canonical_revision) =
-        crate::model::workload::canonical(&meta.labels, &owner.name);
-    let workload_type = match owner.kind.as_str() {
-        "Deployment" => WorkloadType::Deployment,
-        "CronJob" => WorkloadType::Cronjob,
-        "Job" => WorkloadType::Job,
-        _ => WorkloadType::Pod,
-    };
-    let network = meta
-        .labels
-        .get(NETWORK_LABEL)
-        .map(String::as_str)
-        .or_else(|| ns.label(NETWORK_LABEL))
-        .unwrap_or_default()
-        .to_string();
-    Some(Workload {
-        uid: format!("{}//Pod/{}/{}", mesh.cluster_id, meta.namespace, meta.name),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        addresses: ips.iter().map(|ip| ip_bytes(*ip)).collect(),
-        network,
-        tunnel_protocol: tunnel(
-            captured(&meta.labels, Some(&meta.annotations), host_network, ns)
-                || native_tunnel(&meta.labels),
-        ) as i32,
-        native_tunnel: native_tunnel(&meta.labels),
-        trust_domain: mesh.trust_domain.clone(),
-        service_account: non_empty(
-            spec.and_then(|s| s.service_account_name.as_deref())
-                .unwrap_or_default(),
-            "default",
-        ),
-        waypoint: workload_waypoint(&meta.labels, &meta.namespace, registry, mesh),
-        node: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        canonical_name,
-        canonical_revision,
-        workload_type: workload_type as i32,
-        workload_name: owner.name,
-        status: if ready {
-            WorkloadStatus::Healthy
-        } else {
-            WorkloadStatus::Unhealthy
-        } as i32,
-        cluster_id: mesh.cluster_id.clone(),
-        network_mode: if host_network {
-            NetworkMode::HostNetwork
-        } else {
-            NetworkMode::Standard
-        } as i32,
-        ..Default::default()
-    })
 }
 
 /// A WorkloadEntry's labels: the object's, then its spec's (which win).
