@@ -57,6 +57,15 @@ impl ClusterNetworks {
             })
     }
 
+    /// The config cluster's own network: its system namespace's label, else what `meshNetworks`
+    /// `fromRegistry` names it (how files mode, without namespaces, places itself).
+    pub fn local(&self) -> &str {
+        self.system_namespace
+            .get("")
+            .or_else(|| self.from_registry.get(&self.local_cluster))
+            .map_or("", String::as_str)
+    }
+
     /// Whether no cluster has a network: every endpoint is in the default one.
     pub fn is_empty(&self) -> bool {
         self.system_namespace.is_empty()

@@ -9,6 +9,7 @@ mod common;
 
 mod ads_protocol;
 mod ambient;
+mod ambient_east_west;
 mod backend_tls;
 mod ca;
 mod cli;

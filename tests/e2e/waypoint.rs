@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 const WAYPOINT_IP: &str = "10.47.0.2";
 const NODE_IP: &str = "10.47.0.3";
-const XDS_PORT: u16 = 15010;
-const SECURE_PORT: u16 = 15012;
+pub(crate) const XDS_PORT: u16 = 15010;
+pub(crate) const SECURE_PORT: u16 = 15012;
 const DOMAIN: &str = "istiod.istio-system.svc";
 /// The VIP of `web`, the service bound to the waypoint.
 const WEB_VIP: &str = "10.96.0.20";
@@ -105,7 +105,7 @@ spec:
 
 /// An HTTP/1.1 server answering `name path`, except that every other request to `/flaky` gets a
 /// 503 (a retry reaches the next attempt).
-fn flaky_backend(addr: &str, name: &'static str) {
+pub(crate) fn flaky_backend(addr: &str, name: &'static str) {
     let listener = TcpListener::bind(addr).unwrap();
     static CALLS: AtomicU32 = AtomicU32::new(0);
     std::thread::spawn(move || {
@@ -141,14 +141,14 @@ fn flaky_backend(addr: &str, name: &'static str) {
 }
 
 /// The bootstrap extension istio-agent's bootstrap enables: internal listeners.
-const INTERNAL_LISTENERS: &str = "
+pub(crate) const INTERNAL_LISTENERS: &str = "
 bootstrap_extensions:
 - name: envoy.bootstrap.internal_listener
   typed_config: {\"@type\": type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener}";
 
 /// TLS of HBONE with the certificate of `identity` (files in `certs`) and the mesh root (flow
 /// style); `extra` goes into the TLS context.
-fn hbone_tls(direction: &str, certs: &Path, identity: &str, extra: &str) -> String {
+pub(crate) fn hbone_tls(direction: &str, certs: &Path, identity: &str, extra: &str) -> String {
     let file = |f: String| certs.join(f).display().to_string();
     format!(
         "{{name: envoy.transport_sockets.tls, typed_config: {{\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.{direction}TlsContext, {extra}common_tls_context: {{alpn_protocols: [h2], tls_params: {{tls_minimum_protocol_version: TLSv1_3, tls_maximum_protocol_version: TLSv1_3}}, tls_certificates: [{{certificate_chain: {{filename: {}}}, private_key: {{filename: {}}}}}], validation_context: {{trusted_ca: {{filename: {}}}}}}}}}}}",
@@ -160,7 +160,7 @@ fn hbone_tls(direction: &str, certs: &Path, identity: &str, extra: &str) -> Stri
 
 /// A static Envoy bootstrap: an admin on a free port, then `resources` (YAML under
 /// `static_resources`).
-fn static_bootstrap(resources: &str) -> String {
+pub(crate) fn static_bootstrap(resources: &str) -> String {
     format!(
         "admin:\n  address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}\nstatic_resources:\n{resources}"
     )
@@ -168,7 +168,7 @@ fn static_bootstrap(resources: &str) -> String {
 
 /// Workload certificates of `identities` (service accounts of `shop`) signed by the mesh's CA
 /// in `ca_dir`, with the root, written into `certs`.
-fn issue(ca_dir: &Path, certs: &Path, identities: &[&str]) {
+pub(crate) fn issue(ca_dir: &Path, certs: &Path, identities: &[&str]) {
     let read = |f: &str| std::fs::read_to_string(ca_dir.join(f)).unwrap();
     let ca = rudder::ca::Authority::from_pem(
         &read("ca-cert.pem"),
@@ -195,7 +195,7 @@ fn issue(ca_dir: &Path, certs: &Path, identities: &[&str]) {
 
 /// The files of one scenario under `dir`: the mesh (`cfg/mesh.yaml`), the CA's tokens (`token:
 /// ns/sa` lines) and the directory the mesh CA is made in; returns (config dir, tokens, CA dir).
-fn scenario(dir: &Path, mesh: &str, tokens: &str) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn scenario(dir: &Path, mesh: &str, tokens: &str) -> (PathBuf, PathBuf, PathBuf) {
     let cfg = dir.join("cfg");
     std::fs::create_dir(&cfg).unwrap();
     write(&cfg, "mesh.yaml", mesh);
@@ -211,6 +211,16 @@ fn scenario(dir: &Path, mesh: &str, tokens: &str) -> (PathBuf, PathBuf, PathBuf)
 /// address of `XDS_PORT`, its TLS port on `SECURE_PORT` with the mesh CA in `ca_dir` and the
 /// tokens of `tokens`.
 fn ambient_daemon(cfg: &Path, ca_dir: &Path, tokens: &Path) -> Daemon {
+    ambient_daemon_env(cfg, ca_dir, tokens, &[])
+}
+
+/// [`ambient_daemon`] with more of istiod's switches in its environment.
+pub(crate) fn ambient_daemon_env(
+    cfg: &Path,
+    ca_dir: &Path,
+    tokens: &Path,
+    env: &[(&str, Option<&str>)],
+) -> Daemon {
     let secure = format!("0.0.0.0:{SECURE_PORT}");
     Daemon::spawn_env(
         &format!("0.0.0.0:{XDS_PORT}"),
@@ -226,13 +236,13 @@ fn ambient_daemon(cfg: &Path, ca_dir: &Path, tokens: &Path) -> Daemon {
             "--ca-token-file",
             tokens.to_str().unwrap(),
         ],
-        &[("PILOT_ENABLE_AMBIENT", Some("true"))],
+        &[&[("PILOT_ENABLE_AMBIENT", Some("true"))], env].concat(),
     )
 }
 
 /// A proxy of namespace `shop` fed over TLS by the daemon at `istiod` (verified with the mesh
 /// `root`), with istio-agent's internal-listener bootstrap extension.
-fn mesh_proxy(envoy: &Path, istiod: [u8; 4], root: &Path, proxy: Bootstrap) -> Envoy {
+pub(crate) fn mesh_proxy(envoy: &Path, istiod: [u8; 4], root: &Path, proxy: Bootstrap) -> Envoy {
     Envoy::boot(
         envoy,
         SocketAddr::from((istiod, SECURE_PORT)),

@@ -82,6 +82,9 @@ pub struct AmbientIndex {
     service_workloads: HashMap<String, Vec<String>>,
     /// Workload-selector policies' labels by `namespace/name` (the resource does not carry them).
     selectors: HashMap<String, BTreeMap<String, String>>,
+    /// Under ambient multi-network, the `namespace/hostname` of the global services served
+    /// (what an east-west gateway forwards to).
+    pub global_services: std::collections::BTreeSet<String>,
 }
 
 /// Everything a workload needs from its namespace.
@@ -454,6 +457,7 @@ impl AmbientIndex {
             if let Some(m) = multi.as_ref().filter(|m| m.is_global(&key)) {
                 addresses = m.global_vips(snapshot, &svc.namespace, name, &mesh.cluster_networks);
                 subject_alt_names = m.identities(&key).into_iter().collect();
+                index.global_services.insert(key.clone());
             }
             let service = Service {
                 name: name.to_string(),

@@ -67,12 +67,7 @@ impl MultiNetwork {
             .map(|svc| format!("{}/{}", svc.namespace, svc.hostname))
             .collect();
         Some(MultiNetwork {
-            local_network: mesh
-                .cluster_networks
-                .system_namespace
-                .get("")
-                .cloned()
-                .unwrap_or_default(),
+            local_network: mesh.cluster_networks.local().to_string(),
             global,
             gateways: gateways(snapshot),
             elsewhere: BTreeMap::new(),
@@ -279,16 +274,18 @@ fn scope_of(
     labels: &BTreeMap<String, String>,
     configs: &[ServiceScopeConfig],
 ) -> ServiceScope {
-    let Some(ns) = snapshot.get_in(Kind::Namespace, cluster, "", namespace) else {
-        return ServiceScope::LOCAL;
-    };
+    // Files mode has no Namespace objects: a namespace without one has no labels.
+    let no_labels = BTreeMap::new();
+    let ns_labels = snapshot
+        .get_in(Kind::Namespace, cluster, "", namespace)
+        .map_or(&no_labels, |ns| &ns.config.metadata.labels);
     let matches = |sel: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
                    labels: &BTreeMap<String, String>| {
         sel.as_ref().is_none_or(|s| selector_matches(s, labels))
     };
     let global = configs.iter().any(|c| {
         c.scope == ServiceScope::GLOBAL
-            && matches(&c.namespace_selector, &ns.config.metadata.labels)
+            && matches(&c.namespace_selector, ns_labels)
             && matches(&c.services_selector, labels)
     });
     if global {

@@ -8,14 +8,13 @@
 //! dashboards read a Rudder waypoint as they read istiod's.
 
 mod clusters;
+pub mod east_west;
 mod ingress;
 mod listeners;
 mod receive;
 mod send;
 
-pub use clusters::{clusters, load_assignment};
 pub use ingress::{ingress_clusters, ingress_listener, ingress_load_assignment};
-pub use listeners::listeners;
 pub use receive::{sidecar_hbone_cluster, sidecar_hbone_listeners};
 pub use send::{hbone_cluster, hbone_listener, tunnel_endpoints};
 
@@ -34,6 +33,37 @@ pub const ENCAP: &str = "encap";
 pub const HBONE_PORT: u32 = 15008;
 /// Envoy's original-destination metadata and filter-state namespace (`hbone`).
 pub use super::hbone::ORIGINAL_DST_KEY;
+
+/// A waypoint's (or an ambient east-west gateway's) clusters.
+pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::generate::finish::Typed> {
+    if east_west::is_east_west(ctx, scope) {
+        east_west::clusters(ctx, scope)
+    } else {
+        clusters::clusters(ctx, scope)
+    }
+}
+
+/// A waypoint's (or an ambient east-west gateway's) listeners.
+pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::generate::finish::Typed> {
+    if east_west::is_east_west(ctx, scope) {
+        east_west::listeners(ctx, scope)
+    } else {
+        listeners::listeners(ctx, scope)
+    }
+}
+
+/// The endpoints of an `inbound-vip` cluster of a waypoint (or an east-west gateway).
+pub fn load_assignment(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    cluster: &str,
+) -> crate::xds::generate::finish::Typed {
+    if east_west::is_east_west(ctx, scope) {
+        east_west::load_assignment(ctx, scope, cluster)
+    } else {
+        clusters::load_assignment(ctx, scope, cluster)
+    }
+}
 
 /// The services the waypoint of `scope` serves: those bound (`istio.io/use-waypoint`) to a
 /// Service that selects the waypoint proxy itself (its own `<gateway>.<ns>.svc` Service), in the

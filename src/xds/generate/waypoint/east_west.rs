@@ -1,0 +1,519 @@
+//! Ambient east-west gateways (istiod 1.30's `istio-east-west` class, with
+//! AMBIENT_ENABLE_MULTI_NETWORK): a waypoint-shaped proxy at the edge of a network that takes the
+//! outer tunnel of another network's double HBONE on 15008 and hands the inner tunnel on, as
+//! opaque bytes, to a workload of the service its `:authority` names (`<hostname>:<port>`, as
+//! ztunnel sends it), at that workload's port 15008. It never sees inside the inner tunnel: the
+//! workload's identity is checked end to end by the two ztunnels.
+//!
+//! Listeners: `connect_terminate`, `main_internal` (a chain per global service port, picked by the
+//! tunnel's authority), `forward_inner_connect`. Clusters: `main_internal`, `encap`, one
+//! `inbound-vip|<port>|tcp|<host>` per global service port (its endpoints in this network that
+//! take HBONE, through `forward_inner_connect`), `forward_inner_connect` (the endpoint's address,
+//! port 15008) and `BlackHoleCluster`, in istiod's order and with istiod's names.
+
+use super::clusters::internal_cluster;
+use super::listeners::{connect_terminate, internal, original_dst};
+use super::{CONNECT_TERMINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY};
+use crate::model::Service;
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::cluster::BLACKHOLE;
+use crate::xds::generate::finish::{Class, Typed};
+use crate::xds::generate::hbone::{
+    internal_upstream, raw_buffer, through_internal, tunnel_destination,
+};
+use crate::xds::generate::network::network_filter;
+use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
+use crate::xds::proxy::ProxyType;
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbConfig, LbPolicy, OriginalDstLbConfig,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    AggregatedConfigSource, ConfigSource, Metadata, config_source,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
+};
+use envoy_types::pb::envoy::extensions::matching::common_inputs::network::v3::FilterStateInput;
+use envoy_types::pb::envoy::r#type::metadata::v3::{MetadataKey, metadata_key};
+use envoy_types::pb::google::protobuf::{BoolValue, StringValue, UInt32Value};
+use envoy_types::pb::xds::core::v3::TypedExtensionConfig as XdsTypedExtensionConfig;
+use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, StringMatcher, matcher, string_matcher};
+use std::sync::Arc;
+
+/// The internal listener (and cluster) that forwards an inner tunnel as it came.
+pub const FORWARD_INNER_CONNECT: &str = "forward_inner_connect";
+/// The filter-state key `connect_terminate` keeps the tunnel's `:authority` under.
+const CONNECT_AUTHORITY: &str = "io.istio.connect_authority";
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether the proxy of `scope` is an ambient east-west gateway: a waypoint-type proxy of an
+/// `istio-east-west` Gateway, under ambient multi-network (istiod's `IsAmbientEastWestGateway`).
+pub fn is_east_west(ctx: &PushContext, scope: &ScopeView) -> bool {
+    ctx.mesh.ambient_multi_network
+        && scope.proxy_type == ProxyType::Waypoint
+        && scope
+            .labels
+            .get(crate::model::waypoint::GATEWAY_MANAGED)
+            .is_some_and(|v| v == crate::model::waypoint::EAST_WEST_CONTROLLER)
+}
+
+/// The services an east-west gateway forwards to: the global ones, by hostname. A global service
+/// bound to a waypoint is left out (its tunnels are refused here) until waypoints take tunnels
+/// addressed by hostname: handing them to the service's pods would skip its L7 policies.
+pub fn served(ctx: &PushContext) -> Vec<Arc<Service>> {
+    let index = crate::xds::generate::ambient::index(ctx);
+    index
+        .global_services
+        .iter()
+        .filter_map(|key| index.services.get(key))
+        .filter(|s| s.waypoint.is_none())
+        .filter_map(|s| ctx.registry.services.get(&s.hostname))
+        .cloned()
+        .collect()
+}
+
+pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
+    let services = served(ctx);
+    vec![
+        Typed::new(
+            CONNECT_TERMINATE,
+            Class::Waypoint,
+            connect_terminate(ctx, scope),
+        ),
+        Typed::new(MAIN_INTERNAL, Class::Waypoint, main_internal(&services)),
+        Typed::new(
+            FORWARD_INNER_CONNECT,
+            Class::Waypoint,
+            forward_inner_connect_listener(),
+        ),
+    ]
+}
+
+fn tcp_to(cluster: &str) -> envoy_types::pb::envoy::config::listener::v3::Filter {
+    network_filter(
+        "envoy.filters.network.tcp_proxy",
+        &TcpProxy {
+            stat_prefix: cluster.into(),
+            cluster_specifier: Some(TcpCluster::Cluster(cluster.into())),
+            ..Default::default()
+        },
+    )
+}
+
+/// `main_internal` of an east-west gateway: one chain per global service port, chosen by the
+/// tunnel's `:authority` (`<hostname>:<port>`), each a plain TCP proxy to the port's
+/// `inbound-vip` cluster; an authority it does not know matches nothing and is closed. A list of
+/// exact matches (not a map) keeps the encoding stable from push to push.
+fn main_internal(services: &[Arc<Service>]) -> Listener {
+    let mut chains = Vec::new();
+    let mut matchers = Vec::new();
+    for svc in services {
+        for port in svc.ports.iter() {
+            let cluster = inbound_vip_cluster(port.number, "tcp", &svc.hostname);
+            matchers.push(exact_authority(
+                &format!("{}:{}", svc.hostname, port.number),
+                &cluster,
+            ));
+            chains.push(FilterChain {
+                name: cluster.clone(),
+                filters: vec![tcp_to(&cluster)],
+                ..Default::default()
+            });
+        }
+    }
+    if chains.is_empty() {
+        // Envoy wants a chain; this one is never chosen.
+        chains.push(FilterChain {
+            name: "virtualInbound-blackhole".into(),
+            filters: vec![tcp_to(BLACKHOLE)],
+            ..Default::default()
+        });
+    }
+    Listener {
+        name: MAIN_INTERNAL.into(),
+        listener_specifier: internal(),
+        listener_filters: vec![original_dst()],
+        traffic_direction: envoy_types::pb::envoy::config::core::v3::TrafficDirection::Inbound
+            as i32,
+        filter_chains: chains,
+        filter_chain_matcher: Some(Matcher {
+            matcher_type: Some(matcher::MatcherType::MatcherList(matcher::MatcherList {
+                matchers,
+            })),
+            on_no_match: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A matcher of the tunnel's authority (filter state) against `authority`, choosing `chain`.
+fn exact_authority(authority: &str, chain: &str) -> matcher::matcher_list::FieldMatcher {
+    use matcher::matcher_list::{Predicate, predicate};
+    let input = XdsTypedExtensionConfig {
+        name: "authority".into(),
+        typed_config: Some(any(&FilterStateInput {
+            key: CONNECT_AUTHORITY.into(),
+            ..Default::default()
+        })),
+    };
+    let action = XdsTypedExtensionConfig {
+        name: chain.into(),
+        typed_config: Some(any(&StringValue {
+            value: chain.into(),
+        })),
+    };
+    matcher::matcher_list::FieldMatcher {
+        predicate: Some(Predicate {
+            match_type: Some(predicate::MatchType::SinglePredicate(
+                predicate::SinglePredicate {
+                    input: Some(input),
+                    matcher: Some(predicate::single_predicate::Matcher::ValueMatch(
+                        StringMatcher {
+                            match_pattern: Some(string_matcher::MatchPattern::Exact(
+                                authority.into(),
+                            )),
+                            ignore_case: false,
+                        },
+                    )),
+                },
+            )),
+        }),
+        on_match: Some(matcher::OnMatch {
+            on_match: Some(matcher::on_match::OnMatch::Action(action)),
+            keep_matching: false,
+        }),
+    }
+}
+
+/// `forward_inner_connect`: what reaches it goes, unchanged (no tunnel of its own), to the
+/// address the endpoint's metadata restored as the connection's destination.
+fn forward_inner_connect_listener() -> Listener {
+    Listener {
+        name: FORWARD_INNER_CONNECT.into(),
+        use_original_dst: Some(BoolValue { value: false }),
+        listener_specifier: internal(),
+        listener_filters: vec![original_dst()],
+        filter_chains: vec![FilterChain {
+            filters: vec![tcp_to(FORWARD_INNER_CONNECT)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
+    let mut out = vec![
+        internal_cluster(MAIN_INTERNAL, MAIN_INTERNAL),
+        internal_cluster(ENCAP, FORWARD_INNER_CONNECT),
+    ];
+    for svc in served(ctx) {
+        for port in svc.ports.iter() {
+            out.push(vip_cluster(&inbound_vip_cluster(
+                port.number,
+                "tcp",
+                &svc.hostname,
+            )));
+        }
+    }
+    out.push(forward_inner_connect_cluster());
+    out.push(Typed::new(
+        BLACKHOLE,
+        Class::outbound(scope),
+        Cluster {
+            name: BLACKHOLE.into(),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+            connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+            ..Default::default()
+        },
+    ));
+    out
+}
+
+/// An `inbound-vip` cluster of an east-west gateway: EDS, raw bytes into the internal listener
+/// its endpoints name, their tunnel metadata passed along (no DestinationRule applies, as istiod).
+fn vip_cluster(name: &str) -> Typed {
+    let c = Cluster {
+        name: name.into(),
+        alt_stat_name: format!("{name};"),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ConfigSource {
+                config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+                    AggregatedConfigSource::default(),
+                )),
+                initial_fetch_timeout: Some(duration(std::time::Duration::ZERO)),
+                resource_api_version: envoy_types::pb::envoy::config::core::v3::ApiVersion::V3
+                    as i32,
+                ..Default::default()
+            }),
+            service_name: name.into(),
+        }),
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        transport_socket: Some(internal_upstream(raw_buffer(), true)),
+        ..Default::default()
+    };
+    Typed::new(name, Class::Waypoint, c)
+}
+
+/// `forward_inner_connect`: the endpoint's own address (or its waypoint's), port 15008, over
+/// plain TCP: the bytes are the inner tunnel, TLS from the far ztunnel.
+fn forward_inner_connect_cluster() -> Typed {
+    let c = Cluster {
+        name: FORWARD_INNER_CONNECT.into(),
+        alt_stat_name: format!("{FORWARD_INNER_CONNECT};"),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32,
+        )),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
+        lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
+            upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
+            metadata_key: Some(MetadataKey {
+                key: ORIGINAL_DST_KEY.into(),
+                path: vec![metadata_key::PathSegment {
+                    segment: Some(metadata_key::path_segment::Segment::Key("waypoint".into())),
+                }],
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    Typed::new(FORWARD_INNER_CONNECT, Class::Waypoint, c)
+}
+
+/// The endpoints of an east-west gateway's `inbound-vip` cluster: the service's endpoints in the
+/// gateway's network that take HBONE, each through `forward_inner_connect` with its address as
+/// the destination; the others are left out (the inner tunnel can only end at a ztunnel).
+pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Typed {
+    let mut cla = ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        ..Default::default()
+    };
+    if let Some((port, _, host)) = parse_service_cluster(cluster) {
+        let plain = crate::xds::generate::util::outbound_cluster(port, "", host);
+        let mut built = crate::xds::generate::endpoint::load_assignment(ctx, scope, &plain);
+        if let Some(assignment) = built.load_assignment_mut() {
+            let index = crate::xds::generate::ambient::index(ctx);
+            for group in &mut assignment.endpoints {
+                group.lb_endpoints.retain_mut(|lb| {
+                    let tunnels = |ip: &str| index.supports_tunnel(&scope.network, ip);
+                    let Some(target) = through_internal(lb, FORWARD_INNER_CONNECT, tunnels) else {
+                        return false;
+                    };
+                    lb.metadata = Some(Metadata {
+                        filter_metadata: [(
+                            ORIGINAL_DST_KEY.to_string(),
+                            tunnel_destination(&target, None),
+                        )]
+                        .into(),
+                        ..Default::default()
+                    });
+                    true
+                });
+            }
+            assignment.endpoints.retain(|g| !g.lb_endpoints.is_empty());
+            assignment.cluster_name = cluster.to_string();
+            cla = std::mem::take(assignment);
+        }
+    }
+    Typed::new(cluster, Class::Waypoint, cla)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::xds::generate::generate;
+    use crate::xds::proxy::Proxy;
+    use crate::xds::types::TypeUrl;
+    use serde_json::Value;
+
+    /// Network `west`, as files mode names it (`meshNetworks` `fromRegistry`): `web` is global
+    /// (labelled `istio.io/global`), in the ambient mesh, one endpoint in `west` and one that
+    /// does not take HBONE; `local` is not global; `guarded` is global but has a waypoint.
+    const MESH: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: |
+    serviceScopeConfigs:
+    - servicesSelector: {matchLabels: {istio.io/global: "true"}}
+      scope: GLOBAL
+  meshNetworks: |
+    networks:
+      west: {endpoints: [{fromRegistry: Kubernetes}], gateways: []}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop, labels: {istio.io/global: "true", istio.io/dataplane-mode: ambient}}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  addresses: [10.96.0.20]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}, {number: 9000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.3, network: west}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: legacy, namespace: shop, labels: {istio.io/global: "true"}}
+spec:
+  hosts: [legacy.shop.svc.cluster.local]
+  addresses: [10.96.0.23]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.7, network: west}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: local, namespace: shop, labels: {istio.io/dataplane-mode: ambient}}
+spec:
+  hosts: [local.shop.svc.cluster.local]
+  addresses: [10.96.0.21]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.5, network: west}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: guarded, namespace: shop, labels: {istio.io/global: "true", istio.io/use-waypoint: wp, istio.io/dataplane-mode: ambient}}
+spec:
+  hosts: [guarded.shop.svc.cluster.local]
+  addresses: [10.96.0.22]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.6, network: west}]
+"#;
+
+    fn east_west() -> Proxy {
+        crate::testing::proxy(
+            "waypoint~10.44.0.2~eastwest-0.istio-system~istio-system.svc.cluster.local",
+            &[("NETWORK", "west")],
+            &[("gateway.istio.io/managed", "istio.io-eastwest-controller")],
+        )
+    }
+
+    fn resources(
+        ctx: &crate::xds::context::PushContext,
+        p: &Proxy,
+        type_url: TypeUrl,
+        names: &[&str],
+    ) -> Vec<Value> {
+        let scope = ctx.scope(p);
+        let names: std::collections::BTreeSet<String> =
+            names.iter().map(|n| n.to_string()).collect();
+        let names = (!names.is_empty()).then_some(&names);
+        generate(ctx, p, &scope, type_url, names)
+            .iter()
+            .map(|r| {
+                crate::xds::json::to_json(&r.any.type_url, &r.any.value, Default::default())
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    fn names(list: &[Value]) -> Vec<&str> {
+        list.iter().map(|v| v["name"].as_str().unwrap()).collect()
+    }
+
+    fn context(on: bool) -> crate::xds::context::PushContext {
+        let mesh = crate::model::mesh::MeshSettings {
+            ambient_multi_network: on,
+            ..Default::default()
+        };
+        let store = crate::testing::store(MESH);
+        let (mesh, error) = mesh.with_mesh_config(&store.snapshot());
+        assert_eq!(error, None);
+        crate::testing::push_context_with(MESH, mesh)
+    }
+
+    #[test]
+    fn an_east_west_gateway_forwards_inner_tunnels_of_global_services_by_authority() {
+        let ctx = context(true);
+        let p = east_west();
+        let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+        assert_eq!(
+            names(&listeners),
+            [
+                "connect_terminate",
+                "main_internal",
+                "forward_inner_connect"
+            ]
+        );
+        let main = &listeners[1];
+        let chains: Vec<&str> = main["filterChains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            chains,
+            [
+                "inbound-vip|80|tcp|legacy.shop.svc.cluster.local",
+                "inbound-vip|80|tcp|web.shop.svc.cluster.local",
+                "inbound-vip|9000|tcp|web.shop.svc.cluster.local",
+            ],
+            "global services only, not one behind a waypoint: {main}"
+        );
+        let first = &main["filterChainMatcher"]["matcherList"]["matchers"][1];
+        assert_eq!(
+            first["predicate"]["singlePredicate"]["valueMatch"]["exact"],
+            "web.shop.svc.cluster.local:80"
+        );
+        assert_eq!(
+            first["onMatch"]["action"]["name"],
+            "inbound-vip|80|tcp|web.shop.svc.cluster.local"
+        );
+        let clusters = resources(&ctx, &p, TypeUrl::Cluster, &[]);
+        assert_eq!(
+            names(&clusters),
+            [
+                "main_internal",
+                "encap",
+                "inbound-vip|80|tcp|legacy.shop.svc.cluster.local",
+                "inbound-vip|80|tcp|web.shop.svc.cluster.local",
+                "inbound-vip|9000|tcp|web.shop.svc.cluster.local",
+                "forward_inner_connect",
+                "BlackHoleCluster",
+            ]
+        );
+        let forward = &clusters[5];
+        assert_eq!(forward["type"], "ORIGINAL_DST");
+        assert!(
+            forward.get("transportSocket").is_none(),
+            "raw bytes: {forward}"
+        );
+
+        let web = "inbound-vip|80|tcp|web.shop.svc.cluster.local";
+        let eds = resources(&ctx, &p, TypeUrl::Endpoint, &[web]);
+        let lb = &eds[0]["endpoints"][0]["lbEndpoints"][0];
+        assert_eq!(
+            lb["endpoint"]["address"]["envoyInternalAddress"]["serverListenerName"],
+            "forward_inner_connect"
+        );
+        assert_eq!(
+            lb["metadata"]["filterMetadata"]["envoy.filters.listener.original_dst"]["local"],
+            "10.44.0.3:8080"
+        );
+        let legacy = "inbound-vip|80|tcp|legacy.shop.svc.cluster.local";
+        let eds = resources(&ctx, &p, TypeUrl::Endpoint, &[legacy]);
+        assert!(
+            eds[0]["endpoints"].as_array().is_none_or(Vec::is_empty),
+            "an endpoint that does not take HBONE cannot end an inner tunnel: {}",
+            eds[0]
+        );
+    }
+
+    #[test]
+    fn without_multi_network_it_is_an_ordinary_waypoint() {
+        let ctx = context(false);
+        let listeners = resources(&ctx, &east_west(), TypeUrl::Listener, &[]);
+        assert_eq!(
+            names(&listeners),
+            ["connect_terminate", "main_internal", "connect_originate"]
+        );
+    }
+}
