@@ -14,6 +14,14 @@ pub const GROUP: &str = "gateway.networking.k8s.io";
 pub const CONTROLLER: &str = "istio.io/gateway-controller";
 pub const MESH_CONTROLLER: &str = "istio.io/mesh-controller";
 pub const UNMANAGED_CONTROLLER: &str = "istio.io/unmanaged-gateway";
+/// Ambient east-west gateways (class `istio-east-west`, ambient multi-network only).
+pub const EAST_WEST_CONTROLLER: &str = "istio.io/eastwest-controller";
+
+/// Whether Gateways of `controller` are deployed and served as waypoints are (a waypoint or an
+/// ambient east-west gateway): the waypoint listener set, no routes, the Gateway's own name.
+pub fn waypoint_like(controller: &str) -> bool {
+    controller == MESH_CONTROLLER || controller == EAST_WEST_CONTROLLER
+}
 
 // ---------------------------------------------------------------------------------------------
 // GatewayClass

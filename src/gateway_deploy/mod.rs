@@ -17,7 +17,7 @@
 
 pub mod overlay;
 
-use crate::config::gateway_api::{CONTROLLER, Gateway, MESH_CONTROLLER};
+use crate::config::gateway_api::{CONTROLLER, Gateway};
 use crate::config::{Config, Kind, Spec};
 use crate::model::gateway_api::{
     GATEWAY_NAME_LABEL, class_controller, is_managed, managed_service_name,
@@ -73,7 +73,10 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
     let Some(controller) = class_controller(snapshot, &gw.gateway_class_name) else {
         return Vec::new();
     };
-    let waypoint = controller == MESH_CONTROLLER;
+    // An ambient east-west gateway is deployed as a waypoint is (istiod's `waypoint` template),
+    // with its own managed label and, reached from other networks, a LoadBalancer Service.
+    let east_west = controller == crate::config::gateway_api::EAST_WEST_CONTROLLER;
+    let waypoint = crate::config::gateway_api::waypoint_like(&controller);
     if !(controller == CONTROLLER || waypoint) || !is_managed(gw) {
         return Vec::new();
     }
@@ -104,7 +107,9 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
     let mut managed_labels = labels.clone();
     managed_labels.insert(
         MANAGED_LABEL.into(),
-        if waypoint {
+        if east_west {
+            crate::model::waypoint::EAST_WEST_CONTROLLER
+        } else if waypoint {
             crate::model::waypoint::MESH_CONTROLLER
         } else {
             MANAGED_VALUE
@@ -148,7 +153,7 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
         .get(SERVICE_TYPE_ANNOTATION)
         .cloned()
         .unwrap_or_else(|| {
-            if waypoint {
+            if waypoint && !east_west {
                 "ClusterIP"
             } else {
                 "LoadBalancer"
@@ -156,7 +161,7 @@ fn rendered(snapshot: &Snapshot, config: &Config, revision: &str) -> Vec<Value> 
             .into()
         });
     let mut service_annotations = annotations.clone();
-    if waypoint {
+    if waypoint && !east_west {
         // As istiod: a waypoint is reached close to its clients.
         service_annotations
             .entry("networking.istio.io/traffic-distribution".into())
@@ -573,5 +578,59 @@ spec:
         );
         assert_eq!(svc["spec"]["ports"][1]["port"], 15008);
         assert_eq!(svc["spec"]["ports"][1]["appProtocol"], "hbone");
+    }
+
+    /// A Gateway of class istio-east-west is deployed as istiod deploys ambient east-west
+    /// gateways once AMBIENT_ENABLE_MULTI_NETWORK has the leader create that class: a waypoint
+    /// with the east-west controller's label, its network label carried to the pods, and a
+    /// LoadBalancer Service that other networks reach. Without the class object it is not ours.
+    #[test]
+    fn an_east_west_gateway_is_deployed_where_its_class_exists() {
+        let gateway = "
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: eastwest
+  namespace: istio-system
+  uid: u-3
+  labels: {topology.istio.io/network: west}
+spec:
+  gatewayClassName: istio-east-west
+  listeners: [{name: mesh, port: 15008, protocol: HBONE, tls: {mode: Terminate}}]
+";
+        let class = "
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio-east-west}
+spec: {controllerName: istio.io/eastwest-controller}
+---
+";
+        let objects = |yaml: &str| {
+            let store = Store::from_yaml(yaml);
+            let snapshot = store.snapshot();
+            let config = snapshot
+                .get_named(Kind::KubernetesGateway, "istio-system", "eastwest")
+                .unwrap()
+                .config
+                .clone();
+            desired(&snapshot, &config, "")
+        };
+        assert!(objects(gateway).is_empty(), "no class object: not ours");
+        let objs = objects(&format!("{class}{gateway}"));
+        let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["ServiceAccount", "Deployment", "Service"]);
+        for o in &objs {
+            assert_eq!(o["metadata"]["name"], "eastwest");
+            assert_eq!(
+                o["metadata"]["labels"][MANAGED_LABEL],
+                "istio.io-eastwest-controller"
+            );
+        }
+        let pod = &objs[1]["spec"]["template"]["metadata"];
+        assert_eq!(pod["annotations"]["inject.istio.io/templates"], "waypoint");
+        assert_eq!(pod["labels"]["topology.istio.io/network"], "west");
+        let svc = &objs[2];
+        assert_eq!(svc["spec"]["type"], "LoadBalancer");
+        assert_eq!(svc["spec"]["ports"][1]["port"], 15008);
     }
 }

@@ -47,16 +47,31 @@ impl super::FieldsProducer for GatewayApi {
     }
 }
 
+/// Which of istiod's GatewayClasses the leader creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassSet {
+    /// The waypoint class (the ambient profile).
+    pub ambient: bool,
+    /// The east-west class (AMBIENT_ENABLE_MULTI_NETWORK).
+    pub multi_network: bool,
+}
+
 /// istiod's GatewayClasses the leader creates when absent (`istio`, `istio-remote`; the
-/// waypoint class with the ambient profile).
-pub fn classes_to_create(ambient: bool) -> Vec<Value> {
+/// waypoint class with the ambient profile, the east-west class with ambient multi-network).
+pub fn classes_to_create(set: ClassSet) -> Vec<Value> {
+    let east_west = [(
+        "istio-east-west",
+        crate::config::gateway_api::EAST_WEST_CONTROLLER,
+    )];
     BUILTIN_CLASSES
         .iter()
-        .filter(|(name, _)| ambient || *name != "istio-waypoint")
+        .filter(|(name, _)| set.ambient || *name != "istio-waypoint")
+        .chain(east_west.iter().filter(|_| set.multi_network))
         .map(|(name, controller)| {
             let description = match *name {
                 "istio" => "The default Istio GatewayClass",
                 "istio-waypoint" => "The default Istio waypoint GatewayClass",
+                "istio-east-west" => "The default GatewayClass for Istio East West Gateways",
                 _ => "Remote to this cluster. Does not deploy or affect configuration.",
             };
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",

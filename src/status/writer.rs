@@ -81,9 +81,9 @@ pub struct StatusWriter {
     pub producers: Vec<&'static dyn Producer>,
     /// The producers of whole status fields (the Gateway API's).
     pub field_producers: Vec<&'static dyn FieldsProducer>,
-    /// Create istiod's GatewayClasses when leading (`Some(ambient)`: the waypoint class too
-    /// with ambient), as istiod's GatewayClass controller.
-    pub create_classes: Option<bool>,
+    /// Create istiod's GatewayClasses when leading (the waypoint class too with ambient, the
+    /// east-west class with ambient multi-network), as istiod's GatewayClass controller.
+    pub create_classes: Option<super::gateway_api::ClassSet>,
     pub root_namespace: String,
 }
 
@@ -136,8 +136,8 @@ impl StatusWriter {
                 } else {
                     BTreeMap::new()
                 };
-                if let Some(ambient) = self.create_classes {
-                    self.create_classes(ambient).await;
+                if let Some(set) = self.create_classes {
+                    self.create_classes(set).await;
                 }
                 let mut fields_written: BTreeMap<ConfigKey, Value> = BTreeMap::new();
                 let mut events = self.store.subscribe();
@@ -428,10 +428,10 @@ impl StatusWriter {
     }
 
     /// Creates istiod's GatewayClasses that do not exist (an existing one is left as it is).
-    async fn create_classes(&self, ambient: bool) {
+    async fn create_classes(&self, set: super::gateway_api::ClassSet) {
         let api: Api<DynamicObject> =
             Api::all_with(self.client.clone(), &api_resource(Kind::GatewayClass));
-        for class in super::gateway_api::classes_to_create(ambient) {
+        for class in super::gateway_api::classes_to_create(set) {
             let name = class["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()

@@ -527,7 +527,12 @@ fn start_leader_tasks(
     };
     let producers = crate::status::enabled(&settings);
     let field_producers = crate::status::enabled_fields(&settings);
-    let create_classes = args.gateway_class_controller.then_some(args.enable_ambient);
+    let create_classes =
+        args.gateway_class_controller
+            .then_some(crate::status::gateway_api::ClassSet {
+                ambient: args.enable_ambient,
+                multi_network: args.ambient_enable_multi_network,
+            });
     if args.enable_analysis
         || !producers.is_empty()
         || !field_producers.is_empty()

@@ -6,7 +6,7 @@ use super::{
     Parent, Reference, Translation, class_controller, group_or_api, parent_name,
 };
 use crate::config::gateway_api::{
-    self as api, Gateway, Listener, MESH_CONTROLLER, RouteGroupKind, UNMANAGED_CONTROLLER,
+    self as api, Gateway, Listener, RouteGroupKind, UNMANAGED_CONTROLLER,
 };
 use crate::config::networking::{self as istio, ServerTlsMode, ServerTlsSettings};
 use crate::config::{Config, ConfigKey, Kind, ObjectMeta, Spec};
@@ -43,7 +43,7 @@ pub fn managed_service_name(config: &Config, gw: &Gateway, controller: &str) -> 
     if let Some(name) = config.metadata.annotations.get(NAME_OVERRIDE) {
         return name.clone();
     }
-    if controller == MESH_CONTROLLER {
+    if api::waypoint_like(controller) {
         config.metadata.name.clone()
     } else {
         format!("{}-{}", config.metadata.name, gw.gateway_class_name)
@@ -368,7 +368,7 @@ pub(super) fn gateways(
         // A waypoint's proxies get the waypoint listener set (`xds::generate::waypoint`), not
         // servers: its Gateway is accepted, programmed once its Service is there, and its
         // listeners (HBONE on 15008) carry no routes.
-        if controller == MESH_CONTROLLER {
+        if api::waypoint_like(&controller) {
             let (services, address_error) = gateway_services(config, gw, &controller, suffix);
             let listeners = gw
                 .listeners

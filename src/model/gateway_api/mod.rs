@@ -225,7 +225,15 @@ pub fn class_controller(snapshot: &Snapshot, name: &str) -> Option<String> {
 }
 
 fn is_ours(controller: &str) -> bool {
-    [CONTROLLER, MESH_CONTROLLER, UNMANAGED_CONTROLLER].contains(&controller)
+    // The east-west class has no built-in entry: it is ours where its object exists, which the
+    // leader creates only under ambient multi-network (as istiod knows it only then).
+    [
+        CONTROLLER,
+        MESH_CONTROLLER,
+        UNMANAGED_CONTROLLER,
+        api::EAST_WEST_CONTROLLER,
+    ]
+    .contains(&controller)
 }
 
 /// Translates every Gateway API object of `snapshot`.
