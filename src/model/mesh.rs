@@ -87,6 +87,9 @@ pub struct MeshSettings {
     /// clusters' workloads and global services for ztunnel, other networks through their
     /// east-west gateways.
     pub ambient_multi_network: bool,
+    /// Under ambient multi-network, waypoints reach other networks' endpoints over double HBONE
+    /// through their east-west gateways (istiod's AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT, on).
+    pub ambient_multi_network_waypoint: bool,
     /// MeshConfig `serviceScopeConfigs`: which services are global under ambient multi-network.
     pub service_scope: Vec<crate::config::mesh::ServiceScopeConfig>,
     /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
@@ -333,6 +336,7 @@ impl Default for MeshSettings {
             send_hbone: false,
             sidecar_hbone_listen: false,
             ambient_multi_network: false,
+            ambient_multi_network_waypoint: true,
             service_scope: Vec::new(),
             network_gateways: BTreeMap::new(),
             cluster_networks: ClusterNetworks::default(),

@@ -282,6 +282,10 @@ pub struct ServeArgs {
     /// services merged across clusters; MeshConfig `serviceScopeConfigs` says which are global.
     #[arg(long, env = "AMBIENT_ENABLE_MULTI_NETWORK", default_value_t = false, action = clap::ArgAction::Set)]
     pub ambient_enable_multi_network: bool,
+    /// With AMBIENT_ENABLE_MULTI_NETWORK: waypoints reach the endpoints of other networks over
+    /// double HBONE through those networks' east-west gateways (istiod's default, on).
+    #[arg(long, env = "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ambient_enable_multi_network_waypoint: bool,
     /// Kubernetes mode, ambient installs: the leader writes `istio.io/WaypointBound` on Services,
     /// ServiceEntries and WorkloadEntries and `ZtunnelAccepted` on AuthorizationPolicies, as
     /// istiod's AMBIENT_ENABLE_STATUS.

@@ -26,6 +26,7 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_ENABLE_SENDING_HBONE",
     "PILOT_ENABLE_SIDECAR_LISTENING_HBONE",
     "AMBIENT_ENABLE_MULTI_NETWORK",
+    "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an
@@ -41,7 +42,6 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
     "MCS_API_VERSION",
     "LOCAL_CLUSTER_SECRET_WATCHER",
     // Ambient switches (istiod's registerAmbient), read at the values in ISTIOD_ENV_ALWAYS.
-    "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT",
     "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
     "AMBIENT_ENABLE_BAGGAGE",
     "AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY",
@@ -53,10 +53,9 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
 const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[
     ("PILOT_ENABLE_AMBIENT", "true"),
     ("PILOT_ENABLE_AMBIENT_WAYPOINTS", "true"),
-    // istiod's defaults, which are what Rudder does: waypoints not reaching other networks (the
-    // switch is named only when AMBIENT_ENABLE_MULTI_NETWORK is on, `warn_multi_network`), no
-    // baggage-based peer metadata, ingress gateways honouring `istio.io/ingress-use-waypoint`.
-    ("AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT", "true"),
+    // istiod's defaults, which are what Rudder does: ingress gateways not reaching other
+    // networks over double HBONE, no baggage-based peer metadata, ingress gateways honouring
+    // `istio.io/ingress-use-waypoint`.
     ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", "false"),
     ("AMBIENT_ENABLE_BAGGAGE", "false"),
     ("AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY", "false"),

@@ -52,6 +52,8 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
         None => Vec::new(),
     };
     let endpoints = split_horizon(ctx, scope, endpoints);
+    // The `:authority` of double HBONE: the service's hostname and port.
+    let target = parse_service_cluster(cluster).map(|(port, _, host)| format!("{host}:{port}"));
     let mut by_locality: BTreeMap<&str, Vec<&ModelEndpoint>> = BTreeMap::new();
     for e in &endpoints {
         by_locality.entry(e.locality.as_str()).or_default().push(e);
@@ -73,9 +75,26 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                     locality: Some(super::locality::parse(locality)),
                     lb_endpoints: eps
                         .iter()
-                        .map(|e| {
-                            lb_endpoint_of(e, socket(&e.address, e.port), tls_mode_metadata(e))
-                        })
+                        .map(
+                            |e| match (&target, e.labels.contains_key(THROUGH_EAST_WEST)) {
+                                (Some(target), true) => {
+                                    let gateway = super::hbone::host_port(&e.address, e.port);
+                                    lb_endpoint_of(
+                                        e,
+                                        super::hbone::internal_address(
+                                            super::hbone::INNER_CONNECT_ORIGINATE,
+                                            &gateway,
+                                        ),
+                                        Some(super::hbone::double_hbone_metadata(&gateway, target)),
+                                    )
+                                }
+                                _ => lb_endpoint_of(
+                                    e,
+                                    socket(&e.address, e.port),
+                                    tls_mode_metadata(e),
+                                ),
+                            },
+                        )
                         .collect(),
                     ..Default::default()
                 }
@@ -186,6 +205,9 @@ fn split_horizon<'a>(
     endpoints: Vec<&'a ModelEndpoint>,
 ) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
     use std::borrow::Cow;
+    if double_hbone(ctx, scope) {
+        return through_east_west(ctx, scope, endpoints);
+    }
     let gateways = &ctx.mesh.network_gateways;
     if gateways.values().all(Vec::is_empty) {
         return endpoints.into_iter().map(Cow::Borrowed).collect();
@@ -236,6 +258,77 @@ fn split_horizon<'a>(
             locality,
             weight,
             network: network.to_string(),
+            healthy: true,
+            ..ModelEndpoint::default()
+        }));
+    }
+    out
+}
+
+/// Marks an endpoint that stands for another network's endpoints at its east-west gateway (not a
+/// label any object can carry).
+const THROUGH_EAST_WEST: &str = "\u{0}through-east-west";
+
+/// Whether the proxy of `scope` reaches other networks over double HBONE: a waypoint (not an
+/// east-west gateway) under ambient multi-network (istiod's `ShouldCreateDoubleHBONEResources`).
+pub fn double_hbone(ctx: &PushContext, scope: &ScopeView) -> bool {
+    use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_MANAGED};
+    ctx.mesh.ambient_multi_network
+        && ctx.mesh.ambient_multi_network_waypoint
+        && scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint
+        && scope.labels.get(GATEWAY_MANAGED).map(String::as_str) != Some(EAST_WEST_CONTROLLER)
+}
+
+/// A waypoint's endpoints across networks (istiod's ambient `EndpointsByNetworkFilter`): those of
+/// its network directly; another network's through that network's east-west gateways (an IP and
+/// its HBONE port), which stand in for them with their summed weight spread over the gateways;
+/// a network without one is unreachable and left out.
+fn through_east_west<'a>(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    endpoints: Vec<&'a ModelEndpoint>,
+) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
+    use std::borrow::Cow;
+    let index = super::ambient::index(ctx);
+    let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
+    let mut through: BTreeMap<(String, String, String, u32, String), u32> = BTreeMap::new();
+    for e in endpoints {
+        if e.network.is_empty() || scope.network.is_empty() || e.network == scope.network {
+            out.push(Cow::Borrowed(e));
+            continue;
+        }
+        let gateways: Vec<_> = index
+            .network_gateways
+            .get(&e.network)
+            .into_iter()
+            .flatten()
+            .filter(|g| g.address.parse::<std::net::IpAddr>().is_ok())
+            .collect();
+        if gateways.is_empty() {
+            continue;
+        }
+        let share = (e.weight.max(1) / gateways.len() as u32).max(1);
+        for g in gateways {
+            *through
+                .entry((
+                    e.locality.clone(),
+                    g.cluster.clone(),
+                    g.address.clone(),
+                    g.hbone_port,
+                    e.network.clone(),
+                ))
+                .or_default() += share;
+        }
+    }
+    for ((locality, cluster, address, port, network), weight) in through {
+        out.push(Cow::Owned(ModelEndpoint {
+            address,
+            port,
+            labels: [(THROUGH_EAST_WEST.to_string(), String::new())].into(),
+            locality,
+            weight,
+            network,
+            cluster,
             healthy: true,
             ..ModelEndpoint::default()
         }));

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, TransportSocketMatch,
 };
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, EnvoyInternalAddress, TransportSocket, address, envoy_internal_address,
+    Address, EnvoyInternalAddress, Metadata, TransportSocket, address, envoy_internal_address,
     socket_address, transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{LbEndpoint, lb_endpoint};
@@ -19,6 +19,42 @@ use envoy_types::pb::envoy::extensions::transport_sockets::internal_upstream::v3
 use envoy_types::pb::envoy::extensions::transport_sockets::raw_buffer::v3::RawBuffer;
 use envoy_types::pb::envoy::r#type::metadata::v3::MetadataKind;
 use envoy_types::pb::google::protobuf::{Struct, Value, value};
+
+/// Double HBONE (ambient multi-network): the internal listeners (and clusters) that open the
+/// inner tunnel, to the destination, and the outer one, to its network's east-west gateway.
+pub const INNER_CONNECT_ORIGINATE: &str = "inner_connect_originate";
+pub const OUTER_CONNECT_ORIGINATE: &str = "outer_connect_originate";
+
+/// The metadata of an endpoint reached over double HBONE: the east-west gateway (`gateway`,
+/// `ip:port`) as the outer tunnel's destination, and `target` (`<hostname>:<port>`) as both
+/// tunnels' `:authority` (istiod's `AppendDoubleHBONEMetadata`).
+pub fn double_hbone_metadata(gateway: &str, target: &str) -> Metadata {
+    Metadata {
+        filter_metadata: [
+            (
+                ORIGINAL_DST_KEY.to_string(),
+                tunnel_destination(gateway, None),
+            ),
+            (
+                "istio".to_string(),
+                Struct {
+                    fields: [(
+                        "double_hbone".to_string(),
+                        Value {
+                            kind: Some(value::Kind::StructValue(Struct {
+                                fields: [("hbone_target_address".to_string(), string(target))]
+                                    .into(),
+                            })),
+                        },
+                    )]
+                    .into(),
+                },
+            ),
+        ]
+        .into(),
+        ..Default::default()
+    }
+}
 
 /// Envoy's original-destination metadata and filter-state namespace: the tunnel's logical
 /// destination travels under it between the internal listeners.

@@ -85,6 +85,8 @@ pub struct AmbientIndex {
     /// Under ambient multi-network, the `namespace/hostname` of the global services served
     /// (what an east-west gateway forwards to).
     pub global_services: std::collections::BTreeSet<String>,
+    /// Under ambient multi-network, each network's east-west gateways (HBONE), first preferred.
+    pub network_gateways: BTreeMap<String, Vec<multi_network::AmbientNetworkGateway>>,
 }
 
 /// Everything a workload needs from its namespace.
@@ -486,6 +488,7 @@ impl AmbientIndex {
             for w in m.split_horizon_workloads(&index.services) {
                 index.add_workload(w);
             }
+            index.network_gateways = m.gateways().clone();
         }
         let mut behind: HashMap<String, Vec<String>> = HashMap::new();
         for (uid, w) in &index.workloads {
@@ -680,7 +683,7 @@ impl AmbientIndex {
     }
 }
 
-fn ip_from_bytes(b: &[u8]) -> Option<IpAddr> {
+pub fn ip_from_bytes(b: &[u8]) -> Option<IpAddr> {
     match b.len() {
         4 => <[u8; 4]>::try_from(b).ok().map(IpAddr::from),
         16 => <[u8; 16]>::try_from(b).ok().map(IpAddr::from),

@@ -76,6 +76,10 @@ impl MultiNetwork {
         })
     }
 
+    pub fn gateways(&self) -> &BTreeMap<String, Vec<AmbientNetworkGateway>> {
+        &self.gateways
+    }
+
     pub fn is_global(&self, service_key: &str) -> bool {
         self.global.contains(service_key)
     }

@@ -3,7 +3,10 @@
 //! outer tunnel of another network's double HBONE on 15008 and hands the inner tunnel on, as
 //! opaque bytes, to a workload of the service its `:authority` names (`<hostname>:<port>`, as
 //! ztunnel sends it), at that workload's port 15008. It never sees inside the inner tunnel: the
-//! workload's identity is checked end to end by the two ztunnels.
+//! workload's identity is checked end to end by the two ztunnels. A service bound to a waypoint
+//! takes only that waypoint's tunnels (the far network's copy of it, which applied the service's
+//! policies and sends double HBONE itself); istiod would send the others to the local waypoint,
+//! Rudder refuses them (docs/decisions.md).
 //!
 //! Listeners: `connect_terminate`, `main_internal` (a chain per global service port, picked by the
 //! tunnel's authority), `forward_inner_connect`. Clusters: `main_internal`, `encap`, one
@@ -60,19 +63,90 @@ pub fn is_east_west(ctx: &PushContext, scope: &ScopeView) -> bool {
             .is_some_and(|v| v == crate::model::waypoint::EAST_WEST_CONTROLLER)
 }
 
-/// The services an east-west gateway forwards to: the global ones, by hostname. A global service
-/// bound to a waypoint is left out (its tunnels are refused here) until waypoints take tunnels
-/// addressed by hostname: handing them to the service's pods would skip its L7 policies.
-pub fn served(ctx: &PushContext) -> Vec<Arc<Service>> {
+/// The services an east-west gateway forwards to: the global ones, by hostname, each with the
+/// identity of its waypoint when it has one.
+pub fn served(ctx: &PushContext) -> Vec<(Arc<Service>, Option<String>)> {
     let index = crate::xds::generate::ambient::index(ctx);
     index
         .global_services
         .iter()
         .filter_map(|key| index.services.get(key))
-        .filter(|s| s.waypoint.is_none())
-        .filter_map(|s| ctx.registry.services.get(&s.hostname))
-        .cloned()
+        .filter_map(|s| {
+            let svc = ctx.registry.services.get(&s.hostname)?;
+            let waypoint = s
+                .waypoint
+                .as_ref()
+                .map(|w| waypoint_identity(ctx, w).unwrap_or_default());
+            Some((svc.clone(), waypoint))
+        })
         .collect()
+}
+
+/// The identity a waypoint's pods run as (istiod deploys them with the Gateway's name as their
+/// service account), from the address ztunnel is given for it.
+fn waypoint_identity(
+    ctx: &PushContext,
+    waypoint: &crate::xds::generate::ambient::pb::workload::GatewayAddress,
+) -> Option<String> {
+    use crate::xds::generate::ambient::pb::workload::gateway_address::Destination;
+    let svc = match waypoint.destination.as_ref()? {
+        Destination::Hostname(h) => ctx.registry.services.get(&h.hostname)?,
+        Destination::Address(a) => {
+            let ip = crate::xds::generate::ambient::ip_from_bytes(&a.address)?.to_string();
+            ctx.registry
+                .services
+                .values()
+                .find(|s| s.addresses.contains(&ip))?
+        }
+    };
+    let name = svc.hostname.split('.').next()?;
+    Some(format!(
+        "spiffe://{}/ns/{}/sa/{name}",
+        ctx.mesh.trust_domain, svc.namespace
+    ))
+}
+
+/// Only the tunnels of `principal` pass (a waypoint-bound service: its waypoint, which applied
+/// the service's L7 policies before the double tunnel; anyone else would skip them).
+fn only_from(principal: &str) -> envoy_types::pb::envoy::config::listener::v3::Filter {
+    use envoy_types::pb::envoy::config::rbac::v3::{
+        Permission, Policy, Principal, Rbac, permission, principal, rbac,
+    };
+    use envoy_types::pb::envoy::r#type::matcher::v3::{
+        FilterStateMatcher, StringMatcher as EnvoyStringMatcher, filter_state_matcher,
+        string_matcher as envoy_string_matcher,
+    };
+    let policy = Policy {
+        permissions: vec![Permission {
+            rule: Some(permission::Rule::Any(true)),
+        }],
+        principals: vec![Principal {
+            identifier: Some(principal::Identifier::FilterState(FilterStateMatcher {
+                key: crate::xds::generate::rbac::PEER_PRINCIPAL_KEY.into(),
+                matcher: Some(filter_state_matcher::Matcher::StringMatch(
+                    EnvoyStringMatcher {
+                        match_pattern: Some(envoy_string_matcher::MatchPattern::Exact(
+                            principal.into(),
+                        )),
+                        ignore_case: false,
+                    },
+                )),
+            })),
+        }],
+        ..Default::default()
+    };
+    network_filter(
+        "envoy.filters.network.rbac",
+        &envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac {
+            stat_prefix: "tcp.".into(),
+            rules: Some(Rbac {
+                action: rbac::Action::Allow as i32,
+                policies: [("waypoint".to_string(), policy)].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
 }
 
 pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
@@ -107,19 +181,21 @@ fn tcp_to(cluster: &str) -> envoy_types::pb::envoy::config::listener::v3::Filter
 /// tunnel's `:authority` (`<hostname>:<port>`), each a plain TCP proxy to the port's
 /// `inbound-vip` cluster; an authority it does not know matches nothing and is closed. A list of
 /// exact matches (not a map) keeps the encoding stable from push to push.
-fn main_internal(services: &[Arc<Service>]) -> Listener {
+fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> Listener {
     let mut chains = Vec::new();
     let mut matchers = Vec::new();
-    for svc in services {
+    for (svc, waypoint) in services {
         for port in svc.ports.iter() {
             let cluster = inbound_vip_cluster(port.number, "tcp", &svc.hostname);
             matchers.push(exact_authority(
                 &format!("{}:{}", svc.hostname, port.number),
                 &cluster,
             ));
+            let mut filters: Vec<_> = waypoint.iter().map(|w| only_from(w)).collect();
+            filters.push(tcp_to(&cluster));
             chains.push(FilterChain {
                 name: cluster.clone(),
-                filters: vec![tcp_to(&cluster)],
+                filters,
                 ..Default::default()
             });
         }
@@ -209,7 +285,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         internal_cluster(MAIN_INTERNAL, MAIN_INTERNAL),
         internal_cluster(ENCAP, FORWARD_INNER_CONNECT),
     ];
-    for svc in served(ctx) {
+    for (svc, _) in served(ctx) {
         for port in svc.ports.iter() {
             out.push(vip_cluster(&inbound_vip_cluster(
                 port.number,
@@ -332,7 +408,7 @@ mod tests {
 
     /// Network `west`, as files mode names it (`meshNetworks` `fromRegistry`): `web` is global
     /// (labelled `istio.io/global`), in the ambient mesh, one endpoint in `west` and one that
-    /// does not take HBONE; `local` is not global; `guarded` is global but has a waypoint.
+    /// does not take HBONE; `local` is not global; `guarded` is global behind waypoint `wp`.
     const MESH: &str = r#"
 apiVersion: v1
 kind: ConfigMap
@@ -385,6 +461,16 @@ spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: STATIC
   endpoints: [{address: 10.44.0.6, network: west}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: wp, namespace: shop, labels: {gateway.istio.io/managed: istio.io-mesh-controller}}
+spec:
+  hosts: [wp.shop.svc.cluster.local]
+  addresses: [10.96.0.100]
+  ports: [{number: 15008, name: mesh, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.9, network: west}]
 "#;
 
     fn east_west() -> Proxy {
@@ -452,13 +538,26 @@ spec:
         assert_eq!(
             chains,
             [
+                "inbound-vip|80|tcp|guarded.shop.svc.cluster.local",
                 "inbound-vip|80|tcp|legacy.shop.svc.cluster.local",
                 "inbound-vip|80|tcp|web.shop.svc.cluster.local",
                 "inbound-vip|9000|tcp|web.shop.svc.cluster.local",
             ],
-            "global services only, not one behind a waypoint: {main}"
+            "global services only: {main}"
         );
-        let first = &main["filterChainMatcher"]["matcherList"]["matchers"][1];
+        let guarded = &main["filterChains"][0]["filters"];
+        assert_eq!(guarded[0]["name"], "envoy.filters.network.rbac");
+        assert_eq!(
+            guarded[0]["typedConfig"]["rules"]["policies"]["waypoint"]["principals"][0]["filterState"]
+                ["stringMatch"]["exact"],
+            "spiffe://cluster.local/ns/shop/sa/wp",
+            "a waypoint-bound service takes only its waypoint's tunnels, its policies applied"
+        );
+        assert_eq!(
+            main["filterChains"][1]["filters"][0]["name"],
+            "envoy.filters.network.tcp_proxy"
+        );
+        let first = &main["filterChainMatcher"]["matcherList"]["matchers"][2];
         assert_eq!(
             first["predicate"]["singlePredicate"]["valueMatch"]["exact"],
             "web.shop.svc.cluster.local:80"
@@ -473,6 +572,7 @@ spec:
             [
                 "main_internal",
                 "encap",
+                "inbound-vip|80|tcp|guarded.shop.svc.cluster.local",
                 "inbound-vip|80|tcp|legacy.shop.svc.cluster.local",
                 "inbound-vip|80|tcp|web.shop.svc.cluster.local",
                 "inbound-vip|9000|tcp|web.shop.svc.cluster.local",
@@ -480,7 +580,7 @@ spec:
                 "BlackHoleCluster",
             ]
         );
-        let forward = &clusters[5];
+        let forward = &clusters[6];
         assert_eq!(forward["type"], "ORIGINAL_DST");
         assert!(
             forward.get("transportSocket").is_none(),

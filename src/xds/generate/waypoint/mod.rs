@@ -8,6 +8,7 @@
 //! dashboards read a Rudder waypoint as they read istiod's.
 
 mod clusters;
+mod double_hbone;
 pub mod east_west;
 mod ingress;
 mod listeners;
@@ -37,19 +38,25 @@ pub use super::hbone::ORIGINAL_DST_KEY;
 /// A waypoint's (or an ambient east-west gateway's) clusters.
 pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::generate::finish::Typed> {
     if east_west::is_east_west(ctx, scope) {
-        east_west::clusters(ctx, scope)
-    } else {
-        clusters::clusters(ctx, scope)
+        return east_west::clusters(ctx, scope);
     }
+    let mut out = clusters::clusters(ctx, scope);
+    if double_hbone::applies(ctx, scope) {
+        out.extend(double_hbone::clusters(ctx));
+    }
+    out
 }
 
 /// A waypoint's (or an ambient east-west gateway's) listeners.
 pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::generate::finish::Typed> {
     if east_west::is_east_west(ctx, scope) {
-        east_west::listeners(ctx, scope)
-    } else {
-        listeners::listeners(ctx, scope)
+        return east_west::listeners(ctx, scope);
     }
+    let mut out = listeners::listeners(ctx, scope);
+    if double_hbone::applies(ctx, scope) {
+        out.extend(double_hbone::listeners(scope));
+    }
+    out
 }
 
 /// The endpoints of an `inbound-vip` cluster of a waypoint (or an east-west gateway).

@@ -631,3 +631,123 @@ spec:
         assert!(!names(&clusters).contains(&"main_internal"), "{what}");
     }
 }
+
+/// Under ambient multi-network a waypoint in `west` reaches `east`'s endpoints over double
+/// HBONE through `east`'s gateway (an `istio-remote` Gateway standing for it): istiod's extra
+/// listeners and clusters, and one endpoint per gateway in place of the far endpoints, pointing at
+/// `inner_connect_originate` with the gateway as the outer destination and the service's hostname
+/// and port as both tunnels' authority. Without the switch (or with the waypoint one off) none
+/// of it.
+#[test]
+fn a_waypoint_reaches_another_network_over_double_hbone() {
+    let multi = format!(
+        "{MESH}---\n{}",
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: ""
+  meshNetworks: |
+    networks:
+      west: {endpoints: [{fromRegistry: Kubernetes}], gateways: []}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: far, namespace: shop, labels: {istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient}}
+spec:
+  hosts: [far.shop.svc.cluster.local]
+  addresses: [10.96.0.40]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.44.0.11, network: west}
+  - {address: 10.55.0.3, network: east}
+  - {address: 10.55.0.4, network: east}
+  - {address: 10.66.0.3, network: nowhere}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: east-gw, namespace: shop, labels: {topology.istio.io/network: east}}
+spec:
+  gatewayClassName: istio-remote
+  addresses: [{type: IPAddress, value: 192.0.2.70}]
+  listeners: [{name: mesh, port: 15008, protocol: HBONE}]
+"#
+    );
+    let context = |on: bool, waypoint: bool| {
+        let mesh = crate::model::mesh::MeshSettings {
+            ambient_multi_network: on,
+            ambient_multi_network_waypoint: waypoint,
+            ..Default::default()
+        };
+        let (mesh, _) = mesh.with_mesh_config(&crate::testing::store(&multi).snapshot());
+        crate::testing::push_context_with(&multi, mesh)
+    };
+    let p = crate::testing::proxy(
+        "waypoint~10.44.0.2~waypoint-0.shop~shop.svc.cluster.local",
+        &[("NETWORK", "west")],
+        &[("gateway.networking.k8s.io/gateway-name", "waypoint")],
+    );
+    let ctx = context(true, true);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    assert_eq!(
+        names(&listeners),
+        [
+            "connect_terminate",
+            "main_internal",
+            "connect_originate",
+            "inner_connect_originate",
+            "outer_connect_originate"
+        ]
+    );
+    let clusters = resources(&ctx, &p, TypeUrl::Cluster, &[]);
+    let cluster_names = names(&clusters);
+    assert_eq!(
+        &cluster_names[cluster_names.len() - 3..],
+        [
+            "connect_originate",
+            "inner_connect_originate",
+            "outer_connect_originate"
+        ]
+    );
+    let far = "inbound-vip|80|http|far.shop.svc.cluster.local";
+    let eds = resources(&ctx, &p, TypeUrl::Endpoint, &[far]);
+    let endpoints: Vec<&Value> = eds[0]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["lbEndpoints"].as_array().unwrap())
+        .collect();
+    assert_eq!(
+        endpoints.len(),
+        2,
+        "west's directly, east's through one gateway: {}",
+        eds[0]
+    );
+    let listener_of = |e: &Value| {
+        e["endpoint"]["address"]["envoyInternalAddress"]["serverListenerName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(listener_of(endpoints[0]), "connect_originate");
+    let through = endpoints[1];
+    assert_eq!(listener_of(through), "inner_connect_originate");
+    assert_eq!(through["loadBalancingWeight"], 2, "east's two endpoints");
+    let metadata = &through["metadata"]["filterMetadata"];
+    assert_eq!(
+        metadata["envoy.filters.listener.original_dst"]["local"],
+        "192.0.2.70:15008"
+    );
+    assert_eq!(
+        metadata["istio"]["double_hbone"]["hbone_target_address"],
+        "far.shop.svc.cluster.local:80"
+    );
+    for (on, waypoint) in [(false, true), (true, false)] {
+        let ctx = context(on, waypoint);
+        assert_eq!(
+            names(&resources(&ctx, &p, TypeUrl::Listener, &[])),
+            ["connect_terminate", "main_internal", "connect_originate"]
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! Double HBONE from a waypoint (ambient multi-network, istiod's
+//! AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT): an endpoint of another network is its east-west
+//! gateway, reached through `inner_connect_originate` (the inner tunnel, mTLS to the destination
+//! with the service's `<hostname>:<port>` as `:authority`, one connection per stream so the far
+//! side spreads them) and `outer_connect_originate` (the outer tunnel to the gateway's 15008, the
+//! same `:authority`, marked as coming from a waypoint so the gateway does not send it to the
+//! service's waypoint again). Names and shapes are istiod's.
+
+use super::HBONE_PORT;
+use super::clusters::hbone_tls;
+use super::listeners::{internal, original_dst};
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::finish::{Class, Typed};
+use crate::xds::generate::hbone::{
+    INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_address,
+    internal_upstream,
+};
+use crate::xds::generate::network::network_filter;
+use crate::xds::generate::util::{any, duration};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+    ClusterDiscoveryType, DiscoveryType, LbConfig, LbPolicy, OriginalDstLbConfig,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    HeaderValue, HeaderValueOption, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
+    SubstitutionFormatString, TransportSocket, data_source, header_value_option,
+    substitution_format_string, transport_socket,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
+    FilterStateValue, filter_state_value,
+};
+use envoy_types::pb::envoy::extensions::filters::network::set_filter_state::v3::Config as SetFilterState;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster, tcp_proxy::TunnelingConfig,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
+    ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
+};
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+
+/// The filter-state key both tunnels take their `:authority` from.
+const TARGET_KEY: &str = "istio.double_hbone.hbone_target_address";
+const TARGET: &str = "%FILTER_STATE(istio.double_hbone.hbone_target_address:PLAIN)%";
+const UPSTREAM_HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+/// istiod's default for MeshConfig `hboneIdleTimeout`.
+const HBONE_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether the proxy of `scope` gets the double-HBONE listeners and clusters.
+pub fn applies(ctx: &PushContext, scope: &ScopeView) -> bool {
+    crate::xds::generate::endpoint::double_hbone(ctx, scope)
+}
+
+fn format(text: &str) -> SubstitutionFormatString {
+    SubstitutionFormatString {
+        format: Some(substitution_format_string::Format::TextFormatSource(
+            envoy_types::pb::envoy::config::core::v3::DataSource {
+                specifier: Some(data_source::Specifier::InlineString(text.into())),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    }
+}
+
+/// A filter-state value from `text`, kept through every internal listener behind.
+fn carried(key: &str, factory: &str, text: &str) -> FilterStateValue {
+    FilterStateValue {
+        key: Some(filter_state_value::Key::ObjectKey(key.into())),
+        factory_key: factory.into(),
+        value: Some(filter_state_value::Value::FormatString(format(text))),
+        shared_with_upstream: filter_state_value::SharedWithUpstream::Transitive as i32,
+        ..Default::default()
+    }
+}
+
+fn header(key: &str, value: &str) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: key.into(),
+            value: value.into(),
+            ..Default::default()
+        }),
+        append_action: header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+        ..Default::default()
+    }
+}
+
+fn tunnel(cluster: &str, headers: Vec<HeaderValueOption>) -> TcpProxy {
+    TcpProxy {
+        stat_prefix: cluster.into(),
+        cluster_specifier: Some(TcpCluster::Cluster(cluster.into())),
+        tunneling_config: Some(TunnelingConfig {
+            hostname: TARGET.into(),
+            headers_to_add: headers,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `inner_connect_originate` and `outer_connect_originate`, in istiod's order.
+pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
+    let metadata = SetFilterState {
+        on_new_connection: vec![
+            carried(
+                &format!("{ORIGINAL_DST_KEY}.local_ip"),
+                "",
+                &format!("%DYNAMIC_METADATA({ORIGINAL_DST_KEY}:local)%"),
+            ),
+            carried(
+                TARGET_KEY,
+                "envoy.string",
+                "%DYNAMIC_METADATA(istio:double_hbone:hbone_target_address)%",
+            ),
+        ],
+        ..Default::default()
+    };
+    let inner = Listener {
+        name: INNER_CONNECT_ORIGINATE.into(),
+        use_original_dst: Some(BoolValue { value: false }),
+        listener_specifier: internal(),
+        filter_chains: vec![FilterChain {
+            filters: vec![
+                network_filter("propagate_endpoint_metadata", &metadata),
+                network_filter(
+                    "envoy.filters.network.tcp_proxy",
+                    &tunnel(
+                        INNER_CONNECT_ORIGINATE,
+                        vec![header("x-forwarded-network", &scope.network)],
+                    ),
+                ),
+            ],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let outer = Listener {
+        name: OUTER_CONNECT_ORIGINATE.into(),
+        use_original_dst: Some(BoolValue { value: false }),
+        listener_specifier: internal(),
+        listener_filters: vec![original_dst()],
+        filter_chains: vec![FilterChain {
+            filters: vec![network_filter(
+                "envoy.filters.network.tcp_proxy",
+                &tunnel(
+                    OUTER_CONNECT_ORIGINATE,
+                    vec![header("x-istio-source", "waypoint")],
+                ),
+            )],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    vec![
+        Typed::new(INNER_CONNECT_ORIGINATE, Class::Waypoint, inner),
+        Typed::new(OUTER_CONNECT_ORIGINATE, Class::Waypoint, outer),
+    ]
+}
+
+/// HTTP/2 with CONNECT, one stream per connection (istiod's `h2connectUpgradeWithNoPooling`).
+fn h2_connect_unpooled() -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any>
+{
+    let options = HttpProtocolOptions {
+        common_http_protocol_options: Some(CommonHttpOptions {
+            idle_timeout: Some(duration(HBONE_IDLE_TIMEOUT)),
+            max_requests_per_connection: Some(UInt32Value { value: 1 }),
+            ..Default::default()
+        }),
+        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(Http2ProtocolOptions {
+                    allow_connect: true,
+                    ..Default::default()
+                })),
+            },
+        )),
+        ..Default::default()
+    };
+    [(UPSTREAM_HTTP_OPTIONS.to_string(), any(&options))].into()
+}
+
+fn tls(ctx: &PushContext) -> TransportSocket {
+    TransportSocket {
+        name: "tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+            &UpstreamTlsContext {
+                common_tls_context: Some(hbone_tls(ctx)),
+                ..Default::default()
+            },
+        ))),
+    }
+}
+
+/// `inner_connect_originate` (mTLS into `outer_connect_originate`) and `outer_connect_originate`
+/// (mTLS to the gateway's 15008 at the address the endpoint named).
+pub fn clusters(ctx: &PushContext) -> Vec<Typed> {
+    let inner = Cluster {
+        name: INNER_CONNECT_ORIGINATE.into(),
+        alt_stat_name: format!("{INNER_CONNECT_ORIGINATE};"),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: INNER_CONNECT_ORIGINATE.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                        address: Some(internal_address(OUTER_CONNECT_ORIGINATE, "")),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        typed_extension_protocol_options: h2_connect_unpooled(),
+        transport_socket: Some(internal_upstream(tls(ctx), false)),
+        ..Default::default()
+    };
+    let outer = Cluster {
+        name: OUTER_CONNECT_ORIGINATE.into(),
+        alt_stat_name: format!("{OUTER_CONNECT_ORIGINATE};"),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32,
+        )),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
+        typed_extension_protocol_options: h2_connect_unpooled(),
+        lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
+            upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
+            ..Default::default()
+        })),
+        transport_socket: Some(tls(ctx)),
+        ..Default::default()
+    };
+    vec![
+        Typed::new(INNER_CONNECT_ORIGINATE, Class::Waypoint, inner),
+        Typed::new(OUTER_CONNECT_ORIGINATE, Class::Waypoint, outer),
+    ]
+}
