@@ -12,7 +12,7 @@ use crate::common::peers::Envoy;
 use crate::common::peers::{Bootstrap, envoy_binary, request_at};
 use crate::waypoint::{
     INTERNAL_LISTENERS, ambient_daemon_env, flaky_backend, hbone_tls, issue, mesh_proxy, scenario,
-    static_bootstrap,
+    source_ztunnel_to, static_bootstrap,
 };
 use std::net::SocketAddr;
 use std::path::Path;
@@ -69,6 +69,17 @@ const H2_CONNECT: &str = r#"typed_extension_protocol_options:
 /// sends to `listen` goes in an inner HBONE tunnel (TLS with `identity`'s certificate, end to
 /// end to the destination) inside an outer one to the gateway's 15008, both to `authority`.
 fn double_hbone_client(listen: u16, certs: &Path, identity: &str, authority: &str) -> String {
+    double_hbone_client_to(GATEWAY_IP, listen, certs, identity, authority)
+}
+
+/// [`double_hbone_client`] through the gateway at `gateway`.
+fn double_hbone_client_to(
+    gateway: &str,
+    listen: u16,
+    certs: &Path,
+    identity: &str,
+    authority: &str,
+) -> String {
     let tls = hbone_tls("Upstream", certs, identity, "");
     let bootstrap = static_bootstrap(&format!(
         r#"  clusters:
@@ -86,7 +97,7 @@ fn double_hbone_client(listen: u16, certs: &Path, identity: &str, authority: &st
     {H2_CONNECT}
     load_assignment:
       cluster_name: outer
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {GATEWAY_IP}, port_value: 15008}}}}}}}}]}}]
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {gateway}, port_value: 15008}}}}}}}}]}}]
     transport_socket: {tls}
   listeners:
   - name: app
@@ -117,6 +128,11 @@ fn double_hbone_client(listen: u16, certs: &Path, identity: &str, authority: &st
 /// The destination's ztunnel: HBONE on the node's 15008 (mesh client certificates required),
 /// a tunnel to `web`'s hostname and port reaching its workload's port 8081.
 fn destination_ztunnel(certs: &Path) -> String {
+    destination_ztunnel_at(NODE_IP, NODE_IP, WEB, certs)
+}
+
+/// [`destination_ztunnel`] at `ip`, for tunnels to `authority`, the application at `app`:8081.
+fn destination_ztunnel_at(ip: &str, app: &str, authority: &str, certs: &Path) -> String {
     static_bootstrap(&format!(
         r#"  clusters:
   - name: app
@@ -124,10 +140,10 @@ fn destination_ztunnel(certs: &Path) -> String {
     connect_timeout: 2s
     load_assignment:
       cluster_name: app
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {NODE_IP}, port_value: 8081}}}}}}}}]}}]
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {app}, port_value: 8081}}}}}}}}]}}]
   listeners:
   - name: hbone
-    address: {{socket_address: {{address: {NODE_IP}, port_value: 15008}}}}
+    address: {{socket_address: {{address: {ip}, port_value: 15008}}}}
     filter_chains:
     - transport_socket: {tls}
       filters:
@@ -140,7 +156,7 @@ fn destination_ztunnel(certs: &Path) -> String {
           route_config:
             virtual_hosts:
             - name: web
-              domains: ["{WEB}"]
+              domains: ["{authority}"]
               routes:
               - match: {{connect_matcher: {{}}}}
                 route: {{cluster: app, upgrade_configs: [{{upgrade_type: CONNECT, connect_config: {{}}}}]}}
@@ -233,6 +249,200 @@ fn an_east_west_gateway_carries_double_hbone_to_the_destinations_ztunnel() {
                 assert_ne!(
                     refused.0, 200,
                     "a service that is not global is not reachable from another network"
+                );
+            }));
+            done_tx.send(()).unwrap();
+            if let Err(e) = outcome {
+                eprintln!("last answer: {last:?}");
+                std::panic::resume_unwind(e);
+            }
+        });
+    });
+}
+
+/// Two networks, each with its own control plane (multi-primary), sharing the mesh CA: `far` is
+/// global and bound to waypoint `waypoint` in both; its workload is in `east`. A client in `west`
+/// sends to `far`'s VIP through west's waypoint, which applies its routes and sends double HBONE
+/// through east's gateway (an `istio-remote` Gateway in west's config) to the workload's ztunnel.
+/// A client that skips the waypoint and tunnels to the gateway itself is refused there.
+#[test]
+fn a_waypoint_reaches_a_workload_of_another_network_through_its_east_west_gateway() {
+    const WEST_IP: &str = "10.50.0.2";
+    const EAST_IP: &str = "10.50.0.3";
+    const WORKLOAD_IP: &str = "10.50.0.5";
+    const FAR: &str = "far.shop.svc.cluster.local:80";
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let west = Pod::new(WEST_IP);
+    let east = Pod::new(EAST_IP);
+    netns::link(&west, &east);
+    // The workload's node: another address of east's namespace.
+    let status = std::process::Command::new("ip")
+        .args([
+            "-n",
+            &east.name,
+            "addr",
+            "add",
+            &format!("{WORKLOAD_IP}/32"),
+            "dev",
+            "lo",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let config = |network: &str, extra: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: istio, namespace: istio-system}}
+data:
+  mesh: |
+    serviceScopeConfigs:
+    - servicesSelector: {{matchLabels: {{istio.io/global: "true"}}}}
+      scope: GLOBAL
+  meshNetworks: |
+    networks:
+      {network}: {{endpoints: [{{fromRegistry: Kubernetes}}], gateways: []}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: waypoint, namespace: shop, labels: {{gateway.istio.io/managed: istio.io-mesh-controller}}}}
+spec:
+  hosts: [waypoint.shop.svc.cluster.local]
+  addresses: [10.96.0.100]
+  ports: [{{number: 15008, name: mesh, protocol: TCP}}]
+  resolution: STATIC
+  endpoints: [{{address: {WEST_IP}, serviceAccount: waypoint, network: west}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: far, namespace: shop, labels: {{istio.io/global: "true", istio.io/use-waypoint: waypoint, istio.io/dataplane-mode: ambient}}}}
+spec:
+  hosts: [far.shop.svc.cluster.local]
+  addresses: [10.96.0.40]
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints: [{{address: {WORKLOAD_IP}, ports: {{http: 8081}}, serviceAccount: web, network: east}}]
+{extra}"#
+        )
+    };
+    let west_dir = tempfile::tempdir().unwrap();
+    let east_dir = tempfile::tempdir().unwrap();
+    let remote_gateway = format!(
+        r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: east-gw, namespace: shop, labels: {{topology.istio.io/network: east}}}}
+spec:
+  gatewayClassName: istio-remote
+  addresses: [{{type: IPAddress, value: {EAST_IP}}}]
+  listeners: [{{name: mesh, port: 15008, protocol: HBONE}}]
+"#
+    );
+    let (west_cfg, west_tokens, ca_dir) = scenario(
+        west_dir.path(),
+        &config("west", &remote_gateway),
+        "waypoint-token: shop/waypoint\n",
+    );
+    let (east_cfg, east_tokens, _) = scenario(
+        east_dir.path(),
+        &config("east", ""),
+        "eastwest-token: shop/eastwest\n",
+    );
+    let root = ca_dir.join("root-cert.pem");
+    let multi = [("AMBIENT_ENABLE_MULTI_NETWORK", Some("true"))];
+    let (envoy, root, ca_dir) = (&envoy, &root, &ca_dir);
+    let (west_cfg, west_tokens, east_cfg, east_tokens) =
+        (&west_cfg, &west_tokens, &east_cfg, &east_tokens);
+    let (ca_tx, ca_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            east.enter();
+            // One mesh CA for both control planes, as Istio's plugged-in CA certificates give.
+            ca_rx.recv().unwrap();
+            let _daemon = ambient_daemon_env(east_cfg, ca_dir, east_tokens, &multi);
+            // Only the workload's ztunnel reaches it: nothing in west can connect to it directly.
+            flaky_backend("127.0.0.1:8081", "far");
+            let certs = tempfile::tempdir().unwrap();
+            issue(ca_dir, certs.path(), &["web"]);
+            let _destination = Envoy::run_static(
+                envoy,
+                &destination_ztunnel_at(WORKLOAD_IP, "127.0.0.1", FAR, certs.path()),
+            );
+            let _gateway = mesh_proxy(
+                envoy,
+                [127, 0, 0, 1],
+                root,
+                Bootstrap {
+                    node_type: "waypoint",
+                    pod: "eastwest-0",
+                    labels: "gateway.istio.io/managed: istio.io-eastwest-controller",
+                    metadata: "NETWORK: east, ",
+                    ip: EAST_IP,
+                    token: Some("eastwest-token"),
+                    ..Bootstrap::default()
+                },
+            );
+            let _ = done_rx.recv();
+        });
+        west.run(move || {
+            let _daemon = ambient_daemon_env(west_cfg, ca_dir, west_tokens, &multi);
+            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            ca_tx.send(()).unwrap();
+            let _waypoint = mesh_proxy(
+                envoy,
+                [127, 0, 0, 1],
+                root,
+                Bootstrap {
+                    node_type: "waypoint",
+                    pod: "waypoint-0",
+                    labels: "gateway.networking.k8s.io/gateway-name: waypoint",
+                    metadata: "NETWORK: west, ",
+                    ip: WEST_IP,
+                    token: Some("waypoint-token"),
+                    ..Bootstrap::default()
+                },
+            );
+            let certs = tempfile::tempdir().unwrap();
+            issue(ca_dir, certs.path(), &["client"]);
+            let (through_waypoint, skipping) = (18092, 18093);
+            let _client = Envoy::run_static(
+                envoy,
+                &source_ztunnel_to(
+                    WEST_IP,
+                    through_waypoint,
+                    certs.path(),
+                    "client",
+                    "10.96.0.40:80",
+                ),
+            );
+            let _skipping = Envoy::run_static(
+                envoy,
+                &double_hbone_client_to(EAST_IP, skipping, certs.path(), "client", FAR),
+            );
+            let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+            let mut last = (0, String::new());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(
+                    40,
+                    "a request through the waypoint into the far network",
+                    || {
+                        last = request_at(
+                            at(through_waypoint),
+                            "far.shop.svc.cluster.local",
+                            "/far",
+                            &[],
+                        );
+                        last == (200, "far /far".into())
+                    },
+                );
+                let refused = request_at(at(skipping), "far.shop.svc.cluster.local", "/", &[]);
+                assert_ne!(
+                    refused.0, 200,
+                    "a tunnel that skipped the service's waypoint is refused at the gateway"
                 );
             }));
             done_tx.send(()).unwrap();

@@ -263,7 +263,7 @@ fn source_ztunnel(listen: u16, certs: &Path, identity: &str, destination: &str) 
 }
 
 /// [`source_ztunnel`] with the tunnels going to `peer`'s port 15008.
-fn source_ztunnel_to(
+pub(crate) fn source_ztunnel_to(
     peer: &str,
     listen: u16,
     certs: &Path,
