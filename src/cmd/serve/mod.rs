@@ -127,7 +127,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     warn_unread_istiod_env();
     if args.ambient_enable_multi_network {
         warn!(
-            "AMBIENT_ENABLE_MULTI_NETWORK: ztunnel is served other networks' global services through their east-west gateways; the east-west gateway proxies themselves (class istio-east-west) and waypoints' double HBONE (AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT) are not generated yet (docs/multicluster.md)"
+            "AMBIENT_ENABLE_MULTI_NETWORK (istiod's alpha) is on: what Rudder leaves out of it (an east-west gateway's TLS passthrough listeners; tunnels for a waypoint-bound service that did not come through its waypoint, refused at the east-west gateway) is listed in docs/multicluster.md"
         );
     }
     let use_kubernetes = match args.config_source {

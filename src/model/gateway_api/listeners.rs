@@ -370,15 +370,31 @@ pub(super) fn gateways(
         // listeners (HBONE on 15008) carry no routes.
         if api::waypoint_like(&controller) {
             let (services, address_error) = gateway_services(config, gw, &controller, suffix);
+            let east_west = controller == api::EAST_WEST_CONTROLLER;
             let listeners = gw
                 .listeners
                 .iter()
-                .map(|l| ListenerOutcome {
-                    name: l.name.clone(),
-                    supported_kinds: Vec::new(),
-                    attached_routes: 0,
-                    conditions: clean_listener(),
-                    certificates: Vec::new(),
+                .map(|l| {
+                    let mut conditions = clean_listener();
+                    // istiod also serves an east-west gateway's TLS passthrough listeners
+                    // (exposing, say, an API server across networks); Rudder does not yet, and
+                    // says so where the listener's status is read.
+                    if east_west && l.protocol != "HBONE" {
+                        conditions.insert(
+                            "Programmed",
+                            Condition::failed(
+                                "Invalid",
+                                "Rudder serves only the HBONE listener of an east-west gateway",
+                            ),
+                        );
+                    }
+                    ListenerOutcome {
+                        name: l.name.clone(),
+                        supported_kinds: Vec::new(),
+                        attached_routes: 0,
+                        conditions,
+                        certificates: Vec::new(),
+                    }
                 })
                 .collect();
             out.gateway_outcomes.insert(

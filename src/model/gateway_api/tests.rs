@@ -347,6 +347,45 @@ spec:
     assert!(t.gateway_outcomes.values().all(|o| o.unmanaged));
 }
 
+/// An east-west Gateway (its class object present, as the leader creates it under ambient
+/// multi-network) is accepted as a waypoint is and generates no routes; its HBONE listener is
+/// programmed, a TLS passthrough listener (which istiod also serves) says Rudder does not serve it.
+#[test]
+fn an_east_west_gateway_programs_its_hbone_listener_only() {
+    let t = translated(
+        "
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio-east-west}
+spec: {controllerName: istio.io/eastwest-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: eastwest, namespace: istio-system, labels: {topology.istio.io/network: west}}
+spec:
+  gatewayClassName: istio-east-west
+  listeners:
+  - {name: mesh, port: 15008, protocol: HBONE, tls: {mode: Terminate}}
+  - {name: api, port: 6443, protocol: TLS, hostname: api.west.example.com, tls: {mode: Passthrough}}
+",
+    );
+    assert!(
+        t.gateways.is_empty(),
+        "no Istio Gateway is generated for it"
+    );
+    let outcome = t.gateway_outcomes.values().next().expect("an outcome");
+    assert!(outcome.accepted.status);
+    assert_eq!(
+        outcome.services,
+        ["eastwest.istio-system.svc.cluster.local"],
+        "named after the Gateway, as waypoints are"
+    );
+    assert!(outcome.listeners[0].conditions["Programmed"].status);
+    let api = &outcome.listeners[1].conditions["Programmed"];
+    assert!(!api.status);
+    assert!(api.message.contains("HBONE"), "{api:?}");
+}
+
 /// BackendTLSPolicies become DestinationRules: SNI and (without its own) SAN from the hostname,
 /// the ConfigMap's bundle by name, a port by `sectionName`; of two policies for one target the
 /// oldest wins, and a CA reference that is not a ConfigMap trusts nothing.
