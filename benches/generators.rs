@@ -785,8 +785,129 @@ spec: {hosts: [waypoint.ns0.svc.cluster.local], addresses: [240.255.0.1], ports:
     group.finish();
 }
 
+/// One cluster's ambient workloads: `services` global Services in namespace `amb` (ambient), each
+/// with 10 pods behind an EndpointSlice, the cluster's system namespace in `network`; cluster
+/// `c` numbers the pod IPs.
+fn ambient_cluster_yaml(c: usize, services: usize, network: &str) -> String {
+    let mut out = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: istio-system, labels: {{topology.istio.io/network: {network}}}}}\n---\n\
+apiVersion: v1\nkind: Namespace\nmetadata: {{name: amb, labels: {{istio.io/dataplane-mode: ambient}}}}\n---\n"
+    );
+    for s in 0..services {
+        out.push_str(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: svc{s}, namespace: amb, labels: {{istio.io/global: \"true\"}}}}\nspec: {{clusterIP: 10.96.{}.{}, ports: [{{name: http, port: 80, targetPort: 8080}}]}}\n---\n",
+            s / 250, s % 250
+        ));
+        let mut endpoints = String::new();
+        for i in 0..10 {
+            let ip = format!("10.{c}{}.{}.{i}", s / 250, s % 250);
+            out.push_str(&format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: svc{s}-{i}, namespace: amb, labels: {{app: svc{s}}}}}\nspec: {{serviceAccountName: svc{s}, nodeName: node-{i}}}\nstatus: {{phase: Running, podIP: {ip}, podIPs: [{{ip: {ip}}}], conditions: [{{type: Ready, status: \"True\"}}]}}\n---\n"
+            ));
+            endpoints.push_str(&format!(
+                "{{addresses: [{ip}], conditions: {{ready: true}}, targetRef: {{kind: Pod, name: svc{s}-{i}, namespace: amb}}}}, "
+            ));
+        }
+        out.push_str(&format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc{s}-x, namespace: amb, labels: {{kubernetes.io/service-name: svc{s}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints: [{endpoints}]\n---\n"
+        ));
+    }
+    out
+}
+
+/// Ambient across networks (session 25, #50): three clusters of 300 global services and 3,000
+/// pods each, the config cluster and `east` in `net1`, `west` in `net2` behind an east-west
+/// gateway. The ambient index (what every ztunnel is served) with the switch off (the config
+/// cluster's 3,000 pods) and on (6,000 pods of the local network, 300 split-horizon workloads),
+/// and the east-west gateway's LDS and CDS.
+fn ambient_multi_network(c: &mut Criterion) {
+    use rudder::config::Kind;
+    let services = 300;
+    let combined = rudder::testing::store(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: istio, namespace: istio-system}}\ndata:\n  mesh: |\n    serviceScopeConfigs:\n    - servicesSelector: {{matchLabels: {{istio.io/global: \"true\"}}}}\n      scope: GLOBAL\n",
+        ambient_cluster_yaml(1, services, "net1")
+    ));
+    for (i, (cluster, network)) in [("east", "net1"), ("west", "net2")].into_iter().enumerate() {
+        let remote = rudder::testing::store(&ambient_cluster_yaml(i + 2, services, network));
+        let snapshot = remote.snapshot();
+        for kind in [
+            Kind::Namespace,
+            Kind::Pod,
+            Kind::Service,
+            Kind::EndpointSlice,
+        ] {
+            for e in snapshot.list(kind) {
+                let mut config = (*e.config).clone();
+                config.metadata.cluster = cluster.to_string();
+                combined.upsert(config);
+            }
+        }
+    }
+    let gateway = rudder::config::Config::from_json(
+        serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "eastwest", "namespace": "istio-system", "labels": {"topology.istio.io/network": "net2"}},
+            "spec": {"gatewayClassName": "istio-east-west", "listeners": [{"name": "mesh", "port": 15008, "protocol": "HBONE", "tls": {"mode": "Terminate"}}]},
+            "status": {"addresses": [{"type": "IPAddress", "value": "192.0.2.7"}]}}),
+        "default",
+    )
+    .ok()
+    .flatten()
+    .map(|mut g| {
+        g.metadata.cluster = "west".into();
+        g
+    });
+    if let Some(g) = gateway {
+        combined.upsert(g);
+    }
+    let mesh_for = |on: bool| {
+        let base = MeshSettings {
+            ambient_multi_network: on,
+            ..MeshSettings::default()
+        };
+        base.with_mesh_config(&combined.snapshot()).0
+    };
+    let (off, on) = (mesh_for(false), mesh_for(true));
+    let mut group = c.benchmark_group("ambient-multi-network/3-clusters-x-3000-pods");
+    group.sample_size(10);
+    for (name, mesh) in [("ambient-index-off", &off), ("ambient-index-on", &on)] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&combined, mesh, None),
+                |ctx| black_box(rudder::xds::generate::ambient::index(&ctx)),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    let east_west = rudder::testing::proxy(
+        "waypoint~10.99.0.5~eastwest-0.istio-system~istio-system.svc.cluster.local",
+        &[("NETWORK", "net1")],
+        &[("gateway.istio.io/managed", "istio.io-eastwest-controller")],
+    );
+    for (name, type_url) in [
+        ("east-west-lds", TypeUrl::Listener),
+        ("east-west-cds", TypeUrl::Cluster),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    let ctx = rudder::xds::push::initial_context(&combined, &on, None);
+                    black_box(rudder::xds::generate::ambient::index(&ctx));
+                    ctx
+                },
+                |ctx| {
+                    let scope = ctx.scope(&east_west);
+                    black_box(generate::generate(&ctx, &east_west, &scope, type_url, None))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    ambient_multi_network,
     waypoint,
     gateway_api,
     sotw_ack,

@@ -352,6 +352,13 @@ pub const REMOTE_PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "gateway.networking.k8s.io",
+        "gateways",
+        WATCH,
+        "source::kube::multicluster (east-west gateways, ambient multi-network)",
+    ),
+    rule(
+        Scope::Cluster,
         "authentication.k8s.io",
         "tokenreviews",
         &["create"],
