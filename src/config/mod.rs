@@ -447,6 +447,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// `status.addresses`, the one part of a status kept as config (a ServiceEntry's allocated
+    /// VIPs, a remote east-west gateway's reach).
+    pub fn status_addresses(&self) -> &[serde_json::Value] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.get("addresses"))
+            .and_then(|a| a.as_array())
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// How istiod orders objects that compete for the same thing (a host, a gateway port): the
     /// oldest first (creationTimestamp), then namespace and name.
     pub fn age_key(&self) -> (Option<&str>, &str, &str) {

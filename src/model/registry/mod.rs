@@ -697,12 +697,8 @@ impl<'a> HostBuilder<'a> {
 /// auto-allocation): the service's VIPs when the ServiceEntry has none of its own.
 pub fn allocated_addresses(config: &Config, host: &str) -> Vec<String> {
     config
-        .status
-        .as_ref()
-        .and_then(|s| s.get("addresses"))
-        .and_then(|a| a.as_array())
-        .into_iter()
-        .flatten()
+        .status_addresses()
+        .iter()
         .filter(|a| a["host"] == host)
         .filter_map(|a| a["value"].as_str())
         .filter(|v| v.parse::<std::net::IpAddr>().is_ok())

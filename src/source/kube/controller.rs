@@ -541,6 +541,34 @@ impl KubeSource {
     }
 }
 
+/// An API object as config: its status (analysis results, conditions written by the leader) and
+/// the resourceVersion a status write bumps are not config, so such a write leaves the store's
+/// object unchanged and pushes nothing; `status.addresses` is kept when `keep_addresses` (what a
+/// ServiceEntry's VIPs or a remote east-west gateway's reach come from).
+pub(super) fn config_value(
+    obj: &DynamicObject,
+    keep_addresses: bool,
+) -> Result<serde_json::Value, String> {
+    let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+        meta.remove("resourceVersion");
+    }
+    if let Some(obj) = value.as_object_mut() {
+        let addresses = keep_addresses
+            .then(|| obj.get("status").and_then(|s| s.get("addresses")).cloned())
+            .flatten();
+        obj.remove("status");
+        if let Some(addresses) = addresses {
+            obj.insert(
+                "status".into(),
+                serde_json::json!({ "addresses": addresses }),
+            );
+        }
+    }
+    Ok(value)
+}
+
 fn crd_name(kind: Kind) -> String {
     format!("{}.{}", kind.plural(), kind.group())
 }
@@ -707,29 +735,10 @@ async fn supervise_istio_kind(
                         name: obj.metadata.name.clone().unwrap_or_default(),
                         cluster: String::new(),
                     };
-                    let mut value =
-                        serde_json::to_value(&obj).map_err(|e| (key.clone(), e.to_string()))?;
-                    // Status (analysis results, written by the leader) and the resourceVersion
-                    // it bumps are not config: without them a status write is an unchanged
-                    // object to the store, and pushes nothing.
-                    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                        meta.remove("managedFields");
-                        meta.remove("resourceVersion");
-                    }
-                    if let Some(obj) = value.as_object_mut() {
-                        // A ServiceEntry's auto-allocated addresses are the one part of a
-                        // status that is config: the registry serves them as its VIPs.
-                        let addresses = (kind == Kind::ServiceEntry)
-                            .then(|| obj.get("status").and_then(|s| s.get("addresses")).cloned())
-                            .flatten();
-                        obj.remove("status");
-                        if let Some(addresses) = addresses {
-                            obj.insert(
-                                "status".into(),
-                                serde_json::json!({ "addresses": addresses }),
-                            );
-                        }
-                    }
+                    // A ServiceEntry's auto-allocated addresses are the one part of a status
+                    // that is config: the registry serves them as its VIPs.
+                    let value = config_value(&obj, kind == Kind::ServiceEntry)
+                        .map_err(|e| (key.clone(), e))?;
                     let config = Config::from_json(value, "default")
                         .map_err(|e| (key.clone(), e.to_string()))?
                         .ok_or_else(|| (key.clone(), "empty object".to_string()))?;

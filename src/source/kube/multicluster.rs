@@ -697,25 +697,10 @@ fn spawn_remote_gateway_watch(
             name: obj.metadata.name.clone().unwrap_or_default(),
             cluster: cluster.clone(),
         };
-        let mut value = serde_json::to_value(&obj).map_err(|e| (key.clone(), e.to_string()))?;
-        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("managedFields");
-            meta.remove("resourceVersion");
-        }
-        if let Some(obj) = value.as_object_mut() {
-            let addresses = obj.get("status").and_then(|s| s.get("addresses")).cloned();
-            obj.remove("status");
-            if let Some(addresses) = addresses {
-                obj.insert(
-                    "status".into(),
-                    serde_json::json!({ "addresses": addresses }),
-                );
-            }
-        }
-        let config = Config::from_json(value, "default")
+        let value = super::controller::config_value(&obj, true).map_err(|e| (key.clone(), e))?;
+        let mut config = Config::from_json(value, "default")
             .map_err(|e| (key.clone(), e.to_string()))?
             .ok_or_else(|| (key.clone(), "empty object".to_string()))?;
-        let mut config = config;
         config.metadata.cluster.clone_from(&cluster);
         Ok(Some(config))
     });

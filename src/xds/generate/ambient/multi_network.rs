@@ -336,12 +336,8 @@ pub fn gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<AmbientNetworkGatew
         // the config cluster's stand-in by the ones it is given.
         let status: Vec<(Option<String>, String)> = e
             .config
-            .status
-            .as_ref()
-            .and_then(|s| s.get("addresses"))
-            .and_then(|a| a.as_array())
-            .into_iter()
-            .flatten()
+            .status_addresses()
+            .iter()
             .map(|a| {
                 (
                     a.get("type").and_then(|t| t.as_str()).map(str::to_string),

@@ -138,26 +138,58 @@ pub(super) fn internal_cluster(name: &str, listener: &str) -> Typed {
         alt_stat_name: format!("{name};"),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
         circuit_breakers: unlimited(),
-        load_assignment: Some(ClusterLoadAssignment {
-            cluster_name: name.into(),
-            endpoints: vec![LocalityLbEndpoints {
-                lb_endpoints: vec![LbEndpoint {
-                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                        address: Some(internal_address(listener, "")),
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
+        load_assignment: Some(internal_assignment(name, listener)),
         transport_socket: Some(internal_upstream(raw_buffer(), false)),
         typed_extension_protocol_options: [(UPSTREAM_HTTP_OPTIONS.to_string(), any(&options))]
             .into(),
         ..Default::default()
     };
     Typed::new(name, Class::Waypoint, c)
+}
+
+/// The one endpoint of cluster `name`: the internal listener `listener`.
+pub(super) fn internal_assignment(name: &str, listener: &str) -> ClusterLoadAssignment {
+    ClusterLoadAssignment {
+        cluster_name: name.into(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                    address: Some(internal_address(listener, "")),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// An original-destination cluster `name` to port 15008 of the address the connection was given
+/// (istiod's HBONE originators): of the endpoint's waypoint instead when `by_waypoint` and its
+/// metadata names one.
+pub(super) fn to_hbone_port(name: &str, by_waypoint: bool) -> Cluster {
+    Cluster {
+        name: name.into(),
+        alt_stat_name: format!("{name};"),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32,
+        )),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
+        lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
+            upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
+            metadata_key: by_waypoint.then(|| MetadataKey {
+                key: ORIGINAL_DST_KEY.into(),
+                path: vec![metadata_key::PathSegment {
+                    segment: Some(metadata_key::path_segment::Segment::Key("waypoint".into())),
+                }],
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
 }
 
 /// `connect_originate`: HBONE (mTLS, HTTP/2 CONNECT) to the destination's port 15008, at the
@@ -205,27 +237,9 @@ pub(super) fn connect_originate(ctx: &PushContext, scope: &ScopeView, waypoint: 
         ..Default::default()
     };
     let c = Cluster {
-        name: CONNECT_ORIGINATE.into(),
-        alt_stat_name: format!("{CONNECT_ORIGINATE};"),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-            DiscoveryType::OriginalDst as i32,
-        )),
-        lb_policy: LbPolicy::ClusterProvided as i32,
-        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
-        cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
         circuit_breakers: unlimited(),
         typed_extension_protocol_options: [(UPSTREAM_HTTP_OPTIONS.to_string(), any(&options))]
             .into(),
-        lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
-            upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
-            metadata_key: Some(MetadataKey {
-                key: ORIGINAL_DST_KEY.into(),
-                path: vec![metadata_key::PathSegment {
-                    segment: Some(metadata_key::path_segment::Segment::Key("waypoint".into())),
-                }],
-            }),
-            ..Default::default()
-        })),
         transport_socket: Some(TransportSocket {
             name: "tls".into(),
             config_type: Some(transport_socket::ConfigType::TypedConfig(any(
@@ -235,7 +249,7 @@ pub(super) fn connect_originate(ctx: &PushContext, scope: &ScopeView, waypoint: 
                 },
             ))),
         }),
-        ..Default::default()
+        ..to_hbone_port(CONNECT_ORIGINATE, true)
     };
     Typed::new(CONNECT_ORIGINATE, Class::outbound(scope), c)
 }

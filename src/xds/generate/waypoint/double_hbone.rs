@@ -6,28 +6,20 @@
 //! same `:authority`, marked as coming from a waypoint so the gateway does not send it to the
 //! service's waypoint again). Names and shapes are istiod's.
 
-use super::HBONE_PORT;
-use super::clusters::hbone_tls;
-use super::listeners::{internal, original_dst};
+use super::clusters::{hbone_tls, internal_assignment, to_hbone_port};
+use super::listeners::{internal, original_dst, shared_state};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::hbone::{
-    INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_address,
-    internal_upstream,
+    INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_upstream,
 };
 use crate::xds::generate::network::network_filter;
 use crate::xds::generate::util::{any, duration};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::cluster::v3::cluster::{
-    ClusterDiscoveryType, DiscoveryType, LbConfig, LbPolicy, OriginalDstLbConfig,
-};
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
-    SubstitutionFormatString, TransportSocket, data_source, header_value_option,
-    substitution_format_string, transport_socket,
-};
-use envoy_types::pb::envoy::config::endpoint::v3::{
-    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+    TransportSocket, header_value_option, transport_socket,
 };
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
@@ -50,33 +42,17 @@ const TARGET: &str = "%FILTER_STATE(istio.double_hbone.hbone_target_address:PLAI
 const UPSTREAM_HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 /// istiod's default for MeshConfig `hboneIdleTimeout`.
 const HBONE_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether the proxy of `scope` gets the double-HBONE listeners and clusters.
 pub fn applies(ctx: &PushContext, scope: &ScopeView) -> bool {
     crate::xds::generate::endpoint::double_hbone(ctx, scope)
 }
 
-fn format(text: &str) -> SubstitutionFormatString {
-    SubstitutionFormatString {
-        format: Some(substitution_format_string::Format::TextFormatSource(
-            envoy_types::pb::envoy::config::core::v3::DataSource {
-                specifier: Some(data_source::Specifier::InlineString(text.into())),
-                ..Default::default()
-            },
-        )),
-        ..Default::default()
-    }
-}
-
 /// A filter-state value from `text`, kept through every internal listener behind.
 fn carried(key: &str, factory: &str, text: &str) -> FilterStateValue {
     FilterStateValue {
-        key: Some(filter_state_value::Key::ObjectKey(key.into())),
-        factory_key: factory.into(),
-        value: Some(filter_state_value::Value::FormatString(format(text))),
         shared_with_upstream: filter_state_value::SharedWithUpstream::Transitive as i32,
-        ..Default::default()
+        ..shared_state(key, factory, text)
     }
 }
 
@@ -205,40 +181,18 @@ pub fn clusters(ctx: &PushContext) -> Vec<Typed> {
         name: INNER_CONNECT_ORIGINATE.into(),
         alt_stat_name: format!("{INNER_CONNECT_ORIGINATE};"),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-        load_assignment: Some(ClusterLoadAssignment {
-            cluster_name: INNER_CONNECT_ORIGINATE.into(),
-            endpoints: vec![LocalityLbEndpoints {
-                lb_endpoints: vec![LbEndpoint {
-                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
-                        address: Some(internal_address(OUTER_CONNECT_ORIGINATE, "")),
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
+        load_assignment: Some(internal_assignment(
+            INNER_CONNECT_ORIGINATE,
+            OUTER_CONNECT_ORIGINATE,
+        )),
         typed_extension_protocol_options: h2_connect_unpooled(),
         transport_socket: Some(internal_upstream(tls(ctx), false)),
         ..Default::default()
     };
     let outer = Cluster {
-        name: OUTER_CONNECT_ORIGINATE.into(),
-        alt_stat_name: format!("{OUTER_CONNECT_ORIGINATE};"),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-            DiscoveryType::OriginalDst as i32,
-        )),
-        lb_policy: LbPolicy::ClusterProvided as i32,
-        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
-        cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
         typed_extension_protocol_options: h2_connect_unpooled(),
-        lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
-            upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
-            ..Default::default()
-        })),
         transport_socket: Some(tls(ctx)),
-        ..Default::default()
+        ..to_hbone_port(OUTER_CONNECT_ORIGINATE, false)
     };
     vec![
         Typed::new(INNER_CONNECT_ORIGINATE, Class::Waypoint, inner),

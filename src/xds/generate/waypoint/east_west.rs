@@ -14,9 +14,9 @@
 //! take HBONE, through `forward_inner_connect`), `forward_inner_connect` (the endpoint's address,
 //! port 15008) and `BlackHoleCluster`, in istiod's order and with istiod's names.
 
-use super::clusters::internal_cluster;
+use super::clusters::{internal_cluster, to_hbone_port};
 use super::listeners::{connect_terminate, internal, original_dst};
-use super::{CONNECT_TERMINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY};
+use super::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL, ORIGINAL_DST_KEY};
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::BLACKHOLE;
@@ -29,7 +29,7 @@ use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_servi
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
-    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbConfig, LbPolicy, OriginalDstLbConfig,
+    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ConfigSource, Metadata, config_source,
@@ -40,8 +40,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
 };
 use envoy_types::pb::envoy::extensions::matching::common_inputs::network::v3::FilterStateInput;
-use envoy_types::pb::envoy::r#type::metadata::v3::{MetadataKey, metadata_key};
-use envoy_types::pb::google::protobuf::{BoolValue, StringValue, UInt32Value};
+use envoy_types::pb::google::protobuf::{BoolValue, StringValue};
 use envoy_types::pb::xds::core::v3::TypedExtensionConfig as XdsTypedExtensionConfig;
 use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, StringMatcher, matcher, string_matcher};
 use std::sync::Arc;
@@ -337,28 +336,11 @@ fn vip_cluster(name: &str) -> Typed {
 /// `forward_inner_connect`: the endpoint's own address (or its waypoint's), port 15008, over
 /// plain TCP: the bytes are the inner tunnel, TLS from the far ztunnel.
 fn forward_inner_connect_cluster() -> Typed {
-    let c = Cluster {
-        name: FORWARD_INNER_CONNECT.into(),
-        alt_stat_name: format!("{FORWARD_INNER_CONNECT};"),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-            DiscoveryType::OriginalDst as i32,
-        )),
-        lb_policy: LbPolicy::ClusterProvided as i32,
-        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
-        cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
-        lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
-            upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
-            metadata_key: Some(MetadataKey {
-                key: ORIGINAL_DST_KEY.into(),
-                path: vec![metadata_key::PathSegment {
-                    segment: Some(metadata_key::path_segment::Segment::Key("waypoint".into())),
-                }],
-            }),
-            ..Default::default()
-        })),
-        ..Default::default()
-    };
-    Typed::new(FORWARD_INNER_CONNECT, Class::Waypoint, c)
+    Typed::new(
+        FORWARD_INNER_CONNECT,
+        Class::Waypoint,
+        to_hbone_port(FORWARD_INNER_CONNECT, true),
+    )
 }
 
 /// The endpoints of an east-west gateway's `inbound-vip` cluster: the service's endpoints in the
@@ -401,10 +383,9 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
 
 #[cfg(test)]
 mod tests {
-    use crate::xds::generate::generate;
+    use super::super::tests::{names, resources};
     use crate::xds::proxy::Proxy;
     use crate::xds::types::TypeUrl;
-    use serde_json::Value;
 
     /// Network `west`, as files mode names it (`meshNetworks` `fromRegistry`): `web` is global
     /// (labelled `istio.io/global`), in the ambient mesh, one endpoint in `west` and one that
@@ -479,29 +460,6 @@ spec:
             &[("NETWORK", "west")],
             &[("gateway.istio.io/managed", "istio.io-eastwest-controller")],
         )
-    }
-
-    fn resources(
-        ctx: &crate::xds::context::PushContext,
-        p: &Proxy,
-        type_url: TypeUrl,
-        names: &[&str],
-    ) -> Vec<Value> {
-        let scope = ctx.scope(p);
-        let names: std::collections::BTreeSet<String> =
-            names.iter().map(|n| n.to_string()).collect();
-        let names = (!names.is_empty()).then_some(&names);
-        generate(ctx, p, &scope, type_url, names)
-            .iter()
-            .map(|r| {
-                crate::xds::json::to_json(&r.any.type_url, &r.any.value, Default::default())
-                    .unwrap()
-            })
-            .collect()
-    }
-
-    fn names(list: &[Value]) -> Vec<&str> {
-        list.iter().map(|v| v["name"].as_str().unwrap()).collect()
     }
 
     fn context(on: bool) -> crate::xds::context::PushContext {

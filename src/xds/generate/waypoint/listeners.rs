@@ -84,7 +84,7 @@ fn format_string(text: &str) -> SubstitutionFormatString {
 
 /// A filter-state value set from `format` for each request and handed to the connection the
 /// request opens upstream (the internal listener behind).
-fn shared_state(key: &str, factory: &str, format: &str) -> FilterStateValue {
+pub(super) fn shared_state(key: &str, factory: &str, format: &str) -> FilterStateValue {
     FilterStateValue {
         key: Some(filter_state_value::Key::ObjectKey(key.into())),
         factory_key: factory.into(),

@@ -102,7 +102,12 @@ fn waypoint() -> Proxy {
     )
 }
 
-fn resources(ctx: &PushContext, p: &Proxy, type_url: TypeUrl, names: &[&str]) -> Vec<Value> {
+pub(super) fn resources(
+    ctx: &PushContext,
+    p: &Proxy,
+    type_url: TypeUrl,
+    names: &[&str],
+) -> Vec<Value> {
     let scope = ctx.scope(p);
     let names: std::collections::BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
     let names = (!names.is_empty()).then_some(&names);
@@ -114,7 +119,7 @@ fn resources(ctx: &PushContext, p: &Proxy, type_url: TypeUrl, names: &[&str]) ->
         .collect()
 }
 
-fn names(list: &[Value]) -> Vec<&str> {
+pub(super) fn names(list: &[Value]) -> Vec<&str> {
     list.iter().map(|v| v["name"].as_str().unwrap()).collect()
 }
 
