@@ -90,6 +90,9 @@ pub struct MeshSettings {
     /// Under ambient multi-network, waypoints reach other networks' endpoints over double HBONE
     /// through their east-west gateways (istiod's AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT, on).
     pub ambient_multi_network_waypoint: bool,
+    /// Under ambient multi-network, ingress gateways sending HBONE reach other networks over
+    /// double HBONE too (istiod's AMBIENT_ENABLE_MULTI_NETWORK_INGRESS, off).
+    pub ambient_multi_network_ingress: bool,
     /// MeshConfig `serviceScopeConfigs`: which services are global under ambient multi-network.
     pub service_scope: Vec<crate::config::mesh::ServiceScopeConfig>,
     /// `meshNetworks`: each network's gateways (none: one network, endpoints reached directly).
@@ -337,6 +340,7 @@ impl Default for MeshSettings {
             sidecar_hbone_listen: false,
             ambient_multi_network: false,
             ambient_multi_network_waypoint: true,
+            ambient_multi_network_ingress: false,
             service_scope: Vec::new(),
             network_gateways: BTreeMap::new(),
             cluster_networks: ClusterNetworks::default(),

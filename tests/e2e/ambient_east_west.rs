@@ -128,11 +128,16 @@ fn double_hbone_client_to(
 /// The destination's ztunnel: HBONE on the node's 15008 (mesh client certificates required),
 /// a tunnel to `web`'s hostname and port reaching its workload's port 8081.
 fn destination_ztunnel(certs: &Path) -> String {
-    destination_ztunnel_at(NODE_IP, NODE_IP, WEB, certs)
+    destination_ztunnel_at(NODE_IP, NODE_IP, &[WEB], certs)
 }
 
-/// [`destination_ztunnel`] at `ip`, for tunnels to `authority`, the application at `app`:8081.
-fn destination_ztunnel_at(ip: &str, app: &str, authority: &str, certs: &Path) -> String {
+/// [`destination_ztunnel`] at `ip`, for tunnels to `authorities`, the application at `app`:8081.
+fn destination_ztunnel_at(ip: &str, app: &str, authorities: &[&str], certs: &Path) -> String {
+    let domains = authorities
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     static_bootstrap(&format!(
         r#"  clusters:
   - name: app
@@ -156,7 +161,7 @@ fn destination_ztunnel_at(ip: &str, app: &str, authority: &str, certs: &Path) ->
           route_config:
             virtual_hosts:
             - name: web
-              domains: ["{authority}"]
+              domains: [{domains}]
               routes:
               - match: {{connect_matcher: {{}}}}
                 route: {{cluster: app, upgrade_configs: [{{upgrade_type: CONNECT, connect_config: {{}}}}]}}
@@ -261,12 +266,14 @@ fn an_east_west_gateway_carries_double_hbone_to_the_destinations_ztunnel() {
 }
 
 /// Two networks, each with its own control plane (multi-primary), sharing the mesh CA: `far` is
-/// global and bound to waypoint `waypoint` in both; its workload is in `east`. A client in `west`
-/// sends to `far`'s VIP through west's waypoint, which applies its routes and sends double HBONE
-/// through east's gateway (an `istio-remote` Gateway in west's config) to the workload's ztunnel.
-/// A client that skips the waypoint and tunnels to the gateway itself is refused there.
+/// global and bound to waypoint `waypoint` in both, `plain` global without a waypoint; their
+/// workload is in `east`. A client in `west` sends to `far`'s VIP through west's waypoint, which
+/// applies its routes and sends double HBONE through east's gateway (an `istio-remote` Gateway in
+/// west's config) to the workload's ztunnel; west's ingress gateway, with
+/// AMBIENT_ENABLE_MULTI_NETWORK_INGRESS, sends `plain` the same way. A client that skips `far`'s
+/// waypoint and tunnels to the east-west gateway itself is refused there.
 #[test]
-fn a_waypoint_reaches_a_workload_of_another_network_through_its_east_west_gateway() {
+fn a_waypoint_and_an_ingress_gateway_reach_a_workload_of_another_network() {
     const WEST_IP: &str = "10.50.0.2";
     const EAST_IP: &str = "10.50.0.3";
     const WORKLOAD_IP: &str = "10.50.0.5";
@@ -325,6 +332,16 @@ spec:
   ports: [{{number: 80, name: http, protocol: HTTP}}]
   resolution: STATIC
   endpoints: [{{address: {WORKLOAD_IP}, ports: {{http: 8081}}, serviceAccount: web, network: east}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: plain, namespace: shop, labels: {{istio.io/global: "true", istio.io/dataplane-mode: ambient}}}}
+spec:
+  hosts: [plain.shop.svc.cluster.local]
+  addresses: [10.96.0.41]
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints: [{{address: {WORKLOAD_IP}, ports: {{http: 8081}}, serviceAccount: web, network: east}}]
 {extra}"#
         )
     };
@@ -339,12 +356,27 @@ spec:
   gatewayClassName: istio-remote
   addresses: [{{type: IPAddress, value: {EAST_IP}}}]
   listeners: [{{name: mesh, port: 15008, protocol: HBONE}}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: ingress, namespace: shop}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers: [{{port: {{number: 8080, name: http, protocol: HTTP}}, hosts: [plain.example.com]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: plain, namespace: shop}}
+spec:
+  hosts: [plain.example.com]
+  gateways: [ingress]
+  http: [{{route: [{{destination: {{host: plain.shop.svc.cluster.local, port: {{number: 80}}}}}}]}}]
 "#
     );
     let (west_cfg, west_tokens, ca_dir) = scenario(
         west_dir.path(),
         &config("west", &remote_gateway),
-        "waypoint-token: shop/waypoint\n",
+        "waypoint-token: shop/waypoint\ningress-token: shop/ingress\n",
     );
     let (east_cfg, east_tokens, _) = scenario(
         east_dir.path(),
@@ -370,7 +402,12 @@ spec:
             issue(ca_dir, certs.path(), &["web"]);
             let _destination = Envoy::run_static(
                 envoy,
-                &destination_ztunnel_at(WORKLOAD_IP, "127.0.0.1", FAR, certs.path()),
+                &destination_ztunnel_at(
+                    WORKLOAD_IP,
+                    "127.0.0.1",
+                    &[FAR, "plain.shop.svc.cluster.local:80"],
+                    certs.path(),
+                ),
             );
             let _gateway = mesh_proxy(
                 envoy,
@@ -389,7 +426,15 @@ spec:
             let _ = done_rx.recv();
         });
         west.run(move || {
-            let _daemon = ambient_daemon_env(west_cfg, ca_dir, west_tokens, &multi);
+            let _daemon = ambient_daemon_env(
+                west_cfg,
+                ca_dir,
+                west_tokens,
+                &[
+                    multi[0],
+                    ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", Some("true")),
+                ],
+            );
             eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
             ca_tx.send(()).unwrap();
             let _waypoint = mesh_proxy(
@@ -403,6 +448,20 @@ spec:
                     metadata: "NETWORK: west, ",
                     ip: WEST_IP,
                     token: Some("waypoint-token"),
+                    ..Bootstrap::default()
+                },
+            );
+            let _ingress = mesh_proxy(
+                envoy,
+                [127, 0, 0, 1],
+                root,
+                Bootstrap {
+                    node_type: "router",
+                    pod: "ingress-0",
+                    labels: "istio: ingressgateway",
+                    metadata: "NETWORK: west, ",
+                    ip: WEST_IP,
+                    token: Some("ingress-token"),
                     ..Bootstrap::default()
                 },
             );
@@ -437,6 +496,14 @@ spec:
                             &[],
                         );
                         last == (200, "far /far".into())
+                    },
+                );
+                eventually(
+                    40,
+                    "a request through the ingress gateway into the far network",
+                    || {
+                        last = request_at(at(8080), "plain.example.com", "/in", &[]);
+                        last == (200, "far /in".into())
                     },
                 );
                 let refused = request_at(at(skipping), "far.shop.svc.cluster.local", "/", &[]);

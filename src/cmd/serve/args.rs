@@ -286,6 +286,10 @@ pub struct ServeArgs {
     /// double HBONE through those networks' east-west gateways (istiod's default, on).
     #[arg(long, env = "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT", default_value_t = true, action = clap::ArgAction::Set)]
     pub ambient_enable_multi_network_waypoint: bool,
+    /// With AMBIENT_ENABLE_MULTI_NETWORK and HBONE sending: ingress gateways reach the endpoints
+    /// of other networks over double HBONE as waypoints do (istiod's default, off).
+    #[arg(long, env = "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub ambient_enable_multi_network_ingress: bool,
     /// Kubernetes mode, ambient installs: the leader writes `istio.io/WaypointBound` on Services,
     /// ServiceEntries and WorkloadEntries and `ZtunnelAccepted` on AuthorizationPolicies, as
     /// istiod's AMBIENT_ENABLE_STATUS.

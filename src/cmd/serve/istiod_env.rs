@@ -27,6 +27,7 @@ const ISTIOD_ENV_READ: &[&str] = &[
     "PILOT_ENABLE_SIDECAR_LISTENING_HBONE",
     "AMBIENT_ENABLE_MULTI_NETWORK",
     "AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT",
+    "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
 ];
 
 /// istiod variables without the usual prefixes that Rudder does not read: per-proxy signers of an
@@ -42,7 +43,6 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
     "MCS_API_VERSION",
     "LOCAL_CLUSTER_SECRET_WATCHER",
     // Ambient switches (istiod's registerAmbient), read at the values in ISTIOD_ENV_ALWAYS.
-    "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
     "AMBIENT_ENABLE_BAGGAGE",
     "AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY",
     "ENABLE_INGRESS_WAYPOINT_ROUTING",
@@ -53,10 +53,8 @@ const ISTIOD_ENV_OTHER: &[&str] = &[
 const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[
     ("PILOT_ENABLE_AMBIENT", "true"),
     ("PILOT_ENABLE_AMBIENT_WAYPOINTS", "true"),
-    // istiod's defaults, which are what Rudder does: ingress gateways not reaching other
-    // networks over double HBONE, no baggage-based peer metadata, ingress gateways honouring
-    // `istio.io/ingress-use-waypoint`.
-    ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", "false"),
+    // istiod's defaults, which are what Rudder does: no baggage-based peer metadata, ingress
+    // gateways honouring `istio.io/ingress-use-waypoint`.
     ("AMBIENT_ENABLE_BAGGAGE", "false"),
     ("AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY", "false"),
     ("ENABLE_INGRESS_WAYPOINT_ROUTING", "true"),
@@ -98,7 +96,7 @@ mod tests {
             ("ENABLE_MCS_SERVICE_DISCOVERY", "true"),
             ("PILOT_MULTICLUSTER_KUBECONFIG_PATH", "/etc/remote"),
             ("AMBIENT_ENABLE_MULTI_NETWORK", "true"),
-            ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", "true"),
+            ("AMBIENT_ENABLE_BAGGAGE", "true"),
             ("ENABLE_INGRESS_WAYPOINT_ROUTING", "true"),
             ("HOME", "/root"),
             ("PILOT_ENABLE_AMBIENT", "true"),
@@ -108,7 +106,7 @@ mod tests {
         assert_eq!(
             unread_istiod_env(vars),
             [
-                "AMBIENT_ENABLE_MULTI_NETWORK_INGRESS",
+                "AMBIENT_ENABLE_BAGGAGE",
                 "CERT_SIGNER_DOMAIN",
                 "CITADEL_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR",
                 "ENABLE_MCS_SERVICE_DISCOVERY",

@@ -678,6 +678,7 @@ fn start_xds(
         sidecar_hbone_listen: args.enable_ambient && args.enable_sidecar_listening_hbone,
         ambient_multi_network: args.ambient_enable_multi_network,
         ambient_multi_network_waypoint: args.ambient_enable_multi_network_waypoint,
+        ambient_multi_network_ingress: args.ambient_enable_multi_network_ingress,
         ..Default::default()
     };
     let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());

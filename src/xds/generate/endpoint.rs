@@ -85,7 +85,14 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                                             super::hbone::INNER_CONNECT_ORIGINATE,
                                             &gateway,
                                         ),
-                                        Some(super::hbone::double_hbone_metadata(&gateway, target)),
+                                        Some(super::hbone::double_hbone_metadata(
+                                            &gateway,
+                                            target,
+                                            // A gateway's service clusters pick the internal
+                                            // listener by the `hbone` socket match.
+                                            scope.proxy_type
+                                                != crate::xds::proxy::ProxyType::Waypoint,
+                                        )),
                                     )
                                 }
                                 _ => lb_endpoint_of(
@@ -269,14 +276,29 @@ fn split_horizon<'a>(
 /// label any object can carry).
 const THROUGH_EAST_WEST: &str = "\u{0}through-east-west";
 
-/// Whether the proxy of `scope` reaches other networks over double HBONE: a waypoint (not an
-/// east-west gateway) under ambient multi-network (istiod's `ShouldCreateDoubleHBONEResources`).
+/// Whether the proxy of `scope` reaches other networks over double HBONE, under ambient
+/// multi-network (istiod's `ShouldCreateDoubleHBONEResources`): a waypoint (not an east-west
+/// gateway) with AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT, or an ingress gateway (istiod's
+/// `IsIngressGateway`: a managed gateway's pods or `istio: ingressgateway`) that sends HBONE,
+/// with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS.
 pub fn double_hbone(ctx: &PushContext, scope: &ScopeView) -> bool {
     use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_MANAGED};
+    use crate::xds::proxy::ProxyType;
+    let label = |k: &str| scope.labels.get(k).map(String::as_str);
     ctx.mesh.ambient_multi_network
-        && ctx.mesh.ambient_multi_network_waypoint
-        && scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint
-        && scope.labels.get(GATEWAY_MANAGED).map(String::as_str) != Some(EAST_WEST_CONTROLLER)
+        && match scope.proxy_type {
+            ProxyType::Waypoint => {
+                ctx.mesh.ambient_multi_network_waypoint
+                    && label(GATEWAY_MANAGED) != Some(EAST_WEST_CONTROLLER)
+            }
+            ProxyType::Router => {
+                ctx.mesh.ambient_multi_network_ingress
+                    && scope.send_hbone
+                    && (label(GATEWAY_MANAGED) == Some("istio.io-gateway-controller")
+                        || label("istio") == Some("ingressgateway"))
+            }
+            _ => false,
+        }
 }
 
 /// A waypoint's endpoints across networks (istiod's ambient `EndpointsByNetworkFilter`): those of

@@ -27,9 +27,10 @@ pub const OUTER_CONNECT_ORIGINATE: &str = "outer_connect_originate";
 
 /// The metadata of an endpoint reached over double HBONE: the east-west gateway (`gateway`,
 /// `ip:port`) as the outer tunnel's destination, and `target` (`<hostname>:<port>`) as both
-/// tunnels' `:authority` (istiod's `AppendDoubleHBONEMetadata`).
-pub fn double_hbone_metadata(gateway: &str, target: &str) -> Metadata {
-    Metadata {
+/// tunnels' `:authority` (istiod's `AppendDoubleHBONEMetadata`); with `socket_match`, the
+/// `tunnel: http` mark a sidecar's or gateway's cluster picks its `hbone` socket by.
+pub fn double_hbone_metadata(gateway: &str, target: &str, socket_match: bool) -> Metadata {
+    let mut out = Metadata {
         filter_metadata: [
             (
                 ORIGINAL_DST_KEY.to_string(),
@@ -53,8 +54,20 @@ pub fn double_hbone_metadata(gateway: &str, target: &str) -> Metadata {
         ]
         .into(),
         ..Default::default()
+    };
+    if socket_match {
+        out.filter_metadata.insert(
+            SOCKET_MATCH_KEY.to_string(),
+            Struct {
+                fields: [(TUNNEL_KEY.to_string(), string(TUNNEL_HTTP))].into(),
+            },
+        );
     }
+    out
 }
+
+/// Envoy's metadata namespace of transport socket matches.
+const SOCKET_MATCH_KEY: &str = "envoy.transport_socket_match";
 
 /// Envoy's original-destination metadata and filter-state namespace: the tunnel's logical
 /// destination travels under it between the internal listeners.

@@ -271,6 +271,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
                 waypoint::ingress_clusters(ctx, scope, &mut v);
             }
             waypoint::hbone_cluster(ctx, scope, &mut v);
+            waypoint::double_hbone_clusters(ctx, scope, &mut v);
             waypoint::sidecar_hbone_cluster(scope, &mut v);
             if gateway::has_auto_passthrough(ctx, scope) {
                 v.extend(auto_passthrough::clusters(ctx, scope));
@@ -283,6 +284,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
             let mut v = gateway::listeners(ctx, scope);
             v.extend(waypoint::ingress_listener(ctx, scope));
             waypoint::hbone_listener(scope, &mut v);
+            waypoint::double_hbone_listeners(ctx, scope, &mut v);
             v
         }
         TypeUrl::Listener => {

@@ -1,5 +1,6 @@
 //! Double HBONE from a waypoint (ambient multi-network, istiod's
-//! AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT): an endpoint of another network is its east-west
+//! AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT) or an ingress gateway
+//! (AMBIENT_ENABLE_MULTI_NETWORK_INGRESS): an endpoint of another network is its east-west
 //! gateway, reached through `inner_connect_originate` (the inner tunnel, mTLS to the destination
 //! with the service's `<hostname>:<port>` as `:authority`, one connection per stream so the far
 //! side spreads them) and `outer_connect_originate` (the outer tunnel to the gateway's 15008, the
@@ -15,6 +16,7 @@ use crate::xds::generate::hbone::{
 };
 use crate::xds::generate::network::network_filter;
 use crate::xds::generate::util::{any, duration};
+use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::{
@@ -81,8 +83,23 @@ fn tunnel(cluster: &str, headers: Vec<HeaderValueOption>) -> TcpProxy {
     }
 }
 
+/// What a proxy's class is for the finishing passes: a waypoint's, else an outbound one.
+fn class(scope: &ScopeView) -> Class {
+    if scope.proxy_type == ProxyType::Waypoint {
+        Class::Waypoint
+    } else {
+        Class::outbound(scope)
+    }
+}
+
 /// `inner_connect_originate` and `outer_connect_originate`, in istiod's order.
 pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
+    // istiod's `x-istio-source` on the outer tunnel: who sends it.
+    let source = if scope.proxy_type == ProxyType::Waypoint {
+        "waypoint"
+    } else {
+        "gateway"
+    };
     let metadata = SetFilterState {
         on_new_connection: vec![
             carried(
@@ -127,7 +144,7 @@ pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
                 "envoy.filters.network.tcp_proxy",
                 &tunnel(
                     OUTER_CONNECT_ORIGINATE,
-                    vec![header("x-istio-source", "waypoint")],
+                    vec![header("x-istio-source", source)],
                 ),
             )],
             ..Default::default()
@@ -135,8 +152,8 @@ pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
         ..Default::default()
     };
     vec![
-        Typed::new(INNER_CONNECT_ORIGINATE, Class::Waypoint, inner),
-        Typed::new(OUTER_CONNECT_ORIGINATE, Class::Waypoint, outer),
+        Typed::new(INNER_CONNECT_ORIGINATE, class(scope), inner),
+        Typed::new(OUTER_CONNECT_ORIGINATE, class(scope), outer),
     ]
 }
 
@@ -176,7 +193,7 @@ fn tls(ctx: &PushContext) -> TransportSocket {
 
 /// `inner_connect_originate` (mTLS into `outer_connect_originate`) and `outer_connect_originate`
 /// (mTLS to the gateway's 15008 at the address the endpoint named).
-pub fn clusters(ctx: &PushContext) -> Vec<Typed> {
+pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let inner = Cluster {
         name: INNER_CONNECT_ORIGINATE.into(),
         alt_stat_name: format!("{INNER_CONNECT_ORIGINATE};"),
@@ -195,7 +212,7 @@ pub fn clusters(ctx: &PushContext) -> Vec<Typed> {
         ..to_hbone_port(OUTER_CONNECT_ORIGINATE, false)
     };
     vec![
-        Typed::new(INNER_CONNECT_ORIGINATE, Class::Waypoint, inner),
-        Typed::new(OUTER_CONNECT_ORIGINATE, Class::Waypoint, outer),
+        Typed::new(INNER_CONNECT_ORIGINATE, class(scope), inner),
+        Typed::new(OUTER_CONNECT_ORIGINATE, class(scope), outer),
     ]
 }

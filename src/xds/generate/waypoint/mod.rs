@@ -41,9 +41,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::generat
         return east_west::clusters(ctx, scope);
     }
     let mut out = clusters::clusters(ctx, scope);
-    if double_hbone::applies(ctx, scope) {
-        out.extend(double_hbone::clusters(ctx));
-    }
+    double_hbone_clusters(ctx, scope, &mut out);
     out
 }
 
@@ -53,10 +51,30 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::genera
         return east_west::listeners(ctx, scope);
     }
     let mut out = listeners::listeners(ctx, scope);
-    if double_hbone::applies(ctx, scope) {
-        out.extend(double_hbone::listeners(scope));
-    }
+    double_hbone_listeners(ctx, scope, &mut out);
     out
+}
+
+/// The double-HBONE clusters of a proxy that reaches other networks (`double_hbone::applies`).
+pub fn double_hbone_clusters(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    clusters: &mut Vec<crate::xds::generate::finish::Typed>,
+) {
+    if double_hbone::applies(ctx, scope) {
+        clusters.extend(double_hbone::clusters(ctx, scope));
+    }
+}
+
+/// The double-HBONE listeners of a proxy that reaches other networks.
+pub fn double_hbone_listeners(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    listeners: &mut Vec<crate::xds::generate::finish::Typed>,
+) {
+    if double_hbone::applies(ctx, scope) {
+        listeners.extend(double_hbone::listeners(scope));
+    }
 }
 
 /// The endpoints of an `inbound-vip` cluster of a waypoint (or an east-west gateway).

@@ -755,4 +755,54 @@ spec:
             ["connect_terminate", "main_internal", "connect_originate"]
         );
     }
+
+    // An ingress gateway sending HBONE, with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS: the same
+    // tunnels, its service cluster choosing them by the endpoint's `tunnel: http` mark.
+    let ingress = |on: bool| {
+        let mesh = crate::model::mesh::MeshSettings {
+            ambient_multi_network: true,
+            ambient_multi_network_ingress: on,
+            send_hbone: true,
+            ..Default::default()
+        };
+        let (mesh, _) = mesh.with_mesh_config(&crate::testing::store(&multi).snapshot());
+        crate::testing::push_context_with(&multi, mesh)
+    };
+    let gateway = crate::testing::proxy(
+        "router~10.44.0.20~ingress-0.shop~shop.svc.cluster.local",
+        &[("NETWORK", "west")],
+        &[("istio", "ingressgateway")],
+    );
+    let ctx = ingress(true);
+    let listeners = resources(&ctx, &gateway, TypeUrl::Listener, &[]);
+    let listener_names = names(&listeners);
+    assert!(
+        listener_names.ends_with(&["inner_connect_originate", "outer_connect_originate"]),
+        "{listener_names:?}"
+    );
+    let outer = &listeners[listeners.len() - 1];
+    assert_eq!(
+        outer["filterChains"][0]["filters"][0]["typedConfig"]["tunnelingConfig"]["headersToAdd"][0]
+            ["header"]["value"],
+        "gateway"
+    );
+    let cluster = "outbound|80||far.shop.svc.cluster.local";
+    let eds = resources(&ctx, &gateway, TypeUrl::Endpoint, &[cluster]);
+    let through = eds[0]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["lbEndpoints"].as_array().unwrap())
+        .find(|e| listener_of(e) == "inner_connect_originate")
+        .expect("the far network through its gateway");
+    assert_eq!(
+        through["metadata"]["filterMetadata"]["envoy.transport_socket_match"]["tunnel"],
+        "http"
+    );
+    let ctx = ingress(false);
+    assert!(
+        !names(&resources(&ctx, &gateway, TypeUrl::Listener, &[]))
+            .contains(&"inner_connect_originate"),
+        "off by default, as istiod"
+    );
 }
