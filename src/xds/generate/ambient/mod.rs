@@ -248,8 +248,12 @@ impl AmbientIndex {
                 name: meta.name.clone(),
                 namespace: meta.namespace.clone(),
                 addresses: vec![ip_bytes(ip)],
+                // Its own, its label's, else the cluster's network (as a pod's).
                 network: if we.network.is_empty() {
-                    labels.get(NETWORK_LABEL).cloned().unwrap_or_default()
+                    labels
+                        .get(NETWORK_LABEL)
+                        .cloned()
+                        .unwrap_or_else(|| mesh.cluster_networks.local().to_string())
                 } else {
                     we.network.clone()
                 },
@@ -382,7 +386,9 @@ impl AmbientIndex {
                         ep.address.clone()
                     },
                     network: if ep.network.is_empty() {
-                        ns.label(NETWORK_LABEL).unwrap_or_default().to_string()
+                        ns.label(NETWORK_LABEL)
+                            .unwrap_or(mesh.cluster_networks.local())
+                            .to_string()
                     } else {
                         ep.network.clone()
                     },

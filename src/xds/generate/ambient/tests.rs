@@ -761,6 +761,23 @@ fn across_networks_ztunnel_gets_its_networks_workloads_and_one_per_other_network
     assert!(idx.lookup_address("net1/10.1.0.5").len() == 1);
 }
 
+/// A WorkloadEntry that names no network is in its cluster's, as a pod is: ztunnel gets it.
+#[test]
+fn a_workload_entry_without_a_network_is_in_the_clusters() {
+    let store = multi_network_store();
+    store.apply_yaml(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: vm, namespace: amb, labels: {app: web}}
+spec: {address: 10.5.0.9, serviceAccount: vm}
+"#,
+    );
+    let idx = multi_network_index(&store, true);
+    let vm = &idx.workloads["Kubernetes/networking.istio.io/WorkloadEntry/amb/vm"];
+    assert_eq!(vm.network, "net1");
+}
+
 #[test]
 fn without_multi_network_ztunnel_gets_the_config_clusters_view() {
     let idx = multi_network_index(&multi_network_store(), false);
