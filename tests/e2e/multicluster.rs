@@ -791,6 +791,33 @@ fn ambient_across_networks_reaches_the_remote_network_through_its_east_west_gate
             seen.keys()
         );
 
+        // A third pod in the remote network: the same workload, one more behind it.
+        remote.put(pod("web-2", "10.2.0.9")).await;
+        remote
+            .put(slice(
+                &ns,
+                "web",
+                &["10.2.0.7", "10.2.0.8", "10.2.0.9"],
+                true,
+            ))
+            .await;
+        let mut capacity = None;
+        for _ in 0..30 {
+            let resp = z.recv().await;
+            z.ack(&resp).await;
+            capacity = resp
+                .resources
+                .iter()
+                .filter(|r| r.name == far)
+                .find_map(workload)
+                .and_then(|w| w.capacity)
+                .or(capacity);
+            if capacity == Some(3) {
+                break;
+            }
+        }
+        assert_eq!(capacity, Some(3), "the remote's new pod counts");
+
         // The gateway goes: the far network is unreachable, its workload is removed.
         remote.remove(gateway).await;
         let mut removed = false;
