@@ -192,6 +192,30 @@ pub(super) fn to_hbone_port(name: &str, by_waypoint: bool) -> Cluster {
     }
 }
 
+/// The upstream options of an HBONE originator: HTTP/2 with CONNECT, istiod's idle timeout, and
+/// at most `streams_per_connection` tunnels on one connection (none: no limit).
+pub(super) fn hbone_protocol_options(
+    streams_per_connection: Option<u32>,
+) -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any> {
+    let options = HttpProtocolOptions {
+        common_http_protocol_options: Some(CommonHttpOptions {
+            idle_timeout: Some(duration(HBONE_IDLE_TIMEOUT)),
+            max_requests_per_connection: streams_per_connection.map(|value| UInt32Value { value }),
+            ..Default::default()
+        }),
+        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(Http2ProtocolOptions {
+                    allow_connect: true,
+                    ..Default::default()
+                })),
+            },
+        )),
+        ..Default::default()
+    };
+    [(UPSTREAM_HTTP_OPTIONS.to_string(), any(&options))].into()
+}
+
 /// `connect_originate`: HBONE (mTLS, HTTP/2 CONNECT) to the destination's port 15008, at the
 /// address the `connect_originate` listener restored from the endpoint's metadata, or the
 /// endpoint's own waypoint when its metadata names one. A waypoint's also accepts peers of its
@@ -221,25 +245,9 @@ pub(super) fn connect_originate(ctx: &PushContext, scope: &ScopeView, waypoint: 
                 oid: String::new(),
             });
     }
-    let options = HttpProtocolOptions {
-        common_http_protocol_options: Some(CommonHttpOptions {
-            idle_timeout: Some(duration(HBONE_IDLE_TIMEOUT)),
-            ..Default::default()
-        }),
-        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
-            ExplicitHttpConfig {
-                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(Http2ProtocolOptions {
-                    allow_connect: true,
-                    ..Default::default()
-                })),
-            },
-        )),
-        ..Default::default()
-    };
     let c = Cluster {
         circuit_breakers: unlimited(),
-        typed_extension_protocol_options: [(UPSTREAM_HTTP_OPTIONS.to_string(), any(&options))]
-            .into(),
+        typed_extension_protocol_options: hbone_protocol_options(None),
         transport_socket: Some(TransportSocket {
             name: "tls".into(),
             config_type: Some(transport_socket::ConfigType::TypedConfig(any(
@@ -357,9 +365,20 @@ fn tunnel_through_originate(
     index: &crate::xds::generate::ambient::AmbientIndex,
     network: &str,
 ) {
+    tunnel_through(lb, CONNECT_ORIGINATE, index, network);
+}
+
+/// Points an endpoint that takes HBONE (an ambient workload of `network`) at the internal
+/// listener `listener`, its `ip:port` as the tunnel's destination; `false` when it does not.
+pub(super) fn tunnel_through(
+    lb: &mut LbEndpoint,
+    listener: &str,
+    index: &crate::xds::generate::ambient::AmbientIndex,
+    network: &str,
+) -> bool {
     let tunnels = |ip: &str| index.supports_tunnel(network, ip);
-    let Some(target) = through_internal(lb, CONNECT_ORIGINATE, tunnels) else {
-        return;
+    let Some(target) = through_internal(lb, listener, tunnels) else {
+        return false;
     };
     // Only the tunnel's destination: the cluster has no transport socket to choose by TLS mode
     // (and one key keeps the encoding stable).
@@ -371,4 +390,5 @@ fn tunnel_through_originate(
         .into(),
         ..Default::default()
     });
+    true
 }

@@ -7,7 +7,7 @@
 //! same `:authority`, marked as coming from a waypoint so the gateway does not send it to the
 //! service's waypoint again). Names and shapes are istiod's.
 
-use super::clusters::{hbone_tls, internal_assignment, to_hbone_port};
+use super::clusters::{hbone_protocol_options, hbone_tls, internal_assignment, to_hbone_port};
 use super::listeners::{internal, original_dst, shared_state};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Class, Typed};
@@ -15,13 +15,12 @@ use crate::xds::generate::hbone::{
     INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_upstream,
 };
 use crate::xds::generate::network::network_filter;
-use crate::xds::generate::util::{any, duration};
+use crate::xds::generate::util::any;
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::{
-    HeaderValue, HeaderValueOption, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
-    TransportSocket, header_value_option, transport_socket,
+    HeaderValue, HeaderValueOption, TransportSocket, header_value_option, transport_socket,
 };
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
@@ -32,18 +31,11 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster, tcp_proxy::TunnelingConfig,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
-use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
-use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
-    ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
-};
-use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+use envoy_types::pb::google::protobuf::BoolValue;
 
 /// The filter-state key both tunnels take their `:authority` from.
 const TARGET_KEY: &str = "istio.double_hbone.hbone_target_address";
 const TARGET: &str = "%FILTER_STATE(istio.double_hbone.hbone_target_address:PLAIN)%";
-const UPSTREAM_HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
-/// istiod's default for MeshConfig `hboneIdleTimeout`.
-const HBONE_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Whether the proxy of `scope` gets the double-HBONE listeners and clusters.
 pub fn applies(ctx: &PushContext, scope: &ScopeView) -> bool {
@@ -157,26 +149,11 @@ pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
     ]
 }
 
-/// HTTP/2 with CONNECT, one stream per connection (istiod's `h2connectUpgradeWithNoPooling`).
+/// HTTP/2 with CONNECT, one stream per connection (istiod's `h2connectUpgradeWithNoPooling`:
+/// the far side spreads the tunnels over its workloads).
 fn h2_connect_unpooled() -> std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any>
 {
-    let options = HttpProtocolOptions {
-        common_http_protocol_options: Some(CommonHttpOptions {
-            idle_timeout: Some(duration(HBONE_IDLE_TIMEOUT)),
-            max_requests_per_connection: Some(UInt32Value { value: 1 }),
-            ..Default::default()
-        }),
-        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
-            ExplicitHttpConfig {
-                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(Http2ProtocolOptions {
-                    allow_connect: true,
-                    ..Default::default()
-                })),
-            },
-        )),
-        ..Default::default()
-    };
-    [(UPSTREAM_HTTP_OPTIONS.to_string(), any(&options))].into()
+    hbone_protocol_options(Some(1))
 }
 
 fn tls(ctx: &PushContext) -> TransportSocket {

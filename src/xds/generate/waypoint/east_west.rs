@@ -14,16 +14,14 @@
 //! take HBONE, through `forward_inner_connect`), `forward_inner_connect` (the endpoint's address,
 //! port 15008) and `BlackHoleCluster`, in istiod's order and with istiod's names.
 
-use super::clusters::{internal_cluster, to_hbone_port};
+use super::clusters::{internal_cluster, to_hbone_port, tunnel_through};
 use super::listeners::{connect_terminate, internal, original_dst};
-use super::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL, ORIGINAL_DST_KEY};
+use super::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL};
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::cluster::BLACKHOLE;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{
-    internal_upstream, raw_buffer, through_internal, tunnel_destination,
-};
+use crate::xds::generate::hbone::{internal_upstream, raw_buffer};
 use crate::xds::generate::network::network_filter;
 use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
 use crate::xds::proxy::ProxyType;
@@ -32,7 +30,7 @@ use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
 };
 use envoy_types::pb::envoy::config::core::v3::{
-    AggregatedConfigSource, ConfigSource, Metadata, config_source,
+    AggregatedConfigSource, ConfigSource, config_source,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
@@ -358,19 +356,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
             let index = crate::xds::generate::ambient::index(ctx);
             for group in &mut assignment.endpoints {
                 group.lb_endpoints.retain_mut(|lb| {
-                    let tunnels = |ip: &str| index.supports_tunnel(&scope.network, ip);
-                    let Some(target) = through_internal(lb, FORWARD_INNER_CONNECT, tunnels) else {
-                        return false;
-                    };
-                    lb.metadata = Some(Metadata {
-                        filter_metadata: [(
-                            ORIGINAL_DST_KEY.to_string(),
-                            tunnel_destination(&target, None),
-                        )]
-                        .into(),
-                        ..Default::default()
-                    });
-                    true
+                    tunnel_through(lb, FORWARD_INNER_CONNECT, &index, &scope.network)
                 });
             }
             assignment.endpoints.retain(|g| !g.lb_endpoints.is_empty());
