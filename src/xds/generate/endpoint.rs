@@ -336,7 +336,7 @@ fn through_east_west<'a>(
                     e.locality.clone(),
                     g.cluster.clone(),
                     g.address.clone(),
-                    g.hbone_port,
+                    g.port(),
                     e.network.clone(),
                 ))
                 .or_default() += share;

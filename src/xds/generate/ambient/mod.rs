@@ -491,7 +491,11 @@ impl AmbientIndex {
             index.add_service(service);
         }
         if let Some(m) = &multi {
-            for w in m.split_horizon_workloads(&index.services) {
+            for w in m
+                .split_horizon_workloads(&index.services)
+                .into_iter()
+                .chain(m.gateway_workloads())
+            {
                 index.add_workload(w);
             }
             index.network_gateways = m.gateways().clone();

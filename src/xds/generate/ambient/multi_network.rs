@@ -33,7 +33,23 @@ pub struct AmbientNetworkGateway {
     pub name: String,
     /// An IP, or a hostname.
     pub address: String,
+    /// The HBONE port the Gateway declares (an `istio-remote` one's listener); 0 for a remote
+    /// cluster's east-west gateway, as istiod leaves it (15008 then, `port`).
     pub hbone_port: u32,
+    /// The identity its pods run as (istiod's `GatewaySA`): the `gateway.istio.io/service-account`
+    /// annotation, else `<name>-istio-remote` for a stand-in, else the Gateway's name.
+    pub service_account: String,
+}
+
+impl AmbientNetworkGateway {
+    /// The port HBONE reaches it on.
+    pub fn port(&self) -> u32 {
+        if self.hbone_port == 0 {
+            DEFAULT_HBONE_PORT
+        } else {
+            self.hbone_port
+        }
+    }
 }
 
 /// What one other network holds of one global service.
@@ -161,6 +177,35 @@ impl MultiNetwork {
             .collect()
     }
 
+    /// Each east-west gateway as a workload of its network (istiod's `NetworkGateway/<network>/
+    /// <address>/<port>`): how ztunnel finds the gateway a split-horizon workload names, and the
+    /// identity the gateway must prove at the outer tunnel.
+    pub fn gateway_workloads(&self) -> Vec<Workload> {
+        self.gateways
+            .iter()
+            .flat_map(|(network, gws)| gws.iter().map(move |g| (network, g)))
+            .map(|(network, g)| {
+                let uid = format!("NetworkGateway/{network}/{}/{}", g.address, g.hbone_port);
+                let ip = g.address.parse::<IpAddr>().ok();
+                Workload {
+                    uid: uid.clone(),
+                    name: uid,
+                    namespace: g.namespace.clone(),
+                    service_account: g.service_account.clone(),
+                    network: network.clone(),
+                    trust_domain: self.trust_domain.clone(),
+                    addresses: ip.map(ip_bytes).into_iter().collect(),
+                    hostname: if ip.is_some() {
+                        String::new()
+                    } else {
+                        g.address.clone()
+                    },
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+
     /// One workload per (other network, global service), at that network's first east-west
     /// gateway: `<network>/SplitHorizonWorkload/<gateway ns>/<gateway name>/<address>/<service>`.
     /// A network without a gateway is unreachable: its endpoints are left out (logged).
@@ -204,7 +249,7 @@ impl MultiNetwork {
                 tunnel_protocol: TunnelProtocol::Hbone as i32,
                 network_gateway: Some(GatewayAddress {
                     destination: Some(destination),
-                    hbone_mtls_port: gw.hbone_port,
+                    hbone_mtls_port: gw.port(),
                 }),
                 cluster_id: if gw.cluster.is_empty() {
                     self.local_cluster_id.clone()
@@ -325,13 +370,18 @@ pub fn gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<AmbientNetworkGatew
             continue;
         };
         let (class, hbone_port) = if remote {
-            (EAST_WEST_CLASS, DEFAULT_HBONE_PORT)
+            (EAST_WEST_CLASS, 0)
         } else {
             (REMOTE_CLASS, listener.port)
         };
         if gw.gateway_class_name != class {
             continue;
         }
+        let service_account = match meta.annotations.get("gateway.istio.io/service-account") {
+            Some(sa) if !sa.is_empty() => sa.clone(),
+            _ if !remote => format!("{}-{REMOTE_CLASS}", meta.name),
+            _ => meta.name.clone(),
+        };
         // A remote's east-west gateway is known by the addresses its own control plane reports;
         // the config cluster's stand-in by the ones it is given.
         let status: Vec<(Option<String>, String)> = e
@@ -369,6 +419,7 @@ pub fn gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<AmbientNetworkGatew
                     name: meta.name.clone(),
                     address: value,
                     hbone_port,
+                    service_account: service_account.clone(),
                 });
         }
     }

@@ -759,6 +759,18 @@ fn across_networks_ztunnel_gets_its_networks_workloads_and_one_per_other_network
         "a remote cluster's local service is not shared"
     );
     assert!(idx.lookup_address("net1/10.1.0.5").len() == 1);
+    // The gateway itself, as ztunnel finds it by the address the split-horizon workload names
+    // and checks its identity at the outer tunnel.
+    let gw = &idx.workloads["NetworkGateway/net2/203.0.113.7/0"];
+    assert_eq!(
+        (
+            gw.namespace.as_str(),
+            gw.service_account.as_str(),
+            gw.network.as_str()
+        ),
+        ("istio-system", "eastwest", "net2")
+    );
+    assert_eq!(idx.lookup_address("net2/203.0.113.7").len(), 1);
 }
 
 /// A WorkloadEntry that names no network is in its cluster's, as a pod is: ztunnel gets it.
@@ -822,6 +834,12 @@ spec:
     let uid = "net2/SplitHorizonWorkload/istio-system/west-gw/eastwest.west.example.com/amb/web.amb.svc.cluster.local";
     let gw = idx.workloads[uid].network_gateway.clone().expect("gateway");
     assert_eq!(gw.hbone_mtls_port, 15009);
+    let stand_in = &idx.workloads["NetworkGateway/net2/eastwest.west.example.com/15009"];
+    assert_eq!(
+        stand_in.service_account, "west-gw-istio-remote",
+        "istiod's GatewaySA"
+    );
+    assert_eq!(stand_in.hostname, "eastwest.west.example.com");
     assert_eq!(
         gw.destination,
         Some(gateway_address::Destination::Hostname(NamespacedHostname {
