@@ -278,6 +278,8 @@ fn a_waypoint_and_an_ingress_gateway_reach_a_workload_of_another_network() {
     const EAST_IP: &str = "10.50.0.3";
     const WORKLOAD_IP: &str = "10.50.0.5";
     const FAR: &str = "far.shop.svc.cluster.local:80";
+    // A real ztunnel of west, when one is built here (RUDDER_ZTUNNEL; CI cannot fetch it).
+    const CLIENT_IP: &str = "10.51.0.2";
     let Some(envoy) = envoy_binary() else { return };
     if !netns::available() {
         return;
@@ -299,6 +301,10 @@ fn a_waypoint_and_an_ingress_gateway_reach_a_workload_of_another_network() {
         .status()
         .unwrap();
     assert!(status.success());
+    let ztunnel = real_ztunnel();
+    let client = ztunnel
+        .as_ref()
+        .map(|_| client_namespace(&west, &east, CLIENT_IP));
     let config = |network: &str, extra: &str| {
         format!(
             r#"apiVersion: v1
@@ -351,7 +357,7 @@ spec:
         r#"---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
-metadata: {{name: east-gw, namespace: shop, labels: {{topology.istio.io/network: east}}}}
+metadata: {{name: east-gw, namespace: shop, labels: {{topology.istio.io/network: east}}, annotations: {{gateway.istio.io/service-account: eastwest}}}}
 spec:
   gatewayClassName: istio-remote
   addresses: [{{type: IPAddress, value: {EAST_IP}}}]
@@ -371,12 +377,17 @@ spec:
   hosts: [plain.example.com]
   gateways: [ingress]
   http: [{{route: [{{destination: {{host: plain.shop.svc.cluster.local, port: {{number: 80}}}}}}]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: client-0, namespace: shop}}
+spec: {{address: {CLIENT_IP}, serviceAccount: client, labels: {{istio.io/dataplane-mode: ambient}}}}
 "#
     );
     let (west_cfg, west_tokens, ca_dir) = scenario(
         west_dir.path(),
         &config("west", &remote_gateway),
-        "waypoint-token: shop/waypoint\ningress-token: shop/ingress\n",
+        "waypoint-token: shop/waypoint\ningress-token: shop/ingress\nclient-token: shop/client\n",
     );
     let (east_cfg, east_tokens, _) = scenario(
         east_dir.path(),
@@ -511,6 +522,21 @@ spec:
                     refused.0, 200,
                     "a tunnel that skipped the service's waypoint is refused at the gateway"
                 );
+                if let (Some(bin), Some(client)) = (&ztunnel, &client) {
+                    client.run(|| {
+                        let _ztunnel = RealZtunnel::start(bin, WEST_IP, root, "client-token");
+                        eventually(
+                            60,
+                            "the real ztunnel reaching `plain` across networks",
+                            || {
+                                last =
+                                    socks5_get([10, 96, 0, 41], 80, "plain.shop.svc.cluster.local")
+                                        .unwrap_or_default();
+                                last.0 == 200 && last.1.starts_with("far /")
+                            },
+                        );
+                    });
+                }
             }));
             done_tx.send(()).unwrap();
             if let Err(e) = outcome {
@@ -519,4 +545,152 @@ spec:
             }
         });
     });
+}
+
+/// A ztunnel built from its repository (`RUDDER_ZTUNNEL`, the binary); `None` (the step skipped,
+/// said so) where there is none: CI cannot fetch it.
+fn real_ztunnel() -> Option<std::path::PathBuf> {
+    let bin = std::env::var_os("RUDDER_ZTUNNEL")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.exists());
+    if bin.is_none() {
+        eprintln!("skipping the real ztunnel step: RUDDER_ZTUNNEL names no ztunnel binary");
+    }
+    bin
+}
+
+/// A third namespace at `ip` behind `west` (which forwards for it), so a ztunnel there has its
+/// ports to itself; `east` routes back to it through `west`.
+fn client_namespace(west: &Pod, east: &Pod, ip: &str) -> Pod {
+    let client = Pod::new(ip);
+    let run = |args: &[&str]| {
+        let status = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip {args:?}");
+    };
+    let (a, b) = (
+        format!("zw{}", std::process::id() % 100_000),
+        format!("zc{}", std::process::id() % 100_000),
+    );
+    run(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+    run(&["link", "set", &a, "netns", &west.name]);
+    run(&["link", "set", &b, "netns", &client.name]);
+    run(&["-n", &west.name, "addr", "add", "10.51.0.1/24", "dev", &a]);
+    run(&["-n", &west.name, "link", "set", &a, "up"]);
+    run(&[
+        "-n",
+        &client.name,
+        "addr",
+        "add",
+        &format!("{ip}/24"),
+        "dev",
+        &b,
+    ]);
+    run(&["-n", &client.name, "link", "set", &b, "up"]);
+    run(&[
+        "-n",
+        &client.name,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.51.0.1",
+    ]);
+    run(&[
+        "-n",
+        &east.name,
+        "route",
+        "add",
+        "10.51.0.0/24",
+        "via",
+        &west.ip,
+    ]);
+    let forward = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &west.name,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ])
+        .status()
+        .unwrap();
+    assert!(forward.success());
+    client
+}
+
+/// A real ztunnel in dedicated mode for workload `shop/client-0`, fed by the control plane at
+/// `istiod` (xDS and CA on 15012, verified with `root`), its SOCKS5 port on 15080; stopped on drop.
+struct RealZtunnel {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl RealZtunnel {
+    fn start(bin: &Path, istiod: &str, root: &Path, token: &str) -> RealZtunnel {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("istio-token");
+        std::fs::write(&token_file, token).unwrap();
+        let address = format!("https://{istiod}:15012");
+        let child = std::process::Command::new(bin)
+            .current_dir(dir.path())
+            .env("PROXY_MODE", "dedicated")
+            .env("PROXY_WORKLOAD_INFO", "shop/client-0/client")
+            // Its own pod, which the control plane checks the token's identity against.
+            .env("POD_NAMESPACE", "shop")
+            .env("POD_NAME", "client-0")
+            .env("SERVICE_ACCOUNT", "client")
+            .env("XDS_ADDRESS", &address)
+            .env("CA_ADDRESS", &address)
+            .env("XDS_ROOT_CA", root)
+            .env("CA_ROOT_CA", root)
+            .env("ALT_XDS_HOSTNAME", "istiod.istio-system.svc")
+            .env("ALT_CA_HOSTNAME", "istiod.istio-system.svc")
+            .env("AUTH_TOKEN", &token_file)
+            .env("NETWORK", "west")
+            .env("UNSTABLE_ENABLE_SOCKS5", "true")
+            .env("RUST_LOG", "info")
+            .spawn()
+            .unwrap();
+        RealZtunnel { child, _dir: dir }
+    }
+}
+
+impl Drop for RealZtunnel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET /` for `host` at `ip:port` through the SOCKS5 port of the ztunnel in this namespace:
+/// (status, body), `None` when the connection fails.
+fn socks5_get(ip: [u8; 4], port: u16, host: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", 15080)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    s.write_all(&[5, 1, 0]).ok()?;
+    let mut hello = [0u8; 2];
+    s.read_exact(&mut hello).ok()?;
+    let [hi, lo] = port.to_be_bytes();
+    s.write_all(&[5, 1, 0, 1, ip[0], ip[1], ip[2], ip[3], hi, lo])
+        .ok()?;
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).ok()?;
+    if reply[1] != 0 {
+        return None;
+    }
+    s.write_all(format!("GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
 }

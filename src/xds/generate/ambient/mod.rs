@@ -450,7 +450,11 @@ impl AmbientIndex {
                 registry,
                 &mesh.domain_suffix,
             );
-            let network = ns.label(NETWORK_LABEL).unwrap_or_default().to_string();
+            // The namespace's network, else the cluster's (as istiod's service builder).
+            let network = ns
+                .label(NETWORK_LABEL)
+                .unwrap_or(mesh.cluster_networks.local())
+                .to_string();
             let mut addresses: Vec<NetworkAddress> = svc
                 .addresses
                 .iter()
@@ -463,7 +467,12 @@ impl AmbientIndex {
                 .collect();
             let mut subject_alt_names = Vec::new();
             if let Some(m) = multi.as_ref().filter(|m| m.is_global(&key)) {
-                addresses = m.global_vips(snapshot, &svc.namespace, name, &mesh.cluster_networks);
+                // A Service's VIPs in every cluster that has it; a ServiceEntry is the config
+                // cluster's alone.
+                if kind == Kind::Service {
+                    addresses =
+                        m.global_vips(snapshot, &svc.namespace, name, &mesh.cluster_networks);
+                }
                 subject_alt_names = m.identities(&key).into_iter().collect();
                 index.global_services.insert(key.clone());
             }

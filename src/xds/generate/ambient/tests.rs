@@ -790,6 +790,33 @@ spec: {address: 10.5.0.9, serviceAccount: vm}
     assert_eq!(vm.network, "net1");
 }
 
+/// A global ServiceEntry keeps its VIPs, in the cluster's network (found missing by a real
+/// ztunnel, which then passed the traffic through unmeshed).
+#[test]
+fn a_global_service_entry_keeps_its_vips_in_the_clusters_network() {
+    let store = multi_network_store();
+    store.apply_yaml(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: amb, labels: {istio.io/global: "true"}}
+spec:
+  hosts: [api.amb.svc.cluster.local]
+  addresses: [10.97.9.9]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.8.0.1}]
+"#,
+    );
+    let idx = multi_network_index(&store, true);
+    let vips: Vec<(String, Vec<u8>)> = idx.services["amb/api.amb.svc.cluster.local"]
+        .addresses
+        .iter()
+        .map(|a| (a.network.clone(), a.address.clone()))
+        .collect();
+    assert_eq!(vips, [("net1".to_string(), vec![10, 97, 9, 9])]);
+}
+
 #[test]
 fn without_multi_network_ztunnel_gets_the_config_clusters_view() {
     let idx = multi_network_index(&multi_network_store(), false);
