@@ -535,6 +535,18 @@ spec: {{address: {CLIENT_IP}, serviceAccount: client, labels: {{istio.io/datapla
                                 last.0 == 200 && last.1.starts_with("far /")
                             },
                         );
+                        // `far` through its waypoint: ztunnel's HBONE to the waypoint, the
+                        // waypoint's double HBONE on.
+                        eventually(
+                            60,
+                            "the real ztunnel reaching `far` through its waypoint",
+                            || {
+                                last =
+                                    socks5_get([10, 96, 0, 40], 80, "far.shop.svc.cluster.local")
+                                        .unwrap_or_default();
+                                last.0 == 200 && last.1.starts_with("far /")
+                            },
+                        );
                     });
                 }
             }));

@@ -796,8 +796,10 @@ fn waypoint_address(
         .get(&hostname)
         .and_then(|s| s.addresses.iter().find_map(|a| a.parse::<IpAddr>().ok()));
     let destination = match vip {
+        // In the network the waypoint's VIP is served in (the cluster's): ztunnel looks it up
+        // by network and address.
         Some(ip) => gateway_address::Destination::Address(NetworkAddress {
-            network: String::new(),
+            network: mesh.cluster_networks.local().to_string(),
             address: ip_bytes(ip),
             length: None,
         }),

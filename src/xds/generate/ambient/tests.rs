@@ -875,3 +875,26 @@ spec:
         }))
     );
 }
+
+/// A waypoint named by its VIP is in the cluster's network, where ztunnel looks its address up
+/// (found by a real ztunnel, which could not find a waypoint addressed in no network).
+#[test]
+fn a_waypoint_vip_is_in_the_clusters_network() {
+    let store = store();
+    store.upsert(k8s::<k8s_openapi::api::core::v1::Service>(json!({
+        "metadata": {"name": "wp", "namespace": "amb", "labels": {"gateway.istio.io/managed": "istio.io-mesh-controller"}},
+        "spec": {"clusterIP": "10.96.5.5", "ports": [{"name": "mesh", "port": 15008}]}})));
+    let idx = multi_network_index(&store, false);
+    let wp = idx.services["amb/web.amb.svc.cluster.local"]
+        .waypoint
+        .clone()
+        .expect("waypoint");
+    assert_eq!(
+        wp.destination,
+        Some(gateway_address::Destination::Address(NetworkAddress {
+            network: "net1".into(),
+            address: vec![10, 96, 5, 5],
+            length: None,
+        }))
+    );
+}
