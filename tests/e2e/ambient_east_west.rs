@@ -379,9 +379,19 @@ spec:
   http: [{{route: [{{destination: {{host: plain.shop.svc.cluster.local, port: {{number: 80}}}}}}]}}]
 ---
 apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: near, namespace: shop, labels: {{istio.io/dataplane-mode: ambient}}}}
+spec:
+  hosts: [near.shop.svc.cluster.local]
+  addresses: [10.96.0.42]
+  ports: [{{number: 80, name: http, protocol: HTTP, targetPort: 8090}}]
+  resolution: STATIC
+  workloadSelector: {{labels: {{app: near}}}}
+---
+apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
 metadata: {{name: client-0, namespace: shop}}
-spec: {{address: {CLIENT_IP}, serviceAccount: client, labels: {{istio.io/dataplane-mode: ambient}}}}
+spec: {{address: {CLIENT_IP}, serviceAccount: client, labels: {{app: near, istio.io/dataplane-mode: ambient}}}}
 "#
     );
     let (west_cfg, west_tokens, ca_dir) = scenario(
@@ -525,6 +535,15 @@ spec: {{address: {CLIENT_IP}, serviceAccount: client, labels: {{istio.io/datapla
                 if let (Some(bin), Some(client)) = (&ztunnel, &client) {
                     client.run(|| {
                         let _ztunnel = RealZtunnel::start(bin, WEST_IP, root, "client-token");
+                        // `near`: a service of its own network whose workload is this one, so
+                        // ztunnel's HBONE goes to its own inbound (Rudder's certificate and
+                        // policies on both ends) and on to the application.
+                        flaky_backend(&format!("{CLIENT_IP}:8090"), "near");
+                        eventually(60, "the real ztunnel reaching `near` over HBONE", || {
+                            last = socks5_get([10, 96, 0, 42], 80, "near.shop.svc.cluster.local")
+                                .unwrap_or_default();
+                            last.0 == 200 && last.1.starts_with("near /")
+                        });
                         eventually(
                             60,
                             "the real ztunnel reaching `plain` across networks",
