@@ -200,23 +200,60 @@ pub(super) fn lb_endpoint_of(
 const CLUSTER_LABEL: &str = "topology.istio.io/cluster";
 const NETWORK_LABEL: &str = crate::model::kubernetes::NETWORK_LABEL;
 
-/// istiod's `EndpointsByNetworkFilter` (sidecar mode), when `meshNetworks` names gateways: an
-/// endpoint of the proxy's network (or of none, or of a network without gateways) is reached
-/// directly; one of another network through that network's gateways, which stand in for its
-/// endpoints with their summed weight (spread over the gateways, all weights scaled so the
-/// shares stay whole), marked for Istio's mTLS so the gateway can route by SNI. An endpoint of
-/// another network without a proxy (no Istio mTLS) cannot be reached and is left out.
+/// istiod's `EndpointsByNetworkFilter`: an endpoint of the proxy's network (or of none, or of a
+/// network without gateways) is reached directly; one of another network through that network's
+/// gateways, which stand in for its endpoints with their summed weight (spread over the gateways,
+/// all weights scaled so the shares stay whole). The gateways are `meshNetworks`' (sidecar mode:
+/// the stand-ins are marked for Istio's mTLS, so the gateway can route by SNI, and an endpoint
+/// without a proxy cannot be reached and is left out), or, for a proxy that sends double HBONE
+/// (`double_hbone`), the east-west gateways of ambient multi-network (by IP, on their HBONE port;
+/// the stand-ins are marked to be reached through `inner_connect_originate`).
 fn split_horizon<'a>(
     ctx: &PushContext,
     scope: &ScopeView,
     endpoints: Vec<&'a ModelEndpoint>,
 ) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
     use std::borrow::Cow;
-    if double_hbone(ctx, scope) {
-        return through_east_west(ctx, scope, endpoints);
-    }
-    let gateways = &ctx.mesh.network_gateways;
-    if gateways.values().all(Vec::is_empty) {
+    let double = double_hbone(ctx, scope);
+    let index = double.then(|| super::ambient::index(ctx));
+    let gateways: BTreeMap<&str, Vec<Via>> = if let Some(index) = &index {
+        index
+            .network_gateways
+            .iter()
+            .map(|(network, gws)| {
+                let reachable = gws
+                    .iter()
+                    .filter(|g| g.address.parse::<std::net::IpAddr>().is_ok())
+                    .map(|g| Via {
+                        cluster: g.cluster.clone(),
+                        address: g.address.clone(),
+                        port: g.port(),
+                    })
+                    .collect();
+                (network.as_str(), reachable)
+            })
+            .collect()
+    } else {
+        ctx.mesh
+            .network_gateways
+            .iter()
+            .map(|(network, gws)| {
+                let all = gws
+                    .iter()
+                    .map(|g| Via {
+                        cluster: String::new(),
+                        address: g.address.clone(),
+                        port: g.port,
+                    })
+                    .collect();
+                (network.as_str(), all)
+            })
+            .collect()
+    };
+    // Under ambient multi-network a waypoint or ingress gateway never reaches another network's
+    // endpoints directly: through its east-west gateway (double HBONE, when on), else not at all.
+    let edge = ctx.mesh.ambient_multi_network && ambient_edge(scope);
+    if !edge && gateways.values().all(Vec::is_empty) {
         return endpoints.into_iter().map(Cow::Borrowed).collect();
     }
     let scale: u32 = gateways
@@ -225,25 +262,27 @@ fn split_horizon<'a>(
         .filter(|n| *n > 0)
         .fold(1, lcm);
     let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
-    // (locality, gateway) → summed weight, in a stable order.
-    let mut through: BTreeMap<(String, &crate::model::mesh::NetworkGateway, &str), u32> =
-        BTreeMap::new();
+    // (locality, gateway, network) → summed weight, in a stable order.
+    let mut through: BTreeMap<(String, &Via, &str), u32> = BTreeMap::new();
     for e in endpoints {
         let weight = e.weight.max(1).saturating_mul(scale);
         let network_gateways = gateways
-            .get(&e.network)
+            .get(e.network.as_str())
             .map(Vec::as_slice)
             .unwrap_or_default();
         let same = e.network.is_empty() || scope.network.is_empty() || e.network == scope.network;
         let forced =
             scope.network.is_empty() && !e.network.is_empty() && !network_gateways.is_empty();
+        if edge && !same && (!double || network_gateways.is_empty()) {
+            continue;
+        }
         if !forced && (same || network_gateways.is_empty()) {
             let mut direct = e.clone();
             direct.weight = weight;
             out.push(Cow::Owned(direct));
             continue;
         }
-        if tls_mode_metadata(e).is_none() {
+        if !double && tls_mode_metadata(e).is_none() {
             continue;
         }
         let share = weight / network_gateways.len() as u32;
@@ -253,23 +292,39 @@ fn split_horizon<'a>(
                 .or_default() += share;
         }
     }
-    for ((locality, g, network), weight) in through {
-        out.push(Cow::Owned(ModelEndpoint {
-            address: g.address.clone(),
-            port: g.port,
-            labels: [
+    for ((locality, via, network), weight) in through {
+        let labels = if double {
+            [(THROUGH_EAST_WEST.to_string(), String::new())].into()
+        } else {
+            [
                 ("security.istio.io/tlsMode".to_string(), "istio".to_string()),
                 ("topology.istio.io/network".to_string(), network.to_string()),
             ]
-            .into(),
+            .into()
+        };
+        out.push(Cow::Owned(ModelEndpoint {
+            address: via.address.clone(),
+            port: via.port,
+            labels,
             locality,
             weight,
             network: network.to_string(),
+            cluster: via.cluster.clone(),
             healthy: true,
             ..ModelEndpoint::default()
         }));
     }
     out
+}
+
+/// A network gateway an endpoint of its network is reached through: its cluster (the config
+/// cluster's, empty, for `meshNetworks`' gateways), address and port; ordered, so the stand-ins
+/// come in a stable order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Via {
+    cluster: String,
+    address: String,
+    port: u32,
 }
 
 /// Marks an endpoint that stands for another network's endpoints at its east-west gateway (not a
@@ -282,80 +337,30 @@ const THROUGH_EAST_WEST: &str = "\u{0}through-east-west";
 /// `IsIngressGateway`: a managed gateway's pods or `istio: ingressgateway`) that sends HBONE,
 /// with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS.
 pub fn double_hbone(ctx: &PushContext, scope: &ScopeView) -> bool {
-    use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_MANAGED};
     use crate::xds::proxy::ProxyType;
-    let label = |k: &str| scope.labels.get(k).map(String::as_str);
     ctx.mesh.ambient_multi_network
+        && ambient_edge(scope)
         && match scope.proxy_type {
-            ProxyType::Waypoint => {
-                ctx.mesh.ambient_multi_network_waypoint
-                    && label(GATEWAY_MANAGED) != Some(EAST_WEST_CONTROLLER)
-            }
-            ProxyType::Router => {
-                ctx.mesh.ambient_multi_network_ingress
-                    && scope.send_hbone
-                    && (label(GATEWAY_MANAGED) == Some("istio.io-gateway-controller")
-                        || label("istio") == Some("ingressgateway"))
-            }
-            _ => false,
+            ProxyType::Waypoint => ctx.mesh.ambient_multi_network_waypoint,
+            _ => ctx.mesh.ambient_multi_network_ingress && scope.send_hbone,
         }
 }
 
-/// A waypoint's endpoints across networks (istiod's ambient `EndpointsByNetworkFilter`): those of
-/// its network directly; another network's through that network's east-west gateways (an IP and
-/// its HBONE port), which stand in for them with their summed weight spread over the gateways;
-/// a network without one is unreachable and left out.
-fn through_east_west<'a>(
-    ctx: &PushContext,
-    scope: &ScopeView,
-    endpoints: Vec<&'a ModelEndpoint>,
-) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
-    use std::borrow::Cow;
-    let index = super::ambient::index(ctx);
-    let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
-    let mut through: BTreeMap<(String, String, String, u32, String), u32> = BTreeMap::new();
-    for e in endpoints {
-        if e.network.is_empty() || scope.network.is_empty() || e.network == scope.network {
-            out.push(Cow::Borrowed(e));
-            continue;
+/// A waypoint (not an east-west gateway) or an ingress gateway as istiod's `IsIngressGateway`
+/// reads it (a managed gateway's pods or `istio: ingressgateway`): the proxies ambient
+/// multi-network lets reach other networks only through east-west gateways.
+fn ambient_edge(scope: &ScopeView) -> bool {
+    use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_MANAGED};
+    use crate::xds::proxy::ProxyType;
+    let label = |k: &str| scope.labels.get(k).map(String::as_str);
+    match scope.proxy_type {
+        ProxyType::Waypoint => label(GATEWAY_MANAGED) != Some(EAST_WEST_CONTROLLER),
+        ProxyType::Router => {
+            label(GATEWAY_MANAGED) == Some("istio.io-gateway-controller")
+                || label("istio") == Some("ingressgateway")
         }
-        let gateways: Vec<_> = index
-            .network_gateways
-            .get(&e.network)
-            .into_iter()
-            .flatten()
-            .filter(|g| g.address.parse::<std::net::IpAddr>().is_ok())
-            .collect();
-        if gateways.is_empty() {
-            continue;
-        }
-        let share = (e.weight.max(1) / gateways.len() as u32).max(1);
-        for g in gateways {
-            *through
-                .entry((
-                    e.locality.clone(),
-                    g.cluster.clone(),
-                    g.address.clone(),
-                    g.port(),
-                    e.network.clone(),
-                ))
-                .or_default() += share;
-        }
+        _ => false,
     }
-    for ((locality, cluster, address, port, network), weight) in through {
-        out.push(Cow::Owned(ModelEndpoint {
-            address,
-            port,
-            labels: [(THROUGH_EAST_WEST.to_string(), String::new())].into(),
-            locality,
-            weight,
-            network,
-            cluster,
-            healthy: true,
-            ..ModelEndpoint::default()
-        }));
-    }
-    out
 }
 
 fn lcm(a: u32, b: u32) -> u32 {

@@ -755,6 +755,18 @@ spec:
             ["connect_terminate", "main_internal", "connect_originate"]
         );
     }
+    // With multi-network on but the waypoint's switch off, as istiod: the far networks'
+    // endpoints are left out, never reached directly.
+    let eds = resources(&context(true, false), &p, TypeUrl::Endpoint, &[far]);
+    let addresses: Vec<String> = eds[0]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["lbEndpoints"].as_array().unwrap())
+        .map(|e| e["endpoint"]["address"].to_string())
+        .collect();
+    assert_eq!(addresses.len(), 1, "{addresses:?}");
+    assert!(addresses[0].contains("10.44.0.11"), "{addresses:?}");
 
     // An ingress gateway sending HBONE, with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS: the same
     // tunnels, its service cluster choosing them by the endpoint's `tunnel: http` mark.
