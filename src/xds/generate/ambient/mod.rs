@@ -159,8 +159,8 @@ impl AmbientIndex {
         let services_of = |cluster: &str, ips: &[IpAddr]| -> HashMap<String, PortList> {
             let mut out: HashMap<String, PortList> = HashMap::new();
             for ip in ips {
-                let key = (cluster, ip.to_string());
-                for (svc, ports) in serving.get(&(key.0, key.1.as_str())).into_iter().flatten() {
+                let ip = ip.to_string();
+                for (svc, ports) in serving.get(&(cluster, ip.as_str())).into_iter().flatten() {
                     out.entry(svc.clone())
                         .or_default()
                         .ports
@@ -419,10 +419,9 @@ impl AmbientIndex {
             }
         }
         for svc in registry.services.values() {
-            let (kind, name) = match svc.source.split_once('/') {
-                Some(("Service", rest)) => (Kind::Service, rest.rsplit('/').next().unwrap_or(rest)),
-                Some((_, rest)) => (Kind::ServiceEntry, rest.rsplit('/').next().unwrap_or(rest)),
-                None => (Kind::ServiceEntry, svc.source.as_str()),
+            let (kind, name) = match svc.origin() {
+                ("Service", name) => (Kind::Service, name),
+                (_, name) => (Kind::ServiceEntry, name),
             };
             let local = snapshot.get(&ConfigKey {
                 kind,
@@ -470,8 +469,12 @@ impl AmbientIndex {
                 // A Service's VIPs in every cluster that has it; a ServiceEntry is the config
                 // cluster's alone.
                 if kind == Kind::Service {
-                    addresses =
-                        m.global_vips(snapshot, &svc.namespace, name, &mesh.cluster_networks);
+                    addresses = multi_network::MultiNetwork::global_vips(
+                        snapshot,
+                        &svc.namespace,
+                        name,
+                        &mesh.cluster_networks,
+                    );
                 }
                 subject_alt_names = m.identities(&key).into_iter().collect();
                 index.global_services.insert(key.clone());

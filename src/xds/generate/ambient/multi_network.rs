@@ -65,7 +65,7 @@ pub struct MultiNetwork {
     /// `namespace/hostname` of the global services.
     global: HashSet<String>,
     gateways: BTreeMap<String, Vec<AmbientNetworkGateway>>,
-    /// (network, `namespace/hostname`) → that network's workloads of the service.
+    /// (`namespace/hostname`, network) → that network's workloads of the service.
     elsewhere: BTreeMap<(String, String), Elsewhere>,
     trust_domain: String,
     local_cluster_id: String,
@@ -119,7 +119,7 @@ impl MultiNetwork {
         for svc in w.services.keys().filter(|s| self.global.contains(*s)) {
             let entry = self
                 .elsewhere
-                .entry((w.network.clone(), svc.clone()))
+                .entry((svc.clone(), w.network.clone()))
                 .or_default();
             entry.capacity += w.capacity.filter(|c| *c > 0).unwrap_or(1);
             entry.identities.insert(format!(
@@ -133,7 +133,6 @@ impl MultiNetwork {
     /// A global service's VIPs in every cluster that defines it, each in its cluster's network
     /// (istiod merges them: VIPs are unique within a network).
     pub fn global_vips(
-        &self,
         snapshot: &Snapshot,
         namespace: &str,
         name: &str,
@@ -171,8 +170,8 @@ impl MultiNetwork {
     /// far end against (istiod adds them to the service's `subject_alt_names`).
     pub fn identities(&self, service_key: &str) -> BTreeSet<String> {
         self.elsewhere
-            .iter()
-            .filter(|((_, svc), _)| svc == service_key)
+            .range((service_key.to_string(), String::new())..)
+            .take_while(|((svc, _), _)| svc == service_key)
             .flat_map(|(_, e)| e.identities.iter().cloned())
             .collect()
     }
@@ -211,7 +210,7 @@ impl MultiNetwork {
     /// A network without a gateway is unreachable: its endpoints are left out (logged).
     pub fn split_horizon_workloads(&self, services: &BTreeMap<String, Service>) -> Vec<Workload> {
         let mut out = Vec::new();
-        for ((network, svc_key), e) in &self.elsewhere {
+        for ((svc_key, network), e) in &self.elsewhere {
             let Some(svc) = services.get(svc_key) else {
                 continue;
             };
@@ -271,49 +270,22 @@ impl MultiNetwork {
 }
 
 /// A service's scope: the first `serviceScopeConfigs` entry with `GLOBAL` whose selectors match
-/// the service's namespace and its own labels (the config cluster's definition when it has one),
-/// else local, as istiod's `matchServiceScope`.
+/// the service's namespace and its own labels (the config cluster's definition when it has one,
+/// as the registry keeps it), else local, as istiod's `matchServiceScope`.
 fn service_scope(
     snapshot: &Snapshot,
     svc: &ModelService,
     configs: &[ServiceScopeConfig],
 ) -> ServiceScope {
-    let name = svc
-        .source
-        .strip_prefix("Service/")
-        .and_then(|rest| rest.rsplit('/').next());
-    let Some(name) = name else {
-        // A ServiceEntry is the config cluster's own.
-        return scope_of(
-            snapshot,
-            "",
-            &svc.namespace,
-            &svc_labels_se(snapshot, svc),
-            configs,
-        );
+    // The cluster whose namespace labels apply: a ServiceEntry's is the config cluster.
+    let cluster = match svc.origin() {
+        ("Service", name) => snapshot
+            .get_all_clusters(Kind::Service, &svc.namespace, name)
+            .next()
+            .map_or("", |e| e.config.metadata.cluster.as_str()),
+        _ => "",
     };
-    let Some(object) = snapshot
-        .get_all_clusters(Kind::Service, &svc.namespace, name)
-        .next()
-    else {
-        return ServiceScope::LOCAL;
-    };
-    let meta = &object.config.metadata;
-    scope_of(
-        snapshot,
-        &meta.cluster,
-        &svc.namespace,
-        &meta.labels,
-        configs,
-    )
-}
-
-fn svc_labels_se(snapshot: &Snapshot, svc: &ModelService) -> BTreeMap<String, String> {
-    let name = svc.source.rsplit('/').next().unwrap_or_default();
-    snapshot
-        .get_named(Kind::ServiceEntry, &svc.namespace, name)
-        .map(|e| e.config.metadata.labels.clone())
-        .unwrap_or_default()
+    scope_of(snapshot, cluster, &svc.namespace, &svc.labels, configs)
 }
 
 fn scope_of(
