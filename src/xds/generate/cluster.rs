@@ -127,18 +127,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
         out.extend(service_clusters(ctx, scope, svc));
     }
     if with_builtins {
-        out.push(Typed::new(
-            BLACKHOLE,
-            Class::outbound(scope),
-            Cluster {
-                name: BLACKHOLE.into(),
-                cluster_discovery_type: Some(ClusterDiscoveryType::Type(
-                    DiscoveryType::Static as i32,
-                )),
-                connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
-                ..Default::default()
-            },
-        ));
+        out.push(blackhole(scope));
         for name in [PASSTHROUGH, INBOUND_PASSTHROUGH] {
             let mut c = Cluster {
                 name: name.into(),
@@ -268,6 +257,20 @@ fn for_grpc(
         ))),
     });
     typed
+}
+
+/// `BlackHoleCluster`: no endpoints, so what is sent to it goes nowhere.
+pub(super) fn blackhole(scope: &ScopeView) -> Typed {
+    Typed::new(
+        BLACKHOLE,
+        Class::outbound(scope),
+        Cluster {
+            name: BLACKHOLE.into(),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+            connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
+            ..Default::default()
+        },
+    )
 }
 
 pub(super) fn build(

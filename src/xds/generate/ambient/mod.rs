@@ -82,9 +82,9 @@ pub struct AmbientIndex {
     service_workloads: HashMap<String, Vec<String>>,
     /// Workload-selector policies' labels by `namespace/name` (the resource does not carry them).
     selectors: HashMap<String, BTreeMap<String, String>>,
-    /// Under ambient multi-network, the `namespace/hostname` of the global services served
-    /// (what an east-west gateway forwards to).
-    pub global_services: std::collections::BTreeSet<String>,
+    /// Under ambient multi-network, the global services served, by `namespace/hostname`, with
+    /// their waypoint (what an east-west gateway forwards to, and whose tunnels it takes).
+    pub global_services: BTreeMap<String, Option<crate::model::waypoint::WaypointRef>>,
     /// Under ambient multi-network, each network's east-west gateways (HBONE), first preferred.
     pub network_gateways: BTreeMap<String, Vec<multi_network::AmbientNetworkGateway>>,
 }
@@ -477,7 +477,7 @@ impl AmbientIndex {
                     );
                 }
                 subject_alt_names = m.identities(&key).into_iter().collect();
-                index.global_services.insert(key.clone());
+                index.global_services.insert(key.clone(), waypoint.clone());
             }
             let service = Service {
                 name: name.to_string(),
@@ -705,7 +705,7 @@ impl AmbientIndex {
     }
 }
 
-pub fn ip_from_bytes(b: &[u8]) -> Option<IpAddr> {
+fn ip_from_bytes(b: &[u8]) -> Option<IpAddr> {
     match b.len() {
         4 => <[u8; 4]>::try_from(b).ok().map(IpAddr::from),
         16 => <[u8; 16]>::try_from(b).ok().map(IpAddr::from),

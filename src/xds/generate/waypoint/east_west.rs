@@ -19,19 +19,17 @@ use super::listeners::{connect_terminate, internal, original_dst};
 use super::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL};
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::cluster::BLACKHOLE;
+use crate::xds::generate::cluster::{BLACKHOLE, blackhole};
 use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::hbone::{internal_upstream, raw_buffer};
 use crate::xds::generate::network::network_filter;
-use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
+use crate::xds::generate::util::{ads, any, duration, inbound_vip_cluster, parse_service_cluster};
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
 };
-use envoy_types::pb::envoy::config::core::v3::{
-    AggregatedConfigSource, ConfigSource, config_source,
-};
+use envoy_types::pb::envoy::config::core::v3::ConfigSource;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
@@ -61,46 +59,24 @@ pub fn is_east_west(ctx: &PushContext, scope: &ScopeView) -> bool {
 }
 
 /// The services an east-west gateway forwards to: the global ones, by hostname, each with the
-/// identity of its waypoint when it has one.
+/// identity of its waypoint when it has one (istiod deploys a waypoint's pods with the Gateway's
+/// name as their service account).
 pub fn served(ctx: &PushContext) -> Vec<(Arc<Service>, Option<String>)> {
     let index = crate::xds::generate::ambient::index(ctx);
     index
         .global_services
         .iter()
-        .filter_map(|key| index.services.get(key))
-        .filter_map(|s| {
-            let svc = ctx.registry.services.get(&s.hostname)?;
-            let waypoint = s
-                .waypoint
-                .as_ref()
-                .map(|w| waypoint_identity(ctx, w).unwrap_or_default());
-            Some((svc.clone(), waypoint))
+        .filter_map(|(key, waypoint)| {
+            let svc = ctx.registry.services.get(key.split_once('/')?.1)?;
+            let identity = waypoint.as_ref().map(|w| {
+                format!(
+                    "spiffe://{}/ns/{}/sa/{}",
+                    ctx.mesh.trust_domain, w.namespace, w.name
+                )
+            });
+            Some((svc.clone(), identity))
         })
         .collect()
-}
-
-/// The identity a waypoint's pods run as (istiod deploys them with the Gateway's name as their
-/// service account), from the address ztunnel is given for it.
-fn waypoint_identity(
-    ctx: &PushContext,
-    waypoint: &crate::xds::generate::ambient::pb::workload::GatewayAddress,
-) -> Option<String> {
-    use crate::xds::generate::ambient::pb::workload::gateway_address::Destination;
-    let svc = match waypoint.destination.as_ref()? {
-        Destination::Hostname(h) => ctx.registry.services.get(&h.hostname)?,
-        Destination::Address(a) => {
-            let ip = crate::xds::generate::ambient::ip_from_bytes(&a.address)?.to_string();
-            ctx.registry
-                .services
-                .values()
-                .find(|s| s.addresses.contains(&ip))?
-        }
-    };
-    let name = svc.hostname.split('.').next()?;
-    Some(format!(
-        "spiffe://{}/ns/{}/sa/{name}",
-        ctx.mesh.trust_domain, svc.namespace
-    ))
 }
 
 /// Only the tunnels of `principal` pass (a waypoint-bound service: its waypoint, which applied
@@ -110,26 +86,27 @@ fn only_from(principal: &str) -> envoy_types::pb::envoy::config::listener::v3::F
         Permission, Policy, Principal, Rbac, permission, principal, rbac,
     };
     use envoy_types::pb::envoy::r#type::matcher::v3::{
-        FilterStateMatcher, StringMatcher as EnvoyStringMatcher, filter_state_matcher,
-        string_matcher as envoy_string_matcher,
+        StringMatcher as EnvoyStringMatcher, string_matcher as envoy_string_matcher,
+    };
+    // The peer certificate's identity, made the tunnel peer's (filter state), as the
+    // waypoints' policies read it.
+    let peer = Principal {
+        identifier: Some(principal::Identifier::Authenticated(
+            principal::Authenticated {
+                principal_name: Some(EnvoyStringMatcher {
+                    match_pattern: Some(envoy_string_matcher::MatchPattern::Exact(
+                        principal.into(),
+                    )),
+                    ignore_case: false,
+                }),
+            },
+        )),
     };
     let policy = Policy {
         permissions: vec![Permission {
             rule: Some(permission::Rule::Any(true)),
         }],
-        principals: vec![Principal {
-            identifier: Some(principal::Identifier::FilterState(FilterStateMatcher {
-                key: crate::xds::generate::rbac::PEER_PRINCIPAL_KEY.into(),
-                matcher: Some(filter_state_matcher::Matcher::StringMatch(
-                    EnvoyStringMatcher {
-                        match_pattern: Some(envoy_string_matcher::MatchPattern::Exact(
-                            principal.into(),
-                        )),
-                        ignore_case: false,
-                    },
-                )),
-            })),
-        }],
+        principals: vec![crate::xds::generate::rbac::from_tunnel_peer(peer)],
         ..Default::default()
     };
     network_filter(
@@ -292,16 +269,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         }
     }
     out.push(forward_inner_connect_cluster());
-    out.push(Typed::new(
-        BLACKHOLE,
-        Class::outbound(scope),
-        Cluster {
-            name: BLACKHOLE.into(),
-            cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-            connect_timeout: Some(duration(CONNECT_TIMEOUT)),
-            ..Default::default()
-        },
-    ));
+    out.push(blackhole(scope));
     out
 }
 
@@ -313,14 +281,10 @@ fn vip_cluster(name: &str) -> Typed {
         alt_stat_name: format!("{name};"),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
+            // As istiod's: no waiting for the first endpoints before the cluster serves.
             eds_config: Some(ConfigSource {
-                config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
-                    AggregatedConfigSource::default(),
-                )),
                 initial_fetch_timeout: Some(duration(std::time::Duration::ZERO)),
-                resource_api_version: envoy_types::pb::envoy::config::core::v3::ApiVersion::V3
-                    as i32,
-                ..Default::default()
+                ..ads()
             }),
             service_name: name.into(),
         }),
