@@ -16,6 +16,12 @@ pub const MESH_CONTROLLER: &str = "istio.io/mesh-controller";
 pub const UNMANAGED_CONTROLLER: &str = "istio.io/unmanaged-gateway";
 /// Ambient east-west gateways (class `istio-east-west`, ambient multi-network only).
 pub const EAST_WEST_CONTROLLER: &str = "istio.io/eastwest-controller";
+/// The class of ambient east-west gateways.
+pub const EAST_WEST_CLASS: &str = "istio-east-west";
+/// The class of a Gateway standing for another network's gateway (not deployed here).
+pub const REMOTE_CLASS: &str = "istio-remote";
+/// On a Gateway: the service account its pods run as (istiod's `GatewaySA`).
+pub const SERVICE_ACCOUNT_ANNOTATION: &str = "gateway.istio.io/service-account";
 
 /// Whether Gateways of `controller` are deployed and served as waypoints are (a waypoint or an
 /// ambient east-west gateway): the waypoint listener set, no routes, the Gateway's own name.

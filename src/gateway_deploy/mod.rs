@@ -35,9 +35,9 @@ use tracing::{debug, info, warn};
 /// The field manager of the objects applied, and the label value marking them (istiod's).
 const MANAGER: &str = "istio.io/gateway-controller";
 pub const MANAGED_LABEL: &str = "gateway.istio.io/managed";
-const MANAGED_VALUE: &str = "istio.io-gateway-controller";
+const MANAGED_VALUE: &str = crate::model::waypoint::GATEWAY_CONTROLLER;
 const CLASS_LABEL: &str = "gateway.networking.k8s.io/gateway-class-name";
-const SERVICE_ACCOUNT_ANNOTATION: &str = "gateway.istio.io/service-account";
+use crate::config::gateway_api::SERVICE_ACCOUNT_ANNOTATION;
 const SERVICE_TYPE_ANNOTATION: &str = "networking.istio.io/service-type";
 /// Annotations of the Gateway that are about the Gateway, never copied to what it deploys.
 const NOT_COPIED: &[&str] = &[

@@ -17,6 +17,8 @@ pub const WAYPOINT_FOR: &str = "istio.io/waypoint-for";
 pub const GATEWAY_MANAGED: &str = "gateway.istio.io/managed";
 /// `gateway.istio.io/managed` of a waypoint.
 pub const MESH_CONTROLLER: &str = "istio.io-mesh-controller";
+/// `gateway.istio.io/managed` of a gateway deployed for the `istio` class.
+pub const GATEWAY_CONTROLLER: &str = "istio.io-gateway-controller";
 /// `gateway.istio.io/managed` of an ambient east-west gateway.
 pub const EAST_WEST_CONTROLLER: &str = "istio.io-eastwest-controller";
 
@@ -58,7 +60,9 @@ pub fn is_gateway(labels: &BTreeMap<String, String>) -> bool {
         .is_some_and(|v| v == MESH_CONTROLLER || v == EAST_WEST_CONTROLLER)
         || labels
             .get("gateway.networking.k8s.io/gateway-class-name")
-            .is_some_and(|c| c == "istio-waypoint" || c == "istio-east-west")
+            .is_some_and(|c| {
+                c == "istio-waypoint" || c == crate::config::gateway_api::EAST_WEST_CLASS
+            })
 }
 
 /// The waypoint an object's labels, or else its namespace's, name (with the namespace the same

@@ -59,10 +59,8 @@ pub struct ClassSet {
 /// istiod's GatewayClasses the leader creates when absent (`istio`, `istio-remote`; the
 /// waypoint class with the ambient profile, the east-west class with ambient multi-network).
 pub fn classes_to_create(set: ClassSet) -> Vec<Value> {
-    let east_west = [(
-        "istio-east-west",
-        crate::config::gateway_api::EAST_WEST_CONTROLLER,
-    )];
+    use crate::config::gateway_api::{EAST_WEST_CLASS, EAST_WEST_CONTROLLER};
+    let east_west = [(EAST_WEST_CLASS, EAST_WEST_CONTROLLER)];
     BUILTIN_CLASSES
         .iter()
         .filter(|(name, _)| set.ambient || *name != "istio-waypoint")
@@ -71,7 +69,7 @@ pub fn classes_to_create(set: ClassSet) -> Vec<Value> {
             let description = match *name {
                 "istio" => "The default Istio GatewayClass",
                 "istio-waypoint" => "The default Istio waypoint GatewayClass",
-                "istio-east-west" => "The default GatewayClass for Istio East West Gateways",
+                EAST_WEST_CLASS => "The default GatewayClass for Istio East West Gateways",
                 _ => "Remote to this cluster. Does not deploy or affect configuration.",
             };
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",

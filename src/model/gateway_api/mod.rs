@@ -206,7 +206,7 @@ pub fn ingress_semantics(config: &Config) -> bool {
 pub const BUILTIN_CLASSES: &[(&str, &str)] = &[
     ("istio", CONTROLLER),
     ("istio-waypoint", MESH_CONTROLLER),
-    ("istio-remote", UNMANAGED_CONTROLLER),
+    (api::REMOTE_CLASS, UNMANAGED_CONTROLLER),
 ];
 
 /// The controller of class `name`: its object's, else a built-in class's; `None` when the class

@@ -350,13 +350,13 @@ pub fn double_hbone(ctx: &PushContext, scope: &ScopeView) -> bool {
 /// reads it (a managed gateway's pods or `istio: ingressgateway`): the proxies ambient
 /// multi-network lets reach other networks only through east-west gateways.
 fn ambient_edge(scope: &ScopeView) -> bool {
-    use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_MANAGED};
+    use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_CONTROLLER, GATEWAY_MANAGED};
     use crate::xds::proxy::ProxyType;
     let label = |k: &str| scope.labels.get(k).map(String::as_str);
     match scope.proxy_type {
         ProxyType::Waypoint => label(GATEWAY_MANAGED) != Some(EAST_WEST_CONTROLLER),
         ProxyType::Router => {
-            label(GATEWAY_MANAGED) == Some("istio.io-gateway-controller")
+            label(GATEWAY_MANAGED) == Some(GATEWAY_CONTROLLER)
                 || label("istio") == Some("ingressgateway")
         }
         _ => false,

@@ -9,6 +9,7 @@ use super::pb::workload::{
     Workload, WorkloadType, gateway_address,
 };
 use super::{NETWORK_LABEL, ip_bytes};
+use crate::config::gateway_api::{EAST_WEST_CLASS, REMOTE_CLASS, SERVICE_ACCOUNT_ANNOTATION};
 use crate::config::mesh::{ServiceScope, ServiceScopeConfig, selector_matches};
 use crate::config::{Kind, Spec};
 use crate::model::mesh::MeshSettings;
@@ -18,10 +19,6 @@ use crate::store::Snapshot;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
-/// The class of the east-west gateways a remote cluster runs for its network.
-pub const EAST_WEST_CLASS: &str = "istio-east-west";
-/// The class of a Gateway in the config cluster that stands for another network's gateway.
-pub const REMOTE_CLASS: &str = "istio-remote";
 /// The port east-west gateways take HBONE on when the Gateway does not say.
 const DEFAULT_HBONE_PORT: u32 = 15008;
 
@@ -349,7 +346,7 @@ pub fn gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<AmbientNetworkGatew
         if gw.gateway_class_name != class {
             continue;
         }
-        let service_account = match meta.annotations.get("gateway.istio.io/service-account") {
+        let service_account = match meta.annotations.get(SERVICE_ACCOUNT_ANNOTATION) {
             Some(sa) if !sa.is_empty() => sa.clone(),
             _ if !remote => format!("{}-{REMOTE_CLASS}", meta.name),
             _ => meta.name.clone(),
