@@ -25,18 +25,7 @@ const WEB: &str = "web.shop.svc.cluster.local:80";
 /// in the ambient mesh, its workload at the node; `local` in the mesh but not global.
 fn mesh() -> String {
     format!(
-        r#"apiVersion: v1
-kind: ConfigMap
-metadata: {{name: istio, namespace: istio-system}}
-data:
-  mesh: |
-    serviceScopeConfigs:
-    - servicesSelector: {{matchLabels: {{istio.io/global: "true"}}}}
-      scope: GLOBAL
-  meshNetworks: |
-    networks:
-      west: {{endpoints: [{{fromRegistry: Kubernetes}}], gateways: []}}
----
+        r#"{}---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: web, namespace: shop, labels: {{istio.io/global: "true", istio.io/dataplane-mode: ambient}}}}
@@ -56,6 +45,26 @@ spec:
   ports: [{{number: 80, name: http, protocol: HTTP}}]
   resolution: STATIC
   endpoints: [{{address: {NODE_IP}, ports: {{http: 8081}}, serviceAccount: web, network: west}}]
+"#,
+        mesh_config("west")
+    )
+}
+
+/// The `istio` ConfigMap of a control plane of `network` (its cluster's, by `meshNetworks`), with
+/// services labelled `istio.io/global` shared across networks.
+fn mesh_config(network: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: istio, namespace: istio-system}}
+data:
+  mesh: |
+    serviceScopeConfigs:
+    - servicesSelector: {{matchLabels: {{istio.io/global: "true"}}}}
+      scope: GLOBAL
+  meshNetworks: |
+    networks:
+      {network}: {{endpoints: [{{fromRegistry: Kubernetes}}], gateways: []}}
 "#
     )
 }
@@ -307,18 +316,7 @@ fn a_waypoint_and_an_ingress_gateway_reach_a_workload_of_another_network() {
         .map(|_| client_namespace(&west, &east, CLIENT_IP));
     let config = |network: &str, extra: &str| {
         format!(
-            r#"apiVersion: v1
-kind: ConfigMap
-metadata: {{name: istio, namespace: istio-system}}
-data:
-  mesh: |
-    serviceScopeConfigs:
-    - servicesSelector: {{matchLabels: {{istio.io/global: "true"}}}}
-      scope: GLOBAL
-  meshNetworks: |
-    networks:
-      {network}: {{endpoints: [{{fromRegistry: Kubernetes}}], gateways: []}}
----
+            r#"{}---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {{name: waypoint, namespace: shop, labels: {{gateway.istio.io/managed: istio.io-mesh-controller}}}}
@@ -348,7 +346,8 @@ spec:
   ports: [{{number: 80, name: http, protocol: HTTP}}]
   resolution: STATIC
   endpoints: [{{address: {WORKLOAD_IP}, ports: {{http: 8081}}, serviceAccount: web, network: east}}]
-{extra}"#
+{extra}"#,
+            mesh_config(network)
         )
     };
     let west_dir = tempfile::tempdir().unwrap();
