@@ -35,22 +35,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The descriptor set envoy-types generated its code from (`src/generated/types.bin` of the
 /// crate), found where Cargo keeps the dependency.
+///
+/// Cargo tells a build script nothing about where a dependency's sources are, so we ask
+/// `cargo metadata` — but about a one-dependency manifest of our own (envoy-types at the version
+/// our lock file pins), never about Rudder's: that would need every package of the lock file,
+/// dev-dependencies included, which a plain `cargo build` never downloads, and `--offline` could
+/// not read them on a machine that has only ever built the daemon. Run from this package's
+/// directory, so its `.cargo/config.toml` (vendored sources, mirrors) applies as to the build.
 fn envoy_types_descriptors() -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
+    let probe = PathBuf::from(std::env::var("OUT_DIR")?).join("envoy-types-probe");
+    std::fs::create_dir_all(probe.join("src"))?;
+    std::fs::write(probe.join("src/lib.rs"), "")?;
+    let lock = manifest_dir.join("Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let requirement = match std::fs::read_to_string(&lock) {
+        Ok(text) => {
+            std::fs::write(probe.join("Cargo.lock"), &text)?;
+            locked_version(&text, "envoy-types")
+                .map(|v| format!("={v}"))
+                .ok_or("Cargo.lock has no envoy-types package")?
+        }
+        // Without a lock file, the requirement Cargo.toml states.
+        Err(_) => "0.7".to_string(),
+    };
+    std::fs::write(
+        probe.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"envoy-types-probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\nenvoy-types = \"{requirement}\"\n\n[workspace]\n"
+        ),
+    )?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let manifest = std::env::var("CARGO_MANIFEST_DIR")?;
     let metadata = std::process::Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--filter-platform",
-        ])
-        // Only this target's packages: the others (Windows-only crates, say) are never
-        // downloaded by a build here, and --offline could not read their manifests.
+        .current_dir(&manifest_dir)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        // Only this target's packages: a build here never downloads the others.
+        .arg("--filter-platform")
         .arg(std::env::var("TARGET")?)
         .arg("--manifest-path")
-        .arg(PathBuf::from(&manifest).join("Cargo.toml"))
+        .arg(probe.join("Cargo.toml"))
         .output()?;
     if !metadata.status.success() {
         return Err(format!(
@@ -66,16 +90,34 @@ fn envoy_types_descriptors() -> Result<PathBuf, Box<dyn std::error::Error>> {
         let Some(end) = rest.find('"') else { continue };
         let path = PathBuf::from(&rest[..end]);
         let Some(dir) = path.parent() else { continue };
+        let descriptors = dir.join("src/generated/types.bin");
         let is_envoy_types = dir
             .file_name()
             .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("envoy-types-"))
-            .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()));
-        let descriptors = dir.join("src/generated/types.bin");
+            // `envoy-types-0.7.7` in a registry, `envoy-types` in a vendor directory.
+            .and_then(|n| n.strip_prefix("envoy-types"))
+            .is_some_and(|rest| {
+                rest.is_empty()
+                    || rest
+                        .strip_prefix('-')
+                        .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+            });
         if is_envoy_types && descriptors.is_file() {
             println!("cargo:rerun-if-changed={}", descriptors.display());
             return Ok(descriptors);
         }
     }
     Err("envoy-types' src/generated/types.bin not found through cargo metadata".into())
+}
+
+/// The version of `name` that a Cargo.lock pins.
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == format!("name = \"{name}\"") {
+            let version = lines.next()?.trim().strip_prefix("version = \"")?;
+            return Some(version.trim_end_matches('"').to_string());
+        }
+    }
+    None
 }

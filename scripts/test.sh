@@ -15,6 +15,20 @@ if [ "${free_kib:-0}" -lt 3000000 ]; then
   echo "warning: under 3 GB free; a full test build needs about 3 GB" >&2
 fi
 
+# The README's first command on a machine that never built Rudder: the daemon's build (build
+# script included) must need nothing but what `cargo build` itself downloads — not the
+# dev-dependencies the tests bring, not the network from inside a build step. A Cargo home of its
+# own, empty, proves it; `cargo check` runs the same build script and shares the dependencies'
+# artifacts with clippy below, so this costs a download (about a minute), not a second build.
+echo "== the daemon builds from an empty Cargo home"
+fresh_home="$(mktemp -d)"
+trap 'rm -f "$log"; rm -rf "$fresh_home"' EXIT
+for f in config.toml config credentials.toml; do
+  if [ -f "${CARGO_HOME:-$HOME/.cargo}/$f" ]; then cp "${CARGO_HOME:-$HOME/.cargo}/$f" "$fresh_home/"; fi
+done
+CARGO_HOME="$fresh_home" cargo check --locked --quiet --bin rudder
+rm -rf "$fresh_home"
+
 echo "== peers (Envoy, grpcio, grpc-js-xds)"
 bash scripts/setup-peers.sh
 # End-to-end tests must not skip for want of peers here.

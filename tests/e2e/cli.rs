@@ -451,3 +451,94 @@ fn serve_takes_global_flags_first_and_refuses_a_missing_config_dir() {
     let (code, out, _) = run(&["--log-format", "json", "validate", "-f", "examples"]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// The README's first command as a newcomer runs it (the example mesh on istiod's default ports),
+/// then exactly what its start-up log says to do next: `scripts/try-envoy.sh` connects a real
+/// Envoy as a sidecar of the mesh, a request through it meets the example's fault injection, and
+/// the debug URL printed shows that proxy's config. In a network namespace of its own, so the
+/// default ports are free whatever else runs.
+#[test]
+fn first_run_next_steps_work_as_printed() {
+    use std::os::unix::process::CommandExt;
+    if !common::netns::available() {
+        return;
+    }
+    let Some(envoy) = common::peers::peer("venv/bin/envoy") else {
+        return;
+    };
+    let root = env!("CARGO_MANIFEST_DIR");
+    let pod = common::netns::Pod::new("10.66.0.2");
+    let cwd = tempfile::tempdir().unwrap();
+    pod.run(|| {
+        let mut daemon = rudder()
+            .args(["serve", "--config-source", "files", "--config-dir"])
+            .arg(format!("{root}/examples"))
+            .current_dir(cwd.path())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rudder");
+        let lines = std::io::BufRead::lines(std::io::BufReader::new(daemon.stderr.take().unwrap()));
+        let mut next = Vec::new();
+        for line in lines.map_while(Result::ok) {
+            eprintln!("[rudder] {line}");
+            if let Some((_, step)) = line.split_once("next: ") {
+                next.push(step.to_string());
+                if next.len() == 3 {
+                    break;
+                }
+            }
+        }
+        let ui = next[0].rsplit(' ').next().unwrap().to_string();
+        let connect = next[1].split(": ").nth(1).unwrap();
+        let connect = connect.split(" (").next().unwrap();
+        let (assignment, script) = connect.split_once(' ').unwrap();
+        let (var, value) = assignment.split_once('=').unwrap();
+        assert_eq!(script, "scripts/try-envoy.sh", "{connect}");
+        let path = format!(
+            "{}:{}",
+            envoy.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut sidecar = std::process::Command::new(format!("{root}/{script}"))
+            .env(var, value)
+            .env("PATH", path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("run scripts/try-envoy.sh");
+        let port_9080: std::net::SocketAddr = "127.0.0.1:9080".parse().unwrap();
+        let mut answer = (0, String::new());
+        eventually(60, "the fault injected for end-user: tester", || {
+            let request = common::http::Request {
+                host: "ratings.bookinfo.svc.cluster.local",
+                headers: &[("end-user", "tester")],
+                ..common::http::Request::get("/")
+            };
+            answer = common::http::send(port_9080, &request).unwrap_or_default();
+            answer.0 == 503
+        });
+        assert!(answer.1.contains("fault filter abort"), "{answer:?}");
+        let dump = next[2].split('\'').nth(1).unwrap();
+        let (host, path) = dump
+            .strip_prefix("http://")
+            .unwrap()
+            .split_once('/')
+            .unwrap();
+        let (status, body) = http_get(host.parse().unwrap(), &format!("/{path}"));
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains("ratings.bookinfo.svc.cluster.local"),
+            "{body}"
+        );
+        let (host, path) = ui.strip_prefix("http://").unwrap().split_once('/').unwrap();
+        assert_eq!(http_get(host.parse().unwrap(), &format!("/{path}")).0, 200);
+        // SAFETY: signalling the script's own process group (Envoy included).
+        unsafe { libc::kill(-(sidecar.id() as i32), libc::SIGTERM) };
+        let _ = sidecar.wait();
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+    });
+}

