@@ -343,6 +343,7 @@ pub fn kubernetes_service(
         },
         location: Location::MESH_INTERNAL,
         export_to,
+        auto_allocated: Vec::new(),
         source: format!("Service/{ns}/{name}"),
         subject_alt_names: Vec::new(),
         labels: svc.metadata.labels.clone().unwrap_or_default(),

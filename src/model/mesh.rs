@@ -80,6 +80,9 @@ pub struct MeshSettings {
     /// Sidecars and gateways reach ambient workloads over HBONE (istiod's PILOT_ENABLE_SENDING_HBONE,
     /// on by default once PILOT_ENABLE_AMBIENT is): `connect_originate`, and tunnelled endpoints.
     pub send_hbone: bool,
+    /// The leader allocates addresses to ServiceEntries that declare none (istiod's
+    /// PILOT_ENABLE_IP_AUTOALLOCATE, on by default): DNS-capturing proxies use them.
+    pub ip_autoallocate: bool,
     /// Sidecars that ask for it (`ENABLE_HBONE` metadata) take HBONE on 15008 (istiod's
     /// PILOT_ENABLE_SIDECAR_LISTENING_HBONE, on by default once PILOT_ENABLE_AMBIENT is).
     pub sidecar_hbone_listen: bool,
@@ -337,6 +340,7 @@ impl Default for MeshSettings {
             default_metrics: Vec::new(),
             default_skip_mx_headers: false,
             send_hbone: false,
+            ip_autoallocate: true,
             sidecar_hbone_listen: false,
             ambient_multi_network: false,
             ambient_multi_network_waypoint: true,

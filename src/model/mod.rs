@@ -76,7 +76,13 @@ pub struct Service {
     pub hostname: String,
     pub namespace: String,
     pub ports: Vec<ServicePort>,
+    /// The addresses the object declares (a Service's cluster IPs, a ServiceEntry's `addresses`).
     pub addresses: Vec<String>,
+    /// The addresses the leader allocated to a ServiceEntry that declares none (istiod's IP
+    /// auto-allocation, `status.addresses`). Only proxies that resolve names through the DNS proxy
+    /// (and waypoints, and ztunnel) know them, so only those may use them as VIPs: see
+    /// [`Service::addresses_for`].
+    pub auto_allocated: Vec<String>,
     pub resolution: Resolution,
     pub location: Location,
     /// Namespaces this service is visible to: `*` for all, `.`/own name for the owner only, `~` none.
@@ -98,6 +104,18 @@ impl Service {
         let kind = parts.next().unwrap_or_default();
         let name = parts.nth(1).unwrap_or_default();
         (kind, name)
+    }
+
+    /// The VIPs a proxy matches this service by: its declared addresses, else — for a proxy that
+    /// uses auto-allocated addresses (istiod's `nodeUsesAutoallocatedIPs`: DNS capture, a
+    /// waypoint, ztunnel) — the allocated ones. A sidecar without DNS capture never learns them,
+    /// so giving it them would only take the service off its SNI and wildcard chains.
+    pub fn addresses_for(&self, uses_auto_allocated: bool) -> &[String] {
+        if self.addresses.is_empty() && uses_auto_allocated {
+            &self.auto_allocated
+        } else {
+            &self.addresses
+        }
     }
 
     pub fn port(&self, number: u32) -> Option<&ServicePort> {

@@ -104,6 +104,29 @@ pub struct Proxy {
     pub istio_extensions: IstioExtensions,
 }
 
+impl Proxy {
+    /// A boolean node-metadata flag as istio-agent writes them (`"true"`).
+    fn flag(&self, key: &str) -> bool {
+        self.metadata
+            .get(key)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// `ISTIO_META_DNS_CAPTURE`: istio-agent answers the pod's DNS queries (its NameTable).
+    pub fn dns_capture(&self) -> bool {
+        self.flag("DNS_CAPTURE")
+    }
+
+    /// Whether this proxy matches ServiceEntries' auto-allocated addresses as VIPs, as istiod's
+    /// `nodeUsesAutoallocatedIPs`: allocation is on (the mesh's, or the proxy's own
+    /// `DNS_AUTO_ALLOCATE`) and the proxy consumes them (DNS capture, or a waypoint).
+    pub fn uses_auto_allocated_ips(&self, mesh_allocates: bool) -> bool {
+        let allocation = mesh_allocates || self.flag("DNS_AUTO_ALLOCATE");
+        let consumes = self.dns_capture() || self.proxy_type == ProxyType::Waypoint;
+        allocation && consumes
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ProxyError {
     #[error("node is required on the first request")]

@@ -1435,7 +1435,7 @@ fn unserved_gateway_api_crds_are_counted() {
 
 /// ServiceEntry IP auto-allocation, as istiod 1.30 does by default: the leader writes an IPv4
 /// and an IPv6 address per host into `status.addresses` of a ServiceEntry without its own, the
-/// registry serves them as the service's VIPs, and a ServiceEntry given addresses of its own
+/// registry keeps them as the VIPs DNS-capturing proxies use, and a ServiceEntry given addresses of its own
 /// has them removed.
 #[test]
 fn service_entries_without_addresses_are_allocated_some() {
@@ -1491,7 +1491,7 @@ fn service_entries_without_addresses_are_allocated_some() {
             let services: Value = serde_json::from_str(&body).unwrap_or_default();
             services.as_array().into_iter().flatten().any(|s| {
                 s["hostname"] == "db.external.example"
-                    && s["addresses"]
+                    && s["auto_allocated"]
                         .as_array()
                         .is_some_and(|a| a.iter().any(|x| x == values[0]))
             })

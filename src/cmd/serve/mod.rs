@@ -708,6 +708,7 @@ fn start_xds(
         trust_domain: args.trust_domain.clone(),
         cluster_id: args.cluster_id.clone(),
         send_hbone: args.enable_ambient && args.enable_sending_hbone,
+        ip_autoallocate: args.ip_autoallocate,
         sidecar_hbone_listen: args.enable_ambient && args.enable_sidecar_listening_hbone,
         ambient_multi_network: args.ambient_enable_multi_network,
         ambient_multi_network_waypoint: args.ambient_enable_multi_network_waypoint,

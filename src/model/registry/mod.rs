@@ -658,7 +658,7 @@ impl<'a> HostBuilder<'a> {
         let mut service = service_from_entry(se, host, ns, &source);
         service.labels.clone_from(&config.metadata.labels);
         if se.auto_allocates(&config.metadata.labels) {
-            service.addresses = allocated_addresses(config, host);
+            service.auto_allocated = allocated_addresses(config, host);
         }
         let workloads = se.workload_selector.as_ref().map(|_| self.workloads_in(ns));
         let endpoints = service
@@ -721,6 +721,7 @@ fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str)
             })
             .collect(),
         addresses: se.addresses.clone(),
+        auto_allocated: Vec::new(),
         resolution: se.resolution,
         location: se.location,
         export_to: se.export_to.clone(),

@@ -55,6 +55,9 @@ pub struct ScopeInputs {
     pub proxy_type: ProxyType,
     /// `INTERCEPTION_MODE: NONE`: outbound listeners bind real ports on loopback.
     pub interception_none: bool,
+    /// The proxy resolves names through istio-agent's DNS proxy, which hands out ServiceEntries'
+    /// auto-allocated addresses, so it matches them as VIPs (istiod's `nodeUsesAutoallocatedIPs`).
+    pub auto_allocated_vips: bool,
     /// Every address of the proxy is IPv6: DNS clusters resolve IPv6 only (else IPv4 only).
     pub ipv6_only: bool,
     /// The proxy's locality (`region/zone/subzone`): endpoint priorities depend on it.
@@ -491,6 +494,7 @@ impl PushContext {
             generator: proxy.generator,
             proxy_type: proxy.proxy_type,
             interception_none: proxy.interception_none,
+            auto_allocated_vips: proxy.uses_auto_allocated_ips(self.mesh.ip_autoallocate),
             ipv6_only: proxy.ipv6_only,
             locality: proxy.locality.clone(),
             inbound,

@@ -159,11 +159,11 @@ pub fn sniffed_route_name(hostname: &str, port: u32) -> String {
 }
 
 /// The addresses of `svc` a listener can bind (plain IPs) and those only a filter chain can match
-/// (CIDR ranges).
-fn addresses(svc: &Service) -> (Vec<&str>, Vec<&str>) {
+/// (CIDR ranges); auto-allocated ones only for a proxy whose DNS proxy hands them out.
+fn addresses(svc: &Service, auto_allocated: bool) -> (Vec<&str>, Vec<&str>) {
     let mut ips = Vec::new();
     let mut ranges = Vec::new();
-    for a in &svc.addresses {
+    for a in svc.addresses_for(auto_allocated) {
         if a.parse::<std::net::IpAddr>().is_ok() {
             ips.push(a.as_str());
         } else if a.parse::<ipnet::IpNet>().is_ok() {
@@ -221,7 +221,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
         let mut by_vip: BTreeMap<&str, Entry> = BTreeMap::new();
         let mut http_on_wildcard = false;
         for (svc, protocol) in services {
-            let (ips, ranges) = addresses(svc);
+            let (ips, ranges) = addresses(svc, scope.auto_allocated_vips);
             let own_listener = !scope.interception_none && !ips.is_empty();
             match protocol {
                 p if p.is_http() => http_on_wildcard = true,

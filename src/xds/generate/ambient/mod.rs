@@ -454,8 +454,9 @@ impl AmbientIndex {
                 .label(NETWORK_LABEL)
                 .unwrap_or(mesh.cluster_networks.local())
                 .to_string();
+            // ztunnel resolves nothing by name: a ServiceEntry's auto-allocated VIPs are its VIPs.
             let mut addresses: Vec<NetworkAddress> = svc
-                .addresses
+                .addresses_for(true)
                 .iter()
                 .filter_map(|a| a.parse::<IpAddr>().ok())
                 .map(|ip| NetworkAddress {

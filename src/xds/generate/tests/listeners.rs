@@ -302,3 +302,56 @@ spec: {{egress: [{{port: {{number: 80, protocol: HTTP, name: http}}, hosts: [./w
     let names: Vec<String> = clusters_of(&c, &p).into_iter().map(|c| c.name).collect();
     assert!(names.contains(&"outbound|80||other.a.svc.cluster.local".to_string()));
 }
+
+/// istiod's `nodeUsesAutoallocatedIPs`: a ServiceEntry's auto-allocated address is a VIP only for
+/// a proxy whose DNS proxy hands it out. A sidecar that does not capture DNS resolves the real
+/// name, so for it the TLS ServiceEntry keeps its SNI chain on the port's shared listener (with
+/// the VIP as its listener, that chain would be gone and the traffic would fall to passthrough or
+/// the blackhole).
+#[test]
+fn auto_allocated_vips_only_for_dns_capturing_proxies() {
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: api, namespace: a}\n\
+spec: {hosts: [api.example.com], ports: [{number: 443, name: tls, protocol: TLS}], resolution: DNS}\n\
+status: {addresses: [{host: api.example.com, value: 240.240.0.7}, {host: api.example.com, value: '2001:2::7'}]}\n";
+    let c = ctx(yaml);
+    let sni_chain = |l: &Listener| {
+        l.filter_chains.iter().any(|ch| {
+            ch.filter_chain_match
+                .as_ref()
+                .is_some_and(|m| m.server_names == ["api.example.com"])
+        })
+    };
+    let plain = listeners_of(&c, &proxy("a", &[]));
+    assert!(
+        !plain.iter().any(|l| l.name.starts_with("240.240.0.7")),
+        "{:?}",
+        plain.iter().map(|l| &l.name).collect::<Vec<_>>()
+    );
+    let shared = plain.iter().find(|l| l.name == "0.0.0.0_443").unwrap();
+    assert!(sni_chain(shared), "the SNI chain stays");
+
+    let capturing = listeners_of(&c, &proxy("a", &[("DNS_CAPTURE", "true")]));
+    let vip = capturing
+        .iter()
+        .find(|l| l.name == "240.240.0.7_443")
+        .expect("the allocated VIP's listener");
+    assert!(!vip.filter_chains.is_empty());
+
+    // With allocation off for the mesh, only the proxy's own DNS_AUTO_ALLOCATE opts in.
+    let mesh = MeshSettings {
+        ip_autoallocate: false,
+        ..Default::default()
+    };
+    let off = push_context_with(yaml, mesh);
+    let capturing = listeners_of(&off, &proxy("a", &[("DNS_CAPTURE", "true")]));
+    assert!(!capturing.iter().any(|l| l.name == "240.240.0.7_443"));
+    let opted = proxy(
+        "a",
+        &[("DNS_CAPTURE", "true"), ("DNS_AUTO_ALLOCATE", "true")],
+    );
+    assert!(
+        listeners_of(&off, &opted)
+            .iter()
+            .any(|l| l.name == "240.240.0.7_443")
+    );
+}

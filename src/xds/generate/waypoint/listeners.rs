@@ -325,7 +325,12 @@ fn main_internal(
     let mut chains = Vec::new();
     let mut sniffing = false;
     for svc in services {
-        let ranges: Vec<CidrRange> = svc.addresses.iter().filter_map(|a| cidr(a)).collect();
+        // A waypoint matches auto-allocated VIPs too, as istiod's (ztunnel sends them).
+        let ranges: Vec<CidrRange> = svc
+            .addresses_for(true)
+            .iter()
+            .filter_map(|a| cidr(a))
+            .collect();
         if ranges.is_empty() {
             // No VIP: nothing reaches the service by address, as istiod leaves it.
             continue;

@@ -146,7 +146,7 @@ pub fn bound_workloads(ctx: &PushContext, scope: &ScopeView) -> Vec<std::net::Ip
                 Some(Destination::Address(a)) => {
                     let ip = ip_of(&a.address);
                     own.iter()
-                        .any(|s| s.addresses.iter().any(|v| v.parse().ok() == ip))
+                        .any(|s| s.addresses_for(true).iter().any(|v| v.parse().ok() == ip))
                 }
                 None => false,
             },
