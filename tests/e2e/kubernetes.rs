@@ -1502,3 +1502,58 @@ fn service_entries_without_addresses_are_allocated_some() {
         drop(daemon);
     }
 }
+
+/// Canary upgrades, as istiod's revisions: each control plane serves config labelled
+/// `istio.io/rev` with its own revision and unlabelled config, never config labelled for another
+/// revision; relabelling moves an object from one revision to the other.
+#[test]
+fn each_revision_serves_its_own_config_and_the_unlabelled() {
+    for c in Cluster::all("revisions") {
+        let ns = c.ns.clone();
+        if c.is_fake() {
+            c.apply(istio_crd(
+                "networking.istio.io",
+                "destinationrules",
+                "DestinationRule",
+            ));
+            c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        }
+        let rule = |name: &str, revision: Option<&str>| {
+            let labels = revision.map_or(json!({}), |r| json!({"istio.io/rev": r}));
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "spec": {"host": host(&ns, "web"), "subsets": [{"name": "s", "labels": {"v": "1"}}]}})
+        };
+        c.apply(rule("rule-everyone", None));
+        c.apply(rule("rule-stable", Some("default")));
+        c.apply(rule("rule-canary", Some("canary")));
+        let stable = c.rudder(&[]);
+        let canary = c.rudder(&["--revision", "canary"]);
+        wait_ready(&stable);
+        wait_ready(&canary);
+        let served = |d: &Daemon, name: &str| {
+            http_get(d.addr("monitoring"), "/debug/configz")
+                .1
+                .contains(&format!("\"name\":\"{name}\""))
+        };
+        eventually(30, "each revision's rules", || {
+            served(&stable, "rule-everyone")
+                && served(&stable, "rule-stable")
+                && served(&canary, "rule-everyone")
+                && served(&canary, "rule-canary")
+        });
+        assert!(
+            !served(&stable, "rule-canary"),
+            "the canary's rule reached stable"
+        );
+        assert!(
+            !served(&canary, "rule-stable"),
+            "stable's rule reached the canary"
+        );
+        // Promoted: the canary's rule now names the stable revision.
+        c.apply(rule("rule-canary", Some("default")));
+        eventually(30, "the relabelled rule moved", || {
+            served(&stable, "rule-canary") && !served(&canary, "rule-canary")
+        });
+    }
+}

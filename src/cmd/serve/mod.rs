@@ -428,6 +428,7 @@ async fn start_kubernetes(
             root_namespace: args.system_namespace.clone(),
             injector_configmap: crate::webhook::inject::injector_configmap(&args.revision),
             mesh_configmap: mesh_configmap(&args.revision),
+            revision: args.revision.clone(),
         },
     )
     .spawn(&daemon.tasks, &daemon.cancel);

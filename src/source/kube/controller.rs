@@ -100,7 +100,23 @@ pub(super) struct WatchSpec<K> {
     pub(super) part: String,
     pub(super) convert: Convert<K>,
     pub(super) owns: Arc<dyn Fn(&ConfigKey) -> bool + Send + Sync>,
+    /// This control plane's revision, for kinds istiod reads by revision (Istio's config, the
+    /// Gateway API's routes and policies): an object labelled `istio.io/rev` for another revision
+    /// is not ours, as if it did not exist; one without the label is everyone's.
+    pub(super) revision: Option<String>,
 }
+
+/// istiod's `LabelsInRevision`: unlabelled objects belong to every revision, labelled ones to the
+/// revision they name (tags do not count for config, as in istiod).
+pub fn in_revision(labels: Option<&BTreeMap<String, String>>, revision: &str) -> bool {
+    match labels.and_then(|l| l.get(REVISION_LABEL)) {
+        None => true,
+        Some(rev) => revision.is_empty() || rev == revision,
+    }
+}
+
+/// The label that assigns an object (config, a namespace, a pod) to one control-plane revision.
+pub const REVISION_LABEL: &str = "istio.io/rev";
 
 /// Runs one watcher until cancelled.
 pub(super) async fn run_watch<K>(
@@ -117,7 +133,13 @@ pub(super) async fn run_watch<K>(
         part,
         convert,
         owns,
+        revision,
     } = spec;
+    let foreign = |obj: &K| {
+        revision
+            .as_deref()
+            .is_some_and(|rev| !in_revision(obj.meta().labels.as_ref(), rev))
+    };
     let mut stream = watcher::watcher(api, config)
         .backoff(crate::k8s::WatchBackoff::default())
         .boxed();
@@ -177,6 +199,10 @@ pub(super) async fn run_watch<K>(
             Event::Init => relist = Some((Vec::new(), BTreeSet::new())),
             Event::InitApply(obj) => {
                 let (configs, keep) = relist.get_or_insert_with(Default::default);
+                if foreign(&obj) {
+                    debug!(kind = %kind, name = ?obj.meta().name, "another revision's object; not served");
+                    continue;
+                }
                 match convert(obj) {
                     Ok(Some(c)) => configs.push(c),
                     Ok(None) => {}
@@ -208,6 +234,19 @@ pub(super) async fn run_watch<K>(
                 }
                 info!(kind = %kind, objects = n, changes = events.len(), "synced");
                 ctx.readiness.set(&part);
+            }
+            // Relabelled for another revision: gone for this one.
+            Event::Apply(obj) if foreign(&obj) => {
+                let key = ConfigKey {
+                    kind,
+                    namespace: obj.meta().namespace.clone().unwrap_or_default(),
+                    name: obj.meta().name.clone().unwrap_or_default(),
+                    cluster: String::new(),
+                };
+                debug!(object = %key, "another revision's object; not served");
+                if owns(&key) && ctx.store.delete(&key).is_some() {
+                    count("delete");
+                }
             }
             Event::Apply(obj) => match convert(obj) {
                 Ok(None) => {}
@@ -256,6 +295,9 @@ pub struct KubeSourceConfig {
     /// Name of the mesh ConfigMap (`istio`, or `istio-<revision>` as istiod's chart names it for
     /// a revision); stored as `istio`.
     pub mesh_configmap: String,
+    /// This control plane's revision (`--revision`, istiod's REVISION): config labelled
+    /// `istio.io/rev` for another one is not read.
+    pub revision: String,
 }
 
 pub struct KubeSource {
@@ -301,6 +343,7 @@ impl KubeSource {
                     part,
                     convert: typed::<$ty>(),
                     owns: $owns,
+                    revision: None,
                 };
                 let fut = run_watch::<$ty>(self.ctx.clone(), $api, $cfg, spec, cancel.clone());
                 tasks.spawn(fut.instrument(info_span!("k8s-watch", kind = $kind.name())));
@@ -386,6 +429,7 @@ impl KubeSource {
                     Ok(Some(cm.into_config()))
                 }),
                 owns: Arc::new(mesh_only),
+                revision: None,
             };
             let fut = run_watch::<ConfigMap>(
                 self.ctx.clone(),
@@ -429,6 +473,7 @@ impl KubeSource {
                 part,
                 convert: typed::<ConfigMap>(),
                 owns,
+                revision: None,
             };
             tasks.spawn(
                 run_watch::<ConfigMap>(
@@ -487,6 +532,7 @@ impl KubeSource {
                 owns: Arc::new(move |k: &ConfigKey| {
                     k.cluster.is_empty() && !named(&k.namespace, &k.name)
                 }),
+                revision: None,
             };
             tasks.spawn(
                 run_watch::<ConfigMap>(
@@ -530,7 +576,7 @@ impl KubeSource {
                 supervise_istio_kind(
                     self.client.clone(),
                     self.ctx.clone(),
-                    kind,
+                    (kind, self.config.revision.clone()),
                     part,
                     crd_rx.clone(),
                     cancel.clone(),
@@ -679,7 +725,7 @@ fn note_unserved(
 async fn supervise_istio_kind(
     client: kube::Client,
     ctx: Ctx,
-    kind: Kind,
+    (kind, revision): (Kind, String),
     part: String,
     mut crds: watch::Receiver<Option<BTreeMap<String, Vec<String>>>>,
     cancel: CancellationToken,
@@ -763,6 +809,9 @@ async fn supervise_istio_kind(
                             part: part.clone(),
                             convert,
                             owns: Arc::new(any_key),
+                            // istiod reads a Gateway API Gateway from every revision (its
+                            // status only from the owning one).
+                            revision: (kind != Kind::KubernetesGateway).then(|| revision.clone()),
                         },
                         stop.clone(),
                     )

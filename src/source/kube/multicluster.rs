@@ -710,6 +710,7 @@ fn spawn_remote_gateway_watch(
         part: format!("cluster/{id}/watch/Gateway.{}", kind.group()),
         convert,
         owns: Arc::new(move |k: &ConfigKey| k.cluster == owner),
+        revision: None,
     };
     let fut = run_watch::<DynamicObject>(
         ctx.clone(),
@@ -739,6 +740,7 @@ fn spawn_remote_watchers(
                 part,
                 convert: in_cluster::<$ty>(id),
                 owns: Arc::new(move |k: &ConfigKey| k.cluster == owner),
+                revision: None,
             };
             let fut = run_watch::<$ty>(
                 ctx.clone(),
@@ -765,6 +767,7 @@ fn spawn_remote_watchers(
         part,
         convert: in_cluster::<k8s_openapi::api::core::v1::ConfigMap>(id),
         owns: Arc::new(move |k: &ConfigKey| k.cluster == owner && k.name == ROOT_CERT_CONFIGMAP),
+        revision: None,
     };
     let fut = run_watch::<k8s_openapi::api::core::v1::ConfigMap>(
         ctx.clone(),
