@@ -15,6 +15,12 @@ pub const CA_CERT: &str = "ca-cert.pem";
 pub const CA_KEY: &str = "ca-key.pem";
 pub const CERT_CHAIN: &str = "cert-chain.pem";
 pub const ROOT_CERT: &str = "root-cert.pem";
+/// The same CA in a `kubernetes.io/tls` Secret (cert-manager's layout), which istiod reads
+/// whenever `tls.crt` is present: the signing certificate (and its intermediates), its key, and
+/// the root.
+pub const TLS_CERT: &str = "tls.crt";
+pub const TLS_KEY: &str = "tls.key";
+pub const TLS_ROOT: &str = "ca.crt";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Ttls {
@@ -43,6 +49,27 @@ pub struct Files {
 }
 
 impl Files {
+    /// The CA files as `get` reads them (empty when missing), in whichever layout is there:
+    /// cert-manager's when `tls.crt` is (as istiod decides), else Istio's four files.
+    pub fn read(get: impl Fn(&str) -> String) -> Files {
+        let tls_cert = get(TLS_CERT);
+        if !tls_cert.trim().is_empty() {
+            let root = get(TLS_ROOT);
+            return Files {
+                chain: format!("{tls_cert}\n{root}"),
+                cert: tls_cert,
+                key: get(TLS_KEY),
+                root,
+            };
+        }
+        Files {
+            cert: get(CA_CERT),
+            key: get(CA_KEY),
+            chain: get(CERT_CHAIN),
+            root: get(ROOT_CERT),
+        }
+    }
+
     pub fn usable(&self) -> bool {
         !self.cert.trim().is_empty() && !self.key.trim().is_empty()
     }
@@ -64,15 +91,11 @@ impl Files {
 /// key is refused, since a new root would silently break mTLS with every workload that trusts the old.
 pub fn from_dir(dir: &Path, trust_domain: &str, ttls: Ttls) -> Result<Authority, CaError> {
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-    let files = Files {
-        cert: read(CA_CERT),
-        key: read(CA_KEY),
-        chain: read(CERT_CHAIN),
-        root: read(ROOT_CERT),
-    };
+    let files = Files::read(read);
     if files.usable() {
         info!(dir = %dir.display(), "CA: using the certificates in the CA directory");
         warn_if_key_readable(&dir.join(CA_KEY));
+        warn_if_key_readable(&dir.join(TLS_KEY));
         return files.authority(ttls);
     }
     let present: Vec<&str> = [
@@ -150,12 +173,7 @@ pub fn secret_files(s: &Secret) -> Files {
             .map(|b| String::from_utf8_lossy(&b.0).to_string())
             .unwrap_or_default()
     };
-    Files {
-        cert: get(CA_CERT),
-        key: get(CA_KEY),
-        chain: get(CERT_CHAIN),
-        root: get(ROOT_CERT),
-    }
+    Files::read(get)
 }
 
 /// Kubernetes mode: `cacerts`, else `istio-ca-secret`, else generate and create `istio-ca-secret`.
@@ -285,5 +303,130 @@ mod tests {
             "the root others trust is untouched"
         );
         assert!(!dir.path().join(CA_KEY).exists(), "no new key written");
+    }
+
+    /// Runs openssl in `dir`; `false` when openssl is missing.
+    fn openssl(dir: &Path, args: &[&str]) -> bool {
+        match std::process::Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+        {
+            Ok(out) => {
+                assert!(
+                    out.status.success(),
+                    "openssl {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// A plugged-in CA as cert-manager writes it (`tls.crt` holding an intermediate CA, `tls.key`
+    /// its PKCS#1 RSA key, `ca.crt` the root), which istiod reads whenever `tls.crt` exists:
+    /// Rudder signs with the intermediate, and the chain it hands out verifies up to that root
+    /// (before, the layout was ignored and a key in PKCS#1 form stopped the start).
+    #[test]
+    fn cert_managers_layout_with_a_pkcs1_key_signs_under_the_plugged_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let ext = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
+        std::fs::write(d.join("ca.ext"), ext).unwrap();
+        if !openssl(d, &["genrsa", "-traditional", "-out", "root.key", "2048"]) {
+            eprintln!("skipping: no openssl");
+            return;
+        }
+        let steps: [&[&str]; 5] = [
+            &[
+                "req",
+                "-x509",
+                "-new",
+                "-key",
+                "root.key",
+                "-subj",
+                "/O=corp/CN=Root CA",
+                "-days",
+                "3650",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+                "-out",
+                "ca.crt",
+            ],
+            &["genrsa", "-traditional", "-out", "tls.key", "2048"],
+            &[
+                "req",
+                "-new",
+                "-key",
+                "tls.key",
+                "-subj",
+                "/O=corp/CN=cluster-a intermediate",
+                "-out",
+                "int.csr",
+            ],
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "int.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "root.key",
+                "-CAcreateserial",
+                "-days",
+                "365",
+                "-extfile",
+                "ca.ext",
+                "-out",
+                "tls.crt",
+            ],
+            &["version"],
+        ];
+        for step in steps {
+            openssl(d, step);
+        }
+        assert!(
+            std::fs::read_to_string(d.join("tls.key"))
+                .unwrap()
+                .contains("BEGIN RSA PRIVATE KEY")
+        );
+        let ca = from_dir(d, "cluster.local", TTLS).unwrap();
+        assert_eq!(
+            ca.root_pem().trim(),
+            std::fs::read_to_string(d.join("ca.crt")).unwrap().trim(),
+            "the plugged-in root is the trust anchor"
+        );
+        let id = crate::model::identity::Identity {
+            trust_domain: "cluster.local".into(),
+            namespace: "shop".into(),
+            service_account: "web".into(),
+        };
+        let (chain, _) = ca.issue_workload(&id).unwrap();
+        std::fs::write(d.join("leaf.pem"), &chain[0]).unwrap();
+        std::fs::write(d.join("chain.pem"), chain[1..].join("\n")).unwrap();
+        let verify = std::process::Command::new("openssl")
+            .current_dir(d)
+            .args([
+                "verify",
+                "-CAfile",
+                "ca.crt",
+                "-untrusted",
+                "chain.pem",
+                "leaf.pem",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            verify.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&verify.stdout),
+            String::from_utf8_lossy(&verify.stderr)
+        );
+        // No ca-*.pem was written beside them: the directory held a CA, nothing was generated.
+        assert!(!d.join(CA_KEY).exists());
     }
 }

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod external;
 pub mod issuer;
+pub mod keys;
 pub mod material;
 pub mod metrics;
 pub mod node_auth;
@@ -221,8 +222,7 @@ impl Authority {
     /// signed verifies under the new one (same issuer name, same key), so proxies can switch
     /// trust at any time without a window where either side fails.
     pub fn renew_root(cert_pem: &str, key_pem: &str, ttl: Duration) -> Result<String, CaError> {
-        let key = KeyPair::from_pem(key_pem)
-            .map_err(|e| CaError::Material(format!("ca-key.pem: {e}")))?;
+        let key = keys::key_pair(key_pem).map_err(|e| CaError::Material(format!("CA key: {e}")))?;
         let der =
             ::pem::parse(cert_pem).map_err(|e| CaError::Material(format!("ca-cert.pem: {e}")))?;
         let (_, old) = X509Certificate::from_der(der.contents())
@@ -257,8 +257,8 @@ impl Authority {
         default_ttl: Duration,
         max_ttl: Duration,
     ) -> Result<Authority, CaError> {
-        let signing_key = KeyPair::from_pem(key_pem)
-            .map_err(|e| CaError::Material(format!("ca-key.pem: {e}")))?;
+        let signing_key =
+            keys::key_pair(key_pem).map_err(|e| CaError::Material(format!("CA key: {e}")))?;
         let signing_cert_pem = pem_blocks(cert_pem)
             .into_iter()
             .next()
