@@ -177,7 +177,8 @@ fn extensions<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<Extension<'a>>
 /// Whether `t` applies to a connection manager of `class` on `port` (istiod's
 /// `matchTrafficExtensionSelectors`: no match applies everywhere).
 fn applies(t: &TrafficExtension, class: Class, port: Option<u32>) -> bool {
-    let mode = if class == Class::SidecarInbound {
+    // A waypoint takes its services' traffic: istiod matches its extensions as a server's.
+    let mode = if matches!(class, Class::SidecarInbound | Class::Waypoint) {
         WorkloadMode::SERVER
     } else {
         WorkloadMode::CLIENT
@@ -550,10 +551,14 @@ impl Pass for TrafficExtensions {
         let found = extensions(ctx, scope);
         for r in resources.iter_mut() {
             let class = r.class;
-            if matches!(
-                class,
-                Class::Proxyless | Class::ProxylessServer | Class::Waypoint
-            ) {
+            if matches!(class, Class::Proxyless | Class::ProxylessServer) {
+                continue;
+            }
+            // At a waypoint, the HTTP chains of the services and workloads it serves (istiod's
+            // buildWaypointHTTPFilters); never its tunnel ends, and no network filters (istiod
+            // inserts none there either).
+            let waypoint = class == Class::Waypoint;
+            if waypoint && r.name != super::waypoint::MAIN_INTERNAL {
                 continue;
             }
             let Built::Listener(listener) = &mut r.built else {
@@ -583,7 +588,10 @@ impl Pass for TrafficExtensions {
                     .filter(|e| network_extension(&e.spec))
                     .map(|e| (phase(e), network_filter(e)))
                     .collect();
-                if !network.is_empty() && chain.filters.iter().any(|f| f.name == TCP_PROXY) {
+                if !waypoint
+                    && !network.is_empty()
+                    && chain.filters.iter().any(|f| f.name == TCP_PROXY)
+                {
                     insert(&mut chain.filters, network_name, &NETWORK_ANCHORS, &network);
                 }
                 if http.is_empty() {

@@ -818,3 +818,66 @@ spec:
         "off by default, as istiod"
     );
 }
+
+/// A WasmPlugin (or TrafficExtension) targeting the waypoint's Gateway is enforced at the
+/// waypoint, as istiod's buildWaypointHTTPFilters inserts it: in every HTTP chain of
+/// `main_internal`, an AUTHN plugin before the JWT and RBAC filters, the module served by ECDS.
+/// Before, it was attached and then skipped: an authenticating plugin the user asked for was not
+/// enforced. The tunnel ends never get it.
+#[test]
+fn a_wasm_plugin_targeting_the_waypoint_runs_in_its_http_chains() {
+    let p = waypoint();
+    let mesh = format!(
+        "{MESH}---
+apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata: {{name: auth, namespace: shop}}
+spec:
+  targetRefs: [{{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}}]
+  url: oci://registry.example.com/auth:1
+  phase: AUTHN
+"
+    );
+    let ctx = crate::testing::push_context(&mesh);
+    let listeners = resources(&ctx, &p, TypeUrl::Listener, &[]);
+    let http_filters = |listener: &Value| -> Vec<Vec<String>> {
+        listener["filterChains"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|chain| chain["filters"].as_array().cloned().unwrap_or_default())
+            .filter_map(|f| {
+                f["typedConfig"]["httpFilters"].as_array().map(|hf| {
+                    hf.iter()
+                        .map(|x| x["name"].as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
+            })
+            .collect()
+    };
+    let main = listeners
+        .iter()
+        .find(|l| l["name"] == "main_internal")
+        .unwrap();
+    let chains = http_filters(main);
+    assert!(!chains.is_empty());
+    for filters in &chains {
+        let plugin = filters.iter().position(|f| f.contains("shop.auth"));
+        let rbac = filters.iter().position(|f| f == "envoy.filters.http.rbac");
+        assert!(plugin.is_some(), "{filters:?}");
+        assert!(rbac.is_none_or(|r| plugin < Some(r)), "{filters:?}");
+    }
+    let terminate = listeners
+        .iter()
+        .find(|l| l["name"] == "connect_terminate")
+        .unwrap();
+    assert!(
+        http_filters(terminate)
+            .iter()
+            .flatten()
+            .all(|f| !f.contains("shop.auth"))
+    );
+    let name = chains[0].iter().find(|f| f.contains("shop.auth")).unwrap();
+    let ecds = resources(&ctx, &p, TypeUrl::ExtensionConfig, &[name.as_str()]);
+    assert_eq!(names(&ecds), [name.as_str()]);
+}
