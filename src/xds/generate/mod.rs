@@ -219,15 +219,16 @@ pub fn generate(
 }
 
 /// The finishing passes, in the order they run: TrafficExtension filters, Istio's metadata
-/// exchange and stats filters, EnvoyFilter patches, then access logs and tracing
-/// (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
+/// exchange and stats filters, access logs and tracing, and EnvoyFilter patches last, on the
+/// finished config, as istiod applies them (a patch of the connection manager's `tracing` or
+/// access logs is what the proxy gets) (`finish::Pass`). Listed here, above the passes' own files, so that no pass and the
 /// finishing step import each other.
 pub static PASSES: &[&dyn finish::Pass] = &[
     &traffic_extension::TrafficExtensions,
     &stats::IstioTelemetry,
-    &envoy_filter::EnvoyFilterPatches,
     &access_log::AccessLogs,
     &tracing::TracingPass,
+    &envoy_filter::EnvoyFilterPatches,
 ];
 
 /// Runs the mesh's [`PASSES`] over a scope's typed resources, then encodes them.

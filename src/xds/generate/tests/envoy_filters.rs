@@ -290,3 +290,35 @@ fn proxy_metadata_matches_select_proxies() {
     let b = c.scope(&proxy("a", &[("TIER", "gold"), ("POD_NAME", "two")]));
     assert_eq!(a.key, b.key);
 }
+
+/// istiod applies EnvoyFilters last, to the finished config: a MERGE of the connection
+/// manager's `tracing` (Istio's tracing is on by default) is what the proxy gets, not
+/// overwritten by the tracing pass afterwards.
+#[test]
+fn a_connection_manager_patch_wins_over_istios_tracing() {
+    let tracing = "  configPatches:\n  - applyTo: NETWORK_FILTER\n    match: {context: SIDECAR_OUTBOUND, listener: {portNumber: 80, filterChain: {filter: {name: envoy.filters.network.http_connection_manager}}}}\n    patch: {operation: MERGE, value: {typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, tracing: {random_sampling: {value: 42.5}, max_path_tag_length: 77}}}}";
+    let yaml = format!(
+        "{}{}",
+        se("a", "web", "HTTP"),
+        envoy_filter("a", "tracing", tracing)
+    );
+    let c = ctx(&yaml);
+    let listeners = listeners_of(&c, &proxy("a", &[]));
+    let listener = listeners.iter().find(|l| l.name == "0.0.0.0_80").unwrap();
+    let hcm = listener
+        .filter_chains
+        .iter()
+        .flat_map(|ch| ch.filters.iter())
+        .find_map(|f| match &f.config_type {
+            Some(filter::ConfigType::TypedConfig(a))
+                if a.type_url.ends_with("HttpConnectionManager") =>
+            {
+                HttpConnectionManager::decode(a.value.as_slice()).ok()
+            }
+            _ => None,
+        })
+        .expect("a connection manager on port 80");
+    let tracing = hcm.tracing.expect("tracing");
+    assert_eq!(tracing.random_sampling.map(|p| p.value), Some(42.5));
+    assert_eq!(tracing.max_path_tag_length.map(|v| v.value), Some(77));
+}
