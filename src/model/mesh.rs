@@ -83,6 +83,9 @@ pub struct MeshSettings {
     /// The leader allocates addresses to ServiceEntries that declare none (istiod's
     /// PILOT_ENABLE_IP_AUTOALLOCATE, on by default): DNS-capturing proxies use them.
     pub ip_autoallocate: bool,
+    /// istiod's PILOT_AUTO_ALLOW_WAYPOINT_POLICY: a workload behind a waypoint references an
+    /// implicit ztunnel policy allowing the waypoint's identity.
+    pub auto_allow_waypoint_policy: bool,
     /// Sidecars that ask for it (`ENABLE_HBONE` metadata) take HBONE on 15008 (istiod's
     /// PILOT_ENABLE_SIDECAR_LISTENING_HBONE, on by default once PILOT_ENABLE_AMBIENT is).
     pub sidecar_hbone_listen: bool,
@@ -341,6 +344,7 @@ impl Default for MeshSettings {
             default_skip_mx_headers: false,
             send_hbone: false,
             ip_autoallocate: true,
+            auto_allow_waypoint_policy: false,
             sidecar_hbone_listen: false,
             ambient_multi_network: false,
             ambient_multi_network_waypoint: true,

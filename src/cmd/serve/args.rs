@@ -276,6 +276,11 @@ pub struct ServeArgs {
     /// and waypoints reach it over mTLS tunnels, as istiod's PILOT_ENABLE_SIDECAR_LISTENING_HBONE.
     #[arg(long, env = "PILOT_ENABLE_SIDECAR_LISTENING_HBONE", default_value_t = true, action = clap::ArgAction::Set)]
     pub enable_sidecar_listening_hbone: bool,
+    /// ztunnel gets, for each waypoint, a policy allowing its identity, referenced by every
+    /// workload behind it: unless another ALLOW policy admits them, clients that skip the
+    /// waypoint are refused (istiod's PILOT_AUTO_ALLOW_WAYPOINT_POLICY, off by default).
+    #[arg(long, env = "PILOT_AUTO_ALLOW_WAYPOINT_POLICY", default_value_t = false, action = clap::ArgAction::Set)]
+    pub auto_allow_waypoint_policy: bool,
     /// Ambient across networks (istiod's alpha AMBIENT_ENABLE_MULTI_NETWORK, off by default): ztunnel
     /// gets remote clusters' workloads of its own network, one split-horizon workload per global
     /// service and remote network (reached through that network's east-west gateway), and global

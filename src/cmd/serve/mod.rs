@@ -710,6 +710,7 @@ fn start_xds(
         cluster_id: args.cluster_id.clone(),
         send_hbone: args.enable_ambient && args.enable_sending_hbone,
         ip_autoallocate: args.ip_autoallocate,
+        auto_allow_waypoint_policy: args.auto_allow_waypoint_policy,
         sidecar_hbone_listen: args.enable_ambient && args.enable_sidecar_listening_hbone,
         ambient_multi_network: args.ambient_enable_multi_network,
         ambient_multi_network_waypoint: args.ambient_enable_multi_network_waypoint,

@@ -208,7 +208,7 @@ fn condition(when: &Condition) -> Match {
 }
 
 /// Istio's string forms: `*` is presence, `*x` a suffix, `x*` a prefix, anything else exact.
-fn strings(values: &[String]) -> Vec<StringMatch> {
+pub(super) fn strings(values: &[String]) -> Vec<StringMatch> {
     values
         .iter()
         .map(|v| {
@@ -272,6 +272,49 @@ fn addresses(values: &[String]) -> Vec<Address> {
             })
         })
         .collect()
+}
+
+/// istiod's implicit waypoint policy (PILOT_AUTO_ALLOW_WAYPOINT_POLICY): ALLOW from the waypoint's
+/// identities, referenced by name from each workload behind it (it selects nothing by labels).
+pub fn allow_from_waypoint(
+    waypoint: &crate::model::waypoint::WaypointRef,
+    trust_domain: &str,
+    service_accounts: &[String],
+) -> Authorization {
+    let principals: Vec<String> = service_accounts
+        .iter()
+        .map(|sa| format!("{trust_domain}/ns/{}/sa/{sa}", waypoint.namespace))
+        .collect();
+    Authorization {
+        name: waypoint_policy_name(waypoint),
+        namespace: waypoint.namespace.clone(),
+        scope: Scope::WorkloadSelector as i32,
+        action: Action::Allow as i32,
+        rules: vec![Rule {
+            clauses: vec![Clause {
+                matches: vec![Match {
+                    principals: principals
+                        .into_iter()
+                        .map(|p| StringMatch {
+                            match_type: Some(MatchType::Exact(p)),
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+            }],
+        }],
+        dry_run: false,
+        extensions: Vec::new(),
+    }
+}
+
+/// `istio_allow_waypoint_<namespace>_<name>`: `_` cannot appear in a Kubernetes name, so it
+/// never meets a user's policy.
+pub fn waypoint_policy_name(waypoint: &crate::model::waypoint::WaypointRef) -> String {
+    format!(
+        "istio_allow_waypoint_{}_{}",
+        waypoint.namespace, waypoint.name
+    )
 }
 
 /// The DENY policy every STRICT workload references: a connection without a peer identity
