@@ -809,3 +809,115 @@ fn registry_only_answers_502_for_unknown_hosts_on_known_ports() {
         );
     });
 }
+
+/// Two headless services (resolution NONE, no VIP: StatefulSets such as Kafka and ZooKeeper) on
+/// one TCP port, each pod at an address of its own. As istiod, each endpoint gets its own outbound
+/// listener (`<podIP>_<port>`), so a connection to a pod's address (what `kafka-0.kafka.…`
+/// resolves to) is served with that pod's service's config. Before, both services shared the
+/// port's wildcard listener and the first took every connection: here the second's TCP route
+/// (to a port of its own) was never applied.
+const HEADLESS: &str = r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: kafka, namespace: shop}
+spec:
+  hosts: [kafka.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 9092, name: tcp-kafka, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: kafka}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: kafka-0, namespace: shop}
+spec: {address: 10.44.0.3, labels: {app: kafka}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: zk, namespace: shop}
+spec:
+  hosts: [zk.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 9092, name: tcp-zk, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: zk}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: zk-0, namespace: shop}
+spec: {address: 10.44.0.4, labels: {app: zk}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: zk-admin, namespace: shop}
+spec:
+  hosts: [zk-admin.shop.svc.cluster.local]
+  addresses: [10.96.0.30]
+  location: MESH_INTERNAL
+  ports: [{number: 9093, name: tcp-admin, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.44.0.4}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: zk, namespace: shop}
+spec:
+  hosts: [zk.shop.svc.cluster.local]
+  tcp:
+  - route: [{destination: {host: zk-admin.shop.svc.cluster.local, port: {number: 9093}}}]
+"#;
+
+#[test]
+fn each_pod_of_a_headless_service_is_reached_as_itself() {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    // A second pod address on the server side (its own StatefulSet's pod).
+    server.run(|| {
+        let out = std::process::Command::new("ip")
+            .args(["addr", "add", "10.44.0.4/32", "dev", "lo"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    client.capture(&[XDS_PORT]);
+    server.run(|| {
+        reporter("10.44.0.3:9092", "kafka-0\n");
+        reporter("10.44.0.4:9092", "zk-0\n");
+        reporter("10.44.0.4:9093", "zk-admin\n");
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "mesh.yaml", HEADLESS);
+    client.run(|| {
+        let daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
+        let _envoy = Envoy::boot(
+            &envoy,
+            SocketAddr::from(([127, 0, 0, 1], XDS_PORT)),
+            &Bootstrap {
+                namespace: "shop",
+                metadata: "",
+                ip: CLIENT_IP,
+                uid: Some(PROXY_UID),
+                ..Bootstrap::default()
+            },
+        );
+        eventually(30, "the second headless service's route", || {
+            exchange("10.44.0.4:9092", b"hi\r\n") == "zk-admin"
+        });
+        assert_eq!(exchange("10.44.0.3:9092", b"hi\r\n"), "kafka-0");
+        let (_, dump) = common::http_get(
+            daemon.addr("monitoring"),
+            "/debug/config_dump?proxyID=client-0.shop&types=lds",
+        );
+        for name in ["10.44.0.3_9092", "10.44.0.4_9092"] {
+            assert!(dump.contains(name), "no listener {name}");
+        }
+    });
+}

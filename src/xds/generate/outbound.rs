@@ -14,6 +14,7 @@ use super::finish::{Class, Typed};
 use super::listener::{PLAINTEXT_HTTP_ALPN, cidr, network_filter, tcp_filter};
 use super::network::{Destination, RouteSource, hcm_filter, tcp_proxy};
 use super::util::{any, match_applies_to_sidecar, outbound_cluster};
+use crate::config::networking::Resolution;
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView, VsEntry};
@@ -221,7 +222,15 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
         let mut by_vip: BTreeMap<&str, Entry> = BTreeMap::new();
         let mut http_on_wildcard = false;
         for (svc, protocol) in services {
-            let (ips, ranges) = addresses(svc, scope.auto_allocated_vips);
+            let (mut ips, ranges) = addresses(svc, scope.auto_allocated_vips);
+            if !scope.interception_none && !protocol.is_http() {
+                match headless_binds(ctx, svc, port, &ips, &ranges) {
+                    Headless::No => {}
+                    Headless::Endpoints(endpoints) => ips = endpoints,
+                    // A Kubernetes headless Service without endpoints: nothing to reach.
+                    Headless::Nothing => continue,
+                }
+            }
             let own_listener = !scope.interception_none && !ips.is_empty();
             match protocol {
                 p if p.is_http() => http_on_wildcard = true,
@@ -311,6 +320,53 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
         }
     }
     out
+}
+
+/// How a headless service's non-HTTP port is listened for (istiod's statefulset support).
+enum Headless<'a> {
+    /// Not headless: by VIP, or on the port's wildcard listener.
+    No,
+    /// A listener per endpoint (`<podIP>_<port>`), so each pod is reached as itself: a
+    /// StatefulSet's `kafka-0.kafka.ns.svc` resolves to that pod's IP.
+    Endpoints(Vec<&'a str>),
+    /// No listener at all: a Kubernetes headless Service without endpoints.
+    Nothing,
+}
+
+/// istiod's rule for a service without VIPs whose resolution is NONE (a headless Service, a
+/// passthrough ServiceEntry) on a TCP, TLS or unnamed port: a listener per endpoint IP. A
+/// ServiceEntry without endpoints or selector stays on the wildcard listener; a Kubernetes
+/// Service without endpoints gets none (traffic could never work, and a wildcard chain would
+/// fight the others on the port when it scales down).
+fn headless_binds<'a>(
+    ctx: &'a PushContext,
+    svc: &Service,
+    port: u32,
+    ips: &[&str],
+    ranges: &[&str],
+) -> Headless<'a> {
+    if svc.resolution != Resolution::NONE || !ips.is_empty() || !ranges.is_empty() {
+        return Headless::No;
+    }
+    let endpoints: Vec<&str> = ctx
+        .registry
+        .endpoints
+        .get(&(svc.hostname.clone(), port))
+        .into_iter()
+        .flat_map(|eps| eps.iter())
+        .map(|e| e.address.as_str())
+        .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !endpoints.is_empty() {
+        return Headless::Endpoints(endpoints);
+    }
+    if svc.origin().0 == "Service" {
+        Headless::Nothing
+    } else {
+        Headless::No
+    }
 }
 
 /// A listener as served; `tcp_conflict` when a TCP service on it lost its connections to another.

@@ -3,6 +3,7 @@
 use super::util::{any, duration, fraction, outbound_cluster, string_matcher};
 use crate::config::Config;
 use crate::config::common::StringMatch;
+use crate::config::networking::Resolution;
 use crate::config::networking::{
     ConsistentHashLb, Destination, HeaderOperations, Headers, HttpMatchRequest, HttpRoute,
     RedirectPortSelection, TrafficPolicy,
@@ -61,6 +62,17 @@ pub fn virtual_host(
         if svc.namespace == scope.namespace {
             add(format!("{short}:{port}"));
             add(short.to_string());
+        }
+    }
+    // A headless Kubernetes Service (a StatefulSet's): its pods are reached by their own names
+    // (`kafka-0.kafka.ns.svc…`), so every domain also matches one label more, as istiod's, and
+    // the original-destination cluster takes the pod the name resolved to.
+    if svc.resolution == Resolution::NONE && svc.origin().0 == "Service" {
+        let wildcards: Vec<String> = domains.iter().map(|d| format!("*.{d}")).collect();
+        for d in wildcards {
+            if seen.insert(d.clone()) {
+                domains.push(d);
+            }
         }
     }
     if domains.is_empty() {

@@ -355,3 +355,31 @@ status: {addresses: [{host: api.example.com, value: 240.240.0.7}, {host: api.exa
             .any(|l| l.name == "240.240.0.7_443")
     );
 }
+
+/// istiod's StatefulSet support: a headless service (resolution NONE, no VIP) on a TCP port gets a
+/// listener per endpoint, so two such services on one port never share the wildcard listener.
+#[test]
+fn headless_tcp_services_get_a_listener_per_endpoint() {
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: kafka, namespace: a}\n\
+spec: {hosts: [kafka.a.svc.cluster.local], location: MESH_INTERNAL, ports: [{number: 9092, name: tcp, protocol: TCP}], resolution: NONE, workloadSelector: {labels: {app: kafka}}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: kafka-0, namespace: a}\nspec: {address: 10.1.0.3, labels: {app: kafka}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: kafka-1, namespace: a}\nspec: {address: 10.1.0.4, labels: {app: kafka}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: zk, namespace: a}\n\
+spec: {hosts: [zk.a.svc.cluster.local], location: MESH_INTERNAL, ports: [{number: 9092, name: tcp, protocol: TCP}], resolution: NONE, workloadSelector: {labels: {app: zk}}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: zk-0, namespace: a}\nspec: {address: 10.1.0.5, labels: {app: zk}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: any, namespace: a}\n\
+spec: {hosts: [any.example.com], ports: [{number: 9092, name: tcp, protocol: TCP}], resolution: NONE}\n";
+    let c = ctx(yaml);
+    let names: Vec<String> = listeners_of(&c, &proxy("a", &[]))
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    for name in ["10.1.0.3_9092", "10.1.0.4_9092", "10.1.0.5_9092"] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} missing from {names:?}"
+        );
+    }
+    // A ServiceEntry without endpoints or selector stays on the wildcard listener.
+    assert!(names.iter().any(|n| n == "0.0.0.0_9092"), "{names:?}");
+}

@@ -343,3 +343,47 @@ fn empty_string_matches_ask_for_presence() {
         Some(query_parameter_matcher::QueryParameterMatchSpecifier::PresentMatch(true))
     );
 }
+
+/// A headless Kubernetes Service on an HTTP port (a StatefulSet's): as istiod, its virtual host
+/// also matches one label more than each of its domains, so `web-0.web.shop.svc.cluster.local`
+/// (a pod's own name) is routed as the service, to the original-destination cluster.
+#[test]
+fn headless_http_services_route_their_pods_names() {
+    let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
+spec: {clusterIP: None, ports: [{name: http, port: 8080, targetPort: 8080}]}\n\
+---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: shop, labels: {kubernetes.io/service-name: web}}\n\
+addressType: IPv4\nendpoints: [{addresses: [10.44.0.3], conditions: {ready: true}}]\nports: [{name: http, port: 8080}]\n";
+    let c = ctx(yaml);
+    let rc = route_config(&c, &proxy("shop", &[]), "8080");
+    let vh = rc
+        .virtual_hosts
+        .iter()
+        .find(|v| v.name == "web.shop.svc.cluster.local:8080")
+        .expect("the service's virtual host");
+    for d in [
+        "web.shop.svc.cluster.local",
+        "*.web.shop.svc.cluster.local",
+        "*.web.shop.svc.cluster.local:8080",
+        "*.web",
+    ] {
+        assert!(
+            vh.domains.iter().any(|x| x == d),
+            "{d} missing from {:?}",
+            vh.domains
+        );
+    }
+    let cluster = cluster(
+        &c,
+        &proxy("shop", &[]),
+        "outbound|8080||web.shop.svc.cluster.local",
+    );
+    assert_eq!(
+        cluster.cluster_discovery_type,
+        Some(
+            envoy_types::pb::envoy::config::cluster::v3::cluster::ClusterDiscoveryType::Type(
+                envoy_types::pb::envoy::config::cluster::v3::cluster::DiscoveryType::OriginalDst
+                    as i32
+            )
+        )
+    );
+}
