@@ -15,6 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/istio/proxy/stats.proto",
         "proto/istio/proxy/peer_metadata.proto",
         "proto/istio/proxy/metadata_exchange.proto",
+        "proto/istio/networking/nds/v1/nds.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");
@@ -23,6 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(protos, ["proto"])?;
     std::fs::write(out.join("rudder_descriptors.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
+        // A stable encoding: the same table is the same bytes (no push for nothing).
+        .btree_map(".istio.networking.nds.v1.NameTable.table")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;

@@ -15,19 +15,22 @@ pub enum TypeUrl {
     /// ECDS: filter configs an HTTP connection manager asks for by name (Wasm extensions).
     ExtensionConfig,
     Secret,
+    /// NDS: the DNS name table istio-agent's DNS proxy answers from.
+    NameTable,
     Authorization,
     Address,
 }
 
 impl TypeUrl {
     /// Every type, in push order.
-    pub const ALL: [TypeUrl; 8] = [
+    pub const ALL: [TypeUrl; 9] = [
         TypeUrl::Cluster,
         TypeUrl::Endpoint,
         TypeUrl::Listener,
         TypeUrl::Route,
         TypeUrl::ExtensionConfig,
         TypeUrl::Secret,
+        TypeUrl::NameTable,
         TypeUrl::Authorization,
         TypeUrl::Address,
     ];
@@ -47,6 +50,7 @@ impl TypeUrl {
             TypeUrl::Secret => {
                 "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
             }
+            TypeUrl::NameTable => "type.googleapis.com/istio.networking.nds.v1.NameTable",
             TypeUrl::Address => "type.googleapis.com/istio.workload.Address",
             TypeUrl::Authorization => "type.googleapis.com/istio.security.Authorization",
         }
@@ -72,6 +76,7 @@ impl TypeUrl {
             TypeUrl::Route => "rds",
             TypeUrl::ExtensionConfig => "ecds",
             TypeUrl::Secret => "sds",
+            TypeUrl::NameTable => "nds",
             TypeUrl::Address => "wds",
             TypeUrl::Authorization => "wads",
         }
@@ -81,7 +86,11 @@ impl TypeUrl {
     pub const fn is_wildcard(self) -> bool {
         matches!(
             self,
-            TypeUrl::Cluster | TypeUrl::Listener | TypeUrl::Address | TypeUrl::Authorization
+            TypeUrl::Cluster
+                | TypeUrl::Listener
+                | TypeUrl::NameTable
+                | TypeUrl::Address
+                | TypeUrl::Authorization
         )
     }
 
@@ -95,6 +104,7 @@ impl TypeUrl {
                 | TypeUrl::Listener
                 | TypeUrl::Route
                 | TypeUrl::ExtensionConfig
+                | TypeUrl::NameTable
         )
     }
 }

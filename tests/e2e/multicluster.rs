@@ -129,6 +129,31 @@ fn assignments_in(
     })
 }
 
+/// The DNS name table (NDS) a DNS-capturing sidecar of `c.ns` in the config cluster is sent, as
+/// istio-agent asks for it.
+fn name_table(c: &Cluster, d: &Daemon) -> rudder::xds::generate::name_table::pb::NameTable {
+    use prost::Message;
+    let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
+    c.rt.block_on(async {
+        let metadata = [("DNS_CAPTURE", "true"), ("DNS_AUTO_ALLOCATE", "true")];
+        let mut s = Sotw::open_with_metadata(d.addr("grpc-xds"), &id, &metadata)
+            .await
+            .unwrap();
+        let cds = s.recv().await;
+        s.ack(&cds, &[]).await;
+        let nds = rudder::xds::types::TypeUrl::NameTable.url();
+        s.send(nds, &[], "", "", None).await;
+        let mut resp = s.recv().await;
+        while resp.type_url != nds {
+            s.ack(&resp, &[]).await;
+            resp = s.recv().await;
+        }
+        assert_eq!(resp.resources.len(), 1, "one table");
+        rudder::xds::generate::name_table::pb::NameTable::decode(resp.resources[0].value.as_slice())
+            .unwrap()
+    })
+}
+
 /// The IP of an endpoint's socket address.
 fn socket_ip(e: &envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint) -> Option<String> {
     use envoy_types::pb::envoy::config::core::v3::address::Address;
@@ -188,6 +213,20 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
             endpoints_of(&primary, &daemon, &ratings),
             Some(vec!["10.2.0.9".to_string()])
         );
+        // A DNS-capturing sidecar resolves a Service only the remote cluster has by its name
+        // (istio-agent's NameTable), as Kubernetes' DNS could not.
+        let table = name_table(&primary, &daemon);
+        let ratings_host = format!("ratings.{ns}.svc.cluster.local");
+        let entry = table
+            .table
+            .get(&ratings_host)
+            .unwrap_or_else(|| panic!("{ratings_host} not in {:?}", table.table.keys()));
+        assert_eq!(entry.ips, ["10.96.0.10"]);
+        assert_eq!(
+            (entry.shortname.as_str(), entry.namespace.as_str()),
+            ("ratings", ns.as_str())
+        );
+        assert_eq!(entry.registry, "Kubernetes");
         let clusters = clusterz(&daemon);
         assert_eq!(clusters[0]["id"], "east", "{clusters}");
         assert_eq!(clusters[1]["id"], "west", "{clusters}");

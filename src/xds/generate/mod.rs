@@ -15,6 +15,7 @@ pub mod hbone;
 pub mod jwt;
 pub mod listener;
 pub mod locality;
+pub mod name_table;
 pub mod network;
 pub mod outbound;
 pub mod rbac;
@@ -84,6 +85,14 @@ pub fn generate(
             });
             filter(all)
         }
+        // istio-agent's DNS proxy: one unnamed table per scope.
+        TypeUrl::NameTable => ctx
+            .cached(TypeUrl::NameTable, scope.key, "*", || {
+                name_table::name_table(ctx, scope)
+            })
+            .iter()
+            .cloned()
+            .collect(),
         TypeUrl::Endpoint => per_name(TypeUrl::Endpoint, scope.key, &|n| {
             finished(Some(if n.starts_with(util::INBOUND_VIP) {
                 waypoint::load_assignment(ctx, scope, n)
