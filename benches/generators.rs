@@ -905,8 +905,70 @@ fn ambient_multi_network(c: &mut Criterion) {
     group.finish();
 }
 
+/// `n` Kubernetes Services in 10 namespaces, an HTTP and a TCP port each and an EndpointSlice of
+/// three ready pods: with a cluster IP, or headless (`clusterIP: None`, a StatefulSet's).
+fn kubernetes_yaml(n: usize, headless: bool) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let ns = format!("ns{}", i % 10);
+        let ip = if headless {
+            "None".to_string()
+        } else {
+            format!("10.96.{}.{}", i / 256, i % 256)
+        };
+        out.push_str(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: svc{i}, namespace: {ns}}}\nspec: {{clusterIP: {ip}, ports: [{{name: http, port: 80}}, {{name: tcp, port: 9000}}]}}\n---\n\
+apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc{i}-1, namespace: {ns}, labels: {{kubernetes.io/service-name: svc{i}}}}}\naddressType: IPv4\n\
+ports: [{{name: http, port: 80}}, {{name: tcp, port: 9000}}]\n\
+endpoints: [{{addresses: [10.{a}.{b}.1], conditions: {{ready: true}}}}, {{addresses: [10.{a}.{b}.2], conditions: {{ready: true}}}}, {{addresses: [10.{a}.{b}.3], conditions: {{ready: true}}}}]\n---\n",
+            a = i / 256,
+            b = i % 256
+        ));
+    }
+    out
+}
+
+/// What the production paths of #62 cost a push at 1,000 services: a sidecar's LDS when the
+/// services are headless (a listener per endpoint on the TCP port) against the same services
+/// with cluster IPs, and the DNS proxy's NameTable against LDS of the same mesh.
+fn production_paths(c: &mut Criterion) {
+    let mesh = MeshSettings::default();
+    let plain = rudder::testing::proxy(
+        "sidecar~10.99.0.1~client.ns0~ns0.svc.cluster.local",
+        &[],
+        &[],
+    );
+    let capturing = rudder::testing::proxy(
+        "sidecar~10.99.0.1~client.ns0~ns0.svc.cluster.local",
+        &[("DNS_CAPTURE", "true")],
+        &[],
+    );
+    let mut group = c.benchmark_group("production-paths/1000-services");
+    group.sample_size(10);
+    for (name, headless, proxy, type_url) in [
+        ("lds-cluster-ips", false, &plain, TypeUrl::Listener),
+        ("lds-headless", true, &plain, TypeUrl::Listener),
+        ("nds-cluster-ips", false, &capturing, TypeUrl::NameTable),
+        ("nds-headless", true, &capturing, TypeUrl::NameTable),
+    ] {
+        let store = rudder::testing::store(&kubernetes_yaml(1000, headless));
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&store, &mesh, None),
+                |ctx| {
+                    let scope = ctx.scope(proxy);
+                    black_box(generate::generate(&ctx, proxy, &scope, type_url, None))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    production_paths,
     ambient_multi_network,
     waypoint,
     gateway_api,
