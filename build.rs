@@ -16,6 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/istio/proxy/peer_metadata.proto",
         "proto/istio/proxy/metadata_exchange.proto",
         "proto/istio/networking/nds/v1/nds.proto",
+        "proto/udpa/type/v1/typed_struct.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

@@ -68,6 +68,11 @@ pub struct HttpRoute {
     pub mirror_percentage: Option<Percent>,
     pub cors_policy: Option<CorsPolicy>,
     pub headers: Option<Headers>,
+    /// Removed from Istio's API (a reserved field) but still admitted by istiod, which ignores
+    /// it: WebSocket upgrades are always allowed. Read so that such objects are not refused,
+    /// warned about, and left out of the CRD schema as Istio's CRD leaves it out.
+    #[schemars(skip)]
+    pub websocket_upgrade: Option<bool>,
 }
 
 #[serde_with::skip_serializing_none]

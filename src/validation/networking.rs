@@ -77,9 +77,20 @@ pub fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {
     }
 
     let mut all_hosts_valid = true;
+    // istiod's isSniHost: a gateway's VirtualService with TLS SNI matches may name the SNI
+    // AUTO_PASSTHROUGH generates (`outbound_.<port>_._.<host>`) as a host.
+    let sni_hosts = vs
+        .tls
+        .iter()
+        .any(|t| t.matches.iter().any(|m| !m.sni_hosts.is_empty()));
     for (i, vh) in vs.hosts.iter().enumerate() {
         let path = format!("spec.hosts[{i}]");
-        if let Err(e) = h::wildcard_domain(vh) {
+        let checked = if applies_to_gateway && sni_hosts {
+            generated_sni(vh).unwrap_or_else(|| h::wildcard_domain(vh))
+        } else {
+            h::wildcard_domain(vh)
+        };
+        if let Err(e) = checked {
             if h::ip(vh).is_err() {
                 r.error(path, e);
                 all_hosts_valid = false;
@@ -462,6 +473,12 @@ fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) 
     }
     if let Some(m) = &route.mirror {
         destination(r, &format!("{path}.mirror"), m);
+    }
+    if route.websocket_upgrade.is_some() {
+        r.warn(
+            format!("{path}.websocketUpgrade"),
+            "websocketUpgrade was removed from Istio's API and is ignored, as istiod ignores it: WebSocket upgrades are always allowed",
+        );
     }
     if let Some(p) = route.mirror_percent {
         if p > 100 {
