@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 pub struct MeshConfig {
     #[serde(default)]
     pub trust_domain: Option<String>,
+    /// Automatic mTLS (on unless `false`).
+    #[serde(default)]
+    pub enable_auto_mtls: Option<bool>,
     /// The providers Telemetry falls back to (`accessLogging` and `tracing` are applied;
     /// `metrics` is warned about).
     #[serde(default)]
@@ -703,9 +706,6 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
             continue;
         }
         let note = match name.as_str() {
-            "enableAutoMtls" if value == &serde_json::Value::Bool(false) => {
-                Some("automatic mTLS stays on")
-            }
             "protocolDetectionTimeout" if !matches!(value.as_str(), Some("0s" | "0" | "0ms")) => {
                 Some("protocol detection waits for the client without a deadline")
             }

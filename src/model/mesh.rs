@@ -83,6 +83,9 @@ pub struct MeshSettings {
     /// The leader allocates addresses to ServiceEntries that declare none (istiod's
     /// PILOT_ENABLE_IP_AUTOALLOCATE, on by default): DNS-capturing proxies use them.
     pub ip_autoallocate: bool,
+    /// MeshConfig `enableAutoMtls` (on by default): clusters without a DestinationRule TLS
+    /// setting send mTLS to endpoints with sidecars.
+    pub enable_auto_mtls: bool,
     /// istiod's PILOT_AUTO_ALLOW_WAYPOINT_POLICY: a workload behind a waypoint references an
     /// implicit ztunnel policy allowing the waypoint's identity.
     pub auto_allow_waypoint_policy: bool,
@@ -213,6 +216,7 @@ impl MeshSettings {
                     out.trust_domain = td;
                 }
                 out.discovery_selectors = mc.discovery_selectors;
+                out.enable_auto_mtls = mc.enable_auto_mtls != Some(false);
                 out.service_scope = mc.service_scope_configs;
                 out.extension_providers = mc.extension_providers;
                 out.path_normalization = mc
@@ -344,6 +348,7 @@ impl Default for MeshSettings {
             default_skip_mx_headers: false,
             send_hbone: false,
             ip_autoallocate: true,
+            enable_auto_mtls: true,
             auto_allow_waypoint_policy: false,
             sidecar_hbone_listen: false,
             ambient_multi_network: false,
@@ -418,6 +423,7 @@ mod tests {
                 "accessLogFile: /dev/stdout",
             ),
             ("enableTracing", "false", ""),
+            ("enableAutoMtls", "false", ""),
             ("ingressClass", "nginx", ""),
             ("ingressService", "edge", ""),
             ("ingressSelector", "edge", ""),
@@ -425,10 +431,7 @@ mod tests {
             ("defaultProviders", "{accessLogging: [envoy]}", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
-        let warned_otherwise: &[(&str, &str)] = &[
-            ("enableAutoMtls", "false"),
-            ("protocolDetectionTimeout", "5s"),
-        ];
+        let warned_otherwise: &[(&str, &str)] = &[("protocolDetectionTimeout", "5s")];
         for (field, value, base) in read {
             assert!(
                 crate::config::mesh::HONOURED_MESH_FIELDS.contains(field),

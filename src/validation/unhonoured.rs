@@ -480,7 +480,6 @@ mod tests {
             names,
             [
                 "data.mesh.dnsRefreshRate",
-                "data.mesh.enableAutoMtls",
                 "data.mesh.protocolDetectionTimeout"
             ]
         );

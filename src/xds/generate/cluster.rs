@@ -273,6 +273,39 @@ pub(super) fn blackhole(scope: &ScopeView) -> Typed {
     )
 }
 
+/// istiod's `BestEffortInferServiceMTLSMode` saying DISABLE: automatic mTLS sends plain text to
+/// the service. A passthrough service (headless, or a DestinationRule's PASSTHROUGH load
+/// balancer) with no endpoint, or any endpoint labelled `security.istio.io/tlsMode: disabled`;
+/// else the PeerAuthentication of the service's namespace, or the mesh's, being DISABLE.
+fn auto_mtls_disabled(ctx: &PushContext, svc: &Service, port: u32, passthrough_lb: bool) -> bool {
+    use crate::config::security::MtlsMode;
+    use crate::model::peer_auth;
+    if svc.resolution == Resolution::NONE || passthrough_lb {
+        let endpoints = ctx.registry.endpoints.get(&(svc.hostname.clone(), port));
+        let mut endpoints = endpoints.iter().flat_map(|e| e.iter()).peekable();
+        if endpoints.peek().is_none() {
+            return true;
+        }
+        if endpoints.any(|e| {
+            e.labels
+                .get("security.istio.io/tlsMode")
+                .is_some_and(|m| m == "disabled")
+        }) {
+            return true;
+        }
+    }
+    let root = &ctx.mesh.root_namespace;
+    let policies = peer_auth::applicable(&ctx.snapshot, root, &svc.namespace);
+    let levels = peer_auth::levels(&policies, root, &svc.namespace, &Default::default());
+    let namespace = peer_auth::mode(levels.namespace);
+    let effective = if namespace == MtlsMode::UNSET {
+        peer_auth::mode(levels.mesh)
+    } else {
+        namespace
+    };
+    effective == MtlsMode::DISABLE
+}
+
 pub(super) fn build(
     ctx: &PushContext,
     svc: &Service,
@@ -454,7 +487,11 @@ pub(super) fn build(
             c.transport_socket = tls_socket(&tls, &identities(ctx, svc, port));
         }
         Some(tls) => c.transport_socket = tls_socket(tls, &identities(ctx, svc, port)),
-        None if auto_mtls && svc.location == crate::config::networking::Location::MESH_INTERNAL => {
+        None if auto_mtls
+            && ctx.mesh.enable_auto_mtls
+            && svc.location == crate::config::networking::Location::MESH_INTERNAL
+            && !auto_mtls_disabled(ctx, svc, port.number, passthrough_lb) =>
+        {
             c.transport_socket_matches = auto_mtls_sockets(&identities(ctx, svc, port), istio_sni);
         }
         None => {}

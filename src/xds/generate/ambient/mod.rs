@@ -7,6 +7,7 @@ pub mod dump;
 pub mod multi_network;
 pub mod peer_auth;
 mod pods;
+mod waypoint_policy;
 
 /// ztunnel's xDS types, compiled from `proto/istio/{workload,security}`.
 #[allow(clippy::large_enum_variant)]
@@ -572,54 +573,6 @@ impl AmbientIndex {
         self.add_policy(authorization::static_strict(root_namespace));
     }
 
-    /// istiod's `implicitWaypointPolicies`: the keys of the implicit ALLOW policies of the
-    /// waypoints a workload is behind (its own waypoint, and its services'), each added once. A
-    /// waypoint without running instances (no identity to allow) has none, as istiod.
-    fn waypoint_policies(
-        &mut self,
-        snapshot: &Snapshot,
-        registry: &Registry,
-        mesh: &MeshSettings,
-        (namespace, labels, ns_labels): (
-            &str,
-            &BTreeMap<String, String>,
-            Option<&BTreeMap<String, String>>,
-        ),
-        services: &HashMap<String, PortList>,
-    ) -> Vec<String> {
-        use crate::model::waypoint::{service_waypoint, workload_waypoint};
-        let domain = &mesh.domain_suffix;
-        let mut waypoints: std::collections::BTreeSet<crate::model::waypoint::WaypointRef> =
-            services
-                .keys()
-                .filter_map(|key| key.split_once('/'))
-                .filter_map(|(_, host)| registry.services.get(host))
-                .filter_map(|svc| service_waypoint(svc, ns_labels, registry, domain))
-                .collect();
-        waypoints.extend(workload_waypoint(labels, namespace, registry, domain));
-        let mut keys = Vec::new();
-        for waypoint in waypoints {
-            let key = format!(
-                "{}/{}",
-                waypoint.namespace,
-                authorization::waypoint_policy_name(&waypoint)
-            );
-            if !self.policies.contains_key(&key) {
-                let accounts = waypoint_service_accounts(snapshot, &waypoint);
-                if accounts.is_empty() {
-                    continue;
-                }
-                self.add_policy(authorization::allow_from_waypoint(
-                    &waypoint,
-                    &mesh.trust_domain,
-                    &accounts,
-                ));
-            }
-            keys.push(key);
-        }
-        keys
-    }
-
     fn add_policy(&mut self, a: Authorization) {
         let name = format!("{}/{}", a.namespace, a.name);
         let any = Any {
@@ -854,38 +807,6 @@ fn workload_waypoint(
         &mesh.domain_suffix,
     )?;
     Some(waypoint_address(&w.name, &w.namespace, registry, mesh))
-}
-
-/// The service accounts a waypoint's instances run as (its pods and WorkloadEntries labelled with
-/// its Gateway's name), sorted: the identities its implicit policy allows.
-fn waypoint_service_accounts(
-    snapshot: &Snapshot,
-    waypoint: &crate::model::waypoint::WaypointRef,
-) -> Vec<String> {
-    const GATEWAY_NAME: &str = "gateway.networking.k8s.io/gateway-name";
-    let ours = |labels: &BTreeMap<String, String>| labels.get(GATEWAY_NAME) == Some(&waypoint.name);
-    let pods = snapshot
-        .list_namespace(Kind::Pod, &waypoint.namespace)
-        .filter(|e| e.config.metadata.cluster.is_empty() && ours(&e.config.metadata.labels))
-        .filter_map(|e| match &e.config.spec {
-            Spec::Pod(p) => Some(
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.service_account_name.clone())
-                    .unwrap_or_else(|| "default".into()),
-            ),
-            _ => None,
-        });
-    let entries = snapshot
-        .list_namespace(Kind::WorkloadEntry, &waypoint.namespace)
-        .filter_map(|e| match &e.config.spec {
-            Spec::WorkloadEntry(we) if ours(&we.labels) || ours(&e.config.metadata.labels) => {
-                Some(non_empty(&we.service_account, "default"))
-            }
-            _ => None,
-        });
-    let set: std::collections::BTreeSet<String> = pods.chain(entries).collect();
-    set.into_iter().collect()
 }
 
 /// The waypoint Service `name` in `namespace`: by its VIP when it has one, else by hostname

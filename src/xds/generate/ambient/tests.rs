@@ -5,7 +5,7 @@ use crate::store::{Store, StoreWriter};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
-fn k8s<T: serde::de::DeserializeOwned + IntoConfig>(v: serde_json::Value) -> Config {
+pub(super) fn k8s<T: serde::de::DeserializeOwned + IntoConfig>(v: serde_json::Value) -> Config {
     serde_json::from_value::<T>(v)
         .expect("k8s object")
         .into_config()
@@ -29,7 +29,7 @@ fn namespace(name: &str, labels: serde_json::Value) -> Config {
 
 /// A mesh: namespace `amb` in ambient mode with pods web-0 and web-1 behind service `web`, and
 /// namespace `plain` with one pod that is not captured.
-fn store() -> StoreWriter {
+pub(super) fn store() -> StoreWriter {
     let store = StoreWriter::new(64);
     for c in [
         namespace("amb", json!({"istio.io/dataplane-mode": "ambient"})),
@@ -896,58 +896,5 @@ fn a_waypoint_vip_is_in_the_clusters_network() {
             address: vec![10, 96, 5, 5],
             length: None,
         }))
-    );
-}
-
-/// istiod's PILOT_AUTO_ALLOW_WAYPOINT_POLICY: each waypoint with running instances gets an ALLOW
-/// policy of its identity, and every workload behind it (here, through its service) references
-/// it, so a client skipping the waypoint is refused unless another ALLOW admits it. Off by
-/// default, as istiod.
-#[test]
-fn workloads_behind_a_waypoint_allow_its_identity_when_asked() {
-    let store = store();
-    store.upsert(k8s::<Pod>(json!({
-        "metadata": {"name": "wp-0", "namespace": "amb",
-            "labels": {"gateway.networking.k8s.io/gateway-name": "wp", "istio.io/dataplane-mode": "none"}},
-        "spec": {"serviceAccountName": "wp", "containers": [{"name": "istio-proxy"}]},
-        "status": {"phase": "Running", "podIP": "10.1.0.9", "podIPs": [{"ip": "10.1.0.9"}],
-            "conditions": [{"type": "Ready", "status": "True"}]}
-    })));
-    let snapshot = store.snapshot();
-    let registry = Registry::build(&snapshot, "cluster.local");
-    let key = "amb/istio_allow_waypoint_amb_wp";
-
-    let off = AmbientIndex::build(&snapshot, &registry, &MeshSettings::default());
-    assert!(!off.policies.contains_key(key));
-    assert!(
-        !off.workloads["Kubernetes//Pod/amb/web-0"]
-            .authorization_policies
-            .iter()
-            .any(|p| p == key)
-    );
-
-    let mesh = MeshSettings {
-        auto_allow_waypoint_policy: true,
-        ..Default::default()
-    };
-    let on = AmbientIndex::build(&snapshot, &registry, &mesh);
-    let policy = &on.policies[key];
-    assert_eq!(policy.action, pb::security::Action::Allow as i32);
-    assert!(
-        format!("{policy:?}").contains("cluster.local/ns/amb/sa/wp"),
-        "{policy:?}"
-    );
-    let web = &on.workloads["Kubernetes//Pod/amb/web-0"];
-    assert!(
-        web.authorization_policies.iter().any(|p| p == key),
-        "{:?}",
-        web.authorization_policies
-    );
-    // A workload behind no waypoint references none.
-    let db = &on.workloads["Kubernetes//Pod/plain/db-0"];
-    assert!(
-        !db.authorization_policies
-            .iter()
-            .any(|p| p.contains("istio_allow_waypoint"))
     );
 }

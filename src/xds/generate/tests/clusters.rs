@@ -84,6 +84,48 @@ fn automatic_mtls_for_mesh_endpoints_when_the_proxy_has_an_identity() {
     );
 }
 
+/// Automatic mTLS follows istiod's `BestEffortInferServiceMTLSMode` and MeshConfig: a service
+/// whose namespace's (or the mesh's) PeerAuthentication is DISABLE is reached in plain text, and
+/// `enableAutoMtls: false` turns automatic mTLS off. Before, both still sent mTLS, which a
+/// DISABLE workload's sidecar does not accept.
+#[test]
+fn automatic_mtls_follows_peer_authentication_disable_and_the_mesh_switch() {
+    let name = "outbound|80||app.a.svc.cluster.local";
+    let matches = |yaml: &str| -> usize {
+        let c = crate::testing::push_context_with_mesh_config(yaml);
+        cluster(&c, &verified("b"), name)
+            .transport_socket_matches
+            .len()
+    };
+    assert_eq!(matches(&workload_yaml("")), 2, "on by default");
+    let disable = |ns: &str| {
+        format!(
+            "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: default, namespace: {ns}}}\nspec: {{mtls: {{mode: DISABLE}}}}\n"
+        )
+    };
+    assert_eq!(
+        matches(&workload_yaml(&disable("a"))),
+        0,
+        "namespace DISABLE"
+    );
+    assert_eq!(
+        matches(&workload_yaml(&disable("istio-system"))),
+        0,
+        "mesh DISABLE"
+    );
+    let strict_ns = "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: a}\nspec: {mtls: {mode: STRICT}}\n";
+    assert_eq!(
+        matches(&workload_yaml(&format!(
+            "{}{strict_ns}",
+            disable("istio-system")
+        ))),
+        2,
+        "the namespace's STRICT over the mesh's DISABLE"
+    );
+    let off = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    enableAutoMtls: false\n";
+    assert_eq!(matches(&workload_yaml(off)), 0, "enableAutoMtls: false");
+}
+
 /// DNS clusters resolve the address family the proxy has, as istiod does with dual stack off:
 /// IPv6 only for a proxy whose every address is IPv6, IPv4 only otherwise.
 #[test]
