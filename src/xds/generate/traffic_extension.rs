@@ -6,12 +6,13 @@
 //! outbound and gateways, SERVER inbound) and port, ordered as istiod (namespace, oldest first,
 //! then by `priority`, highest first) and inserted at their phase: AUTHN before request
 //! authentication, AUTHZ before authorization, STATS and unspecified after it. A pass before
-//! EnvoyFilter patches, so EnvoyFilters see them as istiod's do.
+//! EnvoyFilter patches (which run last), so EnvoyFilters see them as istiod's do.
 //!
 //! Lua runs inline. A Wasm extension is a filter whose config the proxy asks for over ECDS
 //! ([`extension_config`]): the Wasm filter with the module's data source as istiod writes it
 //! (`file://` a local file; other URLs a remote source istio-agent fetches and rewrites, as under
-//! istiod). Wasm extensions of type NETWORK are warned about and not inserted.
+//! istiod). Wasm extensions of type NETWORK go into the TCP proxy chains of sidecars and gateways;
+//! at a waypoint only HTTP extensions run, in `main_internal`'s chains, as istiod's.
 
 use super::extauthz::{EXT_AUTHZ_FILTER, NETWORK_EXT_AUTHZ_FILTER};
 use super::finish::{Built, Class, Pass, Typed};

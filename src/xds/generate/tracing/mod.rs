@@ -7,7 +7,8 @@
 //! `skywalking` from MeshConfig's `extensionProviders`, sampling 1% unless set, Istio's service
 //! tags unless turned off, trace context not propagated where `disableContextPropagation` says so
 //! (proxies of 1.30 or later, as istiod).
-//! MeshConfig's legacy `enableTracing` is warned about and not applied.
+//! Without a Telemetry, MeshConfig's legacy tracing applies as istiod's default: `enableTracing`
+//! (on unless `false`) with the ProxyConfig's `tracing` (`legacy` below).
 
 use super::finish::{Class, Pass, Typed};
 use super::util::any;
