@@ -123,8 +123,8 @@ pub struct WatchBackoff {
 }
 
 impl WatchBackoff {
-    const FIRST: std::time::Duration = std::time::Duration::from_millis(100);
-    const MAX: std::time::Duration = std::time::Duration::from_secs(1);
+    pub const FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+    pub const MAX: std::time::Duration = std::time::Duration::from_secs(1);
 }
 
 impl Default for WatchBackoff {

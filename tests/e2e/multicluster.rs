@@ -874,3 +874,48 @@ fn ambient_across_networks_reaches_the_remote_network_through_its_east_west_gate
         );
     });
 }
+
+/// A remote secret naming an API server that refuses every connection, never reachable: each of
+/// its watchers retries with a growing delay (100 ms doubling to 1 s), not ~37 times a second as
+/// when every retry's announcement reset the backoff. Over 8 s a watcher makes about 11
+/// attempts; the bound leaves room for a slow machine and is far below the old 300.
+#[test]
+fn an_unreachable_remote_is_retried_with_a_growing_backoff() {
+    let primary = Cluster::fake("mcdead");
+    let ns = primary.ns.clone();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: dead, cluster: {{server: \"http://127.0.0.1:{closed}\"}}}}]\nusers: [{{name: dead, user: {{}}}}]\ncontexts: [{{name: dead, context: {{cluster: dead, user: dead}}}}]\ncurrent-context: dead\n"
+    );
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-dead",
+        &[("dead", kubeconfig)],
+    ));
+    let daemon = primary.rudder_env(
+        &["--cluster-id", "east"],
+        &[("PILOT_REMOTE_CLUSTER_TIMEOUT", Some("1s"))],
+    );
+    let errors = |d: &Daemon| -> f64 {
+        let (_, metrics) = http_get(d.addr("monitoring"), "/metrics");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("rudder_k8s_watch_errors_total{type=\"Service\"}"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    eventually(60, "the remote's Service watcher failing", || {
+        errors(&daemon) > 0.0
+    });
+    let start = errors(&daemon);
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    let attempts = errors(&daemon) - start;
+    assert!(
+        attempts <= 25.0,
+        "{attempts} failed attempts in 8 s: the backoff does not grow"
+    );
+    assert!(attempts >= 1.0, "the watcher stopped retrying");
+}

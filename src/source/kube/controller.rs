@@ -140,9 +140,12 @@ pub(super) async fn run_watch<K>(
             .as_deref()
             .is_some_and(|rev| !in_revision(obj.meta().labels.as_ref(), rev))
     };
-    let mut stream = watcher::watcher(api, config)
-        .backoff(crate::k8s::WatchBackoff::default())
-        .boxed();
+    // The backoff is ours, not `.backoff()`'s: the watcher announces every retry with an
+    // `Event::Init` before it lists, and a backoff reset by any event never grew past its first
+    // step against an API server that was never reachable (a bad remote secret: ~37 attempts a
+    // second). It resets only once the API server answered something.
+    let mut stream = watcher::watcher(api, config).boxed();
+    let mut backoff = crate::k8s::WatchBackoff::default();
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
     let mut errors = crate::k8s::RepeatLog::default();
     let type_label = kind.qualified_name();
@@ -178,9 +181,17 @@ pub(super) async fn run_watch<K>(
                         r#type: kind.qualified_name(),
                     })
                     .inc();
+                let wait = backoff.next().unwrap_or(crate::k8s::WatchBackoff::MAX);
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
                 continue;
             }
+            // Announced before the list request: nothing has answered yet.
+            Some(Ok(Event::Init)) => Event::Init,
             Some(Ok(event)) => {
+                kube::runtime::utils::Backoff::reset(&mut backoff);
                 errors.recovered(part.trim_start_matches("watch/"), "watch recovered");
                 event
             }
