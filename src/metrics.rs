@@ -24,6 +24,11 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// The Istio release whose behaviour Rudder implements: what istiod's version fields say where
+/// Rudder stands in for istiod (`istioctl version` compares it with the proxies' to warn of skew;
+/// dashboards group by `istio_build`'s `tag`). Rudder's own version is reported beside it.
+pub const ISTIO_VERSION: &str = "1.30.3";
+
 /// `istio_build{component, tag}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {

@@ -149,6 +149,46 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
+/// `watcher(api, config)` with [`WatchBackoff`] between failed attempts, reset only once the
+/// API server answered. kube-rs's `.backoff()` resets on any event, and the watcher announces
+/// each retry with an `Event::Init` before it lists: against an API server that never answers
+/// (a bad remote secret) the delay never grew past its first step. The wait is taken before the
+/// next poll, so a caller selecting on its cancellation stops at once.
+pub fn backed_off_watch<K>(
+    api: kube::Api<K>,
+    config: kube::runtime::watcher::Config,
+) -> futures::stream::BoxStream<
+    'static,
+    Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>,
+>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::utils::Backoff;
+    use kube::runtime::watcher::Event;
+    let inner = kube::runtime::watcher::watcher(api, config).boxed();
+    futures::stream::unfold(
+        (inner, WatchBackoff::default(), None::<std::time::Duration>),
+        |(mut inner, mut backoff, wait)| async move {
+            if let Some(wait) = wait {
+                tokio::time::sleep(wait).await;
+            }
+            let item = inner.next().await?;
+            let wait = match &item {
+                Err(_) => Some(backoff.next().unwrap_or(WatchBackoff::MAX)),
+                Ok(Event::Init) => None,
+                Ok(_) => {
+                    backoff.reset();
+                    None
+                }
+            };
+            Some((item, (inner, backoff, wait)))
+        },
+    )
+    .boxed()
+}
+
 /// How often one repeating failure (a watcher retrying, a lease renewal failing) is logged: the
 /// first at once, then one line per this long saying how many were left out (each still counted
 /// in its metric). During an API server outage every watcher retries every second; logging each

@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kube::api::{Api, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use std::fmt::Debug;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -124,9 +124,7 @@ impl CaBundlePatcher {
     async fn watch<K: WebhookConfiguration>(self, stop: CancellationToken) {
         let api: Api<K> = Api::all(self.client.clone());
         let config = watcher::Config::default().labels(&self.label_selector);
-        let mut stream = watcher::watcher(api.clone(), config)
-            .backoff(crate::k8s::WatchBackoff::default())
-            .boxed();
+        let mut stream = crate::k8s::backed_off_watch(api.clone(), config);
         let mut errors = crate::k8s::RepeatLog::default();
         let kind = <K as kube::Resource>::kind(&()).to_string();
         loop {
@@ -134,7 +132,8 @@ impl CaBundlePatcher {
                 _ = stop.cancelled() => return,
                 e = stream.next() => e,
             };
-            if matches!(event, Some(Ok(_))) {
+            // `Init` is announced before the list: nothing has answered yet.
+            if matches!(event, Some(Ok(ref e)) if !matches!(e, watcher::Event::Init)) {
                 errors.recovered(&kind, "webhook configuration watch recovered");
             }
             let object = match event {

@@ -7,7 +7,7 @@ use arc_swap::ArcSwap;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -86,9 +86,8 @@ pub async fn run(
 ) {
     let api: Api<MutatingWebhookConfiguration> = Api::all(client);
     let selector = format!("{TAG_LABEL},istio.io/rev={revision}");
-    let mut stream = watcher::watcher(api, watcher::Config::default().labels(&selector))
-        .backoff(crate::k8s::WatchBackoff::default())
-        .boxed();
+    let mut stream =
+        crate::k8s::backed_off_watch(api, watcher::Config::default().labels(&selector));
     let mut tracked = Tracked::default();
     let mut errors = crate::k8s::RepeatLog::default();
     loop {
@@ -102,10 +101,13 @@ pub async fn run(
                 errors.failed("revision tags", "revision tag watch failed; retrying", &e)
             }
             Some(Ok(event)) => {
-                errors.recovered(
-                    "MutatingWebhookConfiguration",
-                    "revision tag watch recovered",
-                );
+                // `Init` is announced before the list: nothing has answered yet.
+                if !matches!(event, watcher::Event::Init) {
+                    errors.recovered(
+                        "MutatingWebhookConfiguration",
+                        "revision tag watch recovered",
+                    );
+                }
                 if tracked.apply(event) {
                     let now = tracked.tags();
                     if **tags.load() != now {

@@ -215,8 +215,15 @@ fn istioctls_debug_requests_are_answered_as_istiod_answers_them() {
             )
             .unwrap();
             assert_eq!(identifier["Component"], "istiod");
+            // The Istio release Rudder implements, which istioctl compares with the proxies'
+            // versions to warn of skew; Rudder's own version beside it.
             assert_eq!(
                 identifier["Info"]["version"],
+                rudder::metrics::ISTIO_VERSION,
+                "{identifier}"
+            );
+            assert_eq!(
+                identifier["Info"]["rudder_version"],
                 env!("CARGO_PKG_VERSION"),
                 "{identifier}"
             );

@@ -354,9 +354,18 @@ fn metrics_move_as_pushes_happen() {
         let m = http_get(d.addr("monitoring"), "/metrics").1;
         assert!(m.contains("# TYPE pilot_xds_push_time histogram"), "{m}");
         // More of istiod's series, with its names, labels and buckets.
+        // istiod's version fields carry the Istio release Rudder implements (istioctl warns of
+        // skew against the proxies' by it); Rudder's own version has a series of its own.
         assert!(
             m.contains(&format!(
                 "istio_build{{component=\"pilot\",tag=\"{}\"}} 1",
+                rudder::metrics::ISTIO_VERSION
+            )),
+            "{m}"
+        );
+        assert!(
+            m.contains(&format!(
+                "rudder_build_info{{version=\"{}\"}} 1",
                 env!("CARGO_PKG_VERSION")
             )),
             "{m}"

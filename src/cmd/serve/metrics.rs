@@ -69,9 +69,21 @@ impl DaemonMetrics {
         build
             .get_or_create(&crate::metrics::BuildLabels {
                 component: "pilot".into(),
-                tag: env!("CARGO_PKG_VERSION").into(),
+                tag: crate::metrics::ISTIO_VERSION.into(),
             })
             .set(1);
+        r.register(
+            "rudder_build_info",
+            "Rudder's own version (istio_build and pilot_info carry the Istio release it implements)",
+            prometheus_client::metrics::family::Family::<
+                crate::xds::metrics::VersionLabels,
+                prometheus_client::metrics::gauge::Gauge,
+            >::default(),
+        )
+        .get_or_create(&crate::xds::metrics::VersionLabels {
+            version: env!("CARGO_PKG_VERSION").into(),
+        })
+        .set(1);
         r.register(
             "pilot_info",
             "Control-plane version",
@@ -81,7 +93,7 @@ impl DaemonMetrics {
             >::default(),
         )
         .get_or_create(&crate::xds::metrics::VersionLabels {
-            version: concat!("rudder-", env!("CARGO_PKG_VERSION")).into(),
+            version: crate::metrics::ISTIO_VERSION.into(),
         })
         .set(1);
         DaemonMetrics {

@@ -13,7 +13,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Servic
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -140,12 +139,7 @@ pub(super) async fn run_watch<K>(
             .as_deref()
             .is_some_and(|rev| !in_revision(obj.meta().labels.as_ref(), rev))
     };
-    // The backoff is ours, not `.backoff()`'s: the watcher announces every retry with an
-    // `Event::Init` before it lists, and a backoff reset by any event never grew past its first
-    // step against an API server that was never reachable (a bad remote secret: ~37 attempts a
-    // second). It resets only once the API server answered something.
-    let mut stream = watcher::watcher(api, config).boxed();
-    let mut backoff = crate::k8s::WatchBackoff::default();
+    let mut stream = crate::k8s::backed_off_watch(api, config);
     let mut relist: Option<(Vec<Config>, BTreeSet<ConfigKey>)> = None;
     let mut errors = crate::k8s::RepeatLog::default();
     let type_label = kind.qualified_name();
@@ -181,17 +175,11 @@ pub(super) async fn run_watch<K>(
                         r#type: kind.qualified_name(),
                     })
                     .inc();
-                let wait = backoff.next().unwrap_or(crate::k8s::WatchBackoff::MAX);
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
-                }
                 continue;
             }
             // Announced before the list request: nothing has answered yet.
             Some(Ok(Event::Init)) => Event::Init,
             Some(Ok(event)) => {
-                kube::runtime::utils::Backoff::reset(&mut backoff);
                 errors.recovered(part.trim_start_matches("watch/"), "watch recovered");
                 event
             }
@@ -638,9 +626,7 @@ async fn watch_crds(
     cancel: CancellationToken,
 ) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .backoff(crate::k8s::WatchBackoff::default())
-        .boxed();
+    let mut stream = crate::k8s::backed_off_watch(api, watcher::Config::default());
     let mut installed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut relist: Option<BTreeMap<String, Vec<String>>> = None;
     let mut crd_errors = crate::k8s::RepeatLog::default();

@@ -108,11 +108,12 @@ pub fn control_plane_identifier() -> String {
 /// istiod's `BuildInfo` of this build.
 pub fn build_info() -> serde_json::Value {
     serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
+        "version": crate::metrics::ISTIO_VERSION,
         "revision": option_env!("RUDDER_GIT_REVISION").unwrap_or("unknown"),
         "golang_version": "",
         "status": "Clean",
-        "tag": format!("rudder-{}", env!("CARGO_PKG_VERSION")),
+        "tag": crate::metrics::ISTIO_VERSION,
+        "rudder_version": env!("CARGO_PKG_VERSION"),
     })
 }
 
