@@ -132,6 +132,10 @@ spec:
   ports: [{number: 443, name: tls, protocol: TLS}]
   resolution: STATIC
   endpoints: [{address: 10.44.0.3, ports: {tls: 8443}}]
+# The address IP auto-allocation wrote: a VIP only for proxies that capture DNS (this client does
+# not), so pay.example.com stays on its SNI chain of the port's shared listener.
+status:
+  addresses: [{host: pay.example.com, value: 240.240.0.9}]
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
