@@ -270,11 +270,16 @@ const PARENTS: &str = "internal.istio.io/parents";
 mod tests {
     use super::*;
 
-    fn warnings(yaml: &str) -> Vec<String> {
+    /// What the checks say of the one object of `yaml`.
+    fn report(yaml: &str) -> Verdict {
         let parsed = crate::config::parse_yaml(yaml, "default");
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         let config = parsed.configs.into_iter().next().expect("one object");
         check(&config)
+    }
+
+    fn warnings(yaml: &str) -> Vec<String> {
+        report(yaml)
             .warnings
             .iter()
             .map(|w| w.message.clone())
@@ -309,14 +314,7 @@ mod tests {
     }
 
     fn errors(yaml: &str) -> Vec<String> {
-        let parsed = crate::config::parse_yaml(yaml, "default");
-        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-        let config = parsed.configs.into_iter().next().expect("one object");
-        check(&config)
-            .errors
-            .iter()
-            .map(|e| e.to_string())
-            .collect()
+        report(yaml).errors.iter().map(|e| e.to_string()).collect()
     }
 
     /// Istio's own examples that istiod admits, refused before: an EnvoyFilter value wrapped in
