@@ -106,7 +106,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// A boolean node-metadata flag as istio-agent writes them (`"true"`).
-    fn flag(&self, key: &str) -> bool {
+    pub fn flag(&self, key: &str) -> bool {
         self.metadata
             .get(key)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))

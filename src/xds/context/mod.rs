@@ -519,17 +519,11 @@ impl PushContext {
             send_hbone: self.mesh.send_hbone
                 && matches!(proxy.proxy_type, ProxyType::Sidecar | ProxyType::Router)
                 && proxy.generator == crate::xds::proxy::Generator::Envoy
-                && !proxy
-                    .metadata
-                    .get("DISABLE_HBONE_SEND")
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                && !proxy.flag("DISABLE_HBONE_SEND"),
             hbone_listen_ips: if self.mesh.sidecar_hbone_listen
                 && proxy.proxy_type == ProxyType::Sidecar
                 && proxy.generator == crate::xds::proxy::Generator::Envoy
-                && proxy
-                    .metadata
-                    .get("ENABLE_HBONE")
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+                && proxy.flag("ENABLE_HBONE")
             {
                 proxy_ips(proxy)
             } else {

@@ -281,12 +281,11 @@ fn auto_mtls_disabled(ctx: &PushContext, svc: &Service, port: u32, passthrough_l
     use crate::config::security::MtlsMode;
     use crate::model::peer_auth;
     if svc.resolution == Resolution::NONE || passthrough_lb {
-        let endpoints = ctx.registry.endpoints.get(&(svc.hostname.clone(), port));
-        let mut endpoints = endpoints.iter().flat_map(|e| e.iter()).peekable();
-        if endpoints.peek().is_none() {
+        let endpoints = ctx.registry.endpoints(&svc.hostname, port);
+        if endpoints.is_empty() {
             return true;
         }
-        if endpoints.any(|e| {
+        if endpoints.iter().any(|e| {
             e.labels
                 .get("security.istio.io/tlsMode")
                 .is_some_and(|m| m == "disabled")

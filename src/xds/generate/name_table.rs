@@ -33,22 +33,20 @@ pub fn name_table(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
             // No VIP and no endpoint address to give: the agent forwards the query.
             continue;
         }
-        let kubernetes = svc.origin().0 == "Service";
+        let (kind, name) = svc.origin();
+        let kubernetes = kind == "Service";
+        // The agent answers `name`, `name.ns` and `name.ns.svc` from these; not for
+        // multi-cluster services' `clusterset.local` hosts.
+        let (shortname, namespace) = if kubernetes && !svc.hostname.ends_with(".clusterset.local") {
+            (name.to_string(), svc.namespace.clone())
+        } else {
+            Default::default()
+        };
         let info = NameInfo {
             ips,
             registry: if kubernetes { KUBERNETES } else { EXTERNAL }.to_string(),
-            // The agent answers `name`, `name.ns` and `name.ns.svc` from these; not for
-            // multi-cluster services' `clusterset.local` hosts.
-            shortname: if kubernetes && !svc.hostname.ends_with(".clusterset.local") {
-                svc.origin().1.to_string()
-            } else {
-                String::new()
-            },
-            namespace: if kubernetes && !svc.hostname.ends_with(".clusterset.local") {
-                svc.namespace.clone()
-            } else {
-                String::new()
-            },
+            shortname,
+            namespace,
             ..Default::default()
         };
         match table.table.get_mut(&svc.hostname) {
@@ -78,14 +76,13 @@ pub fn name_table(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
 /// service's ready endpoints of the proxy's network (every cluster's, as istiod's default
 /// PILOT_MULTICLUSTER_HEADLESS), deduplicated in order.
 fn addresses(ctx: &PushContext, scope: &ScopeView, svc: &Service) -> Vec<String> {
-    let vips: Vec<String> = svc
-        .addresses_for(scope.auto_allocated_vips)
-        .iter()
-        .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
-        .cloned()
-        .collect();
-    if !svc.addresses_for(scope.auto_allocated_vips).is_empty() {
-        return vips;
+    let vips = svc.addresses_for(scope.auto_allocated_vips);
+    if !vips.is_empty() {
+        return vips
+            .iter()
+            .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+            .cloned()
+            .collect();
     }
     if svc.resolution != Resolution::NONE {
         return Vec::new();
@@ -94,11 +91,7 @@ fn addresses(ctx: &PushContext, scope: &ScopeView, svc: &Service) -> Vec<String>
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
-    let endpoints = ctx
-        .registry
-        .endpoints
-        .get(&(svc.hostname.clone(), port.number));
-    for e in endpoints.into_iter().flat_map(|eps| eps.iter()) {
+    for e in ctx.registry.endpoints(&svc.hostname, port.number) {
         let in_network =
             scope.network.is_empty() || e.network.is_empty() || e.network == scope.network;
         if !e.healthy || !in_network || e.address.parse::<std::net::IpAddr>().is_err() {

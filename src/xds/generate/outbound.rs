@@ -350,10 +350,8 @@ fn headless_binds<'a>(
     }
     let endpoints: Vec<&str> = ctx
         .registry
-        .endpoints
-        .get(&(svc.hostname.clone(), port))
-        .into_iter()
-        .flat_map(|eps| eps.iter())
+        .endpoints(&svc.hostname, port)
+        .iter()
         .map(|e| e.address.as_str())
         .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
         .collect::<std::collections::BTreeSet<_>>()

@@ -224,17 +224,13 @@ impl AmbientIndex {
                     &meta.labels,
                 ),
             );
-            if mesh.auto_allow_waypoint_policy {
-                let ns_labels = namespaces.get(&(meta.cluster.as_str(), meta.namespace.as_str()));
-                let keys = index.waypoint_policies(
-                    snapshot,
-                    registry,
-                    mesh,
-                    (&meta.namespace, &meta.labels, ns_labels.copied()),
-                    &w.services,
-                );
-                w.authorization_policies.extend(keys);
-            }
+            let ns_labels = namespaces.get(&(meta.cluster.as_str(), meta.namespace.as_str()));
+            let implicit = index.waypoint_policies(
+                (snapshot, registry, mesh),
+                (&meta.namespace, &meta.labels, ns_labels.copied()),
+                &w.services,
+            );
+            w.authorization_policies.extend(implicit);
             index.admit(&mut multi, w, !meta.cluster.is_empty());
         }
         for entry in snapshot.list(Kind::WorkloadEntry) {
@@ -297,17 +293,13 @@ impl AmbientIndex {
                     &labels,
                 ),
             );
-            if mesh.auto_allow_waypoint_policy {
-                let ns_labels = namespaces.get(&("", meta.namespace.as_str()));
-                let keys = index.waypoint_policies(
-                    snapshot,
-                    registry,
-                    mesh,
-                    (&meta.namespace, &labels, ns_labels.copied()),
-                    &w.services,
-                );
-                w.authorization_policies.extend(keys);
-            }
+            let ns_labels = namespaces.get(&("", meta.namespace.as_str()));
+            let implicit = index.waypoint_policies(
+                (snapshot, registry, mesh),
+                (&meta.namespace, &labels, ns_labels.copied()),
+                &w.services,
+            );
+            w.authorization_policies.extend(implicit);
             index.admit(&mut multi, w, false);
         }
         // ServiceEntries' inline endpoints are workloads; a DNS ServiceEntry without endpoints

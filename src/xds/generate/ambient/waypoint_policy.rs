@@ -13,12 +13,11 @@ use std::collections::{BTreeMap, HashMap};
 impl AmbientIndex {
     /// istiod's `implicitWaypointPolicies`: the keys of the implicit ALLOW policies of the
     /// waypoints a workload is behind (its own waypoint, and its services'), each added once. A
-    /// waypoint without running instances (no identity to allow) has none, as istiod.
+    /// waypoint without running instances (no identity to allow) has none, as istiod. None at
+    /// all unless the mesh turns the rule on.
     pub(super) fn waypoint_policies(
         &mut self,
-        snapshot: &Snapshot,
-        registry: &Registry,
-        mesh: &MeshSettings,
+        (snapshot, registry, mesh): (&Snapshot, &Registry, &MeshSettings),
         (namespace, labels, ns_labels): (
             &str,
             &BTreeMap<String, String>,
@@ -27,6 +26,9 @@ impl AmbientIndex {
         services: &HashMap<String, PortList>,
     ) -> Vec<String> {
         use crate::model::waypoint::{service_waypoint, workload_waypoint};
+        if !mesh.auto_allow_waypoint_policy {
+            return Vec::new();
+        }
         let domain = &mesh.domain_suffix;
         let mut waypoints: std::collections::BTreeSet<crate::model::waypoint::WaypointRef> =
             services
