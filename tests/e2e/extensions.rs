@@ -476,3 +476,54 @@ fn a_network_wasm_plugin_runs_on_tcp_connections() {
     });
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
+
+/// Istio's documented local rate limit (`samples/ratelimit/local-rate-limit-service.yaml`): an
+/// EnvoyFilter whose value is wrapped in `udpa.type.v1.TypedStruct`. Admitted as istiod admits it,
+/// served without a NACK, and enforced by a real Envoy: one token, so the second request is
+/// refused with 429.
+#[test]
+fn a_typed_struct_local_rate_limit_is_enforced() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let backend = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "web.yaml", &service(port, backend.port));
+    write(
+        dir.path(),
+        "ratelimit.yaml",
+        &format!(
+            r#"apiVersion: networking.istio.io/v1alpha3
+kind: EnvoyFilter
+metadata: {{name: local-ratelimit, namespace: {NS}}}
+spec:
+  configPatches:
+  - applyTo: HTTP_FILTER
+    match:
+      context: SIDECAR_OUTBOUND
+      listener:
+        portNumber: {port}
+        filterChain: {{filter: {{name: envoy.filters.network.http_connection_manager, subFilter: {{name: envoy.filters.http.router}}}}}}
+    patch:
+      operation: INSERT_BEFORE
+      value:
+        name: envoy.filters.http.local_ratelimit
+        typed_config:
+          "@type": type.googleapis.com/udpa.type.v1.TypedStruct
+          type_url: type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit
+          value:
+            stat_prefix: http_local_rate_limiter
+            token_bucket: {{max_tokens: 1, tokens_per_fill: 1, fill_interval: 600s}}
+            filter_enabled: {{runtime_key: local_rate_limit_enabled, default_value: {{numerator: 100, denominator: HUNDRED}}}}
+            filter_enforced: {{runtime_key: local_rate_limit_enforced, default_value: {{numerator: 100, denominator: HUNDRED}}}}
+"#
+        ),
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start(&envoy_bin, daemon.addr("grpc-xds"), NS, false);
+    eventually(30, "the rate limit refuses a request", || {
+        request_full(port, HOST, "/", &[]).status == 429
+    });
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}
