@@ -19,6 +19,7 @@ mod listeners;
 mod routes;
 mod scopes;
 mod security;
+mod snapshot;
 
 fn ctx(yaml: &str) -> PushContext {
     crate::testing::push_context(yaml)

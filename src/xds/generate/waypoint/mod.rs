@@ -184,4 +184,4 @@ pub fn vip_subset(svc: Option<&Service>, port: u32, subset: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::xds::generate) mod tests;

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// A waypoint `waypoint` of namespace `shop` (its Service at 10.44.0.2), `web` bound to it with
 /// two versions, `api` bound to another waypoint, `db` bound to none, and routes and policies.
-const MESH: &str = r#"
+pub(in crate::xds::generate) const MESH: &str = r#"
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: waypoint, namespace: shop, labels: {gateway.istio.io/managed: istio.io-mesh-controller, istio.io/waypoint-for: service}}
