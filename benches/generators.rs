@@ -692,13 +692,13 @@ spec: {hosts: [waypoint.ns0.svc.cluster.local], addresses: [240.255.0.1], ports:
     // own row, and built in the set-up of the others.
     let warm = || {
         let ctx = rudder::xds::push::initial_context(&store, &mesh, None);
-        black_box(rudder::xds::generate::ambient::index(&ctx));
+        black_box(rudder::xds::generate::ztunnel::index(&ctx));
         ctx
     };
     group.bench_function("ambient-index", |b| {
         b.iter_batched(
             || rudder::xds::push::initial_context(&store, &mesh, None),
-            |ctx| black_box(rudder::xds::generate::ambient::index(&ctx)),
+            |ctx| black_box(rudder::xds::generate::ztunnel::index(&ctx)),
             criterion::BatchSize::LargeInput,
         )
     });
@@ -753,7 +753,7 @@ spec: {hosts: [waypoint.ns0.svc.cluster.local], addresses: [240.255.0.1], ports:
             b.iter_batched(
                 || {
                     let ctx = rudder::xds::push::initial_context(&store, mesh, None);
-                    black_box(rudder::xds::generate::ambient::index(&ctx));
+                    black_box(rudder::xds::generate::ztunnel::index(&ctx));
                     ctx
                 },
                 |ctx| {
@@ -873,7 +873,7 @@ fn ambient_multi_network(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_batched(
                 || rudder::xds::push::initial_context(&combined, mesh, None),
-                |ctx| black_box(rudder::xds::generate::ambient::index(&ctx)),
+                |ctx| black_box(rudder::xds::generate::ztunnel::index(&ctx)),
                 criterion::BatchSize::LargeInput,
             )
         });
@@ -891,7 +891,7 @@ fn ambient_multi_network(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let ctx = rudder::xds::push::initial_context(&combined, &on, None);
-                    black_box(rudder::xds::generate::ambient::index(&ctx));
+                    black_box(rudder::xds::generate::ztunnel::index(&ctx));
                     ctx
                 },
                 |ctx| {

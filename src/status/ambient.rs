@@ -12,7 +12,7 @@ use crate::model::Registry;
 use crate::model::policy::WAYPOINT_CLASS;
 use crate::model::waypoint::{is_gateway, named_waypoint};
 use crate::store::Snapshot;
-use crate::xds::generate::ambient::authorization;
+use crate::xds::generate::ztunnel::authorization;
 use std::collections::{BTreeMap, HashMap};
 
 pub const WAYPOINT_BOUND: &str = "istio.io/WaypointBound";
@@ -86,7 +86,7 @@ pub fn conditions(
             continue;
         };
         let meta = &e.config.metadata;
-        let labels = crate::xds::generate::ambient::workload_entry_labels(meta, we);
+        let labels = crate::xds::generate::ztunnel::workload_entry_labels(meta, we);
         // A workload uses a waypoint only when it names one itself (a namespace's waypoint is
         // for service traffic), so only its own label counts.
         let condition = named_waypoint(&labels, None, &meta.namespace)

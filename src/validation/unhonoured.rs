@@ -167,7 +167,7 @@ pub const UNHONOURED: &[Unhonoured] = &[
         "",
         "WorkloadGroups are stored; VM auto-registration and health checks are not implemented",
     ),
-    // EnvoyFilter: patches are applied (xds::generate::envoy_filter), except these.
+    // EnvoyFilter: patches are applied (xds::generate::passes::envoy_filter), except these.
     when(
         Kind::EnvoyFilter,
         "configPatches[].applyTo",
@@ -207,14 +207,14 @@ pub const UNHONOURED: &[Unhonoured] = &[
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "Service"),
     target_ref(Kind::EnvoyFilter, "targetRefs[].kind", "ServiceEntry"),
     // WasmPlugin and Wasm TrafficExtensions: HTTP plugins are served over ECDS
-    // (xds::generate::traffic_extension), except these.
+    // (xds::generate::passes::traffic_extension), except these.
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "Service"),
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::WasmPlugin, "targetRefs[].kind", "GatewayClass"),
     target_ref(Kind::WasmPlugin, "targetRef.kind", "Service"),
     target_ref(Kind::WasmPlugin, "targetRef.kind", "ServiceEntry"),
     target_ref(Kind::WasmPlugin, "targetRef.kind", "GatewayClass"),
-    // TrafficExtension: Lua filters are applied (xds::generate::traffic_extension).
+    // TrafficExtension: Lua filters are applied (xds::generate::passes::traffic_extension).
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "Service"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "ServiceEntry"),
     target_ref(Kind::TrafficExtension, "targetRefs[].kind", "GatewayClass"),

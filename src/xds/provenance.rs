@@ -3,7 +3,7 @@
 //! resource in `/debug/config_dump` and the UI.
 
 use super::context::PushContext;
-use super::generate::util::parse_service_cluster;
+use super::generate::shared::util::parse_service_cluster;
 use super::types::TypeUrl;
 use crate::model::Service;
 

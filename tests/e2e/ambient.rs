@@ -12,8 +12,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,
 };
 use prost::Message;
-use rudder::xds::generate::ambient::pb::security::Authorization;
-use rudder::xds::generate::ambient::pb::workload::{Address, TunnelProtocol, Workload, address};
+use rudder::xds::generate::ztunnel::pb::security::Authorization;
+use rudder::xds::generate::ztunnel::pb::workload::{Address, TunnelProtocol, Workload, address};
 use serde_json::{Value, json};
 
 const ADDRESS: &str = "type.googleapis.com/istio.workload.Address";

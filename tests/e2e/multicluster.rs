@@ -131,7 +131,10 @@ fn assignments_in(
 
 /// The DNS name table (NDS) a DNS-capturing sidecar of `c.ns` in the config cluster is sent, as
 /// istio-agent asks for it.
-fn name_table(c: &Cluster, d: &Daemon) -> rudder::xds::generate::name_table::pb::NameTable {
+fn name_table(
+    c: &Cluster,
+    d: &Daemon,
+) -> rudder::xds::generate::sidecar::name_table::pb::NameTable {
     use prost::Message;
     let id = format!("sidecar~10.9.9.9~client.{0}~{0}.svc.cluster.local", c.ns);
     c.rt.block_on(async {
@@ -149,8 +152,10 @@ fn name_table(c: &Cluster, d: &Daemon) -> rudder::xds::generate::name_table::pb:
             resp = s.recv().await;
         }
         assert_eq!(resp.resources.len(), 1, "one table");
-        rudder::xds::generate::name_table::pb::NameTable::decode(resp.resources[0].value.as_slice())
-            .unwrap()
+        rudder::xds::generate::sidecar::name_table::pb::NameTable::decode(
+            resp.resources[0].value.as_slice(),
+        )
+        .unwrap()
     })
 }
 
@@ -711,7 +716,7 @@ fn ambient_across_networks_reaches_the_remote_network_through_its_east_west_gate
     use envoy_types::pb::envoy::config::core::v3::Node;
     use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
     use prost::Message;
-    use rudder::xds::generate::ambient::pb::workload::{Address, Workload, address};
+    use rudder::xds::generate::ztunnel::pb::workload::{Address, Workload, address};
     const ADDRESS: &str = "type.googleapis.com/istio.workload.Address";
 
     let primary = Cluster::fake("mcamb");

@@ -2,7 +2,7 @@
 //! proxies that report having them (`node.extensions`), never to an upstream Envoy, which would
 //! refuse them. Upstream Envoy runs here; istio-proxy's side of the contract is checked with an
 //! xDS client of ours that reports istio-proxy's extensions, the configs read with descriptors
-//! written from istio-proxy's protos (see the unit tests of `xds::generate::stats`).
+//! written from istio-proxy's protos (see the unit tests of `xds::generate::passes::stats`).
 
 use crate::common::ads::{Delta, LDS};
 use crate::common::peers::{Backend, Envoy, free_port, peer, request_full};

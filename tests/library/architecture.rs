@@ -569,7 +569,7 @@ fn the_checker_reads_groups_and_relative_paths() {
     .collect();
     assert_eq!(got, want);
     assert_eq!(
-        rule_for("xds::generate::ambient::dump").map(|r| r.0),
+        rule_for("xds::generate::ztunnel::dump").map(|r| r.0),
         Some("xds::generate")
     );
     assert!(!within("xds::generated", "xds::generate"));

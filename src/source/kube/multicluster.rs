@@ -169,7 +169,7 @@ pub struct MultiClusterConfig {
     /// this directory instead of remote secrets (`kubeconfig_dir`), followed as it changes.
     pub kubeconfig_dir: Option<std::path::PathBuf>,
     /// Ambient multi-network: each remote's Gateway API Gateways are read too, for the
-    /// east-west gateways of its network (`xds::generate::ambient::multi_network`).
+    /// east-west gateways of its network (`xds::generate::ztunnel::multi_network`).
     pub watch_gateways: bool,
 }
 

@@ -9,8 +9,8 @@
 //! Secret of a scope with its class; it reads the push context and the scope view, never the
 //! proxy, so what it does is cached with the rest.
 
-use super::util::any;
 use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::encode::any;
 use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -166,7 +166,7 @@ impl Typed {
             Built::Route(r) => any(r.as_ref()),
             Built::LoadAssignment(r) => Any {
                 type_url: <ClusterLoadAssignment as prost::Name>::type_url(),
-                value: super::util::encode_load_assignment(r),
+                value: crate::xds::generate::encode::encode_load_assignment(r),
             },
             Built::Secret(r) => any(r.as_ref()),
         };

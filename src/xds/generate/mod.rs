@@ -1,39 +1,24 @@
 //! Resource generation: for a proxy, a push context and a type, the resources to send.
 
-pub mod access_log;
-pub mod ambient;
-pub mod authz;
-pub mod auto_passthrough;
-pub mod cluster;
-pub mod endpoint;
-pub mod envoy_filter;
-pub mod extauthz;
+pub mod encode;
 pub mod finish;
 pub mod gateway;
-pub mod grpc_log;
-pub mod hbone;
-pub mod jwt;
-pub mod listener;
-pub mod locality;
-pub mod name_table;
-pub mod network;
-pub mod outbound;
-pub mod rbac;
-pub mod route;
-mod route_match;
-pub mod secret;
-pub mod stats;
-pub mod tls;
-pub mod tracing;
-pub mod traffic_extension;
-pub mod upstream_tls;
-pub mod util;
+pub mod grpc;
+pub mod passes;
+pub mod security;
+pub mod shared;
+pub mod sidecar;
 pub mod waypoint;
+pub mod ztunnel;
 
-use super::context::{PushContext, ScopeView};
-use super::proxy::{Generator, Proxy, ProxyType};
-use super::resource::{Resource, Resources};
-use super::types::TypeUrl;
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::proxy::{Generator, Proxy, ProxyType};
+use crate::xds::resource::{Resource, Resources};
+use crate::xds::types::TypeUrl;
+use passes::{access_log, envoy_filter, stats, tracing, traffic_extension};
+use security::jwt;
+use shared::{cluster, endpoint, secret, util};
+use sidecar::{listener, name_table, outbound};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -108,10 +93,10 @@ pub fn generate(
             }))
         }),
         TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
-            finished(if n.starts_with(listener::GRPC_INBOUND_PREFIX) {
-                listener::grpc_inbound_listener(ctx, scope, n)
+            finished(if n.starts_with(grpc::INBOUND_PREFIX) {
+                grpc::inbound_listener(ctx, scope, n)
             } else {
-                listener::grpc_listener(ctx, scope, n)
+                grpc::api_listener(ctx, scope, n)
             })
         }),
         TypeUrl::Listener if router => {
@@ -123,7 +108,7 @@ pub fn generate(
             finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
         })),
         TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
-            finished(listener::grpc_route_config(ctx, scope, n))
+            finished(grpc::route_config(ctx, scope, n))
         }),
         TypeUrl::Route if router => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(gateway::route_config(ctx, scope, n))
@@ -161,7 +146,7 @@ pub fn generate(
             out
         }
         TypeUrl::Address => match names {
-            None => ambient::index(ctx).addresses(),
+            None => ztunnel::index(ctx).addresses(),
             Some(n) => {
                 // One entry per resource: two subscribed names (a uid and an IP, or both IPs of a
                 // dual-stack pod) may lead to the same one; it answers for every alias.
@@ -169,7 +154,7 @@ pub fn generate(
                     std::collections::BTreeMap::new();
                 for name in n {
                     let found = ctx.cached(TypeUrl::Address, 0, name, || {
-                        ambient::index(ctx).lookup_address(name)
+                        ztunnel::index(ctx).lookup_address(name)
                     });
                     for r in found.iter() {
                         by_name
@@ -184,7 +169,7 @@ pub fn generate(
                 let node = proxy.metadata.get("NODE_NAME").filter(|n| !n.is_empty());
                 if let (ProxyType::Ztunnel, Some(node)) = (proxy.proxy_type, node) {
                     let local = ctx.cached(TypeUrl::Address, 0, &format!("\0node/{node}"), || {
-                        ambient::index(ctx).node_local(node)
+                        ztunnel::index(ctx).node_local(node)
                     });
                     for r in local.iter() {
                         by_name
@@ -215,7 +200,7 @@ pub fn generate(
             secret::secrets(ctx, proxy, finish::Class::outbound(scope), names),
         ),
         TypeUrl::Authorization => {
-            let index = ambient::index(ctx);
+            let index = ztunnel::index(ctx);
             match names {
                 None => index.authorizations(),
                 Some(n) => n
@@ -284,7 +269,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
             waypoint::double_hbone_clusters(ctx, scope, &mut v);
             waypoint::sidecar_hbone_cluster(scope, &mut v);
             if gateway::has_auto_passthrough(ctx, scope) {
-                v.extend(auto_passthrough::clusters(ctx, scope));
+                v.extend(gateway::auto_passthrough::clusters(ctx, scope));
             }
             v.extend(listener::inbound_clusters(scope));
             v.extend(jwt::jwks_clusters(ctx, scope, &[]));

@@ -7,7 +7,7 @@
 
 use super::lock;
 use super::status::{ConnectionStatus, WatchMap, Watches};
-use crate::xds::generate::util::parse_service_cluster;
+use crate::xds::generate::shared::util::parse_service_cluster;
 use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;
 use crate::xds::types::TypeUrl;

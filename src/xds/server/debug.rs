@@ -10,7 +10,7 @@
 use super::XdsServer;
 use super::status::{ConnectionStatus, XdsStatus};
 use crate::xds::context::PushContext;
-use crate::xds::generate::{self, ambient};
+use crate::xds::generate::{self, ztunnel};
 use crate::xds::provenance;
 use crate::xds::proxy::{Proxy, ProxyType};
 use crate::xds::types::TypeUrl;
@@ -290,7 +290,9 @@ pub fn config_dump(
             .iter()
             .map(|r| admin::ecds_config_dump::EcdsFilterConfig {
                 version_info: version.clone(),
-                ecds_filter: Some(crate::xds::generate::traffic_extension::redacted(&r.any)),
+                ecds_filter: Some(crate::xds::generate::passes::traffic_extension::redacted(
+                    &r.any,
+                )),
                 ..Default::default()
             })
             .collect(),
@@ -570,22 +572,23 @@ impl XdsStatus {
     /// Envoy type, an unsupported `applyTo`, a proxy metadata match).
     pub fn envoy_filters(&self) -> serde_json::Value {
         let ctx = self.context();
-        let compiled = generate::envoy_filter::compiled(&ctx);
+        let compiled = generate::passes::envoy_filter::compiled(&ctx);
         let mut proxies: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for conn in self.connections() {
             if conn.proxy.is_debug_client() {
                 continue;
             }
             let scope = ctx.scope(&conn.proxy);
-            let filters: BTreeSet<String> = generate::envoy_filter::patches_for(&ctx, &scope)
-                .iter()
-                .map(|p| format!("{}/{}", p.filter.namespace, p.filter.name))
-                .collect();
+            let filters: BTreeSet<String> =
+                generate::passes::envoy_filter::patches_for(&ctx, &scope)
+                    .iter()
+                    .map(|p| format!("{}/{}", p.filter.namespace, p.filter.name))
+                    .collect();
             for f in filters {
                 proxies.entry(f).or_default().push(conn.proxy.id.clone());
             }
         }
-        let filters: Vec<serde_json::Value> = generate::envoy_filter::envoy_filters(&ctx)
+        let filters: Vec<serde_json::Value> = generate::passes::envoy_filter::envoy_filters(&ctx)
             .into_iter()
             .map(|(name, patches)| {
                 serde_json::json!({
@@ -682,7 +685,7 @@ fn rfc3339(ms: u64) -> String {
 /// What a ztunnel holds, in ztunnel's own `/config_dump` shape: everything for a wildcard
 /// subscription, else the workloads and services it looked up.
 fn ztunnel_dump(ctx: &PushContext, conn: &ConnectionStatus) -> serde_json::Value {
-    let mut dump = ambient::dump::config_dump(&ambient::index(ctx));
+    let mut dump = ztunnel::dump::config_dump(&ztunnel::index(ctx));
     if let Some(status) = conn.types.get(&TypeUrl::Address).filter(|s| !s.wildcard) {
         let scope = ctx.scope(&conn.proxy);
         let held: BTreeSet<String> = generate::generate(

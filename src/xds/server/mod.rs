@@ -260,7 +260,7 @@ impl XdsServer {
 /// applied is there before any proxy asks.
 fn record_envoy_filters(metrics: &XdsMetrics, context: &PushContext) {
     metrics.envoy_filter_patches_not_applied.set(
-        crate::xds::generate::envoy_filter::compiled(context)
+        crate::xds::generate::passes::envoy_filter::compiled(context)
             .skipped
             .len() as i64,
     );

@@ -2,7 +2,7 @@
 
 use super::stream::{StreamHandler, StreamState, UpdatedClusters};
 use crate::xds::context::{ChangedHosts, PushContext, ScopeView};
-use crate::xds::generate::util::parse_service_cluster;
+use crate::xds::generate::shared::util::parse_service_cluster;
 use crate::xds::resource::ResourceList;
 use crate::xds::types::TypeUrl;
 use crate::xds::wire::{EncodedResponse, SotwRequest};

@@ -3,7 +3,7 @@
 
 use super::XdsServer;
 use crate::xds::context::PushContext;
-use crate::xds::generate::ambient;
+use crate::xds::generate::ztunnel;
 use crate::xds::intern::{Interner, names_digest};
 use crate::xds::proxy::{Proxy, ProxyType};
 use crate::xds::push::request::PushRecord;
@@ -316,7 +316,7 @@ impl XdsStatus {
 
     /// The whole ambient view, in ztunnel's `/config_dump` shape.
     pub fn ambient_dump(&self) -> serde_json::Value {
-        ambient::dump::config_dump(&ambient::index(&self.context()))
+        ztunnel::dump::config_dump(&ztunnel::index(&self.context()))
     }
 }
 

@@ -8,7 +8,7 @@ use super::debug as debug_types;
 use super::status::{TypeStatus, WatchMap};
 use crate::metrics::TypeLabels;
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::{self, util::parse_service_cluster};
+use crate::xds::generate::{self, shared::util::parse_service_cluster};
 use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;
 use crate::xds::resource::{Resource, ResourceList};
@@ -258,7 +258,7 @@ impl StreamState {
         let mut text = truncate(message, NACK_TEXT).into_owned();
         // EnvoyFilters change what Rudder built in ways it cannot check: name them.
         let (ctx, scope) = self.view();
-        let suspects = generate::envoy_filter::patching(&ctx, &scope, type_url);
+        let suspects = generate::passes::envoy_filter::patching(&ctx, &scope, type_url);
         if !suspects.is_empty() {
             text.push_str(&format!(
                 " (patched by EnvoyFilter {})",

@@ -71,7 +71,7 @@ fn cluster_patches_merge_remove_and_add() {
     let names: Vec<String> = clusters_of(&c, &p).into_iter().map(|c| c.name).collect();
     assert!(!names.iter().any(|n| n.contains("db.a")), "{names:?}");
     assert!(names.contains(&"extra".to_string()), "{names:?}");
-    let skipped = &crate::xds::generate::envoy_filter::compiled(&c).skipped;
+    let skipped = &crate::xds::generate::passes::envoy_filter::compiled(&c).skipped;
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0].envoy_filter, "istio-system/clusters");
     assert_eq!(skipped[0].patch, 3);

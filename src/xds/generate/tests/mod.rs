@@ -1,10 +1,10 @@
 //! Generator tests, by what they build; the helpers every file uses are here.
 
-use super::*;
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
 use crate::store::StoreWriter;
 use crate::xds::context::PushContext;
+use crate::xds::generate::*;
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;

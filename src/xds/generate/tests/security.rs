@@ -74,7 +74,9 @@ spec: {action: DENY, rules: [{to: [{operation: {methods: [DELETE]}}]}]}\n\
 spec: {selector: {matchLabels: {app: app}}, rules: [{from: [{source: {namespaces: [b]}}]}, {to: [{operation: {paths: [/healthz]}}]}]}\n\
 ---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: other, namespace: a}\n\
 spec: {selector: {matchLabels: {app: nope}}, rules: [{}]}\n";
-    let filters = |c: &PushContext| super::authz::http_filters(c, &c.scope(&verified("a")));
+    let filters = |c: &PushContext| {
+        crate::xds::generate::security::authz::http_filters(c, &c.scope(&verified("a")))
+    };
     let c = ctx(&workload_yaml(policies));
     let built = filters(&c);
     assert_eq!(built.len(), 2, "a DENY filter, then an ALLOW filter");
@@ -118,12 +120,12 @@ spec: {rules: [{to: [{operation: {paths: [/x]}}]}]}\n\
 spec: {action: AUDIT, rules: [{}]}\n";
     let c = ctx(&workload_yaml(policies));
     let p = verified("a");
-    let http: Vec<String> = super::authz::http_filters(&c, &c.scope(&p))
+    let http: Vec<String> = crate::xds::generate::security::authz::http_filters(&c, &c.scope(&p))
         .into_iter()
         .map(|f| f.name)
         .collect();
     assert_eq!(http.len(), 3, "AUDIT (log), DENY and ALLOW on HTTP");
-    let tcp = super::authz::network_filters(&c, &c.scope(&p));
+    let tcp = crate::xds::generate::security::authz::network_filters(&c, &c.scope(&p));
     assert_eq!(tcp.len(), 2, "DENY and ALLOW on TCP");
     let decode = |f: &envoy_types::pb::envoy::config::listener::v3::Filter| match &f.config_type {
         Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) => {
@@ -182,7 +184,7 @@ spec: {rules: [{when: [{key: \"request.auth.claims[group]\", values: [admins]}]}
 spec: {action: DENY, rules: [{to: [{operation: {paths: [/admin]}}], when: [{key: connection.sni, values: [x]}]}]}\n";
     let c = ctx(&workload_yaml(policies));
     let p = verified("a");
-    let filters = super::authz::http_filters(&c, &c.scope(&p));
+    let filters = crate::xds::generate::security::authz::http_filters(&c, &c.scope(&p));
     let rbac = |name: &str| -> envoy_types::pb::envoy::config::rbac::v3::Rbac {
         let f = filters
             .iter()
@@ -245,11 +247,12 @@ spec: {{action: CUSTOM, provider: {{name: {provider}}}, rules: [{{to: [{{operati
     let built = |policies: &str| {
         let mut c = ctx(&workload_yaml(policies));
         c.mesh.extension_providers = providers.clone();
-        let http: Vec<String> = super::authz::http_filters(&c, &c.scope(&p))
-            .into_iter()
-            .map(|f| f.name)
-            .collect();
-        let tcp = super::authz::network_filters(&c, &c.scope(&p));
+        let http: Vec<String> =
+            crate::xds::generate::security::authz::http_filters(&c, &c.scope(&p))
+                .into_iter()
+                .map(|f| f.name)
+                .collect();
+        let tcp = crate::xds::generate::security::authz::network_filters(&c, &c.scope(&p));
         (http, tcp)
     };
     let network_rbac =

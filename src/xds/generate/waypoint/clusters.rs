@@ -4,12 +4,13 @@ use super::{CONNECT_ORIGINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KE
 use crate::config::networking::ClientTlsMode;
 use crate::model::{Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::cluster::{EffectivePolicy, build, service_clusters};
+use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{internal_address, internal_upstream, raw_buffer};
-use crate::xds::generate::hbone::{through_internal, tunnel_destination};
-use crate::xds::generate::tls::inbound_mesh_tls;
-use crate::xds::generate::util::{any, duration, inbound_vip_cluster, parse_service_cluster};
+use crate::xds::generate::shared::cluster::{EffectivePolicy, build, service_clusters};
+use crate::xds::generate::shared::hbone::{internal_address, internal_upstream, raw_buffer};
+use crate::xds::generate::shared::hbone::{through_internal, tunnel_destination};
+use crate::xds::generate::shared::tls::inbound_mesh_tls;
+use crate::xds::generate::shared::util::{duration, inbound_vip_cluster, parse_service_cluster};
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, LbConfig, LbPolicy, OriginalDstLbConfig,
 };
@@ -342,10 +343,10 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
     };
     if let Some((port, subset, host)) = parse_service_cluster(cluster) {
         let subset = subset.split_once('/').map_or("", |(_, s)| s);
-        let plain = crate::xds::generate::util::outbound_cluster(port, subset, host);
-        let mut built = crate::xds::generate::endpoint::load_assignment(ctx, scope, &plain);
+        let plain = crate::xds::generate::shared::util::outbound_cluster(port, subset, host);
+        let mut built = crate::xds::generate::shared::endpoint::load_assignment(ctx, scope, &plain);
         if let Some(assignment) = built.load_assignment_mut() {
-            let index = crate::xds::generate::ambient::index(ctx);
+            let index = crate::xds::generate::ztunnel::index(ctx);
             for group in &mut assignment.endpoints {
                 for lb in &mut group.lb_endpoints {
                     tunnel_through_originate(lb, &index, &scope.network);
@@ -362,7 +363,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
 /// destination (istiod's `BuildTunnelMetadataStruct`).
 fn tunnel_through_originate(
     lb: &mut LbEndpoint,
-    index: &crate::xds::generate::ambient::AmbientIndex,
+    index: &crate::xds::generate::ztunnel::AmbientIndex,
     network: &str,
 ) {
     tunnel_through(lb, CONNECT_ORIGINATE, index, network);
@@ -373,7 +374,7 @@ fn tunnel_through_originate(
 pub(super) fn tunnel_through(
     lb: &mut LbEndpoint,
     listener: &str,
-    index: &crate::xds::generate::ambient::AmbientIndex,
+    index: &crate::xds::generate::ztunnel::AmbientIndex,
     network: &str,
 ) -> bool {
     let tunnels = |ip: &str| index.supports_tunnel(network, ip);

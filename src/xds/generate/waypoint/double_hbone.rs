@@ -10,12 +10,12 @@
 use super::clusters::{hbone_protocol_options, hbone_tls, internal_assignment, to_hbone_port};
 use super::listeners::{internal, original_dst, shared_state};
 use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{
+use crate::xds::generate::shared::hbone::{
     INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_upstream,
 };
-use crate::xds::generate::network::network_filter;
-use crate::xds::generate::util::any;
+use crate::xds::generate::shared::network::network_filter;
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
@@ -39,7 +39,7 @@ const TARGET: &str = "%FILTER_STATE(istio.double_hbone.hbone_target_address:PLAI
 
 /// Whether the proxy of `scope` gets the double-HBONE listeners and clusters.
 pub fn applies(ctx: &PushContext, scope: &ScopeView) -> bool {
-    crate::xds::generate::endpoint::double_hbone(ctx, scope)
+    crate::xds::generate::shared::endpoint::double_hbone(ctx, scope)
 }
 
 /// A filter-state value from `text`, kept through every internal listener behind.

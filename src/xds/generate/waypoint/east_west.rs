@@ -19,11 +19,14 @@ use super::listeners::{connect_terminate, internal, original_dst};
 use super::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL};
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::cluster::{BLACKHOLE, blackhole};
+use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{internal_upstream, raw_buffer};
-use crate::xds::generate::network::network_filter;
-use crate::xds::generate::util::{ads, any, duration, inbound_vip_cluster, parse_service_cluster};
+use crate::xds::generate::shared::cluster::{BLACKHOLE, blackhole};
+use crate::xds::generate::shared::hbone::{internal_upstream, raw_buffer};
+use crate::xds::generate::shared::network::network_filter;
+use crate::xds::generate::shared::util::{
+    ads, duration, inbound_vip_cluster, parse_service_cluster,
+};
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -62,7 +65,7 @@ pub fn is_east_west(ctx: &PushContext, scope: &ScopeView) -> bool {
 /// identity of its waypoint when it has one (istiod deploys a waypoint's pods with the Gateway's
 /// name as their service account).
 pub fn served(ctx: &PushContext) -> Vec<(Arc<Service>, Option<String>)> {
-    let index = crate::xds::generate::ambient::index(ctx);
+    let index = crate::xds::generate::ztunnel::index(ctx);
     index
         .global_services
         .iter()
@@ -106,7 +109,7 @@ fn only_from(principal: &str) -> envoy_types::pb::envoy::config::listener::v3::F
         permissions: vec![Permission {
             rule: Some(permission::Rule::Any(true)),
         }],
-        principals: vec![crate::xds::generate::rbac::from_tunnel_peer(peer)],
+        principals: vec![crate::xds::generate::security::rbac::from_tunnel_peer(peer)],
         ..Default::default()
     };
     network_filter(
@@ -314,10 +317,10 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
         ..Default::default()
     };
     if let Some((port, _, host)) = parse_service_cluster(cluster) {
-        let plain = crate::xds::generate::util::outbound_cluster(port, "", host);
-        let mut built = crate::xds::generate::endpoint::load_assignment(ctx, scope, &plain);
+        let plain = crate::xds::generate::shared::util::outbound_cluster(port, "", host);
+        let mut built = crate::xds::generate::shared::endpoint::load_assignment(ctx, scope, &plain);
         if let Some(assignment) = built.load_assignment_mut() {
-            let index = crate::xds::generate::ambient::index(ctx);
+            let index = crate::xds::generate::ztunnel::index(ctx);
             for group in &mut assignment.endpoints {
                 group.lb_endpoints.retain_mut(|lb| {
                     tunnel_through(lb, FORWARD_INNER_CONNECT, &index, &scope.network)

@@ -13,12 +13,12 @@ use crate::config::networking::{ClientTlsMode, Resolution};
 use crate::model::Service;
 use crate::model::waypoint::{ingress_uses_waypoint, service_waypoint};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::cluster::EffectivePolicy;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{
+use crate::xds::generate::shared::cluster::EffectivePolicy;
+use crate::xds::generate::shared::hbone::{
     host_port, internal_address, internal_upstream, raw_buffer, tunnel_destination,
 };
-use crate::xds::generate::util::parse_service_cluster;
+use crate::xds::generate::shared::util::parse_service_cluster;
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, LocalityLbEndpoints};
 
@@ -77,7 +77,7 @@ pub fn ingress_load_assignment(
                 .into(),
                 ..Default::default()
             };
-            crate::xds::generate::endpoint::lb_endpoint_of(
+            crate::xds::generate::shared::endpoint::lb_endpoint_of(
                 e,
                 internal_address(CONNECT_ORIGINATE, &target),
                 Some(metadata),
@@ -124,7 +124,7 @@ pub fn ingress_clusters(ctx: &PushContext, scope: &ScopeView, clusters: &mut Vec
             continue;
         };
         // The cluster's own TLS, wherever a proxy sending HBONE keeps it (`send`).
-        let inner = match crate::xds::generate::hbone::direct_transport(c) {
+        let inner = match crate::xds::generate::shared::hbone::direct_transport(c) {
             Some(ts) if own_tls => ts.clone(),
             _ => raw_buffer(),
         };

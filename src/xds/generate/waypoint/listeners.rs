@@ -8,15 +8,16 @@ use super::{
 use crate::config::networking::RouteDestination;
 use crate::model::{Protocol, Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::cluster::socket;
+use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::listener::PLAINTEXT_HTTP_ALPN;
-use crate::xds::generate::network::{RouteSource, hcm_filter, network_filter, tcp_proxy};
-use crate::xds::generate::rbac::PEER_PRINCIPAL_KEY;
-use crate::xds::generate::util::{
-    any, duration, inbound_vip_cluster, match_applies_to_sidecar, outbound_cluster,
+use crate::xds::generate::security::rbac::PEER_PRINCIPAL_KEY;
+use crate::xds::generate::shared::cluster::socket;
+use crate::xds::generate::shared::network::{RouteSource, hcm_filter, network_filter, tcp_proxy};
+use crate::xds::generate::shared::util::{
+    duration, inbound_vip_cluster, match_applies_to_sidecar, outbound_cluster,
     parse_service_cluster,
 };
+use crate::xds::generate::sidecar::listener::PLAINTEXT_HTTP_ALPN;
 use envoy_types::pb::envoy::config::core::v3::{
     CidrRange, Http2ProtocolOptions, KeepaliveSettings, SubstitutionFormatString, data_source,
     substitution_format_string,
@@ -337,10 +338,10 @@ fn main_internal(
         }
         let http_security = || {
             let mut filters: Vec<HttpFilter> =
-                crate::xds::generate::jwt::http_filter_for(ctx, scope, Some(svc))
+                crate::xds::generate::security::jwt::http_filter_for(ctx, scope, Some(svc))
                     .into_iter()
                     .collect();
-            filters.extend(crate::xds::generate::authz::http_filters_for(
+            filters.extend(crate::xds::generate::security::authz::http_filters_for(
                 ctx,
                 scope,
                 Some(svc),
@@ -359,8 +360,12 @@ fn main_internal(
             sniffing |= sniffed;
             if sniffed || !port.protocol.is_http() {
                 let cluster = inbound_vip_cluster(port.number, "tcp", &svc.hostname);
-                let mut filters =
-                    crate::xds::generate::authz::network_filters_for(ctx, scope, Some(svc), false);
+                let mut filters = crate::xds::generate::security::authz::network_filters_for(
+                    ctx,
+                    scope,
+                    Some(svc),
+                    false,
+                );
                 filters.push(tcp_proxy(
                     &cluster,
                     tcp_destination(ctx, scope, svc, port.number, &own),
@@ -436,12 +441,14 @@ fn direct_chains(
         ..Default::default()
     };
     let mut tcp = vec![forward_destination()];
-    tcp.extend(crate::xds::generate::authz::network_filters(ctx, scope));
+    tcp.extend(crate::xds::generate::security::authz::network_filters(
+        ctx, scope,
+    ));
     tcp.push(tcp_proxy(ENCAP, TcpCluster::Cluster(ENCAP.into()), None));
-    let security = crate::xds::generate::listener::security_filters(ctx, scope, false);
+    let security = crate::xds::generate::sidecar::listener::security_filters(ctx, scope, false);
     let routes = RouteConfiguration {
         validate_clusters: Some(BoolValue { value: false }),
-        ..crate::xds::generate::listener::inbound_route(ENCAP, "inbound|http|0", ENCAP)
+        ..crate::xds::generate::sidecar::listener::inbound_route(ENCAP, "inbound|http|0", ENCAP)
     };
     let http = vec![
         forward_destination(),
@@ -584,7 +591,7 @@ fn route_config(
         if vs.spec.http.is_empty() {
             continue;
         }
-        routes.extend(crate::xds::generate::route::virtual_service_routes(
+        routes.extend(crate::xds::generate::shared::route::virtual_service_routes(
             ctx,
             scope,
             &vs.config,
@@ -598,7 +605,9 @@ fn route_config(
         rename_clusters(route, &|c| waypoint_cluster(ctx, own, c));
     }
     if routes.is_empty() {
-        routes.push(crate::xds::generate::listener::default_route(cluster));
+        routes.push(crate::xds::generate::sidecar::listener::default_route(
+            cluster,
+        ));
     }
     RouteConfiguration {
         name: cluster.into(),

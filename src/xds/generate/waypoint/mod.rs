@@ -33,7 +33,7 @@ pub const ENCAP: &str = "encap";
 /// The port waypoints and ztunnels take HBONE on.
 pub const HBONE_PORT: u32 = 15008;
 /// Envoy's original-destination metadata and filter-state namespace (`hbone`).
-pub use super::hbone::ORIGINAL_DST_KEY;
+pub use crate::xds::generate::shared::hbone::ORIGINAL_DST_KEY;
 
 /// A waypoint's (or an ambient east-west gateway's) clusters.
 pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<crate::xds::generate::finish::Typed> {
@@ -124,7 +124,7 @@ pub fn served(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Service>> {
 /// `all` traffic), as ztunnel is told: their waypoint is one of the waypoint's own Services, by
 /// VIP or hostname.
 pub fn bound_workloads(ctx: &PushContext, scope: &ScopeView) -> Vec<std::net::IpAddr> {
-    use crate::xds::generate::ambient::pb::workload::gateway_address::Destination;
+    use crate::xds::generate::ztunnel::pb::workload::gateway_address::Destination;
     let suffix = format!(".{}.svc.{}", scope.namespace, ctx.mesh.domain_suffix);
     let own: Vec<&Service> = scope
         .inbound_hosts
@@ -136,7 +136,7 @@ pub fn bound_workloads(ctx: &PushContext, scope: &ScopeView) -> Vec<std::net::Ip
     if own.is_empty() {
         return Vec::new();
     }
-    let index = crate::xds::generate::ambient::index(ctx);
+    let index = crate::xds::generate::ztunnel::index(ctx);
     let mut out: Vec<std::net::IpAddr> = index
         .workloads
         .values()

@@ -18,13 +18,16 @@ pub fn sidecar_hbone_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Type
     if scope.hbone_listen_ips.is_empty() {
         return Vec::new();
     }
-    let (mut chains, sniffing) =
-        crate::xds::generate::listener::inbound_chains(ctx, scope, &scope.hbone_listen_ips);
+    let (mut chains, sniffing) = crate::xds::generate::sidecar::listener::inbound_chains(
+        ctx,
+        scope,
+        &scope.hbone_listen_ips,
+    );
     if chains.is_empty() {
         // Envoy refuses a listener without chains; one that takes nothing says more than none.
         chains.push(FilterChain {
             name: "BlackHoleCluster".into(),
-            filters: vec![crate::xds::generate::listener::tcp_filter(
+            filters: vec![crate::xds::generate::sidecar::listener::tcp_filter(
                 "BlackHoleCluster",
             )],
             ..Default::default()

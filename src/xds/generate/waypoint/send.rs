@@ -10,9 +10,9 @@ use super::clusters::connect_originate;
 use super::listeners::connect_originate_listener;
 use super::{CONNECT_ORIGINATE, ORIGINAL_DST_KEY};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::cluster::TLS_MODE_MATCH;
 use crate::xds::generate::finish::{Class, Typed};
-use crate::xds::generate::hbone::{
+use crate::xds::generate::shared::cluster::TLS_MODE_MATCH;
+use crate::xds::generate::shared::hbone::{
     TUNNEL_HTTP, TUNNEL_KEY, string, through_internal, tunnel_destination,
 };
 use envoy_types::pb::envoy::config::core::v3::Metadata;
@@ -46,7 +46,7 @@ pub fn tunnel_endpoints(ctx: &PushContext, scope: &ScopeView, typed: &mut Typed)
     let Some(assignment) = typed.load_assignment_mut() else {
         return;
     };
-    let index = crate::xds::generate::ambient::index(ctx);
+    let index = crate::xds::generate::ztunnel::index(ctx);
     for lb in assignment
         .endpoints
         .iter_mut()

@@ -255,7 +255,7 @@ fn a_sidecar_never_takes_a_policy_targeting_a_service() {
         &[("version", "v1")],
     );
     let scope = ctx.scope(&sidecar);
-    let filters = crate::xds::generate::authz::http_filters(&ctx, &scope);
+    let filters = crate::xds::generate::security::authz::http_filters(&ctx, &scope);
     let text = format!("{filters:?}");
     assert!(!text.contains("web-deny"), "{text}");
 }

@@ -1,0 +1,500 @@
+//! EDS: ClusterLoadAssignments, grouped by locality, filtered by subset labels.
+
+use super::cluster::{EffectivePolicy, socket};
+use super::util::parse_service_cluster;
+use crate::model::Endpoint as ModelEndpoint;
+use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::finish::{Class, Typed};
+use envoy_types::pb::envoy::config::core::v3::HealthStatus;
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::google::protobuf::UInt32Value;
+use std::collections::BTreeMap;
+
+/// The load assignment for one outbound cluster, or an empty one for a cluster that does not exist
+/// (so a client that asked learns it has no endpoints instead of waiting forever).
+pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Typed {
+    let mut policy = None;
+    // An SNI-DNAT cluster of an AUTO_PASSTHROUGH gateway: only endpoints that speak Istio's
+    // mTLS, since the gateway cannot tell whether the passed-through connection is mTLS.
+    let sni_dnat = super::util::parse_sni_dnat(cluster);
+    let endpoints: Vec<&ModelEndpoint> = match parse_service_cluster(cluster).or(sni_dnat) {
+        Some((port, subset, host)) => {
+            let rule = ctx
+                .registry
+                .services
+                .get(host)
+                .and_then(|svc| ctx.destination_rule_for(&scope.namespace, &scope.labels, svc))
+                .map(|dr| &dr.spec);
+            let subset_rule = rule.and_then(|r| r.subsets.iter().find(|s| s.name == subset));
+            policy = Some(EffectivePolicy::resolve(rule, subset_rule, port));
+            let selector = if subset.is_empty() {
+                None
+            } else {
+                subset_rule
+                    .map(|s| s.labels.clone())
+                    .or(Some(BTreeMap::from([(
+                        "\u{0}no-such-subset".to_string(),
+                        String::new(),
+                    )])))
+            };
+            // A cluster-local host's endpoints come from the proxy's own cluster alone.
+            let cluster_local = ctx.mesh.cluster_local.is_cluster_local(host);
+            ctx.registry
+                .endpoints(host, port)
+                .iter()
+                .filter(|e| !cluster_local || e.cluster == scope.cluster)
+                .filter(|e| selector.as_ref().is_none_or(|s| e.matches(s)))
+                .filter(|e| sni_dnat.is_none() || tls_mode_metadata(e).is_some())
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let endpoints = split_horizon(ctx, scope, endpoints);
+    // The `:authority` of double HBONE: the service's hostname and port.
+    let target = parse_service_cluster(cluster).map(|(port, _, host)| format!("{host}:{port}"));
+    let mut by_locality: BTreeMap<&str, Vec<&ModelEndpoint>> = BTreeMap::new();
+    for e in &endpoints {
+        by_locality.entry(e.locality.as_str()).or_default().push(e);
+    }
+    let labels: Vec<Vec<&BTreeMap<String, String>>> = by_locality
+        .values()
+        .map(|eps| eps.iter().map(|e| &e.labels).collect())
+        .collect();
+    let mut cla = ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        endpoints: by_locality
+            .iter()
+            .map(|(locality, eps)| {
+                // gRPC ignores localities without a weight; Envoy ignores the weight unless
+                // locality-weighted balancing is on. The sum of endpoint weights suits both.
+                let weight: u32 = eps.iter().map(|e| e.weight.max(1)).sum();
+                LocalityLbEndpoints {
+                    load_balancing_weight: Some(UInt32Value { value: weight }),
+                    locality: Some(super::locality::parse(locality)),
+                    lb_endpoints: eps
+                        .iter()
+                        .map(
+                            |e| match (&target, e.labels.contains_key(THROUGH_EAST_WEST)) {
+                                (Some(target), true) => {
+                                    let gateway = super::hbone::host_port(&e.address, e.port);
+                                    lb_endpoint_of(
+                                        e,
+                                        super::hbone::internal_address(
+                                            super::hbone::INNER_CONNECT_ORIGINATE,
+                                            &gateway,
+                                        ),
+                                        Some(super::hbone::double_hbone_metadata(
+                                            &gateway,
+                                            target,
+                                            // A gateway's service clusters pick the internal
+                                            // listener by the `hbone` socket match.
+                                            scope.proxy_type
+                                                != crate::xds::proxy::ProxyType::Waypoint,
+                                        )),
+                                    )
+                                }
+                                _ => lb_endpoint_of(
+                                    e,
+                                    socket(&e.address, e.port),
+                                    tls_mode_metadata(e),
+                                ),
+                            },
+                        )
+                        .collect(),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        ..Default::default()
+    };
+    if let Some(policy) = policy {
+        let rule = policy
+            .load_balancer
+            .as_ref()
+            .and_then(|lb| lb.locality_lb_setting.as_ref());
+        if let Some(setting) = super::locality::setting(ctx.mesh.locality_lb.as_ref(), rule) {
+            // istiod labels every endpoint and proxy with its cluster and network, which
+            // `failoverPriority` may name ("prefer my cluster"); added only when it does.
+            let topology = setting.failover_priority.iter().any(|p| {
+                let key = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
+                key == CLUSTER_LABEL || key == NETWORK_LABEL
+            });
+            let local = &ctx.mesh.cluster_id;
+            let with_topology =
+                |labels: &BTreeMap<String, String>, cluster: &str, network: &str| {
+                    let mut out = labels.clone();
+                    let cluster = if cluster.is_empty() {
+                        local.as_str()
+                    } else {
+                        cluster
+                    };
+                    out.entry(CLUSTER_LABEL.to_string())
+                        .or_insert_with(|| cluster.to_string());
+                    if !network.is_empty() {
+                        out.entry(NETWORK_LABEL.to_string())
+                            .or_insert_with(|| network.to_string());
+                    }
+                    out
+                };
+            let topology_labels = topology.then(|| {
+                let endpoints: Vec<Vec<BTreeMap<String, String>>> = by_locality
+                    .values()
+                    .map(|eps| {
+                        eps.iter()
+                            .map(|e| with_topology(&e.labels, &e.cluster, &e.network))
+                            .collect()
+                    })
+                    .collect();
+                let proxy = with_topology(&scope.labels, &scope.cluster, &scope.network);
+                (endpoints, proxy)
+            });
+            let (endpoint_labels, proxy_labels) = match &topology_labels {
+                Some((endpoints, proxy)) => (
+                    endpoints
+                        .iter()
+                        .map(|group| group.iter().collect())
+                        .collect(),
+                    proxy,
+                ),
+                None => (labels, &scope.labels),
+            };
+            super::locality::apply(
+                &mut cla,
+                &endpoint_labels,
+                &scope.locality,
+                proxy_labels,
+                setting,
+                policy.outlier_detection.is_some(),
+            );
+        }
+    }
+    Typed::new(cluster, Class::outbound(scope), cla)
+}
+
+/// `e` as Envoy's endpoint at `address`: its health and weight (at least 1), with `metadata`.
+pub(in crate::xds::generate) fn lb_endpoint_of(
+    e: &ModelEndpoint,
+    address: envoy_types::pb::envoy::config::core::v3::Address,
+    metadata: Option<envoy_types::pb::envoy::config::core::v3::Metadata>,
+) -> LbEndpoint {
+    LbEndpoint {
+        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+            address: Some(address),
+            ..Default::default()
+        })),
+        health_status: if e.healthy {
+            HealthStatus::Healthy
+        } else {
+            HealthStatus::Unhealthy
+        } as i32,
+        load_balancing_weight: Some(UInt32Value {
+            value: e.weight.max(1),
+        }),
+        metadata,
+    }
+}
+
+/// The labels istiod adds to every endpoint and proxy: its cluster and its network.
+const CLUSTER_LABEL: &str = "topology.istio.io/cluster";
+const NETWORK_LABEL: &str = crate::model::kubernetes::NETWORK_LABEL;
+
+/// istiod's `EndpointsByNetworkFilter`: an endpoint of the proxy's network (or of none, or of a
+/// network without gateways) is reached directly; one of another network through that network's
+/// gateways, which stand in for its endpoints with their summed weight (spread over the gateways,
+/// all weights scaled so the shares stay whole). The gateways are `meshNetworks`' (sidecar mode:
+/// the stand-ins are marked for Istio's mTLS, so the gateway can route by SNI, and an endpoint
+/// without a proxy cannot be reached and is left out), or, for a proxy that sends double HBONE
+/// (`double_hbone`), the east-west gateways of ambient multi-network (by IP, on their HBONE port;
+/// the stand-ins are marked to be reached through `inner_connect_originate`).
+fn split_horizon<'a>(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    endpoints: Vec<&'a ModelEndpoint>,
+) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
+    use std::borrow::Cow;
+    let double = double_hbone(ctx, scope);
+    let index = double.then(|| crate::xds::generate::ztunnel::index(ctx));
+    let gateways: BTreeMap<&str, Vec<Via>> = if let Some(index) = &index {
+        index
+            .network_gateways
+            .iter()
+            .map(|(network, gws)| {
+                let reachable = gws
+                    .iter()
+                    .filter(|g| g.address.parse::<std::net::IpAddr>().is_ok())
+                    .map(|g| Via {
+                        cluster: g.cluster.clone(),
+                        address: g.address.clone(),
+                        port: g.port(),
+                    })
+                    .collect();
+                (network.as_str(), reachable)
+            })
+            .collect()
+    } else {
+        ctx.mesh
+            .network_gateways
+            .iter()
+            .map(|(network, gws)| {
+                let all = gws
+                    .iter()
+                    .map(|g| Via {
+                        cluster: String::new(),
+                        address: g.address.clone(),
+                        port: g.port,
+                    })
+                    .collect();
+                (network.as_str(), all)
+            })
+            .collect()
+    };
+    // Under ambient multi-network a waypoint or ingress gateway never reaches another network's
+    // endpoints directly: through its east-west gateway (double HBONE, when on), else not at all.
+    let edge = ctx.mesh.ambient_multi_network && ambient_edge(scope);
+    if !edge && gateways.values().all(Vec::is_empty) {
+        return endpoints.into_iter().map(Cow::Borrowed).collect();
+    }
+    let scale: u32 = gateways
+        .values()
+        .map(|g| g.len() as u32)
+        .filter(|n| *n > 0)
+        .fold(1, lcm);
+    let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
+    // (locality, gateway, network) → summed weight, in a stable order.
+    let mut through: BTreeMap<(String, &Via, &str), u32> = BTreeMap::new();
+    for e in endpoints {
+        let weight = e.weight.max(1).saturating_mul(scale);
+        let network_gateways = gateways
+            .get(e.network.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let same = e.network.is_empty() || scope.network.is_empty() || e.network == scope.network;
+        let forced =
+            scope.network.is_empty() && !e.network.is_empty() && !network_gateways.is_empty();
+        if edge && !same && (!double || network_gateways.is_empty()) {
+            continue;
+        }
+        if !forced && (same || network_gateways.is_empty()) {
+            let mut direct = e.clone();
+            direct.weight = weight;
+            out.push(Cow::Owned(direct));
+            continue;
+        }
+        if !double && tls_mode_metadata(e).is_none() {
+            continue;
+        }
+        let share = weight / network_gateways.len() as u32;
+        for g in network_gateways {
+            *through
+                .entry((e.locality.clone(), g, e.network.as_str()))
+                .or_default() += share;
+        }
+    }
+    for ((locality, via, network), weight) in through {
+        let labels = if double {
+            [(THROUGH_EAST_WEST.to_string(), String::new())].into()
+        } else {
+            [
+                ("security.istio.io/tlsMode".to_string(), "istio".to_string()),
+                ("topology.istio.io/network".to_string(), network.to_string()),
+            ]
+            .into()
+        };
+        out.push(Cow::Owned(ModelEndpoint {
+            address: via.address.clone(),
+            port: via.port,
+            labels,
+            locality,
+            weight,
+            network: network.to_string(),
+            cluster: via.cluster.clone(),
+            healthy: true,
+            ..ModelEndpoint::default()
+        }));
+    }
+    out
+}
+
+/// A network gateway an endpoint of its network is reached through: its cluster (the config
+/// cluster's, empty, for `meshNetworks`' gateways), address and port; ordered, so the stand-ins
+/// come in a stable order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Via {
+    cluster: String,
+    address: String,
+    port: u32,
+}
+
+/// Marks an endpoint that stands for another network's endpoints at its east-west gateway (not a
+/// label any object can carry).
+const THROUGH_EAST_WEST: &str = "\u{0}through-east-west";
+
+/// Whether the proxy of `scope` reaches other networks over double HBONE, under ambient
+/// multi-network (istiod's `ShouldCreateDoubleHBONEResources`): a waypoint (not an east-west
+/// gateway) with AMBIENT_ENABLE_MULTI_NETWORK_WAYPOINT, or an ingress gateway (istiod's
+/// `IsIngressGateway`: a managed gateway's pods or `istio: ingressgateway`) that sends HBONE,
+/// with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS.
+pub fn double_hbone(ctx: &PushContext, scope: &ScopeView) -> bool {
+    use crate::xds::proxy::ProxyType;
+    ctx.mesh.ambient_multi_network
+        && ambient_edge(scope)
+        && match scope.proxy_type {
+            ProxyType::Waypoint => ctx.mesh.ambient_multi_network_waypoint,
+            _ => ctx.mesh.ambient_multi_network_ingress && scope.send_hbone,
+        }
+}
+
+/// A waypoint (not an east-west gateway) or an ingress gateway as istiod's `IsIngressGateway`
+/// reads it (a managed gateway's pods or `istio: ingressgateway`): the proxies ambient
+/// multi-network lets reach other networks only through east-west gateways.
+fn ambient_edge(scope: &ScopeView) -> bool {
+    use crate::model::waypoint::{EAST_WEST_CONTROLLER, GATEWAY_CONTROLLER, GATEWAY_MANAGED};
+    use crate::xds::proxy::ProxyType;
+    let label = |k: &str| scope.labels.get(k).map(String::as_str);
+    match scope.proxy_type {
+        ProxyType::Waypoint => label(GATEWAY_MANAGED) != Some(EAST_WEST_CONTROLLER),
+        ProxyType::Router => {
+            label(GATEWAY_MANAGED) == Some(GATEWAY_CONTROLLER)
+                || label("istio") == Some("ingressgateway")
+        }
+        _ => false,
+    }
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    a / gcd(a, b) * b
+}
+
+/// Endpoints of workloads with a proxy (label `security.istio.io/tlsMode: istio`) are marked for
+/// the automatic-mTLS transport socket.
+fn tls_mode_metadata(
+    e: &ModelEndpoint,
+) -> Option<envoy_types::pb::envoy::config::core::v3::Metadata> {
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+    let mode = e.labels.get("security.istio.io/tlsMode")?;
+    (mode == "istio").then(|| envoy_types::pb::envoy::config::core::v3::Metadata {
+        filter_metadata: [(
+            super::cluster::TLS_MODE_MATCH.to_string(),
+            Struct {
+                fields: [(
+                    "tlsMode".to_string(),
+                    Value {
+                        kind: Some(ValueKind::StringValue(mode.clone())),
+                    },
+                )]
+                .into(),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::types::TypeUrl;
+    use prost::Message;
+
+    const MESH: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: ""
+  meshNetworks: |
+    networks:
+      east: {endpoints: [{fromRegistry: east}], gateways: [{address: 192.0.2.1, port: 15443}]}
+      west: {endpoints: [{fromRegistry: west}], gateways: [{address: 192.0.2.9, port: 15443}]}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.1.0.1, network: east, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.1, network: west, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.2, network: west, labels: {security.istio.io/tlsMode: istio}}
+  - {address: 10.2.0.3, network: west}
+"#;
+
+    /// (address, port, weight) of each endpoint `web` has for a sidecar of `network`.
+    fn eds(network: &str) -> Vec<(String, u32, u32)> {
+        let ctx = crate::testing::push_context_with_mesh_config(MESH);
+        let meta: Vec<(&str, &str)> = if network.is_empty() {
+            vec![]
+        } else {
+            vec![("NETWORK", network)]
+        };
+        let p = crate::testing::sidecar("shop", &meta);
+        let scope = ctx.scope(&p);
+        let names = ["outbound|80||web.shop.svc.cluster.local".to_string()].into();
+        let r = crate::xds::generate::generate(&ctx, &p, &scope, TypeUrl::Endpoint, Some(&names));
+        let cla = ClusterLoadAssignment::decode(r[0].any.value.as_slice()).unwrap();
+        let mut out: Vec<(String, u32, u32)> = cla
+            .endpoints
+            .iter()
+            .flat_map(|l| &l.lb_endpoints)
+            .map(|e| {
+                let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+                    panic!("an endpoint");
+                };
+                let Some(
+                    envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(sa),
+                ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
+                else {
+                    panic!("a socket address");
+                };
+                let port = match sa.port_specifier {
+                    Some(envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(p)) => p,
+                    _ => 0,
+                };
+                (
+                    sa.address.clone(),
+                    port,
+                    e.load_balancing_weight.as_ref().map_or(0, |w| w.value),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Split-horizon EDS as istiod's: the proxy's network direct, another network through its
+    /// gateway with the summed weight of its mTLS-capable endpoints (the one without a proxy is
+    /// left out); a proxy of no network goes through the gateways too.
+    #[test]
+    fn endpoints_of_other_networks_are_reached_through_their_gateways() {
+        assert_eq!(
+            eds("east"),
+            [
+                ("10.1.0.1".to_string(), 80, 1),
+                ("192.0.2.9".to_string(), 15443, 2)
+            ]
+        );
+        assert_eq!(
+            eds("west"),
+            [
+                ("10.2.0.1".to_string(), 80, 1),
+                ("10.2.0.2".to_string(), 80, 1),
+                ("10.2.0.3".to_string(), 80, 1),
+                ("192.0.2.1".to_string(), 15443, 1)
+            ]
+        );
+        assert_eq!(
+            eds(""),
+            [
+                ("192.0.2.1".to_string(), 15443, 1),
+                ("192.0.2.9".to_string(), 15443, 2)
+            ]
+        );
+    }
+}
