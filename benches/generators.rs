@@ -963,6 +963,54 @@ fn production_paths(c: &mut Criterion) {
             )
         });
     }
+    // EDS of every outbound cluster: Kubernetes endpoints without pods, and ServiceEntry
+    // endpoints with a proxy (`tlsMode: istio`) under a PeerAuthentication per namespace, so
+    // each endpoint's mTLS mark reads its namespace's policies (#65).
+    let all_clusters: std::collections::BTreeSet<String> = (0..1000)
+        .flat_map(|i| {
+            let ns = i % 10;
+            [80, 9000].map(|port| format!("outbound|{port}||svc{i}.ns{ns}.svc.cluster.local"))
+        })
+        .collect();
+    let mut mtls_yaml = String::new();
+    for i in 0..1000 {
+        let (ns, a, b) = (i % 10, i / 256, i % 256);
+        mtls_yaml.push_str(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: svc{i}, namespace: ns{ns}}}\n\
+spec: {{hosts: [svc{i}.ns{ns}.svc.cluster.local], addresses: [10.96.{a}.{b}], location: MESH_INTERNAL, resolution: STATIC, \
+ports: [{{number: 80, name: http, protocol: HTTP}}, {{number: 9000, name: tcp, protocol: TCP}}], \
+endpoints: [{{address: 10.{a}.{b}.1, labels: {{app: svc{i}, version: v1, security.istio.io/tlsMode: istio}}}}, \
+{{address: 10.{a}.{b}.2, labels: {{app: svc{i}, version: v1, security.istio.io/tlsMode: istio}}}}, \
+{{address: 10.{a}.{b}.3, labels: {{app: svc{i}, version: v2, security.istio.io/tlsMode: istio}}}}]}}\n---\n"
+        ));
+    }
+    for ns in 0..10 {
+        mtls_yaml.push_str(&format!(
+            "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: default, namespace: ns{ns}}}\nspec: {{mtls: {{mode: STRICT}}}}\n---\n"
+        ));
+    }
+    for (name, yaml) in [
+        ("eds-all-clusters-kubernetes", kubernetes_yaml(1000, false)),
+        ("eds-all-clusters-mtls-endpoints", mtls_yaml),
+    ] {
+        let store = rudder::testing::store(&yaml);
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&store, &mesh, None),
+                |ctx| {
+                    let scope = ctx.scope(&plain);
+                    black_box(generate::generate(
+                        &ctx,
+                        &plain,
+                        &scope,
+                        TypeUrl::Endpoint,
+                        Some(&all_clusters),
+                    ))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
     group.finish();
 }
 

@@ -101,13 +101,13 @@ pub fn node<'a>(snapshot: &'a Snapshot, cluster: &str, name: &str) -> Option<&'a
 
 /// A running pod as a workload a ServiceEntry's `workloadSelector` selects (istiod selects pods as
 /// well as WorkloadEntries): the pod as a WorkloadEntry (IP, labels, service account, its node's
-/// locality), and whether it is ready. Pods without an IP, finished or being deleted are left out;
+/// locality), the workload it belongs to, and whether it is ready. Pods without an IP, finished or being deleted are left out;
 /// host-network pods too (their IP is the node's).
 pub fn pod_workload(
     snapshot: &Snapshot,
     config: &crate::config::Config,
     networks: &ClusterNetworks,
-) -> Option<(crate::config::networking::WorkloadEntry, bool)> {
+) -> Option<(crate::config::networking::WorkloadEntry, String, bool)> {
     let Spec::Pod(pod) = &config.spec else {
         return None;
     };
@@ -146,7 +146,7 @@ pub fn pod_workload(
         network,
         ..Default::default()
     };
-    Some((entry, ready))
+    Some((entry, crate::model::workload::of_pod(pod).name, ready))
 }
 
 pub use super::network::NETWORK_LABEL;
@@ -267,6 +267,7 @@ pub fn kubernetes_service(
                 port: port.number,
                 weight: 1,
                 healthy: true,
+                namespace: ns.clone(),
                 ..Default::default()
             });
         }
@@ -314,6 +315,12 @@ pub fn kubernetes_service(
                             .to_string(),
                         cluster: cluster.to_string(),
                         healthy: ready,
+                        workload: pod
+                            .map(|p| crate::model::workload::of_pod(p).name)
+                            .unwrap_or_default(),
+                        namespace: pod
+                            .and_then(|p| p.metadata.namespace.clone())
+                            .unwrap_or_else(|| ns.clone()),
                     });
                 }
             }
@@ -363,6 +370,8 @@ impl Default for Endpoint {
             network: String::new(),
             cluster: String::new(),
             healthy: true,
+            workload: String::new(),
+            namespace: String::new(),
         }
     }
 }

@@ -155,6 +155,11 @@ pub struct Endpoint {
     /// The cluster the endpoint was read from: empty for the config cluster (and files).
     pub cluster: String,
     pub healthy: bool,
+    /// The workload it belongs to (a pod's Deployment, a WorkloadEntry, a ServiceEntry's inline
+    /// endpoint `<entry>-<index>`) and that workload's namespace, as istiod names them: Istio's
+    /// metrics read them from the endpoint's `istio.workload` metadata.
+    pub workload: String,
+    pub namespace: String,
 }
 
 impl Endpoint {

@@ -161,6 +161,10 @@ impl ClusterLocalHosts {
 pub struct NetworkGateway {
     pub address: String,
     pub port: u32,
+    /// The cluster whose Service it was found as (the config cluster's ID for one of the config
+    /// cluster); empty for a `meshNetworks` address, as istiod leaves it. An endpoint goes through
+    /// a gateway of its own cluster when its network has one.
+    pub cluster: String,
 }
 
 /// The `meshNetworks` key of the mesh ConfigMap: each network's gateways, by address, or by
@@ -173,7 +177,7 @@ pub fn networks_from_snapshot(
     cluster_id: &str,
 ) -> Result<Networks, String> {
     let mut networks = Networks {
-        gateways: labelled_gateways(snapshot),
+        gateways: labelled_gateways(snapshot, cluster_id),
         clusters: ClusterNetworks {
             system_namespace: snapshot
                 .get_all_clusters(Kind::Namespace, "", root_namespace)
@@ -239,7 +243,7 @@ pub fn networks_from_snapshot(
         serde_saphyr::from_str(text).map_err(|e| format!("meshNetworks: {e}"))?;
     // A gateway named by its Service is looked up in the clusters the network's endpoints come
     // from first (the config cluster is empty), then in any cluster.
-    let by_name = |fqdn: &str, registries: &[&str]| -> Vec<String> {
+    let by_name = |fqdn: &str, registries: &[&str]| -> Vec<(String, String)> {
         let Some((name, rest)) = fqdn.split_once('.') else {
             return Vec::new();
         };
@@ -261,7 +265,14 @@ pub fn networks_from_snapshot(
         found
             .into_iter()
             .filter_map(|e| match &e.config.spec {
-                Spec::Service(svc) => Some(service_addresses(svc)),
+                Spec::Service(svc) => {
+                    let cluster = resolved(&e.config.metadata.cluster, cluster_id);
+                    let addresses: Vec<(String, String)> = service_addresses(svc)
+                        .into_iter()
+                        .map(|a| (a, cluster.to_string()))
+                        .collect();
+                    Some(addresses)
+                }
                 _ => None,
             })
             .find(|a| !a.is_empty())
@@ -292,12 +303,13 @@ pub fn networks_from_snapshot(
             let addresses = if g.address.is_empty() {
                 by_name(&g.registry_service_name, &registries)
             } else {
-                vec![g.address]
+                vec![(g.address, String::new())]
             };
-            for address in addresses {
+            for (address, cluster) in addresses {
                 let gw = NetworkGateway {
                     address,
                     port: g.port,
+                    cluster,
                 };
                 if !gateways.contains(&gw) {
                     gateways.push(gw);
@@ -306,6 +318,15 @@ pub fn networks_from_snapshot(
         }
     }
     Ok(networks)
+}
+
+/// A cluster's ID: the config cluster's for the empty name the store gives it.
+pub fn resolved<'a>(cluster: &'a str, cluster_id: &'a str) -> &'a str {
+    if cluster.is_empty() {
+        cluster_id
+    } else {
+        cluster
+    }
 }
 
 /// A Service's addresses outside the cluster: its load balancer's, then its external IPs.
@@ -327,7 +348,10 @@ fn service_addresses(svc: &k8s_openapi::api::core::v1::Service) -> Vec<String> {
 /// Network gateways found as istiod finds them without `meshNetworks`: Services labelled
 /// `topology.istio.io/network`, on the port `networking.istio.io/gatewayPort` names (15443 by
 /// default) when the Service has that port, at the Service's outside addresses.
-fn labelled_gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<NetworkGateway>> {
+fn labelled_gateways(
+    snapshot: &Snapshot,
+    cluster_id: &str,
+) -> BTreeMap<String, Vec<NetworkGateway>> {
     let mut out: BTreeMap<String, Vec<NetworkGateway>> = BTreeMap::new();
     for entry in snapshot.list(Kind::Service) {
         let Spec::Service(svc) = &entry.config.spec else {
@@ -352,7 +376,11 @@ fn labelled_gateways(snapshot: &Snapshot) -> BTreeMap<String, Vec<NetworkGateway
             continue;
         }
         for address in service_addresses(svc) {
-            let gw = NetworkGateway { address, port };
+            let gw = NetworkGateway {
+                address,
+                port,
+                cluster: resolved(&entry.config.metadata.cluster, cluster_id).to_string(),
+            };
             let gateways = out.entry(network.clone()).or_default();
             if !gateways.contains(&gw) {
                 gateways.push(gw);
@@ -434,13 +462,15 @@ status: {loadBalancer: {ingress: [{ip: 192.0.2.77}]}}
             networks_from_snapshot(&snapshot, "istio-system", "cluster.local", "Kubernetes")
                 .unwrap()
                 .gateways;
-        let gw = |a: &str| NetworkGateway {
+        // An address has no cluster, as istiod leaves it; a Service is of its cluster.
+        let gw = |a: &str, cluster: &str| NetworkGateway {
             address: a.into(),
             port: 15443,
+            cluster: cluster.into(),
         };
-        assert_eq!(networks["east"], [gw("192.0.2.1")]);
-        assert_eq!(networks["north"], [gw("198.51.100.7")]);
-        assert_eq!(networks["west"], [gw("192.0.2.9")]);
+        assert_eq!(networks["east"], [gw("192.0.2.1", "")]);
+        assert_eq!(networks["north"], [gw("198.51.100.7", "Kubernetes")]);
+        assert_eq!(networks["west"], [gw("192.0.2.9", "Kubernetes")]);
         assert!(
             !networks.contains_key("south"),
             "no listener on its gateway port"

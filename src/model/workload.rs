@@ -83,3 +83,35 @@ pub fn canonical(labels: &BTreeMap<String, String>, workload: &str) -> (String, 
     .unwrap_or_else(|| "latest".into());
     (name, revision)
 }
+
+/// The workload that owns a Kubernetes pod (from its controller owner reference).
+pub fn of_pod(pod: &k8s_openapi::api::core::v1::Pod) -> Workload {
+    let meta = &pod.metadata;
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| (r.kind.as_str(), r.name.as_str(), r.api_version.as_str()));
+    let labels = meta.labels.clone().unwrap_or_default();
+    workload_from_owner(
+        meta.name.as_deref().unwrap_or_default(),
+        &labels,
+        controller,
+    )
+}
+
+/// The workload a WorkloadEntry (or a ServiceEntry's inline endpoint, named `<entry>-<index>`)
+/// belongs to, as istiod names it: its auto-registration group, else its
+/// `service.istio.io/workload-name` label, else its own name.
+pub fn of_workload_entry(
+    name: &str,
+    annotations: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
+) -> String {
+    annotations
+        .get("istio.io/autoRegistrationGroup")
+        .or_else(|| labels.get("service.istio.io/workload-name"))
+        .cloned()
+        .unwrap_or_else(|| name.to_string())
+}

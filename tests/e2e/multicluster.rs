@@ -172,6 +172,22 @@ fn socket_ip(e: &envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint) -> Op
     }
 }
 
+/// The `istio.workload` metadata istiod writes on an endpoint.
+fn workload_label(e: &envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint) -> Option<String> {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    let value = e
+        .metadata
+        .as_ref()?
+        .filter_metadata
+        .get("istio")?
+        .fields
+        .get("workload")?;
+    match &value.kind {
+        Some(Kind::StringValue(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
 fn clusterz(d: &Daemon) -> Value {
     serde_json::from_str(&http_get(d.addr("monitoring"), "/debug/clusterz").1).unwrap()
 }
@@ -196,7 +212,11 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
         primary.apply(service(&ns, "reviews"));
         primary.apply(slice(&ns, "reviews", &["10.1.0.5"], false));
         remote.apply(service(&ns, "reviews"));
-        remote.apply(slice(&ns, "reviews", &["10.2.0.7"], false));
+        remote.apply(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "reviews-0", "namespace": ns,
+                         "labels": {"app": "reviews", "version": "v3"}},
+            "spec": {"containers": [{"name": "app", "image": "reviews"}]}}));
+        remote.apply(slice(&ns, "reviews", &["10.2.0.7"], true));
         remote.apply(service(&ns, "ratings"));
         remote.apply(slice(&ns, "ratings", &["10.2.0.9"], false));
         let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
@@ -217,6 +237,28 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
         assert_eq!(
             endpoints_of(&primary, &daemon, &ratings),
             Some(vec!["10.2.0.9".to_string()])
+        );
+        // Each endpoint names its workload and cluster for Istio's metrics (istiod's
+        // `istio.workload`): the remote's pod by its canonical labels, the primary's endpoint
+        // without a pod by its namespace and cluster alone.
+        let workloads: Vec<(String, String)> = assignments_in(&primary, &daemon, &reviews, "east")
+            .expect("reviews' endpoints")
+            .iter()
+            .flat_map(|cla| cla.endpoints.iter())
+            .flat_map(|l| l.lb_endpoints.iter())
+            .filter_map(|e| Some((socket_ip(e)?, workload_label(e)?)))
+            .collect();
+        let mut workloads = workloads;
+        workloads.sort();
+        assert_eq!(
+            workloads,
+            [
+                ("10.1.0.5".to_string(), format!(";{ns};;;east")),
+                (
+                    "10.2.0.7".to_string(),
+                    format!("reviews-0;{ns};reviews;v3;west")
+                ),
+            ]
         );
         // A DNS-capturing sidecar resolves a Service only the remote cluster has by its name
         // (istio-agent's NameTable), as Kubernetes' DNS could not.

@@ -532,7 +532,7 @@ struct HostBuilder<'a> {
     snapshot: &'a Snapshot,
     index: &'a Index,
     admitted: Option<BTreeSet<String>>,
-    workloads: HashMap<String, Arc<Vec<(WorkloadEntry, bool)>>>,
+    workloads: HashMap<String, Arc<Vec<Selected>>>,
 }
 
 impl<'a> HostBuilder<'a> {
@@ -631,20 +631,17 @@ impl<'a> HostBuilder<'a> {
         // behind a Kubernetes Service); pods come through the EndpointSlices.
         let selector = kubernetes::service_selector(&entry);
         if !selector.is_empty() {
-            let entries: Vec<&WorkloadEntry> = self
+            let entries: Vec<Selected> = self
                 .snapshot
                 .list_namespace(Kind::WorkloadEntry, &ns)
-                .filter_map(|e| match &e.config.spec {
-                    Spec::WorkloadEntry(we) => Some(we),
-                    _ => None,
-                })
-                .filter(|we| !we.address.is_empty() && selects(&selector, &we.labels))
+                .filter_map(|e| Selected::workload_entry(&e.config))
+                .filter(|w| !w.entry.address.is_empty() && selects(&selector, &w.entry.labels))
                 .collect();
             for (port, eps) in &mut endpoints {
                 let Some(sp) = service.port(*port) else {
                     continue;
                 };
-                eps.extend(entries.iter().map(|we| endpoint_from(we, sp, &we.address)));
+                eps.extend(entries.iter().map(|w| w.endpoint(sp, &ns)));
                 eps.sort();
                 eps.dedup();
             }
@@ -665,7 +662,8 @@ impl<'a> HostBuilder<'a> {
             .ports
             .iter()
             .map(|port| {
-                let eps = endpoints_for(se, port, workloads.as_deref().map(Vec::as_slice));
+                let workloads = workloads.as_deref().map(Vec::as_slice);
+                let eps = endpoints_for(config, se, port, workloads);
                 (port.number, eps)
             })
             .collect();
@@ -673,20 +671,23 @@ impl<'a> HostBuilder<'a> {
     }
 
     /// The WorkloadEntries and running pods of a namespace, each with whether it is ready.
-    fn workloads_in(&mut self, ns: &str) -> Arc<Vec<(WorkloadEntry, bool)>> {
+    fn workloads_in(&mut self, ns: &str) -> Arc<Vec<Selected>> {
         if let Some(found) = self.workloads.get(ns) {
             return found.clone();
         }
         let snapshot = self.snapshot;
         let entries = snapshot
             .list_namespace(Kind::WorkloadEntry, ns)
-            .filter_map(|e| match &e.config.spec {
-                Spec::WorkloadEntry(we) => Some((we.clone(), true)),
-                _ => None,
-            });
-        let pods = snapshot
-            .list_namespace(Kind::Pod, ns)
-            .filter_map(|e| kubernetes::pod_workload(snapshot, &e.config, &self.index.networks));
+            .filter_map(|e| Selected::workload_entry(&e.config));
+        let pods = snapshot.list_namespace(Kind::Pod, ns).filter_map(|e| {
+            let (entry, workload, ready) =
+                kubernetes::pod_workload(snapshot, &e.config, &self.index.networks)?;
+            Some(Selected {
+                entry,
+                workload,
+                ready,
+            })
+        });
         let found: Arc<Vec<_>> = Arc::new(entries.chain(pods).collect());
         self.workloads.insert(ns.to_string(), found.clone());
         found
@@ -731,49 +732,93 @@ fn service_from_entry(se: &ServiceEntry, hostname: &str, ns: &str, source: &str)
     }
 }
 
-fn endpoint_from(we: &WorkloadEntry, port: &ServicePort, address: &str) -> Endpoint {
-    let number = we
-        .ports
-        .get(&port.name)
-        .copied()
-        .unwrap_or(if port.target_port != 0 {
-            port.target_port
-        } else {
-            port.number
-        });
-    Endpoint {
-        address: address.to_string(),
-        port: number,
-        labels: we.labels.clone(),
-        locality: we.locality.clone(),
-        weight: if we.weight == 0 { 1 } else { we.weight },
-        service_account: we.service_account.clone(),
-        network: we.network.clone(),
-        cluster: String::new(),
-        healthy: true,
+/// A workload an endpoint is made of: a WorkloadEntry (an object, a ServiceEntry's inline
+/// endpoint, or a pod a `workloadSelector` selects), the workload it belongs to, and whether it is
+/// ready.
+#[derive(Debug, Clone)]
+struct Selected {
+    entry: WorkloadEntry,
+    workload: String,
+    ready: bool,
+}
+
+impl Selected {
+    fn workload_entry(config: &Config) -> Option<Selected> {
+        let Spec::WorkloadEntry(entry) = &config.spec else {
+            return None;
+        };
+        let meta = &config.metadata;
+        Some(Selected {
+            workload: crate::model::workload::of_workload_entry(
+                &meta.name,
+                &meta.annotations,
+                &entry.labels,
+            ),
+            entry: entry.clone(),
+            ready: true,
+        })
+    }
+
+    /// The endpoint on `port` of this workload of `namespace`.
+    fn endpoint(&self, port: &ServicePort, namespace: &str) -> Endpoint {
+        let we = &self.entry;
+        let number = we
+            .ports
+            .get(&port.name)
+            .copied()
+            .unwrap_or(if port.target_port != 0 {
+                port.target_port
+            } else {
+                port.number
+            });
+        Endpoint {
+            address: we.address.clone(),
+            port: number,
+            labels: we.labels.clone(),
+            locality: we.locality.clone(),
+            weight: if we.weight == 0 { 1 } else { we.weight },
+            service_account: we.service_account.clone(),
+            network: we.network.clone(),
+            cluster: String::new(),
+            healthy: self.ready,
+            workload: self.workload.clone(),
+            namespace: namespace.to_string(),
+        }
     }
 }
 
-/// A ServiceEntry's endpoints on `port`: its own, or the workloads of its namespace (each with
-/// whether it is ready) that its `workloadSelector` selects.
+/// A ServiceEntry's endpoints on `port`: its own (istiod names the workload of the `i`th
+/// `<entry>-<i>`), or the workloads of its namespace that its `workloadSelector` selects.
 fn endpoints_for(
+    config: &Config,
     se: &ServiceEntry,
     port: &ServicePort,
-    workloads: Option<&[(WorkloadEntry, bool)]>,
+    workloads: Option<&[Selected]>,
 ) -> Vec<Endpoint> {
+    let ns = &config.metadata.namespace;
     let mut eps: Vec<Endpoint> = match (&se.workload_selector, workloads) {
         (Some(selector), Some(workloads)) => workloads
             .iter()
-            .filter(|(we, _)| !we.address.is_empty() && selects(&selector.labels, &we.labels))
-            .map(|(we, ready)| Endpoint {
-                healthy: *ready,
-                ..endpoint_from(we, port, &we.address)
-            })
+            .filter(|w| !w.entry.address.is_empty() && selects(&selector.labels, &w.entry.labels))
+            .map(|w| w.endpoint(port, ns))
             .collect(),
         _ => se
             .endpoints
             .iter()
-            .map(|we| endpoint_from(we, port, &we.address))
+            .enumerate()
+            .map(|(i, we)| {
+                let name = format!("{}-{i}", config.metadata.name);
+                Selected {
+                    workload: crate::model::workload::of_workload_entry(
+                        &name,
+                        &BTreeMap::new(),
+                        &we.labels,
+                    ),
+                    entry: we.clone(),
+                    ready: true,
+                }
+                .endpoint(port, ns)
+            })
             .collect(),
     };
     eps.sort();

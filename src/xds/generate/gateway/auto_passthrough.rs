@@ -229,15 +229,30 @@ spec:
 
         let eds_name: std::collections::BTreeSet<String> =
             ["outbound_.80_._.web.shop.svc.cluster.local".to_string()].into();
-        let cla = ClusterLoadAssignment::decode(
-            generate(TypeUrl::Endpoint, Some(&eds_name))[0]
-                .any
-                .value
-                .as_slice(),
-        )
-        .unwrap();
-        let endpoints: usize = cla.endpoints.iter().map(|l| l.lb_endpoints.len()).sum();
-        assert_eq!(endpoints, 1, "only the endpoint that speaks Istio's mTLS");
+        let endpoints = |ctx: &PushContext| -> usize {
+            let scope = ctx.scope(&gw);
+            let resources = crate::xds::generate::generate(
+                ctx,
+                &gw,
+                &scope,
+                TypeUrl::Endpoint,
+                Some(&eds_name),
+            );
+            let cla = ClusterLoadAssignment::decode(resources[0].any.value.as_slice()).unwrap();
+            cla.endpoints.iter().map(|l| l.lb_endpoints.len()).sum()
+        };
+        // As istiod's `checkMtlsEnabled`: the DestinationRule's ISTIO_MUTUAL says every endpoint
+        // takes mTLS; without it, only the endpoint with a proxy does.
+        assert_eq!(endpoints(&ctx), 2, "the DestinationRule decides");
+        let without_rule = crate::testing::push_context(&MESH.replace(
+            "trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}",
+            "trafficPolicy: {}",
+        ));
+        assert_eq!(
+            endpoints(&without_rule),
+            1,
+            "only the endpoint that speaks Istio's mTLS"
+        );
 
         // A sidecar gets none of this.
         let sidecar = crate::testing::sidecar("shop", &[]);

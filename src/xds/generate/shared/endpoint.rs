@@ -2,7 +2,9 @@
 
 use super::cluster::{EffectivePolicy, socket};
 use super::util::parse_service_cluster;
+use crate::config::networking::ClientTlsMode;
 use crate::model::Endpoint as ModelEndpoint;
+use crate::model::network::resolved;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Class, Typed};
 use envoy_types::pb::envoy::config::core::v3::HealthStatus;
@@ -10,12 +12,14 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
+use envoy_types::pb::google::protobuf::value::Kind::StringValue;
 use std::collections::BTreeMap;
 
 /// The load assignment for one outbound cluster, or an empty one for a cluster that does not exist
 /// (so a client that asked learns it has no endpoints instead of waiting forever).
 pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> Typed {
     let mut policy = None;
+    let mut mtls = MtlsCheck::new(ctx, None);
     // An SNI-DNAT cluster of an AUTO_PASSTHROUGH gateway: only endpoints that speak Istio's
     // mTLS, since the gateway cannot tell whether the passed-through connection is mTLS.
     let sni_dnat = super::util::parse_sni_dnat(cluster);
@@ -29,6 +33,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                 .map(|dr| &dr.spec);
             let subset_rule = rule.and_then(|r| r.subsets.iter().find(|s| s.name == subset));
             policy = Some(EffectivePolicy::resolve(rule, subset_rule, port));
+            mtls = MtlsCheck::new(ctx, rule.and_then(|r| dr_tls_mode(r, subset, port)));
             let selector = if subset.is_empty() {
                 None
             } else {
@@ -46,12 +51,12 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                 .iter()
                 .filter(|e| !cluster_local || e.cluster == scope.cluster)
                 .filter(|e| selector.as_ref().is_none_or(|s| e.matches(s)))
-                .filter(|e| sni_dnat.is_none() || tls_mode_metadata(e).is_some())
+                .filter(|e| sni_dnat.is_none() || mtls.enabled(e))
                 .collect()
         }
         None => Vec::new(),
     };
-    let endpoints = split_horizon(ctx, scope, endpoints);
+    let endpoints = split_horizon(ctx, scope, endpoints, &mut mtls);
     // The `:authority` of double HBONE: the service's hostname and port.
     let target = parse_service_cluster(cluster).map(|(port, _, host)| format!("{host}:{port}"));
     let mut by_locality: BTreeMap<&str, Vec<&ModelEndpoint>> = BTreeMap::new();
@@ -80,6 +85,7 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                                 (Some(target), true) => {
                                     let gateway = super::hbone::host_port(&e.address, e.port);
                                     lb_endpoint_of(
+                                        ctx,
                                         e,
                                         super::hbone::internal_address(
                                             super::hbone::INNER_CONNECT_ORIGINATE,
@@ -96,9 +102,10 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                                     )
                                 }
                                 _ => lb_endpoint_of(
+                                    ctx,
                                     e,
                                     socket(&e.address, e.port),
-                                    tls_mode_metadata(e),
+                                    mtls.enabled(e).then(tls_mode_metadata),
                                 ),
                             },
                         )
@@ -173,12 +180,26 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
     Typed::new(cluster, Class::outbound(scope), cla)
 }
 
-/// `e` as Envoy's endpoint at `address`: its health and weight (at least 1), with `metadata`.
+/// `e` as Envoy's endpoint at `address`: its health and weight (at least 1), with `metadata` and
+/// istiod's `istio.workload` telemetry metadata.
 pub(in crate::xds::generate) fn lb_endpoint_of(
+    ctx: &PushContext,
     e: &ModelEndpoint,
     address: envoy_types::pb::envoy::config::core::v3::Address,
     metadata: Option<envoy_types::pb::envoy::config::core::v3::Metadata>,
 ) -> LbEndpoint {
+    let mut metadata = metadata.unwrap_or_default();
+    metadata
+        .filter_metadata
+        .entry(ISTIO_METADATA.to_string())
+        .or_default()
+        .fields
+        .insert(
+            "workload".to_string(),
+            envoy_types::pb::google::protobuf::Value {
+                kind: Some(StringValue(workload_label(ctx, e))),
+            },
+        );
     LbEndpoint {
         host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
             address: Some(address),
@@ -192,7 +213,98 @@ pub(in crate::xds::generate) fn lb_endpoint_of(
         load_balancing_weight: Some(UInt32Value {
             value: e.weight.max(1),
         }),
-        metadata,
+        metadata: Some(metadata),
+    }
+}
+
+/// The filter-metadata namespace istiod writes its own endpoint facts under.
+const ISTIO_METADATA: &str = "istio";
+
+/// istiod's compressed telemetry label (`AppendLbEndpointMetadata`, on by default):
+/// `<workload>;<namespace>;<canonical name>;<canonical revision>;<cluster>`, the revision empty
+/// when it is the default `latest`. istio-proxy's stats filter reads the destination's workload
+/// from it when no peer metadata was exchanged (a destination without a sidecar, a failed
+/// request). A gateway standing in for another network's endpoints has no namespace and the
+/// gateway's own cluster (empty for a `meshNetworks` address), as istiod writes it.
+fn workload_label(ctx: &PushContext, e: &ModelEndpoint) -> String {
+    let (name, revision) = crate::model::workload::canonical(&e.labels, &e.workload);
+    let revision = if revision == "latest" { "" } else { &revision };
+    let cluster = if e.namespace.is_empty() {
+        e.cluster.as_str()
+    } else {
+        crate::model::network::resolved(&e.cluster, &ctx.mesh.cluster_id)
+    };
+    format!("{};{};{name};{revision};{cluster}", e.workload, e.namespace)
+}
+
+/// istiod's `tlsModeForDestinationRule`: the TLS mode a DestinationRule sets for `subset` (its
+/// traffic policy alone, not the rule's top level) or, with no subset, for the rule; a port-level
+/// setting for `port` wins.
+fn dr_tls_mode(
+    rule: &crate::config::networking::DestinationRule,
+    subset: &str,
+    port: u32,
+) -> Option<ClientTlsMode> {
+    let policy = if subset.is_empty() {
+        rule.traffic_policy.as_ref()
+    } else {
+        rule.subsets
+            .iter()
+            .find(|s| s.name == subset)?
+            .traffic_policy
+            .as_ref()
+    }?;
+    policy
+        .port_level_settings
+        .iter()
+        .find(|p| p.port.as_ref().is_some_and(|s| s.number == port) && p.tls.is_some())
+        .and_then(|p| p.tls.as_ref())
+        .or(policy.tls.as_ref())
+        .map(|t| t.mode)
+}
+
+/// istiod's `checkMtlsEnabled`, per endpoint of one cluster: the DestinationRule's TLS mode when
+/// it sets one (ISTIO_MUTUAL or not); else whether the endpoint has a proxy
+/// (`security.istio.io/tlsMode: istio`) whose PeerAuthentication does not DISABLE mTLS on its
+/// port. An endpoint marked so is sent mTLS by automatic mTLS; one of another network is reached
+/// through its network's gateway only when marked.
+struct MtlsCheck<'a> {
+    ctx: &'a PushContext,
+    destination_rule: Option<ClientTlsMode>,
+    /// PeerAuthentications by namespace, read once per namespace.
+    policies: BTreeMap<&'a str, Vec<crate::model::peer_auth::Policy<'a>>>,
+}
+
+impl<'a> MtlsCheck<'a> {
+    fn new(ctx: &'a PushContext, destination_rule: Option<ClientTlsMode>) -> Self {
+        MtlsCheck {
+            ctx,
+            destination_rule,
+            policies: BTreeMap::new(),
+        }
+    }
+
+    fn enabled(&mut self, e: &'a ModelEndpoint) -> bool {
+        use crate::config::security::MtlsMode;
+        use crate::model::peer_auth;
+        // A gateway standing in for another network's endpoints (no namespace) takes mTLS.
+        if e.namespace.is_empty() {
+            return e.labels.get(TLS_MODE_LABEL).map(String::as_str) == Some("istio");
+        }
+        if let Some(mode) = self.destination_rule {
+            return mode == ClientTlsMode::ISTIO_MUTUAL;
+        }
+        if e.labels.get(TLS_MODE_LABEL).map(String::as_str) != Some("istio") {
+            return false;
+        }
+        let ctx = self.ctx;
+        let root = ctx.mesh.root_namespace.as_str();
+        let policies = self
+            .policies
+            .entry(e.namespace.as_str())
+            .or_insert_with(|| peer_auth::applicable(&ctx.snapshot, root, &e.namespace));
+        peer_auth::mode_among(policies, root, &e.namespace, &e.labels, Some(e.port))
+            != MtlsMode::DISABLE
     }
 }
 
@@ -212,6 +324,7 @@ fn split_horizon<'a>(
     ctx: &PushContext,
     scope: &ScopeView,
     endpoints: Vec<&'a ModelEndpoint>,
+    mtls: &mut MtlsCheck<'a>,
 ) -> Vec<std::borrow::Cow<'a, ModelEndpoint>> {
     use std::borrow::Cow;
     let double = double_hbone(ctx, scope);
@@ -225,7 +338,7 @@ fn split_horizon<'a>(
                     .iter()
                     .filter(|g| g.address.parse::<std::net::IpAddr>().is_ok())
                     .map(|g| Via {
-                        cluster: g.cluster.clone(),
+                        cluster: resolved(&g.cluster, &ctx.mesh.cluster_id).to_string(),
                         address: g.address.clone(),
                         port: g.port(),
                     })
@@ -241,7 +354,7 @@ fn split_horizon<'a>(
                 let all = gws
                     .iter()
                     .map(|g| Via {
-                        cluster: String::new(),
+                        cluster: g.cluster.clone(),
                         address: g.address.clone(),
                         port: g.port,
                     })
@@ -256,9 +369,19 @@ fn split_horizon<'a>(
     if !edge && gateways.values().all(Vec::is_empty) {
         return endpoints.into_iter().map(Cow::Borrowed).collect();
     }
+    // istiod's `GetLBWeightScaleFactor`: the gateways per network and per network and cluster.
+    let mut per_cluster: BTreeMap<(&str, &str), u32> = BTreeMap::new();
+    for (network, gws) in &gateways {
+        for g in gws {
+            *per_cluster
+                .entry((network, g.cluster.as_str()))
+                .or_default() += 1;
+        }
+    }
     let scale: u32 = gateways
         .values()
         .map(|g| g.len() as u32)
+        .chain(per_cluster.values().copied())
         .filter(|n| *n > 0)
         .fold(1, lcm);
     let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
@@ -266,10 +389,19 @@ fn split_horizon<'a>(
     let mut through: BTreeMap<(String, &Via, &str), u32> = BTreeMap::new();
     for e in endpoints {
         let weight = e.weight.max(1).saturating_mul(scale);
-        let network_gateways = gateways
+        // istiod's `selectNetworkGateways`: the gateways of the endpoint's own cluster when its
+        // network has some there, else all of its network's.
+        let all = gateways
             .get(e.network.as_str())
             .map(Vec::as_slice)
             .unwrap_or_default();
+        let cluster = resolved(&e.cluster, &ctx.mesh.cluster_id);
+        let own: Vec<&Via> = all.iter().filter(|g| g.cluster == cluster).collect();
+        let network_gateways: Vec<&Via> = if own.is_empty() {
+            all.iter().collect()
+        } else {
+            own
+        };
         let same = e.network.is_empty() || scope.network.is_empty() || e.network == scope.network;
         let forced =
             scope.network.is_empty() && !e.network.is_empty() && !network_gateways.is_empty();
@@ -282,7 +414,7 @@ fn split_horizon<'a>(
             out.push(Cow::Owned(direct));
             continue;
         }
-        if !double && tls_mode_metadata(e).is_none() {
+        if !double && !mtls.enabled(e) {
             continue;
         }
         let share = weight / network_gateways.len() as u32;
@@ -370,21 +502,20 @@ fn lcm(a: u32, b: u32) -> u32 {
     a / gcd(a, b) * b
 }
 
-/// Endpoints of workloads with a proxy (label `security.istio.io/tlsMode: istio`) are marked for
-/// the automatic-mTLS transport socket.
-fn tls_mode_metadata(
-    e: &ModelEndpoint,
-) -> Option<envoy_types::pb::envoy::config::core::v3::Metadata> {
-    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
-    let mode = e.labels.get("security.istio.io/tlsMode")?;
-    (mode == "istio").then(|| envoy_types::pb::envoy::config::core::v3::Metadata {
+const TLS_MODE_LABEL: &str = "security.istio.io/tlsMode";
+
+/// The mark of an endpoint that takes Istio's mTLS: automatic mTLS picks the mTLS transport socket
+/// for it.
+fn tls_mode_metadata() -> envoy_types::pb::envoy::config::core::v3::Metadata {
+    use envoy_types::pb::google::protobuf::{Struct, Value};
+    envoy_types::pb::envoy::config::core::v3::Metadata {
         filter_metadata: [(
             super::cluster::TLS_MODE_MATCH.to_string(),
             Struct {
                 fields: [(
                     "tlsMode".to_string(),
                     Value {
-                        kind: Some(ValueKind::StringValue(mode.clone())),
+                        kind: Some(StringValue("istio".to_string())),
                     },
                 )]
                 .into(),
@@ -392,7 +523,7 @@ fn tls_mode_metadata(
         )]
         .into(),
         ..Default::default()
-    })
+    }
 }
 
 #[cfg(test)]
@@ -428,21 +559,8 @@ spec:
 
     /// (address, port, weight) of each endpoint `web` has for a sidecar of `network`.
     fn eds(network: &str) -> Vec<(String, u32, u32)> {
-        let ctx = crate::testing::push_context_with_mesh_config(MESH);
-        let meta: Vec<(&str, &str)> = if network.is_empty() {
-            vec![]
-        } else {
-            vec![("NETWORK", network)]
-        };
-        let p = crate::testing::sidecar("shop", &meta);
-        let scope = ctx.scope(&p);
-        let names = ["outbound|80||web.shop.svc.cluster.local".to_string()].into();
-        let r = crate::xds::generate::generate(&ctx, &p, &scope, TypeUrl::Endpoint, Some(&names));
-        let cla = ClusterLoadAssignment::decode(r[0].any.value.as_slice()).unwrap();
-        let mut out: Vec<(String, u32, u32)> = cla
-            .endpoints
+        let mut out: Vec<(String, u32, u32)> = lb_endpoints(MESH, network, "web")
             .iter()
-            .flat_map(|l| &l.lb_endpoints)
             .map(|e| {
                 let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
                     panic!("an endpoint");
@@ -466,6 +584,196 @@ spec:
             .collect();
         out.sort();
         out
+    }
+
+    /// The endpoints of `<service>.shop`'s port 80 cluster for a sidecar of `network` in `mesh`.
+    fn lb_endpoints(mesh: &str, network: &str, service: &str) -> Vec<LbEndpoint> {
+        let ctx = crate::testing::push_context_with_mesh_config(mesh);
+        let meta: Vec<(&str, &str)> = if network.is_empty() {
+            vec![]
+        } else {
+            vec![("NETWORK", network)]
+        };
+        let p = crate::testing::sidecar("shop", &meta);
+        let scope = ctx.scope(&p);
+        let names = [format!("outbound|80||{service}.shop.svc.cluster.local")].into();
+        let r = crate::xds::generate::generate(&ctx, &p, &scope, TypeUrl::Endpoint, Some(&names));
+        let cla = ClusterLoadAssignment::decode(r[0].any.value.as_slice()).unwrap();
+        cla.endpoints
+            .into_iter()
+            .flat_map(|l| l.lb_endpoints)
+            .collect()
+    }
+
+    /// A string field of an endpoint's filter metadata.
+    fn metadata(e: &LbEndpoint, namespace: &str, key: &str) -> Option<String> {
+        let value = e
+            .metadata
+            .as_ref()?
+            .filter_metadata
+            .get(namespace)?
+            .fields
+            .get(key)?;
+        match &value.kind {
+            Some(StringValue(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    /// istiod's `istio.workload` on every endpoint: a pod's Deployment (through its ReplicaSet),
+    /// its canonical name and revision, and the config cluster's ID; a ServiceEntry's inline
+    /// endpoint as the workload `<entry>-<index>` (or its `service.istio.io/workload-name`), the
+    /// default revision `latest` left empty; a gateway standing in for another network with no
+    /// workload or namespace and its own cluster (none for a `meshNetworks` address).
+    #[test]
+    fn every_endpoint_names_its_workload_for_istios_metrics() {
+        let pods = r#"
+---
+apiVersion: v1
+kind: Service
+metadata: {name: reviews, namespace: shop}
+spec: {clusterIP: 10.96.0.7, selector: {app: reviews}, ports: [{name: http, port: 80, targetPort: 9080}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: reviews-1, namespace: shop, labels: {kubernetes.io/service-name: reviews}}
+addressType: IPv4
+ports: [{name: http, port: 9080}]
+endpoints:
+- addresses: [10.1.0.7]
+  targetRef: {kind: Pod, name: reviews-v2-7d9f8c-x1, namespace: shop}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: reviews-v2-7d9f8c-x1
+  namespace: shop
+  labels: {app: reviews, version: v2, pod-template-hash: 7d9f8c}
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: reviews-v2-7d9f8c, uid: u1, controller: true}]
+spec: {containers: [{name: app}]}
+status: {phase: Running, podIP: 10.1.0.7}
+"#;
+        let mesh = format!("{MESH}{pods}");
+        let reviews = lb_endpoints(&mesh, "east", "reviews");
+        assert_eq!(
+            metadata(&reviews[0], "istio", "workload").as_deref(),
+            Some("reviews-v2;shop;reviews;v2;Kubernetes")
+        );
+        let named = MESH.replace(
+            "{address: 10.1.0.1, network: east, labels: {security.istio.io/tlsMode: istio}}",
+            "{address: 10.1.0.1, network: east, labels: {security.istio.io/tlsMode: istio, service.istio.io/workload-name: web-vm}}",
+        );
+        let workloads: Vec<Option<String>> = lb_endpoints(&named, "east", "web")
+            .iter()
+            .map(|e| metadata(e, "istio", "workload"))
+            .collect();
+        assert_eq!(
+            workloads,
+            [
+                Some("web-vm;shop;web-vm;;Kubernetes".to_string()),
+                Some(";;;;".to_string()),
+            ],
+            "the east endpoint, then the west network's gateway"
+        );
+    }
+
+    /// As istiod: a DestinationRule whose TLS is not ISTIO_MUTUAL (here DISABLE) marks no endpoint
+    /// for mTLS, and another network's endpoints, which only mTLS can reach through its gateway
+    /// (the gateway routes by SNI), are left out; ISTIO_MUTUAL marks them all.
+    #[test]
+    fn a_destination_rule_without_istio_mtls_leaves_other_networks_out() {
+        let rule = |mode: &str| {
+            format!(
+                "{MESH}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: web, namespace: shop}}\nspec: {{host: web.shop.svc.cluster.local, trafficPolicy: {{tls: {{mode: {mode}}}}}}}\n"
+            )
+        };
+        let addresses = |mesh: &str| -> Vec<(String, Option<String>)> {
+            lb_endpoints(mesh, "east", "web")
+                .iter()
+                .map(|e| {
+                    let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+                        panic!("an endpoint");
+                    };
+                    let Some(
+                        envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
+                            sa,
+                        ),
+                    ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
+                    else {
+                        panic!("a socket address");
+                    };
+                    (
+                        sa.address.clone(),
+                        metadata(e, super::super::cluster::TLS_MODE_MATCH, "tlsMode"),
+                    )
+                })
+                .collect()
+        };
+        let istio = Some("istio".to_string());
+        assert_eq!(
+            addresses(&rule("DISABLE")),
+            [("10.1.0.1".to_string(), None)]
+        );
+        assert_eq!(
+            addresses(&rule("ISTIO_MUTUAL")),
+            [
+                ("10.1.0.1".to_string(), istio.clone()),
+                ("192.0.2.9".to_string(), istio.clone())
+            ]
+        );
+        // A PeerAuthentication that disables mTLS for the endpoint's workload: no mark, so
+        // automatic mTLS sends it plain text, and no way through the other network's gateway.
+        let disabled = format!(
+            "{MESH}---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: plain, namespace: shop}}\nspec: {{mtls: {{mode: DISABLE}}}}\n"
+        );
+        assert_eq!(addresses(&disabled), [("10.1.0.1".to_string(), None)]);
+    }
+
+    /// istiod's `selectNetworkGateways`: an endpoint goes through the gateways of its own cluster
+    /// when its network has some there (a labelled gateway Service), not through the network's
+    /// `meshNetworks` address as well; the stand-in names the gateway's cluster.
+    #[test]
+    fn an_endpoint_goes_through_its_own_clusters_gateway() {
+        let gateway = r#"
+---
+apiVersion: v1
+kind: Service
+metadata: {name: eastwest, namespace: istio-system, labels: {topology.istio.io/network: west}}
+spec: {ports: [{port: 15443, name: tls}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.50}]}}
+"#;
+        let mesh = format!("{MESH}{gateway}");
+        let through: Vec<(String, u32, Option<String>)> = lb_endpoints(&mesh, "east", "web")
+            .iter()
+            .filter_map(|e| {
+                let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+                    return None;
+                };
+                let Some(
+                    envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(sa),
+                ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
+                else {
+                    return None;
+                };
+                Some((
+                    sa.address.clone(),
+                    e.load_balancing_weight.as_ref().map_or(0, |w| w.value),
+                    metadata(e, "istio", "workload"),
+                ))
+            })
+            .filter(|(a, _, _)| a.starts_with("192.0.2."))
+            .collect();
+        assert_eq!(
+            through,
+            [(
+                "192.0.2.50".to_string(),
+                4,
+                Some(";;;;Kubernetes".to_string())
+            )],
+            "the west endpoints' own cluster's gateway alone, with their summed weight (each 1, \
+             scaled by 2: istiod's factor, the lowest common multiple of the gateways per network \
+             and per network and cluster)"
+        );
     }
 
     /// Split-horizon EDS as istiod's: the proxy's network direct, another network through its

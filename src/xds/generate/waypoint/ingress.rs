@@ -78,6 +78,7 @@ pub fn ingress_load_assignment(
                 ..Default::default()
             };
             crate::xds::generate::shared::endpoint::lb_endpoint_of(
+                ctx,
                 e,
                 internal_address(CONNECT_ORIGINATE, &target),
                 Some(metadata),

@@ -55,14 +55,7 @@ pub(super) fn pod_workload(
         .into_iter()
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True");
-    let controller = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| (r.kind.as_str(), r.name.as_str(), r.api_version.as_str()));
-    let owner = crate::model::workload::workload_from_owner(&meta.name, &meta.labels, controller);
+    let owner = crate::model::workload::of_pod(pod);
     let (canonical_name, canonical_revision) =
         crate::model::workload::canonical(&meta.labels, &owner.name);
     let workload_type = match owner.kind.as_str() {
