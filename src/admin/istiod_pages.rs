@@ -1,6 +1,7 @@
 //! istiod's other debug pages, in its shapes, so the paths its index (and `istioctl dashboard
 //! istiod-debug`) links to answer here too: the list of pages, connections, ADS clients, each
-//! proxy's service targets, Telemetry, endpoint shards, typed config dumps and remote clusters.
+//! proxy's service targets, Telemetry, endpoint shards, typed config dumps, remote clusters and
+//! network gateways.
 
 use super::{AdminState, InternalCaller, caller_namespace, xds, xds_connections};
 use axum::extract::{Query, State};
@@ -35,6 +36,7 @@ pub const PAGES: &[(&str, &str)] = &[
     ("log", "Rudder: log levels (get, or set with level=)"),
     ("mesh", "Active mesh config"),
     ("ndsz", "Status and debug interface for NDS"),
+    ("networkz", "List cross-network gateways"),
     ("push_status", "Last pushes, with what triggered them"),
     ("registryz", "Debug support for registry"),
     (
@@ -286,6 +288,16 @@ pub async fn clusterz(State(s): State<AdminState>) -> Json<serde_json::Value> {
             .filter_map(|c| serde_json::to_value(c).ok()),
     );
     Json(serde_json::Value::Array(out))
+}
+
+/// `/debug/networkz`: the network gateways, in istiod's shape (an empty list before the first
+/// push context, or with no networks).
+pub async fn networkz(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    Json(
+        xds(&s)
+            .map(|x| x.network_gateways())
+            .unwrap_or_else(|| serde_json::json!([])),
+    )
 }
 
 /// `/debug/inject`: the sidecar injection settings in force (404 without an injector).

@@ -63,6 +63,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/ndsz", get(istiod_pages::ndsz))
         .route("/debug/ecdsz", get(istiod_pages::ecdsz))
         .route("/debug/clusterz", get(istiod_pages::clusterz))
+        .route("/debug/networkz", get(istiod_pages::networkz))
         .route("/debug/inject", get(istiod_pages::inject))
         .route("/debug/syncz", get(syncz))
         .route("/debug/registryz", get(registryz))

@@ -675,7 +675,6 @@ fn an_istiod_values_file_installs_rudder() {
         "--log-format=json",
         "--log-level=default:info,ads:debug",
         "--domain-suffix=corp.local",
-        "--cluster-id=east-1",
         "--trust-domain=corp.example",
         "--keepalive-max-server-connection-age=1h",
         "--revision-tags=prod",
@@ -684,6 +683,13 @@ fn an_istiod_values_file_installs_rudder() {
         assert!(args.contains(&want.to_string()), "{want} not in {args:?}");
     }
     let env = env_of(deploy);
+    // The cluster ID as istiod's chart passes it, so `pilot.env.CLUSTER_ID` can override it.
+    assert_eq!(env["CLUSTER_ID"], "east-1");
+    assert!(
+        !args_of(deploy)
+            .iter()
+            .any(|a| a.starts_with("--cluster-id"))
+    );
     assert_eq!(env["PILOT_PUSH_THROTTLE"], "50");
     assert_eq!(env["PILOT_DEBOUNCE_AFTER"], "200ms");
     assert_eq!(env["CA_TRUSTED_NODE_ACCOUNTS"], "kube-system/ztunnel");

@@ -222,8 +222,12 @@ fn a_remote_secret_merges_the_remote_clusters_services_and_removing_it_removes_t
         let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
         let secret = remote_secret(&ns, "istio-remote-secret-west", &[("west", kubeconfig)]);
         primary.apply(secret.clone());
-        // istiod's flag form: proxies still reporting a cluster's old name are of that cluster.
-        let daemon = primary.rudder(&["--cluster-id", "east", "--clusterAliases=west-old=west"]);
+        // istiod's forms: the cluster ID from `CLUSTER_ID` (its chart's), and proxies still
+        // reporting a cluster's old name are of that cluster.
+        let daemon = primary.rudder_env(
+            &["--clusterAliases=west-old=west"],
+            &[("CLUSTER_ID", Some("east"))],
+        );
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200
         });
@@ -360,7 +364,7 @@ fn remote_networks_outages_and_refused_kubeconfigs() {
     primary.apply(remote_secret(
         &ns,
         "istio-remote-secret-west",
-        &[("west", kubeconfig), ("evil", evil.to_string())],
+        &[("west", kubeconfig.clone()), ("evil", evil.to_string())],
     ));
     let daemon = primary.rudder(&["--cluster-id", "east"]);
     eventually(60, "rudder ready", || {
@@ -393,6 +397,27 @@ fn remote_networks_outages_and_refused_kubeconfigs() {
         "{clusters}"
     );
     assert!(metric_line(&daemon, "rudder_remote_cluster_errors_total{type=\"evil\"}").is_some());
+    // istiod's `/debug/networkz`: the remote's gateway Service, of its cluster.
+    let (status, body) = http_get(daemon.addr("http"), "/debug/networkz");
+    assert_eq!(status, 200);
+    let gateways: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        gateways,
+        json!([{"Network": "west-net", "Cluster": "west", "Addr": "192.0.2.50", "Port": 15443,
+                "HBONEPort": 0, "ServiceAccount": {"Namespace": "", "Name": ""}}])
+    );
+    // The refused kubeconfig leaves the secret: its cluster leaves `/debug/clusterz`.
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-west",
+        &[("west", kubeconfig)],
+    ));
+    eventually(10, "the refused cluster no longer listed", || {
+        let clusters = clusterz(&daemon);
+        clusters
+            .as_array()
+            .is_some_and(|list| list.len() == 2 && list.iter().all(|c| c["id"] != "evil"))
+    });
 
     // The remote's API server goes away: its last endpoints stay, as istiod keeps them.
     drop(remote);
@@ -934,9 +959,7 @@ fn an_unreachable_remote_is_retried_with_a_growing_backoff() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters: [{{name: dead, cluster: {{server: \"http://127.0.0.1:{closed}\"}}}}]\nusers: [{{name: dead, user: {{}}}}]\ncontexts: [{{name: dead, context: {{cluster: dead, user: dead}}}}]\ncurrent-context: dead\n"
-    );
+    let kubeconfig = kubeconfig_to(closed, "dead");
     primary.apply(remote_secret(
         &ns,
         "istio-remote-secret-dead",
@@ -965,4 +988,33 @@ fn an_unreachable_remote_is_retried_with_a_growing_backoff() {
         "{attempts} failed attempts in 8 s: the backoff does not grow"
     );
     assert!(attempts >= 1.0, "the watcher stopped retrying");
+
+    // Missing the sync timeout is counted once per cluster, for a cluster added after start too.
+    let timeouts = |d: &Daemon| metric_line(d, "remote_cluster_sync_timeouts_total");
+    assert_eq!(
+        timeouts(&daemon).as_deref(),
+        Some("remote_cluster_sync_timeouts_total 1")
+    );
+    let later = kubeconfig_to(closed, "later");
+    primary.apply(remote_secret(
+        &ns,
+        "istio-remote-secret-later",
+        &[("later", later)],
+    ));
+    eventually(10, "the later cluster's timeout counted", || {
+        timeouts(&daemon).as_deref() == Some("remote_cluster_sync_timeouts_total 2")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        timeouts(&daemon).as_deref(),
+        Some("remote_cluster_sync_timeouts_total 2"),
+        "once per cluster"
+    );
+}
+
+/// A kubeconfig of cluster `name` whose API server is `127.0.0.1:<port>`.
+fn kubeconfig_to(port: u16, name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: {name}, cluster: {{server: \"http://127.0.0.1:{port}\"}}}}]\nusers: [{{name: {name}, user: {{}}}}]\ncontexts: [{{name: {name}, context: {{cluster: {name}, user: {name}}}}}]\ncurrent-context: {name}\n"
+    )
 }

@@ -161,8 +161,9 @@ pub struct ServeArgs {
     /// Address injected proxies dial for xDS and certificates (default: istiod.<system-namespace>.svc:15012).
     #[arg(long)]
     pub discovery_address: Option<String>,
-    /// Cluster id injected proxies report (ISTIO_META_CLUSTER_ID).
-    #[arg(long, default_value = "Kubernetes")]
+    /// The config cluster's ID, which injected proxies report (ISTIO_META_CLUSTER_ID); istiod
+    /// reads it from `CLUSTER_ID`, which its chart sets.
+    #[arg(long, default_value = "Kubernetes", env = "CLUSTER_ID")]
     pub cluster_id: String,
     /// Other names of clusters (istiod's `--clusterAliases`), `alias=cluster-id`, comma-separated
     /// or repeated: a proxy or certificate request that reports an alias is taken as from that

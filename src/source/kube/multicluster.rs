@@ -274,6 +274,8 @@ struct Running {
     cancel: CancellationToken,
     readiness: Arc<Readiness>,
     started: tokio::time::Instant,
+    /// Counted in `remote_cluster_sync_timeouts_total` once it missed PILOT_REMOTE_CLUSTER_TIMEOUT.
+    timed_out: bool,
 }
 
 /// The remote-cluster controller: started by `cmd` in Kubernetes mode, after the config
@@ -346,7 +348,6 @@ impl MultiCluster {
             if !running.readiness.is_ready() {
                 warn!(cluster = %id, pending = ?running.readiness.pending(),
                     "remote cluster not synced within PILOT_REMOTE_CLUSTER_TIMEOUT; starting without it (still syncing)");
-                self.metrics.remote_cluster_sync_timeouts.inc();
             }
         }
         self.report_status();
@@ -492,12 +493,20 @@ impl MultiCluster {
         let wanted = snapshot
             .get_named(Kind::Secret, &self.config.system_namespace, name)
             .and_then(|e| remote_kubeconfigs(&e.config));
-        let had: Vec<String> = self
+        // Its clusters: those running, and those whose kubeconfig was refused (listed as failed).
+        let mut had: Vec<String> = self
             .running
             .iter()
             .filter(|(_, r)| r.secret == secret)
             .map(|(id, _)| id.clone())
             .collect();
+        had.extend(
+            self.clusters
+                .list()
+                .into_iter()
+                .filter(|c| c.secret_name == secret && !self.running.contains_key(&c.id))
+                .map(|c| c.id),
+        );
         if wanted.is_none() && had.is_empty() {
             // Not a remote secret, and never was one: nothing to do (most Secrets).
             return;
@@ -590,13 +599,16 @@ impl MultiCluster {
                 cancel,
                 readiness,
                 started: tokio::time::Instant::now(),
+                timed_out: false,
             },
         );
     }
 
-    /// Stops a cluster's watchers and removes exactly its objects.
+    /// Stops a cluster's watchers and removes exactly its objects; a cluster whose kubeconfig was
+    /// refused (never running) leaves `/debug/clusterz` too.
     fn remove_cluster(&mut self, id: &str) {
         let Some(running) = self.running.remove(id) else {
+            self.clusters.remove(id);
             return;
         };
         info!(cluster = %id, secret = %running.secret, "remote cluster removed");
@@ -621,9 +633,10 @@ impl MultiCluster {
         }
     }
 
-    /// Each running cluster's sync state, into `/debug/clusterz` and the metrics.
-    fn report_status(&self) {
-        for (id, running) in &self.running {
+    /// Each running cluster's sync state, into `/debug/clusterz` and the metrics; a cluster that
+    /// misses the sync timeout, at start or added later, is counted once.
+    fn report_status(&mut self) {
+        for (id, running) in &mut self.running {
             let status = if running.readiness.is_ready() {
                 "synced"
             } else if running.started.elapsed() >= self.config.sync_timeout {
@@ -631,6 +644,10 @@ impl MultiCluster {
             } else {
                 "syncing"
             };
+            if status == "timeout" && !running.timed_out {
+                running.timed_out = true;
+                self.metrics.remote_cluster_sync_timeouts.inc();
+            }
             self.clusters.set(ClusterInfo {
                 id: id.clone(),
                 secret_name: running.secret.clone(),

@@ -298,6 +298,9 @@ impl<'a> MtlsCheck<'a> {
             return false;
         }
         let ctx = self.ctx;
+        if !ctx.derived(MtlsDisabledSomewhere::of).0 {
+            return true;
+        }
         let root = ctx.mesh.root_namespace.as_str();
         let policies = self
             .policies
@@ -503,6 +506,33 @@ fn lcm(a: u32, b: u32) -> u32 {
 }
 
 const TLS_MODE_LABEL: &str = "security.istio.io/tlsMode";
+
+/// Whether any PeerAuthentication disables mTLS, for a whole namespace, a workload or a port; read
+/// once per push. When none does, an endpoint's proxy label alone decides its mTLS mark.
+struct MtlsDisabledSomewhere(bool);
+
+impl MtlsDisabledSomewhere {
+    fn of(ctx: &PushContext) -> Self {
+        use crate::config::security::MtlsMode;
+        use crate::config::{Kind, Spec};
+        let disables = |mtls: Option<&crate::config::security::MutualTls>| {
+            mtls.is_some_and(|m| m.mode == MtlsMode::DISABLE)
+        };
+        MtlsDisabledSomewhere(ctx.snapshot.list(Kind::PeerAuthentication).any(|e| {
+            match &e.config.spec {
+                Spec::PeerAuthentication(pa) => {
+                    disables(pa.mtls.as_ref())
+                        || pa
+                            .port_level_mtls
+                            .iter()
+                            .flat_map(|ports| ports.values())
+                            .any(|m| disables(Some(m)))
+                }
+                _ => false,
+            }
+        }))
+    }
+}
 
 /// The mark of an endpoint that takes Istio's mTLS: automatic mTLS picks the mTLS transport socket
 /// for it.
