@@ -1,7 +1,7 @@
 //! istiod's other debug pages, in its shapes, so the paths its index (and `istioctl dashboard
 //! istiod-debug`) links to answer here too: the list of pages, connections, ADS clients, each
-//! proxy's service targets, Telemetry, endpoint shards, typed config dumps, remote clusters and
-//! network gateways.
+//! proxy's service targets, Telemetry, endpoint shards, typed config dumps, remote clusters,
+//! network gateways, authorization policies, the xDS cache and the watched kinds.
 
 use super::{AdminState, InternalCaller, caller_namespace, xds, xds_connections};
 use axum::extract::{Query, State};
@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 pub const PAGES: &[(&str, &str)] = &[
     ("adsz", "Status and debug interface for ADS"),
     ("ambientz", "Debug support for ambient"),
+    ("authorizationz", "Internal authorization policies"),
+    ("cachez", "Info about the internal XDS caches"),
     (
         "clusterz",
         "List remote clusters where istiod reads endpoints",
@@ -30,10 +32,18 @@ pub const PAGES: &[(&str, &str)] = &[
     ("inject", "Active inject template"),
     ("instancesz", "Debug support for service instances"),
     (
+        "krtz",
+        "Debug support for krt (internal state); Rudder has no krt: an empty list",
+    ),
+    (
         "limitz",
         "Rudder: the bounds on clients and how often each refused",
     ),
     ("log", "Rudder: log levels (get, or set with level=)"),
+    (
+        "mcsz",
+        "List information about Kubernetes MCS services; Rudder reads no MCS: an empty list",
+    ),
     ("mesh", "Active mesh config"),
     ("ndsz", "Status and debug interface for NDS"),
     ("networkz", "List cross-network gateways"),
@@ -43,6 +53,7 @@ pub const PAGES: &[(&str, &str)] = &[
         "resourcez",
         "Rudder: a proxy's resources with the config objects that produced each",
     ),
+    ("resourcesz", "Debug support for watched resources"),
     ("sources", "Rudder: the config files read and their errors"),
     (
         "syncz",
@@ -298,6 +309,75 @@ pub async fn networkz(State(s): State<AdminState>) -> Json<serde_json::Value> {
             .map(|x| x.network_gateways())
             .unwrap_or_else(|| serde_json::json!([])),
     )
+}
+
+/// `/debug/authorizationz`: every AuthorizationPolicy by namespace, oldest first, in istiod's
+/// shape (`authorization_policies`: `namespace_to_policies`, `root_namespace`).
+pub async fn authorizationz(State(s): State<AdminState>) -> Json<serde_json::Value> {
+    use crate::config::Kind;
+    let snapshot = s.store.snapshot();
+    let mut policies: Vec<&crate::config::Config> = snapshot
+        .list(Kind::AuthorizationPolicy)
+        .map(|e| e.config.as_ref())
+        .collect();
+    policies.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
+    let mut by_namespace: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    for p in policies {
+        let spec = serde_json::to_value(&p.spec).unwrap_or_default();
+        by_namespace
+            .entry(p.metadata.namespace.as_str())
+            .or_default()
+            .push(serde_json::json!({
+                "name": p.metadata.name,
+                "namespace": p.metadata.namespace,
+                "annotations": p.metadata.annotations,
+                "spec": spec,
+            }));
+    }
+    let root = xds(&s)
+        .map(|x| x.context().mesh.root_namespace.clone())
+        .unwrap_or_else(|| "istio-system".into());
+    Json(serde_json::json!({
+        "authorization_policies": {"namespace_to_policies": by_namespace, "root_namespace": root}
+    }))
+}
+
+/// `/debug/cachez`: the current push's xDS cache, as istiod's: the resource names by type URL;
+/// `sizes` the bytes by type URL and in total; `clear` empties it.
+pub async fn cachez(
+    State(s): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(x) = xds(&s) else {
+        return Json(serde_json::json!({})).into_response();
+    };
+    if q.get("clear").is_some_and(|v| !v.is_empty()) {
+        x.clear_cache();
+        return "Cache cleared\n".into_response();
+    }
+    Json(x.cachez(q.get("sizes").is_some_and(|v| !v.is_empty()))).into_response()
+}
+
+/// `/debug/krtz` and `/debug/mcsz`: istiod's krt collections and Kubernetes MCS services; Rudder
+/// has neither, so the honest answer is istiod's empty one (a list), not a 404 that
+/// `istioctl bug-report` would record as a broken control plane.
+pub async fn empty_list() -> Json<serde_json::Value> {
+    Json(serde_json::json!([]))
+}
+
+/// `/debug/resourcesz`: the config kinds read, as istiod lists its schemas (group, version,
+/// kind).
+pub async fn resourcesz() -> Json<serde_json::Value> {
+    let kinds: Vec<serde_json::Value> = crate::config::Kind::config_kinds()
+        .map(|k| {
+            serde_json::json!({
+                "group": k.group(),
+                "version": k.served_versions().first().copied().unwrap_or("v1"),
+                "kind": k.name(),
+            })
+        })
+        .collect();
+    Json(serde_json::Value::Array(kinds))
 }
 
 /// `/debug/inject`: the sidecar injection settings in force (404 without an injector).

@@ -436,6 +436,17 @@ fn chart_lints_and_renders_valid_objects() {
         mesh.default_providers.map(|d| d.metrics),
         Some(vec!["prometheus".to_string()])
     );
+    // Also as istiod's chart: a mesh config that sets `defaultProviders` says every provider it
+    // wants, so one without `metrics` turns Istio's Prometheus metrics off.
+    let tracing_only = json!({"meshConfig": {"defaultProviders": {"tracing": ["zipkin"]}}});
+    if let Some(r) = render(tracing_only) {
+        let mesh: rudder::config::mesh::MeshConfig =
+            serde_saphyr::from_str(get(&r, "ConfigMap/istio")["data"]["mesh"].as_str().unwrap())
+                .expect("mesh parses");
+        let providers = mesh.default_providers.expect("the user's providers");
+        assert!(providers.metrics.is_empty(), "{:?}", providers.metrics);
+        assert_eq!(providers.tracing, ["zipkin"]);
+    }
 
     assert!(
         !r.objects.contains_key("PodDisruptionBudget/istiod"),

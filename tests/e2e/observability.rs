@@ -155,6 +155,58 @@ fn debug_endpoints_answer_with_their_json_shapes() {
                 }
             }
         }
+        // The pages `istioctl bug-report` collects from istiod (its `istioDebugURLs`): none
+        // answers 404, which the collector would record as a broken control plane.
+        for page in [
+            "adsz",
+            "authorizationz",
+            "cachez",
+            "clusterz",
+            "configz",
+            "endpointShardz",
+            "endpointz",
+            "inject",
+            "krtz",
+            "instancesz",
+            "mcsz",
+            "mesh",
+            "networkz",
+            "push_status",
+            "registryz",
+            "resourcesz",
+            "syncz",
+            "telemetryz",
+            "ambientz",
+        ] {
+            let (code, body) = http_get(d.addr("monitoring"), &format!("/debug/{page}"));
+            assert_eq!(code, 200, "{page}: {body}");
+            serde_json::from_str::<Value>(&body)
+                .unwrap_or_else(|e| panic!("bug-report's {page}: {e}: {body}"));
+        }
+        let authz = json(d, "/debug/authorizationz");
+        assert_eq!(
+            authz["authorization_policies"]["root_namespace"], "istio-system",
+            "{authz}"
+        );
+        let cache = json(d, "/debug/cachez");
+        assert!(
+            cache[EDS].as_array().is_some_and(|names| names
+                .iter()
+                .any(|n| n == "outbound|9080|v1|reviews.shop.svc.cluster.local")),
+            "the client's EDS was built and cached: {cache}"
+        );
+        assert!(json(d, "/debug/cachez?sizes=true")["total"].is_string());
+        let kinds = json(d, "/debug/resourcesz");
+        assert!(
+            kinds
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"] == "AuthorizationPolicy" && k["group"] == "security.istio.io"),
+            "{kinds}"
+        );
+        assert_eq!(json(d, "/debug/krtz"), serde_json::json!([]));
+        assert_eq!(json(d, "/debug/mcsz"), serde_json::json!([]));
         assert_eq!(
             json(d, "/debug/instancesz")["client-1.shop"],
             serde_json::json!([]),

@@ -116,6 +116,33 @@ def main():
         page.click("#nav a[data-view=endpoints]")
         expect(main.locator("a[href='/debug/syncz']")).to_be_visible()
 
+        # A page left open on a quiet mesh costs one small poll every two seconds: the proxies
+        # view does not refetch its list, and the summary stays small after a push.
+        page.click("#nav a[data-view=proxies]")
+        expect(main).to_contain_text("client-0.shop")
+        page.wait_for_timeout(3_000)
+        seen = []
+
+        def record(response):
+            if "/debug/" in response.url:
+                try:
+                    seen.append((response.url, len(response.body())))
+                except Exception as e:  # a response still streaming when the page moves on
+                    seen.append((response.url, 0))
+
+        page.on("response", record)
+        page.wait_for_timeout(8_000)
+        page.remove_listener("response", record)
+        polls = [n for url, n in seen if url.endswith("/debug/ui/summary")]
+        others = [url for url, _ in seen if not url.endswith("/debug/ui/summary")]
+        if others:
+            errors.append(f"a quiet page fetched more than its poll: {others}")
+        if not 3 <= len(polls) <= 5:
+            errors.append(f"{len(polls)} summary polls in 8 s, expected one every 2 s")
+        if any(n > 1_000 for n in polls):
+            errors.append(f"summary polls of {polls} bytes: more than a few hundred")
+        print(f"quiet page: {len(polls)} polls in 8 s, {sum(polls)} bytes")
+
         # A deep link opens its view directly.
         fresh = browser.new_page()
         fresh.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)

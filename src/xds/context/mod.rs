@@ -753,6 +753,25 @@ impl PushContext {
         )
     }
 
+    /// Every resource built and cached in this push so far: its type and itself (a resource
+    /// several scopes built is listed once per scope, as istiod lists its cache's entries).
+    pub fn cache_entries(&self) -> Vec<(TypeUrl, Arc<Resource>)> {
+        lock(&self.cache)
+            .iter()
+            .flat_map(|((type_url, _), by_name)| {
+                by_name
+                    .values()
+                    .flat_map(|list| list.iter())
+                    .map(|r| (*type_url, r.clone()))
+            })
+            .collect()
+    }
+
+    /// Forgets what this push built: the next request for each resource builds it again.
+    pub fn clear_cache(&self) {
+        lock(&self.cache).clear();
+    }
+
     /// How many proxies met so far in this push have an inbound conflict.
     pub fn inbound_conflicts(&self) -> usize {
         lock(&self.inbound_conflicts).len()

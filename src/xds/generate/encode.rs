@@ -50,19 +50,50 @@ pub fn encode_load_assignment(
     if !unordered {
         return cla.encode_to_vec();
     }
-    let mut shell = cla.clone();
-    shell.endpoints.clear();
+    use envoy_types::pb::envoy::config::endpoint::v3::{
+        ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,
+    };
+    // Each level is encoded as a shell without its children, then the children in order: the
+    // shells copy every field but the children, so nothing below is cloned (exhaustive
+    // literals: a field added to Envoy's types must be named here).
+    let shell = ClusterLoadAssignment {
+        cluster_name: cla.cluster_name.clone(),
+        endpoints: Vec::new(),
+        named_endpoints: cla.named_endpoints.clone(),
+        policy: cla.policy.clone(),
+    };
     let mut out = shell.encode_to_vec();
     for group in &cla.endpoints {
-        let mut g = group.clone();
-        g.lb_endpoints.clear();
-        let mut group_bytes = g.encode_to_vec();
+        let shell = LocalityLbEndpoints {
+            locality: group.locality.clone(),
+            metadata: group.metadata.clone(),
+            lb_endpoints: Vec::new(),
+            load_balancing_weight: group.load_balancing_weight,
+            priority: group.priority,
+            proximity: group.proximity,
+            lb_config: group.lb_config.clone(),
+        };
+        let mut group_bytes = shell.encode_to_vec();
         for lb in &group.lb_endpoints {
-            let mut l = lb.clone();
-            let metadata = l.metadata.take();
-            let mut lb_bytes = l.encode_to_vec();
+            // Field by field, in field order (as prost would), the metadata key-ordered.
+            let LbEndpoint {
+                host_identifier,
+                health_status,
+                metadata,
+                load_balancing_weight,
+            } = lb;
+            let mut lb_bytes = Vec::new();
+            if let Some(host) = host_identifier {
+                host.encode(&mut lb_bytes);
+            }
+            if *health_status != 0 {
+                prost::encoding::int32::encode(2, health_status, &mut lb_bytes);
+            }
             if let Some(m) = metadata {
-                put_field(3, &encode_metadata(&m), &mut lb_bytes);
+                put_field(3, &encode_metadata(m), &mut lb_bytes);
+            }
+            if let Some(weight) = load_balancing_weight {
+                prost::encoding::message::encode(4, weight, &mut lb_bytes);
             }
             put_field(2, &lb_bytes, &mut group_bytes);
         }
@@ -138,8 +169,13 @@ mod tests {
                             .into(),
                             ..Default::default()
                         }),
-                        ..Default::default()
+                        host_identifier: Some(
+                            envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier::EndpointName("e".into()),
+                        ),
+                        health_status: 2,
+                        load_balancing_weight: Some(envoy_types::pb::google::protobuf::UInt32Value { value: 3 }),
                     }],
+                    priority: 1,
                     ..Default::default()
                 }],
                 ..Default::default()

@@ -319,10 +319,64 @@ impl XdsStatus {
         ztunnel::dump::config_dump(&ztunnel::index(&self.context()))
     }
 
+    /// The xDS cache of the current push, as istiod's `/debug/cachez` shows its cache: each
+    /// type URL's resource names or, with `sizes`, the bytes by type URL and in total (in its
+    /// human units).
+    pub fn cachez(&self, sizes: bool) -> serde_json::Value {
+        let entries = self.context().cache_entries();
+        if sizes {
+            let mut by_type: BTreeMap<&str, usize> = BTreeMap::new();
+            let mut total = 0;
+            for (type_url, r) in &entries {
+                *by_type.entry(type_url.url()).or_default() += r.any.value.len();
+                total += r.any.value.len();
+            }
+            let mut out: serde_json::Map<String, serde_json::Value> = by_type
+                .into_iter()
+                .map(|(t, n)| (t.to_string(), byte_count(n).into()))
+                .collect();
+            out.insert("total".into(), byte_count(total).into());
+            return serde_json::Value::Object(out);
+        }
+        let mut names: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (type_url, r) in &entries {
+            names.entry(type_url.url()).or_default().push(&r.name);
+        }
+        for list in names.values_mut() {
+            list.sort_unstable();
+        }
+        serde_json::to_value(names).unwrap_or_default()
+    }
+
+    /// Empties the current push's xDS cache (`/debug/cachez?clear=true`).
+    pub fn clear_cache(&self) {
+        self.context().clear_cache();
+    }
+
     /// The network gateways, for `/debug/networkz`.
     pub fn network_gateways(&self) -> serde_json::Value {
         network_gateways(&self.context())
     }
+}
+
+/// Bytes in istiod's `ByteCount` form: `512B`, `1.5kB`, `2.0MB` (powers of 1000).
+fn byte_count(bytes: usize) -> String {
+    const UNIT: usize = 1000;
+    if bytes < UNIT {
+        return format!("{bytes}B");
+    }
+    let (mut div, mut exp) = (UNIT, 0);
+    let mut n = bytes / UNIT;
+    while n >= UNIT {
+        div *= UNIT;
+        exp += 1;
+        n /= UNIT;
+    }
+    format!(
+        "{:.1}{}B",
+        bytes as f64 / div as f64,
+        ['k', 'M', 'G', 'T', 'P', 'E'][exp]
+    )
 }
 
 /// The network gateways of `ctx` as istiod's `/debug/networkz` lists them (its `NetworkGateway`,
@@ -370,6 +424,13 @@ pub fn network_gateways(ctx: &PushContext) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts_read_as_istiods() {
+        assert_eq!(byte_count(999), "999B");
+        assert_eq!(byte_count(1500), "1.5kB");
+        assert_eq!(byte_count(2_000_000), "2.0MB");
+    }
 
     /// `/debug/networkz` lists every network's gateways in istiod's shape: a `meshNetworks`
     /// address (no cluster) and a labelled gateway Service (its cluster).
