@@ -72,13 +72,18 @@ pub struct EventLabels {
     pub event: String,
 }
 
-const PROCESS_METRICS: [&str; 6] = [
+const PROCESS_METRICS: [&str; 11] = [
     "process_cpu_seconds",
     "process_resident_memory_bytes",
     "process_virtual_memory_bytes",
     "process_open_fds",
     "process_start_time_seconds",
     "process_threads",
+    "rudder_runtime_alive_tasks",
+    "rudder_runtime_workers",
+    "rudder_runtime_global_queue_depth",
+    "rudder_allocator_committed_bytes",
+    "rudder_allocator_peak_committed_bytes",
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -111,6 +116,13 @@ struct ProcessMetrics {
     open_fds: Gauge,
     start_time: Gauge,
     threads: Gauge,
+    /// The async runtime's equivalents of the Go runtime series Istio's dashboards read: tasks
+    /// for goroutines, the allocator's committed memory for the heap (docs/metrics.md).
+    alive_tasks: Gauge,
+    workers: Gauge,
+    global_queue_depth: Gauge,
+    committed_bytes: Gauge,
+    peak_committed_bytes: Gauge,
 }
 
 impl ProcessMetrics {
@@ -143,6 +155,58 @@ impl ProcessMetrics {
             self.start_time.clone(),
         );
         registry.register("process_threads", "OS threads", self.threads.clone());
+        registry.register(
+            "rudder_runtime_alive_tasks",
+            "Tasks alive in the async runtime (what go_goroutines counts for istiod)",
+            self.alive_tasks.clone(),
+        );
+        registry.register(
+            "rudder_runtime_workers",
+            "Worker threads of the async runtime",
+            self.workers.clone(),
+        );
+        registry.register(
+            "rudder_runtime_global_queue_depth",
+            "Tasks waiting in the async runtime's global queue",
+            self.global_queue_depth.clone(),
+        );
+        registry.register(
+            "rudder_allocator_committed_bytes",
+            "Memory the allocator holds from the OS for the heap (what go_memstats_heap_sys_bytes is for istiod)",
+            self.committed_bytes.clone(),
+        );
+        registry.register(
+            "rudder_allocator_peak_committed_bytes",
+            "The most memory the allocator has held from the OS",
+            self.peak_committed_bytes.clone(),
+        );
+    }
+
+    /// The async runtime's and the allocator's figures, read on each scrape.
+    fn refresh_runtime(&self) {
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let m = handle.metrics();
+            self.alive_tasks.set(m.num_alive_tasks() as i64);
+            self.workers.set(m.num_workers() as i64);
+            self.global_queue_depth.set(m.global_queue_depth() as i64);
+        }
+        let (mut elapsed, mut user, mut system, mut rss, mut peak_rss) = (0, 0, 0, 0, 0);
+        let (mut commit, mut peak_commit, mut faults) = (0, 0, 0);
+        // SAFETY: mimalloc writes one usize through each pointer, each to a local of this frame.
+        unsafe {
+            libmimalloc_sys::mi_process_info(
+                &mut elapsed,
+                &mut user,
+                &mut system,
+                &mut rss,
+                &mut peak_rss,
+                &mut commit,
+                &mut peak_commit,
+                &mut faults,
+            )
+        };
+        self.committed_bytes.set(commit as i64);
+        self.peak_committed_bytes.set(peak_commit as i64);
     }
 
     #[cfg(target_os = "linux")]
@@ -360,6 +424,7 @@ impl Metrics {
     /// Prometheus text exposition format (0.0.4, what `/metrics` declares), with istiod's names.
     pub fn render(&self) -> String {
         self.process.refresh();
+        self.process.refresh_runtime();
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -439,6 +504,28 @@ fn normalise_le(line: &str) -> String {
 
 #[cfg(test)]
 mod text_tests {
+    /// The runtime's equivalents of Istio's Go series are filled on a scrape: a waiting task is
+    /// counted alive, and the runtime's workers are counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runtime_series_are_filled_on_a_scrape() {
+        let (done, wait) = tokio::sync::oneshot::channel::<()>();
+        let waiting = tokio::spawn(async move {
+            let _ = wait.await;
+        });
+        let text = crate::metrics::Registry::new().finish().render();
+        let _ = done.send(());
+        let _ = waiting.await;
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} missing:\n{text}"))
+        };
+        assert!(value("rudder_runtime_alive_tasks") >= 1.0);
+        assert_eq!(value("rudder_runtime_workers"), 2.0);
+        assert!(value("rudder_allocator_committed_bytes") >= 0.0);
+    }
+
     #[test]
     fn bucket_bounds_are_written_as_istiod_writes_them() {
         assert_eq!(

@@ -273,6 +273,8 @@ struct MtlsCheck<'a> {
     destination_rule: Option<ClientTlsMode>,
     /// PeerAuthentications by namespace, read once per namespace.
     policies: BTreeMap<&'a str, Vec<crate::model::peer_auth::Policy<'a>>>,
+    /// Whether any PeerAuthentication of the push disables mTLS, read on first need.
+    any_disabled: Option<bool>,
 }
 
 impl<'a> MtlsCheck<'a> {
@@ -281,6 +283,7 @@ impl<'a> MtlsCheck<'a> {
             ctx,
             destination_rule,
             policies: BTreeMap::new(),
+            any_disabled: None,
         }
     }
 
@@ -298,7 +301,10 @@ impl<'a> MtlsCheck<'a> {
             return false;
         }
         let ctx = self.ctx;
-        if !ctx.derived(MtlsDisabledSomewhere::of).0 {
+        if !*self
+            .any_disabled
+            .get_or_insert_with(|| ctx.derived(MtlsDisabledSomewhere::of).0)
+        {
             return true;
         }
         let root = ctx.mesh.root_namespace.as_str();
