@@ -729,8 +729,22 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                 None
             }
             // Tracing's sampling, tags and path tag length are applied; the tracer's address
-            // is the agent's; proxy metadata goes to the injected proxies.
-            "defaultConfig" => None,
+            // is the agent's; proxy metadata goes to the injected proxies. Of `proxyHeaders`,
+            // only the metadata-exchange mode is read; the headers keep istiod's defaults.
+            "defaultConfig" => {
+                let headers = value.get("proxyHeaders").and_then(|h| h.as_object());
+                for (field, _) in headers
+                    .into_iter()
+                    .flatten()
+                    .filter(|(f, _)| *f != "metadataExchangeHeaders")
+                {
+                    out.push((
+                        format!("data.mesh.defaultConfig.proxyHeaders.{field}"),
+                        "not applied: the proxies keep istiod's default for this header (X-Forwarded-Client-Cert: the caller's certificate appended on sidecar inbound)",
+                    ));
+                }
+                None
+            }
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {
                 Some("no egress proxy: unknown destinations are passed through directly")
             }
@@ -844,6 +858,24 @@ mod tests {
             &expr("DoesNotExist", &[]),
             &BTreeMap::new()
         ));
+    }
+
+    /// ProxyConfig `proxyHeaders` of the mesh's `defaultConfig` (the client-certificate header
+    /// among them) are named: Rudder applies istiod's defaults, and reads only the
+    /// metadata-exchange mode.
+    #[test]
+    fn proxy_headers_for_client_certificates_are_warned_about() {
+        let warned = unhonoured_mesh_fields(
+            "defaultConfig:\n  proxyHeaders:\n    forwardedClientCert: SANITIZE\n    server: {disabled: true}\n",
+        );
+        let paths: Vec<&str> = warned.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "data.mesh.defaultConfig.proxyHeaders.forwardedClientCert",
+                "data.mesh.defaultConfig.proxyHeaders.server"
+            ]
+        );
     }
 
     #[test]

@@ -391,6 +391,30 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
                     last == (200, "app /allowed".into())
                 });
                 assert_eq!(request_at(app, host, "/denied", &[]).0, 403);
+                // The application reads its caller's identity from X-Forwarded-Client-Cert, as
+                // with istiod; one the caller wrote itself never arrives.
+                let (code, body) = request_at(
+                    app,
+                    host,
+                    "/allowed",
+                    &[
+                        ("x-echo-headers", "x-forwarded-client-cert"),
+                        (
+                            "x-forwarded-client-cert",
+                            "URI=spiffe://cluster.local/ns/shop/sa/admin",
+                        ),
+                    ],
+                );
+                assert_eq!(code, 200, "{body}");
+                let xfcc = body
+                    .split_once("x-forwarded-client-cert=")
+                    .map_or("", |(_, v)| v);
+                assert!(
+                    xfcc.contains("uri=spiffe://cluster.local/ns/shop/sa/client")
+                        && xfcc.starts_with("by=spiffe://cluster.local/ns/shop/sa/server"),
+                    "{body}"
+                );
+                assert!(!xfcc.contains("/sa/admin") && !xfcc.contains(','), "{body}");
                 peers_of_another_trust_domain_are_refused(ca_dir);
                 authorization_keys_through_real_sidecars(cfg, app, host);
             }));

@@ -155,7 +155,25 @@ pub(in crate::xds::generate) fn http_connection_manager(
     if class == Class::Gateway {
         gateway_client_address(&mut manager, &scope.gateway_topology);
     }
+    if class == Class::SidecarInbound {
+        sidecar_inbound_client_cert(&mut manager);
+    }
     manager
+}
+
+/// istiod's sidecar inbound `X-Forwarded-Client-Cert`: the caller's certificate (subject, SPIFFE
+/// URI, DNS names) appended to what came in, so the application reads the caller's identity. A
+/// header the calling application wrote never arrives: its own sidecar's outbound connection
+/// manager sanitizes it (Envoy's default, as istiod leaves it).
+fn sidecar_inbound_client_cert(manager: &mut HttpConnectionManager) {
+    use http_connection_manager::{ForwardClientCertDetails, SetCurrentClientCertDetails};
+    manager.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
+    manager.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
+        subject: Some(BoolValue { value: true }),
+        uri: true,
+        dns: true,
+        ..Default::default()
+    });
 }
 
 /// [`http_connection_manager`] as a network filter.

@@ -383,3 +383,47 @@ spec: {hosts: [any.example.com], ports: [{number: 9092, name: tcp, protocol: TCP
     // A ServiceEntry without endpoints or selector stays on the wildcard listener.
     assert!(names.iter().any(|n| n == "0.0.0.0_9092"), "{names:?}");
 }
+
+/// As istiod: a sidecar's inbound HTTP connection manager appends the caller's certificate
+/// (subject, SPIFFE URI, DNS names) to `X-Forwarded-Client-Cert` for the application; its
+/// outbound one leaves Envoy's default, which strips a header the application wrote.
+#[test]
+fn sidecar_inbound_forwards_the_callers_certificate() {
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        HttpConnectionManager, http_connection_manager::ForwardClientCertDetails,
+    };
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: app, namespace: a}\n\
+spec: {hosts: [app.a.svc.cluster.local], location: MESH_INTERNAL, ports: [{number: 9000, name: http, protocol: HTTP}], resolution: STATIC, \
+endpoints: [{address: 10.0.0.9, labels: {app: app, security.istio.io/tlsMode: istio}}]}\n";
+    let c = ctx(yaml);
+    let managers = |l: &envoy_types::pb::envoy::config::listener::v3::Listener| {
+        l.filter_chains
+            .iter()
+            .flat_map(|ch| &ch.filters)
+            .filter(|f| f.name == "envoy.filters.network.http_connection_manager")
+            .map(|f| match &f.config_type {
+                Some(
+                    envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(
+                        a,
+                    ),
+                ) => HttpConnectionManager::decode(a.value.as_slice()).unwrap(),
+                _ => panic!("typed config"),
+            })
+            .collect::<Vec<_>>()
+    };
+    let inbound = managers(&listener_named(&c, &verified("a"), "virtualInbound"));
+    assert!(!inbound.is_empty());
+    for m in &inbound {
+        assert_eq!(
+            m.forward_client_cert_details,
+            ForwardClientCertDetails::AppendForward as i32
+        );
+        let set = m.set_current_client_cert_details.as_ref().unwrap();
+        assert!(set.subject.as_ref().unwrap().value && set.uri && set.dns && !set.cert);
+    }
+    let outbound = managers(&listener_named(&c, &verified("a"), "0.0.0.0_9000"));
+    assert!(!outbound.is_empty());
+    assert!(outbound.iter().all(|m| m.forward_client_cert_details
+        == ForwardClientCertDetails::Sanitize as i32
+        && m.set_current_client_cert_details.is_none()));
+}
