@@ -1729,3 +1729,53 @@ fn envoy_streams_access_logs_to_a_grpc_access_log_service() {
         prefaces.load(std::sync::atomic::Ordering::Relaxed) > 0
     });
 }
+
+/// A proxy without traffic capture (`INTERCEPTION_MODE: NONE`, VMs and pods without iptables):
+/// a request for a host the mesh does not know, on a service's HTTP port, meets istiod's
+/// catch-all virtual host as with capture: 502 under REGISTRY_ONLY (was 404: no virtual host),
+/// the passthrough under ALLOW_ANY, while the service's own host is served.
+#[test]
+fn without_capture_unknown_hosts_meet_the_catch_all_virtual_host() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "services.yaml",
+        &services(port, &[("web-v1", "v1", v1.port)]),
+    );
+    write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
+    );
+    let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+    let _envoy = Envoy::start_with(
+        &envoy_bin,
+        daemon.addr("grpc-xds"),
+        NS,
+        false,
+        "INTERCEPTION_MODE: NONE, ",
+    );
+    eventually(30, "the service served without capture", || {
+        request(port, HOST, "/", &[]).0 == 200
+    });
+    let (status, body) = request(port, "unknown.example.com", "/", &[]);
+    assert_eq!(status, 502, "{body}");
+    write(
+        dir.path(),
+        "mesh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    outboundTrafficPolicy: {mode: ALLOW_ANY}\n",
+    );
+    // ALLOW_ANY: the catch-all passes through, as istiod's; without capture a connection has no
+    // other original destination than the proxy's own listener, so Envoy finds no upstream
+    // (503 at once, no loop back into itself).
+    eventually(30, "ALLOW_ANY's passthrough", || {
+        request(port, "unknown.example.com", "/", &[]) == (503, "no healthy upstream".into())
+    });
+    assert_eq!(request(port, HOST, "/", &[]).0, 200);
+    assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+}

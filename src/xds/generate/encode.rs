@@ -104,18 +104,28 @@ pub fn encode_load_assignment(
 
 /// `Metadata` with its namespaces and their fields in key order.
 fn encode_metadata(m: &envoy_types::pb::envoy::config::core::v3::Metadata) -> Vec<u8> {
+    use envoy_types::pb::envoy::config::core::v3::Metadata;
     use prost::Message;
-    let mut shell = m.clone();
-    shell.filter_metadata.clear();
-    let mut out = shell.encode_to_vec();
-    let sorted: std::collections::BTreeMap<&String, _> = m.filter_metadata.iter().collect();
-    for (key, value) in sorted {
-        let mut fields = Vec::new();
-        let ordered: std::collections::BTreeMap<&String, _> = value.fields.iter().collect();
-        encode_sorted_map(1, ordered, &mut fields);
+    // The typed metadata as prost encodes it (nearly always none), then the namespaces in order.
+    let mut out = if m.typed_filter_metadata.is_empty() {
+        Vec::new()
+    } else {
+        Metadata {
+            filter_metadata: Default::default(),
+            typed_filter_metadata: m.typed_filter_metadata.clone(),
+        }
+        .encode_to_vec()
+    };
+    let mut namespaces: Vec<_> = m.filter_metadata.iter().collect();
+    namespaces.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (key, value) in namespaces {
+        let mut fields: Vec<_> = value.fields.iter().collect();
+        fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut struct_bytes = Vec::new();
+        encode_sorted_map(1, fields, &mut struct_bytes);
         let mut entry = Vec::new();
         prost::encoding::string::encode(1, key, &mut entry);
-        put_field(2, &fields, &mut entry);
+        put_field(2, &struct_bytes, &mut entry);
         put_field(1, &entry, &mut out);
     }
     out

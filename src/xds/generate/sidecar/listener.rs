@@ -574,9 +574,10 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
         .filter(|s| s.port(port).is_some())
         .filter_map(|s| virtual_host(ctx, scope, s, port, false, &mut seen))
         .collect();
-    if !scope.interception_none && seen.insert("*".into()) {
+    if seen.insert("*".into()) {
         // Hosts the mesh does not know: passed through (ALLOW_ANY) or answered 502 (REGISTRY_ONLY),
-        // with istiod's virtual host and route names.
+        // with istiod's virtual host and route names, whatever the interception mode (as
+        // istiod's `buildCatchAllVirtualHost`).
         let (name, action) = if allow_any(ctx, scope) {
             (
                 "allow_any",
