@@ -72,6 +72,12 @@ pub struct MeshConfig {
     /// tag, and the proxy's bootstrap tracer (written by pilot-agent) reports.
     #[serde(default)]
     pub enable_tracing: Option<bool>,
+    /// Every cluster's connect timeout (istiod's default 10s) where a DestinationRule sets none.
+    #[serde(default)]
+    pub connect_timeout: Option<crate::config::common::Duration>,
+    /// TCP keepalive on every upstream connection; a DestinationRule's overrides it field by field.
+    #[serde(default)]
+    pub tcp_keepalive: Option<crate::config::networking::TcpKeepalive>,
     /// Per-host service settings: `clusterLocal` keeps a host's traffic in the proxy's cluster.
     #[serde(default)]
     pub service_settings: Vec<ServiceSettings>,
@@ -556,6 +562,8 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "accessLogFormat",
     "disableEnvoyListenerLog",
     "enableTracing",
+    "connectTimeout",
+    "tcpKeepalive",
 ];
 
 /// Of the telemetry providers Rudder applies, the fields it reads; any other is warned about.

@@ -42,6 +42,10 @@ pub struct MeshSettings {
     pub root_namespace: String,
     /// `outboundTrafficPolicy: ALLOW_ANY` (Istio's default): unknown destinations pass through.
     pub outbound_allow_any: bool,
+    /// MeshConfig `connectTimeout`: every cluster's, unless its DestinationRule sets one.
+    pub connect_timeout: std::time::Duration,
+    /// MeshConfig `tcpKeepalive`: on every upstream connection, a DestinationRule's fields winning.
+    pub tcp_keepalive: Option<crate::config::networking::TcpKeepalive>,
     pub trust_domain: String,
     /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
     pub cluster_id: String,
@@ -282,6 +286,10 @@ impl MeshSettings {
                 if let Some(l) = mc.locality_lb_setting {
                     out.locality_lb = Some(l);
                 }
+                if let Some(timeout) = mc.connect_timeout {
+                    out.connect_timeout = timeout.as_std();
+                }
+                out.tcp_keepalive = mc.tcp_keepalive;
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
@@ -326,6 +334,8 @@ impl Default for MeshSettings {
             domain_suffix: "cluster.local".into(),
             root_namespace: "istio-system".into(),
             outbound_allow_any: true,
+            connect_timeout: std::time::Duration::from_secs(10),
+            tcp_keepalive: None,
             trust_domain: "cluster.local".into(),
             cluster_id: "Kubernetes".into(),
             extension_providers: Vec::new(),
@@ -429,6 +439,8 @@ mod tests {
             ("ingressSelector", "edge", ""),
             ("ingressControllerMode", "OFF", ""),
             ("defaultProviders", "{accessLogging: [envoy]}", ""),
+            ("connectTimeout", "3s", ""),
+            ("tcpKeepalive", "{time: 30s}", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[("protocolDetectionTimeout", "5s")];

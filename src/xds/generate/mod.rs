@@ -271,7 +271,7 @@ pub fn build_all(ctx: &PushContext, scope: &ScopeView, type_url: TypeUrl) -> Vec
             if gateway::has_auto_passthrough(ctx, scope) {
                 v.extend(gateway::auto_passthrough::clusters(ctx, scope));
             }
-            v.extend(listener::inbound_clusters(scope));
+            v.extend(listener::inbound_clusters(ctx, scope));
             v.extend(jwt::jwks_clusters(ctx, scope, &[]));
             v
         }

@@ -38,7 +38,6 @@ use envoy_types::pb::google::protobuf::{UInt32Value, UInt64Value};
 pub const BLACKHOLE: &str = "BlackHoleCluster";
 pub const PASSTHROUGH: &str = "PassthroughCluster";
 pub const INBOUND_PASSTHROUGH: &str = "InboundPassthroughCluster";
-const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const UPSTREAM_HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 /// The four policy parts after Istio's merge order: top level, port level, subset, subset port level.
@@ -128,7 +127,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
         out.extend(service_clusters(ctx, scope, svc));
     }
     if with_builtins {
-        out.push(blackhole(scope));
+        out.push(blackhole(ctx, scope));
         for name in [PASSTHROUGH, INBOUND_PASSTHROUGH] {
             let mut c = Cluster {
                 name: name.into(),
@@ -136,7 +135,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView, with_builtins: bool) -> Ve
                     DiscoveryType::OriginalDst as i32,
                 )),
                 lb_policy: LbPolicy::ClusterProvided as i32,
-                connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
+                connect_timeout: Some(duration(ctx.mesh.connect_timeout)),
                 ..Default::default()
             };
             if name == INBOUND_PASSTHROUGH {
@@ -265,14 +264,14 @@ fn for_grpc(
 }
 
 /// `BlackHoleCluster`: no endpoints, so what is sent to it goes nowhere.
-pub(in crate::xds::generate) fn blackhole(scope: &ScopeView) -> Typed {
+pub(in crate::xds::generate) fn blackhole(ctx: &PushContext, scope: &ScopeView) -> Typed {
     Typed::new(
         BLACKHOLE,
         Class::outbound(scope),
         Cluster {
             name: BLACKHOLE.into(),
             cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-            connect_timeout: Some(duration(DEFAULT_CONNECT_TIMEOUT)),
+            connect_timeout: Some(duration(ctx.mesh.connect_timeout)),
             ..Default::default()
         },
     )
@@ -334,7 +333,7 @@ pub(in crate::xds::generate) fn build(
                 .as_ref()
                 .and_then(|p| p.tcp.as_ref())
                 .and_then(|t| t.connect_timeout)
-                .map_or(DEFAULT_CONNECT_TIMEOUT, |d| d.as_std()),
+                .map_or(ctx.mesh.connect_timeout, |d| d.as_std()),
         )),
         ..Default::default()
     };
@@ -419,6 +418,7 @@ pub(in crate::xds::generate) fn build(
     apply_connection_pool(
         &mut c,
         policy.connection_pool.as_ref(),
+        ctx.mesh.tcp_keepalive.as_ref(),
         port.protocol,
         sniffed,
         policy.tls.as_ref().and_then(auto_sni_and_san),
@@ -640,9 +640,11 @@ fn apply_lb(c: &mut Cluster, lb: Option<&LoadBalancerSettings>, cluster_provided
     }
 }
 
+/// A DestinationRule's (or a Sidecar's) connection pool on `c`, over the mesh's `tcpKeepalive`.
 pub(in crate::xds::generate) fn apply_connection_pool(
     c: &mut Cluster,
     pool: Option<&ConnectionPoolSettings>,
+    mesh_keepalive: Option<&crate::config::networking::TcpKeepalive>,
     protocol: Protocol,
     sniffed: bool,
     upstream_http: Option<UpstreamHttpProtocolOptions>,
@@ -671,19 +673,30 @@ pub(in crate::xds::generate) fn apply_connection_pool(
         }],
         ..Default::default()
     });
-    if let Some(ka) = tcp.and_then(|t| t.tcp_keepalive.as_ref()) {
-        c.upstream_connection_options = Some(UpstreamConnectionOptions {
-            tcp_keepalive: Some(TcpKeepalive {
-                keepalive_probes: (ka.probes > 0).then_some(UInt32Value { value: ka.probes }),
-                keepalive_time: ka.time.map(|d| UInt32Value {
-                    value: d.as_std().as_secs() as u32,
-                }),
-                keepalive_interval: ka.interval.map(|d| UInt32Value {
-                    value: d.as_std().as_secs() as u32,
-                }),
-            }),
-            ..Default::default()
-        });
+    // As istiod's `applyTCPKeepalive`: the mesh's keepalive, then the rule's fields over it.
+    for ka in [mesh_keepalive, tcp.and_then(|t| t.tcp_keepalive.as_ref())]
+        .into_iter()
+        .flatten()
+    {
+        let options = c
+            .upstream_connection_options
+            .get_or_insert_with(UpstreamConnectionOptions::default);
+        let keepalive = options
+            .tcp_keepalive
+            .get_or_insert_with(TcpKeepalive::default);
+        if ka.probes > 0 {
+            keepalive.keepalive_probes = Some(UInt32Value { value: ka.probes });
+        }
+        if let Some(d) = ka.time {
+            keepalive.keepalive_time = Some(UInt32Value {
+                value: d.as_std().as_secs() as u32,
+            });
+        }
+        if let Some(d) = ka.interval {
+            keepalive.keepalive_interval = Some(UInt32Value {
+                value: d.as_std().as_secs() as u32,
+            });
+        }
     }
     let mut common = CommonHttpOptions::default();
     let mut any_common = false;

@@ -154,7 +154,7 @@ pub fn inbound_cluster_name(port: u32) -> String {
 /// (the pod's IP, as istiod since 1.10: applications listening on localhost only are not
 /// reached), from 127.0.0.6 so the capture rules let it through; or to a Sidecar ingress
 /// listener's `defaultEndpoint`.
-pub fn inbound_clusters(scope: &ScopeView) -> Vec<Typed> {
+pub fn inbound_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     if scope.interception_none {
         return Vec::new();
     }
@@ -174,7 +174,7 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Typed> {
             });
             let mut cluster = Cluster {
                 name: name.clone(),
-                connect_timeout: Some(crate::xds::generate::shared::util::duration(std::time::Duration::from_secs(10))),
+                connect_timeout: Some(crate::xds::generate::shared::util::duration(ctx.mesh.connect_timeout)),
                 ..Default::default()
             };
             let endpoint = ingress.map(|i| i.default_endpoint.as_str()).unwrap_or("");
@@ -231,6 +231,7 @@ pub fn inbound_clusters(scope: &ScopeView) -> Vec<Typed> {
             crate::xds::generate::shared::cluster::apply_connection_pool(
                 &mut cluster,
                 pool,
+                ctx.mesh.tcp_keepalive.as_ref(),
                 protocol,
                 protocol == Protocol::Unsupported,
                 None,

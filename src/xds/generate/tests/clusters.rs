@@ -424,3 +424,46 @@ fn outlier_detection_follows_istiod() {
         Some(0)
     );
 }
+
+/// MeshConfig `connectTimeout` and `tcpKeepalive` as istiod applies them: every cluster's connect
+/// timeout (service, passthrough, blackhole, inbound) where no DestinationRule sets one, and the
+/// mesh's keepalive on every upstream connection with a rule's fields over it.
+#[test]
+fn mesh_connect_timeout_and_keepalive_reach_every_cluster() {
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    connectTimeout: 3s\n    tcpKeepalive: {time: 60s, interval: 20s}\n---\n"
+        .to_string()
+        + &se("a", "web", "HTTP")
+        + &se("a", "db", "TCP")
+        + "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: db, namespace: a}\nspec: {host: db.a.svc.cluster.local, trafficPolicy: {connectionPool: {tcp: {connectTimeout: 1s, tcpKeepalive: {probes: 4, time: 30s}}}}}\n";
+    let c = crate::testing::push_context_with_mesh_config(&yaml);
+    let p = proxy("a", &[]);
+    let secs = |cl: &Cluster| cl.connect_timeout.as_ref().map(|d| d.seconds);
+    let keepalive = |cl: &Cluster| {
+        let k = cl
+            .upstream_connection_options
+            .as_ref()
+            .and_then(|o| o.tcp_keepalive.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        (
+            k.keepalive_probes.map(|v| v.value),
+            k.keepalive_time.map(|v| v.value),
+            k.keepalive_interval.map(|v| v.value),
+        )
+    };
+    let web = cluster(&c, &p, "outbound|80||web.a.svc.cluster.local");
+    assert_eq!(secs(&web), Some(3));
+    assert_eq!(keepalive(&web), (None, Some(60), Some(20)));
+    let db = cluster(&c, &p, "outbound|80||db.a.svc.cluster.local");
+    assert_eq!(secs(&db), Some(1), "the rule's own timeout wins");
+    assert_eq!(keepalive(&db), (Some(4), Some(30), Some(20)), "field by field");
+    for name in ["PassthroughCluster", "BlackHoleCluster"] {
+        assert_eq!(secs(&cluster(&c, &p, name)), Some(3), "{name}");
+    }
+    let default = ctx(&se("a", "web", "HTTP"));
+    assert_eq!(
+        secs(&cluster(&default, &p, "outbound|80||web.a.svc.cluster.local")),
+        Some(10),
+        "istiod's default"
+    );
+}

@@ -69,9 +69,28 @@ spec: {serviceAccountName: bookinfo-reviews, nodeName: node-a, containers: [{nam
 status: {phase: Running, podIP: 10.0.0.11, podIPs: [{ip: 10.0.0.11}]}
 "#;
 
+/// `p` as its stream proved it runs as `service_account` (a sidecar with a certificate).
+fn with_identity(mut p: Proxy, service_account: &str) -> Proxy {
+    p.identity = Some(crate::model::identity::Identity {
+        trust_domain: "cluster.local".into(),
+        namespace: p.namespace.clone(),
+        service_account: service_account.into(),
+    });
+    p
+}
+
 /// One proxy of each role and generator.
 fn proxies() -> Vec<(&'static str, Proxy)> {
     use crate::testing::proxy;
+    let reviews = proxy(
+        "sidecar~10.0.0.11~reviews-v1-0.bookinfo~bookinfo.svc.cluster.local",
+        &[],
+        &[
+            ("app", "reviews"),
+            ("version", "v1"),
+            ("security.istio.io/tlsMode", "istio"),
+        ],
+    );
     vec![
         ("sidecar-default", crate::testing::sidecar("default", &[])),
         (
@@ -87,15 +106,7 @@ fn proxies() -> Vec<(&'static str, Proxy)> {
         ),
         (
             "sidecar-reviews",
-            proxy(
-                "sidecar~10.0.0.11~reviews-v1-0.bookinfo~bookinfo.svc.cluster.local",
-                &[],
-                &[
-                    ("app", "reviews"),
-                    ("version", "v1"),
-                    ("security.istio.io/tlsMode", "istio"),
-                ],
-            ),
+            with_identity(reviews, "bookinfo-reviews"),
         ),
         (
             "grpc-foo",

@@ -40,7 +40,6 @@ use std::sync::Arc;
 const UPSTREAM_HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 /// istiod's default for MeshConfig `hboneIdleTimeout`.
 const HBONE_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A waypoint's clusters in istiod's order: outbound clusters of the services its routes send
 /// to that it does not serve itself, then `main_internal`, `encap`, one `inbound-vip` cluster per
@@ -169,7 +168,11 @@ pub(super) fn internal_assignment(name: &str, listener: &str) -> ClusterLoadAssi
 /// An original-destination cluster `name` to port 15008 of the address the connection was given
 /// (istiod's HBONE originators): of the endpoint's waypoint instead when `by_waypoint` and its
 /// metadata names one.
-pub(super) fn to_hbone_port(name: &str, by_waypoint: bool) -> Cluster {
+pub(super) fn to_hbone_port(
+    name: &str,
+    by_waypoint: bool,
+    connect_timeout: std::time::Duration,
+) -> Cluster {
     Cluster {
         name: name.into(),
         alt_stat_name: format!("{name};"),
@@ -177,7 +180,7 @@ pub(super) fn to_hbone_port(name: &str, by_waypoint: bool) -> Cluster {
             DiscoveryType::OriginalDst as i32,
         )),
         lb_policy: LbPolicy::ClusterProvided as i32,
-        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        connect_timeout: Some(duration(connect_timeout)),
         cleanup_interval: Some(duration(std::time::Duration::from_secs(60))),
         lb_config: Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
             upstream_port_override: Some(UInt32Value { value: HBONE_PORT }),
@@ -258,7 +261,7 @@ pub(super) fn connect_originate(ctx: &PushContext, scope: &ScopeView, waypoint: 
                 },
             ))),
         }),
-        ..to_hbone_port(CONNECT_ORIGINATE, true)
+        ..to_hbone_port(CONNECT_ORIGINATE, true, ctx.mesh.connect_timeout)
     };
     Typed::new(CONNECT_ORIGINATE, Class::outbound(scope), c)
 }

@@ -186,7 +186,7 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let outer = Cluster {
         typed_extension_protocol_options: h2_connect_unpooled(),
         transport_socket: Some(tls(ctx)),
-        ..to_hbone_port(OUTER_CONNECT_ORIGINATE, false)
+        ..to_hbone_port(OUTER_CONNECT_ORIGINATE, false, ctx.mesh.connect_timeout)
     };
     vec![
         Typed::new(INNER_CONNECT_ORIGINATE, class(scope), inner),

@@ -48,7 +48,6 @@ use std::sync::Arc;
 pub const FORWARD_INNER_CONNECT: &str = "forward_inner_connect";
 /// The filter-state key `connect_terminate` keeps the tunnel's `:authority` under.
 const CONNECT_AUTHORITY: &str = "io.istio.connect_authority";
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether the proxy of `scope` is an ambient east-west gateway: a waypoint-type proxy of an
 /// `istio-east-west` Gateway, under ambient multi-network (istiod's `IsAmbientEastWestGateway`).
@@ -264,21 +263,20 @@ pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     ];
     for (svc, _) in served(ctx) {
         for port in svc.ports.iter() {
-            out.push(vip_cluster(&inbound_vip_cluster(
-                port.number,
-                "tcp",
-                &svc.hostname,
-            )));
+            out.push(vip_cluster(
+                &inbound_vip_cluster(port.number, "tcp", &svc.hostname),
+                ctx.mesh.connect_timeout,
+            ));
         }
     }
-    out.push(forward_inner_connect_cluster());
-    out.push(blackhole(scope));
+    out.push(forward_inner_connect_cluster(ctx));
+    out.push(blackhole(ctx, scope));
     out
 }
 
 /// An `inbound-vip` cluster of an east-west gateway: EDS, raw bytes into the internal listener
 /// its endpoints name, their tunnel metadata passed along (no DestinationRule applies, as istiod).
-fn vip_cluster(name: &str) -> Typed {
+fn vip_cluster(name: &str, connect_timeout: std::time::Duration) -> Typed {
     let c = Cluster {
         name: name.into(),
         alt_stat_name: format!("{name};"),
@@ -291,7 +289,7 @@ fn vip_cluster(name: &str) -> Typed {
             }),
             service_name: name.into(),
         }),
-        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        connect_timeout: Some(duration(connect_timeout)),
         transport_socket: Some(internal_upstream(raw_buffer(), true)),
         ..Default::default()
     };
@@ -300,11 +298,11 @@ fn vip_cluster(name: &str) -> Typed {
 
 /// `forward_inner_connect`: the endpoint's own address (or its waypoint's), port 15008, over
 /// plain TCP: the bytes are the inner tunnel, TLS from the far ztunnel.
-fn forward_inner_connect_cluster() -> Typed {
+fn forward_inner_connect_cluster(ctx: &PushContext) -> Typed {
     Typed::new(
         FORWARD_INNER_CONNECT,
         Class::Waypoint,
-        to_hbone_port(FORWARD_INNER_CONNECT, true),
+        to_hbone_port(FORWARD_INNER_CONNECT, true, ctx.mesh.connect_timeout),
     )
 }
 
