@@ -78,6 +78,9 @@ pub struct MeshConfig {
     /// TCP keepalive on every upstream connection; a DestinationRule's overrides it field by field.
     #[serde(default)]
     pub tcp_keepalive: Option<crate::config::networking::TcpKeepalive>,
+    /// `UPGRADE`: HTTP/1.1 to HTTP ports' upstreams goes as HTTP/2 unless a DestinationRule says not.
+    #[serde(default)]
+    pub h2_upgrade_policy: Option<String>,
     /// Per-host service settings: `clusterLocal` keeps a host's traffic in the proxy's cluster.
     #[serde(default)]
     pub service_settings: Vec<ServiceSettings>,
@@ -564,6 +567,7 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "enableTracing",
     "connectTimeout",
     "tcpKeepalive",
+    "h2UpgradePolicy",
 ];
 
 /// Of the telemetry providers Rudder applies, the fields it reads; any other is warned about.

@@ -46,6 +46,8 @@ pub struct MeshSettings {
     pub connect_timeout: std::time::Duration,
     /// MeshConfig `tcpKeepalive`: on every upstream connection, a DestinationRule's fields winning.
     pub tcp_keepalive: Option<crate::config::networking::TcpKeepalive>,
+    /// MeshConfig `h2UpgradePolicy: UPGRADE`: outbound HTTP clusters speak HTTP/2 upstream.
+    pub h2_upgrade: bool,
     pub trust_domain: String,
     /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
     pub cluster_id: String,
@@ -290,6 +292,7 @@ impl MeshSettings {
                     out.connect_timeout = timeout.as_std();
                 }
                 out.tcp_keepalive = mc.tcp_keepalive;
+                out.h2_upgrade = mc.h2_upgrade_policy.as_deref() == Some("UPGRADE");
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
@@ -336,6 +339,7 @@ impl Default for MeshSettings {
             outbound_allow_any: true,
             connect_timeout: std::time::Duration::from_secs(10),
             tcp_keepalive: None,
+            h2_upgrade: false,
             trust_domain: "cluster.local".into(),
             cluster_id: "Kubernetes".into(),
             extension_providers: Vec::new(),
@@ -441,6 +445,7 @@ mod tests {
             ("defaultProviders", "{accessLogging: [envoy]}", ""),
             ("connectTimeout", "3s", ""),
             ("tcpKeepalive", "{time: 30s}", ""),
+            ("h2UpgradePolicy", "UPGRADE", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[("protocolDetectionTimeout", "5s")];

@@ -419,6 +419,8 @@ pub(in crate::xds::generate) fn build(
         &mut c,
         policy.connection_pool.as_ref(),
         ctx.mesh.tcp_keepalive.as_ref(),
+        // istiod's `shouldH2Upgrade`: the mesh's policy for ports declared HTTP, outbound only.
+        ctx.mesh.h2_upgrade && port.protocol.is_http(),
         port.protocol,
         sniffed,
         policy.tls.as_ref().and_then(auto_sni_and_san),
@@ -640,11 +642,13 @@ fn apply_lb(c: &mut Cluster, lb: Option<&LoadBalancerSettings>, cluster_provided
     }
 }
 
-/// A DestinationRule's (or a Sidecar's) connection pool on `c`, over the mesh's `tcpKeepalive`.
+/// A DestinationRule's (or a Sidecar's) connection pool on `c`, over the mesh's `tcpKeepalive`
+/// and, where `mesh_upgrade`, its `h2UpgradePolicy: UPGRADE`.
 pub(in crate::xds::generate) fn apply_connection_pool(
     c: &mut Cluster,
     pool: Option<&ConnectionPoolSettings>,
     mesh_keepalive: Option<&crate::config::networking::TcpKeepalive>,
+    mesh_upgrade: bool,
     protocol: Protocol,
     sniffed: bool,
     upstream_http: Option<UpstreamHttpProtocolOptions>,
@@ -723,8 +727,14 @@ pub(in crate::xds::generate) fn apply_connection_pool(
         common.max_connection_duration = Some(duration(d.as_std()));
         any_common = true;
     }
-    let upgrade = http.and_then(|h| h.h2_upgrade_policy)
-        == Some(crate::config::networking::H2UpgradePolicy::UPGRADE);
+    let upgrade = {
+        use crate::config::networking::H2UpgradePolicy;
+        match http.and_then(|h| h.h2_upgrade_policy) {
+            Some(H2UpgradePolicy::UPGRADE) => true,
+            Some(H2UpgradePolicy::DO_NOT_UPGRADE) => false,
+            _ => mesh_upgrade && !http.is_some_and(|h| h.use_client_protocol),
+        }
+    };
     let client_protocol = sniffed || http.is_some_and(|h| h.use_client_protocol);
     let h2 = || {
         let mut opts = Http2ProtocolOptions::default();

@@ -232,6 +232,7 @@ pub fn inbound_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 &mut cluster,
                 pool,
                 ctx.mesh.tcp_keepalive.as_ref(),
+                false,
                 protocol,
                 protocol == Protocol::Unsupported,
                 None,

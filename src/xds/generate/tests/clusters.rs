@@ -456,14 +456,61 @@ fn mesh_connect_timeout_and_keepalive_reach_every_cluster() {
     assert_eq!(keepalive(&web), (None, Some(60), Some(20)));
     let db = cluster(&c, &p, "outbound|80||db.a.svc.cluster.local");
     assert_eq!(secs(&db), Some(1), "the rule's own timeout wins");
-    assert_eq!(keepalive(&db), (Some(4), Some(30), Some(20)), "field by field");
+    assert_eq!(
+        keepalive(&db),
+        (Some(4), Some(30), Some(20)),
+        "field by field"
+    );
     for name in ["PassthroughCluster", "BlackHoleCluster"] {
         assert_eq!(secs(&cluster(&c, &p, name)), Some(3), "{name}");
     }
     let default = ctx(&se("a", "web", "HTTP"));
     assert_eq!(
-        secs(&cluster(&default, &p, "outbound|80||web.a.svc.cluster.local")),
+        secs(&cluster(
+            &default,
+            &p,
+            "outbound|80||web.a.svc.cluster.local"
+        )),
         Some(10),
         "istiod's default"
     );
+}
+
+/// MeshConfig `h2UpgradePolicy: UPGRADE` as istiod's `shouldH2Upgrade`: an outbound cluster of a
+/// port declared HTTP speaks HTTP/2 upstream; a TCP port does not, nor a service whose
+/// DestinationRule says DO_NOT_UPGRADE.
+#[test]
+fn mesh_h2_upgrade_policy_upgrades_http_clusters() {
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+        HttpProtocolOptions, http_protocol_options,
+    };
+    let mesh = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    h2UpgradePolicy: UPGRADE\n---\n";
+    let yaml = mesh.to_string()
+        + &se("a", "web", "HTTP")
+        + &se("a", "db", "TCP")
+        + &se("a", "old", "HTTP")
+        + "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: old, namespace: a}\nspec: {host: old.a.svc.cluster.local, trafficPolicy: {connectionPool: {http: {h2UpgradePolicy: DO_NOT_UPGRADE}}}}\n";
+    let c = crate::testing::push_context_with_mesh_config(&yaml);
+    let p = proxy("a", &[]);
+    let h2 = |host: &str| {
+        let cl = cluster(&c, &p, &format!("outbound|80||{host}.a.svc.cluster.local"));
+        cl.typed_extension_protocol_options
+            .values()
+            .filter_map(|a| HttpProtocolOptions::decode(a.value.as_slice()).ok())
+            .any(|o| {
+                matches!(
+                    o.upstream_protocol_options,
+                    Some(http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                        http_protocol_options::ExplicitHttpConfig {
+                            protocol_config: Some(
+                                http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(_)
+                            )
+                        }
+                    ))
+                )
+            })
+    };
+    assert!(h2("web"));
+    assert!(!h2("db"));
+    assert!(!h2("old"));
 }
