@@ -8,6 +8,7 @@ use super::pb::workload::{
     gateway_address::Destination,
 };
 use super::{AmbientIndex, ip_from_bytes};
+use crate::xds::context::PushContext;
 use serde_json::{Map, Value, json};
 
 pub fn config_dump(index: &AmbientIndex) -> Value {
@@ -247,4 +248,85 @@ fn rbac_match(m: &Match) -> Value {
         json!(m.not_destination_ports),
     );
     Value::Object(out)
+}
+
+/// The network gateways of `ctx` as istiod's `/debug/networkz` lists them (its `NetworkGateway`,
+/// with Go's field names): the gateways sidecars and gateways reach other networks through
+/// (`meshNetworks` addresses and labelled gateway Services, on their mTLS port) and, under
+/// ambient multi-network, the east-west gateways ztunnel and waypoints reach them through (on
+/// their HBONE port, with the identity they run as). Ordered by network, cluster, address.
+pub fn network_gateways(ctx: &PushContext) -> serde_json::Value {
+    use serde_json::json;
+    let mut out: Vec<(String, String, String, serde_json::Value)> = Vec::new();
+    for (network, gateways) in &ctx.mesh.network_gateways {
+        for g in gateways {
+            out.push((
+                network.clone(),
+                g.cluster.clone(),
+                g.address.clone(),
+                json!({"Network": network, "Cluster": g.cluster, "Addr": g.address,
+                       "Port": g.port, "HBONEPort": 0,
+                       "ServiceAccount": {"Namespace": "", "Name": ""}}),
+            ));
+        }
+    }
+    if ctx.mesh.ambient_multi_network {
+        let index = super::index(ctx);
+        for (network, gateways) in &index.network_gateways {
+            for g in gateways {
+                let cluster =
+                    crate::model::network::resolved(&g.cluster, &ctx.mesh.cluster_id).to_string();
+                out.push((
+                    network.clone(),
+                    cluster.clone(),
+                    g.address.clone(),
+                    json!({"Network": network, "Cluster": cluster, "Addr": g.address,
+                           "Port": 0, "HBONEPort": g.port(),
+                           "ServiceAccount": {"Namespace": g.namespace,
+                                              "Name": g.service_account}}),
+                ));
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    serde_json::Value::Array(out.into_iter().map(|(_, _, _, v)| v).collect())
+}
+
+#[cfg(test)]
+mod networkz_tests {
+    use super::*;
+
+    /// `/debug/networkz` lists every network's gateways in istiod's shape: a `meshNetworks`
+    /// address (no cluster) and a labelled gateway Service (its cluster).
+    #[test]
+    fn networkz_lists_the_network_gateways_in_istiods_shape() {
+        let ctx = crate::testing::push_context_with_mesh_config(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: ""
+  meshNetworks: |
+    networks:
+      east: {gateways: [{address: 192.0.2.1, port: 15443}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: eastwest, namespace: istio-system, labels: {topology.istio.io/network: west}}
+spec: {ports: [{port: 15443, name: tls}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.50}]}}
+"#,
+        );
+        assert_eq!(
+            network_gateways(&ctx),
+            serde_json::json!([
+                {"Network": "east", "Cluster": "", "Addr": "192.0.2.1", "Port": 15443,
+                 "HBONEPort": 0, "ServiceAccount": {"Namespace": "", "Name": ""}},
+                {"Network": "west", "Cluster": "Kubernetes", "Addr": "192.0.2.50", "Port": 15443,
+                 "HBONEPort": 0, "ServiceAccount": {"Namespace": "", "Name": ""}},
+            ])
+        );
+        let empty = crate::testing::push_context("");
+        assert_eq!(network_gateways(&empty), serde_json::json!([]));
+    }
 }
