@@ -1,5 +1,6 @@
 //! The ambient view as JSON in the shape of ztunnel's own `/config_dump` (`workloads`, `services`,
-//! `policies`), so what Rudder sends and what a ztunnel holds can be compared field by field.
+//! `policies`), so what Rudder sends and what a ztunnel holds can be compared field by field; and
+//! the network gateways in istiod's `/debug/networkz` shape.
 
 use super::pb::security::string_match::MatchType;
 use super::pb::security::{Action, Address, Authorization, Match, Scope, StringMatch};
