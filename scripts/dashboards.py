@@ -70,6 +70,12 @@ class Board:
         }
 
 
+def quantiles(histogram):
+    """The p99 and p50 of an istiod histogram, as targets."""
+    return [(f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{ISTIOD}{RATE})))", name)
+            for q, name in [("0.99", "p99"), ("0.5", "p50")]]
+
+
 def control_plane():
     b = Board("Istio Control Plane (Rudder)", "rudder-istio-control-plane",
               "Istio's control-plane dashboard for a Rudder control plane: the runtime panels read "
@@ -102,12 +108,8 @@ def control_plane():
     b.panel("Push errors", "short",
             [(f"sum by (type) (pilot_total_xds_rejects{ISTIOD})", "rejected {{type}}"),
              (f"sum (pilot_total_xds_internal_errors{ISTIOD})", "internal errors")])
-    b.panel("Push time", "s",
-            [(f"histogram_quantile(0.99, sum by (le) (rate(pilot_xds_push_time_bucket{ISTIOD}{RATE})))", "p99"),
-             (f"histogram_quantile(0.5, sum by (le) (rate(pilot_xds_push_time_bucket{ISTIOD}{RATE})))", "p50")])
-    b.panel("Push size", "bytes",
-            [(f"histogram_quantile(0.99, sum by (le) (rate(pilot_xds_config_size_bytes_bucket{ISTIOD}{RATE})))", "p99"),
-             (f"histogram_quantile(0.5, sum by (le) (rate(pilot_xds_config_size_bytes_bucket{ISTIOD}{RATE})))", "p50")])
+    b.panel("Push time", "s", quantiles("pilot_xds_push_time"))
+    b.panel("Push size", "bytes", quantiles("pilot_xds_config_size_bytes"))
     b.row("Webhooks")
     b.panel("Validation", "ops",
             [(f"sum (rate(galley_validation_passed_total{ISTIOD}{RATE}))", "passed"),
