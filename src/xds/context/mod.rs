@@ -104,6 +104,12 @@ pub struct ScopeInputs {
     /// its addresses, which alone its tunnels may reach (istiod's filter chain prefix ranges;
     /// such sidecars do not share scopes with others). Empty otherwise.
     pub hbone_listen_ips: Vec<String>,
+    /// `ISTIO_META_HTTP10: "1"`: the proxy's outbound and gateway connection managers accept
+    /// HTTP/1.0 (istiod's `enableHTTP10`).
+    pub http10: bool,
+    /// `ISTIO_META_IDLE_TIMEOUT`: the idle timeout of the TCP proxies that pass unmatched
+    /// connections through (or drop them); Envoy's default when unset or not a duration.
+    pub catch_all_idle_timeout: Option<std::time::Duration>,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -529,6 +535,11 @@ impl PushContext {
             } else {
                 Vec::new()
             },
+            http10: proxy.metadata.get("HTTP10").is_some_and(|v| v == "1"),
+            catch_all_idle_timeout: proxy
+                .metadata
+                .get("IDLE_TIMEOUT")
+                .and_then(|t| crate::config::common::parse_go_duration(t).ok()),
             proxy_tracing: proxy
                 .proxy_config
                 .as_ref()

@@ -158,6 +158,16 @@ pub(in crate::xds::generate) fn http_connection_manager(
     if class == Class::SidecarInbound {
         sidecar_inbound_client_cert(&mut manager);
     }
+    // istiod's `enableHTTP10`: outbound and gateway connection managers of a proxy whose
+    // metadata asks for it accept HTTP/1.0.
+    if scope.http10 && matches!(class, Class::SidecarOutbound | Class::Gateway) {
+        manager.http_protocol_options = Some(
+            envoy_types::pb::envoy::config::core::v3::Http1ProtocolOptions {
+                accept_http_10: true,
+                ..Default::default()
+            },
+        );
+    }
     manager
 }
 

@@ -98,6 +98,21 @@ pub(in crate::xds::generate) fn tcp_filter(cluster: &str) -> Filter {
     )
 }
 
+/// The TCP proxy of unmatched outbound connections (to the passthrough or blackhole cluster),
+/// with the proxy's `IDLE_TIMEOUT` as istiod's `buildOutboundCatchAllNetworkFiltersOnly`.
+pub(in crate::xds::generate) fn catch_all_filter(scope: &ScopeView, cluster: &str) -> Filter {
+    let Some(idle) = scope.catch_all_idle_timeout else {
+        return tcp_filter(cluster);
+    };
+    let proxy = envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy {
+        stat_prefix: cluster.into(),
+        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.into())),
+        idle_timeout: Some(crate::xds::generate::shared::util::duration(idle)),
+        ..Default::default()
+    };
+    network_filter("envoy.filters.network.tcp_proxy", &proxy)
+}
+
 /// A TCP proxy to `cluster` behind the TCP authorization filters (`rbac`).
 pub(in crate::xds::generate) fn tcp_filters(rbac: &[Filter], cluster: &str) -> Vec<Filter> {
     behind_rbac(rbac, tcp_filter(cluster))
@@ -130,7 +145,7 @@ pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 use_original_dst: Some(BoolValue { value: true }),
                 filter_chains: vec![FilterChain {
                     name: "virtualOutbound-catchall-tcp".into(),
-                    filters: vec![tcp_filter(fallback)],
+                    filters: vec![catch_all_filter(scope, fallback)],
                     ..Default::default()
                 }],
                 ..Default::default()

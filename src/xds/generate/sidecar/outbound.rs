@@ -9,7 +9,7 @@
 //! - whatever matches no chain falls through to the passthrough (ALLOW_ANY) or blackhole
 //!   (REGISTRY_ONLY) chain, so egress to hosts the mesh does not know keeps working on every port.
 
-use super::listener::{PLAINTEXT_HTTP_ALPN, cidr, network_filter, tcp_filter};
+use super::listener::{PLAINTEXT_HTTP_ALPN, cidr, network_filter};
 use crate::config::networking::Resolution;
 use crate::config::networking::{ClientTlsMode, RouteDestination};
 use crate::model::{Protocol, Service, resolve_host};
@@ -49,17 +49,17 @@ struct Entry {
     matches: HashSet<String>,
     tls_inspector: bool,
     http_inspector: bool,
-    /// Where connections that match no chain go: passthrough or blackhole.
-    fallback_cluster: String,
+    /// Where connections that match no chain go: a TCP proxy to passthrough or blackhole.
+    fallback: Filter,
     /// A TCP chain lost its connections to an earlier one (istiod's
     /// `pilot_conflict_outbound_listener_tcp_over_current_tcp`).
     tcp_conflict: bool,
 }
 
 impl Entry {
-    fn with_fallback(fallback: &str) -> Entry {
+    fn with_fallback(fallback: &Filter) -> Entry {
         Entry {
-            fallback_cluster: fallback.into(),
+            fallback: fallback.clone(),
             ..Default::default()
         }
     }
@@ -95,7 +95,7 @@ impl Entry {
             Some(FilterChain {
                 name: PASSTHROUGH_CHAIN.into(),
                 filter_chain_match: Some(FilterChainMatch::default()),
-                filters: vec![tcp_filter(&self.fallback_cluster)],
+                filters: vec![self.fallback],
                 ..Default::default()
             })
         };
@@ -199,11 +199,14 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
         "0.0.0.0"
     };
     // With INTERCEPTION_MODE NONE the passthrough cluster would dial the listener itself.
-    let fallback = if allow_any && !scope.interception_none {
-        PASSTHROUGH
-    } else {
-        BLACKHOLE
-    };
+    let fallback = super::listener::catch_all_filter(
+        scope,
+        if allow_any && !scope.interception_none {
+            PASSTHROUGH
+        } else {
+            BLACKHOLE
+        },
+    );
     let ports: std::collections::BTreeSet<u32> = scope
         .services
         .iter()
@@ -220,7 +223,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
     let mut out = Vec::new();
     for (port, services) in by_port {
         let wildcard_name = format!("{wildcard}_{port}");
-        let mut shared = Entry::with_fallback(fallback);
+        let mut shared = Entry::with_fallback(&fallback);
         // Keyed by VIP; a BTreeMap keeps the listeners in a stable order.
         let mut by_vip: BTreeMap<&str, Entry> = BTreeMap::new();
         let mut http_on_wildcard = false;
@@ -241,7 +244,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
                     for ip in ips {
                         let entry = by_vip
                             .entry(ip)
-                            .or_insert_with(|| Entry::with_fallback(fallback));
+                            .or_insert_with(|| Entry::with_fallback(&fallback));
                         let name = format!("{ip}_{port}");
                         entry.add(&name, sniffed_http_chain(ctx, scope, svc, port, &name));
                         for chain in tcp_chains(ctx, scope, svc, port, None) {
@@ -256,7 +259,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
                             let name = format!("{ip}_{port}");
                             let entry = by_vip
                                 .entry(ip)
-                                .or_insert_with(|| Entry::with_fallback(fallback));
+                                .or_insert_with(|| Entry::with_fallback(&fallback));
                             for chain in tcp_chains(ctx, scope, svc, port, None) {
                                 entry.add(&name, chain);
                             }
@@ -274,7 +277,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
                             let name = format!("{ip}_{port}");
                             let entry = by_vip
                                 .entry(ip)
-                                .or_insert_with(|| Entry::with_fallback(fallback));
+                                .or_insert_with(|| Entry::with_fallback(&fallback));
                             for chain in tls_chains(ctx, scope, svc, port, None, false) {
                                 entry.add(&name, chain);
                             }

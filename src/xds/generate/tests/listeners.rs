@@ -427,3 +427,61 @@ endpoints: [{address: 10.0.0.9, labels: {app: app, security.istio.io/tlsMode: is
         == ForwardClientCertDetails::Sanitize as i32
         && m.set_current_client_cert_details.is_none()));
 }
+
+/// istiod's node-metadata switches: `HTTP10: "1"` lets the outbound connection managers accept
+/// HTTP/1.0 (inbound keeps Envoy's default), and `IDLE_TIMEOUT` bounds the idle time of the TCP
+/// proxies that take unmatched outbound connections.
+#[test]
+fn http10_and_idle_timeout_metadata_are_applied() {
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: app, namespace: a}\n\
+spec: {hosts: [app.a.svc.cluster.local], location: MESH_INTERNAL, ports: [{number: 9000, name: http, protocol: HTTP}, {number: 9100, name: tcp, protocol: TCP}], resolution: STATIC, \
+endpoints: [{address: 10.0.0.9, labels: {app: app}}]}\n";
+    let c = ctx(yaml);
+    let typed = |f: &envoy_types::pb::envoy::config::listener::v3::Filter| match &f.config_type {
+        Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) => {
+            a.value.clone()
+        }
+        _ => panic!("typed config"),
+    };
+    let accepts_http10 = |p: &Proxy, listener: &str| {
+        listener_named(&c, p, listener)
+            .filter_chains
+            .iter()
+            .flat_map(|ch| &ch.filters)
+            .filter(|f| f.name == "envoy.filters.network.http_connection_manager")
+            .map(|f| HttpConnectionManager::decode(typed(f).as_slice()).unwrap())
+            .all(|m| m.http_protocol_options.is_some_and(|o| o.accept_http_10))
+    };
+    let idle = |p: &Proxy, listener: &str, chain: &str| {
+        let l = listener_named(&c, p, listener);
+        let ch = l
+            .filter_chains
+            .iter()
+            .chain(l.default_filter_chain.iter())
+            .find(|ch| ch.name == chain)
+            .unwrap_or_else(|| panic!("no chain {chain} in {listener}"));
+        TcpProxy::decode(typed(&ch.filters[0]).as_slice())
+            .unwrap()
+            .idle_timeout
+            .map(|d| d.seconds)
+    };
+    let plain = proxy("a", &[]);
+    let tuned = proxy("a", &[("HTTP10", "1"), ("IDLE_TIMEOUT", "30s")]);
+    assert!(accepts_http10(&tuned, "0.0.0.0_9000"));
+    assert!(!accepts_http10(&plain, "0.0.0.0_9000"));
+    assert!(!accepts_http10(&tuned, "virtualInbound"), "outbound only");
+    assert_eq!(
+        idle(&tuned, "virtualOutbound", "virtualOutbound-catchall-tcp"),
+        Some(30)
+    );
+    assert_eq!(
+        idle(&plain, "virtualOutbound", "virtualOutbound-catchall-tcp"),
+        None
+    );
+    assert_eq!(
+        idle(&tuned, "0.0.0.0_9000", "PassthroughFilterChain"),
+        Some(30)
+    );
+}
