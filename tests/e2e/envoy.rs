@@ -1779,3 +1779,47 @@ fn without_capture_unknown_hosts_meet_the_catch_all_virtual_host() {
     assert_eq!(request(port, HOST, "/", &[]).0, 200);
     assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
 }
+
+/// `ISTIO_META_HTTP10: "1"` lets an application speak HTTP/1.0 through its proxy, as istiod's
+/// `enableHTTP10`: a real Envoy answers an HTTP/1.0 request from the backend instead of 426.
+#[test]
+fn http10_metadata_lets_http_1_0_through() {
+    let Some(envoy_bin) = peer("venv/bin/envoy") else {
+        return;
+    };
+    let v1 = Backend::start("v1");
+    let dir = tempfile::tempdir().unwrap();
+    let status_of_http10 = |port: u16| -> String {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+            return String::new();
+        };
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+        let _ = write!(s, "GET /old HTTP/1.0\r\nHost: {HOST}\r\n\r\n");
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer.lines().next().unwrap_or_default().to_string()
+    };
+    for (metadata, want) in [("HTTP10: '1', ", "200"), ("", "426")] {
+        let port = free_port();
+        write(
+            dir.path(),
+            "services.yaml",
+            &services(port, &[("web-v1", "v1", v1.port)]),
+        );
+        let daemon = Daemon::start(dir.path(), &["--debounce-after", "20ms"]);
+        let _envoy = Envoy::start_with(
+            &envoy_bin,
+            daemon.addr("grpc-xds"),
+            NS,
+            false,
+            &format!("INTERCEPTION_MODE: NONE, {metadata}"),
+        );
+        eventually(30, "the service served", || {
+            request(port, HOST, "/", &[]).0 == 200
+        });
+        let status = status_of_http10(port);
+        assert!(status.contains(want), "{metadata:?}: {status}");
+        assert_eq!(metric(&daemon, "pilot_total_xds_rejects"), 0.0);
+    }
+}
