@@ -110,6 +110,10 @@ pub struct ScopeInputs {
     /// `ISTIO_META_IDLE_TIMEOUT`: the idle timeout of the TCP proxies that pass unmatched
     /// connections through (or drop them); Envoy's default when unset or not a duration.
     pub catch_all_idle_timeout: Option<std::time::Duration>,
+    /// `ISTIO_META_REQUESTED_NETWORK_VIEW` (comma-separated): the networks whose endpoints the
+    /// proxy is sent (endpoints of no network always); empty: every network (istiod's
+    /// `ProxyView`).
+    pub network_view: Vec<String>,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -536,6 +540,20 @@ impl PushContext {
                 Vec::new()
             },
             http10: proxy.metadata.get("HTTP10").is_some_and(|v| v == "1"),
+            network_view: {
+                let mut view: Vec<String> = proxy
+                    .metadata
+                    .get("REQUESTED_NETWORK_VIEW")
+                    .into_iter()
+                    .flat_map(|v| v.split(','))
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                view.sort();
+                view.dedup();
+                view
+            },
             catch_all_idle_timeout: proxy
                 .metadata
                 .get("IDLE_TIMEOUT")

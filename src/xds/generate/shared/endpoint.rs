@@ -50,6 +50,12 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
                 .endpoints(host, port)
                 .iter()
                 .filter(|e| !cluster_local || e.cluster == scope.cluster)
+                // istiod's `ProxyView`: the networks the proxy asked to see, and no network.
+                .filter(|e| {
+                    scope.network_view.is_empty()
+                        || e.network.is_empty()
+                        || scope.network_view.contains(&e.network)
+                })
                 .filter(|e| selector.as_ref().is_none_or(|s| e.matches(s)))
                 .filter(|e| sni_dnat.is_none() || mtls.enabled(e))
                 .collect()
@@ -763,6 +769,24 @@ status: {phase: Running, podIP: 10.1.0.7}
             "{MESH}---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: plain, namespace: shop}}\nspec: {{mtls: {{mode: DISABLE}}}}\n"
         );
         assert_eq!(addresses(&disabled), [("10.1.0.1".to_string(), None)]);
+    }
+
+    /// istiod's `ProxyView`: a proxy that asks for some networks (`REQUESTED_NETWORK_VIEW`) is
+    /// sent only their endpoints (and those of no network): no stand-in for the others.
+    #[test]
+    fn a_requested_network_view_hides_other_networks() {
+        let ctx = crate::testing::push_context_with_mesh_config(MESH);
+        let p = crate::testing::sidecar(
+            "shop",
+            &[("NETWORK", "east"), ("REQUESTED_NETWORK_VIEW", "east")],
+        );
+        let scope = ctx.scope(&p);
+        let names = ["outbound|80||web.shop.svc.cluster.local".to_string()].into();
+        let r = crate::xds::generate::generate(&ctx, &p, &scope, TypeUrl::Endpoint, Some(&names));
+        let cla = ClusterLoadAssignment::decode(r[0].any.value.as_slice()).unwrap();
+        let count: usize = cla.endpoints.iter().map(|l| l.lb_endpoints.len()).sum();
+        assert_eq!(count, 1, "east's own endpoint alone: {cla:?}");
+        assert_eq!(eds("east").len(), 2, "without a view, west's gateway too");
     }
 
     /// istiod's `selectNetworkGateways`: an endpoint goes through the gateways of its own cluster
