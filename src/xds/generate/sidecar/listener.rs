@@ -160,6 +160,31 @@ pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     out
 }
 
+/// istiod's inbound DestinationRule: the connection pool of the rule for the service behind the
+/// proxy's `port` (the first by hostname, as istiod takes one), at that service's port, so
+/// circuit-breaker limits raised for clients hold on the server side too. A Sidecar's pool wins.
+fn destination_rule_pool(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    port: u32,
+) -> Option<crate::config::networking::ConnectionPoolSettings> {
+    let host = scope.inbound_hosts.get(&port)?.first()?;
+    let svc = ctx.registry.services.get(host.as_str())?;
+    let service_port = svc
+        .ports
+        .iter()
+        .find(|p| p.target_port == port)
+        .or_else(|| svc.ports.iter().find(|p| p.number == port))?
+        .number;
+    let rule = ctx.destination_rule_for(&scope.namespace, &scope.labels, svc)?;
+    crate::xds::generate::shared::cluster::EffectivePolicy::resolve(
+        Some(&rule.spec),
+        None,
+        service_port,
+    )
+    .connection_pool
+}
+
 pub fn inbound_cluster_name(port: u32) -> String {
     format!("inbound|{port}||")
 }
@@ -240,9 +265,11 @@ pub fn inbound_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
             // As istiod: the Sidecar's connection pool (the ingress listener's, else
             // `inboundConnectionPool`; limits unset are unlimited); an HTTP/2 or gRPC port reaches
             // the application over HTTP/2, a sniffed one over the client's HTTP version.
+            let rule_pool = destination_rule_pool(ctx, scope, port);
             let pool = ingress
                 .and_then(|i| i.connection_pool.as_ref())
-                .or_else(|| sidecar.and_then(|sc| sc.inbound_connection_pool.as_ref()));
+                .or_else(|| sidecar.and_then(|sc| sc.inbound_connection_pool.as_ref()))
+                .or(rule_pool.as_ref());
             crate::xds::generate::shared::cluster::apply_connection_pool(
                 &mut cluster,
                 pool,

@@ -295,6 +295,32 @@ spec: {inboundConnectionPool: {tcp: {maxConnections: 9}, http: {http1MaxPendingR
     );
 }
 
+/// As istiod, the DestinationRule of the service behind an inbound port limits its inbound
+/// cluster too (circuit breakers on the server side); a Sidecar's inbound pool wins over it.
+#[test]
+fn destination_rule_connection_pools_limit_inbound_clusters() {
+    let rule = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: app, namespace: a}\n\
+spec: {host: app.a.svc.cluster.local, trafficPolicy: {connectionPool: {tcp: {maxConnections: 7}}}}\n";
+    let limit = |yaml: &str| {
+        let c = ctx(&workload_yaml(yaml));
+        cluster(&c, &verified("a"), "inbound|80||")
+            .circuit_breakers
+            .unwrap()
+            .thresholds[0]
+            .max_connections
+            .unwrap()
+            .value
+    };
+    assert_eq!(limit(rule), 7);
+    let sidecar = "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: a}\n\
+spec: {inboundConnectionPool: {tcp: {maxConnections: 9}}}\n";
+    assert_eq!(
+        limit(&format!("{rule}{sidecar}")),
+        9,
+        "the Sidecar's pool wins"
+    );
+}
+
 /// With `trustDomainAliases`, a client accepts its server's identity in every alias trust domain
 /// too (istiod expands the pinned service accounts the same way), so a server still holding a
 /// certificate of the old domain keeps working during a trust-domain migration.
