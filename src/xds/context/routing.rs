@@ -28,6 +28,24 @@ pub struct GatewayVsEntry {
     pub gateways: Vec<String>,
 }
 
+impl GatewayVsEntry {
+    /// Whether a gateway proxy of namespace `ns` takes it: a VirtualService is exported to the
+    /// namespace (`exportTo`, else the mesh default), as istiod's `VirtualServicesForGateway`.
+    /// Those derived from Gateway API routes and Ingresses are the gateway's by construction.
+    pub fn visible_to(&self, default_export_to: &[String], ns: &str) -> bool {
+        self.config
+            .metadata
+            .annotations
+            .contains_key(crate::model::gateway_api::ROUTE_SEMANTICS)
+            || exported_to(
+                &self.spec.export_to,
+                default_export_to,
+                &self.config.metadata.namespace,
+                ns,
+            )
+    }
+}
+
 /// `name` or `namespace/name` of a gateway, as written in a VirtualService of namespace `vs_ns`.
 pub fn gateway_key(gateway: &str, vs_ns: &str) -> String {
     if gateway.contains('/') {

@@ -377,12 +377,15 @@ fn l4_filter(
 /// VirtualServices bound to this server's gateway, with the server hosts each may serve.
 fn bound_virtual_services<'a>(
     ctx: &'a PushContext,
+    scope: &ScopeView,
     server: &BoundServer,
 ) -> Vec<(&'a GatewayVsEntry, Vec<String>)> {
+    let default_export_to = &ctx.mesh.default_virtual_service_export_to;
     ctx.routing
         .gateway_virtual_services
         .iter()
         .filter(|vs| vs.gateways.contains(&server.gateway))
+        .filter(|vs| vs.visible_to(default_export_to, &scope.namespace))
         .filter_map(|vs| {
             let allowed = server.hosts_for(&vs.config.metadata.namespace);
             let domains: Vec<String> = vs
@@ -458,14 +461,15 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                     )]
                 } else {
                     // TLS terminated, then plain TCP to the first bound TCP route.
-                    let proxy = bound_virtual_services(ctx, s)
-                        .into_iter()
-                        .find_map(|(vs, _)| {
-                            vs.spec
-                                .tcp
-                                .first()
-                                .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
-                        });
+                    let proxy =
+                        bound_virtual_services(ctx, scope, s)
+                            .into_iter()
+                            .find_map(|(vs, _)| {
+                                vs.spec
+                                    .tcp
+                                    .first()
+                                    .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
+                            });
                     match proxy {
                         Some(f) => behind_rbac(&network_rbac, f),
                         None => continue,
@@ -496,7 +500,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 chains.extend(self::auto_passthrough::filter_chains(ctx, scope, &hosts));
             } else if matches!(s.tls_mode(), Some(ServerTlsMode::PASSTHROUGH)) {
                 inspect_tls = true;
-                for (vs, _) in bound_virtual_services(ctx, s) {
+                for (vs, _) in bound_virtual_services(ctx, scope, s) {
                     for tls in &vs.spec.tls {
                         let sni: Vec<String> = tls
                             .matches
@@ -523,18 +527,19 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                     }
                 }
             } else if s.protocol() == "TCP" {
-                let cluster = bound_virtual_services(ctx, s)
-                    .into_iter()
-                    .find_map(|(vs, _)| {
-                        vs.spec
-                            .tcp
-                            .iter()
-                            .find(|t| {
-                                t.matches.is_empty()
-                                    || t.matches.iter().any(|m| m.port == 0 || m.port == port)
-                            })
-                            .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
-                    });
+                let cluster =
+                    bound_virtual_services(ctx, scope, s)
+                        .into_iter()
+                        .find_map(|(vs, _)| {
+                            vs.spec
+                                .tcp
+                                .iter()
+                                .find(|t| {
+                                    t.matches.is_empty()
+                                        || t.matches.iter().any(|m| m.port == 0 || m.port == port)
+                                })
+                                .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
+                        });
                 if let Some(proxy) = cluster {
                     chains.push(FilterChain {
                         name: format!("tcp.{port}"),
@@ -633,7 +638,7 @@ pub fn route_config(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
             .tls
             .as_ref()
             .is_some_and(|t| t.https_redirect && s.plain_http());
-        for (vs, domains) in bound_virtual_services(ctx, s) {
+        for (vs, domains) in bound_virtual_services(ctx, scope, s) {
             let vs_ns = vs.config.metadata.namespace.as_str();
             let vs_key = format!("{vs_ns}/{}", vs.config.metadata.name);
             for domain in domains {

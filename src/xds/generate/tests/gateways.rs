@@ -238,3 +238,46 @@ spec:
         .collect();
     assert_eq!(names, ["this-gateway"]);
 }
+
+/// As istiod's `VirtualServicesForGateway`: a VirtualService bound to a gateway serves that
+/// gateway's proxies only where it is exported to their namespace (`exportTo: ["."]` in another
+/// namespace keeps it away), and a mesh `defaultVirtualServiceExportTo` applies to those that
+/// name none.
+#[test]
+fn gateways_take_only_virtual_services_exported_to_them() {
+    let vs = |name: &str, export: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: apps}}\n\
+spec: {{hosts: [{name}.example.com], gateways: [edge/gw], {export}http: [{{route: [{{destination: {{host: {name}.apps.svc.cluster.local}}}}]}}]}}\n"
+        )
+    };
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: edge}\n\
+spec: {selector: {app: gw}, servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*/*']}]}\n"
+        .to_string()
+        + &vs("open", "")
+        + &vs("private", "exportTo: ['.'], ")
+        + &vs("shared", "exportTo: [edge], ");
+    let gw = labelled("router~10.0.0.5~gw-0.edge~edge.svc.cluster.local", "gw");
+    let hosts = |c: &PushContext| -> Vec<String> {
+        let mut hosts: Vec<String> = route_config(c, &gw, "http.80")
+            .virtual_hosts
+            .iter()
+            .flat_map(|v| v.domains.clone())
+            .filter(|d| !d.contains(':'))
+            .collect();
+        hosts.sort();
+        hosts
+    };
+    assert_eq!(
+        hosts(&ctx(&yaml)),
+        ["open.example.com", "shared.example.com"]
+    );
+    let mesh = MeshSettings {
+        default_virtual_service_export_to: vec![".".into()],
+        ..MeshSettings::default()
+    };
+    assert_eq!(
+        hosts(&push_context_with(&yaml, mesh)),
+        ["shared.example.com"]
+    );
+}
