@@ -787,6 +787,22 @@ fn an_api_server_outage_writes_a_line_per_watcher_not_per_retry() {
     c.apply(service(&c.ns, "a", 80));
     let daemon = c.rudder(&[]);
     wait_ready(&daemon);
+    // The replica leads (and made its one-time writes, istiod's GatewayClasses) before the
+    // outage: a write the outage refuses is a line of its own, not a watcher's.
+    let leading = std::time::Instant::now();
+    loop {
+        match daemon
+            .log
+            .recv_timeout(std::time::Duration::from_millis(200))
+        {
+            Ok(line) if line.contains("leading: writing") => break,
+            _ if leading.elapsed() > std::time::Duration::from_secs(30) => {
+                panic!("the replica never led")
+            }
+            _ => {}
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
     while daemon.log.try_recv().is_ok() {}
     fake.fail_next("/", 500, usize::MAX);
     fake.pause_watches();
