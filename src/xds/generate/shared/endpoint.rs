@@ -384,19 +384,24 @@ fn split_horizon<'a>(
     if !edge && gateways.values().all(Vec::is_empty) {
         return endpoints.into_iter().map(Cow::Borrowed).collect();
     }
-    // istiod's `GetLBWeightScaleFactor`: the gateways per network and per network and cluster.
-    let mut per_cluster: BTreeMap<(&str, &str), u32> = BTreeMap::new();
+    // Each network's gateways, all and by cluster, grouped once: what `selectNetworkGateways`
+    // picks from for each endpoint.
+    let mut by_cluster: BTreeMap<(&str, &str), Vec<&Via>> = BTreeMap::new();
+    let mut by_network: BTreeMap<&str, Vec<&Via>> = BTreeMap::new();
     for (network, gws) in &gateways {
         for g in gws {
-            *per_cluster
+            by_cluster
                 .entry((network, g.cluster.as_str()))
-                .or_default() += 1;
+                .or_default()
+                .push(g);
+            by_network.entry(network).or_default().push(g);
         }
     }
+    // istiod's `GetLBWeightScaleFactor`: the gateways per network and per network and cluster.
     let scale: u32 = gateways
         .values()
         .map(|g| g.len() as u32)
-        .chain(per_cluster.values().copied())
+        .chain(by_cluster.values().map(|g| g.len() as u32))
         .filter(|n| *n > 0)
         .fold(1, lcm);
     let mut out: Vec<Cow<'a, ModelEndpoint>> = Vec::new();
@@ -406,17 +411,12 @@ fn split_horizon<'a>(
         let weight = e.weight.max(1).saturating_mul(scale);
         // istiod's `selectNetworkGateways`: the gateways of the endpoint's own cluster when its
         // network has some there, else all of its network's.
-        let all = gateways
-            .get(e.network.as_str())
+        let cluster = resolved(&e.cluster, &ctx.mesh.cluster_id);
+        let network_gateways: &[&Via] = by_cluster
+            .get(&(e.network.as_str(), cluster))
+            .or_else(|| by_network.get(e.network.as_str()))
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let cluster = resolved(&e.cluster, &ctx.mesh.cluster_id);
-        let own: Vec<&Via> = all.iter().filter(|g| g.cluster == cluster).collect();
-        let network_gateways: Vec<&Via> = if own.is_empty() {
-            all.iter().collect()
-        } else {
-            own
-        };
         let same = e.network.is_empty() || scope.network.is_empty() || e.network == scope.network;
         let forced =
             scope.network.is_empty() && !e.network.is_empty() && !network_gateways.is_empty();
@@ -435,7 +435,7 @@ fn split_horizon<'a>(
         let share = weight / network_gateways.len() as u32;
         for g in network_gateways {
             *through
-                .entry((e.locality.clone(), g, e.network.as_str()))
+                .entry((e.locality.clone(), *g, e.network.as_str()))
                 .or_default() += share;
         }
     }
@@ -604,21 +604,9 @@ spec:
         let mut out: Vec<(String, u32, u32)> = lb_endpoints(MESH, network, "web")
             .iter()
             .map(|e| {
-                let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
-                    panic!("an endpoint");
-                };
-                let Some(
-                    envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(sa),
-                ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
-                else {
-                    panic!("a socket address");
-                };
-                let port = match sa.port_specifier {
-                    Some(envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(p)) => p,
-                    _ => 0,
-                };
+                let (address, port) = socket_of(e);
                 (
-                    sa.address.clone(),
+                    address,
                     port,
                     e.load_balancing_weight.as_ref().map_or(0, |w| w.value),
                 )
@@ -626,6 +614,24 @@ spec:
             .collect();
         out.sort();
         out
+    }
+
+    /// The address and port of an endpoint at a socket address.
+    fn socket_of(e: &LbEndpoint) -> (String, u32) {
+        use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
+        let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+            panic!("an endpoint");
+        };
+        let Some(address::Address::SocketAddress(sa)) =
+            ep.address.as_ref().and_then(|a| a.address.as_ref())
+        else {
+            panic!("a socket address");
+        };
+        let port = match sa.port_specifier {
+            Some(socket_address::PortSpecifier::PortValue(p)) => p,
+            _ => 0,
+        };
+        (sa.address.clone(), port)
     }
 
     /// The endpoints of `<service>.shop`'s port 80 cluster for a sidecar of `network` in `mesh`.
@@ -733,19 +739,8 @@ status: {phase: Running, podIP: 10.1.0.7}
             lb_endpoints(mesh, "east", "web")
                 .iter()
                 .map(|e| {
-                    let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
-                        panic!("an endpoint");
-                    };
-                    let Some(
-                        envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
-                            sa,
-                        ),
-                    ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
-                    else {
-                        panic!("a socket address");
-                    };
                     (
-                        sa.address.clone(),
+                        socket_of(e).0,
                         metadata(e, super::super::cluster::TLS_MODE_MATCH, "tlsMode"),
                     )
                 })
@@ -805,21 +800,12 @@ status: {loadBalancer: {ingress: [{ip: 192.0.2.50}]}}
         let mesh = format!("{MESH}{gateway}");
         let through: Vec<(String, u32, Option<String>)> = lb_endpoints(&mesh, "east", "web")
             .iter()
-            .filter_map(|e| {
-                let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
-                    return None;
-                };
-                let Some(
-                    envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(sa),
-                ) = ep.address.as_ref().and_then(|a| a.address.as_ref())
-                else {
-                    return None;
-                };
-                Some((
-                    sa.address.clone(),
+            .map(|e| {
+                (
+                    socket_of(e).0,
                     e.load_balancing_weight.as_ref().map_or(0, |w| w.value),
                     metadata(e, "istio", "workload"),
-                ))
+                )
             })
             .filter(|(a, _, _)| a.starts_with("192.0.2."))
             .collect();
