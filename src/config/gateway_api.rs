@@ -266,6 +266,26 @@ pub struct ParentReference {
     pub port: Option<u32>,
 }
 
+impl ParentReference {
+    /// `Kind namespace/name`, with its section or port, for messages (`route_ns` fills an
+    /// unset namespace, as the spec reads it).
+    pub fn display(&self, route_ns: &str) -> String {
+        let mut out = format!(
+            "{} {}/{}",
+            self.kind.as_deref().unwrap_or("Gateway"),
+            self.namespace.as_deref().unwrap_or(route_ns),
+            self.name
+        );
+        if let Some(section) = &self.section_name {
+            out += &format!(" section {section}");
+        }
+        if let Some(port) = self.port {
+            out += &format!(" port {port}");
+        }
+        out
+    }
+}
+
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -6,7 +6,7 @@
 //! writes what differs, keeping what other controllers wrote.
 
 use super::Input;
-use crate::config::gateway_api::{CONTROLLER, ParentReference};
+use crate::config::gateway_api::CONTROLLER;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
 use crate::model::gateway_api::{
@@ -110,7 +110,7 @@ pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
     for (key, r) in &t.route_outcomes {
         out.insert(
             key.clone(),
-            route_status(snapshot, registry, input.domain_suffix, key, r),
+            route_status(snapshot, registry, input.domain_suffix, r),
         );
     }
     backend_tls_statuses(snapshot, t, &mut out);
@@ -424,13 +424,7 @@ fn programmed(
     (condition, addresses)
 }
 
-fn route_status(
-    snapshot: &Snapshot,
-    registry: &Registry,
-    suffix: &str,
-    key: &ConfigKey,
-    r: &RouteOutcome,
-) -> Value {
+fn route_status(snapshot: &Snapshot, registry: &Registry, suffix: &str, r: &RouteOutcome) -> Value {
     let missing = r
         .backends
         .iter()
@@ -440,24 +434,7 @@ fn route_status(
         .parents
         .iter()
         .map(|p| {
-            let mut accepted = p.accepted.clone();
-            // A Service parent (GAMMA) must exist.
-            if is_service(&p.parent_ref) {
-                let ns = p
-                    .parent_ref
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| key.namespace.clone());
-                if snapshot
-                    .get_named(Kind::Service, &ns, &p.parent_ref.name)
-                    .is_none()
-                {
-                    accepted = Condition::failed(
-                        "NoMatchingParent",
-                        format!("parent service: {:?} not found", p.parent_ref.name),
-                    );
-                }
-            }
+            let accepted = &p.accepted;
             let resolved = match (&p.route_error, &missing) {
                 (Some(e), _) => e.clone(),
                 (None, Some(Reference::Service { namespace, name })) => Condition::failed(
@@ -471,7 +448,7 @@ fn route_status(
             };
             json!({"parentRef": p.parent_ref,
                    "controllerName": CONTROLLER,
-                   "conditions": [condition("Accepted", &accepted, r.generation),
+                   "conditions": [condition("Accepted", accepted, r.generation),
                                   condition("ResolvedRefs", &resolved, r.generation)]})
         })
         .collect();
@@ -526,10 +503,6 @@ fn gateways_sending_to(
         }
     }
     out
-}
-
-fn is_service(p: &ParentReference) -> bool {
-    p.group.as_deref() == Some("") && p.kind.as_deref() == Some("Service")
 }
 
 /// The entries of list `list` (route parents, policy ancestors): other controllers' kept as they

@@ -102,6 +102,36 @@ fn validate_checks_gateway_api_objects_and_names_those_it_does_not_serve() {
     );
 }
 
+/// Files mode has no object status: `validate` says what a route's status would, across files —
+/// a mesh route whose ServiceEntry parent is in another file is accepted, one whose parent does
+/// not exist (or is a Service, which files mode has none of) is named with istiod's reason.
+#[test]
+fn validate_names_route_parents_status_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("entry.yaml"),
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: payments, namespace: shop}\nspec: {hosts: [pay.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("routes.yaml"),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: pay, namespace: shop}\nspec: {parentRefs: [{group: networking.istio.io, kind: ServiceEntry, name: payments}, {group: networking.istio.io, kind: ServiceEntry, name: refunds, port: 80}, {group: '', kind: Service, name: reviews}], rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: pay.example.com, port: 80}]}]}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("HTTPRoute")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    assert!(
+        warnings[0].ends_with("routes.yaml: HTTPRoute shop/pay: parent ServiceEntry shop/refunds port 80 not accepted (NoMatchingParent): parent service entry: \"refunds\" not found"),
+        "{err}"
+    );
+    assert!(
+        warnings[1].ends_with("HTTPRoute shop/pay: parent Service shop/reviews not accepted (NoMatchingParent): parent service: \"reviews\" not found"),
+        "{err}"
+    );
+}
+
 #[test]
 fn validate_unreadable_inputs_exit_2() {
     let (code, _, err) = run(&["validate", "-f", "/definitely/not/here.yaml"]);

@@ -353,7 +353,8 @@ fn http_routes_through_a_gateway_envoy_with_status() {
 
 /// Files mode: the Gateway API from a config directory, no cluster. Backends are ServiceEntry
 /// hosts (`kind: Hostname`). A gateway Envoy splits by weight, matches query parameters and
-/// methods, and proxies TCP; a sidecar Envoy follows an HTTPRoute attached to a Service (GAMMA).
+/// methods, and proxies TCP; a sidecar Envoy follows an HTTPRoute attached to a ServiceEntry
+/// (GAMMA); a Service parent, which files mode has none of, is not accepted.
 #[test]
 fn routes_from_a_config_directory_in_files_mode() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
@@ -374,13 +375,7 @@ fn routes_from_a_config_directory_in_files_mode() {
     yaml += &entry("a", "a.internal", 80, a.port, "HTTP");
     yaml += &entry("b", "b.internal", 80, b.port, "HTTP");
     yaml += &entry("tcp", "tcp.internal", 9000, tcp.port, "TCP");
-    yaml += &entry(
-        "reviews",
-        "reviews.shop.svc.cluster.local",
-        mesh_port,
-        a.port,
-        "HTTP",
-    );
+    yaml += &entry("reviews", "reviews.example.com", mesh_port, a.port, "HTTP");
     yaml += &format!(
         r#"---
 apiVersion: gateway.networking.k8s.io/v1
@@ -417,11 +412,18 @@ apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: reviews-canary, namespace: shop}}
 spec:
-  parentRefs: [{{group: "", kind: Service, name: reviews, port: {mesh_port}}}]
+  parentRefs: [{{group: networking.istio.io, kind: ServiceEntry, name: reviews, port: {mesh_port}}}]
   rules:
   - matches: [{{headers: [{{name: x-canary, value: "yes"}}]}}]
     backendRefs: [{{group: networking.istio.io, kind: Hostname, name: b.internal, port: 80}}]
   - backendRefs: [{{group: networking.istio.io, kind: Hostname, name: a.internal, port: 80}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: no-such-service, namespace: shop}}
+spec:
+  parentRefs: [{{group: "", kind: Service, name: reviews}}]
+  rules: [{{backendRefs: [{{group: networking.istio.io, kind: Hostname, name: b.internal, port: 80}}]}}]
 "#
     );
     let dir = tempfile::tempdir().unwrap();
@@ -507,17 +509,23 @@ spec:
         api["gateways"]["Gateway.gateway.networking.k8s.io/shop/gw"]["listeners"][1]["attachedRoutes"],
         1
     );
-    // GAMMA: the sidecar's route for the Service follows the HTTPRoute.
+    // A Service parent does not exist in files mode: not accepted, and routes nothing.
+    let parents = &api["routes"]["HTTPRoute/shop/no-such-service"]["parents"];
+    assert_eq!(
+        parents[0]["accepted"]["reason"], "NoMatchingParent",
+        "{api}"
+    );
+    // GAMMA on a ServiceEntry: the sidecar's route for its host follows the HTTPRoute.
     eventually(30, "the sidecar follows the HTTPRoute", || {
         request(
             mesh_port,
-            "reviews.shop.svc.cluster.local",
+            "reviews.example.com",
             "/r",
             &[("x-canary", "yes")],
         ) == (200, "b /r".into())
     });
     assert_eq!(
-        request(mesh_port, "reviews.shop.svc.cluster.local", "/r", &[]),
+        request(mesh_port, "reviews.example.com", "/r", &[]),
         (200, "a /r".into())
     );
 }
@@ -891,8 +899,8 @@ spec:
 }
 
 /// GAMMA from the API server: an HTTPRoute attached to a Service steers a sidecar Envoy's calls
-/// to that Service by header, and the route's status names a parent Service that does not
-/// exist. On the fake API server only (loopback endpoints).
+/// to that Service by header, one attached to a ServiceEntry its calls to the entry's host, and
+/// the routes' status accepts both and names a parent Service that does not exist. On the fake API server only (loopback endpoints).
 #[test]
 fn a_route_attached_to_a_service_steers_sidecars() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
@@ -930,6 +938,21 @@ fn a_route_attached_to_a_service_steers_sidecars() {
         "spec": {"parentRefs": [{"group": "", "kind": "Service", "name": "missing"}],
                  "rules": [{"backendRefs": [{"name": "reviews", "port": port}]}]}}),
     );
+    // An external service routed the same way: a ServiceEntry parent.
+    c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+        "metadata": {"name": "payments", "namespace": ns},
+        "spec": {"hosts": ["payments.example.com"], "location": "MESH_EXTERNAL", "resolution": "STATIC",
+                 "ports": [{"number": port, "name": "http", "protocol": "HTTP"}],
+                 "endpoints": [{"address": "127.0.0.1", "ports": {"http": v1.port}}]}}));
+    c.apply(
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
+        "metadata": {"name": "payments-canary", "namespace": ns},
+        "spec": {"parentRefs": [{"group": "networking.istio.io", "kind": "ServiceEntry", "name": "payments"}],
+                 "rules": [
+                    {"matches": [{"headers": [{"name": "x-canary", "value": "yes"}]}],
+                     "backendRefs": [{"name": "reviews-v2", "port": port}]},
+                    {"backendRefs": [{"group": "networking.istio.io", "kind": "Hostname", "name": "payments.example.com", "port": port}]}]}}),
+    );
     let daemon = c.rudder(&[]);
     eventually(60, "rudder ready", || {
         http_get(daemon.addr("http"), "/ready").0 == 200
@@ -962,6 +985,18 @@ fn a_route_attached_to_a_service_steers_sidecars() {
     eventually(60, "a missing parent Service named", || {
         route_condition(&c, &ns, "orphan", "Accepted")
             .is_some_and(|a| a["reason"] == "NoMatchingParent")
+    });
+    assert_eq!(
+        request(port, "payments.example.com", "/p", &[("x-canary", "yes")]),
+        (200, "v2 /p".into())
+    );
+    assert_eq!(
+        request(port, "payments.example.com", "/p", &[]),
+        (200, "v1 /p".into())
+    );
+    eventually(60, "the ServiceEntry parent accepted", || {
+        route_condition(&c, &ns, "payments-canary", "Accepted")
+            .is_some_and(|a| a["status"] == "True")
     });
     drop(daemon);
 }

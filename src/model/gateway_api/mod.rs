@@ -49,8 +49,8 @@ pub const KINDS: &[Kind] = &[
     Kind::Namespace,
 ];
 
-/// What BackendTLSPolicies also read (their targets' hosts and port names): a change of these
-/// kinds is translated again only while some policy exists.
+/// What BackendTLSPolicies (their targets' hosts and port names) and mesh routes (their parents'
+/// hosts) also read: a change of these kinds is translated again only while one of them exists.
 pub const POLICY_TARGET_KINDS: &[Kind] = &[Kind::Service, Kind::ServiceEntry];
 
 /// A status condition as the spec writes it (`type` is the map key where it is kept).
@@ -163,6 +163,9 @@ pub struct Translation {
     /// Secrets a Gateway of namespace `.0` may read through `kubernetes-gateway://` (`.1` is
     /// `namespace/name`): its own, and others' a ReferenceGrant allows.
     pub secret_grants: BTreeSet<(String, String)>,
+    /// Some route names a Service or ServiceEntry parent: a change of those kinds may change
+    /// the translation (as it may while a BackendTLSPolicy exists).
+    pub reads_mesh_parents: bool,
 }
 
 impl Translation {

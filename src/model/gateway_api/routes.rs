@@ -6,8 +6,8 @@
 use super::convert::{Converted, convert, sort_http_routes};
 use super::listeners::gateway_key;
 use super::{
-    Condition, Grants, PARENTS, Parent, ParentOutcome, ROUTE_SEMANTICS, Reference, RouteOutcome,
-    Translation, group_or_api, parent_name,
+    Condition, Grants, PARENTS, Parent, ParentOutcome, ROUTE_SEMANTICS, RouteOutcome, Translation,
+    group_or_api, parent_name,
 };
 use crate::config::gateway_api::{self as api, ParentReference};
 use crate::config::networking::{self as istio, HttpMatchRequest};
@@ -38,14 +38,57 @@ fn view(config: &Arc<Config>) -> Option<RouteView<'_>> {
     })
 }
 
-/// A parent a route refers to, resolved: a listener of one of our Gateways, or a Service (mesh).
+/// A parent a route refers to, resolved: a listener of one of our Gateways, or the hosts of a
+/// Service or ServiceEntry (mesh), or a mesh parent that does not exist.
 enum Resolved<'a> {
     Listener(&'a Parent, Option<Condition>),
-    Mesh { host: String, port: Option<u32> },
+    Mesh {
+        hosts: Vec<String>,
+        /// The Service's (ServiceEntry's) namespace: a route there is the producer's.
+        namespace: String,
+        port: Option<u32>,
+    },
+    MissingMesh(Condition),
+}
+
+/// The networking group, as a parentRef names a ServiceEntry.
+const ISTIO_NETWORKING: &str = "networking.istio.io";
+
+/// A Service or ServiceEntry parent (GAMMA), as istiod's `referenceAllowed`: it must exist; a
+/// Service's route applies to its cluster-local name, a ServiceEntry's to each of its hosts.
+fn resolve_mesh<'a>(
+    snapshot: &Snapshot,
+    kind: Kind,
+    ns: String,
+    name: &str,
+    port: Option<u32>,
+    suffix: &str,
+) -> Resolved<'a> {
+    let Some(entry) = snapshot.get_named(kind, &ns, name) else {
+        let what = if kind == Kind::Service {
+            "service"
+        } else {
+            "service entry"
+        };
+        return Resolved::MissingMesh(Condition::failed(
+            "NoMatchingParent",
+            format!("parent {what}: {name:?} not found"),
+        ));
+    };
+    let hosts = match &entry.config.spec {
+        Spec::ServiceEntry(se) => se.hosts.clone(),
+        _ => vec![format!("{name}.{ns}.svc.{suffix}")],
+    };
+    Resolved::Mesh {
+        hosts,
+        namespace: ns,
+        port,
+    }
 }
 
 /// Which of our parents `r` names, with why each denies the route (istiod's `referenceAllowed`).
 fn resolve<'a>(
+    snapshot: &Snapshot,
     route: &RouteView,
     r: &ParentReference,
     parents: &'a [Parent],
@@ -55,11 +98,28 @@ fn resolve<'a>(
     let group = r.group.as_deref().unwrap_or(api::GROUP);
     let kind = r.kind.as_deref().unwrap_or("Gateway");
     let ns = r.namespace.clone().unwrap_or_else(|| route_ns.clone());
-    if group.is_empty() && kind == "Service" {
-        return vec![Resolved::Mesh {
-            host: format!("{}.{ns}.svc.{suffix}", r.name),
-            port: r.port,
-        }];
+    match (group, kind) {
+        ("", "Service") => {
+            return vec![resolve_mesh(
+                snapshot,
+                Kind::Service,
+                ns,
+                &r.name,
+                r.port,
+                suffix,
+            )];
+        }
+        (ISTIO_NETWORKING, "ServiceEntry") => {
+            return vec![resolve_mesh(
+                snapshot,
+                Kind::ServiceEntry,
+                ns,
+                &r.name,
+                r.port,
+                suffix,
+            )];
+        }
+        _ => {}
     }
     let parent_kind = match (group == api::GROUP, kind) {
         (true, "Gateway") => Kind::KubernetesGateway,
@@ -198,7 +258,6 @@ pub(super) fn routes(
     all.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
     for config in all {
         let Some(route) = view(config) else { continue };
-        let ns = &config.metadata.namespace;
         let mut outcome = RouteOutcome {
             generation: config.metadata.generation,
             ..Default::default()
@@ -206,7 +265,7 @@ pub(super) fn routes(
         let mut gateway_conv: Option<Converted> = None;
         let mut mesh_conv: Option<Converted> = None;
         for r in route.parent_refs {
-            let resolved = resolve(&route, r, parents, suffix);
+            let resolved = resolve(snapshot, &route, r, parents, suffix);
             if resolved.is_empty() {
                 continue;
             }
@@ -232,17 +291,24 @@ pub(super) fn routes(
                         }
                         results.push(deny);
                     }
-                    Resolved::Mesh { host, port } => {
+                    Resolved::Mesh {
+                        hosts,
+                        namespace,
+                        port,
+                    } => {
+                        out.reads_mesh_parents = true;
                         let conv = mesh_conv.get_or_insert_with(|| {
                             convert(config, suffix, grants, false, &mut outcome.backends)
                         });
                         route_error = route_error.or(conv.error.clone());
-                        bind_to_service(&route, &host, port, conv, &mut merged);
-                        outcome.backends.push(Reference::Service {
-                            namespace: r.namespace.clone().unwrap_or_else(|| ns.clone()),
-                            name: r.name.clone(),
-                        });
+                        for host in &hosts {
+                            bind_to_service(&route, host, &namespace, port, conv, &mut merged);
+                        }
                         results.push(None);
+                    }
+                    Resolved::MissingMesh(deny) => {
+                        out.reads_mesh_parents = true;
+                        results.push(Some(deny));
                     }
                 }
             }
@@ -419,18 +485,19 @@ fn bind_to_listener(
     }
 }
 
-/// A GAMMA route: the Service's own VirtualService for the mesh. A route in the Service's
-/// namespace applies to every client; one elsewhere only to clients of its own namespace, and
-/// before the Service's own (istiod's consumer and producer routes).
+/// A GAMMA route: a VirtualService for the mesh on one host of a Service or ServiceEntry (of
+/// `service_ns`). A route in the service's namespace applies to every client; one elsewhere
+/// only to clients of its own namespace, and before the service's own (istiod's consumer and
+/// producer routes).
 fn bind_to_service(
     route: &RouteView,
     service_host: &str,
+    service_ns: &str,
     port: Option<u32>,
     conv: &Converted,
     merged: &mut BTreeMap<String, MergedVs>,
 ) {
     let route_ns = &route.config.metadata.namespace;
-    let service_ns = service_host.split('.').nth(1).unwrap_or_default();
     let mut conv_here = Converted {
         http: conv.http.clone(),
         tcp: conv.tcp.clone(),

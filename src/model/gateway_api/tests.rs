@@ -39,7 +39,7 @@ spec:
 ";
 
 fn translated(yaml: &str) -> Translation {
-    translate(&Store::from_yaml(yaml).snapshot(), "cluster.local")
+    translate(&crate::testing::store(yaml).snapshot(), "cluster.local")
 }
 
 fn vs<'a>(t: &'a Translation, name: &str) -> &'a crate::config::networking::VirtualService {
@@ -297,6 +297,11 @@ metadata: {name: client-side, namespace: frontend}
 spec:
   parentRefs: [{group: '', kind: Service, name: reviews, namespace: shop}]
   rules: [{backendRefs: [{name: reviews-v1, namespace: shop, port: 9080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: reviews, namespace: shop}
+spec: {ports: [{port: 9080}]}
 ";
     let t = translated(yaml);
     let producer = vs(&t, "shop~9080~reviews.shop.svc.cluster.local");
@@ -314,6 +319,82 @@ spec:
     assert!(
         o.route_error.is_none(),
         "mesh routes need no ReferenceGrant"
+    );
+}
+
+/// istiod 1.30 takes a ServiceEntry as a mesh route's parent: the route applies to each of the
+/// entry's hosts. A parent Service or ServiceEntry that does not exist is not accepted, and its
+/// route serves nobody (status and proxies agree).
+#[test]
+fn a_route_attached_to_a_service_entry_routes_each_of_its_hosts() {
+    let yaml = "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: payments, namespace: shop}
+spec:
+  hosts: [pay.example.com, pay-eu.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: pay, namespace: shop}
+spec:
+  parentRefs:
+  - {group: networking.istio.io, kind: ServiceEntry, name: payments}
+  - {group: networking.istio.io, kind: ServiceEntry, name: gone}
+  - {group: '', kind: Service, name: absent}
+  rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: pay.example.com, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: pay-client, namespace: web}
+spec:
+  parentRefs: [{group: networking.istio.io, kind: ServiceEntry, name: payments, namespace: shop, port: 80}]
+  rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: pay-eu.example.com, port: 80}]}]
+";
+    let t = translated(yaml);
+    for host in ["pay.example.com", "pay-eu.example.com"] {
+        let producer = vs(&t, &format!("shop~{host}"));
+        assert_eq!(producer.hosts, [host]);
+        assert_eq!(producer.gateways, ["mesh"]);
+        assert_eq!(producer.export_to, ["*"]);
+        let consumer = vs(&t, &format!("web~80~{host}"));
+        assert_eq!(consumer.export_to, ["."]);
+        assert_eq!(consumer.http[0].matches[0].port, 80);
+    }
+    assert_eq!(
+        t.virtual_services.len(),
+        4,
+        "nothing for the missing parents"
+    );
+    assert!(t.reads_mesh_parents);
+    let parents = &parent(&t, Kind::HTTPRoute, "shop", "pay").parents;
+    let accepted: Vec<(bool, &str, &str)> = parents
+        .iter()
+        .map(|p| {
+            (
+                p.accepted.status,
+                p.accepted.reason.as_str(),
+                p.accepted.message.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        accepted,
+        [
+            (true, "Accepted", "Route was valid"),
+            (
+                false,
+                "NoMatchingParent",
+                "parent service entry: \"gone\" not found"
+            ),
+            (
+                false,
+                "NoMatchingParent",
+                "parent service: \"absent\" not found"
+            ),
+        ]
     );
 }
 

@@ -164,8 +164,9 @@ impl Routing {
                 .as_ref()
                 .is_some_and(|c| !kinds.iter().any(|k| c.contains_key(k)))
         };
-        let policy_targets_unchanged =
-            new.count(Kind::BackendTLSPolicy) == 0 || unchanged(gateway_api::POLICY_TARGET_KINDS);
+        let policy_targets_unchanged = (new.count(Kind::BackendTLSPolicy) == 0
+            && !self.gateway_api.reads_mesh_parents)
+            || unchanged(gateway_api::POLICY_TARGET_KINDS);
         let translation =
             if same_settings && unchanged(gateway_api::KINDS) && policy_targets_unchanged {
                 self.gateway_api.clone()

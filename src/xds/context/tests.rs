@@ -29,3 +29,36 @@ fn routing_is_reused_only_while_routes_are_unchanged() {
     let resuffixed = rebuilt.reuse_or_build(&third, &third, &other_suffix);
     assert!(!Arc::ptr_eq(&resuffixed, &rebuilt));
 }
+
+/// A route whose parent is a ServiceEntry reads the entry's hosts: adding a host routes it too,
+/// while an entry change with no such route keeps the translation.
+#[test]
+fn a_mesh_routes_parent_change_is_translated_again() {
+    let mesh = MeshSettings::default();
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: shop}\nspec: {parentRefs: [{group: networking.istio.io, kind: ServiceEntry, name: a}], rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: a.example.com, port: 80}]}]}\n";
+    let store = StoreWriter::from_yaml(&format!("{SE}---\n{route}"));
+    let first = store.snapshot();
+    let routing = Arc::new(Routing::build(&first, &mesh));
+    store.apply_yaml(&SE.replace("[a.example.com]", "[a.example.com, b.example.com]"));
+    let second = store.snapshot();
+    let rebuilt = routing.reuse_or_build(&first, &second, &mesh);
+    let hosts = |r: &Routing| -> Vec<String> {
+        r.gateway_api
+            .virtual_services
+            .iter()
+            .filter_map(|c| match &c.spec {
+                crate::config::Spec::VirtualService(v) => Some(v.hosts[0].clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(hosts(&routing), ["a.example.com"]);
+    assert_eq!(hosts(&rebuilt), ["a.example.com", "b.example.com"]);
+
+    let plain = StoreWriter::from_yaml(SE);
+    let before = plain.snapshot();
+    let routing = Arc::new(Routing::build(&before, &mesh));
+    plain.apply_yaml(&SE.replace("[a.example.com]", "[a.example.com, b.example.com]"));
+    let kept = routing.reuse_or_build(&before, &plain.snapshot(), &mesh);
+    assert!(Arc::ptr_eq(&kept.gateway_api, &routing.gateway_api));
+}

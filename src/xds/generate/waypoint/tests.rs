@@ -362,8 +362,8 @@ spec: {{targetRefs: [{{kind: Gateway, group: gateway.networking.k8s.io, name: wa
     assert!(names(&resources(&ctx, &p, TypeUrl::Cluster, &[])).contains(&"encap"));
 }
 
-/// An HTTPRoute attached to a Service (GAMMA) is applied at the service's waypoint, as istiod
-/// applies it in ambient mode.
+/// An HTTPRoute attached to a service (GAMMA; here its ServiceEntry) is applied at the
+/// service's waypoint, as istiod applies it in ambient mode.
 #[test]
 fn a_gamma_route_of_a_bound_service_applies_at_its_waypoint() {
     let p = waypoint();
@@ -373,7 +373,7 @@ apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: web-split, namespace: shop}}
 spec:
-  parentRefs: [{{group: \"\", kind: Service, name: web, port: 80}}]
+  parentRefs: [{{group: networking.istio.io, kind: ServiceEntry, name: web, port: 80}}]
   rules:
   - matches: [{{path: {{type: PathPrefix, value: /gamma}}}}]
     backendRefs: [{{name: db, port: 5432}}]
