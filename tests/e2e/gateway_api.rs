@@ -198,6 +198,10 @@ fn http_routes_through_a_gateway_envoy_with_status() {
                      "hostnames": ["b.example.com"],
                      "rules": [{"backendRefs": [cross]}]}}),
         );
+        // The gateway's service account may not read Secrets, as with the chart's RBAC and
+        // istiod's deployment template (a real cluster grants it nothing): the listener's
+        // reference is what authorises its certificate.
+        c.refuse_secret_list(&ns, "gateway");
         let daemon = c.rudder(&[]);
         eventually(60, "rudder ready", || {
             http_get(daemon.addr("http"), "/ready").0 == 200

@@ -197,7 +197,13 @@ pub fn generate(
         TypeUrl::Secret => finish(
             ctx,
             scope,
-            secret::secrets(ctx, proxy, finish::Class::outbound(scope), names),
+            secret::secrets(
+                ctx,
+                proxy,
+                finish::Class::outbound(scope),
+                names,
+                &gateway::verified_certificate_references(ctx, scope, proxy),
+            ),
         ),
         TypeUrl::Authorization => {
             let index = ztunnel::index(ctx);

@@ -161,6 +161,68 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
     out
 }
 
+/// The `kubernetes-gateway://` certificates the Gateways this gateway proxy serves reference,
+/// as istiod's `VerifiedCertificateReferences`: a Secret of the proxy's verified namespace named
+/// by a Gateway of that namespace (a ListenerSet's listener: of the ListenerSet's namespace),
+/// or one a ReferenceGrant allows the Gateway; with its `-cacert` for a MUTUAL server. The
+/// reference is the authorisation, so a managed gateway needs no Secret permission.
+pub fn verified_certificate_references(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    proxy: &crate::xds::proxy::Proxy,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let Some(identity) = &proxy.identity else {
+        return out;
+    };
+    if proxy.proxy_type != crate::xds::proxy::ProxyType::Router {
+        return out;
+    }
+    let from_listener_set = |b: &BoundServer| {
+        let derived =
+            ctx.routing.gateway_api.gateways.iter().find(|c| {
+                c.metadata.namespace == b.gateway_ns && c.metadata.name == b.gateway_name
+            });
+        derived.is_some_and(|c| {
+            c.metadata
+                .annotations
+                .get(gateway_api::PARENTS)
+                .is_some_and(|p| p.starts_with("ListenerSet/"))
+        })
+    };
+    for b in bound_servers(ctx, scope) {
+        let Some(tls) = &b.server.tls else { continue };
+        let names = if tls.credential_names.is_empty() {
+            std::slice::from_ref(&tls.credential_name)
+        } else {
+            tls.credential_names.as_slice()
+        };
+        let listener_set = from_listener_set(&b);
+        let lookup_ns = if listener_set {
+            b.gateway_ns.as_str()
+        } else {
+            identity.namespace.as_str()
+        };
+        for name in names {
+            let Some(reference) = name.strip_prefix(gateway_api::KUBERNETES_GATEWAY_SECRET) else {
+                continue;
+            };
+            let secret_ns = reference
+                .split_once('/')
+                .map_or(identity.namespace.as_str(), |(ns, _)| ns);
+            let config_allowed = b.gateway_ns == identity.namespace || listener_set;
+            let own = config_allowed && secret_ns == lookup_ns;
+            if own || ctx.routing.gateway_api.secret_allowed(lookup_ns, reference) {
+                out.insert(name.clone());
+                if tls.mode == ServerTlsMode::MUTUAL {
+                    out.insert(format!("{name}-cacert"));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A Gateway API Gateway's server applies to a proxy of the Gateway's namespace that carries
 /// the `gateway.networking.k8s.io/gateway-name` label naming it (istiod's automated deployment
 /// labels its pods so), or that one of the Gateway's Services selects (its addresses, as

@@ -75,16 +75,21 @@ fn inline_bytes(bytes: &[u8]) -> DataSource {
 /// The secrets among `names` this proxy may have. Secrets it may not have, or that do not exist,
 /// are left out (logged): the proxy keeps waiting for them, as with istiod. They carry `class`
 /// (a sidecar's certificates serve both directions; its outbound class stands for both).
+///
+/// `verified` holds the `kubernetes-gateway://` names the Gateways this proxy serves reference
+/// (istiod's `VerifiedCertificateReferences`): those, and only those, it may read without a
+/// Secret permission of its own.
 pub fn secrets(
     ctx: &PushContext,
     proxy: &Proxy,
     class: Class,
     names: Option<&BTreeSet<String>>,
+    verified: &BTreeSet<String>,
 ) -> Vec<Typed> {
     names
         .into_iter()
         .flatten()
-        .filter_map(|name| match secret_for(ctx, proxy, name) {
+        .filter_map(|name| match secret_for(ctx, proxy, name, verified) {
             Ok(r) => Some(Typed::new(name, class, r)),
             Err(why) => {
                 warn!(proxy = %proxy.id, secret = %name, "not sending secret: {why}");
@@ -94,7 +99,12 @@ pub fn secrets(
         .collect()
 }
 
-fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, String> {
+fn secret_for(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    name: &str,
+    verified: &BTreeSet<String>,
+) -> Result<Secret, String> {
     let issuer = ctx.certificates.as_ref();
     if name == ROOT_CA {
         let issuer = issuer.ok_or("the CA is not running")?;
@@ -121,26 +131,30 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, St
         let (chain, key) = issuer.certificate(identity).map_err(|e| e.to_string())?;
         return Ok(certificate(name, &chain, &key));
     }
-    // `kubernetes-gateway://ns/name`: a Secret a Gateway API Gateway refers to, readable by
-    // the gateway's proxies where a ReferenceGrant allows it (istiod's rule).
-    let (reference, granted) = match name.strip_prefix(KUBERNETES_PREFIX) {
+    // `kubernetes-gateway://ns/name`: a Secret a Gateway API listener refers to. As istiod, the
+    // reference itself is the authorisation: a Gateway this proxy serves names it (a Secret of
+    // the Gateway's namespace, or another a ReferenceGrant allows); nothing else, whatever the
+    // proxy's own permissions. `kubernetes://` names need a verified proxy of the Secret's
+    // namespace, and for a certificate and key its permission to read Secrets there.
+    let (reference, gateway_reference) = match name.strip_prefix(KUBERNETES_PREFIX) {
         Some(r) => (r, false),
         None => {
             let r = name
                 .strip_prefix(crate::model::gateway_api::KUBERNETES_GATEWAY_SECRET)
                 .ok_or("unknown secret name (expected default, ROOTCA or kubernetes://...)")?;
-            (
-                r,
-                ctx.routing
-                    .gateway_api
-                    .secret_allowed(&identity.namespace, r),
-            )
+            if !verified.contains(name) {
+                return Err(format!(
+                    "no Gateway served by {} references it (a Secret of another namespace needs a ReferenceGrant)",
+                    identity.uri()
+                ));
+            }
+            (r, true)
         }
     };
     let (namespace, secret_name) = reference
         .split_once('/')
         .unwrap_or((proxy.namespace.as_str(), reference));
-    if identity.namespace != namespace && !granted {
+    if identity.namespace != namespace && !gateway_reference {
         return Err(format!(
             "{} may not read secrets of namespace {namespace}",
             identity.uri()
@@ -183,8 +197,9 @@ fn secret_for(ctx: &PushContext, proxy: &Proxy, name: &str) -> Result<Secret, St
         return Ok(validation_with_crl(name, ca, crl.map(Vec::as_slice)));
     }
     // A certificate and its key: only for a service account that may list the namespace's
-    // Secrets itself (istiod's check; CA certificates above are public).
-    if let Some(why) = &proxy.secrets_refused {
+    // Secrets itself (istiod's check; CA certificates above are public), unless a Gateway the
+    // proxy serves references it.
+    if !gateway_reference && let Some(why) = &proxy.secrets_refused {
         return Err(why.clone());
     }
     let d = data(secret_name).ok_or_else(|| format!("no Secret {namespace}/{secret_name}"))?;

@@ -281,3 +281,63 @@ spec: {selector: {app: gw}, servers: [{port: {number: 80, name: http, protocol: 
         ["shared.example.com"]
     );
 }
+
+/// A managed Gateway's certificate goes to its proxies because the Gateway's listener references
+/// it (istiod's verified certificate references), not because the proxy may read Secrets: a
+/// Secret of its namespace and one a ReferenceGrant lets it use are served to a service account
+/// with no Secret permission; a Secret no listener names, a `kubernetes://` name, and a proxy of
+/// another Gateway get nothing.
+#[test]
+fn a_gateways_certificate_is_authorised_by_its_listener_reference() {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+    let secret = |ns: &str, name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\ndata: {{tls.crt: Q0VSVA==, tls.key: S0VZ}}\n"
+        )
+    };
+    let yaml = [
+        secret("edge", "web-cert"),
+        secret("edge", "unreferenced"),
+        secret("certs", "shared"),
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: edge-certs, namespace: certs}\nspec: {from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: edge}], to: [{group: '', kind: Secret}]}\n".to_string(),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: web, namespace: edge}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {name: own, port: 443, protocol: HTTPS, hostname: a.example.com, tls: {certificateRefs: [{name: web-cert}]}}\n  - {name: shared, port: 443, protocol: HTTPS, hostname: b.example.com, tls: {certificateRefs: [{name: shared, namespace: certs}]}}\n".to_string(),
+    ]
+    .join("---\n");
+    let c = ctx(&yaml);
+    let gateway = |pod: &str, gateway_name: &str| {
+        let mut p = crate::testing::proxy(
+            &format!("router~10.0.0.7~{pod}.edge~edge.svc.cluster.local"),
+            &[],
+            &[("gateway.networking.k8s.io/gateway-name", gateway_name)],
+        );
+        p.identity = Some(crate::model::identity::Identity {
+            trust_domain: "cluster.local".into(),
+            namespace: "edge".into(),
+            service_account: format!("{gateway_name}-istio"),
+        });
+        p.secrets_refused = Some("may not list Secrets".into());
+        p
+    };
+    let names: std::collections::BTreeSet<String> = [
+        "kubernetes-gateway://edge/web-cert",
+        "kubernetes-gateway://certs/shared",
+        "kubernetes-gateway://edge/unreferenced",
+        "kubernetes://edge/web-cert",
+    ]
+    .map(String::from)
+    .into();
+    let served = |p: &Proxy| -> Vec<String> {
+        generate(&c, p, &c.scope(p), TypeUrl::Secret, Some(&names))
+            .iter()
+            .map(|r| Secret::decode(r.any.value.as_slice()).unwrap().name)
+            .collect()
+    };
+    assert_eq!(
+        served(&gateway("web-istio-0", "web")),
+        [
+            "kubernetes-gateway://certs/shared",
+            "kubernetes-gateway://edge/web-cert"
+        ]
+    );
+    assert!(served(&gateway("other-istio-0", "other")).is_empty());
+}
