@@ -13,6 +13,9 @@ fn policy(hostname: &str) -> String {
     )
 }
 
+/// Files mode: a gateway routes to a ServiceEntry whose DestinationRule says plain text; a
+/// BackendTLSPolicy then makes it originate TLS, verified against the ConfigMap's CA and the
+/// policy's hostname.
 #[test]
 fn a_backend_tls_policy_originates_verified_tls_to_the_backend() {
     let Some(envoy_bin) = peer("venv/bin/envoy") else {
@@ -52,6 +55,13 @@ spec:
   parentRefs: [{{name: gw}}]
   rules: [{{backendRefs: [{{group: networking.istio.io, kind: Hostname, name: secure.internal, port: 80}}]}}]
 ---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: secure-plain, namespace: shop, creationTimestamp: "2024-01-01T00:00:00Z"}}
+spec:
+  host: secure.internal
+  trafficPolicy: {{tls: {{mode: DISABLE}}}}
+---
 apiVersion: v1
 kind: ConfigMap
 metadata: {{name: backend-ca, namespace: shop}}
@@ -73,6 +83,9 @@ data:
     });
     assert_ne!(request(port, "any.example", "/", &[]).0, 200);
 
+    // The policy wins over the user's DestinationRule of the Service's namespace (which says
+    // plain text), as istiod orders its generated rules (no creation time) first. Files mode
+    // keeps a creationTimestamp written in the file, as a cluster's objects have one.
     write(dir.path(), "policy.yaml", &policy("backend.example.com"));
     eventually(30, "TLS to the backend, verified", || {
         let (status, body) = request(port, "any.example", "/", &[]);

@@ -312,14 +312,16 @@ impl Routing {
             }),
             _ => None,
         };
+        // BackendTLSPolicies' rules have no creation time, so they sort first, as istiod's
+        // generated rules: in the target's namespace a user's DestinationRule for the same host
+        // merges into it, adding its subsets but not its traffic policy (docs/gateway-api.md).
         let mut destination_rules: Vec<DrEntry> = snapshot
             .list(Kind::DestinationRule)
-            .filter_map(|e| entry(&e.config))
+            .map(|e| &e.config)
+            .chain(&translation.destination_rules)
+            .filter_map(entry)
             .collect();
         destination_rules.sort_by(|a, b| age(&a.config, &b.config));
-        // BackendTLSPolicies' rules come after the store's for the same host: a DestinationRule
-        // of the user's with its own traffic policy keeps it (docs/gateway-api.md).
-        destination_rules.extend(translation.destination_rules.iter().filter_map(entry));
         let mut vs_by_host: HashMap<String, Vec<usize>> = HashMap::new();
         let mut vs_wildcards = Vec::new();
         for (i, v) in virtual_services.iter().enumerate() {
