@@ -19,6 +19,7 @@ mod extensions;
 mod file_source;
 mod gateway;
 mod gateway_api;
+mod gateway_api_status;
 mod grpc;
 mod helm;
 mod istioctl;
