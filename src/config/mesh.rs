@@ -81,6 +81,13 @@ pub struct MeshConfig {
     /// `UPGRADE`: HTTP/1.1 to HTTP ports' upstreams goes as HTTP/2 unless a DestinationRule says not.
     #[serde(default)]
     pub h2_upgrade_policy: Option<String>,
+    /// TLS the proxies originate (DestinationRule SIMPLE/MUTUAL) and gateways terminate:
+    /// ECDH curves, cipher suites, and (gateways) the minimum version.
+    #[serde(default)]
+    pub tls_defaults: Option<TlsConfig>,
+    /// The mesh's own mTLS on sidecar inbound: minimum version and cipher suites.
+    #[serde(default, rename = "meshMTLS")]
+    pub mesh_mtls: Option<TlsConfig>,
     /// Per-host service settings: `clusterLocal` keeps a host's traffic in the proxy's cluster.
     #[serde(default)]
     pub service_settings: Vec<ServiceSettings>,
@@ -89,6 +96,24 @@ pub struct MeshConfig {
     #[serde(default)]
     pub service_scope_configs: Vec<ServiceScopeConfig>,
 }
+
+/// MeshConfig `tlsDefaults` and `meshMTLS` (istio.mesh.v1alpha1 `MeshConfig.TLSConfig`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsConfig {
+    /// `TLS_AUTO` (TLS 1.2), `TLSV1_2` or `TLSV1_3`.
+    #[serde(default)]
+    pub min_protocol_version: Option<String>,
+    #[serde(default)]
+    pub ecdh_curves: Vec<String>,
+    #[serde(default)]
+    pub cipher_suites: Vec<String>,
+}
+
+/// The ECDH curves Envoy 1.40 accepts; it rejects a TLS context naming any other. istiod's
+/// `ValidECDHCurves` also lists `P-224` and `X25519Kyber768Draft00`, which Envoy 1.40 rejects
+/// (tried through a real Envoy): Rudder leaves them out and warns (docs/decisions.md).
+pub const ECDH_CURVES: &[&str] = &["P-256", "P-521", "P-384", "X25519", "X25519MLKEM768"];
 
 /// MeshConfig `serviceScopeConfigs[]`: services whose namespace and own labels match are `GLOBAL`
 /// (their endpoints in every cluster reach every cluster) or `LOCAL`; an absent selector matches
@@ -568,6 +593,8 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "connectTimeout",
     "tcpKeepalive",
     "h2UpgradePolicy",
+    "tlsDefaults",
+    "meshMTLS",
 ];
 
 /// Of the telemetry providers Rudder applies, the fields it reads; any other is warned about.
@@ -665,6 +692,56 @@ impl MeshConfig {
     }
 }
 
+/// What of a `tlsDefaults` or `meshMTLS` value is not sent to the proxies: curves and cipher
+/// suites Envoy does not know (istiod passes them on, and Envoy rejects the TLS context), a
+/// repeated curve, and `meshMTLS.ecdhCurves`, which istiod refuses.
+fn tls_config_warnings(
+    field: &str,
+    value: &serde_json::Value,
+    out: &mut Vec<(String, &'static str)>,
+) {
+    let list = |key: &str| -> Vec<String> {
+        value
+            .get(key)
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let curves = list("ecdhCurves");
+    if field == "meshMTLS" && !curves.is_empty() {
+        out.push((
+            "data.mesh.meshMTLS.ecdhCurves".into(),
+            "not applied: mesh TLS does not support ECDH curves configuration (istiod refuses it)",
+        ));
+    } else {
+        for (i, curve) in curves.iter().enumerate() {
+            if !ECDH_CURVES.contains(&curve.as_str()) {
+                out.push((
+                    format!("data.mesh.{field}.ecdhCurves[{i}]"),
+                    "left out: Envoy 1.40 does not accept this ECDH curve (sent, it would reject the TLS context; istiod sends it)",
+                ));
+            } else if curves[..i].contains(curve) {
+                out.push((
+                    format!("data.mesh.{field}.ecdhCurves[{i}]"),
+                    "a duplicate ECDH curve",
+                ));
+            }
+        }
+    }
+    let ciphers = list("cipherSuites");
+    let kept = crate::config::networking::envoy_cipher_suites(&ciphers);
+    for (i, cipher) in ciphers.iter().enumerate() {
+        if !kept.contains(cipher) {
+            out.push((
+                format!("data.mesh.{field}.cipherSuites[{i}]"),
+                "left out: not a cipher suite Envoy knows (sent, it would reject the TLS context)",
+            ));
+        }
+    }
+}
+
 /// Why a network gateway's `locality` and `weight` are warned about.
 const GATEWAY_PLACEMENT: &str = "a network gateway's locality and weight are not used (nor by istiod): endpoints reached through it keep their own locality and weight";
 
@@ -755,6 +832,10 @@ pub fn unhonoured_mesh_fields(text: &str) -> Vec<(String, &'static str)> {
                         "not applied: the proxies keep istiod's default for this header (X-Forwarded-Client-Cert: the caller's certificate appended on sidecar inbound)",
                     ));
                 }
+                None
+            }
+            "tlsDefaults" | "meshMTLS" => {
+                tls_config_warnings(name, value, &mut out);
                 None
             }
             "outboundTrafficPolicy" if value.get("egressProxy").is_some() => {

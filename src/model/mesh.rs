@@ -48,6 +48,10 @@ pub struct MeshSettings {
     pub tcp_keepalive: Option<crate::config::networking::TcpKeepalive>,
     /// MeshConfig `h2UpgradePolicy: UPGRADE`: outbound HTTP clusters speak HTTP/2 upstream.
     pub h2_upgrade: bool,
+    /// MeshConfig `tlsDefaults`: TLS clusters originate (SIMPLE, MUTUAL) and gateways terminate.
+    pub tls_defaults: MeshTls,
+    /// MeshConfig `meshMTLS`: the mesh's mTLS on sidecar inbound.
+    pub mesh_mtls: MeshTls,
     pub trust_domain: String,
     /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
     pub cluster_id: String,
@@ -293,6 +297,12 @@ impl MeshSettings {
                 }
                 out.tcp_keepalive = mc.tcp_keepalive;
                 out.h2_upgrade = mc.h2_upgrade_policy.as_deref() == Some("UPGRADE");
+                out.tls_defaults = MeshTls::of(mc.tls_defaults);
+                // istiod refuses curves here; the version and ciphers are what it reads.
+                out.mesh_mtls = MeshTls {
+                    ecdh_curves: Vec::new(),
+                    ..MeshTls::of(mc.mesh_mtls)
+                };
                 if let Some(mode) = mc.outbound_traffic_policy.and_then(|p| p.mode) {
                     out.outbound_allow_any = mode != "REGISTRY_ONLY";
                 }
@@ -331,6 +341,37 @@ fn discovery_host(default_config: Option<&serde_json::Value>, root_namespace: &s
     }
 }
 
+/// A MeshConfig `TLSConfig`, with what Envoy would reject left out (warned where the mesh
+/// config enters): the minimum version is TLS 1.3 or 1.2 (`TLS_AUTO`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshTls {
+    pub min_tls13: bool,
+    pub ecdh_curves: Vec<String>,
+    pub cipher_suites: Vec<String>,
+}
+
+impl MeshTls {
+    fn of(c: Option<crate::config::mesh::TlsConfig>) -> MeshTls {
+        let Some(c) = c else {
+            return MeshTls::default();
+        };
+        let mut curves: Vec<String> = Vec::new();
+        for curve in c.ecdh_curves {
+            if crate::config::mesh::ECDH_CURVES.contains(&curve.as_str())
+                && !curves.contains(&curve)
+            {
+                curves.push(curve);
+            }
+        }
+        MeshTls {
+            min_tls13: c.min_protocol_version.as_deref() == Some("TLSV1_3"),
+            ecdh_curves: curves,
+            cipher_suites: crate::config::networking::envoy_cipher_suites(&c.cipher_suites),
+        }
+    }
+}
+
 impl Default for MeshSettings {
     fn default() -> Self {
         MeshSettings {
@@ -340,6 +381,8 @@ impl Default for MeshSettings {
             connect_timeout: std::time::Duration::from_secs(10),
             tcp_keepalive: None,
             h2_upgrade: false,
+            tls_defaults: MeshTls::default(),
+            mesh_mtls: MeshTls::default(),
             trust_domain: "cluster.local".into(),
             cluster_id: "Kubernetes".into(),
             extension_providers: Vec::new(),
@@ -446,6 +489,8 @@ mod tests {
             ("connectTimeout", "3s", ""),
             ("tcpKeepalive", "{time: 30s}", ""),
             ("h2UpgradePolicy", "UPGRADE", ""),
+            ("tlsDefaults", "{ecdhCurves: [P-256]}", ""),
+            ("meshMTLS", "{minProtocolVersion: TLSV1_3}", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[("protocolDetectionTimeout", "5s")];

@@ -30,5 +30,6 @@ mod reliability;
 mod security;
 mod sidecar_capture;
 mod stats;
+mod tls_settings;
 mod waypoint;
 mod webhooks;

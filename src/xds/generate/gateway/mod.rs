@@ -17,7 +17,7 @@ use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::shared::network::{RouteSource, hcm_filter};
 use crate::xds::generate::shared::route::virtual_service_routes;
 use crate::xds::generate::shared::tls::{
-    any_san_of, downstream_socket, mesh_tls, sds, server_tls_params,
+    any_san_of, downstream_socket, mesh_tls, sds, server_tls_params_with_defaults,
 };
 use crate::xds::generate::shared::upstream_tls::file;
 use crate::xds::generate::sidecar::listener::{behind_rbac, security_filters};
@@ -272,7 +272,11 @@ fn derived_gateway_applies(
 /// `verifyCertificateSpki`/`Hash` and a CRL (`caCrl`, or the credential's); ISTIO_MUTUAL uses
 /// the mesh's own certificates, pinned to `subjectAltNames` when given. TLS versions and cipher
 /// suites as the server asks.
-fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
+fn downstream_tls(
+    server: &Server,
+    http: bool,
+    tls_defaults: &crate::model::mesh::MeshTls,
+) -> Option<TransportSocket> {
     let tls = server.tls.as_ref()?;
     let alpn: Vec<String> = if http {
         vec!["h2".into(), "http/1.1".into()]
@@ -312,7 +316,8 @@ fn downstream_tls(server: &Server, http: bool) -> Option<TransportSocket> {
             };
             let mut common = CommonTlsContext {
                 alpn_protocols: alpn,
-                tls_params: server_tls_params(
+                tls_params: server_tls_params_with_defaults(
+                    tls_defaults,
                     tls.min_protocol_version,
                     tls.max_protocol_version,
                     &tls.cipher_suites,
@@ -547,7 +552,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                         server_names: s.sni(),
                         ..Default::default()
                     }),
-                    transport_socket: downstream_tls(s.server, http),
+                    transport_socket: downstream_tls(s.server, http, &ctx.mesh.tls_defaults),
                     filters,
                     ..Default::default()
                 });

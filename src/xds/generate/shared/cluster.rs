@@ -477,7 +477,8 @@ pub(in crate::xds::generate) fn build(
                 sni: istio_sni,
                 ..tls.clone()
             };
-            c.transport_socket = tls_socket(&tls, &identities(ctx, svc, port));
+            c.transport_socket =
+                tls_socket(&tls, &identities(ctx, svc, port), &ctx.mesh.tls_defaults);
         }
         // As istiod: a ServiceEntry's `subjectAltNames` pin its servers when the
         // DestinationRule names none.
@@ -490,15 +491,23 @@ pub(in crate::xds::generate) fn build(
                 subject_alt_names: svc.subject_alt_names.clone(),
                 ..tls.clone()
             };
-            c.transport_socket = tls_socket(&tls, &identities(ctx, svc, port));
+            c.transport_socket =
+                tls_socket(&tls, &identities(ctx, svc, port), &ctx.mesh.tls_defaults);
         }
-        Some(tls) => c.transport_socket = tls_socket(tls, &identities(ctx, svc, port)),
+        Some(tls) => {
+            c.transport_socket =
+                tls_socket(tls, &identities(ctx, svc, port), &ctx.mesh.tls_defaults)
+        }
         None if auto_mtls
             && ctx.mesh.enable_auto_mtls
             && svc.location == crate::config::networking::Location::MESH_INTERNAL
             && !auto_mtls_disabled(ctx, svc, port.number, passthrough_lb) =>
         {
-            c.transport_socket_matches = auto_mtls_sockets(&identities(ctx, svc, port), istio_sni);
+            c.transport_socket_matches = auto_mtls_sockets(
+                &identities(ctx, svc, port),
+                istio_sni,
+                &ctx.mesh.tls_defaults,
+            );
         }
         None => {}
     }

@@ -42,6 +42,39 @@ pub fn any_san_of(names: &[String]) -> Vec<SubjectAltNameMatcher> {
         .collect()
 }
 
+/// The cipher suites of the mesh's mTLS on sidecar inbound unless MeshConfig `meshMTLS` names
+/// others (istiod's `SupportedCiphers`: no CBC, no CHACHA20).
+pub const MESH_CIPHER_SUITES: &[&str] = &[
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-RSA-AES128-GCM-SHA256",
+    "AES256-GCM-SHA384",
+    "AES128-GCM-SHA256",
+];
+
+/// A TLS server's parameters as istiod's `BuildListenerTLSContext` writes them for SIMPLE,
+/// MUTUAL and OPTIONAL_MUTUAL: MeshConfig `tlsDefaults` (curves, ciphers, TLS 1.3 minimum),
+/// then the server's own `minProtocolVersion`, `cipherSuites` and `maxProtocolVersion` over
+/// them; none when nothing is set.
+pub fn server_tls_params_with_defaults(
+    defaults: &crate::model::mesh::MeshTls,
+    min: Option<crate::config::networking::TlsProtocol>,
+    max: Option<crate::config::networking::TlsProtocol>,
+    cipher_suites: &[String],
+) -> Option<TlsParameters> {
+    let mut params = server_tls_params(min, max, cipher_suites).unwrap_or_default();
+    params.ecdh_curves = defaults.ecdh_curves.clone();
+    if params.cipher_suites.is_empty() {
+        params.cipher_suites = defaults.cipher_suites.clone();
+    }
+    if defaults.min_tls13 && params.tls_minimum_protocol_version == EnvoyTlsProtocol::TlsAuto as i32
+    {
+        params.tls_minimum_protocol_version = EnvoyTlsProtocol::TlSv13 as i32;
+    }
+    (params != TlsParameters::default()).then_some(params)
+}
+
 /// TLS parameters for a server's `minProtocolVersion`, `maxProtocolVersion` and `cipherSuites`,
 /// or none when all are left to Envoy.
 pub fn server_tls_params(
@@ -90,12 +123,14 @@ pub fn mesh_tls(alpn_protocols: Vec<String>) -> CommonTlsContext {
 /// The mesh's own TLS on a sidecar's inbound side, as istiod: a peer certificate must chain to
 /// the mesh root and carry a SPIFFE identity of the mesh's trust domain or one of its
 /// `trustDomainAliases` (istiod's `TrustDomainsForValidation`); another domain's workload with a
-/// certificate of the same root is refused.
+/// certificate of the same root is refused. TLS 1.2 (1.3 with `meshMTLS.minProtocolVersion`) to
+/// 1.3 with the mesh's cipher suites, as istiod's `BuildInboundTLS`.
 pub fn inbound_mesh_tls(
     alpn_protocols: Vec<String>,
-    trust_domain: &str,
-    aliases: &[String],
+    mesh: &crate::model::mesh::MeshSettings,
 ) -> CommonTlsContext {
+    let trust_domain = mesh.trust_domain.as_str();
+    let aliases = &mesh.trust_domain_aliases;
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::CertificateValidationContext;
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::CombinedCertificateValidationContext;
     let mut domains: Vec<&str> = Vec::new();
@@ -126,6 +161,20 @@ pub fn inbound_mesh_tls(
                 ..Default::default()
             },
         )),
+        tls_params: Some(TlsParameters {
+            tls_minimum_protocol_version: if mesh.mesh_mtls.min_tls13 {
+                EnvoyTlsProtocol::TlSv13 as i32
+            } else {
+                EnvoyTlsProtocol::TlSv12 as i32
+            },
+            tls_maximum_protocol_version: EnvoyTlsProtocol::TlSv13 as i32,
+            cipher_suites: if mesh.mesh_mtls.cipher_suites.is_empty() {
+                MESH_CIPHER_SUITES.iter().map(|c| c.to_string()).collect()
+            } else {
+                mesh.mesh_mtls.cipher_suites.clone()
+            },
+            ..Default::default()
+        }),
         ..mesh_tls(alpn_protocols)
     }
 }

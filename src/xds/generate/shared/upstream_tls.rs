@@ -3,6 +3,7 @@
 
 use super::tls::sds;
 use crate::config::networking::{ClientTlsMode, ClientTlsSettings};
+use crate::model::mesh::MeshTls;
 use crate::xds::generate::encode::any;
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, TransportSocket, UpstreamHttpProtocolOptions, data_source, transport_socket,
@@ -22,6 +23,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 pub(in crate::xds::generate) fn auto_mtls_sockets(
     identities: &[String],
     sni: String,
+    defaults: &MeshTls,
 ) -> Vec<envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch> {
     use envoy_types::pb::envoy::config::cluster::v3::cluster::TransportSocketMatch;
     use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
@@ -42,7 +44,7 @@ pub(in crate::xds::generate) fn auto_mtls_sockets(
                 )]
                 .into(),
             }),
-            transport_socket: tls_socket(&istio, identities),
+            transport_socket: tls_socket(&istio, identities, defaults),
         },
         TransportSocketMatch {
             name: "tlsMode-disabled".into(),
@@ -130,12 +132,30 @@ pub(in crate::xds::generate) fn auto_sni_and_san(
 /// Upstream TLS per DestinationRule `tls`. ISTIO_MUTUAL and `credentialName` take their secrets over SDS
 /// (`default`/`ROOTCA` and `kubernetes://<name>`), as istiod configures them.
 /// For ISTIO_MUTUAL, `identities` are the SPIFFE identities the server may present (the DestinationRule's
-/// `subjectAltNames` win over them); none means any certificate from the mesh root.
+/// `subjectAltNames` win over them); none means any certificate from the mesh root. TLS 1.2 to
+/// 1.3 as istiod's upstream contexts (Envoy's client default stops at 1.2); SIMPLE and MUTUAL
+/// take MeshConfig `tlsDefaults`' curves and cipher suites.
 pub(in crate::xds::generate) fn tls_socket(
     tls: &ClientTlsSettings,
     identities: &[String],
+    defaults: &MeshTls,
 ) -> Option<TransportSocket> {
-    let mut common = CommonTlsContext::default();
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::TlsParameters;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::tls_parameters::TlsProtocol;
+    let mut common = CommonTlsContext {
+        tls_params: Some(TlsParameters {
+            tls_minimum_protocol_version: TlsProtocol::TlSv12 as i32,
+            tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    if matches!(tls.mode, ClientTlsMode::SIMPLE | ClientTlsMode::MUTUAL)
+        && let Some(params) = common.tls_params.as_mut()
+    {
+        params.ecdh_curves = defaults.ecdh_curves.clone();
+        params.cipher_suites = defaults.cipher_suites.clone();
+    }
     match tls.mode {
         ClientTlsMode::DISABLE => return None,
         ClientTlsMode::ISTIO_MUTUAL => {

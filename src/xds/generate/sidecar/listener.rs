@@ -479,8 +479,7 @@ pub(in crate::xds::generate) fn inbound_chains(
                     crate::xds::generate::shared::tls::downstream_socket(
                         crate::xds::generate::shared::tls::inbound_mesh_tls(
                             MESH_ALPN.iter().map(|a| a.to_string()).collect(),
-                            &ctx.mesh.trust_domain,
-                            &ctx.mesh.trust_domain_aliases,
+                            &ctx.mesh,
                         ),
                         true,
                     )

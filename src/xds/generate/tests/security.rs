@@ -312,3 +312,115 @@ spec: {{action: CUSTOM, provider: {{name: {provider}}}, rules: [{{to: [{{operati
         assert!(!deny.policies.is_empty());
     }
 }
+
+/// The TLS parameters istiod writes: sidecar inbound mTLS at TLS 1.2–1.3 with its six GCM
+/// cipher suites (MeshConfig `meshMTLS` raising the minimum and naming others), and upstream
+/// contexts at TLS 1.2–1.3 (Envoy's client default stops at 1.2), MeshConfig `tlsDefaults`'
+/// curves and ciphers on SIMPLE origination only.
+#[test]
+fn mesh_tls_parameters_as_istiod_writes_them() {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        DownstreamTlsContext, TlsParameters, UpstreamTlsContext,
+    };
+    use prost::Message;
+    let inbound_params = |mesh: &str| -> TlsParameters {
+        let mut yaml = workload_yaml("");
+        if !mesh.is_empty() {
+            yaml = format!("{mesh}\n---\n{yaml}");
+        }
+        let c = crate::testing::push_context_with_mesh_config(&yaml);
+        let l = listener_named(&c, &verified("a"), "virtualInbound");
+        let chain = l
+            .filter_chains
+            .iter()
+            .find(|ch| ch.name.starts_with("inbound|80") && ch.transport_socket.is_some())
+            .expect("an mTLS chain for port 80");
+        let Some(
+            envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+                any,
+            ),
+        ) = chain.transport_socket.clone().unwrap().config_type
+        else {
+            panic!("typed TLS");
+        };
+        DownstreamTlsContext::decode(any.value.as_slice())
+            .unwrap()
+            .common_tls_context
+            .unwrap()
+            .tls_params
+            .unwrap()
+    };
+    let default = inbound_params("");
+    assert_eq!(
+        (
+            default.tls_minimum_protocol_version,
+            default.tls_maximum_protocol_version
+        ),
+        (3, 4),
+        "TLS 1.2 to 1.3"
+    );
+    assert_eq!(
+        default.cipher_suites,
+        crate::xds::generate::shared::tls::MESH_CIPHER_SUITES
+    );
+    let configured = inbound_params(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    meshMTLS: {minProtocolVersion: TLSV1_3, cipherSuites: [ECDHE-RSA-AES256-GCM-SHA384]}\n",
+    );
+    assert_eq!(configured.tls_minimum_protocol_version, 4);
+    assert_eq!(configured.cipher_suites, ["ECDHE-RSA-AES256-GCM-SHA384"]);
+
+    let upstream = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    tlsDefaults: {ecdhCurves: [X25519, P-224], cipherSuites: [ECDHE-RSA-AES128-GCM-SHA256]}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: ext, namespace: a}\n\
+spec: {hosts: [api.example.com], ports: [{number: 443, name: https, protocol: HTTPS}], resolution: DNS, location: MESH_EXTERNAL}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: ext, namespace: a}\n\
+spec: {host: api.example.com, trafficPolicy: {tls: {mode: SIMPLE}}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: app, namespace: a}\n\
+spec: {host: app.a.svc.cluster.local, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}\n---\n"
+        .to_string()
+        + &workload_yaml("");
+    let c = crate::testing::push_context_with_mesh_config(&upstream);
+    let params = |name: &str| -> TlsParameters {
+        let cl = cluster(&c, &proxy("a", &[]), name);
+        let socket = cl.transport_socket.or_else(|| {
+            cl.transport_socket_matches
+                .into_iter()
+                .find(|m| m.name == "tlsMode-istio")
+                .and_then(|m| m.transport_socket)
+        });
+        let Some(
+            envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+                any,
+            ),
+        ) = socket
+            .unwrap_or_else(|| panic!("no TLS socket on {name}"))
+            .config_type
+        else {
+            panic!("typed TLS");
+        };
+        UpstreamTlsContext::decode(any.value.as_slice())
+            .unwrap()
+            .common_tls_context
+            .unwrap()
+            .tls_params
+            .unwrap()
+    };
+    let simple = params("outbound|443||api.example.com");
+    assert_eq!(
+        (
+            simple.tls_minimum_protocol_version,
+            simple.tls_maximum_protocol_version
+        ),
+        (3, 4)
+    );
+    assert_eq!(simple.ecdh_curves, ["X25519"], "P-224 is left out");
+    assert_eq!(simple.cipher_suites, ["ECDHE-RSA-AES128-GCM-SHA256"]);
+    let mesh = params("outbound|80||app.a.svc.cluster.local");
+    assert_eq!(
+        (
+            mesh.tls_minimum_protocol_version,
+            mesh.tls_maximum_protocol_version
+        ),
+        (3, 4)
+    );
+    assert!(mesh.ecdh_curves.is_empty() && mesh.cipher_suites.is_empty());
+}

@@ -271,11 +271,7 @@ pub(super) fn connect_originate(ctx: &PushContext, scope: &ScopeView, waypoint: 
 pub(super) fn hbone_tls(
     ctx: &PushContext,
 ) -> envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::CommonTlsContext {
-    let mut common = inbound_mesh_tls(
-        vec!["h2".into()],
-        &ctx.mesh.trust_domain,
-        &ctx.mesh.trust_domain_aliases,
-    );
+    let mut common = inbound_mesh_tls(vec!["h2".into()], &ctx.mesh);
     common.tls_params = Some(TlsParameters {
         tls_minimum_protocol_version: TlsProtocol::TlSv13 as i32,
         tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
