@@ -35,6 +35,10 @@ pub struct MeshConfig {
     pub discovery_selectors: Vec<LabelSelector>,
     #[serde(default)]
     pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,
+    /// `mode: LOCALHOST`: inbound traffic reaches the application on localhost instead of the
+    /// pod's address (`PASSTHROUGH`, the default since Istio 1.10).
+    #[serde(default)]
+    pub inbound_traffic_policy: Option<InboundTrafficPolicy>,
     /// ProxyConfig defaults, kept as given (used by injection).
     #[serde(default)]
     pub default_config: Option<serde_json::Value>,
@@ -95,6 +99,14 @@ pub struct MeshConfig {
     /// AMBIENT_ENABLE_MULTI_NETWORK, as istiod).
     #[serde(default)]
     pub service_scope_configs: Vec<ServiceScopeConfig>,
+}
+
+/// MeshConfig `inboundTrafficPolicy`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundTrafficPolicy {
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// MeshConfig `tlsDefaults` and `meshMTLS` (istio.mesh.v1alpha1 `MeshConfig.TLSConfig`).
@@ -595,6 +607,7 @@ pub const HONOURED_MESH_FIELDS: &[&str] = &[
     "h2UpgradePolicy",
     "tlsDefaults",
     "meshMTLS",
+    "inboundTrafficPolicy",
 ];
 
 /// Of the telemetry providers Rudder applies, the fields it reads; any other is warned about.

@@ -52,6 +52,9 @@ pub struct MeshSettings {
     pub tls_defaults: MeshTls,
     /// MeshConfig `meshMTLS`: the mesh's mTLS on sidecar inbound.
     pub mesh_mtls: MeshTls,
+    /// MeshConfig `inboundTrafficPolicy.mode: LOCALHOST`: inbound clusters deliver to
+    /// 127.0.0.1 (`::1`) instead of the address the client dialled.
+    pub inbound_localhost: bool,
     pub trust_domain: String,
     /// This cluster's id (`--cluster-id`): part of every ambient workload uid.
     pub cluster_id: String,
@@ -298,6 +301,10 @@ impl MeshSettings {
                 out.tcp_keepalive = mc.tcp_keepalive;
                 out.h2_upgrade = mc.h2_upgrade_policy.as_deref() == Some("UPGRADE");
                 out.tls_defaults = MeshTls::of(mc.tls_defaults);
+                out.inbound_localhost = mc
+                    .inbound_traffic_policy
+                    .and_then(|p| p.mode)
+                    .is_some_and(|m| m == "LOCALHOST");
                 // istiod refuses curves here; the version and ciphers are what it reads.
                 out.mesh_mtls = MeshTls {
                     ecdh_curves: Vec::new(),
@@ -383,6 +390,7 @@ impl Default for MeshSettings {
             h2_upgrade: false,
             tls_defaults: MeshTls::default(),
             mesh_mtls: MeshTls::default(),
+            inbound_localhost: false,
             trust_domain: "cluster.local".into(),
             cluster_id: "Kubernetes".into(),
             extension_providers: Vec::new(),
@@ -491,6 +499,7 @@ mod tests {
             ("h2UpgradePolicy", "UPGRADE", ""),
             ("tlsDefaults", "{ecdhCurves: [P-256]}", ""),
             ("meshMTLS", "{minProtocolVersion: TLSV1_3}", ""),
+            ("inboundTrafficPolicy", "{mode: LOCALHOST}", ""),
         ];
         // Read only at the value Rudder follows; any other value is warned about.
         let warned_otherwise: &[(&str, &str)] = &[("protocolDetectionTimeout", "5s")];

@@ -677,6 +677,83 @@ spec: {selector: {matchLabels: {app: server}}, mtls: {mode: STRICT}, portLevelMt
     });
 }
 
+/// MeshConfig `inboundTrafficPolicy`: by default (PASSTHROUGH) a service's inbound traffic
+/// reaches the application at the pod's address, so an application listening on localhost only
+/// is not reached (503); with `LOCALHOST` it is, as istiod delivers to 127.0.0.1 then.
+#[test]
+fn inbound_traffic_policy_localhost_reaches_a_localhost_application() {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    server.capture(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "app.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: app, namespace: shop}}\n\
+spec: {{hosts: [app.shop.svc.cluster.local], location: MESH_INTERNAL, resolution: STATIC, \
+ports: [{{number: 9090, name: http, protocol: HTTP}}], endpoints: [{{address: {SERVER_IP}, labels: {{app: server}}}}]}}\n"
+        ),
+    );
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (client, server, envoy, dir) = (&client, &server, &envoy, &dir);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            server.enter();
+            let _app = Backend::start_on("127.0.0.1:9090", "local-app");
+            up_rx.recv().unwrap();
+            let _envoy = Envoy::boot(
+                envoy,
+                SocketAddr::from(([10, 44, 0, 2], XDS_PORT)),
+                &Bootstrap {
+                    namespace: "shop",
+                    pod: "server-0",
+                    labels: "app: server",
+                    metadata: "",
+                    ip: SERVER_IP,
+                    uid: Some(PROXY_UID),
+                    ..Bootstrap::default()
+                },
+            );
+            let _ = done_rx.recv();
+        });
+        s.spawn(move || {
+            client.enter();
+            let _daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
+            up_tx.send(()).unwrap();
+            let target: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
+            let host = "app.shop.svc.cluster.local";
+            let mut last = (0, String::new());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                eventually(30, "the sidecar answers for the pod's address", || {
+                    last = request_at(target, host, "/a", &[]);
+                    last.0 == 503
+                });
+                write(
+                    dir.path(),
+                    "mesh.yaml",
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    inboundTrafficPolicy: {mode: LOCALHOST}\n",
+                );
+                eventually(30, "LOCALHOST reaches the application on localhost", || {
+                    last = request_at(target, host, "/b", &[]);
+                    last == (200, "local-app /b".into())
+                });
+            }));
+            let _ = done_tx.send(());
+            if let Err(e) = outcome {
+                eprintln!("last answer: {last:?}");
+                std::panic::resume_unwind(e);
+            }
+        });
+    });
+}
+
 /// Debug endpoints from another pod need a bearer token of the system namespace (as istiod);
 /// from localhost, and `/metrics` from anywhere, they do not.
 #[test]

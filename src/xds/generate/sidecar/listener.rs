@@ -189,11 +189,10 @@ pub fn inbound_cluster_name(port: u32) -> String {
     format!("inbound|{port}||")
 }
 
-/// Clusters that deliver inbound traffic to the application on loopback.
 /// Clusters that deliver inbound traffic to the application: to the address the client dialled
 /// (the pod's IP, as istiod since 1.10: applications listening on localhost only are not
-/// reached), from 127.0.0.6 so the capture rules let it through; or to a Sidecar ingress
-/// listener's `defaultEndpoint`.
+/// reached), from 127.0.0.6 so the capture rules let it through; to localhost under MeshConfig
+/// `inboundTrafficPolicy: LOCALHOST`; or to a Sidecar ingress listener's `defaultEndpoint`.
 pub fn inbound_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     if scope.interception_none {
         return Vec::new();
@@ -218,7 +217,14 @@ pub fn inbound_clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 ..Default::default()
             };
             let endpoint = ingress.map(|i| i.default_endpoint.as_str()).unwrap_or("");
-            match parse_default_endpoint(endpoint) {
+            // MeshConfig `inboundTrafficPolicy: LOCALHOST`: a service's port goes to the
+            // application on localhost, as before Istio 1.10 (istiod's inbound bind).
+            let endpoint = match (ingress, ctx.mesh.inbound_localhost) {
+                (None, true) if scope.ipv6_only => format!("[::1]:{port}"),
+                (None, true) => format!("127.0.0.1:{port}"),
+                _ => endpoint.to_string(),
+            };
+            match parse_default_endpoint(&endpoint) {
                 DefaultEndpoint::Address(host, target) => {
                     cluster.cluster_discovery_type =
                         Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
