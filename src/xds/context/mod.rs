@@ -114,6 +114,11 @@ pub struct ScopeInputs {
     /// proxy is sent (endpoints of no network always); empty: every network (istiod's
     /// `ProxyView`).
     pub network_view: Vec<String>,
+    /// What spans name the proxy's mesh and cluster (`istio.mesh_id`, `istio.cluster_id`): its
+    /// `MESH_ID` and `CLUSTER_ID` metadata, `unknown` when it sends none (istiod's
+    /// `buildServiceTags`).
+    pub trace_mesh_id: String,
+    pub trace_cluster_id: String,
 }
 
 /// The node metadata keys EnvoyFilter `proxy.metadata` matches name, across the context.
@@ -540,6 +545,18 @@ impl PushContext {
                 Vec::new()
             },
             http10: proxy.metadata.get("HTTP10").is_some_and(|v| v == "1"),
+            trace_mesh_id: proxy
+                .metadata
+                .get("MESH_ID")
+                .filter(|m| !m.is_empty())
+                .cloned()
+                .unwrap_or_else(|| "unknown".into()),
+            trace_cluster_id: proxy
+                .metadata
+                .get("CLUSTER_ID")
+                .filter(|c| !c.is_empty())
+                .cloned()
+                .unwrap_or_else(|| "unknown".into()),
             network_view: {
                 let mut view: Vec<String> = proxy
                     .metadata

@@ -350,7 +350,7 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
     };
     let child_span = scope.proxy_type == ProxyType::Router || provider.skywalking.is_some();
     let mut tags = if spec.istio_tags {
-        istio_tags(ctx, scope)
+        istio_tags(scope)
     } else {
         Vec::new()
     };
@@ -472,7 +472,7 @@ fn legacy(ctx: &PushContext, scope: &ScopeView) -> Option<Tracing> {
     ctx.mesh.legacy_tracing.as_ref()?;
     let pt = proxy_tracing(ctx, scope);
     let mut tags = if pt.istio_tags {
-        istio_tags(ctx, scope)
+        istio_tags(scope)
     } else {
         Vec::new()
     };
@@ -594,7 +594,7 @@ fn service_cluster(scope: &ScopeView) -> String {
 }
 
 /// istiod's service tags on every span.
-fn istio_tags(ctx: &PushContext, scope: &ScopeView) -> Vec<EnvoyTag> {
+fn istio_tags(scope: &ScopeView) -> Vec<EnvoyTag> {
     let label = |k: &str, default: &str| {
         scope
             .labels
@@ -615,8 +615,8 @@ fn istio_tags(ctx: &PushContext, scope: &ScopeView) -> Vec<EnvoyTag> {
             "istio.canonical_service",
             label("service.istio.io/canonical-name", "unknown"),
         ),
-        literal("istio.cluster_id", ctx.mesh.cluster_id.clone()),
-        literal("istio.mesh_id", ctx.mesh.trust_domain.clone()),
+        literal("istio.cluster_id", scope.trace_cluster_id.clone()),
+        literal("istio.mesh_id", scope.trace_mesh_id.clone()),
         literal("istio.namespace", scope.namespace.clone()),
     ]
 }

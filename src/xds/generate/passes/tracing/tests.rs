@@ -321,3 +321,28 @@ fn telemetry_falls_back_to_the_proxy_config() {
     let t = trace("{providers: [{name: dt}], randomSamplingPercentage: 5}");
     assert_eq!(t.random_sampling.map(|p| p.value), Some(100.0));
 }
+
+/// Spans name the proxy's own mesh and cluster, as istiod's service tags: its `MESH_ID` and
+/// `CLUSTER_ID` metadata (what the injector sets from `global.meshID` and the cluster), else
+/// `unknown` (before, the mesh's trust domain and the control plane's cluster).
+#[test]
+fn spans_name_the_proxys_mesh_and_cluster() {
+    let tag = |metadata: &[(&str, &str)], name: &str| -> String {
+        let (client, _) = modes_of(BASE, metadata);
+        let t = client.expect("client tracing");
+        match t
+            .custom_tags
+            .iter()
+            .find(|t| t.tag == name)
+            .and_then(|t| t.r#type.clone())
+        {
+            Some(custom_tag::Type::Literal(l)) => l.value,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let named = [("MESH_ID", "mesh1"), ("CLUSTER_ID", "west")];
+    assert_eq!(tag(&named, "istio.mesh_id"), "mesh1");
+    assert_eq!(tag(&named, "istio.cluster_id"), "west");
+    assert_eq!(tag(&[], "istio.mesh_id"), "unknown");
+    assert_eq!(tag(&[], "istio.cluster_id"), "unknown");
+}
