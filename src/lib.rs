@@ -3,6 +3,7 @@
 pub mod activity;
 pub mod admin;
 pub mod analysis;
+pub mod autoregistration;
 pub mod ca;
 pub mod cmd;
 pub mod config;

@@ -164,8 +164,8 @@ pub const UNHONOURED: &[Unhonoured] = &[
     // WorkloadGroup, Telemetry.
     field(
         Kind::WorkloadGroup,
-        "",
-        "WorkloadGroups are stored; VM auto-registration and health checks are not implemented",
+        "probe",
+        "auto-registration is applied (Kubernetes mode); the health checks a probe asks for are not: the entry stays healthy while its proxy is connected",
     ),
     // EnvoyFilter: patches are applied (xds::generate::passes::envoy_filter), except these.
     when(

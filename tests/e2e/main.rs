@@ -10,6 +10,7 @@ mod common;
 mod ads_protocol;
 mod ambient;
 mod ambient_east_west;
+mod autoregistration;
 mod backend_tls;
 mod ca;
 mod cli;

@@ -103,6 +103,19 @@ const RULES: &[(&str, &[&str])] = &[
     ("ca", &["config", "grpc", "store", "model", "metrics"]),
     ("analysis", &["config", "store", "model", "metrics", "k8s"]),
     ("gateway_deploy", &["config", "store", "model"]),
+    // Registers a VM's WorkloadEntry as its proxy connects: it observes the xDS server through
+    // the server's `observer` interface and reads the proxy it is told of.
+    (
+        "autoregistration",
+        &[
+            "config",
+            "store",
+            "model",
+            "metrics",
+            "xds::proxy",
+            "xds::server",
+        ],
+    ),
     (
         "status",
         &[

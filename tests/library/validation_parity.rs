@@ -1127,7 +1127,7 @@ fn workload_entries_and_groups() -> Vec<Case> {
             "ValidateWorkloadGroup/template-address",
             "WorkloadGroup",
             "metadata: {labels: {app: x}}\ntemplate: {address: 1.2.3.4, serviceAccount: default}",
-            Warn("WorkloadGroups are stored"),
+            Ok,
         ),
         case(
             "ValidateWorkloadGroup/template-required",
@@ -1151,7 +1151,7 @@ fn workload_entries_and_groups() -> Vec<Case> {
             "ValidateProbeHeaderName/dashes",
             "WorkloadGroup",
             "template: {serviceAccount: default}\nprobe: {httpGet: {port: 8080, httpHeaders: [{name: X-User-1, value: a}]}}",
-            Warn("WorkloadGroups are stored"),
+            Warn("the health checks a probe asks for are not"),
         ),
         case(
             "validateReadinessProbe/scheme",

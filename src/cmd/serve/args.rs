@@ -318,6 +318,15 @@ pub struct ServeArgs {
     /// (`status.addresses`), as istiod's PILOT_ENABLE_IP_AUTOALLOCATE.
     #[arg(long, env = "PILOT_ENABLE_IP_AUTOALLOCATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub ip_autoallocate: bool,
+    /// Kubernetes mode: a proxy naming a WorkloadGroup (`ISTIO_META_AUTO_REGISTER_GROUP`) gets
+    /// a WorkloadEntry made from it while connected, as istiod's
+    /// PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION.
+    #[arg(long, env = "PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub workload_entry_autoregistration: bool,
+    /// How long an auto-registered WorkloadEntry outlives its proxy's last stream (istiod's
+    /// PILOT_WORKLOAD_ENTRY_GRACE_PERIOD).
+    #[arg(long, env = "PILOT_WORKLOAD_ENTRY_GRACE_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    pub workload_entry_grace_period: Duration,
     /// Kubernetes mode: this control plane leads the remote clusters whose system namespace is
     /// annotated `topology.istio.io/controlPlaneClusters` with its cluster ID (or `*`): root
     /// certificate ConfigMaps and webhook CA bundles there, as istiod's EXTERNAL_ISTIOD.

@@ -15,6 +15,7 @@ pub struct DaemonMetrics {
     pub ca: Arc<crate::ca::metrics::CaMetrics>,
     pub webhook: Arc<crate::webhook::metrics::WebhookMetrics>,
     pub status: Arc<crate::status::writer::StatusMetrics>,
+    pub registration: crate::autoregistration::RegistrationMetrics,
     /// Connections the HTTP ports closed themselves, by server and reason.
     pub http_closed: prometheus_client::metrics::family::Family<
         crate::metrics::ServerReasonLabels,
@@ -52,6 +53,7 @@ impl DaemonMetrics {
         let ca = Arc::new(crate::ca::metrics::CaMetrics::register(&mut r));
         let webhook = Arc::new(crate::webhook::metrics::WebhookMetrics::register(&mut r));
         let status = Arc::new(crate::status::writer::StatusMetrics::register(&mut r));
+        let registration = crate::autoregistration::RegistrationMetrics::register(&mut r);
         let http_closed = r.register(
             "rudder_http_connections_closed",
             "Connections the HTTP ports (monitoring, http, webhook) closed because a deadline passed (idle: no request in flight, a trickled request's headers included; handshake_timeout)",
@@ -98,6 +100,7 @@ impl DaemonMetrics {
         .set(1);
         DaemonMetrics {
             registry: Arc::new(r.finish()),
+            registration,
             file,
             kube,
             leader,

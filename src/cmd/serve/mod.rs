@@ -210,6 +210,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         &late,
     )?;
     let xds = start_xds(&args, &daemon, &ca, debug_pages, listeners.grpc, &late);
+    if let Some(cluster) = &cluster
+        && args.workload_entry_autoregistration
+    {
+        let registrar = crate::autoregistration::Registrar::new(
+            cluster.client.clone(),
+            daemon.store.clone(),
+            identity(),
+            args.workload_entry_grace_period,
+            daemon.metrics.registration.clone(),
+        );
+        xds.observe_connections(Arc::new(crate::autoregistration::Observer(Arc::new(
+            registrar,
+        ))));
+    }
     start_secure_grpc(
         &args,
         &daemon,

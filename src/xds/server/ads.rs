@@ -148,13 +148,27 @@ impl AdsService {
             proxy.identity = Some(identity);
             proxy.secrets_refused = secrets_refused;
         }
+        // What the connection means elsewhere (a VM's WorkloadEntry registered): refused here,
+        // the proxy is told why and retries.
+        let observer = self.server.connection_observer.get().cloned();
+        if let Some(observer) = &observer
+            && let Err(e) = observer.connected(&proxy).await
+        {
+            self.server.refuse("registration");
+            warn!(peer, proxy = %proxy.id, error = %e, "refusing xDS stream");
+            return Err(Status::failed_precondition(e));
+        }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let span = info_span!("ads", proxy = %proxy.id, peer, mode = H::MODE);
+        let left = proxy.clone();
         let stream = serve_stream::<H>(self.server.clone(), proxy, tx, first, inbound);
         tokio::spawn(
             async move {
                 let _open = open;
                 stream.await;
+                if let Some(observer) = observer {
+                    observer.disconnected(left);
+                }
             }
             .instrument(span),
         );

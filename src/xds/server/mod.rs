@@ -12,6 +12,7 @@ pub mod debug;
 mod delta;
 mod held;
 pub mod idle;
+pub mod observer;
 mod retire;
 mod sotw;
 pub mod status;
@@ -124,6 +125,9 @@ pub struct XdsServer {
     past: Mutex<VecDeque<crate::xds::context::PushInputs>>,
     /// Alias → cluster ID (`--cluster-aliases`): a proxy reporting an alias is of that cluster.
     cluster_aliases: Arc<std::collections::BTreeMap<String, String>>,
+    /// Told of every proxy that connects and leaves (Kubernetes mode: WorkloadEntry
+    /// auto-registration).
+    connection_observer: std::sync::OnceLock<Arc<dyn observer::ConnectionObserver>>,
 }
 
 /// How many pushes' inputs `past` keeps.
@@ -163,6 +167,7 @@ impl XdsServer {
             context: ArcSwap::from_pointee(initial),
             retired_contexts: retire::Retirer::new("rudder-retire"),
             debug_pages: std::sync::OnceLock::new(),
+            connection_observer: std::sync::OnceLock::new(),
             past: Mutex::new(VecDeque::from([initial_inputs])),
             cluster_aliases,
             connections: Connections::default(),
@@ -197,6 +202,11 @@ impl XdsServer {
     }
 
     /// Where `istio.io/debug` requests read the HTTP debug pages (set once).
+    /// Tells `observer` of every proxy that connects from now on, and of its leaving.
+    pub fn observe_connections(&self, observer: Arc<dyn observer::ConnectionObserver>) {
+        let _ = self.connection_observer.set(observer);
+    }
+
     pub fn set_debug_pages(&self, pages: Arc<dyn debug::DebugPages>) {
         let _ = self.debug_pages.set(pages);
     }
