@@ -417,6 +417,7 @@ fn sniffed_http_over_mesh_mtls_is_authorized_as_http() {
                 assert!(!xfcc.contains("/sa/admin") && !xfcc.contains(','), "{body}");
                 peers_of_another_trust_domain_are_refused(ca_dir);
                 authorization_keys_through_real_sidecars(cfg, app, host);
+                plain_text_to_a_workload_that_disables_mtls(cfg, app, host);
             }));
             let _ = done_tx.send(());
             if let Err(e) = outcome {
@@ -575,6 +576,36 @@ fn authorization_keys_through_real_sidecars(cfg: &Path, app: SocketAddr, host: &
             );
         }
     }
+}
+
+/// The server's namespace turns mTLS off (PeerAuthentication DISABLE): the client's automatic
+/// mTLS follows, as istiod's, and sends plain text, which the server now serves. Sending mTLS
+/// still, the request would meet a server that no longer terminates it. Plain text carries no
+/// caller certificate, so the application sees no client identity.
+fn plain_text_to_a_workload_that_disables_mtls(cfg: &Path, app: SocketAddr, host: &str) {
+    let base = MTLS_MESH
+        .split("---\napiVersion: security.istio.io/v1\nkind: AuthorizationPolicy")
+        .next()
+        .unwrap()
+        .replace(
+            "spec: {mtls: {mode: STRICT}}",
+            "spec: {mtls: {mode: DISABLE}}",
+        );
+    write(cfg, "mesh.yaml", &base);
+    let mut last = (0, String::new());
+    let probe = |last: &mut (u16, String)| {
+        *last = request_at(
+            app,
+            host,
+            "/plain",
+            &[("x-echo-headers", "x-forwarded-client-cert")],
+        );
+        last.0 == 200 && !last.1.contains("spiffe://")
+    };
+    eventually(30, "plain text to the DISABLE workload", || {
+        probe(&mut last)
+    });
+    assert!(probe(&mut last), "{last:?}");
 }
 
 /// A Sidecar's `ingress` listener defines the inbound port and sends it to its `defaultEndpoint`
