@@ -3,6 +3,7 @@
 //! context and only when a client asks, so meshes without ztunnel pay nothing.
 
 pub mod authorization;
+mod build;
 pub mod dump;
 pub mod multi_network;
 pub mod peer_auth;
@@ -20,9 +21,7 @@ pub mod pb {
     }
 }
 
-use crate::config::networking::Resolution;
-use crate::config::security::PeerAuthentication;
-use crate::config::{Config, ConfigKey, Kind, Spec};
+use crate::config::{Kind, Spec};
 use crate::model::mesh::MeshSettings;
 use crate::model::{Protocol, Registry};
 use crate::store::Snapshot;
@@ -32,9 +31,8 @@ use crate::xds::types::TypeUrl;
 use envoy_types::pb::google::protobuf::Any;
 use pb::security::Authorization;
 use pb::workload::{
-    Address, AppProtocol, GatewayAddress, Locality, NamespacedHostname, NetworkAddress, Port,
-    PortList, Service, TunnelProtocol, Workload, WorkloadStatus, WorkloadType, address,
-    gateway_address,
+    Address, AppProtocol, GatewayAddress, Locality, NamespacedHostname, NetworkAddress, PortList,
+    Service, TunnelProtocol, Workload, address, gateway_address,
 };
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -102,422 +100,21 @@ impl NamespaceInfo<'_> {
 }
 
 impl AmbientIndex {
+    /// Policies first (workloads list the selector policies that apply to them), then the
+    /// workloads of pods, WorkloadEntries and ServiceEntries, then the services
+    /// (`build::Builder`), then, across networks, the far workloads and gateways.
     pub fn build(snapshot: &Snapshot, registry: &Registry, mesh: &MeshSettings) -> AmbientIndex {
         let mut index = AmbientIndex::default();
-        // By (cluster, name): a remote cluster's pods are read with its own namespaces and nodes.
-        let namespaces: HashMap<(&str, &str), &BTreeMap<String, String>> = snapshot
-            .list(Kind::Namespace)
-            .map(|e| {
-                let meta = &e.config.metadata;
-                ((meta.cluster.as_str(), meta.name.as_str()), &meta.labels)
-            })
-            .collect();
-        let ns_in = |cluster: &str, ns: &str| NamespaceInfo {
-            labels: namespaces.get(&(cluster, ns)).copied(),
-        };
-        let ns_info = |ns: &str| ns_in("", ns);
         let mut multi = multi_network::MultiNetwork::new(snapshot, registry, mesh);
-        let admitted =
-            crate::model::kubernetes::namespace_filter(snapshot, &mesh.discovery_selectors);
-        let allowed = |ns: &str| admitted.as_ref().is_none_or(|set| set.contains(ns));
-
-        // Policies first: workloads list the selector policies that apply to them.
         index.add_policies(snapshot, &mesh.root_namespace);
-        let peer_auth: Vec<(&Config, &PeerAuthentication)> = snapshot
-            .list(Kind::PeerAuthentication)
-            .filter_map(|e| match &e.config.spec {
-                Spec::PeerAuthentication(pa) => Some((e.config.as_ref(), pa)),
-                _ => None,
-            })
-            .collect();
-        for converted in peer_auth::converted_policies(&peer_auth, &mesh.root_namespace) {
+        let builder = build::Builder::new(snapshot, registry, mesh);
+        for converted in peer_auth::converted_policies(&builder.peer_auth, &mesh.root_namespace) {
             index.add_policy(converted);
         }
-
-        // Which services each address serves, from the endpoints the registry already joined.
-        let mut serving: HashMap<(&str, &str), BTreeMap<String, Vec<Port>>> = HashMap::new();
-        for ((host, service_port), endpoints) in &registry.endpoints {
-            let Some(svc) = registry.services.get(host) else {
-                continue;
-            };
-            let protocol = svc.port(*service_port).map(|p| app_protocol(p.protocol));
-            for e in endpoints.iter() {
-                let ports = serving
-                    .entry((e.cluster.as_str(), e.address.as_str()))
-                    .or_default()
-                    .entry(format!("{}/{host}", svc.namespace))
-                    .or_default();
-                let port = Port {
-                    service_port: *service_port,
-                    target_port: e.port,
-                    app_protocol: protocol.unwrap_or(AppProtocol::Unknown) as i32,
-                };
-                if !ports.contains(&port) {
-                    ports.push(port);
-                }
-            }
-        }
-        let services_of = |cluster: &str, ips: &[IpAddr]| -> HashMap<String, PortList> {
-            let mut out: HashMap<String, PortList> = HashMap::new();
-            for ip in ips {
-                let ip = ip.to_string();
-                for (svc, ports) in serving.get(&(cluster, ip.as_str())).into_iter().flatten() {
-                    out.entry(svc.clone())
-                        .or_default()
-                        .ports
-                        .extend(ports.iter().cloned());
-                }
-            }
-            out
-        };
-
-        let nodes: HashMap<(&str, &str), &k8s_openapi::api::core::v1::Node> = snapshot
-            .list(Kind::Node)
-            .filter_map(|e| match &e.config.spec {
-                Spec::Node(n) => Some((
-                    (
-                        e.config.metadata.cluster.as_str(),
-                        e.config.metadata.name.as_str(),
-                    ),
-                    n.as_ref(),
-                )),
-                _ => None,
-            })
-            .collect();
-
-        // Remote clusters' pods only across networks; without it ztunnel knows the config
-        // cluster's, as istiod's single-cluster index.
-        let every_cluster = multi.is_some();
-        let pods = snapshot
-            .list(Kind::Pod)
-            .filter(|e| every_cluster || e.config.metadata.cluster.is_empty());
-        for entry in pods {
-            let Spec::Pod(pod) = &entry.config.spec else {
-                continue;
-            };
-            let meta = &entry.config.metadata;
-            if !allowed(&meta.namespace) {
-                continue;
-            }
-            let ns = ns_in(&meta.cluster, &meta.namespace);
-            let Some(mut w) = pods::pod_workload(&entry.config, pod, &ns, registry, mesh) else {
-                continue;
-            };
-            let ips: Vec<IpAddr> = w
-                .addresses
-                .iter()
-                .filter_map(|a| ip_from_bytes(a))
-                .collect();
-            w.services = services_of(&meta.cluster, &ips);
-            if let Some(node) = nodes.get(&(meta.cluster.as_str(), w.node.as_str())) {
-                let text = crate::model::kubernetes::node_locality(Some(node), None);
-                w.locality = (!text.is_empty()).then(|| locality(text));
-            }
-            w.authorization_policies = index.selected_policies(
-                &meta.namespace,
-                &meta.labels,
-                &mesh.root_namespace,
-                peer_auth::workload_keys(
-                    &peer_auth,
-                    &mesh.root_namespace,
-                    &meta.namespace,
-                    &meta.labels,
-                ),
-            );
-            let ns_labels = namespaces.get(&(meta.cluster.as_str(), meta.namespace.as_str()));
-            let implicit = index.waypoint_policies(
-                (snapshot, registry, mesh),
-                (&meta.namespace, &meta.labels, ns_labels.copied()),
-                &w.services,
-            );
-            w.authorization_policies.extend(implicit);
-            index.admit(&mut multi, w, !meta.cluster.is_empty());
-        }
-        for entry in snapshot.list(Kind::WorkloadEntry) {
-            let Spec::WorkloadEntry(we) = &entry.config.spec else {
-                continue;
-            };
-            let meta = &entry.config.metadata;
-            if !allowed(&meta.namespace) {
-                continue;
-            }
-            let Ok(ip) = we.address.parse::<IpAddr>() else {
-                continue;
-            };
-            let ns = ns_info(&meta.namespace);
-            let labels = workload_entry_labels(meta, we);
-            let (canonical_name, canonical_revision) =
-                crate::model::workload::canonical(&labels, &meta.name);
-            let mut w = Workload {
-                uid: format!(
-                    "{}/networking.istio.io/WorkloadEntry/{}/{}",
-                    mesh.cluster_id, meta.namespace, meta.name
-                ),
-                name: meta.name.clone(),
-                namespace: meta.namespace.clone(),
-                addresses: vec![ip_bytes(ip)],
-                // Its own, its label's, else the cluster's network (as a pod's).
-                network: if we.network.is_empty() {
-                    labels
-                        .get(NETWORK_LABEL)
-                        .cloned()
-                        .unwrap_or_else(|| mesh.cluster_networks.local().to_string())
-                } else {
-                    we.network.clone()
-                },
-                tunnel_protocol: tunnel(
-                    captured(&labels, None, false, &ns) || native_tunnel(&labels),
-                ) as i32,
-                native_tunnel: native_tunnel(&labels),
-                trust_domain: mesh.trust_domain.clone(),
-                service_account: non_empty(&we.service_account, "default"),
-                waypoint: workload_waypoint(&labels, &meta.namespace, registry, mesh),
-                canonical_name,
-                canonical_revision,
-                workload_type: WorkloadType::Pod as i32,
-                workload_name: meta.name.clone(),
-                services: services_of("", &[ip]),
-                status: WorkloadStatus::Healthy as i32,
-                cluster_id: mesh.cluster_id.clone(),
-                locality: (!we.locality.is_empty()).then(|| locality(we.locality.clone())),
-                ..Default::default()
-            };
-            w.authorization_policies = index.selected_policies(
-                &meta.namespace,
-                &labels,
-                &mesh.root_namespace,
-                peer_auth::workload_keys(
-                    &peer_auth,
-                    &mesh.root_namespace,
-                    &meta.namespace,
-                    &labels,
-                ),
-            );
-            let ns_labels = namespaces.get(&("", meta.namespace.as_str()));
-            let implicit = index.waypoint_policies(
-                (snapshot, registry, mesh),
-                (&meta.namespace, &labels, ns_labels.copied()),
-                &w.services,
-            );
-            w.authorization_policies.extend(implicit);
-            index.admit(&mut multi, w, false);
-        }
-        // ServiceEntries' inline endpoints are workloads; a DNS ServiceEntry without endpoints
-        // is one workload per host, by hostname (istiod's `serviceEntryWorkloadBuilder`).
-        for entry in snapshot.list(Kind::ServiceEntry) {
-            let Spec::ServiceEntry(se) = &entry.config.spec else {
-                continue;
-            };
-            let meta = &entry.config.metadata;
-            if !allowed(&meta.namespace) {
-                continue;
-            }
-            let source = format!("ServiceEntry/{}/{}", meta.namespace, meta.name);
-            let services: Vec<&Arc<crate::model::Service>> = registry
-                .services
-                .values()
-                .filter(|s| s.source == source)
-                .collect();
-            if services.is_empty() {
-                continue;
-            }
-            let implicit = se.endpoints.is_empty()
-                && se.workload_selector.is_none()
-                && matches!(
-                    se.resolution,
-                    Resolution::DNS | Resolution::DNS_ROUND_ROBIN | Resolution::DYNAMIC_DNS
-                );
-            let endpoints: Vec<(
-                crate::config::networking::WorkloadEntry,
-                Vec<&Arc<crate::model::Service>>,
-            )> = if implicit {
-                services
-                    .iter()
-                    .map(|s| {
-                        (
-                            crate::config::networking::WorkloadEntry {
-                                address: s.hostname.clone(),
-                                ..Default::default()
-                            },
-                            vec![*s],
-                        )
-                    })
-                    .collect()
-            } else {
-                se.endpoints
-                    .iter()
-                    .map(|e| (e.clone(), services.clone()))
-                    .collect()
-            };
-            let ns = ns_info(&meta.namespace);
-            let (canonical_name, canonical_revision) =
-                crate::model::workload::canonical(&meta.labels, &meta.name);
-            let policies = index.selected_policies(
-                &meta.namespace,
-                &meta.labels,
-                &mesh.root_namespace,
-                peer_auth::workload_keys(
-                    &peer_auth,
-                    &mesh.root_namespace,
-                    &meta.namespace,
-                    &meta.labels,
-                ),
-            );
-            for (ep, services) in endpoints {
-                let ip = ep.address.parse::<IpAddr>().ok();
-                let mut ports: HashMap<String, PortList> = HashMap::new();
-                for svc in &services {
-                    let list = ports
-                        .entry(format!("{}/{}", svc.namespace, svc.hostname))
-                        .or_default();
-                    for p in &svc.ports {
-                        let target =
-                            ep.ports
-                                .get(&p.name)
-                                .copied()
-                                .unwrap_or(if p.target_port > 0 {
-                                    p.target_port
-                                } else {
-                                    p.number
-                                });
-                        list.ports.push(Port {
-                            service_port: p.number,
-                            target_port: target,
-                            app_protocol: app_protocol(p.protocol) as i32,
-                        });
-                    }
-                }
-                let w = Workload {
-                    uid: format!(
-                        "{}/networking.istio.io/ServiceEntry/{}/{}/{}",
-                        mesh.cluster_id, meta.namespace, meta.name, ep.address
-                    ),
-                    name: meta.name.clone(),
-                    namespace: meta.namespace.clone(),
-                    addresses: ip.map(ip_bytes).into_iter().collect(),
-                    hostname: if ip.is_some() {
-                        String::new()
-                    } else {
-                        ep.address.clone()
-                    },
-                    network: if ep.network.is_empty() {
-                        ns.label(NETWORK_LABEL)
-                            .unwrap_or(mesh.cluster_networks.local())
-                            .to_string()
-                    } else {
-                        ep.network.clone()
-                    },
-                    tunnel_protocol: tunnel(
-                        captured(&meta.labels, None, false, &ns) || native_tunnel(&meta.labels),
-                    ) as i32,
-                    native_tunnel: native_tunnel(&meta.labels),
-                    trust_domain: mesh.trust_domain.clone(),
-                    service_account: ep.service_account.clone(),
-                    waypoint: if implicit {
-                        None
-                    } else {
-                        workload_waypoint(&ep.labels, &meta.namespace, registry, mesh)
-                    },
-                    canonical_name: canonical_name.clone(),
-                    canonical_revision: canonical_revision.clone(),
-                    workload_type: WorkloadType::Pod as i32,
-                    workload_name: meta.name.clone(),
-                    services: ports,
-                    authorization_policies: policies.clone(),
-                    status: WorkloadStatus::Healthy as i32,
-                    cluster_id: mesh.cluster_id.clone(),
-                    locality: (!ep.locality.is_empty()).then(|| locality(ep.locality.clone())),
-                    capacity: (ep.weight > 0).then_some(ep.weight),
-                    ..Default::default()
-                };
-                index.admit(&mut multi, w, false);
-            }
-        }
-        for svc in registry.services.values() {
-            let (kind, name) = match svc.origin() {
-                ("Service", name) => (Kind::Service, name),
-                (_, name) => (Kind::ServiceEntry, name),
-            };
-            let local = snapshot.get(&ConfigKey {
-                kind,
-                namespace: svc.namespace.clone(),
-                name: name.to_string(),
-                cluster: String::new(),
-            });
-            let key = format!("{}/{}", svc.namespace, svc.hostname);
-            // A service only a remote cluster defines is ztunnel's only when global (istiod's
-            // index reads the config cluster's alone without multi-network).
-            let served = match &multi {
-                Some(m) => m.serves(&key, local.is_some()),
-                None => local.is_some(),
-            };
-            if !served {
-                continue;
-            }
-            let labels = local
-                .map(|e| e.config.metadata.labels.clone())
-                .unwrap_or_default();
-            let ns = ns_info(&svc.namespace);
-            let waypoint = crate::model::waypoint::service_waypoint(
-                svc,
-                ns.labels,
-                registry,
-                &mesh.domain_suffix,
-            );
-            // The namespace's network, else the cluster's (as istiod's service builder).
-            let network = ns
-                .label(NETWORK_LABEL)
-                .unwrap_or(mesh.cluster_networks.local())
-                .to_string();
-            // ztunnel resolves nothing by name: a ServiceEntry's auto-allocated VIPs are its VIPs.
-            let mut addresses: Vec<NetworkAddress> = svc
-                .addresses_for(true)
-                .iter()
-                .filter_map(|a| a.parse::<IpAddr>().ok())
-                .map(|ip| NetworkAddress {
-                    network: network.clone(),
-                    address: ip_bytes(ip),
-                    length: None,
-                })
-                .collect();
-            let mut subject_alt_names = Vec::new();
-            if let Some(m) = multi.as_ref().filter(|m| m.is_global(&key)) {
-                // A Service's VIPs in every cluster that has it; a ServiceEntry is the config
-                // cluster's alone.
-                if kind == Kind::Service {
-                    addresses = multi_network::MultiNetwork::global_vips(
-                        snapshot,
-                        &svc.namespace,
-                        name,
-                        &mesh.cluster_networks,
-                    );
-                }
-                subject_alt_names = m.identities(&key).into_iter().collect();
-                index.global_services.insert(key.clone(), waypoint.clone());
-            }
-            let service = Service {
-                name: name.to_string(),
-                namespace: svc.namespace.clone(),
-                hostname: svc.hostname.clone(),
-                addresses,
-                subject_alt_names,
-                ports: svc
-                    .ports
-                    .iter()
-                    .map(|p| Port {
-                        service_port: p.number,
-                        target_port: p.target_port,
-                        app_protocol: app_protocol(p.protocol) as i32,
-                    })
-                    .collect(),
-                waypoint: waypoint.map(|w| waypoint_address(&w.name, &w.namespace, registry, mesh)),
-                ingress_use_waypoint: crate::model::waypoint::ingress_uses_waypoint(
-                    &labels, ns.labels,
-                ),
-                ..Default::default()
-            };
-            index.add_service(service);
-        }
+        builder.pod_workloads(&mut index, &mut multi);
+        builder.workload_entry_workloads(&mut index, &mut multi);
+        builder.service_entry_workloads(&mut index, &mut multi);
+        builder.services(&mut index, multi.as_ref());
         if let Some(m) = &multi {
             for w in m
                 .split_horizon_workloads(&index.services)

@@ -1,5 +1,6 @@
-use super::pb::workload::{Address, address};
+use super::pb::workload::{Address, WorkloadStatus, WorkloadType, address};
 use super::*;
+use crate::config::{Config, ConfigKey};
 use crate::source::kube::convert::IntoConfig;
 use crate::store::{Store, StoreWriter};
 use k8s_openapi::api::core::v1::Pod;
