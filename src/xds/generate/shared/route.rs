@@ -557,9 +557,8 @@ fn route(
     semantics: Semantics,
 ) -> Route {
     let api = semantics.api;
-    let suffix = ctx.mesh.domain_suffix.as_str();
     let ops = HeaderOps::of(http.headers.as_ref());
-    let mut authority = ops.authority;
+    let authority = ops.authority;
     let mut r = Route {
         name: name.to_string(),
         r#match: Some(super::route_match::route_match(m, semantics.segments)),
@@ -572,209 +571,19 @@ fn route(
         ..Default::default()
     };
     r.action = Some(if let Some(redirect) = &http.redirect {
-        let mut ra = RedirectAction {
-            host_redirect: redirect.authority.clone(),
-            scheme_rewrite_specifier: (!redirect.scheme.is_empty()).then(|| {
-                redirect_action::SchemeRewriteSpecifier::SchemeRedirect(redirect.scheme.clone())
-            }),
-            response_code: match redirect.redirect_code {
-                302 => redirect_action::RedirectResponseCode::Found,
-                303 => redirect_action::RedirectResponseCode::SeeOther,
-                307 => redirect_action::RedirectResponseCode::TemporaryRedirect,
-                308 => redirect_action::RedirectResponseCode::PermanentRedirect,
-                _ => redirect_action::RedirectResponseCode::MovedPermanently,
-            } as i32,
-            ..Default::default()
-        };
-        if let Some(prefix) = redirect
-            .uri
-            .strip_prefix(crate::model::gateway_api::PREFIX_MARK)
-            .filter(|_| api)
-        {
-            ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PrefixRewrite(
-                prefix.to_string(),
-            ));
-        } else if !redirect.uri.is_empty() {
-            ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PathRedirect(
-                redirect.uri.clone(),
-            ));
-        }
-        let asked = if let Some(p) = redirect.port {
-            Some(p)
-        } else {
-            match redirect.derive_port {
-                Some(RedirectPortSelection::FROM_REQUEST_PORT) => Some(port),
-                Some(RedirectPortSelection::FROM_PROTOCOL_DEFAULT) => Some(0),
-                None => None,
-            }
-        };
-        if let Some(p) = asked {
-            // As istiod: no explicit :80 for http or :443 for https.
-            let scheme = match redirect.scheme.as_str() {
-                "" if port == 443 => "https",
-                "" => "http",
-                s => s,
-            };
-            ra.port_redirect = match (p, scheme) {
-                (80, "http") | (443, "https") => 0,
-                _ => p,
-            };
-        }
-        route::Action::Redirect(ra)
+        route::Action::Redirect(redirect_action(redirect, port, api))
     } else if let Some(dr) = &http.direct_response {
-        route::Action::DirectResponse(DirectResponseAction {
-            status: dr.status,
-            body: dr.body.as_ref().map(|b| DataSource {
-                specifier: Some(match b {
-                    crate::config::networking::HttpBody::String(s) => {
-                        data_source::Specifier::InlineString(s.clone())
-                    }
-                    crate::config::networking::HttpBody::Bytes(s) => {
-                        data_source::Specifier::InlineString(s.clone())
-                    }
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        route::Action::DirectResponse(direct_response(dr))
     } else {
-        let dests: Vec<_> = http
-            .route
-            .iter()
-            .filter(|d| d.destination.is_some())
-            .collect();
-        let mut action = RouteAction::default();
-        let mut authority = std::mem::take(&mut authority);
-        if let Some(rw) = &http.rewrite {
-            let separated_prefix = r.r#match.as_ref().and_then(|m| match &m.path_specifier {
-                Some(route_match::PathSpecifier::PathSeparatedPrefix(p)) => Some(p.clone()),
-                _ => None,
-            });
-            match separated_prefix {
-                // Gateway API: replacing the prefix with `/` removes it, keeping one `/`.
-                Some(prefix) if api && rw.uri == "/" => {
-                    action.regex_rewrite = Some(RegexMatchAndSubstitute {
-                        pattern: Some(RegexMatcher {
-                            regex: format!(
-                                "^{}(/?)(.*)",
-                                crate::model::gateway_api::quote_meta(&prefix)
-                            ),
-                            ..Default::default()
-                        }),
-                        substitution: r"/\2".into(),
-                    });
-                }
-                _ if !rw.uri.is_empty() => action.prefix_rewrite = rw.uri.clone(),
-                _ => {}
-            }
-            if let Some(rr) = &rw.uri_regex_rewrite {
-                action.regex_rewrite = Some(RegexMatchAndSubstitute {
-                    pattern: Some(RegexMatcher {
-                        regex: rr.match_regex.clone(),
-                        ..Default::default()
-                    }),
-                    substitution: rr.rewrite.clone(),
-                });
-            }
-            if !rw.authority.is_empty() {
-                authority = rw.authority.clone();
-            }
-        }
-        if !authority.is_empty() {
-            action.host_rewrite_specifier =
-                Some(HostRewriteSpecifier::HostRewriteLiteral(authority));
-        }
-        let single = dests.len() == 1
-            || dests.iter().filter(|d| d.weight > 0).count() <= 1
-                && dests.iter().all(|d| d.weight == 0);
-        let mut hashed = false;
-        if single && let Some(d) = dests.first() {
-            let dest = d
-                .destination
-                .as_ref()
-                .unwrap_or(&Destination::default())
-                .clone();
-            action.cluster_specifier = Some(ClusterSpecifier::Cluster(cluster_for(
-                &dest, vs_ns, suffix, port, ctx,
-            )));
-            // A single destination's header changes join the route's; its authority applies
-            // when the route does not rewrite the host itself.
-            let ops = HeaderOps::of(d.headers.as_ref());
-            r.request_headers_to_add.extend(ops.request_add);
-            r.request_headers_to_remove.extend(ops.request_remove);
-            r.response_headers_to_add.extend(ops.response_add);
-            r.response_headers_to_remove.extend(ops.response_remove);
-            if !ops.authority.is_empty() && action.host_rewrite_specifier.is_none() {
-                action.host_rewrite_specifier =
-                    Some(HostRewriteSpecifier::HostRewriteLiteral(ops.authority));
-            }
-            if let Some(hash) = hash_for_destination(ctx, scope, &dest, vs_ns) {
-                action.hash_policy.push(hash);
-                hashed = true;
-            }
-        } else {
-            let mut clusters = Vec::new();
-            for d in dests.iter().filter(|d| d.weight > 0) {
-                let Some(dest) = d.destination.as_ref() else {
-                    continue;
-                };
-                let ops = HeaderOps::of(d.headers.as_ref());
-                clusters.push(ClusterWeight {
-                    name: cluster_for(dest, vs_ns, suffix, port, ctx),
-                    weight: Some(UInt32Value {
-                        value: d.weight as u32,
-                    }),
-                    request_headers_to_add: ops.request_add,
-                    request_headers_to_remove: ops.request_remove,
-                    response_headers_to_add: ops.response_add,
-                    response_headers_to_remove: ops.response_remove,
-                    host_rewrite_specifier: (!ops.authority.is_empty()).then_some(
-                        weighted_cluster::cluster_weight::HostRewriteSpecifier::HostRewriteLiteral(
-                            ops.authority,
-                        ),
-                    ),
-                    ..Default::default()
-                });
-                action
-                    .hash_policy
-                    .extend(hash_for_destination(ctx, scope, dest, vs_ns));
-            }
-            action.cluster_specifier = Some(ClusterSpecifier::WeightedClusters(WeightedCluster {
-                clusters,
-                ..Default::default()
-            }));
-        }
-        let mirrors =
-            http.mirror
-                .iter()
-                .map(|d| {
-                    (
-                        d,
-                        http.mirror_percentage
-                            .map(|p| p.value)
-                            .or(http.mirror_percent.map(f64::from)),
-                    )
-                })
-                .chain(http.mirrors.iter().filter_map(|m| {
-                    Some((m.destination.as_ref()?, m.percentage.map(|p| p.value)))
-                }));
-        action.request_mirror_policies = mirrors
-            .map(|(d, pct)| RequestMirrorPolicy {
-                cluster: cluster_for(d, vs_ns, suffix, port, ctx),
-                runtime_fraction: Some(RuntimeFractionalPercent {
-                    default_value: Some(fraction(pct.unwrap_or(100.0))),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .collect();
-        finish_action(&mut action, Some(http), grpc, hashed);
-        if api {
-            // A backend that does not exist answers 500 (the Gateway API's rule).
-            action.cluster_not_found_response_code =
-                route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
-        }
-        route::Action::Route(action)
+        route::Action::Route(route_action(
+            (ctx, scope),
+            (port, vs_ns),
+            http,
+            &mut r,
+            authority,
+            grpc,
+            api,
+        ))
     });
     if let Some(fault) = &http.fault {
         r.typed_per_filter_config
@@ -785,6 +594,234 @@ fn route(
             .insert(CORS_FILTER.into(), any(&cors_policy(cors)));
     }
     r
+}
+
+/// A VirtualService `redirect` as istiod writes it: a Gateway API prefix redirect, the port
+/// asked for or derived (none written for http:80 and https:443), the status code.
+fn redirect_action(
+    redirect: &crate::config::networking::HttpRedirect,
+    port: u32,
+    api: bool,
+) -> RedirectAction {
+    let mut ra = RedirectAction {
+        host_redirect: redirect.authority.clone(),
+        scheme_rewrite_specifier: (!redirect.scheme.is_empty()).then(|| {
+            redirect_action::SchemeRewriteSpecifier::SchemeRedirect(redirect.scheme.clone())
+        }),
+        response_code: match redirect.redirect_code {
+            302 => redirect_action::RedirectResponseCode::Found,
+            303 => redirect_action::RedirectResponseCode::SeeOther,
+            307 => redirect_action::RedirectResponseCode::TemporaryRedirect,
+            308 => redirect_action::RedirectResponseCode::PermanentRedirect,
+            _ => redirect_action::RedirectResponseCode::MovedPermanently,
+        } as i32,
+        ..Default::default()
+    };
+    if let Some(prefix) = redirect
+        .uri
+        .strip_prefix(crate::model::gateway_api::PREFIX_MARK)
+        .filter(|_| api)
+    {
+        ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PrefixRewrite(
+            prefix.to_string(),
+        ));
+    } else if !redirect.uri.is_empty() {
+        ra.path_rewrite_specifier = Some(redirect_action::PathRewriteSpecifier::PathRedirect(
+            redirect.uri.clone(),
+        ));
+    }
+    let asked = if let Some(p) = redirect.port {
+        Some(p)
+    } else {
+        match redirect.derive_port {
+            Some(RedirectPortSelection::FROM_REQUEST_PORT) => Some(port),
+            Some(RedirectPortSelection::FROM_PROTOCOL_DEFAULT) => Some(0),
+            None => None,
+        }
+    };
+    if let Some(p) = asked {
+        // As istiod: no explicit :80 for http or :443 for https.
+        let scheme = match redirect.scheme.as_str() {
+            "" if port == 443 => "https",
+            "" => "http",
+            s => s,
+        };
+        ra.port_redirect = match (p, scheme) {
+            (80, "http") | (443, "https") => 0,
+            _ => p,
+        };
+    }
+    ra
+}
+
+fn direct_response(dr: &crate::config::networking::HttpDirectResponse) -> DirectResponseAction {
+    DirectResponseAction {
+        status: dr.status,
+        body: dr.body.as_ref().map(|b| DataSource {
+            specifier: Some(match b {
+                crate::config::networking::HttpBody::String(s) => {
+                    data_source::Specifier::InlineString(s.clone())
+                }
+                crate::config::networking::HttpBody::Bytes(s) => {
+                    data_source::Specifier::InlineString(s.clone())
+                }
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Where a route sends: its rewrites, its destination (one cluster, or weighted clusters with
+/// their header changes), hashing, mirrors and the route's timeouts and retries. A single
+/// destination's header changes join the route's `r`.
+fn route_action(
+    (ctx, scope): (&PushContext, &ScopeView),
+    (port, vs_ns): (u32, &str),
+    http: &HttpRoute,
+    r: &mut Route,
+    mut authority: String,
+    grpc: bool,
+    api: bool,
+) -> RouteAction {
+    let suffix = ctx.mesh.domain_suffix.as_str();
+    let dests: Vec<_> = http
+        .route
+        .iter()
+        .filter(|d| d.destination.is_some())
+        .collect();
+    let mut action = RouteAction::default();
+    if let Some(rw) = &http.rewrite {
+        let separated_prefix = r.r#match.as_ref().and_then(|m| match &m.path_specifier {
+            Some(route_match::PathSpecifier::PathSeparatedPrefix(p)) => Some(p.clone()),
+            _ => None,
+        });
+        match separated_prefix {
+            // Gateway API: replacing the prefix with `/` removes it, keeping one `/`.
+            Some(prefix) if api && rw.uri == "/" => {
+                action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                    pattern: Some(RegexMatcher {
+                        regex: format!(
+                            "^{}(/?)(.*)",
+                            crate::model::gateway_api::quote_meta(&prefix)
+                        ),
+                        ..Default::default()
+                    }),
+                    substitution: r"/\2".into(),
+                });
+            }
+            _ if !rw.uri.is_empty() => action.prefix_rewrite = rw.uri.clone(),
+            _ => {}
+        }
+        if let Some(rr) = &rw.uri_regex_rewrite {
+            action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                pattern: Some(RegexMatcher {
+                    regex: rr.match_regex.clone(),
+                    ..Default::default()
+                }),
+                substitution: rr.rewrite.clone(),
+            });
+        }
+        if !rw.authority.is_empty() {
+            authority = rw.authority.clone();
+        }
+    }
+    if !authority.is_empty() {
+        action.host_rewrite_specifier = Some(HostRewriteSpecifier::HostRewriteLiteral(authority));
+    }
+    let single = dests.len() == 1
+        || dests.iter().filter(|d| d.weight > 0).count() <= 1
+            && dests.iter().all(|d| d.weight == 0);
+    let mut hashed = false;
+    if single && let Some(d) = dests.first() {
+        let dest = d
+            .destination
+            .as_ref()
+            .unwrap_or(&Destination::default())
+            .clone();
+        action.cluster_specifier = Some(ClusterSpecifier::Cluster(cluster_for(
+            &dest, vs_ns, suffix, port, ctx,
+        )));
+        // A single destination's header changes join the route's; its authority applies
+        // when the route does not rewrite the host itself.
+        let ops = HeaderOps::of(d.headers.as_ref());
+        r.request_headers_to_add.extend(ops.request_add);
+        r.request_headers_to_remove.extend(ops.request_remove);
+        r.response_headers_to_add.extend(ops.response_add);
+        r.response_headers_to_remove.extend(ops.response_remove);
+        if !ops.authority.is_empty() && action.host_rewrite_specifier.is_none() {
+            action.host_rewrite_specifier =
+                Some(HostRewriteSpecifier::HostRewriteLiteral(ops.authority));
+        }
+        if let Some(hash) = hash_for_destination(ctx, scope, &dest, vs_ns) {
+            action.hash_policy.push(hash);
+            hashed = true;
+        }
+    } else {
+        let mut clusters = Vec::new();
+        for d in dests.iter().filter(|d| d.weight > 0) {
+            let Some(dest) = d.destination.as_ref() else {
+                continue;
+            };
+            let ops = HeaderOps::of(d.headers.as_ref());
+            clusters.push(ClusterWeight {
+                name: cluster_for(dest, vs_ns, suffix, port, ctx),
+                weight: Some(UInt32Value {
+                    value: d.weight as u32,
+                }),
+                request_headers_to_add: ops.request_add,
+                request_headers_to_remove: ops.request_remove,
+                response_headers_to_add: ops.response_add,
+                response_headers_to_remove: ops.response_remove,
+                host_rewrite_specifier: (!ops.authority.is_empty()).then_some(
+                    weighted_cluster::cluster_weight::HostRewriteSpecifier::HostRewriteLiteral(
+                        ops.authority,
+                    ),
+                ),
+                ..Default::default()
+            });
+            action
+                .hash_policy
+                .extend(hash_for_destination(ctx, scope, dest, vs_ns));
+        }
+        action.cluster_specifier = Some(ClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters,
+            ..Default::default()
+        }));
+    }
+    let mirrors = http
+        .mirror
+        .iter()
+        .map(|d| {
+            (
+                d,
+                http.mirror_percentage
+                    .map(|p| p.value)
+                    .or(http.mirror_percent.map(f64::from)),
+            )
+        })
+        .chain(
+            http.mirrors
+                .iter()
+                .filter_map(|m| Some((m.destination.as_ref()?, m.percentage.map(|p| p.value)))),
+        );
+    action.request_mirror_policies = mirrors
+        .map(|(d, pct)| RequestMirrorPolicy {
+            cluster: cluster_for(d, vs_ns, suffix, port, ctx),
+            runtime_fraction: Some(RuntimeFractionalPercent {
+                default_value: Some(fraction(pct.unwrap_or(100.0))),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect();
+    finish_action(&mut action, Some(http), grpc, hashed);
+    if api {
+        // A backend that does not exist answers 500 (the Gateway API's rule).
+        action.cluster_not_found_response_code =
+            route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
+    }
+    action
 }
 
 /// Which of istiod's derived-config semantics a route takes.
