@@ -148,6 +148,13 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         Scope::Cluster,
+        "networking.istio.io",
+        "workloadentries",
+        &["create", "patch", "delete"],
+        "autoregistration (a VM's WorkloadEntry from its WorkloadGroup)",
+    ),
+    rule(
+        Scope::Cluster,
         "security.istio.io",
         "authorizationpolicies/status",
         &["patch"],
