@@ -365,45 +365,7 @@ pub(in crate::xds::generate) fn build(
             } else {
                 DnsLookupFamily::V4Only
             } as i32;
-            let mut targets: Vec<(String, u32)> = ctx
-                .registry
-                .endpoints(&svc.hostname, port.number)
-                .iter()
-                .filter(|e| subset.is_none_or(|s| e.matches(&s.labels)))
-                .map(|e| (e.address.clone(), e.port))
-                .collect();
-            if targets.is_empty() {
-                targets.push((
-                    svc.hostname.clone(),
-                    if port.target_port != 0 {
-                        port.target_port
-                    } else {
-                        port.number
-                    },
-                ));
-            }
-            if svc.resolution == Resolution::DNS_ROUND_ROBIN {
-                targets.truncate(1);
-            }
-            c.load_assignment = Some(ClusterLoadAssignment {
-                cluster_name: name.clone(),
-                endpoints: vec![LocalityLbEndpoints {
-                    lb_endpoints: targets
-                        .into_iter()
-                        .map(|(host, port)| LbEndpoint {
-                            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
-                                Endpoint {
-                                    address: Some(socket(&host, port)),
-                                    ..Default::default()
-                                },
-                            )),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            });
+            c.load_assignment = Some(dns_load_assignment(ctx, svc, port, subset, &name));
         }
     }
     apply_lb(
@@ -467,10 +429,83 @@ pub(in crate::xds::generate) fn build(
             ),
         );
     }
+    apply_tls(ctx, svc, port, (&policy, passthrough_lb), auto_mtls, &mut c);
+    if scope.send_hbone {
+        let istio_mutual = policy
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.mode == ClientTlsMode::ISTIO_MUTUAL);
+        super::hbone::hbone_transport(&mut c, istio_mutual);
+    }
+    if let Some(pp) = &policy.proxy_protocol {
+        with_proxy_protocol(&mut c, pp);
+    }
+    Typed::new(name, Class::outbound(scope), c)
+}
+
+/// A DNS cluster's endpoints: the hostnames (or addresses) of the service's endpoints on the
+/// port, else the service's own hostname, one for DNS_ROUND_ROBIN (Envoy's LOGICAL_DNS).
+fn dns_load_assignment(
+    ctx: &PushContext,
+    svc: &Service,
+    port: &ServicePort,
+    subset: Option<&Subset>,
+    name: &str,
+) -> ClusterLoadAssignment {
+    let mut targets: Vec<(String, u32)> = ctx
+        .registry
+        .endpoints(&svc.hostname, port.number)
+        .iter()
+        .filter(|e| subset.is_none_or(|s| e.matches(&s.labels)))
+        .map(|e| (e.address.clone(), e.port))
+        .collect();
+    if targets.is_empty() {
+        targets.push((
+            svc.hostname.clone(),
+            if port.target_port != 0 {
+                port.target_port
+            } else {
+                port.number
+            },
+        ));
+    }
+    if svc.resolution == Resolution::DNS_ROUND_ROBIN {
+        targets.truncate(1);
+    }
+    ClusterLoadAssignment {
+        cluster_name: name.to_string(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: targets
+                .into_iter()
+                .map(|(host, port)| LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                        address: Some(socket(&host, port)),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// The TLS a service cluster originates: the DestinationRule's (ISTIO_MUTUAL named by the
+/// cluster, a ServiceEntry's SANs pinning SIMPLE/MUTUAL that name none), else automatic mTLS to
+/// endpoints with sidecars.
+fn apply_tls(
+    ctx: &PushContext,
+    svc: &Service,
+    port: &ServicePort,
+    (policy, passthrough_lb): (&EffectivePolicy, bool),
+    auto_mtls: bool,
+    c: &mut Cluster,
+) {
     // As istiod, mesh mTLS names the cluster in the TLS server name
     // (`outbound_.<port>_.<subset>_.<host>`), which `connection.sni` policies and gateways routing
     // by SNI read.
-    let istio_sni = name.replacen('|', "_.", 3);
+    let istio_sni = c.name.replacen('|', "_.", 3);
     match &policy.tls {
         Some(tls) if tls.mode == ClientTlsMode::ISTIO_MUTUAL && tls.sni.is_empty() => {
             let tls = ClientTlsSettings {
@@ -511,17 +546,6 @@ pub(in crate::xds::generate) fn build(
         }
         None => {}
     }
-    if scope.send_hbone {
-        let istio_mutual = policy
-            .tls
-            .as_ref()
-            .is_some_and(|t| t.mode == ClientTlsMode::ISTIO_MUTUAL);
-        super::hbone::hbone_transport(&mut c, istio_mutual);
-    }
-    if let Some(pp) = &policy.proxy_protocol {
-        with_proxy_protocol(&mut c, pp);
-    }
-    Typed::new(name, Class::outbound(scope), c)
 }
 
 /// The identities a service port's servers may present, as istiod pins them: the SPIFFE

@@ -471,58 +471,6 @@ spec: {action: DENY, rules: [{}]}
     );
 }
 
-/// A ServiceEntry's inline endpoints are workloads ztunnel can reach, with istiod's uids and the
-/// service's ports mapped through each endpoint's own; a DNS ServiceEntry without endpoints is
-/// one workload per host, by hostname.
-#[test]
-fn service_entry_endpoints_are_workloads() {
-    let snapshot = crate::testing::store(
-        "
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: db, namespace: amb, labels: {app: db}}
-spec:
-  hosts: [db.example.internal]
-  addresses: [240.0.0.9]
-  ports: [{number: 5432, name: pg, protocol: TCP}]
-  resolution: STATIC
-  endpoints:
-  - {address: 10.5.0.1, ports: {pg: 15432}, serviceAccount: db-sa, locality: r1/z1}
-  - {address: 10.5.0.2, weight: 3}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: api, namespace: amb}
-spec:
-  hosts: [api.example.com]
-  ports: [{number: 443, name: tls, protocol: TLS}]
-  resolution: DNS
-",
-    )
-    .snapshot();
-    let mesh = MeshSettings::default();
-    let registry = Registry::build(&snapshot, &mesh.domain_suffix);
-    let index = AmbientIndex::build(&snapshot, &registry, &mesh);
-    let first = &index.workloads["Kubernetes/networking.istio.io/ServiceEntry/amb/db/10.5.0.1"];
-    assert_eq!(first.name, "db");
-    assert_eq!(first.service_account, "db-sa");
-    assert_eq!(first.addresses, [vec![10, 5, 0, 1]]);
-    let ports = &first.services["amb/db.example.internal"].ports;
-    assert_eq!((ports[0].service_port, ports[0].target_port), (5432, 15432));
-    assert_eq!(first.locality.as_ref().unwrap().zone, "z1");
-    let second = &index.workloads["Kubernetes/networking.istio.io/ServiceEntry/amb/db/10.5.0.2"];
-    assert_eq!(
-        second.services["amb/db.example.internal"].ports[0].target_port,
-        5432
-    );
-    assert_eq!(second.capacity, Some(3));
-    let dns =
-        &index.workloads["Kubernetes/networking.istio.io/ServiceEntry/amb/api/api.example.com"];
-    assert_eq!(dns.hostname, "api.example.com");
-    assert!(dns.addresses.is_empty());
-    assert!(dns.services.contains_key("amb/api.example.com"));
-}
-
 /// `istio.io/ingress-use-waypoint` on a Service, or on its namespace, reaches ztunnel.
 #[test]
 fn ingress_use_waypoint_is_read_from_the_service_then_its_namespace() {
