@@ -614,14 +614,6 @@ fn plain_text_to_a_workload_that_disables_mtls(cfg: &Path, app: SocketAddr, host
 /// PeerAuthentication allows.
 #[test]
 fn sidecar_ingress_listener_serves_its_default_endpoint() {
-    let Some(envoy) = envoy_binary() else { return };
-    if !netns::available() {
-        return;
-    }
-    let client = Pod::new(CLIENT_IP);
-    let server = Pod::new(SERVER_IP);
-    netns::link(&client, &server);
-    server.capture(&[]);
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
@@ -636,75 +628,43 @@ spec:
     defaultEndpoint: 127.0.0.1:7070
 "#,
     );
-    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let (client, server, envoy, dir) = (&client, &server, &envoy, &dir);
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            server.enter();
-            let _app = Backend::start_on("127.0.0.1:7070", "local-app");
-            let _unlisted = Backend::start_on(&format!("{SERVER_IP}:9999"), "unlisted");
-            up_rx.recv().unwrap();
-            let _envoy = Envoy::boot(
-                envoy,
-                SocketAddr::from(([10, 44, 0, 2], XDS_PORT)),
-                &Bootstrap {
-                    namespace: "shop",
-                    pod: "server-0",
-                    labels: "app: server",
-                    metadata: "",
-                    ip: SERVER_IP,
-                    uid: Some(PROXY_UID),
-                    ..Bootstrap::default()
-                },
-            );
-            let _ = done_rx.recv();
-        });
-        s.spawn(move || {
-            client.enter();
-            let _daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
-            up_tx.send(()).unwrap();
-            let target: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
-            let mut last = (0, String::new());
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                eventually(
-                    30,
-                    "the ingress listener's default endpoint answers",
-                    || {
-                        last = request_at(target, "server", "/hi", &[]);
-                        last == (200, "local-app /hi".into())
-                    },
-                );
-                // A port nothing declares passes through to the application (from 127.0.0.6,
-                // which the capture rules let by)...
-                let unlisted: SocketAddr = format!("{SERVER_IP}:9999").parse().unwrap();
-                assert_eq!(
-                    request_at(unlisted, "server", "/u", &[]),
-                    (200, "unlisted /u".into())
-                );
-                // ...until the workload is STRICT: then plaintext is refused there too (the
-                // sidecar has no certificate here, so nothing passes), while the port the
-                // policy keeps PERMISSIVE still answers.
-                write(
-                    dir.path(),
-                    "strict.yaml",
-                    "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: server, namespace: shop}\n\
+    let apps = [
+        ("127.0.0.1:7070".to_string(), "local-app"),
+        (format!("{SERVER_IP}:9999"), "unlisted"),
+    ];
+    with_a_captured_server(dir.path(), &apps, |last| {
+        let target: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
+        eventually(
+            30,
+            "the ingress listener's default endpoint answers",
+            || {
+                *last = request_at(target, "server", "/hi", &[]);
+                *last == (200, "local-app /hi".into())
+            },
+        );
+        // A port nothing declares passes through to the application (from 127.0.0.6, which
+        // the capture rules let by)...
+        let unlisted: SocketAddr = format!("{SERVER_IP}:9999").parse().unwrap();
+        assert_eq!(
+            request_at(unlisted, "server", "/u", &[]),
+            (200, "unlisted /u".into())
+        );
+        // ...until the workload is STRICT: then plaintext is refused there too (the sidecar
+        // has no certificate here, so nothing passes), while the port the policy keeps
+        // PERMISSIVE still answers.
+        write(
+            dir.path(),
+            "strict.yaml",
+            "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: server, namespace: shop}\n\
 spec: {selector: {matchLabels: {app: server}}, mtls: {mode: STRICT}, portLevelMtls: {9090: {mode: PERMISSIVE}}}\n",
-                );
-                eventually(30, "STRICT closes the undeclared port", || {
-                    request_at(unlisted, "server", "/u", &[]).0 == 0
-                });
-                assert_eq!(
-                    request_at(target, "server", "/hi", &[]),
-                    (200, "local-app /hi".into())
-                );
-            }));
-            let _ = done_tx.send(());
-            if let Err(e) = outcome {
-                eprintln!("last answer: {last:?}");
-                std::panic::resume_unwind(e);
-            }
+        );
+        eventually(30, "STRICT closes the undeclared port", || {
+            request_at(unlisted, "server", "/u", &[]).0 == 0
         });
+        assert_eq!(
+            request_at(target, "server", "/hi", &[]),
+            (200, "local-app /hi".into())
+        );
     });
 }
 
@@ -713,14 +673,6 @@ spec: {selector: {matchLabels: {app: server}}, mtls: {mode: STRICT}, portLevelMt
 /// is not reached (503); with `LOCALHOST` it is, as istiod delivers to 127.0.0.1 then.
 #[test]
 fn inbound_traffic_policy_localhost_reaches_a_localhost_application() {
-    let Some(envoy) = envoy_binary() else { return };
-    if !netns::available() {
-        return;
-    }
-    let client = Pod::new(CLIENT_IP);
-    let server = Pod::new(SERVER_IP);
-    netns::link(&client, &server);
-    server.capture(&[]);
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
@@ -731,13 +683,53 @@ spec: {{hosts: [app.shop.svc.cluster.local], location: MESH_INTERNAL, resolution
 ports: [{{number: 9090, name: http, protocol: HTTP}}], endpoints: [{{address: {SERVER_IP}, labels: {{app: server}}}}]}}\n"
         ),
     );
+    let apps = [("127.0.0.1:9090".to_string(), "local-app")];
+    with_a_captured_server(dir.path(), &apps, |last| {
+        let target: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
+        let host = "app.shop.svc.cluster.local";
+        eventually(30, "the sidecar answers for the pod's address", || {
+            *last = request_at(target, host, "/a", &[]);
+            last.0 == 503
+        });
+        write(
+            dir.path(),
+            "mesh.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    inboundTrafficPolicy: {mode: LOCALHOST}\n",
+        );
+        eventually(30, "LOCALHOST reaches the application on localhost", || {
+            *last = request_at(target, host, "/b", &[]);
+            *last == (200, "local-app /b".into())
+        });
+    });
+}
+
+/// A captured server pod whose sidecar (`server-0`, labelled `app: server`) a daemon in the
+/// client pod feeds from `dir`, with `apps` (address, name) listening in it; `check` runs in the
+/// client pod once both are up, keeping its last answer in the `(status, body)` it is given,
+/// which is printed when it fails. Returns at once without Envoy or network namespaces.
+fn with_a_captured_server(
+    dir: &Path,
+    apps: &[(String, &'static str)],
+    check: impl FnOnce(&mut (u16, String)) + Send,
+) {
+    let Some(envoy) = envoy_binary() else { return };
+    if !netns::available() {
+        return;
+    }
+    let client = Pod::new(CLIENT_IP);
+    let server = Pod::new(SERVER_IP);
+    netns::link(&client, &server);
+    server.capture(&[]);
     let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let (client, server, envoy, dir) = (&client, &server, &envoy, &dir);
+    let (client, server, envoy) = (&client, &server, &envoy);
     std::thread::scope(|s| {
         s.spawn(move || {
             server.enter();
-            let _app = Backend::start_on("127.0.0.1:9090", "local-app");
+            let _apps: Vec<Backend> = apps
+                .iter()
+                .map(|(addr, name)| Backend::start_on(addr, name))
+                .collect();
             up_rx.recv().unwrap();
             let _envoy = Envoy::boot(
                 envoy,
@@ -756,26 +748,11 @@ ports: [{{number: 9090, name: http, protocol: HTTP}}], endpoints: [{{address: {S
         });
         s.spawn(move || {
             client.enter();
-            let _daemon = Daemon::start_on(dir.path(), &format!("0.0.0.0:{XDS_PORT}"), &[]);
+            let _daemon = Daemon::start_on(dir, &format!("0.0.0.0:{XDS_PORT}"), &[]);
             up_tx.send(()).unwrap();
-            let target: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
-            let host = "app.shop.svc.cluster.local";
             let mut last = (0, String::new());
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                eventually(30, "the sidecar answers for the pod's address", || {
-                    last = request_at(target, host, "/a", &[]);
-                    last.0 == 503
-                });
-                write(
-                    dir.path(),
-                    "mesh.yaml",
-                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    inboundTrafficPolicy: {mode: LOCALHOST}\n",
-                );
-                eventually(30, "LOCALHOST reaches the application on localhost", || {
-                    last = request_at(target, host, "/b", &[]);
-                    last == (200, "local-app /b".into())
-                });
-            }));
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&mut last)));
             let _ = done_tx.send(());
             if let Err(e) = outcome {
                 eprintln!("last answer: {last:?}");
