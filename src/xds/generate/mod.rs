@@ -116,84 +116,8 @@ pub fn generate(
         TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(listener::route_config(ctx, scope, n))
         }),
-        // A Wasm extension of the scope's by its name (the registry credential only for
-        // authenticated proxies); else an EnvoyFilter's EXTENSION_CONFIG of the scope.
-        TypeUrl::ExtensionConfig => {
-            let verified = proxy.identity.is_some();
-            let mut out = Vec::new();
-            for n in names.into_iter().flatten() {
-                let wasm = ctx.cached(
-                    TypeUrl::ExtensionConfig,
-                    scope.key,
-                    &format!("wasm/{verified}/{n}"),
-                    || {
-                        traffic_extension::extension_config(ctx, scope, n, verified)
-                            .into_iter()
-                            .collect()
-                    },
-                );
-                let found = if wasm.is_empty() {
-                    ctx.cached(TypeUrl::ExtensionConfig, scope.key, n, || {
-                        envoy_filter::extension_config(ctx, scope, n)
-                            .into_iter()
-                            .collect()
-                    })
-                } else {
-                    wasm
-                };
-                out.extend(found.iter().cloned());
-            }
-            out
-        }
-        TypeUrl::Address => match names {
-            None => ztunnel::index(ctx).addresses(),
-            Some(n) => {
-                // One entry per resource: two subscribed names (a uid and an IP, or both IPs of a
-                // dual-stack pod) may lead to the same one; it answers for every alias.
-                let mut by_name: std::collections::BTreeMap<String, Vec<Arc<Resource>>> =
-                    std::collections::BTreeMap::new();
-                for name in n {
-                    let found = ctx.cached(TypeUrl::Address, 0, name, || {
-                        ztunnel::index(ctx).lookup_address(name)
-                    });
-                    for r in found.iter() {
-                        by_name
-                            .entry(r.name.to_string())
-                            .or_default()
-                            .push(r.clone());
-                    }
-                }
-                // An on-demand ztunnel also gets the workloads of its own node, unasked, as
-                // istiod's `AdditionalPodSubscriptions` sends them: it will need them for the
-                // traffic of its local pods. (The key cannot be a name a client subscribes to.)
-                let node = proxy.metadata.get("NODE_NAME").filter(|n| !n.is_empty());
-                if let (ProxyType::Ztunnel, Some(node)) = (proxy.proxy_type, node) {
-                    let local = ctx.cached(TypeUrl::Address, 0, &format!("\0node/{node}"), || {
-                        ztunnel::index(ctx).node_local(node)
-                    });
-                    for r in local.iter() {
-                        by_name
-                            .entry(r.name.to_string())
-                            .or_insert_with(|| vec![r.clone()]);
-                    }
-                }
-                by_name
-                    .into_values()
-                    .filter_map(|same| {
-                        let aliases: Vec<String> = same
-                            .iter()
-                            .flat_map(|r| r.aliases.iter().cloned())
-                            .collect();
-                        let first = same.into_iter().next()?;
-                        Some(if first.aliases == aliases {
-                            first
-                        } else {
-                            first.with_aliases(aliases)
-                        })
-                    })
-                    .collect()
-            }
-        },
+        TypeUrl::ExtensionConfig => extension_configs(ctx, proxy, scope, names),
+        TypeUrl::Address => addresses(ctx, proxy, names),
         TypeUrl::Secret => finish(
             ctx,
             scope,
@@ -214,6 +138,99 @@ pub fn generate(
                     .filter_map(|name| index.authorization(name))
                     .collect(),
             }
+        }
+    }
+}
+
+/// A Wasm extension of the scope's by its name (the registry credential only for
+/// authenticated proxies); else an EnvoyFilter's EXTENSION_CONFIG of the scope.
+fn extension_configs(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &ScopeView,
+    names: Option<&BTreeSet<String>>,
+) -> Vec<Arc<Resource>> {
+    let verified = proxy.identity.is_some();
+    let mut out = Vec::new();
+    for n in names.into_iter().flatten() {
+        let wasm = ctx.cached(
+            TypeUrl::ExtensionConfig,
+            scope.key,
+            &format!("wasm/{verified}/{n}"),
+            || {
+                traffic_extension::extension_config(ctx, scope, n, verified)
+                    .into_iter()
+                    .collect()
+            },
+        );
+        let found = if wasm.is_empty() {
+            ctx.cached(TypeUrl::ExtensionConfig, scope.key, n, || {
+                envoy_filter::extension_config(ctx, scope, n)
+                    .into_iter()
+                    .collect()
+            })
+        } else {
+            wasm
+        };
+        out.extend(found.iter().cloned());
+    }
+    out
+}
+
+/// ztunnel's addresses: all, or those of the subscribed names (each resource once, answering
+/// for all its aliases), with an on-demand ztunnel's own node's workloads.
+fn addresses(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    names: Option<&BTreeSet<String>>,
+) -> Vec<Arc<Resource>> {
+    match names {
+        None => ztunnel::index(ctx).addresses(),
+        Some(n) => {
+            // One entry per resource: two subscribed names (a uid and an IP, or both IPs of a
+            // dual-stack pod) may lead to the same one; it answers for every alias.
+            let mut by_name: std::collections::BTreeMap<String, Vec<Arc<Resource>>> =
+                std::collections::BTreeMap::new();
+            for name in n {
+                let found = ctx.cached(TypeUrl::Address, 0, name, || {
+                    ztunnel::index(ctx).lookup_address(name)
+                });
+                for r in found.iter() {
+                    by_name
+                        .entry(r.name.to_string())
+                        .or_default()
+                        .push(r.clone());
+                }
+            }
+            // An on-demand ztunnel also gets the workloads of its own node, unasked, as
+            // istiod's `AdditionalPodSubscriptions` sends them: it will need them for the
+            // traffic of its local pods. (The key cannot be a name a client subscribes to.)
+            let node = proxy.metadata.get("NODE_NAME").filter(|n| !n.is_empty());
+            if let (ProxyType::Ztunnel, Some(node)) = (proxy.proxy_type, node) {
+                let local = ctx.cached(TypeUrl::Address, 0, &format!("\0node/{node}"), || {
+                    ztunnel::index(ctx).node_local(node)
+                });
+                for r in local.iter() {
+                    by_name
+                        .entry(r.name.to_string())
+                        .or_insert_with(|| vec![r.clone()]);
+                }
+            }
+            by_name
+                .into_values()
+                .filter_map(|same| {
+                    let aliases: Vec<String> = same
+                        .iter()
+                        .flat_map(|r| r.aliases.iter().cloned())
+                        .collect();
+                    let first = same.into_iter().next()?;
+                    Some(if first.aliases == aliases {
+                        first
+                    } else {
+                        first.with_aliases(aliases)
+                    })
+                })
+                .collect()
         }
     }
 }
