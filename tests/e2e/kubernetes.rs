@@ -503,6 +503,84 @@ fn plugged_in_cacerts_sign_under_the_given_root() {
     });
 }
 
+/// Two clusters plugged with cert-manager's layout (Secret `cacerts` of type `kubernetes.io/tls`:
+/// `tls.crt` the cluster's intermediate, `tls.key` its key in the SEC1 form cert-manager writes an
+/// EC key in, `ca.crt` the shared root), each with an intermediate of one root: a workload
+/// certificate of either verifies under the other's trust (the root its CA serves), which is what
+/// mTLS between the clusters needs. A cluster left with its own self-signed root is not trusted.
+#[test]
+fn two_clusters_with_cert_manager_cacerts_from_one_root_trust_each_other() {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let (root_pem, intermediates) = common::ca::root_with_intermediates(
+        "Mesh Root",
+        &["East Intermediate", "West Intermediate"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // (leaf, intermediate, the root the cluster's CA serves) per cluster.
+    let mut issued: Vec<Vec<String>> = Vec::new();
+    let plugged = intermediates.into_iter().map(Some).chain([None]);
+    for (name, plugged) in ["east", "west", "alone"].into_iter().zip(plugged) {
+        let c = Cluster::fake(&format!("cm-{name}"));
+        c.fake
+            .as_ref()
+            .unwrap()
+            .add_token("good", "foo", "bar", &["istio-ca"]);
+        let served_root = if let Some((inter_pem, _, key)) = plugged {
+            let pkcs8 = dir.path().join(format!("{name}-pkcs8.pem"));
+            std::fs::write(&pkcs8, key.serialize_pem()).unwrap();
+            let out = std::process::Command::new("openssl")
+                .args(["ec", "-in"])
+                .arg(&pkcs8)
+                .output()
+                .expect("openssl ec");
+            let sec1 = String::from_utf8_lossy(&out.stdout).to_string();
+            assert!(sec1.contains("BEGIN EC PRIVATE KEY"), "{sec1}");
+            c.apply(json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": "cacerts", "namespace": c.ns},
+                "data": {"tls.crt": b64(&inter_pem), "tls.key": b64(&sec1), "ca.crt": b64(&root_pem)}}));
+            root_pem.clone()
+        } else {
+            String::new()
+        };
+        let daemon = c.rudder(&[]);
+        wait_ready(&daemon);
+        let served_root = if served_root.is_empty() {
+            c.ca_root()
+        } else {
+            served_root
+        };
+        let chain = c.rt.block_on(async {
+            let ch = common::ca::channel(
+                daemon.addr("grpc-xds-tls"),
+                &served_root,
+                "istiod.istio-system.svc",
+                None,
+            )
+            .await
+            .expect("the CA's serving certificate chains to the root it serves");
+            let (csr, _) = common::ca::csr(&["spiffe://cluster.local/ns/foo/sa/bar"]);
+            common::ca::create(ch, &csr, Some("good"), 0).await.unwrap()
+        });
+        issued.push(chain);
+        drop(daemon);
+    }
+    let verify = |chain: &[String], root: &str| {
+        let mut with_root = chain[..chain.len() - 1].to_vec();
+        with_root.push(root.to_string());
+        common::ca::openssl_verify(dir.path(), &with_root)
+    };
+    let (east, west, alone) = (&issued[0], &issued[1], &issued[2]);
+    let (ok, out) = verify(east, west.last().unwrap());
+    assert!(ok, "east's workload under west's root: {out}");
+    let (ok, out) = verify(west, east.last().unwrap());
+    assert!(ok, "west's workload under east's root: {out}");
+    assert!(
+        !verify(alone, east.last().unwrap()).0,
+        "a self-signed cluster is not trusted"
+    );
+}
+
 pub(crate) fn webhook_configuration(
     kind: &str,
     name: &str,

@@ -135,6 +135,25 @@ pub struct TwoLevelCa {
 }
 
 pub fn two_level_ca(root_name: &str, intermediate_name: &str) -> TwoLevelCa {
+    let (root_pem, mut intermediates) = root_with_intermediates(root_name, &[intermediate_name]);
+    let (intermediate_pem, intermediate_params, intermediate_key) = intermediates.remove(0);
+    TwoLevelCa {
+        root_pem,
+        intermediate_pem,
+        intermediate_params,
+        intermediate_key,
+    }
+}
+
+/// A root and one intermediate it signed per name (a cluster each, as one mesh's plugged-in CAs
+/// are): the root's PEM, and each intermediate's PEM, parameters and key.
+pub fn root_with_intermediates(
+    root_name: &str,
+    names: &[&str],
+) -> (
+    String,
+    Vec<(String, rcgen::CertificateParams, rcgen::KeyPair)>,
+) {
     let ca_params = |name: &str, usages: Vec<rcgen::KeyUsagePurpose>| {
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -145,22 +164,17 @@ pub fn two_level_ca(root_name: &str, intermediate_name: &str) -> TwoLevelCa {
     use rcgen::KeyUsagePurpose::{CrlSign, DigitalSignature, KeyCertSign};
     let root_key = rcgen::KeyPair::generate().unwrap();
     let root_params = ca_params(root_name, vec![KeyCertSign, CrlSign]);
-    let root = root_params.self_signed(&root_key).unwrap();
-    let intermediate_key = rcgen::KeyPair::generate().unwrap();
-    let intermediate_params = ca_params(
-        intermediate_name,
-        vec![KeyCertSign, CrlSign, DigitalSignature],
-    );
-    let intermediate = intermediate_params
-        .signed_by(
-            &intermediate_key,
-            &rcgen::Issuer::new(root_params, &root_key),
-        )
-        .unwrap();
-    TwoLevelCa {
-        root_pem: root.pem(),
-        intermediate_pem: intermediate.pem(),
-        intermediate_params,
-        intermediate_key,
-    }
+    let root = root_params.clone().self_signed(&root_key).unwrap();
+    let intermediates = names
+        .iter()
+        .map(|name| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let params = ca_params(name, vec![KeyCertSign, CrlSign, DigitalSignature]);
+            let cert = params
+                .signed_by(&key, &rcgen::Issuer::new(root_params.clone(), &root_key))
+                .unwrap();
+            (cert.pem(), params, key)
+        })
+        .collect();
+    (root.pem(), intermediates)
 }
