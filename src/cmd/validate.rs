@@ -89,7 +89,7 @@ pub fn run(
     }
 
     let (mut objects, mut bad_files) = (0, 0);
-    for (path, warning) in gateway_api_warnings(&reports) {
+    for (path, warning) in gateway_api_warnings(&reports, &owners) {
         let _ = writeln!(err, "warning: {}: {warning}", path.display());
     }
     for report in &reports {
@@ -134,30 +134,32 @@ pub fn run(
 /// What the Kubernetes Gateway API objects of the inputs amount to together, where the daemon's
 /// files mode has no object status to write it to: each route parent that is not accepted (a
 /// parent Service or ServiceEntry that does not exist, a listener that refuses the route) and
-/// each route problem, as the route's status would carry it.
-fn gateway_api_warnings(reports: &[FileReport]) -> Vec<(PathBuf, String)> {
+/// each route problem, as the route's status would carry it. `owners` says which file defines
+/// each object.
+fn gateway_api_warnings(
+    reports: &[FileReport],
+    owners: &HashMap<ConfigKey, PathBuf>,
+) -> Vec<(PathBuf, String)> {
     let store = crate::store::StoreWriter::new(16);
-    let mut paths: HashMap<ConfigKey, &Path> = HashMap::new();
     let changes = reports
         .iter()
-        .flat_map(|r| r.configs.iter().map(move |c| (r, c)))
-        .map(|(r, c)| {
-            paths.insert(c.key(), &r.path);
-            crate::store::Change::Upsert(c.clone())
-        })
+        .flat_map(|r| &r.configs)
+        .map(|c| crate::store::Change::Upsert(c.clone()))
         .collect();
     store.apply(changes);
     let suffix = crate::model::mesh::MeshSettings::default().domain_suffix;
     let translation = crate::model::gateway_api::translate(&store.snapshot(), &suffix);
     let mut out = Vec::new();
     for (key, outcome) in &translation.route_outcomes {
-        let Some(path) = paths.get(key) else { continue };
+        let Some(path) = owners.get(key) else {
+            continue;
+        };
         let route = format!("{} {}/{}", key.kind.name(), key.namespace, key.name);
         for p in &outcome.parents {
             let parent = p.parent_ref.display(&key.namespace);
             if !p.accepted.status {
                 out.push((
-                    path.to_path_buf(),
+                    path.clone(),
                     format!(
                         "{route}: parent {parent} not accepted ({}): {}",
                         p.accepted.reason, p.accepted.message
@@ -166,7 +168,7 @@ fn gateway_api_warnings(reports: &[FileReport]) -> Vec<(PathBuf, String)> {
             }
             if let Some(e) = &p.route_error {
                 out.push((
-                    path.to_path_buf(),
+                    path.clone(),
                     format!("{route}: on parent {parent} ({}): {}", e.reason, e.message),
                 ));
             }

@@ -37,6 +37,9 @@ use std::sync::Arc;
 
 /// A server of a Gateway that selects this proxy, with the Gateway's `namespace/name`.
 struct BoundServer<'a> {
+    /// Derived from a ListenerSet's listener (istiod looks its certificates up in the
+    /// ListenerSet's namespace).
+    from_listener_set: bool,
     gateway: String,
     gateway_name: String,
     gateway_ns: String,
@@ -149,8 +152,13 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
             continue;
         }
         let meta = &config.metadata;
+        let from_listener_set = meta
+            .annotations
+            .get(gateway_api::PARENTS)
+            .is_some_and(|p| p.starts_with("ListenerSet/"));
         for server in &gw.servers {
             out.push(BoundServer {
+                from_listener_set,
                 gateway: format!("{}/{}", meta.namespace, meta.name),
                 gateway_name: meta.name.clone(),
                 gateway_ns: meta.namespace.clone(),
@@ -178,18 +186,6 @@ pub fn verified_certificate_references(
     if proxy.proxy_type != crate::xds::proxy::ProxyType::Router {
         return out;
     }
-    let from_listener_set = |b: &BoundServer| {
-        let derived =
-            ctx.routing.gateway_api.gateways.iter().find(|c| {
-                c.metadata.namespace == b.gateway_ns && c.metadata.name == b.gateway_name
-            });
-        derived.is_some_and(|c| {
-            c.metadata
-                .annotations
-                .get(gateway_api::PARENTS)
-                .is_some_and(|p| p.starts_with("ListenerSet/"))
-        })
-    };
     for b in bound_servers(ctx, scope) {
         let Some(tls) = &b.server.tls else { continue };
         let names = if tls.credential_names.is_empty() {
@@ -197,7 +193,7 @@ pub fn verified_certificate_references(
         } else {
             tls.credential_names.as_slice()
         };
-        let listener_set = from_listener_set(&b);
+        let listener_set = b.from_listener_set;
         let lookup_ns = if listener_set {
             b.gateway_ns.as_str()
         } else {
