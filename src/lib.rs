@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod autoregistration;
 pub mod ca;
 pub mod cmd;
+pub mod compare;
 pub mod config;
 pub mod gateway_deploy;
 pub mod grpc;

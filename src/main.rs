@@ -46,7 +46,9 @@ struct Cli {
 /// without a subcommand, which is why flags before a subcommand otherwise conflict with it).
 fn global_flags_after_subcommand(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     const GLOBAL: [&str; 2] = ["--log-level", "--log-format"];
-    const COMMANDS: [&str; 5] = ["serve", "log", "crds", "validate", "help"];
+    const COMMANDS: [&str; 8] = [
+        "serve", "log", "crds", "validate", "shadow", "what-if", "precheck", "help",
+    ];
     let mut globals = Vec::new();
     let mut i = 1;
     while i < args.len() {
@@ -103,6 +105,8 @@ enum Command {
         #[arg(short = 'n', long, default_value = "default")]
         namespace: String,
     },
+    /// Beside a live istiod, compare what it sends each proxy with what Rudder would send.
+    Shadow(cmd::shadow::ShadowArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -134,6 +138,18 @@ fn main() -> std::process::ExitCode {
             print!("{}", rudder::config::crd::all_yaml());
             std::process::ExitCode::SUCCESS
         }
+        Some(Command::Shadow(args)) => {
+            report_logging(&cli.log_level, cli.log_format);
+            let Some(runtime) = runtime() else {
+                return std::process::ExitCode::FAILURE;
+            };
+            let code = runtime.block_on(cmd::shadow::run(
+                args,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            ));
+            std::process::ExitCode::from(code as u8)
+        }
         command => {
             use std::io::IsTerminal;
             rudder::logging::init(
@@ -148,16 +164,8 @@ fn main() -> std::process::ExitCode {
                 Some(Command::Serve(args)) => *args,
                 _ => cli.serve,
             };
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .thread_name("rudder")
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return std::process::ExitCode::FAILURE;
-                }
+            let Some(runtime) = runtime() else {
+                return std::process::ExitCode::FAILURE;
             };
             match runtime.block_on(cmd::serve::run(args)) {
                 Ok(()) => std::process::ExitCode::SUCCESS,
@@ -169,4 +177,30 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("rudder")
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
+/// The report commands print their report; what the config sources log on the way is kept to
+/// warnings, unless `--log-level` asks for more than the default.
+fn report_logging(level: &str, format: LogFormat) {
+    use std::io::IsTerminal;
+    let level = if level == "info" { "warn" } else { level };
+    rudder::logging::init(
+        level,
+        matches!(format, LogFormat::Json),
+        std::io::stderr().is_terminal(),
+    );
 }

@@ -1,8 +1,10 @@
 //! Subcommands of the `rudder` binary.
 
+pub mod config_source;
 pub mod istiod_flags;
 pub mod log;
 pub mod serve;
+pub mod shadow;
 pub mod validate;
 
 /// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` is set (then

@@ -29,6 +29,7 @@ mod multicluster;
 mod observability;
 mod reliability;
 mod security;
+mod shadow;
 mod sidecar_capture;
 mod stats;
 mod tls_settings;

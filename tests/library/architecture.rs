@@ -155,6 +155,23 @@ const RULES: &[(&str, &[&str])] = &[
             "xds::server::status",
         ],
     ),
+    // Compares what two control planes send a proxy (`rudder shadow`, `what-if`): reads a
+    // control plane over xDS as istioctl does, and builds Rudder's side with the generators.
+    (
+        "compare",
+        &[
+            "config",
+            "store",
+            "model",
+            "xds::context",
+            "xds::generate",
+            "xds::json",
+            "xds::provenance",
+            "xds::proxy",
+            "xds::push",
+            "xds::types",
+        ],
+    ),
     // The wiring, the fuzzing harness and the test fixtures reach everything by design.
     ("cmd", &["*"]),
     ("robustness", &["*"]),

@@ -523,6 +523,35 @@ fn parse_cluster_alias(s: &str) -> Result<(String, String), String> {
 impl ServeArgs {
     /// `--cluster-aliases` as alias → cluster ID; as istiod, a cluster with two aliases is an
     /// error (which one would its certificates name?).
+    /// Whether the config comes from Kubernetes (else from `--config-dir`).
+    pub fn uses_kubernetes(&self) -> bool {
+        match self.config_source {
+            ConfigSource::Kubernetes => true,
+            ConfigSource::Files => false,
+            ConfigSource::Auto => {
+                self.kubeconfig.is_some() || crate::k8s::environment_has_cluster()
+            }
+        }
+    }
+
+    /// The mesh settings the flags give, before the mesh ConfigMap applies.
+    pub fn mesh_settings(&self) -> crate::model::mesh::MeshSettings {
+        crate::model::mesh::MeshSettings {
+            domain_suffix: self.domain_suffix.clone(),
+            root_namespace: self.system_namespace.clone(),
+            trust_domain: self.trust_domain.clone(),
+            cluster_id: self.cluster_id.clone(),
+            send_hbone: self.enable_ambient && self.enable_sending_hbone,
+            ip_autoallocate: self.ip_autoallocate,
+            auto_allow_waypoint_policy: self.auto_allow_waypoint_policy,
+            sidecar_hbone_listen: self.enable_ambient && self.enable_sidecar_listening_hbone,
+            ambient_multi_network: self.ambient_enable_multi_network,
+            ambient_multi_network_waypoint: self.ambient_enable_multi_network_waypoint,
+            ambient_multi_network_ingress: self.ambient_enable_multi_network_ingress,
+            ..Default::default()
+        }
+    }
+
     pub fn cluster_alias_map(&self) -> Result<ClusterAliases, String> {
         let mut map = std::collections::BTreeMap::new();
         for (alias, id) in &self.cluster_aliases {

@@ -130,11 +130,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "AMBIENT_ENABLE_MULTI_NETWORK (istiod's alpha) is on: what Rudder leaves out of it (an east-west gateway's TLS passthrough listeners; tunnels for a waypoint-bound service that did not come through its waypoint, refused at the east-west gateway) is listed in docs/multicluster.md"
         );
     }
-    let use_kubernetes = match args.config_source {
-        ConfigSource::Kubernetes => true,
-        ConfigSource::Files => false,
-        ConfigSource::Auto => args.kubeconfig.is_some() || crate::k8s::environment_has_cluster(),
-    };
+    let use_kubernetes = args.uses_kubernetes();
     check_files_mode(&args, use_kubernetes)?;
     args.cluster_alias_map()
         .map_err(|e| anyhow::anyhow!("--cluster-aliases: {e}"))?;
@@ -310,7 +306,7 @@ fn warn_unread_istiod_env() {
 /// Files mode's start-up checks: a typo in `--config-dir` would otherwise give a ready daemon
 /// serving an empty mesh; a mesh config that cannot be read or parsed stops the start, as istiod
 /// with `--meshConfig`.
-fn check_files_mode(args: &ServeArgs, use_kubernetes: bool) -> anyhow::Result<()> {
+pub fn check_files_mode(args: &ServeArgs, use_kubernetes: bool) -> anyhow::Result<()> {
     if !use_kubernetes && !args.config_dir.is_dir() {
         anyhow::bail!(
             "--config-dir {}: not a directory (files mode serves the Istio YAML found there)",
@@ -717,20 +713,7 @@ fn start_xds(
 ) -> Arc<XdsServer> {
     // Subscribe before building the first context: a change in between is pushed, never lost.
     let events = daemon.store.subscribe();
-    let mesh = MeshSettings {
-        domain_suffix: args.domain_suffix.clone(),
-        root_namespace: args.system_namespace.clone(),
-        trust_domain: args.trust_domain.clone(),
-        cluster_id: args.cluster_id.clone(),
-        send_hbone: args.enable_ambient && args.enable_sending_hbone,
-        ip_autoallocate: args.ip_autoallocate,
-        auto_allow_waypoint_policy: args.auto_allow_waypoint_policy,
-        sidecar_hbone_listen: args.enable_ambient && args.enable_sidecar_listening_hbone,
-        ambient_multi_network: args.ambient_enable_multi_network,
-        ambient_multi_network_waypoint: args.ambient_enable_multi_network_waypoint,
-        ambient_multi_network_ingress: args.ambient_enable_multi_network_ingress,
-        ..Default::default()
-    };
+    let mesh = args.mesh_settings();
     let certificates: crate::xds::context::Certificates = Some(ca.certificates.clone());
     let initial = push::initial_context(&daemon.store, &mesh, certificates);
     let mut start = push::Start::from(&initial, mesh);

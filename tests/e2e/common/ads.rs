@@ -88,6 +88,16 @@ impl Sotw {
         channel: tonic::transport::Channel,
         node: Option<Node>,
     ) -> Result<Sotw, tonic::Status> {
+        Sotw::open_as(channel, node, None).await
+    }
+
+    /// Opens a stream as `node`, with a service-account token when given (the TLS port's
+    /// authentication, as istio-agent sends it).
+    pub async fn open_as(
+        channel: tonic::transport::Channel,
+        node: Option<Node>,
+        token: Option<&str>,
+    ) -> Result<Sotw, tonic::Status> {
         let mut client = AggregatedDiscoveryServiceClient::new(channel)
             .max_decoding_message_size(64 * 1024 * 1024);
         let (tx, rx) = mpsc::channel(16);
@@ -98,8 +108,15 @@ impl Sotw {
         })
         .await
         .unwrap();
+        let mut request = tonic::Request::new(ReceiverStream::new(rx));
+        if let Some(token) = token {
+            request.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("a header value"),
+            );
+        }
         let rx = client
-            .stream_aggregated_resources(ReceiverStream::new(rx))
+            .stream_aggregated_resources(request)
             .await?
             .into_inner();
         Ok(Sotw { tx, rx })

@@ -1,0 +1,285 @@
+//! `rudder shadow` against a live control plane: a Rudder daemon plays istiod (its xDS and debug
+//! types are istiod's, and its proxies are connected to it), and the shadow reads the same cluster
+//! as a canary revision would, with its own mesh ConfigMap and its own revision-labelled
+//! VirtualService. The differences reported must be exactly those the two configs imply.
+//! The fake API server always; a real one too when `KUBECONFIG` is set.
+
+use crate::common::ads::{LDS, RDS, Sotw};
+use crate::common::ca::channel;
+use crate::common::cluster::{Cluster, istio_crd};
+use crate::common::{eventually, http_get, rudder};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::{Struct, Value as ProtoValue, value::Kind};
+use serde_json::{Value, json};
+
+fn istio_objects(c: &Cluster, apps: &str) {
+    if c.is_fake() {
+        for (plural, kind) in [
+            ("serviceentries", "ServiceEntry"),
+            ("destinationrules", "DestinationRule"),
+            ("virtualservices", "VirtualService"),
+        ] {
+            c.apply(istio_crd("networking.istio.io", plural, kind));
+        }
+    }
+    c.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apps}}));
+    c.apply(
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+        "metadata": {"name": "ext", "namespace": apps},
+        "spec": {"hosts": ["ext.example.com"], "location": "MESH_EXTERNAL", "resolution": "STATIC",
+                 "ports": [{"number": 80, "name": "http", "protocol": "HTTP"}],
+                 "endpoints": [{"address": "10.9.0.1"}]}}),
+    );
+    c.apply(
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+        "metadata": {"name": "db", "namespace": apps},
+        "spec": {"hosts": ["db.example.com"], "location": "MESH_EXTERNAL", "resolution": "STATIC",
+                 "ports": [{"number": 5432, "name": "tcp", "protocol": "TCP"}],
+                 "endpoints": [{"address": "10.9.0.2"}]}}),
+    );
+    // The database's own connect timeout: the mesh's does not reach it on either side.
+    c.apply(
+        json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+        "metadata": {"name": "db", "namespace": apps},
+        "spec": {"host": "db.example.com",
+                 "trafficPolicy": {"connectionPool": {"tcp": {"connectTimeout": "2s"}}}}}),
+    );
+    // The route each revision has for ext.example.com: 5 s for the default one, 7 s for canary.
+    for (rev, timeout) in [("default", "5s"), ("canary", "7s")] {
+        c.apply(json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": format!("ext-{rev}"), "namespace": apps, "labels": {"istio.io/rev": rev}},
+            "spec": {"hosts": ["ext.example.com"],
+                     "http": [{"timeout": timeout, "route": [{"destination": {"host": "ext.example.com"}}]}]}}));
+    }
+    // The canary revision's mesh config.
+    c.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "istio-canary", "namespace": c.ns},
+        "data": {"mesh": "connectTimeout: 4s\n"}}));
+}
+
+fn shadow(
+    istiod: &str,
+    c: &Cluster,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let (ca, token) = (dir.join("root.pem"), dir.join("token"));
+    std::fs::write(&ca, c.ca_root()).unwrap();
+    std::fs::write(&token, c.token("default")).unwrap();
+    let kubeconfig = c.kubeconfig.to_string_lossy().to_string();
+    let out = rudder()
+        .args(["shadow", "--istiod", istiod])
+        .arg("--ca-file")
+        .arg(&ca)
+        .arg("--token-file")
+        .arg(&token)
+        .args(["--config-source", "kubernetes", "--kubeconfig", &kubeconfig])
+        .args(["--tls-server-name", "istiod.istio-system.svc"])
+        .args(["--system-namespace", &c.ns, "--revision", "canary"])
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run rudder shadow");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The report's differences of one proxy.
+fn differences<'a>(report: &'a Value, proxy: &str) -> &'a Vec<Value> {
+    report["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["proxy"] == proxy)
+        .unwrap_or_else(|| panic!("{proxy} not in {report:#}"))["differences"]
+        .as_array()
+        .unwrap()
+}
+
+#[test]
+fn shadow_reports_exactly_what_the_canary_config_changes_per_proxy() {
+    for c in Cluster::all("shadow") {
+        let apps = format!("{}-apps", c.ns);
+        istio_objects(&c, &apps);
+        let daemon = c.rudder(&[]);
+        eventually(60, "rudder ready", || {
+            http_get(daemon.addr("http"), "/ready").0 == 200
+        });
+        let sidecar = format!("sidecar~10.1.0.5~web-0.{apps}~{apps}.svc.cluster.local");
+        let gateway = format!(
+            "router~10.1.0.6~gw-0.{ns}~{ns}.svc.cluster.local",
+            ns = c.ns
+        );
+        let root = c.ca_root();
+        // Each proxy as istio-agent connects it: the TLS port, its service account's token.
+        let connect = |id: String, ns: String| {
+            let addr = daemon.addr("grpc-xds-tls");
+            let token = c.token_in(&ns, "default");
+            let root = root.clone();
+            c.rt.block_on(async move {
+                let channel = channel(addr, &root, "istiod.istio-system.svc", None)
+                    .await
+                    .unwrap();
+                let node = Node {
+                    id: id.clone(),
+                    user_agent_name: "envoy".into(),
+                    metadata: Some(Struct {
+                        fields: [("NAMESPACE", ns.as_str()), ("SERVICE_ACCOUNT", "default")]
+                            .into_iter()
+                            .map(|(k, v)| {
+                                (
+                                    k.to_string(),
+                                    ProtoValue {
+                                        kind: Some(Kind::StringValue(v.into())),
+                                    },
+                                )
+                            })
+                            .collect(),
+                    }),
+                    ..Default::default()
+                };
+                let mut s = Sotw::open_as(channel, Some(node), Some(&token))
+                    .await
+                    .unwrap();
+                // As a sidecar: clusters, listeners, then the routes they name.
+                let cds = s.recv().await;
+                s.ack(&cds, &[]).await;
+                s.send(LDS, &[], "", "", None).await;
+                let lds = s.recv().await;
+                s.ack(&lds, &[]).await;
+                if id.starts_with("sidecar") {
+                    s.send(RDS, &["80"], "", "", None).await;
+                    let rds = s.recv().await;
+                    s.ack(&rds, &["80"]).await;
+                }
+                s
+            })
+        };
+        let _sidecar = connect(sidecar.clone(), apps.clone());
+        let _gateway = connect(gateway.clone(), c.ns.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let istiod = daemon.addr("grpc-xds-tls").to_string();
+
+        let (code, out, err) = shadow(&istiod, &c, dir.path(), &["--json"]);
+        assert_eq!(code, 1, "differences fail the run\n{out}\n{err}");
+        let report: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+        assert_eq!(report["summary"]["proxies"], 2, "{report:#}");
+        assert_eq!(report["summary"]["differing"], 2, "{report:#}");
+
+        let sidecar_diffs = differences(&report, &sidecar);
+        let mut timed_out = Vec::new();
+        for d in sidecar_diffs {
+            match d["type"].as_str().unwrap() {
+                // The mesh's connect timeout, on every cluster it reaches.
+                "cds" => {
+                    assert_eq!(d["path"], "/connectTimeout", "{d:#}");
+                    assert_eq!(
+                        (&d["left"], &d["right"]),
+                        (&json!("10s"), &json!("4s")),
+                        "{d:#}"
+                    );
+                    timed_out.push(d["resource"].as_str().unwrap().to_string());
+                }
+                // The VirtualService of each revision: the route's timeout, its name and its
+                // config object, nothing else.
+                "rds" => {
+                    let path = d["path"].as_str().unwrap();
+                    assert_eq!(d["resource"], "80", "{d:#}");
+                    assert!(
+                        path.starts_with("/virtualHosts[ext.example.com:80]/routes[0]/"),
+                        "{d:#}"
+                    );
+                    assert!(
+                        d["sources"].as_array().unwrap().iter().any(|s| s
+                            .as_str()
+                            .unwrap()
+                            .ends_with(&format!("VirtualService/{apps}/ext-canary"))),
+                        "Rudder's provenance names the canary's VirtualService: {d:#}"
+                    );
+                }
+                _ => panic!("unexpected difference {d:#}"),
+            }
+        }
+        assert!(
+            timed_out.contains(&"outbound|80||ext.example.com".to_string()),
+            "{timed_out:?}"
+        );
+        assert!(
+            !timed_out.contains(&"outbound|5432||db.example.com".to_string()),
+            "a DestinationRule's own timeout is not the mesh's: {timed_out:?}"
+        );
+        let timeout = sidecar_diffs
+            .iter()
+            .find(|d| d["path"].as_str().unwrap().ends_with("/route/timeout"))
+            .unwrap_or_else(|| panic!("{sidecar_diffs:#?}"));
+        assert_eq!(
+            (&timeout["left"], &timeout["right"]),
+            (&json!("5s"), &json!("7s"))
+        );
+        // The sidecar of another namespace is not served to the system token: istiod's config
+        // dump stands in, and says so; the gateway of the system namespace is subscribed to.
+        let sidecar_report = report["proxies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["proxy"] == sidecar.as_str())
+            .unwrap();
+        let notes = sidecar_report["notes"].to_string();
+        assert!(notes.contains("config dump"), "{sidecar_report:#}");
+
+        let gateway_report = report["proxies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["proxy"] == gateway.as_str())
+            .unwrap();
+        assert!(
+            gateway_report.get("notes").is_none(),
+            "subscribed to as the gateway: {gateway_report:#}"
+        );
+        for d in differences(&report, &gateway) {
+            assert_eq!(
+                (&d["type"], &d["path"]),
+                (&json!("cds"), &json!("/connectTimeout")),
+                "{d:#}"
+            );
+        }
+
+        // Accepted differences, with their reasons, pass the run; the text report names them.
+        let allow = dir.path().join("allow.yaml");
+        std::fs::write(
+            &allow,
+            "- type: cds\n  path: /connectTimeout\n  reason: the canary's mesh config sets 4s\n\
+             - type: rds\n  resource: \"80\"\n  path: \"/virtualHosts[ext.example.com:80]/*\"\n  reason: canary route\n",
+        )
+        .unwrap();
+        let (code, out, err) = shadow(
+            &istiod,
+            &c,
+            dir.path(),
+            &["--allow", allow.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        eprintln!("{out}");
+        assert!(
+            out.contains("2 proxies: 2 identical, 0 differing, 0 unsupported"),
+            "{out}"
+        );
+        assert!(
+            out.contains("allowed: the canary's mesh config sets 4s"),
+            "{out}"
+        );
+        assert!(
+            out.contains("      istiod: \"5s\"\n      rudder: \"7s\""),
+            "{out}"
+        );
+
+        // A control plane that cannot be reached is an error, not a pass.
+        let (code, _, err) = shadow("127.0.0.1:1", &c, dir.path(), &[]);
+        assert_eq!(code, 2, "{err}");
+    }
+}
