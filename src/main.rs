@@ -107,6 +107,8 @@ enum Command {
     },
     /// Beside a live istiod, compare what it sends each proxy with what Rudder would send.
     Shadow(cmd::shadow::ShadowArgs),
+    /// Before a change is applied: which proxies' config it changes, and how.
+    WhatIf(cmd::what_if::WhatIfArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -139,16 +141,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Some(Command::Shadow(args)) => {
-            report_logging(&cli.log_level, cli.log_format);
-            let Some(runtime) = runtime() else {
-                return std::process::ExitCode::FAILURE;
-            };
-            let code = runtime.block_on(cmd::shadow::run(
-                args,
-                &mut std::io::stdout(),
-                &mut std::io::stderr(),
-            ));
-            std::process::ExitCode::from(code as u8)
+            report_command(&cli.log_level, cli.log_format, |out, err| {
+                Box::pin(cmd::shadow::run(args, out, err))
+            })
+        }
+        Some(Command::WhatIf(args)) => {
+            report_command(&cli.log_level, cli.log_format, |out, err| {
+                Box::pin(cmd::what_if::run(args, out, err))
+            })
         }
         command => {
             use std::io::IsTerminal;
@@ -193,14 +193,34 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
-/// The report commands print their report; what the config sources log on the way is kept to
-/// warnings, unless `--log-level` asks for more than the default.
-fn report_logging(level: &str, format: LogFormat) {
+type ReportFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = i32> + 'a>>;
+
+/// Runs a report command (`shadow`, `what-if`, `precheck`) to its exit code. What the config
+/// sources log on the way is kept to warnings, unless `--log-level` asks for more than the
+/// default: the report is the output.
+fn report_command(
+    log_level: &str,
+    log_format: LogFormat,
+    command: impl for<'a> FnOnce(
+        &'a mut dyn std::io::Write,
+        &'a mut dyn std::io::Write,
+    ) -> ReportFuture<'a>,
+) -> std::process::ExitCode {
     use std::io::IsTerminal;
-    let level = if level == "info" { "warn" } else { level };
+    let level = if log_level == "info" {
+        "warn"
+    } else {
+        log_level
+    };
     rudder::logging::init(
         level,
-        matches!(format, LogFormat::Json),
+        matches!(log_format, LogFormat::Json),
         std::io::stderr().is_terminal(),
     );
+    let Some(runtime) = runtime() else {
+        return std::process::ExitCode::FAILURE;
+    };
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let code = runtime.block_on(command(&mut out, &mut err));
+    std::process::ExitCode::from(code as u8)
 }

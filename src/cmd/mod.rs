@@ -1,11 +1,13 @@
 //! Subcommands of the `rudder` binary.
 
 pub mod config_source;
+mod http;
 pub mod istiod_flags;
 pub mod log;
 pub mod serve;
 pub mod shadow;
 pub mod validate;
+pub mod what_if;
 
 /// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` is set (then
 /// mimalloc decides, as it would by default). mimalloc asks for huge pages for its arenas, so each

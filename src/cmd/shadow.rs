@@ -118,6 +118,7 @@ async fn compare(args: &ShadowArgs, err: &mut dyn Write) -> anyhow::Result<(Repo
         Report {
             left: "istiod".into(),
             right: "rudder".into(),
+            words: crate::compare::report::SHADOW_WORDS,
             proxies: reports,
         },
         allow,

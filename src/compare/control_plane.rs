@@ -439,6 +439,35 @@ fn value(json: &serde_json::Value) -> Value {
     Value { kind: Some(kind) }
 }
 
+/// The proxies of an `adsz` page read over HTTP (a daemon's `/debug/adsz`), debug clients left
+/// out.
+pub fn proxies_of_adsz(page: &serde_json::Value, domain_suffix: &str) -> Vec<ServedProxy> {
+    page.get("clients")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            c.pointer("/metadata/GENERATOR")
+                .and_then(serde_json::Value::as_str)
+                != Some("event")
+        })
+        .filter_map(|c| {
+            let name = istio_id(c.get("connectionId")?.as_str()?);
+            let kind = c
+                .pointer("/proxy/id")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|id| id.split('~').next())
+                .unwrap_or("sidecar");
+            let (node, partial) = node_of(&name, kind, Some(c), domain_suffix);
+            Some(ServedProxy {
+                name,
+                node,
+                partial,
+            })
+        })
+        .collect()
+}
+
 /// istiod's proxy id (`pod.namespace`) of a connection id (`<proxy id>-<counter>`; Rudder's
 /// starts with the whole node id).
 fn istio_id(connection: &str) -> String {

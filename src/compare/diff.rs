@@ -104,12 +104,6 @@ fn names(list: &[Value]) -> Option<Vec<&str>> {
     (unique.len() == names.len()).then_some(names)
 }
 
-fn sorted<'a>(names: &[&'a str]) -> Vec<&'a str> {
-    let mut v = names.to_vec();
-    v.sort_unstable();
-    v
-}
-
 fn field(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or_default()
 }
@@ -117,12 +111,15 @@ fn field(path: &str) -> &str {
 fn lists(path: &mut String, x: &[Value], y: &[Value], out: &mut Found) {
     let unordered = UNORDERED.contains(&field(path));
     let by_name = match (names(x), names(y)) {
-        // An ordered list of other names is compared by position: Envoy reads it in order.
-        (Some(xn), Some(yn)) if unordered || sorted(&xn) == sorted(&yn) => Some((xn, yn)),
+        // Named elements are matched by name where the lists share a name; an ordered list of
+        // wholly other names is compared by position (Envoy reads it in order).
+        (Some(xn), Some(yn)) if unordered || xn.iter().any(|n| yn.contains(n)) => Some((xn, yn)),
         _ => None,
     };
     if let Some((xn, yn)) = by_name {
-        if !unordered && xn != yn {
+        // The order, where it changed other than by elements leaving (which are reported).
+        let kept: Vec<&&str> = xn.iter().filter(|n| yn.contains(n)).collect();
+        if !unordered && yn.iter().collect::<Vec<_>>() != kept {
             let order =
                 |n: &[&str]| Value::from(n.iter().map(|s| s.to_string()).collect::<Vec<_>>());
             out.push((format!("{path}[order]"), Some(order(&xn)), Some(order(&yn))));
@@ -240,6 +237,30 @@ mod tests {
         let d = diff(&a, &b);
         assert_eq!(paths(&d), vec!["/virtualHosts[v]/routes[order]"]);
         assert_eq!(d[0].left, Some(json!(["r1", "r2"])));
+    }
+
+    #[test]
+    fn a_route_removed_is_one_difference_and_one_added_in_front_moves_the_others() {
+        let routes = |names: &[&str]| {
+            let list: Vec<Value> = names.iter().map(|n| json!({"name": n})).collect();
+            config(
+                TypeUrl::Route,
+                &[json!({"name": "80", "virtualHosts": [{"name": "v", "routes": list}]})],
+            )
+        };
+        let d = diff(&routes(&["a", "b"]), &routes(&["b"]));
+        assert_eq!(paths(&d), vec!["/virtualHosts[v]/routes[a]"]);
+        assert_eq!(d[0].right, None);
+        let d = diff(&routes(&["a", "b"]), &routes(&["c", "a", "b"]));
+        assert_eq!(
+            paths(&d),
+            vec![
+                "/virtualHosts[v]/routes[order]",
+                "/virtualHosts[v]/routes[c]"
+            ]
+        );
+        let d = diff(&routes(&["a"]), &routes(&["b"]));
+        assert_eq!(paths(&d), vec!["/virtualHosts[v]/routes[0]/name"]);
     }
 
     #[test]

@@ -83,8 +83,17 @@ pub struct Report {
     /// What each side is, as the text names them (`istiod`, `rudder`; `before`, `after`).
     pub left: String,
     pub right: String,
+    /// The words the table uses for identical and differing (`unchanged` and `changed` for a
+    /// change's before and after); the JSON keeps `identical` and `differing`.
+    #[serde(skip)]
+    pub words: [&'static str; 2],
     pub proxies: Vec<ProxyReport>,
 }
+
+/// The table's words comparing two control planes.
+pub const SHADOW_WORDS: [&str; 2] = ["identical", "differing"];
+/// The table's words comparing before and after a change.
+pub const CHANGE_WORDS: [&str; 2] = ["unchanged", "changed"];
 
 impl Report {
     pub fn count(&self, outcome: Outcome) -> usize {
@@ -99,6 +108,14 @@ impl Report {
             Outcome::Differing => false,
             Outcome::Unsupported => allowed_unsupported(&p.proxy),
         })
+    }
+
+    fn word(&self, outcome: Outcome) -> &'static str {
+        match outcome {
+            Outcome::Identical => self.words[0],
+            Outcome::Differing => self.words[1],
+            Outcome::Unsupported => "unsupported",
+        }
     }
 
     pub fn json(&self) -> Value {
@@ -130,18 +147,17 @@ impl Report {
                 (n, 0) => n.to_string(),
                 (n, a) => format!("{n} ({a} allowed)"),
             };
-            let outcome = serde_json::to_value(p.outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let outcome = self.word(p.outcome);
             let _ = writeln!(out, "{:width$}  {outcome:11}  {count}", p.proxy);
         }
         let _ = writeln!(
             out,
-            "{} proxies: {} identical, {} differing, {} unsupported",
+            "{} proxies: {} {}, {} {}, {} unsupported",
             self.proxies.len(),
             self.count(Outcome::Identical),
+            self.words[0],
             self.count(Outcome::Differing),
+            self.words[1],
             self.count(Outcome::Unsupported)
         );
         for p in &self.proxies {
@@ -225,6 +241,7 @@ mod tests {
         let report = Report {
             left: "istiod".into(),
             right: "rudder".into(),
+            words: SHADOW_WORDS,
             proxies: vec![ok.clone(), ProxyReport::unsupported("z", "ztunnel".into())],
         };
         assert!(!report.passes(|_| false));

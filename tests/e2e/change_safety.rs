@@ -1,8 +1,10 @@
-//! `rudder shadow` against a live control plane: a Rudder daemon plays istiod (its xDS and debug
-//! types are istiod's, and its proxies are connected to it), and the shadow reads the same cluster
-//! as a canary revision would, with its own mesh ConfigMap and its own revision-labelled
-//! VirtualService. The differences reported must be exactly those the two configs imply.
-//! The fake API server always; a real one too when `KUBECONFIG` is set.
+//! Seeing a change before it happens. `rudder shadow` against a live control plane: a Rudder
+//! daemon plays istiod (its xDS and debug types are istiod's, and its proxies are connected to
+//! it), and the shadow reads the same cluster as a canary revision would, with its own mesh
+//! ConfigMap and its own revision-labelled VirtualService: the differences reported must be
+//! exactly those the two configs imply (the fake API server always; a real one too when
+//! `KUBECONFIG` is set). `rudder what-if` against a files-mode daemon and its connected proxies.
+//! A real Envoy's `/config_dump` read by the same diff engine as the daemon's own dump of it.
 
 use crate::common::ads::{LDS, RDS, Sotw};
 use crate::common::ca::channel;
@@ -282,4 +284,136 @@ fn shadow_reports_exactly_what_the_canary_config_changes_per_proxy() {
         let (code, _, err) = shadow("127.0.0.1:1", &c, dir.path(), &[]);
         assert_eq!(code, 2, "{err}");
     }
+}
+
+const CHANGE: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews.bookinfo.svc.cluster.local]
+  http:
+  - name: canary
+    timeout: 3s
+    route:
+    - destination: {host: reviews.bookinfo.svc.cluster.local, subset: v9}
+"#;
+
+fn what_if(
+    daemon: &crate::common::Daemon,
+    dir: &std::path::Path,
+    change: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let file = dir.join("change.yaml");
+    std::fs::write(&file, change).unwrap();
+    let config = dir.join("config");
+    let out = rudder()
+        .args(["what-if", "--config-source", "files", "--config-dir"])
+        .arg(&config)
+        .arg("-f")
+        .arg(&file)
+        .args(["--daemon", &daemon.addr("monitoring").to_string()])
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run rudder what-if");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn what_if_names_the_connected_proxies_a_change_reaches_with_its_route_and_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::create_dir(&config).unwrap();
+    for f in ["services.yaml", "routing.yaml"] {
+        std::fs::copy(format!("examples/{f}"), config.join(f)).unwrap();
+    }
+    let daemon = crate::common::Daemon::start(&config, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let addr = daemon.addr("grpc-xds");
+    // A productpage sidecar reaches reviews; a sidecar of another namespace, scoped to it, does not.
+    let _connected = rt.block_on(async {
+        let mut out = Vec::new();
+        for (id, ns) in [
+            (
+                "sidecar~10.0.0.9~productpage-1.bookinfo~bookinfo.svc.cluster.local",
+                "bookinfo",
+            ),
+            ("sidecar~10.0.0.7~tool-1.ops~ops.svc.cluster.local", "ops"),
+        ] {
+            let mut s = Sotw::open_with_metadata(addr, id, &[("NAMESPACE", ns)])
+                .await
+                .unwrap();
+            let cds = s.recv().await;
+            s.ack(&cds, &[]).await;
+            out.push(s);
+        }
+        out
+    });
+    crate::common::write(
+        &config,
+        "ops-sidecar.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: ops}\n\
+         spec:\n  egress:\n  - hosts: [\"./*\"]\n",
+    );
+    eventually(30, "both proxies listed", || {
+        http_get(daemon.addr("monitoring"), "/debug/adsz")
+            .1
+            .matches("connectionId")
+            .count()
+            == 2
+    });
+
+    let (code, out, err) = what_if(&daemon, dir.path(), CHANGE, &["--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    assert_eq!(report["summary"]["proxies"], 2, "{report:#}");
+    assert_eq!(report["summary"]["differing"], 1, "{report:#}");
+    let productpage = "sidecar~10.0.0.9~productpage-1.bookinfo~bookinfo.svc.cluster.local";
+    let changed = differences(&report, productpage);
+    assert!(
+        changed
+            .iter()
+            .all(|d| d["type"] == "rds" && d["resource"] == "9080"),
+        "{changed:#?}"
+    );
+    assert!(
+        changed
+            .iter()
+            .any(|d| d["path"].as_str().unwrap().ends_with("/route/timeout") && d["right"] == "3s"),
+        "{changed:#?}"
+    );
+    assert!(
+        changed.iter().any(|d| d["sources"]
+            .to_string()
+            .contains("VirtualService/bookinfo/reviews")),
+        "{changed:#?}"
+    );
+    assert!(differences(&report, "sidecar~10.0.0.7~tool-1.ops~ops.svc.cluster.local").is_empty());
+    // The subset no DestinationRule defines: the analysis message the change would raise.
+    let raised = report["analysis"]["raised"].to_string();
+    assert!(
+        raised.contains("IST0101") && raised.contains("v9"),
+        "{report:#}"
+    );
+
+    // Removing the VirtualService instead: the route goes back to the plain service route.
+    let (code, out, err) = what_if(&daemon, dir.path(), CHANGE, &["--delete"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("2 proxies: 1 unchanged, 1 changed, 0 unsupported"),
+        "{out}"
+    );
+
+    // A change admission would refuse is refused here, with the reason, and nothing compared.
+    let bad = CHANGE.replace("timeout: 3s", "timeout: soon");
+    let (code, out, err) = what_if(&daemon, dir.path(), &bad, &[]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("timeout"), "{err}");
+    assert!(out.is_empty(), "{out}");
 }
