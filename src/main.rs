@@ -109,6 +109,8 @@ enum Command {
     Shadow(cmd::shadow::ShadowArgs),
     /// Before a change is applied: which proxies' config it changes, and how.
     WhatIf(cmd::what_if::WhatIfArgs),
+    /// Before switching from istiod: what Rudder would refuse or not honour, and go or no-go.
+    Precheck(cmd::precheck::PrecheckArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -150,7 +152,12 @@ fn main() -> std::process::ExitCode {
                 Box::pin(cmd::what_if::run(args, out, err))
             })
         }
-        command => {
+        Some(Command::Precheck(args)) => {
+            report_command(&cli.log_level, cli.log_format, |out, err| {
+                Box::pin(cmd::precheck::run(args, out, err))
+            })
+        }
+        command @ (Some(Command::Serve(_)) | None) => {
             use std::io::IsTerminal;
             rudder::logging::init(
                 &cli.log_level,

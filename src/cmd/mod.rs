@@ -4,6 +4,7 @@ pub mod config_source;
 mod http;
 pub mod istiod_flags;
 pub mod log;
+pub mod precheck;
 pub mod serve;
 pub mod shadow;
 pub mod validate;

@@ -417,3 +417,124 @@ fn what_if_names_the_connected_proxies_a_change_reaches_with_its_route_and_analy
     assert!(err.contains("timeout"), "{err}");
     assert!(out.is_empty(), "{out}");
 }
+
+#[test]
+fn precheck_reads_the_cluster_as_a_switch_would_and_says_no_go_with_the_reasons() {
+    for c in Cluster::all("precheck") {
+        if c.is_fake() {
+            for (plural, kind) in [
+                ("gateways", "Gateway"),
+                ("virtualservices", "VirtualService"),
+            ] {
+                c.apply(istio_crd("networking.istio.io", plural, kind));
+            }
+        }
+        let apps = format!("{}-apps", c.ns);
+        c.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": apps, "labels": {"istio.io/rev": "canary"}}}));
+        c.apply(
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "web", "namespace": apps},
+            "spec": {"hosts": ["web"], "http": [{"route": [{"destination": {"host": "web"}}]}]}}),
+        );
+        // A field Rudder accepts without honouring: a blocker, named with the object.
+        c.apply(
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": apps},
+            "spec": {"selector": {"istio": "ingressgateway"},
+                     "servers": [{"port": {"number": 80, "name": "http", "protocol": "HTTP"},
+                                  "hosts": ["*"], "bind": "10.0.0.1"}]}}),
+        );
+        // istiod as its chart renders it (no pods: nothing runs it here).
+        c.apply(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "istiod", "namespace": c.ns, "labels": {"app": "istiod"}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "istiod"}},
+                "template": {"metadata": {"labels": {"app": "istiod"}}, "spec": {"containers": [{
+                    "name": "discovery", "image": "docker.io/istio/pilot:1.30.3",
+                    "args": ["discovery", "--monitoringAddr=:15014", "--log_output_level=default:info",
+                             "--domain", "cluster.local", "--keepaliveMaxServerConnectionAge", "30m"],
+                    "env": [{"name": "PILOT_ENABLE_ANALYSIS", "value": "false"},
+                            {"name": "PILOT_ENABLE_QUIC_LISTENERS", "value": "true"}]}]}}}}));
+        let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": format!("istio-revision-tag-prod-{}", c.ns),
+                         "labels": {"istio.io/rev": "canary", "istio.io/tag": "prod"}},
+            "webhooks": []});
+        c.apply(webhook.clone());
+        let kubeconfig = c.kubeconfig.to_string_lossy().to_string();
+        let run = |json: bool| {
+            let mut cmd = rudder();
+            cmd.args([
+                "precheck",
+                "--config-source",
+                "kubernetes",
+                "--kubeconfig",
+                &kubeconfig,
+            ])
+            .args(["--system-namespace", &c.ns])
+            .env_remove("RUST_LOG");
+            if json {
+                cmd.arg("--json");
+            }
+            let out = cmd.output().expect("run rudder precheck");
+            (
+                out.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).to_string(),
+                String::from_utf8_lossy(&out.stderr).to_string(),
+            )
+        };
+        let (code, out, err) = run(true);
+        assert_eq!(code, 1, "no-go\n{out}\n{err}");
+        let report: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+        assert_eq!(report["verdict"]["go"], false);
+        assert!(
+            report["objects"]["VirtualService"].as_u64().unwrap() >= 1,
+            "{report:#}"
+        );
+        let unhonoured = report["unhonoured"].to_string();
+        assert!(
+            unhonoured.contains(&format!("Gateway {apps}/edge: spec.servers[0].bind")),
+            "{report:#}"
+        );
+        let env = report["env_unread"].to_string();
+        assert!(env.contains("PILOT_ENABLE_QUIC_LISTENERS"), "{report:#}");
+        assert!(
+            !env.contains("PILOT_ENABLE_ANALYSIS"),
+            "read by Rudder: {report:#}"
+        );
+        assert_eq!(
+            report["flags_refused"],
+            json!([]),
+            "the chart's flags all start Rudder"
+        );
+        assert!(
+            report["revisions"]["canary"].to_string().contains("prod"),
+            "{report:#}"
+        );
+        assert_eq!(
+            report["namespaces"][&apps], "istio.io/rev=canary",
+            "{report:#}"
+        );
+
+        let (code, out, _) = run(false);
+        assert_eq!(code, 1);
+        assert!(out.contains("Verdict: NO-GO ("), "{out}");
+        assert!(out.contains("Revision canary (tags: prod)"), "{out}");
+
+        // Without what blocks, a go.
+        c.delete(
+            json!({"apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": apps}}),
+        );
+        c.delete(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "istiod", "namespace": c.ns}}));
+        if c.is_fake() {
+            let (code, out, err) = run(false);
+            assert_eq!(code, 0, "{out}\n{err}");
+            assert!(out.contains("Verdict: GO"), "{out}");
+        }
+        c.delete(webhook);
+        c.delete(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apps}}));
+    }
+}

@@ -65,7 +65,7 @@ const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[
 
 /// The `PILOT_*` (and `ISTIO_GPRC_*`, `CITADEL_*`) variables set in `vars` that Rudder does not
 /// read: an istiod Deployment's settings that would otherwise be ignored without a word.
-pub(super) fn unread_istiod_env(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
+pub(crate) fn unread_istiod_env(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
     let mut unread: Vec<String> = vars
         .filter(|(k, v)| {
             !ISTIOD_ENV_ALWAYS

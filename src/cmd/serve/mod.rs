@@ -33,7 +33,7 @@ mod remote;
 pub use args::{ConfigSource, DebugAuth, OptionalAddr, ServeArgs, mesh_configmap};
 use args::{keepalive_silence, limits, request_limit};
 use ca::ca_setup;
-use istiod_env::unread_istiod_env;
+pub(crate) use istiod_env::unread_istiod_env;
 pub use metrics::DaemonMetrics;
 
 /// Listens with a deep backlog: a fleet of proxies reconnecting at once (a rollout, a network blip)
