@@ -266,7 +266,7 @@ fn add(f: &mut Findings, report: FileReport) {
         }
     }
     for w in &report.warnings {
-        if !unhonoured_fields.iter().any(|field| w.field == *field) {
+        if !unhonoured_fields.contains(&w.field) {
             f.warnings.push(format!("{at}: {w}"));
         }
     }
