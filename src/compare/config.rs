@@ -57,7 +57,10 @@ impl ProxyConfig {
     }
 
     /// Adds a resource already in proto3 JSON with JSON names.
-    pub fn insert_json(&mut self, type_url: TypeUrl, json: Value) {
+    pub fn insert_json(&mut self, type_url: TypeUrl, mut json: Value) {
+        if type_url == TypeUrl::Endpoint {
+            normalize_endpoints(&mut json);
+        }
         let name = resource_name(type_url, &json);
         self.types.insert(type_url);
         self.resources
@@ -203,7 +206,49 @@ impl ProxyConfig {
                 value: bytes,
             })?;
         }
+        // Envoy dumps a load assignment for every cluster, EDS or not; only the EDS ones came
+        // from the control plane.
+        let eds = config.eds_names();
+        if let Some(endpoints) = config.resources.get_mut(&TypeUrl::Endpoint) {
+            endpoints.retain(|name, _| eds.contains(name));
+        }
         Ok(config)
+    }
+}
+
+/// Envoy's defaults in a load assignment as Envoy fills them in its dump, left out as a control
+/// plane leaves them out: the overprovisioning factor of 140 and an empty health-check config.
+fn normalize_endpoints(json: &mut Value) {
+    if let Some(policy) = json.get_mut("policy").and_then(Value::as_object_mut) {
+        if policy.get("overprovisioningFactor") == Some(&Value::from(140)) {
+            policy.remove("overprovisioningFactor");
+        }
+        if policy.is_empty()
+            && let Some(o) = json.as_object_mut()
+        {
+            o.remove("policy");
+        }
+    }
+    for locality in json
+        .get_mut("endpoints")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        for lb in locality
+            .get_mut("lbEndpoints")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(endpoint) = lb.get_mut("endpoint").and_then(Value::as_object_mut)
+                && endpoint
+                    .get("healthCheckConfig")
+                    .is_some_and(|h| h == &serde_json::json!({}))
+            {
+                endpoint.remove("healthCheckConfig");
+            }
+        }
     }
 }
 
@@ -308,6 +353,34 @@ mod tests {
             BTreeSet::from(["outbound|80||a.default.svc.cluster.local".to_string()])
         );
         assert_eq!(config.types, BTreeSet::from([TypeUrl::Cluster]));
+    }
+
+    #[test]
+    fn envoys_own_endpoint_defaults_and_non_eds_load_assignments_are_not_read_as_sent() {
+        let envoy = json!({"configs": [
+            {"@type": "type.googleapis.com/envoy.admin.v3.ClustersConfigDump",
+             "dynamic_active_clusters": [{"cluster": {
+                "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                "name": "a", "type": "EDS", "eds_cluster_config": {"eds_config": {"ads": {}}}}},
+                {"cluster": {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                "name": "BlackHoleCluster", "type": "STATIC"}}]},
+            {"@type": "type.googleapis.com/envoy.admin.v3.EndpointsConfigDump",
+             "dynamic_endpoint_configs": [
+                {"endpoint_config": {"@type": "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+                  "cluster_name": "a", "policy": {"overprovisioning_factor": 140},
+                  "endpoints": [{"lb_endpoints": [{"endpoint": {"health_check_config": {},
+                     "address": {"socket_address": {"address": "10.0.0.1", "port_value": 80}}}}]}]}},
+                {"endpoint_config": {"@type": "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+                  "cluster_name": "BlackHoleCluster"}}]},
+        ]});
+        let config = ProxyConfig::from_config_dump_json(&envoy.to_string()).unwrap();
+        let endpoints = &config.resources[&TypeUrl::Endpoint];
+        assert_eq!(endpoints.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(
+            endpoints["a"],
+            json!({"clusterName": "a", "endpoints": [{"lbEndpoints": [{"endpoint": {
+                "address": {"socketAddress": {"address": "10.0.0.1", "portValue": 80}}}}]}]})
+        );
     }
 
     #[test]

@@ -184,6 +184,26 @@ fn istioctls_debug_requests_are_answered_as_istiod_answers_them() {
             assert_eq!(syncz.type_url, SYNCZ);
             let configs = client_configs(&syncz);
             assert_eq!(ids(&configs), [gateway.clone(), web.clone()]);
+            // `rudder shadow` reads a control plane with these requests: the same proxies, with
+            // the node ids they connected with.
+            let shadow = rudder::compare::control_plane::ControlPlane::connect(
+                &daemon.addr("grpc-xds-tls").to_string(),
+                &ns,
+                Some(rudder::compare::control_plane::Tls {
+                    ca_pem: root.clone(),
+                    server_name: DOMAIN.into(),
+                }),
+                Some(admin.clone()),
+            )
+            .await
+            .unwrap();
+            let served = shadow.proxies("cluster.local").await.unwrap();
+            let names: Vec<&str> = served.iter().map(|p| p.name.as_str()).collect();
+            assert_eq!(names, [gateway.as_str(), web.as_str()]);
+            assert_eq!(
+                served[1].node.id,
+                format!("sidecar~10.1.0.5~{web}~{apps}.svc.cluster.local")
+            );
             let web_config = configs
                 .iter()
                 .find(|c| c.node.as_ref().unwrap().id == web)
