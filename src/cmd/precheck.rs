@@ -28,6 +28,10 @@ pub struct PrecheckArgs {
     /// namespace's istiod Deployments are read as well.
     #[arg(long)]
     pub istiod_deployment: Vec<PathBuf>,
+    /// With `--istiod`, each proxy's config is compared with istiod's, as `rudder shadow` does,
+    /// and a proxy that differs is a blocker.
+    #[command(flatten, next_help_heading = "istiod (as rudder shadow)")]
+    pub istiod: super::shadow::IstiodArgs,
     /// The report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -59,6 +63,18 @@ struct Findings {
     revisions: BTreeMap<String, Vec<String>>,
     /// Namespaces and the revision (or `istio-injection`) they ask for.
     namespaces: BTreeMap<String, String>,
+    /// With `--istiod`: the proxies whose config differs from istiod's (differences the
+    /// allow-list does not accept) and those not compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow: Option<ShadowSummary>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct ShadowSummary {
+    proxies: usize,
+    differing: Vec<String>,
+    unsupported: Vec<String>,
+    passes: bool,
 }
 
 impl Findings {
@@ -77,12 +93,20 @@ impl Findings {
             "istiod flag(s) Rudder does not take",
         );
         say(self.env_unread.len(), "istiod variable(s) not read");
+        if let Some(shadow) = self.shadow.as_ref().filter(|s| !s.passes) {
+            out.push(format!(
+                "{} of {} proxies differ from istiod and {} not compared (`rudder shadow` shows each difference)",
+                shadow.differing.len(),
+                shadow.proxies,
+                shadow.unsupported.len()
+            ));
+        }
         out
     }
 }
 
 pub async fn run(args: PrecheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let findings = match check(&args).await {
+    let findings = match check(&args, err).await {
         Ok(f) => f,
         Err(e) => {
             let _ = writeln!(err, "error: {e:#}");
@@ -141,6 +165,20 @@ fn text(f: &Findings, blockers: &[String]) -> String {
     for (ns, rev) in &f.namespaces {
         out.push_str(&format!("  namespace {ns}: {rev}\n"));
     }
+    if let Some(shadow) = &f.shadow {
+        out.push_str(&format!(
+            "Shadow of istiod: {} proxies, {} differing, {} not compared\n",
+            shadow.proxies,
+            shadow.differing.len(),
+            shadow.unsupported.len()
+        ));
+        for p in &shadow.differing {
+            out.push_str(&format!("  differs: {p}\n"));
+        }
+        for p in &shadow.unsupported {
+            out.push_str(&format!("  not compared: {p}\n"));
+        }
+    }
     if blockers.is_empty() {
         out.push_str("Verdict: GO\n");
     } else {
@@ -149,7 +187,7 @@ fn text(f: &Findings, blockers: &[String]) -> String {
     out
 }
 
-async fn check(args: &PrecheckArgs) -> anyhow::Result<Findings> {
+async fn check(args: &PrecheckArgs, err: &mut dyn Write) -> anyhow::Result<Findings> {
     let mut f = Findings::default();
     let ns = &args.source.default_namespace;
     let mut deployments: Vec<Value> = Vec::new();
@@ -246,6 +284,25 @@ async fn check(args: &PrecheckArgs) -> anyhow::Result<Findings> {
     }
     for d in &deployments {
         istiod_settings(&mut f, d);
+    }
+    if args.istiod.istiod.is_some() {
+        use crate::compare::report::Outcome;
+        let shadowed = super::shadow::compare(&args.istiod, &args.source, err).await?;
+        let of = |outcome: Outcome| -> Vec<String> {
+            shadowed
+                .report
+                .proxies
+                .iter()
+                .filter(|p| p.outcome == outcome)
+                .map(|p| p.proxy.clone())
+                .collect()
+        };
+        f.shadow = Some(ShadowSummary {
+            proxies: shadowed.report.proxies.len(),
+            differing: of(Outcome::Differing),
+            unsupported: of(Outcome::Unsupported),
+            passes: shadowed.passes,
+        });
     }
     Ok(f)
 }

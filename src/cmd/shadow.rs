@@ -20,12 +20,14 @@ pub const EXIT_ERROR: i32 = 2;
 /// Proxies compared at once: each is one stream to istiod.
 const CONCURRENT: usize = 8;
 
-#[derive(clap::Args, Debug)]
-pub struct ShadowArgs {
+/// How istiod is reached, and which differences are accepted (`shadow`, and `precheck`'s).
+#[derive(clap::Args, Debug, Clone)]
+pub struct IstiodArgs {
     /// istiod's xDS address: its TLS port (15012) with `--ca-file` and a token of a service account
-    /// of the system namespace (`--token-file`), as istioctl connects; or its plaintext 15010.
+    /// of the system namespace (`--token-file`), as istioctl connects; or its plaintext 15010 where
+    /// istiod runs with `ENABLE_DEBUG_ENDPOINT_AUTH=false`.
     #[arg(long)]
-    pub istiod: String,
+    pub istiod: Option<String>,
     /// A service-account token istiod accepts (`kubectl create token -n istio-system istiod`).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
@@ -39,6 +41,12 @@ pub struct ShadowArgs {
     /// Differences (and proxies) accepted, with why: see `docs/install.md`.
     #[arg(long)]
     pub allow: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShadowArgs {
+    #[command(flatten)]
+    pub istiod: IstiodArgs,
     /// The report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -50,15 +58,21 @@ pub struct ShadowArgs {
     pub source: Box<ServeArgs>,
 }
 
+/// A shadow run's outcome: the report, and whether it passes under the allow-list.
+pub struct Shadowed {
+    pub report: Report,
+    pub passes: bool,
+}
+
 pub async fn run(args: ShadowArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    match compare(&args, err).await {
-        Ok((report, allow)) => {
+    match compare(&args.istiod, &args.source, err).await {
+        Ok(shadowed) => {
             let _ = if args.json {
-                writeln!(out, "{:#}", report.json())
+                writeln!(out, "{:#}", shadowed.report.json())
             } else {
-                write!(out, "{}", report.text())
+                write!(out, "{}", shadowed.report.text())
             };
-            if report.passes(|proxy| allow.allows_proxy(proxy).is_some()) {
+            if shadowed.passes {
                 EXIT_SAME
             } else {
                 EXIT_DIFFERENT
@@ -71,7 +85,17 @@ pub async fn run(args: ShadowArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     }
 }
 
-async fn compare(args: &ShadowArgs, err: &mut dyn Write) -> anyhow::Result<(Report, AllowList)> {
+/// Every proxy istiod serves, its config against what Rudder would send it from `source`.
+pub async fn compare(
+    args: &IstiodArgs,
+    source: &ServeArgs,
+    err: &mut dyn Write,
+) -> anyhow::Result<Shadowed> {
+    let Some(addr) = args.istiod.as_deref() else {
+        anyhow::bail!(
+            "--istiod: istiod's address is needed (HOST:15012 with --ca-file and --token-file)"
+        );
+    };
     let allow = match &args.allow {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -95,13 +119,12 @@ async fn compare(args: &ShadowArgs, err: &mut dyn Write) -> anyhow::Result<(Repo
         server_name: args
             .tls_server_name
             .clone()
-            .unwrap_or_else(|| format!("istiod.{}.svc", args.source.system_namespace)),
+            .unwrap_or_else(|| format!("istiod.{}.svc", source.system_namespace)),
     });
-    let loaded = super::config_source::load(&args.source).await?;
+    let loaded = super::config_source::load(source).await?;
     let local = Local::new(&loaded.store.reader(), &loaded.mesh);
-    let istiod =
-        ControlPlane::connect(&args.istiod, &args.source.system_namespace, tls, token).await?;
-    let proxies = istiod.proxies(&args.source.domain_suffix).await?;
+    let istiod = ControlPlane::connect(addr, &source.system_namespace, tls, token).await?;
+    let proxies = istiod.proxies(&source.domain_suffix).await?;
     let _ = writeln!(
         err,
         "comparing {} proxies of {} with Rudder's config from {}",
@@ -114,15 +137,14 @@ async fn compare(args: &ShadowArgs, err: &mut dyn Write) -> anyhow::Result<(Repo
         .buffered(CONCURRENT)
         .collect()
         .await;
-    Ok((
-        Report {
-            left: "istiod".into(),
-            right: "rudder".into(),
-            words: crate::compare::report::SHADOW_WORDS,
-            proxies: reports,
-        },
-        allow,
-    ))
+    let report = Report {
+        left: "istiod".into(),
+        right: "rudder".into(),
+        words: crate::compare::report::SHADOW_WORDS,
+        proxies: reports,
+    };
+    let passes = report.passes(|proxy| allow.allows_proxy(proxy).is_some());
+    Ok(Shadowed { report, passes })
 }
 
 /// One proxy: istiod's config for its node against Rudder's.

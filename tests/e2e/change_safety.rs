@@ -12,7 +12,11 @@ use crate::common::cluster::{Cluster, istio_crd};
 use crate::common::{eventually, http_get, rudder};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value as ProtoValue, value::Kind};
+use rudder::compare::control_plane::{ControlPlane, Tls};
+use rudder::compare::diff;
+use rudder::xds::types::TypeUrl;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 
 fn istio_objects(c: &Cluster, apps: &str) {
     if c.is_fake() {
@@ -59,7 +63,40 @@ fn istio_objects(c: &Cluster, apps: &str) {
         "data": {"mesh": "connectTimeout: 4s\n"}}));
 }
 
+/// A proxy's node as the test's proxies connect with it.
+fn node(id: &str, ns: &str) -> Node {
+    Node {
+        id: id.to_string(),
+        user_agent_name: "envoy".into(),
+        metadata: Some(Struct {
+            fields: [("NAMESPACE", ns), ("SERVICE_ACCOUNT", "default")]
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        ProtoValue {
+                            kind: Some(Kind::StringValue(v.into())),
+                        },
+                    )
+                })
+                .collect(),
+        }),
+        ..Default::default()
+    }
+}
+
 fn shadow(
+    istiod: &str,
+    c: &Cluster,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    against_istiod("shadow", istiod, c, dir, extra)
+}
+
+/// `rudder COMMAND` against `istiod` as the canary revision, with the system namespace's token.
+fn against_istiod(
+    command: &str,
     istiod: &str,
     c: &Cluster,
     dir: &std::path::Path,
@@ -70,7 +107,7 @@ fn shadow(
     std::fs::write(&token, c.token("default")).unwrap();
     let kubeconfig = c.kubeconfig.to_string_lossy().to_string();
     let out = rudder()
-        .args(["shadow", "--istiod", istiod])
+        .args([command, "--istiod", istiod])
         .arg("--ca-file")
         .arg(&ca)
         .arg("--token-file")
@@ -125,24 +162,7 @@ fn shadow_reports_exactly_what_the_canary_config_changes_per_proxy() {
                 let channel = channel(addr, &root, "istiod.istio-system.svc", None)
                     .await
                     .unwrap();
-                let node = Node {
-                    id: id.clone(),
-                    user_agent_name: "envoy".into(),
-                    metadata: Some(Struct {
-                        fields: [("NAMESPACE", ns.as_str()), ("SERVICE_ACCOUNT", "default")]
-                            .into_iter()
-                            .map(|(k, v)| {
-                                (
-                                    k.to_string(),
-                                    ProtoValue {
-                                        kind: Some(Kind::StringValue(v.into())),
-                                    },
-                                )
-                            })
-                            .collect(),
-                    }),
-                    ..Default::default()
-                };
+                let node = node(&id, &ns);
                 let mut s = Sotw::open_as(channel, Some(node), Some(&token))
                     .await
                     .unwrap();
@@ -251,6 +271,50 @@ fn shadow_reports_exactly_what_the_canary_config_changes_per_proxy() {
             );
         }
 
+        // The same comparison between two real daemons: the canary revision served by a second
+        // Rudder, each proxy subscribed to on both with its own token. What the shadow built in
+        // process is what a daemon of that revision serves.
+        let canary = c.rudder(&["--revision", "canary", "--lease-name", "rudder-canary"]);
+        eventually(60, "canary ready", || {
+            http_get(canary.addr("http"), "/ready").0 == 200
+        });
+        for (id, ns) in [(&sidecar, &apps), (&gateway, &c.ns)] {
+            let token = c.token_in(ns, "default");
+            let subscribed = |addr: std::net::SocketAddr| {
+                let (token, root, system) = (token.clone(), root.clone(), c.ns.clone());
+                let node = node(id, ns);
+                c.rt.block_on(async move {
+                    let tls = Tls {
+                        ca_pem: root,
+                        server_name: "istiod.istio-system.svc".into(),
+                    };
+                    ControlPlane::connect(&addr.to_string(), &system, Some(tls), Some(token))
+                        .await
+                        .unwrap()
+                        .subscribe(&node)
+                        .await
+                        .unwrap()
+                })
+            };
+            let (a, b) = (
+                subscribed(daemon.addr("grpc-xds-tls")),
+                subscribed(canary.addr("grpc-xds-tls")),
+            );
+            assert!(a.resources.contains_key(&TypeUrl::Endpoint), "{a:?}");
+            let between: BTreeSet<(String, String, String)> = diff(&a, &b)
+                .into_iter()
+                .map(|d| (d.type_url.short().to_string(), d.resource, d.path))
+                .collect();
+            let shadowed: BTreeSet<(String, String, String)> = differences(&report, id)
+                .iter()
+                .map(|d| {
+                    let s = |k: &str| d[k].as_str().unwrap().to_string();
+                    (s("type"), s("resource"), s("path"))
+                })
+                .collect();
+            assert_eq!(between, shadowed, "{id}");
+        }
+
         // Accepted differences, with their reasons, pass the run; the text report names them.
         let allow = dir.path().join("allow.yaml");
         std::fs::write(
@@ -283,6 +347,25 @@ fn shadow_reports_exactly_what_the_canary_config_changes_per_proxy() {
         // A control plane that cannot be reached is an error, not a pass.
         let (code, _, err) = shadow("127.0.0.1:1", &c, dir.path(), &[]);
         assert_eq!(code, 2, "{err}");
+
+        // precheck with istiod: the proxies that differ are a blocker, unless accepted.
+        let istiod = daemon.addr("grpc-xds-tls").to_string();
+        let (code, out, err) = against_istiod("precheck", &istiod, &c, dir.path(), &[]);
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(
+            out.contains("Shadow of istiod: 2 proxies, 2 differing, 0 not compared"),
+            "{out}"
+        );
+        assert!(out.contains("2 of 2 proxies differ from istiod"), "{out}");
+        let (code, out, err) = against_istiod(
+            "precheck",
+            &istiod,
+            &c,
+            dir.path(),
+            &["--allow", allow.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains("Verdict: GO"), "{out}");
     }
 }
 
