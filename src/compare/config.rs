@@ -117,64 +117,51 @@ impl ProxyConfig {
     /// sections as separate resources). Sections the comparison does not read are skipped.
     pub fn add_section(&mut self, section: &Any) -> Result<(), ReadError> {
         let name = section.type_url.rsplit('/').next().unwrap_or_default();
-        let bad = |e: prost::DecodeError| ReadError::Message {
-            type_name: name.to_string(),
-            message: e.to_string(),
-        };
         let bytes = section.value.as_slice();
-        match name {
+        fn read<D: Message + Default>(name: &str, bytes: &[u8]) -> Result<D, ReadError> {
+            D::decode(bytes).map_err(|e| ReadError::Message {
+                type_name: name.to_string(),
+                message: e.to_string(),
+            })
+        }
+        let (type_url, resources): (TypeUrl, Vec<Any>) = match name {
             "envoy.admin.v3.ClustersConfigDump" => {
-                let d = admin::ClustersConfigDump::decode(bytes).map_err(bad)?;
-                self.hold(TypeUrl::Cluster);
-                for c in d
-                    .dynamic_active_clusters
-                    .iter()
-                    .filter_map(|c| c.cluster.as_ref())
-                {
-                    self.insert_any(TypeUrl::Cluster, c);
-                }
+                let d: admin::ClustersConfigDump = read(name, bytes)?;
+                let all = d.dynamic_active_clusters.into_iter();
+                (TypeUrl::Cluster, all.filter_map(|c| c.cluster).collect())
             }
             "envoy.admin.v3.ListenersConfigDump" => {
-                let d = admin::ListenersConfigDump::decode(bytes).map_err(bad)?;
-                self.hold(TypeUrl::Listener);
-                for l in d
-                    .dynamic_listeners
-                    .iter()
-                    .filter_map(|l| l.active_state.as_ref()?.listener.as_ref())
-                {
-                    self.insert_any(TypeUrl::Listener, l);
-                }
+                let d: admin::ListenersConfigDump = read(name, bytes)?;
+                let all = d.dynamic_listeners.into_iter();
+                let active = all.filter_map(|l| l.active_state?.listener);
+                (TypeUrl::Listener, active.collect())
             }
             "envoy.admin.v3.RoutesConfigDump" => {
-                let d = admin::RoutesConfigDump::decode(bytes).map_err(bad)?;
-                self.hold(TypeUrl::Route);
-                for r in d
-                    .dynamic_route_configs
-                    .iter()
-                    .filter_map(|r| r.route_config.as_ref())
-                {
-                    self.insert_any(TypeUrl::Route, r);
-                }
+                let d: admin::RoutesConfigDump = read(name, bytes)?;
+                let all = d.dynamic_route_configs.into_iter();
+                (TypeUrl::Route, all.filter_map(|r| r.route_config).collect())
             }
             "envoy.admin.v3.EndpointsConfigDump" => {
-                let d = admin::EndpointsConfigDump::decode(bytes).map_err(bad)?;
-                self.hold(TypeUrl::Endpoint);
-                for e in d
-                    .dynamic_endpoint_configs
-                    .iter()
-                    .filter_map(|e| e.endpoint_config.as_ref())
-                {
-                    self.insert_any(TypeUrl::Endpoint, e);
-                }
+                let d: admin::EndpointsConfigDump = read(name, bytes)?;
+                let all = d.dynamic_endpoint_configs.into_iter();
+                (
+                    TypeUrl::Endpoint,
+                    all.filter_map(|e| e.endpoint_config).collect(),
+                )
             }
             "envoy.admin.v3.EcdsConfigDump" => {
-                let d = admin::EcdsConfigDump::decode(bytes).map_err(bad)?;
-                self.hold(TypeUrl::ExtensionConfig);
-                for f in d.ecds_filters.iter().filter_map(|f| f.ecds_filter.as_ref()) {
-                    self.insert_any(TypeUrl::ExtensionConfig, f);
-                }
+                let d: admin::EcdsConfigDump = read(name, bytes)?;
+                let all = d.ecds_filters.into_iter();
+                (
+                    TypeUrl::ExtensionConfig,
+                    all.filter_map(|f| f.ecds_filter).collect(),
+                )
             }
-            _ => {}
+            _ => return Ok(()),
+        };
+        self.hold(type_url);
+        for any in &resources {
+            self.insert_any(type_url, any);
         }
         Ok(())
     }
