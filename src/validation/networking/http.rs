@@ -38,6 +38,70 @@ pub(super) fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_deleg
             "delegate HTTP route cannot contain delegate",
         );
     }
+    route_action(r, path, route, in_delegate);
+
+    headers(r, &format!("{path}.headers"), route.headers.as_ref());
+    authority_rewrite(r, path, route);
+    if let Some(cors) = &route.cors_policy {
+        cors_policy(r, &format!("{path}.corsPolicy"), cors);
+    }
+    if let Some(fault) = &route.fault {
+        fault_injection(r, &format!("{path}.fault"), fault);
+    }
+    for (i, m) in route.matches.iter().enumerate() {
+        http_match(r, &format!("{path}.match[{i}]"), m);
+    }
+    if route.websocket_upgrade.is_some() {
+        r.warn(
+            format!("{path}.websocketUpgrade"),
+            "websocketUpgrade was removed from Istio's API and is ignored, as istiod ignores it: WebSocket upgrades are always allowed",
+        );
+    }
+    mirrors(r, path, route);
+    if let Some(rw) = &route.rewrite {
+        let rp = format!("{path}.rewrite");
+        if !rw.uri.is_empty() && rw.uri_regex_rewrite.is_some() {
+            r.error(
+                &rp,
+                "rewrite may only contain one of URI or UriRegexRewrite",
+            );
+        }
+        if rw.uri.is_empty() && rw.authority.is_empty() && rw.uri_regex_rewrite.is_none() {
+            r.error(
+                &rp,
+                "rewrite must specify at least one of URI, UriRegexRewrite, or authority. Only one of URI or UriRegexRewrite may be specified",
+            );
+        }
+        if let Some(rr) = &rw.uri_regex_rewrite {
+            if rr.match_regex.is_empty() || rr.rewrite.is_empty() {
+                r.error(
+                    format!("{rp}.uriRegexRewrite"),
+                    "UriRegexRewrite requires both Rewrite and Match fields to be specified",
+                );
+            } else {
+                r.check(
+                    format!("{rp}.uriRegexRewrite.match"),
+                    string_match(
+                        &StringMatch::Regex(rr.match_regex.clone()),
+                        "HTTPRewrite.UriRegexRewrite.Match",
+                        false,
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(retry) = &route.retries {
+        http_retry(r, &format!("{path}.retries"), retry);
+    }
+    if let Some(t) = &route.timeout {
+        r.check(format!("{path}.timeout"), h::duration(t));
+    }
+    http_route_destinations(r, &format!("{path}.route"), &route.route);
+}
+
+/// What the route does, and what may not come with it: a delegate at the root, a redirect, a
+/// direct response, or destinations.
+fn route_action(r: &mut Report, path: &str, route: &HttpRoute, in_delegate: bool) {
     if route.delegate.is_some() && !in_delegate {
         // A root route: only the delegate may be given.
         if route.redirect.is_some() {
@@ -118,29 +182,15 @@ pub(super) fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_deleg
     } else if route.route.is_empty() {
         r.error(path, "HTTP route, redirect or direct_response is required");
     }
+}
 
-    headers(r, &format!("{path}.headers"), route.headers.as_ref());
-    authority_rewrite(r, path, route);
-    if let Some(cors) = &route.cors_policy {
-        cors_policy(r, &format!("{path}.corsPolicy"), cors);
-    }
-    if let Some(fault) = &route.fault {
-        fault_injection(r, &format!("{path}.fault"), fault);
-    }
-    for (i, m) in route.matches.iter().enumerate() {
-        http_match(r, &format!("{path}.match[{i}]"), m);
-    }
+/// `mirror` or `mirrors` (not both), and the share of traffic mirrored.
+fn mirrors(r: &mut Report, path: &str, route: &HttpRoute) {
     if route.mirror.is_some() && !route.mirrors.is_empty() {
         r.error(path, "HTTP route cannot contain both mirror and mirrors");
     }
     if let Some(m) = &route.mirror {
         destination(r, &format!("{path}.mirror"), m);
-    }
-    if route.websocket_upgrade.is_some() {
-        r.warn(
-            format!("{path}.websocketUpgrade"),
-            "websocketUpgrade was removed from Istio's API and is ignored, as istiod ignores it: WebSocket upgrades are always allowed",
-        );
     }
     if let Some(p) = route.mirror_percent {
         if p > 100 {
@@ -204,45 +254,6 @@ pub(super) fn http_route(r: &mut Report, path: &str, route: &HttpRoute, in_deleg
             }
         }
     }
-    if let Some(rw) = &route.rewrite {
-        let rp = format!("{path}.rewrite");
-        if !rw.uri.is_empty() && rw.uri_regex_rewrite.is_some() {
-            r.error(
-                &rp,
-                "rewrite may only contain one of URI or UriRegexRewrite",
-            );
-        }
-        if rw.uri.is_empty() && rw.authority.is_empty() && rw.uri_regex_rewrite.is_none() {
-            r.error(
-                &rp,
-                "rewrite must specify at least one of URI, UriRegexRewrite, or authority. Only one of URI or UriRegexRewrite may be specified",
-            );
-        }
-        if let Some(rr) = &rw.uri_regex_rewrite {
-            if rr.match_regex.is_empty() || rr.rewrite.is_empty() {
-                r.error(
-                    format!("{rp}.uriRegexRewrite"),
-                    "UriRegexRewrite requires both Rewrite and Match fields to be specified",
-                );
-            } else {
-                r.check(
-                    format!("{rp}.uriRegexRewrite.match"),
-                    string_match(
-                        &StringMatch::Regex(rr.match_regex.clone()),
-                        "HTTPRewrite.UriRegexRewrite.Match",
-                        false,
-                    ),
-                );
-            }
-        }
-    }
-    if let Some(retry) = &route.retries {
-        http_retry(r, &format!("{path}.retries"), retry);
-    }
-    if let Some(t) = &route.timeout {
-        r.check(format!("{path}.timeout"), h::duration(t));
-    }
-    http_route_destinations(r, &format!("{path}.route"), &route.route);
 }
 
 pub(super) fn http_redirect(r: &mut Report, path: &str, redirect: &HttpRedirect) {

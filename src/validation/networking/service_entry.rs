@@ -3,13 +3,13 @@
 use crate::config::networking::*;
 use crate::validation::Report;
 use crate::validation::helpers as h;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// `labels`: the object's, for `istio.io/use-waypoint`.
 pub(in crate::validation) fn service_entry(
     r: &mut Report,
     namespace: &str,
-    labels: &std::collections::BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
     se: &ServiceEntry,
 ) {
     if let Some(sel) = &se.workload_selector {
@@ -88,7 +88,6 @@ pub(in crate::validation) fn service_entry(
         r.check(format!("{pp}.protocol"), h::protocol(&p.protocol));
         r.check(format!("{pp}.number"), h::port(p.number));
     }
-    let is = |p: &str, set: &[&str]| set.iter().any(|k| k.eq_ignore_ascii_case(p));
     match se.resolution {
         Resolution::NONE => {
             if !se.endpoints.is_empty() {
@@ -109,113 +108,8 @@ pub(in crate::validation) fn service_entry(
                 workload_entry_in(r, &format!("spec.endpoints[{i}]"), ep, Some(&names), false);
             }
         }
-        Resolution::DNS | Resolution::DNS_ROUND_ROBIN => {
-            let mode = format!("{:?}", se.resolution);
-            if se.endpoints.is_empty()
-                && let Some(e) = se.hosts.iter().find_map(|hn| h::fqdn(hn).err())
-            {
-                r.error(
-                    "spec.hosts",
-                    format!("hosts must be FQDN or contain only prefix wildcards if no endpoints are provided for resolution mode {mode}, {e}"),
-                );
-            }
-            if se.resolution == Resolution::DNS_ROUND_ROBIN && se.endpoints.len() > 1 {
-                r.error(
-                    "spec.endpoints",
-                    format!("there must only be 0 or 1 endpoint for resolution mode {mode}"),
-                );
-            }
-            for (i, ep) in se.endpoints.iter().enumerate() {
-                let ep_path = format!("spec.endpoints[{i}]");
-                if h::ip(&ep.address).is_err() && h::fqdn(&ep.address).is_err() {
-                    r.error(
-                        format!("{ep_path}.address"),
-                        format!(
-                            "endpoint address {:?} is not a valid FQDN or an IP address",
-                            ep.address
-                        ),
-                    );
-                }
-                r.check(format!("{ep_path}.labels"), h::labels(&ep.labels));
-                for (name, port) in &ep.ports {
-                    if !names.contains(name.as_str()) {
-                        r.error(
-                            format!("{ep_path}.ports.{name}"),
-                            format!("endpoint port {port} is not defined by the service entry"),
-                        );
-                    }
-                    r.check(format!("{ep_path}.ports.{name}"), h::port_name(name));
-                    r.check(format!("{ep_path}.ports.{name}"), h::port(*port));
-                }
-            }
-            if !se.addresses.is_empty()
-                && se.hosts.len() > 1
-                && se
-                    .ports
-                    .iter()
-                    // istiod's IsTCP: TLS-based protocols too, and not an unset protocol.
-                    .any(|p| {
-                        is(
-                            &p.protocol,
-                            &["TCP", "HTTPS", "TLS", "MYSQL", "MONGO", "REDIS"],
-                        )
-                    })
-            {
-                r.warn(
-                    "spec.hosts",
-                    "service entry can not have more than one host specified simultaneously with address and tcp port",
-                );
-            }
-        }
-        Resolution::DYNAMIC_DNS => {
-            let mode = "DYNAMIC_DNS";
-            if se.hosts.is_empty() {
-                r.error(
-                    "spec.hosts",
-                    format!(
-                        "at least one wildcard host must be provided for resolution type {mode}"
-                    ),
-                );
-            }
-            if se.hosts.iter().any(|hn| !hn.starts_with('*')) {
-                r.error(
-                    "spec.hosts",
-                    format!("host must be wildcarded for resolution mode {mode}"),
-                );
-            }
-            if !se.addresses.is_empty() {
-                r.error(
-                    "spec.addresses",
-                    format!("addresses cannot be set for resolution type {mode}. HTTP route domains will only be generatedfrom the hosts field values"),
-                );
-            }
-            if !se.endpoints.is_empty() {
-                r.error(
-                    "spec.endpoints",
-                    format!("endpoints cannot be set for resolution type {mode}. Destination IP address determined from hostsfield values"),
-                );
-            }
-            if se
-                .ports
-                .iter()
-                .any(|p| !is(&p.protocol, &["HTTP", "TLS", "GRPC", "HTTP2"]))
-            {
-                r.error(
-                    "spec.ports",
-                    format!("only HTTP, TLS, GRPC, and HTTP2 protocols are supported for resolution type {mode}"),
-                );
-            }
-            // MESH_INTERNAL works with sidecars only: a waypoint cannot resolve it (istiod).
-            let waypoint = labels
-                .get("istio.io/use-waypoint")
-                .is_some_and(|w| !w.is_empty() && !w.eq_ignore_ascii_case("none"));
-            if se.location == Location::MESH_INTERNAL && waypoint {
-                r.error(
-                    "spec.location",
-                    format!("location MESH_INTERNAL with resolution type {mode} is not supported when using waypoints"),
-                );
-            }
-        }
+        Resolution::DNS | Resolution::DNS_ROUND_ROBIN => dns_resolution(r, se, &names),
+        Resolution::DYNAMIC_DNS => dynamic_dns(r, se, labels),
     }
     // Plain TCP cannot tell hosts apart, unless resolution NONE ignores them.
     if se.resolution != Resolution::NONE
@@ -234,6 +128,123 @@ pub(in crate::validation) fn service_entry(
         "spec.exportTo",
         h::export_to(namespace, &se.export_to, true),
     );
+}
+
+/// Resolution DNS and DNS_ROUND_ROBIN: hosts that resolve, endpoints that are addresses or names
+/// with the entry's ports.
+fn dns_resolution(r: &mut Report, se: &ServiceEntry, names: &HashSet<&str>) {
+    let mode = format!("{:?}", se.resolution);
+    if se.endpoints.is_empty()
+        && let Some(e) = se.hosts.iter().find_map(|hn| h::fqdn(hn).err())
+    {
+        r.error(
+            "spec.hosts",
+            format!("hosts must be FQDN or contain only prefix wildcards if no endpoints are provided for resolution mode {mode}, {e}"),
+        );
+    }
+    if se.resolution == Resolution::DNS_ROUND_ROBIN && se.endpoints.len() > 1 {
+        r.error(
+            "spec.endpoints",
+            format!("there must only be 0 or 1 endpoint for resolution mode {mode}"),
+        );
+    }
+    for (i, ep) in se.endpoints.iter().enumerate() {
+        let ep_path = format!("spec.endpoints[{i}]");
+        if h::ip(&ep.address).is_err() && h::fqdn(&ep.address).is_err() {
+            r.error(
+                format!("{ep_path}.address"),
+                format!(
+                    "endpoint address {:?} is not a valid FQDN or an IP address",
+                    ep.address
+                ),
+            );
+        }
+        r.check(format!("{ep_path}.labels"), h::labels(&ep.labels));
+        for (name, port) in &ep.ports {
+            if !names.contains(name.as_str()) {
+                r.error(
+                    format!("{ep_path}.ports.{name}"),
+                    format!("endpoint port {port} is not defined by the service entry"),
+                );
+            }
+            r.check(format!("{ep_path}.ports.{name}"), h::port_name(name));
+            r.check(format!("{ep_path}.ports.{name}"), h::port(*port));
+        }
+    }
+    if !se.addresses.is_empty()
+        && se.hosts.len() > 1
+        && se
+            .ports
+            .iter()
+            // istiod's IsTCP: TLS-based protocols too, and not an unset protocol.
+            .any(|p| {
+                protocol_in(
+                    &p.protocol,
+                    &["TCP", "HTTPS", "TLS", "MYSQL", "MONGO", "REDIS"],
+                )
+            })
+    {
+        r.warn(
+            "spec.hosts",
+            "service entry can not have more than one host specified simultaneously with address and tcp port",
+        );
+    }
+}
+
+/// Resolution DYNAMIC_DNS: wildcard hosts only, no addresses or endpoints, HTTP or TLS ports.
+fn dynamic_dns(r: &mut Report, se: &ServiceEntry, labels: &BTreeMap<String, String>) {
+    let mode = "DYNAMIC_DNS";
+    if se.hosts.is_empty() {
+        r.error(
+            "spec.hosts",
+            format!("at least one wildcard host must be provided for resolution type {mode}"),
+        );
+    }
+    if se.hosts.iter().any(|hn| !hn.starts_with('*')) {
+        r.error(
+            "spec.hosts",
+            format!("host must be wildcarded for resolution mode {mode}"),
+        );
+    }
+    if !se.addresses.is_empty() {
+        r.error(
+            "spec.addresses",
+            format!("addresses cannot be set for resolution type {mode}. HTTP route domains will only be generatedfrom the hosts field values"),
+        );
+    }
+    if !se.endpoints.is_empty() {
+        r.error(
+            "spec.endpoints",
+            format!("endpoints cannot be set for resolution type {mode}. Destination IP address determined from hostsfield values"),
+        );
+    }
+    if se
+        .ports
+        .iter()
+        .any(|p| !protocol_in(&p.protocol, &["HTTP", "TLS", "GRPC", "HTTP2"]))
+    {
+        r.error(
+            "spec.ports",
+            format!(
+                "only HTTP, TLS, GRPC, and HTTP2 protocols are supported for resolution type {mode}"
+            ),
+        );
+    }
+    // MESH_INTERNAL works with sidecars only: a waypoint cannot resolve it (istiod).
+    let waypoint = labels
+        .get("istio.io/use-waypoint")
+        .is_some_and(|w| !w.is_empty() && !w.eq_ignore_ascii_case("none"));
+    if se.location == Location::MESH_INTERNAL && waypoint {
+        r.error(
+            "spec.location",
+            format!("location MESH_INTERNAL with resolution type {mode} is not supported when using waypoints"),
+        );
+    }
+}
+
+/// `protocol` is one of `set`, case aside.
+fn protocol_in(protocol: &str, set: &[&str]) -> bool {
+    set.iter().any(|k| k.eq_ignore_ascii_case(protocol))
 }
 
 /// A WorkloadEntry object (addresses may be IPs, FQDNs or Unix sockets).

@@ -31,6 +31,37 @@ pub(in crate::validation) fn sidecar(r: &mut Report, namespace: &str, sc: &Sidec
         r.error("spec", "sidecar: empty configuration provided");
         return;
     }
+    ingress_listeners(r, sc);
+    egress_listeners(r, namespace, sc);
+    if let Some(otp) = &sc.outbound_traffic_policy
+        && let Some(proxy) = &otp.egress_proxy
+    {
+        if otp.mode != OutboundTrafficPolicyMode::ALLOW_ANY {
+            r.error(
+                "spec.outboundTrafficPolicy",
+                "sidecar: egress_proxy must be set only with ALLOW_ANY outbound_traffic_policy mode",
+            );
+        } else {
+            r.check(
+                "spec.outboundTrafficPolicy.egressProxy.host",
+                h::fqdn(&proxy.host),
+            );
+            if proxy.port.is_none() {
+                r.error(
+                    "spec.outboundTrafficPolicy.egressProxy.port",
+                    "sidecar: egress_proxy port must be non-nil",
+                );
+            }
+            destination(r, "spec.outboundTrafficPolicy.egressProxy", proxy);
+        }
+    }
+    if let Some(pool) = &sc.inbound_connection_pool {
+        connection_pool(r, "spec.inboundConnectionPool", pool);
+    }
+}
+
+/// Each ingress listener: its port (unique), bind, default endpoint, TLS and connection pool.
+fn ingress_listeners(r: &mut Report, sc: &Sidecar) {
     let mut ports = HashSet::new();
     for (i, ing) in sc.ingress.iter().enumerate() {
         let ip = format!("spec.ingress[{i}]");
@@ -122,6 +153,11 @@ pub(in crate::validation) fn sidecar(r: &mut Report, namespace: &str, sc: &Sidec
             }
         }
     }
+}
+
+/// Each egress listener: its port or Unix socket (unique; one catch-all, last), bind, capture
+/// mode and hosts.
+fn egress_listeners(r: &mut Report, namespace: &str, sc: &Sidecar) {
     let mut ports = HashSet::new();
     let mut sockets = HashSet::new();
     let mut catch_all = false;
@@ -214,31 +250,6 @@ pub(in crate::validation) fn sidecar(r: &mut Report, namespace: &str, sc: &Sidec
                 "`*/*` host select all resources, no other hosts can be added",
             );
         }
-    }
-    if let Some(otp) = &sc.outbound_traffic_policy
-        && let Some(proxy) = &otp.egress_proxy
-    {
-        if otp.mode != OutboundTrafficPolicyMode::ALLOW_ANY {
-            r.error(
-                "spec.outboundTrafficPolicy",
-                "sidecar: egress_proxy must be set only with ALLOW_ANY outbound_traffic_policy mode",
-            );
-        } else {
-            r.check(
-                "spec.outboundTrafficPolicy.egressProxy.host",
-                h::fqdn(&proxy.host),
-            );
-            if proxy.port.is_none() {
-                r.error(
-                    "spec.outboundTrafficPolicy.egressProxy.port",
-                    "sidecar: egress_proxy port must be non-nil",
-                );
-            }
-            destination(r, "spec.outboundTrafficPolicy.egressProxy", proxy);
-        }
-    }
-    if let Some(pool) = &sc.inbound_connection_pool {
-        connection_pool(r, "spec.inboundConnectionPool", pool);
     }
 }
 
