@@ -29,17 +29,6 @@ pub(in crate::validation) fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
             "only one of targetRefs or workloadSelector can be set",
         );
     }
-    let applies_to_listener = [
-        ApplyTo::LISTENER,
-        ApplyTo::FILTER_CHAIN,
-        ApplyTo::NETWORK_FILTER,
-        ApplyTo::HTTP_FILTER,
-    ];
-    let applies_to_route = [
-        ApplyTo::ROUTE_CONFIGURATION,
-        ApplyTo::VIRTUAL_HOST,
-        ApplyTo::HTTP_ROUTE,
-    ];
     for (i, cp) in ef.config_patches.iter().enumerate() {
         let pp = format!("spec.configPatches[{i}]");
         // istiod does not validate waypoint patches yet.
@@ -72,110 +61,130 @@ pub(in crate::validation) fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
             );
             continue;
         }
-        let match_ok = 'matched: {
-            let Some(m) = &cp.match_ else {
-                break 'matched true;
-            };
-            if let Some(proxy) = &m.proxy
-                && proxy.proxy_version.len() > 1024
-            {
-                r.warn(
-                    format!("{pp}.match.proxy.proxyVersion"),
-                    "Envoy filter: proxyVersion match exceeds 1024 characters and will be ignored",
-                );
-            } else if let Some(proxy) = &m.proxy
-                && !proxy.proxy_version.is_empty()
-                && let Err(e) = regex::Regex::new(&proxy.proxy_version)
-            {
-                r.error(
-                    format!("{pp}.match.proxy.proxyVersion"),
-                    format!("Envoy filter: invalid regex for proxy version, [{e}]"),
-                );
-                break 'matched false;
-            }
-            let object_types = [
-                m.listener.is_some(),
-                m.route_configuration.is_some(),
-                m.cluster.is_some(),
-            ];
-            if h::count_set(&object_types) > 1 {
-                r.error(
-                format!("{pp}.match"),
-                "Envoy filter: only one of listener, routeConfiguration or cluster may be matched",
-            );
-                break 'matched false;
-            }
-            let any_object = object_types.iter().any(|b| *b);
-            if applies_to_listener.contains(&cp.apply_to) {
-                if any_object && m.listener.is_none() {
-                    r.error(&pp, "Envoy filter: applyTo for listener class objects cannot have non listener match");
-                    break 'matched false;
-                }
-                if let Some(filter) = m
-                    .listener
-                    .as_ref()
-                    .and_then(|l| l.filter_chain.as_ref())
-                    .and_then(|fc| fc.filter.as_ref())
-                {
-                    if matches!(cp.apply_to, ApplyTo::LISTENER | ApplyTo::FILTER_CHAIN) {
-                        r.warn(
-                            &pp,
-                            format!(
-                                "Envoy filter: filter match has no effect when used with {:?}",
-                                cp.apply_to
-                            ),
-                        );
-                    }
-                    if filter.name.is_empty() {
-                        r.error(&pp, "Envoy filter: filter match has no name to match on");
-                    } else if let Some(sub) = &filter.sub_filter {
-                        if cp.apply_to != ApplyTo::HTTP_FILTER {
-                            r.error(&pp, "Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only");
-                        } else if filter.name != "envoy.filters.network.http_connection_manager"
-                            && filter.name != "envoy.http_connection_manager"
-                        {
-                            r.error(
-                            &pp,
-                            "Envoy filter: subfilter match requires filter match with envoy.filters.network.http_connection_manager",
-                        );
-                        } else if sub.name.is_empty() {
-                            r.error(&pp, "Envoy filter: subfilter match has no name to match on");
-                        }
-                    }
-                    let names = std::iter::once(filter.name.as_str())
-                        .chain(filter.sub_filter.as_ref().map(|s| s.name.as_str()));
-                    for name in names {
-                        if let Some((_, canonical)) =
-                            DEPRECATED_FILTER_NAMES.iter().find(|(old, _)| *old == name)
-                        {
-                            r.warn(
-                            &pp,
-                            format!(
-                                "using deprecated filter name {name:?}; use {canonical:?} instead"
-                            ),
-                        );
-                        }
-                    }
-                }
-            } else if applies_to_route.contains(&cp.apply_to) {
-                if any_object && m.route_configuration.is_none() {
-                    r.error(&pp, "Envoy filter: applyTo for http route class objects cannot have non route configuration match");
-                }
-            } else if cp.apply_to == ApplyTo::CLUSTER && any_object && m.cluster.is_none() {
-                r.error(
-                    &pp,
-                    "Envoy filter: applyTo for cluster class objects cannot have non cluster match",
-                );
-            }
-            true
-        };
-        if !match_ok {
+        if !patch_match(r, &pp, cp) {
             continue;
         }
         if let Some(value) = &patch.value {
             patch_value(r, &pp, cp.apply_to, value);
         }
     }
+}
+
+/// The object classes `applyTo` patches, and the match that selects them.
+const APPLIES_TO_LISTENER: [ApplyTo; 4] = [
+    ApplyTo::LISTENER,
+    ApplyTo::FILTER_CHAIN,
+    ApplyTo::NETWORK_FILTER,
+    ApplyTo::HTTP_FILTER,
+];
+const APPLIES_TO_ROUTE: [ApplyTo; 3] = [
+    ApplyTo::ROUTE_CONFIGURATION,
+    ApplyTo::VIRTUAL_HOST,
+    ApplyTo::HTTP_ROUTE,
+];
+
+/// A patch's match: proxy version, one object class, and one that `applyTo` can patch. `false`
+/// when the patch is not worth checking further.
+fn patch_match(r: &mut Report, pp: &str, cp: &EnvoyConfigObjectPatch) -> bool {
+    let Some(m) = &cp.match_ else {
+        return true;
+    };
+    if let Some(proxy) = &m.proxy
+        && proxy.proxy_version.len() > 1024
+    {
+        r.warn(
+            format!("{pp}.match.proxy.proxyVersion"),
+            "Envoy filter: proxyVersion match exceeds 1024 characters and will be ignored",
+        );
+    } else if let Some(proxy) = &m.proxy
+        && !proxy.proxy_version.is_empty()
+        && let Err(e) = regex::Regex::new(&proxy.proxy_version)
+    {
+        r.error(
+            format!("{pp}.match.proxy.proxyVersion"),
+            format!("Envoy filter: invalid regex for proxy version, [{e}]"),
+        );
+        return false;
+    }
+    let object_types = [
+        m.listener.is_some(),
+        m.route_configuration.is_some(),
+        m.cluster.is_some(),
+    ];
+    if h::count_set(&object_types) > 1 {
+        r.error(
+            format!("{pp}.match"),
+            "Envoy filter: only one of listener, routeConfiguration or cluster may be matched",
+        );
+        return false;
+    }
+    let any_object = object_types.iter().any(|b| *b);
+    if APPLIES_TO_LISTENER.contains(&cp.apply_to) {
+        if any_object && m.listener.is_none() {
+            r.error(
+                pp,
+                "Envoy filter: applyTo for listener class objects cannot have non listener match",
+            );
+            return false;
+        }
+        if let Some(filter) = m
+            .listener
+            .as_ref()
+            .and_then(|l| l.filter_chain.as_ref())
+            .and_then(|fc| fc.filter.as_ref())
+        {
+            if matches!(cp.apply_to, ApplyTo::LISTENER | ApplyTo::FILTER_CHAIN) {
+                r.warn(
+                    pp,
+                    format!(
+                        "Envoy filter: filter match has no effect when used with {:?}",
+                        cp.apply_to
+                    ),
+                );
+            }
+            if filter.name.is_empty() {
+                r.error(pp, "Envoy filter: filter match has no name to match on");
+            } else if let Some(sub) = &filter.sub_filter {
+                if cp.apply_to != ApplyTo::HTTP_FILTER {
+                    r.error(
+                        pp,
+                        "Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only",
+                    );
+                } else if filter.name != "envoy.filters.network.http_connection_manager"
+                    && filter.name != "envoy.http_connection_manager"
+                {
+                    r.error(
+                    pp,
+                    "Envoy filter: subfilter match requires filter match with envoy.filters.network.http_connection_manager",
+                );
+                } else if sub.name.is_empty() {
+                    r.error(pp, "Envoy filter: subfilter match has no name to match on");
+                }
+            }
+            let names = std::iter::once(filter.name.as_str())
+                .chain(filter.sub_filter.as_ref().map(|s| s.name.as_str()));
+            for name in names {
+                if let Some((_, canonical)) =
+                    DEPRECATED_FILTER_NAMES.iter().find(|(old, _)| *old == name)
+                {
+                    r.warn(
+                        pp,
+                        format!("using deprecated filter name {name:?}; use {canonical:?} instead"),
+                    );
+                }
+            }
+        }
+    } else if APPLIES_TO_ROUTE.contains(&cp.apply_to) {
+        if any_object && m.route_configuration.is_none() {
+            r.error(pp, "Envoy filter: applyTo for http route class objects cannot have non route configuration match");
+        }
+    } else if cp.apply_to == ApplyTo::CLUSTER && any_object && m.cluster.is_none() {
+        r.error(
+            pp,
+            "Envoy filter: applyTo for cluster class objects cannot have non cluster match",
+        );
+    }
+    true
 }
 
 /// The Envoy message a patch value of `applyTo` is read as.
