@@ -141,132 +141,152 @@ pub fn authorization_policy(r: &mut Report, ap: &AuthorizationPolicy) {
         let rp = format!("spec.rules[{i}]");
         deny_on_http_only(r, &rp, ap.action, rule);
         if let Some(from) = &rule.from {
-            if from.is_empty() {
-                r.error(format!("{rp}.from"), "`from` must not be empty");
-            }
-            for (j, f) in from.iter().enumerate() {
-                let fp = format!("{rp}.from[{j}].source");
-                let Some(src) = &f.source else {
-                    r.error(fp, "`from.source` must not be nil");
-                    continue;
-                };
-                if src.is_empty() {
-                    r.error(&fp, "`from.source` must not be empty");
-                }
-                let identities = [
-                    &src.principals,
-                    &src.not_principals,
-                    &src.namespaces,
-                    &src.not_namespaces,
-                ];
-                if identities.iter().any(|l| !l.is_empty())
-                    && (!src.service_accounts.is_empty() || !src.not_service_accounts.is_empty())
-                {
-                    r.error(
-                        &fp,
-                        format!("cannot set serviceAccounts with namespaces or principals, found at rule {i}"),
-                    );
-                }
-                for (name, list) in [
-                    ("ServiceAccounts", &src.service_accounts),
-                    ("NotServiceAccounts", &src.not_service_accounts),
-                ] {
-                    r.check(&fp, service_accounts(name, list));
-                }
-                for (name, list) in [
-                    ("TrustDomains", &src.trust_domains),
-                    ("NotTrustDomains", &src.not_trust_domains),
-                ] {
-                    r.check(&fp, trust_domains(name, list));
-                }
-                for (name, list) in src.fields() {
-                    if list.iter().any(String::is_empty) {
-                        r.error(
-                            format!("{fp}.{name}"),
-                            format!("empty value is found for {name}"),
-                        );
-                    }
-                    if name.ends_with("pBlocks") || name.ends_with("IpBlocks") {
-                        for (k, b) in list.iter().enumerate() {
-                            if !b.is_empty() {
-                                r.check(format!("{fp}.{name}[{k}]"), h::ip_subnet(b));
-                            }
-                        }
-                    }
-                }
-            }
+            rule_sources(r, &rp, i, from);
         }
         if let Some(to) = &rule.to {
-            if to.is_empty() {
-                r.error(format!("{rp}.to"), "`to` must not be empty");
-            }
-            for (j, t) in to.iter().enumerate() {
-                let tp = format!("{rp}.to[{j}].operation");
-                let Some(op) = &t.operation else {
-                    r.error(tp, "`to.operation` must not be nil");
-                    continue;
-                };
-                if op.is_empty() {
-                    r.error(&tp, "`to.operation` must not be empty");
-                }
-                for (name, list) in op.fields() {
-                    if list.iter().any(String::is_empty) {
-                        r.error(
-                            format!("{tp}.{name}"),
-                            format!("empty value is found for {name}"),
-                        );
-                    }
-                }
-                // istiod's ValidatePorts: 0 is a valid number there.
-                for (name, list) in [("ports", &op.ports), ("notPorts", &op.not_ports)] {
-                    for (k, p) in list.iter().enumerate() {
-                        if !p.parse::<u32>().is_ok_and(|n| n <= 65535) {
-                            r.error(format!("{tp}.{name}[{k}]"), format!("bad port ({p})"));
-                        }
-                    }
-                }
-                for (name, list) in [("Paths", &op.paths), ("NotPaths", &op.not_paths)] {
-                    r.check(
-                        format!("{tp}.{}", name.to_lowercase()),
-                        path_templates(name, list),
-                    );
-                }
-            }
+            rule_operations(r, &rp, to);
         }
-        for (j, c) in rule.when.iter().enumerate() {
-            let cp = format!("{rp}.when[{j}]");
-            if c.key.is_empty() {
-                r.error(format!("{cp}.key"), "`key` must not be empty");
-                continue;
-            }
-            if let Err(e) = condition_key(&c.key) {
-                r.error(format!("{cp}.key"), e);
-                continue;
-            }
-            if !crate::config::security::when_key_expressible(&c.key) {
-                r.warn(
-                    format!("{cp}.key"),
-                    format!(
-                        "accepted but not honoured by Rudder yet: condition {} is not enforced (an ALLOW rule with it allows nothing; a DENY rule ignores it and denies more)",
-                        c.key
-                    ),
-                );
-            }
-            if c.values.is_empty() && c.not_values.is_empty() {
-                r.error(
-                    &cp,
-                    format!(
-                        "at least one of `values` or `notValues` must be set for key {}",
-                        c.key
-                    ),
-                );
-            }
-            r.check(format!("{cp}.values"), condition_values(&c.key, &c.values));
-            r.check(
-                format!("{cp}.notValues"),
-                condition_values(&c.key, &c.not_values),
+        rule_conditions(r, &rp, &rule.when);
+    }
+}
+
+/// A rule's `from`: each source present and not empty, service accounts not with namespaces
+/// or principals, no empty value, IP blocks that parse.
+fn rule_sources(r: &mut Report, rp: &str, i: usize, from: &[RuleFrom]) {
+    if from.is_empty() {
+        r.error(format!("{rp}.from"), "`from` must not be empty");
+    }
+    for (j, f) in from.iter().enumerate() {
+        let fp = format!("{rp}.from[{j}].source");
+        let Some(src) = &f.source else {
+            r.error(fp, "`from.source` must not be nil");
+            continue;
+        };
+        if src.is_empty() {
+            r.error(&fp, "`from.source` must not be empty");
+        }
+        let identities = [
+            &src.principals,
+            &src.not_principals,
+            &src.namespaces,
+            &src.not_namespaces,
+        ];
+        if identities.iter().any(|l| !l.is_empty())
+            && (!src.service_accounts.is_empty() || !src.not_service_accounts.is_empty())
+        {
+            r.error(
+                &fp,
+                format!(
+                    "cannot set serviceAccounts with namespaces or principals, found at rule {i}"
+                ),
             );
         }
+        for (name, list) in [
+            ("ServiceAccounts", &src.service_accounts),
+            ("NotServiceAccounts", &src.not_service_accounts),
+        ] {
+            r.check(&fp, service_accounts(name, list));
+        }
+        for (name, list) in [
+            ("TrustDomains", &src.trust_domains),
+            ("NotTrustDomains", &src.not_trust_domains),
+        ] {
+            r.check(&fp, trust_domains(name, list));
+        }
+        for (name, list) in src.fields() {
+            if list.iter().any(String::is_empty) {
+                r.error(
+                    format!("{fp}.{name}"),
+                    format!("empty value is found for {name}"),
+                );
+            }
+            if name.ends_with("pBlocks") || name.ends_with("IpBlocks") {
+                for (k, b) in list.iter().enumerate() {
+                    if !b.is_empty() {
+                        r.check(format!("{fp}.{name}[{k}]"), h::ip_subnet(b));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A rule's `to`: each operation present and not empty, no empty value, ports and path
+/// templates that parse.
+fn rule_operations(r: &mut Report, rp: &str, to: &[RuleTo]) {
+    if to.is_empty() {
+        r.error(format!("{rp}.to"), "`to` must not be empty");
+    }
+    for (j, t) in to.iter().enumerate() {
+        let tp = format!("{rp}.to[{j}].operation");
+        let Some(op) = &t.operation else {
+            r.error(tp, "`to.operation` must not be nil");
+            continue;
+        };
+        if op.is_empty() {
+            r.error(&tp, "`to.operation` must not be empty");
+        }
+        for (name, list) in op.fields() {
+            if list.iter().any(String::is_empty) {
+                r.error(
+                    format!("{tp}.{name}"),
+                    format!("empty value is found for {name}"),
+                );
+            }
+        }
+        // istiod's ValidatePorts: 0 is a valid number there.
+        for (name, list) in [("ports", &op.ports), ("notPorts", &op.not_ports)] {
+            for (k, p) in list.iter().enumerate() {
+                if !p.parse::<u32>().is_ok_and(|n| n <= 65535) {
+                    r.error(format!("{tp}.{name}[{k}]"), format!("bad port ({p})"));
+                }
+            }
+        }
+        for (name, list) in [("Paths", &op.paths), ("NotPaths", &op.not_paths)] {
+            r.check(
+                format!("{tp}.{}", name.to_lowercase()),
+                path_templates(name, list),
+            );
+        }
+    }
+}
+
+/// A rule's `when`: each condition a known key with values, and a warning for a key Rudder does
+/// not enforce.
+fn rule_conditions(r: &mut Report, rp: &str, when: &[Condition]) {
+    for (j, c) in when.iter().enumerate() {
+        let cp = format!("{rp}.when[{j}]");
+        if c.key.is_empty() {
+            r.error(format!("{cp}.key"), "`key` must not be empty");
+            continue;
+        }
+        if let Err(e) = condition_key(&c.key) {
+            r.error(format!("{cp}.key"), e);
+            continue;
+        }
+        if !crate::config::security::when_key_expressible(&c.key) {
+            r.warn(
+                format!("{cp}.key"),
+                format!(
+                    "accepted but not honoured by Rudder yet: condition {} is not enforced (an ALLOW rule with it allows nothing; a DENY rule ignores it and denies more)",
+                    c.key
+                ),
+            );
+        }
+        if c.values.is_empty() && c.not_values.is_empty() {
+            r.error(
+                &cp,
+                format!(
+                    "at least one of `values` or `notValues` must be set for key {}",
+                    c.key
+                ),
+            );
+        }
+        r.check(format!("{cp}.values"), condition_values(&c.key, &c.values));
+        r.check(
+            format!("{cp}.notValues"),
+            condition_values(&c.key, &c.not_values),
+        );
     }
 }
 
