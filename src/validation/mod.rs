@@ -4,6 +4,7 @@
 //! Each error names the object, the field path and the reason.
 
 pub mod cel;
+mod extensions;
 mod gateway_api;
 mod helpers;
 mod networking;
@@ -199,10 +200,10 @@ pub fn check(config: &Config) -> Verdict {
         Spec::PeerAuthentication(s) => security::peer_authentication(&mut r, s),
         Spec::AuthorizationPolicy(s) => security::authorization_policy(&mut r, s),
         Spec::RequestAuthentication(s) => security::request_authentication(&mut r, s),
-        Spec::Telemetry(s) => security::telemetry(&mut r, s),
-        Spec::WasmPlugin(s) => security::wasm_plugin(&mut r, s),
-        Spec::TrafficExtension(s) => security::traffic_extension(&mut r, s),
-        Spec::ProxyConfig(s) => security::proxy_config(&mut r, s),
+        Spec::Telemetry(s) => extensions::telemetry(&mut r, s),
+        Spec::WasmPlugin(s) => extensions::wasm_plugin(&mut r, s),
+        Spec::TrafficExtension(s) => extensions::traffic_extension(&mut r, s),
+        Spec::ProxyConfig(s) => extensions::proxy_config(&mut r, s),
         // The API server has validated Kubernetes objects already.
         _ => return Verdict::default(),
     }
