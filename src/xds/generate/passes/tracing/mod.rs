@@ -12,7 +12,9 @@
 
 use crate::xds::generate::finish::{Class, Pass, Typed};
 use crate::xds::generate::encode::any;
-use crate::config::mesh::{ExtensionProvider, ProviderHeader};
+use crate::config::mesh::{
+    CollectorProvider, ExtensionProvider, OpenTelemetryProvider, ProviderHeader, ZipkinProvider,
+};
 use crate::config::telemetry::{CustomTag, Telemetry, WorkloadMode};
 use crate::config::{Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
@@ -34,7 +36,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::request_id::uuid::v3::UuidRequestIdConfig;
 use envoy_types::pb::envoy::r#type::tracing::v3::{CustomTag as EnvoyTag, custom_tag};
 use envoy_types::pb::envoy::r#type::v3::Percent;
-use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use std::collections::BTreeMap;
 
 /// istiod's default sampling (`PILOT_TRACE_SAMPLING`) when nothing sets one.
@@ -223,128 +225,13 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
     }
     let provider = spec.provider?;
     let (name, config, max_tag_length) = if let Some(z) = &provider.zipkin {
-        let (host, cluster) = collector(ctx, &z.service, z.port)?;
-        let endpoint = if z.path.is_empty() {
-            "/api/v2/spans".to_string()
-        } else {
-            z.path.clone()
-        };
-        let mut config = ZipkinConfig {
-            collector_endpoint_version: zipkin_config::CollectorEndpointVersion::HttpJson as i32,
-            trace_id_128bit: !z.enable_64bit_trace_id,
-            shared_span_context: Some(BoolValue { value: false }),
-            ..Default::default()
-        };
-        // As istiod: proxies of 1.29 or later get the collector as an HTTP service (which
-        // carries the timeout and headers), older ones the legacy fields.
-        if at_least(&scope.istio_version, 1, 29) {
-            config.collector_service = Some(http_service(
-                format!("http://{host}{endpoint}"),
-                cluster,
-                z.timeout.map(|d| d.as_std()),
-                &z.headers,
-            ));
-        } else {
-            config.collector_cluster = cluster;
-            config.collector_endpoint = endpoint;
-            config.collector_hostname = host;
-        }
-        if at_least(&scope.istio_version, 1, 28)
-            && z.trace_context_option.as_deref() == Some("USE_B3_WITH_W3C_PROPAGATION")
-        {
-            config.trace_context_option =
-                zipkin_config::TraceContextOption::UseB3WithW3cPropagation as i32;
-        }
-        ("envoy.tracers.zipkin", any(&config), z.max_tag_length)
+        zipkin(ctx, scope, z)?
     } else if let Some(o) = &provider.opentelemetry {
-        let (host, cluster) = collector(ctx, &o.service, o.port)?;
-        let mut config = OpenTelemetryConfig {
-            service_name: service_cluster(scope),
-            ..Default::default()
-        };
-        match &o.http {
-            Some(h) => {
-                config.http_service = Some(http_service(
-                    format!("{host}/{}", h.path.trim_start_matches('/')),
-                    cluster.clone(),
-                    h.timeout.map(|d| d.as_std()),
-                    &h.headers,
-                ))
-            }
-            None => {
-                let grpc = o.grpc.clone().unwrap_or_default();
-                config.grpc_service = Some(GrpcService {
-                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
-                        grpc_service::EnvoyGrpc {
-                            cluster_name: cluster.clone(),
-                            authority: host.clone(),
-                            ..Default::default()
-                        },
-                    )),
-                    timeout: grpc
-                        .timeout
-                        .map(|d| crate::xds::generate::shared::util::duration(d.as_std())),
-                    initial_metadata: grpc
-                        .initial_metadata
-                        .iter()
-                        .map(|h| HeaderValue {
-                            key: h.name.clone(),
-                            value: h.resolved(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-            }
-        }
-        if let Some(detectors) = &o.resource_detectors {
-            if detectors.environment.is_some() {
-                config.resource_detectors.push(TypedExtensionConfig {
-                    name: "envoy.tracers.opentelemetry.resource_detectors.environment".into(),
-                    typed_config: Some(any(&EnvironmentResourceDetectorConfig::default())),
-                });
-            }
-            if detectors.dynatrace.is_some() {
-                config.resource_detectors.push(TypedExtensionConfig {
-                    name: "envoy.tracers.opentelemetry.resource_detectors.dynatrace".into(),
-                    typed_config: Some(any(&DynatraceResourceDetectorConfig::default())),
-                });
-            }
-        }
-        if let Some(sampler) = &o.dynatrace_sampler {
-            config.sampler = Some(dynatrace_sampler(ctx, o, sampler, &host, &cluster)?);
-        }
-        (
-            "envoy.tracers.opentelemetry",
-            any(&config),
-            o.max_tag_length,
-        )
+        opentelemetry(ctx, scope, o)?
     } else if let Some(d) = &provider.datadog {
-        let (host, cluster) = collector(ctx, &d.service, d.port)?;
-        let config = DatadogConfig {
-            collector_cluster: cluster,
-            service_name: service_cluster(scope),
-            collector_hostname: host,
-            ..Default::default()
-        };
-        ("envoy.tracers.datadog", any(&config), d.max_tag_length)
+        datadog(ctx, scope, d)?
     } else if let Some(s) = &provider.skywalking {
-        let (host, cluster) = collector(ctx, &s.service, s.port)?;
-        let config = SkyWalkingConfig {
-            grpc_service: Some(GrpcService {
-                target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
-                    grpc_service::EnvoyGrpc {
-                        cluster_name: cluster,
-                        authority: host,
-                        ..Default::default()
-                    },
-                )),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        // As istiod: SkyWalking always starts a child span upstream, and has no tag limit.
-        ("envoy.tracers.skywalking", any(&config), 0)
+        skywalking(ctx, s)?
     } else {
         return None;
     };
@@ -392,6 +279,148 @@ fn tracing(ctx: &PushContext, scope: &ScopeView, spec: &TracingSpec) -> Option<T
         }),
         ..sampled(sampling)
     })
+}
+
+/// A provider's Envoy tracer: its name, its config, and the provider's tag length limit.
+type Tracer = (&'static str, Any, u32);
+
+/// A Zipkin provider's tracer: the collector as an HTTP service for proxies of 1.29 or later,
+/// the legacy fields before.
+fn zipkin(ctx: &PushContext, scope: &ScopeView, z: &ZipkinProvider) -> Option<Tracer> {
+    let (host, cluster) = collector(ctx, &z.service, z.port)?;
+    let endpoint = if z.path.is_empty() {
+        "/api/v2/spans".to_string()
+    } else {
+        z.path.clone()
+    };
+    let mut config = ZipkinConfig {
+        collector_endpoint_version: zipkin_config::CollectorEndpointVersion::HttpJson as i32,
+        trace_id_128bit: !z.enable_64bit_trace_id,
+        shared_span_context: Some(BoolValue { value: false }),
+        ..Default::default()
+    };
+    // As istiod: proxies of 1.29 or later get the collector as an HTTP service (which
+    // carries the timeout and headers), older ones the legacy fields.
+    if at_least(&scope.istio_version, 1, 29) {
+        config.collector_service = Some(http_service(
+            format!("http://{host}{endpoint}"),
+            cluster,
+            z.timeout.map(|d| d.as_std()),
+            &z.headers,
+        ));
+    } else {
+        config.collector_cluster = cluster;
+        config.collector_endpoint = endpoint;
+        config.collector_hostname = host;
+    }
+    if at_least(&scope.istio_version, 1, 28)
+        && z.trace_context_option.as_deref() == Some("USE_B3_WITH_W3C_PROPAGATION")
+    {
+        config.trace_context_option =
+            zipkin_config::TraceContextOption::UseB3WithW3cPropagation as i32;
+    }
+    Some(("envoy.tracers.zipkin", any(&config), z.max_tag_length))
+}
+
+/// An OpenTelemetry provider's tracer: over HTTP or gRPC, with its resource detectors and
+/// sampler.
+fn opentelemetry(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    o: &OpenTelemetryProvider,
+) -> Option<Tracer> {
+    let (host, cluster) = collector(ctx, &o.service, o.port)?;
+    let mut config = OpenTelemetryConfig {
+        service_name: service_cluster(scope),
+        ..Default::default()
+    };
+    match &o.http {
+        Some(h) => {
+            config.http_service = Some(http_service(
+                format!("{host}/{}", h.path.trim_start_matches('/')),
+                cluster.clone(),
+                h.timeout.map(|d| d.as_std()),
+                &h.headers,
+            ))
+        }
+        None => {
+            let grpc = o.grpc.clone().unwrap_or_default();
+            config.grpc_service = Some(GrpcService {
+                target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                    grpc_service::EnvoyGrpc {
+                        cluster_name: cluster.clone(),
+                        authority: host.clone(),
+                        ..Default::default()
+                    },
+                )),
+                timeout: grpc
+                    .timeout
+                    .map(|d| crate::xds::generate::shared::util::duration(d.as_std())),
+                initial_metadata: grpc
+                    .initial_metadata
+                    .iter()
+                    .map(|h| HeaderValue {
+                        key: h.name.clone(),
+                        value: h.resolved(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+        }
+    }
+    if let Some(detectors) = &o.resource_detectors {
+        if detectors.environment.is_some() {
+            config.resource_detectors.push(TypedExtensionConfig {
+                name: "envoy.tracers.opentelemetry.resource_detectors.environment".into(),
+                typed_config: Some(any(&EnvironmentResourceDetectorConfig::default())),
+            });
+        }
+        if detectors.dynatrace.is_some() {
+            config.resource_detectors.push(TypedExtensionConfig {
+                name: "envoy.tracers.opentelemetry.resource_detectors.dynatrace".into(),
+                typed_config: Some(any(&DynatraceResourceDetectorConfig::default())),
+            });
+        }
+    }
+    if let Some(sampler) = &o.dynatrace_sampler {
+        config.sampler = Some(dynatrace_sampler(ctx, o, sampler, &host, &cluster)?);
+    }
+    Some((
+        "envoy.tracers.opentelemetry",
+        any(&config),
+        o.max_tag_length,
+    ))
+}
+
+fn datadog(ctx: &PushContext, scope: &ScopeView, d: &CollectorProvider) -> Option<Tracer> {
+    let (host, cluster) = collector(ctx, &d.service, d.port)?;
+    let config = DatadogConfig {
+        collector_cluster: cluster,
+        service_name: service_cluster(scope),
+        collector_hostname: host,
+        ..Default::default()
+    };
+    Some(("envoy.tracers.datadog", any(&config), d.max_tag_length))
+}
+
+fn skywalking(ctx: &PushContext, s: &CollectorProvider) -> Option<Tracer> {
+    let (host, cluster) = collector(ctx, &s.service, s.port)?;
+    let config = SkyWalkingConfig {
+        grpc_service: Some(GrpcService {
+            target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                grpc_service::EnvoyGrpc {
+                    cluster_name: cluster,
+                    authority: host,
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // As istiod: SkyWalking always starts a child span upstream, and has no tag limit.
+    Some(("envoy.tracers.skywalking", any(&config), 0))
 }
 
 /// Tracing that samples `random` percent of requests, client and overall sampling at 100% (as
