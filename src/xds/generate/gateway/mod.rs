@@ -23,10 +23,11 @@ use crate::xds::generate::shared::upstream_tls::file;
 use crate::xds::generate::sidecar::listener::{behind_rbac, security_filters};
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::{
-    FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, CommonTlsContext, TlsCertificate,
     common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
@@ -422,7 +423,7 @@ fn l4_filter(
     vs: &GatewayVsEntry,
     route: &[RouteDestination],
     port: u32,
-) -> Option<envoy_types::pb::envoy::config::listener::v3::Filter> {
+) -> Option<Filter> {
     let name = format!(
         "{}.{}",
         vs.config.metadata.name, vs.config.metadata.namespace
@@ -512,46 +513,14 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         for s in &servers {
             if s.terminated() {
                 inspect_tls = true;
-                let http = s.protocol() == "HTTPS";
-                let filters = if http {
-                    vec![hcm_filter(
-                        ctx,
-                        scope,
-                        Class::outbound(scope),
-                        &format!("outbound_0.0.0.0_{port}"),
-                        RouteSource::Rds(s.https_route_name()),
-                        security.clone(),
-                    )]
-                } else {
-                    // TLS terminated, then plain TCP to the first bound TCP route.
-                    let proxy =
-                        bound_virtual_services(ctx, scope, s)
-                            .into_iter()
-                            .find_map(|(vs, _)| {
-                                vs.spec
-                                    .tcp
-                                    .first()
-                                    .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
-                            });
-                    match proxy {
-                        Some(f) => behind_rbac(&network_rbac, f),
-                        None => continue,
-                    }
-                };
-                chains.push(FilterChain {
-                    name: if http {
-                        s.https_route_name()
-                    } else {
-                        format!("tls.{port}.{}", s.gateway)
-                    },
-                    filter_chain_match: Some(FilterChainMatch {
-                        server_names: s.sni(),
-                        ..Default::default()
-                    }),
-                    transport_socket: downstream_tls(s.server, http, &ctx.mesh.tls_defaults),
-                    filters,
-                    ..Default::default()
-                });
+                chains.extend(terminated_chain(
+                    ctx,
+                    scope,
+                    s,
+                    port,
+                    &security,
+                    &network_rbac,
+                ));
             } else if matches!(s.tls_mode(), Some(ServerTlsMode::AUTO_PASSTHROUGH)) {
                 inspect_tls = true;
                 let hosts: Vec<&str> = s
@@ -563,32 +532,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 chains.extend(self::auto_passthrough::filter_chains(ctx, scope, &hosts));
             } else if matches!(s.tls_mode(), Some(ServerTlsMode::PASSTHROUGH)) {
                 inspect_tls = true;
-                for (vs, _) in bound_virtual_services(ctx, scope, s) {
-                    for tls in &vs.spec.tls {
-                        let sni: Vec<String> = tls
-                            .matches
-                            .iter()
-                            .filter(|m| m.port == 0 || m.port == port)
-                            .filter(|m| m.gateways.is_empty() || m.gateways.contains(&s.gateway))
-                            .flat_map(|m| m.sni_hosts.iter().cloned())
-                            .collect();
-                        let Some(proxy) = l4_filter(ctx, scope, vs, &tls.route, port) else {
-                            continue;
-                        };
-                        if sni.is_empty() {
-                            continue;
-                        }
-                        chains.push(FilterChain {
-                            name: format!("passthrough.{port}.{}", sni.join(",")),
-                            filter_chain_match: Some(FilterChainMatch {
-                                server_names: sni,
-                                ..Default::default()
-                            }),
-                            filters: behind_rbac(&network_rbac, proxy),
-                            ..Default::default()
-                        });
-                    }
-                }
+                chains.extend(passthrough_chains(ctx, scope, s, port, &network_rbac));
             } else if s.protocol() == "TCP" {
                 let cluster =
                     bound_virtual_services(ctx, scope, s)
@@ -651,6 +595,96 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                 ..Default::default()
             },
         ));
+    }
+    out
+}
+
+/// A server that terminates TLS: HTTPS routed by its route configuration, or TLS then the first
+/// TCP route bound to it (none: no chain).
+fn terminated_chain(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    s: &BoundServer,
+    port: u32,
+    security: &[HttpFilter],
+    network_rbac: &[Filter],
+) -> Option<FilterChain> {
+    let http = s.protocol() == "HTTPS";
+    let filters = if http {
+        vec![hcm_filter(
+            ctx,
+            scope,
+            Class::outbound(scope),
+            &format!("outbound_0.0.0.0_{port}"),
+            RouteSource::Rds(s.https_route_name()),
+            security.to_vec(),
+        )]
+    } else {
+        // TLS terminated, then plain TCP to the first bound TCP route.
+        let proxy = bound_virtual_services(ctx, scope, s)
+            .into_iter()
+            .find_map(|(vs, _)| {
+                vs.spec
+                    .tcp
+                    .first()
+                    .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
+            });
+        match proxy {
+            Some(f) => behind_rbac(network_rbac, f),
+            None => return None,
+        }
+    };
+    Some(FilterChain {
+        name: if http {
+            s.https_route_name()
+        } else {
+            format!("tls.{port}.{}", s.gateway)
+        },
+        filter_chain_match: Some(FilterChainMatch {
+            server_names: s.sni(),
+            ..Default::default()
+        }),
+        transport_socket: downstream_tls(s.server, http, &ctx.mesh.tls_defaults),
+        filters,
+        ..Default::default()
+    })
+}
+
+/// A PASSTHROUGH server: a chain per bound TLS route, matched by the SNI hosts it names for
+/// this port and gateway.
+fn passthrough_chains(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    s: &BoundServer,
+    port: u32,
+    network_rbac: &[Filter],
+) -> Vec<FilterChain> {
+    let mut out = Vec::new();
+    for (vs, _) in bound_virtual_services(ctx, scope, s) {
+        for tls in &vs.spec.tls {
+            let sni: Vec<String> = tls
+                .matches
+                .iter()
+                .filter(|m| m.port == 0 || m.port == port)
+                .filter(|m| m.gateways.is_empty() || m.gateways.contains(&s.gateway))
+                .flat_map(|m| m.sni_hosts.iter().cloned())
+                .collect();
+            let Some(proxy) = l4_filter(ctx, scope, vs, &tls.route, port) else {
+                continue;
+            };
+            if sni.is_empty() {
+                continue;
+            }
+            out.push(FilterChain {
+                name: format!("passthrough.{port}.{}", sni.join(",")),
+                filter_chain_match: Some(FilterChainMatch {
+                    server_names: sni,
+                    ..Default::default()
+                }),
+                filters: behind_rbac(network_rbac, proxy),
+                ..Default::default()
+            });
+        }
     }
     out
 }
