@@ -69,10 +69,6 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
     for e in &endpoints {
         by_locality.entry(e.locality.as_str()).or_default().push(e);
     }
-    let labels: Vec<Vec<&BTreeMap<String, String>>> = by_locality
-        .values()
-        .map(|eps| eps.iter().map(|e| &e.labels).collect())
-        .collect();
     let mut cla = ClusterLoadAssignment {
         cluster_name: cluster.to_string(),
         endpoints: by_locality
@@ -123,67 +119,83 @@ pub fn load_assignment(ctx: &PushContext, scope: &ScopeView, cluster: &str) -> T
         ..Default::default()
     };
     if let Some(policy) = policy {
-        let rule = policy
-            .load_balancer
-            .as_ref()
-            .and_then(|lb| lb.locality_lb_setting.as_ref());
-        if let Some(setting) = super::locality::setting(ctx.mesh.locality_lb.as_ref(), rule) {
-            // istiod labels every endpoint and proxy with its cluster and network, which
-            // `failoverPriority` may name ("prefer my cluster"); added only when it does.
-            let topology = setting.failover_priority.iter().any(|p| {
-                let key = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
-                key == CLUSTER_LABEL || key == NETWORK_LABEL
-            });
-            let local = &ctx.mesh.cluster_id;
-            let with_topology =
-                |labels: &BTreeMap<String, String>, cluster: &str, network: &str| {
-                    let mut out = labels.clone();
-                    let cluster = if cluster.is_empty() {
-                        local.as_str()
-                    } else {
-                        cluster
-                    };
-                    out.entry(CLUSTER_LABEL.to_string())
-                        .or_insert_with(|| cluster.to_string());
-                    if !network.is_empty() {
-                        out.entry(NETWORK_LABEL.to_string())
-                            .or_insert_with(|| network.to_string());
-                    }
-                    out
-                };
-            let topology_labels = topology.then(|| {
-                let endpoints: Vec<Vec<BTreeMap<String, String>>> = by_locality
-                    .values()
-                    .map(|eps| {
-                        eps.iter()
-                            .map(|e| with_topology(&e.labels, &e.cluster, &e.network))
-                            .collect()
-                    })
-                    .collect();
-                let proxy = with_topology(&scope.labels, &scope.cluster, &scope.network);
-                (endpoints, proxy)
-            });
-            let (endpoint_labels, proxy_labels) = match &topology_labels {
-                Some((endpoints, proxy)) => (
-                    endpoints
-                        .iter()
-                        .map(|group| group.iter().collect())
-                        .collect(),
-                    proxy,
-                ),
-                None => (labels, &scope.labels),
-            };
-            super::locality::apply(
-                &mut cla,
-                &endpoint_labels,
-                &scope.locality,
-                proxy_labels,
-                setting,
-                policy.outlier_detection.is_some(),
-            );
-        }
+        apply_locality_lb(ctx, scope, &mut cla, &by_locality, &policy);
     }
     Typed::new(cluster, Class::outbound(scope), cla)
+}
+
+/// The mesh's or the DestinationRule's locality load balancing on `cla`: failover, distribution
+/// and failover priority by labels (with each endpoint's cluster and network when a priority
+/// names them, as istiod labels them).
+fn apply_locality_lb(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    cla: &mut ClusterLoadAssignment,
+    by_locality: &BTreeMap<&str, Vec<&ModelEndpoint>>,
+    policy: &EffectivePolicy,
+) {
+    let labels: Vec<Vec<&BTreeMap<String, String>>> = by_locality
+        .values()
+        .map(|eps| eps.iter().map(|e| &e.labels).collect())
+        .collect();
+    let rule = policy
+        .load_balancer
+        .as_ref()
+        .and_then(|lb| lb.locality_lb_setting.as_ref());
+    if let Some(setting) = super::locality::setting(ctx.mesh.locality_lb.as_ref(), rule) {
+        // istiod labels every endpoint and proxy with its cluster and network, which
+        // `failoverPriority` may name ("prefer my cluster"); added only when it does.
+        let topology = setting.failover_priority.iter().any(|p| {
+            let key = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
+            key == CLUSTER_LABEL || key == NETWORK_LABEL
+        });
+        let local = &ctx.mesh.cluster_id;
+        let with_topology = |labels: &BTreeMap<String, String>, cluster: &str, network: &str| {
+            let mut out = labels.clone();
+            let cluster = if cluster.is_empty() {
+                local.as_str()
+            } else {
+                cluster
+            };
+            out.entry(CLUSTER_LABEL.to_string())
+                .or_insert_with(|| cluster.to_string());
+            if !network.is_empty() {
+                out.entry(NETWORK_LABEL.to_string())
+                    .or_insert_with(|| network.to_string());
+            }
+            out
+        };
+        let topology_labels = topology.then(|| {
+            let endpoints: Vec<Vec<BTreeMap<String, String>>> = by_locality
+                .values()
+                .map(|eps| {
+                    eps.iter()
+                        .map(|e| with_topology(&e.labels, &e.cluster, &e.network))
+                        .collect()
+                })
+                .collect();
+            let proxy = with_topology(&scope.labels, &scope.cluster, &scope.network);
+            (endpoints, proxy)
+        });
+        let (endpoint_labels, proxy_labels) = match &topology_labels {
+            Some((endpoints, proxy)) => (
+                endpoints
+                    .iter()
+                    .map(|group| group.iter().collect())
+                    .collect(),
+                proxy,
+            ),
+            None => (labels, &scope.labels),
+        };
+        super::locality::apply(
+            cla,
+            &endpoint_labels,
+            &scope.locality,
+            proxy_labels,
+            setting,
+            policy.outlier_detection.is_some(),
+        );
+    }
 }
 
 /// `e` as Envoy's endpoint at `address`: its health and weight (at least 1), with `metadata` and
