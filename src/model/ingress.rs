@@ -90,44 +90,7 @@ pub fn translate(
             continue;
         }
         let (name, ns) = (&e.config.metadata.name, &e.config.metadata.namespace);
-        let spec = ingress.spec.clone().unwrap_or_default();
-        let mut servers = Vec::new();
-        for (i, tls) in spec.tls.iter().flatten().enumerate() {
-            let Some(secret) = tls.secret_name.clone().filter(|s| !s.is_empty()) else {
-                continue;
-            };
-            let hosts = tls
-                .hosts
-                .clone()
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| vec!["*".into()]);
-            servers.push(istio::Server {
-                port: Some(istio::Port {
-                    number: 443,
-                    protocol: "HTTPS".into(),
-                    name: format!("https-443-ingress-{name}-{ns}-{i}"),
-                    target_port: 0,
-                }),
-                hosts,
-                tls: Some(ServerTlsSettings {
-                    mode: ServerTlsMode::SIMPLE,
-                    // As istiod: the Secret is looked up where the gateway runs.
-                    credential_name: secret,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-        }
-        servers.push(istio::Server {
-            port: Some(istio::Port {
-                number: 80,
-                protocol: "HTTP".into(),
-                name: format!("http-80-ingress-{name}-{ns}"),
-                target_port: 0,
-            }),
-            hosts: vec!["*".into()],
-            ..Default::default()
-        });
+        let servers = servers(name, ns, ingress);
         out.gateways.push(Arc::new(Config {
             api_version: "networking.istio.io/v1".into(),
             kind: Kind::Gateway,
@@ -164,70 +127,131 @@ pub fn translate(
             });
         }
     }
-    for (host, mut rules) in by_host {
-        rules.sort_by(|a, b| {
-            a.config
-                .metadata
-                .creation_timestamp
-                .cmp(&b.config.metadata.creation_timestamp)
-                .then(a.config.metadata.name.cmp(&b.config.metadata.name))
-                .then(
-                    a.config
-                        .metadata
-                        .namespace
-                        .cmp(&b.config.metadata.namespace),
-                )
-                .then(a.index.cmp(&b.index))
-        });
-        let mut http: Vec<istio::HttpRoute> = rules
-            .iter()
-            .flat_map(|r| routes(snapshot, r, suffix))
-            .collect();
-        // Longer paths first; at equal length an exact path first.
-        http.sort_by_key(|r| {
-            let (len, exact) = match r.matches.first().and_then(|m| m.uri.as_ref()) {
-                Some(StringMatch::Exact(p)) => (p.len() as i64, true),
-                Some(StringMatch::Prefix(p)) => (p.len() as i64, false),
-                _ => (-1, false),
-            };
-            (std::cmp::Reverse(len), !exact)
-        });
-        let first = rules[0].config;
-        let (name, ns) = (&first.metadata.name, &first.metadata.namespace);
-        let parents: Vec<String> = rules
-            .iter()
-            .map(|r| {
-                format!(
-                    "Ingress/{}.{}",
-                    r.config.metadata.name, r.config.metadata.namespace
-                )
-            })
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        out.virtual_services.push(Arc::new(Config {
-            api_version: "networking.istio.io/v1".into(),
-            kind: Kind::VirtualService,
-            metadata: ObjectMeta {
-                name: format!("{}-{name}-{INTERNAL_NAME}", host.replace('.', "-")),
-                namespace: ns.clone(),
-                annotations: BTreeMap::from([
-                    (ROUTE_SEMANTICS.to_string(), "ingress".to_string()),
-                    (super::gateway_api::PARENTS.to_string(), parents.join(",")),
-                ]),
-                creation_timestamp: first.metadata.creation_timestamp.clone(),
-                ..Default::default()
-            },
-            spec: Spec::VirtualService(istio::VirtualService {
-                hosts: vec![host],
-                gateways: vec![format!("{ingress_namespace}/{}", gateway_name(name, ns))],
-                http,
-                ..Default::default()
-            }),
-            status: None,
-        }));
+    for (host, rules) in by_host {
+        out.virtual_services.push(virtual_service(
+            snapshot,
+            host,
+            rules,
+            ingress_namespace,
+            suffix,
+        ));
     }
     out
+}
+
+/// The servers of an Ingress's Gateway: HTTPS on 443 per TLS entry with a Secret, and HTTP on 80.
+fn servers(name: &str, ns: &str, ingress: &Ingress) -> Vec<istio::Server> {
+    let spec = ingress.spec.clone().unwrap_or_default();
+    let mut servers = Vec::new();
+    for (i, tls) in spec.tls.iter().flatten().enumerate() {
+        let Some(secret) = tls.secret_name.clone().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let hosts = tls
+            .hosts
+            .clone()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| vec!["*".into()]);
+        servers.push(istio::Server {
+            port: Some(istio::Port {
+                number: 443,
+                protocol: "HTTPS".into(),
+                name: format!("https-443-ingress-{name}-{ns}-{i}"),
+                target_port: 0,
+            }),
+            hosts,
+            tls: Some(ServerTlsSettings {
+                mode: ServerTlsMode::SIMPLE,
+                // As istiod: the Secret is looked up where the gateway runs.
+                credential_name: secret,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    servers.push(istio::Server {
+        port: Some(istio::Port {
+            number: 80,
+            protocol: "HTTP".into(),
+            name: format!("http-80-ingress-{name}-{ns}"),
+            target_port: 0,
+        }),
+        hosts: vec!["*".into()],
+        ..Default::default()
+    });
+    servers
+}
+
+/// The VirtualService of one host: the rules of every Ingress for it, oldest Ingress first, the
+/// longest paths first.
+fn virtual_service(
+    snapshot: &Snapshot,
+    host: String,
+    mut rules: Vec<Rule>,
+    ingress_namespace: &str,
+    suffix: &str,
+) -> Arc<Config> {
+    rules.sort_by(|a, b| {
+        a.config
+            .metadata
+            .creation_timestamp
+            .cmp(&b.config.metadata.creation_timestamp)
+            .then(a.config.metadata.name.cmp(&b.config.metadata.name))
+            .then(
+                a.config
+                    .metadata
+                    .namespace
+                    .cmp(&b.config.metadata.namespace),
+            )
+            .then(a.index.cmp(&b.index))
+    });
+    let mut http: Vec<istio::HttpRoute> = rules
+        .iter()
+        .flat_map(|r| routes(snapshot, r, suffix))
+        .collect();
+    // Longer paths first; at equal length an exact path first.
+    http.sort_by_key(|r| {
+        let (len, exact) = match r.matches.first().and_then(|m| m.uri.as_ref()) {
+            Some(StringMatch::Exact(p)) => (p.len() as i64, true),
+            Some(StringMatch::Prefix(p)) => (p.len() as i64, false),
+            _ => (-1, false),
+        };
+        (std::cmp::Reverse(len), !exact)
+    });
+    let first = rules[0].config;
+    let (name, ns) = (&first.metadata.name, &first.metadata.namespace);
+    let parents: Vec<String> = rules
+        .iter()
+        .map(|r| {
+            format!(
+                "Ingress/{}.{}",
+                r.config.metadata.name, r.config.metadata.namespace
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    Arc::new(Config {
+        api_version: "networking.istio.io/v1".into(),
+        kind: Kind::VirtualService,
+        metadata: ObjectMeta {
+            name: format!("{}-{name}-{INTERNAL_NAME}", host.replace('.', "-")),
+            namespace: ns.clone(),
+            annotations: BTreeMap::from([
+                (ROUTE_SEMANTICS.to_string(), "ingress".to_string()),
+                (super::gateway_api::PARENTS.to_string(), parents.join(",")),
+            ]),
+            creation_timestamp: first.metadata.creation_timestamp.clone(),
+            ..Default::default()
+        },
+        spec: Spec::VirtualService(istio::VirtualService {
+            hosts: vec![host],
+            gateways: vec![format!("{ingress_namespace}/{}", gateway_name(name, ns))],
+            http,
+            ..Default::default()
+        }),
+        status: None,
+    })
 }
 
 fn gateway_name(name: &str, ns: &str) -> String {
