@@ -210,31 +210,11 @@ pub fn kubernetes_service(
         return None;
     };
     let (ns, name) = (&entry.metadata.namespace, &entry.metadata.name);
-    let cluster = entry.metadata.cluster.as_str();
     let spec = svc.spec.as_ref()?;
     let hostname = service_hostname(ns, name, domain_suffix);
     let headless = spec.cluster_ip.as_deref() == Some("None");
     let external = spec.type_.as_deref() == Some("ExternalName");
-    let ports: Vec<ServicePort> = spec
-        .ports
-        .iter()
-        .flatten()
-        .filter(|p| p.protocol.as_deref().unwrap_or("TCP") != "UDP")
-        .map(|p| {
-            let pname = p.name.clone().unwrap_or_default();
-            ServicePort {
-                protocol: port_protocol(p.port as u32, &pname, p.app_protocol.as_deref()),
-                name: pname,
-                number: p.port as u32,
-                target_port: match &p.target_port {
-                    Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => {
-                        *n as u32
-                    }
-                    _ => 0,
-                },
-            }
-        })
-        .collect();
+    let ports = service_ports(spec);
     let export_to = entry
         .metadata
         .annotations
@@ -246,18 +226,6 @@ pub fn kubernetes_service(
                 .collect()
         })
         .unwrap_or_default();
-    let pod = |r: &k8s_openapi::api::core::v1::ObjectReference| -> Option<&Pod> {
-        let namespace = r.namespace.as_deref().unwrap_or(ns);
-        let name = r.name.as_deref().unwrap_or_default();
-        match &snapshot
-            .get_in(Kind::Pod, cluster, namespace, name)?
-            .config
-            .spec
-        {
-            Spec::Pod(p) => Some(p.as_ref()),
-            _ => None,
-        }
-    };
     let mut endpoints = Vec::with_capacity(ports.len());
     for port in &ports {
         let mut eps: BTreeSet<Endpoint> = BTreeSet::new();
@@ -271,60 +239,7 @@ pub fn kubernetes_service(
                 ..Default::default()
             });
         }
-        for slice in slices {
-            let Some(slice_port) = slice
-                .ports
-                .iter()
-                .flatten()
-                .find(|sp| sp.name.as_deref().unwrap_or("") == port.name)
-            else {
-                continue;
-            };
-            let Some(number) = slice_port.port else {
-                continue;
-            };
-            for ep in &slice.endpoints {
-                let pod = ep
-                    .target_ref
-                    .as_ref()
-                    .filter(|r| r.kind.as_deref() == Some("Pod"))
-                    .and_then(pod);
-                let node = ep
-                    .node_name
-                    .as_deref()
-                    .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()))
-                    .and_then(|n| node(snapshot, cluster, n));
-                let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-                for address in ep.addresses.iter().take(1) {
-                    eps.insert(Endpoint {
-                        address: address.clone(),
-                        port: number as u32,
-                        labels: pod
-                            .and_then(|p| p.metadata.labels.clone())
-                            .unwrap_or_default(),
-                        locality: node_locality(node, ep.zone.as_deref()),
-                        weight: 1,
-                        service_account: pod
-                            .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
-                            .unwrap_or_default(),
-                        network: pod
-                            .and_then(|p| p.metadata.labels.as_ref()?.get(NETWORK_LABEL))
-                            .map(String::as_str)
-                            .or_else(|| networks.network(cluster, address))
-                            .unwrap_or_default()
-                            .to_string(),
-                        cluster: cluster.to_string(),
-                        healthy: ready,
-                        workload: pod
-                            .map(|p| crate::model::workload::of_pod(p).name)
-                            .unwrap_or_default(),
-                        namespace: pod
-                            .and_then(|p| p.metadata.namespace.clone())
-                            .unwrap_or_else(|| ns.clone()),
-                    });
-                }
-            }
-        }
+        slice_endpoints(snapshot, entry, slices, port, networks, &mut eps);
         endpoints.push((port.number, eps.into_iter().collect()));
     }
     let service = Service {
@@ -356,6 +271,108 @@ pub fn kubernetes_service(
         labels: svc.metadata.labels.clone().unwrap_or_default(),
     };
     Some((service, endpoints))
+}
+
+/// A Service's ports as the mesh sees them (UDP left out), with their protocols.
+fn service_ports(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Vec<ServicePort> {
+    spec.ports
+        .iter()
+        .flatten()
+        .filter(|p| p.protocol.as_deref().unwrap_or("TCP") != "UDP")
+        .map(|p| {
+            let pname = p.name.clone().unwrap_or_default();
+            ServicePort {
+                protocol: port_protocol(p.port as u32, &pname, p.app_protocol.as_deref()),
+                name: pname,
+                number: p.port as u32,
+                target_port: match &p.target_port {
+                    Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => {
+                        *n as u32
+                    }
+                    _ => 0,
+                },
+            }
+        })
+        .collect()
+}
+
+/// The endpoints `slices` give `port` of the Service `entry`: each ready or not, with its pod's
+/// labels, service account, workload and network and its node's locality.
+fn slice_endpoints(
+    snapshot: &Snapshot,
+    entry: &crate::config::Config,
+    slices: &[&EndpointSlice],
+    port: &ServicePort,
+    networks: &ClusterNetworks,
+    eps: &mut BTreeSet<Endpoint>,
+) {
+    let (ns, cluster) = (&entry.metadata.namespace, entry.metadata.cluster.as_str());
+    let pod = |r: &k8s_openapi::api::core::v1::ObjectReference| -> Option<&Pod> {
+        let namespace = r.namespace.as_deref().unwrap_or(ns);
+        let name = r.name.as_deref().unwrap_or_default();
+        match &snapshot
+            .get_in(Kind::Pod, cluster, namespace, name)?
+            .config
+            .spec
+        {
+            Spec::Pod(p) => Some(p.as_ref()),
+            _ => None,
+        }
+    };
+    for slice in slices {
+        let Some(slice_port) = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|sp| sp.name.as_deref().unwrap_or("") == port.name)
+        else {
+            continue;
+        };
+        let Some(number) = slice_port.port else {
+            continue;
+        };
+        for ep in &slice.endpoints {
+            let pod = ep
+                .target_ref
+                .as_ref()
+                .filter(|r| r.kind.as_deref() == Some("Pod"))
+                .and_then(pod);
+            let node = ep
+                .node_name
+                .as_deref()
+                .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()))
+                .and_then(|n| node(snapshot, cluster, n));
+            let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            for address in ep.addresses.iter().take(1) {
+                eps.insert(Endpoint {
+                    address: address.clone(),
+                    port: number as u32,
+                    labels: pod
+                        .and_then(|p| p.metadata.labels.clone())
+                        .unwrap_or_default(),
+                    locality: node_locality(node, ep.zone.as_deref()),
+                    weight: 1,
+                    service_account: pod
+                        .and_then(|p| p.spec.as_ref()?.service_account_name.clone())
+                        .unwrap_or_default(),
+                    network: pod
+                        .and_then(|p| p.metadata.labels.as_ref()?.get(NETWORK_LABEL))
+                        .map(String::as_str)
+                        .or_else(|| networks.network(cluster, address))
+                        .unwrap_or_default()
+                        .to_string(),
+                    cluster: cluster.to_string(),
+                    healthy: ready,
+                    workload: pod
+                        .map(|p| crate::model::workload::of_pod(p).name)
+                        .unwrap_or_default(),
+                    namespace: pod
+                        .and_then(|p| p.metadata.namespace.clone())
+                        .unwrap_or_else(|| ns.clone()),
+                });
+            }
+        }
+    }
 }
 
 impl Default for Endpoint {
