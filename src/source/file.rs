@@ -426,37 +426,7 @@ impl FileSource {
         }
 
         // Read every file; only changed contents are parsed again.
-        let mut changed: Vec<FileReport> = Vec::new();
-        for path in &paths {
-            let bytes = match std::fs::read(path) {
-                Ok(b) => match &self.mesh_file {
-                    Some((mesh, root_namespace)) if mesh == path => {
-                        mesh_config_map_text(&b, root_namespace)
-                    }
-                    _ => b,
-                },
-                Err(e) => {
-                    warn!(file = %path.display(), error = %e, "config file unreadable; keeping its last good objects");
-                    self.metrics.file_error("io");
-                    continue;
-                }
-            };
-            let hash = hash_bytes(&bytes);
-            let state = self.files.entry(path.clone()).or_default();
-            if state.content_hash == Some(hash) {
-                continue;
-            }
-            state.content_hash = Some(hash);
-            let report = match std::str::from_utf8(&bytes) {
-                Ok(text) => check_changed(path, text, &self.default_namespace, &state.documents),
-                Err(_) => FileReport {
-                    path: path.clone(),
-                    errors: vec![ConfigError::Syntax("file is not UTF-8 text".into())],
-                    ..Default::default()
-                },
-            };
-            changed.push(report);
-        }
+        let changed = self.read_changed(&paths);
 
         // Who owns which key: unchanged files and rejected files keep their claims first.
         let changed_paths: BTreeSet<PathBuf> = changed
@@ -475,34 +445,7 @@ impl FileSource {
 
         for mut report in changed {
             let path = report.path.clone();
-            let mut error = (!report.errors.is_empty()).then(|| {
-                (
-                    report.error_reason(),
-                    report
-                        .errors
-                        .iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
-            });
-            if error.is_none() {
-                let conflicts: Vec<String> = report
-                    .configs
-                    .iter()
-                    .map(Config::key)
-                    .chain(report.kept.iter().cloned())
-                    .filter_map(|key| {
-                        owners
-                            .get(&key)
-                            .filter(|owner| **owner != path)
-                            .map(|owner| format!("{key} is already defined in {}", owner.display()))
-                    })
-                    .collect();
-                if !conflicts.is_empty() {
-                    error = Some(("conflict", conflicts.join("; ")));
-                }
-            }
+            let error = rejection(&report, &owners);
             let state = self.files.entry(path.clone()).or_default();
             match error {
                 Some((reason, message)) => {
@@ -557,6 +500,43 @@ impl FileSource {
         }
         self.publish_status();
         events.len()
+    }
+
+    /// The reports of the files whose contents changed since the last scan (an unreadable file
+    /// keeps its last good objects).
+    fn read_changed(&mut self, paths: &[PathBuf]) -> Vec<FileReport> {
+        let mut changed: Vec<FileReport> = Vec::new();
+        for path in paths {
+            let bytes = match std::fs::read(path) {
+                Ok(b) => match &self.mesh_file {
+                    Some((mesh, root_namespace)) if mesh == path => {
+                        mesh_config_map_text(&b, root_namespace)
+                    }
+                    _ => b,
+                },
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "config file unreadable; keeping its last good objects");
+                    self.metrics.file_error("io");
+                    continue;
+                }
+            };
+            let hash = hash_bytes(&bytes);
+            let state = self.files.entry(path.clone()).or_default();
+            if state.content_hash == Some(hash) {
+                continue;
+            }
+            state.content_hash = Some(hash);
+            let report = match std::str::from_utf8(&bytes) {
+                Ok(text) => check_changed(path, text, &self.default_namespace, &state.documents),
+                Err(_) => FileReport {
+                    path: path.clone(),
+                    errors: vec![ConfigError::Syntax("file is not UTF-8 text".into())],
+                    ..Default::default()
+                },
+            };
+            changed.push(report);
+        }
+        changed
     }
 
     /// Warns about (and counts) each path newly found leading somewhere already read, once.
@@ -678,6 +658,43 @@ impl FileSource {
         }
         info!(dir = %self.dir.display(), "file source stopped");
     }
+}
+
+/// Why a changed file is refused: its own errors, or an object another file already defines.
+fn rejection(
+    report: &FileReport,
+    owners: &HashMap<ConfigKey, PathBuf>,
+) -> Option<(&'static str, String)> {
+    let path = &report.path;
+    let mut error = (!report.errors.is_empty()).then(|| {
+        (
+            report.error_reason(),
+            report
+                .errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    });
+    if error.is_none() {
+        let conflicts: Vec<String> = report
+            .configs
+            .iter()
+            .map(Config::key)
+            .chain(report.kept.iter().cloned())
+            .filter_map(|key| {
+                owners
+                    .get(&key)
+                    .filter(|owner| *owner != path)
+                    .map(|owner| format!("{key} is already defined in {}", owner.display()))
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            error = Some(("conflict", conflicts.join("; ")));
+        }
+    }
+    error
 }
 
 /// Whether a watch event only says a file was opened or read. The scan opens every file it
