@@ -6,12 +6,11 @@
 //! `KUBECONFIG` is set). `rudder what-if` against a files-mode daemon and its connected proxies.
 //! A real Envoy's `/config_dump` read by the same diff engine as the daemon's own dump of it.
 
-use crate::common::ads::{LDS, RDS, Sotw};
+use crate::common::ads::{LDS, RDS, Sotw, node_with_metadata};
 use crate::common::ca::channel;
 use crate::common::cluster::{Cluster, istio_crd};
 use crate::common::{eventually, http_get, rudder};
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::google::protobuf::{Struct, Value as ProtoValue, value::Kind};
 use rudder::compare::control_plane::{ControlPlane, Tls};
 use rudder::compare::diff;
 use rudder::xds::types::TypeUrl;
@@ -65,24 +64,7 @@ fn istio_objects(c: &Cluster, apps: &str) {
 
 /// A proxy's node as the test's proxies connect with it.
 fn node(id: &str, ns: &str) -> Node {
-    Node {
-        id: id.to_string(),
-        user_agent_name: "envoy".into(),
-        metadata: Some(Struct {
-            fields: [("NAMESPACE", ns), ("SERVICE_ACCOUNT", "default")]
-                .into_iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string(),
-                        ProtoValue {
-                            kind: Some(Kind::StringValue(v.into())),
-                        },
-                    )
-                })
-                .collect(),
-        }),
-        ..Default::default()
-    }
+    node_with_metadata(id, &[("NAMESPACE", ns), ("SERVICE_ACCOUNT", "default")])
 }
 
 fn shadow(

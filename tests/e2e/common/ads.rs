@@ -28,6 +28,25 @@ pub fn node(id: &str) -> Option<Node> {
     })
 }
 
+/// An Envoy node with string-valued metadata, as an injected sidecar sends `ISTIO_META_*`.
+pub fn node_with_metadata(id: &str, metadata: &[(&str, &str)]) -> Node {
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+    Node {
+        metadata: Some(Struct {
+            fields: metadata
+                .iter()
+                .map(|(k, v)| {
+                    let value = Value {
+                        kind: Some(Kind::StringValue(v.to_string())),
+                    };
+                    (k.to_string(), value)
+                })
+                .collect(),
+        }),
+        ..node(id).unwrap_or_default()
+    }
+}
+
 pub struct Sotw {
     pub tx: mpsc::Sender<DiscoveryRequest>,
     pub rx: tonic::Streaming<DiscoveryResponse>,
@@ -51,29 +70,12 @@ impl Sotw {
         node_id: &str,
         metadata: &[(&str, &str)],
     ) -> Result<Sotw, tonic::Status> {
-        use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
             .connect()
             .await
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-        let mut node = node(node_id);
-        if let Some(n) = node.as_mut() {
-            n.metadata = Some(Struct {
-                fields: metadata
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.to_string(),
-                            Value {
-                                kind: Some(Kind::StringValue(v.to_string())),
-                            },
-                        )
-                    })
-                    .collect(),
-            });
-        }
-        Sotw::open_node(channel, node).await
+        Sotw::open_node(channel, Some(node_with_metadata(node_id, metadata))).await
     }
 
     /// Opens a stream on an existing connection (many streams can share one).
