@@ -194,11 +194,9 @@ async fn check(args: &PrecheckArgs, err: &mut dyn Write) -> anyhow::Result<Findi
     for path in &args.istiod_deployment {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("--istiod-deployment {}: {e}", path.display()))?;
-        deployments.extend(
-            documents(&text)
-                .into_iter()
-                .filter(|d| d["kind"] == "Deployment"),
-        );
+        let docs = crate::config::yaml_documents(&text)
+            .map_err(|e| anyhow::anyhow!("--istiod-deployment {}: {e}", path.display()))?;
+        deployments.extend(deployments_of(docs));
     }
     if args.source.uses_kubernetes() {
         f.source = CLUSTER.into();
@@ -388,34 +386,14 @@ async fn cluster_objects(
     Ok(out)
 }
 
-/// The YAML documents of a text, as JSON values (what does not parse is left out).
-fn documents(text: &str) -> Vec<Value> {
-    let mut docs = Vec::new();
-    let mut current = String::new();
-    for line in text.lines().chain(std::iter::once("---")) {
-        if line.trim_end() == "---" {
-            if !current.trim().is_empty()
-                && let Ok(v) = serde_saphyr::from_str::<Value>(&current)
-            {
-                match v {
-                    Value::Object(ref o) if o.get("kind") == Some(&json!("List")) => {
-                        docs.extend(
-                            o.get("items")
-                                .and_then(Value::as_array)
-                                .cloned()
-                                .unwrap_or_default(),
-                        );
-                    }
-                    v => docs.push(v),
-                }
-            }
-            current.clear();
-        } else {
-            current.push_str(line);
-            current.push('\n');
-        }
-    }
-    docs
+/// The Deployments among YAML documents, those of `kind: List` included (`kubectl get -o yaml`).
+fn deployments_of(docs: Vec<Value>) -> impl Iterator<Item = Value> {
+    docs.into_iter()
+        .flat_map(|d| match d.get("kind").and_then(Value::as_str) {
+            Some("List") => d["items"].as_array().cloned().unwrap_or_default(),
+            _ => vec![d],
+        })
+        .filter(|d| d["kind"] == "Deployment")
 }
 
 /// An istiod Deployment's `discovery` container: flags and variables Rudder does not act on.
@@ -492,11 +470,21 @@ spec:
     #[test]
     fn an_istiod_deployments_flags_and_variables_are_sorted_by_what_rudder_does_with_them() {
         let mut f = Findings::default();
-        let docs = documents(&format!(
+        let docs = crate::config::yaml_documents(&format!(
             "---\n{ISTIOD}---\napiVersion: v1\nkind: Service\n"
-        ));
+        ))
+        .unwrap();
         assert_eq!(docs.len(), 2);
-        istiod_settings(&mut f, &docs[0]);
+        let deployments: Vec<Value> = deployments_of(docs).collect();
+        assert_eq!(deployments.len(), 1);
+        // `kubectl get deploy -o yaml` wraps them in a List.
+        let listed = crate::config::yaml_documents(&format!(
+            "apiVersion: v1\nkind: List\nitems:\n- {}\n",
+            serde_json::to_string(&deployments[0]).unwrap()
+        ))
+        .unwrap();
+        assert_eq!(deployments_of(listed).count(), 1);
+        istiod_settings(&mut f, &deployments[0]);
         assert_eq!(
             f.env_unread,
             ["Deployment istio-system/istiod: PILOT_ENABLE_STATUS"]

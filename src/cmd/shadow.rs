@@ -105,16 +105,8 @@ pub async fn compare(
         }
         None => AllowList::default(),
     };
-    let read = |flag: &str, path: &Option<PathBuf>| -> anyhow::Result<Option<String>> {
-        path.as_ref()
-            .map(|p| {
-                std::fs::read_to_string(p)
-                    .map_err(|e| anyhow::anyhow!("--{flag} {}: {e}", p.display()))
-            })
-            .transpose()
-    };
-    let token = read("token-file", &args.token_file)?;
-    let tls = read("ca-file", &args.ca_file)?.map(|ca_pem| Tls {
+    let token = flag_file("token-file", args.token_file.as_deref())?;
+    let tls = flag_file("ca-file", args.ca_file.as_deref())?.map(|ca_pem| Tls {
         ca_pem,
         server_name: args
             .tls_server_name
@@ -147,6 +139,17 @@ pub async fn compare(
     Ok(Shadowed { report, passes })
 }
 
+/// The contents of the file a flag names, if it names one; the error names the flag.
+pub(super) fn flag_file(
+    flag: &str,
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    path.map(|p| {
+        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--{flag} {}: {e}", p.display()))
+    })
+    .transpose()
+}
+
 /// One proxy: istiod's config for its node against Rudder's.
 async fn one(
     istiod: &ControlPlane,
@@ -159,10 +162,7 @@ async fn one(
         Ok(p) => p,
         Err(e) => return ProxyReport::unsupported(id, e.to_string()),
     };
-    let ours = match local.config(&served.node) {
-        Ok(c) => c,
-        Err(e) => return ProxyReport::unsupported(id, e.to_string()),
-    };
+    let ours = local.config(&proxy);
     let (theirs, source) = match istiod.config(served).await {
         Ok(c) => c,
         Err(e) => return ProxyReport::unsupported(id, format!("istiod's config: {e}")),

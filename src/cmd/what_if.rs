@@ -9,7 +9,7 @@
 use super::serve::ServeArgs;
 use crate::analysis::{Findings, Message};
 use crate::compare::allow::AllowList;
-use crate::compare::control_plane::{ServedProxy, proxies_of_adsz};
+use crate::compare::control_plane::{ServedProxy, proxies_of_adsz, proxy_name};
 use crate::compare::local::Local;
 use crate::compare::report::{CHANGE_WORDS, ProxyReport, Report};
 use crate::config::{Config, ConfigKey};
@@ -159,16 +159,11 @@ async fn compare(args: &WhatIfArgs, change: &[Config]) -> anyhow::Result<Outcome
         .iter()
         .map(|p| {
             let id = p.node.id.as_str();
-            let (proxy, a, b) = match (
-                after.proxy(&p.node),
-                before.config(&p.node),
-                after.config(&p.node),
-            ) {
-                (Ok(proxy), Ok(a), Ok(b)) => (proxy, a, b),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                    return ProxyReport::unsupported(id, e.to_string());
-                }
+            let (was, proxy) = match (before.proxy(&p.node), after.proxy(&p.node)) {
+                (Ok(was), Ok(proxy)) => (was, proxy),
+                (Err(e), _) | (_, Err(e)) => return ProxyReport::unsupported(id, e.to_string()),
             };
+            let (a, b) = (before.config(&was), after.config(&proxy));
             let notes = if p.partial {
                 vec!["only this proxy's id is known: not its labels or metadata".into()]
             } else {
@@ -181,7 +176,7 @@ async fn compare(args: &WhatIfArgs, change: &[Config]) -> anyhow::Result<Outcome
                 |d| {
                     let mut from = after.sources(&proxy, d.type_url, &d.resource);
                     if from.is_empty() {
-                        from = before.sources(&proxy, d.type_url, &d.resource);
+                        from = before.sources(&was, d.type_url, &d.resource);
                     }
                     from
                 },
@@ -224,7 +219,7 @@ fn proxies(args: &WhatIfArgs) -> anyhow::Result<Vec<ServedProxy>> {
             .proxies
             .iter()
             .map(|id| ServedProxy {
-                name: id.split('~').nth(2).unwrap_or(id).to_string(),
+                name: proxy_name(id),
                 node: Node {
                     id: id.clone(),
                     ..Default::default()
@@ -233,14 +228,7 @@ fn proxies(args: &WhatIfArgs) -> anyhow::Result<Vec<ServedProxy>> {
             })
             .collect());
     }
-    let token = args
-        .token_file
-        .as_ref()
-        .map(|p| {
-            std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", p.display()))
-        })
-        .transpose()?;
+    let token = super::shadow::flag_file("token-file", args.token_file.as_deref())?;
     let (status, body) = super::http::request(&args.daemon, "GET", "/debug/adsz", token.as_deref())
         .map_err(|e| {
             anyhow::anyhow!(

@@ -24,6 +24,10 @@ pub const COMPARED: [TypeUrl; 5] = [
     TypeUrl::ExtensionConfig,
 ];
 
+/// The types a proxy asks for by name, in the order it asks: what its clusters and listeners
+/// name.
+pub const NAMED: [TypeUrl; 3] = [TypeUrl::Endpoint, TypeUrl::Route, TypeUrl::ExtensionConfig];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error("not JSON: {0}")]
@@ -73,6 +77,17 @@ impl ProxyConfig {
         self.resources.get(&type_url).into_iter().flatten()
     }
 
+    /// The names a proxy asks for of a type it subscribes to by name (endpoints, routes, filter
+    /// configs), from the clusters and listeners it holds; empty for the wildcard types.
+    pub fn names_asked(&self, type_url: TypeUrl) -> BTreeSet<String> {
+        match type_url {
+            TypeUrl::Endpoint => self.eds_names(),
+            TypeUrl::Route => self.route_names(),
+            TypeUrl::ExtensionConfig => self.extension_config_names(),
+            _ => BTreeSet::new(),
+        }
+    }
+
     /// Route configurations the listeners name (RDS), for a source that must ask for them.
     pub fn route_names(&self) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
@@ -104,17 +119,9 @@ impl ProxyConfig {
         names
     }
 
-    /// An admin `ConfigDump`'s dynamic resources (what a control plane sent), by section.
-    pub fn from_config_dump(dump: &admin::ConfigDump) -> Result<ProxyConfig, ReadError> {
-        let mut config = ProxyConfig::default();
-        for section in &dump.configs {
-            config.add_section(section)?;
-        }
-        Ok(config)
-    }
-
     /// One section of a config dump (istiod answers `istio.io/debug/config_dump` with the
-    /// sections as separate resources). Sections the comparison does not read are skipped.
+    /// sections as separate resources), or a whole `ConfigDump` (each of its sections).
+    /// Sections the comparison does not read are skipped.
     pub fn add_section(&mut self, section: &Any) -> Result<(), ReadError> {
         let name = section.type_url.rsplit('/').next().unwrap_or_default();
         let bytes = section.value.as_slice();
@@ -148,6 +155,10 @@ impl ProxyConfig {
                     TypeUrl::Endpoint,
                     all.filter_map(|e| e.endpoint_config).collect(),
                 )
+            }
+            "envoy.admin.v3.ConfigDump" => {
+                let d: admin::ConfigDump = read(name, bytes)?;
+                return d.configs.iter().try_for_each(|s| self.add_section(s));
             }
             "envoy.admin.v3.EcdsConfigDump" => {
                 let d: admin::EcdsConfigDump = read(name, bytes)?;

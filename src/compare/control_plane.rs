@@ -4,7 +4,7 @@
 //! routes and filter configs they name) or, where the control plane refuses that identity, from
 //! its `istio.io/debug/config_dump` of the proxy (which has no endpoints).
 
-use super::config::ProxyConfig;
+use super::config::{NAMED, ProxyConfig};
 use crate::xds::proxy::{METADATA_EXCHANGE_TYPE, PEER_METADATA_TYPE, STATS_TYPE};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::core::v3::{Extension, Locality, Node};
@@ -175,12 +175,7 @@ impl ControlPlane {
             status: Box::new(status),
         };
         let (_tx, mut rx) = self.open(request).await.map_err(refused)?;
-        match tokio::time::timeout(ANSWER_WAIT, rx.message()).await {
-            Ok(Ok(Some(answer))) => Ok(answer),
-            Ok(Ok(None)) => Err(refused(tonic::Status::cancelled("stream ended"))),
-            Ok(Err(status)) => Err(refused(status)),
-            Err(_) => Err(ControlPlaneError::Timeout(what)),
-        }
+        next_answer(&mut rx, &what).await
     }
 
     /// Every proxy the control plane serves (`syncz`), each with its type (the `syncz` debug
@@ -277,22 +272,9 @@ impl ControlPlane {
         let answer = self.ask(CONFIG_DUMP, Some(proxy_id)).await?;
         let mut config = ProxyConfig::default();
         for section in &answer.resources {
-            if section.type_url.ends_with("envoy.admin.v3.ConfigDump") {
-                let dump =
-                    envoy_types::pb::envoy::admin::v3::ConfigDump::decode(section.value.as_slice())
-                        .map_err(|e| {
-                            ControlPlaneError::Answer(CONFIG_DUMP.into(), e.to_string())
-                        })?;
-                for s in &dump.configs {
-                    config.add_section(s).map_err(|e| {
-                        ControlPlaneError::Answer(CONFIG_DUMP.into(), e.to_string())
-                    })?;
-                }
-            } else {
-                config
-                    .add_section(section)
-                    .map_err(|e| ControlPlaneError::Answer(CONFIG_DUMP.into(), e.to_string()))?;
-            }
+            config
+                .add_section(section)
+                .map_err(|e| ControlPlaneError::Answer(CONFIG_DUMP.into(), e.to_string()))?;
         }
         if config.types.is_empty() {
             return Err(ControlPlaneError::Answer(
@@ -335,18 +317,8 @@ impl ControlPlane {
         let mut waiting: BTreeSet<TypeUrl> = BTreeSet::from([TypeUrl::Cluster, TypeUrl::Listener]);
         let mut asked_for_named = false;
         while !waiting.is_empty() {
-            let answer = match tokio::time::timeout(ANSWER_WAIT, rx.message()).await {
-                Ok(Ok(Some(a))) => a,
-                Ok(Ok(None)) => return Err(refused(tonic::Status::cancelled("stream ended"))),
-                Ok(Err(status)) => return Err(refused(status)),
-                Err(_) => {
-                    let types: Vec<&str> = waiting.iter().map(|t| t.short()).collect();
-                    return Err(ControlPlaneError::Timeout(format!(
-                        "{what} ({})",
-                        types.join(", ")
-                    )));
-                }
-            };
+            let types: Vec<&str> = waiting.iter().map(|t| t.short()).collect();
+            let answer = next_answer(&mut rx, &format!("{what} ({})", types.join(", "))).await?;
             let Some(type_url) = TypeUrl::parse(&answer.type_url) else {
                 continue;
             };
@@ -362,14 +334,7 @@ impl ControlPlane {
                 type_url: answer.type_url.clone(),
                 version_info: answer.version_info.clone(),
                 response_nonce: answer.nonce.clone(),
-                resource_names: match type_url {
-                    TypeUrl::Endpoint => config.eds_names().into_iter().collect(),
-                    TypeUrl::Route => config.route_names().into_iter().collect(),
-                    TypeUrl::ExtensionConfig => {
-                        config.extension_config_names().into_iter().collect()
-                    }
-                    _ => Vec::new(),
-                },
+                resource_names: config.names_asked(type_url).into_iter().collect(),
                 ..Default::default()
             };
             send(ack).await;
@@ -378,11 +343,8 @@ impl ControlPlane {
                 && config.types.contains(&TypeUrl::Listener)
             {
                 asked_for_named = true;
-                for (type_url, names) in [
-                    (TypeUrl::Endpoint, config.eds_names()),
-                    (TypeUrl::Route, config.route_names()),
-                    (TypeUrl::ExtensionConfig, config.extension_config_names()),
-                ] {
+                for type_url in NAMED {
+                    let names = config.names_asked(type_url);
                     if names.is_empty() {
                         // Nothing to ask for: held, and empty.
                         config.hold(type_url);
@@ -394,6 +356,23 @@ impl ControlPlane {
             }
         }
         Ok(config)
+    }
+}
+
+/// The next answer on a stream, within [`ANSWER_WAIT`]; `what` names the request in the error.
+async fn next_answer(
+    rx: &mut tonic::Streaming<DiscoveryResponse>,
+    what: &str,
+) -> Result<DiscoveryResponse, ControlPlaneError> {
+    let refused = |status: tonic::Status| ControlPlaneError::Refused {
+        what: what.to_string(),
+        status: Box::new(status),
+    };
+    match tokio::time::timeout(ANSWER_WAIT, rx.message()).await {
+        Ok(Ok(Some(answer))) => Ok(answer),
+        Ok(Ok(None)) => Err(refused(tonic::Status::cancelled("stream ended"))),
+        Ok(Err(status)) => Err(refused(status)),
+        Err(_) => Err(ControlPlaneError::Timeout(what.to_string())),
     }
 }
 
@@ -475,9 +454,15 @@ fn istio_id(connection: &str) -> String {
         Some((id, n)) if n.chars().all(|c| c.is_ascii_digit()) => id,
         _ => connection,
     };
-    match id.split('~').collect::<Vec<_>>().as_slice() {
+    proxy_name(id)
+}
+
+/// istioctl's name of a proxy (`pod.namespace`) from its node id
+/// (`type~ip~pod.namespace~domain`); anything else as it is.
+pub fn proxy_name(node_id: &str) -> String {
+    match node_id.split('~').collect::<Vec<_>>().as_slice() {
         [_, _, name, _] => name.to_string(),
-        _ => id.to_string(),
+        _ => node_id.to_string(),
     }
 }
 

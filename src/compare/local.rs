@@ -3,7 +3,7 @@
 //! served; the node is taken as a verified proxy of its own namespace and service account, as a
 //! sidecar is on the TLS port.
 
-use super::config::ProxyConfig;
+use super::config::{NAMED, ProxyConfig};
 use crate::model::identity::Identity;
 use crate::model::mesh::MeshSettings;
 use crate::store::Store;
@@ -64,30 +64,25 @@ impl Local {
         Ok(proxy)
     }
 
-    /// What Rudder sends `node`: its clusters and listeners, and the endpoints, routes and filter
-    /// configs they name.
-    pub fn config(&self, node: &Node) -> Result<ProxyConfig, Unsupported> {
-        let proxy = self.proxy(node)?;
-        let scope = self.ctx.scope(&proxy);
+    /// What Rudder sends `proxy` (from [`Local::proxy`]): its clusters and listeners, and the
+    /// endpoints, routes and filter configs they name.
+    pub fn config(&self, proxy: &Proxy) -> ProxyConfig {
+        let scope = self.ctx.scope(proxy);
         let mut config = ProxyConfig::default();
         let add =
             |config: &mut ProxyConfig, type_url: TypeUrl, names: Option<&BTreeSet<String>>| {
                 config.hold(type_url);
-                for r in generate::generate(&self.ctx, &proxy, &scope, type_url, names) {
+                for r in generate::generate(&self.ctx, proxy, &scope, type_url, names) {
                     config.insert_any(type_url, &r.any);
                 }
             };
         add(&mut config, TypeUrl::Cluster, None);
         add(&mut config, TypeUrl::Listener, None);
-        let (eds, rds, ecds) = (
-            config.eds_names(),
-            config.route_names(),
-            config.extension_config_names(),
-        );
-        add(&mut config, TypeUrl::Endpoint, Some(&eds));
-        add(&mut config, TypeUrl::Route, Some(&rds));
-        add(&mut config, TypeUrl::ExtensionConfig, Some(&ecds));
-        Ok(config)
+        let named = NAMED.map(|t| (t, config.names_asked(t)));
+        for (type_url, names) in &named {
+            add(&mut config, *type_url, Some(names));
+        }
+        config
     }
 
     /// The config objects behind one of `proxy`'s resources (Rudder's provenance).
@@ -135,14 +130,18 @@ spec:
         }
     }
 
+    fn config_of(local: &Local) -> ProxyConfig {
+        local.config(&local.proxy(&node()).unwrap())
+    }
+
     #[test]
     fn a_virtual_service_shows_as_the_route_field_it_changes_and_nothing_else() {
         let before = crate::testing::store(MESH);
         let after = crate::testing::store(&format!("{MESH}{TIMEOUT}"));
         let mesh = MeshSettings::default();
         let (a, b) = (
-            Local::new(&before.reader(), &mesh).config(&node()).unwrap(),
-            Local::new(&after.reader(), &mesh).config(&node()).unwrap(),
+            config_of(&Local::new(&before.reader(), &mesh)),
+            config_of(&Local::new(&after.reader(), &mesh)),
         );
         assert!(a.resources[&TypeUrl::Endpoint].contains_key("outbound|80||a.example.com"));
         let d = diff(&a, &b);
@@ -175,6 +174,6 @@ spec:
             id: "ztunnel~10.0.0.1~ztunnel-x.istio-system~istio-system.svc.cluster.local".into(),
             ..Default::default()
         };
-        assert!(matches!(local.config(&ztunnel), Err(Unsupported::Ztunnel)));
+        assert!(matches!(local.proxy(&ztunnel), Err(Unsupported::Ztunnel)));
     }
 }
