@@ -61,6 +61,11 @@ const ISTIOD_ENV_ALWAYS: &[(&str, &str)] = &[
     ("AMBIENT_ENABLE_BAGGAGE", "false"),
     ("AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY", "false"),
     ("ENABLE_INGRESS_WAYPOINT_ROUTING", "true"),
+    // istiod's chart sets these by default: istiod's own CA serves its certificate, as Rudder's
+    // does, and 1% of requests are traced, Rudder's default.
+    ("PILOT_CERT_PROVIDER", "istiod"),
+    ("PILOT_TRACE_SAMPLING", "1"),
+    ("PILOT_TRACE_SAMPLING", "1.0"),
 ];
 
 /// The `PILOT_*` (and `ISTIO_GPRC_*`, `CITADEL_*`) variables set in `vars` that Rudder does not
@@ -118,5 +123,21 @@ mod tests {
         );
         let off = std::iter::once(("PILOT_ENABLE_AMBIENT".to_string(), "false".to_string()));
         assert_eq!(unread_istiod_env(off), ["PILOT_ENABLE_AMBIENT"]);
+        // istiod's chart defaults are what Rudder does; other values are not read.
+        let chart = [
+            ("PILOT_CERT_PROVIDER", "istiod"),
+            ("PILOT_TRACE_SAMPLING", "1"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        assert!(unread_istiod_env(chart.into_iter()).is_empty());
+        let other = [
+            ("PILOT_CERT_PROVIDER", "kubernetes"),
+            ("PILOT_TRACE_SAMPLING", "10"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(
+            unread_istiod_env(other.into_iter()),
+            ["PILOT_CERT_PROVIDER", "PILOT_TRACE_SAMPLING"]
+        );
     }
 }
