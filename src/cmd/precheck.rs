@@ -132,10 +132,14 @@ fn text(f: &Findings, blockers: &[String]) -> String {
     let mut out = String::new();
     let total: usize = f.objects.values().sum();
     let kinds: Vec<String> = f.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let by_kind = if kinds.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", kinds.join(", "))
+    };
     out.push_str(&format!(
-        "Istio objects: {total} read from {} ({})\n",
-        f.source,
-        kinds.join(", ")
+        "Istio objects: {total} read from {}{by_kind}\n",
+        f.source
     ));
     let sections: [(&str, &Vec<String>); 7] = [
         ("refused", &f.refused),
