@@ -3,7 +3,7 @@
 //! proxy's service targets, Telemetry, endpoint shards, typed config dumps, remote clusters,
 //! network gateways, authorization policies, the xDS cache and the watched kinds.
 
-use super::{AdminState, InternalCaller, caller_namespace, xds, xds_connections};
+use super::state::{AdminState, InternalCaller, caller_namespace, xds, xds_connections};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};

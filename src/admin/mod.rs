@@ -3,51 +3,21 @@
 
 pub mod controlz;
 mod istiod_pages;
+mod state;
 mod views;
 
-use crate::metrics::Metrics;
 use crate::source::file::FileStatus;
-use crate::store::Store;
-use crate::xds::server::status::{ConnectionStatus, XdsStatus};
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-#[derive(Clone)]
-pub struct AdminState {
-    pub store: Arc<Store>,
-    pub metrics: Arc<Metrics>,
-    pub sources: Arc<Mutex<Vec<FileStatus>>>,
-    /// Set once every source finished its initial sync.
-    pub ready: Arc<AtomicBool>,
-    /// Set once the xDS server runs (after the initial sync).
-    pub xds: Arc<OnceLock<XdsStatus>>,
-    /// Who may use `/debug` from elsewhere than localhost; set once the CA's authenticator exists.
-    pub debug_access: Arc<OnceLock<DebugAccess>>,
-    /// The bounds on clients, for `/debug/limitz`.
-    pub limits: Arc<Vec<crate::metrics::Limit>>,
-    /// The injection settings in force, for `/debug/inject`; set once the injector exists.
-    pub inject_template: Arc<OnceLock<InjectTemplate>>,
-    /// The remote clusters the multicluster secrets name, for `/debug/clusterz`.
-    pub remote_clusters: crate::source::kube::multicluster::RemoteClusters,
-}
-
-/// Reads the sidecar injection settings in force.
-pub type InjectTemplate = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
-
-/// Debug endpoints show every proxy's config and set log levels: as istiod, a request from
-/// anywhere but localhost needs a bearer token (checked as the CA checks them) of a service
-/// account in the system namespace, unless access is opened on purpose (`--debug-auth none`).
-pub struct DebugAccess {
-    pub open: bool,
-    pub system_namespace: String,
-    pub auth: Arc<dyn crate::model::identity::Authenticate>,
-}
+pub use state::{AdminState, DebugAccess, InjectTemplate};
+use state::{InternalCaller, caller_namespace, xds};
 
 pub fn router(state: AdminState) -> Router {
     let debug = Router::new()
@@ -101,18 +71,6 @@ pub fn router(state: AdminState) -> Router {
         .route("/version", get(version))
         .merge(debug)
         .with_state(state)
-}
-
-/// A page read for an `istio.io/debug` request: the xDS stream already verified the caller, and
-/// `namespace` (a caller outside the system namespace) limits what it sees.
-#[derive(Clone)]
-struct InternalCaller {
-    namespace: Option<String>,
-}
-
-/// The caller's namespace when a page must be limited to it.
-fn caller_namespace(caller: &Option<axum::Extension<InternalCaller>>) -> Option<&str> {
-    caller.as_ref().and_then(|c| c.0.namespace.as_deref())
 }
 
 /// The debug pages served to `istio.io/debug` requests over xDS.
@@ -273,14 +231,6 @@ async fn syncz(
 ) -> Json<Vec<serde_json::Value>> {
     let namespace = caller_namespace(&caller).or(q.get("namespace").map(String::as_str));
     Json(xds(&s).map(|x| x.syncz(namespace)).unwrap_or_default())
-}
-
-fn xds_connections(s: &AdminState) -> Vec<ConnectionStatus> {
-    xds(s).map(|x| x.connections()).unwrap_or_default()
-}
-
-fn xds(s: &AdminState) -> Option<&XdsStatus> {
-    s.xds.get()
 }
 
 /// Services in the registry (what `istioctl` calls the service registry).

@@ -2,7 +2,7 @@
 //! fast with 10,000 proxies and 5,000 objects. The UI polls `summary` (a few numbers) and fetches
 //! only the page of the view it shows.
 
-use super::{AdminState, xds};
+use super::state::{AdminState, xds};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};

@@ -5,7 +5,8 @@
 //! certificate, verifies it chains to the configured root, and deletes the request. Its own
 //! serving certificate comes the same way.
 
-use super::{CaError, Identity};
+use super::authority::CaError;
+use crate::model::identity::Identity;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
@@ -49,8 +50,9 @@ impl KubernetesRa {
         caller: &Identity,
         requested_ttl_secs: i64,
     ) -> Result<Vec<String>, CaError> {
-        super::check_csr(csr_pem, caller)?;
-        let ttl = super::workload_ttl(requested_ttl_secs, self.default_ttl, self.max_ttl);
+        super::authority::check_csr(csr_pem, caller)?;
+        let ttl =
+            super::authority::workload_ttl(requested_ttl_secs, self.default_ttl, self.max_ttl);
         self.sign(csr_pem, WORKLOAD_USAGES, "csr-workload-", ttl)
             .await
     }
@@ -62,7 +64,7 @@ impl KubernetesRa {
         ips: &[std::net::IpAddr],
         ttl: Duration,
     ) -> Result<(Vec<String>, String), CaError> {
-        let (key, params) = super::serving_request(dns_names, ips)?;
+        let (key, params) = super::authority::serving_request(dns_names, ips)?;
         let csr = params
             .serialize_request(&key)
             .and_then(|r| r.pem())
@@ -166,24 +168,24 @@ impl KubernetesRa {
     /// The signer's certificates, checked to chain to our root, with the root last (as istiod
     /// appends it when the signer leaves it out).
     fn chain(&self, issued: &str) -> Result<Vec<String>, CaError> {
-        let mut chain = super::pem_blocks(issued);
+        let mut chain = super::authority::pem_blocks(issued);
         if chain.is_empty() {
             return Err(CaError::Sign("the signer returned no certificate".into()));
         }
         for pair in chain.windows(2) {
-            if !super::issued(&pair[1], &pair[0]) {
+            if !super::authority::issued(&pair[1], &pair[0]) {
                 return Err(CaError::Sign(
                     "the signer's chain does not link up (a certificate not issued by the next)"
                         .into(),
                 ));
             }
         }
-        let roots = super::pem_blocks(&self.root_pem);
+        let roots = super::authority::pem_blocks(&self.root_pem);
         let top = chain.last().cloned().unwrap_or_default();
         if roots.contains(&top) {
             return Ok(chain);
         }
-        let Some(root) = roots.iter().find(|r| super::issued(r, &top)) else {
+        let Some(root) = roots.iter().find(|r| super::authority::issued(r, &top)) else {
             return Err(CaError::Sign(
                 "the signer's certificate does not chain to the configured external CA root".into(),
             ));

@@ -2,7 +2,7 @@
 //! root rotation swaps it in one step, and whoever distributes the root (SDS `ROOTCA`, the
 //! `istio-ca-root-cert` ConfigMaps, webhook `caBundle`s) is told through `roots()`.
 
-use super::Authority;
+use super::authority::Authority;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use tokio::sync::watch;

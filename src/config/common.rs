@@ -4,6 +4,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Labels as Istio's API types carry them: one ordered map, so equal label sets compare alike.
+pub type Labels = BTreeMap<String, String>;
+
 /// A protobuf `google.protobuf.Duration` as Istio accepts it in YAML.
 ///
 /// Istio's CRDs accept Go-style durations (`"1h30m"`, `"250ms"`, `"1.5s"`), a superset of the proto3

@@ -35,19 +35,6 @@ pub struct WasmPlugin {
     pub plugin_type: Option<PluginType>,
 }
 
-/// Whether `spec` is a WasmPlugin or TrafficExtension whose module is pulled with a registry
-/// credential (`imagePullSecret`): a Secret change may then change what the proxies fetch.
-pub fn names_pull_secret(spec: &super::Spec) -> bool {
-    match spec {
-        super::Spec::WasmPlugin(w) => !w.image_pull_secret.is_empty(),
-        super::Spec::TrafficExtension(t) => t
-            .wasm
-            .as_ref()
-            .is_some_and(|w| !w.image_pull_secret.is_empty()),
-        _ => false,
-    }
-}
-
 /// A Lua or Wasm filter for the workloads it selects (or the gateways its `targetRefs` name), at
 /// a phase and priority.
 #[serde_with::skip_serializing_none]

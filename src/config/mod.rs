@@ -91,6 +91,19 @@ pub enum Spec {
 }
 
 impl Spec {
+    /// Whether this is a WasmPlugin or TrafficExtension whose module is pulled with a registry
+    /// credential (`imagePullSecret`): a Secret change may then change what the proxies fetch.
+    pub fn names_pull_secret(&self) -> bool {
+        match self {
+            Spec::WasmPlugin(w) => !w.image_pull_secret.is_empty(),
+            Spec::TrafficExtension(t) => t
+                .wasm
+                .as_ref()
+                .is_some_and(|w| !w.image_pull_secret.is_empty()),
+            _ => false,
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Spec::VirtualService(_) => Kind::VirtualService,

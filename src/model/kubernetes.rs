@@ -205,7 +205,7 @@ pub fn kubernetes_service(
     slices: &[&EndpointSlice],
     domain_suffix: &str,
     networks: &ClusterNetworks,
-) -> Option<super::Built> {
+) -> Option<super::service::Built> {
     let Spec::Service(svc) = &entry.spec else {
         return None;
     };

@@ -5,7 +5,7 @@
 //! (`status::writer`) writes them. Types and reasons are istiod's, so `kubectl wait
 //! --for=condition=istio.io/WaypointBound` and dashboards keyed on them work unchanged.
 
-use super::{Condition, Conditions};
+use super::producer::{Condition, Conditions};
 use crate::config::security::AuthorizationAction;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
@@ -22,7 +22,7 @@ pub const WAYPOINT_ACCEPTED: &str = "WaypointAccepted";
 /// Ambient's conditions, as a status producer (`AMBIENT_ENABLE_STATUS`).
 pub struct Ambient;
 
-impl super::Producer for Ambient {
+impl super::producer::Producer for Ambient {
     fn name(&self) -> &'static str {
         "ambient"
     }
@@ -32,10 +32,10 @@ impl super::Producer for Ambient {
     fn kinds(&self) -> &'static [Kind] {
         KINDS
     }
-    fn enabled(&self, settings: &super::Settings) -> bool {
+    fn enabled(&self, settings: &super::producer::Settings) -> bool {
         settings.ambient_status
     }
-    fn conditions(&self, input: &super::Input) -> Conditions {
+    fn conditions(&self, input: &super::producer::Input) -> Conditions {
         conditions(
             input.snapshot,
             input.registry,

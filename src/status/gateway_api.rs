@@ -5,7 +5,7 @@
 //! snapshot and the translation `model::gateway_api` made of it; the leader's status writer
 //! writes what differs, keeping what other controllers wrote.
 
-use super::Input;
+use super::producer::Input;
 use crate::config::gateway_api::CONTROLLER;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 /// The Gateway API's status, as a producer of whole status fields.
 pub struct GatewayApi;
 
-impl super::FieldsProducer for GatewayApi {
+impl super::producer::FieldsProducer for GatewayApi {
     fn name(&self) -> &'static str {
         "gateway-api"
     }
@@ -35,7 +35,7 @@ impl super::FieldsProducer for GatewayApi {
             Kind::ListenerSet,
         ]
     }
-    fn enabled(&self, settings: &super::Settings) -> bool {
+    fn enabled(&self, settings: &super::producer::Settings) -> bool {
         settings.gateway_api_status
     }
     fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, Value> {

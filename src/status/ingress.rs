@@ -2,7 +2,7 @@
 //! the addresses of the ingress gateway's Service (MeshConfig `ingressService`, in the root
 //! namespace): its LoadBalancer's ingress, its external IPs, or an ExternalName.
 
-use super::Input;
+use super::producer::Input;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::ingress::served;
 use serde_json::{Value, json};
@@ -10,14 +10,14 @@ use std::collections::BTreeMap;
 
 pub struct IngressStatus;
 
-impl super::FieldsProducer for IngressStatus {
+impl super::producer::FieldsProducer for IngressStatus {
     fn name(&self) -> &'static str {
         "ingress"
     }
     fn kinds(&self) -> &'static [Kind] {
         &[Kind::Ingress]
     }
-    fn enabled(&self, settings: &super::Settings) -> bool {
+    fn enabled(&self, settings: &super::producer::Settings) -> bool {
         settings.ingress_status
     }
     fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, Value> {

@@ -6,7 +6,7 @@
 //! other is given new ones; a ServiceEntry that no longer qualifies has them removed. The
 //! registry serves them as the service's VIPs. Pure over a snapshot.
 
-use super::Input;
+use super::producer::Input;
 use crate::config::{Config, ConfigKey, Kind, Spec};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,14 +20,14 @@ const V6_BITS: u32 = 48;
 
 pub struct IpAllocator;
 
-impl super::FieldsProducer for IpAllocator {
+impl super::producer::FieldsProducer for IpAllocator {
     fn name(&self) -> &'static str {
         "ip-autoallocate"
     }
     fn kinds(&self) -> &'static [Kind] {
         &[Kind::ServiceEntry]
     }
-    fn enabled(&self, settings: &super::Settings) -> bool {
+    fn enabled(&self, settings: &super::producer::Settings) -> bool {
         settings.ip_autoallocate
     }
     fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, Value> {

@@ -6,13 +6,13 @@
 //! alone; writes are rate-limited. The store never sees status (the Kubernetes source drops it),
 //! so a write does not cause a push.
 //!
-//! The same writer sets the conditions of every enabled producer (`super::Producer`: ambient's
+//! The same writer sets the conditions of every enabled producer (`super::producer::Producer`: ambient's
 //! `istio.io/WaypointBound` and `ZtunnelAccepted` on Services, ServiceEntries, WorkloadEntries and
 //! AuthorizationPolicies, as istiod's ambient status queue does). Conditions of other types on
 //! those objects (other controllers') are kept; a write names the resourceVersion it read, so a
 //! concurrent writer makes it retry instead of losing theirs.
 
-use super::{Condition, FieldsProducer, Input, Producer};
+use super::producer::{Condition, FieldsProducer, Input, Producer};
 use crate::analysis::{Findings, analyze};
 use crate::config::{ConfigKey, Kind};
 use crate::metrics::{ReasonLabels, Registry};
@@ -344,7 +344,7 @@ impl StatusWriter {
             domain_suffix: &self.domain_suffix,
             root_namespace: &self.root_namespace,
         };
-        let mut wanted = super::Conditions::new();
+        let mut wanted = super::producer::Conditions::new();
         for producer in &self.producers {
             for (key, owned) in producer.conditions(&input) {
                 wanted.entry(key).or_default().extend(owned);

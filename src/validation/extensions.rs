@@ -1,8 +1,8 @@
 //! Rules for telemetry.istio.io and extensions.istio.io kinds (Telemetry, WasmPlugin,
 //! TrafficExtension) and networking.istio.io's ProxyConfig.
 
-use super::Report;
 use super::helpers as h;
+use super::report::Report;
 use super::security::selector_without_labels;
 use crate::config::telemetry::{CustomTag, TagOperation, Telemetry};
 

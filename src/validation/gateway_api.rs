@@ -2,7 +2,7 @@
 //! API server enforces in a cluster: checked here so that a config directory and `rudder
 //! validate` refuse what `kubectl apply` would.
 
-use super::Report;
+use super::report::Report;
 use crate::config::gateway_api::{
     BackendRef, BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpBackendRef,
     HttpHeaderMatch, HttpRoute, HttpRouteFilter, L4RouteRule, ParentReference, ReferenceGrant,

@@ -1,8 +1,8 @@
 //! Rules for security.istio.io kinds (PeerAuthentication, AuthorizationPolicy,
 //! RequestAuthentication).
 
-use super::Report;
 use super::helpers as h;
+use super::report::Report;
 use crate::config::security::*;
 
 pub fn peer_authentication(r: &mut Report, pa: &PeerAuthentication) {

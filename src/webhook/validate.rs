@@ -1,14 +1,9 @@
 //! `/validate`: the ValidatingAdmissionWebhook for Istio config, with istiod's rules, messages and
 //! metric reasons (`galley_validation_failed{reason}`).
 
-use super::{WebhookState, judge_review};
 use crate::config::{Config, ConfigError, Kind};
 use crate::metrics::{ResourceLabels, ValidationFailLabels};
 use crate::webhook::metrics::WebhookMetrics;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use tracing::{info, warn};
@@ -20,10 +15,6 @@ pub mod reason {
     pub const UNKNOWN_TYPE: &str = "unknown_type";
     pub const CRD_CONVERSION_ERROR: &str = "crd_conversion_error";
     pub const INVALID_CONFIG: &str = "invalid_resource";
-}
-
-pub async fn handle(State(s): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
-    judge_review(&s, &headers, body, |s, request| admit(&s.metrics, request)).await
 }
 
 /// The verdict on one request. Not Create/Update (a delete, a connect) is allowed unexamined.

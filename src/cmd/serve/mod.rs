@@ -9,7 +9,7 @@ use crate::model::mesh::MeshSettings;
 use crate::source::file::FileSource;
 use crate::source::kube::controller::{KubeSource, KubeSourceConfig, Readiness};
 use crate::source::kube::multicluster::{MultiCluster, MultiClusterConfig};
-use crate::store::{Store, StoreWriter};
+use crate::store::StoreWriter;
 use crate::webhook::WebhookState;
 use crate::webhook::cabundle::CaBundlePatcher;
 use crate::webhook::inject::{Injector, InjectorSettings};
@@ -27,12 +27,14 @@ use tracing::{info, warn};
 
 mod args;
 mod ca;
+mod daemon;
 mod istiod_env;
 mod metrics;
 mod remote;
 pub use args::{ConfigSource, DebugAuth, OptionalAddr, ServeArgs, mesh_configmap};
 use args::{keepalive_silence, limits, request_limit};
 use ca::ca_setup;
+use daemon::{Daemon, identity};
 pub(crate) use istiod_env::unread_istiod_env;
 pub use metrics::DaemonMetrics;
 
@@ -77,25 +79,6 @@ fn grpc_server(args: &ServeArgs) -> tonic::transport::Server {
 /// account and reassemble instead of one. Frames stay bounded by the flow-control window and by
 /// `--max-message-bytes`. See docs/decisions.md.
 const MAX_REQUEST_FRAME: u32 = 1 << 20;
-
-fn identity() -> String {
-    std::env::var("POD_NAME").unwrap_or_else(|_| {
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "rudder".into());
-        format!("{host}-{}", std::process::id())
-    })
-}
-
-/// What every subsystem shares: the store, the metrics, readiness, and the tasks with their
-/// common shutdown.
-struct Daemon {
-    store: Arc<Store>,
-    metrics: DaemonMetrics,
-    ready: Arc<AtomicBool>,
-    cancel: CancellationToken,
-    tasks: TaskTracker,
-}
 
 /// Handles the admin server is started with before what they point to exists (it answers `/ready`
 /// and `/metrics` during the initial Kubernetes sync): each is set once, and its page answers
@@ -277,21 +260,6 @@ fn next_steps(args: &ServeArgs) {
     info!(
         "next: see what that Envoy got: curl 'http://{monitoring}/debug/config_dump?proxyID=try-envoy.bookinfo' or the UI's Proxies page; Envoy's own view: curl http://127.0.0.1:15000/config_dump"
     );
-}
-
-impl Daemon {
-    /// Stops every task, waiting at most `drain` for them.
-    async fn drain(self, drain: Duration) -> anyhow::Result<()> {
-        self.cancel.cancel();
-        self.tasks.close();
-        if tokio::time::timeout(drain, self.tasks.wait())
-            .await
-            .is_err()
-        {
-            warn!(?drain, "tasks did not stop within the drain duration");
-        }
-        Ok(())
-    }
 }
 
 fn warn_unread_istiod_env() {

@@ -5,7 +5,8 @@
 //! cluster, as istiod's namespace controller) and our root in its webhook configurations of this
 //! revision (by every replica, as istiod patches them).
 
-use super::{Daemon, ServeArgs, identity};
+use super::args::ServeArgs;
+use super::daemon::{Daemon, identity};
 use crate::config::Kind;
 use crate::k8s::leader::LeaderElection;
 use crate::source::kube::multicluster::RemoteClusters;

@@ -1,8 +1,8 @@
 //! Which MeshConfig fields (and `meshNetworks` fields) Rudder does not act on, and what it says
 //! of each: the mesh ConfigMap's part of `validation::unhonoured`.
 
+use super::mesh_config::{ECDH_CURVES, MeshConfig};
 use super::providers::{ExtensionProvider, is_prometheus_provider};
-use super::{ECDH_CURVES, MeshConfig};
 
 /// The MeshConfig fields Rudder acts on (`defaultConfig` by the injector). The others are
 /// accepted and warned about (`validation::unhonoured`).

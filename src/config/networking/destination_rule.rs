@@ -1,9 +1,9 @@
 //! DestinationRule: subsets and traffic policies (load balancing, locality, connection pool,
 //! outlier detection, TLS, tunnel).
 
-use super::Labels;
 use super::virtual_service::PortSelector;
 use crate::config::common::Duration;
+use crate::config::common::Labels;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

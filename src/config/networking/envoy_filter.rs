@@ -1,6 +1,6 @@
 //! EnvoyFilter: what a patch matches and applies.
 
-use super::Labels;
+use crate::config::common::Labels;
 use crate::config::common::{LabelSelector, PolicyTargetReference};
 use serde::{Deserialize, Serialize};
 

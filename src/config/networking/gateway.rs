@@ -1,6 +1,6 @@
 //! Gateway: servers, ports and TLS settings; Envoy's names of the cipher suites.
 
-use super::Labels;
+use crate::config::common::Labels;
 use serde::{Deserialize, Serialize};
 
 #[serde_with::skip_serializing_none]

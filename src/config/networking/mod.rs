@@ -2,10 +2,6 @@
 //! v1beta1 and v1alpha3), a file per kind. Unknown fields are rejected, as `istioctl validate` and
 //! the validation webhook do.
 
-use std::collections::BTreeMap;
-
-type Labels = BTreeMap<String, String>;
-
 macro_rules! istio_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident),+ $(,)? }) => {
         $(#[$m])*

@@ -1,8 +1,8 @@
 //! ServiceEntry, WorkloadEntry and WorkloadGroup.
 
-use super::Labels;
 use super::gateway::Port;
 use crate::config::common::LabelSelector;
+use crate::config::common::Labels;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! VirtualService: HTTP, TLS and TCP routes, destinations, and what a route may do (redirect,
 //! rewrite, fault, retry, mirror, CORS).
 
-use super::Labels;
+use crate::config::common::Labels;
 use crate::config::common::{Duration, StringMatch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

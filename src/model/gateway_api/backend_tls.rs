@@ -9,7 +9,7 @@
 //! policy's namespace names a credential that does not exist, so the connection fails rather than
 //! trusting more than the policy says.
 
-use super::Translation;
+use super::outcome::Translation;
 use crate::config::{Config, Kind, ObjectMeta, Spec};
 use crate::store::Snapshot;
 use serde_json::json;
@@ -171,9 +171,13 @@ fn destination_rule(
     let spec = json!({"host": host, "trafficPolicy": traffic_policy});
     let dr = serde_json::from_value(spec).unwrap_or_default();
     let rule_name = if kind == "ServiceEntry" {
-        format!("{name}~{}~{}", host.replace('.', "-"), super::INTERNAL_NAME)
+        format!(
+            "{name}~{}~{}",
+            host.replace('.', "-"),
+            super::outcome::INTERNAL_NAME
+        )
     } else {
-        format!("{name}~{}", super::INTERNAL_NAME)
+        format!("{name}~{}", super::outcome::INTERNAL_NAME)
     };
     let mut sources: Vec<&str> = policies.iter().map(|p| p.policy.as_str()).collect();
     sources.dedup();

@@ -2,7 +2,8 @@
 //! `convertGRPCRoute`, `buildDestination`, the filter constructors), and the spec's precedence
 //! among the rules of one hostname (`sortHTTPRoutes`).
 
-use super::{Grants, Reference};
+use super::outcome::Reference;
+use super::parents::Grants;
 use crate::config::Config;
 use crate::config::Spec;
 use crate::config::common::{Duration, StringMatch, parse_go_duration};

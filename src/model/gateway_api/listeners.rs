@@ -1,10 +1,11 @@
 //! Gateways: each listener of a Gateway of an Istio class into an Istio Gateway with one server,
 //! and the listener's outcome (istiod's `buildListener`, `buildTLS`, `reportGatewayStatus`).
 
-use super::{
-    Condition, GATEWAY_SERVICE, GatewayOutcome, Grants, INTERNAL_NAME, ListenerOutcome, PARENTS,
-    Parent, Reference, Translation, class_controller, group_or_api, parent_name,
+use super::outcome::{
+    Condition, GATEWAY_SERVICE, GatewayOutcome, INTERNAL_NAME, ListenerOutcome, PARENTS, Reference,
+    Translation,
 };
+use super::parents::{Grants, Parent, class_controller, group_or_api, parent_name};
 use crate::config::gateway_api::{
     self as api, Gateway, Listener, RouteGroupKind, UNMANAGED_CONTROLLER,
 };

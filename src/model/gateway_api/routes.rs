@@ -5,10 +5,10 @@
 
 use super::convert::{Converted, convert, sort_http_routes};
 use super::listeners::gateway_key;
-use super::{
-    Condition, Grants, PARENTS, Parent, ParentOutcome, ROUTE_SEMANTICS, RouteOutcome, Translation,
-    group_or_api, parent_name,
+use super::outcome::{
+    Condition, PARENTS, ParentOutcome, ROUTE_SEMANTICS, RouteOutcome, Translation,
 };
+use super::parents::{Grants, Parent, group_or_api, parent_name};
 use crate::config::gateway_api::{self as api, ParentReference};
 use crate::config::networking::{self as istio, HttpMatchRequest};
 use crate::config::{Config, ConfigKey, Kind, ObjectMeta, Spec, host};

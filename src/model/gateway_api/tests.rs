@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::ConfigKey;
 use crate::config::common::StringMatch;
 use crate::store::Store;
 

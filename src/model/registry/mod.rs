@@ -11,7 +11,7 @@
 
 use super::kubernetes;
 use super::network::ClusterNetworks;
-use super::{Built, Endpoint, Protocol, Service, ServicePort, resolve_host};
+use super::service::{Built, Endpoint, Protocol, Service, ServicePort, resolve_host};
 use crate::config::networking::{ServiceEntry, WorkloadEntry};
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;

@@ -2,8 +2,8 @@
 //! detection, TLS), and the locality load-balancing settings MeshConfig shares with it.
 
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 use std::collections::{HashMap, HashSet};
 
 pub(in crate::validation) fn destination_rule(

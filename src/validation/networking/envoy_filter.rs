@@ -1,8 +1,8 @@
 //! EnvoyFilter: match, patch operations and values (checked against Envoy's descriptors).
 
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 
 pub(in crate::validation) fn envoy_filter(r: &mut Report, ef: &EnvoyFilter) {
     r.warn(

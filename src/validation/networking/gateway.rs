@@ -1,8 +1,8 @@
 //! Gateway: servers, ports, hosts and TLS settings.
 
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 use std::collections::HashSet;
 
 pub(in crate::validation) fn gateway(r: &mut Report, name: &str, gw: &Gateway) {

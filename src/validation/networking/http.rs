@@ -3,8 +3,8 @@
 
 use crate::config::common::StringMatch;
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 
 pub(super) const SUPPORTED_RETRY_ON: &[&str] = &[
     "5xx",

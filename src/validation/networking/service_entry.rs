@@ -1,8 +1,8 @@
 //! ServiceEntry, WorkloadEntry and WorkloadGroup.
 
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 use std::collections::{BTreeMap, HashSet};
 
 /// `labels`: the object's, for `istio.io/use-waypoint`.

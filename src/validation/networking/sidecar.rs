@@ -4,8 +4,8 @@ use super::destination_rule::connection_pool;
 use super::gateway::{namespace_slash_host, server_tls};
 use super::http::destination;
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 use std::collections::{BTreeMap, HashSet};
 
 pub(in crate::validation) fn sidecar(r: &mut Report, namespace: &str, sc: &Sidecar) {

@@ -5,8 +5,8 @@ use super::http::{MESH_GATEWAY, gateway_names, http_route, route_destinations};
 use crate::config::common::StringMatch;
 use crate::config::host;
 use crate::config::networking::*;
-use crate::validation::Report;
 use crate::validation::helpers as h;
+use crate::validation::report::Report;
 use std::collections::{BTreeMap, HashMap};
 
 pub(in crate::validation) fn virtual_service(r: &mut Report, namespace: &str, vs: &VirtualService) {

@@ -4,13 +4,14 @@
 //! same pod with the agent run as a waypoint (`proxy waypoint`, istiod's `waypoint` template's
 //! container) for managed waypoints.
 
+use super::overlay;
+use super::pod::{InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, string_map};
 use super::proxy_config::ProxyConfigSources;
 use super::render::{
     ProxyEnv, annotation, array_at, metadata_env, object_at, proxy_config, proxy_env, proxy_image,
 };
 use super::render::{containers_of, volume_mounts, volumes, workload_of};
 use super::settings::{InjectorSettings, Template};
-use super::{InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, overlay, string_map};
 use crate::model::workload::canonical;
 use serde_json::{Value, json};
 

@@ -10,68 +10,32 @@
 
 mod gateway;
 mod overlay;
+mod pod;
 mod policy;
 pub mod proxy_config;
 mod render;
 mod settings;
 pub mod url_envs;
 
+pub use pod::{
+    INIT_CONTAINER, INJECT_LABEL, INJECTOR_CONFIGMAP, InjectError, PROXY_CONTAINER,
+    STATUS_ANNOTATION, TEMPLATES_ANNOTATION, injector_configmap,
+};
+use pod::{pod_name, string_map};
 pub use policy::Decision;
 pub use render::workload_of;
 pub use settings::{DEFAULT_HUB, DEFAULT_TAG, InjectorSettings, Template};
 
-use super::{WebhookState, judge_review};
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::metrics::TypeLabels;
 use crate::store::Store;
 use crate::webhook::metrics::WebhookMetrics;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tracing::{debug, info, warn};
-
-pub const STATUS_ANNOTATION: &str = "sidecar.istio.io/status";
-pub const INJECT_LABEL: &str = "sidecar.istio.io/inject";
-pub const PROXY_CONTAINER: &str = "istio-proxy";
-pub const INIT_CONTAINER: &str = "istio-init";
-pub const INJECTOR_CONFIGMAP: &str = "istio-sidecar-injector";
-
-/// The injector ConfigMap of a revision: `istio-sidecar-injector`, or `istio-sidecar-injector-<rev>`
-/// for a non-default revision (as istiod names it, so canaries in one namespace do not collide).
-pub fn injector_configmap(revision: &str) -> String {
-    if revision.is_empty() || revision == "default" {
-        INJECTOR_CONFIGMAP.to_string()
-    } else {
-        format!("{INJECTOR_CONFIGMAP}-{revision}")
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum InjectError {
-    #[error("the request carries no pod")]
-    NoPod,
-    #[error("the pod is not a JSON object")]
-    NotAnObject,
-    #[error("annotation proxy.istio.io/config is not valid YAML: {0}")]
-    ProxyConfig(String),
-    #[error("ConfigMap {INJECTOR_CONFIGMAP}: {0}")]
-    Template(String),
-    #[error("could not build the patch: {0}")]
-    Patch(String),
-    #[error(
-        "inject.istio.io/templates asks for {0}: Rudder renders istiod's `sidecar`, `gateway` and `waypoint` templates, not custom Go templates (docs/decisions.md)"
-    )]
-    UnknownTemplate(String),
-}
-
-/// The annotation naming the injection templates a pod asks for (`sidecar` when absent).
-pub const TEMPLATES_ANNOTATION: &str = "inject.istio.io/templates";
 
 /// The pod with the proxy the templates it asks for render: `sidecar` (the default), `gateway`,
 /// or `waypoint` (the pods of a managed waypoint, which istiod renders from its own `waypoint`
@@ -111,17 +75,6 @@ pub fn inject(
         gateway::inject(settings, template, sources, namespace, pod, role)
     } else {
         render::sidecar(settings, template, sources, namespace, pod)
-    }
-}
-
-impl InjectError {
-    fn kind(&self) -> &'static str {
-        match self {
-            InjectError::NoPod | InjectError::NotAnObject => "decode",
-            InjectError::ProxyConfig(_) => "proxy_config",
-            InjectError::Template(_) | InjectError::UnknownTemplate(_) => "template",
-            InjectError::Patch(_) => "patch",
-        }
     }
 }
 
@@ -238,34 +191,6 @@ impl Injector {
     }
 }
 
-fn string_map(v: &Value) -> BTreeMap<String, String> {
-    v.as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-pub async fn handle(
-    State(s): State<WebhookState>,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let envs = url_envs::parse(uri.path());
-    judge_review(&s, &headers, body, move |s, request| {
-        let started = std::time::Instant::now();
-        let response = admit(&s.injector, &s.metrics, request, &envs);
-        s.metrics
-            .injection_time
-            .observe(started.elapsed().as_secs_f64());
-        response
-    })
-    .await
-}
-
 /// The injector's verdict on one admission request: always allowed; a patch when injected. A pod
 /// the injector cannot handle is denied with the reason, as istiod does.
 pub fn admit(
@@ -370,16 +295,6 @@ fn cluster_and_network(
     if !envs.is_empty() {
         url_envs::apply(injected, &envs);
     }
-}
-
-fn pod_name(pod: &Value) -> String {
-    let meta = &pod["metadata"];
-    meta["name"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .or_else(|| meta["generateName"].as_str())
-        .unwrap_or("")
-        .to_string()
 }
 
 #[cfg(test)]

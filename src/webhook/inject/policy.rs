@@ -1,7 +1,8 @@
 //! Whether a pod is injected: istiod's namespace and pod labels, the injection policy, and the
 //! always/never selectors of the injector ConfigMap.
 
-use super::{INJECT_LABEL, STATUS_ANNOTATION, Template, string_map};
+use super::pod::{INJECT_LABEL, STATUS_ANNOTATION, string_map};
+use super::settings::Template;
 use crate::config::mesh::selector_matches;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,11 +1,11 @@
 //! Rendering: the pod with `istio-init` and `istio-proxy` added, as istiod's default `sidecar`
 //! template writes them (environment, iptables arguments, probes rewritten to the agent).
 
-use super::proxy_config::{ProxyConfigSources, proxy_metadata};
-use super::settings::{InjectorSettings, Template};
-use super::{
+use super::pod::{
     INIT_CONTAINER, InjectError, PROXY_CONTAINER, STATUS_ANNOTATION, pod_name, string_map,
 };
+use super::proxy_config::{ProxyConfigSources, proxy_metadata};
+use super::settings::{InjectorSettings, Template};
 use crate::model::workload::{Workload, canonical, workload_from_owner};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The injection template's settings: from the daemon's flags, and from ConfigMap
 //! `istio-sidecar-injector` (`config` and `values`), with istiod's chart defaults.
 
-use super::InjectError;
+use super::pod::InjectError;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -325,11 +325,9 @@ pub async fn run(
             // A Wasm module's registry credential is a Secret served over ECDS (istiod pushes
             // ECDS on Secret changes when a plugin names a pull secret).
             if decision.types.contains(&TypeUrl::Secret)
-                && [Kind::WasmPlugin, Kind::TrafficExtension].iter().any(|k| {
-                    snapshot
-                        .list(*k)
-                        .any(|e| crate::config::extensions::names_pull_secret(&e.config.spec))
-                })
+                && [Kind::WasmPlugin, Kind::TrafficExtension]
+                    .iter()
+                    .any(|k| snapshot.list(*k).any(|e| e.config.spec.names_pull_secret()))
             {
                 decision.types.insert(TypeUrl::ExtensionConfig);
             }
