@@ -1,6 +1,8 @@
 //! The shape rules of docs/architecture.md, checked: every `crate::` and `super::` path in `src/`
 //! (test code aside) must name a module its own module may import, no module's files import each
-//! other in a cycle, no file is over 900 lines outside API types and validation rules, and
+//! other in a cycle, no parent and child use each other (a child never names its parent's own
+//! items: `mod.rs` declares and dispatches), a file's test module is its last item, no file is
+//! over 900 lines outside API types and validation rules, and
 //! `config`, `store` and `model` name no transport crate, and only the sources (and the wiring) hold
 //! the store's writer. Run alone: `cargo test --test library architecture::`.
 
@@ -232,16 +234,51 @@ fn non_test_code(file: &Path) -> Option<String> {
         return None;
     }
     let text = std::fs::read_to_string(file).ok()?;
-    let code = match text.find("\n#[cfg(test)]") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    };
     Some(
-        code.lines()
+        without_test_items(&text)
+            .lines()
             .filter(|l| !l.trim_start().starts_with("//"))
             .collect::<Vec<_>>()
             .join("\n"),
     )
+}
+
+/// `text` without its top-level `#[cfg(test)]` items (`mod tests;`, or a block up to its closing
+/// brace at the start of a line): what follows a test module is read like the rest.
+fn without_test_items(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line != "#[cfg(test)]" {
+            out.push(line);
+            continue;
+        }
+        for item in lines.by_ref() {
+            if item.starts_with("#[") || item.trim().is_empty() {
+                continue;
+            }
+            if !item.trim_end().ends_with(';') {
+                for inner in lines.by_ref() {
+                    if inner.starts_with('}') {
+                        break;
+                    }
+                }
+            }
+            break;
+        }
+    }
+    out.join("\n")
+}
+
+/// Whether a file puts code after its test module: the test module is a file's last item, where a
+/// reader stops.
+fn code_after_tests(text: &str) -> bool {
+    match text.find("\n#[cfg(test)]") {
+        Some(i) => without_test_items(&text[i..])
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//")),
+        None => false,
+    }
 }
 
 /// The paths a `use` tree or an inline path starting at `text` names: `a::b`, `a::{b, c::d}`, …
@@ -336,6 +373,7 @@ fn imports(module: &str, code: &str) -> BTreeSet<String> {
 
 struct Source {
     module: String,
+    code: String,
     imports: BTreeSet<String>,
 }
 
@@ -355,6 +393,7 @@ fn sources() -> Vec<Source> {
             let code = non_test_code(f)?;
             Some(Source {
                 imports: imports(&module, &code),
+                code,
                 module,
             })
         })
@@ -603,4 +642,118 @@ fn the_checker_reads_groups_and_relative_paths() {
         Some("xds::generate")
     );
     assert!(!within("xds::generated", "xds::generate"));
+}
+
+/// The modules a file declares inline (`mod pb { … }`): children, like those in files of their own.
+fn inline_modules(module: &str, code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start();
+            let rest = rest
+                .strip_prefix("pub ")
+                .or_else(|| rest.strip_prefix("pub(crate) "))
+                .or_else(|| rest.strip_prefix("pub(super) "))
+                .unwrap_or(rest);
+            let name = rest.strip_prefix("mod ")?.strip_suffix(" {")?;
+            Some(format!("{module}::{name}"))
+        })
+        .collect()
+}
+
+/// Whether `code` (a parent's) names its child `name`: `name::…` or `self::name::…`, not as the
+/// tail of another path.
+fn names_child(code: &str, name: &str) -> bool {
+    code.match_indices(&format!("{name}::")).any(|(at, _)| {
+        let before = &code[..at];
+        before.ends_with("self::")
+            || !before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+/// A parent and its child that use each other: the parent names the child (`mod.rs` declares and
+/// dispatches), and the child names an item of the parent's own (not one of its other
+/// children). Each such pair, with what the child names.
+fn parent_child_loops(sources: &[Source]) -> BTreeSet<String> {
+    let mut modules: BTreeSet<String> = sources.iter().map(|s| s.module.clone()).collect();
+    for s in sources {
+        modules.extend(inline_modules(&s.module, &s.code));
+    }
+    let by_module: BTreeMap<&str, &Source> =
+        sources.iter().map(|s| (s.module.as_str(), s)).collect();
+    let mut loops = BTreeSet::new();
+    for s in sources {
+        let from: Vec<&str> = s.module.split("::").collect();
+        for target in &s.imports {
+            let to: Vec<&str> = target.split("::").collect();
+            // `target` is an item of a proper ancestor of `s`, one step below it.
+            let shared = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if shared + 1 != to.len() || shared >= from.len() || modules.contains(target) {
+                continue;
+            }
+            let parent = to[..shared].join("::");
+            let Some(p) = by_module.get(parent.as_str()) else {
+                continue;
+            };
+            let child = format!("{parent}::{}", from[shared]);
+            if p.imports.iter().any(|i| within(i, &child)) || names_child(&p.code, from[shared]) {
+                loops.insert(format!("{parent} <-> {child}: {} names {target}", s.module));
+            }
+        }
+    }
+    loops
+}
+
+#[test]
+fn no_parent_and_child_use_each_other() {
+    let loops = parent_child_loops(&sources());
+    assert!(
+        loops.is_empty(),
+        "a child names its parent's own items while the parent names the child; move what \
+         children share into a file of its own (mod.rs declares and dispatches):\n{}",
+        loops.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_test_module_is_a_files_last_item() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let late: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| code_after_tests(&t)))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(late.is_empty(), "code after the test module: {late:?}");
+}
+
+#[test]
+fn the_checker_sees_loops_and_code_after_tests() {
+    let source = |module: &str, code: &str| Source {
+        module: module.to_string(),
+        imports: imports(module, code),
+        code: code.to_string(),
+    };
+    let parent = source(
+        "a",
+        "mod b;\nmod c;\npub struct Shared;\npub fn run() { b::go() }",
+    );
+    let child = source("a::b", "use super::Shared;\npub fn go() {}");
+    let sibling = source("a::c", "use super::b::go;");
+    let found = parent_child_loops(&[parent, child, sibling]);
+    assert_eq!(
+        found.into_iter().collect::<Vec<_>>(),
+        ["a <-> a::b: a::b names a::Shared"]
+    );
+    let inline = source("z", "pub mod pb {\n}\nmod y;\nfn f() { y::g() }");
+    let uses_inline = source("z::y", "use super::pb::T;\npub fn g() {}");
+    assert!(parent_child_loops(&[inline, uses_inline]).is_empty());
+
+    let text = "fn a() {}\n\n#[cfg(test)]\nmod tests;\n\nfn late() {}\n";
+    assert!(code_after_tests(text));
+    assert!(without_test_items(text).contains("fn late"));
+    let last =
+        "fn a() {}\n\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n\n#[cfg(test)]\nmod more;\n";
+    assert!(!code_after_tests(last));
+    assert!(!without_test_items(last).contains("fn t"));
 }

@@ -19,26 +19,20 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
 mod destination_rules;
+mod memo;
 mod routing;
 mod scope;
 mod stream_caches;
 pub use destination_rules::DrEntry;
+use memo::{FastMap, lock, memoized};
 use routing::exported_to;
 pub use routing::{GatewayVsEntry, Routing, VsEntry, gateway_key};
 use scope::egress_allows;
 pub use scope::{ScopeInputs, ScopeView};
 pub use stream_caches::{ChangedHosts, StreamCaches, SubscribedNames};
 
-/// A HashMap with a fast non-cryptographic hasher, for keys that come from our own config.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 /// One scope's built resources of one type, by name.
 type ResourcesByName = FastMap<String, Resources>;
-
-/// The guarded value, also after a panic elsewhere poisoned the lock (the sets stay usable).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// What `PushContext::conflicts` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -129,36 +123,6 @@ pub struct PushContext {
     /// What the stream layer keeps for this push (shared encodings and lists): its own type, with
     /// this context's lifetime.
     pub streams: StreamCaches,
-}
-
-/// The value `get` finds in `map`, else `build`'s, stored by `put`. Built outside the lock: two
-/// streams racing both build, one value is kept and shared. `get` may look up by a borrowed key, so
-/// a hit allocates nothing.
-pub(super) fn memoized<M, V: Clone>(
-    map: &Mutex<M>,
-    get: impl Fn(&M) -> Option<V>,
-    put: impl FnOnce(&mut M, V) -> V,
-    build: impl FnOnce() -> V,
-) -> V {
-    if let Some(hit) = get(&lock(map)) {
-        return hit;
-    }
-    let built = build();
-    put(&mut lock(map), built)
-}
-
-/// `memoized` for a map keyed by an owned key.
-pub(super) fn memoized_by_key<K: Hash + Eq + Copy, V: Clone>(
-    map: &Mutex<FastMap<K, V>>,
-    key: K,
-    build: impl FnOnce() -> V,
-) -> V {
-    memoized(
-        map,
-        move |m| m.get(&key).cloned(),
-        |m, v| m.entry(key).or_insert(v).clone(),
-        build,
-    )
 }
 
 /// What a push context was built from, kept after its push so `/debug` can show a proxy's config
@@ -749,9 +713,6 @@ fn sidecar_allows(sc: &Sidecar, proxy_ns: &str, service: &Service) -> bool {
             .any(|l| egress_allows(&l.hosts, proxy_ns, service))
 }
 
-#[cfg(test)]
-mod tests;
-
 /// A proxy's addresses: its node ID's, then `INSTANCE_IPS`, each once.
 fn proxy_ips(proxy: &Proxy) -> Vec<String> {
     let mut ips = vec![proxy.ip.clone()];
@@ -770,3 +731,6 @@ fn proxy_ips(proxy: &Proxy) -> Vec<String> {
     }
     ips
 }
+
+#[cfg(test)]
+mod tests;

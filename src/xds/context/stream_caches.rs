@@ -3,7 +3,7 @@
 //! push context (same lifetime) but read and written only by `xds::server`; generators never see
 //! it.
 
-use super::{FastMap, memoized_by_key};
+use super::memo::{FastMap, memoized_by_key};
 use crate::xds::resource::{Finding, Resource, ResourceList};
 use crate::xds::types::TypeUrl;
 use std::sync::{Arc, Mutex};

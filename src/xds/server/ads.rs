@@ -1,10 +1,10 @@
 //! The ADS gRPC service: admits a stream (new-stream rate limit, authentication on the TLS port),
 //! reads its first request, identifies the proxy, and hands the stream to its own task.
 
-use super::XdsServer;
 use super::delta::Delta;
 use super::sotw::Sotw;
 use super::stream::{ResponseStream, STREAM_BUFFER, StreamHandler, serve_stream};
+use super::xds_server::XdsServer;
 use crate::model::identity::{AuthError, Authenticate, Identity};
 use crate::xds::proxy::Proxy;
 use crate::xds::wire::{AdsHandler, AdsServer, MessageStream};

@@ -5,8 +5,8 @@
 //! type, and each service's endpoints), so its cost follows the streams it reaches, not the
 //! streams connected. The debug status is published beside it and never read by the fan-out.
 
-use super::lock;
-use super::status::{ConnectionStatus, WatchMap, Watches};
+use super::lock::lock;
+use super::watches::{ConnectionStatus, WatchMap, Watches};
 use crate::xds::generate::shared::util::parse_service_cluster;
 use crate::xds::proxy::Proxy;
 use crate::xds::push::request::PushRequest;

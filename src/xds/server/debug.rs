@@ -7,8 +7,10 @@
 //! Only a verified caller is answered (on the plaintext port nobody is); a caller outside the
 //! system namespace sees only its own namespace's proxies, and of the pages only `config_dump`.
 
-use super::XdsServer;
-use super::status::{ConnectionStatus, XdsStatus};
+pub use super::debug_pages::DebugPages;
+use super::status::XdsStatus;
+use super::watches::ConnectionStatus;
+use super::xds_server::XdsServer;
 use crate::xds::context::PushContext;
 use crate::xds::generate::{self, ztunnel};
 use crate::xds::provenance;
@@ -26,8 +28,6 @@ use envoy_types::pb::envoy::service::status::v3::{
 use envoy_types::pb::google::protobuf::{Any, Struct, Timestamp, Value, value::Kind};
 use prost::Message;
 use std::collections::BTreeSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use tonic::Status;
 
@@ -59,16 +59,6 @@ fn timestamp(ms: u64) -> Option<Timestamp> {
         seconds: (ms / 1000) as i64,
         nanos: ((ms % 1000) * 1_000_000) as i32,
     })
-}
-
-/// The HTTP debug pages (`/debug/<path>` of the monitoring port), served to `istio.io/debug`.
-/// The admin server provides them; `caller_namespace` restricts a page to one namespace's proxies.
-pub trait DebugPages: Send + Sync {
-    fn page(
-        &self,
-        path_and_query: String,
-        caller_namespace: Option<String>,
-    ) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
 }
 
 /// Which proxies a caller may see: `Ok(None)` all of them, `Ok(Some(ns))` those of its own
@@ -118,7 +108,7 @@ pub fn build_info() -> serde_json::Value {
 }
 
 /// One proxy's sync state per type, as istiod's `debugSyncStatus`.
-fn config_status(status: &super::status::TypeStatus) -> ConfigStatus {
+fn config_status(status: &super::watches::TypeStatus) -> ConfigStatus {
     if status.last_nack.is_some() {
         ConfigStatus::Error
     } else if status.nonce_sent.is_empty() {
@@ -603,7 +593,7 @@ impl XdsStatus {
 
     /// The versions of the pushes whose config `resources` can show, oldest first.
     pub fn past_versions(&self) -> Vec<u64> {
-        super::lock(&self.server.past)
+        super::lock::lock(&self.server.past)
             .iter()
             .map(|p| p.version)
             .collect()
@@ -619,7 +609,7 @@ impl XdsStatus {
         let current = self.context();
         let ctx = match version {
             Some(v) if v != current.version => Arc::new(
-                super::lock(&self.server.past)
+                super::lock::lock(&self.server.past)
                     .iter()
                     .find(|p| p.version == v)?
                     .context(),

@@ -2,10 +2,10 @@
 //! pushes handled in turn), and the per-type bookkeeping of subscriptions, ACKs, NACKs and what was
 //! sent, with the metrics each of those counts.
 
-use super::XdsServer;
 use super::connections::Registration;
 use super::debug as debug_types;
-use super::status::{TypeStatus, WatchMap};
+use super::watches::{TypeStatus, WatchMap};
+use super::xds_server::XdsServer;
 use crate::metrics::TypeLabels;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::{self, shared::util::parse_service_cluster};

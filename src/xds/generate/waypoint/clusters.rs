@@ -1,6 +1,7 @@
 //! A waypoint's clusters and the endpoints of its `inbound-vip` clusters.
 
-use super::{CONNECT_ORIGINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY, served};
+use super::names::{CONNECT_ORIGINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY};
+use super::served::served;
 use crate::config::networking::ClientTlsMode;
 use crate::model::{Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};

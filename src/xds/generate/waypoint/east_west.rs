@@ -16,7 +16,7 @@
 
 use super::clusters::{internal_cluster, to_hbone_port, tunnel_through};
 use super::listeners::{connect_terminate, internal, original_dst};
-use super::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL};
+use super::names::{CONNECT_TERMINATE, ENCAP, MAIN_INTERNAL};
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;

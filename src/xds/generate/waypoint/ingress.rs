@@ -7,7 +7,7 @@
 
 use super::clusters::connect_originate;
 use super::listeners::connect_originate_listener;
-use super::{CONNECT_ORIGINATE, HBONE_PORT, ORIGINAL_DST_KEY};
+use super::names::{CONNECT_ORIGINATE, HBONE_PORT, ORIGINAL_DST_KEY};
 use crate::config::Kind;
 use crate::config::networking::{ClientTlsMode, Resolution};
 use crate::model::Service;

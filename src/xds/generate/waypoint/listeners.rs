@@ -1,10 +1,11 @@
 //! A waypoint's listeners: `connect_terminate`, `main_internal`, `connect_originate`.
 
 use super::clusters::hbone_tls;
-use super::{
+use super::names::{
     CONNECT_ORIGINATE, CONNECT_TERMINATE, ENCAP, HBONE_PORT, MAIN_INTERNAL, ORIGINAL_DST_KEY,
-    served, vip_subset,
+    vip_subset,
 };
+use super::served::served;
 use crate::config::networking::RouteDestination;
 use crate::model::{Protocol, Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
@@ -51,7 +52,7 @@ use std::sync::Arc;
 /// The waypoint's listeners, in istiod's order.
 pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let services = served(ctx, scope);
-    let workloads = super::bound_workloads(ctx, scope);
+    let workloads = super::served::bound_workloads(ctx, scope);
     vec![
         Typed::new(
             CONNECT_TERMINATE,

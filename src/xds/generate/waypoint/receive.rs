@@ -7,7 +7,7 @@
 
 use super::clusters::internal_cluster;
 use super::listeners::{connect_terminate, internal, listener_filter, original_dst};
-use super::{CONNECT_TERMINATE, MAIN_INTERNAL};
+use super::names::{CONNECT_TERMINATE, MAIN_INTERNAL};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Class, Typed};
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;

@@ -8,7 +8,7 @@
 
 use super::clusters::connect_originate;
 use super::listeners::connect_originate_listener;
-use super::{CONNECT_ORIGINATE, ORIGINAL_DST_KEY};
+use super::names::{CONNECT_ORIGINATE, ORIGINAL_DST_KEY};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::shared::cluster::TLS_MODE_MATCH;

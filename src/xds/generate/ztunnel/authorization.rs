@@ -267,7 +267,7 @@ fn addresses(values: &[String]) -> Vec<Address> {
                 }
             };
             Some(Address {
-                address: super::ip_bytes(ip),
+                address: super::fields::ip_bytes(ip),
                 length: len,
             })
         })
@@ -321,7 +321,7 @@ pub fn waypoint_policy_name(waypoint: &crate::model::waypoint::WaypointRef) -> S
 /// (plaintext) is refused.
 pub fn static_strict(root_namespace: &str) -> Authorization {
     Authorization {
-        name: super::STATIC_STRICT_POLICY.to_string(),
+        name: super::fields::STATIC_STRICT_POLICY.to_string(),
         namespace: root_namespace.to_string(),
         scope: Scope::WorkloadSelector as i32,
         action: Action::Deny as i32,

@@ -2,14 +2,15 @@
 //! PeerAuthentications, which address serves which service ports), and one method per source of
 //! workloads and services.
 
+use super::fields::{
+    NETWORK_LABEL, NamespaceInfo, app_protocol, captured, ip_bytes, ip_from_bytes, locality,
+    native_tunnel, non_empty, tunnel, waypoint_address, workload_entry_labels, workload_waypoint,
+};
+use super::index::AmbientIndex;
 use super::multi_network::MultiNetwork;
 use super::pb::workload::WorkloadType;
 use super::pb::workload::{NetworkAddress, Port, PortList, Service, Workload, WorkloadStatus};
-use super::{
-    AmbientIndex, NETWORK_LABEL, NamespaceInfo, app_protocol, captured, ip_bytes, ip_from_bytes,
-    locality, native_tunnel, non_empty, peer_auth, pods, tunnel, waypoint_address,
-    workload_entry_labels, workload_waypoint,
-};
+use super::{peer_auth, pods};
 use crate::config::networking::{Resolution, WorkloadEntry};
 use crate::config::security::PeerAuthentication;
 use crate::config::{Config, ConfigKey, Kind, ObjectMeta, Spec};

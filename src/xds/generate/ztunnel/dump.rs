@@ -2,13 +2,14 @@
 //! `policies`), so what Rudder sends and what a ztunnel holds can be compared field by field; and
 //! the network gateways in istiod's `/debug/networkz` shape.
 
+use super::fields::ip_from_bytes;
+use super::index::AmbientIndex;
 use super::pb::security::string_match::MatchType;
 use super::pb::security::{Action, Address, Authorization, Match, Scope, StringMatch};
 use super::pb::workload::{
     GatewayAddress, NetworkMode, Service, TunnelProtocol, Workload, WorkloadStatus, WorkloadType,
     gateway_address::Destination,
 };
-use super::{AmbientIndex, ip_from_bytes};
 use crate::xds::context::PushContext;
 use serde_json::{Map, Value, json};
 

@@ -4,11 +4,11 @@
 //! service, reached through the network's east-west gateway (double HBONE). Which services are
 //! global is MeshConfig `serviceScopeConfigs`; a remote cluster's other services are not served.
 
+use super::fields::{NETWORK_LABEL, ip_bytes};
 use super::pb::workload::{
     GatewayAddress, NamespacedHostname, NetworkAddress, PortList, Service, TunnelProtocol,
     Workload, WorkloadType, gateway_address,
 };
-use super::{NETWORK_LABEL, ip_bytes};
 use crate::config::gateway_api::{EAST_WEST_CLASS, REMOTE_CLASS, SERVICE_ACCOUNT_ANNOTATION};
 use crate::config::mesh::{ServiceScope, ServiceScopeConfig, selector_matches};
 use crate::config::{Kind, Spec};

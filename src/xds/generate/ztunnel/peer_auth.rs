@@ -3,7 +3,7 @@
 //! Authorization `converted_peer_authentication_<name>` (plaintext refused on its STRICT ports,
 //! allowed on its PERMISSIVE/DISABLE ones), listed instead.
 
-use super::STATIC_STRICT_POLICY;
+use super::fields::STATIC_STRICT_POLICY;
 use super::pb::security::string_match::MatchType;
 use super::pb::security::{Action, Authorization, Clause, Match, Rule, Scope, StringMatch};
 use crate::config::Config;

@@ -1,10 +1,10 @@
 //! Pods as ztunnel's workloads.
 
-use super::pb::workload::{NetworkMode, Workload, WorkloadStatus, WorkloadType};
-use super::{
+use super::fields::{
     NETWORK_LABEL, NamespaceInfo, captured, ip_bytes, native_tunnel, non_empty, tunnel,
     workload_waypoint,
 };
+use super::pb::workload::{NetworkMode, Workload, WorkloadStatus, WorkloadType};
 use crate::config::Config;
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;

@@ -1,10 +1,20 @@
 use super::pb::workload::{Address, WorkloadStatus, WorkloadType, address};
+use super::pb::workload::{
+    AppProtocol, GatewayAddress, NamespacedHostname, NetworkAddress, TunnelProtocol,
+    gateway_address,
+};
 use super::*;
+use crate::config::Kind;
 use crate::config::{Config, ConfigKey};
+use crate::model::Registry;
+use crate::model::mesh::MeshSettings;
 use crate::source::kube::convert::IntoConfig;
 use crate::store::{Store, StoreWriter};
+use crate::xds::resource::Resource;
 use k8s_openapi::api::core::v1::Pod;
+use prost::Message;
 use serde_json::json;
+use std::sync::Arc;
 
 pub(super) fn k8s<T: serde::de::DeserializeOwned + IntoConfig>(v: serde_json::Value) -> Config {
     serde_json::from_value::<T>(v)

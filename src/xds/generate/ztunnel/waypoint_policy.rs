@@ -3,7 +3,9 @@
 //! workload behind it, so a client reaching the workload directly is refused unless another ALLOW
 //! admits it.
 
-use super::{AmbientIndex, PortList, authorization, non_empty};
+use super::fields::non_empty;
+use super::index::AmbientIndex;
+use super::{PortList, authorization};
 use crate::config::{Kind, Spec};
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
