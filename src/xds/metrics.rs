@@ -41,27 +41,12 @@ pub struct XdsMetrics {
     pub xds_rejects: Family<TypeLabels, Counter>,
     /// Requests that could not be served (bad node, unknown type...), by reason.
     pub xds_errors: Family<ReasonLabels, Counter>,
-    /// Mesh configs (ConfigMap `istio`, or the `--mesh-config` file) that could not be read: the
-    /// settings in force were kept.
-    pub mesh_config_errors: Counter,
     /// Time to generate and send one response, by type (`pilot_xds_push_time{type}`).
     pub xds_push_time: Family<TypeLabels, Histogram>,
     /// From the first config change to a proxy receiving the push (`pilot_proxy_convergence_time`).
     pub proxy_convergence_time: Histogram,
     /// Time a push waited in a proxy's mailbox before its stream took it (`pilot_proxy_queue_time`).
     pub proxy_queue_time: Histogram,
-    /// From the first change of a debounce window to the push starting (`pilot_debounce_time`).
-    pub debounce_time: Histogram,
-    /// Pushes started, by trigger (`pilot_push_triggers{type}`).
-    pub push_triggers: Family<TypeLabels, Counter>,
-    /// The store revision of the last change the push loop judged, pushed or not
-    /// (`rudder_push_judged_revision`; equal to `rudder_config_revision` when nothing waits).
-    pub judged_revision: Gauge,
-    /// Changes received, by what changed: Istio config, endpoints, a service, a service removed
-    /// (`pilot_inbound_updates{type=config|eds|svc|svcdelete}`).
-    pub inbound_updates: Family<TypeLabels, Counter>,
-    /// Services known (`pilot_services`).
-    pub services: Gauge,
     /// Size of each response sent, by type (`pilot_xds_config_size_bytes`).
     pub config_size: Family<TypeLabels, Histogram>,
     /// Seconds a generated response took to be handed to its stream (`pilot_xds_send_time`).
@@ -71,10 +56,6 @@ pub struct XdsMetrics {
     /// New streams that waited for pushes in flight before their first response
     /// (`rudder_xds_new_stream_waits_total`; `XdsLimits::new_stream_wait`).
     pub new_stream_waits: Counter,
-    /// VirtualServices in the mesh (`pilot_virt_services`).
-    pub virtual_services: Gauge,
-    /// Service ports without any endpoint (`pilot_eds_no_instances`).
-    pub no_instances: Gauge,
     /// Secrets a proxy asked for and did not get (`pilot_sds_certificate_errors_total`).
     pub sds_errors: Counter,
     /// Responses that failed to build (`pilot_total_xds_internal_errors`). Rudder's generators
@@ -85,24 +66,6 @@ pub struct XdsMetrics {
     /// The largest request received so far, in bytes, to watch against the gRPC receive limit
     /// (`pilot_xds_recv_max`).
     pub recv_max: Gauge,
-    /// Seconds to build a push context (`pilot_pushcontext_init_seconds`).
-    pub push_context_init: Histogram,
-    /// Proxies whose pod port two services of different protocols select, in the current push
-    /// (`pilot_conflict_inbound_listener`).
-    pub inbound_conflicts: Gauge,
-    /// Outbound listeners where a TCP service lost its connections to another, in the current
-    /// push (`pilot_conflict_outbound_listener_tcp_over_current_tcp`).
-    pub outbound_tcp_conflicts: Gauge,
-    /// ServiceEntry hosts dropped because another service has the hostname
-    /// (`pilot_duplicate_envoy_clusters`).
-    pub duplicate_clusters: Gauge,
-    /// Hosts claimed by more than one mesh VirtualService (`pilot_vservice_dup_domain`).
-    pub duplicate_domains: Gauge,
-    /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
-    pub duplicate_subsets: Gauge,
-    /// EnvoyFilter patches of the current push that are not applied
-    /// (`rudder_envoy_filter_patches_not_applied`; `/debug/envoy_filters` says why).
-    pub envoy_filter_patches_not_applied: Gauge,
     /// NACKs by proxy and error code, one family per type, as istiod keeps them for older
     /// dashboards (`pilot_xds_cds_reject`, `_eds_`, `_lds_`, `_rds_`; istiod makes them gauges).
     pub cds_rejects: Family<NodeErrLabels, Gauge>,
@@ -110,6 +73,10 @@ pub struct XdsMetrics {
     pub lds_rejects: Family<NodeErrLabels, Gauge>,
     pub rds_rejects: Family<NodeErrLabels, Gauge>,
     reject_series: AtomicUsize,
+    /// The push pipeline: what it received, judged and built.
+    pub push: PushPipelineMetrics,
+    /// What the current push context holds and found wrong.
+    pub mesh: MeshGauges,
 }
 
 /// Whether `labels` may have a series of its own in `family`: it has one already, or fewer than
@@ -206,11 +173,6 @@ impl XdsMetrics {
                 "xDS requests refused, by reason",
                 Family::<ReasonLabels, Counter>::default(),
             ),
-            mesh_config_errors: registry.register(
-                "rudder_mesh_config_errors",
-                "Mesh configs that could not be read (the settings in force were kept)",
-                Counter::default(),
-            ),
             xds_push_time: registry.register(
                 "pilot_xds_push_time",
                 "Seconds to generate and send one xDS response, by type",
@@ -227,31 +189,6 @@ impl XdsMetrics {
                 "pilot_proxy_queue_time",
                 "Seconds a push waited for its proxy's stream to take it",
                 istiod_convergence_histogram(),
-            ),
-            debounce_time: registry.register(
-                "pilot_debounce_time",
-                "Seconds a change spent in the debouncer before its push started",
-                istiod_push_histogram(),
-            ),
-            push_triggers: registry.register(
-                "pilot_push_triggers",
-                "Pushes started, by what triggered them",
-                Family::<TypeLabels, Counter>::default(),
-            ),
-            judged_revision: registry.register(
-                "rudder_push_judged_revision",
-                "The config store revision of the last change the push loop judged, pushed or not",
-                Gauge::default(),
-            ),
-            inbound_updates: registry.register(
-                "pilot_inbound_updates",
-                "Changes received by the push pipeline, by type (config, eds, svc, svcdelete)",
-                Family::<TypeLabels, Counter>::default(),
-            ),
-            services: registry.register(
-                "pilot_services",
-                "Services in the registry",
-                Gauge::default(),
             ),
             config_size: registry.register(
                 "pilot_xds_config_size_bytes",
@@ -275,16 +212,6 @@ impl XdsMetrics {
                 "New xDS streams that waited for pushes to connected proxies before their first response",
                 Counter::default(),
             ),
-            virtual_services: registry.register(
-                "pilot_virt_services",
-                "VirtualServices in the mesh",
-                Gauge::default(),
-            ),
-            no_instances: registry.register(
-                "pilot_eds_no_instances",
-                "Service ports without any endpoint",
-                Gauge::default(),
-            ),
             sds_errors: registry.register(
                 "pilot_sds_certificate_errors_total",
                 "Secrets a proxy asked for and did not get",
@@ -305,10 +232,133 @@ impl XdsMetrics {
                 "Largest xDS request received so far, in bytes",
                 Gauge::default(),
             ),
+            cds_rejects: registry.register(
+                "pilot_xds_cds_reject",
+                "CDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            eds_rejects: registry.register(
+                "pilot_xds_eds_reject",
+                "EDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            lds_rejects: registry.register(
+                "pilot_xds_lds_reject",
+                "LDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            rds_rejects: registry.register(
+                "pilot_xds_rds_reject",
+                "RDS responses a proxy rejected, by proxy and error code",
+                Family::default(),
+            ),
+            reject_series: AtomicUsize::new(0),
+            push: PushPipelineMetrics::register(registry),
+            mesh: MeshGauges::register(registry),
+        }
+    }
+}
+
+/// What the push pipeline counts: the changes it received and judged, its debounce and triggers,
+/// the push contexts it built.
+pub struct PushPipelineMetrics {
+    /// Mesh configs (ConfigMap `istio`, or the `--mesh-config` file) that could not be read: the
+    /// settings in force were kept.
+    pub mesh_config_errors: Counter,
+    /// From the first change of a debounce window to the push starting (`pilot_debounce_time`).
+    pub debounce_time: Histogram,
+    /// Pushes started, by trigger (`pilot_push_triggers{type}`).
+    pub push_triggers: Family<TypeLabels, Counter>,
+    /// The store revision of the last change the push loop judged, pushed or not
+    /// (`rudder_push_judged_revision`; equal to `rudder_config_revision` when nothing waits).
+    pub judged_revision: Gauge,
+    /// Changes received, by what changed: Istio config, endpoints, a service, a service removed
+    /// (`pilot_inbound_updates{type=config|eds|svc|svcdelete}`).
+    pub inbound_updates: Family<TypeLabels, Counter>,
+    /// Seconds to build a push context (`pilot_pushcontext_init_seconds`).
+    pub push_context_init: Histogram,
+}
+
+impl PushPipelineMetrics {
+    fn register(registry: &mut Registry) -> PushPipelineMetrics {
+        PushPipelineMetrics {
+            mesh_config_errors: registry.register(
+                "rudder_mesh_config_errors",
+                "Mesh configs that could not be read (the settings in force were kept)",
+                Counter::default(),
+            ),
+            debounce_time: registry.register(
+                "pilot_debounce_time",
+                "Seconds a change spent in the debouncer before its push started",
+                istiod_push_histogram(),
+            ),
+            push_triggers: registry.register(
+                "pilot_push_triggers",
+                "Pushes started, by what triggered them",
+                Family::<TypeLabels, Counter>::default(),
+            ),
+            judged_revision: registry.register(
+                "rudder_push_judged_revision",
+                "The config store revision of the last change the push loop judged, pushed or not",
+                Gauge::default(),
+            ),
+            inbound_updates: registry.register(
+                "pilot_inbound_updates",
+                "Changes received by the push pipeline, by type (config, eds, svc, svcdelete)",
+                Family::<TypeLabels, Counter>::default(),
+            ),
             push_context_init: registry.register(
                 "pilot_pushcontext_init_seconds",
                 "Seconds to build a push context",
                 Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0]),
+            ),
+        }
+    }
+}
+
+/// What the current push context holds and found wrong, as istiod's gauges of it.
+pub struct MeshGauges {
+    /// Services known (`pilot_services`).
+    pub services: Gauge,
+    /// VirtualServices in the mesh (`pilot_virt_services`).
+    pub virtual_services: Gauge,
+    /// Service ports without any endpoint (`pilot_eds_no_instances`).
+    pub no_instances: Gauge,
+    /// Proxies whose pod port two services of different protocols select, in the current push
+    /// (`pilot_conflict_inbound_listener`).
+    pub inbound_conflicts: Gauge,
+    /// Outbound listeners where a TCP service lost its connections to another, in the current
+    /// push (`pilot_conflict_outbound_listener_tcp_over_current_tcp`).
+    pub outbound_tcp_conflicts: Gauge,
+    /// ServiceEntry hosts dropped because another service has the hostname
+    /// (`pilot_duplicate_envoy_clusters`).
+    pub duplicate_clusters: Gauge,
+    /// Hosts claimed by more than one mesh VirtualService (`pilot_vservice_dup_domain`).
+    pub duplicate_domains: Gauge,
+    /// Subset names repeated among one host's DestinationRules (`pilot_destrule_subsets`).
+    pub duplicate_subsets: Gauge,
+    /// EnvoyFilter patches of the current push that are not applied
+    /// (`rudder_envoy_filter_patches_not_applied`; `/debug/envoy_filters` says why).
+    pub envoy_filter_patches_not_applied: Gauge,
+}
+
+impl MeshGauges {
+    fn register(registry: &mut Registry) -> MeshGauges {
+        MeshGauges {
+            services: registry.register(
+                "pilot_services",
+                "Services in the registry",
+                Gauge::default(),
+            ),
+            virtual_services: registry.register(
+                "pilot_virt_services",
+                "VirtualServices in the mesh",
+                Gauge::default(),
+            ),
+            no_instances: registry.register(
+                "pilot_eds_no_instances",
+                "Service ports without any endpoint",
+                Gauge::default(),
             ),
             inbound_conflicts: registry.register(
                 "pilot_conflict_inbound_listener",
@@ -340,27 +390,6 @@ impl XdsMetrics {
                 "EnvoyFilter patches of the current push that are not applied (see /debug/envoy_filters)",
                 Gauge::default(),
             ),
-            cds_rejects: registry.register(
-                "pilot_xds_cds_reject",
-                "CDS responses a proxy rejected, by proxy and error code",
-                Family::default(),
-            ),
-            eds_rejects: registry.register(
-                "pilot_xds_eds_reject",
-                "EDS responses a proxy rejected, by proxy and error code",
-                Family::default(),
-            ),
-            lds_rejects: registry.register(
-                "pilot_xds_lds_reject",
-                "LDS responses a proxy rejected, by proxy and error code",
-                Family::default(),
-            ),
-            rds_rejects: registry.register(
-                "pilot_xds_rds_reject",
-                "RDS responses a proxy rejected, by proxy and error code",
-                Family::default(),
-            ),
-            reject_series: AtomicUsize::new(0),
         }
     }
 }

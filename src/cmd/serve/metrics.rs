@@ -141,8 +141,8 @@ mod tests {
         }
         xds.xds_push_time.get_or_create(&t("cds")).observe(0.1);
         xds.config_size.get_or_create(&t("cds")).observe(10.0);
-        xds.push_triggers.get_or_create(&t("config")).inc();
-        xds.inbound_updates.get_or_create(&t("config")).inc();
+        xds.push.push_triggers.get_or_create(&t("config")).inc();
+        xds.push.inbound_updates.get_or_create(&t("config")).inc();
         m.ca.root_cert_expiry.set(4_000_000_000);
         m.ca.cert_chain_expiry.set(4_000_000_000);
         let event = K8sEventLabels {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, info_span, warn};
 
 /// Where pushes go: the server installs the context and queues the request for the proxies it
 /// concerns.
@@ -48,6 +48,7 @@ fn add_event(
     metrics: &XdsMetrics,
 ) {
     metrics
+        .push
         .inbound_updates
         .get_or_create(&TypeLabels {
             r#type: inbound_update_type(ev).into(),
@@ -113,7 +114,7 @@ fn mesh_settings(
         return mesh;
     };
     if let Some(m) = metrics {
-        m.mesh_config_errors.inc();
+        m.push.mesh_config_errors.inc();
     }
     match previous {
         Some(previous) => {
@@ -203,207 +204,342 @@ pub async fn run(
     metrics: Arc<XdsMetrics>,
     cancel: CancellationToken,
 ) {
-    let Start {
-        mut version,
-        mut snapshot,
-        mut registry,
-        mut routing,
-        certificates,
-        mesh,
-        mut roots,
-        applied_mesh,
-    } = start;
-    // The settings in force: what a mesh config that cannot be read leaves in place.
-    let mut in_force = applied_mesh;
-    metrics.services.set(registry.services.len() as i64);
-    metrics.judged_revision.set(snapshot.revision() as i64);
-    let mut removed_hosts: Arc<crate::xds::context::RemovedHosts> = Arc::default();
-    // The proxy views of the last context pushed, which an endpoint-only push keeps.
-    let mut scopes: Option<crate::xds::context::ScopeCache> = None;
+    let mut roots = start.roots.clone();
+    let mut pipeline = Pipeline::new(store, sink, start, metrics);
     let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     refresh.tick().await;
     loop {
-        let mut kinds = BTreeSet::new();
-        let mut triggers: Vec<String> = Vec::new();
-        let mut lagged = false;
+        let mut batch = Batch::default();
         tokio::select! {
             _ = cancel.cancelled() => break,
-            _ = refresh.tick() => {
-                kinds.insert(Kind::Secret);
-                triggers.push("workload certificate refresh".into());
-            }
-            _ = root_changed(&mut roots) => {
-                kinds.insert(Kind::Secret);
-                triggers.push("CA root changed".into());
-            }
+            _ = refresh.tick() => batch.add_secret_trigger("workload certificate refresh"),
+            _ = root_changed(&mut roots) => batch.add_secret_trigger("CA root changed"),
             ev = events.recv() => match ev {
-                Ok(ev) => add_event(&ev, &mut kinds, &mut triggers, &metrics),
-                Err(RecvError::Lagged(_)) => lagged = true,
+                Ok(ev) => batch.add(&ev, &pipeline.metrics),
+                Err(RecvError::Lagged(_)) => batch.lagged = true,
                 Err(RecvError::Closed) => break,
             },
         }
-        let started = Instant::now();
-        let mut quiet_until = started + debounce.quiet;
-        let max_until = started + debounce.max;
-        let mut debounced = debounce.endpoints || !kinds.iter().all(eds_update_kind);
+        if !batch
+            .debounce(&mut events, debounce, &cancel, &pipeline.metrics)
+            .await
+        {
+            return;
+        }
+        let span = info_span!("push", version = pipeline.version + 1);
+        span.in_scope(|| pipeline.round(batch));
+    }
+}
+
+/// The changes one push round answers: their kinds, the first few as triggers, whether the event
+/// bus dropped some (a full resync), and when the first arrived.
+struct Batch {
+    kinds: BTreeSet<Kind>,
+    triggers: Vec<String>,
+    lagged: bool,
+    started: Instant,
+    debounced_for: Duration,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            kinds: BTreeSet::new(),
+            triggers: Vec::new(),
+            lagged: false,
+            started: Instant::now(),
+            debounced_for: Duration::ZERO,
+        }
+    }
+}
+
+impl Batch {
+    fn add(&mut self, ev: &crate::store::Event, metrics: &XdsMetrics) {
+        add_event(ev, &mut self.kinds, &mut self.triggers, metrics);
+    }
+
+    fn add_secret_trigger(&mut self, why: &str) {
+        self.kinds.insert(Kind::Secret);
+        self.triggers.push(why.into());
+    }
+
+    fn endpoints_only(&self) -> bool {
+        self.kinds.iter().all(eds_update_kind)
+    }
+
+    /// Collects the changes that follow the first: until none came for the quiet period, at most
+    /// the maximum delay. Endpoint-only batches (unless endpoints are debounced too) take only
+    /// what is already queued. False when the loop is to stop.
+    async fn debounce(
+        &mut self,
+        events: &mut tokio::sync::broadcast::Receiver<crate::store::Event>,
+        debounce: Debounce,
+        cancel: &CancellationToken,
+        metrics: &XdsMetrics,
+    ) -> bool {
+        self.started = Instant::now();
+        let mut quiet_until = self.started + debounce.quiet;
+        let max_until = self.started + debounce.max;
+        let mut debounced = debounce.endpoints || !self.endpoints_only();
         if !debounced {
             // Take what is already queued into this batch, without waiting for more.
             loop {
                 match events.try_recv() {
-                    Ok(ev) => add_event(&ev, &mut kinds, &mut triggers, &metrics),
-                    Err(TryRecvError::Lagged(_)) => lagged = true,
+                    Ok(ev) => self.add(&ev, metrics),
+                    Err(TryRecvError::Lagged(_)) => self.lagged = true,
                     Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Closed) => return,
+                    Err(TryRecvError::Closed) => return false,
                 }
             }
-            debounced = lagged || !kinds.iter().all(eds_update_kind);
+            debounced = self.lagged || !self.endpoints_only();
         }
         if debounced {
             loop {
                 tokio::select! {
-                    _ = cancel.cancelled() => return,
+                    _ = cancel.cancelled() => return false,
                     _ = tokio::time::sleep_until(quiet_until.min(max_until)) => break,
                     ev = events.recv() => {
                         match ev {
-                            Ok(ev) => add_event(&ev, &mut kinds, &mut triggers, &metrics),
-                            Err(RecvError::Lagged(_)) => lagged = true,
-                            Err(RecvError::Closed) => return,
+                            Ok(ev) => self.add(&ev, metrics),
+                            Err(RecvError::Lagged(_)) => self.lagged = true,
+                            Err(RecvError::Closed) => return false,
                         }
                         quiet_until = Instant::now() + debounce.quiet;
                     }
                 }
             }
         }
-        let debounce_elapsed = started.elapsed();
+        self.debounced_for = self.started.elapsed();
         metrics
+            .push
             .debounce_time
-            .observe(debounce_elapsed.as_secs_f64());
-        if lagged {
-            triggers.push("event bus lagged: full resync".into());
+            .observe(self.debounced_for.as_secs_f64());
+        if self.lagged {
+            self.triggers.push("event bus lagged: full resync".into());
         }
-        let span = info_span!("push", version = version + 1);
-        async {
-            let previous = std::mem::replace(&mut snapshot, store.snapshot());
-            let next_mesh = mesh_settings(&snapshot, &mesh, Some(&in_force), Some(&metrics));
-            in_force = next_mesh.clone();
-            // Only the hostnames fed by objects that differ between the two snapshots are
-            // recomputed: the cost follows the change, not the mesh.
-            let (next, delta) = registry.update(
-                &previous,
-                &snapshot,
-                &next_mesh.domain_suffix,
-                &next_mesh.discovery_selectors,
-                &next_mesh.cluster_networks,
-            );
-            let next = Arc::new(next);
-            // Hostnames this change removed: proxies still subscribed to their clusters until
-            // they follow the push are behind, not making names up (the unknown-names bound).
-            if delta.services_changed {
-                let gone: Vec<String> = registry
-                    .services
-                    .keys()
-                    .filter(|h| !next.services.contains_key(*h))
-                    .cloned()
-                    .collect();
-                if !gone.is_empty() || !removed_hosts.is_empty() {
-                    removed_hosts = Arc::new(removed_hosts.with(gone));
-                }
-            }
-            // Kept in step with `snapshot` in every round, pushed or not: the next round diffs
-            // from this snapshot.
-            routing = routing.reuse_or_build(&previous, &snapshot, &next_mesh);
-            let Some(mut decision) = decide::decide(&kinds, lagged, delta, &next) else {
-                debug!(
-                    ?kinds,
-                    "change affects no service or endpoint; nothing to push"
-                );
-                registry = next;
-                metrics.judged_revision.set(snapshot.revision() as i64);
-                return;
-            };
-            // A Wasm module's registry credential is a Secret served over ECDS (istiod pushes
-            // ECDS on Secret changes when a plugin names a pull secret).
-            if decision.types.contains(&TypeUrl::Secret)
-                && [Kind::WasmPlugin, Kind::TrafficExtension]
-                    .iter()
-                    .any(|k| snapshot.list(*k).any(|e| e.config.spec.names_pull_secret()))
-            {
-                decision.types.insert(TypeUrl::ExtensionConfig);
-            }
-            version += 1;
-            metrics
-                .push_triggers
-                .get_or_create(&TypeLabels {
-                    r#type: decision.reason.into(),
-                })
-                .inc();
-            metrics.judged_revision.set(snapshot.revision() as i64);
-            metrics.services.set(next.services.len() as i64);
-            metrics
-                .virtual_services
-                .set(snapshot.count(Kind::VirtualService) as i64);
-            metrics
-                .no_instances
-                .set(next.ports_without_endpoints() as i64);
-            metrics.duplicate_clusters.set(next.duplicate_hosts as i64);
-            info!(
-                full = decision.full,
-                eds_services = decision.eds_hosts.len(),
-                ?kinds,
-                "pushing"
-            );
-            let init = Instant::now();
-            let context = PushContext::with_routing(
-                version,
-                snapshot.clone(),
-                next.clone(),
-                next_mesh,
-                routing.clone(),
-            )
-            .with_certificates(certificates.clone())
-            .with_removed_hosts(removed_hosts.clone());
-            let context = match &scopes {
-                Some(previous) if !decision.full => context.sharing_scopes(previous),
-                _ => context,
-            };
-            scopes = Some(context.scope_cache());
-            metrics
-                .push_context_init
-                .observe(init.elapsed().as_secs_f64());
-            let conflicts = context.conflicts();
-            metrics
-                .duplicate_domains
-                .set(conflicts.duplicate_domains as i64);
-            metrics
-                .duplicate_subsets
-                .set(conflicts.duplicate_subsets as i64);
-            let record = PushRecord {
-                version,
-                at_unix_ms: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis())
-                    .unwrap_or(0),
-                full: decision.full,
-                reason: decision.reason.into(),
-                triggers: std::mem::take(&mut triggers),
-                eds_services: decision.eds_hosts.iter().cloned().collect(),
-                proxies: 0,
-                debounce_ms: debounce_elapsed.as_millis(),
-            };
-            let request = PushRequest {
-                full: decision.full,
-                types: decision.types,
-                eds_hosts: Arc::new(decision.eds_hosts),
-                started: started.into_std(),
-                reason: decision.reason.into(),
-                queued: std::time::Instant::now(),
-            };
-            sink.push(context, request, record);
-            registry = next;
+        true
+    }
+}
+
+/// What the push loop carries from one round to the next: the last snapshot and registry (the
+/// next round diffs from them), the routing indexes, the settings in force, the hostnames removed
+/// lately, and the proxy views an endpoint-only push keeps.
+struct Pipeline {
+    store: Arc<Store>,
+    sink: Arc<dyn PushSink>,
+    metrics: Arc<XdsMetrics>,
+    version: u64,
+    snapshot: Arc<crate::store::Snapshot>,
+    registry: Arc<Registry>,
+    routing: Arc<crate::xds::context::Routing>,
+    certificates: Certificates,
+    /// The flags' settings, before MeshConfig.
+    mesh: MeshSettings,
+    /// The settings in force: what a mesh config that cannot be read leaves in place.
+    in_force: MeshSettings,
+    removed_hosts: Arc<crate::xds::context::RemovedHosts>,
+    scopes: Option<crate::xds::context::ScopeCache>,
+}
+
+impl Pipeline {
+    fn new(
+        store: Arc<Store>,
+        sink: Arc<dyn PushSink>,
+        start: Start,
+        metrics: Arc<XdsMetrics>,
+    ) -> Pipeline {
+        metrics
+            .mesh
+            .services
+            .set(start.registry.services.len() as i64);
+        metrics
+            .push
+            .judged_revision
+            .set(start.snapshot.revision() as i64);
+        Pipeline {
+            store,
+            sink,
+            metrics,
+            version: start.version,
+            snapshot: start.snapshot,
+            registry: start.registry,
+            routing: start.routing,
+            certificates: start.certificates,
+            mesh: start.mesh,
+            in_force: start.applied_mesh,
+            removed_hosts: Arc::default(),
+            scopes: None,
         }
-        .instrument(span)
-        .await;
+    }
+
+    /// One round: the store's snapshot now, the registry and routing updated from the last one,
+    /// the batch judged, and when it changes what proxies are sent, a push context to the sink.
+    fn round(&mut self, mut batch: Batch) {
+        let previous = std::mem::replace(&mut self.snapshot, self.store.snapshot());
+        let next_mesh = mesh_settings(
+            &self.snapshot,
+            &self.mesh,
+            Some(&self.in_force),
+            Some(&self.metrics),
+        );
+        self.in_force = next_mesh.clone();
+        // Only the hostnames fed by objects that differ between the two snapshots are
+        // recomputed: the cost follows the change, not the mesh.
+        let (next, delta) = self.registry.update(
+            &previous,
+            &self.snapshot,
+            &next_mesh.domain_suffix,
+            &next_mesh.discovery_selectors,
+            &next_mesh.cluster_networks,
+        );
+        let next = Arc::new(next);
+        if delta.services_changed {
+            self.note_removed_hosts(&next);
+        }
+        // Kept in step with `snapshot` in every round, pushed or not: the next round diffs
+        // from this snapshot.
+        self.routing = self
+            .routing
+            .reuse_or_build(&previous, &self.snapshot, &next_mesh);
+        let Some(mut decision) = decide::decide(&batch.kinds, batch.lagged, delta, &next) else {
+            debug!(
+                kinds = ?batch.kinds,
+                "change affects no service or endpoint; nothing to push"
+            );
+            self.registry = next;
+            self.metrics
+                .push
+                .judged_revision
+                .set(self.snapshot.revision() as i64);
+            return;
+        };
+        // A Wasm module's registry credential is a Secret served over ECDS (istiod pushes
+        // ECDS on Secret changes when a plugin names a pull secret).
+        if decision.types.contains(&TypeUrl::Secret)
+            && [Kind::WasmPlugin, Kind::TrafficExtension].iter().any(|k| {
+                self.snapshot
+                    .list(*k)
+                    .any(|e| e.config.spec.names_pull_secret())
+            })
+        {
+            decision.types.insert(TypeUrl::ExtensionConfig);
+        }
+        self.version += 1;
+        self.record_judged(&decision, &next);
+        info!(
+            full = decision.full,
+            eds_services = decision.eds_hosts.len(),
+            kinds = ?batch.kinds,
+            "pushing"
+        );
+        let context = self.context(&decision, next.clone(), next_mesh);
+        let record = PushRecord {
+            version: self.version,
+            at_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0),
+            full: decision.full,
+            reason: decision.reason.into(),
+            triggers: std::mem::take(&mut batch.triggers),
+            eds_services: decision.eds_hosts.iter().cloned().collect(),
+            proxies: 0,
+            debounce_ms: batch.debounced_for.as_millis(),
+        };
+        let request = PushRequest {
+            full: decision.full,
+            types: decision.types,
+            eds_hosts: Arc::new(decision.eds_hosts),
+            started: batch.started.into_std(),
+            reason: decision.reason.into(),
+            queued: std::time::Instant::now(),
+        };
+        self.sink.push(context, request, record);
+        self.registry = next;
+    }
+
+    /// Hostnames this change removed: proxies still subscribed to their clusters until they
+    /// follow the push are behind, not making names up (the unknown-names bound).
+    fn note_removed_hosts(&mut self, next: &Registry) {
+        let gone: Vec<String> = self
+            .registry
+            .services
+            .keys()
+            .filter(|h| !next.services.contains_key(*h))
+            .cloned()
+            .collect();
+        if !gone.is_empty() || !self.removed_hosts.is_empty() {
+            self.removed_hosts = Arc::new(self.removed_hosts.with(gone));
+        }
+    }
+
+    /// The gauges of a round that pushes: its trigger, the revision judged, what the registry
+    /// and the store hold.
+    fn record_judged(&self, decision: &decide::Decision, next: &Registry) {
+        let metrics = &self.metrics;
+        metrics
+            .push
+            .push_triggers
+            .get_or_create(&TypeLabels {
+                r#type: decision.reason.into(),
+            })
+            .inc();
+        metrics
+            .push
+            .judged_revision
+            .set(self.snapshot.revision() as i64);
+        metrics.mesh.services.set(next.services.len() as i64);
+        metrics
+            .mesh
+            .virtual_services
+            .set(self.snapshot.count(Kind::VirtualService) as i64);
+        metrics
+            .mesh
+            .no_instances
+            .set(next.ports_without_endpoints() as i64);
+        metrics
+            .mesh
+            .duplicate_clusters
+            .set(next.duplicate_hosts as i64);
+    }
+
+    /// The push context of this round; an endpoint-only push shares the proxy views of the last.
+    fn context(
+        &mut self,
+        decision: &decide::Decision,
+        next: Arc<Registry>,
+        mesh: MeshSettings,
+    ) -> PushContext {
+        let init = Instant::now();
+        let context = PushContext::with_routing(
+            self.version,
+            self.snapshot.clone(),
+            next,
+            mesh,
+            self.routing.clone(),
+        )
+        .with_certificates(self.certificates.clone())
+        .with_removed_hosts(self.removed_hosts.clone());
+        let context = match &self.scopes {
+            Some(previous) if !decision.full => context.sharing_scopes(previous),
+            _ => context,
+        };
+        self.scopes = Some(context.scope_cache());
+        self.metrics
+            .push
+            .push_context_init
+            .observe(init.elapsed().as_secs_f64());
+        let conflicts = context.conflicts();
+        self.metrics
+            .mesh
+            .duplicate_domains
+            .set(conflicts.duplicate_domains as i64);
+        self.metrics
+            .mesh
+            .duplicate_subsets
+            .set(conflicts.duplicate_subsets as i64);
+        context
     }
 }
 

@@ -336,9 +336,10 @@ impl StreamState {
                 let outbound = ctx.streams.note_findings(&list);
                 let metrics = &self.server.metrics;
                 metrics
+                    .mesh
                     .inbound_conflicts
                     .set(ctx.inbound_conflicts() as i64);
-                metrics.outbound_tcp_conflicts.set(outbound as i64);
+                metrics.mesh.outbound_tcp_conflicts.set(outbound as i64);
             }
             return Some(list);
         };

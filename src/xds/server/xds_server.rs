@@ -249,7 +249,7 @@ impl XdsServer {
 /// Reads a push context's EnvoyFilters once, when it is installed, so the count of patches not
 /// applied is there before any proxy asks.
 fn record_envoy_filters(metrics: &XdsMetrics, context: &PushContext) {
-    metrics.envoy_filter_patches_not_applied.set(
+    metrics.mesh.envoy_filter_patches_not_applied.set(
         crate::xds::generate::passes::envoy_filter::compiled(context)
             .skipped
             .len() as i64,
