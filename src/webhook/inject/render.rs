@@ -58,7 +58,6 @@ pub fn sidecar(
     let annotations = string_map(&pod["metadata"]["annotations"]);
     let labels = string_map(&pod["metadata"]["labels"]);
     let workload = workload_of(pod);
-    let (canonical_name, canonical_revision) = canonical(&labels, &workload.name);
     let status_port = annotation(&annotations, "status.sidecar.istio.io/port")
         .and_then(|p| p.parse::<u16>().ok())
         .unwrap_or(template.status_port);
@@ -109,6 +108,67 @@ pub fn sidecar(
     }
     env.extend(metadata.iter().cloned());
 
+    let proxy = proxy_container(
+        settings,
+        template,
+        &annotations,
+        image,
+        env,
+        &resources,
+        hold,
+    );
+    let init_containers: Vec<Value> = (interception != "NONE")
+        .then(|| {
+            init_container(
+                template,
+                &annotations,
+                &interception,
+                status_port,
+                &resources,
+                &metadata,
+            )
+        })
+        .into_iter()
+        .collect();
+
+    let volumes = volumes();
+    let volume_names: Vec<&str> = volumes.iter().filter_map(|v| v["name"].as_str()).collect();
+    let status = json!({
+        "initContainers": init_containers.iter().filter_map(|c| c["name"].as_str()).collect::<Vec<_>>(),
+        "containers": [PROXY_CONTAINER],
+        "volumes": volume_names,
+        "imagePullSecrets": null,
+        "revision": settings.revision,
+    });
+
+    add_to_spec(&mut out, proxy, init_containers, volumes, hold)?;
+    annotate(
+        &mut out,
+        settings,
+        template,
+        &Injected {
+            annotations: &annotations,
+            labels: &labels,
+            workload_name: &workload.name,
+            status_port,
+            default_container: app_names.first().cloned(),
+            status,
+            enable_hbone,
+        },
+    )?;
+    Ok(out)
+}
+
+/// The `istio-proxy` container istiod's `sidecar` template renders.
+fn proxy_container(
+    settings: &InjectorSettings,
+    template: &Template,
+    annotations: &BTreeMap<String, String>,
+    image: String,
+    env: Vec<Value>,
+    resources: &Value,
+    hold: bool,
+) -> Value {
     let mut proxy = json!({
         "name": PROXY_CONTAINER,
         "image": image,
@@ -117,8 +177,8 @@ pub fn sidecar(
             "sidecar",
             "--domain",
             format!("$(POD_NAMESPACE).svc.{}", settings.domain_suffix),
-            format!("--proxyLogLevel={}", annotation(&annotations, "sidecar.istio.io/logLevel").unwrap_or(&template.log_level)),
-            format!("--proxyComponentLogLevel={}", annotation(&annotations, "sidecar.istio.io/componentLogLevel").unwrap_or(&template.component_log_level)),
+            format!("--proxyLogLevel={}", annotation(annotations, "sidecar.istio.io/logLevel").unwrap_or(&template.log_level)),
+            format!("--proxyComponentLogLevel={}", annotation(annotations, "sidecar.istio.io/componentLogLevel").unwrap_or(&template.component_log_level)),
             "--log_output_level=default:info",
         ],
         "env": env,
@@ -150,42 +210,51 @@ pub fn sidecar(
         proxy["lifecycle"] = json!({"postStart": {"exec": {"command": ["pilot-agent", "wait"]}}});
     }
 
-    let mut init_containers = Vec::new();
-    if interception != "NONE" {
-        let mut init = json!({
-            "name": INIT_CONTAINER,
-            "image": template.image,
-            "args": iptables_args(template, &annotations, &interception, status_port),
-            "resources": resources,
-            "securityContext": {
-                "allowPrivilegeEscalation": false,
-                "capabilities": {"add": ["NET_ADMIN", "NET_RAW"], "drop": ["ALL"]},
-                "privileged": false,
-                "readOnlyRootFilesystem": false,
-                "runAsGroup": 0,
-                "runAsNonRoot": false,
-                "runAsUser": 0,
-            },
-        });
-        if let Some(policy) = &template.pull_policy {
-            init["imagePullPolicy"] = policy.clone().into();
-        }
-        if !metadata.is_empty() {
-            init["env"] = Value::Array(metadata.clone());
-        }
-        init_containers.push(init);
-    }
+    proxy
+}
 
-    let volumes = volumes();
-    let volume_names: Vec<&str> = volumes.iter().filter_map(|v| v["name"].as_str()).collect();
-    let status = json!({
-        "initContainers": init_containers.iter().filter_map(|c| c["name"].as_str()).collect::<Vec<_>>(),
-        "containers": [PROXY_CONTAINER],
-        "volumes": volume_names,
-        "imagePullSecrets": null,
-        "revision": settings.revision,
+/// `istio-init`: the container that installs the traffic capture (`istio-iptables`).
+fn init_container(
+    template: &Template,
+    annotations: &BTreeMap<String, String>,
+    interception: &str,
+    status_port: u16,
+    resources: &Value,
+    metadata: &[Value],
+) -> Value {
+    let mut init = json!({
+        "name": INIT_CONTAINER,
+        "image": template.image,
+        "args": iptables_args(template, annotations, interception, status_port),
+        "resources": resources,
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"add": ["NET_ADMIN", "NET_RAW"], "drop": ["ALL"]},
+            "privileged": false,
+            "readOnlyRootFilesystem": false,
+            "runAsGroup": 0,
+            "runAsNonRoot": false,
+            "runAsUser": 0,
+        },
     });
+    if let Some(policy) = &template.pull_policy {
+        init["imagePullPolicy"] = policy.clone().into();
+    }
+    if !metadata.is_empty() {
+        init["env"] = Value::Array(metadata.to_vec());
+    }
+    init
+}
 
+/// The rendered containers and volumes put into the pod's spec: the pod's own `istio-proxy`
+/// (customised) overlays the rendered one where it stands; `istio-init` goes first.
+fn add_to_spec(
+    out: &mut Value,
+    proxy: Value,
+    init_containers: Vec<Value>,
+    volumes: impl IntoIterator<Item = Value>,
+    hold: bool,
+) -> Result<(), InjectError> {
     let spec = object_at(out.as_object_mut().ok_or(InjectError::NotAnObject)?, "spec")?;
     let containers = array_at(spec, "containers")?;
     // The pod's own istio-proxy (customised) goes over the rendered one, where it stands.
@@ -219,11 +288,36 @@ pub fn sidecar(
         }
     }
 
+    Ok(())
+}
+
+/// What the pod's metadata is given besides the containers.
+struct Injected<'a> {
+    annotations: &'a BTreeMap<String, String>,
+    labels: &'a BTreeMap<String, String>,
+    workload_name: &'a str,
+    status_port: u16,
+    default_container: Option<String>,
+    status: Value,
+    enable_hbone: bool,
+}
+
+/// The annotations and labels istiod's template sets on an injected pod: the default
+/// container, Prometheus scraping, the injection status, mTLS and tunnel labels, canonical names.
+fn annotate(
+    out: &mut Value,
+    settings: &InjectorSettings,
+    template: &Template,
+    injected: &Injected,
+) -> Result<(), InjectError> {
+    let annotations = injected.annotations;
+    let labels = injected.labels;
+    let (canonical_name, canonical_revision) = canonical(labels, injected.workload_name);
     let meta = object_at(
         out.as_object_mut().ok_or(InjectError::NotAnObject)?,
         "metadata",
     )?;
-    let default_container = app_names.first().cloned();
+    let default_container = injected.default_container.clone();
     let annotations_out = object_at(meta, "annotations")?;
     let mut set_if_absent = |k: &str, v: String| {
         annotations_out
@@ -236,20 +330,20 @@ pub fn sidecar(
     }
     if annotations.get("prometheus.io/scrape").map(String::as_str) != Some("false") {
         set_if_absent("prometheus.io/scrape", "true".into());
-        set_if_absent("prometheus.io/port", status_port.to_string());
+        set_if_absent("prometheus.io/port", injected.status_port.to_string());
         set_if_absent("prometheus.io/path", "/stats/prometheus".into());
     }
     for (k, v) in &template.injected_annotations {
         set_if_absent(k, v.clone());
     }
     annotations_out.insert("istio.io/rev".into(), settings.revision.clone().into());
-    annotations_out.insert(STATUS_ANNOTATION.into(), status.to_string().into());
+    annotations_out.insert(STATUS_ANNOTATION.into(), injected.status.to_string().into());
     let labels_out = object_at(meta, "labels")?;
     // As istiod's template: the pod's own value is kept (`disabled` keeps clients off mTLS).
     if !labels.contains_key("security.istio.io/tlsMode") {
         labels_out.insert("security.istio.io/tlsMode".into(), "istio".into());
     }
-    if enable_hbone && !labels.contains_key(TUNNEL_LABEL) {
+    if injected.enable_hbone && !labels.contains_key(TUNNEL_LABEL) {
         labels_out.insert(TUNNEL_LABEL.into(), "http".into());
     }
     labels_out.insert(
@@ -260,7 +354,7 @@ pub fn sidecar(
         "service.istio.io/canonical-revision".into(),
         canonical_revision.into(),
     );
-    Ok(out)
+    Ok(())
 }
 
 pub(super) fn object_at<'a>(
