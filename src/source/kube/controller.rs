@@ -11,6 +11,7 @@ use crate::validation::validate;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -164,17 +165,7 @@ pub(super) async fn run_watch<K>(
         let event = match next {
             None => return,
             Some(Err(e)) => {
-                errors.failed(
-                    part.trim_start_matches("watch/"),
-                    "watch failed; retrying with backoff",
-                    &e,
-                );
-                ctx.metrics
-                    .k8s_watch_errors
-                    .get_or_create(&TypeLabels {
-                        r#type: kind.qualified_name(),
-                    })
-                    .inc();
+                watch_failed(&ctx, &mut errors, &part, kind, &e);
                 continue;
             }
             // Announced before the list request: nothing has answered yet.
@@ -213,25 +204,7 @@ pub(super) async fn run_watch<K>(
             }
             Event::InitDone => {
                 let (configs, keep) = relist.take().unwrap_or_default();
-                let listed: BTreeSet<ConfigKey> =
-                    configs.iter().map(Config::key).chain(keep).collect();
-                let snapshot = ctx.store.snapshot();
-                let gone: Vec<Change> = snapshot
-                    .list(kind)
-                    .map(|e| e.config.key())
-                    .filter(|k| owns(k) && !listed.contains(k))
-                    .map(Change::Delete)
-                    .collect();
-                let n = configs.len();
-                let events = ctx.store.apply(
-                    gone.into_iter()
-                        .chain(configs.into_iter().map(Change::Upsert))
-                        .collect(),
-                );
-                for e in &events {
-                    count(&format!("{:?}", e.kind).to_lowercase());
-                }
-                info!(kind = %kind, objects = n, changes = events.len(), "synced");
+                replace_kind(&ctx, kind, &*owns, configs, keep, &count);
                 ctx.readiness.set(&part);
             }
             // Relabelled for another revision: gone for this one.
@@ -272,6 +245,57 @@ pub(super) async fn run_watch<K>(
             judged();
         }
     }
+}
+
+/// A (re)list's objects replace what the store holds of `kind` (of the keys this watcher owns)
+/// in one batch; `keep` are keys listed but invalid, whose last good version stays.
+fn replace_kind(
+    ctx: &Ctx,
+    kind: Kind,
+    owns: &(dyn Fn(&ConfigKey) -> bool + Send + Sync),
+    configs: Vec<Config>,
+    keep: BTreeSet<ConfigKey>,
+    count: &dyn Fn(&str),
+) {
+    let listed: BTreeSet<ConfigKey> = configs.iter().map(Config::key).chain(keep).collect();
+    let snapshot = ctx.store.snapshot();
+    let gone: Vec<Change> = snapshot
+        .list(kind)
+        .map(|e| e.config.key())
+        .filter(|k| owns(k) && !listed.contains(k))
+        .map(Change::Delete)
+        .collect();
+    let n = configs.len();
+    let events = ctx.store.apply(
+        gone.into_iter()
+            .chain(configs.into_iter().map(Change::Upsert))
+            .collect(),
+    );
+    for e in &events {
+        count(&format!("{:?}", e.kind).to_lowercase());
+    }
+    info!(kind = %kind, objects = n, changes = events.len(), "synced");
+}
+
+/// A watch error: logged once per outage (then counted), and counted by kind.
+fn watch_failed(
+    ctx: &Ctx,
+    errors: &mut crate::k8s::RepeatLog,
+    part: &str,
+    kind: Kind,
+    error: &dyn std::fmt::Display,
+) {
+    errors.failed(
+        part.trim_start_matches("watch/"),
+        "watch failed; retrying with backoff",
+        error,
+    );
+    ctx.metrics
+        .k8s_watch_errors
+        .get_or_create(&TypeLabels {
+            r#type: kind.qualified_name(),
+        })
+        .inc();
 }
 
 fn reject(ctx: &Ctx, kind: Kind, key: &ConfigKey, why: &str) {
@@ -332,120 +356,116 @@ impl KubeSource {
 
     /// Starts every watcher on `tasks`; they stop when `cancel` fires.
     pub fn spawn(self, tasks: &TaskTracker, cancel: &CancellationToken) {
-        let c = &self.client;
-        macro_rules! core {
-            ($ty:ty, $kind:expr, $api:expr, $cfg:expr, $owns:expr) => {{
-                let part = format!("watch/{}", $kind.name());
-                self.ctx.readiness.register(&part);
-                let spec = WatchSpec {
-                    kind: $kind,
-                    part,
-                    convert: typed::<$ty>(),
-                    owns: $owns,
-                    revision: None,
-                };
-                let fut = run_watch::<$ty>(self.ctx.clone(), $api, $cfg, spec, cancel.clone());
-                tasks.spawn(fut.instrument(info_span!("k8s-watch", kind = $kind.name())));
-            }};
-        }
-        let all = watcher::Config::default();
-        core!(
-            Service,
-            Kind::Service,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
-        core!(
-            EndpointSlice,
-            Kind::EndpointSlice,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
-        core!(
-            Pod,
-            Kind::Pod,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
-        core!(
-            Namespace,
-            Kind::Namespace,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
-        core!(
-            Node,
-            Kind::Node,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
+        let all = watcher::Config::default;
+        self.watch_all::<Service>(tasks, cancel, Kind::Service, all());
+        self.watch_all::<EndpointSlice>(tasks, cancel, Kind::EndpointSlice, all());
+        self.watch_all::<Pod>(tasks, cancel, Kind::Pod, all());
+        self.watch_all::<Namespace>(tasks, cancel, Kind::Namespace, all());
+        self.watch_all::<Node>(tasks, cancel, Kind::Node, all());
         // Kubernetes Ingress of the mesh's ingress class, served by the ingress gateway.
-        core!(
-            k8s_openapi::api::networking::v1::Ingress,
-            Kind::Ingress,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
-        core!(
-            k8s_openapi::api::networking::v1::IngressClass,
-            Kind::IngressClass,
-            Api::all(c.clone()),
-            all.clone(),
-            Arc::new(any_key)
-        );
+        self.watch_all::<Ingress>(tasks, cancel, Kind::Ingress, all());
+        self.watch_all::<IngressClass>(tasks, cancel, Kind::IngressClass, all());
         // TLS secrets for gateways (`credentialName`); service-account tokens and Helm releases
         // are never TLS material, so the API server filters them out (istiod does the same).
-        core!(
-            Secret,
+        self.watch_all::<Secret>(
+            tasks,
+            cancel,
             Kind::Secret,
-            Api::all(c.clone()),
-            watcher::Config::default()
-                .fields("type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1"),
-            Arc::new(any_key)
+            all().fields("type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1"),
         );
-        // The mesh ConfigMap of this revision (istiod's: `istio`, or `istio-<revision>`), kept in
-        // the store as `istio`, the name every reader of the mesh config looks for.
+        self.watch_mesh_config(tasks, cancel);
+        self.watch_named_config_maps(tasks, cancel);
+        self.watch_ca_bundles(tasks, cancel);
+        self.watch_istio_kinds(tasks, cancel);
+    }
+
+    /// Registers `spec`'s readiness part and runs its watcher on `tasks`.
+    fn watch<K>(
+        &self,
+        tasks: &TaskTracker,
+        cancel: &CancellationToken,
+        api: Api<K>,
+        config: watcher::Config,
+        spec: WatchSpec<K>,
+        span: tracing::Span,
+    ) where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
+    {
+        self.ctx.readiness.register(&spec.part);
+        tasks.spawn(
+            run_watch::<K>(self.ctx.clone(), api, config, spec, cancel.clone()).instrument(span),
+        );
+    }
+
+    /// A Kubernetes kind in every namespace, each object as it is.
+    fn watch_all<K>(
+        &self,
+        tasks: &TaskTracker,
+        cancel: &CancellationToken,
+        kind: Kind,
+        config: watcher::Config,
+    ) where
+        K: kube::Resource<DynamicType = ()>
+            + IntoConfig
+            + Clone
+            + serde::de::DeserializeOwned
+            + Debug
+            + Send
+            + 'static,
+    {
+        let spec = WatchSpec {
+            kind,
+            part: format!("watch/{}", kind.name()),
+            convert: typed::<K>(),
+            owns: Arc::new(any_key),
+            revision: None,
+        };
+        let span = info_span!("k8s-watch", kind = kind.name());
+        self.watch(
+            tasks,
+            cancel,
+            Api::all(self.client.clone()),
+            config,
+            spec,
+            span,
+        );
+    }
+
+    /// The mesh ConfigMap of this revision (istiod's: `istio`, or `istio-<revision>`), kept in
+    /// the store as `istio`, the name every reader of the mesh config looks for.
+    fn watch_mesh_config(&self, tasks: &TaskTracker, cancel: &CancellationToken) {
         let root = self.config.root_namespace.clone();
         let mesh_only = move |k: &ConfigKey| {
             k.cluster.is_empty()
                 && k.namespace == root
                 && k.name == crate::config::mesh::MESH_CONFIGMAP
         };
-        {
-            let part = "watch/ConfigMap".to_string();
-            self.ctx.readiness.register(&part);
-            let spec = WatchSpec {
-                kind: Kind::ConfigMap,
-                part,
-                convert: Arc::new(|mut cm: ConfigMap| {
-                    cm.metadata.name = Some(crate::config::mesh::MESH_CONFIGMAP.to_string());
-                    Ok(Some(cm.into_config()))
-                }),
-                owns: Arc::new(mesh_only),
-                revision: None,
-            };
-            let fut = run_watch::<ConfigMap>(
-                self.ctx.clone(),
-                Api::namespaced(c.clone(), &self.config.root_namespace),
-                watcher::Config::default()
-                    .fields(&format!("metadata.name={}", self.config.mesh_configmap)),
-                spec,
-                cancel.clone(),
-            );
-            tasks.spawn(fut.instrument(
-                info_span!("k8s-watch", kind = "ConfigMap", name = %self.config.mesh_configmap),
-            ));
-        }
+        let spec = WatchSpec {
+            kind: Kind::ConfigMap,
+            part: "watch/ConfigMap".to_string(),
+            convert: Arc::new(|mut cm: ConfigMap| {
+                cm.metadata.name = Some(crate::config::mesh::MESH_CONFIGMAP.to_string());
+                Ok(Some(cm.into_config()))
+            }),
+            owns: Arc::new(mesh_only),
+            revision: None,
+        };
+        self.watch(
+            tasks,
+            cancel,
+            Api::namespaced(self.client.clone(), &self.config.root_namespace),
+            watcher::Config::default()
+                .fields(&format!("metadata.name={}", self.config.mesh_configmap)),
+            spec,
+            info_span!("k8s-watch", kind = "ConfigMap", name = %self.config.mesh_configmap),
+        );
+    }
 
-        // ConfigMaps watched by name, each with its own readiness part: the injector's template
-        // (istiod's `istio-sidecar-injector`) in the root namespace, and the CA's root cert in every
-        // namespace (written by the leader, repaired on edits).
+    /// ConfigMaps watched by name, each with its own readiness part: the injector's template
+    /// (istiod's `istio-sidecar-injector`) in the root namespace, and the CA's root cert in every
+    /// namespace (written by the leader, repaired on edits).
+    fn watch_named_config_maps(&self, tasks: &TaskTracker, cancel: &CancellationToken) {
+        let c = &self.client;
         let root = self.config.root_namespace.clone();
         let injector_name = self.config.injector_configmap.clone();
         let named = [
@@ -465,91 +485,83 @@ impl KubeSource {
             ),
         ];
         for (api, name, owns) in named {
-            let part = format!("watch/ConfigMap/{name}");
-            self.ctx.readiness.register(&part);
             let spec = WatchSpec {
                 kind: Kind::ConfigMap,
-                part,
+                part: format!("watch/ConfigMap/{name}"),
                 convert: typed::<ConfigMap>(),
                 owns,
                 revision: None,
             };
-            tasks.spawn(
-                run_watch::<ConfigMap>(
-                    self.ctx.clone(),
-                    api,
-                    watcher::Config::default().fields(&format!("metadata.name={name}")),
-                    spec,
-                    cancel.clone(),
-                )
-                .instrument(info_span!("k8s-watch", kind = "ConfigMap", name = %name)),
+            self.watch(
+                tasks,
+                cancel,
+                api,
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+                spec,
+                info_span!("k8s-watch", kind = "ConfigMap", name = %name),
             );
         }
+    }
 
-        // ConfigMaps with a CA bundle (`ca.crt`), which BackendTLSPolicies name, in every
-        // namespace: kept with that key alone and without the metadata every write changes, so
-        // an unrelated edit changes nothing in the store. The ConfigMaps the watchers above keep
-        // are left to them.
-        {
-            let root = self.config.root_namespace.clone();
-            let names = [
-                self.config.mesh_configmap.clone(),
-                crate::config::mesh::MESH_CONFIGMAP.to_string(),
-                self.config.injector_configmap.clone(),
-            ];
-            let named = Arc::new(move |namespace: &str, name: &str| {
-                name == crate::config::mesh::ROOT_CERT_CONFIGMAP
-                    || (namespace == root && names.iter().any(|n| n == name))
-            });
-            let part = "watch/ConfigMap/ca-bundles".to_string();
-            self.ctx.readiness.register(&part);
-            let skip = named.clone();
-            let spec = WatchSpec {
-                kind: Kind::ConfigMap,
-                part,
-                convert: Arc::new(move |cm: ConfigMap| {
-                    let namespace = cm.metadata.namespace.clone().unwrap_or_default();
-                    let name = cm.metadata.name.clone().unwrap_or_default();
-                    if skip(&namespace, &name) {
-                        return Ok(None);
-                    }
-                    let ca = cm
-                        .data
-                        .and_then(|mut d| d.remove(crate::config::CA_BUNDLE_KEY))
-                        .map(|c| BTreeMap::from([(crate::config::CA_BUNDLE_KEY.to_string(), c)]));
-                    let bundle = ConfigMap {
-                        metadata: kube::api::ObjectMeta {
-                            name: Some(name),
-                            namespace: Some(namespace),
-                            ..Default::default()
-                        },
-                        data: ca,
+    /// ConfigMaps with a CA bundle (`ca.crt`), which BackendTLSPolicies name, in every
+    /// namespace: kept with that key alone and without the metadata every write changes, so
+    /// an unrelated edit changes nothing in the store. The ConfigMaps the watchers above keep
+    /// are left to them.
+    fn watch_ca_bundles(&self, tasks: &TaskTracker, cancel: &CancellationToken) {
+        let root = self.config.root_namespace.clone();
+        let names = [
+            self.config.mesh_configmap.clone(),
+            crate::config::mesh::MESH_CONFIGMAP.to_string(),
+            self.config.injector_configmap.clone(),
+        ];
+        let named = Arc::new(move |namespace: &str, name: &str| {
+            name == crate::config::mesh::ROOT_CERT_CONFIGMAP
+                || (namespace == root && names.iter().any(|n| n == name))
+        });
+        let part = "watch/ConfigMap/ca-bundles".to_string();
+        let skip = named.clone();
+        let spec = WatchSpec {
+            kind: Kind::ConfigMap,
+            part,
+            convert: Arc::new(move |cm: ConfigMap| {
+                let namespace = cm.metadata.namespace.clone().unwrap_or_default();
+                let name = cm.metadata.name.clone().unwrap_or_default();
+                if skip(&namespace, &name) {
+                    return Ok(None);
+                }
+                let ca = cm
+                    .data
+                    .and_then(|mut d| d.remove(crate::config::CA_BUNDLE_KEY))
+                    .map(|c| BTreeMap::from([(crate::config::CA_BUNDLE_KEY.to_string(), c)]));
+                let bundle = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(name),
+                        namespace: Some(namespace),
                         ..Default::default()
-                    };
-                    Ok(Some(bundle.into_config()))
-                }),
-                owns: Arc::new(move |k: &ConfigKey| {
-                    k.cluster.is_empty() && !named(&k.namespace, &k.name)
-                }),
-                revision: None,
-            };
-            tasks.spawn(
-                run_watch::<ConfigMap>(
-                    self.ctx.clone(),
-                    Api::all(c.clone()),
-                    watcher::Config::default(),
-                    spec,
-                    cancel.clone(),
-                )
-                .instrument(info_span!(
-                    "k8s-watch",
-                    kind = "ConfigMap",
-                    name = "ca-bundles"
-                )),
-            );
-        }
+                    },
+                    data: ca,
+                    ..Default::default()
+                };
+                Ok(Some(bundle.into_config()))
+            }),
+            owns: Arc::new(move |k: &ConfigKey| {
+                k.cluster.is_empty() && !named(&k.namespace, &k.name)
+            }),
+            revision: None,
+        };
+        self.watch(
+            tasks,
+            cancel,
+            Api::all(self.client.clone()),
+            watcher::Config::default(),
+            spec,
+            info_span!("k8s-watch", kind = "ConfigMap", name = "ca-bundles"),
+        );
+    }
 
-        // Istio CRDs: watched once installed, at the best version both sides serve.
+    /// Istio's and the Gateway API's kinds: watched once their CRDs are installed, at the best
+    /// version both sides serve.
+    fn watch_istio_kinds(&self, tasks: &TaskTracker, cancel: &CancellationToken) {
         let (crd_tx, crd_rx) = watch::channel(None::<BTreeMap<String, Vec<String>>>);
         self.ctx
             .readiness
