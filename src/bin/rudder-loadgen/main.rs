@@ -29,6 +29,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 mod attack;
+mod churn;
 mod digest;
 mod kube;
 mod light;
@@ -36,6 +37,7 @@ mod measure;
 mod mesh;
 mod proxies;
 mod replay;
+mod start;
 use measure::*;
 use mesh::*;
 use proxies::*;
@@ -253,156 +255,33 @@ fn static_type(t: &str) -> &'static str {
     }
 }
 
+/// One run: the mesh written and loaded, the proxies connected and synced, then the changes of
+/// the Kubernetes churn, or the file (or replay) churn with its report.
 async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let args = Arc::new(args);
-    let (file, mesh) = match (&args.config_dir, &args.kubeconfig) {
-        (_, Some(kubeconfig)) => {
-            let written = Instant::now();
-            let mut meshes = Vec::new();
-            for (index, path) in std::iter::once(kubeconfig)
-                .chain(args.remote_kubeconfigs.iter())
-                .enumerate()
-            {
-                let client = rudder::k8s::client(Some(path)).await?;
-                meshes.push(kube::Mesh::write(client, index as u32, &args).await?);
-            }
-            println!(
-                "wrote {} Services with their pods and EndpointSlices in {} cluster(s) in {:.1}s",
-                args.services,
-                meshes.len(),
-                written.elapsed().as_secs_f64()
-            );
-            (PathBuf::new(), Some(meshes))
-        }
-        (Some(dir), None) => {
-            let file = dir.join("loadgen-mesh.yaml");
-            write_mesh(&file, mesh_yaml(&args, 0, 0))?;
-            (file, None)
-        }
-        (None, None) => anyhow::bail!("--config-dir or --kubeconfig is required"),
-    };
-    // Wait for the daemon to serve the generated services: in files mode, this run's mesh (its
-    // marker), not a mesh of the same size an earlier run left in the directory. Proxies that
-    // synced with that one would already hold what this run's changes add.
-    let started = Instant::now();
-    let marker = marker_host(run_id());
-    loop {
-        let loaded = metric(
-            &scrape(args.monitoring_addr, "/metrics").await,
-            "pilot_services ",
-        ) >= args.services as f64;
-        if loaded
-            && (mesh.is_some()
-                || scrape(args.monitoring_addr, "/debug/registryz")
-                    .await
-                    .contains(&marker))
-        {
-            break;
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(args.patience_seconds),
-            "the daemon did not load the {} services of this run (marker {marker}) in {} s",
-            args.services,
-            args.patience_seconds
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    println!(
-        "loaded {} services in {:.1}s",
-        args.services,
-        started.elapsed().as_secs_f64()
-    );
-
+    let (file, mesh) = start::write_mesh_for_run(&args).await?;
+    start::wait_until_loaded(&args, mesh.is_some()).await?;
     let (target, mut trigger) = if args.replay {
         let replay = ReplayProcess::start().await?;
         (replay.addr, Some(replay))
     } else {
         (args.xds_addr, None)
     };
-
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let cluster = WATCHED_CLUSTER.get_or_init(|| moved_cluster(&args));
-    let (mut envoy, mut all, mut watch_svc0) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    // Proxies are dealt round a 100-slot wheel: the first slots gRPC, the next Delta, the rest SotW.
-    let kinds: Vec<(bool, bool)> = (0..args.proxies)
-        .map(|i| {
-            let slot = i % 100;
-            // The replay serves no gRPC clients: their slots are SotW Envoys there.
-            let grpc_slot = slot < args.grpc_percent;
-            let grpc = !args.replay && grpc_slot;
-            let delta = !grpc_slot
-                && slot < args.grpc_percent + (100 - args.grpc_percent) * args.delta_percent / 100;
-            (grpc, delta)
-        })
-        .collect();
-    let delta = kinds.iter().filter(|(_, d)| *d).count();
-    for (i, (grpc, _)) in kinds.iter().enumerate() {
-        all.insert(i);
-        if !grpc {
-            envoy.insert(i);
-        }
-        if watches(i, 0, &args, *grpc) {
-            watch_svc0.insert(i);
-        }
-    }
-    // Who limits the sync: the generator and the server it measures share the machine's cores.
-    let sync_cpu_before = (
-        rudder::metrics::process_cpu_seconds(),
-        server_cpu_seconds(&args, trigger.as_ref()).await,
-    );
-    let connect_start = Instant::now();
-    // Proxies connect from a task of their own, so their first responses are counted (and let go)
-    // while the rest are still connecting.
-    let connecting = {
-        let (args, tx) = (args.clone(), tx.clone());
-        tokio::spawn(async move { connect_proxies(args, target, kinds, tx, connect_start).await })
-    };
-    let ramp = args
-        .connects_per_second
-        .filter(|r| *r > 0.0)
-        .map_or(Duration::ZERO, |rate| {
-            Duration::from_secs_f64(args.proxies as f64 / rate)
-        });
+    let plan = start::ProxyPlan::of(&args);
     let mut received = Received::default();
-    let patience = Duration::from_secs(args.patience_seconds);
-    // Connected and synced: every proxy got its endpoints.
-    let (synced, ok) = collect(
+    let sync = start::connect_and_sync(
+        &args,
+        target,
+        &plan,
+        tx.clone(),
         &mut rx,
-        &all,
-        EDS,
-        connect_start,
-        |_| true,
         &mut received,
-        ramp + patience,
+        trigger.as_ref(),
     )
-    .await;
-    connecting.await??;
-    let synced_in = connect_start.elapsed().as_secs_f64();
-    println!(
-        "proxies: {} ({} Envoy-like, {delta} of them Delta, {} gRPC), connected and synced {}/{} in {synced_in:.1}s",
-        args.proxies,
-        envoy.len(),
-        all.len() - envoy.len(),
-        synced.len(),
-        args.proxies,
-    );
-    let sync_cpu = (
-        rudder::metrics::process_cpu_seconds() - sync_cpu_before.0,
-        server_cpu_seconds(&args, trigger.as_ref()).await - sync_cpu_before.1,
-    );
-    println!(
-        "while syncing: load generator CPU {:.1} s, server CPU {:.1} s",
-        sync_cpu.0, sync_cpu.1
-    );
-    if let Some(lost) = STREAMS.report() {
-        println!("{lost}");
-    }
-    if !ok {
-        not_converged(&args, &synced, &all).await;
-    }
-    anyhow::ensure!(ok, "not every proxy synced");
+    .await?;
     if let Some(mesh) = mesh {
-        let watchers = kube::Watchers::new(&args, &envoy, &all);
+        let watchers = kube::Watchers::new(&args, &plan.envoy, &plan.all);
         let report = kube::churn(mesh, watchers, &mut rx, &mut received).await?;
         if let Some(path) = &args.json {
             let report = serde_json::json!({
@@ -411,302 +290,28 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
                 "services": args.services,
                 "namespaces": args.namespaces,
                 "sidecar_scope": args.sidecar_scope,
-                "connect_and_sync_s": synced_in,
-                "loadgen_cpu_while_syncing_s": sync_cpu.0,
-                "server_cpu_while_syncing_s": sync_cpu.1,
+                "connect_and_sync_s": sync.synced_in,
+                "loadgen_cpu_while_syncing_s": sync.cpu.0,
+                "server_cpu_while_syncing_s": sync.cpu.1,
                 "churn": report,
             });
             std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
         }
         return Ok(());
     }
-    let before = scrape(args.monitoring_addr, "/metrics").await;
-    let own_cpu_before = rudder::metrics::process_cpu_seconds();
-    let replay_cpu_before = trigger.as_ref().map_or(0.0, |r| r.cpu_seconds());
-
+    let before = churn::Before::now(&args, trigger.as_ref()).await;
     if args.attackers > 0 {
         attack::spawn(args.attackers, &args.attack_kinds, target)?;
         println!("attackers: {} started", args.attackers);
     }
-    let (mut full_e2e, mut full_push, mut eds_e2e, mut eds_push) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut eds_push_p99s: Vec<f64> = Vec::new();
-    let churn_start = Instant::now();
     let received_before = received;
-    let quiet = Duration::from_millis(args.settle_ms);
-    let soak = Duration::from_secs(args.soak_seconds);
-    let mut rss: Vec<(f64, f64)> = Vec::new();
-    let mut k = 0usize;
-    loop {
-        k += 1;
-        let more = if soak.is_zero() {
-            k <= args.changes
-        } else {
-            churn_start.elapsed() < soak
-        };
-        if !more {
-            break;
-        }
-        if !soak.is_zero()
-            && rss
-                .last()
-                .is_none_or(|(t, _)| churn_start.elapsed().as_secs_f64() - t >= 30.0)
-        {
-            let text = scrape(args.monitoring_addr, "/metrics").await;
-            rss.push((
-                churn_start.elapsed().as_secs_f64(),
-                metric(&text, "process_resident_memory_bytes") / 1048576.0,
-            ));
-        }
-        settle(&mut rx, quiet, &mut received).await;
-        // The mesh keeps the services of `churn` full pushes; with `--endpoint-only`, none.
-        let churn = if args.endpoint_only && trigger.is_none() {
-            0
-        } else {
-            k
-        };
-        // With `--replay --endpoint-only` the replay server sends the endpoint pushes.
-        if !(args.endpoint_only && trigger.is_some()) {
-            // Full push: a new service every Envoy-like proxy must learn about.
-            let (t0, t0_wall) = (Instant::now(), wall_ms());
-            if let Some(trigger) = &mut trigger {
-                trigger.push(k as u64).await?;
-            } else if churn > 0 {
-                write_mesh(&file, mesh_yaml(&args, churn, k - 1))?;
-            }
-            // A proxy has the push once its CDS has the new service: a CDS of an earlier push
-            // still in flight (the daemon loading the mesh this run wrote at its start, say) does
-            // not count. The replay sends one captured CDS, so any counts.
-            let new_step = u32::try_from(churn).ok();
-            let replaying = trigger.is_some();
-            let has_new_service = |s: &Seen| replaying || s.newest_churn >= new_step;
-            let (got, ok) = if churn > 0 || replaying {
-                collect(
-                    &mut rx,
-                    &envoy,
-                    CDS,
-                    t0,
-                    has_new_service,
-                    &mut received,
-                    patience,
-                )
-                .await
-            } else {
-                (HashMap::new(), true)
-            };
-            if !ok {
-                not_converged(&args, &got, &envoy).await;
-            }
-            anyhow::ensure!(
-                ok,
-                "full push {k}: only {}/{} proxies converged",
-                got.len(),
-                envoy.len()
-            );
-            let push_start = daemon_push_start(&args, trigger.is_some(), t0_wall).await;
-            for (at, wall) in got.values() {
-                full_e2e.push(at.duration_since(t0).as_secs_f64());
-                if let Some(p) = push_start {
-                    full_push.push(wall.saturating_sub(p) as f64 / 1000.0);
-                }
-            }
-            if trigger.is_some() {
-                continue;
-            }
-            settle(&mut rx, quiet, &mut received).await;
-        }
-        // Endpoint-only push: service 0's endpoint moves; every proxy watches it.
-        let (t0, t0_wall) = (Instant::now(), wall_ms());
-        match &mut trigger {
-            Some(trigger) => trigger.push(k as u64).await?,
-            None => write_mesh(&file, mesh_yaml(&args, churn, k))?,
-        }
-        // The daemon's push must carry the moved endpoint: a slow proxy may still be reading an
-        // older response with service 0's endpoints in it (the replay sends one captured
-        // assignment, so only its name is checked).
-        let replaying = trigger.is_some();
-        let (got, ok) = collect(
-            &mut rx,
-            &watch_svc0,
-            EDS,
-            t0,
-            |s| {
-                s.names.contains(cluster)
-                    && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
-            },
-            &mut received,
-            patience,
-        )
-        .await;
-        if !ok {
-            not_converged(&args, &got, &watch_svc0).await;
-        }
-        anyhow::ensure!(
-            ok,
-            "endpoint push {k}: only {}/{} watching proxies converged",
-            got.len(),
-            watch_svc0.len()
-        );
-        let push_start = daemon_push_start(&args, trigger.is_some(), t0_wall).await;
-        let mut this_push = Vec::new();
-        for (at, wall) in got.values() {
-            let from_trigger = at.duration_since(t0).as_secs_f64();
-            eds_e2e.push(from_trigger);
-            match push_start {
-                Some(p) => this_push.push(wall.saturating_sub(p) as f64 / 1000.0),
-                None if trigger.is_some() => this_push.push(from_trigger),
-                None => {}
-            }
-        }
-        if !this_push.is_empty() {
-            eds_push_p99s.push(percentile(this_push.clone(), 0.99) * 1000.0);
-        }
-        if trigger.is_none() {
-            eds_push.extend(this_push);
-        }
-    }
-    let churn = churn_start.elapsed().as_secs_f64();
-    let after = scrape(args.monitoring_addr, "/metrics").await;
-    if !rss.is_empty() {
-        rss.push((
-            churn,
-            metric(&after, "process_resident_memory_bytes") / 1048576.0,
-        ));
-        let line: Vec<String> = rss.iter().map(|(t, m)| format!("{t:.0}s {m:.0}")).collect();
-        println!(
-            "daemon RSS over time (MiB): {} ({} changes)",
-            line.join(", "),
-            k - 1
-        );
-    }
-    let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
-    println!(
-        "mode: {}",
-        if args.replay && args.endpoint_only {
-            "replay baseline (service 0's captured ClusterLoadAssignment, pre-encoded, to every stream)"
-        } else if args.replay {
-            "replay baseline (the captured CDS, EDS, LDS and RDS, pre-encoded, to every stream)"
-        } else {
-            "rudder"
-        }
-    );
-    // The replay is measured from its trigger; the daemon from the config write that caused it.
-    let origin = if trigger.is_some() {
-        "trigger"
-    } else {
-        "write"
-    };
-    let from_origin = |kind: &str, samples: &Vec<f64>| {
-        if !samples.is_empty() {
-            println!(
-                "{kind} push convergence, from the {origin}: p50 {:.0} ms, p99 {:.0} ms ({} samples)",
-                ms(samples, 0.5),
-                ms(samples, 0.99),
-                samples.len()
-            );
-        }
-    };
-    from_origin("full", &full_e2e);
-    if !full_push.is_empty() {
-        println!(
-            "full push convergence, from push start:   p50 {:.0} ms, p99 {:.0} ms",
-            ms(&full_push, 0.5),
-            ms(&full_push, 0.99)
-        );
-    }
-    if !eds_e2e.is_empty() {
-        from_origin("endpoint", &eds_e2e);
-        if !eds_push.is_empty() {
-            println!(
-                "endpoint push convergence, from push start: p50 {:.0} ms, p99 {:.0} ms",
-                ms(&eds_push, 0.5),
-                ms(&eds_push, 0.99)
-            );
-        }
-        let each: Vec<String> = eds_push_p99s.iter().map(|p| format!("{p:.0}")).collect();
-        println!("endpoint push p99 of each push (ms): {}", each.join(" "));
-    }
+    let samples = churn::run(&args, &file, &plan, &mut trigger, &mut rx, &mut received).await?;
     let during = Received {
         responses: received.responses - received_before.responses,
         bytes: received.bytes - received_before.bytes,
     };
-    println!(
-        "responses received during churn: {} ({:.0}/s), {:.1} MiB",
-        during.responses,
-        during.responses as f64 / churn,
-        during.bytes as f64 / 1048576.0
-    );
-    let sent: f64 = ["cds", "eds", "lds", "rds"]
-        .iter()
-        .map(|t| {
-            let pushes = format!("pilot_xds_pushes{{type=\"{t}\"}}");
-            metric(&after, &pushes) - metric(&before, &pushes)
-        })
-        .sum();
-    println!(
-        "daemon: {} xDS streams, {sent:.0} responses sent during churn, RSS {:.0} MiB, CPU {:.1} s total, {:.1} s during churn",
-        metric(&after, "pilot_xds{"),
-        metric(&after, "process_resident_memory_bytes") / 1048576.0,
-        metric(&after, "process_cpu_seconds_total"),
-        metric(&after, "process_cpu_seconds_total") - metric(&before, "process_cpu_seconds_total")
-    );
-    if let Some(errors) = daemon_errors(&after) {
-        println!("{errors}");
-    }
-    if let Some(lost) = STREAMS.report() {
-        println!("after churn, {lost}");
-    }
-    let own_cpu = rudder::metrics::process_cpu_seconds() - own_cpu_before;
-    // The generator's own peak memory: what a run at this size needs of the machine beside the
-    // daemon's.
-    let own_peak_mib = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0);
-    println!(
-        "load generator: CPU {own_cpu:.1} s during churn ({churn:.1} s of churn, settling included), peak RSS {own_peak_mib:.0} MiB"
-    );
-    let replay_cpu = trigger
-        .as_ref()
-        .map(|r| r.cpu_seconds() - replay_cpu_before);
-    if let Some(cpu) = replay_cpu {
-        println!("replay server: CPU {cpu:.1} s during churn");
-    }
-    if let Some(path) = &args.json {
-        let summary = |v: &Vec<f64>| serde_json::json!({"p50_ms": ms(v, 0.5), "p99_ms": ms(v, 0.99), "samples": v.len()});
-        let report = serde_json::json!({
-            "mode": if args.replay { "replay" } else { "rudder" },
-            "proxies": args.proxies,
-            "services": args.services,
-            "namespaces": args.namespaces,
-            "sidecar_scope": args.sidecar_scope,
-            "realistic": args.realistic,
-            "delta_percent": args.delta_percent,
-            "grpc_percent": args.grpc_percent,
-            "istio_proxy": args.istio_proxy,
-            "connect_and_sync_s": synced_in,
-            "loadgen_cpu_while_syncing_s": sync_cpu.0,
-            "server_cpu_while_syncing_s": sync_cpu.1,
-            "full_push_from_trigger": summary(&full_e2e),
-            "full_push_from_push_start": summary(&full_push),
-            "endpoint_push_from_write": summary(&eds_e2e),
-            "endpoint_push_from_push_start": summary(&eds_push),
-            "endpoint_push_p99_of_each_push_ms": eds_push_p99s,
-            "responses_received_during_churn": during.responses,
-            "bytes_received_during_churn": during.bytes,
-            "daemon_rss_mib": metric(&after, "process_resident_memory_bytes") / 1048576.0,
-            "daemon_cpu_during_churn_s": metric(&after, "process_cpu_seconds_total")
-                - metric(&before, "process_cpu_seconds_total"),
-            "loadgen_cpu_during_churn_s": own_cpu,
-            "replay_cpu_during_churn_s": replay_cpu,
-            "rss_over_time": rss.iter().map(|(t, m)| serde_json::json!({"s": t, "mib": m})).collect::<Vec<_>>(),
-        });
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
-    }
+    churn::report(&args, &sync, &before, &samples, during, trigger.as_ref()).await?;
+    drop(tx);
     Ok(())
 }
 
