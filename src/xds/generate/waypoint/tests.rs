@@ -643,9 +643,10 @@ spec:
 /// `inner_connect_originate` with the gateway as the outer destination and the service's hostname
 /// and port as both tunnels' authority. Without the switch (or with the waypoint one off) none
 /// of it.
-#[test]
-fn a_waypoint_reaches_another_network_over_double_hbone() {
-    let multi = format!(
+/// A mesh of two networks for double HBONE: `far` has endpoints in `west`, two in `east` (whose
+/// gateway an `istio-remote` Gateway stands for) and one in a network without a gateway.
+fn double_hbone_mesh() -> String {
+    format!(
         "{MESH}---\n{}",
         r#"apiVersion: v1
 kind: ConfigMap
@@ -678,7 +679,20 @@ spec:
   addresses: [{type: IPAddress, value: 192.0.2.70}]
   listeners: [{name: mesh, port: 15008, protocol: HBONE}]
 "#
-    );
+    )
+}
+
+/// The internal listener an endpoint leads to.
+fn listener_of(e: &Value) -> String {
+    e["endpoint"]["address"]["envoyInternalAddress"]["serverListenerName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_waypoint_reaches_another_network_over_double_hbone() {
+    let multi = double_hbone_mesh();
     let context = |on: bool, waypoint: bool| {
         let mesh = crate::model::mesh::MeshSettings {
             ambient_multi_network: on,
@@ -729,12 +743,6 @@ spec:
         "west's directly, east's through one gateway: {}",
         eds[0]
     );
-    let listener_of = |e: &Value| {
-        e["endpoint"]["address"]["envoyInternalAddress"]["serverListenerName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
     assert_eq!(listener_of(endpoints[0]), "connect_originate");
     let through = endpoints[1];
     assert_eq!(listener_of(through), "inner_connect_originate");
@@ -767,9 +775,13 @@ spec:
         .collect();
     assert_eq!(addresses.len(), 1, "{addresses:?}");
     assert!(addresses[0].contains("10.44.0.11"), "{addresses:?}");
+}
 
-    // An ingress gateway sending HBONE, with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS: the same
-    // tunnels, its service cluster choosing them by the endpoint's `tunnel: http` mark.
+/// An ingress gateway sending HBONE, with AMBIENT_ENABLE_MULTI_NETWORK_INGRESS: the same tunnels
+/// as a waypoint's, its service cluster choosing them by the endpoint's `tunnel: http` mark.
+#[test]
+fn an_ingress_gateway_reaches_another_network_over_double_hbone() {
+    let multi = double_hbone_mesh();
     let ingress = |on: bool| {
         let mesh = crate::model::mesh::MeshSettings {
             ambient_multi_network: true,
