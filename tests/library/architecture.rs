@@ -2,7 +2,7 @@
 //! (test code aside) must name a module its own module may import, no module's files import each
 //! other in a cycle, no parent and child use each other (a child never names its parent's own
 //! items: `mod.rs` declares and dispatches), a file's test module is its last item, no file is
-//! over 900 lines outside API types and validation rules, and
+//! over 900 lines outside API types and validation rules, no function over 150, and
 //! `config`, `store` and `model` name no transport crate, and only the sources (and the wiring) hold
 //! the store's writer. Run alone: `cargo test --test library architecture::`.
 
@@ -756,4 +756,75 @@ fn the_checker_sees_loops_and_code_after_tests() {
         "fn a() {}\n\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n\n#[cfg(test)]\nmod more;\n";
     assert!(!code_after_tests(last));
     assert!(!without_test_items(last).contains("fn t"));
+}
+
+/// Long functions are where a reader loses the thread: none in src (tests included) is over this.
+const MAX_FUNCTION_LINES: usize = 150;
+
+/// Every function of `text` over `max` lines, as `name: lines`: a `fn` line, to the line that
+/// closes it at its indentation (rustfmt's layout).
+fn long_functions(text: &str, max: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut long = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let mut rest = trimmed;
+        for prefix in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "async ",
+            "const ",
+            "unsafe ",
+        ] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(name) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i + 1..].iter().position(|l| *l == close) {
+            let count = end + 2;
+            if count > max {
+                long.push(format!("{name}: {count} lines"));
+            }
+        }
+    }
+    long
+}
+
+#[test]
+fn no_function_is_longer_than_a_reader_can_hold() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            long_functions(&text, MAX_FUNCTION_LINES)
+                .into_iter()
+                .map(move |l| format!("{}: {l}", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them into steps):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_counts_a_functions_lines() {
+    let text = "fn short() {\n    a();\n}\n\nimpl X {\n    pub async fn long(&self) {\n        a();\n        b();\n    }\n    fn declared();\n}\n";
+    assert_eq!(long_functions(text, 3), ["long: 4 lines"]);
+    assert!(long_functions(text, 4).is_empty());
 }
