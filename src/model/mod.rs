@@ -9,6 +9,7 @@ pub mod gateway_api;
 pub mod identity;
 pub mod ingress;
 pub mod kubernetes;
+pub mod l4_policy;
 pub mod mesh;
 pub mod network;
 pub mod peer_auth;

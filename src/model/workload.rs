@@ -115,3 +115,15 @@ pub fn of_workload_entry(
         .cloned()
         .unwrap_or_else(|| name.to_string())
 }
+
+/// A WorkloadEntry's labels: the object's, then its spec's (which win).
+pub fn workload_entry_labels(
+    meta: &crate::config::ObjectMeta,
+    we: &crate::config::networking::WorkloadEntry,
+) -> BTreeMap<String, String> {
+    meta.labels
+        .iter()
+        .chain(we.labels.iter())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}

@@ -9,10 +9,10 @@ use super::producer::{Condition, Conditions};
 use crate::config::security::AuthorizationAction;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
+use crate::model::l4_policy::policy_unseen_by_ztunnel;
 use crate::model::policy::WAYPOINT_CLASS;
 use crate::model::waypoint::{is_gateway, named_waypoint};
 use crate::store::Snapshot;
-use crate::xds::generate::ztunnel::authorization;
 use std::collections::{BTreeMap, HashMap};
 
 pub const WAYPOINT_BOUND: &str = "istio.io/WaypointBound";
@@ -86,7 +86,7 @@ pub fn conditions(
             continue;
         };
         let meta = &e.config.metadata;
-        let labels = crate::xds::generate::ztunnel::workload_entry_labels(meta, we);
+        let labels = crate::model::workload::workload_entry_labels(meta, we);
         // A workload uses a waypoint only when it names one itself (a namespace's waypoint is
         // for service traffic), so only its own label counts.
         let condition = named_waypoint(&labels, None, &meta.namespace)
@@ -127,7 +127,7 @@ pub fn conditions(
             );
             continue;
         }
-        let condition = if authorization::is_dry_run(meta) {
+        let condition = if crate::config::security::is_dry_run(&meta.annotations) {
             Some(Condition {
                 status: false,
                 reason: "UnsupportedValue".into(),
@@ -151,8 +151,8 @@ pub fn conditions(
                 observed_generation: meta.generation,
             })
         } else {
-            let converted = authorization::convert_stored(root_namespace, meta, policy);
-            Some(if converted.ignored_http.is_empty() {
+            let unseen = policy_unseen_by_ztunnel(policy);
+            Some(if unseen.is_empty() {
                 Condition {
                     status: true,
                     reason: "Accepted".into(),
@@ -170,7 +170,7 @@ pub fn conditions(
                     reason: "UnsupportedValue".into(),
                     message: format!(
                         "ztunnel does not see HTTP, so these attributes need a waypoint: {}; {effect}",
-                        converted.ignored_http.join(", ")
+                        unseen.join(", ")
                     ),
                     observed_generation: meta.generation,
                 }

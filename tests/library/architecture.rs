@@ -120,15 +120,7 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     (
         "status",
-        &[
-            "config",
-            "store",
-            "model",
-            "metrics",
-            "k8s",
-            "analysis",
-            "xds::generate",
-        ],
+        &["config", "store", "model", "metrics", "k8s", "analysis"],
     ),
     (
         "webhook",

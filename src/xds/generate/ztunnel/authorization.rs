@@ -7,16 +7,8 @@ use super::pb::security::{
     string_match::MatchType,
 };
 use crate::config::security::{AuthorizationAction, AuthorizationPolicy, Condition};
+use crate::model::l4_policy::unseen_by_ztunnel;
 use std::net::IpAddr;
-
-/// `when` keys ztunnel can evaluate; any other key is an HTTP attribute.
-const L4_CONDITIONS: [&str; 5] = [
-    "source.ip",
-    "source.namespace",
-    "source.principal",
-    "destination.ip",
-    "destination.port",
-];
 
 /// What the conversion produced: the resource, or why ztunnel gets nothing, plus the HTTP
 /// attributes that were left out (istiod reports them as a warning on the policy's status).
@@ -77,31 +69,17 @@ pub fn convert(
     let mut ignored_http = Vec::new();
     let mut rules = Vec::new();
     for rule in policy.rules.iter().flatten() {
-        let mut http = Vec::new();
+        let http = unseen_by_ztunnel(rule);
         let mut clauses = Vec::new();
         let to: Vec<Match> = rule
             .to
             .iter()
             .flatten()
             .filter_map(|t| t.operation.as_ref())
-            .map(|op| {
-                for (field, used) in [
-                    ("hosts", !op.hosts.is_empty()),
-                    ("notHosts", !op.not_hosts.is_empty()),
-                    ("methods", !op.methods.is_empty()),
-                    ("notMethods", !op.not_methods.is_empty()),
-                    ("paths", !op.paths.is_empty()),
-                    ("notPaths", !op.not_paths.is_empty()),
-                ] {
-                    if used {
-                        http.push(field.to_string());
-                    }
-                }
-                Match {
-                    destination_ports: ports(&op.ports),
-                    not_destination_ports: ports(&op.not_ports),
-                    ..Default::default()
-                }
+            .map(|op| Match {
+                destination_ports: ports(&op.ports),
+                not_destination_ports: ports(&op.not_ports),
+                ..Default::default()
             })
             .collect();
         if !to.is_empty() {
@@ -112,44 +90,22 @@ pub fn convert(
             .iter()
             .flatten()
             .filter_map(|f| f.source.as_ref())
-            .map(|src| {
-                for (field, used) in [
-                    ("remoteIpBlocks", !src.remote_ip_blocks.is_empty()),
-                    ("notRemoteIpBlocks", !src.not_remote_ip_blocks.is_empty()),
-                    ("requestPrincipals", !src.request_principals.is_empty()),
-                    // Not expressed for ztunnel yet: treated like an HTTP attribute (an ALLOW
-                    // rule is dropped, a DENY rule widened), so policy is never weaker.
-                    ("trustDomains", !src.trust_domains.is_empty()),
-                    ("notTrustDomains", !src.not_trust_domains.is_empty()),
-                    (
-                        "notRequestPrincipals",
-                        !src.not_request_principals.is_empty(),
-                    ),
-                ] {
-                    if used {
-                        http.push(field.to_string());
-                    }
-                }
-                Match {
-                    source_ips: addresses(&src.ip_blocks),
-                    not_source_ips: addresses(&src.not_ip_blocks),
-                    namespaces: strings(&src.namespaces),
-                    not_namespaces: strings(&src.not_namespaces),
-                    service_accounts: service_accounts(&src.service_accounts, namespace),
-                    not_service_accounts: service_accounts(&src.not_service_accounts, namespace),
-                    principals: strings(&src.principals),
-                    not_principals: strings(&src.not_principals),
-                    ..Default::default()
-                }
+            .map(|src| Match {
+                source_ips: addresses(&src.ip_blocks),
+                not_source_ips: addresses(&src.not_ip_blocks),
+                namespaces: strings(&src.namespaces),
+                not_namespaces: strings(&src.not_namespaces),
+                service_accounts: service_accounts(&src.service_accounts, namespace),
+                not_service_accounts: service_accounts(&src.not_service_accounts, namespace),
+                principals: strings(&src.principals),
+                not_principals: strings(&src.not_principals),
+                ..Default::default()
             })
             .collect();
         if !from.is_empty() {
             clauses.push(Clause { matches: from });
         }
         for when in &rule.when {
-            if !L4_CONDITIONS.contains(&when.key.as_str()) {
-                http.push(when.key.clone());
-            }
             clauses.push(Clause {
                 matches: vec![condition(when)],
             });

@@ -4,7 +4,7 @@
 
 use super::fields::{
     NETWORK_LABEL, NamespaceInfo, app_protocol, captured, ip_bytes, ip_from_bytes, locality,
-    native_tunnel, non_empty, tunnel, waypoint_address, workload_entry_labels, workload_waypoint,
+    native_tunnel, non_empty, tunnel, waypoint_address, workload_waypoint,
 };
 use super::index::AmbientIndex;
 use super::multi_network::MultiNetwork;
@@ -196,7 +196,7 @@ impl<'a> Builder<'a> {
                 continue;
             };
             let ns = self.ns_in("", &meta.namespace);
-            let labels = workload_entry_labels(meta, we);
+            let labels = crate::model::workload::workload_entry_labels(meta, we);
             let (canonical_name, canonical_revision) =
                 crate::model::workload::canonical(&labels, &meta.name);
             let mut w = Workload {

@@ -92,18 +92,6 @@ pub(super) fn captured(
     }
 }
 
-/// A WorkloadEntry's labels: the object's, then its spec's (which win).
-pub(crate) fn workload_entry_labels(
-    meta: &crate::config::ObjectMeta,
-    we: &crate::config::networking::WorkloadEntry,
-) -> BTreeMap<String, String> {
-    meta.labels
-        .iter()
-        .chain(we.labels.iter())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 /// A workload uses a waypoint only when it names one itself (a namespace's waypoint is for service
 /// traffic) and that waypoint takes workload traffic.
 pub(super) fn workload_waypoint(

@@ -32,7 +32,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use crate::model::waypoint::INGRESS_USE_WAYPOINT;
-pub(crate) use fields::workload_entry_labels;
 pub use fields::{DATAPLANE_MODE, STATIC_STRICT_POLICY, TUNNEL_LABEL, ip_bytes};
 pub use index::AmbientIndex;
 
