@@ -8,6 +8,7 @@ pub mod ca;
 pub mod cmd;
 pub mod compare;
 pub mod config;
+pub mod envoy;
 pub mod gateway_deploy;
 pub mod grpc;
 pub mod k8s;

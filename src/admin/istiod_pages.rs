@@ -248,7 +248,7 @@ fn typed_config_dump(
         id,
         false,
         Some(&types),
-        crate::xds::json::Names::Json,
+        crate::envoy::json::Names::Json,
         caller_namespace(caller),
     ) {
         Some(dump) => Json(dump).into_response(),

@@ -336,8 +336,8 @@ async fn config_dump(
         None => None,
     };
     let names = match q.get("names").map(String::as_str) {
-        Some("proto") => crate::xds::json::Names::Proto,
-        _ => crate::xds::json::Names::Json,
+        Some("proto") => crate::envoy::json::Names::Proto,
+        _ => crate::envoy::json::Names::Json,
     };
     match x.config_dump(
         id,

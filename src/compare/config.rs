@@ -4,7 +4,7 @@
 //! `/config_dump` JSON (proto field names). Going through the message descriptors makes the three
 //! agree on spelling: `connect_timeout` and `connectTimeout`, `"0s"` and a missing field.
 
-use crate::xds::json::{Names, pool, to_json};
+use crate::envoy::json::{Names, pool, to_json};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::admin::v3 as admin;
 use envoy_types::pb::google::protobuf::Any;

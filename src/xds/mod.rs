@@ -5,9 +5,7 @@
 pub mod context;
 pub mod generate;
 pub mod intern;
-pub mod json;
 pub mod metrics;
-pub mod proto_merge;
 pub mod provenance;
 pub mod proxy;
 pub mod push;

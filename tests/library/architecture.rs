@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 /// in docs/architecture.md. The longest matching module prefix decides.
 const RULES: &[(&str, &[&str])] = &[
     ("config", &[]),
+    // Envoy's messages as JSON and protobuf merge: a leaf, no server in it.
+    ("envoy", &[]),
     // Envoy patch values (EnvoyFilter) are checked against Envoy's descriptors.
-    ("validation", &["config", "xds::proto_merge"]),
+    ("validation", &["config", "envoy::proto_merge"]),
     ("store", &["config"]),
     ("model", &["config", "store"]),
     ("metrics", &[]),
@@ -29,8 +31,6 @@ const RULES: &[(&str, &[&str])] = &[
     // `xds` itself only declares its layers.
     ("xds", &[]),
     ("xds::types", &[]),
-    ("xds::json", &[]),
-    ("xds::proto_merge", &["xds::json"]),
     ("xds::resource", &[]),
     ("xds::intern", &[]),
     ("xds::wire", &[]),
@@ -57,7 +57,7 @@ const RULES: &[(&str, &[&str])] = &[
             "xds::types",
             "xds::resource",
             "xds::proxy",
-            "xds::proto_merge",
+            "envoy::proto_merge",
         ],
     ),
     (
@@ -98,7 +98,7 @@ const RULES: &[(&str, &[&str])] = &[
             "xds::types",
             "xds::metrics",
             "xds::wire",
-            "xds::json",
+            "envoy::json",
             "xds::intern",
         ],
     ),
@@ -143,7 +143,7 @@ const RULES: &[(&str, &[&str])] = &[
             "metrics",
             "logging",
             "source",
-            "xds::json",
+            "envoy::json",
             "xds::types",
             "xds::server::debug",
             "xds::server::status",
@@ -159,7 +159,7 @@ const RULES: &[(&str, &[&str])] = &[
             "model",
             "xds::context",
             "xds::generate",
-            "xds::json",
+            "envoy::json",
             "xds::provenance",
             "xds::proxy",
             "xds::push",

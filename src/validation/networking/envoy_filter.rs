@@ -211,7 +211,7 @@ pub(super) fn patch_type(apply_to: ApplyTo) -> Option<&'static str> {
 /// `@type` naming no known message included); unknown fields are warned about. A type the
 /// descriptors do not carry is not judged (never a false denial).
 pub(super) fn patch_value(r: &mut Report, pp: &str, apply_to: ApplyTo, value: &serde_json::Value) {
-    use crate::xds::proto_merge::{check_json, knows, missing_typed_config};
+    use crate::envoy::proto_merge::{check_json, knows, missing_typed_config};
     let Some(type_name) = patch_type(apply_to).filter(|t| knows(t)) else {
         return;
     };

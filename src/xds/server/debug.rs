@@ -530,7 +530,7 @@ impl XdsStatus {
         proxy_id: &str,
         include_endpoints: bool,
         types: Option<&[TypeUrl]>,
-        names: crate::xds::json::Names,
+        names: crate::envoy::json::Names,
         caller_namespace: Option<&str>,
     ) -> Option<serde_json::Value> {
         let conn = find_connection(self.connections(), proxy_id)?;
@@ -554,7 +554,7 @@ impl XdsStatus {
             }
             None => config_dump(&ctx, &conn, include_endpoints),
         };
-        Some(crate::xds::json::message_or_error(&dump, names))
+        Some(crate::envoy::json::message_or_error(&dump, names))
     }
 
     /// `/debug/envoy_filters`: each EnvoyFilter with its patch count and the connected proxies it
@@ -633,10 +633,10 @@ impl XdsStatus {
                 } else {
                     r.any.clone()
                 };
-                let config = crate::xds::json::to_json(
+                let config = crate::envoy::json::to_json(
                     &any.type_url,
                     &any.value,
-                    crate::xds::json::Names::Json,
+                    crate::envoy::json::Names::Json,
                 )
                 .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
                 resources.push(serde_json::json!({

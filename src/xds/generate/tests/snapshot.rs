@@ -224,7 +224,7 @@ fn as_json(resources: &[Arc<crate::xds::resource::Resource>]) -> Vec<Value> {
     resources
         .iter()
         .map(|r| {
-            crate::xds::json::to_json(&r.any.type_url, &r.any.value, Default::default()).unwrap()
+            crate::envoy::json::to_json(&r.any.type_url, &r.any.value, Default::default()).unwrap()
         })
         .collect()
 }

@@ -114,7 +114,7 @@ pub(super) fn resources(
     generate(ctx, p, &scope, type_url, names)
         .iter()
         .map(|r| {
-            crate::xds::json::to_json(&r.any.type_url, &r.any.value, Default::default()).unwrap()
+            crate::envoy::json::to_json(&r.any.type_url, &r.any.value, Default::default()).unwrap()
         })
         .collect()
 }

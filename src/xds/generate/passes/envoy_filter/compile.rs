@@ -4,8 +4,8 @@ use crate::config::networking::{
     ApplyTo, EnvoyConfigObjectMatch, EnvoyFilter, PatchContext, PatchOperation,
 };
 use crate::config::{ConfigKey, Kind, Spec};
+use crate::envoy::proto_merge::{from_json, merge_plan};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::proto_merge::{from_json, merge_plan};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener};

@@ -4,7 +4,7 @@
 //! targetRefs) in istiod's order (priority, root namespace first, oldest, name), their patches
 //! matched by context, listener, filter chain, filter, route configuration, virtual host, route and
 //! cluster, and applied on the typed resources: MERGE is protobuf merge on the real Envoy type
-//! ([`crate::xds::proto_merge`]), never on JSON text.
+//! ([`crate::envoy::proto_merge`]), never on JSON text.
 //!
 //! Each EnvoyFilter's patch values are read once per push context ([`compiled`]); a value that
 //! does not read as its Envoy type is skipped, logged and listed in `/debug/envoy_filters` with the
@@ -19,9 +19,9 @@ pub use compile::{
 };
 
 use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
+use crate::envoy::proto_merge::{apply_plan, merge_any};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Built, Class, Pass, Typed};
-use crate::xds::proto_merge::{apply_plan, merge_any};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, Listener, ListenerFilter, filter, listener_filter,

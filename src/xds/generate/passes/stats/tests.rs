@@ -3,8 +3,8 @@
 //! with what istiod sends for the same Telemetry.
 
 use super::*;
+use crate::envoy::json::{Names, to_json};
 use crate::xds::generate::generate;
-use crate::xds::json::{Names, to_json};
 use crate::xds::proxy::{IstioExtensions, Proxy};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::core::v3::{Extension, Node};
@@ -99,7 +99,7 @@ fn typed_struct_json(a: &Any) -> (String, serde_json::Value) {
         .type_url
         .trim_start_matches("type.googleapis.com/")
         .to_string();
-    crate::xds::proto_merge::check_json(&name, &fields, true)
+    crate::envoy::proto_merge::check_json(&name, &fields, true)
         .unwrap_or_else(|e| panic!("{name} refuses {fields}: {e}"));
     (name, fields)
 }

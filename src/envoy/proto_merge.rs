@@ -3,7 +3,7 @@
 //! `Any`s inside, unknown fields dropped as istiod's non-strict conversion drops them), and MERGE is
 //! protobuf's merge (set scalars replace, repeated fields append, messages merge field by field)
 //! with istiod's one exception: a `Duration` is replaced whole (`pkg/proto/merge`). Both work on
-//! the descriptors [`crate::xds::json`] holds, never on JSON text.
+//! the descriptors [`crate::envoy::json`] holds, never on JSON text.
 //!
 //! Merge is protobuf's wire merge (decoding a message's bytes into another), which is exactly
 //! protobuf merge, with the patch's bytes prepared once ([`merge_plan`]): every Duration it sets
@@ -11,7 +11,7 @@
 //! replaces the Duration rather than merging into it. Applying a patch is then one decode of a
 //! few bytes into the typed resource.
 
-use crate::xds::json::{JsonError, pool};
+use crate::envoy::json::{JsonError, pool};
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 use prost_reflect::{DeserializeOptions, DynamicMessage, Kind, MessageDescriptor, Value};
@@ -257,12 +257,12 @@ mod tests {
             .unwrap();
         assert_eq!(keepalive.keepalive_time.map(|v| v.value), Some(20));
         assert_eq!(keepalive.keepalive_probes.map(|v| v.value), Some(3));
-        let json = crate::xds::json::message_to_json(
+        let json = crate::envoy::json::message_to_json(
             &Cluster {
                 cluster_discovery_type: dst.cluster_discovery_type,
                 ..Default::default()
             },
-            crate::xds::json::Names::Json,
+            crate::envoy::json::Names::Json,
         )
         .unwrap();
         assert_eq!(json["type"], "STRICT_DNS", "{json}");
@@ -346,10 +346,10 @@ mod tests {
             panic!("typed config");
         };
         let merged = merge_any(&any, &patch_any).unwrap();
-        let json = crate::xds::json::to_json(
+        let json = crate::envoy::json::to_json(
             &merged.type_url,
             &merged.value,
-            crate::xds::json::Names::Json,
+            crate::envoy::json::Names::Json,
         )
         .unwrap();
         assert_eq!(json["statPrefix"], "mine");
