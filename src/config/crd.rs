@@ -58,7 +58,25 @@ fn spec_schema(kind: Kind) -> Option<Value> {
         Kind::WasmPlugin => generator.into_root_schema_for::<extensions::WasmPlugin>(),
         Kind::TrafficExtension => generator.into_root_schema_for::<extensions::TrafficExtension>(),
         Kind::ProxyConfig => generator.into_root_schema_for::<networking::ProxyConfig>(),
-        _ => return None,
+        // The Gateway API's CRDs are its project's; Kubernetes kinds are built in.
+        Kind::GatewayClass
+        | Kind::KubernetesGateway
+        | Kind::HTTPRoute
+        | Kind::GRPCRoute
+        | Kind::TCPRoute
+        | Kind::TLSRoute
+        | Kind::ReferenceGrant
+        | Kind::BackendTLSPolicy
+        | Kind::ListenerSet
+        | Kind::Service
+        | Kind::EndpointSlice
+        | Kind::Pod
+        | Kind::Namespace
+        | Kind::Node
+        | Kind::ConfigMap
+        | Kind::Secret
+        | Kind::Ingress
+        | Kind::IngressClass => return None,
     };
     let root = schema.to_value();
     let mut defs = Map::new();
@@ -226,21 +244,6 @@ pub fn structural(node: &Value, defs: &Map<String, Value>, resolving: &mut Vec<S
     Value::Object(out)
 }
 
-fn short_names(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::VirtualService => &["vs"],
-        Kind::DestinationRule => &["dr"],
-        Kind::Gateway => &["gw"],
-        Kind::ServiceEntry => &["se"],
-        Kind::WorkloadEntry => &["we"],
-        Kind::WorkloadGroup => &["wg"],
-        Kind::PeerAuthentication => &["pa"],
-        Kind::AuthorizationPolicy => &["ap"],
-        Kind::RequestAuthentication => &["ra"],
-        _ => &[],
-    }
-}
-
 /// The CRD for one Istio kind: every version Rudder serves, the oldest one stored (as Istio's own
 /// CRDs, so objects already in etcd keep their storage version on a switch from istiod).
 pub fn crd(kind: Kind) -> Option<Value> {
@@ -283,7 +286,7 @@ pub fn crd(kind: Kind) -> Option<Value> {
                 "listKind": format!("{}List", kind.name()),
                 "plural": plural,
                 "singular": kind.name().to_lowercase(),
-                "shortNames": short_names(kind),
+                "shortNames": kind.info().short_names,
                 "categories": ["istio-io", category],
             },
             "versions": versions,

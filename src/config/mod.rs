@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-pub use kind::Kind;
+pub use kind::{Family, Kind, KindInfo, Scope};
 
 /// The Kubernetes object metadata Rudder keeps. Other metadata fields (managedFields, ownerReferences...)
 /// are accepted and dropped: they do not change what the mesh does.

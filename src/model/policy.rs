@@ -120,7 +120,29 @@ pub fn attachable(spec: &Spec) -> Option<&dyn Attachable> {
         Spec::WasmPlugin(p) => p,
         Spec::TrafficExtension(p) => p,
         Spec::ProxyConfig(p) => p,
-        _ => return None,
+        Spec::VirtualService(_)
+        | Spec::Gateway(_)
+        | Spec::ServiceEntry(_)
+        | Spec::WorkloadEntry(_)
+        | Spec::WorkloadGroup(_)
+        | Spec::GatewayClass(_)
+        | Spec::KubernetesGateway(_)
+        | Spec::HTTPRoute(_)
+        | Spec::GRPCRoute(_)
+        | Spec::TCPRoute(_)
+        | Spec::TLSRoute(_)
+        | Spec::ReferenceGrant(_)
+        | Spec::BackendTLSPolicy(_)
+        | Spec::ListenerSet(_)
+        | Spec::Service(_)
+        | Spec::EndpointSlice(_)
+        | Spec::Pod(_)
+        | Spec::Namespace(_)
+        | Spec::Secret(_)
+        | Spec::Node(_)
+        | Spec::ConfigMap(_)
+        | Spec::Ingress(_)
+        | Spec::IngressClass(_) => return None,
     })
 }
 

@@ -16,7 +16,7 @@ pub use report::{Report, Verdict, Warning};
 
 pub use helpers::*;
 
-use crate::config::{Config, ConfigError, Spec};
+use crate::config::{Config, ConfigError, Family, Spec};
 
 /// Validates one object as Istio's validation webhook would; errors only.
 pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
@@ -33,71 +33,30 @@ pub fn validate(config: &Config) -> Result<(), Vec<ConfigError>> {
 pub fn check(config: &Config) -> Verdict {
     let object = config.object_ref();
     let mut r = Report::new(&object);
-    if !config.kind.is_istio() {
-        // The mesh ConfigMap: the MeshConfig fields Rudder does not act on are warned about.
-        for (field, note) in unhonoured::fields(config) {
-            r.warn(
-                field,
-                format!("accepted but not honoured by Rudder yet: {note}"),
-            );
-        }
-        return r.into_verdict();
-    }
     let meta = &config.metadata;
-    if config.kind.is_gateway_api() {
-        r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
-        if !config.kind.cluster_scoped() {
+    match config.kind.info().family {
+        // The API server has validated Kubernetes objects already; of the mesh ConfigMap, the
+        // MeshConfig fields Rudder does not act on are warned about (below).
+        Family::Kubernetes => {}
+        Family::GatewayApi => {
+            r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
+            if !config.kind.cluster_scoped() {
+                r.check(
+                    "metadata.namespace",
+                    helpers::dns1123_label(&meta.namespace),
+                );
+            }
+        }
+        Family::Istio => {
+            metadata(&mut r, config);
+            r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
             r.check(
                 "metadata.namespace",
                 helpers::dns1123_label(&meta.namespace),
             );
         }
-        match &config.spec {
-            Spec::GatewayClass(s) => gateway_api::gateway_class(&mut r, s),
-            Spec::KubernetesGateway(s) => gateway_api::gateway(&mut r, s),
-            Spec::HTTPRoute(s) => gateway_api::http_route(&mut r, s),
-            Spec::GRPCRoute(s) => gateway_api::grpc_route(&mut r, s),
-            Spec::TCPRoute(s) => gateway_api::l4_route(&mut r, &s.parent_refs, &s.rules),
-            Spec::TLSRoute(s) => gateway_api::tls_route(&mut r, s),
-            Spec::ReferenceGrant(s) => gateway_api::reference_grant(&mut r, s),
-            Spec::BackendTLSPolicy(s) => gateway_api::backend_tls_policy(&mut r, s),
-            Spec::ListenerSet(s) => gateway_api::listener_set(&mut r, s),
-            _ => {}
-        }
-        for (field, note) in unhonoured::fields(config) {
-            r.warn(
-                field,
-                format!("accepted but not honoured by Rudder yet: {note}"),
-            );
-        }
-        return r.into_verdict();
     }
-    metadata(&mut r, config);
-    r.check("metadata.name", helpers::dns1123_subdomain(&meta.name));
-    r.check(
-        "metadata.namespace",
-        helpers::dns1123_label(&meta.namespace),
-    );
-    let ns = meta.namespace.as_str();
-    match &config.spec {
-        Spec::VirtualService(s) => networking::virtual_service(&mut r, ns, s),
-        Spec::DestinationRule(s) => networking::destination_rule(&mut r, ns, s),
-        Spec::Gateway(s) => networking::gateway(&mut r, &meta.name, s),
-        Spec::ServiceEntry(s) => networking::service_entry(&mut r, ns, &meta.labels, s),
-        Spec::Sidecar(s) => networking::sidecar(&mut r, ns, s),
-        Spec::WorkloadEntry(s) => networking::workload_entry(&mut r, "spec", s, false),
-        Spec::WorkloadGroup(s) => networking::workload_group(&mut r, s),
-        Spec::EnvoyFilter(s) => networking::envoy_filter(&mut r, s),
-        Spec::PeerAuthentication(s) => security::peer_authentication(&mut r, s),
-        Spec::AuthorizationPolicy(s) => security::authorization_policy(&mut r, s),
-        Spec::RequestAuthentication(s) => security::request_authentication(&mut r, s),
-        Spec::Telemetry(s) => extensions::telemetry(&mut r, s),
-        Spec::WasmPlugin(s) => extensions::wasm_plugin(&mut r, s),
-        Spec::TrafficExtension(s) => extensions::traffic_extension(&mut r, s),
-        Spec::ProxyConfig(s) => extensions::proxy_config(&mut r, s),
-        // The API server has validated Kubernetes objects already.
-        _ => return Verdict::default(),
-    }
+    spec(&mut r, config);
     for (field, note) in unhonoured::fields(config) {
         r.warn(
             field,
@@ -105,6 +64,48 @@ pub fn check(config: &Config) -> Verdict {
         );
     }
     r.into_verdict()
+}
+
+/// The rules of the object's kind, each kind named (a new kind does not compile until it says
+/// what its rules are).
+fn spec(r: &mut Report, config: &Config) {
+    let meta = &config.metadata;
+    let ns = meta.namespace.as_str();
+    match &config.spec {
+        Spec::VirtualService(s) => networking::virtual_service(r, ns, s),
+        Spec::DestinationRule(s) => networking::destination_rule(r, ns, s),
+        Spec::Gateway(s) => networking::gateway(r, &meta.name, s),
+        Spec::ServiceEntry(s) => networking::service_entry(r, ns, &meta.labels, s),
+        Spec::Sidecar(s) => networking::sidecar(r, ns, s),
+        Spec::WorkloadEntry(s) => networking::workload_entry(r, "spec", s, false),
+        Spec::WorkloadGroup(s) => networking::workload_group(r, s),
+        Spec::EnvoyFilter(s) => networking::envoy_filter(r, s),
+        Spec::PeerAuthentication(s) => security::peer_authentication(r, s),
+        Spec::AuthorizationPolicy(s) => security::authorization_policy(r, s),
+        Spec::RequestAuthentication(s) => security::request_authentication(r, s),
+        Spec::Telemetry(s) => extensions::telemetry(r, s),
+        Spec::WasmPlugin(s) => extensions::wasm_plugin(r, s),
+        Spec::TrafficExtension(s) => extensions::traffic_extension(r, s),
+        Spec::ProxyConfig(s) => extensions::proxy_config(r, s),
+        Spec::GatewayClass(s) => gateway_api::gateway_class(r, s),
+        Spec::KubernetesGateway(s) => gateway_api::gateway(r, s),
+        Spec::HTTPRoute(s) => gateway_api::http_route(r, s),
+        Spec::GRPCRoute(s) => gateway_api::grpc_route(r, s),
+        Spec::TCPRoute(s) => gateway_api::l4_route(r, &s.parent_refs, &s.rules),
+        Spec::TLSRoute(s) => gateway_api::tls_route(r, s),
+        Spec::ReferenceGrant(s) => gateway_api::reference_grant(r, s),
+        Spec::BackendTLSPolicy(s) => gateway_api::backend_tls_policy(r, s),
+        Spec::ListenerSet(s) => gateway_api::listener_set(r, s),
+        Spec::Service(_)
+        | Spec::EndpointSlice(_)
+        | Spec::Pod(_)
+        | Spec::Namespace(_)
+        | Spec::Secret(_)
+        | Spec::Node(_)
+        | Spec::ConfigMap(_)
+        | Spec::Ingress(_)
+        | Spec::IngressClass(_) => {}
+    }
 }
 
 /// The annotations istiod judges on every kind.

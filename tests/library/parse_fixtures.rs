@@ -251,6 +251,11 @@ fn structural_errors_name_the_field() {
             "apiVersion: networking.istio.io/v1\nkind: EnvoyFilter\nmetadata: {name: r}\nspec: {}\n",
             "is not served for EnvoyFilter; use one of networking.istio.io/v1alpha3",
         ),
+        // The Gateway API's CRDs serve ListenerSet as v1 only.
+        (
+            "apiVersion: gateway.networking.k8s.io/v1alpha3\nkind: ListenerSet\nmetadata: {name: l}\nspec: {parentRef: {name: g}, listeners: []}\n",
+            "is not served for ListenerSet; use one of gateway.networking.k8s.io/v1",
+        ),
         (
             "apiVersion: networking.istio.io/v1\nkind: VirtualServce\nmetadata: {name: r}\n",
             "unknown Istio kind \"VirtualServce\"",
