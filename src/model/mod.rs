@@ -14,6 +14,7 @@ pub mod mesh;
 pub mod network;
 pub mod peer_auth;
 pub mod policy;
+pub mod telemetry;
 mod registry;
 mod service;
 pub mod waypoint;

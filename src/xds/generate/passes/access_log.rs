@@ -175,64 +175,19 @@ pub(in crate::xds::generate) fn applicable<'a>(
     applicable_for(ctx, scope, None)
 }
 
-/// [`applicable`] at a waypoint serving `served`'s traffic: a waypoint takes the root and
-/// namespace-wide Telemetries, then one targeting it (its Gateway, the waypoint GatewayClass),
-/// then one of the service's namespace targeting that Service or ServiceEntry, as istiod
-/// attaches them; never one by selector.
+/// [`applicable`] at a waypoint serving `served`'s traffic (`model::telemetry::applicable`).
 pub(in crate::xds::generate) fn applicable_for<'a>(
     ctx: &'a PushContext,
     scope: &ScopeView,
     served: Option<&crate::model::Service>,
 ) -> Vec<&'a Telemetry> {
-    let in_ns = |ns: &str| -> Vec<(&'a crate::config::Config, &'a Telemetry)> {
-        let mut found: Vec<_> = ctx
-            .snapshot
-            .list_namespace(Kind::Telemetry, ns)
-            .filter_map(|e| match &e.config.spec {
-                Spec::Telemetry(t) => Some((e.config.as_ref(), t)),
-                _ => None,
-            })
-            .collect();
-        found.sort_by(|a, b| a.0.age_key().cmp(&b.0.age_key()));
-        found
-    };
-    let wide = |t: &Telemetry| {
-        t.target_ref.is_none()
-            && t.target_refs.is_empty()
-            && t.selector
-                .as_ref()
-                .is_none_or(|s| s.match_labels.is_empty())
-    };
-    let root = ctx.mesh.root_namespace.as_str();
     let workload = crate::model::policy::Workload {
         namespace: &scope.namespace,
         labels: &scope.labels,
         waypoint: scope.proxy_type == crate::xds::proxy::ProxyType::Waypoint,
         service: served.map(crate::model::policy::ServiceTarget::of),
     };
-    let mut out = Vec::new();
-    out.extend(in_ns(root).into_iter().map(|(_, t)| t).find(|t| wide(t)));
-    let own = in_ns(&scope.namespace);
-    if scope.namespace != root {
-        out.extend(own.iter().map(|(_, t)| *t).find(|t| wide(t)));
-    }
-    out.extend(own.iter().map(|(_, t)| *t).find(|t| {
-        matches!(
-            crate::model::policy::attaches(&scope.namespace, *t, root, &workload),
-            Some(
-                crate::model::policy::Attachment::Selector
-                    | crate::model::policy::Attachment::TargetRef
-            )
-        )
-    }));
-    if let Some(svc) = served.filter(|_| workload.waypoint) {
-        let theirs = in_ns(&svc.namespace);
-        out.extend(theirs.iter().map(|(_, t)| *t).find(|t| {
-            crate::model::policy::attaches(&svc.namespace, *t, root, &workload)
-                == Some(crate::model::policy::Attachment::Service)
-        }));
-    }
-    out
+    crate::model::telemetry::applicable(&ctx.snapshot, &ctx.mesh.root_namespace, &workload)
 }
 
 /// The service a waypoint's filter chain serves (`inbound-vip|<port>|<http|tcp>|<host>`).
