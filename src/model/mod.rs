@@ -14,9 +14,9 @@ pub mod mesh;
 pub mod network;
 pub mod peer_auth;
 pub mod policy;
-pub mod telemetry;
 mod registry;
 mod service;
+pub mod telemetry;
 pub mod waypoint;
 pub mod workload;
 

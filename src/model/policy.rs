@@ -10,6 +10,7 @@ use crate::config::mesh::labels_match;
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The label naming the Gateway API `Gateway` a gateway pod serves.
 pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
@@ -306,6 +307,49 @@ pub fn selecting<'a>(
     out
 }
 
+/// The objects of `kind` in `namespace`, oldest first (`Config::age_key`): where several
+/// policies could apply at one level, istiod takes the oldest.
+pub fn oldest_first<'a>(
+    snapshot: &'a Snapshot,
+    kind: Kind,
+    namespace: &str,
+) -> Vec<&'a Arc<Config>> {
+    let mut found: Vec<&Arc<Config>> = snapshot
+        .list_namespace(kind, namespace)
+        .map(|e| &e.config)
+        .collect();
+    found.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
+    found
+}
+
+/// The Sidecar that applies to `workload`: the oldest of its namespace selecting it, else its
+/// namespace's oldest default, else the root namespace's, as istiod chooses.
+pub fn sidecar<'a>(
+    snapshot: &'a Snapshot,
+    root_namespace: &str,
+    workload: &Workload,
+) -> Option<&'a Arc<Config>> {
+    let attachment = |c: &Arc<Config>| {
+        attachable(&c.spec)
+            .and_then(|p| attaches(&c.metadata.namespace, p, root_namespace, workload))
+    };
+    let local = oldest_first(snapshot, Kind::Sidecar, workload.namespace);
+    local
+        .iter()
+        .find(|c| attachment(c) == Some(Attachment::Selector))
+        .or_else(|| {
+            local
+                .iter()
+                .find(|c| attachment(c) == Some(Attachment::Namespace))
+        })
+        .copied()
+        .or_else(|| {
+            oldest_first(snapshot, Kind::Sidecar, root_namespace)
+                .into_iter()
+                .find(|c| attachment(c) == Some(Attachment::Namespace))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,5 +593,48 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
                 );
             }
         }
+    }
+
+    /// Of the Sidecars that could apply, the one selecting the workload wins over its
+    /// namespace's default, which wins over the root namespace's; at each level the oldest.
+    #[test]
+    fn the_sidecar_of_a_workload_is_the_oldest_of_the_nearest_level() {
+        let object = |name: &str, ns: &str, at: &str, selector: &str| {
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{at}\"}}\nspec: {{{selector}egress: [{{hosts: [\"./*\"]}}]}}\n---\n"
+            )
+        };
+        let yaml = [
+            object("root-default", "istio-system", "2024-01-01T00:00:00Z", ""),
+            object("newer-default", "shop", "2024-03-01T00:00:00Z", ""),
+            object("older-default", "shop", "2024-02-01T00:00:00Z", ""),
+            object(
+                "newer-web",
+                "shop",
+                "2024-05-01T00:00:00Z",
+                "workloadSelector: {labels: {app: web}}, ",
+            ),
+            object(
+                "older-web",
+                "shop",
+                "2024-04-01T00:00:00Z",
+                "workloadSelector: {labels: {app: web}}, ",
+            ),
+        ]
+        .concat();
+        let snapshot = crate::testing::store(&yaml).snapshot();
+        let chosen = |namespace: &str, app: &str| {
+            let labels = BTreeMap::from([("app".to_string(), app.to_string())]);
+            let workload = Workload {
+                namespace,
+                labels: &labels,
+                waypoint: false,
+                service: None,
+            };
+            sidecar(&snapshot, "istio-system", &workload).map(|c| c.metadata.name.clone())
+        };
+        assert_eq!(chosen("shop", "web").as_deref(), Some("older-web"));
+        assert_eq!(chosen("shop", "db").as_deref(), Some("older-default"));
+        assert_eq!(chosen("other", "web").as_deref(), Some("root-default"));
     }
 }

@@ -3,7 +3,7 @@
 //! waypoint, one of the served service's namespace targeting that Service or ServiceEntry. Of
 //! several at one level the oldest wins. Access logs, tracing and stats read the same list.
 
-use super::policy::{Attachment, Workload, attaches};
+use super::policy::{Attachment, Workload, attaches, oldest_first};
 use crate::config::telemetry::Telemetry;
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
@@ -16,15 +16,13 @@ pub fn applicable<'a>(
     workload: &Workload,
 ) -> Vec<&'a Telemetry> {
     let in_ns = |ns: &str| -> Vec<(&'a Config, &'a Telemetry)> {
-        let mut found: Vec<_> = snapshot
-            .list_namespace(Kind::Telemetry, ns)
-            .filter_map(|e| match &e.config.spec {
-                Spec::Telemetry(t) => Some((e.config.as_ref(), t)),
+        oldest_first(snapshot, Kind::Telemetry, ns)
+            .into_iter()
+            .filter_map(|c| match &c.spec {
+                Spec::Telemetry(t) => Some((c.as_ref(), t)),
                 _ => None,
             })
-            .collect();
-        found.sort_by(|a, b| a.0.age_key().cmp(&b.0.age_key()));
-        found
+            .collect()
     };
     let mut out = Vec::new();
     out.extend(

@@ -46,15 +46,13 @@ impl ProxyConfigSources {
             })
             .unwrap_or_default();
         let oldest_first = |ns: &str| -> Vec<(&Config, &ProxyConfig)> {
-            let mut found: Vec<(&Config, &ProxyConfig)> = snapshot
-                .list_namespace(Kind::ProxyConfig, ns)
-                .filter_map(|e| match &e.config.spec {
-                    Spec::ProxyConfig(pc) => Some((e.config.as_ref(), pc)),
+            crate::model::policy::oldest_first(snapshot, Kind::ProxyConfig, ns)
+                .into_iter()
+                .filter_map(|c| match &c.spec {
+                    Spec::ProxyConfig(pc) => Some((c.as_ref(), pc)),
                     _ => None,
                 })
-                .collect();
-            found.sort_by(|a, b| a.0.age_key().cmp(&b.0.age_key()));
-            found
+                .collect()
         };
         let unselected = |ns: &str| {
             oldest_first(ns)

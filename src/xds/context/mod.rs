@@ -8,7 +8,7 @@ use crate::config::networking::Sidecar;
 use crate::config::{Config, Kind, Spec, host};
 use crate::model::identity::WorkloadCertificates;
 use crate::model::mesh::MeshSettings;
-use crate::model::policy::{Attachment, Workload, attachable, attaches};
+use crate::model::policy::Workload;
 use crate::model::{Protocol, Registry, Service};
 use crate::store::Snapshot;
 use std::any::{Any, TypeId};
@@ -216,50 +216,13 @@ impl PushContext {
     /// The Sidecar resource that applies to `proxy`: one selecting its labels, else its namespace's
     /// default, else the root namespace's default.
     fn sidecar_for(&self, proxy: &Proxy) -> Option<Arc<Config>> {
-        // As istiod: of several Sidecars that could apply, the oldest wins.
-        let in_ns = |ns: &str| -> Vec<Arc<Config>> {
-            let mut found: Vec<Arc<Config>> = self
-                .snapshot
-                .list_namespace(Kind::Sidecar, ns)
-                .map(|e| e.config.clone())
-                .collect();
-            found.sort_by(|a, b| {
-                (
-                    a.metadata.creation_timestamp.as_deref(),
-                    a.metadata.name.as_str(),
-                )
-                    .cmp(&(
-                        b.metadata.creation_timestamp.as_deref(),
-                        b.metadata.name.as_str(),
-                    ))
-            });
-            found
-        };
         let workload = Workload {
             namespace: &proxy.namespace,
             labels: &proxy.labels,
             waypoint: false,
             service: None,
         };
-        let root = &self.mesh.root_namespace;
-        let attachment = |c: &Arc<Config>| {
-            attachable(&c.spec).and_then(|p| attaches(&c.metadata.namespace, p, root, &workload))
-        };
-        let local = in_ns(&proxy.namespace);
-        local
-            .iter()
-            .find(|c| attachment(c) == Some(Attachment::Selector))
-            .or_else(|| {
-                local
-                    .iter()
-                    .find(|c| attachment(c) == Some(Attachment::Namespace))
-            })
-            .cloned()
-            .or_else(|| {
-                in_ns(root)
-                    .into_iter()
-                    .find(|c| attachment(c) == Some(Attachment::Namespace))
-            })
+        crate::model::policy::sidecar(&self.snapshot, &self.mesh.root_namespace, &workload).cloned()
     }
 
     /// The workload certificates every proxy of this context is served.
