@@ -49,6 +49,15 @@ pub(crate) async fn run(
     let churn_start = Instant::now();
     let quiet = Duration::from_millis(args.settle_ms);
     let soak = Duration::from_secs(args.soak_seconds);
+    let mut round = Round {
+        args,
+        file,
+        plan,
+        trigger,
+        rx,
+        received,
+        samples: &mut samples,
+    };
     let mut k = 0usize;
     loop {
         k += 1;
@@ -61,178 +70,169 @@ pub(crate) async fn run(
             break;
         }
         if !soak.is_zero()
-            && samples
+            && round
+                .samples
                 .rss
                 .last()
                 .is_none_or(|(t, _)| churn_start.elapsed().as_secs_f64() - t >= 30.0)
         {
             let text = scrape(args.monitoring_addr, "/metrics").await;
-            samples.rss.push((
+            round.samples.rss.push((
                 churn_start.elapsed().as_secs_f64(),
                 metric(&text, "process_resident_memory_bytes") / 1048576.0,
             ));
         }
-        settle(rx, quiet, received).await;
+        settle(round.rx, quiet, round.received).await;
+        let replaying = round.trigger.is_some();
         // The mesh keeps the services of `churn` full pushes; with `--endpoint-only`, none.
-        let churn = if args.endpoint_only && trigger.is_none() {
+        let churn = if args.endpoint_only && !replaying {
             0
         } else {
             k
         };
         // With `--replay --endpoint-only` the replay server sends the endpoint pushes.
-        if !(args.endpoint_only && trigger.is_some()) {
-            full_push(
-                args,
-                file,
-                plan,
-                trigger,
-                rx,
-                received,
-                &mut samples,
-                (k, churn),
-            )
-            .await?;
-            if trigger.is_some() {
+        if !(args.endpoint_only && replaying) {
+            round.full_push(k, churn).await?;
+            if replaying {
                 continue;
             }
-            settle(rx, quiet, received).await;
+            settle(round.rx, quiet, round.received).await;
         }
-        endpoint_push(
-            args,
-            file,
-            plan,
-            trigger,
-            rx,
-            received,
-            &mut samples,
-            (k, churn),
-        )
-        .await?;
+        round.endpoint_push(k, churn).await?;
     }
     samples.changes = k - 1;
     samples.churn_s = churn_start.elapsed().as_secs_f64();
     Ok(samples)
 }
 
-/// Full push `k`: a new service every Envoy-like proxy must learn about (`churn` services in
-/// the mesh).
-#[allow(clippy::too_many_arguments)]
-async fn full_push(
-    args: &LoadgenArgs,
-    file: &std::path::Path,
-    plan: &ProxyPlan,
-    trigger: &mut Option<ReplayProcess>,
-    rx: &mut mpsc::UnboundedReceiver<Seen>,
-    received: &mut Received,
-    samples: &mut Samples,
-    (k, churn): (usize, usize),
-) -> anyhow::Result<()> {
-    let envoy = &plan.envoy;
-    let patience = Duration::from_secs(args.patience_seconds);
-    let (t0, t0_wall) = (Instant::now(), wall_ms());
-    if let Some(trigger) = trigger {
-        trigger.push(k as u64).await?;
-    } else if churn > 0 {
-        write_mesh(file, mesh_yaml(args, churn, k - 1))?;
-    }
-    // A proxy has the push once its CDS has the new service: a CDS of an earlier push
-    // still in flight (the daemon loading the mesh this run wrote at its start, say) does
-    // not count. The replay sends one captured CDS, so any counts.
-    let new_step = u32::try_from(churn).ok();
-    let replaying = trigger.is_some();
-    let has_new_service = |s: &Seen| replaying || s.newest_churn >= new_step;
-    let (got, ok) = if churn > 0 || replaying {
-        collect(rx, envoy, CDS, t0, has_new_service, received, patience).await
-    } else {
-        (HashMap::new(), true)
-    };
-    if !ok {
-        not_converged(args, &got, envoy).await;
-    }
-    anyhow::ensure!(
-        ok,
-        "full push {k}: only {}/{} proxies converged",
-        got.len(),
-        envoy.len()
-    );
-    let push_start = daemon_push_start(args, replaying, t0_wall).await;
-    for (at, wall) in got.values() {
-        samples.full_e2e.push(at.duration_since(t0).as_secs_f64());
-        if let Some(p) = push_start {
-            samples
-                .full_push
-                .push(wall.saturating_sub(p) as f64 / 1000.0);
-        }
-    }
-    Ok(())
+/// One change of the churn: what it writes (or triggers), whom it waits for, where it records.
+struct Round<'a> {
+    args: &'a LoadgenArgs,
+    file: &'a std::path::Path,
+    plan: &'a ProxyPlan,
+    trigger: &'a mut Option<ReplayProcess>,
+    rx: &'a mut mpsc::UnboundedReceiver<Seen>,
+    received: &'a mut Received,
+    samples: &'a mut Samples,
 }
 
-/// Endpoint push `k`: service 0's endpoint moves; every proxy watches it.
-#[allow(clippy::too_many_arguments)]
-async fn endpoint_push(
-    args: &LoadgenArgs,
-    file: &std::path::Path,
-    plan: &ProxyPlan,
-    trigger: &mut Option<ReplayProcess>,
-    rx: &mut mpsc::UnboundedReceiver<Seen>,
-    received: &mut Received,
-    samples: &mut Samples,
-    (k, churn): (usize, usize),
-) -> anyhow::Result<()> {
-    let watch_svc0 = &plan.watch_svc0;
-    let cluster = WATCHED_CLUSTER.get_or_init(|| moved_cluster(args));
-    let patience = Duration::from_secs(args.patience_seconds);
-    let (t0, t0_wall) = (Instant::now(), wall_ms());
-    match trigger {
-        Some(trigger) => trigger.push(k as u64).await?,
-        None => write_mesh(file, mesh_yaml(args, churn, k))?,
-    }
-    // The daemon's push must carry the moved endpoint: a slow proxy may still be reading an
-    // older response with service 0's endpoints in it (the replay sends one captured
-    // assignment, so only its name is checked).
-    let replaying = trigger.is_some();
-    let (got, ok) = collect(
-        rx,
-        watch_svc0,
-        EDS,
-        t0,
-        |s| {
-            s.names.contains(cluster)
-                && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
-        },
-        received,
-        patience,
-    )
-    .await;
-    if !ok {
-        not_converged(args, &got, watch_svc0).await;
-    }
-    anyhow::ensure!(
-        ok,
-        "endpoint push {k}: only {}/{} watching proxies converged",
-        got.len(),
-        watch_svc0.len()
-    );
-    let push_start = daemon_push_start(args, replaying, t0_wall).await;
-    let mut this_push = Vec::new();
-    for (at, wall) in got.values() {
-        let from_trigger = at.duration_since(t0).as_secs_f64();
-        samples.eds_e2e.push(from_trigger);
-        match push_start {
-            Some(p) => this_push.push(wall.saturating_sub(p) as f64 / 1000.0),
-            None if replaying => this_push.push(from_trigger),
-            None => {}
+impl Round<'_> {
+    /// Full push `k`: a new service every Envoy-like proxy must learn about (`churn` services in
+    /// the mesh).
+    async fn full_push(&mut self, k: usize, churn: usize) -> anyhow::Result<()> {
+        let (args, file, plan) = (self.args, self.file, self.plan);
+        let Round {
+            trigger,
+            rx,
+            received,
+            samples,
+            ..
+        } = self;
+        let envoy = &plan.envoy;
+        let patience = Duration::from_secs(args.patience_seconds);
+        let (t0, t0_wall) = (Instant::now(), wall_ms());
+        if let Some(trigger) = trigger {
+            trigger.push(k as u64).await?;
+        } else if churn > 0 {
+            write_mesh(file, mesh_yaml(args, churn, k - 1))?;
         }
+        // A proxy has the push once its CDS has the new service: a CDS of an earlier push
+        // still in flight (the daemon loading the mesh this run wrote at its start, say) does
+        // not count. The replay sends one captured CDS, so any counts.
+        let new_step = u32::try_from(churn).ok();
+        let replaying = trigger.is_some();
+        let has_new_service = |s: &Seen| replaying || s.newest_churn >= new_step;
+        let (got, ok) = if churn > 0 || replaying {
+            collect(rx, envoy, CDS, t0, has_new_service, received, patience).await
+        } else {
+            (HashMap::new(), true)
+        };
+        if !ok {
+            not_converged(args, &got, envoy).await;
+        }
+        anyhow::ensure!(
+            ok,
+            "full push {k}: only {}/{} proxies converged",
+            got.len(),
+            envoy.len()
+        );
+        let push_start = daemon_push_start(args, replaying, t0_wall).await;
+        for (at, wall) in got.values() {
+            samples.full_e2e.push(at.duration_since(t0).as_secs_f64());
+            if let Some(p) = push_start {
+                samples
+                    .full_push
+                    .push(wall.saturating_sub(p) as f64 / 1000.0);
+            }
+        }
+        Ok(())
     }
-    if !this_push.is_empty() {
-        samples
-            .eds_push_p99s
-            .push(percentile(this_push.clone(), 0.99) * 1000.0);
+
+    /// Endpoint push `k`: service 0's endpoint moves; every proxy watches it.
+    async fn endpoint_push(&mut self, k: usize, churn: usize) -> anyhow::Result<()> {
+        let (args, file, plan) = (self.args, self.file, self.plan);
+        let Round {
+            trigger,
+            rx,
+            received,
+            samples,
+            ..
+        } = self;
+        let watch_svc0 = &plan.watch_svc0;
+        let cluster = WATCHED_CLUSTER.get_or_init(|| moved_cluster(args));
+        let patience = Duration::from_secs(args.patience_seconds);
+        let (t0, t0_wall) = (Instant::now(), wall_ms());
+        match trigger {
+            Some(trigger) => trigger.push(k as u64).await?,
+            None => write_mesh(file, mesh_yaml(args, churn, k))?,
+        }
+        // The daemon's push must carry the moved endpoint: a slow proxy may still be reading an
+        // older response with service 0's endpoints in it (the replay sends one captured
+        // assignment, so only its name is checked).
+        let replaying = trigger.is_some();
+        let (got, ok) = collect(
+            rx,
+            watch_svc0,
+            EDS,
+            t0,
+            |s| {
+                s.names.contains(cluster)
+                    && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
+            },
+            received,
+            patience,
+        )
+        .await;
+        if !ok {
+            not_converged(args, &got, watch_svc0).await;
+        }
+        anyhow::ensure!(
+            ok,
+            "endpoint push {k}: only {}/{} watching proxies converged",
+            got.len(),
+            watch_svc0.len()
+        );
+        let push_start = daemon_push_start(args, replaying, t0_wall).await;
+        let mut this_push = Vec::new();
+        for (at, wall) in got.values() {
+            let from_trigger = at.duration_since(t0).as_secs_f64();
+            samples.eds_e2e.push(from_trigger);
+            match push_start {
+                Some(p) => this_push.push(wall.saturating_sub(p) as f64 / 1000.0),
+                None if replaying => this_push.push(from_trigger),
+                None => {}
+            }
+        }
+        if !this_push.is_empty() {
+            samples
+                .eds_push_p99s
+                .push(percentile(this_push.clone(), 0.99) * 1000.0);
+        }
+        if !replaying {
+            samples.eds_push.extend(this_push);
+        }
+        Ok(())
     }
-    if !replaying {
-        samples.eds_push.extend(this_push);
-    }
-    Ok(())
 }
 
 /// Prints what the churn measured (convergence from the write or trigger and from the daemon's
@@ -395,19 +395,12 @@ fn write_json(
     let ms = |v: &Vec<f64>, p: f64| percentile(v.clone(), p) * 1000.0;
     if let Some(path) = &args.json {
         let summary = |v: &Vec<f64>| serde_json::json!({"p50_ms": ms(v, 0.5), "p99_ms": ms(v, 0.99), "samples": v.len()});
-        let report = serde_json::json!({
-            "mode": if args.replay { "replay" } else { "rudder" },
-            "proxies": args.proxies,
-            "services": args.services,
-            "namespaces": args.namespaces,
-            "sidecar_scope": args.sidecar_scope,
+        let mut fields = sync.report(args, if args.replay { "replay" } else { "rudder" });
+        let churn = serde_json::json!({
             "realistic": args.realistic,
             "delta_percent": args.delta_percent,
             "grpc_percent": args.grpc_percent,
             "istio_proxy": args.istio_proxy,
-            "connect_and_sync_s": sync.synced_in,
-            "loadgen_cpu_while_syncing_s": sync.cpu.0,
-            "server_cpu_while_syncing_s": sync.cpu.1,
             "full_push_from_trigger": summary(&samples.full_e2e),
             "full_push_from_push_start": summary(&samples.full_push),
             "endpoint_push_from_write": summary(&samples.eds_e2e),
@@ -422,7 +415,10 @@ fn write_json(
             "replay_cpu_during_churn_s": replay_cpu,
             "rss_over_time": rss.iter().map(|(t, m)| serde_json::json!({"s": t, "mib": m})).collect::<Vec<_>>(),
         });
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+        if let serde_json::Value::Object(churn) = churn {
+            fields.extend(churn);
+        }
+        std::fs::write(path, serde_json::to_vec_pretty(&fields)?)?;
     }
     Ok(())
 }

@@ -284,18 +284,9 @@ async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         let watchers = kube::Watchers::new(&args, &plan.envoy, &plan.all);
         let report = kube::churn(mesh, watchers, &mut rx, &mut received).await?;
         if let Some(path) = &args.json {
-            let report = serde_json::json!({
-                "mode": "kubernetes",
-                "proxies": args.proxies,
-                "services": args.services,
-                "namespaces": args.namespaces,
-                "sidecar_scope": args.sidecar_scope,
-                "connect_and_sync_s": sync.synced_in,
-                "loadgen_cpu_while_syncing_s": sync.cpu.0,
-                "server_cpu_while_syncing_s": sync.cpu.1,
-                "churn": report,
-            });
-            std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            let mut fields = sync.report(&args, "kubernetes");
+            fields.insert("churn".into(), report);
+            std::fs::write(path, serde_json::to_vec_pretty(&fields)?)?;
         }
         return Ok(());
     }

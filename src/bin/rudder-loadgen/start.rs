@@ -131,6 +131,27 @@ pub(crate) struct Synced {
     pub cpu: (f64, f64),
 }
 
+impl Synced {
+    /// The `--json` report's first fields: the run's mode and size, and how it synced.
+    pub(crate) fn report(
+        &self,
+        args: &LoadgenArgs,
+        mode: &str,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::json;
+        serde_json::Map::from_iter([
+            ("mode".to_string(), json!(mode)),
+            ("proxies".to_string(), json!(args.proxies)),
+            ("services".to_string(), json!(args.services)),
+            ("namespaces".to_string(), json!(args.namespaces)),
+            ("sidecar_scope".to_string(), json!(args.sidecar_scope)),
+            ("connect_and_sync_s".to_string(), json!(self.synced_in)),
+            ("loadgen_cpu_while_syncing_s".to_string(), json!(self.cpu.0)),
+            ("server_cpu_while_syncing_s".to_string(), json!(self.cpu.1)),
+        ])
+    }
+}
+
 /// Connects every planned proxy (at `--connects-per-second`) and waits until each got its
 /// endpoints; an error when not every proxy synced.
 pub(crate) async fn connect_and_sync(
