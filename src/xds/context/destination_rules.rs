@@ -7,8 +7,8 @@
 
 use crate::config::Config;
 use crate::config::host;
-use crate::config::mesh::labels_match;
 use crate::config::networking::DestinationRule;
+use crate::model::policy::{Attachment, Workload, attaches};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -186,18 +186,25 @@ impl DrIndex {
         root_namespace: &str,
     ) -> Option<&DrEntry> {
         let candidates = self.candidates(proxy_ns, hostname, service_ns, root_namespace)?;
+        let workload = Workload {
+            namespace: proxy_ns,
+            labels,
+            waypoint: false,
+            service: None,
+        };
         let mut catch_all = None;
         for merged in candidates {
-            let spec = &merged.entry.spec;
-            match &spec.workload_selector {
-                None => catch_all = Some(&merged.entry),
-                Some(selector)
-                    if merged.entry.config.metadata.namespace == proxy_ns
-                        && labels_match(&selector.match_labels, labels) =>
-                {
-                    return Some(&merged.entry);
-                }
-                Some(_) => {}
+            let entry = &merged.entry;
+            if entry.spec.workload_selector.is_none() {
+                catch_all = Some(entry);
+            } else if attaches(
+                &entry.config.metadata.namespace,
+                &entry.spec,
+                root_namespace,
+                &workload,
+            ) == Some(Attachment::Selector)
+            {
+                return Some(entry);
             }
         }
         catch_all
