@@ -121,17 +121,10 @@ impl Round<'_> {
     /// the mesh).
     async fn full_push(&mut self, k: usize, churn: usize) -> anyhow::Result<()> {
         let (args, file, plan) = (self.args, self.file, self.plan);
-        let Round {
-            trigger,
-            rx,
-            received,
-            samples,
-            ..
-        } = self;
         let envoy = &plan.envoy;
         let patience = Duration::from_secs(args.patience_seconds);
         let (t0, t0_wall) = (Instant::now(), wall_ms());
-        if let Some(trigger) = trigger {
+        if let Some(trigger) = self.trigger.as_mut() {
             trigger.push(k as u64).await?;
         } else if churn > 0 {
             write_mesh(file, mesh_yaml(args, churn, k - 1))?;
@@ -140,10 +133,19 @@ impl Round<'_> {
         // still in flight (the daemon loading the mesh this run wrote at its start, say) does
         // not count. The replay sends one captured CDS, so any counts.
         let new_step = u32::try_from(churn).ok();
-        let replaying = trigger.is_some();
+        let replaying = self.trigger.is_some();
         let has_new_service = |s: &Seen| replaying || s.newest_churn >= new_step;
         let (got, ok) = if churn > 0 || replaying {
-            collect(rx, envoy, CDS, t0, has_new_service, received, patience).await
+            collect(
+                self.rx,
+                envoy,
+                CDS,
+                t0,
+                has_new_service,
+                self.received,
+                patience,
+            )
+            .await
         } else {
             (HashMap::new(), true)
         };
@@ -158,9 +160,11 @@ impl Round<'_> {
         );
         let push_start = daemon_push_start(args, replaying, t0_wall).await;
         for (at, wall) in got.values() {
-            samples.full_e2e.push(at.duration_since(t0).as_secs_f64());
+            self.samples
+                .full_e2e
+                .push(at.duration_since(t0).as_secs_f64());
             if let Some(p) = push_start {
-                samples
+                self.samples
                     .full_push
                     .push(wall.saturating_sub(p) as f64 / 1000.0);
             }
@@ -171,27 +175,20 @@ impl Round<'_> {
     /// Endpoint push `k`: service 0's endpoint moves; every proxy watches it.
     async fn endpoint_push(&mut self, k: usize, churn: usize) -> anyhow::Result<()> {
         let (args, file, plan) = (self.args, self.file, self.plan);
-        let Round {
-            trigger,
-            rx,
-            received,
-            samples,
-            ..
-        } = self;
         let watch_svc0 = &plan.watch_svc0;
         let cluster = WATCHED_CLUSTER.get_or_init(|| moved_cluster(args));
         let patience = Duration::from_secs(args.patience_seconds);
         let (t0, t0_wall) = (Instant::now(), wall_ms());
-        match trigger {
+        match self.trigger.as_mut() {
             Some(trigger) => trigger.push(k as u64).await?,
             None => write_mesh(file, mesh_yaml(args, churn, k))?,
         }
         // The daemon's push must carry the moved endpoint: a slow proxy may still be reading an
         // older response with service 0's endpoints in it (the replay sends one captured
         // assignment, so only its name is checked).
-        let replaying = trigger.is_some();
+        let replaying = self.trigger.is_some();
         let (got, ok) = collect(
-            rx,
+            self.rx,
             watch_svc0,
             EDS,
             t0,
@@ -199,7 +196,7 @@ impl Round<'_> {
                 s.names.contains(cluster)
                     && (replaying || s.watched.as_ref().is_some_and(|a| has_moved_endpoint(a, k)))
             },
-            received,
+            self.received,
             patience,
         )
         .await;
@@ -216,7 +213,7 @@ impl Round<'_> {
         let mut this_push = Vec::new();
         for (at, wall) in got.values() {
             let from_trigger = at.duration_since(t0).as_secs_f64();
-            samples.eds_e2e.push(from_trigger);
+            self.samples.eds_e2e.push(from_trigger);
             match push_start {
                 Some(p) => this_push.push(wall.saturating_sub(p) as f64 / 1000.0),
                 None if replaying => this_push.push(from_trigger),
@@ -224,12 +221,12 @@ impl Round<'_> {
             }
         }
         if !this_push.is_empty() {
-            samples
+            self.samples
                 .eds_push_p99s
                 .push(percentile(this_push.clone(), 0.99) * 1000.0);
         }
         if !replaying {
-            samples.eds_push.extend(this_push);
+            self.samples.eds_push.extend(this_push);
         }
         Ok(())
     }

@@ -40,33 +40,6 @@ pub struct Debounce {
     pub endpoints: bool,
 }
 
-/// Adds a store event to the batch being collected: its kind, and the first few as triggers.
-fn add_event(
-    ev: &crate::store::Event,
-    kinds: &mut BTreeSet<Kind>,
-    triggers: &mut Vec<String>,
-    metrics: &XdsMetrics,
-) {
-    metrics
-        .push
-        .inbound_updates
-        .get_or_create(&TypeLabels {
-            r#type: inbound_update_type(ev).into(),
-        })
-        .inc();
-    // Of the ConfigMaps, only the mesh config changes what proxies are sent beyond SDS: the
-    // others (CA bundles a BackendTLSPolicy names, the injector's, root certificates) are
-    // judged as secrets, an SDS push, not a full one.
-    let kind = match ev.key.kind {
-        Kind::ConfigMap if ev.key.name != crate::config::mesh::MESH_CONFIGMAP => Kind::Secret,
-        k => k,
-    };
-    kinds.insert(kind);
-    if triggers.len() < 20 {
-        triggers.push(format!("{:?} {}", ev.kind, ev.key));
-    }
-}
-
 /// istiod's `pilot_inbound_updates` type of a change: endpoints (EDS updates), a Kubernetes
 /// Service added, changed or removed, or configuration (everything else).
 fn inbound_update_type(ev: &crate::store::Event) -> &'static str {
@@ -204,7 +177,8 @@ pub async fn run(
     metrics: Arc<XdsMetrics>,
     cancel: CancellationToken,
 ) {
-    let mut roots = start.roots.clone();
+    let mut start = start;
+    let mut roots = start.roots.take();
     let mut pipeline = Pipeline::new(store, sink, start, metrics);
     let mut refresh = tokio::time::interval(CERTIFICATE_REFRESH);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -255,8 +229,26 @@ impl Default for Batch {
 }
 
 impl Batch {
+    /// Adds a store event to the batch being collected: its kind, and the first few as triggers.
     fn add(&mut self, ev: &crate::store::Event, metrics: &XdsMetrics) {
-        add_event(ev, &mut self.kinds, &mut self.triggers, metrics);
+        metrics
+            .push
+            .inbound_updates
+            .get_or_create(&TypeLabels {
+                r#type: inbound_update_type(ev).into(),
+            })
+            .inc();
+        // Of the ConfigMaps, only the mesh config changes what proxies are sent beyond SDS: the
+        // others (CA bundles a BackendTLSPolicy names, the injector's, root certificates) are
+        // judged as secrets, an SDS push, not a full one.
+        let kind = match ev.key.kind {
+            Kind::ConfigMap if ev.key.name != crate::config::mesh::MESH_CONFIGMAP => Kind::Secret,
+            k => k,
+        };
+        self.kinds.insert(kind);
+        if self.triggers.len() < 20 {
+            self.triggers.push(format!("{:?} {}", ev.kind, ev.key));
+        }
     }
 
     fn add_secret_trigger(&mut self, why: &str) {
