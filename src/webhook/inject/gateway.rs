@@ -10,7 +10,7 @@ use super::proxy_config::ProxyConfigSources;
 use super::render::{
     ProxyEnv, annotation, array_at, metadata_env, object_at, proxy_config, proxy_env, proxy_image,
 };
-use super::render::{containers_of, volume_mounts, volumes, workload_of};
+use super::render::{add_volumes, containers_of, volume_mounts, volumes, workload_of};
 use super::settings::{InjectorSettings, Template};
 use crate::model::workload::canonical;
 use serde_json::{Value, json};
@@ -107,14 +107,9 @@ pub fn inject(
             sysctls.push(json!({"name": UNPRIVILEGED_PORTS, "value": "0"}));
         }
     }
-    let pod_volumes = array_at(spec, "volumes")?;
     let volumes = volumes();
     let volume_names: Vec<&str> = volumes.iter().filter_map(|v| v["name"].as_str()).collect();
-    for v in &volumes {
-        if !pod_volumes.iter().any(|p| p["name"] == v["name"]) {
-            pod_volumes.push(v.clone());
-        }
-    }
+    add_volumes(spec, &volumes)?;
 
     let meta = object_at(
         out.as_object_mut().ok_or(InjectError::NotAnObject)?,

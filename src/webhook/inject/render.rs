@@ -141,7 +141,7 @@ pub fn sidecar(
         "revision": settings.revision,
     });
 
-    add_to_spec(&mut out, proxy, init_containers, volumes, hold)?;
+    add_to_spec(&mut out, proxy, init_containers, &volumes, hold)?;
     annotate(
         &mut out,
         settings,
@@ -252,7 +252,7 @@ fn add_to_spec(
     out: &mut Value,
     proxy: Value,
     init_containers: Vec<Value>,
-    volumes: impl IntoIterator<Item = Value>,
+    volumes: &[Value],
     hold: bool,
 ) -> Result<(), InjectError> {
     let spec = object_at(out.as_object_mut().ok_or(InjectError::NotAnObject)?, "spec")?;
@@ -272,22 +272,21 @@ fn add_to_spec(
             inits.insert(i, c);
         }
     }
-    let existing: Vec<String> = spec
-        .get("volumes")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter_map(|v| v["name"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    add_volumes(spec, volumes)
+}
+
+/// The rendered volumes the pod does not have yet (by name), added to its spec; the pod's own
+/// volume of a name is kept.
+pub(super) fn add_volumes(
+    spec: &mut Map<String, Value>,
+    volumes: &[Value],
+) -> Result<(), InjectError> {
     let pod_volumes = array_at(spec, "volumes")?;
     for v in volumes {
-        if !existing.iter().any(|n| v["name"] == n.as_str()) {
-            pod_volumes.push(v);
+        if !pod_volumes.iter().any(|p| p["name"] == v["name"]) {
+            pod_volumes.push(v.clone());
         }
     }
-
     Ok(())
 }
 
