@@ -25,8 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(protos, ["proto"])?;
     std::fs::write(out.join("rudder_descriptors.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
-        // A stable encoding: the same table is the same bytes (no push for nothing).
-        .btree_map(".istio.networking.nds.v1.NameTable.table")
+        // A stable encoding: the same map is the same bytes (a HashMap's order differs per
+        // instance, so an unchanged workload's `services` would be a new version each push).
+        .btree_map(".")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;

@@ -315,6 +315,56 @@ fn one_change(c: &mut Criterion) {
     group.finish();
 }
 
+/// A sidecar's full push after one VirtualService changed: with the previous push's clusters and
+/// endpoints kept (their inputs did not change: `generate::inputs`), and with every type rebuilt
+/// as before. Both generate CDS, EDS (every cluster's), LDS and RDS.
+fn one_route_change(c: &mut Criterion) {
+    let mut group = c.benchmark_group("one-route-change");
+    group.sample_size(10);
+    let proxy = sidecar();
+    let full_push = |ctx: &PushContext| {
+        let scope = ctx.scope(&proxy);
+        let clusters = generate::generate(ctx, &proxy, &scope, TypeUrl::Cluster, None);
+        let names: std::collections::BTreeSet<String> =
+            clusters.iter().map(|r| r.name.to_string()).collect();
+        let routes: std::collections::BTreeSet<String> =
+            ["80".to_string(), "9000".to_string()].into();
+        black_box((
+            clusters,
+            generate::generate(ctx, &proxy, &scope, TypeUrl::Endpoint, Some(&names)),
+            generate::generate(ctx, &proxy, &scope, TypeUrl::Listener, None),
+            generate::generate(ctx, &proxy, &scope, TypeUrl::Route, Some(&routes)),
+        ))
+    };
+    for n in [1000, 5000] {
+        let store = store_with(n);
+        let mesh = MeshSettings::default();
+        let first = rudder::xds::push::initial_context(&store, &mesh, None);
+        full_push(&first);
+        store.apply_yaml(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vs0, namespace: ns0}\nspec:\n  hosts: [svc0.ns0.svc.cluster.local]\n  http: [{route: [{destination: {host: svc0.ns0.svc.cluster.local}}], timeout: 7s}]\n",
+        );
+        group.bench_function(BenchmarkId::new("keeping", n), |b| {
+            b.iter_batched(
+                || {
+                    rudder::xds::push::initial_context(&store, &mesh, None)
+                        .keeping(&first, generate::inputs::reads)
+                },
+                |ctx| full_push(&ctx),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+        group.bench_function(BenchmarkId::new("rebuilding", n), |b| {
+            b.iter_batched(
+                || rudder::xds::push::initial_context(&store, &mesh, None),
+                |ctx| full_push(&ctx),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 fn store(c: &mut Criterion) {
     let mut group = c.benchmark_group("store");
     group.sample_size(10);
@@ -1016,6 +1066,7 @@ endpoints: [{{address: 10.{a}.{b}.1, labels: {{app: svc{i}, version: v1, securit
 
 criterion_group!(
     benches,
+    one_route_change,
     production_paths,
     ambient_multi_network,
     waypoint,

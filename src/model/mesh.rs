@@ -35,7 +35,7 @@ pub fn from_snapshot(
 }
 
 /// Mesh-wide settings (MeshConfig fields that matter to generation).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MeshSettings {
     pub domain_suffix: String,

@@ -18,21 +18,21 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
+mod built;
 mod destination_rules;
 mod memo;
 mod routing;
 mod scope;
 mod stream_caches;
+use built::BuiltCache;
+pub use built::Reads;
 pub use destination_rules::DrEntry;
-use memo::{FastMap, lock, memoized};
+use memo::lock;
 use routing::exported_to;
 pub use routing::{GatewayVsEntry, Routing, VsEntry, gateway_key};
 use scope::egress_allows;
-pub use scope::{ScopeInputs, ScopeView};
+pub use scope::{Role, ScopeInputs, ScopeView};
 pub use stream_caches::{ChangedHosts, StreamCaches, SubscribedNames};
-
-/// One scope's built resources of one type, by name.
-type ResourcesByName = FastMap<String, Resources>;
 
 /// What `PushContext::conflicts` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,9 +105,8 @@ pub struct PushContext {
     /// VirtualServices and DestinationRules, indexed; shared with the previous context when
     /// neither kind changed, so an endpoint push does not re-read every route.
     pub routing: Arc<Routing>,
-    /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
-    /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
-    cache: Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>,
+    /// Built resources, and those kept from the push before (`keeping`).
+    cache: BuiltCache,
     /// Proxies whose pod port two services of different protocols select, met while deriving
     /// their scopes (istiod's `pilot_conflict_inbound_listener`).
     inbound_conflicts: Mutex<HashSet<String>>,
@@ -191,7 +190,7 @@ impl PushContext {
             registry,
             mesh,
             routing,
-            cache: Mutex::default(),
+            cache: BuiltCache::default(),
             inbound_conflicts: Mutex::default(),
             scopes: ScopeCache::default(),
             certificates: None,
@@ -561,29 +560,31 @@ impl PushContext {
         )
     }
 
-    /// Returns the cached resources for `(type, scope, name)` or builds them once.
+    /// The resources for `(type, scope, name)`, built once per push, or kept from the push
+    /// before while their inputs did not change (`keeping`). `role` is the scope's.
     pub fn cached(
         &self,
         type_url: TypeUrl,
+        role: Role,
         scope: u64,
         name: &str,
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Resources {
-        memoized(
-            &self.cache,
-            |m| {
-                m.get(&(type_url, scope))
-                    .and_then(|by_name| by_name.get(name).cloned())
-            },
-            |m, v| {
-                m.entry((type_url, scope))
-                    .or_default()
-                    .entry(name.to_string())
-                    .or_insert(v)
-                    .clone()
-            },
-            || Arc::new(build()),
-        )
+        self.cache.get_or_build(type_url, role, scope, name, build)
+    }
+
+    /// This context keeping `previous`'s built resources of each type and role whose inputs
+    /// (`reads`: the kinds its generators read) did not change between the two: the same
+    /// resources, not rebuilt, as istiod's cache keeps clusters across a VirtualService change.
+    /// Nothing is kept when the mesh settings differ, or when the store no longer knows what
+    /// changed since `previous`.
+    pub fn keeping(self, previous: &PushContext, reads: Reads) -> PushContext {
+        if self.mesh == previous.mesh
+            && let Some(changes) = self.snapshot.changes_since(&previous.snapshot)
+        {
+            self.cache.keep_from(&previous.cache, &changes, reads);
+        }
+        self
     }
 
     /// The service ports (and their protocols) served at `ip`: the endpoints at that address, and
@@ -634,20 +635,12 @@ impl PushContext {
     /// Every resource built and cached in this push so far: its type and itself (a resource
     /// several scopes built is listed once per scope, as istiod lists its cache's entries).
     pub fn cache_entries(&self) -> Vec<(TypeUrl, Arc<Resource>)> {
-        lock(&self.cache)
-            .iter()
-            .flat_map(|((type_url, _), by_name)| {
-                by_name
-                    .values()
-                    .flat_map(|list| list.iter())
-                    .map(|r| (*type_url, r.clone()))
-            })
-            .collect()
+        self.cache.entries()
     }
 
-    /// Forgets what this push built: the next request for each resource builds it again.
+    /// Forgets what this push built and kept: the next request for each resource builds it again.
     pub fn clear_cache(&self) {
-        lock(&self.cache).clear();
+        self.cache.clear();
     }
 
     /// How many proxies met so far in this push have an inbound conflict.

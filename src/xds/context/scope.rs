@@ -84,6 +84,40 @@ pub struct ScopeInputs {
     pub trace_cluster_id: String,
 }
 
+/// The role a scope's proxy plays: what its generators build differs by role, and so does what
+/// they read (`PushContext::keeping`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    Sidecar,
+    Gateway,
+    Waypoint,
+    Ztunnel,
+    /// A proxyless gRPC client (`GENERATOR: grpc`), whatever its proxy type.
+    Proxyless,
+}
+
+impl Role {
+    pub const ALL: [Role; 5] = [
+        Role::Sidecar,
+        Role::Gateway,
+        Role::Waypoint,
+        Role::Ztunnel,
+        Role::Proxyless,
+    ];
+}
+
+impl ScopeInputs {
+    pub fn role(&self) -> Role {
+        match (self.generator, self.proxy_type) {
+            (Generator::Grpc, _) => Role::Proxyless,
+            (_, ProxyType::Sidecar) => Role::Sidecar,
+            (_, ProxyType::Router) => Role::Gateway,
+            (_, ProxyType::Waypoint) => Role::Waypoint,
+            (_, ProxyType::Ztunnel) => Role::Ztunnel,
+        }
+    }
+}
+
 /// What generators may read of a proxy: its [`ScopeInputs`] (through `Deref`) and what the push
 /// context derives from them alone, computed once per key and shared by every proxy with that
 /// key. Generators get this view, never the proxy itself, so nothing they read can differ between

@@ -4,6 +4,7 @@ pub mod encode;
 pub mod finish;
 pub mod gateway;
 pub mod grpc;
+pub mod inputs;
 pub mod passes;
 pub mod security;
 pub mod shared;
@@ -11,7 +12,7 @@ pub mod sidecar;
 pub mod waypoint;
 pub mod ztunnel;
 
-use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::context::{PushContext, Role, ScopeView};
 use crate::xds::proxy::{Generator, Proxy, ProxyType};
 use crate::xds::resource::{Resource, Resources};
 use crate::xds::types::TypeUrl;
@@ -41,9 +42,11 @@ pub fn generate(
         let mut out = Vec::new();
         for n in names.into_iter().flatten() {
             out.extend(
-                ctx.cached(type_url, scope_key, n, || build(n).into_iter().collect())
-                    .iter()
-                    .cloned(),
+                ctx.cached(type_url, scope.role(), scope_key, n, || {
+                    build(n).into_iter().collect()
+                })
+                .iter()
+                .cloned(),
             );
         }
         out
@@ -65,14 +68,14 @@ pub fn generate(
             finished(cluster::cluster_by_name(ctx, scope, n))
         }),
         TypeUrl::Cluster => {
-            let all = ctx.cached(TypeUrl::Cluster, scope.key, "*", || {
+            let all = ctx.cached(TypeUrl::Cluster, scope.role(), scope.key, "*", || {
                 finish(ctx, scope, build_all(ctx, scope, TypeUrl::Cluster))
             });
             filter(all)
         }
         // istio-agent's DNS proxy: one unnamed table per scope.
         TypeUrl::NameTable => ctx
-            .cached(TypeUrl::NameTable, scope.key, "*", || {
+            .cached(TypeUrl::NameTable, scope.role(), scope.key, "*", || {
                 name_table::name_table(ctx, scope)
             })
             .iter()
@@ -100,13 +103,19 @@ pub fn generate(
             })
         }),
         TypeUrl::Listener if router => {
-            filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-                finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
-            }))
+            filter(
+                ctx.cached(TypeUrl::Listener, scope.role(), scope.key, "*", || {
+                    finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
+                }),
+            )
         }
-        TypeUrl::Listener => filter(ctx.cached(TypeUrl::Listener, scope.key, "*", || {
-            finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
-        })),
+        TypeUrl::Listener => {
+            filter(
+                ctx.cached(TypeUrl::Listener, scope.role(), scope.key, "*", || {
+                    finish(ctx, scope, build_all(ctx, scope, TypeUrl::Listener))
+                }),
+            )
+        }
         TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
             finished(grpc::route_config(ctx, scope, n))
         }),
@@ -155,6 +164,7 @@ fn extension_configs(
     for n in names.into_iter().flatten() {
         let wasm = ctx.cached(
             TypeUrl::ExtensionConfig,
+            scope.role(),
             scope.key,
             &format!("wasm/{verified}/{n}"),
             || {
@@ -164,7 +174,7 @@ fn extension_configs(
             },
         );
         let found = if wasm.is_empty() {
-            ctx.cached(TypeUrl::ExtensionConfig, scope.key, n, || {
+            ctx.cached(TypeUrl::ExtensionConfig, scope.role(), scope.key, n, || {
                 envoy_filter::extension_config(ctx, scope, n)
                     .into_iter()
                     .collect()
@@ -192,7 +202,7 @@ fn addresses(
             let mut by_name: std::collections::BTreeMap<String, Vec<Arc<Resource>>> =
                 std::collections::BTreeMap::new();
             for name in n {
-                let found = ctx.cached(TypeUrl::Address, 0, name, || {
+                let found = ctx.cached(TypeUrl::Address, Role::Ztunnel, 0, name, || {
                     ztunnel::index(ctx).lookup_address(name)
                 });
                 for r in found.iter() {
@@ -207,9 +217,13 @@ fn addresses(
             // traffic of its local pods. (The key cannot be a name a client subscribes to.)
             let node = proxy.metadata.get("NODE_NAME").filter(|n| !n.is_empty());
             if let (ProxyType::Ztunnel, Some(node)) = (proxy.proxy_type, node) {
-                let local = ctx.cached(TypeUrl::Address, 0, &format!("\0node/{node}"), || {
-                    ztunnel::index(ctx).node_local(node)
-                });
+                let local = ctx.cached(
+                    TypeUrl::Address,
+                    Role::Ztunnel,
+                    0,
+                    &format!("\0node/{node}"),
+                    || ztunnel::index(ctx).node_local(node),
+                );
                 for r in local.iter() {
                     by_name
                         .entry(r.name.to_string())

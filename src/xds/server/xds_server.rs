@@ -267,6 +267,7 @@ impl PushSink for XdsServer {
             past.push_back(context.inputs());
         }
         record_envoy_filters(&self.metrics, &context);
+        let context = context.keeping(&self.context.load(), crate::xds::generate::inputs::reads);
         let replaced = self.context.swap(Arc::new(context));
         let version = record.version;
         // Recorded before the fan-out: a proxy may have the push before `fan_out` returns, and

@@ -11,6 +11,7 @@ use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
 use prost::Message;
 
+mod cache_keys;
 mod clusters;
 mod envoy_filters;
 mod finishing;

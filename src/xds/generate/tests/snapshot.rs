@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 /// Istio's published shapes (the examples the daemon serves, Istio's own fixtures), a waypoint's
 /// mesh, and ambient pods, so every proxy role has something to build.
-fn mesh() -> String {
+pub(super) fn mesh() -> String {
     let files = [
         include_str!("../../../../examples/services.yaml"),
         include_str!("../../../../examples/routing.yaml"),
@@ -80,7 +80,7 @@ fn with_identity(mut p: Proxy, service_account: &str) -> Proxy {
 }
 
 /// One proxy of each role and generator.
-fn proxies() -> Vec<(&'static str, Proxy)> {
+pub(super) fn proxies() -> Vec<(&'static str, Proxy)> {
     use crate::testing::proxy;
     let reviews = proxy(
         "sidecar~10.0.0.11~reviews-v1-0.bookinfo~bookinfo.svc.cluster.local",
@@ -229,6 +229,58 @@ fn as_json(resources: &[Arc<crate::xds::resource::Resource>]) -> Vec<Value> {
         .collect()
 }
 
+/// The names `p` (called `label`) asks for of `type_url`, `None` for all: read from what the
+/// proxy's listeners, clusters and routes refer to.
+pub(super) fn asked(
+    ctx: &PushContext,
+    p: &Proxy,
+    label: &str,
+    type_url: TypeUrl,
+) -> Option<BTreeSet<String>> {
+    let grpc = label.starts_with("grpc");
+    let listeners = as_json(&resources_of(ctx, p, TypeUrl::Listener, grpc, &[], &[]));
+    let clusters = as_json(&resources_of(
+        ctx,
+        p,
+        TypeUrl::Cluster,
+        grpc,
+        &listeners,
+        &[],
+    ));
+    names_for(ctx, p, type_url, grpc, &listeners, &clusters)
+}
+
+/// The names `p` asks for of `type_url` after receiving `listeners` and `clusters`; `None`:
+/// every one (a wildcard subscription).
+fn names_for(
+    ctx: &PushContext,
+    p: &Proxy,
+    type_url: TypeUrl,
+    grpc: bool,
+    listeners: &[Value],
+    clusters: &[Value],
+) -> Option<BTreeSet<String>> {
+    let wildcard = match type_url {
+        TypeUrl::Listener | TypeUrl::Cluster => !grpc,
+        TypeUrl::NameTable | TypeUrl::Address | TypeUrl::Authorization => true,
+        _ => false,
+    };
+    if wildcard {
+        return None;
+    }
+    Some(match type_url {
+        TypeUrl::Listener if grpc => GRPC_TARGETS.iter().map(|s| s.to_string()).collect(),
+        TypeUrl::Cluster if grpc => {
+            let mut names = BTreeSet::new();
+            for route in as_json(&resources_of(ctx, p, TypeUrl::Route, grpc, listeners, &[])) {
+                strings_under(&route, "cluster", &mut names);
+            }
+            names
+        }
+        _ => asked_names(type_url, listeners, clusters),
+    })
+}
+
 /// What `p` would receive of `type_url`, after asking for `listeners`' and `clusters`' names.
 fn resources_of(
     ctx: &PushContext,
@@ -239,23 +291,8 @@ fn resources_of(
     clusters: &[Value],
 ) -> Vec<Arc<crate::xds::resource::Resource>> {
     let scope = ctx.scope(p);
-    let names = match type_url {
-        TypeUrl::Listener if grpc => GRPC_TARGETS.iter().map(|s| s.to_string()).collect(),
-        TypeUrl::Cluster if grpc => {
-            let mut names = BTreeSet::new();
-            for route in as_json(&resources_of(ctx, p, TypeUrl::Route, grpc, listeners, &[])) {
-                strings_under(&route, "cluster", &mut names);
-            }
-            names
-        }
-        _ => asked_names(type_url, listeners, clusters),
-    };
-    let wildcard = match type_url {
-        TypeUrl::Listener | TypeUrl::Cluster => !grpc,
-        TypeUrl::NameTable | TypeUrl::Address | TypeUrl::Authorization => true,
-        _ => false,
-    };
-    generate(ctx, p, &scope, type_url, (!wildcard).then_some(&names))
+    let names = names_for(ctx, p, type_url, grpc, listeners, clusters);
+    generate(ctx, p, &scope, type_url, names.as_ref())
 }
 
 #[test]

@@ -97,8 +97,8 @@ impl<'a> Builder<'a> {
     }
 
     /// The service ports the addresses `ips` of `cluster` serve.
-    fn services_of(&self, cluster: &str, ips: &[IpAddr]) -> HashMap<String, PortList> {
-        let mut out: HashMap<String, PortList> = HashMap::new();
+    fn services_of(&self, cluster: &str, ips: &[IpAddr]) -> BTreeMap<String, PortList> {
+        let mut out: BTreeMap<String, PortList> = BTreeMap::new();
         for ip in ips {
             let ip = ip.to_string();
             let served = self.serving.get(&(cluster, ip.as_str()));
@@ -119,7 +119,7 @@ impl<'a> Builder<'a> {
         &self,
         index: &mut AmbientIndex,
         (cluster, ns, labels): (&str, &str, &BTreeMap<String, String>),
-        services: &HashMap<String, PortList>,
+        services: &BTreeMap<String, PortList>,
     ) -> Vec<String> {
         let root = &self.mesh.root_namespace;
         let mut policies = index.selected_policies(
@@ -317,7 +317,7 @@ impl<'a> Builder<'a> {
         let (canonical_name, canonical_revision) =
             crate::model::workload::canonical(&meta.labels, &meta.name);
         let ip = ep.address.parse::<IpAddr>().ok();
-        let mut ports: HashMap<String, PortList> = HashMap::new();
+        let mut ports: BTreeMap<String, PortList> = BTreeMap::new();
         for svc in services {
             let list = ports
                 .entry(format!("{}/{}", svc.namespace, svc.hostname))

@@ -10,7 +10,7 @@ use crate::config::{Kind, Spec};
 use crate::model::Registry;
 use crate::model::mesh::MeshSettings;
 use crate::store::Snapshot;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 impl AmbientIndex {
     /// istiod's `implicitWaypointPolicies`: the keys of the implicit ALLOW policies of the
@@ -25,7 +25,7 @@ impl AmbientIndex {
             &BTreeMap<String, String>,
             Option<&BTreeMap<String, String>>,
         ),
-        services: &HashMap<String, PortList>,
+        services: &BTreeMap<String, PortList>,
     ) -> Vec<String> {
         use crate::model::waypoint::{service_waypoint, workload_waypoint};
         if !mesh.auto_allow_waypoint_policy {

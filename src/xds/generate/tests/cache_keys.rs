@@ -1,0 +1,385 @@
+//! What each type declares it reads (`generate::inputs`) against what its generators read: every
+//! kind of a varied mesh is removed in turn, and each type and role not declaring that kind must
+//! come out the same, so a push that changes only that kind may keep it. And a push keeps, as the
+//! same resources, what the change did not touch, and rebuilds what it did.
+
+use super::snapshot::{asked, mesh as varied_mesh, proxies};
+use crate::config::Kind;
+use crate::store::StoreWriter;
+use crate::xds::context::PushContext;
+use crate::xds::generate::{generate, inputs};
+use crate::xds::types::TypeUrl;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Kinds the varied mesh lacks: Gateway API routes of every kind through a Gateway of its own
+/// (with a ListenerSet, a certificate, a grant and a BackendTLSPolicy with its CA), an Ingress and
+/// its class, a node, a CA bundle.
+const MORE_KINDS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio}
+spec: {controllerName: istio.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: edge}
+spec:
+  gatewayClassName: istio
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+  - {name: https, port: 443, protocol: HTTPS, hostname: secure.example.com, tls: {mode: Terminate, certificateRefs: [{name: edge-cert}]}}
+  - {name: tcp, port: 9000, protocol: TCP}
+  - {name: tls, port: 8443, protocol: TLS, tls: {mode: Passthrough}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: extra, namespace: edge}
+spec:
+  parentRef: {name: edge}
+  listeners: [{name: admin, port: 8081, protocol: HTTP, hostname: admin.example.com}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: edge-cert, namespace: edge}
+type: kubernetes.io/tls
+data: {tls.crt: "", tls.key: ""}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: apps}
+spec: {clusterIP: 10.96.7.1, ports: [{name: http, port: 8080}, {name: grpc, port: 9090, appProtocol: grpc}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: edge}
+spec:
+  parentRefs: [{name: edge}, {group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: from-edge, namespace: apps}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: edge}, {group: gateway.networking.k8s.io, kind: GRPCRoute, namespace: edge}, {group: gateway.networking.k8s.io, kind: TCPRoute, namespace: edge}, {group: gateway.networking.k8s.io, kind: TLSRoute, namespace: edge}]
+  to: [{group: '', kind: Service}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: rpc, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: http}]
+  hostnames: [rpc.example.com]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 9090}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: raw, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: tcp}]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: pass, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: tls}]
+  hostnames: [pass.example.com]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: api-tls, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: api, sectionName: http}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: api-ca}], hostname: api.example.com}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: api-ca, namespace: apps}
+data: {ca.crt: "not a certificate"}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: apps}
+spec:
+  ingressClassName: istio
+  rules:
+  - host: shop.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: api, port: {number: 8080}}}}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: istio}
+spec: {controller: istio.io/ingress-controller}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {topology.kubernetes.io/region: r1, topology.kubernetes.io/zone: z1}}
+"#;
+
+fn mesh() -> String {
+    format!("{}\n---\n{MORE_KINDS}", varied_mesh())
+}
+
+/// The proxies of the varied mesh, and the Gateway API gateway's.
+fn all_proxies() -> Vec<(&'static str, crate::xds::proxy::Proxy)> {
+    let mut all = proxies();
+    all.push((
+        "gateway-api",
+        crate::testing::proxy(
+            "router~10.0.0.30~edge-istio-0.edge~edge.svc.cluster.local",
+            &[],
+            &[("gateway.networking.k8s.io/gateway-name", "edge")],
+        ),
+    ));
+    all
+}
+
+fn context(store: &StoreWriter, version: u64) -> PushContext {
+    let snapshot = store.snapshot();
+    let (mesh, _) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+    let registry = Arc::new(crate::model::Registry::build(
+        &snapshot,
+        &mesh.domain_suffix,
+    ));
+    PushContext::new(version, snapshot, registry, mesh)
+}
+
+/// What the names a proxy asks for come from: the full mesh's listeners, clusters and routes.
+type Asked = BTreeMap<(&'static str, TypeUrl), Option<BTreeSet<String>>>;
+
+/// Every type's resources of every proxy, by (proxy, type), with the proxy's scope key and role,
+/// asking for `asked`'s names.
+type Built =
+    BTreeMap<(&'static str, TypeUrl), (u64, crate::xds::context::Role, Vec<(String, u64)>)>;
+
+fn build(ctx: &PushContext, asked: &Asked) -> Built {
+    let mut out = Built::new();
+    for (label, p) in all_proxies() {
+        let scope = ctx.scope(&p);
+        for type_url in TypeUrl::ALL {
+            let Some(names) = asked.get(&(label, type_url)) else {
+                continue;
+            };
+            let resources = generate(ctx, &p, &scope, type_url, names.as_ref());
+            let digests = resources
+                .iter()
+                .map(|r| (r.name.to_string(), r.digest))
+                .collect();
+            out.insert((label, type_url), (scope.key, scope.role(), digests));
+        }
+    }
+    out
+}
+
+fn asked_of(ctx: &PushContext) -> Asked {
+    let mut out = Asked::new();
+    for (label, p) in all_proxies() {
+        for type_url in TypeUrl::ALL {
+            // Workload certificates are per proxy and never cached.
+            if type_url != TypeUrl::Secret {
+                out.insert((label, type_url), asked(ctx, &p, label, type_url));
+            }
+        }
+    }
+    out
+}
+
+fn declares(type_url: TypeUrl, role: crate::xds::context::Role, kind: Kind) -> bool {
+    inputs::reads(type_url, role)
+        .iter()
+        .any(|group| group.contains(&kind))
+}
+
+/// For each kind of the mesh: without any object of it, every type that does not declare it is
+/// built the same for every proxy whose scope it leaves alone (a changed scope is a changed key).
+#[test]
+fn a_kind_no_type_declares_changes_nothing_of_that_type() {
+    let full_store = crate::testing::store(&mesh());
+    let full = context(&full_store, 1);
+    let asked = asked_of(&full);
+    let before = build(&full, &asked);
+    let mut absent = Vec::new();
+    let mut undeclared = Vec::new();
+    for &kind in Kind::ALL {
+        let keys: Vec<_> = full.snapshot.list(kind).map(|e| e.config.key()).collect();
+        if keys.is_empty() {
+            absent.push(kind);
+            continue;
+        }
+        let store = crate::testing::store(&mesh());
+        for key in &keys {
+            store.delete(key);
+        }
+        let without = context(&store, 2);
+        if without.mesh != full.mesh {
+            continue;
+        }
+        for (at, (key, role, digests)) in build(&without, &asked) {
+            let (key_before, _, digests_before) = &before[&at];
+            if key == *key_before && !declares(at.1, role, kind) && digests != *digests_before {
+                undeclared.push(format!("{:?} of {} ({role:?}) reads {kind:?}", at.1, at.0));
+            }
+        }
+    }
+    assert!(undeclared.is_empty(), "{undeclared:#?}");
+    assert!(
+        absent.is_empty(),
+        "the mesh should hold every kind: {absent:?}"
+    );
+}
+
+/// Every resource of every proxy, by (proxy, type): the resources themselves, to tell a kept one
+/// (the same allocation) from a rebuilt one.
+fn resources(
+    ctx: &PushContext,
+    asked: &Asked,
+) -> BTreeMap<(&'static str, TypeUrl), Vec<Arc<crate::xds::resource::Resource>>> {
+    let mut out = BTreeMap::new();
+    for (label, p) in all_proxies() {
+        let scope = ctx.scope(&p);
+        for type_url in TypeUrl::ALL {
+            if let Some(names) = asked.get(&(label, type_url)) {
+                out.insert(
+                    (label, type_url),
+                    generate(ctx, &p, &scope, type_url, names.as_ref()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The types of each proxy the next push kept (every resource the same allocation), after
+/// `change` was applied to the store of `first`'s mesh. Also checks that what was kept is what a
+/// push without any earlier one builds, byte for byte.
+fn kept_after(change: &str) -> BTreeSet<(&'static str, TypeUrl)> {
+    let store = crate::testing::store(&mesh());
+    let first = context(&store, 1);
+    let asked = asked_of(&first);
+    let before = resources(&first, &asked);
+    store.apply_yaml(change);
+    let second = context(&store, 2).keeping(&first, inputs::reads);
+    let after = resources(&second, &asked);
+    let fresh = build(&context(&store, 3), &asked);
+    let mut kept = BTreeSet::new();
+    for (at, list) in &after {
+        let digests: Vec<(String, u64)> = list
+            .iter()
+            .map(|r| (r.name.to_string(), r.digest))
+            .collect();
+        assert_eq!(digests, fresh[at].2, "{at:?} differs from a fresh build");
+        let same = list.len() == before[at].len()
+            && list.iter().zip(&before[at]).all(|(a, b)| Arc::ptr_eq(a, b));
+        if same && !list.is_empty() {
+            kept.insert(*at);
+        }
+    }
+    kept
+}
+
+fn types_kept(kept: &BTreeSet<(&'static str, TypeUrl)>, proxy: &str) -> BTreeSet<TypeUrl> {
+    kept.iter()
+        .filter(|(p, _)| *p == proxy)
+        .map(|(_, t)| *t)
+        .collect()
+}
+
+/// A new VirtualService leaves every sidecar's and gateway's clusters and endpoints as they were
+/// built (not rebuilt: istiod's cluster and endpoint caches), and rebuilds routes and listeners;
+/// a waypoint's clusters, which serve its routes' destinations, are rebuilt too.
+#[test]
+fn a_route_change_keeps_clusters_and_endpoints() {
+    let kept = kept_after(
+        "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews-by-header, namespace: bookinfo}
+spec:
+  hosts: [ratings.bookinfo.svc.cluster.local]
+  http:
+  - match: [{headers: {end-user: {exact: jason}}}]
+    route: [{destination: {host: ratings.bookinfo.svc.cluster.local}}]
+    timeout: 3s
+",
+    );
+    for proxy in ["sidecar-default", "sidecar-reviews", "ingressgateway"] {
+        let types = types_kept(&kept, proxy);
+        for t in [TypeUrl::Cluster, TypeUrl::Endpoint] {
+            assert!(types.contains(&t), "{proxy}'s {t:?} kept: {types:?}");
+        }
+        for t in [TypeUrl::Listener, TypeUrl::Route] {
+            assert!(!types.contains(&t), "{proxy}'s {t:?} rebuilt: {types:?}");
+        }
+    }
+    assert!(types_kept(&kept, "waypoint").contains(&TypeUrl::Endpoint));
+    assert!(!types_kept(&kept, "waypoint").contains(&TypeUrl::Cluster));
+}
+
+/// An AuthorizationPolicy is on listeners only: everything else is kept. A DestinationRule
+/// changes clusters and endpoints, so they are rebuilt.
+#[test]
+fn a_policy_change_keeps_what_it_does_not_reach() {
+    let kept = kept_after(
+        "apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny-admin, namespace: bookinfo}
+spec:
+  action: DENY
+  rules: [{to: [{operation: {paths: [/admin]}}]}]
+",
+    );
+    let types = types_kept(&kept, "sidecar-reviews");
+    for t in [TypeUrl::Cluster, TypeUrl::Endpoint, TypeUrl::Route] {
+        assert!(types.contains(&t), "{t:?} kept: {types:?}");
+    }
+    assert!(!types.contains(&TypeUrl::Listener));
+    let kept = kept_after(
+        "apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ratings-pool, namespace: bookinfo}
+spec:
+  host: ratings.bookinfo.svc.cluster.local
+  trafficPolicy: {connectionPool: {tcp: {maxConnections: 7}}}
+",
+    );
+    for t in [TypeUrl::Cluster, TypeUrl::Endpoint] {
+        assert!(
+            !types_kept(&kept, "sidecar-default").contains(&t),
+            "{t:?} rebuilt"
+        );
+    }
+}
+
+/// Other mesh settings keep nothing: every type reads them.
+#[test]
+fn a_mesh_config_change_keeps_nothing() {
+    let kept = kept_after(
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: |
+    connectTimeout: 3s
+",
+    );
+    assert!(kept.is_empty(), "{kept:?}");
+}
+
+/// The same config is the same bytes in every push (a map's order does not depend on the
+/// instance that held it): else a cached type would differ from a rebuilt one, and a proxy would
+/// be sent unchanged resources as new versions.
+#[test]
+fn every_push_encodes_the_same_config_to_the_same_bytes() {
+    let store = crate::testing::store(&mesh());
+    let first = context(&store, 1);
+    let asked = asked_of(&first);
+    let once = build(&first, &asked);
+    for version in 2..8 {
+        let again = build(&context(&store, version), &asked);
+        for (at, (_, _, digests)) in &again {
+            assert_eq!(*digests, once[at].2, "{at:?} encoded differently");
+        }
+    }
+}
