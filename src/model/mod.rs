@@ -8,6 +8,7 @@ pub mod delegate;
 pub mod gateway_api;
 pub mod identity;
 pub mod ingress;
+pub mod judged;
 pub mod kubernetes;
 pub mod l4_policy;
 pub mod mesh;

@@ -10,7 +10,7 @@ use crate::config::gateway_api::CONTROLLER;
 use crate::config::{ConfigKey, Kind, Spec};
 use crate::model::Registry;
 use crate::model::gateway_api::{
-    BUILTIN_CLASSES, Condition, GatewayOutcome, Reference, RouteOutcome, Translation, translate,
+    BUILTIN_CLASSES, Condition, GatewayOutcome, Reference, RouteOutcome, Translation,
 };
 use crate::store::Snapshot;
 use serde_json::{Value, json};
@@ -39,8 +39,7 @@ impl super::producer::FieldsProducer for GatewayApi {
         settings.gateway_api_status
     }
     fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, Value> {
-        let translation = translate(input.snapshot, input.domain_suffix);
-        statuses(input, &translation)
+        statuses(input, input.translation)
     }
     fn merge(&self, kind: Kind, current: &Value, wanted: &Value, now: &str) -> Value {
         merge(kind, current, wanted, now)
@@ -91,7 +90,7 @@ fn condition(kind: &str, c: &Condition, generation: Option<i64>) -> Value {
 /// Every status the translation amounts to, as the objects should carry it (without transition
 /// times, which `merge` fills in).
 pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
-    let (snapshot, registry) = (input.snapshot, input.registry);
+    let snapshot = input.snapshot;
     let mut out = BTreeMap::new();
     for c in &t.classes {
         out.insert(
@@ -105,13 +104,10 @@ pub fn statuses(input: &Input, t: &Translation) -> BTreeMap<ConfigKey, Value> {
         );
     }
     for (key, g) in &t.gateway_outcomes {
-        out.insert(key.clone(), gateway_status(snapshot, registry, key, g));
+        out.insert(key.clone(), gateway_status(input, key, g));
     }
     for (key, r) in &t.route_outcomes {
-        out.insert(
-            key.clone(),
-            route_status(snapshot, registry, input.domain_suffix, r),
-        );
+        out.insert(key.clone(), route_status(input, r));
     }
     backend_tls_statuses(snapshot, t, &mut out);
     out
@@ -236,11 +232,20 @@ fn backend_tls_statuses(
     }
 }
 
-/// Whether a reference resolves in `snapshot`.
-fn resolves(snapshot: &Snapshot, registry: &Registry, r: &Reference) -> bool {
+/// Whether a reference resolves: a backend is a service of the registry the push built (one
+/// outside discoverySelectors is not, as proxies get no cluster for it), a certificate a
+/// Secret of the snapshot.
+fn resolves(input: &Input, r: &Reference) -> bool {
+    let (snapshot, registry) = (input.snapshot, input.registry);
     match r {
         Reference::Service { namespace, name } => {
-            snapshot.get_named(Kind::Service, namespace, name).is_some()
+            registry
+                .services
+                .contains_key(&crate::model::kubernetes::service_hostname(
+                    namespace,
+                    name,
+                    input.domain_suffix,
+                ))
         }
         Reference::Hostname { host } => registry.services.contains_key(host),
         Reference::Secret { namespace, name } => snapshot
@@ -255,12 +260,7 @@ fn resolves(snapshot: &Snapshot, registry: &Registry, r: &Reference) -> bool {
     }
 }
 
-fn gateway_status(
-    snapshot: &Snapshot,
-    registry: &Registry,
-    key: &ConfigKey,
-    g: &GatewayOutcome,
-) -> Value {
+fn gateway_status(input: &Input, key: &ConfigKey, g: &GatewayOutcome) -> Value {
     let generation = g.generation;
     if g.unmanaged {
         return json!({"conditions": [
@@ -277,7 +277,7 @@ fn gateway_status(
         };
         (programmed, Vec::new())
     } else {
-        programmed(snapshot, registry, &key.namespace, &g.services)
+        programmed(input.snapshot, input.registry, &key.namespace, &g.services)
     };
     let listeners: Vec<Value> = g
         .listeners
@@ -287,7 +287,7 @@ fn gateway_status(
             if let Some(missing) = l
                 .certificates
                 .iter()
-                .find(|c| !resolves(snapshot, registry, c))
+                .find(|c| !resolves(input, c))
                 && conditions.get("ResolvedRefs").is_some_and(|c| c.status)
             {
                 let Reference::Secret { namespace, name } = missing else {
@@ -424,12 +424,9 @@ fn programmed(
     (condition, addresses)
 }
 
-fn route_status(snapshot: &Snapshot, registry: &Registry, suffix: &str, r: &RouteOutcome) -> Value {
-    let missing = r
-        .backends
-        .iter()
-        .find(|b| !resolves(snapshot, registry, b))
-        .cloned();
+fn route_status(input: &Input, r: &RouteOutcome) -> Value {
+    let suffix = input.domain_suffix;
+    let missing = r.backends.iter().find(|b| !resolves(input, b)).cloned();
     let parents: Vec<Value> = r
         .parents
         .iter()

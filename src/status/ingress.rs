@@ -21,15 +21,8 @@ impl super::producer::FieldsProducer for IngressStatus {
         settings.ingress_status
     }
     fn statuses(&self, input: &Input) -> BTreeMap<ConfigKey, Value> {
-        // The mesh ConfigMap's ingress settings, as the push reads them.
-        let mesh = crate::model::mesh::MeshSettings {
-            root_namespace: input.root_namespace.to_string(),
-            domain_suffix: input.domain_suffix.to_string(),
-            ..Default::default()
-        }
-        .with_mesh_config(input.snapshot)
-        .0;
-        let settings = &mesh.ingress;
+        // The mesh's ingress settings, as the push read them.
+        let settings = &input.mesh.ingress;
         let addresses = addresses(input, &settings.service);
         input
             .snapshot

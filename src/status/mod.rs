@@ -1,6 +1,7 @@
 //! What Rudder writes into the status of Kubernetes objects, as istiod's status controllers do.
-//! Producers are pure functions over a snapshot ([`Producer`]: ambient's conditions today, Gateway
-//! API conditions next); one leader-only writer (`writer`) applies them, and analysis findings,
+//! Producers are pure functions over what the push loop last judged ([`Input`]: its snapshot,
+//! and the registry, mesh settings and Gateway API translation it built for proxies, so a status
+//! cannot say other than what proxies get); one leader-only writer (`writer`) applies them, and analysis findings,
 //! as merge patches of the status subresource, keeps other writers' conditions, and is
 //! rate-limited and counted. A new kind of condition is a producer in a file of its own, listed
 //! in [`PRODUCERS`]; the writer does not change.

@@ -3,6 +3,9 @@
 
 use crate::config::{ConfigKey, Kind};
 use crate::model::Registry;
+use crate::model::gateway_api::Translation;
+use crate::model::judged::Judged;
+use crate::model::mesh::MeshSettings;
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
 
@@ -20,12 +23,29 @@ pub struct Condition {
 /// `None` means it should carry none (an earlier one is removed).
 pub type Conditions = BTreeMap<ConfigKey, BTreeMap<&'static str, Option<Condition>>>;
 
-/// What a producer reads: one snapshot and the registry built from it, shared by a round.
+/// What a producer reads: what the push loop last judged (`Judged`: a snapshot, and the
+/// registry, mesh settings and Gateway API translation the push built from it), shared by a
+/// round. Producers read nothing else, so a status says what proxies were given.
 pub struct Input<'a> {
     pub snapshot: &'a Snapshot,
     pub registry: &'a Registry,
+    pub mesh: &'a MeshSettings,
+    pub translation: &'a Translation,
     pub domain_suffix: &'a str,
     pub root_namespace: &'a str,
+}
+
+impl<'a> Input<'a> {
+    pub fn of(judged: &'a Judged) -> Input<'a> {
+        Input {
+            snapshot: &judged.snapshot,
+            registry: &judged.registry,
+            mesh: &judged.mesh,
+            translation: &judged.gateway_api,
+            domain_suffix: &judged.mesh.domain_suffix,
+            root_namespace: &judged.mesh.root_namespace,
+        }
+    }
 }
 
 /// A pure source of conditions.

@@ -16,8 +16,7 @@ use super::producer::{Condition, FieldsProducer, Input, Producer};
 use crate::analysis::{Findings, analyze};
 use crate::config::{ConfigKey, Kind};
 use crate::metrics::{ReasonLabels, Registry};
-use crate::model::Registry as ServiceRegistry;
-use crate::store::Store;
+use crate::model::judged::{Judged, JudgedReceiver};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -68,8 +67,8 @@ impl StatusMetrics {
 
 pub struct StatusWriter {
     pub client: kube::Client,
-    pub store: Arc<Store>,
-    pub domain_suffix: String,
+    /// What the push loop judged, as it judges it: every round describes the latest.
+    pub judged: JudgedReceiver,
     /// Time between full analyses (istiod's `PILOT_ANALYSIS_INTERVAL`).
     pub interval: Duration,
     pub writes_per_second: NonZeroU32,
@@ -84,7 +83,6 @@ pub struct StatusWriter {
     /// Create istiod's GatewayClasses when leading (the waypoint class too with ambient, the
     /// east-west class with ambient multi-network), as istiod's GatewayClass controller.
     pub create_classes: Option<super::gateway_api::ClassSet>,
-    pub root_namespace: String,
 }
 
 /// The conditions an object carries now, by type (only the types the producers own).
@@ -140,34 +138,32 @@ impl StatusWriter {
                     self.create_classes(set).await;
                 }
                 let mut fields_written: BTreeMap<ConfigKey, Value> = BTreeMap::new();
-                let mut events = self.store.subscribe();
+                let mut judged = self.judged.clone();
                 let mut tick = tokio::time::interval(self.interval);
                 loop {
-                    // One snapshot and one registry serve both writers of a round.
-                    let snapshot = self.store.snapshot();
-                    let registry = ServiceRegistry::build(&snapshot, &self.domain_suffix);
-                    let round = Round {
-                        snapshot: &snapshot,
-                        registry: &registry,
-                        limiter: &limiter,
-                        leading: &leading,
-                        cancel: &cancel,
-                    };
-                    if self.analysis {
-                        self.write_differences(&mut written, &round).await;
+                    // What the push loop judged last serves every writer of a round (none
+                    // until its first round).
+                    let view = judged.borrow_and_update().clone();
+                    if let Some(view) = &view {
+                        let round = Round {
+                            judged: view,
+                            limiter: &limiter,
+                            leading: &leading,
+                            cancel: &cancel,
+                        };
+                        self.write_round(
+                            &mut written,
+                            &mut conditions,
+                            &mut fields_written,
+                            &round,
+                        )
+                        .await;
                     }
-                    if !self.producers.is_empty() {
-                        self.write_conditions(&mut conditions, &round).await;
-                    }
-                    if !self.field_producers.is_empty() {
-                        self.write_fields(&mut fields_written, &round).await;
-                    }
-                    self.metrics.rounds.inc();
                     // The next run: the interval, or a quiet second after a change.
                     let lost = tokio::select! {
                         _ = cancel.cancelled() => return,
                         _ = tick.tick() => false,
-                        _ = quiet_after_change(&mut events) => false,
+                        _ = quiet_after_change(&mut judged) => false,
                         changed = leading.changed() => changed.is_err() || !*leading.borrow_and_update(),
                     };
                     if lost {
@@ -181,6 +177,27 @@ impl StatusWriter {
                 }
             }
         }
+    }
+
+    /// One round: analysis findings, producers' conditions and fields, each written where they
+    /// differ from what objects carry.
+    async fn write_round(
+        &self,
+        written: &mut BTreeMap<ConfigKey, Written>,
+        conditions: &mut ConditionsWritten,
+        fields_written: &mut BTreeMap<ConfigKey, Value>,
+        round: &Round<'_>,
+    ) {
+        if self.analysis {
+            self.write_differences(written, round).await;
+        }
+        if !self.producers.is_empty() {
+            self.write_conditions(conditions, round).await;
+        }
+        if !self.field_producers.is_empty() {
+            self.write_fields(fields_written, round).await;
+        }
+        self.metrics.rounds.inc();
     }
 
     /// The statuses objects have now (written by an earlier leader, or by istiod), so that stale
@@ -233,8 +250,9 @@ impl StatusWriter {
         written: &mut BTreeMap<ConfigKey, Written>,
         round: &Round<'_>,
     ) {
-        let snapshot = round.snapshot;
-        let findings: Findings = analyze(snapshot, round.registry, &self.domain_suffix);
+        let judged = round.judged;
+        let snapshot = &*judged.snapshot;
+        let findings: Findings = analyze(snapshot, &judged.registry, &judged.mesh.domain_suffix);
         for (key, messages) in &findings {
             for m in messages {
                 debug!(object = %key, code = m.code, "configuration analysis: {}", m.text);
@@ -337,13 +355,8 @@ impl StatusWriter {
     /// Computes every producer's conditions for the current snapshot and writes each object
     /// whose conditions differ from what it carries.
     async fn write_conditions(&self, written: &mut ConditionsWritten, round: &Round<'_>) {
-        let snapshot = round.snapshot;
-        let input = Input {
-            snapshot,
-            registry: round.registry,
-            domain_suffix: &self.domain_suffix,
-            root_namespace: &self.root_namespace,
-        };
+        let input = Input::of(round.judged);
+        let snapshot = input.snapshot;
         let mut wanted = super::producer::Conditions::new();
         for producer in &self.producers {
             for (key, owned) in producer.conditions(&input) {
@@ -455,13 +468,8 @@ impl StatusWriter {
     /// Computes every field producer's statuses and writes each object whose status (as far
     /// as the producers own it) differs from what was last written.
     async fn write_fields(&self, written: &mut BTreeMap<ConfigKey, Value>, round: &Round<'_>) {
-        let snapshot = round.snapshot;
-        let input = Input {
-            snapshot,
-            registry: round.registry,
-            domain_suffix: &self.domain_suffix,
-            root_namespace: &self.root_namespace,
-        };
+        let input = Input::of(round.judged);
+        let snapshot = input.snapshot;
         written.retain(|k, _| snapshot.get(k).is_some());
         for producer in &self.field_producers {
             for (key, wanted) in producer.statuses(&input) {
@@ -551,8 +559,7 @@ impl StatusWriter {
 
 /// What one round of writes shares: the snapshot judged, its registry, and what may stop it.
 struct Round<'a> {
-    snapshot: &'a crate::store::Snapshot,
-    registry: &'a ServiceRegistry,
+    judged: &'a Judged,
     limiter: &'a governor::DefaultDirectRateLimiter,
     leading: &'a watch::Receiver<bool>,
     cancel: &'a CancellationToken,
@@ -610,18 +617,16 @@ fn now_rfc3339() -> String {
     )
 }
 
-/// Resolves once a store change has been followed by a second without another.
-async fn quiet_after_change(events: &mut tokio::sync::broadcast::Receiver<crate::store::Event>) {
-    if events.recv().await.is_err() && events.is_closed() {
+/// Resolves once a newly judged view has been followed by a second without another.
+async fn quiet_after_change(judged: &mut JudgedReceiver) {
+    if judged.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
     loop {
-        match tokio::time::timeout(Duration::from_secs(1), events.recv()).await {
+        match tokio::time::timeout(Duration::from_secs(1), judged.changed()).await {
             Err(_) => return,
-            Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => {
-                std::future::pending::<()>().await
-            }
-            Ok(_) => continue,
+            Ok(Err(_)) => std::future::pending::<()>().await,
+            Ok(Ok(())) => continue,
         }
     }
 }

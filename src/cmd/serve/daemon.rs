@@ -27,6 +27,8 @@ pub(super) struct Daemon {
     pub(super) ready: Arc<AtomicBool>,
     pub(super) cancel: CancellationToken,
     pub(super) tasks: TaskTracker,
+    /// What the push loop judged last, for the status writers (`model::judged`).
+    pub(super) judged: crate::model::judged::JudgedSender,
 }
 
 impl Daemon {

@@ -127,6 +127,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ready: Arc::new(AtomicBool::new(false)),
         cancel: CancellationToken::new(),
         tasks: TaskTracker::new(),
+        judged: tokio::sync::watch::Sender::new(None),
     };
     let mut file_source = file_source(&args, use_kubernetes, &daemon, &writer);
     let debug_pages = start_admin(&args, &daemon, file_source.as_ref(), &late).await?;
@@ -561,8 +562,7 @@ fn start_leader_tasks(
         };
         let writer = crate::status::writer::StatusWriter {
             client: client.clone(),
-            store: daemon.store.clone(),
-            domain_suffix: args.domain_suffix.clone(),
+            judged: daemon.judged.subscribe(),
             interval,
             writes_per_second: std::num::NonZeroU32::new(args.status_writes_per_second)
                 .unwrap_or(std::num::NonZeroU32::MIN),
@@ -571,7 +571,6 @@ fn start_leader_tasks(
             producers,
             field_producers,
             create_classes,
-            root_namespace: args.system_namespace.clone(),
         };
         tasks.spawn(tracing::Instrument::instrument(
             writer.run(leading.clone(), cancel.clone()),
@@ -688,6 +687,7 @@ fn start_xds(
     // Checked at the start.
     let aliases = args.cluster_alias_map().unwrap_or_default();
     start.roots = Some(ca.roots.clone());
+    start.judged = Some(daemon.judged.clone());
     let xds = XdsServer::new(
         initial,
         daemon.metrics.xds.clone(),

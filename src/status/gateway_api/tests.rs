@@ -1,17 +1,13 @@
 use super::*;
+use crate::model::judged::Judged;
 use crate::store::Store;
 
 fn status_of(yaml: &str, key: (Kind, &str, &str)) -> Value {
-    let snapshot = Store::from_yaml(yaml).snapshot();
-    let registry = Registry::build(&snapshot, "cluster.local");
-    let input = Input {
-        snapshot: &snapshot,
-        registry: &registry,
-        domain_suffix: "cluster.local",
-        root_namespace: "istio-system",
-    };
-    let t = translate(&snapshot, "cluster.local");
-    statuses(&input, &t)
+    let judged = Judged::build(
+        Store::from_yaml(yaml).snapshot(),
+        crate::model::mesh::MeshSettings::default(),
+    );
+    statuses(&Input::of(&judged), &judged.gateway_api)
         .remove(&ConfigKey {
             kind: key.0,
             namespace: key.1.into(),
@@ -226,4 +222,91 @@ spec:
     );
     let gw = status_of(yaml, (Kind::KubernetesGateway, "edge", "gw"));
     assert_eq!(gw["attachedListenerSets"], 1, "{gw}");
+}
+
+/// A route's backend in a namespace outside discoverySelectors is not found: proxies are given
+/// no cluster for it, and the status reads the registry the push built, so it says so too.
+#[test]
+fn a_backend_the_push_does_not_discover_is_not_found() {
+    let yaml = "
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data:
+  mesh: |
+    discoverySelectors: [{matchLabels: {mesh: 'on'}}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: edge, labels: {mesh: 'on'}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: hidden}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: edge}
+spec: {clusterIP: 10.96.0.8, ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: hidden}
+spec: {clusterIP: 10.96.0.9, ports: [{name: http, port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: edge}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: seen, namespace: edge}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: unseen, namespace: edge}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: api, namespace: hidden, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: from-edge, namespace: hidden}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: edge}]
+  to: [{group: '', kind: Service}]
+";
+    let snapshot = crate::testing::store(yaml).snapshot();
+    let (mesh, error) = crate::model::mesh::MeshSettings::default().with_mesh_config(&snapshot);
+    assert!(error.is_none(), "{error:?}");
+    let judged = Judged::build(snapshot, mesh);
+    let statuses = statuses(&Input::of(&judged), &judged.gateway_api);
+    let resolved = |name: &str| {
+        let key = ConfigKey {
+            kind: Kind::HTTPRoute,
+            namespace: "edge".into(),
+            name: name.into(),
+            cluster: String::new(),
+        };
+        statuses[&key]["parents"][0]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "ResolvedRefs")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(resolved("seen")["status"], "True");
+    let unseen = resolved("unseen");
+    assert_eq!(unseen["reason"], "BackendNotFound");
+    assert_eq!(
+        unseen["message"],
+        "backend(api.hidden.svc.cluster.local) not found"
+    );
 }

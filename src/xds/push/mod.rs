@@ -139,6 +139,8 @@ pub struct Start {
     pub roots: Option<tokio::sync::watch::Receiver<Arc<str>>>,
     /// The mesh settings of the initial context (MeshConfig applied).
     pub applied_mesh: MeshSettings,
+    /// Where each round publishes what it judged, for the status writers.
+    pub judged: Option<crate::model::judged::JudgedSender>,
 }
 
 impl Start {
@@ -152,6 +154,7 @@ impl Start {
             mesh,
             roots: None,
             applied_mesh: initial.mesh.clone(),
+            judged: None,
         }
     }
 }
@@ -332,6 +335,7 @@ struct Pipeline {
     in_force: MeshSettings,
     removed_hosts: Arc<crate::xds::context::RemovedHosts>,
     scopes: Option<crate::xds::context::ScopeCache>,
+    judged: Option<crate::model::judged::JudgedSender>,
 }
 
 impl Pipeline {
@@ -349,7 +353,7 @@ impl Pipeline {
             .push
             .judged_revision
             .set(start.snapshot.revision() as i64);
-        Pipeline {
+        let pipeline = Pipeline {
             store,
             sink,
             metrics,
@@ -362,6 +366,22 @@ impl Pipeline {
             in_force: start.applied_mesh,
             removed_hosts: Arc::default(),
             scopes: None,
+            judged: start.judged,
+        };
+        pipeline.publish_judged(&pipeline.registry, &pipeline.in_force);
+        pipeline
+    }
+
+    /// Tells the status writers what this round judged: its snapshot, and the registry, settings
+    /// and Gateway API translation built from it for proxies.
+    fn publish_judged(&self, registry: &Arc<Registry>, mesh: &MeshSettings) {
+        if let Some(tx) = &self.judged {
+            tx.send_replace(Some(Arc::new(crate::model::judged::Judged {
+                snapshot: self.snapshot.clone(),
+                registry: registry.clone(),
+                mesh: mesh.clone(),
+                gateway_api: self.routing.gateway_api.clone(),
+            })));
         }
     }
 
@@ -394,6 +414,7 @@ impl Pipeline {
         self.routing = self
             .routing
             .reuse_or_build(&previous, &self.snapshot, &next_mesh);
+        self.publish_judged(&next, &next_mesh);
         let Some(mut decision) = decide::decide(&batch.kinds, batch.lagged, delta, &next) else {
             debug!(
                 kinds = ?batch.kinds,
