@@ -3,7 +3,7 @@
 //! namespace); UNSET inherits from the next level; the oldest policy wins a tie; PERMISSIVE when
 //! nothing says otherwise.
 
-use super::policy::{Attachment, Workload, attaches};
+use super::policy::{Workload, levels_among};
 use crate::config::security::{MtlsMode, PeerAuthentication};
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
@@ -36,9 +36,7 @@ pub fn mode(p: Option<&PeerAuthentication>) -> MtlsMode {
 
 /// No selector: the policy is for its whole namespace (the mesh, in the root namespace).
 pub fn namespace_wide(p: &PeerAuthentication) -> bool {
-    p.selector
-        .as_ref()
-        .is_none_or(|s| s.match_labels.is_empty())
+    super::policy::Attachable::namespace_wide(p)
 }
 
 /// The policies a workload's mode is resolved from, each the oldest of its level.
@@ -49,40 +47,30 @@ pub struct Levels<'a> {
     pub workload: Option<Policy<'a>>,
 }
 
+/// The levels among `policies` (`applicable`), chosen by the rule every levelled kind shares
+/// (`policy::levels_among`).
 pub fn levels<'a>(
     policies: &[Policy<'a>],
     root_namespace: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
 ) -> Levels<'a> {
-    let oldest = |pred: &dyn Fn(&Config, &PeerAuthentication) -> bool| {
-        policies
-            .iter()
-            .filter(|(c, p)| pred(c, p))
-            .min_by(|(a, _), (b, _)| {
-                (&a.metadata.creation_timestamp, &a.metadata.name)
-                    .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-            })
-            .copied()
+    let workload = Workload {
+        namespace,
+        labels,
+        waypoint: false,
+        service: None,
     };
+    let found = levels_among(
+        policies.iter().copied(),
+        |(c, _)| c,
+        root_namespace,
+        &workload,
+    );
     Levels {
-        mesh: oldest(&|c, p| c.metadata.namespace == root_namespace && namespace_wide(p))
-            .map(|(_, p)| p),
-        namespace: oldest(&|c, p| {
-            c.metadata.namespace == namespace && namespace != root_namespace && namespace_wide(p)
-        })
-        .map(|(_, p)| p),
-        // A selector in the root namespace is ignored, as istiod's ComposePeerAuthentication.
-        workload: oldest(&|c, p| {
-            let workload = Workload {
-                namespace,
-                labels,
-                waypoint: false,
-                service: None,
-            };
-            attaches(&c.metadata.namespace, p, root_namespace, &workload)
-                == Some(Attachment::Selector)
-        }),
+        mesh: found.root.map(|(_, p)| p),
+        namespace: found.namespace.map(|(_, p)| p),
+        workload: found.workload,
     }
 }
 

@@ -38,6 +38,19 @@ pub trait Attachable {
         Vec::new()
     }
     fn root_selector(&self) -> RootSelector;
+    /// Whether it applies to its whole namespace (the mesh, from the root namespace) at the
+    /// namespace level of a levelled kind ([`levels_among`]): no selector (an empty one is none)
+    /// and no targetRefs. ProxyConfig reads `selector: {}` as neither namespace-wide nor a
+    /// workload's, as istiod does.
+    fn namespace_wide(&self) -> bool {
+        self.selector().is_none() && self.target_refs().is_empty()
+    }
+    /// Whether an empty selector (present, without labels) is a selector that every workload
+    /// matches, at the workload level of a levelled kind: a Sidecar's `workloadSelector: {}`
+    /// is, as istiod's subset test of no labels.
+    fn empty_selector_selects_all(&self) -> bool {
+        false
+    }
 }
 
 /// A non-empty label map, as an `Option` (an empty selector selects everything).
@@ -57,7 +70,7 @@ fn targets<'a>(
 }
 
 macro_rules! attachable {
-    ($ty:ty, $root:expr, |$s:ident| $sel:expr $(, targets: |$t:ident| $refs:expr)?) => {
+    ($ty:ty, $root:expr, |$s:ident| $sel:expr $(, targets: |$t:ident| $refs:expr)? $(, wide: |$w:ident| $wide:expr, empty_selects_all: $empty:expr)?) => {
         impl Attachable for $ty {
             fn selector(&self) -> Option<&BTreeMap<String, String>> {
                 let $s = self;
@@ -66,6 +79,13 @@ macro_rules! attachable {
             $(fn target_refs(&self) -> Vec<&PolicyTargetReference> {
                 let $t = self;
                 $refs
+            })?
+            $(fn namespace_wide(&self) -> bool {
+                let $w = self;
+                $wide
+            }
+            fn empty_selector_selects_all(&self) -> bool {
+                $empty
             })?
             fn root_selector(&self) -> RootSelector {
                 $root
@@ -98,7 +118,7 @@ attachable!(PeerAuthentication, RootSelector::Ignored, |p| p
 attachable!(Sidecar, RootSelector::OwnNamespace, |p| p
     .workload_selector
     .as_ref()
-    .map(|s| &s.labels));
+    .map(|s| &s.labels), wide: |p| p.workload_selector.is_none(), empty_selects_all: true);
 attachable!(DestinationRule, RootSelector::OwnNamespace, |p| p
     .workload_selector
     .as_ref()
@@ -106,7 +126,7 @@ attachable!(DestinationRule, RootSelector::OwnNamespace, |p| p
 attachable!(ProxyConfig, RootSelector::OwnNamespace, |p| p
     .selector
     .as_ref()
-    .map(|s| &s.match_labels));
+    .map(|s| &s.match_labels), wide: |p| p.selector.is_none(), empty_selects_all: false);
 
 /// The attachable view of a spec, for the kinds that have one.
 pub fn attachable(spec: &Spec) -> Option<&dyn Attachable> {
@@ -322,6 +342,78 @@ pub fn oldest_first<'a>(
     found
 }
 
+/// The policies of one levelled kind (Sidecar, PeerAuthentication, ProxyConfig) a workload
+/// takes, one per level, each the oldest of its level (`Config::age_key`) as istiod picks.
+#[derive(Debug, Clone, Copy)]
+pub struct Levels<T> {
+    /// The root namespace's namespace-wide policy: the mesh's.
+    pub root: Option<T>,
+    /// The workload's namespace's namespace-wide policy (none in the root namespace, whose
+    /// namespace-wide policy is the mesh's).
+    pub namespace: Option<T>,
+    /// A policy of the workload's own namespace whose selector matches it ([`attaches`]: a
+    /// root-namespace selector applies as the kind's [`RootSelector`] says).
+    pub workload: Option<T>,
+}
+
+/// The [`Levels`] among `candidates` (policies of one kind; those of other namespaces than the
+/// workload's and the root are ignored), `config` giving each one's object.
+pub fn levels_among<'a, T: Copy>(
+    candidates: impl IntoIterator<Item = T>,
+    config: impl Fn(T) -> &'a Config,
+    root: &str,
+    workload: &Workload,
+) -> Levels<T> {
+    let mut levels = Levels {
+        root: None,
+        namespace: None,
+        workload: None,
+    };
+    let older = |slot: &mut Option<T>, candidate: T| {
+        if slot.is_none_or(|held| config(candidate).age_key() < config(held).age_key()) {
+            *slot = Some(candidate);
+        }
+    };
+    for candidate in candidates {
+        let c = config(candidate);
+        let Some(policy) = attachable(&c.spec) else {
+            continue;
+        };
+        let ns = c.metadata.namespace.as_str();
+        if policy.namespace_wide() {
+            if ns == root {
+                older(&mut levels.root, candidate);
+            } else if ns == workload.namespace {
+                older(&mut levels.namespace, candidate);
+            }
+        }
+        let attachment = attaches(ns, policy, root, workload);
+        let selects = attachment == Some(Attachment::Selector)
+            || (attachment == Some(Attachment::Namespace)
+                && !policy.namespace_wide()
+                && policy.empty_selector_selects_all());
+        if ns == workload.namespace && selects {
+            older(&mut levels.workload, candidate);
+        }
+    }
+    levels
+}
+
+/// The [`Levels`] of `kind` for `workload` in `snapshot`.
+pub fn levels<'a>(
+    snapshot: &'a Snapshot,
+    kind: Kind,
+    root: &str,
+    workload: &Workload,
+) -> Levels<&'a Arc<Config>> {
+    let own = snapshot.list_namespace(kind, workload.namespace);
+    let mesh = (workload.namespace != root)
+        .then(|| snapshot.list_namespace(kind, root))
+        .into_iter()
+        .flatten();
+    levels_among(own.chain(mesh).map(|e| &e.config), |c| c, root, workload)
+}
+
 /// The Sidecar that applies to `workload`: the oldest of its namespace selecting it, else its
 /// namespace's oldest default, else the root namespace's, as istiod chooses.
 pub fn sidecar<'a>(
@@ -329,25 +421,8 @@ pub fn sidecar<'a>(
     root_namespace: &str,
     workload: &Workload,
 ) -> Option<&'a Arc<Config>> {
-    let attachment = |c: &Arc<Config>| {
-        attachable(&c.spec)
-            .and_then(|p| attaches(&c.metadata.namespace, p, root_namespace, workload))
-    };
-    let local = oldest_first(snapshot, Kind::Sidecar, workload.namespace);
-    local
-        .iter()
-        .find(|c| attachment(c) == Some(Attachment::Selector))
-        .or_else(|| {
-            local
-                .iter()
-                .find(|c| attachment(c) == Some(Attachment::Namespace))
-        })
-        .copied()
-        .or_else(|| {
-            oldest_first(snapshot, Kind::Sidecar, root_namespace)
-                .into_iter()
-                .find(|c| attachment(c) == Some(Attachment::Namespace))
-        })
+    let levels = levels(snapshot, Kind::Sidecar, root_namespace, workload);
+    levels.workload.or(levels.namespace).or(levels.root)
 }
 
 #[cfg(test)]
@@ -636,5 +711,100 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
         assert_eq!(chosen("shop", "web").as_deref(), Some("older-web"));
         assert_eq!(chosen("shop", "db").as_deref(), Some("older-default"));
         assert_eq!(chosen("other", "web").as_deref(), Some("root-default"));
+    }
+
+    /// Sidecar, PeerAuthentication and ProxyConfig choose their levels by one rule, each kind
+    /// saying what a selector is: at each level the oldest; a root-namespace selector selects
+    /// the root's own workloads for Sidecar and ProxyConfig and nothing for PeerAuthentication;
+    /// an empty selector is a Sidecar's that selects every workload (istiod's subset test), at
+    /// no level for ProxyConfig (`GetSelector() == nil` for a namespace's, non-empty labels for
+    /// a workload's), and namespace-wide for PeerAuthentication.
+    #[test]
+    fn levelled_kinds_share_one_rule() {
+        let header = |kind: Kind| match kind {
+            Kind::Sidecar => "apiVersion: networking.istio.io/v1\nkind: Sidecar",
+            Kind::PeerAuthentication => {
+                "apiVersion: security.istio.io/v1\nkind: PeerAuthentication"
+            }
+            _ => "apiVersion: networking.istio.io/v1beta1\nkind: ProxyConfig",
+        };
+        let selector = |kind: Kind, labels: &str| match kind {
+            Kind::Sidecar => format!("workloadSelector: {{labels: {labels}}}"),
+            _ => format!("selector: {{matchLabels: {labels}}}"),
+        };
+        for kind in [Kind::Sidecar, Kind::PeerAuthentication, Kind::ProxyConfig] {
+            let object = |name: &str, ns: &str, at: &str, spec: &str| {
+                format!(
+                    "{}\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{at}\"}}\nspec: {{{spec}}}\n---\n",
+                    header(kind)
+                )
+            };
+            let yaml = [
+                object("root-default", "istio-system", "2024-01-01T00:00:00Z", ""),
+                object(
+                    "root-web",
+                    "istio-system",
+                    "2024-01-02T00:00:00Z",
+                    &selector(kind, "{app: web}"),
+                ),
+                object(
+                    "empty-selector",
+                    "shop",
+                    "2023-01-01T00:00:00Z",
+                    &selector(kind, "{}"),
+                ),
+                object("newer-default", "shop", "2024-03-01T00:00:00Z", ""),
+                object("older-default", "shop", "2024-02-01T00:00:00Z", ""),
+                object(
+                    "newer-web",
+                    "shop",
+                    "2024-05-01T00:00:00Z",
+                    &selector(kind, "{app: web}"),
+                ),
+                object(
+                    "older-web",
+                    "shop",
+                    "2024-04-01T00:00:00Z",
+                    &selector(kind, "{app: web}"),
+                ),
+            ]
+            .concat();
+            let snapshot = crate::testing::store(&yaml).snapshot();
+            let chosen = |namespace: &str| {
+                let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+                let workload = Workload {
+                    namespace,
+                    labels: &labels,
+                    waypoint: false,
+                    service: None,
+                };
+                let l = levels(&snapshot, kind, "istio-system", &workload);
+                let name = |c: Option<&Arc<Config>>| c.map(|c| c.metadata.name.clone());
+                (name(l.root), name(l.namespace), name(l.workload))
+            };
+            let (shop_default, shop_workload) = match kind {
+                Kind::ProxyConfig => ("older-default", "older-web"),
+                Kind::Sidecar => ("older-default", "empty-selector"),
+                _ => ("empty-selector", "older-web"),
+            };
+            assert_eq!(
+                chosen("shop"),
+                (
+                    Some("root-default".into()),
+                    Some(shop_default.into()),
+                    Some(shop_workload.into())
+                ),
+                "{kind:?} in shop"
+            );
+            let root_workload = match kind {
+                Kind::PeerAuthentication => None,
+                _ => Some("root-web".into()),
+            };
+            assert_eq!(
+                chosen("istio-system"),
+                (Some("root-default".into()), None, root_workload),
+                "{kind:?} in the root namespace"
+            );
+        }
     }
 }

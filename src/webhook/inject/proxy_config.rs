@@ -9,7 +9,6 @@
 //! A ProxyConfig object contributes `concurrency`, its `environmentVariables` (as `proxyMetadata`)
 //! and `image`, as istiod's `toMeshConfigProxyConfig`.
 
-use crate::config::mesh::labels_match;
 use crate::config::networking::ProxyConfig;
 use crate::config::{Config, Kind, Spec};
 use crate::store::Snapshot;
@@ -45,34 +44,24 @@ impl ProxyConfigSources {
                 _ => None,
             })
             .unwrap_or_default();
-        let oldest_first = |ns: &str| -> Vec<(&Config, &ProxyConfig)> {
-            crate::model::policy::oldest_first(snapshot, Kind::ProxyConfig, ns)
-                .into_iter()
-                .filter_map(|c| match &c.spec {
-                    Spec::ProxyConfig(pc) => Some((c.as_ref(), pc)),
-                    _ => None,
-                })
-                .collect()
+        // The levels every levelled kind shares: a `selector: {}` is neither namespace-wide
+        // nor a workload's (`Attachable::namespace_wide`), as istiod reads it.
+        let workload = crate::model::policy::Workload {
+            namespace,
+            labels,
+            waypoint: false,
+            service: None,
         };
-        let unselected = |ns: &str| {
-            oldest_first(ns)
-                .into_iter()
-                .find(|(_, pc)| pc.selector.is_none())
-                .map(|(_, pc)| of_object(pc))
+        let levels = crate::model::policy::levels(snapshot, Kind::ProxyConfig, root, &workload);
+        let layer = |c: Option<&std::sync::Arc<Config>>| match c.map(|c| &c.spec) {
+            Some(Spec::ProxyConfig(pc)) => Some(of_object(pc)),
+            _ => None,
         };
-        let workload = oldest_first(namespace)
-            .into_iter()
-            .find(|(_, pc)| {
-                pc.selector.as_ref().is_some_and(|s| {
-                    !s.match_labels.is_empty() && labels_match(&s.match_labels, labels)
-                })
-            })
-            .map(|(_, pc)| of_object(pc));
         ProxyConfigSources {
             mesh_default,
-            root: unselected(root),
-            namespace: (namespace != root).then(|| unselected(namespace)).flatten(),
-            workload,
+            root: layer(levels.root),
+            namespace: layer(levels.namespace),
+            workload: layer(levels.workload),
         }
     }
 
