@@ -30,8 +30,9 @@ pub struct AmbientIndex {
     pub(super) by_address: HashMap<String, Vec<String>>,
     /// Service resource name → uids of the workloads behind it.
     pub(super) service_workloads: HashMap<String, Vec<String>>,
-    /// Workload-selector policies' labels by `namespace/name` (the resource does not carry them).
-    pub(super) selectors: HashMap<String, BTreeMap<String, String>>,
+    /// Workload-selector policies' objects by `namespace/name`: which workloads they attach to
+    /// is `model::policy::attaches`'s to say (the resource does not carry the selector).
+    pub(super) selector_policies: HashMap<String, Arc<crate::config::Config>>,
     /// Under ambient multi-network, the global services served, by `namespace/hostname`, with
     /// their waypoint (what an east-west gateway forwards to, and whose tunnels it takes).
     pub global_services: BTreeMap<String, Option<crate::model::waypoint::WaypointRef>>,
@@ -55,10 +56,10 @@ impl AmbientIndex {
                 );
             }
             if let Some(a) = converted.authorization {
-                if let Some(sel) = &policy.selector {
-                    self.selectors.insert(
+                if policy.selector.is_some() {
+                    self.selector_policies.insert(
                         format!("{}/{}", meta.namespace, meta.name),
-                        sel.match_labels.clone(),
+                        e.config.clone(),
                     );
                 }
                 self.add_policy(a);
@@ -87,18 +88,33 @@ impl AmbientIndex {
         root_namespace: &str,
         peer_auth: Vec<String>,
     ) -> Vec<String> {
+        let workload = crate::model::policy::Workload {
+            namespace,
+            labels,
+            waypoint: false,
+            service: None,
+        };
+        // A present selector, even an empty one, makes a workload-selector policy (istiod's
+        // scope); an empty one attaches to every workload it may reach (`attaches` says how).
         let mut out: Vec<String> = self
             .policies
             .iter()
             .filter(|(_, a)| {
                 a.scope == pb::security::Scope::WorkloadSelector as i32
-                    && (a.namespace == namespace || a.namespace == root_namespace)
                     && a.name != STATIC_STRICT_POLICY
             })
             .filter(|(key, _)| {
-                self.selectors
-                    .get(*key)
-                    .is_some_and(|sel| crate::config::mesh::labels_match(sel, labels))
+                self.selector_policies.get(*key).is_some_and(|c| {
+                    crate::model::policy::attachable(&c.spec).is_some_and(|p| {
+                        crate::model::policy::attaches(
+                            &c.metadata.namespace,
+                            p,
+                            root_namespace,
+                            &workload,
+                        )
+                        .is_some()
+                    })
+                })
             })
             .map(|(key, _)| key.clone())
             .collect();

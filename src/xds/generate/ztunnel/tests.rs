@@ -150,6 +150,58 @@ fn pods_become_workloads_with_istiod_fields() {
     );
 }
 
+/// Which workload-selector policies a workload lists is the one attachment rule's: a selector
+/// from its own namespace, or from the root namespace for every namespace; an empty selector
+/// (still a selector policy, as istiod scopes it) for every workload it reaches; never one of
+/// another namespace.
+#[test]
+fn selector_policies_attach_by_the_one_rule() {
+    let store = store();
+    store.apply_yaml(
+        r#"
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: every-web, namespace: istio-system}
+spec:
+  selector: {matchLabels: {app: web}}
+  action: DENY
+  rules: [{to: [{operation: {ports: ["9999"]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: everyone-here, namespace: amb}
+spec:
+  selector: {}
+  action: DENY
+  rules: [{to: [{operation: {ports: ["9998"]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: elsewhere, namespace: plain}
+spec:
+  selector: {matchLabels: {app: web}}
+  action: DENY
+  rules: [{to: [{operation: {ports: ["9997"]}}]}]
+"#,
+    );
+    let idx = index(&store);
+    let listed = |uid: &str| idx.workloads[uid].authorization_policies.clone();
+    let web = listed("Kubernetes//Pod/amb/web-0");
+    for policy in [
+        "amb/allow-client",
+        "amb/everyone-here",
+        "istio-system/every-web",
+    ] {
+        assert!(web.contains(&policy.to_string()), "{policy} in {web:?}");
+    }
+    assert!(!web.contains(&"plain/elsewhere".to_string()), "{web:?}");
+    assert!(!web.contains(&"amb/other".to_string()), "{web:?}");
+    assert!(
+        listed("Kubernetes//Pod/plain/db-0").is_empty(),
+        "no selector of its namespace or the root's matches db"
+    );
+}
+
 #[test]
 fn services_carry_vips_ports_and_waypoint() {
     let idx = index(&store());
