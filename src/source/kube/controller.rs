@@ -118,6 +118,24 @@ pub fn in_revision(labels: Option<&BTreeMap<String, String>>, revision: &str) ->
 /// The label that assigns an object (config, a namespace, a pod) to one control-plane revision.
 pub const REVISION_LABEL: &str = "istio.io/rev";
 
+/// Starts one watcher whose `spec.part` the initial sync waits for; it runs until `cancel`,
+/// under `span`. The local and remote clusters' watchers start here (a remote cluster's
+/// Gateways, outside its sync, start `run_watch` themselves).
+pub(super) fn spawn_watch<K>(
+    ctx: &Ctx,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+    api: Api<K>,
+    config: watcher::Config,
+    spec: WatchSpec<K>,
+    span: tracing::Span,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
+{
+    ctx.readiness.register(&spec.part);
+    tasks.spawn(run_watch::<K>(ctx.clone(), api, config, spec, cancel.clone()).instrument(span));
+}
+
 /// Runs one watcher until cancelled.
 pub(super) async fn run_watch<K>(
     ctx: Ctx,
@@ -391,10 +409,7 @@ impl KubeSource {
     ) where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
     {
-        self.ctx.readiness.register(&spec.part);
-        tasks.spawn(
-            run_watch::<K>(self.ctx.clone(), api, config, spec, cancel.clone()).instrument(span),
-        );
+        spawn_watch(&self.ctx, tasks, cancel, api, config, spec, span);
     }
 
     /// A Kubernetes kind in every namespace, each object as it is.

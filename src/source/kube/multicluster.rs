@@ -9,7 +9,7 @@
 //! retry with backoff, as istiod keeps its last endpoints. With `PILOT_MULTICLUSTER_KUBECONFIG_PATH`
 //! the kubeconfigs come from files instead (`kubeconfig_dir`), one cluster per file.
 
-use super::controller::{Ctx, Readiness, WatchSpec, run_watch, typed};
+use super::controller::{Ctx, Readiness, WatchSpec, run_watch, spawn_watch, typed};
 use super::convert::IntoConfig;
 use crate::config::mesh::ROOT_CERT_CONFIGMAP;
 use crate::config::{Config, ConfigKey, Kind, Spec};
@@ -747,53 +747,67 @@ fn spawn_remote_watchers(
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) {
-    macro_rules! remote {
-        ($ty:ty, $kind:expr) => {{
-            let part = format!("cluster/{id}/watch/{}", $kind.name());
-            ctx.readiness.register(&part);
-            let owner = id.to_string();
-            let spec = WatchSpec {
-                kind: $kind,
-                part,
-                convert: in_cluster::<$ty>(id),
-                owns: Arc::new(move |k: &ConfigKey| k.cluster == owner),
-                revision: None,
-            };
-            let fut = run_watch::<$ty>(
-                ctx.clone(),
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                spec,
-                cancel.clone(),
-            );
-            tasks.spawn(fut.instrument(info_span!("k8s-watch", cluster = %id, kind = $kind.name())));
-        }};
-    }
-    remote!(Service, Kind::Service);
-    remote!(EndpointSlice, Kind::EndpointSlice);
-    remote!(Pod, Kind::Pod);
-    remote!(Node, Kind::Node);
-    remote!(Namespace, Kind::Namespace);
+    remote_watch::<Service>(ctx, client, id, tasks, cancel, Kind::Service);
+    remote_watch::<EndpointSlice>(ctx, client, id, tasks, cancel, Kind::EndpointSlice);
+    remote_watch::<Pod>(ctx, client, id, tasks, cancel, Kind::Pod);
+    remote_watch::<Node>(ctx, client, id, tasks, cancel, Kind::Node);
+    remote_watch::<Namespace>(ctx, client, id, tasks, cancel, Kind::Namespace);
     // The root cert ConfigMaps, for a remote cluster this control plane leads (`ca::rootcert`
     // repairs them from what the store shows).
-    let part = format!("cluster/{id}/watch/ConfigMap/{ROOT_CERT_CONFIGMAP}");
-    ctx.readiness.register(&part);
     let owner = id.to_string();
     let spec = WatchSpec {
         kind: Kind::ConfigMap,
-        part,
+        part: format!("cluster/{id}/watch/ConfigMap/{ROOT_CERT_CONFIGMAP}"),
         convert: in_cluster::<k8s_openapi::api::core::v1::ConfigMap>(id),
         owns: Arc::new(move |k: &ConfigKey| k.cluster == owner && k.name == ROOT_CERT_CONFIGMAP),
         revision: None,
     };
-    let fut = run_watch::<k8s_openapi::api::core::v1::ConfigMap>(
-        ctx.clone(),
+    spawn_watch(
+        ctx,
+        tasks,
+        cancel,
         Api::all(client.clone()),
         watcher::Config::default().fields(&format!("metadata.name={ROOT_CERT_CONFIGMAP}")),
         spec,
-        cancel.clone(),
+        info_span!("k8s-watch", cluster = %id, kind = "ConfigMap"),
     );
-    tasks.spawn(fut.instrument(info_span!("k8s-watch", cluster = %id, kind = "ConfigMap")));
+}
+
+/// A Kubernetes kind of a remote cluster in every namespace, owning exactly that cluster's
+/// objects of the kind.
+fn remote_watch<K>(
+    ctx: &Ctx,
+    client: &kube::Client,
+    id: &str,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+    kind: Kind,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + super::convert::IntoConfig
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let owner = id.to_string();
+    let spec = WatchSpec {
+        kind,
+        part: format!("cluster/{id}/watch/{}", kind.name()),
+        convert: in_cluster::<K>(id),
+        owns: Arc::new(move |k: &ConfigKey| k.cluster == owner),
+        revision: None,
+    };
+    spawn_watch(
+        ctx,
+        tasks,
+        cancel,
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        spec,
+        info_span!("k8s-watch", cluster = %id, kind = kind.name()),
+    );
 }
 
 #[cfg(test)]
