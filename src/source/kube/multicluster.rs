@@ -784,7 +784,7 @@ fn remote_watch<K>(
     kind: Kind,
 ) where
     K: kube::Resource<DynamicType = ()>
-        + super::convert::IntoConfig
+        + IntoConfig
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug
