@@ -117,31 +117,29 @@ pub fn sidecar(
         &resources,
         hold,
     );
-    let init_containers: Vec<Value> = (interception != "NONE")
-        .then(|| {
-            init_container(
-                template,
-                &annotations,
-                &interception,
-                status_port,
-                &resources,
-                &metadata,
-            )
-        })
-        .into_iter()
-        .collect();
+    // istio-init, unless traffic is not captured.
+    let init: Option<Value> = (interception != "NONE").then(|| {
+        init_container(
+            template,
+            &annotations,
+            &interception,
+            status_port,
+            &resources,
+            &metadata,
+        )
+    });
 
     let volumes = volumes();
     let volume_names: Vec<&str> = volumes.iter().filter_map(|v| v["name"].as_str()).collect();
     let status = json!({
-        "initContainers": init_containers.iter().filter_map(|c| c["name"].as_str()).collect::<Vec<_>>(),
+        "initContainers": init.iter().filter_map(|c| c["name"].as_str()).collect::<Vec<_>>(),
         "containers": [PROXY_CONTAINER],
         "volumes": volume_names,
         "imagePullSecrets": null,
         "revision": settings.revision,
     });
 
-    add_to_spec(&mut out, proxy, init_containers, &volumes, hold)?;
+    add_to_spec(&mut out, proxy, init, &volumes, hold)?;
     annotate(
         &mut out,
         settings,
@@ -251,7 +249,7 @@ fn init_container(
 fn add_to_spec(
     out: &mut Value,
     proxy: Value,
-    init_containers: Vec<Value>,
+    init: Option<Value>,
     volumes: &[Value],
     hold: bool,
 ) -> Result<(), InjectError> {
@@ -265,12 +263,9 @@ fn add_to_spec(
     } else {
         containers.push(proxy);
     }
-    if !init_containers.is_empty() {
-        let inits = array_at(spec, "initContainers")?;
+    if let Some(init) = init {
         // First, so other init containers' traffic is already captured (istiod does the same).
-        for (i, c) in init_containers.into_iter().enumerate() {
-            inits.insert(i, c);
-        }
+        array_at(spec, "initContainers")?.insert(0, init);
     }
     add_volumes(spec, volumes)
 }
