@@ -15,7 +15,7 @@ use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
@@ -188,6 +188,28 @@ fn for_each_filter_config(listener: &mut Listener, mut visit: impl FnMut(&str, &
             }
         }
     }
+}
+
+/// Calls `edit` with every HTTP connection manager of one filter chain, decoded; what `edit`
+/// changes is written back. The one decode-and-encode of connection managers the passes share.
+pub fn edit_chain_http_connection_managers(
+    chain: &mut FilterChain,
+    mut edit: impl FnMut(&mut HttpConnectionManager),
+) {
+    for f in &mut chain.filters {
+        if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() {
+            edit_typed(config, &mut edit);
+        }
+    }
+}
+
+/// Calls `edit` with the HTTP connection manager `config` holds, decoded, and writes it back;
+/// nothing when it holds another filter's config.
+pub fn edit_http_connection_manager(
+    config: &mut Any,
+    edit: impl FnOnce(&mut HttpConnectionManager),
+) {
+    edit_typed(config, edit);
 }
 
 /// Decodes `config` if it holds an `M`, lets `edit` change it, and writes it back.

@@ -24,13 +24,15 @@
 use crate::config::mesh::is_prometheus_provider;
 use crate::config::telemetry::{IstioMetric, MetricSelector, Metrics, TagOperation, WorkloadMode};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::finish::{Built, Class, Pass, Typed};
+use crate::xds::generate::finish::{
+    Built, Class, Pass, Typed, edit_chain_http_connection_managers,
+};
 use crate::xds::proxy::{METADATA_EXCHANGE_TYPE, PEER_METADATA_TYPE, STATS_TYPE};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, Filter as ClusterFilter};
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, HttpFilter, http_filter,
+    HttpFilter, http_filter,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     DownstreamTlsContext, UpstreamTlsContext,
@@ -576,16 +578,7 @@ fn add_to_chain(
         }
         return;
     }
-    for f in &mut chain.filters {
-        let Some(filter::ConfigType::TypedConfig(config)) = &mut f.config_type else {
-            continue;
-        };
-        if config.type_url != HttpConnectionManager::type_url() {
-            continue;
-        }
-        let Ok(mut hcm) = HttpConnectionManager::decode(config.value.as_slice()) else {
-            continue;
-        };
+    edit_chain_http_connection_managers(chain, |hcm| {
         if ext.http_stats
             && let Some(at) = hcm.http_filters.iter().position(|h| h.name == ROUTER)
         {
@@ -605,8 +598,7 @@ fn add_to_chain(
             };
             hcm.http_filters.insert(0, peer.clone());
         }
-        config.value = hcm.encode_to_vec();
-    }
+    });
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ use crate::config::extensions::{
 use crate::config::{Config, Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
-use crate::xds::generate::finish::{Built, Class, Pass, Typed};
+use crate::xds::generate::finish::{
+    Built, Class, Pass, Typed, edit_chain_http_connection_managers,
+};
 use crate::xds::generate::security::extauthz::{EXT_AUTHZ_FILTER, NETWORK_EXT_AUTHZ_FILTER};
 use crate::xds::generate::security::jwt::JWT_FILTER;
 use crate::xds::generate::security::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER};
@@ -36,14 +38,14 @@ use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua;
 use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, HttpFilter, http_filter,
+    HttpFilter, http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::wasm::v3::Wasm as NetworkWasm;
 use envoy_types::pb::envoy::extensions::wasm::v3::{
     EnvironmentVariables, FailurePolicy, PluginConfig, VmConfig, plugin_config,
 };
 use envoy_types::pb::google::protobuf::{Duration, StringValue};
-use prost::{Message, Name};
+use prost::Message;
 use std::sync::Arc;
 use tracing::warn;
 
@@ -599,19 +601,9 @@ impl Pass for TrafficExtensions {
                 if http.is_empty() {
                     continue;
                 }
-                for f in &mut chain.filters {
-                    let Some(filter::ConfigType::TypedConfig(config)) = &mut f.config_type else {
-                        continue;
-                    };
-                    if config.type_url != HttpConnectionManager::type_url() {
-                        continue;
-                    }
-                    let Ok(mut hcm) = HttpConnectionManager::decode(config.value.as_slice()) else {
-                        continue;
-                    };
+                edit_chain_http_connection_managers(chain, |hcm| {
                     insert(&mut hcm.http_filters, http_name, &HTTP_ANCHORS, &http);
-                    config.value = hcm.encode_to_vec();
-                }
+                });
             }
         }
     }

@@ -21,14 +21,14 @@ pub use compile::{
 use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
 use crate::envoy::proto_merge::{apply_plan, merge_any};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::finish::{Built, Class, Pass, Typed};
+use crate::xds::generate::finish::{Built, Class, Pass, Typed, edit_http_connection_manager};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, Listener, ListenerFilter, filter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, HttpFilter, http_filter,
+    HttpFilter, http_filter,
 };
 use envoy_types::pb::google::protobuf::Any;
 use matches::{
@@ -36,7 +36,6 @@ use matches::{
     network_filter_name, route_configuration_matches, route_match, route_matches,
     virtual_host_matches,
 };
-use prost::{Message, Name};
 
 const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
 
@@ -422,48 +421,43 @@ fn ordered_op<T>(
 /// HTTP_FILTER patches on one HTTP connection manager (its typed config, decoded and written
 /// back).
 fn patch_http_filters(patches: &[&Patch], config: &mut Any) {
-    if config.type_url != HttpConnectionManager::type_url() {
-        return;
-    }
-    let Ok(mut hcm) = HttpConnectionManager::decode(config.value.as_slice()) else {
-        return;
-    };
-    for p in patches {
-        let wanted = http_filter_name(p);
-        ordered_op(
-            &mut hcm.http_filters,
-            p,
-            wanted.is_some(),
-            |f: &HttpFilter| wanted.is_none_or(|w| w == f.name),
-            || p.value(),
-        );
-    }
-    for f in &mut hcm.http_filters {
+    edit_http_connection_manager(config, |hcm| {
         for p in patches {
-            if p.operation != PatchOperation::MERGE
-                || http_filter_name(p).is_some_and(|w| w != f.name)
-            {
-                continue;
-            }
-            let Some(http_filter::ConfigType::TypedConfig(current)) = &f.config_type else {
-                continue;
-            };
-            let value: HttpFilter = p.value();
-            let next = match &value.config_type {
-                Some(http_filter::ConfigType::TypedConfig(patch)) => merge_any(current, patch)
-                    .inspect_err(|e| merged::<_>(p, Err(e.to_string())))
-                    .ok(),
-                _ => None,
-            };
-            if !value.name.is_empty() {
-                f.name = value.name.clone();
-            }
-            if let Some(next) = next {
-                f.config_type = Some(http_filter::ConfigType::TypedConfig(next));
+            let wanted = http_filter_name(p);
+            ordered_op(
+                &mut hcm.http_filters,
+                p,
+                wanted.is_some(),
+                |f: &HttpFilter| wanted.is_none_or(|w| w == f.name),
+                || p.value(),
+            );
+        }
+        for f in &mut hcm.http_filters {
+            for p in patches {
+                if p.operation != PatchOperation::MERGE
+                    || http_filter_name(p).is_some_and(|w| w != f.name)
+                {
+                    continue;
+                }
+                let Some(http_filter::ConfigType::TypedConfig(current)) = &f.config_type else {
+                    continue;
+                };
+                let value: HttpFilter = p.value();
+                let next = match &value.config_type {
+                    Some(http_filter::ConfigType::TypedConfig(patch)) => merge_any(current, patch)
+                        .inspect_err(|e| merged::<_>(p, Err(e.to_string())))
+                        .ok(),
+                    _ => None,
+                };
+                if !value.name.is_empty() {
+                    f.name = value.name.clone();
+                }
+                if let Some(next) = next {
+                    f.config_type = Some(http_filter::ConfigType::TypedConfig(next));
+                }
             }
         }
-    }
-    config.value = hcm.encode_to_vec();
+    });
 }
 
 /// HTTP_ROUTE patches on one virtual host's routes.
