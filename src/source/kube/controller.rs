@@ -397,21 +397,6 @@ impl KubeSource {
         self.watch_istio_kinds(tasks, cancel);
     }
 
-    /// Registers `spec`'s readiness part and runs its watcher on `tasks`.
-    fn watch<K>(
-        &self,
-        tasks: &TaskTracker,
-        cancel: &CancellationToken,
-        api: Api<K>,
-        config: watcher::Config,
-        spec: WatchSpec<K>,
-        span: tracing::Span,
-    ) where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
-    {
-        spawn_watch(&self.ctx, tasks, cancel, api, config, spec, span);
-    }
-
     /// A Kubernetes kind in every namespace, each object as it is.
     fn watch_all<K>(
         &self,
@@ -436,7 +421,8 @@ impl KubeSource {
             revision: None,
         };
         let span = info_span!("k8s-watch", kind = kind.name());
-        self.watch(
+        spawn_watch(
+            &self.ctx,
             tasks,
             cancel,
             Api::all(self.client.clone()),
@@ -465,7 +451,8 @@ impl KubeSource {
             owns: Arc::new(mesh_only),
             revision: None,
         };
-        self.watch(
+        spawn_watch(
+            &self.ctx,
             tasks,
             cancel,
             Api::namespaced(self.client.clone(), &self.config.root_namespace),
@@ -507,7 +494,8 @@ impl KubeSource {
                 owns,
                 revision: None,
             };
-            self.watch(
+            spawn_watch(
+                &self.ctx,
                 tasks,
                 cancel,
                 api,
@@ -564,7 +552,8 @@ impl KubeSource {
             }),
             revision: None,
         };
-        self.watch(
+        spawn_watch(
+            &self.ctx,
             tasks,
             cancel,
             Api::all(self.client.clone()),
