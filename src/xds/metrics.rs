@@ -73,6 +73,10 @@ pub struct XdsMetrics {
     pub lds_rejects: Family<NodeErrLabels, Gauge>,
     pub rds_rejects: Family<NodeErrLabels, Gauge>,
     reject_series: AtomicUsize,
+    /// Reads of the built-resource cache, by outcome (`rudder_xds_cache_reads_total{type}`:
+    /// `hit`, built earlier in the push; `kept`, from the push before, whose change did not
+    /// touch it; `miss`, built). istiod's `xds_cache_reads` is off by default; this is ours.
+    pub cache_reads: Family<TypeLabels, Counter>,
     /// The push pipeline: what it received, judged and built.
     pub push: PushPipelineMetrics,
     /// What the current push context holds and found wrong.
@@ -206,6 +210,11 @@ impl XdsMetrics {
                 "pilot_xds_write_timeout",
                 "xDS responses dropped because the proxy did not read in time",
                 Counter::default(),
+            ),
+            cache_reads: registry.register(
+                "rudder_xds_cache_reads",
+                "Reads of the built-resource cache: hit (built earlier in this push), kept (from the push before, which the change did not touch), miss (built)",
+                Family::<TypeLabels, Counter>::default(),
             ),
             new_stream_waits: registry.register(
                 "rudder_xds_new_stream_waits",

@@ -26,10 +26,20 @@ struct Earlier {
     holds: BTreeSet<(TypeUrl, Role)>,
 }
 
+/// Where cache reads are counted (`rudder_xds_cache_reads_total{type}`): found built in this
+/// push, kept from the push before, or built.
+#[derive(Clone, Default)]
+pub struct CacheReads {
+    pub hit: prometheus_client::metrics::counter::Counter,
+    pub kept: prometheus_client::metrics::counter::Counter,
+    pub miss: prometheus_client::metrics::counter::Counter,
+}
+
 #[derive(Default)]
 pub struct BuiltCache {
     built: Arc<ByScope>,
     earlier: Mutex<Option<Earlier>>,
+    pub(super) reads: CacheReads,
 }
 
 impl BuiltCache {
@@ -50,13 +60,23 @@ impl BuiltCache {
                 .and_then(|by_name| by_name.get(name).cloned())
         };
         if let Some(hit) = find(&self.built) {
+            self.reads.hit.inc();
             return hit;
         }
         let kept = lock(&self.earlier)
             .as_ref()
             .filter(|e| e.holds.contains(&(type_url, role)))
             .and_then(|e| find(&e.built));
-        let value = kept.unwrap_or_else(|| Arc::new(build()));
+        let value = match kept {
+            Some(kept) => {
+                self.reads.kept.inc();
+                kept
+            }
+            None => {
+                self.reads.miss.inc();
+                Arc::new(build())
+            }
+        };
         lock(&self.built)
             .entry((type_url, scope))
             .or_default()

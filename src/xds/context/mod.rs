@@ -25,7 +25,7 @@ mod routing;
 mod scope;
 mod stream_caches;
 use built::BuiltCache;
-pub use built::Reads;
+pub use built::{CacheReads, Reads};
 pub use destination_rules::DrEntry;
 use memo::lock;
 use routing::exported_to;
@@ -571,6 +571,12 @@ impl PushContext {
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Resources {
         self.cache.get_or_build(type_url, role, scope, name, build)
+    }
+
+    /// This context counting its cache reads into `reads`.
+    pub fn counting_reads(mut self, reads: CacheReads) -> PushContext {
+        self.cache.reads = reads;
+        self
     }
 
     /// This context keeping `previous`'s built resources of each type and role whose inputs

@@ -145,7 +145,7 @@ impl XdsServer {
         Arc::new(XdsServer {
             idle,
             shared_names: SharedNames::default(),
-            context: ArcSwap::from_pointee(initial),
+            context: ArcSwap::from_pointee(initial.counting_reads(cache_reads(&metrics))),
             retired_contexts: retire::Retirer::new("rudder-retire"),
             debug_pages: std::sync::OnceLock::new(),
             connection_observer: std::sync::OnceLock::new(),
@@ -267,7 +267,9 @@ impl PushSink for XdsServer {
             past.push_back(context.inputs());
         }
         record_envoy_filters(&self.metrics, &context);
-        let context = context.keeping(&self.context.load(), crate::xds::generate::inputs::reads);
+        let context = context
+            .keeping(&self.context.load(), crate::xds::generate::inputs::reads)
+            .counting_reads(cache_reads(&self.metrics));
         let replaced = self.context.swap(Arc::new(context));
         let version = record.version;
         // Recorded before the fan-out: a proxy may have the push before `fan_out` returns, and
@@ -289,5 +291,20 @@ impl PushSink for XdsServer {
         {
             pushed.proxies = proxies;
         }
+    }
+}
+
+/// The counters a push context counts its cache reads into (`rudder_xds_cache_reads_total`).
+fn cache_reads(metrics: &XdsMetrics) -> crate::xds::context::CacheReads {
+    let of = |t: &str| {
+        metrics
+            .cache_reads
+            .get_or_create(&crate::metrics::TypeLabels { r#type: t.into() })
+            .clone()
+    };
+    crate::xds::context::CacheReads {
+        hit: of("hit"),
+        kept: of("kept"),
+        miss: of("miss"),
     }
 }

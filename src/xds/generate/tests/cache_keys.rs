@@ -383,3 +383,33 @@ fn every_push_encodes_the_same_config_to_the_same_bytes() {
         }
     }
 }
+
+/// Each read of the cache is counted by outcome (`rudder_xds_cache_reads_total{type}`): built
+/// earlier in the push, kept from the push before, or built now.
+#[test]
+fn cache_reads_are_counted_by_outcome() {
+    let store = crate::testing::store(&mesh());
+    let first = context(&store, 1);
+    let asked = asked_of(&first);
+    resources(&first, &asked);
+    store.apply_yaml(
+        "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings-timeout, namespace: bookinfo}
+spec:
+  hosts: [ratings.bookinfo.svc.cluster.local]
+  http: [{route: [{destination: {host: ratings.bookinfo.svc.cluster.local}}], timeout: 2s}]
+",
+    );
+    let reads = crate::xds::context::CacheReads::default();
+    let second = context(&store, 2)
+        .keeping(&first, inputs::reads)
+        .counting_reads(reads.clone());
+    resources(&second, &asked);
+    let (kept, built) = (reads.kept.get(), reads.miss.get());
+    assert!(kept > 0 && built > 0, "kept {kept}, built {built}");
+    let hits = reads.hit.get();
+    resources(&second, &asked);
+    assert!(reads.hit.get() > hits, "asked again: found built");
+    assert_eq!((reads.kept.get(), reads.miss.get()), (kept, built));
+}
