@@ -137,6 +137,10 @@ fn scenario(delta: bool) {
         tally(port, HOST, "/", &[], 40).len() == 2
     });
     assert_eq!(connection_ids(&daemon), conns, "same ADS stream throughout");
+    assert!(
+        metric(&daemon, "rudder_xds_cache_reads_total{type=\"kept\"}") > 0.0,
+        "a route change sends the clusters and endpoints the push before built, not rebuilt"
+    );
 
     // Endpoint add and remove reach the proxy through EDS-only pushes.
     let eds_pushes = metric(&daemon, "pilot_push_triggers{type=\"endpoint\"}");
