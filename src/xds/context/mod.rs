@@ -442,6 +442,28 @@ impl PushContext {
             .clone()
     }
 
+    /// The view of `scope` a type's generators get when they read only `inputs` of it (one of
+    /// `ScopeInputs`' projections, such as `for_endpoints`): keyed by what it holds, so every
+    /// scope with the same projection shares it and what is built from it. The services in
+    /// scope and the Sidecar are `scope`'s (every projection keeps the namespace and Sidecar
+    /// they come from).
+    pub fn projected(&self, scope: &ScopeView, inputs: ScopeInputs) -> Arc<ScopeView> {
+        let mut h = DefaultHasher::new();
+        inputs.hash(&mut h);
+        let key = h.finish();
+        lock(&self.scopes)
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(ScopeView {
+                    key,
+                    inputs,
+                    services: scope.services.clone(),
+                    sidecar: scope.sidecar.clone(),
+                })
+            })
+            .clone()
+    }
+
     /// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) that select the
     /// proxy of `scope`.
     pub fn selecting(&self, scope: &ScopeView, kind: Kind) -> Vec<&Config> {

@@ -107,6 +107,45 @@ impl Role {
 }
 
 impl ScopeInputs {
+    /// What endpoints (EDS) read of a proxy: its namespace and labels (DestinationRule
+    /// selection, a waypoint's own name), role, locality (priorities), Sidecar (services in
+    /// scope), network, cluster and requested network view (which endpoints, through which
+    /// gateways), and whether it sends HBONE (tunnels to ambient workloads). Every other input
+    /// is reset, so proxies that differ only there (an `ISTIO_VERSION`, `HTTP10`, tracing
+    /// metadata, inbound ports) share their endpoints; the generators get this view, so they
+    /// cannot read what it leaves out.
+    pub fn for_endpoints(&self) -> ScopeInputs {
+        ScopeInputs {
+            namespace: self.namespace.clone(),
+            labels: self.labels.clone(),
+            generator: self.generator,
+            proxy_type: self.proxy_type,
+            interception_none: false,
+            auto_allocated_vips: false,
+            ipv6_only: false,
+            locality: self.locality.clone(),
+            inbound: Arc::default(),
+            inbound_hosts: Arc::default(),
+            sidecar_key: self.sidecar_key.clone(),
+            mtls: false,
+            gateway_topology: Default::default(),
+            istio_version: String::new(),
+            matched_metadata: BTreeMap::new(),
+            istio_extensions: Default::default(),
+            skip_mx_headers: false,
+            proxy_tracing: None,
+            network: self.network.clone(),
+            cluster: self.cluster.clone(),
+            send_hbone: self.send_hbone,
+            hbone_listen_ips: Vec::new(),
+            http10: false,
+            catch_all_idle_timeout: None,
+            network_view: self.network_view.clone(),
+            trace_mesh_id: String::new(),
+            trace_cluster_id: String::new(),
+        }
+    }
+
     pub fn role(&self) -> Role {
         match (self.generator, self.proxy_type) {
             (Generator::Grpc, _) => Role::Proxyless,

@@ -16,6 +16,7 @@ use crate::xds::context::{PushContext, Role, ScopeView};
 use crate::xds::proxy::{Generator, Proxy, ProxyType};
 use crate::xds::resource::{Resource, Resources};
 use crate::xds::types::TypeUrl;
+use finish::Typed;
 use passes::{access_log, envoy_filter, stats, tracing, traffic_extension};
 use security::jwt;
 use shared::{cluster, endpoint, secret, util};
@@ -81,20 +82,21 @@ pub fn generate(
             .iter()
             .cloned()
             .collect(),
-        TypeUrl::Endpoint => per_name(TypeUrl::Endpoint, scope.key, &|n| {
-            finished(Some(if n.starts_with(util::INBOUND_VIP) {
-                waypoint::load_assignment(ctx, scope, n)
-            } else if let Some(through_waypoint) = router
-                .then(|| waypoint::ingress_load_assignment(ctx, scope, n))
-                .flatten()
-            {
-                through_waypoint
-            } else {
-                let mut typed = endpoint::load_assignment(ctx, scope, n);
-                waypoint::tunnel_endpoints(ctx, scope, &mut typed);
-                typed
-            }))
-        }),
+        TypeUrl::Endpoint => {
+            // Built from what endpoints read of the proxy alone, and cached by that.
+            let scope = &*ctx.projected(scope, scope.inputs.for_endpoints());
+            let finished = |typed: Typed| finish_one(ctx, scope, typed);
+            let mut out = Vec::new();
+            for n in names.into_iter().flatten() {
+                let built = ctx.cached(TypeUrl::Endpoint, scope.role(), scope.key, n, || {
+                    finished(load_assignment(ctx, scope, router, n))
+                        .into_iter()
+                        .collect()
+                });
+                out.extend(built.iter().cloned());
+            }
+            out
+        }
         TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
             finished(if n.starts_with(grpc::INBOUND_PREFIX) {
                 grpc::inbound_listener(ctx, scope, n)
@@ -149,6 +151,25 @@ pub fn generate(
             }
         }
     }
+}
+
+/// The endpoints of cluster `name` for `scope`: a waypoint's `inbound-vip` clusters, a
+/// gateway's through a service's waypoint, else the service's, tunnelled to ambient workloads.
+pub(crate) fn load_assignment(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    router: bool,
+    name: &str,
+) -> Typed {
+    if name.starts_with(util::INBOUND_VIP) {
+        return waypoint::load_assignment(ctx, scope, name);
+    }
+    if router && let Some(through_waypoint) = waypoint::ingress_load_assignment(ctx, scope, name) {
+        return through_waypoint;
+    }
+    let mut typed = endpoint::load_assignment(ctx, scope, name);
+    waypoint::tunnel_endpoints(ctx, scope, &mut typed);
+    typed
 }
 
 /// A Wasm extension of the scope's by its name (the registry credential only for

@@ -413,3 +413,93 @@ spec:
     assert!(reads.hit.get() > hits, "asked again: found built");
     assert_eq!((reads.kept.get(), reads.miss.get()), (kept, built));
 }
+
+/// Endpoints are built from `ScopeInputs::for_endpoints` alone: for every proxy of the mesh,
+/// setting every input that projection leaves out to something else builds the same endpoints
+/// (nothing it drops is read), and so does the projected view itself (nothing read is dropped).
+#[test]
+fn endpoints_read_nothing_their_projection_leaves_out() {
+    use crate::xds::context::ScopeView;
+    let store = crate::testing::store(&mesh());
+    let ctx = context(&store, 1);
+    let asked = asked_of(&ctx);
+    let mut compared = 0;
+    for (label, p) in all_proxies() {
+        let Some(Some(names)) = asked.get(&(label, TypeUrl::Endpoint)) else {
+            continue;
+        };
+        let scope = ctx.scope(&p);
+        let mut other = scope.inputs.clone();
+        other.interception_none = !other.interception_none;
+        other.auto_allocated_vips = !other.auto_allocated_vips;
+        other.ipv6_only = !other.ipv6_only;
+        other.inbound = Arc::new([(9999, crate::model::Protocol::Http)].into());
+        other.inbound_hosts = Arc::new([(9999, vec!["x.example.com".to_string()])].into());
+        other.mtls = !other.mtls;
+        other.gateway_topology.num_trusted_proxies = 3;
+        other.istio_version = "1.99.0".into();
+        other.matched_metadata = [("KEY".to_string(), "value".to_string())].into();
+        other.istio_extensions.http_stats = !other.istio_extensions.http_stats;
+        other.skip_mx_headers = !other.skip_mx_headers;
+        other.proxy_tracing = Some("{}".into());
+        other.hbone_listen_ips = vec!["10.99.0.1".into()];
+        other.http10 = !other.http10;
+        other.catch_all_idle_timeout = Some(std::time::Duration::from_secs(7));
+        other.trace_mesh_id = "elsewhere".into();
+        other.trace_cluster_id = "elsewhere".into();
+        assert_eq!(other.for_endpoints(), scope.inputs.for_endpoints());
+        let changed = ScopeView {
+            key: scope.key ^ 1,
+            inputs: other,
+            services: scope.services.clone(),
+            sidecar: scope.sidecar.clone(),
+        };
+        let projected = ctx.projected(&scope, scope.inputs.for_endpoints());
+        let router = scope.proxy_type == crate::xds::proxy::ProxyType::Router;
+        for name in names {
+            let bytes = |s: &ScopeView| {
+                crate::xds::generate::finish_one(
+                    &ctx,
+                    s,
+                    crate::xds::generate::load_assignment(&ctx, s, router, name),
+                )
+                .map(|r| r.digest)
+            };
+            assert_eq!(bytes(&changed), bytes(&scope), "{label}: {name}");
+            assert_eq!(
+                bytes(&projected),
+                bytes(&scope),
+                "{label}: {name} projected"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 20, "{compared} endpoint resources compared");
+}
+
+/// Two sidecars that differ only in what endpoints do not read (their Istio version, HTTP/1.0)
+/// get the same endpoint resources, built once.
+#[test]
+fn scopes_that_differ_only_in_what_endpoints_ignore_share_them() {
+    let store = crate::testing::store(&mesh());
+    let ctx = context(&store, 1);
+    let sidecar = |meta: &[(&str, &str)]| {
+        crate::testing::proxy(
+            "sidecar~10.0.0.9~productpage-0.bookinfo~bookinfo.svc.cluster.local",
+            meta,
+            &[("app", "productpage"), ("version", "v1")],
+        )
+    };
+    let (a, b) = (
+        sidecar(&[("ISTIO_VERSION", "1.29.0")]),
+        sidecar(&[("ISTIO_VERSION", "1.30.3"), ("HTTP10", "1")]),
+    );
+    let (sa, sb) = (ctx.scope(&a), ctx.scope(&b));
+    assert_ne!(sa.key, sb.key, "two scopes");
+    let names: BTreeSet<String> =
+        ["outbound|9080||reviews.bookinfo.svc.cluster.local".to_string()].into();
+    let ea = generate(&ctx, &a, &sa, TypeUrl::Endpoint, Some(&names));
+    let eb = generate(&ctx, &b, &sb, TypeUrl::Endpoint, Some(&names));
+    assert_eq!(ea.len(), 1);
+    assert!(Arc::ptr_eq(&ea[0], &eb[0]), "one resource for both");
+}
