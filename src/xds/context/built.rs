@@ -2,7 +2,7 @@
 //! the resources of each type whose declared inputs did not change since (istiod's xDS cache,
 //! whose entries outlive pushes that do not touch their dependencies).
 
-use super::memo::{FastMap, lock};
+use super::memo::{FastMap, lock, memoized};
 use super::scope::Role;
 use crate::config::Kind;
 use crate::xds::resource::{Resource, Resources};
@@ -15,14 +15,14 @@ type ResourcesByName = FastMap<String, Resources>;
 
 /// Built resources by (type, scope key), then by resource name: looked up by `&str`, without
 /// allocating a key, on the hottest path of a push (every named EDS/RDS resource of every proxy).
-type ByScope = Mutex<FastMap<(TypeUrl, u64), ResourcesByName>>;
+type ByScope = FastMap<(TypeUrl, u64), ResourcesByName>;
 
 /// The config kinds a type's generators read for a role, in groups: what `keep_from` checks.
 pub type Reads = fn(TypeUrl, Role) -> &'static [&'static [Kind]];
 
 /// What the push before built, and the (type, role) pairs whose resources still hold.
 struct Earlier {
-    built: Arc<ByScope>,
+    built: Arc<Mutex<ByScope>>,
     holds: BTreeSet<(TypeUrl, Role)>,
 }
 
@@ -37,7 +37,7 @@ pub struct CacheReads {
 
 #[derive(Default)]
 pub struct BuiltCache {
-    built: Arc<ByScope>,
+    built: Arc<Mutex<ByScope>>,
     earlier: Mutex<Option<Earlier>>,
     pub(super) reads: CacheReads,
 }
@@ -55,34 +55,40 @@ impl BuiltCache {
         build: impl FnOnce() -> Vec<Arc<Resource>>,
     ) -> Resources {
         let find = |map: &ByScope| {
-            lock(map)
-                .get(&(type_url, scope))
+            map.get(&(type_url, scope))
                 .and_then(|by_name| by_name.get(name).cloned())
         };
-        if let Some(hit) = find(&self.built) {
-            self.reads.hit.inc();
-            return hit;
-        }
-        let kept = lock(&self.earlier)
-            .as_ref()
-            .filter(|e| e.holds.contains(&(type_url, role)))
-            .and_then(|e| find(&e.built));
-        let value = match kept {
-            Some(kept) => {
-                self.reads.kept.inc();
-                kept
-            }
-            None => {
-                self.reads.miss.inc();
-                Arc::new(build())
-            }
-        };
-        lock(&self.built)
-            .entry((type_url, scope))
-            .or_default()
-            .entry(name.to_string())
-            .or_insert(value)
-            .clone()
+        memoized(
+            &self.built,
+            |m| {
+                find(m).inspect(|_| {
+                    self.reads.hit.inc();
+                })
+            },
+            |m, v| {
+                m.entry((type_url, scope))
+                    .or_default()
+                    .entry(name.to_string())
+                    .or_insert(v)
+                    .clone()
+            },
+            || {
+                let kept = lock(&self.earlier)
+                    .as_ref()
+                    .filter(|e| e.holds.contains(&(type_url, role)))
+                    .and_then(|e| find(&lock(&e.built)));
+                match kept {
+                    Some(kept) => {
+                        self.reads.kept.inc();
+                        kept
+                    }
+                    None => {
+                        self.reads.miss.inc();
+                        Arc::new(build())
+                    }
+                }
+            },
+        )
     }
 
     /// Keeps `previous`'s resources of each type and role for which `reads` names no kind in
