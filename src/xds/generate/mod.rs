@@ -16,7 +16,6 @@ use crate::xds::context::{PushContext, Role, ScopeView};
 use crate::xds::proxy::{Generator, Proxy, ProxyType};
 use crate::xds::resource::{Resource, Resources};
 use crate::xds::types::TypeUrl;
-use finish::Typed;
 use passes::{access_log, envoy_filter, stats, tracing, traffic_extension};
 use security::jwt;
 use shared::{cluster, endpoint, secret, util};
@@ -36,14 +35,15 @@ pub fn generate(
 ) -> Vec<Arc<Resource>> {
     let grpc = scope.generator == Generator::Grpc;
     let router = scope.proxy_type == ProxyType::Router;
+    // Per-name types: each name's resource cached under the scope it is built from.
     let per_name = |type_url: TypeUrl,
-                    scope_key: u64,
+                    scope: &ScopeView,
                     build: &dyn Fn(&str) -> Option<Arc<Resource>>|
      -> Vec<Arc<Resource>> {
         let mut out = Vec::new();
         for n in names.into_iter().flatten() {
             out.extend(
-                ctx.cached(type_url, scope.role(), scope_key, n, || {
+                ctx.cached(type_url, scope.role(), scope.key, n, || {
                     build(n).into_iter().collect()
                 })
                 .iter()
@@ -65,7 +65,7 @@ pub fn generate(
         }
     };
     match type_url {
-        TypeUrl::Cluster if grpc => per_name(TypeUrl::Cluster, scope.key, &|n| {
+        TypeUrl::Cluster if grpc => per_name(TypeUrl::Cluster, scope, &|n| {
             finished(cluster::cluster_by_name(ctx, scope, n))
         }),
         TypeUrl::Cluster => {
@@ -84,20 +84,12 @@ pub fn generate(
             .collect(),
         TypeUrl::Endpoint => {
             // Built from what endpoints read of the proxy alone, and cached by that.
-            let scope = &*ctx.projected(scope, scope.inputs.for_endpoints());
-            let finished = |typed: Typed| finish_one(ctx, scope, typed);
-            let mut out = Vec::new();
-            for n in names.into_iter().flatten() {
-                let built = ctx.cached(TypeUrl::Endpoint, scope.role(), scope.key, n, || {
-                    finished(load_assignment(ctx, scope, router, n))
-                        .into_iter()
-                        .collect()
-                });
-                out.extend(built.iter().cloned());
-            }
-            out
+            let endpoints = &*ctx.projected(scope, scope.inputs.for_endpoints());
+            per_name(TypeUrl::Endpoint, endpoints, &|n| {
+                finish_one(ctx, endpoints, load_assignment(ctx, endpoints, router, n))
+            })
         }
-        TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope.key, &|n| {
+        TypeUrl::Listener if grpc => per_name(TypeUrl::Listener, scope, &|n| {
             finished(if n.starts_with(grpc::INBOUND_PREFIX) {
                 grpc::inbound_listener(ctx, scope, n)
             } else {
@@ -118,13 +110,13 @@ pub fn generate(
                 }),
             )
         }
-        TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope.key, &|n| {
+        TypeUrl::Route if grpc => per_name(TypeUrl::Route, scope, &|n| {
             finished(grpc::route_config(ctx, scope, n))
         }),
-        TypeUrl::Route if router => per_name(TypeUrl::Route, scope.key, &|n| {
+        TypeUrl::Route if router => per_name(TypeUrl::Route, scope, &|n| {
             finished(gateway::route_config(ctx, scope, n))
         }),
-        TypeUrl::Route => per_name(TypeUrl::Route, scope.key, &|n| {
+        TypeUrl::Route => per_name(TypeUrl::Route, scope, &|n| {
             finished(listener::route_config(ctx, scope, n))
         }),
         TypeUrl::ExtensionConfig => extension_configs(ctx, proxy, scope, names),
@@ -160,7 +152,7 @@ pub(crate) fn load_assignment(
     scope: &ScopeView,
     router: bool,
     name: &str,
-) -> Typed {
+) -> finish::Typed {
     if name.starts_with(util::INBOUND_VIP) {
         return waypoint::load_assignment(ctx, scope, name);
     }
