@@ -411,32 +411,44 @@ impl PushContext {
                 .as_ref()
                 .map(|pc| pc.get("tracing").map(|t| t.to_string()).unwrap_or_default()),
         };
+        self.shared_view(inputs, || {
+            let egress = sidecar.as_ref().and_then(|c| match &c.spec {
+                Spec::Sidecar(sc) => Some(sc),
+                _ => None,
+            });
+            let services = self
+                .registry
+                .services
+                .values()
+                .filter(|s| {
+                    s.visible_to_with(&proxy.namespace, &self.mesh.default_service_export_to)
+                })
+                .filter(|s| egress.is_none_or(|sc| sidecar_allows(sc, &proxy.namespace, s)))
+                .cloned()
+                .collect();
+            (services, sidecar.clone())
+        })
+    }
+
+    /// The view of `inputs`, shared by every proxy whose inputs hash alike: `derive` (the
+    /// services in scope and the Sidecar) runs only for the first.
+    fn shared_view(
+        &self,
+        inputs: ScopeInputs,
+        derive: impl FnOnce() -> (Vec<Arc<Service>>, Option<Arc<Config>>),
+    ) -> Arc<ScopeView> {
         let mut h = DefaultHasher::new();
         inputs.hash(&mut h);
         let key = h.finish();
-        let mut scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
-        scopes
+        lock(&self.scopes)
             .entry(key)
             .or_insert_with(|| {
-                let egress = sidecar.as_ref().and_then(|c| match &c.spec {
-                    Spec::Sidecar(sc) => Some(sc),
-                    _ => None,
-                });
-                let services = self
-                    .registry
-                    .services
-                    .values()
-                    .filter(|s| {
-                        s.visible_to_with(&proxy.namespace, &self.mesh.default_service_export_to)
-                    })
-                    .filter(|s| egress.is_none_or(|sc| sidecar_allows(sc, &proxy.namespace, s)))
-                    .cloned()
-                    .collect();
+                let (services, sidecar) = derive();
                 Arc::new(ScopeView {
                     key,
                     inputs,
                     services,
-                    sidecar: sidecar.clone(),
+                    sidecar,
                 })
             })
             .clone()
@@ -448,20 +460,7 @@ impl PushContext {
     /// scope and the Sidecar are `scope`'s (every projection keeps the namespace and Sidecar
     /// they come from).
     pub fn projected(&self, scope: &ScopeView, inputs: ScopeInputs) -> Arc<ScopeView> {
-        let mut h = DefaultHasher::new();
-        inputs.hash(&mut h);
-        let key = h.finish();
-        lock(&self.scopes)
-            .entry(key)
-            .or_insert_with(|| {
-                Arc::new(ScopeView {
-                    key,
-                    inputs,
-                    services: scope.services.clone(),
-                    sidecar: scope.sidecar.clone(),
-                })
-            })
-            .clone()
+        self.shared_view(inputs, || (scope.services.clone(), scope.sidecar.clone()))
     }
 
     /// Security policies of `kind` (AuthorizationPolicy, RequestAuthentication) that select the
