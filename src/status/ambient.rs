@@ -39,8 +39,8 @@ impl super::producer::Producer for Ambient {
         conditions(
             input.snapshot,
             input.registry,
-            input.domain_suffix,
-            input.root_namespace,
+            &input.mesh.domain_suffix,
+            &input.mesh.root_namespace,
         )
     }
 }

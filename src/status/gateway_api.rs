@@ -244,7 +244,7 @@ fn resolves(input: &Input, r: &Reference) -> bool {
                 .contains_key(&crate::model::kubernetes::service_hostname(
                     namespace,
                     name,
-                    input.domain_suffix,
+                    &input.mesh.domain_suffix,
                 ))
         }
         Reference::Hostname { host } => registry.services.contains_key(host),
@@ -425,7 +425,7 @@ fn programmed(
 }
 
 fn route_status(input: &Input, r: &RouteOutcome) -> Value {
-    let suffix = input.domain_suffix;
+    let suffix = &input.mesh.domain_suffix;
     let missing = r.backends.iter().find(|b| !resolves(input, b)).cloned();
     let parents: Vec<Value> = r
         .parents

@@ -54,7 +54,7 @@ impl super::producer::FieldsProducer for IngressStatus {
 fn addresses(input: &Input, service: &str) -> Vec<Value> {
     let Some(e) = input
         .snapshot
-        .get_named(Kind::Service, input.root_namespace, service)
+        .get_named(Kind::Service, &input.mesh.root_namespace, service)
     else {
         return Vec::new();
     };

@@ -31,8 +31,6 @@ pub struct Input<'a> {
     pub registry: &'a Registry,
     pub mesh: &'a MeshSettings,
     pub translation: &'a Translation,
-    pub domain_suffix: &'a str,
-    pub root_namespace: &'a str,
 }
 
 impl<'a> Input<'a> {
@@ -42,8 +40,6 @@ impl<'a> Input<'a> {
             registry: &judged.registry,
             mesh: &judged.mesh,
             translation: &judged.gateway_api,
-            domain_suffix: &judged.mesh.domain_suffix,
-            root_namespace: &judged.mesh.root_namespace,
         }
     }
 }
