@@ -342,8 +342,9 @@ pub fn oldest_first<'a>(
     found
 }
 
-/// The policies of one levelled kind (Sidecar, PeerAuthentication, ProxyConfig) a workload
-/// takes, one per level, each the oldest of its level (`Config::age_key`) as istiod picks.
+/// The policies of one levelled kind (Sidecar, PeerAuthentication, ProxyConfig, Telemetry) a
+/// workload takes, one per level, each the oldest of its level (`Config::age_key`) as istiod
+/// picks.
 #[derive(Debug, Clone, Copy)]
 pub struct Levels<T> {
     /// The root namespace's namespace-wide policy: the mesh's.
@@ -351,8 +352,9 @@ pub struct Levels<T> {
     /// The workload's namespace's namespace-wide policy (none in the root namespace, whose
     /// namespace-wide policy is the mesh's).
     pub namespace: Option<T>,
-    /// A policy of the workload's own namespace whose selector matches it ([`attaches`]: a
-    /// root-namespace selector applies as the kind's [`RootSelector`] says).
+    /// A policy of the workload's own namespace whose selector matches it, or whose targetRef
+    /// names its Gateway ([`attaches`]: a root-namespace selector applies as the kind's
+    /// [`RootSelector`] says).
     pub workload: Option<T>,
 }
 
@@ -388,10 +390,12 @@ pub fn levels_among<'a, T: Copy>(
             }
         }
         let attachment = attaches(ns, policy, root, workload);
-        let selects = attachment == Some(Attachment::Selector)
-            || (attachment == Some(Attachment::Namespace)
-                && !policy.namespace_wide()
-                && policy.empty_selector_selects_all());
+        let selects = matches!(
+            attachment,
+            Some(Attachment::Selector | Attachment::TargetRef)
+        ) || (attachment == Some(Attachment::Namespace)
+            && !policy.namespace_wide()
+            && policy.empty_selector_selects_all());
         if ns == workload.namespace && selects {
             older(&mut levels.workload, candidate);
         }
@@ -713,12 +717,13 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
         assert_eq!(chosen("other", "web").as_deref(), Some("root-default"));
     }
 
-    /// Sidecar, PeerAuthentication and ProxyConfig choose their levels by one rule, each kind
-    /// saying what a selector is: at each level the oldest; a root-namespace selector selects
-    /// the root's own workloads for Sidecar and ProxyConfig and nothing for PeerAuthentication;
-    /// an empty selector is a Sidecar's that selects every workload (istiod's subset test), at
-    /// no level for ProxyConfig (`GetSelector() == nil` for a namespace's, non-empty labels for
-    /// a workload's), and namespace-wide for PeerAuthentication.
+    /// Sidecar, PeerAuthentication, ProxyConfig and Telemetry choose their levels by one rule,
+    /// each kind saying what a selector is: at each level the oldest; a root-namespace selector
+    /// selects the root's own workloads for Sidecar, ProxyConfig and Telemetry and nothing for
+    /// PeerAuthentication; an empty selector is a Sidecar's that selects every workload
+    /// (istiod's subset test), at no level for ProxyConfig (`GetSelector() == nil` for a
+    /// namespace's, non-empty labels for a workload's), and namespace-wide for
+    /// PeerAuthentication and Telemetry.
     #[test]
     fn levelled_kinds_share_one_rule() {
         let header = |kind: Kind| match kind {
@@ -726,13 +731,19 @@ spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: ingr
             Kind::PeerAuthentication => {
                 "apiVersion: security.istio.io/v1\nkind: PeerAuthentication"
             }
+            Kind::Telemetry => "apiVersion: telemetry.istio.io/v1\nkind: Telemetry",
             _ => "apiVersion: networking.istio.io/v1beta1\nkind: ProxyConfig",
         };
         let selector = |kind: Kind, labels: &str| match kind {
             Kind::Sidecar => format!("workloadSelector: {{labels: {labels}}}"),
             _ => format!("selector: {{matchLabels: {labels}}}"),
         };
-        for kind in [Kind::Sidecar, Kind::PeerAuthentication, Kind::ProxyConfig] {
+        for kind in [
+            Kind::Sidecar,
+            Kind::PeerAuthentication,
+            Kind::ProxyConfig,
+            Kind::Telemetry,
+        ] {
             let object = |name: &str, ns: &str, at: &str, spec: &str| {
                 format!(
                     "{}\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{at}\"}}\nspec: {{{spec}}}\n---\n",
