@@ -153,6 +153,27 @@ struct PatchSet<'a> {
     listener_filter: Vec<&'a Patch>,
 }
 
+/// A MERGE patch on one filter (network or HTTP), given its name and typed config and the
+/// patch value's: the value's name replaces the filter's when it has one, and its typed config
+/// is merged into the filter's (a merge that fails is logged and leaves the config as it was).
+fn merge_filter(
+    p: &Patch,
+    (name, current): (&mut String, &mut Any),
+    (value_name, patch): (&str, Option<&Any>),
+) {
+    let next = patch.and_then(|patch| {
+        merge_any(current, patch)
+            .inspect_err(|e| merged::<_>(p, Err(e.to_string())))
+            .ok()
+    });
+    if !value_name.is_empty() {
+        *name = value_name.to_string();
+    }
+    if let Some(next) = next {
+        *current = next;
+    }
+}
+
 /// Logs a merge that could not be made (the resource is left as it was).
 fn merged<E: std::fmt::Display>(p: &Patch, result: Result<(), E>) {
     if let Err(e) = result {
@@ -313,21 +334,14 @@ impl PatchSet<'_> {
                     continue;
                 }
                 let value: Filter = p.value();
-                let Some(filter::ConfigType::TypedConfig(current)) = &f.config_type else {
+                let Some(filter::ConfigType::TypedConfig(current)) = &mut f.config_type else {
                     continue;
                 };
-                let next = match &value.config_type {
-                    Some(filter::ConfigType::TypedConfig(patch)) => merge_any(current, patch)
-                        .inspect_err(|e| merged::<_>(p, Err(e.to_string())))
-                        .ok(),
+                let patch = match &value.config_type {
+                    Some(filter::ConfigType::TypedConfig(patch)) => Some(patch),
                     _ => None,
                 };
-                if !value.name.is_empty() {
-                    f.name = value.name.clone();
-                }
-                if let Some(next) = next {
-                    f.config_type = Some(filter::ConfigType::TypedConfig(next));
-                }
+                merge_filter(p, (&mut f.name, current), (&value.name, patch));
             }
             if f.name == HTTP_CONNECTION_MANAGER
                 && !http.is_empty()
@@ -439,22 +453,15 @@ fn patch_http_filters(patches: &[&Patch], config: &mut Any) {
                 {
                     continue;
                 }
-                let Some(http_filter::ConfigType::TypedConfig(current)) = &f.config_type else {
+                let Some(http_filter::ConfigType::TypedConfig(current)) = &mut f.config_type else {
                     continue;
                 };
                 let value: HttpFilter = p.value();
-                let next = match &value.config_type {
-                    Some(http_filter::ConfigType::TypedConfig(patch)) => merge_any(current, patch)
-                        .inspect_err(|e| merged::<_>(p, Err(e.to_string())))
-                        .ok(),
+                let patch = match &value.config_type {
+                    Some(http_filter::ConfigType::TypedConfig(patch)) => Some(patch),
                     _ => None,
                 };
-                if !value.name.is_empty() {
-                    f.name = value.name.clone();
-                }
-                if let Some(next) = next {
-                    f.config_type = Some(http_filter::ConfigType::TypedConfig(next));
-                }
+                merge_filter(p, (&mut f.name, current), (&value.name, patch));
             }
         }
     });
