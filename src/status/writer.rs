@@ -557,7 +557,7 @@ impl StatusWriter {
     }
 }
 
-/// What one round of writes shares: the snapshot judged, its registry, and what may stop it.
+/// What one round of writes shares: the view the push loop judged, and what may stop it.
 struct Round<'a> {
     judged: &'a Judged,
     limiter: &'a governor::DefaultDirectRateLimiter,
