@@ -11,17 +11,17 @@
 
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use envoy_types::pb::google::protobuf::Any;
-use prost::{Message, Name};
 use std::sync::Arc;
 
 /// Which part of which kind of proxy a resource configures: what istiod's EnvoyFilter match
@@ -64,7 +64,7 @@ impl Class {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Built {
     Cluster(Box<Cluster>),
-    Listener(Box<Listener>),
+    Listener(Box<TypedListener>),
     Route(Box<RouteConfiguration>),
     LoadAssignment(Box<ClusterLoadAssignment>),
     Secret(Box<Secret>),
@@ -79,8 +79,14 @@ macro_rules! built_from {
         }
     )*};
 }
-built_from!(Cluster => Cluster, Listener => Listener, RouteConfiguration => Route,
+built_from!(Cluster => Cluster, TypedListener => Listener, RouteConfiguration => Route,
     ClusterLoadAssignment => LoadAssignment, Secret => Secret);
+
+impl From<Listener> for Built {
+    fn from(l: Listener) -> Built {
+        Built::Listener(Box::new(TypedListener::decoded(l)))
+    }
+}
 
 /// A built resource with the name it is served under and its class.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,100 +132,66 @@ impl Typed {
         self
     }
 
-    /// Calls `edit` with every HTTP connection manager of a listener (by filter chain name),
-    /// decoded; what `edit` changes is written back. Nothing is decoded for other resources.
+    /// The listener, when this is one.
+    pub fn listener_mut(&mut self) -> Option<&mut TypedListener> {
+        match &mut self.built {
+            Built::Listener(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Calls `edit` with every HTTP connection manager of a listener, with its filter chain's
+    /// name (none for a proxyless client's API listener).
     pub fn edit_http_connection_managers(
         &mut self,
         mut edit: impl FnMut(&str, &mut HttpConnectionManager),
     ) {
-        let Built::Listener(listener) = &mut self.built else {
+        let Some(listener) = self.listener_mut() else {
             return;
         };
-        for_each_filter_config(listener, |chain, config| {
-            edit_typed(config, |hcm| edit(chain, hcm))
-        });
-        // Proxyless gRPC listeners carry theirs as the API listener.
-        if let Some(api) = listener
-            .api_listener
-            .as_mut()
-            .and_then(|a| a.api_listener.as_mut())
+        for chain in listener
+            .chains
+            .iter_mut()
+            .chain(listener.default_chain.as_mut())
         {
-            edit_typed(api, |hcm| edit("", hcm));
+            let Chain { chain, filters } = chain;
+            for hcm in filters
+                .iter_mut()
+                .filter_map(NetworkFilter::http_connection_manager_mut)
+            {
+                edit(&chain.name, hcm);
+            }
+        }
+        if let Some(api) = listener.api.as_mut() {
+            edit("", api);
         }
     }
 
-    /// Calls `edit` with every TCP proxy of a listener's filter chains (by filter chain name),
-    /// decoded; what `edit` changes is written back.
+    /// Calls `edit` with every TCP proxy of a listener's filter chains, with the chain's name.
     pub fn edit_tcp_proxies(&mut self, mut edit: impl FnMut(&str, &mut TcpProxy)) {
-        let Built::Listener(listener) = &mut self.built else {
+        let Some(listener) = self.listener_mut() else {
             return;
         };
-        for_each_filter_config(listener, |chain, config| {
-            edit_typed(config, |tcp| edit(chain, tcp))
-        });
+        for chain in listener.all_chains() {
+            let Chain { chain, filters } = chain;
+            for tcp in filters.iter_mut().filter_map(NetworkFilter::tcp_proxy_mut) {
+                edit(&chain.name, tcp);
+            }
+        }
     }
 
     fn encode(self) -> Arc<Resource> {
-        let any = match &self.built {
+        let any = match self.built {
             Built::Cluster(r) => any(r.as_ref()),
-            Built::Listener(r) => any(r.as_ref()),
+            Built::Listener(r) => any(&r.encode()),
             Built::Route(r) => any(r.as_ref()),
             Built::LoadAssignment(r) => Any {
                 type_url: <ClusterLoadAssignment as prost::Name>::type_url(),
-                value: crate::xds::generate::encode::encode_load_assignment(r),
+                value: crate::xds::generate::encode::encode_load_assignment(&r),
             },
             Built::Secret(r) => any(r.as_ref()),
         };
         Resource::with_findings(self.name, any, self.findings)
-    }
-}
-
-/// Calls `visit` with the typed config of every filter of a listener's filter chains (the
-/// default chain included), with the chain's name.
-fn for_each_filter_config(listener: &mut Listener, mut visit: impl FnMut(&str, &mut Any)) {
-    let chains = listener
-        .filter_chains
-        .iter_mut()
-        .chain(listener.default_filter_chain.as_mut());
-    for chain in chains {
-        for f in &mut chain.filters {
-            if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() {
-                visit(&chain.name, config);
-            }
-        }
-    }
-}
-
-/// Calls `edit` with every HTTP connection manager of one filter chain, decoded; what `edit`
-/// changes is written back. The one decode-and-encode of connection managers the passes share.
-pub fn edit_chain_http_connection_managers(
-    chain: &mut FilterChain,
-    mut edit: impl FnMut(&mut HttpConnectionManager),
-) {
-    for f in &mut chain.filters {
-        if let Some(filter::ConfigType::TypedConfig(config)) = f.config_type.as_mut() {
-            edit_typed(config, &mut edit);
-        }
-    }
-}
-
-/// Calls `edit` with the HTTP connection manager `config` holds, decoded, and writes it back;
-/// nothing when it holds another filter's config.
-pub fn edit_http_connection_manager(
-    config: &mut Any,
-    edit: impl FnOnce(&mut HttpConnectionManager),
-) {
-    edit_typed(config, edit);
-}
-
-/// Decodes `config` if it holds an `M`, lets `edit` change it, and writes it back.
-fn edit_typed<M: Message + Default + Name>(config: &mut Any, edit: impl FnOnce(&mut M)) {
-    if config.type_url != M::type_url() {
-        return;
-    }
-    if let Ok(mut message) = M::decode(config.value.as_slice()) {
-        edit(&mut message);
-        config.value = message.encode_to_vec();
     }
 }
 

@@ -9,6 +9,7 @@ pub mod passes;
 pub mod security;
 pub mod shared;
 pub mod sidecar;
+pub mod typed_listener;
 pub mod waypoint;
 pub mod ztunnel;
 

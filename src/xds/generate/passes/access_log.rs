@@ -157,7 +157,7 @@ impl Pass for AccessLogs {
             if let Built::Listener(l) = &mut r.built
                 && with_listener_log
             {
-                l.access_log.extend(listener_logs.clone());
+                l.listener.access_log.extend(listener_logs.clone());
             }
         }
     }

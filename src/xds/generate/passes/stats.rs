@@ -24,13 +24,12 @@
 use crate::config::mesh::is_prometheus_provider;
 use crate::config::telemetry::{IstioMetric, MetricSelector, Metrics, TagOperation, WorkloadMode};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::finish::{
-    Built, Class, Pass, Typed, edit_chain_http_connection_managers,
-};
+use crate::xds::generate::finish::{Built, Class, Pass, Typed};
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TCP_PROXY};
 use crate::xds::proxy::{METADATA_EXCHANGE_TYPE, PEER_METADATA_TYPE, STATS_TYPE};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, Filter as ClusterFilter};
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
-use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpFilter, http_filter,
 };
@@ -50,7 +49,6 @@ pub mod pb {
 pub const STATS_FILTER: &str = "istio.stats";
 pub const METADATA_EXCHANGE_FILTER: &str = "istio.metadata_exchange";
 const ROUTER: &str = "envoy.filters.http.router";
-const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 const PEER_EXCHANGE_ALPN: &str = "istio-peer-exchange";
 
 /// istiod's names of the standard metrics in Prometheus (without the `istio_` prefix).
@@ -393,11 +391,13 @@ fn metadata_exchange_config() -> Any {
     )
 }
 
-fn tcp_metadata_exchange_filter() -> Filter {
-    Filter {
-        name: METADATA_EXCHANGE_FILTER.into(),
-        config_type: Some(filter::ConfigType::TypedConfig(metadata_exchange_config())),
-    }
+fn tcp_metadata_exchange_filter() -> NetworkFilter {
+    encoded_filter(METADATA_EXCHANGE_FILTER, metadata_exchange_config())
+}
+
+/// A network filter of Istio's own, its config packed.
+fn encoded_filter(name: &str, config: Any) -> NetworkFilter {
+    NetworkFilter::encoded(name, filter::ConfigType::TypedConfig(config))
 }
 
 /// Whether a gateway filter chain terminates ISTIO_MUTUAL (the mesh's workload certificate,
@@ -497,11 +497,11 @@ impl Pass for IstioTelemetry {
                 let Built::Listener(listener) = &mut r.built else {
                     continue;
                 };
-                if listener.name != crate::xds::generate::waypoint::MAIN_INTERNAL {
+                if listener.name() != crate::xds::generate::waypoint::MAIN_INTERNAL {
                     continue;
                 }
-                for chain in listener.filter_chains.iter_mut() {
-                    let served = super::access_log::served_by_chain(ctx, &chain.name);
+                for chain in listener.chains.iter_mut() {
+                    let served = super::access_log::served_by_chain(ctx, chain.name());
                     let configs = by_service
                         .entry(served.map(|s| s.hostname.clone()).unwrap_or_default())
                         .or_insert_with(|| stats_configs(ctx, scope, class, served));
@@ -530,11 +530,7 @@ impl Pass for IstioTelemetry {
                     }
                 }
                 Built::Listener(listener) => {
-                    let chains = listener
-                        .filter_chains
-                        .iter_mut()
-                        .chain(listener.default_filter_chain.as_mut());
-                    for chain in chains {
+                    for chain in listener.all_chains() {
                         add_to_chain(chain, class, ext, configs, &filters);
                     }
                 }
@@ -547,14 +543,14 @@ impl Pass for IstioTelemetry {
 /// The filters that are the same everywhere in a scope.
 struct Prebuilt {
     cluster_mx: ClusterFilter,
-    tcp_mx: Filter,
+    tcp_mx: NetworkFilter,
     inbound_peer: HttpFilter,
     outbound_peer: HttpFilter,
 }
 
 /// The filters of one filter chain: TCP chains (a TCP proxy) and HTTP connection managers.
 fn add_to_chain(
-    chain: &mut FilterChain,
+    chain: &mut Chain,
     class: Class,
     ext: crate::xds::proxy::IstioExtensions,
     configs: &[Any],
@@ -562,15 +558,14 @@ fn add_to_chain(
 ) {
     if let Some(at) = chain.filters.iter().position(|f| f.name == TCP_PROXY) {
         if ext.tcp_stats {
-            let filters = configs.iter().map(|c| Filter {
-                name: STATS_FILTER.into(),
-                config_type: Some(filter::ConfigType::TypedConfig(c.clone())),
-            });
+            let filters = configs
+                .iter()
+                .map(|c| encoded_filter(STATS_FILTER, c.clone()));
             chain.filters.splice(at..at, filters);
         }
         let mx = match class {
             Class::SidecarInbound => true,
-            Class::Gateway => istio_mutual_chain(chain),
+            Class::Gateway => istio_mutual_chain(&chain.chain),
             _ => false,
         };
         if ext.tcp_metadata_exchange && mx {
@@ -578,7 +573,7 @@ fn add_to_chain(
         }
         return;
     }
-    edit_chain_http_connection_managers(chain, |hcm| {
+    for hcm in chain.http_connection_managers() {
         if ext.http_stats
             && let Some(at) = hcm.http_filters.iter().position(|h| h.name == ROUTER)
         {
@@ -598,7 +593,7 @@ fn add_to_chain(
             };
             hcm.http_filters.insert(0, peer.clone());
         }
-    });
+    }
 }
 
 #[cfg(test)]

@@ -21,19 +21,17 @@ use crate::config::extensions::{
 use crate::config::{Config, Kind, Spec};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
-use crate::xds::generate::finish::{
-    Built, Class, Pass, Typed, edit_chain_http_connection_managers,
-};
+use crate::xds::generate::finish::{Built, Class, Pass, Typed};
 use crate::xds::generate::security::extauthz::{EXT_AUTHZ_FILTER, NETWORK_EXT_AUTHZ_FILTER};
 use crate::xds::generate::security::jwt::JWT_FILTER;
 use crate::xds::generate::security::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER};
 use crate::xds::generate::shared::util::{ads, listener_port};
+use crate::xds::generate::typed_listener::{NetworkFilter, TCP_PROXY};
 use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{
     AsyncDataSource, DataSource, ExtensionConfigSource, HttpUri, RemoteDataSource,
     TypedExtensionConfig, async_data_source, data_source, http_uri,
 };
-use envoy_types::pb::envoy::config::listener::v3::Filter;
 use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua;
 use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
@@ -51,7 +49,6 @@ use tracing::warn;
 
 /// istiod's prefix of a TrafficExtension's filter name.
 const NAME_PREFIX: &str = "extensions.istio.io/trafficextension/";
-const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 /// What istiod appends to the name of the TrafficExtension a WasmPlugin becomes.
 const WASM_PLUGIN_MARKER: &str = "~istio-translated-wasmplugin";
 const WASM_HTTP_FILTER_TYPE: &str =
@@ -233,20 +230,20 @@ fn http_filter(e: &Extension) -> HttpFilter {
 }
 
 /// The network filter of a network Wasm extension, its config over ECDS as for HTTP.
-fn network_filter(e: &Extension) -> Filter {
+fn network_filter(e: &Extension) -> NetworkFilter {
     let mut source = ads();
     source.initial_fetch_timeout = Some(Duration::default());
-    Filter {
-        name: e.filter_name(),
-        config_type: Some(filter::ConfigType::ConfigDiscovery(ExtensionConfigSource {
+    NetworkFilter::encoded(
+        e.filter_name(),
+        filter::ConfigType::ConfigDiscovery(ExtensionConfigSource {
             config_source: Some(source),
             type_urls: vec![
                 WASM_NETWORK_FILTER_TYPE.into(),
                 RBAC_NETWORK_FILTER_TYPE.into(),
             ],
             ..Default::default()
-        })),
-    }
+        }),
+    )
 }
 
 /// The environment variable istio-agent takes a Wasm module's registry credential from (and
@@ -534,7 +531,7 @@ fn http_name(f: &HttpFilter) -> &str {
     &f.name
 }
 
-fn network_name(f: &Filter) -> &str {
+fn network_name(f: &NetworkFilter) -> &str {
     &f.name
 }
 
@@ -568,14 +565,11 @@ impl Pass for TrafficExtensions {
             let Built::Listener(listener) = &mut r.built else {
                 continue;
             };
-            let listener_port = listener_port(listener);
-            let chains = listener
-                .filter_chains
-                .iter_mut()
-                .chain(listener.default_filter_chain.as_mut());
-            for chain in chains {
+            let listener_port = listener_port(&listener.listener);
+            for chain in listener.all_chains() {
                 // On the virtual listeners the port is the filter chain's.
                 let port = chain
+                    .chain
                     .filter_chain_match
                     .as_ref()
                     .and_then(|m| m.destination_port)
@@ -588,7 +582,7 @@ impl Pass for TrafficExtensions {
                     .filter(|e| http_extension(&e.spec))
                     .map(|e| (phase(e), http_filter(e)))
                     .collect();
-                let network: Vec<(ExtensionPhase, Filter)> = matching
+                let network: Vec<(ExtensionPhase, NetworkFilter)> = matching
                     .filter(|e| network_extension(&e.spec))
                     .map(|e| (phase(e), network_filter(e)))
                     .collect();
@@ -601,9 +595,9 @@ impl Pass for TrafficExtensions {
                 if http.is_empty() {
                     continue;
                 }
-                edit_chain_http_connection_managers(chain, |hcm| {
+                for hcm in chain.http_connection_managers() {
                     insert(&mut hcm.http_filters, http_name, &HTTP_ANCHORS, &http);
-                });
+                }
             }
         }
     }
@@ -654,9 +648,9 @@ mod tests {
                 "router"
             ]
         );
-        let tcp = |n: &str| Filter {
+        let tcp = |n: &str| NetworkFilter {
             name: n.into(),
-            ..Default::default()
+            config: crate::xds::generate::typed_listener::FilterConfig::Encoded(None),
         };
         let mut chain = vec![tcp(NETWORK_RBAC_FILTER), tcp(TCP_PROXY)];
         let network = [

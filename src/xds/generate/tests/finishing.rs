@@ -138,7 +138,7 @@ fn no_pass_means_the_bytes_of_a_plain_encoding() {
     let plain: Vec<Vec<u8>> = typed
         .iter()
         .map(|t| match &t.built {
-            Built::Listener(l) => l.encode_to_vec(),
+            Built::Listener(l) => l.as_ref().clone().encode().encode_to_vec(),
             _ => Vec::new(),
         })
         .collect();

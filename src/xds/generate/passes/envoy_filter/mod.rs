@@ -1,4 +1,4 @@
-//! EnvoyFilter patches, the first finishing pass, as istiod applies them
+//! EnvoyFilter patches, the last finishing pass, as istiod applies them
 //! (`pilot/pkg/networking/core/envoyfilter`, `pilot/pkg/model/envoyfilter.go`): the EnvoyFilters
 //! that attach to a proxy (the one attachment rule: root namespace, then its own, selector or
 //! targetRefs) in istiod's order (priority, root namespace first, oldest, name), their patches
@@ -21,14 +21,17 @@ pub use compile::{
 use crate::config::networking::{ApplyTo, PatchContext, PatchOperation};
 use crate::envoy::proto_merge::{apply_plan, merge_any};
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::finish::{Built, Class, Pass, Typed, edit_http_connection_manager};
+use crate::xds::generate::finish::{Built, Class, Pass, Typed};
+use crate::xds::generate::typed_listener::{
+    Chain, HTTP_CONNECTION_MANAGER, NetworkFilter, TypedListener,
+};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, Listener, ListenerFilter, filter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpFilter, http_filter,
+    HttpConnectionManager, HttpFilter, http_filter,
 };
 use envoy_types::pb::google::protobuf::Any;
 use matches::{
@@ -36,8 +39,6 @@ use matches::{
     network_filter_name, route_configuration_matches, route_match, route_matches,
     virtual_host_matches,
 };
-
-const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
 
 /// The EnvoyFilter match context of a resource's class; proxyless gRPC takes no patches.
 fn context(class: Class) -> Option<PatchContext> {
@@ -124,7 +125,7 @@ impl Pass for EnvoyFilterPatches {
             if has_listeners {
                 for p in set.listener.iter().filter(|p| adds_here(p, pctx)) {
                     let l: Listener = p.value();
-                    resources.push(Typed::new(l.name.clone(), class, l));
+                    resources.push(Typed::new(l.name.clone(), class, TypedListener::decoded(l)));
                 }
             }
         }
@@ -208,34 +209,34 @@ impl PatchSet<'_> {
     }
 
     /// Patches a listener, its filter chains and their filters; `false` when a patch removes it.
-    fn patch_listener(&self, pctx: PatchContext, l: &mut Listener) -> bool {
+    fn patch_listener(&self, pctx: PatchContext, l: &mut TypedListener) -> bool {
         for p in &self.listener {
-            if !p.context_matches(pctx) || !listener_matches(l, p) {
+            if !p.context_matches(pctx) || !listener_matches(&l.listener, p) {
                 continue;
             }
             match p.operation {
                 PatchOperation::REMOVE => return false,
-                PatchOperation::MERGE => merged(p, apply_plan(l, &p.plan)),
+                PatchOperation::MERGE => merged(p, l.edit_encoded(|l| apply_plan(l, &p.plan))),
                 _ => {}
             }
         }
-        let name = l.name.clone();
-        let port = listener_port(l);
+        let name = l.name().to_string();
+        let port = listener_port(&l.listener);
         let at = ListenerAt { name: &name, port };
-        self.patch_listener_filters(pctx, &at, &mut l.listener_filters);
-        let mut chains = std::mem::take(&mut l.filter_chains);
+        self.patch_listener_filters(pctx, &at, &mut l.listener.listener_filters);
+        let mut chains = std::mem::take(&mut l.chains);
         chains.retain_mut(|fc| fc.filters.is_empty() || self.patch_filter_chain(pctx, &at, fc));
-        if let Some(mut fc) = l.default_filter_chain.take()
+        if let Some(mut fc) = l.default_chain.take()
             && (fc.filters.is_empty() || self.patch_filter_chain(pctx, &at, &mut fc))
         {
-            l.default_filter_chain = Some(fc);
+            l.default_chain = Some(fc);
         }
         for p in &self.filter_chain {
             if p.operation == PatchOperation::ADD && p.context_matches(pctx) && at.matches(p) {
-                chains.push(p.value());
+                chains.push(Chain::decoded(p.value()));
             }
         }
-        l.filter_chains = chains;
+        l.chains = chains;
         true
     }
 
@@ -287,22 +288,17 @@ impl PatchSet<'_> {
     }
 
     /// Patches a filter chain and its filters; `false` when a patch removes it.
-    fn patch_filter_chain(
-        &self,
-        pctx: PatchContext,
-        at: &ListenerAt,
-        fc: &mut FilterChain,
-    ) -> bool {
+    fn patch_filter_chain(&self, pctx: PatchContext, at: &ListenerAt, fc: &mut Chain) -> bool {
         for p in &self.filter_chain {
-            if !p.context_matches(pctx) || !at.matches(p) || !at.chain_matches(fc, p) {
+            if !p.context_matches(pctx) || !at.matches(p) || !at.chain_matches(&fc.chain, p) {
                 continue;
             }
             match p.operation {
                 PatchOperation::REMOVE => return false,
                 PatchOperation::MERGE => {
                     let value: FilterChain = p.value();
-                    if !merge_chain_transport_socket(fc, &value) {
-                        merged(p, apply_plan(fc, &p.plan));
+                    if !merge_chain_transport_socket(&mut fc.chain, &value) {
+                        merged(p, fc.edit_encoded(|fc| apply_plan(fc, &p.plan)));
                     }
                 }
                 _ => {}
@@ -312,8 +308,9 @@ impl PatchSet<'_> {
         true
     }
 
-    fn patch_network_filters(&self, pctx: PatchContext, at: &ListenerAt, fc: &mut FilterChain) {
-        let keep = |p: &&Patch| p.context_matches(pctx) && at.matches(p) && at.chain_matches(fc, p);
+    fn patch_network_filters(&self, pctx: PatchContext, at: &ListenerAt, fc: &mut Chain) {
+        let keep =
+            |p: &&Patch| p.context_matches(pctx) && at.matches(p) && at.chain_matches(&fc.chain, p);
         let network: Vec<&Patch> = self.network_filter.iter().copied().filter(keep).collect();
         let http: Vec<&Patch> = self.http_filter.iter().copied().filter(keep).collect();
         for p in &network {
@@ -322,8 +319,8 @@ impl PatchSet<'_> {
                 &mut fc.filters,
                 p,
                 wanted.is_some(),
-                |f: &Filter| wanted.is_none_or(|w| w == f.name),
-                || p.value(),
+                |f: &NetworkFilter| wanted.is_none_or(|w| w == f.name),
+                || NetworkFilter::decoded(p.value()),
             );
         }
         for f in &mut fc.filters {
@@ -334,20 +331,22 @@ impl PatchSet<'_> {
                     continue;
                 }
                 let value: Filter = p.value();
-                let Some(filter::ConfigType::TypedConfig(current)) = &mut f.config_type else {
+                // Merged as protos: a connection manager or TCP proxy is packed for it.
+                let Some(mut current) = f.typed_config() else {
                     continue;
                 };
                 let patch = match &value.config_type {
                     Some(filter::ConfigType::TypedConfig(patch)) => Some(patch),
                     _ => None,
                 };
-                merge_filter(p, (&mut f.name, current), (&value.name, patch));
+                merge_filter(p, (&mut f.name, &mut current), (&value.name, patch));
+                f.set_typed_config(current);
             }
             if f.name == HTTP_CONNECTION_MANAGER
                 && !http.is_empty()
-                && let Some(filter::ConfigType::TypedConfig(config)) = &mut f.config_type
+                && let Some(hcm) = f.http_connection_manager_mut()
             {
-                patch_http_filters(&http, config);
+                patch_http_filters(&http, hcm);
             }
         }
     }
@@ -432,39 +431,36 @@ fn ordered_op<T>(
     }
 }
 
-/// HTTP_FILTER patches on one HTTP connection manager (its typed config, decoded and written
-/// back).
-fn patch_http_filters(patches: &[&Patch], config: &mut Any) {
-    edit_http_connection_manager(config, |hcm| {
+/// HTTP_FILTER patches on one HTTP connection manager.
+fn patch_http_filters(patches: &[&Patch], hcm: &mut HttpConnectionManager) {
+    for p in patches {
+        let wanted = http_filter_name(p);
+        ordered_op(
+            &mut hcm.http_filters,
+            p,
+            wanted.is_some(),
+            |f: &HttpFilter| wanted.is_none_or(|w| w == f.name),
+            || p.value(),
+        );
+    }
+    for f in &mut hcm.http_filters {
         for p in patches {
-            let wanted = http_filter_name(p);
-            ordered_op(
-                &mut hcm.http_filters,
-                p,
-                wanted.is_some(),
-                |f: &HttpFilter| wanted.is_none_or(|w| w == f.name),
-                || p.value(),
-            );
-        }
-        for f in &mut hcm.http_filters {
-            for p in patches {
-                if p.operation != PatchOperation::MERGE
-                    || http_filter_name(p).is_some_and(|w| w != f.name)
-                {
-                    continue;
-                }
-                let Some(http_filter::ConfigType::TypedConfig(current)) = &mut f.config_type else {
-                    continue;
-                };
-                let value: HttpFilter = p.value();
-                let patch = match &value.config_type {
-                    Some(http_filter::ConfigType::TypedConfig(patch)) => Some(patch),
-                    _ => None,
-                };
-                merge_filter(p, (&mut f.name, current), (&value.name, patch));
+            if p.operation != PatchOperation::MERGE
+                || http_filter_name(p).is_some_and(|w| w != f.name)
+            {
+                continue;
             }
+            let Some(http_filter::ConfigType::TypedConfig(current)) = &mut f.config_type else {
+                continue;
+            };
+            let value: HttpFilter = p.value();
+            let patch = match &value.config_type {
+                Some(http_filter::ConfigType::TypedConfig(patch)) => Some(patch),
+                _ => None,
+            };
+            merge_filter(p, (&mut f.name, current), (&value.name, patch));
         }
-    });
+    }
 }
 
 /// HTTP_ROUTE patches on one virtual host's routes.

@@ -8,7 +8,7 @@ use crate::xds::generate::generate;
 use crate::xds::proxy::{IstioExtensions, Proxy};
 use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::core::v3::{Extension, Node};
-use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 
 /// Every filter istio-proxy has.

@@ -1,0 +1,282 @@
+//! A listener as the generators build it and the finishing passes edit it: its HTTP connection
+//! managers and TCP proxies stay typed until the one encode (`finish`), so no pass decodes and
+//! re-encodes them; every other network filter is carried as it was built.
+
+use crate::xds::generate::encode::any;
+use envoy_types::pb::envoy::config::listener::v3::{
+    ApiListener, Filter, FilterChain, Listener, filter,
+};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
+
+/// The name istiod gives the HTTP connection manager filter.
+pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
+/// The name istiod gives the TCP proxy filter.
+pub const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
+
+/// What a network filter configures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FilterConfig {
+    Http(Box<HttpConnectionManager>),
+    Tcp(Box<TcpProxy>),
+    /// Any other filter's config, as built.
+    Encoded(Option<Box<filter::ConfigType>>),
+}
+
+/// One network filter of a chain, by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkFilter {
+    pub name: String,
+    pub config: FilterConfig,
+}
+
+impl NetworkFilter {
+    /// The HTTP connection manager filter.
+    pub fn http(hcm: HttpConnectionManager) -> NetworkFilter {
+        NetworkFilter {
+            name: HTTP_CONNECTION_MANAGER.into(),
+            config: FilterConfig::Http(Box::new(hcm)),
+        }
+    }
+
+    /// The TCP proxy filter.
+    pub fn tcp(proxy: TcpProxy) -> NetworkFilter {
+        NetworkFilter {
+            name: TCP_PROXY.into(),
+            config: FilterConfig::Tcp(Box::new(proxy)),
+        }
+    }
+
+    /// A filter of any other kind, its config as built.
+    pub fn encoded(name: impl Into<String>, config: filter::ConfigType) -> NetworkFilter {
+        NetworkFilter {
+            name: name.into(),
+            config: FilterConfig::Encoded(Some(Box::new(config))),
+        }
+    }
+
+    /// A filter given encoded (a patch's value, a listener a patch adds): its connection manager
+    /// or TCP proxy decoded so later steps edit it as they edit built ones.
+    pub fn decoded(filter: Filter) -> NetworkFilter {
+        let config = match filter.config_type {
+            Some(filter::ConfigType::TypedConfig(any)) => decode_config(any),
+            other => FilterConfig::Encoded(other.map(Box::new)),
+        };
+        NetworkFilter {
+            name: filter.name,
+            config,
+        }
+    }
+
+    pub fn http_connection_manager_mut(&mut self) -> Option<&mut HttpConnectionManager> {
+        match &mut self.config {
+            FilterConfig::Http(hcm) => Some(hcm),
+            _ => None,
+        }
+    }
+
+    pub fn tcp_proxy_mut(&mut self) -> Option<&mut TcpProxy> {
+        match &mut self.config {
+            FilterConfig::Tcp(tcp) => Some(tcp),
+            _ => None,
+        }
+    }
+
+    /// Its typed config packed as Envoy receives it.
+    pub fn typed_config(&self) -> Option<Any> {
+        match &self.config {
+            FilterConfig::Http(hcm) => Some(any(hcm.as_ref())),
+            FilterConfig::Tcp(tcp) => Some(any(tcp.as_ref())),
+            FilterConfig::Encoded(Some(c)) => match c.as_ref() {
+                filter::ConfigType::TypedConfig(a) => Some(a.clone()),
+                _ => None,
+            },
+            FilterConfig::Encoded(None) => None,
+        }
+    }
+
+    /// Replaces its typed config with `config` (decoded again when it is one of the typed kinds).
+    pub fn set_typed_config(&mut self, config: Any) {
+        self.config = decode_config(config);
+    }
+
+    pub fn encode(self) -> Filter {
+        let config_type = match self.config {
+            FilterConfig::Http(hcm) => Some(filter::ConfigType::TypedConfig(any(hcm.as_ref()))),
+            FilterConfig::Tcp(tcp) => Some(filter::ConfigType::TypedConfig(any(tcp.as_ref()))),
+            FilterConfig::Encoded(c) => c.map(|c| *c),
+        };
+        Filter {
+            name: self.name,
+            config_type,
+        }
+    }
+}
+
+impl From<Filter> for NetworkFilter {
+    fn from(filter: Filter) -> NetworkFilter {
+        NetworkFilter::decoded(filter)
+    }
+}
+
+fn decode_config(config: Any) -> FilterConfig {
+    if config.type_url == HttpConnectionManager::type_url()
+        && let Ok(hcm) = HttpConnectionManager::decode(config.value.as_slice())
+    {
+        return FilterConfig::Http(Box::new(hcm));
+    }
+    if config.type_url == TcpProxy::type_url()
+        && let Ok(tcp) = TcpProxy::decode(config.value.as_slice())
+    {
+        return FilterConfig::Tcp(Box::new(tcp));
+    }
+    FilterConfig::Encoded(Some(Box::new(filter::ConfigType::TypedConfig(config))))
+}
+
+/// A filter chain: its match, transport socket and name as Envoy's (`chain`, whose `filters`
+/// stay empty), its network filters typed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Chain {
+    pub chain: FilterChain,
+    pub filters: Vec<NetworkFilter>,
+}
+
+impl Chain {
+    pub fn new(chain: FilterChain, filters: Vec<NetworkFilter>) -> Chain {
+        debug_assert!(chain.filters.is_empty(), "a chain's filters are typed");
+        Chain { chain, filters }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.chain.name
+    }
+
+    /// A chain given encoded: its filters decoded.
+    pub fn decoded(mut chain: FilterChain) -> Chain {
+        let filters = std::mem::take(&mut chain.filters)
+            .into_iter()
+            .map(NetworkFilter::decoded)
+            .collect();
+        Chain { chain, filters }
+    }
+
+    pub fn encode(self) -> FilterChain {
+        FilterChain {
+            filters: self
+                .filters
+                .into_iter()
+                .map(NetworkFilter::encode)
+                .collect(),
+            ..self.chain
+        }
+    }
+
+    /// Lets `edit` change the chain as Envoy's proto (an EnvoyFilter merge of a whole chain),
+    /// then takes it back typed.
+    pub fn edit_encoded<T>(&mut self, edit: impl FnOnce(&mut FilterChain) -> T) -> T {
+        let mut proto = std::mem::take(self).encode();
+        let out = edit(&mut proto);
+        *self = Chain::decoded(proto);
+        out
+    }
+
+    /// Its HTTP connection managers.
+    pub fn http_connection_managers(&mut self) -> impl Iterator<Item = &mut HttpConnectionManager> {
+        self.filters
+            .iter_mut()
+            .filter_map(NetworkFilter::http_connection_manager_mut)
+    }
+
+    /// Its TCP proxies.
+    pub fn tcp_proxies(&mut self) -> impl Iterator<Item = &mut TcpProxy> {
+        self.filters
+            .iter_mut()
+            .filter_map(NetworkFilter::tcp_proxy_mut)
+    }
+}
+
+/// A listener: everything but its filter chains and a proxyless API listener's connection
+/// manager as Envoy's (`listener`, where those stay empty), those typed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TypedListener {
+    pub listener: Listener,
+    pub chains: Vec<Chain>,
+    pub default_chain: Option<Chain>,
+    /// A proxyless gRPC client's API listener connection manager.
+    pub api: Option<Box<HttpConnectionManager>>,
+}
+
+impl TypedListener {
+    pub fn new(listener: Listener, chains: Vec<Chain>) -> TypedListener {
+        debug_assert!(listener.filter_chains.is_empty() && listener.default_filter_chain.is_none());
+        TypedListener {
+            listener,
+            chains,
+            default_chain: None,
+            api: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.listener.name
+    }
+
+    /// A listener given encoded: its chains and API listener decoded.
+    pub fn decoded(mut listener: Listener) -> TypedListener {
+        let chains = std::mem::take(&mut listener.filter_chains)
+            .into_iter()
+            .map(Chain::decoded)
+            .collect();
+        let default_chain = listener.default_filter_chain.take().map(Chain::decoded);
+        let api = listener.api_listener.as_mut().and_then(|a| {
+            let config = a
+                .api_listener
+                .as_ref()
+                .filter(|c| c.type_url == HttpConnectionManager::type_url())?;
+            let hcm = HttpConnectionManager::decode(config.value.as_slice()).ok()?;
+            a.api_listener = None;
+            Some(Box::new(hcm))
+        });
+        TypedListener {
+            listener,
+            chains,
+            default_chain,
+            api,
+        }
+    }
+
+    pub fn encode(self) -> Listener {
+        let mut listener = self.listener;
+        listener.filter_chains = self.chains.into_iter().map(Chain::encode).collect();
+        listener.default_filter_chain = self.default_chain.map(Chain::encode);
+        if let Some(hcm) = self.api {
+            listener
+                .api_listener
+                .get_or_insert_with(ApiListener::default)
+                .api_listener = Some(any(hcm.as_ref()));
+        }
+        listener
+    }
+
+    /// Its chains, the default one last.
+    pub fn all_chains(&mut self) -> impl Iterator<Item = &mut Chain> {
+        self.chains.iter_mut().chain(self.default_chain.as_mut())
+    }
+
+    /// Lets `edit` change the listener as Envoy's proto (an EnvoyFilter merge of a whole
+    /// listener), then takes it back typed.
+    pub fn edit_encoded<T>(&mut self, edit: impl FnOnce(&mut Listener) -> T) -> T {
+        let mut proto = std::mem::take(self).encode();
+        let out = edit(&mut proto);
+        *self = TypedListener::decoded(proto);
+        out
+    }
+}
+
+impl From<Listener> for TypedListener {
+    fn from(listener: Listener) -> TypedListener {
+        TypedListener::decoded(listener)
+    }
+}
