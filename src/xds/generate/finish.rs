@@ -16,7 +16,6 @@ use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
@@ -82,12 +81,6 @@ macro_rules! built_from {
 built_from!(Cluster => Cluster, TypedListener => Listener, RouteConfiguration => Route,
     ClusterLoadAssignment => LoadAssignment, Secret => Secret);
 
-impl From<Listener> for Built {
-    fn from(l: Listener) -> Built {
-        Built::Listener(Box::new(TypedListener::decoded(l)))
-    }
-}
-
 /// A built resource with the name it is served under and its class.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Typed {
@@ -149,17 +142,13 @@ impl Typed {
         let Some(listener) = self.listener_mut() else {
             return;
         };
-        for chain in listener
-            .chains
-            .iter_mut()
-            .chain(listener.default_chain.as_mut())
-        {
-            let Chain { chain, filters } = chain;
+        for chain in listener.all_chains() {
+            let Chain { name, filters, .. } = chain;
             for hcm in filters
                 .iter_mut()
                 .filter_map(NetworkFilter::http_connection_manager_mut)
             {
-                edit(&chain.name, hcm);
+                edit(name, hcm);
             }
         }
         if let Some(api) = listener.api.as_mut() {
@@ -173,9 +162,9 @@ impl Typed {
             return;
         };
         for chain in listener.all_chains() {
-            let Chain { chain, filters } = chain;
+            let Chain { name, filters, .. } = chain;
             for tcp in filters.iter_mut().filter_map(NetworkFilter::tcp_proxy_mut) {
-                edit(&chain.name, tcp);
+                edit(name, tcp);
             }
         }
     }

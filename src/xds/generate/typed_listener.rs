@@ -3,8 +3,9 @@
 //! re-encodes them; every other network filter is carried as it was built.
 
 use crate::xds::generate::encode::any;
+use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::{
-    ApiListener, Filter, FilterChain, Listener, filter,
+    ApiListener, Filter, FilterChain, FilterChainMatch, Listener, filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
@@ -25,8 +26,14 @@ pub enum FilterConfig {
     Encoded(Option<Box<filter::ConfigType>>),
 }
 
+impl Default for FilterConfig {
+    fn default() -> FilterConfig {
+        FilterConfig::Encoded(None)
+    }
+}
+
 /// One network filter of a chain, by name.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkFilter {
     pub name: String,
     pub config: FilterConfig,
@@ -115,12 +122,6 @@ impl NetworkFilter {
     }
 }
 
-impl From<Filter> for NetworkFilter {
-    fn from(filter: Filter) -> NetworkFilter {
-        NetworkFilter::decoded(filter)
-    }
-}
-
 fn decode_config(config: Any) -> FilterConfig {
     if config.type_url == HttpConnectionManager::type_url()
         && let Ok(hcm) = HttpConnectionManager::decode(config.value.as_slice())
@@ -135,41 +136,47 @@ fn decode_config(config: Any) -> FilterConfig {
     FilterConfig::Encoded(Some(Box::new(filter::ConfigType::TypedConfig(config))))
 }
 
-/// A filter chain: its match, transport socket and name as Envoy's (`chain`, whose `filters`
-/// stay empty), its network filters typed.
+/// A filter chain: the fields generators set, its network filters typed, and whatever else an
+/// EnvoyFilter gave it (`other`, whose own name, match, socket and filters stay empty).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Chain {
-    pub chain: FilterChain,
+    pub name: String,
+    pub filter_chain_match: Option<FilterChainMatch>,
+    pub transport_socket: Option<TransportSocket>,
     pub filters: Vec<NetworkFilter>,
+    pub other: FilterChain,
 }
 
 impl Chain {
-    pub fn new(chain: FilterChain, filters: Vec<NetworkFilter>) -> Chain {
-        debug_assert!(chain.filters.is_empty(), "a chain's filters are typed");
-        Chain { chain, filters }
-    }
-
     pub fn name(&self) -> &str {
-        &self.chain.name
+        &self.name
     }
 
     /// A chain given encoded: its filters decoded.
     pub fn decoded(mut chain: FilterChain) -> Chain {
-        let filters = std::mem::take(&mut chain.filters)
-            .into_iter()
-            .map(NetworkFilter::decoded)
-            .collect();
-        Chain { chain, filters }
+        Chain {
+            name: std::mem::take(&mut chain.name),
+            filter_chain_match: chain.filter_chain_match.take(),
+            transport_socket: chain.transport_socket.take(),
+            filters: std::mem::take(&mut chain.filters)
+                .into_iter()
+                .map(NetworkFilter::decoded)
+                .collect(),
+            other: chain,
+        }
     }
 
     pub fn encode(self) -> FilterChain {
         FilterChain {
+            name: self.name,
+            filter_chain_match: self.filter_chain_match,
+            transport_socket: self.transport_socket,
             filters: self
                 .filters
                 .into_iter()
                 .map(NetworkFilter::encode)
                 .collect(),
-            ..self.chain
+            ..self.other
         }
     }
 
@@ -217,6 +224,22 @@ impl TypedListener {
             default_chain: None,
             api: None,
         }
+    }
+
+    /// A proxyless gRPC client's API listener of connection manager `hcm`.
+    pub fn api(listener: Listener, hcm: HttpConnectionManager) -> TypedListener {
+        TypedListener {
+            listener,
+            chains: Vec::new(),
+            default_chain: None,
+            api: Some(Box::new(hcm)),
+        }
+    }
+
+    /// With `default` taking what no chain matches.
+    pub fn with_default_chain(mut self, default: Option<Chain>) -> TypedListener {
+        self.default_chain = default;
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -272,11 +295,5 @@ impl TypedListener {
         let out = edit(&mut proto);
         *self = TypedListener::decoded(proto);
         out
-    }
-}
-
-impl From<Listener> for TypedListener {
-    fn from(listener: Listener) -> TypedListener {
-        TypedListener::decoded(listener)
     }
 }

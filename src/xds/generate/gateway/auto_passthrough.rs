@@ -14,7 +14,8 @@ use crate::xds::generate::finish::{Built, Typed};
 use crate::xds::generate::shared::cluster;
 use crate::xds::generate::shared::network::{Destination, tcp_proxy};
 use crate::xds::generate::shared::util::sni_dnat_name;
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
+use crate::xds::generate::typed_listener::Chain;
+use envoy_types::pb::envoy::config::listener::v3::FilterChainMatch;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 
 /// The ALPNs of Istio's mTLS (istiod's `allIstioMtlsALPNs`).
@@ -71,10 +72,10 @@ pub(in crate::xds::generate) fn filter_chains(
     ctx: &PushContext,
     scope: &ScopeView,
     hosts: &[&str],
-) -> Vec<FilterChain> {
+) -> Vec<Chain> {
     targets(ctx, scope, hosts)
         .into_iter()
-        .map(|(name, service, port, _)| FilterChain {
+        .map(|(name, service, port, _)| Chain {
             name: name.clone(),
             filter_chain_match: Some(FilterChainMatch {
                 server_names: vec![name.clone()],

@@ -21,9 +21,10 @@ use crate::xds::generate::shared::tls::{
 };
 use crate::xds::generate::shared::upstream_tls::file;
 use crate::xds::generate::sidecar::listener::{behind_rbac, security_filters};
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+    FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
@@ -423,7 +424,7 @@ fn l4_filter(
     vs: &GatewayVsEntry,
     route: &[RouteDestination],
     port: u32,
-) -> Option<Filter> {
+) -> Option<NetworkFilter> {
     let name = format!(
         "{}.{}",
         vs.config.metadata.name, vs.config.metadata.namespace
@@ -494,10 +495,10 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     let mut out = Vec::new();
     for (port, servers) in by_port {
         let name = format!("0.0.0.0_{port}");
-        let mut chains: Vec<FilterChain> = Vec::new();
+        let mut chains: Vec<Chain> = Vec::new();
         let mut inspect_tls = false;
         if servers.iter().any(|s| s.plain_http()) {
-            chains.push(FilterChain {
+            chains.push(Chain {
                 name: format!("http.{port}"),
                 filters: vec![hcm_filter(
                     ctx,
@@ -548,7 +549,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                                 .and_then(|t| l4_filter(ctx, scope, vs, &t.route, port))
                         });
                 if let Some(proxy) = cluster {
-                    chains.push(FilterChain {
+                    chains.push(Chain {
                         name: format!("tcp.{port}"),
                         filters: behind_rbac(&network_rbac, proxy),
                         ..Default::default()
@@ -585,15 +586,17 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         out.push(Typed::new(
             &name,
             Class::outbound(scope),
-            Listener {
-                name: name.clone(),
-                address: Some(crate::xds::generate::shared::cluster::socket(
-                    "0.0.0.0", port,
-                )),
-                filter_chains: chains,
-                listener_filters: gateway_listener_filters(scope, inspect_tls),
-                ..Default::default()
-            },
+            TypedListener::new(
+                Listener {
+                    name: name.clone(),
+                    address: Some(crate::xds::generate::shared::cluster::socket(
+                        "0.0.0.0", port,
+                    )),
+                    listener_filters: gateway_listener_filters(scope, inspect_tls),
+                    ..Default::default()
+                },
+                chains,
+            ),
         ));
     }
     out
@@ -607,8 +610,8 @@ fn terminated_chain(
     s: &BoundServer,
     port: u32,
     security: &[HttpFilter],
-    network_rbac: &[Filter],
-) -> Option<FilterChain> {
+    network_rbac: &[NetworkFilter],
+) -> Option<Chain> {
     let http = s.protocol() == "HTTPS";
     let filters = if http {
         vec![hcm_filter(
@@ -634,7 +637,7 @@ fn terminated_chain(
             None => return None,
         }
     };
-    Some(FilterChain {
+    Some(Chain {
         name: if http {
             s.https_route_name()
         } else {
@@ -657,8 +660,8 @@ fn passthrough_chains(
     scope: &ScopeView,
     s: &BoundServer,
     port: u32,
-    network_rbac: &[Filter],
-) -> Vec<FilterChain> {
+    network_rbac: &[NetworkFilter],
+) -> Vec<Chain> {
     let mut out = Vec::new();
     for (vs, _) in bound_virtual_services(ctx, scope, s) {
         for tls in &vs.spec.tls {
@@ -675,7 +678,7 @@ fn passthrough_chains(
             if sni.is_empty() {
                 continue;
             }
-            out.push(FilterChain {
+            out.push(Chain {
                 name: format!("passthrough.{port}.{}", sni.join(",")),
                 filter_chain_match: Some(FilterChainMatch {
                     server_names: sni,

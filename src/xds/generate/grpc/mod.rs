@@ -6,12 +6,12 @@
 use crate::config::security::MtlsMode;
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
-use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::shared::cluster::socket;
-use crate::xds::generate::shared::network::{RouteSource, http_connection_manager, network_filter};
+use crate::xds::generate::shared::network::{RouteSource, http_connection_manager};
 use crate::xds::generate::shared::route::virtual_host;
-use envoy_types::pb::envoy::config::listener::v3::{ApiListener, FilterChain, Listener};
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::route::Action;
 use envoy_types::pb::envoy::config::route::v3::{
     Route, RouteConfiguration, RouteMatch, VirtualHost, route_match,
@@ -104,20 +104,20 @@ pub fn inbound_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opt
     Some(Typed::new(
         name,
         Class::inbound(scope),
-        Listener {
-            name: name.into(),
-            address: Some(socket(host, port)),
-            filter_chains: vec![FilterChain {
+        TypedListener::new(
+            Listener {
+                name: name.into(),
+                address: Some(socket(host, port)),
+                ..Default::default()
+            },
+            vec![Chain {
                 name: if mtls {
                     "inbound-mtls"
                 } else {
                     "inbound-plaintext"
                 }
                 .into(),
-                filters: vec![network_filter(
-                    "envoy.filters.network.http_connection_manager",
-                    &manager,
-                )],
+                filters: vec![NetworkFilter::http(manager)],
                 transport_socket: mtls.then(|| {
                     crate::xds::generate::shared::tls::downstream_socket(
                         crate::xds::generate::shared::tls::grpc_mesh_tls(&[]),
@@ -126,8 +126,7 @@ pub fn inbound_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Opt
                 }),
                 ..Default::default()
             }],
-            ..Default::default()
-        },
+        ),
     ))
 }
 
@@ -146,13 +145,13 @@ pub fn api_listener(ctx: &PushContext, scope: &ScopeView, name: &str) -> Option<
     Some(Typed::new(
         name,
         Class::outbound(scope),
-        Listener {
-            name: name.into(),
-            api_listener: Some(ApiListener {
-                api_listener: Some(any(&api)),
-            }),
-            ..Default::default()
-        },
+        TypedListener::api(
+            Listener {
+                name: name.into(),
+                ..Default::default()
+            },
+            api,
+        ),
     ))
 }
 

@@ -29,7 +29,7 @@ use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TCP_PROXY};
 use crate::xds::proxy::{METADATA_EXCHANGE_TYPE, PEER_METADATA_TYPE, STATS_TYPE};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, Filter as ClusterFilter};
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, filter};
+use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpFilter, http_filter,
 };
@@ -402,7 +402,7 @@ fn encoded_filter(name: &str, config: Any) -> NetworkFilter {
 
 /// Whether a gateway filter chain terminates ISTIO_MUTUAL (the mesh's workload certificate,
 /// client certificates required): only there does istiod add the TCP metadata exchange.
-fn istio_mutual_chain(chain: &FilterChain) -> bool {
+fn istio_mutual_chain(chain: &Chain) -> bool {
     let Some(transport_socket::ConfigType::TypedConfig(config)) = chain
         .transport_socket
         .as_ref()
@@ -565,7 +565,7 @@ fn add_to_chain(
         }
         let mx = match class {
             Class::SidecarInbound => true,
-            Class::Gateway => istio_mutual_chain(&chain.chain),
+            Class::Gateway => istio_mutual_chain(chain),
             _ => false,
         };
         if ext.tcp_metadata_exchange && mx {

@@ -569,7 +569,6 @@ impl Pass for TrafficExtensions {
             for chain in listener.all_chains() {
                 // On the virtual listeners the port is the filter chain's.
                 let port = chain
-                    .chain
                     .filter_chain_match
                     .as_ref()
                     .and_then(|m| m.destination_port)

@@ -11,8 +11,9 @@ use crate::config::{Kind, Spec};
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::put_field;
+use crate::xds::generate::typed_listener::NetworkFilter;
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
-use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
+use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig;
 use envoy_types::pb::envoy::config::rbac::v3::{
     Permission, Policy, Principal, permission, principal, rbac,
 };
@@ -287,7 +288,7 @@ pub fn http_filters_for(
 }
 
 /// The RBAC network filters for TCP traffic to `proxy` (L4 fields only), DENY then ALLOW.
-pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<Filter> {
+pub fn network_filters(ctx: &PushContext, scope: &ScopeView) -> Vec<NetworkFilter> {
     network_filters_for(ctx, scope, None, false)
 }
 
@@ -298,18 +299,15 @@ pub fn network_filters_for(
     scope: &ScopeView,
     served: Option<&Service>,
     tunnel: bool,
-) -> Vec<Filter> {
+) -> Vec<NetworkFilter> {
     let rules = rules_for(ctx, scope, true, served, tunnel);
     let mut out = super::extauthz::network_filters(ctx, &rules.custom, rules.custom_provider());
     out.extend(
         rbac_configs(&rules, Layer::Network)
             .into_iter()
-            .map(|value| Filter {
-                name: NETWORK_RBAC_FILTER.into(),
-                config_type: Some(filter::ConfigType::TypedConfig(Any {
-                    type_url: <NetworkRbac as prost::Name>::type_url(),
-                    value,
-                })),
+            .map(|value| {
+                let type_url = <NetworkRbac as prost::Name>::type_url();
+                NetworkFilter::encoded(NETWORK_RBAC_FILTER, TypedConfig(Any { type_url, value }))
             }),
     );
     out

@@ -10,10 +10,11 @@ use crate::config::mesh::ExtAuthzProvider;
 use crate::xds::context::PushContext;
 use crate::xds::generate::encode::{any, put_field};
 use crate::xds::generate::shared::util::{duration, outbound_cluster};
+use crate::xds::generate::typed_listener::NetworkFilter;
 use envoy_types::pb::envoy::config::core::v3::{
     ApiVersion, GrpcService, HttpUri, grpc_service, http_uri,
 };
-use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
+use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::config::rbac::v3::{Policy, rbac};
 use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3::{
     AuthorizationResponse, ExtAuthz, HttpService, ext_authz,
@@ -114,19 +115,19 @@ pub fn network_filters(
     ctx: &PushContext,
     rules: &BTreeMap<String, Policy>,
     provider: CustomProvider,
-) -> Vec<Filter> {
+) -> Vec<NetworkFilter> {
     let name = match provider {
         _ if rules.is_empty() => return Vec::new(),
         CustomProvider::None => return Vec::new(),
         CustomProvider::One(name) => Some(name),
         CustomProvider::Several => None,
     };
-    let rbac_filter = |value: Vec<u8>| Filter {
-        name: NETWORK_RBAC_FILTER.into(),
-        config_type: Some(filter::ConfigType::TypedConfig(Any {
-            type_url: <NetworkRbac as prost::Name>::type_url(),
-            value,
-        })),
+    let rbac_filter = |value: Vec<u8>| {
+        let type_url = <NetworkRbac as prost::Name>::type_url();
+        NetworkFilter::encoded(
+            NETWORK_RBAC_FILTER,
+            filter::ConfigType::TypedConfig(Any { type_url, value }),
+        )
     };
     let grpc = match name.and_then(|name| provider_service(ctx, name)) {
         None => {
@@ -158,10 +159,10 @@ pub fn network_filters(
     };
     vec![
         rbac_filter(shadow),
-        Filter {
-            name: NETWORK_EXT_AUTHZ_FILTER.into(),
-            config_type: Some(filter::ConfigType::TypedConfig(any(&authz))),
-        },
+        NetworkFilter::encoded(
+            NETWORK_EXT_AUTHZ_FILTER,
+            filter::ConfigType::TypedConfig(any(&authz)),
+        ),
     ]
 }
 

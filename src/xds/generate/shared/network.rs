@@ -10,7 +10,8 @@ use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::Class;
-use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
+use crate::xds::generate::typed_listener::NetworkFilter;
+use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
@@ -20,14 +21,12 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::BoolValue;
 
+/// A network filter other than the connection manager and TCP proxy, its config packed.
 pub(in crate::xds::generate) fn network_filter<T: prost::Message + prost::Name>(
     name: &str,
     config: &T,
-) -> Filter {
-    Filter {
-        name: name.into(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(config))),
-    }
+) -> NetworkFilter {
+    NetworkFilter::encoded(name, filter::ConfigType::TypedConfig(any(config)))
 }
 
 /// The one destination service (and port) whose DestinationRule shapes a TCP proxy.
@@ -44,7 +43,7 @@ pub(in crate::xds::generate) fn tcp_proxy(
     stat_prefix: &str,
     specifier: tcp_proxy::ClusterSpecifier,
     destination: Option<Destination>,
-) -> Filter {
+) -> NetworkFilter {
     let mut proxy = TcpProxy {
         stat_prefix: stat_prefix.into(),
         cluster_specifier: Some(specifier),
@@ -53,7 +52,7 @@ pub(in crate::xds::generate) fn tcp_proxy(
     if let Some(d) = destination {
         shape_by_rule(&mut proxy, &d);
     }
-    network_filter("envoy.filters.network.tcp_proxy", &proxy)
+    NetworkFilter::tcp(proxy)
 }
 
 /// What the destination's DestinationRule sets on a TCP proxy: `connectionPool.tcp.idleTimeout`
@@ -194,11 +193,15 @@ pub(in crate::xds::generate) fn hcm_filter(
     stat_prefix: &str,
     routes: RouteSource,
     security: Vec<HttpFilter>,
-) -> Filter {
-    network_filter(
-        "envoy.filters.network.http_connection_manager",
-        &http_connection_manager(ctx, scope, class, stat_prefix, routes, security),
-    )
+) -> NetworkFilter {
+    NetworkFilter::http(http_connection_manager(
+        ctx,
+        scope,
+        class,
+        stat_prefix,
+        routes,
+        security,
+    ))
 }
 
 /// Path normalisation as istiod sets it from MeshConfig `pathNormalization` (default BASE: RFC 3986

@@ -12,13 +12,14 @@ use crate::xds::generate::shared::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASS
 pub(in crate::xds::generate) use crate::xds::generate::shared::network::network_filter;
 use crate::xds::generate::shared::network::{RouteSource, hcm_filter, tcp_proxy};
 use crate::xds::generate::shared::route::virtual_host;
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+    FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::route::Action;
 use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
@@ -90,7 +91,7 @@ pub(in crate::xds::generate) fn default_route(cluster: &str) -> Route {
 }
 
 /// A plain TCP proxy to `cluster` (passthrough, blackhole, inbound).
-pub(in crate::xds::generate) fn tcp_filter(cluster: &str) -> Filter {
+pub(in crate::xds::generate) fn tcp_filter(cluster: &str) -> NetworkFilter {
     tcp_proxy(
         cluster,
         tcp_proxy::ClusterSpecifier::Cluster(cluster.into()),
@@ -100,7 +101,10 @@ pub(in crate::xds::generate) fn tcp_filter(cluster: &str) -> Filter {
 
 /// The TCP proxy of unmatched outbound connections (to the passthrough or blackhole cluster),
 /// with the proxy's `IDLE_TIMEOUT` as istiod's `buildOutboundCatchAllNetworkFiltersOnly`.
-pub(in crate::xds::generate) fn catch_all_filter(scope: &ScopeView, cluster: &str) -> Filter {
+pub(in crate::xds::generate) fn catch_all_filter(
+    scope: &ScopeView,
+    cluster: &str,
+) -> NetworkFilter {
     let Some(idle) = scope.catch_all_idle_timeout else {
         return tcp_filter(cluster);
     };
@@ -110,16 +114,22 @@ pub(in crate::xds::generate) fn catch_all_filter(scope: &ScopeView, cluster: &st
         idle_timeout: Some(crate::xds::generate::shared::util::duration(idle)),
         ..Default::default()
     };
-    network_filter("envoy.filters.network.tcp_proxy", &proxy)
+    NetworkFilter::tcp(proxy)
 }
 
 /// A TCP proxy to `cluster` behind the TCP authorization filters (`rbac`).
-pub(in crate::xds::generate) fn tcp_filters(rbac: &[Filter], cluster: &str) -> Vec<Filter> {
+pub(in crate::xds::generate) fn tcp_filters(
+    rbac: &[NetworkFilter],
+    cluster: &str,
+) -> Vec<NetworkFilter> {
     behind_rbac(rbac, tcp_filter(cluster))
 }
 
 /// `proxy` behind the TCP authorization filters (`rbac`).
-pub(in crate::xds::generate) fn behind_rbac(rbac: &[Filter], proxy: Filter) -> Vec<Filter> {
+pub(in crate::xds::generate) fn behind_rbac(
+    rbac: &[NetworkFilter],
+    proxy: NetworkFilter,
+) -> Vec<NetworkFilter> {
     let mut out = rbac.to_vec();
     out.push(proxy);
     out
@@ -139,17 +149,19 @@ pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
         out.push(Typed::new(
             "virtualOutbound",
             Class::outbound(scope),
-            Listener {
-                name: "virtualOutbound".into(),
-                address: Some(socket("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
-                use_original_dst: Some(BoolValue { value: true }),
-                filter_chains: vec![FilterChain {
+            TypedListener::new(
+                Listener {
+                    name: "virtualOutbound".into(),
+                    address: Some(socket("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
+                    use_original_dst: Some(BoolValue { value: true }),
+                    ..Default::default()
+                },
+                vec![Chain {
                     name: "virtualOutbound-catchall-tcp".into(),
                     filters: vec![catch_all_filter(scope, fallback)],
                     ..Default::default()
                 }],
-                ..Default::default()
-            },
+            ),
         ));
         out.push(Typed::new(
             "virtualInbound",
@@ -336,7 +348,7 @@ fn single_endpoint(
     }
 }
 
-fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
+fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> TypedListener {
     let (chains, sniffing) = inbound_chains(ctx, scope, &[]);
     let mut listener_filters = vec![
             ListenerFilter {
@@ -364,18 +376,20 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> Listener {
             ..Default::default()
         });
     }
-    Listener {
-        name: "virtualInbound".into(),
-        address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
-        listener_filters,
-        // As istiod: protocol detection waits for the client's first bytes without a deadline.
-        listener_filters_timeout: Some(crate::xds::generate::shared::util::duration(
-            std::time::Duration::ZERO,
-        )),
-        continue_on_listener_filters_timeout: true,
-        filter_chains: chains,
-        ..Default::default()
-    }
+    TypedListener::new(
+        Listener {
+            name: "virtualInbound".into(),
+            address: Some(socket("0.0.0.0", VIRTUAL_INBOUND_PORT)),
+            listener_filters,
+            // As istiod: protocol detection waits for the client's first bytes without a deadline.
+            listener_filters_timeout: Some(crate::xds::generate::shared::util::duration(
+                std::time::Duration::ZERO,
+            )),
+            continue_on_listener_filters_timeout: true,
+            ..Default::default()
+        },
+        chains,
+    )
 }
 
 /// The inbound filter chains of the workload's ports and the passthrough ones, and whether any
@@ -386,7 +400,7 @@ pub(in crate::xds::generate) fn inbound_chains(
     ctx: &PushContext,
     scope: &ScopeView,
     hbone: &[String],
-) -> (Vec<FilterChain>, bool) {
+) -> (Vec<Chain>, bool) {
     let tunnel = !hbone.is_empty();
     let security = security_filters(ctx, scope, tunnel);
     let network_rbac =
@@ -397,7 +411,7 @@ pub(in crate::xds::generate) fn inbound_chains(
         &ctx.mesh.root_namespace,
         &scope.namespace,
     );
-    let mut chains: Vec<FilterChain> = Vec::new();
+    let mut chains: Vec<Chain> = Vec::new();
     let mut sniffing = false;
     // Each port of the workload, then every other port (no port match): the passthrough chains
     // enforce the workload's PeerAuthentication and AuthorizationPolicy too, as istiod's do.
@@ -443,7 +457,7 @@ pub(in crate::xds::generate) fn inbound_chains(
             // No certificate to terminate mTLS with: the port takes nothing. A chain of its own
             // (not none, which would let the passthrough chains take the port) that needs no
             // secret, so listener updates never wait for one.
-            chains.push(FilterChain {
+            chains.push(Chain {
                 name: format!("{chain_name}-strict-without-certificate"),
                 filter_chain_match: Some(FilterChainMatch {
                     destination_port: port.map(|value| UInt32Value { value }),
@@ -472,7 +486,7 @@ pub(in crate::xds::generate) fn inbound_chains(
                 (Protocol::Unsupported, false) => "-tcp",
                 _ => "",
             };
-            chains.push(FilterChain {
+            chains.push(Chain {
                 name: format!("{chain_name}{tls}{sniffed}"),
                 filter_chain_match: Some(FilterChainMatch {
                     destination_port: port.map(|value| UInt32Value { value }),

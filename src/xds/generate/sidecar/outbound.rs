@@ -19,12 +19,13 @@ use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::shared::cluster::{BLACKHOLE, PASSTHROUGH, socket};
 use crate::xds::generate::shared::network::{Destination, RouteSource, hcm_filter, tcp_proxy};
 use crate::xds::generate::shared::util::{match_applies_to_sidecar, outbound_cluster};
+use crate::xds::generate::typed_listener::{Chain, FilterConfig, NetworkFilter, TypedListener};
 use crate::xds::resource::Finding;
 use envoy_types::pb::envoy::config::core::v3::{
     SubstitutionFormatString, TrafficDirection, data_source, substitution_format_string,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+    FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
     FilterStateValue, filter_state_value,
@@ -44,20 +45,20 @@ const PASSTHROUGH_CHAIN: &str = "PassthroughFilterChain";
 /// others do not match, and the listener filters the matches need.
 #[derive(Default)]
 struct Entry {
-    chains: Vec<FilterChain>,
-    default: Option<FilterChain>,
+    chains: Vec<Chain>,
+    default: Option<Chain>,
     matches: HashSet<String>,
     tls_inspector: bool,
     http_inspector: bool,
     /// Where connections that match no chain go: a TCP proxy to passthrough or blackhole.
-    fallback: Filter,
+    fallback: NetworkFilter,
     /// A TCP chain lost its connections to an earlier one (istiod's
     /// `pilot_conflict_outbound_listener_tcp_over_current_tcp`).
     tcp_conflict: bool,
 }
 
 impl Entry {
-    fn with_fallback(fallback: &Filter) -> Entry {
+    fn with_fallback(fallback: &NetworkFilter) -> Entry {
         Entry {
             fallback: fallback.clone(),
             ..Default::default()
@@ -66,7 +67,7 @@ impl Entry {
 
     /// Adds `chain`; a chain that matches exactly what an earlier one matches would make Envoy
     /// reject the whole listener, so the first keeps it (as istiod does) and the conflict is logged.
-    fn add(&mut self, listener: &str, chain: FilterChain) {
+    fn add(&mut self, listener: &str, chain: Chain) {
         let Some(m) = chain.filter_chain_match.as_ref() else {
             if self.default.is_none() {
                 self.default = Some(chain);
@@ -88,11 +89,11 @@ impl Entry {
         self.chains.push(chain);
     }
 
-    fn into_listener(self, name: &str, bind: &str, port: u32, bind_to_port: bool) -> Listener {
+    fn into_listener(self, name: &str, bind: &str, port: u32, bind_to_port: bool) -> TypedListener {
         let fallback = if self.default.is_some() {
             None
         } else {
-            Some(FilterChain {
+            Some(Chain {
                 name: PASSTHROUGH_CHAIN.into(),
                 filter_chain_match: Some(FilterChainMatch::default()),
                 filters: vec![self.fallback],
@@ -117,11 +118,9 @@ impl Entry {
                 any(&envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector::default()),
             ));
         }
-        Listener {
+        let listener = Listener {
             name: name.into(),
             address: Some(socket(bind, port)),
-            filter_chains: chains,
-            default_filter_chain: default,
             listener_filters,
             // As istiod: protocol detection waits for the client's first bytes without a deadline
             // (MeshConfig protocolDetectionTimeout 0s); server-first protocols must be declared.
@@ -134,16 +133,17 @@ impl Entry {
                 value: bind_to_port,
             }),
             ..Default::default()
-        }
+        };
+        TypedListener::new(listener, chains).with_default_chain(default)
     }
 }
 
-/// Whether `chain` proxies TCP (it ends in `tcp_proxy`).
-fn is_tcp(chain: &FilterChain) -> bool {
+/// Whether `chain` proxies TCP.
+fn is_tcp(chain: &Chain) -> bool {
     chain
         .filters
         .iter()
-        .any(|f| f.name == "envoy.filters.network.tcp_proxy")
+        .any(|f| matches!(f.config, FilterConfig::Tcp(_)))
 }
 
 fn listener_filter_named(
@@ -294,7 +294,7 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView, allow_any: bool) -> Vec<T
             }
         }
         if http_on_wildcard {
-            let mut chain = FilterChain {
+            let mut chain = Chain {
                 name: format!("{wildcard_name}-http"),
                 filters: vec![hcm_filter(
                     ctx,
@@ -374,8 +374,8 @@ fn headless_binds<'a>(
 }
 
 /// A listener as served; `tcp_conflict` when a TCP service on it lost its connections to another.
-fn listener_resource(scope: &ScopeView, l: Listener, tcp_conflict: bool) -> Typed {
-    let typed = Typed::new(l.name.clone(), Class::outbound(scope), l);
+fn listener_resource(scope: &ScopeView, l: TypedListener, tcp_conflict: bool) -> Typed {
+    let typed = Typed::new(l.name().to_string(), Class::outbound(scope), l);
     if tcp_conflict {
         typed.found(Finding::OutboundTcpConflict)
     } else {
@@ -399,7 +399,7 @@ fn sniffed_http_chain(
     svc: &Service,
     port: u32,
     listener: &str,
-) -> FilterChain {
+) -> Chain {
     let mut filters = Vec::new();
     if !originates_own_tls(ctx, scope, svc) {
         filters.push(network_filter(
@@ -437,7 +437,7 @@ fn sniffed_http_chain(
         RouteSource::Rds(sniffed_route_name(&svc.hostname, port)),
         Vec::new(),
     ));
-    FilterChain {
+    Chain {
         name: format!("{listener}-http"),
         filter_chain_match: Some(plaintext_http_match()),
         filters,
@@ -479,7 +479,7 @@ fn tcp_chains(
     svc: &Service,
     port: u32,
     base: Option<FilterChainMatch>,
-) -> Vec<FilterChain> {
+) -> Vec<Chain> {
     let mut out = Vec::new();
     if let Some(vs) = vs_for(ctx, scope, svc) {
         let vs_ns = vs.config.metadata.namespace.as_str();
@@ -533,7 +533,7 @@ fn tls_chains(
     port: u32,
     base: Option<FilterChainMatch>,
     by_sni: bool,
-) -> Vec<FilterChain> {
+) -> Vec<Chain> {
     let mut out = Vec::new();
     let mut handled = HashSet::new();
     if let Some(vs) = vs_for(ctx, scope, svc) {
@@ -587,7 +587,12 @@ fn tls_chains(
 }
 
 /// A TCP proxy straight to the service, shaped by its DestinationRule as istiod shapes it.
-fn service_tcp_filter(ctx: &PushContext, scope: &ScopeView, svc: &Service, port: u32) -> Filter {
+fn service_tcp_filter(
+    ctx: &PushContext,
+    scope: &ScopeView,
+    svc: &Service,
+    port: u32,
+) -> NetworkFilter {
     let cluster = outbound_cluster(port, "", &svc.hostname);
     tcp_proxy(
         &cluster,
@@ -601,8 +606,8 @@ fn service_tcp_filter(ctx: &PushContext, scope: &ScopeView, svc: &Service, port:
     )
 }
 
-fn chain(name: &str, filter_chain_match: Option<FilterChainMatch>, filter: Filter) -> FilterChain {
-    FilterChain {
+fn chain(name: &str, filter_chain_match: Option<FilterChainMatch>, filter: NetworkFilter) -> Chain {
+    Chain {
         name: name.into(),
         filter_chain_match,
         filters: vec![filter],
@@ -620,7 +625,7 @@ pub(in crate::xds::generate) fn l4_route_filter(
     route: &[RouteDestination],
     port: u32,
     stat_prefix: &str,
-) -> Option<Filter> {
+) -> Option<NetworkFilter> {
     let mut clusters: Vec<(String, u32)> = Vec::new();
     let mut single = None;
     for rd in route {

@@ -104,7 +104,11 @@ fn a_pass_sees_every_resource_of_a_scope_with_its_class() {
     // What the pass changed is what was encoded.
     for r in &listeners {
         let l = Listener::decode(r.any.value.as_slice()).unwrap();
-        let mut typed = Typed::new(l.name.clone(), Class::SidecarOutbound, l);
+        let mut typed = Typed::new(
+            l.name.clone(),
+            Class::SidecarOutbound,
+            crate::xds::generate::typed_listener::TypedListener::decoded(l),
+        );
         typed.edit_http_connection_managers(|_, hcm| assert_eq!(hcm.stat_prefix, "patched"));
     }
 }
@@ -147,4 +151,64 @@ fn no_pass_means_the_bytes_of_a_plain_encoding() {
         .map(|r| r.any.value.clone())
         .collect();
     assert_eq!(plain, finished);
+}
+
+/// What a builder packs itself no pass can see: every listener of every role of the varied mesh
+/// comes out of its builder with its connection managers and TCP proxies typed.
+#[test]
+fn builders_hand_over_connection_managers_and_tcp_proxies_typed() {
+    use crate::xds::generate::typed_listener::{FilterConfig, TypedListener};
+    use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+    use prost::Name;
+    let packed = [HttpConnectionManager::type_url(), TcpProxy::type_url()];
+    let c = crate::testing::push_context_with_mesh_config(&super::snapshot::mesh());
+    let (mut http, mut tcp) = (0, 0);
+    for (label, p) in super::snapshot::proxies() {
+        let scope = c.scope(&p);
+        let mut listeners = build_all(&c, &scope, TypeUrl::Listener);
+        for target in super::snapshot::GRPC_TARGETS {
+            listeners.extend(crate::xds::generate::grpc::api_listener(&c, &scope, target));
+        }
+        for typed in &mut listeners {
+            let name = typed.name.clone();
+            let Some(listener) = typed.listener_mut() else {
+                continue;
+            };
+            let TypedListener {
+                listener: proto, ..
+            } = listener;
+            assert!(proto.filter_chains.is_empty() && proto.default_filter_chain.is_none());
+            assert!(
+                proto
+                    .api_listener
+                    .as_ref()
+                    .is_none_or(|a| a.api_listener.is_none())
+            );
+            http += usize::from(listener.api.is_some());
+            for chain in listener.all_chains() {
+                for f in &chain.filters {
+                    match &f.config {
+                        FilterConfig::Http(_) => http += 1,
+                        FilterConfig::Tcp(_) => tcp += 1,
+                        FilterConfig::Encoded(Some(c)) => {
+                            if let ConfigType::TypedConfig(any) = c.as_ref() {
+                                assert!(
+                                    !packed.contains(&any.type_url),
+                                    "{label}: {name} packs {}",
+                                    any.type_url
+                                );
+                            }
+                        }
+                        FilterConfig::Encoded(None) => {}
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        http > 10 && tcp > 10,
+        "{http} connection managers, {tcp} TCP proxies"
+    );
 }

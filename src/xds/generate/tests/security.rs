@@ -125,7 +125,10 @@ spec: {action: AUDIT, rules: [{}]}\n";
         .map(|f| f.name)
         .collect();
     assert_eq!(http.len(), 3, "AUDIT (log), DENY and ALLOW on HTTP");
-    let tcp = crate::xds::generate::security::authz::network_filters(&c, &c.scope(&p));
+    let tcp: Vec<_> = crate::xds::generate::security::authz::network_filters(&c, &c.scope(&p))
+        .into_iter()
+        .map(crate::xds::generate::typed_listener::NetworkFilter::encode)
+        .collect();
     assert_eq!(tcp.len(), 2, "DENY and ALLOW on TCP");
     let decode = |f: &envoy_types::pb::envoy::config::listener::v3::Filter| match &f.config_type {
         Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(a)) => {
@@ -252,7 +255,10 @@ spec: {{action: CUSTOM, provider: {{name: {provider}}}, rules: [{{to: [{{operati
                 .into_iter()
                 .map(|f| f.name)
                 .collect();
-        let tcp = crate::xds::generate::security::authz::network_filters(&c, &c.scope(&p));
+        let tcp: Vec<_> = crate::xds::generate::security::authz::network_filters(&c, &c.scope(&p))
+            .into_iter()
+            .map(crate::xds::generate::typed_listener::NetworkFilter::encode)
+            .collect();
         (http, tcp)
     };
     let network_rbac =

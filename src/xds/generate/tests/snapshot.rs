@@ -151,7 +151,7 @@ pub(super) fn proxies() -> Vec<(&'static str, Proxy)> {
     ]
 }
 
-const GRPC_TARGETS: [&str; 3] = [
+pub(super) const GRPC_TARGETS: [&str; 3] = [
     "reviews.bookinfo.svc.cluster.local:9080",
     "web.shop.svc.cluster.local:80",
     "details.bookinfo.svc.cluster.local:9080",

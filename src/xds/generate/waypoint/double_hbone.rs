@@ -16,13 +16,14 @@ use crate::xds::generate::shared::hbone::{
     INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_upstream,
 };
 use crate::xds::generate::shared::network::network_filter;
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, TransportSocket, header_value_option, transport_socket,
 };
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
     FilterStateValue, filter_state_value,
 };
@@ -107,42 +108,40 @@ pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
         ],
         ..Default::default()
     };
-    let inner = Listener {
-        name: INNER_CONNECT_ORIGINATE.into(),
-        use_original_dst: Some(BoolValue { value: false }),
-        listener_specifier: internal(),
-        filter_chains: vec![FilterChain {
+    let inner = TypedListener::new(
+        Listener {
+            name: INNER_CONNECT_ORIGINATE.into(),
+            use_original_dst: Some(BoolValue { value: false }),
+            listener_specifier: internal(),
+            ..Default::default()
+        },
+        vec![Chain {
             filters: vec![
                 network_filter("propagate_endpoint_metadata", &metadata),
-                network_filter(
-                    "envoy.filters.network.tcp_proxy",
-                    &tunnel(
-                        INNER_CONNECT_ORIGINATE,
-                        vec![header("x-forwarded-network", &scope.network)],
-                    ),
-                ),
+                NetworkFilter::tcp(tunnel(
+                    INNER_CONNECT_ORIGINATE,
+                    vec![header("x-forwarded-network", &scope.network)],
+                )),
             ],
             ..Default::default()
         }],
-        ..Default::default()
-    };
-    let outer = Listener {
-        name: OUTER_CONNECT_ORIGINATE.into(),
-        use_original_dst: Some(BoolValue { value: false }),
-        listener_specifier: internal(),
-        listener_filters: vec![original_dst()],
-        filter_chains: vec![FilterChain {
-            filters: vec![network_filter(
-                "envoy.filters.network.tcp_proxy",
-                &tunnel(
-                    OUTER_CONNECT_ORIGINATE,
-                    vec![header("x-istio-source", source)],
-                ),
-            )],
+    );
+    let outer = TypedListener::new(
+        Listener {
+            name: OUTER_CONNECT_ORIGINATE.into(),
+            use_original_dst: Some(BoolValue { value: false }),
+            listener_specifier: internal(),
+            listener_filters: vec![original_dst()],
+            ..Default::default()
+        },
+        vec![Chain {
+            filters: vec![NetworkFilter::tcp(tunnel(
+                OUTER_CONNECT_ORIGINATE,
+                vec![header("x-istio-source", source)],
+            ))],
             ..Default::default()
         }],
-        ..Default::default()
-    };
+    );
     vec![
         Typed::new(INNER_CONNECT_ORIGINATE, class(scope), inner),
         Typed::new(OUTER_CONNECT_ORIGINATE, class(scope), outer),

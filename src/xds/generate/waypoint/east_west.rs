@@ -27,6 +27,7 @@ use crate::xds::generate::shared::network::network_filter;
 use crate::xds::generate::shared::util::{
     ads, duration, inbound_vip_cluster, parse_service_cluster,
 };
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -34,7 +35,7 @@ use envoy_types::pb::envoy::config::cluster::v3::cluster::{
 };
 use envoy_types::pb::envoy::config::core::v3::ConfigSource;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
 };
@@ -83,7 +84,7 @@ pub fn served(ctx: &PushContext) -> Vec<(Arc<Service>, Option<String>)> {
 
 /// Only the tunnels of `principal` pass (a waypoint-bound service: its waypoint, which applied
 /// the service's L7 policies before the double tunnel; anyone else would skip them).
-fn only_from(principal: &str) -> envoy_types::pb::envoy::config::listener::v3::Filter {
+fn only_from(principal: &str) -> NetworkFilter {
     use envoy_types::pb::envoy::config::rbac::v3::{
         Permission, Policy, Principal, Rbac, permission, principal, rbac,
     };
@@ -142,22 +143,19 @@ pub fn listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
     ]
 }
 
-fn tcp_to(cluster: &str) -> envoy_types::pb::envoy::config::listener::v3::Filter {
-    network_filter(
-        "envoy.filters.network.tcp_proxy",
-        &TcpProxy {
-            stat_prefix: cluster.into(),
-            cluster_specifier: Some(TcpCluster::Cluster(cluster.into())),
-            ..Default::default()
-        },
-    )
+fn tcp_to(cluster: &str) -> NetworkFilter {
+    NetworkFilter::tcp(TcpProxy {
+        stat_prefix: cluster.into(),
+        cluster_specifier: Some(TcpCluster::Cluster(cluster.into())),
+        ..Default::default()
+    })
 }
 
 /// `main_internal` of an east-west gateway: one chain per global service port, chosen by the
 /// tunnel's `:authority` (`<hostname>:<port>`), each a plain TCP proxy to the port's
 /// `inbound-vip` cluster; an authority it does not know matches nothing and is closed. A list of
 /// exact matches (not a map) keeps the encoding stable from push to push.
-fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> Listener {
+fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> TypedListener {
     let mut chains = Vec::new();
     let mut matchers = Vec::new();
     for (svc, waypoint) in services {
@@ -169,7 +167,7 @@ fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> Listener {
             ));
             let mut filters: Vec<_> = waypoint.iter().map(|w| only_from(w)).collect();
             filters.push(tcp_to(&cluster));
-            chains.push(FilterChain {
+            chains.push(Chain {
                 name: cluster.clone(),
                 filters,
                 ..Default::default()
@@ -178,27 +176,29 @@ fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> Listener {
     }
     if chains.is_empty() {
         // Envoy wants a chain; this one is never chosen.
-        chains.push(FilterChain {
+        chains.push(Chain {
             name: "virtualInbound-blackhole".into(),
             filters: vec![tcp_to(BLACKHOLE)],
             ..Default::default()
         });
     }
-    Listener {
-        name: MAIN_INTERNAL.into(),
-        listener_specifier: internal(),
-        listener_filters: vec![original_dst()],
-        traffic_direction: envoy_types::pb::envoy::config::core::v3::TrafficDirection::Inbound
-            as i32,
-        filter_chains: chains,
-        filter_chain_matcher: Some(Matcher {
-            matcher_type: Some(matcher::MatcherType::MatcherList(matcher::MatcherList {
-                matchers,
-            })),
-            on_no_match: None,
-        }),
-        ..Default::default()
-    }
+    TypedListener::new(
+        Listener {
+            name: MAIN_INTERNAL.into(),
+            listener_specifier: internal(),
+            listener_filters: vec![original_dst()],
+            traffic_direction: envoy_types::pb::envoy::config::core::v3::TrafficDirection::Inbound
+                as i32,
+            filter_chain_matcher: Some(Matcher {
+                matcher_type: Some(matcher::MatcherType::MatcherList(matcher::MatcherList {
+                    matchers,
+                })),
+                on_no_match: None,
+            }),
+            ..Default::default()
+        },
+        chains,
+    )
 }
 
 /// A matcher of the tunnel's authority (filter state) against `authority`, choosing `chain`.
@@ -242,18 +242,20 @@ fn exact_authority(authority: &str, chain: &str) -> matcher::matcher_list::Field
 
 /// `forward_inner_connect`: what reaches it goes, unchanged (no tunnel of its own), to the
 /// address the endpoint's metadata restored as the connection's destination.
-fn forward_inner_connect_listener() -> Listener {
-    Listener {
-        name: FORWARD_INNER_CONNECT.into(),
-        use_original_dst: Some(BoolValue { value: false }),
-        listener_specifier: internal(),
-        listener_filters: vec![original_dst()],
-        filter_chains: vec![FilterChain {
+fn forward_inner_connect_listener() -> TypedListener {
+    TypedListener::new(
+        Listener {
+            name: FORWARD_INNER_CONNECT.into(),
+            use_original_dst: Some(BoolValue { value: false }),
+            listener_specifier: internal(),
+            listener_filters: vec![original_dst()],
+            ..Default::default()
+        },
+        vec![Chain {
             filters: vec![tcp_to(FORWARD_INNER_CONNECT)],
             ..Default::default()
         }],
-        ..Default::default()
-    }
+    )
 }
 
 pub fn clusters(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {

@@ -19,12 +19,13 @@ use crate::xds::generate::shared::util::{
     parse_service_cluster,
 };
 use crate::xds::generate::sidecar::listener::PLAINTEXT_HTTP_ALPN;
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use envoy_types::pb::envoy::config::core::v3::{
     CidrRange, Http2ProtocolOptions, KeepaliveSettings, SubstitutionFormatString, data_source,
     substitution_format_string,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
-    FilterChain, FilterChainMatch, Listener, ListenerFilter, listener, listener_filter,
+    FilterChainMatch, Listener, ListenerFilter, listener, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::route::Action;
 use envoy_types::pb::envoy::config::route::v3::route_action::{
@@ -146,7 +147,7 @@ fn bind(scope: &ScopeView) -> &'static str {
 
 /// HBONE termination on 15008: mTLS with a mesh peer, HTTP/2 CONNECT, each tunnel handed to
 /// `main_internal` (istiod's `buildWaypointInboundConnectTerminate`).
-pub(super) fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> Listener {
+pub(super) fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> TypedListener {
     let route = Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(route_match::PathSpecifier::ConnectMatcher(
@@ -221,10 +222,20 @@ pub(super) fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> Listene
         require_client_certificate: Some(BoolValue { value: true }),
         ..Default::default()
     };
-    Listener {
+    TypedListener::new(
+ Listener {
         name: CONNECT_TERMINATE.into(),
         address: Some(socket(bind(scope), HBONE_PORT)),
-        filter_chains: vec![FilterChain {
+        // As istiod: few long-lived tunnels, each carrying many streams, are spread evenly over
+        // the workers.
+        connection_balance_config: Some(listener::ConnectionBalanceConfig {
+            balance_type: Some(listener::connection_balance_config::BalanceType::ExactBalance(
+                Default::default(),
+            )),
+        }),
+        ..Default::default()
+    },
+vec![Chain {
             name: "default".into(),
             transport_socket: Some(
                 envoy_types::pb::envoy::config::core::v3::TransportSocket {
@@ -236,21 +247,10 @@ pub(super) fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> Listene
                     ),
                 },
             ),
-            filters: vec![network_filter(
-                "envoy.filters.network.http_connection_manager",
-                &manager,
-            )],
+            filters: vec![NetworkFilter::http(manager)],
             ..Default::default()
         }],
-        // As istiod: few long-lived tunnels, each carrying many streams, are spread evenly over
-        // the workers.
-        connection_balance_config: Some(listener::ConnectionBalanceConfig {
-            balance_type: Some(listener::connection_balance_config::BalanceType::ExactBalance(
-                Default::default(),
-            )),
-        }),
-        ..Default::default()
-    }
+)
 }
 
 pub(super) fn listener_filter<T: prost::Message + prost::Name>(
@@ -280,7 +280,7 @@ pub(super) fn original_dst() -> ListenerFilter {
 /// `connect_originate`: a connection to it is tunnelled (HTTP/2 CONNECT to the address the
 /// endpoint's metadata restored as this connection's destination) over the `connect_originate`
 /// cluster.
-pub(super) fn connect_originate_listener() -> Listener {
+pub(super) fn connect_originate_listener() -> TypedListener {
     let proxy = TcpProxy {
         stat_prefix: CONNECT_ORIGINATE.into(),
         cluster_specifier: Some(TcpCluster::Cluster(CONNECT_ORIGINATE.into())),
@@ -290,17 +290,19 @@ pub(super) fn connect_originate_listener() -> Listener {
         }),
         ..Default::default()
     };
-    Listener {
-        name: CONNECT_ORIGINATE.into(),
-        use_original_dst: Some(BoolValue { value: false }),
-        listener_specifier: internal(),
-        listener_filters: vec![original_dst()],
-        filter_chains: vec![FilterChain {
-            filters: vec![network_filter("envoy.filters.network.tcp_proxy", &proxy)],
+    TypedListener::new(
+        Listener {
+            name: CONNECT_ORIGINATE.into(),
+            use_original_dst: Some(BoolValue { value: false }),
+            listener_specifier: internal(),
+            listener_filters: vec![original_dst()],
+            ..Default::default()
+        },
+        vec![Chain {
+            filters: vec![NetworkFilter::tcp(proxy)],
             ..Default::default()
         }],
-        ..Default::default()
-    }
+    )
 }
 
 fn cidr(ip: &str) -> Option<CidrRange> {
@@ -322,7 +324,7 @@ fn main_internal(
     scope: &ScopeView,
     services: &[Arc<Service>],
     workloads: &[std::net::IpAddr],
-) -> Listener {
+) -> TypedListener {
     let own: BTreeSet<&str> = services.iter().map(|s| s.hostname.as_str()).collect();
     let mut chains = Vec::new();
     let mut sniffing = false;
@@ -372,7 +374,7 @@ fn main_internal(
                     tcp_destination(ctx, scope, svc, port.number, &own),
                     None,
                 ));
-                chains.push(FilterChain {
+                chains.push(Chain {
                     name: cluster,
                     filter_chain_match: Some(matching(&[])),
                     filters,
@@ -382,7 +384,7 @@ fn main_internal(
             if sniffed || port.protocol.is_http() {
                 let cluster = inbound_vip_cluster(port.number, "http", &svc.hostname);
                 let routes = route_config(ctx, scope, svc, port.number, &cluster, &own);
-                chains.push(FilterChain {
+                chains.push(Chain {
                     name: cluster,
                     filter_chain_match: Some(matching(if sniffed {
                         &PLAINTEXT_HTTP_ALPN
@@ -413,15 +415,17 @@ fn main_internal(
             &envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector::default(),
         ));
     }
-    Listener {
-        name: MAIN_INTERNAL.into(),
-        listener_specifier: internal(),
-        listener_filters,
-        traffic_direction: envoy_types::pb::envoy::config::core::v3::TrafficDirection::Inbound
-            as i32,
-        filter_chains: chains,
-        ..Default::default()
-    }
+    TypedListener::new(
+        Listener {
+            name: MAIN_INTERNAL.into(),
+            listener_specifier: internal(),
+            listener_filters,
+            traffic_direction: envoy_types::pb::envoy::config::core::v3::TrafficDirection::Inbound
+                as i32,
+            ..Default::default()
+        },
+        chains,
+    )
 }
 
 /// The chains of workload-addressed traffic (istiod's `direct-tcp` and `direct-http`): the
@@ -431,7 +435,7 @@ fn direct_chains(
     ctx: &PushContext,
     scope: &ScopeView,
     workloads: &[std::net::IpAddr],
-) -> Vec<FilterChain> {
+) -> Vec<Chain> {
     let ranges: Vec<CidrRange> = workloads
         .iter()
         .filter_map(|ip| cidr(&ip.to_string()))
@@ -463,13 +467,13 @@ fn direct_chains(
         ),
     ];
     vec![
-        FilterChain {
+        Chain {
             name: "direct-tcp".into(),
             filter_chain_match: Some(matching(&[])),
             filters: tcp,
             ..Default::default()
         },
-        FilterChain {
+        Chain {
             name: "direct-http".into(),
             filter_chain_match: Some(matching(&PLAINTEXT_HTTP_ALPN)),
             filters: http,
@@ -480,7 +484,7 @@ fn direct_chains(
 
 /// istiod's `connect_authority` network filter: the destination the tunnel named is handed on
 /// once more, to the connection `encap` opens to `connect_originate`.
-fn forward_destination() -> envoy_types::pb::envoy::config::listener::v3::Filter {
+fn forward_destination() -> NetworkFilter {
     use envoy_types::pb::envoy::extensions::filters::network::set_filter_state::v3::Config;
     let key = format!("{ORIGINAL_DST_KEY}.local_ip");
     network_filter(

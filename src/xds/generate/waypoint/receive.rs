@@ -10,8 +10,9 @@ use super::listeners::{connect_terminate, internal, listener_filter, original_ds
 use super::names::{CONNECT_TERMINATE, MAIN_INTERNAL};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Class, Typed};
+use crate::xds::generate::typed_listener::{Chain, TypedListener};
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
 
 /// The HBONE listeners of a sidecar that takes HBONE; none for others.
 pub fn sidecar_hbone_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
@@ -25,7 +26,7 @@ pub fn sidecar_hbone_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Type
     );
     if chains.is_empty() {
         // Envoy refuses a listener without chains; one that takes nothing says more than none.
-        chains.push(FilterChain {
+        chains.push(Chain {
             name: "BlackHoleCluster".into(),
             filters: vec![crate::xds::generate::sidecar::listener::tcp_filter(
                 "BlackHoleCluster",
@@ -40,15 +41,17 @@ pub fn sidecar_hbone_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Type
             &envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector::default(),
         ));
     }
-    let main = Listener {
-        name: MAIN_INTERNAL.into(),
-        listener_specifier: internal(),
-        traffic_direction: TrafficDirection::Inbound as i32,
-        continue_on_listener_filters_timeout: true,
-        listener_filters,
-        filter_chains: chains,
-        ..Default::default()
-    };
+    let main = TypedListener::new(
+        Listener {
+            name: MAIN_INTERNAL.into(),
+            listener_specifier: internal(),
+            traffic_direction: TrafficDirection::Inbound as i32,
+            continue_on_listener_filters_timeout: true,
+            listener_filters,
+            ..Default::default()
+        },
+        chains,
+    );
     vec![
         Typed::new(
             CONNECT_TERMINATE,

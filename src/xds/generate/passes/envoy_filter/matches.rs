@@ -4,8 +4,9 @@
 use super::compile::Patch;
 use crate::config::networking::{PatchContext, RouteAction};
 pub(super) use crate::xds::generate::shared::util::listener_port;
+use crate::xds::generate::typed_listener::Chain;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, route};
 use std::collections::BTreeMap;
 
@@ -37,7 +38,7 @@ impl ListenerAt<'_> {
         m.port_number == 0 || self.port == Some(m.port_number)
     }
 
-    pub(super) fn chain_matches(&self, fc: &FilterChain, p: &Patch) -> bool {
+    pub(super) fn chain_matches(&self, fc: &Chain, p: &Patch) -> bool {
         let Some(m) = &p.matching.listener else {
             return true;
         };

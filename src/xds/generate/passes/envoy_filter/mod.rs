@@ -290,14 +290,14 @@ impl PatchSet<'_> {
     /// Patches a filter chain and its filters; `false` when a patch removes it.
     fn patch_filter_chain(&self, pctx: PatchContext, at: &ListenerAt, fc: &mut Chain) -> bool {
         for p in &self.filter_chain {
-            if !p.context_matches(pctx) || !at.matches(p) || !at.chain_matches(&fc.chain, p) {
+            if !p.context_matches(pctx) || !at.matches(p) || !at.chain_matches(fc, p) {
                 continue;
             }
             match p.operation {
                 PatchOperation::REMOVE => return false,
                 PatchOperation::MERGE => {
                     let value: FilterChain = p.value();
-                    if !merge_chain_transport_socket(&mut fc.chain, &value) {
+                    if !merge_chain_transport_socket(&mut fc.transport_socket, &value) {
                         merged(p, fc.edit_encoded(|fc| apply_plan(fc, &p.plan)));
                     }
                 }
@@ -309,8 +309,7 @@ impl PatchSet<'_> {
     }
 
     fn patch_network_filters(&self, pctx: PatchContext, at: &ListenerAt, fc: &mut Chain) {
-        let keep =
-            |p: &&Patch| p.context_matches(pctx) && at.matches(p) && at.chain_matches(&fc.chain, p);
+        let keep = |p: &&Patch| p.context_matches(pctx) && at.matches(p) && at.chain_matches(fc, p);
         let network: Vec<&Patch> = self.network_filter.iter().copied().filter(keep).collect();
         let http: Vec<&Patch> = self.http_filter.iter().copied().filter(keep).collect();
         for p in &network {
@@ -535,11 +534,14 @@ fn merge_cluster_transport_socket(c: &mut Cluster, value: &Cluster) -> bool {
 
 /// istiod's `mergeTransportSocketListener`: deep-merged into a transport socket of the same name;
 /// otherwise (`false`) the patch is merged as a whole.
-fn merge_chain_transport_socket(fc: &mut FilterChain, value: &FilterChain) -> bool {
+fn merge_chain_transport_socket(
+    socket: &mut Option<envoy_types::pb::envoy::config::core::v3::TransportSocket>,
+    value: &FilterChain,
+) -> bool {
     let Some(patch) = &value.transport_socket else {
         return false;
     };
-    match fc.transport_socket.as_mut() {
+    match socket.as_mut() {
         Some(ts) if ts.name == patch.name => {
             merge_socket_config(ts, patch);
             true
