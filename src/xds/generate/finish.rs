@@ -4,14 +4,18 @@
 //! passes over them in a fixed order and only then encodes them.
 //!
 //! Where a cross-cutting feature goes: a [`Pass`] in [`PASSES`], in its place in the order
-//! (TrafficExtension filters, EnvoyFilter patches, then access logs, tracing and stats). A pass sees every Cluster,
-//! Listener (with its HTTP connection managers), RouteConfiguration, ClusterLoadAssignment and
-//! Secret of a scope with its class; it reads the push context and the scope view, never the
-//! proxy, so what it does is cached with the rest.
+//! (TrafficExtension filters, Istio's stats, access logs, tracing, then EnvoyFilter patches on the
+//! finished config). A pass sees every Cluster, Listener, RouteConfiguration,
+//! ClusterLoadAssignment and Secret of a scope with its class; a listener's connection managers
+//! and TCP proxies are typed ([`TypedListener`]) and it says what it is for ([`ListenerRole`]),
+//! so a pass edits them without decoding and acts on roles, not names. A pass reads the push
+//! context and the scope view, never the proxy, so what it does is cached with the rest.
 
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
-use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
+use crate::xds::generate::typed_listener::{
+    Chain, ChainId, ListenerRole, NetworkFilter, TypedListener,
+};
 use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -133,39 +137,71 @@ impl Typed {
         }
     }
 
-    /// Calls `edit` with every HTTP connection manager of a listener, with its filter chain's
-    /// name (none for a proxyless client's API listener).
+    /// Calls `edit` with every HTTP connection manager of a listener and the chain it is in (an
+    /// unnamed one for a proxyless client's API listener).
     pub fn edit_http_connection_managers(
         &mut self,
-        mut edit: impl FnMut(&str, &mut HttpConnectionManager),
+        mut edit: impl FnMut(ChainId, &mut HttpConnectionManager),
     ) {
         let Some(listener) = self.listener_mut() else {
             return;
         };
         for chain in listener.all_chains() {
-            let Chain { name, filters, .. } = chain;
+            let Chain {
+                name,
+                service,
+                filters,
+                ..
+            } = chain;
+            let id = ChainId {
+                name,
+                service: service.as_deref(),
+            };
             for hcm in filters
                 .iter_mut()
                 .filter_map(NetworkFilter::http_connection_manager_mut)
             {
-                edit(name, hcm);
+                edit(id, hcm);
             }
         }
         if let Some(api) = listener.api.as_mut() {
-            edit("", api);
+            edit(
+                ChainId {
+                    name: "",
+                    service: None,
+                },
+                api,
+            );
         }
     }
 
-    /// Calls `edit` with every TCP proxy of a listener's filter chains, with the chain's name.
-    pub fn edit_tcp_proxies(&mut self, mut edit: impl FnMut(&str, &mut TcpProxy)) {
+    /// Calls `edit` with every TCP proxy of a listener's filter chains and the chain it is in.
+    pub fn edit_tcp_proxies(&mut self, mut edit: impl FnMut(ChainId, &mut TcpProxy)) {
         let Some(listener) = self.listener_mut() else {
             return;
         };
         for chain in listener.all_chains() {
-            let Chain { name, filters, .. } = chain;
+            let Chain {
+                name,
+                service,
+                filters,
+                ..
+            } = chain;
+            let id = ChainId {
+                name,
+                service: service.as_deref(),
+            };
             for tcp in filters.iter_mut().filter_map(NetworkFilter::tcp_proxy_mut) {
-                edit(name, tcp);
+                edit(id, tcp);
             }
+        }
+    }
+
+    /// What the listener is for, when this is one.
+    pub fn listener_role(&self) -> Option<ListenerRole> {
+        match &self.built {
+            Built::Listener(l) => Some(l.role),
+            _ => None,
         }
     }
 

@@ -144,7 +144,34 @@ pub struct Chain {
     pub filter_chain_match: Option<FilterChainMatch>,
     pub transport_socket: Option<TransportSocket>,
     pub filters: Vec<NetworkFilter>,
+    /// The service (hostname) whose traffic it carries, on a listener of
+    /// [`ListenerRole::Destinations`]: that service's Telemetry shapes its logs, tracing and stats.
+    pub service: Option<String>,
     pub other: FilterChain,
+}
+
+/// Which chain a connection manager or TCP proxy is in, for passes that treat chains apart.
+#[derive(Debug, Clone, Copy)]
+pub struct ChainId<'a> {
+    pub name: &'a str,
+    pub service: Option<&'a str>,
+}
+
+/// What a listener is for: the passes act on this, never on its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListenerRole {
+    /// Traffic of its proxy's class: services' listeners, a gateway's servers, a sidecar's
+    /// inbound chains.
+    #[default]
+    Traffic,
+    /// Where captured connections land (`virtualOutbound`, `virtualInbound`): it logs
+    /// connections itself, and EnvoyFilter matches a port per chain there, as istiod's.
+    Capture,
+    /// An end of an HBONE tunnel (`connect_originate`, `connect_terminate`): plumbing with no
+    /// traffic of its own to report; the chains inside the tunnel report it.
+    TunnelEnd,
+    /// A waypoint's (or east-west gateway's) `main_internal`: a chain per destination it serves.
+    Destinations,
 }
 
 impl Chain {
@@ -152,9 +179,18 @@ impl Chain {
         &self.name
     }
 
+    /// Who it is, for the passes.
+    pub fn id(&self) -> ChainId<'_> {
+        ChainId {
+            name: &self.name,
+            service: self.service.as_deref(),
+        }
+    }
+
     /// A chain given encoded: its filters decoded.
     pub fn decoded(mut chain: FilterChain) -> Chain {
         Chain {
+            service: None,
             name: std::mem::take(&mut chain.name),
             filter_chain_match: chain.filter_chain_match.take(),
             transport_socket: chain.transport_socket.take(),
@@ -183,9 +219,13 @@ impl Chain {
     /// Lets `edit` change the chain as Envoy's proto (an EnvoyFilter merge of a whole chain),
     /// then takes it back typed.
     pub fn edit_encoded<T>(&mut self, edit: impl FnOnce(&mut FilterChain) -> T) -> T {
+        let service = self.service.take();
         let mut proto = std::mem::take(self).encode();
         let out = edit(&mut proto);
-        *self = Chain::decoded(proto);
+        *self = Chain {
+            service,
+            ..Chain::decoded(proto)
+        };
         out
     }
 
@@ -209,6 +249,7 @@ impl Chain {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TypedListener {
     pub listener: Listener,
+    pub role: ListenerRole,
     pub chains: Vec<Chain>,
     pub default_chain: Option<Chain>,
     /// A proxyless gRPC client's API listener connection manager.
@@ -220,16 +261,24 @@ impl TypedListener {
         debug_assert!(listener.filter_chains.is_empty() && listener.default_filter_chain.is_none());
         TypedListener {
             listener,
+            role: ListenerRole::Traffic,
             chains,
             default_chain: None,
             api: None,
         }
     }
 
+    /// As a listener of `role`.
+    pub fn with_role(mut self, role: ListenerRole) -> TypedListener {
+        self.role = role;
+        self
+    }
+
     /// A proxyless gRPC client's API listener of connection manager `hcm`.
     pub fn api(listener: Listener, hcm: HttpConnectionManager) -> TypedListener {
         TypedListener {
             listener,
+            role: ListenerRole::Traffic,
             chains: Vec::new(),
             default_chain: None,
             api: Some(Box::new(hcm)),
@@ -264,6 +313,7 @@ impl TypedListener {
         });
         TypedListener {
             listener,
+            role: ListenerRole::Traffic,
             chains,
             default_chain,
             api,
@@ -291,9 +341,10 @@ impl TypedListener {
     /// Lets `edit` change the listener as Envoy's proto (an EnvoyFilter merge of a whole
     /// listener), then takes it back typed.
     pub fn edit_encoded<T>(&mut self, edit: impl FnOnce(&mut Listener) -> T) -> T {
+        let role = self.role;
         let mut proto = std::mem::take(self).encode();
         let out = edit(&mut proto);
-        *self = TypedListener::decoded(proto);
+        *self = TypedListener::decoded(proto).with_role(role);
         out
     }
 }

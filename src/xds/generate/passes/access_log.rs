@@ -13,6 +13,7 @@ use crate::model::mesh::AccessLogSettings;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Built, Class, Pass, Typed};
+use crate::xds::generate::typed_listener::{ChainId, ListenerRole};
 use envoy_types::pb::envoy::config::accesslog::v3::{
     AccessLog, AccessLogFilter, AndFilter, ExtensionFilter, ResponseFlagFilter, access_log,
     access_log_filter, extension_filter,
@@ -127,7 +128,7 @@ impl Pass for AccessLogs {
         // A waypoint logs as a server, each service's chains as that service's Telemetry says.
         let mut by_service: std::collections::HashMap<String, Vec<AccessLog>> =
             std::collections::HashMap::new();
-        let mut chain_logs = |chain: &str, default: &[AccessLog]| -> Vec<AccessLog> {
+        let mut chain_logs = |chain: ChainId, default: &[AccessLog]| -> Vec<AccessLog> {
             match served_by_chain(ctx, chain) {
                 Some(svc) => by_service
                     .entry(svc.hostname.clone())
@@ -142,9 +143,8 @@ impl Pass for AccessLogs {
                 Class::SidecarInbound | Class::Waypoint => &server,
                 _ => &client,
             };
-            let with_listener_log = r.class == Class::Gateway
-                || r.name == "virtualOutbound"
-                || r.name == "virtualInbound";
+            let with_listener_log =
+                r.class == Class::Gateway || r.listener_role() == Some(ListenerRole::Capture);
             if r.class == Class::Waypoint {
                 r.edit_http_connection_managers(|chain, hcm| {
                     hcm.access_log.extend(chain_logs(chain, logs))
@@ -190,13 +190,12 @@ pub(in crate::xds::generate) fn applicable_for<'a>(
     crate::model::telemetry::applicable(&ctx.snapshot, &ctx.mesh.root_namespace, &workload)
 }
 
-/// The service a waypoint's filter chain serves (`inbound-vip|<port>|<http|tcp>|<host>`).
+/// The service a waypoint's filter chain serves.
 pub(in crate::xds::generate) fn served_by_chain<'a>(
     ctx: &'a PushContext,
-    chain: &str,
+    chain: ChainId,
 ) -> Option<&'a crate::model::Service> {
-    let (_, _, host) = crate::xds::generate::shared::util::parse_service_cluster(chain)?;
-    ctx.registry.services.get(host).map(AsRef::as_ref)
+    ctx.registry.services.get(chain.service?).map(AsRef::as_ref)
 }
 
 /// What the Telemetries say about access logs for one mode (istiod's mergeLogs): `None` when

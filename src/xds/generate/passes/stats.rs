@@ -25,7 +25,7 @@ use crate::config::mesh::is_prometheus_provider;
 use crate::config::telemetry::{IstioMetric, MetricSelector, Metrics, TagOperation, WorkloadMode};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Built, Class, Pass, Typed};
-use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TCP_PROXY};
+use crate::xds::generate::typed_listener::{Chain, ListenerRole, NetworkFilter, TCP_PROXY};
 use crate::xds::proxy::{METADATA_EXCHANGE_TYPE, PEER_METADATA_TYPE, STATS_TYPE};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, Filter as ClusterFilter};
 use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
@@ -484,24 +484,18 @@ impl Pass for IstioTelemetry {
             let class = r.class;
             // HBONE's plumbing (a sidecar's or gateway's tunnel ends) carries no traffic of its
             // own to report: the chains inside the tunnel do, as istiod's.
-            if class != Class::Waypoint
-                && matches!(
-                    r.name.as_str(),
-                    crate::xds::generate::waypoint::CONNECT_ORIGINATE
-                        | crate::xds::generate::waypoint::CONNECT_TERMINATE
-                )
-            {
+            if class != Class::Waypoint && r.listener_role() == Some(ListenerRole::TunnelEnd) {
                 continue;
             }
             if class == Class::Waypoint {
                 let Built::Listener(listener) = &mut r.built else {
                     continue;
                 };
-                if listener.name() != crate::xds::generate::waypoint::MAIN_INTERNAL {
+                if listener.role != ListenerRole::Destinations {
                     continue;
                 }
                 for chain in listener.chains.iter_mut() {
-                    let served = super::access_log::served_by_chain(ctx, chain.name());
+                    let served = super::access_log::served_by_chain(ctx, chain.id());
                     let configs = by_service
                         .entry(served.map(|s| s.hostname.clone()).unwrap_or_default())
                         .or_insert_with(|| stats_configs(ctx, scope, class, served));

@@ -26,7 +26,7 @@ use crate::xds::generate::security::extauthz::{EXT_AUTHZ_FILTER, NETWORK_EXT_AUT
 use crate::xds::generate::security::jwt::JWT_FILTER;
 use crate::xds::generate::security::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER};
 use crate::xds::generate::shared::util::{ads, listener_port};
-use crate::xds::generate::typed_listener::{NetworkFilter, TCP_PROXY};
+use crate::xds::generate::typed_listener::{ListenerRole, NetworkFilter, TCP_PROXY};
 use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{
     AsyncDataSource, DataSource, ExtensionConfigSource, HttpUri, RemoteDataSource,
@@ -559,12 +559,12 @@ impl Pass for TrafficExtensions {
             // buildWaypointHTTPFilters); never its tunnel ends, and no network filters (istiod
             // inserts none there either).
             let waypoint = class == Class::Waypoint;
-            if waypoint && r.name != crate::xds::generate::waypoint::MAIN_INTERNAL {
-                continue;
-            }
             let Built::Listener(listener) = &mut r.built else {
                 continue;
             };
+            if waypoint && listener.role != ListenerRole::Destinations {
+                continue;
+            }
             let listener_port = listener_port(&listener.listener);
             for chain in listener.all_chains() {
                 // On the virtual listeners the port is the filter chain's.

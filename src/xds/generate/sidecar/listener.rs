@@ -12,7 +12,7 @@ use crate::xds::generate::shared::cluster::{BLACKHOLE, INBOUND_PASSTHROUGH, PASS
 pub(in crate::xds::generate) use crate::xds::generate::shared::network::network_filter;
 use crate::xds::generate::shared::network::{RouteSource, hcm_filter, tcp_proxy};
 use crate::xds::generate::shared::route::virtual_host;
-use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
+use crate::xds::generate::typed_listener::{Chain, ListenerRole, NetworkFilter, TypedListener};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::endpoint::v3::{
@@ -161,7 +161,8 @@ pub fn virtual_listeners(ctx: &PushContext, scope: &ScopeView) -> Vec<Typed> {
                     filters: vec![catch_all_filter(scope, fallback)],
                     ..Default::default()
                 }],
-            ),
+            )
+            .with_role(ListenerRole::Capture),
         ));
         out.push(Typed::new(
             "virtualInbound",
@@ -390,6 +391,7 @@ fn virtual_inbound(ctx: &PushContext, scope: &ScopeView) -> TypedListener {
         },
         chains,
     )
+    .with_role(ListenerRole::Capture)
 }
 
 /// The inbound filter chains of the workload's ports and the passthrough ones, and whether any

@@ -32,7 +32,7 @@ impl Pass for Recording {
             seen.push((what.into(), r.name.clone(), r.class));
             let (name, class) = (r.name.clone(), r.class);
             r.edit_http_connection_managers(|chain, hcm| {
-                seen.push(("hcm".into(), format!("{name}/{chain}"), class));
+                seen.push(("hcm".into(), format!("{name}/{}", chain.name), class));
                 hcm.stat_prefix = "patched".into();
             });
         }
@@ -163,46 +163,38 @@ fn builders_hand_over_connection_managers_and_tcp_proxies_typed() {
     use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
     use prost::Name;
     let packed = [HttpConnectionManager::type_url(), TcpProxy::type_url()];
-    let c = crate::testing::push_context_with_mesh_config(&super::snapshot::mesh());
     let (mut http, mut tcp) = (0, 0);
-    for (label, p) in super::snapshot::proxies() {
-        let scope = c.scope(&p);
-        let mut listeners = build_all(&c, &scope, TypeUrl::Listener);
-        for target in super::snapshot::GRPC_TARGETS {
-            listeners.extend(crate::xds::generate::grpc::api_listener(&c, &scope, target));
-        }
-        for typed in &mut listeners {
-            let name = typed.name.clone();
-            let Some(listener) = typed.listener_mut() else {
-                continue;
-            };
-            let TypedListener {
-                listener: proto, ..
-            } = listener;
-            assert!(proto.filter_chains.is_empty() && proto.default_filter_chain.is_none());
-            assert!(
-                proto
-                    .api_listener
-                    .as_ref()
-                    .is_none_or(|a| a.api_listener.is_none())
-            );
-            http += usize::from(listener.api.is_some());
-            for chain in listener.all_chains() {
-                for f in &chain.filters {
-                    match &f.config {
-                        FilterConfig::Http(_) => http += 1,
-                        FilterConfig::Tcp(_) => tcp += 1,
-                        FilterConfig::Encoded(Some(c)) => {
-                            if let ConfigType::TypedConfig(any) = c.as_ref() {
-                                assert!(
-                                    !packed.contains(&any.type_url),
-                                    "{label}: {name} packs {}",
-                                    any.type_url
-                                );
-                            }
+    for (label, mut typed) in every_listener() {
+        let name = typed.name.clone();
+        let Some(listener) = typed.listener_mut() else {
+            continue;
+        };
+        let TypedListener {
+            listener: proto, ..
+        } = listener;
+        assert!(proto.filter_chains.is_empty() && proto.default_filter_chain.is_none());
+        assert!(
+            proto
+                .api_listener
+                .as_ref()
+                .is_none_or(|a| a.api_listener.is_none())
+        );
+        http += usize::from(listener.api.is_some());
+        for chain in listener.all_chains() {
+            for f in &chain.filters {
+                match &f.config {
+                    FilterConfig::Http(_) => http += 1,
+                    FilterConfig::Tcp(_) => tcp += 1,
+                    FilterConfig::Encoded(Some(c)) => {
+                        if let ConfigType::TypedConfig(any) = c.as_ref() {
+                            assert!(
+                                !packed.contains(&any.type_url),
+                                "{label}: {name} packs {}",
+                                any.type_url
+                            );
                         }
-                        FilterConfig::Encoded(None) => {}
                     }
+                    FilterConfig::Encoded(None) => {}
                 }
             }
         }
@@ -210,5 +202,56 @@ fn builders_hand_over_connection_managers_and_tcp_proxies_typed() {
     assert!(
         http > 10 && tcp > 10,
         "{http} connection managers, {tcp} TCP proxies"
+    );
+}
+
+/// Every listener built for every role of the varied mesh, with its proxy's label.
+fn every_listener() -> Vec<(&'static str, Typed)> {
+    let c = crate::testing::push_context_with_mesh_config(&super::snapshot::mesh());
+    let mut out = Vec::new();
+    for (label, p) in super::snapshot::proxies() {
+        let scope = c.scope(&p);
+        let mut listeners = build_all(&c, &scope, TypeUrl::Listener);
+        for target in super::snapshot::GRPC_TARGETS {
+            listeners.extend(crate::xds::generate::grpc::api_listener(&c, &scope, target));
+        }
+        out.extend(listeners.into_iter().map(|l| (label, l)));
+    }
+    out
+}
+
+/// The passes act on what a listener is for, never on its name: each builder says it. Capture
+/// listeners log connections and take per-chain port matches, tunnel ends report nothing of
+/// their own, a waypoint's destinations listener has each service's chains marked with it.
+#[test]
+fn every_listener_says_what_it_is_for() {
+    use crate::xds::generate::typed_listener::ListenerRole;
+    use crate::xds::generate::waypoint::{CONNECT_ORIGINATE, CONNECT_TERMINATE, MAIN_INTERNAL};
+    let mut seen = std::collections::BTreeSet::new();
+    for (label, typed) in every_listener() {
+        let Built::Listener(l) = &typed.built else {
+            continue;
+        };
+        let expected = match l.name() {
+            "virtualInbound" | "virtualOutbound" => ListenerRole::Capture,
+            CONNECT_ORIGINATE | CONNECT_TERMINATE => ListenerRole::TunnelEnd,
+            MAIN_INTERNAL if typed.class == Class::Waypoint => ListenerRole::Destinations,
+            _ => ListenerRole::Traffic,
+        };
+        assert_eq!(l.role, expected, "{label}: {}", l.name());
+        seen.insert(format!("{expected:?}"));
+        for chain in &l.chains {
+            let host = crate::xds::generate::shared::util::parse_service_cluster(&chain.name)
+                .map(|(_, _, host)| host);
+            let marked = (l.role == ListenerRole::Destinations)
+                .then_some(host)
+                .flatten();
+            assert_eq!(chain.service.as_deref(), marked, "{label}: {}", chain.name);
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        4,
+        "every role is built by the varied mesh: {seen:?}"
     );
 }

@@ -27,7 +27,7 @@ use crate::xds::generate::shared::network::network_filter;
 use crate::xds::generate::shared::util::{
     ads, duration, inbound_vip_cluster, parse_service_cluster,
 };
-use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
+use crate::xds::generate::typed_listener::{Chain, ListenerRole, NetworkFilter, TypedListener};
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -170,6 +170,7 @@ fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> TypedListener {
             chains.push(Chain {
                 name: cluster.clone(),
                 filters,
+                service: Some(svc.hostname.clone()),
                 ..Default::default()
             });
         }
@@ -199,6 +200,7 @@ fn main_internal(services: &[(Arc<Service>, Option<String>)]) -> TypedListener {
         },
         chains,
     )
+    .with_role(ListenerRole::Destinations)
 }
 
 /// A matcher of the tunnel's authority (filter state) against `authority`, choosing `chain`.

@@ -19,7 +19,7 @@ use crate::xds::generate::shared::util::{
     parse_service_cluster,
 };
 use crate::xds::generate::sidecar::listener::PLAINTEXT_HTTP_ALPN;
-use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
+use crate::xds::generate::typed_listener::{Chain, ListenerRole, NetworkFilter, TypedListener};
 use envoy_types::pb::envoy::config::core::v3::{
     CidrRange, Http2ProtocolOptions, KeepaliveSettings, SubstitutionFormatString, data_source,
     substitution_format_string,
@@ -222,35 +222,29 @@ pub(super) fn connect_terminate(ctx: &PushContext, scope: &ScopeView) -> TypedLi
         require_client_certificate: Some(BoolValue { value: true }),
         ..Default::default()
     };
-    TypedListener::new(
- Listener {
+    let listener = Listener {
         name: CONNECT_TERMINATE.into(),
         address: Some(socket(bind(scope), HBONE_PORT)),
         // As istiod: few long-lived tunnels, each carrying many streams, are spread evenly over
         // the workers.
         connection_balance_config: Some(listener::ConnectionBalanceConfig {
-            balance_type: Some(listener::connection_balance_config::BalanceType::ExactBalance(
-                Default::default(),
-            )),
+            balance_type: Some(
+                listener::connection_balance_config::BalanceType::ExactBalance(Default::default()),
+            ),
         }),
         ..Default::default()
-    },
-vec![Chain {
-            name: "default".into(),
-            transport_socket: Some(
-                envoy_types::pb::envoy::config::core::v3::TransportSocket {
-                    name: "tls".into(),
-                    config_type: Some(
-                        envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
-                            any(&tls),
-                        ),
-                    ),
-                },
-            ),
-            filters: vec![NetworkFilter::http(manager)],
-            ..Default::default()
-        }],
-)
+    };
+    use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
+    let chain = Chain {
+        name: "default".into(),
+        transport_socket: Some(TransportSocket {
+            name: "tls".into(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
+        }),
+        filters: vec![NetworkFilter::http(manager)],
+        ..Default::default()
+    };
+    TypedListener::new(listener, vec![chain]).with_role(ListenerRole::TunnelEnd)
 }
 
 pub(super) fn listener_filter<T: prost::Message + prost::Name>(
@@ -303,6 +297,7 @@ pub(super) fn connect_originate_listener() -> TypedListener {
             ..Default::default()
         }],
     )
+    .with_role(ListenerRole::TunnelEnd)
 }
 
 fn cidr(ip: &str) -> Option<CidrRange> {
@@ -378,6 +373,7 @@ fn main_internal(
                     name: cluster,
                     filter_chain_match: Some(matching(&[])),
                     filters,
+                    service: Some(svc.hostname.clone()),
                     ..Default::default()
                 });
             }
@@ -399,6 +395,7 @@ fn main_internal(
                         RouteSource::Inline(Box::new(routes)),
                         http_security(),
                     )],
+                    service: Some(svc.hostname.clone()),
                     ..Default::default()
                 });
             }
@@ -426,6 +423,7 @@ fn main_internal(
         },
         chains,
     )
+    .with_role(ListenerRole::Destinations)
 }
 
 /// The chains of workload-addressed traffic (istiod's `direct-tcp` and `direct-http`): the

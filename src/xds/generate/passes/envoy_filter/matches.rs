@@ -10,17 +10,17 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, route};
 use std::collections::BTreeMap;
 
-const VIRTUAL_LISTENERS: [&str; 2] = ["virtualInbound", "virtualOutbound"];
-
 /// Where a listener is, for filter chain matches.
 pub(super) struct ListenerAt<'a> {
     pub(super) name: &'a str,
     pub(super) port: Option<u32>,
+    /// Where captured traffic lands (`virtualInbound`, `virtualOutbound`).
+    pub(super) capture: bool,
 }
 
 impl ListenerAt<'_> {
     fn is_virtual(&self) -> bool {
-        VIRTUAL_LISTENERS.contains(&self.name)
+        self.capture
     }
 
     /// istiod's `listenerMatch` for patches below the listener: on the virtual listeners the

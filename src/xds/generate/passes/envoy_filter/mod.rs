@@ -23,7 +23,7 @@ use crate::envoy::proto_merge::{apply_plan, merge_any};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::finish::{Built, Class, Pass, Typed};
 use crate::xds::generate::typed_listener::{
-    Chain, HTTP_CONNECTION_MANAGER, NetworkFilter, TypedListener,
+    Chain, HTTP_CONNECTION_MANAGER, ListenerRole, NetworkFilter, TypedListener,
 };
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{
@@ -222,7 +222,11 @@ impl PatchSet<'_> {
         }
         let name = l.name().to_string();
         let port = listener_port(&l.listener);
-        let at = ListenerAt { name: &name, port };
+        let at = ListenerAt {
+            name: &name,
+            port,
+            capture: l.role == ListenerRole::Capture,
+        };
         self.patch_listener_filters(pctx, &at, &mut l.listener.listener_filters);
         let mut chains = std::mem::take(&mut l.chains);
         chains.retain_mut(|fc| fc.filters.is_empty() || self.patch_filter_chain(pctx, &at, fc));
