@@ -18,7 +18,9 @@ use crate::xds::generate::typed_listener::{
 };
 use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
+use crate::xds::types::TypeUrl;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
@@ -40,6 +42,8 @@ pub enum Class {
     Proxyless,
     /// A proxyless gRPC server's inbound listener.
     ProxylessServer,
+    /// ztunnel's addresses and authorizations (no Envoy config; no pass reads them).
+    Ztunnel,
 }
 
 impl Class {
@@ -71,6 +75,24 @@ pub enum Built {
     Route(Box<RouteConfiguration>),
     LoadAssignment(Box<ClusterLoadAssignment>),
     Secret(Box<Secret>),
+    /// An extension's config served over ECDS.
+    ExtensionConfig(Box<TypedExtensionConfig>),
+    /// A resource of Istio's own (ztunnel's, the DNS proxy's name table), which no pass edits.
+    Istio(Arc<dyn IstioResource>),
+}
+
+/// A message of Istio's own protos served as a resource. Its module says its type (the finishing
+/// step knows none of them), so it is encoded at the one encode site like every other.
+pub trait IstioResource: std::fmt::Debug + Send + Sync {
+    fn type_url(&self) -> TypeUrl;
+    fn encoded(&self) -> Vec<u8>;
+}
+
+/// Equal when they encode to the same bytes of the same type.
+impl PartialEq for dyn IstioResource {
+    fn eq(&self, other: &Self) -> bool {
+        self.type_url() == other.type_url() && self.encoded() == other.encoded()
+    }
 }
 
 macro_rules! built_from {
@@ -83,7 +105,8 @@ macro_rules! built_from {
     )*};
 }
 built_from!(Cluster => Cluster, TypedListener => Listener, RouteConfiguration => Route,
-    ClusterLoadAssignment => LoadAssignment, Secret => Secret);
+    ClusterLoadAssignment => LoadAssignment, Secret => Secret,
+    TypedExtensionConfig => ExtensionConfig);
 
 /// A built resource with the name it is served under and its class.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,7 +228,13 @@ impl Typed {
         }
     }
 
-    fn encode(self) -> Arc<Resource> {
+    /// A resource of Istio's own, as `name`.
+    pub fn istio(name: impl Into<String>, class: Class, r: impl IstioResource + 'static) -> Typed {
+        Typed::new(name, class, Built::Istio(Arc::new(r)))
+    }
+
+    /// The one encode: what is sent.
+    pub fn encode(self) -> Arc<Resource> {
         let any = match self.built {
             Built::Cluster(r) => any(r.as_ref()),
             Built::Listener(r) => any(&r.encode()),
@@ -215,6 +244,11 @@ impl Typed {
                 value: crate::xds::generate::encode::encode_load_assignment(&r),
             },
             Built::Secret(r) => any(r.as_ref()),
+            Built::ExtensionConfig(r) => any(r.as_ref()),
+            Built::Istio(r) => Any {
+                type_url: r.type_url().url().to_string(),
+                value: r.encoded(),
+            },
         };
         Resource::with_findings(self.name, any, self.findings)
     }

@@ -183,6 +183,7 @@ fn extension_configs(
             &format!("wasm/{verified}/{n}"),
             || {
                 traffic_extension::extension_config(ctx, scope, n, verified)
+                    .and_then(|t| finish_one(ctx, scope, t))
                     .into_iter()
                     .collect()
             },
@@ -190,6 +191,7 @@ fn extension_configs(
         let found = if wasm.is_empty() {
             ctx.cached(TypeUrl::ExtensionConfig, scope.role(), scope.key, n, || {
                 envoy_filter::extension_config(ctx, scope, n)
+                    .and_then(|t| finish_one(ctx, scope, t))
                     .into_iter()
                     .collect()
             })

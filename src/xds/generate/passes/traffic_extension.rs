@@ -27,7 +27,6 @@ use crate::xds::generate::security::jwt::JWT_FILTER;
 use crate::xds::generate::security::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER};
 use crate::xds::generate::shared::util::{ads, listener_port};
 use crate::xds::generate::typed_listener::{ListenerRole, NetworkFilter, TCP_PROXY};
-use crate::xds::resource::Resource;
 use envoy_types::pb::envoy::config::core::v3::{
     AsyncDataSource, DataSource, ExtensionConfigSource, HttpUri, RemoteDataSource,
     TypedExtensionConfig, async_data_source, data_source, http_uri,
@@ -44,7 +43,6 @@ use envoy_types::pb::envoy::extensions::wasm::v3::{
 };
 use envoy_types::pb::google::protobuf::{Duration, StringValue};
 use prost::Message;
-use std::sync::Arc;
 use tracing::warn;
 
 /// istiod's prefix of a TrafficExtension's filter name.
@@ -262,7 +260,7 @@ pub fn extension_config(
     scope: &ScopeView,
     name: &str,
     verified: bool,
-) -> Option<Arc<Resource>> {
+) -> Option<Typed> {
     let e = extensions(ctx, scope)
         .into_iter()
         .find(|e| e.spec.wasm.is_some() && e.filter_name() == name)?;
@@ -294,7 +292,7 @@ pub fn extension_config(
         name: name.to_string(),
         typed_config: Some(typed_config),
     };
-    Some(Resource::new(name, any(&typed)))
+    Some(Typed::new(name, Class::outbound(scope), typed))
 }
 
 /// The Secret (namespace, name) a Wasm extension's `imagePullSecret` names, as istiod reads
@@ -717,7 +715,7 @@ data: {.dockerconfigjson: eyJhdXRocyI6e319}
         );
         let scope = ctx.scope(&crate::testing::sidecar("shop", &[]));
         let credential = |name: &str, verified: bool| -> Option<String> {
-            let r = extension_config(&ctx, &scope, name, verified).expect("served");
+            let r = extension_config(&ctx, &scope, name, verified).expect("served").encode();
             let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
             let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();
             let Some(plugin_config::Vm::VmConfig(vm)) = wasm.config.unwrap().vm else {
@@ -735,7 +733,7 @@ data: {.dockerconfigjson: eyJhdXRocyI6e319}
         let opaque = "extensions.istio.io/trafficextension/shop.opaque";
         assert_eq!(credential(opaque, true).as_deref(), Some(""));
 
-        let served = extension_config(&ctx, &scope, plugin, true).unwrap();
+        let served = extension_config(&ctx, &scope, plugin, true).unwrap().encode();
         // A proxy of another namespace is not served the plugin (nor its credential).
         let foreign = ctx.scope(&crate::testing::sidecar("elsewhere", &[]));
         assert!(extension_config(&ctx, &foreign, plugin, true).is_none());
@@ -770,7 +768,7 @@ spec:
         );
         let name = "extensions.istio.io/trafficextension/shop.auth~istio-translated-wasmplugin";
         let scope = ctx.scope(&crate::testing::sidecar("shop", &[]));
-        let r = extension_config(&ctx, &scope, name, true).expect("served");
+        let r = extension_config(&ctx, &scope, name, true).expect("served").encode();
         let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
         assert_eq!(typed.name, name);
         let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();

@@ -7,9 +7,9 @@
 use crate::config::networking::Resolution;
 use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
+use crate::xds::generate::finish::{Class, IstioResource, Typed};
 use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
-use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 use std::sync::Arc;
 
@@ -65,11 +65,16 @@ pub fn name_table(ctx: &PushContext, scope: &ScopeView) -> Vec<Arc<Resource>> {
             Some(_) => {}
         }
     }
-    let any = Any {
-        type_url: TypeUrl::NameTable.url().to_string(),
-        value: table.encode_to_vec(),
-    };
-    vec![Resource::new("", any)]
+    vec![Typed::istio("", Class::outbound(scope), table).encode()]
+}
+
+impl IstioResource for NameTable {
+    fn type_url(&self) -> TypeUrl {
+        TypeUrl::NameTable
+    }
+    fn encoded(&self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
 }
 
 /// The addresses a query for `svc` gets: its IP VIPs (CIDRs are not answers), else a headless

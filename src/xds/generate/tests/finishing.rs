@@ -28,6 +28,8 @@ impl Pass for Recording {
                 Built::Route(_) => "route",
                 Built::LoadAssignment(_) => "endpoints",
                 Built::Secret(_) => "secret",
+                Built::ExtensionConfig(_) => "extension",
+                Built::Istio(_) => "istio",
             };
             seen.push((what.into(), r.name.clone(), r.class));
             let (name, class) = (r.name.clone(), r.class);

@@ -7,12 +7,30 @@ use super::pb::workload::{Address, Service, TunnelProtocol, Workload, address};
 use super::{authorization, multi_network, pb};
 use crate::config::{Kind, Spec};
 use crate::store::Snapshot;
+use crate::xds::generate::finish::{Class, IstioResource, Typed};
 use crate::xds::resource::Resource;
 use crate::xds::types::TypeUrl;
-use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+impl IstioResource for Address {
+    fn type_url(&self) -> TypeUrl {
+        TypeUrl::Address
+    }
+    fn encoded(&self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
+}
+
+impl IstioResource for Authorization {
+    fn type_url(&self) -> TypeUrl {
+        TypeUrl::Authorization
+    }
+    fn encoded(&self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
+}
 
 /// The ambient view of one push: protos for the debug dump, resources for xDS, and the indexes
 /// for on-demand lookups by address.
@@ -70,12 +88,8 @@ impl AmbientIndex {
 
     pub(super) fn add_policy(&mut self, a: Authorization) {
         let name = format!("{}/{}", a.namespace, a.name);
-        let any = Any {
-            type_url: TypeUrl::Authorization.url().to_string(),
-            value: a.encode_to_vec(),
-        };
-        self.policy_resources
-            .insert(name.clone(), Resource::new(name.clone(), any));
+        let resource = Typed::istio(name.clone(), Class::Ztunnel, a.clone()).encode();
+        self.policy_resources.insert(name.clone(), resource);
         self.policies.insert(name, a);
     }
 
@@ -137,15 +151,11 @@ impl AmbientIndex {
                     .push(name.to_string());
             }
         }
-        let any = Any {
-            type_url: TypeUrl::Address.url().to_string(),
-            value: Address {
-                r#type: Some(address),
-            }
-            .encode_to_vec(),
+        let address = Address {
+            r#type: Some(address),
         };
-        self.address_resources
-            .insert(name.to_string(), Resource::new(name, any));
+        let resource = Typed::istio(name, Class::Ztunnel, address).encode();
+        self.address_resources.insert(name.to_string(), resource);
     }
 
     /// Adds a workload ztunnel is served, unless it is another network's (`MultiNetwork::place`).

@@ -299,18 +299,13 @@ pub fn extension_config(
     ctx: &PushContext,
     scope: &ScopeView,
     name: &str,
-) -> Option<Arc<crate::xds::resource::Resource>> {
+) -> Option<crate::xds::generate::finish::Typed> {
+    use crate::xds::generate::finish::{Class, Typed};
     use envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig;
     patches_for(ctx, scope)
         .iter()
         .filter(|p| p.apply_to == ApplyTo::EXTENSION_CONFIG && p.operation == PatchOperation::ADD)
         .map(|p| p.value::<TypedExtensionConfig>())
         .find(|c| c.name == name)
-        .map(|c| {
-            let any = envoy_types::pb::google::protobuf::Any {
-                type_url: TypedExtensionConfig::type_url(),
-                value: c.encode_to_vec(),
-            };
-            crate::xds::resource::Resource::new(name, any)
-        })
+        .map(|c| Typed::new(name, Class::outbound(scope), c))
 }

@@ -47,7 +47,7 @@ fn context(class: Class) -> Option<PatchContext> {
         Class::SidecarOutbound => PatchContext::SIDECAR_OUTBOUND,
         Class::Gateway => PatchContext::GATEWAY,
         Class::Waypoint => PatchContext::WAYPOINT,
-        Class::Proxyless | Class::ProxylessServer => return None,
+        Class::Proxyless | Class::ProxylessServer | Class::Ztunnel => return None,
     })
 }
 
