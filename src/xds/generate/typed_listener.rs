@@ -137,7 +137,8 @@ fn decode_config(config: Any) -> FilterConfig {
 }
 
 /// A filter chain: the fields generators set, its network filters typed, and whatever else an
-/// EnvoyFilter gave it (`other`, whose own name, match, socket and filters stay empty).
+/// EnvoyFilter gave it (`other`, whose own name, match, socket and filters stay empty). Kept
+/// small: a sidecar builds one per service port, and the passes move them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Chain {
     pub name: String,
@@ -147,7 +148,8 @@ pub struct Chain {
     /// The service (hostname) whose traffic it carries, on a listener of
     /// [`ListenerRole::Destinations`]: that service's Telemetry shapes its logs, tracing and stats.
     pub service: Option<String>,
-    pub other: FilterChain,
+    /// Boxed: only a chain an EnvoyFilter gave has any.
+    pub other: Option<Box<FilterChain>>,
 }
 
 /// Which chain a connection manager or TCP proxy is in, for passes that treat chains apart.
@@ -198,7 +200,7 @@ impl Chain {
                 .into_iter()
                 .map(NetworkFilter::decoded)
                 .collect(),
-            other: chain,
+            other: (chain != FilterChain::default()).then(|| Box::new(chain)),
         }
     }
 
@@ -212,7 +214,7 @@ impl Chain {
                 .into_iter()
                 .map(NetworkFilter::encode)
                 .collect(),
-            ..self.other
+            ..self.other.map(|o| *o).unwrap_or_default()
         }
     }
 
