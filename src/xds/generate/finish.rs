@@ -13,9 +13,7 @@
 
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
-use crate::xds::generate::typed_listener::{
-    Chain, ChainId, ListenerRole, NetworkFilter, TypedListener,
-};
+use crate::xds::generate::typed_listener::{ChainId, ListenerRole, NetworkFilter, TypedListener};
 use crate::xds::proxy::{Generator, ProxyType};
 use crate::xds::resource::{Finding, Resource};
 use crate::xds::types::TypeUrl;
@@ -170,16 +168,7 @@ impl Typed {
             return;
         };
         for chain in listener.all_chains() {
-            let Chain {
-                name,
-                service,
-                filters,
-                ..
-            } = chain;
-            let id = ChainId {
-                name,
-                service: service.as_deref(),
-            };
+            let (id, filters) = chain.filters_mut();
             for hcm in filters
                 .iter_mut()
                 .filter_map(NetworkFilter::http_connection_manager_mut)
@@ -188,13 +177,7 @@ impl Typed {
             }
         }
         if let Some(api) = listener.api.as_mut() {
-            edit(
-                ChainId {
-                    name: "",
-                    service: None,
-                },
-                api,
-            );
+            edit(ChainId::default(), api);
         }
     }
 
@@ -204,16 +187,7 @@ impl Typed {
             return;
         };
         for chain in listener.all_chains() {
-            let Chain {
-                name,
-                service,
-                filters,
-                ..
-            } = chain;
-            let id = ChainId {
-                name,
-                service: service.as_deref(),
-            };
+            let (id, filters) = chain.filters_mut();
             for tcp in filters.iter_mut().filter_map(NetworkFilter::tcp_proxy_mut) {
                 edit(id, tcp);
             }

@@ -153,7 +153,7 @@ pub struct Chain {
 }
 
 /// Which chain a connection manager or TCP proxy is in, for passes that treat chains apart.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ChainId<'a> {
     pub name: &'a str,
     pub service: Option<&'a str>,
@@ -187,6 +187,15 @@ impl Chain {
             name: &self.name,
             service: self.service.as_deref(),
         }
+    }
+
+    /// Who it is, beside its filters to edit.
+    pub fn filters_mut(&mut self) -> (ChainId<'_>, &mut Vec<NetworkFilter>) {
+        let id = ChainId {
+            name: &self.name,
+            service: self.service.as_deref(),
+        };
+        (id, &mut self.filters)
     }
 
     /// A chain given encoded: its filters decoded.

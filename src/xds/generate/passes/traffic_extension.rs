@@ -715,7 +715,9 @@ data: {.dockerconfigjson: eyJhdXRocyI6e319}
         );
         let scope = ctx.scope(&crate::testing::sidecar("shop", &[]));
         let credential = |name: &str, verified: bool| -> Option<String> {
-            let r = extension_config(&ctx, &scope, name, verified).expect("served").encode();
+            let r = extension_config(&ctx, &scope, name, verified)
+                .expect("served")
+                .encode();
             let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
             let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();
             let Some(plugin_config::Vm::VmConfig(vm)) = wasm.config.unwrap().vm else {
@@ -733,7 +735,9 @@ data: {.dockerconfigjson: eyJhdXRocyI6e319}
         let opaque = "extensions.istio.io/trafficextension/shop.opaque";
         assert_eq!(credential(opaque, true).as_deref(), Some(""));
 
-        let served = extension_config(&ctx, &scope, plugin, true).unwrap().encode();
+        let served = extension_config(&ctx, &scope, plugin, true)
+            .unwrap()
+            .encode();
         // A proxy of another namespace is not served the plugin (nor its credential).
         let foreign = ctx.scope(&crate::testing::sidecar("elsewhere", &[]));
         assert!(extension_config(&ctx, &foreign, plugin, true).is_none());
@@ -768,7 +772,9 @@ spec:
         );
         let name = "extensions.istio.io/trafficextension/shop.auth~istio-translated-wasmplugin";
         let scope = ctx.scope(&crate::testing::sidecar("shop", &[]));
-        let r = extension_config(&ctx, &scope, name, true).expect("served").encode();
+        let r = extension_config(&ctx, &scope, name, true)
+            .expect("served")
+            .encode();
         let typed = TypedExtensionConfig::decode(r.any.value.as_slice()).unwrap();
         assert_eq!(typed.name, name);
         let wasm = Wasm::decode(typed.typed_config.unwrap().value.as_slice()).unwrap();

@@ -8,7 +8,7 @@
 //! service's waypoint again). Names and shapes are istiod's.
 
 use super::clusters::{hbone_protocol_options, hbone_tls, internal_assignment, to_hbone_port};
-use super::listeners::{internal, original_dst, shared_state};
+use super::listeners::{internal_listener, shared_state};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
@@ -16,14 +16,13 @@ use crate::xds::generate::shared::hbone::{
     INNER_CONNECT_ORIGINATE, ORIGINAL_DST_KEY, OUTER_CONNECT_ORIGINATE, internal_upstream,
 };
 use crate::xds::generate::shared::network::network_filter;
-use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
+use crate::xds::generate::typed_listener::NetworkFilter;
 use crate::xds::proxy::ProxyType;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, TransportSocket, header_value_option, transport_socket,
 };
-use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::extensions::filters::common::set_filter_state::v3::{
     FilterStateValue, filter_state_value,
 };
@@ -32,7 +31,6 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster, tcp_proxy::TunnelingConfig,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
-use envoy_types::pb::google::protobuf::BoolValue;
 
 /// The filter-state key both tunnels take their `:authority` from.
 const TARGET_KEY: &str = "istio.double_hbone.hbone_target_address";
@@ -108,39 +106,24 @@ pub fn listeners(scope: &ScopeView) -> Vec<Typed> {
         ],
         ..Default::default()
     };
-    let inner = TypedListener::new(
-        Listener {
-            name: INNER_CONNECT_ORIGINATE.into(),
-            use_original_dst: Some(BoolValue { value: false }),
-            listener_specifier: internal(),
-            ..Default::default()
-        },
-        vec![Chain {
-            filters: vec![
-                network_filter("propagate_endpoint_metadata", &metadata),
-                NetworkFilter::tcp(tunnel(
-                    INNER_CONNECT_ORIGINATE,
-                    vec![header("x-forwarded-network", &scope.network)],
-                )),
-            ],
-            ..Default::default()
-        }],
+    let inner = internal_listener(
+        INNER_CONNECT_ORIGINATE,
+        false,
+        vec![
+            network_filter("propagate_endpoint_metadata", &metadata),
+            NetworkFilter::tcp(tunnel(
+                INNER_CONNECT_ORIGINATE,
+                vec![header("x-forwarded-network", &scope.network)],
+            )),
+        ],
     );
-    let outer = TypedListener::new(
-        Listener {
-            name: OUTER_CONNECT_ORIGINATE.into(),
-            use_original_dst: Some(BoolValue { value: false }),
-            listener_specifier: internal(),
-            listener_filters: vec![original_dst()],
-            ..Default::default()
-        },
-        vec![Chain {
-            filters: vec![NetworkFilter::tcp(tunnel(
-                OUTER_CONNECT_ORIGINATE,
-                vec![header("x-istio-source", source)],
-            ))],
-            ..Default::default()
-        }],
+    let outer = internal_listener(
+        OUTER_CONNECT_ORIGINATE,
+        true,
+        vec![NetworkFilter::tcp(tunnel(
+            OUTER_CONNECT_ORIGINATE,
+            vec![header("x-istio-source", source)],
+        ))],
     );
     vec![
         Typed::new(INNER_CONNECT_ORIGINATE, class(scope), inner),

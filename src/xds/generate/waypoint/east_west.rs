@@ -40,7 +40,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
 };
 use envoy_types::pb::envoy::extensions::matching::common_inputs::network::v3::FilterStateInput;
-use envoy_types::pb::google::protobuf::{BoolValue, StringValue};
+use envoy_types::pb::google::protobuf::StringValue;
 use envoy_types::pb::xds::core::v3::TypedExtensionConfig as XdsTypedExtensionConfig;
 use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, StringMatcher, matcher, string_matcher};
 use std::sync::Arc;
@@ -245,18 +245,10 @@ fn exact_authority(authority: &str, chain: &str) -> matcher::matcher_list::Field
 /// `forward_inner_connect`: what reaches it goes, unchanged (no tunnel of its own), to the
 /// address the endpoint's metadata restored as the connection's destination.
 fn forward_inner_connect_listener() -> TypedListener {
-    TypedListener::new(
-        Listener {
-            name: FORWARD_INNER_CONNECT.into(),
-            use_original_dst: Some(BoolValue { value: false }),
-            listener_specifier: internal(),
-            listener_filters: vec![original_dst()],
-            ..Default::default()
-        },
-        vec![Chain {
-            filters: vec![tcp_to(FORWARD_INNER_CONNECT)],
-            ..Default::default()
-        }],
+    super::listeners::internal_listener(
+        FORWARD_INNER_CONNECT,
+        true,
+        vec![tcp_to(FORWARD_INNER_CONNECT)],
     )
 }
 

@@ -271,6 +271,27 @@ pub(super) fn original_dst() -> ListenerFilter {
     )
 }
 
+/// An internal listener of one chain of `filters`; with `restore_destination`, a connection's
+/// destination is the one the endpoint's metadata restored (the original-destination filter).
+pub(super) fn internal_listener(
+    name: &str,
+    restore_destination: bool,
+    filters: Vec<NetworkFilter>,
+) -> TypedListener {
+    let listener = Listener {
+        name: name.into(),
+        use_original_dst: Some(BoolValue { value: false }),
+        listener_specifier: internal(),
+        listener_filters: restore_destination.then(original_dst).into_iter().collect(),
+        ..Default::default()
+    };
+    let chain = Chain {
+        filters,
+        ..Default::default()
+    };
+    TypedListener::new(listener, vec![chain])
+}
+
 /// `connect_originate`: a connection to it is tunnelled (HTTP/2 CONNECT to the address the
 /// endpoint's metadata restored as this connection's destination) over the `connect_originate`
 /// cluster.
@@ -284,20 +305,8 @@ pub(super) fn connect_originate_listener() -> TypedListener {
         }),
         ..Default::default()
     };
-    TypedListener::new(
-        Listener {
-            name: CONNECT_ORIGINATE.into(),
-            use_original_dst: Some(BoolValue { value: false }),
-            listener_specifier: internal(),
-            listener_filters: vec![original_dst()],
-            ..Default::default()
-        },
-        vec![Chain {
-            filters: vec![NetworkFilter::tcp(proxy)],
-            ..Default::default()
-        }],
-    )
-    .with_role(ListenerRole::TunnelEnd)
+    internal_listener(CONNECT_ORIGINATE, true, vec![NetworkFilter::tcp(proxy)])
+        .with_role(ListenerRole::TunnelEnd)
 }
 
 fn cidr(ip: &str) -> Option<CidrRange> {
