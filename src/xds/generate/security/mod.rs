@@ -6,3 +6,4 @@ pub mod authz;
 pub mod extauthz;
 pub mod jwt;
 pub mod rbac;
+pub mod rules;
