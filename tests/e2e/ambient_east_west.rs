@@ -208,7 +208,8 @@ fn an_east_west_gateway_carries_double_hbone_to_the_destinations_ztunnel() {
             up_rx.recv().unwrap();
             flaky_backend(&format!("{NODE_IP}:8081"), "web");
             let certs = tempfile::tempdir().unwrap();
-            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            // The CA writes its key, its certificate and the root in turn: the root last.
+            eventually(20, "the mesh CA", || ca_dir.join("root-cert.pem").exists());
             issue(ca_dir, certs.path(), &["web"]);
             let _destination = Envoy::run_static(envoy, &destination_ztunnel(certs.path()));
             let _ = done_rx.recv();
@@ -236,7 +237,8 @@ fn an_east_west_gateway_carries_double_hbone_to_the_destinations_ztunnel() {
                 },
             );
             let certs = tempfile::tempdir().unwrap();
-            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            // The CA writes its key, its certificate and the root in turn: the root last.
+            eventually(20, "the mesh CA", || ca_dir.join("root-cert.pem").exists());
             issue(ca_dir, certs.path(), &["client"]);
             let (to_web, to_local) = (18090, 18091);
             let _client = Envoy::run_static(
@@ -455,7 +457,8 @@ spec: {{address: {CLIENT_IP}, serviceAccount: client, labels: {{app: near, istio
                     ("AMBIENT_ENABLE_MULTI_NETWORK_INGRESS", Some("true")),
                 ],
             );
-            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            // The CA writes its key, its certificate and the root in turn: the root last.
+            eventually(20, "the mesh CA", || ca_dir.join("root-cert.pem").exists());
             ca_tx.send(()).unwrap();
             let _waypoint = mesh_proxy(
                 envoy,

@@ -461,7 +461,8 @@ spec:
             flaky_backend(&format!("{NODE_IP}:8081"), "v1");
             flaky_backend(&format!("{NODE_IP}:8082"), "v2");
             let certs = tempfile::tempdir().unwrap();
-            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            // The CA writes its key, its certificate and the root in turn: the root last.
+            eventually(20, "the mesh CA", || ca_dir.join("root-cert.pem").exists());
             issue(ca_dir, certs.path(), &["web", "client", "intruder"]);
             let (client_port, intruder_port) = (18080, 18081);
             let _destination = Envoy::run_static(envoy, &destination_ztunnel(certs.path()));
@@ -641,7 +642,8 @@ spec:
             let _daemon = ambient_daemon(cfg, ca_dir, tokens);
             up_tx.send(()).unwrap();
             let certs = tempfile::tempdir().unwrap();
-            eventually(20, "the mesh CA", || ca_dir.join("ca-key.pem").exists());
+            // The CA writes its key, its certificate and the root in turn: the root last.
+            eventually(20, "the mesh CA", || ca_dir.join("root-cert.pem").exists());
             issue(ca_dir, certs.path(), &["client", "intruder"]);
             let to_app = format!("{SIDECAR}:8080");
             let tunnel = |listen: u16, identity: &str, destination: &str| {
