@@ -111,9 +111,8 @@ impl NetworkFilter {
 
     pub fn encode(self) -> Filter {
         let config_type = match self.config {
-            FilterConfig::Http(hcm) => Some(filter::ConfigType::TypedConfig(any(hcm.as_ref()))),
-            FilterConfig::Tcp(tcp) => Some(filter::ConfigType::TypedConfig(any(tcp.as_ref()))),
             FilterConfig::Encoded(c) => c.map(|c| *c),
+            _ => self.typed_config().map(filter::ConfigType::TypedConfig),
         };
         Filter {
             name: self.name,
@@ -123,17 +122,21 @@ impl NetworkFilter {
 }
 
 fn decode_config(config: Any) -> FilterConfig {
-    if config.type_url == HttpConnectionManager::type_url()
-        && let Ok(hcm) = HttpConnectionManager::decode(config.value.as_slice())
-    {
+    if let Some(hcm) = decoded_as::<HttpConnectionManager>(&config) {
         return FilterConfig::Http(Box::new(hcm));
     }
-    if config.type_url == TcpProxy::type_url()
-        && let Ok(tcp) = TcpProxy::decode(config.value.as_slice())
-    {
+    if let Some(tcp) = decoded_as::<TcpProxy>(&config) {
         return FilterConfig::Tcp(Box::new(tcp));
     }
     FilterConfig::Encoded(Some(Box::new(filter::ConfigType::TypedConfig(config))))
+}
+
+/// The `M` that `config` packs, when it packs one that decodes.
+fn decoded_as<M: Message + Default + Name>(config: &Any) -> Option<M> {
+    if config.type_url != M::type_url() {
+        return None;
+    }
+    M::decode(config.value.as_slice()).ok()
 }
 
 /// A filter chain: the fields generators set, its network filters typed, and whatever else an
@@ -240,18 +243,16 @@ impl Chain {
         out
     }
 
+    /// Whether it proxies TCP (istiod's TCP chains: a TCP proxy among its filters).
+    pub fn proxies_tcp(&self) -> bool {
+        self.filters.iter().any(|f| f.name == TCP_PROXY)
+    }
+
     /// Its HTTP connection managers.
     pub fn http_connection_managers(&mut self) -> impl Iterator<Item = &mut HttpConnectionManager> {
         self.filters
             .iter_mut()
             .filter_map(NetworkFilter::http_connection_manager_mut)
-    }
-
-    /// Its TCP proxies.
-    pub fn tcp_proxies(&mut self) -> impl Iterator<Item = &mut TcpProxy> {
-        self.filters
-            .iter_mut()
-            .filter_map(NetworkFilter::tcp_proxy_mut)
     }
 }
 
@@ -288,11 +289,8 @@ impl TypedListener {
     /// A proxyless gRPC client's API listener of connection manager `hcm`.
     pub fn api(listener: Listener, hcm: HttpConnectionManager) -> TypedListener {
         TypedListener {
-            listener,
-            role: ListenerRole::Traffic,
-            chains: Vec::new(),
-            default_chain: None,
             api: Some(Box::new(hcm)),
+            ..TypedListener::new(listener, Vec::new())
         }
     }
 
@@ -314,20 +312,14 @@ impl TypedListener {
             .collect();
         let default_chain = listener.default_filter_chain.take().map(Chain::decoded);
         let api = listener.api_listener.as_mut().and_then(|a| {
-            let config = a
-                .api_listener
-                .as_ref()
-                .filter(|c| c.type_url == HttpConnectionManager::type_url())?;
-            let hcm = HttpConnectionManager::decode(config.value.as_slice()).ok()?;
+            let hcm = decoded_as::<HttpConnectionManager>(a.api_listener.as_ref()?)?;
             a.api_listener = None;
             Some(Box::new(hcm))
         });
         TypedListener {
-            listener,
-            role: ListenerRole::Traffic,
-            chains,
             default_chain,
             api,
+            ..TypedListener::new(listener, chains)
         }
     }
 

@@ -26,7 +26,7 @@ use crate::xds::generate::security::extauthz::{EXT_AUTHZ_FILTER, NETWORK_EXT_AUT
 use crate::xds::generate::security::jwt::JWT_FILTER;
 use crate::xds::generate::security::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER};
 use crate::xds::generate::shared::util::{ads, listener_port};
-use crate::xds::generate::typed_listener::{ListenerRole, NetworkFilter, TCP_PROXY};
+use crate::xds::generate::typed_listener::{ListenerRole, NetworkFilter};
 use envoy_types::pb::envoy::config::core::v3::{
     AsyncDataSource, DataSource, ExtensionConfigSource, HttpUri, RemoteDataSource,
     TypedExtensionConfig, async_data_source, data_source, http_uri,
@@ -583,10 +583,7 @@ impl Pass for TrafficExtensions {
                     .filter(|e| network_extension(&e.spec))
                     .map(|e| (phase(e), network_filter(e)))
                     .collect();
-                if !waypoint
-                    && !network.is_empty()
-                    && chain.filters.iter().any(|f| f.name == TCP_PROXY)
-                {
+                if !waypoint && !network.is_empty() && chain.proxies_tcp() {
                     insert(&mut chain.filters, network_name, &NETWORK_ANCHORS, &network);
                 }
                 if http.is_empty() {
@@ -603,6 +600,7 @@ impl Pass for TrafficExtensions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xds::generate::typed_listener::TCP_PROXY;
 
     fn names(filters: &[HttpFilter]) -> Vec<&str> {
         filters.iter().map(|f| f.name.as_str()).collect()

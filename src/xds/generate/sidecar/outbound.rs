@@ -19,7 +19,7 @@ use crate::xds::generate::finish::{Class, Typed};
 use crate::xds::generate::shared::cluster::{BLACKHOLE, PASSTHROUGH, socket};
 use crate::xds::generate::shared::network::{Destination, RouteSource, hcm_filter, tcp_proxy};
 use crate::xds::generate::shared::util::{match_applies_to_sidecar, outbound_cluster};
-use crate::xds::generate::typed_listener::{Chain, FilterConfig, NetworkFilter, TypedListener};
+use crate::xds::generate::typed_listener::{Chain, NetworkFilter, TypedListener};
 use crate::xds::resource::Finding;
 use envoy_types::pb::envoy::config::core::v3::{
     SubstitutionFormatString, TrafficDirection, data_source, substitution_format_string,
@@ -72,14 +72,14 @@ impl Entry {
             if self.default.is_none() {
                 self.default = Some(chain);
             } else {
-                self.tcp_conflict |= is_tcp(&chain);
+                self.tcp_conflict |= chain.proxies_tcp();
                 tracing::debug!(listener, chain = %chain.name,
                     "two services take every connection on this listener; the first keeps it");
             }
             return;
         };
         if !self.matches.insert(format!("{m:?}")) {
-            self.tcp_conflict |= is_tcp(&chain);
+            self.tcp_conflict |= chain.proxies_tcp();
             tracing::debug!(listener, chain = %chain.name,
                 "two filter chains match the same connections; the first keeps them");
             return;
@@ -136,14 +136,6 @@ impl Entry {
         };
         TypedListener::new(listener, chains).with_default_chain(default)
     }
-}
-
-/// Whether `chain` proxies TCP.
-fn is_tcp(chain: &Chain) -> bool {
-    chain
-        .filters
-        .iter()
-        .any(|f| matches!(f.config, FilterConfig::Tcp(_)))
 }
 
 fn listener_filter_named(
