@@ -2,7 +2,7 @@
 //! sidecar inbound): one DENY filter, then one ALLOW filter, as istiod orders them. A request is
 //! denied when any DENY policy matches, or when ALLOW policies exist and none matches.
 
-use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, from_tunnel_peer, rbac_bytes};
+use super::rbac::{from_tunnel_peer, http_rbac_filter, network_rbac_filter, rbac_bytes};
 use super::rules::{permission_for, principal_for, with_trust_domains};
 use crate::config::security::{AuthorizationAction, AuthorizationPolicy, Rule};
 use crate::config::security::{is_dry_run, when_key_expressible};
@@ -11,14 +11,8 @@ use crate::model::Service;
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::put_field;
 use crate::xds::generate::typed_listener::NetworkFilter;
-use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig;
 use envoy_types::pb::envoy::config::rbac::v3::{Policy, rbac};
-use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpFilter, http_filter,
-};
-use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac as NetworkRbac;
-use envoy_types::pb::google::protobuf::Any;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
 use std::collections::BTreeMap;
 use tracing::warn;
 
@@ -261,14 +255,7 @@ pub fn http_filters_for(
     out.extend(
         rbac_configs(&rules, Layer::Http)
             .into_iter()
-            .map(|value| HttpFilter {
-                name: RBAC_FILTER.into(),
-                config_type: Some(http_filter::ConfigType::TypedConfig(Any {
-                    type_url: <HttpRbac as prost::Name>::type_url(),
-                    value,
-                })),
-                ..Default::default()
-            }),
+            .map(http_rbac_filter),
     );
     out
 }
@@ -291,10 +278,7 @@ pub fn network_filters_for(
     out.extend(
         rbac_configs(&rules, Layer::Network)
             .into_iter()
-            .map(|value| {
-                let type_url = <NetworkRbac as prost::Name>::type_url();
-                NetworkFilter::encoded(NETWORK_RBAC_FILTER, TypedConfig(Any { type_url, value }))
-            }),
+            .map(network_rbac_filter),
     );
     out
 }

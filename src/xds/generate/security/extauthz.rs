@@ -5,7 +5,9 @@
 //! apply to TCP (as istiod). A provider that MeshConfig does not define (or that is not an
 //! ext_authz provider) denies what its rules match, as istiod: never allows it unchecked.
 
-use super::rbac::{NETWORK_RBAC_FILTER, RBAC_FILTER, rbac_bytes};
+use super::rbac::{
+    NETWORK_RBAC_FILTER, RBAC_FILTER, http_rbac_filter, network_rbac_filter, rbac_bytes,
+};
 use crate::config::mesh::ExtAuthzProvider;
 use crate::xds::context::PushContext;
 use crate::xds::generate::encode::{any, put_field};
@@ -19,18 +21,15 @@ use envoy_types::pb::envoy::config::rbac::v3::{Policy, rbac};
 use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3::{
     AuthorizationResponse, ExtAuthz, HttpService, ext_authz,
 };
-use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
 use envoy_types::pb::envoy::extensions::filters::network::ext_authz::v3::ExtAuthz as NetworkExtAuthz;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpFilter, http_filter,
 };
-use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac as NetworkRbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     ListStringMatcher, MetadataMatcher, StringMatcher, ValueMatcher, metadata_matcher,
     string_matcher, value_matcher,
 };
 use envoy_types::pb::envoy::r#type::v3::{HttpStatus, StatusCode};
-use envoy_types::pb::google::protobuf::Any;
 use std::collections::BTreeMap;
 use tracing::{debug, warn};
 
@@ -79,24 +78,16 @@ pub fn http_filters(
         CustomProvider::One(name) => Some(name),
         CustomProvider::Several => None,
     };
-    let rbac_filter = |value: Vec<u8>| HttpFilter {
-        name: RBAC_FILTER.into(),
-        config_type: Some(http_filter::ConfigType::TypedConfig(Any {
-            type_url: <HttpRbac as prost::Name>::type_url(),
-            value,
-        })),
-        ..Default::default()
-    };
     let Some(service) = name.and_then(|name| provider_service(ctx, name)) else {
         let mut deny = Vec::new();
         put_field(1, &rbac_bytes(rbac::Action::Deny, rules), &mut deny);
-        return vec![rbac_filter(deny)];
+        return vec![http_rbac_filter(deny)];
     };
     let mut shadow = Vec::new();
     put_field(2, &rbac_bytes(rbac::Action::Allow, rules), &mut shadow);
     put_field(3, SHADOW_PREFIX.as_bytes(), &mut shadow);
     vec![
-        rbac_filter(shadow),
+        http_rbac_filter(shadow),
         HttpFilter {
             name: EXT_AUTHZ_FILTER.into(),
             config_type: Some(http_filter::ConfigType::TypedConfig(any(&ext_authz(
@@ -122,19 +113,12 @@ pub fn network_filters(
         CustomProvider::One(name) => Some(name),
         CustomProvider::Several => None,
     };
-    let rbac_filter = |value: Vec<u8>| {
-        let type_url = <NetworkRbac as prost::Name>::type_url();
-        NetworkFilter::encoded(
-            NETWORK_RBAC_FILTER,
-            filter::ConfigType::TypedConfig(Any { type_url, value }),
-        )
-    };
     let grpc = match name.and_then(|name| provider_service(ctx, name)) {
         None => {
             let mut deny = Vec::new();
             put_field(1, &rbac_bytes(rbac::Action::Deny, rules), &mut deny);
             put_field(3, b"tcp.", &mut deny);
-            return vec![rbac_filter(deny)];
+            return vec![network_rbac_filter(deny)];
         }
         Some(Service::Http(_)) => {
             debug!(
@@ -158,7 +142,7 @@ pub fn network_filters(
         ..Default::default()
     };
     vec![
-        rbac_filter(shadow),
+        network_rbac_filter(shadow),
         NetworkFilter::encoded(
             NETWORK_EXT_AUTHZ_FILTER,
             filter::ConfigType::TypedConfig(any(&authz)),

@@ -1,11 +1,40 @@
 //! Envoy RBAC config shared by AuthorizationPolicy (ALLOW, DENY, AUDIT) and CUSTOM's shadow rules,
 //! encoded so the same policies always give the same bytes.
 
+use crate::xds::generate::typed_listener::NetworkFilter;
+use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::config::rbac::v3::{Policy, Principal, principal, rbac};
+use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpFilter, http_filter,
+};
+use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac as NetworkRbac;
+use envoy_types::pb::google::protobuf::Any;
 use std::collections::BTreeMap;
 
 pub const RBAC_FILTER: &str = "envoy.filters.http.rbac";
 pub const NETWORK_RBAC_FILTER: &str = "envoy.filters.network.rbac";
+
+/// The HTTP RBAC filter of an encoded HTTP `Rbac` config.
+pub fn http_rbac_filter(value: Vec<u8>) -> HttpFilter {
+    HttpFilter {
+        name: RBAC_FILTER.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(Any {
+            type_url: <HttpRbac as prost::Name>::type_url(),
+            value,
+        })),
+        ..Default::default()
+    }
+}
+
+/// The network RBAC filter of an encoded network `Rbac` config.
+pub fn network_rbac_filter(value: Vec<u8>) -> NetworkFilter {
+    let type_url = <NetworkRbac as prost::Name>::type_url();
+    NetworkFilter::encoded(
+        NETWORK_RBAC_FILTER,
+        filter::ConfigType::TypedConfig(Any { type_url, value }),
+    )
+}
 
 /// A config `Rbac` with its policies encoded in name order: Envoy's policy map would otherwise be
 /// written in hash order, and the same config would produce different bytes (and needless pushes).
