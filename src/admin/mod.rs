@@ -261,10 +261,11 @@ async fn gateway_api(State(s): State<AdminState>) -> Json<serde_json::Value> {
     let key = |k: &crate::config::ConfigKey| {
         format!("{}/{}/{}", k.kind.qualified_name(), k.namespace, k.name)
     };
-    let derived = |c: &crate::config::Config| {
+    let derived = |d: &crate::model::origin::Derived| {
+        let c = &d.config;
         serde_json::json!({
             "kind": c.kind, "namespace": c.metadata.namespace, "name": c.metadata.name,
-            "from": c.metadata.annotations.get(crate::model::gateway_api::PARENTS),
+            "from": Some(d.origin.parent_names()).filter(|p| !p.is_empty()),
             "spec": c.spec,
         })
     };
@@ -272,8 +273,8 @@ async fn gateway_api(State(s): State<AdminState>) -> Json<serde_json::Value> {
         "classes": t.classes,
         "gateways": t.gateway_outcomes.iter().map(|(k, o)| (key(k), o)).collect::<std::collections::BTreeMap<_, _>>(),
         "routes": t.route_outcomes.iter().map(|(k, o)| (key(k), o)).collect::<std::collections::BTreeMap<_, _>>(),
-        "derivedGateways": t.gateways.iter().map(|c| derived(c)).collect::<Vec<_>>(),
-        "derivedVirtualServices": t.virtual_services.iter().map(|c| derived(c)).collect::<Vec<_>>(),
+        "derivedGateways": t.gateways.iter().map(&derived).collect::<Vec<_>>(),
+        "derivedVirtualServices": t.virtual_services.iter().map(&derived).collect::<Vec<_>>(),
     }))
 }
 

@@ -13,6 +13,7 @@ pub mod kubernetes;
 pub mod l4_policy;
 pub mod mesh;
 pub mod network;
+pub mod origin;
 pub mod peer_auth;
 pub mod policy;
 mod registry;

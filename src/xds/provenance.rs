@@ -6,29 +6,17 @@ use super::context::PushContext;
 use super::generate::shared::util::parse_service_cluster;
 use super::types::TypeUrl;
 use crate::model::Service;
+use crate::model::origin::Origin;
 
-/// `Kind/namespace/name` of the object behind `c`: for config derived from the Gateway API, the
-/// Gateway API objects it comes from (istiod's `Kind/name[/section].namespace` parent names).
-fn config_refs(c: &crate::config::Config) -> Vec<String> {
-    match c
-        .metadata
-        .annotations
-        .get(crate::model::gateway_api::PARENTS)
-    {
-        Some(parents) => parents
-            .split(',')
-            .filter_map(|p| {
-                let (kind, rest) = p.split_once('/')?;
-                let (name, ns) = rest.rsplit_once('.')?;
-                let name = name.split('/').next().unwrap_or(name);
-                let kind =
-                    crate::config::Kind::from_group_kind(crate::config::gateway_api::GROUP, kind)
-                        .map_or_else(|| kind.to_string(), |k| k.qualified_name());
-                Some(format!("{kind}/{ns}/{name}"))
-            })
-            .collect(),
-        None => vec![config_ref(c)],
+/// `Kind/namespace/name` of the object behind `c`: for config derived from the Gateway API or an
+/// Ingress, the objects it comes from.
+fn config_refs(c: &crate::config::Config, origin: &Origin) -> Vec<String> {
+    if origin.sources.is_empty() {
+        return vec![config_ref(c)];
     }
+    (origin.sources.iter())
+        .map(|s| format!("{}/{}/{}", s.kind.qualified_name(), s.namespace, s.name))
+        .collect()
 }
 
 fn config_ref(c: &crate::config::Config) -> String {
@@ -53,19 +41,10 @@ fn gateway_port(type_url: TypeUrl, name: &str) -> Option<u32> {
 /// The Gateways (and, for routes, the VirtualServices bound to them) with a server on `port`:
 /// what a gateway's listener or route of that port comes from.
 fn gateway_sources(ctx: &PushContext, type_url: TypeUrl, port: u32) -> Vec<String> {
-    use crate::config::{Kind, Spec};
-    let derived = ctx
-        .routing
-        .gateway_api
-        .gateways
-        .iter()
-        .chain(&ctx.routing.ingress.gateways);
-    let gateways: Vec<&std::sync::Arc<crate::config::Config>> = ctx
-        .snapshot
-        .list(Kind::Gateway)
-        .map(|e| &e.config)
-        .chain(derived)
-        .filter(|c| match &c.spec {
+    use crate::config::Spec;
+    let gateways: Vec<(&std::sync::Arc<crate::config::Config>, _)> = ctx
+        .istio_gateways()
+        .filter(|(c, _)| match &c.spec {
             Spec::Gateway(g) => g
                 .servers
                 .iter()
@@ -73,15 +52,18 @@ fn gateway_sources(ctx: &PushContext, type_url: TypeUrl, port: u32) -> Vec<Strin
             _ => false,
         })
         .collect();
-    let mut out: Vec<String> = gateways.iter().flat_map(|c| config_refs(c)).collect();
+    let mut out: Vec<String> = gateways
+        .iter()
+        .flat_map(|(c, o)| config_refs(c, o))
+        .collect();
     if type_url == TypeUrl::Route {
         let names: Vec<String> = gateways
             .iter()
-            .map(|c| format!("{}/{}", c.metadata.namespace, c.metadata.name))
+            .map(|(c, _)| format!("{}/{}", c.metadata.namespace, c.metadata.name))
             .collect();
         for vs in &ctx.routing.gateway_virtual_services {
             if vs.gateways.iter().any(|g| names.contains(g)) {
-                out.extend(config_refs(&vs.config));
+                out.extend(config_refs(&vs.config, &vs.origin));
             }
         }
     }
@@ -101,7 +83,7 @@ fn service_sources(
         out.extend(dr.merged_from.iter().map(|c| config_ref(c)));
     }
     if with_vs && let Some(vs) = ctx.virtual_service_for(namespace, &svc.hostname) {
-        out.extend(config_refs(&vs.config));
+        out.extend(config_refs(&vs.config, &vs.origin));
     }
     out
 }

@@ -2,18 +2,17 @@
 //! and the listener's outcome (istiod's `buildListener`, `buildTLS`, `reportGatewayStatus`).
 
 use super::outcome::{
-    Condition, GATEWAY_SERVICE, GatewayOutcome, INTERNAL_NAME, ListenerOutcome, PARENTS, Reference,
-    Translation,
+    Condition, GatewayOutcome, INTERNAL_NAME, ListenerOutcome, Reference, Translation,
 };
-use super::parents::{Grants, Parent, class_controller, group_or_api, parent_name};
+use super::parents::{Grants, Parent, class_controller, group_or_api};
 use crate::config::gateway_api::{
     self as api, Gateway, Listener, RouteGroupKind, UNMANAGED_CONTROLLER,
 };
 use crate::config::networking::{self as istio, ServerTlsMode, ServerTlsSettings};
 use crate::config::{Config, ConfigKey, Kind, ObjectMeta, Spec};
+use crate::model::origin::{Derived, Origin, Source};
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The label istiod's automated deployment puts on a Gateway's pods (the one the policy
 /// attachment rule reads): a derived Istio Gateway applies to the pods of its namespace with this
@@ -678,13 +677,16 @@ fn translate_listener(
         tls,
         ..Default::default()
     };
-    let annotations = BTreeMap::from([
-        (
-            PARENTS.to_string(),
-            parent_name(owner.kind.name(), &config.metadata.name, Some(&l.name), &ns),
-        ),
-        (GATEWAY_SERVICE.to_string(), owner.services.join(",")),
-    ]);
+    let origin = Origin {
+        route_semantics: None,
+        sources: vec![Source::new(
+            owner.kind,
+            &config.metadata.name,
+            Some(&l.name),
+            &ns,
+        )],
+        gateway_services: Some(owner.services.to_vec()),
+    };
     outcome.listeners.push(ListenerOutcome {
         name: l.name.clone(),
         supported_kinds: kinds.clone(),
@@ -695,13 +697,12 @@ fn translate_listener(
     if protocol.is_empty() {
         return;
     }
-    out.gateways.push(Arc::new(Config {
+    let gateway = Config {
         api_version: "networking.istio.io/v1".into(),
         kind: Kind::Gateway,
         metadata: ObjectMeta {
             name: name.clone(),
             namespace: ns.clone(),
-            annotations,
             creation_timestamp: config.metadata.creation_timestamp.clone(),
             ..Default::default()
         },
@@ -713,7 +714,8 @@ fn translate_listener(
             )]),
         }),
         status: None,
-    }));
+    };
+    out.gateways.push(Derived::new(gateway, origin));
     parents.push(Parent {
         kind: owner.kind,
         gateway: (ns.clone(), config.metadata.name.clone()),

@@ -14,7 +14,7 @@ mod parents;
 pub use listeners::listener_set_listeners;
 mod routes;
 
-use crate::config::{Config, Kind, Spec};
+use crate::config::{Kind, Spec};
 use crate::store::Snapshot;
 
 pub use convert::{PREFIX_MARK, quote_meta};
@@ -22,8 +22,8 @@ pub use listeners::{
     GATEWAY_NAME_LABEL, KUBERNETES_GATEWAY_SECRET, is_managed, managed_service_name,
 };
 pub use outcome::{
-    ClassOutcome, Condition, GATEWAY_SERVICE, GatewayOutcome, INTERNAL_NAME, ListenerOutcome,
-    PARENTS, ParentOutcome, ROUTE_SEMANTICS, Reference, RouteOutcome, Translation,
+    ClassOutcome, Condition, GatewayOutcome, INTERNAL_NAME, ListenerOutcome, ParentOutcome,
+    Reference, RouteOutcome, Translation,
 };
 use parents::is_ours;
 pub use parents::{BUILTIN_CLASSES, Grants, Parent, class_controller};
@@ -45,25 +45,6 @@ pub const KINDS: &[Kind] = &[
 /// What BackendTLSPolicies (their targets' hosts and port names) and mesh routes (their parents'
 /// hosts) also read: a change of these kinds is translated again only while one of them exists.
 pub const POLICY_TARGET_KINDS: &[Kind] = &[Kind::Service, Kind::ServiceEntry];
-
-/// Whether `config` was derived from the Gateway API (and takes its semantics).
-pub fn derived(config: &Config) -> bool {
-    config
-        .metadata
-        .annotations
-        .get(ROUTE_SEMANTICS)
-        .is_some_and(|s| s == "gateway")
-        || config.metadata.annotations.contains_key(GATEWAY_SERVICE)
-}
-
-/// Whether `config` was derived from a Kubernetes Ingress (a prefix matches whole segments).
-pub fn ingress_semantics(config: &Config) -> bool {
-    config
-        .metadata
-        .annotations
-        .get(ROUTE_SEMANTICS)
-        .is_some_and(|s| s == "ingress")
-}
 
 /// Translates every Gateway API object of `snapshot`.
 pub fn translate(snapshot: &Snapshot, domain_suffix: &str) -> Translation {

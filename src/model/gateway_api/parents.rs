@@ -112,19 +112,6 @@ impl Grants {
     }
 }
 
-/// `Kind/name.namespace` (with `/section` before the namespace when given), istiod's parent names.
-pub(super) fn parent_name(
-    kind: &str,
-    name: &str,
-    section: Option<&str>,
-    namespace: &str,
-) -> String {
-    match section {
-        Some(s) => format!("{kind}/{name}/{s}.{namespace}"),
-        None => format!("{kind}/{name}.{namespace}"),
-    }
-}
-
 /// The group of a reference (`None`: the Gateway API's own).
 pub(super) fn group_or_api(group: &Option<String>) -> &str {
     group.as_deref().unwrap_or(api::GROUP)

@@ -5,13 +5,12 @@
 
 use super::convert::{Converted, convert, sort_http_routes};
 use super::listeners::gateway_key;
-use super::outcome::{
-    Condition, PARENTS, ParentOutcome, ROUTE_SEMANTICS, RouteOutcome, Translation,
-};
-use super::parents::{Grants, Parent, group_or_api, parent_name};
+use super::outcome::{Condition, ParentOutcome, RouteOutcome, Translation};
+use super::parents::{Grants, Parent, group_or_api};
 use crate::config::gateway_api::{self as api, ParentReference};
 use crate::config::networking::{self as istio, HttpMatchRequest};
 use crate::config::{Config, ConfigKey, Kind, ObjectMeta, Spec, host};
+use crate::model::origin::{Derived, Origin, RouteSemantics, Source};
 use crate::store::Snapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -342,7 +341,7 @@ pub(super) fn routes(
         }
     }
     for (key, vs) in merged {
-        out.virtual_services.push(Arc::new(vs.into_config(&key)));
+        out.virtual_services.push(vs.into_derived(&key));
     }
 }
 
@@ -350,7 +349,7 @@ pub(super) fn routes(
 struct MergedVs {
     namespace: String,
     creation: Option<String>,
-    parents: Vec<String>,
+    parents: Vec<Source>,
     host: String,
     gateways: Vec<String>,
     export_to: Vec<String>,
@@ -360,20 +359,19 @@ struct MergedVs {
 }
 
 impl MergedVs {
-    fn into_config(mut self, key: &str) -> Config {
+    fn into_derived(mut self, key: &str) -> Derived {
         sort_http_routes(&mut self.http);
-        let mut annotations = BTreeMap::from([
-            (PARENTS.to_string(), self.parents.join(",")),
-            (ROUTE_SEMANTICS.to_string(), "gateway".to_string()),
-        ]);
-        annotations.retain(|_, v| !v.is_empty());
-        Config {
+        let origin = Origin {
+            route_semantics: Some(RouteSemantics::Gateway),
+            sources: self.parents,
+            gateway_services: None,
+        };
+        let config = Config {
             api_version: "networking.istio.io/v1".into(),
             kind: Kind::VirtualService,
             metadata: ObjectMeta {
                 name: key.replace('/', "~"),
                 namespace: self.namespace,
-                annotations,
                 creation_timestamp: self.creation,
                 ..Default::default()
             },
@@ -386,7 +384,8 @@ impl MergedVs {
                 export_to: self.export_to,
             }),
             status: None,
-        }
+        };
+        Derived::new(config, origin)
     }
 }
 
@@ -411,7 +410,7 @@ fn merge_into(
         tcp: Vec::new(),
         tls: Vec::new(),
     });
-    let parent = parent_name(route.config.kind.name(), &meta.name, None, &meta.namespace);
+    let parent = Source::new(route.config.kind, &meta.name, None, &meta.namespace);
     if !entry.parents.contains(&parent) {
         entry.parents.push(parent);
     }

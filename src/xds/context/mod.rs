@@ -8,6 +8,7 @@ use crate::config::networking::Sidecar;
 use crate::config::{Config, Kind, Spec, host};
 use crate::model::identity::WorkloadCertificates;
 use crate::model::mesh::MeshSettings;
+use crate::model::origin::Origin;
 use crate::model::policy::Workload;
 use crate::model::{Protocol, Registry, Service};
 use crate::store::Snapshot;
@@ -485,6 +486,18 @@ impl PushContext {
             service: target,
         };
         crate::model::policy::selecting(&self.snapshot, &self.mesh.root_namespace, &workload, kind)
+    }
+
+    /// Every Istio Gateway of the push: the store's, then those derived from the Gateway API and
+    /// from Ingresses, each with where it comes from.
+    pub fn istio_gateways(&self) -> impl Iterator<Item = (&Arc<Config>, Arc<Origin>)> {
+        let derived = (self.routing.gateway_api.gateways.iter())
+            .chain(&self.routing.ingress.gateways)
+            .map(|d| (&d.config, d.origin.clone()));
+        self.snapshot
+            .list(Kind::Gateway)
+            .map(|e| (&e.config, Origin::of(&e.config.metadata)))
+            .chain(derived)
     }
 
     /// The VirtualService for `hostname` as seen from `namespace`: an exact host match first, then the

@@ -7,6 +7,7 @@ use crate::config::{Config, Kind, Spec};
 use crate::model::gateway_api::{self, Translation};
 use crate::model::ingress::{self, IngressTranslation};
 use crate::model::mesh::MeshSettings;
+use crate::model::origin::Origin;
 use crate::model::resolve_host;
 use crate::store::Snapshot;
 use std::collections::HashMap;
@@ -15,6 +16,8 @@ use std::sync::Arc;
 /// A VirtualService with its hosts resolved to FQDNs.
 pub struct VsEntry {
     pub config: Arc<Config>,
+    /// Where it comes from: the Gateway API's and Ingresses' take their semantics.
+    pub origin: Arc<Origin>,
     pub spec: VirtualService,
     pub hosts: Vec<String>,
 }
@@ -23,6 +26,7 @@ pub struct VsEntry {
 /// as `namespace/name`.
 pub struct GatewayVsEntry {
     pub config: Arc<Config>,
+    pub origin: Arc<Origin>,
     pub spec: VirtualService,
     pub hosts: Vec<String>,
     pub gateways: Vec<String>,
@@ -33,10 +37,7 @@ impl GatewayVsEntry {
     /// namespace (`exportTo`, else the mesh default), as istiod's `VirtualServicesForGateway`.
     /// Those derived from Gateway API routes and Ingresses are the gateway's by construction.
     pub fn visible_to(&self, default_export_to: &[String], ns: &str) -> bool {
-        self.config
-            .metadata
-            .annotations
-            .contains_key(crate::model::gateway_api::ROUTE_SEMANTICS)
+        self.origin.route_semantics.is_some()
             || exported_to(
                 &self.spec.export_to,
                 default_export_to,
@@ -242,10 +243,11 @@ impl Routing {
         let derived = translation
             .virtual_services
             .iter()
-            .chain(&ingresses.virtual_services);
-        for config in snapshot
+            .chain(&ingresses.virtual_services)
+            .map(|d| (&d.config, d.origin.clone()));
+        for (config, origin) in snapshot
             .list(Kind::VirtualService)
-            .map(|e| &e.config)
+            .map(|e| (&e.config, Origin::of(&e.config.metadata)))
             .chain(derived)
         {
             let Spec::VirtualService(vs) = &config.spec else {
@@ -281,6 +283,7 @@ impl Routing {
             if vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh") {
                 virtual_services.push(VsEntry {
                     config: config.clone(),
+                    origin: origin.clone(),
                     spec: vs.clone(),
                     hosts: hosts.clone(),
                 });
@@ -288,6 +291,7 @@ impl Routing {
             if !gateways.is_empty() {
                 gateway_virtual_services.push(GatewayVsEntry {
                     config: config.clone(),
+                    origin,
                     spec: vs.clone(),
                     hosts,
                     gateways,
@@ -300,8 +304,7 @@ impl Routing {
         virtual_services.sort_by(|a, b| age(&a.config, &b.config));
         // A GAMMA route of a client's own namespace comes before the service's own (istiod's
         // consumer and producer routes).
-        virtual_services
-            .sort_by_key(|v| v.spec.export_to != ["."] || !gateway_api::derived(&v.config));
+        virtual_services.sort_by_key(|v| v.spec.export_to != ["."] || !v.origin.gateway_api());
         gateway_virtual_services.sort_by(|a, b| age(&a.config, &b.config));
         let entry = |config: &Arc<Config>| match &config.spec {
             Spec::DestinationRule(dr) => Some(DrEntry {

@@ -46,7 +46,7 @@ fn a_mesh_routes_parent_change_is_translated_again() {
         r.gateway_api
             .virtual_services
             .iter()
-            .filter_map(|c| match &c.spec {
+            .filter_map(|c| match &c.config.spec {
                 crate::config::Spec::VirtualService(v) => Some(v.hosts[0].clone()),
                 _ => None,
             })

@@ -11,6 +11,7 @@ use crate::config::networking::{
 };
 use crate::config::{Config, Kind, Spec};
 use crate::model::gateway_api;
+use crate::model::origin::Origin;
 use crate::xds::context::{GatewayVsEntry, PushContext, ScopeView};
 use crate::xds::generate::encode::any;
 use crate::xds::generate::finish::{Class, Typed};
@@ -127,26 +128,16 @@ impl BoundServer<'_> {
 /// proxies of their own namespace that are theirs (`derived_gateway_applies`).
 fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer<'a>> {
     let mut out = Vec::new();
-    let derived = ctx
-        .routing
-        .gateway_api
-        .gateways
-        .iter()
-        .chain(&ctx.routing.ingress.gateways);
-    let mut gateways: Vec<&'a Arc<Config>> = ctx
-        .snapshot
-        .list(Kind::Gateway)
-        .map(|e| &e.config)
-        .chain(derived)
-        .collect();
-    gateways.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
-    for config in gateways {
+    let mut gateways: Vec<(&'a Arc<Config>, Arc<Origin>)> = ctx.istio_gateways().collect();
+    gateways.sort_by(|(a, _), (b, _)| a.age_key().cmp(&b.age_key()));
+    for (config, origin) in gateways {
         let Spec::Gateway(gw) = &config.spec else {
             continue;
         };
         let gw: &'a Gateway = gw;
-        let applies = if gateway_api::derived(config) {
-            derived_gateway_applies(ctx, scope, config, gw)
+        let applies = if origin.gateway_api() {
+            let services = origin.gateway_services.as_deref().unwrap_or_default();
+            derived_gateway_applies(ctx, scope, config, gw, services)
         } else {
             crate::config::mesh::labels_match(&gw.selector, &scope.labels)
         };
@@ -154,10 +145,7 @@ fn bound_servers<'a>(ctx: &'a PushContext, scope: &ScopeView) -> Vec<BoundServer
             continue;
         }
         let meta = &config.metadata;
-        let from_listener_set = meta
-            .annotations
-            .get(gateway_api::PARENTS)
-            .is_some_and(|p| p.starts_with("ListenerSet/"));
+        let from_listener_set = origin.from_listener_set();
         for server in &gw.servers {
             out.push(BoundServer {
                 from_listener_set,
@@ -230,6 +218,7 @@ fn derived_gateway_applies(
     scope: &ScopeView,
     config: &Config,
     gw: &Gateway,
+    services: &[String],
 ) -> bool {
     let ns = &config.metadata.namespace;
     if scope.namespace != *ns {
@@ -239,12 +228,8 @@ fn derived_gateway_applies(
         return true;
     }
     let suffix = format!(".{ns}.svc.{}", ctx.mesh.domain_suffix);
-    config
-        .metadata
-        .annotations
-        .get(gateway_api::GATEWAY_SERVICE)
-        .into_iter()
-        .flat_map(|s| s.split(','))
+    services
+        .iter()
         .filter_map(|host| host.strip_suffix(&suffix))
         .any(|name| {
             let Some(e) = ctx.snapshot.get_named(Kind::Service, ns, name) else {
@@ -791,5 +776,6 @@ fn gateway_routes(
                     .iter()
                     .any(|g| crate::xds::context::gateway_key(g, vs_ns) == gateway))
     };
-    virtual_service_routes(ctx, scope, &vs.config, &vs.spec.http, port, false, &applies)
+    let source = (&*vs.config, &*vs.origin);
+    virtual_service_routes(ctx, scope, source, &vs.spec.http, port, false, &applies)
 }

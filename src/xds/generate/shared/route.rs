@@ -8,6 +8,7 @@ use crate::config::networking::{
     ConsistentHashLb, Destination, HeaderOperations, Headers, HttpMatchRequest, HttpRoute,
     RedirectPortSelection, TrafficPolicy,
 };
+use crate::model::origin::Origin;
 use crate::model::{Service, resolve_host};
 use crate::xds::context::{PushContext, ScopeView};
 use crate::xds::generate::encode::any;
@@ -98,9 +99,15 @@ pub fn routes(
     let Some(vs) = ctx.virtual_service_for(&scope.namespace, &svc.hostname) else {
         return vec![default_route(ctx, scope, svc, port, grpc)];
     };
-    virtual_service_routes(ctx, scope, &vs.config, &vs.spec.http, port, grpc, &|m| {
-        match_applies(m, scope, port)
-    })
+    virtual_service_routes(
+        ctx,
+        scope,
+        (&vs.config, &vs.origin),
+        &vs.spec.http,
+        port,
+        grpc,
+        &|m| match_applies(m, scope, port),
+    )
 }
 
 /// A VirtualService's HTTP routes in order, each match the generator keeps (`applies`: port,
@@ -109,7 +116,7 @@ pub fn routes(
 pub(in crate::xds::generate) fn virtual_service_routes(
     ctx: &PushContext,
     scope: &ScopeView,
-    vs: &Config,
+    (vs, origin): (&Config, &Origin),
     http_routes: &[HttpRoute],
     port: u32,
     grpc: bool,
@@ -118,10 +125,9 @@ pub(in crate::xds::generate) fn virtual_service_routes(
     let vs_ns = vs.metadata.namespace.as_str();
     // Derived from the Gateway API: its semantics (istiod's `UseGatewaySemantics`); from an
     // Ingress: its path prefixes (`UseIngressSemantics`).
-    let api = crate::model::gateway_api::derived(vs);
     let semantics = Semantics {
-        api,
-        segments: api || crate::model::gateway_api::ingress_semantics(vs),
+        api: origin.gateway_api(),
+        segments: origin.segment_prefixes(),
     };
     let mut out = Vec::new();
     for (i, http) in http_routes.iter().enumerate() {

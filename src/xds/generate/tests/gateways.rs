@@ -239,6 +239,37 @@ spec:
     assert_eq!(names, ["this-gateway"]);
 }
 
+/// istiod reads a VirtualService's route semantics from its annotation on any object, not only
+/// on those it derives: a user's VirtualService saying `ingress` semantics has its path prefixes
+/// match whole segments, as a derived Ingress's do; without it, a prefix is a string prefix.
+#[test]
+fn a_virtual_service_annotated_with_ingress_semantics_takes_them() {
+    let yaml = |annotations: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: a}}\n\
+spec: {{selector: {{app: gw}}, servers: [{{port: {{number: 80, name: http, protocol: HTTP}}, hosts: ['*']}}]}}\n\
+---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: web, namespace: a{annotations}}}\n\
+spec: {{hosts: [web.example.com], gateways: [gw], http: [{{match: [{{uri: {{prefix: /api}}}}], route: [{{destination: {{host: web.example.com}}}}]}}]}}\n"
+        )
+    };
+    let gw = labelled("router~10.0.0.5~gw-0.a~a.svc.cluster.local", "gw");
+    let path = |yaml: &str| {
+        let rc = route_config(&ctx(yaml), &gw, "http.80");
+        rc.virtual_hosts[0].routes[0]
+            .r#match
+            .clone()
+            .and_then(|m| m.path_specifier)
+    };
+    use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+    assert_eq!(
+        path(&yaml(
+            ", annotations: {internal.istio.io/route-semantics: ingress}"
+        )),
+        Some(PathSpecifier::PathSeparatedPrefix("/api".into()))
+    );
+    assert_eq!(path(&yaml("")), Some(PathSpecifier::Prefix("/api".into())));
+}
+
 /// As istiod's `VirtualServicesForGateway`: a VirtualService bound to a gateway serves that
 /// gateway's proxies only where it is exported to their namespace (`exportTo: ["."]` in another
 /// namespace keeps it away), and a mesh `defaultVirtualServiceExportTo` applies to those that

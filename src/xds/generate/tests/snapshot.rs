@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// Istio's published shapes (the examples the daemon serves, Istio's own fixtures), a waypoint's
-/// mesh, and ambient pods, so every proxy role has something to build.
+/// mesh, ambient pods, and the Gateway API and Ingress, so every proxy role has something to build.
 pub(super) fn mesh() -> String {
     let files = [
         include_str!("../../../../examples/services.yaml"),
@@ -24,9 +24,144 @@ pub(super) fn mesh() -> String {
         include_str!("../../../../tests/fixtures/istio/virtual-service-routing.yaml"),
         crate::xds::generate::waypoint::tests::MESH,
         AMBIENT_PODS,
+        GATEWAY_API,
     ];
     files.join("\n---\n")
 }
+
+/// The Gateway API and Kubernetes kinds: routes of every kind through a Gateway of its own (with a
+/// ListenerSet, a certificate, a grant and a BackendTLSPolicy with its CA), an HTTPRoute with
+/// every core filter and a missing backend, a mesh (GAMMA) route, an Ingress and its class, a node.
+const GATEWAY_API: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio}
+spec: {controllerName: istio.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: edge}
+spec:
+  gatewayClassName: istio
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+  - {name: https, port: 443, protocol: HTTPS, hostname: secure.example.com, tls: {mode: Terminate, certificateRefs: [{name: edge-cert}]}}
+  - {name: tcp, port: 9000, protocol: TCP}
+  - {name: tls, port: 8443, protocol: TLS, tls: {mode: Passthrough}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: extra, namespace: edge}
+spec:
+  parentRef: {name: edge}
+  listeners: [{name: admin, port: 8081, protocol: HTTP, hostname: admin.example.com}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: edge-cert, namespace: edge}
+type: kubernetes.io/tls
+data: {tls.crt: "", tls.key: ""}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: apps}
+spec: {clusterIP: 10.96.7.1, ports: [{name: http, port: 8080}, {name: grpc, port: 9090, appProtocol: grpc}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: edge}
+spec:
+  parentRefs: [{name: edge}, {group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: from-edge, namespace: apps}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: edge}, {group: gateway.networking.k8s.io, kind: GRPCRoute, namespace: edge}, {group: gateway.networking.k8s.io, kind: TCPRoute, namespace: edge}, {group: gateway.networking.k8s.io, kind: TLSRoute, namespace: edge}]
+  to: [{group: '', kind: Service}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: rpc, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: http}]
+  hostnames: [rpc.example.com]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 9090}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: raw, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: tcp}]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: pass, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: tls}]
+  hostnames: [pass.example.com]
+  rules: [{backendRefs: [{name: api, namespace: apps, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: api-tls, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: api, sectionName: http}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: api-ca}], hostname: api.example.com}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: api-ca, namespace: apps}
+data: {ca.crt: "not a certificate"}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: apps}
+spec:
+  ingressClassName: istio
+  rules:
+  - host: shop.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: api, port: {number: 8080}}}}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: istio}
+spec: {controller: istio.io/ingress-controller}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {topology.kubernetes.io/region: r1, topology.kubernetes.io/zone: z1}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: shaped, namespace: edge}
+spec:
+  parentRefs: [{name: edge, sectionName: http}]
+  hostnames: [shaped.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /old}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}, statusCode: 301}
+  - matches: [{path: {type: PathPrefix, value: /api}, headers: [{name: x-canary, value: "1"}]}]
+    filters:
+    - {type: RequestHeaderModifier, requestHeaderModifier: {add: [{name: x-from, value: edge}], remove: [x-debug]}}
+    - {type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /v2}}}
+    - {type: RequestMirror, requestMirror: {backendRef: {name: api, namespace: apps, port: 8080}}}
+    backendRefs: [{name: api, namespace: apps, port: 8080, weight: 90}, {name: missing, port: 80, weight: 10}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: reviews-canary, namespace: bookinfo}
+spec:
+  parentRefs: [{group: "", kind: Service, name: reviews, port: 9080}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /v2}}]
+    backendRefs: [{name: reviews, port: 9080}]
+"#;
 
 const AMBIENT_PODS: &str = r#"
 apiVersion: v1
@@ -138,6 +273,14 @@ pub(super) fn proxies() -> Vec<(&'static str, Proxy)> {
                 "waypoint~10.44.0.2~waypoint-0.shop~shop.svc.cluster.local",
                 &[],
                 &[("gateway.networking.k8s.io/gateway-name", "waypoint")],
+            ),
+        ),
+        (
+            "gateway-api",
+            proxy(
+                "router~10.0.0.30~edge-istio-0.edge~edge.svc.cluster.local",
+                &[],
+                &[("gateway.networking.k8s.io/gateway-name", "edge")],
             ),
         ),
         (

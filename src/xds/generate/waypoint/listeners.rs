@@ -606,7 +606,7 @@ fn route_config(
         routes.extend(crate::xds::generate::shared::route::virtual_service_routes(
             ctx,
             scope,
-            &vs.config,
+            (&vs.config, &vs.origin),
             &vs.spec.http,
             port,
             false,
