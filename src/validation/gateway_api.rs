@@ -4,7 +4,7 @@
 
 use super::report::Report;
 use crate::config::gateway_api::{
-    BackendRef, BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpBackendRef,
+    BackendRef, BackendTlsPolicy, FilterType, Gateway, GatewayClass, GrpcRoute, HttpBackendRef,
     HttpHeaderMatch, HttpRoute, HttpRouteFilter, L4RouteRule, ParentReference, ReferenceGrant,
     TlsRoute,
 };
@@ -310,26 +310,14 @@ fn header_matches(r: &mut Report, path: &str, matches: &[HttpHeaderMatch]) {
 
 /// The filter's type names the one field that is set (the CRDs' CEL rules).
 fn filter(r: &mut Report, path: &str, f: &HttpRouteFilter) {
-    let set = [
-        ("RequestHeaderModifier", f.request_header_modifier.is_some()),
-        (
-            "ResponseHeaderModifier",
-            f.response_header_modifier.is_some(),
-        ),
-        ("RequestMirror", f.request_mirror.is_some()),
-        ("RequestRedirect", f.request_redirect.is_some()),
-        ("URLRewrite", f.url_rewrite.is_some()),
-        ("CORS", f.cors.is_some()),
-        ("ExternalAuth", f.external_auth.is_some()),
-        ("ExtensionRef", f.extension_ref.is_some()),
-    ];
-    for (name, present) in set {
-        if (name == f.filter_type) != present {
+    for t in FilterType::ALL {
+        if (t == f.filter_type) != f.sets(&t) {
             r.error(
                 path.to_string(),
                 format!(
-                    "filter.{} must be specified for {name} filter.type, and only then",
-                    field_of(name)
+                    "filter.{} must be specified for {} filter.type, and only then",
+                    t.field(),
+                    t.name()
                 ),
             );
         }
@@ -427,19 +415,6 @@ fn filter(r: &mut Report, path: &str, f: &HttpRouteFilter) {
     }
 }
 
-fn field_of(filter_type: &str) -> &'static str {
-    match filter_type {
-        "RequestHeaderModifier" => "requestHeaderModifier",
-        "ResponseHeaderModifier" => "responseHeaderModifier",
-        "RequestMirror" => "requestMirror",
-        "RequestRedirect" => "requestRedirect",
-        "URLRewrite" => "urlRewrite",
-        "CORS" => "cors",
-        "ExternalAuth" => "externalAuth",
-        _ => "extensionRef",
-    }
-}
-
 fn backends_with_filters(r: &mut Report, path: &str, refs: &[HttpBackendRef]) {
     for (i, b) in refs.iter().enumerate() {
         let p = format!("{path}[{i}]");
@@ -518,29 +493,26 @@ pub fn http_route(r: &mut Report, h: &HttpRoute) {
                 );
             }
         }
-        let types: Vec<&str> = rule
-            .filters
-            .iter()
-            .map(|f| f.filter_type.as_str())
-            .collect();
-        if types.contains(&"RequestRedirect") && types.contains(&"URLRewrite") {
+        let types: Vec<&FilterType> = rule.filters.iter().map(|f| &f.filter_type).collect();
+        if types.contains(&&FilterType::RequestRedirect) && types.contains(&&FilterType::UrlRewrite)
+        {
             r.error(format!("{p}.filters"), "May specify either httpRouteFilterRequestRedirect or httpRouteFilterRequestRewrite, but not both");
         }
         for once in [
-            "RequestHeaderModifier",
-            "ResponseHeaderModifier",
-            "RequestRedirect",
-            "URLRewrite",
-            "CORS",
+            FilterType::RequestHeaderModifier,
+            FilterType::ResponseHeaderModifier,
+            FilterType::RequestRedirect,
+            FilterType::UrlRewrite,
+            FilterType::Cors,
         ] {
-            if types.iter().filter(|t| **t == once).count() > 1 {
+            if types.iter().filter(|t| ***t == once).count() > 1 {
                 r.error(
                     format!("{p}.filters"),
-                    format!("{once} filter cannot be repeated"),
+                    format!("{} filter cannot be repeated", once.name()),
                 );
             }
         }
-        if types.contains(&"RequestRedirect") && !rule.backend_refs.is_empty() {
+        if types.contains(&&FilterType::RequestRedirect) && !rule.backend_refs.is_empty() {
             r.error(
                 p.clone(),
                 "RequestRedirect filter must not be used together with backendRefs",

@@ -8,7 +8,8 @@ use crate::config::Config;
 use crate::config::Spec;
 use crate::config::common::{Duration, StringMatch, parse_go_duration};
 use crate::config::gateway_api::{
-    self as api, BackendRef, HttpBackendRef, HttpHeaderFilter, HttpHeaderMatch, HttpRouteFilter,
+    self as api, BackendRef, FilterType, HttpBackendRef, HttpHeaderFilter, HttpHeaderMatch,
+    HttpRouteFilter,
 };
 use crate::config::networking::{
     self as istio, CorsPolicy, Destination, HeaderOperations, Headers, HttpDirectResponse,
@@ -227,15 +228,6 @@ impl Ctx<'_> {
             });
         }
         for f in &rule.filters {
-            if !matches!(
-                f.filter_type.as_str(),
-                "RequestHeaderModifier" | "ResponseHeaderModifier" | "RequestMirror"
-            ) {
-                return Err(RuleError::new(
-                    "InvalidFilter",
-                    format!("unsupported filter type {:?}", f.filter_type),
-                ));
-            }
             self.filter(&mut r, f, false)?;
         }
         self.http_destinations(&mut r, &rule.backend_refs, false)?;
@@ -249,21 +241,24 @@ impl Ctx<'_> {
         f: &HttpRouteFilter,
         http: bool,
     ) -> Result<(), RuleError> {
-        match f.filter_type.as_str() {
-            "RequestHeaderModifier" => {
+        match &f.filter_type {
+            FilterType::RequestHeaderModifier => {
                 if let Some(ops) = header_ops(f.request_header_modifier.as_ref())? {
                     r.headers.get_or_insert_with(Headers::default).request = Some(ops);
                 }
             }
-            "ResponseHeaderModifier" => {
+            FilterType::ResponseHeaderModifier => {
                 if let Some(ops) = header_ops(f.response_header_modifier.as_ref())? {
                     r.headers.get_or_insert_with(Headers::default).response = Some(ops);
                 }
             }
-            "RequestRedirect" if http => r.redirect = f.request_redirect.as_ref().map(redirect),
-            "URLRewrite" if http => r.rewrite = f.url_rewrite.as_ref().and_then(rewrite),
-            "CORS" if http => r.cors_policy = f.cors.as_ref().map(cors),
-            "RequestMirror" => {
+            FilterType::RequestRedirect | FilterType::UrlRewrite | FilterType::Cors if !http => {
+                return Err(unsupported(&f.filter_type));
+            }
+            FilterType::RequestRedirect => r.redirect = f.request_redirect.as_ref().map(redirect),
+            FilterType::UrlRewrite => r.rewrite = f.url_rewrite.as_ref().and_then(rewrite),
+            FilterType::Cors => r.cors_policy = f.cors.as_ref().map(cors),
+            FilterType::RequestMirror => {
                 if let Some(m) = &f.request_mirror {
                     match self.destination(&m.backend_ref) {
                         Ok(d) => {
@@ -287,11 +282,8 @@ impl Ctx<'_> {
                     }
                 }
             }
-            other => {
-                return Err(RuleError::new(
-                    "InvalidFilter",
-                    format!("unsupported filter type {other:?}"),
-                ));
+            FilterType::ExternalAuth | FilterType::ExtensionRef | FilterType::Other(_) => {
+                return Err(unsupported(&f.filter_type));
             }
         }
         Ok(())
@@ -328,23 +320,24 @@ impl Ctx<'_> {
             };
             let mut headers: Option<Headers> = None;
             for f in &b.filters {
-                match f.filter_type.as_str() {
-                    "RequestHeaderModifier" => {
+                match f.filter_type {
+                    FilterType::RequestHeaderModifier => {
                         if let Some(ops) = header_ops(f.request_header_modifier.as_ref())? {
                             headers.get_or_insert_with(Headers::default).request = Some(ops);
                         }
                     }
-                    "ResponseHeaderModifier" => {
+                    FilterType::ResponseHeaderModifier => {
                         if let Some(ops) = header_ops(f.response_header_modifier.as_ref())? {
                             headers.get_or_insert_with(Headers::default).response = Some(ops);
                         }
                     }
-                    other => {
-                        return Err(RuleError::new(
-                            "InvalidFilter",
-                            format!("unsupported filter type {other:?}"),
-                        ));
-                    }
+                    FilterType::RequestMirror
+                    | FilterType::RequestRedirect
+                    | FilterType::UrlRewrite
+                    | FilterType::Cors
+                    | FilterType::ExternalAuth
+                    | FilterType::ExtensionRef
+                    | FilterType::Other(_) => return Err(unsupported(&f.filter_type)),
                 }
             }
             r.route.push(HttpRouteDestination {
@@ -594,6 +587,15 @@ fn redirect(f: &api::HttpRequestRedirectFilter) -> HttpRedirect {
         }
     }
     r
+}
+
+/// A filter istiod does not translate where it stands (a type it does not implement, or one a
+/// gRPC rule or a backend cannot take).
+fn unsupported(t: &FilterType) -> RuleError {
+    RuleError::new(
+        "InvalidFilter",
+        format!("unsupported filter type {:?}", t.name()),
+    )
 }
 
 /// Marks a redirect path that replaces the matched prefix (istiod's `%PREFIX()%`).

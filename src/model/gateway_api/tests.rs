@@ -191,6 +191,58 @@ spec:
     );
 }
 
+/// A filter istiod does not translate where it stands — one it does not implement
+/// (`ExtensionRef`), a type a later Gateway API may add, a redirect on a gRPC rule — is the
+/// route's `InvalidFilter` error with istiod's message, not a filter silently left out.
+#[test]
+fn a_filter_that_cannot_be_translated_is_the_routes_error() {
+    let route = |kind: &str, filter: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: edge}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: {kind}
+metadata: {{name: r, namespace: edge}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules: [{{filters: [{filter}], backendRefs: [{{name: api, port: 8080}}]}}]
+"
+        )
+    };
+    let error = |kind: Kind, filter: &str| {
+        let t = translated(&route(kind.name(), filter));
+        let o = &parent(&t, kind, "edge", "r").parents[0];
+        o.route_error
+            .as_ref()
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let invalid = |name: &str| {
+        Some((
+            "InvalidFilter".to_string(),
+            format!("unsupported filter type \"{name}\""),
+        ))
+    };
+    assert_eq!(
+        error(
+            Kind::HTTPRoute,
+            "{type: ExtensionRef, extensionRef: {group: example.com, kind: Plugin, name: p}}"
+        ),
+        invalid("ExtensionRef")
+    );
+    assert_eq!(
+        error(Kind::HTTPRoute, "{type: FutureFilter}"),
+        invalid("FutureFilter")
+    );
+    let redirect = "{type: RequestRedirect, requestRedirect: {statusCode: 301}}";
+    assert_eq!(error(Kind::GRPCRoute, redirect), invalid("RequestRedirect"));
+    assert_eq!(error(Kind::HTTPRoute, redirect), None);
+}
+
 #[test]
 fn a_backend_in_another_namespace_needs_a_reference_grant() {
     let route = "
