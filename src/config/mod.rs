@@ -9,6 +9,7 @@ pub mod crd;
 pub mod extensions;
 pub mod gateway_api;
 pub mod host;
+pub mod internal_annotations;
 mod kind;
 pub mod mesh;
 pub mod networking;

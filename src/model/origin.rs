@@ -11,13 +11,7 @@ use crate::config::{Config, Kind, ObjectMeta};
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
-/// On derived VirtualServices: which semantics their routes take (istiod's
-/// `internal.istio.io/route-semantics`: `gateway` or `ingress`).
-pub const ROUTE_SEMANTICS: &str = "internal.istio.io/route-semantics";
-/// On derived Gateways: the hostnames of the Services whose pods serve it.
-pub const GATEWAY_SERVICE: &str = "internal.istio.io/gateway-service";
-/// On derived objects: the objects they come from (`Kind/name[/section].namespace`).
-pub const PARENTS: &str = "internal.istio.io/parents";
+pub use crate::config::internal_annotations::{GATEWAY_SERVICE, PARENTS, ROUTE_SEMANTICS};
 
 /// How a VirtualService's routes read, where they differ from Istio's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -151,13 +151,11 @@ fn metadata(r: &mut Report, config: &Config) {
     }
 }
 
+use crate::config::internal_annotations::{PARENT_NAMESPACE, PARENTS};
 pub use crate::config::security::DRY_RUN;
 use crate::config::security::parse_go_bool;
 /// istiod's test hook: an object carrying it is always denied by the webhook.
 pub const ALWAYS_REJECT: &str = "internal.istio.io/webhook-always-reject";
-/// Set by istiod on objects it generates (Gateway API); users may not set them.
-const PARENT_NAMESPACE: &str = "internal.istio.io/parent-namespace";
-const PARENTS: &str = "internal.istio.io/parents";
 
 #[cfg(test)]
 mod tests {
